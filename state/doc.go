@@ -1,0 +1,285 @@
+// Package state holds the state document: the one JSON blob per poller that records both how far
+// the poller has got (the checkpoint) and who may move it on (the lease).
+//
+// The document lives at state/{app}/{poller}.json in the state container. Decoding is strict: a
+// blob that is not valid JSON, carries another version, names another poller or has fields this
+// version does not know is refused with an error naming the blob, so that nothing ever writes
+// over a document it does not fully understand.
+package state
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// Version is the only document version this code reads and writes.
+const Version = 1
+
+// MaxFencingToken is the largest fencing token: 2^53-1, the largest integer that every JSON
+// reader (JavaScript, PowerShell, KQL) holds exactly.
+const MaxFencingToken int64 = 1<<53 - 1
+
+// Cursor kinds.
+const (
+	KindTimestampPK = "timestamp+pk"
+	KindInteger     = "integer"
+	KindRowversion  = "rowversion"
+	KindXID         = "xid"
+)
+
+// Sentinel errors; Decode wraps them in an *Error that names the blob.
+var (
+	// ErrCorrupt: the blob is not a valid state document.
+	ErrCorrupt = errors.New("not a valid state document")
+	// ErrVersion: the document has a version this code does not know.
+	ErrVersion = errors.New("unsupported state document version")
+	// ErrPollerMismatch: the document belongs to another poller.
+	ErrPollerMismatch = errors.New("state document belongs to another poller")
+	// ErrFingerprintMismatch: the configured source is not the one the checkpoint was taken on.
+	ErrFingerprintMismatch = errors.New("source fingerprint changed")
+)
+
+// Error is a problem with one state blob.
+type Error struct {
+	Blob   string // the blob's name, e.g. state/local/orders.json
+	Err    error  // one of the sentinels above
+	Detail string // what exactly is wrong
+}
+
+func (e *Error) Error() string {
+	if e.Detail == "" {
+		return fmt.Sprintf("state blob %s: %v", e.Blob, e.Err)
+	}
+	return fmt.Sprintf("state blob %s: %v: %s", e.Blob, e.Err, e.Detail)
+}
+
+// Unwrap returns the sentinel.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Doc is the state document, version 1.
+type Doc struct {
+	Version           int        `json:"version"`
+	PollerName        string     `json:"poller_name"`
+	SourceFingerprint string     `json:"source_fingerprint"`
+	Checkpoint        Checkpoint `json:"checkpoint"`
+	Lease             Lease      `json:"lease"`
+	// WriteID is fresh on every write. After an ambiguous write (a lost reply, a 5xx, a
+	// time-out, or a 412 from an SDK retry of a write that landed) the writer re-reads the blob:
+	// its own WriteID there means the write landed.
+	WriteID string `json:"write_id,omitempty"`
+}
+
+// Checkpoint is how far the poller has successfully got.
+type Checkpoint struct {
+	// Cursor is the position after the last committed row; nil means the beginning.
+	Cursor                *Cursor  `json:"cursor"`
+	LastSuccessfulBatchID string   `json:"last_successful_batch_id"`
+	UpdatedAt             Time     `json:"updated_at"`
+	Metadata              Metadata `json:"metadata"`
+}
+
+// Metadata describes the last committed batch.
+type Metadata struct {
+	RowCount int64 `json:"row_count"` // rows in the last committed batch
+}
+
+// Cursor is a keyset position. Value and the tiebreaker values are kept as raw JSON so that
+// they round-trip with full precision (a datetime2(7) string, an xid8 beyond 2^53, ...).
+type Cursor struct {
+	Kind       string                     `json:"kind"`
+	Value      json.RawMessage            `json:"value"`
+	Tiebreaker map[string]json.RawMessage `json:"tiebreaker,omitempty"`
+}
+
+// Lease says who may process the poller. The times in it are the holder's wall clock and are
+// for people and tools: contenders judge expiry on the storage service's clock (see package
+// lease).
+type Lease struct {
+	OwnerID      string `json:"owner_id"`
+	FencingToken int64  `json:"fencing_token"`
+	AcquiredAt   Time   `json:"acquired_at"`
+	HeartbeatAt  Time   `json:"heartbeat_at"`
+	ExpiresAt    Time   `json:"expires_at"`
+	// TTLSeconds is the lease's time to live, rounded up to whole seconds. A contender adds it to
+	// the blob's Last-Modified to judge expiry.
+	TTLSeconds int64 `json:"ttl_seconds"`
+	// ReleasedAt is set when the holder gave the lease up; a released lease is free at once.
+	ReleasedAt Time `json:"released_at"`
+}
+
+// Released reports whether the holder gave the lease up.
+func (l Lease) Released() bool { return !l.ReleasedAt.IsZero() }
+
+// Decode parses and validates the state document stored in blob for poller. Any problem is an
+// *Error naming the blob and wrapping ErrCorrupt, ErrVersion or ErrPollerMismatch.
+func Decode(blob, poller string, data []byte) (*Doc, error) {
+	fail := func(sentinel error, format string, args ...any) (*Doc, error) {
+		return nil, &Error{Blob: blob, Err: sentinel, Detail: fmt.Sprintf(format, args...)}
+	}
+	// The version decides how to read the rest, so look at it first: a newer document must be
+	// reported as such, not as "unknown field".
+	var head struct {
+		Version json.RawMessage `json:"version"`
+	}
+	if err := json.Unmarshal(data, &head); err != nil {
+		return fail(ErrCorrupt, "%v", err)
+	}
+	if len(head.Version) == 0 {
+		return fail(ErrCorrupt, "no \"version\" field")
+	}
+	if v := string(head.Version); v != "1" {
+		return fail(ErrVersion, "version %s, this build reads version %d only", v, Version)
+	}
+
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var d Doc
+	if err := dec.Decode(&d); err != nil {
+		return fail(ErrCorrupt, "%v", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return fail(ErrCorrupt, "data after the document")
+	}
+	if d.PollerName != poller {
+		return fail(ErrPollerMismatch, "poller_name is %q, expected %q", d.PollerName, poller)
+	}
+	if err := d.validate(); err != nil {
+		return fail(ErrCorrupt, "%v", err)
+	}
+	return &d, nil
+}
+
+func (d *Doc) validate() error {
+	switch {
+	case d.PollerName == "":
+		return errors.New("poller_name is empty")
+	case d.Lease.FencingToken < 0 || d.Lease.FencingToken > MaxFencingToken:
+		return fmt.Errorf("lease.fencing_token %d is outside 0..%d", d.Lease.FencingToken, MaxFencingToken)
+	case d.Lease.TTLSeconds < 0:
+		return fmt.Errorf("lease.ttl_seconds %d is negative", d.Lease.TTLSeconds)
+	case d.Lease.OwnerID != "" && d.Lease.TTLSeconds == 0:
+		return errors.New("lease has an owner but no ttl_seconds")
+	case d.Checkpoint.Metadata.RowCount < 0:
+		return fmt.Errorf("checkpoint.metadata.row_count %d is negative", d.Checkpoint.Metadata.RowCount)
+	}
+	if c := d.Checkpoint.Cursor; c != nil {
+		if err := c.Validate(); err != nil {
+			return fmt.Errorf("checkpoint.cursor: %w", err)
+		}
+	}
+	return nil
+}
+
+// Validate checks that the cursor has a known kind and a scalar value.
+func (c *Cursor) Validate() error {
+	switch c.Kind {
+	case KindTimestampPK, KindInteger, KindRowversion, KindXID:
+	default:
+		return fmt.Errorf("unknown kind %q (want %s, %s, %s or %s)",
+			c.Kind, KindTimestampPK, KindInteger, KindRowversion, KindXID)
+	}
+	if err := scalar(c.Value); err != nil {
+		return fmt.Errorf("value: %w", err)
+	}
+	for k, v := range c.Tiebreaker {
+		if k == "" {
+			return errors.New("tiebreaker has an empty column name")
+		}
+		if err := scalar(v); err != nil {
+			return fmt.Errorf("tiebreaker %q: %w", k, err)
+		}
+	}
+	return nil
+}
+
+// scalar accepts a JSON string or number.
+func scalar(v json.RawMessage) error {
+	t := strings.TrimSpace(string(v))
+	if t == "" || t == "null" {
+		return errors.New("missing")
+	}
+	switch t[0] {
+	case '"':
+		var s string
+		return json.Unmarshal(v, &s)
+	case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+		var n json.Number
+		return json.Unmarshal(v, &n)
+	}
+	return fmt.Errorf("%s is not a string or a number", t)
+}
+
+// Encode renders the document as stored: indented JSON, so that people reading the blob in
+// the portal see its structure.
+func Encode(d *Doc) ([]byte, error) {
+	if d.Version != Version {
+		return nil, fmt.Errorf("state: refusing to encode version %d", d.Version)
+	}
+	if err := d.validate(); err != nil {
+		return nil, fmt.Errorf("state: refusing to encode an invalid document: %w", err)
+	}
+	b, err := json.MarshalIndent(d, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("state: encode: %w", err)
+	}
+	return append(b, '\n'), nil
+}
+
+// CheckFingerprint returns an *Error wrapping ErrFingerprintMismatch when the document was
+// written for another source definition. The message names the way out.
+func CheckFingerprint(blob string, d *Doc, want string) error {
+	if d.SourceFingerprint == want {
+		return nil
+	}
+	return &Error{Blob: blob, Err: ErrFingerprintMismatch, Detail: fmt.Sprintf(
+		"the checkpoint was taken on source %s but the poller is now configured for %s; "+
+			"to start over on the new source run `pollerctl reset %s --to-beginning` "+
+			"(or give the new source a new poller name)",
+		d.SourceFingerprint, want, d.PollerName)}
+}
+
+// Time is a timestamp rendered as RFC 3339 UTC with microseconds
+// ("2026-04-07T01:23:45.123456Z"); the zero Time is JSON null.
+type Time struct{ time.Time }
+
+// TimeLayout is the fixed-width layout of Time.
+const TimeLayout = "2006-01-02T15:04:05.000000Z"
+
+// At returns t as a Time, in UTC, without its monotonic reading.
+func At(t time.Time) Time {
+	if t.IsZero() {
+		return Time{}
+	}
+	return Time{t.UTC().Round(0)}
+}
+
+// MarshalJSON renders null or a fixed-width UTC timestamp.
+func (t Time) MarshalJSON() ([]byte, error) {
+	if t.IsZero() {
+		return []byte("null"), nil
+	}
+	return []byte(`"` + t.UTC().Format(TimeLayout) + `"`), nil
+}
+
+// UnmarshalJSON accepts null or any RFC 3339 timestamp.
+func (t *Time) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*t = Time{}
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("timestamp: %w", err)
+	}
+	p, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return fmt.Errorf("timestamp %q is not RFC 3339", s)
+	}
+	*t = Time{p.UTC()}
+	return nil
+}
