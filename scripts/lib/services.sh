@@ -1,0 +1,86 @@
+# shellcheck shell=bash
+# Shared by scripts/*.sh: install and start the local servers on free 127.0.0.1 ports, and stop
+# them again on exit, also on failure or Ctrl-C. Source it, then call the start_* functions.
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+RUN_DIR=${RUN_DIR:-$ROOT/.test}
+mkdir -p "$RUN_DIR"
+
+_pids=()
+stop_services() {
+  local pid
+  for pid in "${_pids[@]}"; do
+    kill "$pid" 2>/dev/null || true
+  done
+  for pid in "${_pids[@]}"; do
+    wait "$pid" 2>/dev/null || true
+  done
+  _pids=()
+}
+trap 'stop_services' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+log() { printf '%s %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+# free_port prints a port that is free on 127.0.0.1 right now.
+free_port() {
+  node -e 'const s=require("net").createServer();s.listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})'
+}
+
+# wait_port PORT PID NAME LOG waits up to 30 s for PORT to accept connections while PID lives.
+wait_port() {
+  local port=$1 pid=$2 name=$3 logfile=$4 i
+  for ((i = 0; i < 300; i++)); do
+    if ! kill -0 "$pid" 2>/dev/null; then
+      log "$name exited during start-up; its log ($logfile):"
+      tail -20 "$logfile" >&2
+      return 1
+    fi
+    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+      return 0
+    fi
+    sleep 0.1
+  done
+  log "$name did not listen on 127.0.0.1:$port within 30 s; its log ($logfile):"
+  tail -20 "$logfile" >&2
+  return 1
+}
+
+need() {
+  command -v "$1" >/dev/null 2>&1 || die "$1 is not installed: $2"
+}
+
+# install_azurite installs the Azurite pinned in package.json into node_modules when missing.
+install_azurite() {
+  need node "install Node.js 20 (Azurite 3.35 needs Node >= 18)"
+  need npm "install npm (it comes with Node.js)"
+  if [ ! -x "$ROOT/node_modules/.bin/azurite-blob" ]; then
+    log "installing Azurite (pinned in package.json) into node_modules ..."
+    (cd "$ROOT" && npm ci --no-fund --no-audit --loglevel=error >&2) || die "npm ci failed"
+  fi
+}
+
+# start_azurite starts Azurite's blob service on a free port and exports
+# AZURITE_CONNECTION_STRING and AZURITE_BLOB_PORT.
+start_azurite() {
+  install_azurite
+  local attempt port pid logfile="$RUN_DIR/azurite.log"
+  for attempt in 1 2 3; do
+    port=$(free_port)
+    "$ROOT/node_modules/.bin/azurite-blob" --blobHost 127.0.0.1 --blobPort "$port" \
+      --inMemoryPersistence --silent --skipApiVersionCheck --disableTelemetry >"$logfile" 2>&1 &
+    pid=$!
+    if wait_port "$port" "$pid" Azurite "$logfile"; then
+      _pids+=("$pid")
+      export AZURITE_BLOB_PORT=$port
+      export AZURITE_CONNECTION_STRING="DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==;BlobEndpoint=http://127.0.0.1:$port/devstoreaccount1;"
+      log "Azurite blob service on 127.0.0.1:$port (pid $pid)"
+      return 0
+    fi
+    kill "$pid" 2>/dev/null || true
+    log "Azurite start attempt $attempt failed; retrying on another port"
+  done
+  die "Azurite would not start"
+}
