@@ -21,6 +21,7 @@ go vet ./...
 go run "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION" ./...
 
 start_azurite
+start_postgres
 
 args=(-race -timeout 30m)
 [ -n "${SHORT:-}" ] && args+=(-short)

@@ -42,3 +42,30 @@ func Name(prefix string) string {
 	_, _ = rand.Read(b)
 	return prefix + hex.EncodeToString(b)
 }
+
+// PostgresVar names the DSN of the PostgreSQL that scripts/test.sh starts.
+const PostgresVar = "PG_TEST_DSN"
+
+// Postgres returns the PostgreSQL DSN, or skips (fails under CI=true).
+func Postgres(t testing.TB) string {
+	t.Helper()
+	dsn := os.Getenv(PostgresVar)
+	if dsn == "" {
+		missing(t, PostgresVar, "a PostgreSQL DSN (scripts/test.sh starts PostgreSQL and sets it)")
+	}
+	return dsn
+}
+
+// SQLServerVar names the DSN of a SQL Server to test against. No SQL Server runs on these
+// machines: the tests skip without it, also in CI; the GitHub Actions workflow sets it.
+const SQLServerVar = "MSSQL_TEST_DSN"
+
+// SQLServer returns the SQL Server DSN, or skips.
+func SQLServer(t testing.TB) string {
+	t.Helper()
+	dsn := os.Getenv(SQLServerVar)
+	if dsn == "" {
+		t.Skipf("set %s to a SQL Server DSN (sqlserver://user:pass@host:1433?database=db) to run the SQL Server tests", SQLServerVar)
+	}
+	return dsn
+}

@@ -7,8 +7,12 @@ RUN_DIR=${RUN_DIR:-$ROOT/.test}
 mkdir -p "$RUN_DIR"
 
 _pids=()
+_stops=()
 stop_services() {
-  local pid
+  local pid cmd
+  for cmd in "${_stops[@]}"; do
+    eval "$cmd" >/dev/null 2>&1 || true
+  done
   for pid in "${_pids[@]}"; do
     kill "$pid" 2>/dev/null || true
   done
@@ -16,6 +20,7 @@ stop_services() {
     wait "$pid" 2>/dev/null || true
   done
   _pids=()
+  _stops=()
 }
 trap 'stop_services' EXIT
 trap 'exit 130' INT
@@ -83,4 +88,40 @@ start_azurite() {
     log "Azurite start attempt $attempt failed; retrying on another port"
   done
   die "Azurite would not start"
+}
+
+# install_postgres finds PostgreSQL's server binaries (PG_BIN), installing Debian's postgresql
+# package when there are none.
+install_postgres() {
+  PG_BIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
+  if [ -z "$PG_BIN" ] || [ ! -x "$PG_BIN/initdb" ]; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+      log "installing PostgreSQL from Debian packages ..."
+      apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >&2 \
+        || die "apt-get install postgresql failed"
+      PG_BIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
+    fi
+    [ -n "$PG_BIN" ] && [ -x "$PG_BIN/initdb" ] || die "PostgreSQL server binaries not found: install PostgreSQL 15+ (Debian: apt-get install postgresql)"
+  fi
+}
+
+# start_postgres initialises a throwaway cluster under $RUN_DIR, starts it on a free port and
+# exports PG_TEST_DSN.
+start_postgres() {
+  install_postgres
+  local d="$RUN_DIR/pg" port as=()
+  rm -rf "$d" && mkdir -p "$d"
+  if [ "$(id -u)" = 0 ]; then
+    chown postgres "$d"
+    as=(runuser -u postgres --)
+  fi
+  "${as[@]}" "$PG_BIN/initdb" -D "$d/data" -U postgres --auth=trust -E UTF8 --no-sync >"$d/initdb.log" 2>&1 \
+    || { tail -20 "$d/initdb.log" >&2; die "initdb failed"; }
+  port=$(free_port)
+  "${as[@]}" "$PG_BIN/pg_ctl" -D "$d/data" -w -t 60 -l "$d/server.log" \
+    -o "-c listen_addresses=127.0.0.1 -p $port -k $d -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200" \
+    start >/dev/null || { tail -20 "$d/server.log" >&2; die "PostgreSQL would not start"; }
+  _stops+=("${as[*]} $PG_BIN/pg_ctl -D $d/data -m immediate stop")
+  export PG_TEST_DSN="postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable"
+  log "PostgreSQL $("$PG_BIN/postgres" --version | awk '{print $3}') on 127.0.0.1:$port"
 }

@@ -1,0 +1,195 @@
+package source
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/pseudotrigger/pseudotrigger/state"
+)
+
+// Drivers.
+const (
+	SQLServer = "sqlserver"
+	Postgres  = "postgres"
+	SQLite    = "sqlite"
+)
+
+// DefaultSettleLag is how far behind the database's clock a timestamp+pk cursor reads unless
+// the poller says otherwise: longer than any write transaction on the table should stay open.
+const DefaultSettleLag = 10 * time.Second
+
+// NoSettleLag reads up to the database's clock itself. It is unsafe for tables written by
+// transactions that commit after they take their timestamp (see the package doc).
+const NoSettleLag time.Duration = -1
+
+// Definition is what a poller declares about its source.
+type Definition struct {
+	// Table is the source table, schema-qualified or not.
+	Table Table
+	// Columns are the columns each row carries. The cursor and key columns are added when missing.
+	Columns []string
+	// Cursor is the cursor kind and its column.
+	Cursor Cursor
+	// PK are the key columns: the rows' identity, and the tiebreaker after the cursor column.
+	PK []string
+	// Filter is an optional fixed predicate, written in the poller's Go code (never from
+	// configuration or input), e.g. `status <> 'draft'`. It is ANDed with the keyset predicate.
+	Filter string
+	// SettleLag applies to timestamp+pk cursors: only rows whose cursor is older than the
+	// database's clock minus the lag are read. Zero means DefaultSettleLag; NoSettleLag means none.
+	SettleLag time.Duration
+}
+
+// Cursor names the cursor kind and column.
+type Cursor struct {
+	Kind   string // state.KindTimestampPK, KindInteger, KindRowversion or KindXID
+	Column string
+}
+
+// Table is a table name with an optional schema.
+type Table struct {
+	Schema string
+	Name   string
+}
+
+// ParseTable splits "schema.table" (or "table") at the first dot. Names that contain a dot must
+// be given as a Table literal.
+func ParseTable(s string) Table {
+	if schema, name, ok := strings.Cut(s, "."); ok {
+		return Table{Schema: schema, Name: name}
+	}
+	return Table{Name: s}
+}
+
+func (t Table) String() string {
+	if t.Schema == "" {
+		return t.Name
+	}
+	return t.Schema + "." + t.Name
+}
+
+// ErrDefinition: the poller's source definition is invalid.
+var ErrDefinition = errors.New("invalid source definition")
+
+// settleLag resolves the zero value and NoSettleLag.
+func (d Definition) settleLag() time.Duration {
+	switch {
+	case d.SettleLag == 0:
+		return DefaultSettleLag
+	case d.SettleLag < 0:
+		return 0
+	}
+	return d.SettleLag
+}
+
+// keyColumns are the keyset's columns in order: the cursor column, then the key columns that are
+// not the cursor column.
+func (d Definition) keyColumns() []string {
+	keys := []string{d.Cursor.Column}
+	for _, k := range d.PK {
+		if k != d.Cursor.Column {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+// selected is Columns with the key columns added where missing.
+func (d Definition) selected() []string {
+	cols := slices.Clone(d.Columns)
+	for _, k := range d.keyColumns() {
+		if !slices.Contains(cols, k) {
+			cols = append(cols, k)
+		}
+	}
+	return cols
+}
+
+// validate checks the definition for driver; errors wrap ErrDefinition and name the poller and
+// the part at fault.
+func (d Definition) validate(poller, driver string) error {
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("source: poller %q: %w: %s", poller, ErrDefinition, fmt.Sprintf(format, args...))
+	}
+	switch driver {
+	case SQLServer, Postgres, SQLite:
+	default:
+		return fail("driver %q is not sqlserver, postgres or sqlite", driver)
+	}
+	if d.Table.Schema != "" {
+		if err := checkIdent(d.Table.Schema); err != nil {
+			return fail("table schema %q: %v", d.Table.Schema, err)
+		}
+	}
+	if err := checkIdent(d.Table.Name); err != nil {
+		return fail("table %q: %v", d.Table.Name, err)
+	}
+	if d.Cursor.Column == "" {
+		return fail("table %s: no cursor column", d.Table)
+	}
+	if len(d.PK) == 0 {
+		return fail("table %s: no key (PK) columns", d.Table)
+	}
+	seen := map[string]bool{}
+	for _, c := range append(append(slices.Clone(d.Columns), d.Cursor.Column), d.PK...) {
+		if err := checkIdent(c); err != nil {
+			return fail("table %s, column %q: %v", d.Table, c, err)
+		}
+	}
+	for _, c := range d.Columns {
+		if seen[c] {
+			return fail("table %s: column %q is listed twice", d.Table, c)
+		}
+		seen[c] = true
+	}
+	switch d.Cursor.Kind {
+	case state.KindTimestampPK, state.KindInteger:
+	case state.KindRowversion:
+		if driver != SQLServer {
+			return fail("table %s: cursor kind rowversion needs sqlserver, not %s", d.Table, driver)
+		}
+	case state.KindXID:
+		if driver != Postgres {
+			return fail("table %s: cursor kind xid needs postgres, not %s", d.Table, driver)
+		}
+	default:
+		return fail("table %s: cursor kind %q is not %s, %s, %s or %s", d.Table, d.Cursor.Kind,
+			state.KindTimestampPK, state.KindInteger, state.KindRowversion, state.KindXID)
+	}
+	if d.Cursor.Kind == state.KindTimestampPK && len(d.keyColumns()) < 2 {
+		return fail("table %s: a timestamp+pk cursor needs a key column other than %q as its tiebreaker", d.Table, d.Cursor.Column)
+	}
+	if strings.Contains(d.Filter, ";") {
+		return fail("table %s: the filter must be one predicate, without ';'", d.Table)
+	}
+	return nil
+}
+
+// checkIdent accepts identifiers with letters, digits, spaces and the punctuation real schemas
+// use (including quotes and brackets, which are escaped when quoted), and refuses what only an
+// injection attempt needs: ';', comment markers, control characters, and edge spaces.
+func checkIdent(s string) error {
+	switch {
+	case s == "":
+		return errors.New("empty identifier")
+	case len(s) > 128:
+		return errors.New("identifier longer than 128 bytes")
+	case strings.TrimSpace(s) != s:
+		return errors.New("identifier starts or ends with white space")
+	case strings.Contains(s, "--") || strings.Contains(s, "/*") || strings.Contains(s, "*/"):
+		return errors.New("identifier contains a comment marker")
+	}
+	for _, r := range s {
+		switch {
+		case unicode.IsLetter(r) || unicode.IsDigit(r):
+		case strings.ContainsRune(" _-$#@'\"[]`.", r):
+		default:
+			return fmt.Errorf("identifier contains %q, which is not allowed", r)
+		}
+	}
+	return nil
+}

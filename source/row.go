@@ -1,0 +1,309 @@
+package source
+
+import (
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/pseudotrigger/pseudotrigger/state"
+)
+
+// Row is one source row. Its values are normalized: integers int64, exact numerics as decimal
+// strings, timestamps time.Time in UTC, binary []byte, UUIDs canonical lower-case strings, JSON
+// columns json.RawMessage, NULL nil.
+type Row struct {
+	src  *Source
+	vals []any
+}
+
+// Values returns the values in column order (see Batch.Columns). Do not modify them.
+func (r Row) Values() []any { return r.vals }
+
+// Get returns the value of a column, or nil when there is no such column.
+func (r Row) Get(column string) any {
+	for i, c := range r.src.cols {
+		if c.name == column {
+			return r.vals[i]
+		}
+	}
+	return nil
+}
+
+// Key returns the row's key columns and values: its identity, for deduplication.
+func (r Row) Key() map[string]any {
+	out := make(map[string]any, len(r.src.def.PK))
+	for _, k := range r.src.def.PK {
+		out[k] = r.Get(k)
+	}
+	return out
+}
+
+// Cursor returns the cursor just after this row: what a checkpoint records.
+func (r Row) Cursor() (state.Cursor, error) {
+	s := r.src
+	c := state.Cursor{Kind: s.def.Cursor.Kind}
+	for j, idx := range s.keyIdx {
+		raw, err := s.codecs[j].encode(r.vals[idx])
+		if err != nil {
+			return state.Cursor{}, fmt.Errorf("source: poller %q, table %s, column %q: %w", s.poller, s.def.Table, s.keyCols[j], err)
+		}
+		if j == 0 {
+			c.Value = raw
+			continue
+		}
+		if c.Tiebreaker == nil {
+			c.Tiebreaker = make(map[string]json.RawMessage, len(s.keyIdx)-1)
+		}
+		c.Tiebreaker[s.keyCols[j]] = raw
+	}
+	return c, nil
+}
+
+// MarshalJSON renders the row as an object in column order. Timestamps are RFC 3339 in UTC with
+// their full fractional precision, exact numerics strings, binary base64, NULL null.
+func (r Row) MarshalJSON() ([]byte, error) {
+	out := make([]byte, 0, 32*len(r.vals))
+	out = append(out, '{')
+	for i, c := range r.src.cols {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = strconv.AppendQuote(out, c.name)
+		out = append(out, ':')
+		switch v := r.vals[i].(type) {
+		case nil:
+			out = append(out, "null"...)
+		case int64:
+			out = strconv.AppendInt(out, v, 10)
+		case time.Time:
+			out = append(out, '"')
+			out = v.UTC().AppendFormat(out, time.RFC3339Nano)
+			out = append(out, '"')
+		default:
+			j, err := json.Marshal(v)
+			if err != nil {
+				return nil, fmt.Errorf("source: column %q: %w", c.name, err)
+			}
+			out = append(out, j...)
+		}
+	}
+	return append(out, '}'), nil
+}
+
+// Decode copies the row into the struct dst points to. A field takes the column named by its
+// `db` tag, else the column whose name equals the field's name ignoring case; a field tagged
+// `db:"-"` is skipped, and columns without a field are ignored. Values convert as they would in
+// database/sql's Scan: numbers and decimal strings to any numeric field, timestamps from
+// time.Time or RFC 3339 text, and any field implementing sql.Scanner receives the value.
+func (r Row) Decode(dst any) error {
+	rv := reflect.ValueOf(dst)
+	if rv.Kind() != reflect.Pointer || rv.Elem().Kind() != reflect.Struct {
+		return fmt.Errorf("source: Decode needs a pointer to a struct, not %T", dst)
+	}
+	rv = rv.Elem()
+	plan := planFor(rv.Type(), r.src)
+	for _, p := range plan {
+		if err := assign(rv.FieldByIndex(p.field), r.vals[p.col]); err != nil {
+			return fmt.Errorf("source: column %q into field %s.%s: %w", r.src.cols[p.col].name, rv.Type().Name(), rv.Type().FieldByIndex(p.field).Name, err)
+		}
+	}
+	return nil
+}
+
+type fieldPlan struct {
+	field []int
+	col   int
+}
+
+var plans sync.Map // planKey -> []fieldPlan
+
+type planKey struct {
+	t   reflect.Type
+	src *Source
+}
+
+func planFor(t reflect.Type, s *Source) []fieldPlan {
+	if p, ok := plans.Load(planKey{t, s}); ok {
+		return p.([]fieldPlan)
+	}
+	var plan []fieldPlan
+	for _, f := range reflect.VisibleFields(t) {
+		if !f.IsExported() || f.Anonymous {
+			continue
+		}
+		name, tagged := f.Tag.Lookup("db")
+		if name == "-" {
+			continue
+		}
+		for i, c := range s.cols {
+			if (tagged && c.name == name) || (!tagged && strings.EqualFold(c.name, f.Name)) {
+				plan = append(plan, fieldPlan{field: f.Index, col: i})
+				break
+			}
+		}
+	}
+	plans.Store(planKey{t, s}, plan)
+	return plan
+}
+
+var (
+	scannerType = reflect.TypeFor[sql.Scanner]()
+	timeType    = reflect.TypeFor[time.Time]()
+)
+
+func assign(f reflect.Value, v any) error {
+	if f.CanAddr() && f.Addr().Type().Implements(scannerType) {
+		return f.Addr().Interface().(sql.Scanner).Scan(v)
+	}
+	if f.Kind() == reflect.Pointer {
+		if v == nil {
+			f.SetZero()
+			return nil
+		}
+		p := reflect.New(f.Type().Elem())
+		if err := assign(p.Elem(), v); err != nil {
+			return err
+		}
+		f.Set(p)
+		return nil
+	}
+	if v == nil {
+		f.SetZero()
+		return nil
+	}
+	if f.Type() == timeType {
+		switch x := v.(type) {
+		case time.Time:
+			f.Set(reflect.ValueOf(x))
+			return nil
+		case string:
+			t, err := time.Parse(time.RFC3339Nano, x)
+			if err != nil {
+				return err
+			}
+			f.Set(reflect.ValueOf(t.UTC()))
+			return nil
+		}
+		return fmt.Errorf("cannot decode %T", v)
+	}
+	if raw, ok := v.(json.RawMessage); ok {
+		if f.Type() == reflect.TypeFor[json.RawMessage]() {
+			f.SetBytes(append([]byte(nil), raw...))
+			return nil
+		}
+		p := reflect.New(f.Type())
+		if err := json.Unmarshal(raw, p.Interface()); err != nil {
+			return err
+		}
+		f.Set(p.Elem())
+		return nil
+	}
+	switch f.Kind() {
+	case reflect.String:
+		switch x := v.(type) {
+		case string:
+			f.SetString(x)
+		case []byte:
+			f.SetString(string(x))
+		case int64:
+			f.SetString(strconv.FormatInt(x, 10))
+		case float64:
+			f.SetString(strconv.FormatFloat(x, 'g', -1, 64))
+		case bool:
+			f.SetString(strconv.FormatBool(x))
+		case time.Time:
+			f.SetString(x.UTC().Format(time.RFC3339Nano))
+		default:
+			return fmt.Errorf("cannot decode %T", v)
+		}
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		var n int64
+		switch x := v.(type) {
+		case int64:
+			n = x
+		case string:
+			var err error
+			if n, err = strconv.ParseInt(x, 10, 64); err != nil {
+				return err
+			}
+		case bool:
+			if x {
+				n = 1
+			}
+		default:
+			return fmt.Errorf("cannot decode %T", v)
+		}
+		if f.OverflowInt(n) {
+			return fmt.Errorf("%d overflows %s", n, f.Type())
+		}
+		f.SetInt(n)
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		var n uint64
+		switch x := v.(type) {
+		case int64:
+			if x < 0 {
+				return fmt.Errorf("%d is negative", x)
+			}
+			n = uint64(x)
+		case string:
+			var err error
+			if n, err = strconv.ParseUint(x, 10, 64); err != nil {
+				return err
+			}
+		default:
+			return fmt.Errorf("cannot decode %T", v)
+		}
+		if f.OverflowUint(n) {
+			return fmt.Errorf("%d overflows %s", n, f.Type())
+		}
+		f.SetUint(n)
+	case reflect.Float32, reflect.Float64:
+		switch x := v.(type) {
+		case float64:
+			f.SetFloat(x)
+		case int64:
+			f.SetFloat(float64(x))
+		case string:
+			g, err := strconv.ParseFloat(x, 64)
+			if err != nil {
+				return err
+			}
+			f.SetFloat(g)
+		default:
+			return fmt.Errorf("cannot decode %T", v)
+		}
+	case reflect.Bool:
+		switch x := v.(type) {
+		case bool:
+			f.SetBool(x)
+		case int64:
+			f.SetBool(x != 0)
+		default:
+			return fmt.Errorf("cannot decode %T", v)
+		}
+	case reflect.Slice:
+		if f.Type().Elem().Kind() != reflect.Uint8 {
+			return fmt.Errorf("cannot decode %T into %s", v, f.Type())
+		}
+		switch x := v.(type) {
+		case []byte:
+			f.SetBytes(append([]byte(nil), x...))
+		case string:
+			f.SetBytes([]byte(x))
+		default:
+			return fmt.Errorf("cannot decode %T", v)
+		}
+	default:
+		rv := reflect.ValueOf(v)
+		if !rv.Type().AssignableTo(f.Type()) {
+			return fmt.Errorf("cannot decode %T into %s", v, f.Type())
+		}
+		f.Set(rv)
+	}
+	return nil
+}

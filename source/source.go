@@ -1,0 +1,434 @@
+package source
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib"          // postgres
+	_ "github.com/microsoft/go-mssqldb"         // sqlserver
+	_ "github.com/microsoft/go-mssqldb/azuread" // azuresql: Entra ID and managed identity
+	_ "modernc.org/sqlite"                      // sqlite
+
+	"github.com/pseudotrigger/pseudotrigger/state"
+)
+
+var (
+	// ErrConnect: the database could not be reached or refused the credentials.
+	ErrConnect = errors.New("cannot connect to the source database")
+	// ErrSchema: the table or a column is missing, or a column's type cannot serve as declared.
+	ErrSchema = errors.New("source schema does not fit the definition")
+	// ErrNullCursor: the cursor or a key column holds NULL, which a keyset read would skip forever.
+	ErrNullCursor = errors.New("NULL in a cursor or key column")
+	// ErrCursor: a stored cursor does not fit this source (kind or key columns differ).
+	ErrCursor = errors.New("cursor does not fit the source")
+)
+
+// Config opens a source.
+type Config struct {
+	Poller     string
+	Driver     string // sqlserver, postgres or sqlite
+	DSN        string
+	Definition Definition
+	// MaxOpenConns bounds the connection pool; default 4.
+	MaxOpenConns int
+}
+
+// Source reads a table in keyset order. It is safe for concurrent use.
+type Source struct {
+	poller, driver string
+	def            Definition
+	db             *sql.DB
+	fingerprint    string
+	describe       string
+	cols           []column
+	keyIdx         []int      // positions in cols of the keyset columns, cursor first
+	keyCols        []string   // their names
+	codecs         []keyCodec // one per key column
+	q              queries
+	boundArgs      []any // the upper bound's argument, if it takes one
+}
+
+type column struct {
+	name   string
+	driver string
+	dbType string
+	class  class
+	scale  int
+	pass   bool // the driver's value is already what a Row holds
+}
+
+// Open connects, checks the table against the definition, and prepares the queries. Errors name
+// the poller, the table and the column at fault; DSNs in them are redacted.
+func Open(ctx context.Context, cfg Config) (*Source, error) {
+	d := cfg.Definition
+	if err := d.validate(cfg.Poller, cfg.Driver); err != nil {
+		return nil, err
+	}
+	loc, err := ParseLocation(cfg.Driver, cfg.DSN)
+	if err != nil {
+		return nil, fmt.Errorf("source: poller %q: %w", cfg.Poller, err)
+	}
+	s := &Source{
+		poller:      cfg.Poller,
+		driver:      cfg.Driver,
+		def:         d,
+		fingerprint: Fingerprint(cfg.Driver, loc, d),
+		describe:    fmt.Sprintf("%s %s/%s table %s", cfg.Driver, loc.Server, loc.Database, d.Table),
+	}
+	name, dsn := driverName(cfg.Driver, cfg.DSN)
+	db, err := sql.Open(name, dsn)
+	if err != nil {
+		return nil, fmt.Errorf("source: poller %q: %w: %s: %v", cfg.Poller, ErrConnect, RedactDSN(cfg.DSN), err)
+	}
+	maxConns := cfg.MaxOpenConns
+	if maxConns <= 0 {
+		maxConns = 4
+	}
+	db.SetMaxOpenConns(maxConns)
+	db.SetMaxIdleConns(maxConns)
+	db.SetConnMaxIdleTime(5 * time.Minute)
+	s.db = db
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("source: poller %q: %w (%s): %v", cfg.Poller, ErrConnect, RedactDSN(cfg.DSN), redactErr(err, cfg.DSN))
+	}
+	if err := s.check(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// driverName picks the database/sql driver: azuresql when a SQL Server DSN asks for Entra ID
+// (fedauth=...), and for SQLite a busy time-out so that a writer does not fail reads at once.
+func driverName(driver, dsn string) (string, string) {
+	switch driver {
+	case Postgres:
+		return "pgx", dsn
+	case SQLServer:
+		if strings.Contains(strings.ToLower(dsn), "fedauth=") {
+			return "azuresql", dsn
+		}
+		return "sqlserver", dsn
+	}
+	if !strings.Contains(dsn, "busy_timeout") {
+		sep := "?"
+		if strings.Contains(dsn, "?") {
+			sep = "&"
+		}
+		dsn += sep + "_pragma=busy_timeout(10000)"
+	}
+	return "sqlite", dsn
+}
+
+// redactErr keeps a driver error from echoing the DSN's secrets.
+func redactErr(err error, dsn string) string {
+	msg := err.Error()
+	if dsn != "" {
+		msg = strings.ReplaceAll(msg, dsn, RedactDSN(dsn))
+	}
+	return RedactDSN(msg)
+}
+
+func (s *Source) schemaErr(column, format string, args ...any) error {
+	where := fmt.Sprintf("source: poller %q, table %s", s.poller, s.def.Table)
+	if column != "" {
+		where += fmt.Sprintf(", column %q", column)
+	}
+	return fmt.Errorf("%s: %w: %s", where, ErrSchema, fmt.Sprintf(format, args...))
+}
+
+// check reads the column types with a query that returns no rows, names what is missing, checks
+// the cursor and key types, and that no cursor or key value is NULL.
+func (s *Source) check(ctx context.Context) error {
+	table := quoteTable(s.driver, s.def.Table)
+	cols := s.def.selected()
+	if _, err := s.db.ExecContext(ctx, "SELECT 1 FROM "+table+" WHERE 1=0"); err != nil {
+		return s.schemaErr("", "the table cannot be read: %v", err)
+	}
+	// Name what is missing from the table's own column list (SQLite would read a double-quoted
+	// name that matches no column as a string literal, so a failing query cannot be relied on).
+	all, err := s.db.QueryContext(ctx, "SELECT * FROM "+table+" WHERE 1=0")
+	if err != nil {
+		return s.schemaErr("", "the table cannot be read: %v", err)
+	}
+	have, err := all.Columns()
+	all.Close()
+	if err != nil {
+		return s.schemaErr("", "listing columns: %v", err)
+	}
+	for _, c := range cols {
+		if !slices.Contains(have, c) && (s.driver == Postgres || !slices.ContainsFunc(have, func(h string) bool { return strings.EqualFold(h, c) })) {
+			return s.schemaErr(c, "no such column (the table has %s)", strings.Join(have, ", "))
+		}
+	}
+	quoted := make([]string, len(cols))
+	for i, c := range cols {
+		quoted[i] = quoteIdent(s.driver, c)
+	}
+	rows, err := s.db.QueryContext(ctx, "SELECT "+strings.Join(quoted, ", ")+" FROM "+table+" WHERE 1=0")
+	if err != nil {
+		return s.schemaErr("", "the columns cannot be read: %v", err)
+	}
+	types, err := rows.ColumnTypes()
+	rows.Close()
+	if err != nil {
+		return s.schemaErr("", "reading column types: %v", err)
+	}
+	s.cols = make([]column, len(types))
+	for i, ct := range types {
+		cl, _, scale := classify(s.driver, ct.DatabaseTypeName())
+		c := column{name: cols[i], driver: s.driver, dbType: ct.DatabaseTypeName(), class: cl, scale: scale}
+		switch cl {
+		case classInt, classFloat, classBool, classBinary, classOther:
+			c.pass = true
+		}
+		s.cols[i] = c
+	}
+
+	s.keyCols = s.def.keyColumns()
+	var flavor tsFlavor
+	for i, k := range s.keyCols {
+		idx := slices.Index(cols, k)
+		c := &s.cols[idx]
+		cl, fl, _ := classify(s.driver, c.dbType)
+		if i == 0 {
+			if err := cursorTypeFits(s.driver, s.def.Cursor.Kind, cl, fl); err != nil {
+				return s.schemaErr(k, "type %s: %v", c.dbType, err)
+			}
+			flavor = fl
+		}
+		codec, err := codecFor(s.driver, c, fl)
+		if err != nil {
+			return s.schemaErr(k, "%v", err)
+		}
+		s.keyIdx = append(s.keyIdx, idx)
+		s.codecs = append(s.codecs, codec)
+	}
+	s.q = buildQueries(s.driver, s.def, flavor)
+	if s.q.boundArg {
+		lag := s.def.settleLag()
+		switch s.driver {
+		case Postgres:
+			s.boundArgs = []any{lag.Seconds()}
+		case SQLServer:
+			s.boundArgs = []any{int32(lag.Milliseconds())}
+		case SQLite:
+			s.boundArgs = []any{fmt.Sprintf("-%.3f seconds", lag.Seconds())}
+		}
+	}
+
+	for _, k := range s.keyCols {
+		q := "SELECT 1 FROM " + table + " WHERE " + quoteIdent(s.driver, k) + " IS NULL"
+		if s.driver == SQLServer {
+			q = "SELECT TOP (1) 1 FROM " + table + " WHERE " + quoteIdent(s.driver, k) + " IS NULL"
+		} else {
+			q += " LIMIT 1"
+		}
+		var one int
+		err := s.db.QueryRowContext(ctx, q).Scan(&one)
+		switch {
+		case err == nil:
+			return fmt.Errorf("source: poller %q, table %s, column %q: %w: rows with NULL there would never be read; make the column NOT NULL",
+				s.poller, s.def.Table, k, ErrNullCursor)
+		case !errors.Is(err, sql.ErrNoRows):
+			return s.schemaErr(k, "checking for NULLs: %v", err)
+		}
+	}
+	return nil
+}
+
+// cursorTypeFits says whether a column of class cl can carry a cursor of kind.
+func cursorTypeFits(driver, kind string, cl class, fl tsFlavor) error {
+	switch kind {
+	case state.KindTimestampPK:
+		if fl == tsUnsupported || (cl != classTime && !(driver == SQLite && fl == tsText)) {
+			return errors.New("a timestamp+pk cursor needs a timestamp column (timestamptz/timestamp, datetime2/datetimeoffset, or SQLite TEXT as YYYY-MM-DDTHH:MM:SS.ffffffZ)")
+		}
+	case state.KindInteger:
+		if cl != classInt {
+			return errors.New("an integer cursor needs an integer column")
+		}
+	case state.KindRowversion:
+		if cl != classRowversion && cl != classBinary {
+			return errors.New("a rowversion cursor needs a rowversion column")
+		}
+	case state.KindXID:
+		if cl != classXID8 {
+			return errors.New("an xid cursor needs an xid8 column (DEFAULT pg_current_xact_id())")
+		}
+	}
+	return nil
+}
+
+// Fingerprint returns the source's fingerprint (see Fingerprint).
+func (s *Source) Fingerprint() string { return s.fingerprint }
+
+// String describes the source without secrets.
+func (s *Source) String() string { return s.describe }
+
+// Queries returns the SQL texts the source runs.
+func (s *Source) Queries() (fetchFirst, fetchAfter, pendingFirst, pendingAfter string) {
+	return s.q.FetchFirst, s.q.FetchAfter, s.q.PendingFirst, s.q.PendingAfter
+}
+
+// DB returns the connection pool.
+func (s *Source) DB() *sql.DB { return s.db }
+
+// Close closes the connection pool.
+func (s *Source) Close() error { return s.db.Close() }
+
+// keyArgs turns a stored cursor into query arguments, checking it fits this source.
+func (s *Source) keyArgs(after *state.Cursor) ([]any, error) {
+	fail := func(format string, args ...any) ([]any, error) {
+		return nil, fmt.Errorf("source: poller %q: %w: %s", s.poller, ErrCursor, fmt.Sprintf(format, args...))
+	}
+	if after.Kind != s.def.Cursor.Kind {
+		return fail("the stored cursor is of kind %q, the source's is %q", after.Kind, s.def.Cursor.Kind)
+	}
+	if len(after.Tiebreaker) != len(s.keyCols)-1 {
+		return fail("the stored cursor's tiebreaker has %d columns, the source's key has %d (%s)", len(after.Tiebreaker), len(s.keyCols)-1, strings.Join(s.keyCols[1:], ", "))
+	}
+	args := make([]any, len(s.keyCols))
+	for i, k := range s.keyCols {
+		raw := after.Value
+		if i > 0 {
+			var ok bool
+			if raw, ok = after.Tiebreaker[k]; !ok {
+				return fail("the stored cursor's tiebreaker lacks column %q", k)
+			}
+		}
+		v, err := s.codecs[i].decode(raw)
+		if err != nil {
+			return fail("column %q: value %s: %v", k, raw, err)
+		}
+		args[i] = v
+	}
+	return args, nil
+}
+
+// Pending reports whether any row is waiting after the cursor (nil: the beginning), within the
+// safe upper bound. It reads at most one row.
+func (s *Source) Pending(ctx context.Context, after *state.Cursor) (bool, error) {
+	q, args := s.q.PendingFirst, []any(nil)
+	if after != nil {
+		var err error
+		if args, err = s.keyArgs(after); err != nil {
+			return false, err
+		}
+		q = s.q.PendingAfter
+	}
+	args = append(args, s.boundArgs...)
+	var one int
+	err := s.db.QueryRowContext(ctx, q, args...).Scan(&one)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("source: poller %q, table %s: checking for rows: %w", s.poller, s.def.Table, err)
+	}
+	return true, nil
+}
+
+// Fetch returns up to limit rows after the cursor (nil: from the beginning), in keyset order,
+// within the safe upper bound.
+func (s *Source) Fetch(ctx context.Context, after *state.Cursor, limit int) (*Batch, error) {
+	if limit <= 0 {
+		return nil, fmt.Errorf("source: poller %q: batch size %d must be positive", s.poller, limit)
+	}
+	q, args := s.q.FetchFirst, []any(nil)
+	if after != nil {
+		var err error
+		if args, err = s.keyArgs(after); err != nil {
+			return nil, err
+		}
+		q = s.q.FetchAfter
+	}
+	args = append(args, s.boundArgs...)
+	args = append(args, limit)
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("source: poller %q, table %s: fetch: %w", s.poller, s.def.Table, err)
+	}
+	defer rows.Close()
+
+	b := &Batch{src: s, From: after, Rows: make([]Row, 0, min(limit, 1024))}
+	n := len(s.cols)
+	ptrs := make([]any, n)
+	for rows.Next() {
+		vals := make([]any, n)
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			return nil, fmt.Errorf("source: poller %q, table %s: fetch: %w", s.poller, s.def.Table, err)
+		}
+		for i := range vals {
+			if c := &s.cols[i]; !c.pass {
+				v, err := normalize(c, vals[i])
+				if err != nil {
+					return nil, fmt.Errorf("source: poller %q, table %s, column %q: %w", s.poller, s.def.Table, c.name, err)
+				}
+				vals[i] = v
+			}
+		}
+		for j, idx := range s.keyIdx {
+			if vals[idx] == nil {
+				return nil, fmt.Errorf("source: poller %q, table %s, column %q: %w", s.poller, s.def.Table, s.keyCols[j], ErrNullCursor)
+			}
+		}
+		b.Rows = append(b.Rows, Row{src: s, vals: vals})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("source: poller %q, table %s: fetch: %w", s.poller, s.def.Table, err)
+	}
+	if len(b.Rows) > 0 {
+		c, err := b.Rows[len(b.Rows)-1].Cursor()
+		if err != nil {
+			return nil, err
+		}
+		b.To = &c
+	}
+	return b, nil
+}
+
+// Batch is one fetch's rows.
+type Batch struct {
+	src  *Source
+	From *state.Cursor // the cursor the batch was read after (nil: the beginning)
+	To   *state.Cursor // the cursor after the last row (nil when the batch is empty)
+	Rows []Row
+}
+
+// Columns returns the column names, in the order of each row's values.
+func (b *Batch) Columns() []string {
+	out := make([]string, len(b.src.cols))
+	for i, c := range b.src.cols {
+		out[i] = c.name
+	}
+	return out
+}
+
+// MarshalJSON renders the rows as a JSON array of objects.
+func (b *Batch) MarshalJSON() ([]byte, error) {
+	out := []byte{'['}
+	for i, r := range b.Rows {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		j, err := r.MarshalJSON()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, j...)
+	}
+	return append(out, ']'), nil
+}
+
+var _ json.Marshaler = (*Batch)(nil)

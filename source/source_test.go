@@ -1,0 +1,43 @@
+package source_test
+
+import (
+	"database/sql"
+	"path/filepath"
+	"testing"
+
+	_ "modernc.org/sqlite"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
+	"github.com/pseudotrigger/pseudotrigger/source"
+	"github.com/pseudotrigger/pseudotrigger/source/sourcetest"
+)
+
+func TestConformanceSQLite(t *testing.T) {
+	dsn := filepath.Join(t.TempDir(), "source.db") + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)"
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	sourcetest.Run(t, sourcetest.Harness{Driver: source.SQLite, DSN: dsn, DB: db})
+}
+
+func TestConformancePostgres(t *testing.T) {
+	dsn := testenv.Postgres(t)
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	sourcetest.Run(t, sourcetest.Harness{Driver: source.Postgres, DSN: dsn, DB: db, ConcurrentWriters: true})
+}
+
+func TestConformanceSQLServer(t *testing.T) {
+	dsn := testenv.SQLServer(t)
+	db, err := sql.Open("sqlserver", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	sourcetest.Run(t, sourcetest.Harness{Driver: source.SQLServer, DSN: dsn, DB: db, ConcurrentWriters: true})
+}
