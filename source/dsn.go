@@ -77,6 +77,8 @@ func Fingerprint(driver string, loc Location, d Definition) string {
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
+var userInfo = regexp.MustCompile(`(://[^:/@\s]*:)[^@\s]*@`)
+
 var secretKV = regexp.MustCompile(`(?i)\b(password|pwd|passwd|secret|token|accountkey|access[ _]?token|sslpassword)(\s*=\s*)('[^']*'|"[^"]*"|\{[^}]*\}|[^;\s&]*)`)
 
 // RedactDSN returns a DSN fit for logs: the password of a URL's user info and the values of
@@ -97,5 +99,7 @@ func RedactDSN(dsn string) string {
 		u.RawQuery = q.Encode()
 		return u.String()
 	}
+	// Not a URL that parses: redact URL-style user info and password-like keys textually.
+	dsn = userInfo.ReplaceAllString(dsn, "${1}REDACTED@")
 	return secretKV.ReplaceAllString(dsn, "${1}${2}REDACTED")
 }

@@ -154,8 +154,9 @@ func upperBound(driver, kind string, flavor tsFlavor, col string, next func() st
 			return col + " < DATEADD(millisecond, -" + next() + ", SYSUTCDATETIME())", true
 		case driver == SQLite:
 			// 'now' has millisecond resolution; padding to six digits keeps the fixed-width text
-			// comparable with stored YYYY-MM-DDTHH:MM:SS.ffffffZ values.
-			return col + " < strftime('%Y-%m-%dT%H:%M:%f', 'now', " + next() + ") || '000Z'", true
+			// comparable with stored YYYY-MM-DDTHH:MM:SS.ffffffZ values. The scalar subquery is
+			// evaluated once per statement, not once per row.
+			return col + " < (SELECT strftime('%Y-%m-%dT%H:%M:%f', 'now', " + next() + ") || '000Z')", true
 		}
 	}
 	return "", false

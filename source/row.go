@@ -16,19 +16,31 @@ import (
 // Row is one source row. Its values are normalized: integers int64, exact numerics as decimal
 // strings, timestamps time.Time in UTC, binary []byte, UUIDs canonical lower-case strings, JSON
 // columns json.RawMessage, NULL nil.
+//
+// A Row holds the driver's values and normalizes each one when it is read, so a handler pays
+// only for the conversions it uses. It is safe for concurrent readers.
 type Row struct {
-	src  *Source
-	vals []any
+	src *Source
+	raw []any
 }
 
-// Values returns the values in column order (see Batch.Columns). Do not modify them.
-func (r Row) Values() []any { return r.vals }
+// value returns column i's normalized value.
+func (r Row) value(i int) any { return normalize(&r.src.cols[i], r.raw[i]) }
+
+// Values returns the normalized values in column order (see Batch.Columns), in a new slice.
+func (r Row) Values() []any {
+	out := make([]any, len(r.raw))
+	for i := range r.raw {
+		out[i] = r.value(i)
+	}
+	return out
+}
 
 // Get returns the value of a column, or nil when there is no such column.
 func (r Row) Get(column string) any {
 	for i, c := range r.src.cols {
 		if c.name == column {
-			return r.vals[i]
+			return r.value(i)
 		}
 	}
 	return nil
@@ -48,7 +60,7 @@ func (r Row) Cursor() (state.Cursor, error) {
 	s := r.src
 	c := state.Cursor{Kind: s.def.Cursor.Kind}
 	for j, idx := range s.keyIdx {
-		raw, err := s.codecs[j].encode(r.vals[idx])
+		raw, err := s.codecs[j].encode(r.value(idx))
 		if err != nil {
 			return state.Cursor{}, fmt.Errorf("source: poller %q, table %s, column %q: %w", s.poller, s.def.Table, s.keyCols[j], err)
 		}
@@ -67,7 +79,7 @@ func (r Row) Cursor() (state.Cursor, error) {
 // MarshalJSON renders the row as an object in column order. Timestamps are RFC 3339 in UTC with
 // their full fractional precision, exact numerics strings, binary base64, NULL null.
 func (r Row) MarshalJSON() ([]byte, error) {
-	out := make([]byte, 0, 32*len(r.vals))
+	out := make([]byte, 0, 32*len(r.raw))
 	out = append(out, '{')
 	for i, c := range r.src.cols {
 		if i > 0 {
@@ -75,7 +87,7 @@ func (r Row) MarshalJSON() ([]byte, error) {
 		}
 		out = strconv.AppendQuote(out, c.name)
 		out = append(out, ':')
-		switch v := r.vals[i].(type) {
+		switch v := r.value(i).(type) {
 		case nil:
 			out = append(out, "null"...)
 		case int64:
@@ -108,7 +120,7 @@ func (r Row) Decode(dst any) error {
 	rv = rv.Elem()
 	plan := planFor(rv.Type(), r.src)
 	for _, p := range plan {
-		if err := assign(rv.FieldByIndex(p.field), r.vals[p.col]); err != nil {
+		if err := assign(rv.FieldByIndex(p.field), r.value(p.col)); err != nil {
 			return fmt.Errorf("source: column %q into field %s.%s: %w", r.src.cols[p.col].name, rv.Type().Name(), rv.Type().FieldByIndex(p.field).Name, err)
 		}
 	}

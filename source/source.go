@@ -188,6 +188,8 @@ func (s *Source) check(ctx context.Context) error {
 		switch cl {
 		case classInt, classFloat, classBool, classBinary, classOther:
 			c.pass = true
+		case classText:
+			c.pass = s.driver != SQLServer // the others return strings already
 		}
 		s.cols[i] = c
 	}
@@ -361,29 +363,27 @@ func (s *Source) Fetch(ctx context.Context, after *state.Cursor, limit int) (*Ba
 	b := &Batch{src: s, From: after, Rows: make([]Row, 0, min(limit, 1024))}
 	n := len(s.cols)
 	ptrs := make([]any, n)
+	var block []any // one allocation for many rows' values
 	for rows.Next() {
-		vals := make([]any, n)
+		if len(block) < n {
+			block = make([]any, n*min(limit, 256))
+		}
+		vals := block[:n:n]
+		block = block[n:]
 		for i := range vals {
 			ptrs[i] = &vals[i]
 		}
 		if err := rows.Scan(ptrs...); err != nil {
 			return nil, fmt.Errorf("source: poller %q, table %s: fetch: %w", s.poller, s.def.Table, err)
 		}
-		for i := range vals {
-			if c := &s.cols[i]; !c.pass {
-				v, err := normalize(c, vals[i])
-				if err != nil {
-					return nil, fmt.Errorf("source: poller %q, table %s, column %q: %w", s.poller, s.def.Table, c.name, err)
-				}
-				vals[i] = v
-			}
-		}
+		// Values stay as the driver returned them; Row normalizes each one when it is read, so
+		// a handler pays only for the conversions it uses.
 		for j, idx := range s.keyIdx {
 			if vals[idx] == nil {
 				return nil, fmt.Errorf("source: poller %q, table %s, column %q: %w", s.poller, s.def.Table, s.keyCols[j], ErrNullCursor)
 			}
 		}
-		b.Rows = append(b.Rows, Row{src: s, vals: vals})
+		b.Rows = append(b.Rows, Row{src: s, raw: vals})
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("source: poller %q, table %s: fetch: %w", s.poller, s.def.Table, err)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"regexp"
 	"strconv"
 	"strings"
@@ -18,17 +19,17 @@ import (
 type class int
 
 const (
-	classOther   class = iota // passed through as the driver returns it
-	classInt                  // integers
-	classText                 // character strings
-	classDecimal              // exact numerics: rendered as strings
-	classFloat                // approximate numerics
-	classTime                 // date and time types
-	classBinary               // bytes: base64 in JSON
-	classUUID                 // uniqueidentifier, uuid: canonical text
-	classJSON                 // json, jsonb: raw JSON
-	classXID8                 // PostgreSQL xid8: decimal digits
-	classRowversion           // SQL Server rowversion / timestamp
+	classOther      class = iota // passed through as the driver returns it
+	classInt                     // integers
+	classText                    // character strings
+	classDecimal                 // exact numerics: rendered as strings
+	classFloat                   // approximate numerics
+	classTime                    // date and time types
+	classBinary                  // bytes: base64 in JSON
+	classUUID                    // uniqueidentifier, uuid: canonical text
+	classJSON                    // json, jsonb: raw JSON
+	classXID8                    // PostgreSQL xid8: decimal digits
+	classRowversion              // SQL Server rowversion / timestamp
 	classBool
 )
 
@@ -121,23 +122,33 @@ func classify(driver, dbType string) (class, tsFlavor, int) {
 	return classOther, tsNone, scale
 }
 
-// normalize turns what the driver returned into the value a Row holds: decimals as strings,
-// UUIDs in canonical text, JSON raw, times in UTC, nil for NULL.
-func normalize(c *column, v any) (any, error) {
-	if v == nil {
-		return nil, nil
+// normalize turns what the driver returned into the value a Row shows: decimals as strings,
+// UUIDs in canonical text, JSON raw, times in UTC, nil for NULL. A value that is already right
+// is returned as the same interface value, without boxing it again. It never fails: a value of
+// an unexpected type is returned as it is.
+func normalize(c *column, v any) any {
+	if v == nil || c.pass {
+		return v
 	}
+	n, err := normalizeErr(c, v)
+	if err != nil {
+		return v
+	}
+	return n
+}
+
+func normalizeErr(c *column, v any) (any, error) {
 	switch c.class {
 	case classDecimal:
 		switch x := v.(type) {
 		case string:
-			return x, nil
+			return v, nil
 		case []byte:
 			return string(x), nil
 		case int64:
 			return strconv.FormatInt(x, 10), nil
 		case float64: // SQLite stores DECIMAL as REAL: render at the declared scale
-			return strconv.FormatFloat(x, 'f', c.scale, 64), nil
+			return formatScaled(x, c.scale), nil
 		}
 	case classUUID:
 		switch x := v.(type) {
@@ -164,7 +175,7 @@ func normalize(c *column, v any) (any, error) {
 	case classXID8:
 		switch x := v.(type) {
 		case string:
-			return x, nil
+			return v, nil
 		case int64:
 			return strconv.FormatInt(x, 10), nil
 		}
@@ -173,7 +184,7 @@ func normalize(c *column, v any) (any, error) {
 			return string(b), nil
 		}
 	}
-	if t, ok := v.(time.Time); ok {
+	if t, ok := v.(time.Time); ok && t.Location() != time.UTC {
 		return t.UTC(), nil
 	}
 	return v, nil
@@ -318,4 +329,45 @@ var textTimeCodec = keyCodec{
 		}
 		return s, nil
 	},
+}
+
+// formatScaled renders f with scale decimals (all significant ones when scale < 0). Scales up to
+// 9 on values that fit take an integer path, several times faster than strconv's.
+func formatScaled(f float64, scale int) string {
+	if scale < 0 || scale > 9 {
+		return noNegativeZero(strconv.FormatFloat(f, 'f', scale, 64))
+	}
+	p := pow10[scale]
+	x := f * p
+	// Near a half the exact decimal expansion decides the rounding: leave those to strconv.
+	if math.Abs(x) >= 1<<52 || math.Abs(math.Abs(x-math.Trunc(x))-0.5) < 1e-6 {
+		return noNegativeZero(strconv.FormatFloat(f, 'f', scale, 64))
+	}
+	r := math.Round(x)
+	n := int64(r)
+	var buf [32]byte
+	b := buf[:0]
+	if n < 0 { // a value that rounds to zero has n == 0: no "-0"
+		b = append(b, '-')
+		n = -n
+	}
+	digits := strconv.AppendInt(nil, n, 10)
+	for len(digits) <= scale {
+		digits = append([]byte{'0'}, digits...)
+	}
+	b = append(b, digits[:len(digits)-scale]...)
+	if scale > 0 {
+		b = append(b, '.')
+		b = append(b, digits[len(digits)-scale:]...)
+	}
+	return string(b)
+}
+
+var pow10 = [...]float64{1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9}
+
+func noNegativeZero(s string) string {
+	if strings.HasPrefix(s, "-") && strings.Trim(s, "-0.") == "" {
+		return s[1:]
+	}
+	return s
 }

@@ -1,0 +1,241 @@
+package source_test
+
+import (
+	"context"
+	"database/sql"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
+	"github.com/pseudotrigger/pseudotrigger/source"
+	"github.com/pseudotrigger/pseudotrigger/state"
+)
+
+// benchRows is the table size: BENCH_ROWS, default 1,000,000.
+func benchRows() int {
+	if n, err := strconv.Atoi(os.Getenv("BENCH_ROWS")); err == nil && n > 0 {
+		return n
+	}
+	return 1_000_000
+}
+
+const benchBatch = 1000
+
+// BenchmarkKeysetScan reads a whole table of benchRows() orders in batches of 1,000: through the
+// source, and through a hand-written database/sql keyset loop with typed scanning, alternating
+// within each iteration so that both see the same machine. It reports rows/s for each and their
+// ratio (the target is >= 0.9); on PostgreSQL also a native-pgx loop, the fastest way to read.
+func BenchmarkKeysetScan(b *testing.B) {
+	b.Run("postgres", func(b *testing.B) {
+		dsn := testenv.Postgres(b)
+		db, err := sql.Open("pgx", dsn)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer db.Close()
+		table := "bench_orders_" + strconv.Itoa(benchRows())
+		if !exists(db, "SELECT 1 FROM "+table+" LIMIT 1") {
+			b.Logf("creating %s ...", table)
+			mustExec(b, db, `CREATE TABLE `+table+` (id BIGINT PRIMARY KEY, customer VARCHAR(100) NOT NULL, amount DECIMAL(12,2) NOT NULL, updated_at TIMESTAMPTZ(6) NOT NULL)`)
+			mustExec(b, db, `INSERT INTO `+table+` SELECT g, 'customer ' || g, (g % 100000) / 100.0, now() - interval '2 hours' + g * interval '1 millisecond' / 1000 FROM generate_series(1, `+strconv.Itoa(benchRows())+`) g`)
+			mustExec(b, db, `CREATE INDEX ON `+table+` (updated_at, id)`)
+			mustExec(b, db, `VACUUM ANALYZE `+table)
+		}
+		hand := func() int {
+			var (
+				n        int
+				id       int64
+				customer string
+				amount   string
+				ts       time.Time
+				started  bool
+			)
+			for {
+				var rows *sql.Rows
+				var err error
+				if !started {
+					rows, err = db.Query(`SELECT id, customer, amount, updated_at FROM `+table+` ORDER BY updated_at, id LIMIT $1`, benchBatch)
+				} else {
+					rows, err = db.Query(`SELECT id, customer, amount, updated_at FROM `+table+` WHERE (updated_at, id) > ($1, $2) ORDER BY updated_at, id LIMIT $3`, ts, id, benchBatch)
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+				got := 0
+				for rows.Next() {
+					if err := rows.Scan(&id, &customer, &amount, &ts); err != nil {
+						b.Fatal(err)
+					}
+					got++
+				}
+				rows.Close()
+				started = true
+				n += got
+				if got < benchBatch {
+					return n
+				}
+			}
+		}
+		conn, err := pgx.Connect(context.Background(), dsn)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer conn.Close(context.Background())
+		native := func() int {
+			ctx := context.Background()
+			var (
+				n        int
+				id       int64
+				customer string
+				amount   string
+				ts       time.Time
+			)
+			rows, _ := conn.Query(ctx, `SELECT id, customer, amount::text, updated_at FROM `+table+` ORDER BY updated_at, id LIMIT $1`, benchBatch)
+			for {
+				got := 0
+				_, err := pgx.ForEachRow(rows, []any{&id, &customer, &amount, &ts}, func() error { got++; return nil })
+				if err != nil {
+					b.Fatal(err)
+				}
+				n += got
+				if got < benchBatch {
+					return n
+				}
+				rows, _ = conn.Query(ctx, `SELECT id, customer, amount::text, updated_at FROM `+table+` WHERE (updated_at, id) > ($1, $2) ORDER BY updated_at, id LIMIT $3`, ts, id, benchBatch)
+			}
+		}
+		compare(b, source.Postgres, dsn, table, hand, native)
+	})
+	b.Run("sqlite", func(b *testing.B) {
+		dir := os.Getenv("BENCH_DIR")
+		if dir == "" {
+			dir = b.TempDir()
+		}
+		dsn := filepath.Join(dir, "bench-"+strconv.Itoa(benchRows())+".db") + "?_pragma=journal_mode(WAL)"
+		db, err := sql.Open("sqlite", dsn)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer db.Close()
+		table := "bench_orders"
+		if !exists(db, "SELECT 1 FROM "+table+" LIMIT 1") {
+			b.Logf("creating %s ...", table)
+			mustExec(b, db, `CREATE TABLE `+table+` (id INTEGER PRIMARY KEY, customer VARCHAR(100) NOT NULL, amount DECIMAL(12,2) NOT NULL, updated_at TEXT NOT NULL)`)
+			mustExec(b, db, `WITH RECURSIVE g(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM g WHERE n < `+strconv.Itoa(benchRows())+`)
+			  INSERT INTO `+table+` SELECT n, 'customer ' || n, (n % 100000) / 100.0,
+			  strftime('%Y-%m-%dT%H:%M:%f', 'now', '-2 hours', '+' || (n / 1000.0) || ' seconds') || '000Z' FROM g`)
+			mustExec(b, db, `CREATE INDEX ix_bench_ts ON `+table+` (updated_at, id)`)
+		}
+		hand := func() int {
+			var (
+				n        int
+				id       int64
+				customer string
+				amount   float64
+				ts       string
+				started  bool
+			)
+			for {
+				var rows *sql.Rows
+				var err error
+				if !started {
+					rows, err = db.Query(`SELECT id, customer, amount, updated_at FROM `+table+` ORDER BY updated_at, id LIMIT ?`, benchBatch)
+				} else {
+					rows, err = db.Query(`SELECT id, customer, amount, updated_at FROM `+table+` WHERE (updated_at, id) > (?, ?) ORDER BY updated_at, id LIMIT ?`, ts, id, benchBatch)
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+				got := 0
+				for rows.Next() {
+					if err := rows.Scan(&id, &customer, &amount, &ts); err != nil {
+						b.Fatal(err)
+					}
+					got++
+				}
+				rows.Close()
+				started = true
+				n += got
+				if got < benchBatch {
+					return n
+				}
+			}
+		}
+		compare(b, source.SQLite, dsn, table, hand, nil)
+	})
+}
+
+func compare(b *testing.B, driver, dsn, table string, hand, native func() int) {
+	src, err := source.Open(context.Background(), source.Config{Poller: "bench", Driver: driver, DSN: dsn, Definition: source.Definition{
+		Table: source.Table{Name: table}, Columns: []string{"id", "customer", "amount", "updated_at"},
+		Cursor: source.Cursor{Kind: state.KindTimestampPK, Column: "updated_at"}, PK: []string{"id"},
+	}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer src.Close()
+	viaSource := func() int {
+		var (
+			n      int
+			cursor *state.Cursor
+		)
+		for {
+			batch, err := src.Fetch(context.Background(), cursor, benchBatch)
+			if err != nil {
+				b.Fatal(err)
+			}
+			n += len(batch.Rows)
+			if len(batch.Rows) < benchBatch {
+				return n
+			}
+			cursor = batch.To
+		}
+	}
+	want := benchRows()
+	var tSource, tHand, tNative time.Duration
+	timed := func(fn func() int, into *time.Duration) {
+		t0 := time.Now()
+		if got := fn(); got != want {
+			b.Fatalf("read %d rows, want %d", got, want)
+		}
+		*into += time.Since(t0)
+	}
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		if i%2 == 0 {
+			timed(viaSource, &tSource)
+			timed(hand, &tHand)
+		} else {
+			timed(hand, &tHand)
+			timed(viaSource, &tSource)
+		}
+		if native != nil {
+			timed(native, &tNative)
+		}
+	}
+	b.StopTimer()
+	rows := float64(want) * float64(b.N)
+	b.ReportMetric(rows/tSource.Seconds(), "source-rows/s")
+	b.ReportMetric(rows/tHand.Seconds(), "handwritten-rows/s")
+	b.ReportMetric(tHand.Seconds()/tSource.Seconds(), "source/handwritten")
+	if native != nil {
+		b.ReportMetric(rows/tNative.Seconds(), "pgx-native-rows/s")
+		b.ReportMetric(tNative.Seconds()/tSource.Seconds(), "source/pgx-native")
+	}
+}
+
+func exists(db *sql.DB, q string) bool {
+	var one int
+	return db.QueryRow(q).Scan(&one) == nil
+}
+
+func mustExec(b *testing.B, db *sql.DB, q string) {
+	if _, err := db.Exec(q); err != nil {
+		b.Fatalf("%s: %v", q, err)
+	}
+}

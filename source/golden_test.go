@@ -1,0 +1,105 @@
+package source
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pseudotrigger/pseudotrigger/state"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden SQL files")
+
+// TestGoldenSQL pins the exact SQL each dialect and cursor kind generates
+// (go test ./source -run Golden -update rewrites testdata/golden).
+func TestGoldenSQL(t *testing.T) {
+	orders := func(schema, kind, cursor string, pk ...string) Definition {
+		return Definition{
+			Table:   Table{Schema: schema, Name: "orders"},
+			Columns: []string{"id", "customer", "amount", "updated_at"},
+			Cursor:  Cursor{Kind: kind, Column: cursor},
+			PK:      pk,
+		}
+	}
+	withFilter := orders("", state.KindTimestampPK, "updated_at", "id")
+	withFilter.Filter = "customer <> 'test'"
+	odd := Definition{Table: Table{Schema: "my schema", Name: `Order "Details" [x]`}, Columns: []string{"Row ID", "it's"},
+		Cursor: Cursor{Kind: state.KindInteger, Column: "Row ID"}, PK: []string{"Row ID"}}
+	cases := []struct {
+		name   string
+		driver string
+		def    Definition
+		flavor tsFlavor
+	}{
+		{"sqlserver_timestamp_pk_datetime2", SQLServer, orders("dbo", state.KindTimestampPK, "updated_at", "id"), tsUTC},
+		{"sqlserver_timestamp_pk_datetimeoffset", SQLServer, orders("dbo", state.KindTimestampPK, "updated_at", "id"), tsWithZone},
+		{"sqlserver_timestamp_composite_pk", SQLServer, orders("dbo", state.KindTimestampPK, "updated_at", "region", "id"), tsUTC},
+		{"sqlserver_integer", SQLServer, orders("dbo", state.KindInteger, "id", "id"), tsNone},
+		{"sqlserver_rowversion", SQLServer, orders("dbo", state.KindRowversion, "rv", "id"), tsNone},
+		{"sqlserver_odd_identifiers", SQLServer, odd, tsNone},
+		{"postgres_timestamp_pk_timestamptz", Postgres, orders("public", state.KindTimestampPK, "updated_at", "id"), tsWithZone},
+		{"postgres_timestamp_pk_timestamp", Postgres, orders("public", state.KindTimestampPK, "updated_at", "id"), tsUTC},
+		{"postgres_timestamp_pk_filter", Postgres, withFilter, tsWithZone},
+		{"postgres_integer", Postgres, orders("", state.KindInteger, "id", "id"), tsNone},
+		{"postgres_xid", Postgres, orders("public", state.KindXID, "txid", "id"), tsNone},
+		{"postgres_odd_identifiers", Postgres, odd, tsNone},
+		{"sqlite_timestamp_pk_text", SQLite, orders("", state.KindTimestampPK, "updated_at", "id"), tsText},
+		{"sqlite_integer", SQLite, orders("", state.KindInteger, "id", "id"), tsNone},
+	}
+	for _, c := range cases {
+		if err := c.def.validate("orders", c.driver); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		q := buildQueries(c.driver, c.def, c.flavor)
+		got := "-- fetch first\n" + q.FetchFirst + "\n-- fetch after\n" + q.FetchAfter +
+			"\n-- pending first\n" + q.PendingFirst + "\n-- pending after\n" + q.PendingAfter + "\n"
+		path := filepath.Join("testdata", "golden", c.name+".sql")
+		if *update {
+			if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		want, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatalf("%v (run with -update to create it)", err)
+		}
+		if got != string(want) {
+			t.Errorf("%s: the generated SQL changed:\n%s\nwant:\n%s", c.name, got, want)
+		}
+	}
+}
+
+func TestIdentifiers(t *testing.T) {
+	ok := []string{"orders", "Order Details", `Customer "Name"`, "[weird]", "it's", "MixedCase", "dbo$x#1", "ünïcode"}
+	bad := []string{"", " lead", "trail ", "orders; DROP TABLE x", "a--b", "a/*b", "tab\tname", "nul\x00", "semi;", "new\nline", strings.Repeat("x", 129)}
+	for _, s := range ok {
+		if err := checkIdent(s); err != nil {
+			t.Errorf("%q refused: %v", s, err)
+		}
+	}
+	for _, s := range bad {
+		if err := checkIdent(s); err == nil {
+			t.Errorf("%q accepted", s)
+		}
+	}
+	if got := quoteIdent(SQLServer, "a]b"); got != "[a]]b]" {
+		t.Errorf("sqlserver quoting: %s", got)
+	}
+	if got := quoteIdent(Postgres, `a"b`); got != `"a""b"` {
+		t.Errorf("postgres quoting: %s", got)
+	}
+}
+
+func TestSettleLag(t *testing.T) {
+	if (Definition{}).settleLag() != DefaultSettleLag || (Definition{SettleLag: NoSettleLag}).settleLag() != 0 ||
+		(Definition{SettleLag: 3 * time.Second}).settleLag() != 3*time.Second {
+		t.Fatal("settle lag defaults")
+	}
+	if DefaultSettleLag <= 0 {
+		t.Fatal("the default settle lag must not be zero")
+	}
+}
