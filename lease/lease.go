@@ -310,6 +310,13 @@ func (l *Lease) Checkpoint() state.Checkpoint {
 	return l.doc.Checkpoint
 }
 
+// Failure returns the failed attempts recorded at the current checkpoint, or nil.
+func (l *Lease) Failure() *state.Failure {
+	l.writeMu.Lock()
+	defer l.writeMu.Unlock()
+	return l.doc.Failure
+}
+
 // TrustedUntil returns the holder's clock reading after which it no longer trusts the lease.
 func (l *Lease) TrustedUntil() time.Time {
 	l.mu.Lock()
@@ -356,16 +363,17 @@ func (l *Lease) Heartbeat(ctx context.Context) error {
 	return l.write(ctx, "heartbeat", nil, false)
 }
 
-// Commit advances the checkpoint to cp and extends the lease, in one write. Its UpdatedAt is
-// set to now. An error wrapping ErrLost means the batch must not count as committed.
+// Commit advances the checkpoint to cp, clears any recorded failure, and extends the lease, in
+// one write. Its UpdatedAt is set to now. An error wrapping ErrLost means the batch must not count
+// as committed.
 func (l *Lease) Commit(ctx context.Context, cp state.Checkpoint) error {
-	return l.write(ctx, "commit", &cp, false)
+	return l.write(ctx, "commit", commitTo(cp), false)
 }
 
 // CommitAndRelease commits cp and releases the lease in the same write. Whatever the outcome,
 // the lease is over for this process afterwards.
 func (l *Lease) CommitAndRelease(ctx context.Context, cp state.Checkpoint) error {
-	return l.write(ctx, "commit and release", &cp, true)
+	return l.write(ctx, "commit and release", commitTo(cp), true)
 }
 
 // Release gives the lease up without moving the checkpoint. Whatever the outcome, the lease is
@@ -374,11 +382,40 @@ func (l *Lease) Release(ctx context.Context) error {
 	return l.write(ctx, "release", nil, true)
 }
 
+// FailAndRelease records a failed attempt at the batch after the checkpoint and releases the
+// lease, in one write. cp, when not nil, first commits the progress made before the failure.
+// The attempt count continues the document's when the failure is at the same checkpoint.
+func (l *Lease) FailAndRelease(ctx context.Context, cp *state.Checkpoint, batchID string, cause error) error {
+	return l.write(ctx, "record failure", func(d *state.Doc, now time.Time) {
+		if cp != nil {
+			commitTo(*cp)(d, now)
+		}
+		f := state.Failure{Attempts: 1, BatchID: batchID, FirstFailureAt: state.At(now), LastFailureAt: state.At(now), LastError: cause.Error()}
+		if prev := d.Failure; prev != nil {
+			f.Attempts = prev.Attempts + 1
+			f.FirstFailureAt = prev.FirstFailureAt
+		}
+		if len(f.LastError) > 2000 {
+			f.LastError = f.LastError[:2000] + "..."
+		}
+		d.Failure = &f
+	}, true)
+}
+
+// commitTo is the change a commit makes: the new checkpoint, stamped, and no failure.
+func commitTo(cp state.Checkpoint) func(d *state.Doc, now time.Time) {
+	return func(d *state.Doc, now time.Time) {
+		d.Checkpoint = cp
+		d.Checkpoint.UpdatedAt = state.At(now)
+		d.Failure = nil
+	}
+}
+
 // write is the one writer: every change to the blob by this holder goes through here.
-func (l *Lease) write(ctx context.Context, what string, cp *state.Checkpoint, release bool) error {
+func (l *Lease) write(ctx context.Context, what string, change func(d *state.Doc, now time.Time), release bool) error {
 	l.writeMu.Lock()
 	defer l.writeMu.Unlock()
-	err := l.writeLocked(ctx, what, cp, release)
+	err := l.writeLocked(ctx, what, change, release)
 	if release {
 		// Over for this process whatever the outcome; a release that did not land expires.
 		if err == nil {
@@ -390,7 +427,7 @@ func (l *Lease) write(ctx context.Context, what string, cp *state.Checkpoint, re
 	return err
 }
 
-func (l *Lease) writeLocked(ctx context.Context, what string, cp *state.Checkpoint, release bool) error {
+func (l *Lease) writeLocked(ctx context.Context, what string, change func(d *state.Doc, now time.Time), release bool) error {
 	c := l.m.cfg
 	for attempt := 1; ; attempt++ {
 		if err := l.Err(); err != nil {
@@ -401,9 +438,8 @@ func (l *Lease) writeLocked(ctx context.Context, what string, cp *state.Checkpoi
 			return l.end(lostf("%s refused: the trust window ended %v ago", what, sent.Sub(until)))
 		}
 		next := l.doc
-		if cp != nil {
-			next.Checkpoint = *cp
-			next.Checkpoint.UpdatedAt = state.At(sent)
+		if change != nil {
+			change(&next, sent)
 		}
 		next.Lease.HeartbeatAt = state.At(sent)
 		next.Lease.ExpiresAt = state.At(sent.Add(c.TTL))

@@ -553,3 +553,50 @@ func acquireAt(t *testing.T, f *fixture, clk clock.Clock, owner string) *lease.L
 	f.blob = blobName()
 	return acquire(t, f.manager(t, owner, clk))
 }
+
+func TestFailureRecords(t *testing.T) {
+	forEachStore(t, func(t *testing.T, f *fixture) {
+		m := f.manager(t, "A", f.svc)
+		l := acquire(t, m)
+		if err := l.Commit(ctx, checkpoint(1)); err != nil {
+			t.Fatal(err)
+		}
+		for attempt := int64(1); attempt <= 3; attempt++ {
+			if attempt > 1 {
+				l = acquire(t, m)
+			}
+			if f := l.Failure(); (attempt == 1) != (f == nil) || (f != nil && f.Attempts != attempt-1) {
+				t.Fatalf("attempt %d: the lease shows failure %+v", attempt, f)
+			}
+			var progress *state.Checkpoint
+			if attempt == 1 {
+				// Progress made before the failure is committed with it (a new checkpoint, so a
+				// new batch: its count starts at 1).
+				cp := checkpoint(2)
+				progress = &cp
+			}
+			if err := l.FailAndRelease(ctx, progress, "batch-x", errors.New("webhook said 503")); err != nil {
+				t.Fatal(err)
+			}
+			d, _ := f.doc(t)
+			if d.Failure == nil || d.Failure.Attempts != attempt || d.Failure.LastError != "webhook said 503" || !d.Lease.Released() {
+				t.Fatalf("after failure %d: %+v", attempt, d.Failure)
+			}
+			if cursorOf(d) != "2" {
+				t.Fatalf("the progress before the failure was not committed: cursor %s", cursorOf(d))
+			}
+		}
+		d, _ := f.doc(t)
+		first := d.Failure.FirstFailureAt
+		l = acquire(t, m)
+		if err := l.CommitAndRelease(ctx, checkpoint(3)); err != nil {
+			t.Fatal(err)
+		}
+		if d, _ := f.doc(t); d.Failure != nil {
+			t.Fatalf("a successful commit kept the failure: %+v", d.Failure)
+		}
+		if first.IsZero() {
+			t.Fatal("first_failure_at was not recorded")
+		}
+	})
+}

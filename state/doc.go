@@ -68,6 +68,9 @@ type Doc struct {
 	SourceFingerprint string     `json:"source_fingerprint"`
 	Checkpoint        Checkpoint `json:"checkpoint"`
 	Lease             Lease      `json:"lease"`
+	// Failure records failed attempts at the batch after the checkpoint; nil once a commit
+	// succeeds. The next attempt at that batch is Failure.Attempts + 1.
+	Failure *Failure `json:"failure"`
 	// WriteID is fresh on every write. After an ambiguous write (a lost reply, a 5xx, a
 	// time-out, or a 412 from an SDK retry of a write that landed) the writer re-reads the blob:
 	// its own WriteID there means the write landed.
@@ -94,6 +97,15 @@ type Cursor struct {
 	Kind       string                     `json:"kind"`
 	Value      json.RawMessage            `json:"value"`
 	Tiebreaker map[string]json.RawMessage `json:"tiebreaker,omitempty"`
+}
+
+// Failure describes the failed attempts at the batch after the checkpoint.
+type Failure struct {
+	Attempts       int64  `json:"attempts"`
+	BatchID        string `json:"batch_id"`
+	FirstFailureAt Time   `json:"first_failure_at"`
+	LastFailureAt  Time   `json:"last_failure_at"`
+	LastError      string `json:"last_error"`
 }
 
 // Lease says who may process the poller. The times in it are the holder's wall clock and are
@@ -166,6 +178,8 @@ func (d *Doc) validate() error {
 		return errors.New("lease has an owner but no ttl_seconds")
 	case d.Checkpoint.Metadata.RowCount < 0:
 		return fmt.Errorf("checkpoint.metadata.row_count %d is negative", d.Checkpoint.Metadata.RowCount)
+	case d.Failure != nil && d.Failure.Attempts < 1:
+		return fmt.Errorf("failure.attempts %d must be at least 1", d.Failure.Attempts)
 	}
 	if c := d.Checkpoint.Cursor; c != nil {
 		if err := c.Validate(); err != nil {

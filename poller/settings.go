@@ -1,0 +1,150 @@
+package poller
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/robfig/cron/v3"
+
+	"github.com/pseudotrigger/pseudotrigger/lease"
+	"github.com/pseudotrigger/pseudotrigger/source"
+)
+
+// Settings are one poller's app settings, validated. Names are {P}_..., where {P} is the poller
+// name in upper case with '-' as '_' (orders -> ORDERS).
+type Settings struct {
+	Driver            string        // {P}_DB_DRIVER
+	DSN               string        // {P}_DB_CONNECTION
+	Schedule          string        // {P}_SCHEDULE
+	BatchSize         int           // {P}_BATCH_SIZE
+	LeaseTTL          time.Duration // {P}_LEASE_TTL
+	HeartbeatInterval time.Duration // {P}_HEARTBEAT_INTERVAL
+	TickBudget        time.Duration // {P}_TICK_BUDGET
+	// CheckpointInterval is {P}_CHECKPOINT_INTERVAL: within a tick, commit at most this often
+	// (0: after every batch); the tick's end always commits. A crash replays the batches since
+	// the last commit.
+	CheckpointInterval time.Duration
+	SettleLag         time.Duration // {P}_SETTLE_LAG (source.NoSettleLag for an explicit 0)
+}
+
+// Prefix returns {P} for a poller name.
+func Prefix(name string) string {
+	return strings.ReplaceAll(strings.ToUpper(name), "-", "_")
+}
+
+// SettingError is a bad or missing app setting.
+type SettingError struct {
+	Setting string
+	Problem string
+}
+
+func (e *SettingError) Error() string { return e.Setting + ": " + e.Problem }
+
+// ErrSetting is wrapped by every *SettingError (errors.Is).
+var ErrSetting = errors.New("bad setting")
+
+// Is makes errors.Is(err, ErrSetting) true.
+func (e *SettingError) Is(target error) bool { return target == ErrSetting }
+
+// LoadSettings reads and validates a poller's settings. Every problem is reported, each naming
+// its setting.
+func LoadSettings(d Definition, getenv func(string) string) (Settings, error) {
+	p := Prefix(d.Name)
+	var errs []error
+	bad := func(setting, format string, args ...any) {
+		errs = append(errs, &SettingError{Setting: setting, Problem: fmt.Sprintf(format, args...)})
+	}
+	get := func(suffix string) (string, string) {
+		name := p + "_" + suffix
+		return name, strings.TrimSpace(getenv(name))
+	}
+	duration := func(suffix string, def time.Duration, allowZero bool) time.Duration {
+		name, v := get(suffix)
+		if v == "" {
+			return def
+		}
+		dur, err := time.ParseDuration(v)
+		if err != nil || dur < 0 || (dur == 0 && !allowZero) {
+			bad(name, "%q is not a positive Go duration like 60s or 2m", v)
+			return def
+		}
+		return dur
+	}
+	var s Settings
+	name, v := get("DB_DRIVER")
+	switch v {
+	case source.SQLServer, source.Postgres, source.SQLite:
+		s.Driver = v
+	case "":
+		bad(name, "missing: set it to sqlserver, postgres or sqlite")
+	default:
+		bad(name, "%q is not sqlserver, postgres or sqlite", v)
+	}
+	name, s.DSN = get("DB_CONNECTION")
+	if s.DSN == "" {
+		bad(name, "missing: set it to the source database's connection string")
+	}
+
+	name, s.Schedule = get("SCHEDULE")
+	if s.Schedule == "" {
+		s.Schedule = d.Schedule
+		if s.Schedule == "" {
+			s.Schedule = defaultSchedule
+		}
+	}
+	if _, err := ParseSchedule(s.Schedule); err != nil {
+		bad(name, "%q is not an NCRONTAB schedule with six fields (second minute hour day month weekday): %v", s.Schedule, err)
+	}
+
+	s.BatchSize = d.BatchSize
+	if s.BatchSize == 0 {
+		s.BatchSize = DefaultBatchSize
+	}
+	if name, v := get("BATCH_SIZE"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 100_000 {
+			bad(name, "%q is not a whole number from 1 to 100000", v)
+		} else {
+			s.BatchSize = n
+		}
+	}
+
+	s.LeaseTTL = duration("LEASE_TTL", lease.DefaultTTL, false)
+	s.HeartbeatInterval = duration("HEARTBEAT_INTERVAL", s.LeaseTTL/4, false)
+	if s.LeaseTTL < 4*time.Second {
+		bad(p+"_LEASE_TTL", "%v is too short: at least 4s (the expiry margin is at least 1s)", s.LeaseTTL)
+	} else if 3*s.HeartbeatInterval >= s.LeaseTTL {
+		bad(p+"_HEARTBEAT_INTERVAL", "%v must be less than a third of %s_LEASE_TTL (%v)", s.HeartbeatInterval, p, s.LeaseTTL)
+	}
+	s.TickBudget = duration("TICK_BUDGET", DefaultTickBudget, false)
+	s.CheckpointInterval = duration("CHECKPOINT_INTERVAL", DefaultCheckpointInterval, true)
+	if s.CheckpointInterval >= s.LeaseTTL/2 && s.LeaseTTL >= 4*time.Second {
+		bad(p+"_CHECKPOINT_INTERVAL", "%v must be less than half of %s_LEASE_TTL (%v)", s.CheckpointInterval, p, s.LeaseTTL)
+	}
+
+	s.SettleLag = d.Source.SettleLag
+	if name, v := get("SETTLE_LAG"); v != "" {
+		dur, err := time.ParseDuration(v)
+		switch {
+		case err != nil || dur < 0:
+			bad(name, "%q is not a Go duration like 10s (0s reads up to the database's clock, unsafe with late commits)", v)
+		case dur == 0:
+			s.SettleLag = source.NoSettleLag
+		default:
+			s.SettleLag = dur
+		}
+	}
+	if len(errs) > 0 {
+		return s, errors.Join(errs...)
+	}
+	return s, nil
+}
+
+// ParseSchedule parses an NCRONTAB expression (six fields, seconds first), as the Functions
+// timer trigger does.
+func ParseSchedule(expr string) (cron.Schedule, error) {
+	return cron.NewParser(cron.Second | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow).Parse(expr)
+}

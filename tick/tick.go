@@ -1,0 +1,318 @@
+// Package tick runs one timer invocation of a poller: read the state blob, peek for rows, take
+// the lease, fetch batches in keyset order and hand them to the poller's handler while the lease
+// is kept alive, commit the checkpoint, and release the lease with the last commit.
+//
+// Costs: an idle tick is one blob read and one SQL round trip, and writes nothing. A tick that
+// delivers B batches writes at most B+1 times: the acquire, at most one commit per batch (every
+// CheckpointInterval, only when another batch follows), and the final commit, which also
+// releases the lease. The next batch is fetched while the current one is handled.
+package tick
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"time"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/clock"
+	"github.com/pseudotrigger/pseudotrigger/lease"
+	"github.com/pseudotrigger/pseudotrigger/poller"
+	"github.com/pseudotrigger/pseudotrigger/source"
+	"github.com/pseudotrigger/pseudotrigger/state"
+)
+
+// Outcome of a tick.
+type Outcome string
+
+// Outcomes.
+const (
+	Committed Outcome = "committed"  // the lease was taken and the tick ran to its end
+	Idle      Outcome = "idle"       // nothing to read: no write was made
+	LeaseHeld Outcome = "lease_held" // another owner holds the lease, or won the race for it
+)
+
+// Summary is the tick's result, returned to the Functions host as ReturnValue.
+type Summary struct {
+	Poller       string        `json:"poller"`
+	Outcome      Outcome       `json:"outcome"`
+	Rows         int           `json:"rows"`
+	Batches      int           `json:"batches"`
+	FencingToken int64         `json:"fencing_token"`
+	Cursor       *state.Cursor `json:"cursor"`
+	DurationMS   int64         `json:"duration_ms"`
+	Holder       string        `json:"lease_holder,omitempty"`
+	Attempt      int64         `json:"attempt,omitempty"`
+}
+
+// Source is what a tick reads.
+type Source interface {
+	Pending(ctx context.Context, after *state.Cursor) (bool, error)
+	Fetch(ctx context.Context, after *state.Cursor, limit int) (*source.Batch, error)
+	Fingerprint() string
+}
+
+// Runner runs ticks of one poller.
+type Runner struct {
+	Poller   poller.Definition
+	Settings poller.Settings
+	Lease    *lease.Manager
+	Source   Source
+	Clock    clock.Clock  // default clock.System
+	Logger   *slog.Logger // default: discard
+	// Draining, when closed, makes running ticks stop taking new batches: the batch in hand
+	// finishes, is committed and the lease released.
+	Draining <-chan struct{}
+}
+
+// ErrBatchFailed wraps a handler's error (or panic): the batch was not committed.
+var ErrBatchFailed = errors.New("batch failed")
+
+// Tick runs one tick. invocationID (the Functions invocation id, may be empty) goes into the logs.
+// A returned error means the tick failed; the summary still says what it did before.
+func (r *Runner) Tick(ctx context.Context, invocationID string) (Summary, error) {
+	clk := r.Clock
+	if clk == nil {
+		clk = clock.System{}
+	}
+	log := r.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	log = log.With("poller", r.Poller.Name, "invocation_id", invocationID)
+	start := clk.Now()
+	sum := Summary{Poller: r.Poller.Name}
+	finish := func(err error) (Summary, error) {
+		sum.DurationMS = clk.Now().Sub(start).Milliseconds()
+		attrs := []any{"outcome", string(sum.Outcome), "rows", sum.Rows, "batches", sum.Batches,
+			"fencing_token", sum.FencingToken, "cursor", cursorText(sum.Cursor), "duration_ms", sum.DurationMS}
+		if sum.Holder != "" {
+			attrs = append(attrs, "lease_holder", sum.Holder)
+		}
+		if err != nil {
+			log.Error("tick failed", append(attrs, "error", err.Error())...)
+		} else {
+			log.Info("tick", attrs...)
+		}
+		return sum, err
+	}
+
+	// 1. Read.
+	snap, err := r.Lease.Read(ctx)
+	if err != nil {
+		return finish(err)
+	}
+	var cursor *state.Cursor
+	if snap.Doc != nil {
+		cursor = snap.Doc.Checkpoint.Cursor
+		sum.FencingToken = snap.Doc.Lease.FencingToken
+	}
+	sum.Cursor = cursor
+
+	// 2. Peek, without the lease.
+	if holder, live := r.Lease.Holder(snap); live {
+		sum.Outcome, sum.Holder = LeaseHeld, holder
+		return finish(nil)
+	}
+	pending, err := r.Source.Pending(ctx, cursor)
+	if err != nil {
+		return finish(err)
+	}
+	if !pending {
+		sum.Outcome = Idle
+		return finish(nil)
+	}
+
+	// 3. Acquire.
+	res, err := r.Lease.Acquire(ctx, snap)
+	if err != nil {
+		return finish(err)
+	}
+	if !res.Won() {
+		sum.Outcome, sum.Holder = LeaseHeld, res.Holder
+		return finish(nil)
+	}
+	l := res.Lease
+	sum.Outcome, sum.FencingToken = Committed, l.Token()
+	l.KeepAlive()
+	defer func() {
+		if l.Err() == nil { // a path that did not release: release now
+			rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_ = l.Release(rctx)
+		}
+	}()
+	err = r.run(ctx, l, &sum, clk, log)
+	return finish(err)
+}
+
+// run is steps 4-8: fetch, handle, commit, repeat, release.
+func (r *Runner) run(ctx context.Context, l *lease.Lease, sum *Summary, clk clock.Clock, log *slog.Logger) error {
+	s := r.Settings
+	// Work stops when the lease is lost or the request ends.
+	wctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := context.AfterFunc(l.Context(), func() { cancel(context.Cause(l.Context())) })
+	defer stop()
+
+	cp := l.Checkpoint()
+	cursor := cp.Cursor
+	attempt := int64(1)
+	if f := l.Failure(); f != nil {
+		attempt = f.Attempts + 1
+	}
+	sum.Attempt = attempt
+	budgetEnd := clk.Now().Add(s.TickBudget)
+	lastCommit := clk.Now()
+	var uncommitted *state.Checkpoint // progress handled but not yet committed
+
+	fetch := func(after *state.Cursor) <-chan fetched {
+		ch := make(chan fetched, 1)
+		go func() {
+			b, err := r.Source.Fetch(wctx, after, s.BatchSize)
+			ch <- fetched{b, err}
+		}()
+		return ch
+	}
+	next := fetch(cursor)
+	for {
+		f := <-next
+		if f.err != nil {
+			return r.end(ctx, l, uncommitted, wrapLost(l, f.err))
+		}
+		b := f.batch
+		if len(b.Rows) == 0 {
+			break
+		}
+		more := len(b.Rows) == s.BatchSize && clk.Now().Before(budgetEnd) && !closed(r.Draining)
+		if more {
+			next = fetch(b.To) // the next batch is read while this one is handled
+		}
+		pb := &poller.Batch{
+			Poller: r.Poller.Name, ID: BatchID(r.Poller.Name, r.Source.Fingerprint(), cursor, b.To),
+			FencingToken: l.Token(), Attempt: attempt, From: cursor, To: b.To, Rows: b.Rows,
+		}
+		t0 := clk.Now()
+		if herr := r.handle(wctx, pb); herr != nil {
+			if more {
+				<-next // let the prefetch finish before the lease goes
+			}
+			if lerr := l.Err(); lerr != nil {
+				return fmt.Errorf("batch %s: %w (the handler returned: %v)", pb.ID, lerr, herr)
+			}
+			failure := fmt.Errorf("%w: batch %s (attempt %d, %d rows, keys %s): %w", ErrBatchFailed, pb.ID, attempt, len(pb.Rows), keyRange(pb.Rows), herr)
+			if ferr := l.FailAndRelease(ctx, uncommitted, pb.ID, herr); ferr != nil {
+				return errors.Join(failure, fmt.Errorf("recording the failure: %w", ferr))
+			}
+			return failure
+		}
+		sum.Rows += len(b.Rows)
+		sum.Batches++
+		log.Info("batch", "batch_id", pb.ID, "rows", len(b.Rows), "attempt", attempt, "fencing_token", pb.FencingToken,
+			"cursor", cursorText(b.To), "duration_ms", clk.Now().Sub(t0).Milliseconds())
+		cursor, attempt = b.To, 1
+		uncommitted = &state.Checkpoint{Cursor: b.To, LastSuccessfulBatchID: pb.ID, Metadata: state.Metadata{RowCount: int64(len(b.Rows))}}
+		sum.Cursor = b.To
+		if !more || !clk.Now().Before(budgetEnd) || closed(r.Draining) {
+			// The batch read ahead, if any, is dropped unread by the handler: the next tick
+			// reads it again from the checkpoint.
+			break
+		}
+		if clk.Now().Sub(lastCommit) >= s.CheckpointInterval {
+			// Another batch is on its way, so this is not the last commit: no release yet.
+			if err := l.Commit(ctx, *uncommitted); err != nil {
+				<-next
+				return wrapLost(l, err)
+			}
+			uncommitted, lastCommit = nil, clk.Now()
+		}
+	}
+	return r.end(ctx, l, uncommitted, nil)
+}
+
+type fetched struct {
+	batch *source.Batch
+	err   error
+}
+
+// end commits what is uncommitted and releases the lease in one write (or only releases).
+func (r *Runner) end(ctx context.Context, l *lease.Lease, uncommitted *state.Checkpoint, cause error) error {
+	var err error
+	if uncommitted != nil {
+		err = l.CommitAndRelease(ctx, *uncommitted)
+	} else {
+		err = l.Release(ctx)
+	}
+	if cause != nil {
+		return errors.Join(cause, err)
+	}
+	return err
+}
+
+// handle runs the poller's handler, turning a panic into an error.
+func (r *Runner) handle(ctx context.Context, b *poller.Batch) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic: %v\n%s", p, debug.Stack())
+		}
+	}()
+	return r.Poller.Handler(ctx, b)
+}
+
+// wrapLost explains an error that happened because the lease was lost.
+func wrapLost(l *lease.Lease, err error) error {
+	if lerr := l.Err(); lerr != nil && !errors.Is(err, lease.ErrLost) && errors.Is(lerr, lease.ErrLost) {
+		return fmt.Errorf("%w (%v)", lerr, err)
+	}
+	return err
+}
+
+func closed(ch <-chan struct{}) bool {
+	if ch == nil {
+		return false
+	}
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// BatchID is "batch_" and 24 hex digits of a SHA-256 over the poller, the source fingerprint
+// and the cursor range: the same batch always gets the same ID.
+func BatchID(pollerName, fingerprint string, from, to *state.Cursor) string {
+	h := sha256.New()
+	h.Write([]byte(pollerName + "\x00" + fingerprint + "\x00"))
+	h.Write([]byte(cursorText(from) + "\x00" + cursorText(to)))
+	return "batch_" + hex.EncodeToString(h.Sum(nil))[:24]
+}
+
+// cursorText renders a cursor compactly for logs and IDs; json.Marshal sorts the tiebreaker's keys.
+func cursorText(c *state.Cursor) string {
+	if c == nil {
+		return "<beginning>"
+	}
+	b, err := json.Marshal(c)
+	if err != nil {
+		return fmt.Sprintf("%+v", *c)
+	}
+	return string(b)
+}
+
+// keyRange names the first and last rows' keys, for error messages.
+func keyRange(rows []source.Row) string {
+	if len(rows) == 0 {
+		return "none"
+	}
+	first, _ := json.Marshal(rows[0].Key())
+	if len(rows) == 1 {
+		return string(first)
+	}
+	last, _ := json.Marshal(rows[len(rows)-1].Key())
+	return string(first) + ".." + string(last)
+}
