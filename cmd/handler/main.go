@@ -1,0 +1,69 @@
+// Command handler is the Azure Functions custom handler binary (scripts/build.sh builds it to
+// bin/handler, which host.json names). It listens on 127.0.0.1:$FUNCTIONS_CUSTOMHANDLER_PORT.
+//
+// On SIGTERM or SIGINT it stops taking invocations, lets running ticks finish the batch in hand
+// (they commit and release their leases) within a grace period, and exits 0. A SIGKILL leaves
+// leases to expire; the next holder resumes from the last checkpoint.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/pseudotrigger/pseudotrigger/handler"
+	_ "github.com/pseudotrigger/pseudotrigger/pollers/all"
+)
+
+// grace is how long running ticks may take to finish after a stop signal.
+const grace = 20 * time.Second
+
+func main() {
+	log := slog.New(slog.NewJSONHandler(os.Stdout, nil))
+	slog.SetDefault(log) // pollers log through slog.Default()
+	if err := run(log); err != nil {
+		log.Error("handler stopped", "error", err.Error())
+		os.Exit(1)
+	}
+}
+
+func run(log *slog.Logger) error {
+	port := os.Getenv("FUNCTIONS_CUSTOMHANDLER_PORT")
+	if port == "" {
+		port = "8080"
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", port))
+	if err != nil {
+		return fmt.Errorf("FUNCTIONS_CUSTOMHANDLER_PORT=%s: %w", port, err)
+	}
+	app := handler.New(handler.Options{Logger: log})
+	srv := &http.Server{Handler: app.Routes(), ReadHeaderTimeout: 10 * time.Second}
+
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	log.Info("listening", "addr", ln.Addr().String())
+
+	select {
+	case err := <-served:
+		return err
+	case sig := <-stop:
+		log.Info("stopping: finishing running ticks", "signal", sig.String(), "grace", grace.String())
+	}
+	app.Drain()
+	ctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	log.Info("stopped")
+	return nil
+}

@@ -1,0 +1,266 @@
+// Package handler is the Azure Functions custom handler: an http.Handler that answers the host's
+// start-up probe and runs one tick per timer invocation of a poller.
+//
+// The host POSTs {"Data":{...},"Metadata":{...}} to /{FunctionName} on
+// 127.0.0.1:$FUNCTIONS_CUSTOMHANDLER_PORT and expects a JSON reply
+// {"Outputs":{},"Logs":[...],"ReturnValue":...}. A failed tick answers 500 with {"error": ...};
+// the host drops a failed reply's body, so the error is logged to stdout first (slog JSON: the
+// host records stdout as information and every stderr line as an error).
+package handler
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/clock"
+	"github.com/pseudotrigger/pseudotrigger/lease"
+	"github.com/pseudotrigger/pseudotrigger/poller"
+	"github.com/pseudotrigger/pseudotrigger/source"
+	"github.com/pseudotrigger/pseudotrigger/store/blobstore"
+	"github.com/pseudotrigger/pseudotrigger/tick"
+)
+
+// MaxBodyBytes caps an invocation's body; a timer invocation is well under 4 KiB.
+const MaxBodyBytes = 1 << 20
+
+// App holds every registered poller's configuration and runs their ticks.
+type App struct {
+	log      *slog.Logger
+	getenv   func(string) string
+	appName  string
+	owner    string
+	clock    clock.Clock
+	store    lease.Store
+	storeErr error
+	draining chan struct{}
+	drainOne sync.Once
+	pollers  map[string]*pollerState
+}
+
+type pollerState struct {
+	def      poller.Definition
+	settings poller.Settings
+	err      error // bad settings or setup: every invocation fails with it
+
+	mu     sync.Mutex
+	runner *tick.Runner // opened on first use
+}
+
+// Options configure an App. Zero values take the defaults.
+type Options struct {
+	Getenv  func(string) string // default os.Getenv
+	Logger  *slog.Logger        // default: JSON to stdout
+	Clock   clock.Clock         // default clock.System
+	Pollers []poller.Definition // default: every registered poller
+	// StoreOptions go to the blob store (tests count or cut requests through them).
+	StoreOptions *blobstore.Options
+}
+
+// New reads the settings of the state store and of every poller and logs what is wrong. A bad
+// state store setting fails every invocation; a poller's bad setting fails that poller's.
+func New(o Options) *App {
+	if o.Getenv == nil {
+		o.Getenv = os.Getenv
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewJSONHandler(os.Stdout, nil))
+	}
+	if o.Clock == nil {
+		o.Clock = clock.System{}
+	}
+	if o.Pollers == nil {
+		o.Pollers = poller.All()
+	}
+	a := &App{log: o.Logger, getenv: o.Getenv, clock: o.Clock, draining: make(chan struct{}), pollers: map[string]*pollerState{}}
+	a.appName = firstSet(o.Getenv("POLLER_APP_NAME"), o.Getenv("WEBSITE_SITE_NAME"), "local")
+	instance := firstSet(o.Getenv("WEBSITE_INSTANCE_ID"), hostname())
+	if len(instance) > 12 {
+		instance = instance[:12]
+	}
+	owner, err := lease.NewOwnerID(a.appName+"/"+instance, nil)
+	if err != nil {
+		a.storeErr = err
+	}
+	a.owner = owner
+
+	if settings, err := blobstore.SettingsFromEnv(o.Getenv); err != nil {
+		a.storeErr = err
+	} else if st, err := blobstore.New(settings, o.StoreOptions); err != nil {
+		a.storeErr = err
+	} else {
+		a.store = st
+		a.log.Info("state store", "store", st.String(), "app", a.appName, "owner", a.owner)
+	}
+	if a.storeErr != nil {
+		a.log.Error("state store not usable: every invocation will fail", "error", a.storeErr.Error())
+	}
+
+	for _, d := range o.Pollers {
+		ps := &pollerState{def: d}
+		ps.settings, ps.err = poller.LoadSettings(d, o.Getenv)
+		if ps.err == nil && d.Setup != nil {
+			if err := d.Setup(o.Getenv); err != nil {
+				ps.err = fmt.Errorf("setup: %w", err)
+			}
+		}
+		if ps.err != nil {
+			a.log.Error("poller not usable: its invocations will fail", "poller", d.Name, "error", ps.err.Error())
+		} else {
+			a.log.Info("poller", "poller", d.Name, "driver", ps.settings.Driver, "source", source.RedactDSN(ps.settings.DSN),
+				"schedule", ps.settings.Schedule, "batch_size", ps.settings.BatchSize)
+		}
+		a.pollers[d.Name] = ps
+	}
+	return a
+}
+
+func firstSet(vals ...string) string {
+	for _, v := range vals {
+		if strings.TrimSpace(v) != "" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+func hostname() string {
+	h, err := os.Hostname()
+	if err != nil {
+		return "host"
+	}
+	return h
+}
+
+// Drain makes running ticks stop taking new batches (graceful shutdown). Safe to call twice.
+func (a *App) Drain() { a.drainOne.Do(func() { close(a.draining) }) }
+
+// Routes returns the HTTP handler.
+func (a *App) Routes() http.Handler {
+	r := chi.NewRouter()
+	r.Get("/", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"status": "ok"})
+	})
+	r.Post("/{poller}", a.invoke)
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusNotFound, map[string]any{"error": "no route " + r.Method + " " + r.URL.Path})
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusMethodNotAllowed, map[string]any{"error": r.Method + " is not allowed on " + r.URL.Path})
+	})
+	return r
+}
+
+// invocation is the host's request body; Data holds the timer binding, which is parsed leniently
+// (ScheduleStatus may be null, Last may be year 0001): the state blob is the truth, not the timer.
+type invocation struct {
+	Data     map[string]json.RawMessage `json:"Data"`
+	Metadata map[string]json.RawMessage `json:"Metadata"`
+}
+
+type timerInfo struct {
+	IsPastDue bool `json:"IsPastDue"`
+}
+
+func (a *App) invoke(w http.ResponseWriter, r *http.Request) {
+	name := chi.URLParam(r, "poller")
+	invID := r.Header.Get("X-Azure-Functions-InvocationId")
+	log := a.log.With("poller", name, "invocation_id", invID)
+	ps, ok := a.pollers[name]
+	if !ok {
+		log.Warn("invocation of an unknown poller")
+		writeJSON(w, http.StatusNotFound, map[string]any{"error": fmt.Sprintf("unknown poller %q: no pollers/%s is registered in this build", name, name)})
+		return
+	}
+	var inv invocation
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	if err := dec.Decode(&inv); err != nil || inv.Data == nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeJSON(w, http.StatusRequestEntityTooLarge, map[string]any{"error": fmt.Sprintf("the request body exceeds %d bytes", MaxBodyBytes)})
+			return
+		}
+		msg := "the body is not the Functions host's invocation JSON ({\"Data\":{...},\"Metadata\":{...}})"
+		if err != nil {
+			msg += ": " + err.Error()
+		}
+		log.Warn("bad invocation body", "error", msg)
+		writeJSON(w, http.StatusBadRequest, map[string]any{"error": msg})
+		return
+	}
+	for binding, raw := range inv.Data {
+		var ti timerInfo
+		if json.Unmarshal(raw, &ti) == nil && ti.IsPastDue {
+			log.Info("timer is past due", "binding", binding)
+		}
+	}
+
+	sum, err := a.tick(r.Context(), ps, invID)
+	if err != nil {
+		// Logged by the tick (or here) before answering: the host drops a failed reply's body.
+		if sum.Poller == "" {
+			log.Error("tick failed", "error", err.Error())
+		}
+		writeJSON(w, http.StatusInternalServerError, map[string]any{"error": err.Error(), "poller": name, "summary": sum})
+		return
+	}
+	line := fmt.Sprintf("%s: %s, %d rows in %d batches, fencing token %d, %d ms", name, sum.Outcome, sum.Rows, sum.Batches, sum.FencingToken, sum.DurationMS)
+	writeJSON(w, http.StatusOK, map[string]any{"Outputs": map[string]any{}, "Logs": []string{line}, "ReturnValue": sum})
+}
+
+// tick runs one tick, opening the poller's source on first use.
+func (a *App) tick(ctx context.Context, ps *pollerState, invID string) (tick.Summary, error) {
+	if ps.err != nil {
+		return tick.Summary{}, fmt.Errorf("poller %s is misconfigured: %w", ps.def.Name, ps.err)
+	}
+	if a.storeErr != nil {
+		return tick.Summary{}, fmt.Errorf("state store: %w", a.storeErr)
+	}
+	r, err := a.runner(ctx, ps)
+	if err != nil {
+		return tick.Summary{}, err
+	}
+	return r.Tick(ctx, invID)
+}
+
+func (a *App) runner(ctx context.Context, ps *pollerState) (*tick.Runner, error) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if ps.runner != nil {
+		return ps.runner, nil
+	}
+	def := ps.def.Source
+	def.SettleLag = ps.settings.SettleLag
+	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	src, err := source.Open(octx, source.Config{Poller: ps.def.Name, Driver: ps.settings.Driver, DSN: ps.settings.DSN, Definition: def})
+	if err != nil {
+		return nil, err
+	}
+	m, err := lease.New(a.store, lease.Config{
+		Poller: ps.def.Name, Blob: "state/" + a.appName + "/" + ps.def.Name + ".json", Owner: a.owner,
+		Fingerprint: src.Fingerprint(), TTL: ps.settings.LeaseTTL, HeartbeatInterval: ps.settings.HeartbeatInterval,
+		Clock: a.clock, Logger: a.log,
+	})
+	if err != nil {
+		src.Close()
+		return nil, fmt.Errorf("poller %s: %w", ps.def.Name, err)
+	}
+	ps.runner = &tick.Runner{Poller: ps.def, Settings: ps.settings, Lease: m, Source: src, Clock: a.clock, Logger: a.log, Draining: a.draining}
+	return ps.runner, nil
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

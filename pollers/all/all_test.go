@@ -1,0 +1,78 @@
+package all_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/pseudotrigger/pseudotrigger/poller"
+	_ "github.com/pseudotrigger/pseudotrigger/pollers/all"
+)
+
+const root = "../.."
+
+// TestPollerFoldersMatchFunctions: every pollers/<name> is registered (imported by all.go) and
+// has <name>/function.json with a timer on %{P}_SCHEDULE%; every function folder is a poller.
+func TestPollerFoldersMatchFunctions(t *testing.T) {
+	entries, err := os.ReadDir(filepath.Join(root, "pollers"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var folders []string
+	for _, e := range entries {
+		if e.IsDir() && e.Name() != "all" {
+			folders = append(folders, e.Name())
+		}
+	}
+	var registered []string
+	for _, d := range poller.All() {
+		registered = append(registered, d.Name)
+	}
+	for _, name := range folders {
+		if !slices.Contains(registered, name) {
+			t.Errorf("pollers/%s is not registered: import it in pollers/all/all.go", name)
+		}
+		checkFunction(t, name)
+	}
+	for _, name := range registered {
+		if !slices.Contains(folders, name) {
+			t.Errorf("poller %s is registered but has no pollers/%s folder", name, name)
+		}
+	}
+	// Function folders (any top-level folder with a function.json) must be pollers.
+	top, err := os.ReadDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range top {
+		if _, err := os.Stat(filepath.Join(root, e.Name(), "function.json")); err == nil && !slices.Contains(folders, e.Name()) {
+			t.Errorf("%s/function.json has no pollers/%s", e.Name(), e.Name())
+		}
+	}
+	if len(folders) == 0 {
+		t.Fatal("no pollers found")
+	}
+}
+
+func checkFunction(t *testing.T, name string) {
+	data, err := os.ReadFile(filepath.Join(root, name, "function.json"))
+	if err != nil {
+		t.Errorf("pollers/%s has no %s/function.json: %v", name, name, err)
+		return
+	}
+	var fn struct {
+		Bindings []struct {
+			Type, Direction, Name, Schedule string
+		} `json:"bindings"`
+	}
+	if err := json.Unmarshal(data, &fn); err != nil {
+		t.Errorf("%s/function.json: %v", name, err)
+		return
+	}
+	want := "%" + poller.Prefix(name) + "_SCHEDULE%"
+	if len(fn.Bindings) != 1 || fn.Bindings[0].Type != "timerTrigger" || fn.Bindings[0].Direction != "in" || fn.Bindings[0].Schedule != want {
+		t.Errorf("%s/function.json: want one timerTrigger binding with schedule %s, got %+v", name, want, fn.Bindings)
+	}
+}
