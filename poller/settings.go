@@ -27,7 +27,7 @@ type Settings struct {
 	// (0: after every batch); the tick's end always commits. A crash replays the batches since
 	// the last commit.
 	CheckpointInterval time.Duration
-	SettleLag         time.Duration // {P}_SETTLE_LAG (source.NoSettleLag for an explicit 0)
+	SettleLag          time.Duration // {P}_SETTLE_LAG (source.NoSettleLag for an explicit 0)
 }
 
 // Prefix returns {P} for a poller name.
