@@ -1,0 +1,251 @@
+// Command devhost runs the custom handler locally the way the Functions host would, firing every
+// timer function on its schedule (see package devhost). scripts/dev.sh is the usual way in.
+//
+//	devhost [-settings local.settings.json] [-handler bin/handler] [-write-orders] [-writer-only]
+package main
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	_ "modernc.org/sqlite"
+
+	"github.com/pseudotrigger/pseudotrigger/devhost"
+	"github.com/pseudotrigger/pseudotrigger/poller"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "devhost:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	settingsPath := flag.String("settings", "local.settings.json", "the local settings file")
+	handlerPath := flag.String("handler", "bin/handler", "the custom handler binary")
+	writeOrders := flag.Bool("write-orders", false, "keep inserting and updating rows in the SQLite orders table of ORDERS_DB_CONNECTION")
+	writerOnly := flag.Bool("writer-only", false, "only write orders (when func start fires the timers)")
+	flag.Parse()
+
+	values, err := devhost.LoadSettings(*settingsPath)
+	if err != nil {
+		return err
+	}
+	for k, v := range overrides() { // the environment wins, as with Core Tools
+		values[k] = v
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	var writer *devhost.Writer
+	var wg sync.WaitGroup
+	if *writeOrders || *writerOnly {
+		if values["ORDERS_DB_DRIVER"] != "sqlite" {
+			return errors.New("-write-orders needs ORDERS_DB_DRIVER=sqlite in " + *settingsPath)
+		}
+		dsn := values["ORDERS_DB_CONNECTION"]
+		if err := os.MkdirAll(filepath.Dir(strings.SplitN(dsn, "?", 2)[0]), 0o755); err != nil {
+			return err
+		}
+		db, err := sql.Open("sqlite", dsn)
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		if err := devhost.CreateOrders(ctx, db); err != nil {
+			return fmt.Errorf("creating the orders table: %w", err)
+		}
+		writer = &devhost.Writer{DB: db}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := writer.Run(ctx, 250*time.Millisecond, 20); err != nil && ctx.Err() == nil {
+				fmt.Fprintln(os.Stderr, "devhost: orders writer:", err)
+				stop()
+			}
+		}()
+		fmt.Printf("writing orders to %s (20 every 250 ms, and one update)\n", dsn)
+	}
+	if *writerOnly {
+		<-ctx.Done()
+		wg.Wait()
+		return nil
+	}
+
+	fns, err := devhost.Functions(".", values)
+	if err != nil {
+		return err
+	}
+	if len(fns) == 0 {
+		return errors.New("no */function.json with a timerTrigger found here")
+	}
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	h := exec.Command(*handlerPath)
+	h.Env = os.Environ()
+	for k, v := range values {
+		h.Env = append(h.Env, k+"="+v)
+	}
+	h.Env = append(h.Env, "FUNCTIONS_CUSTOMHANDLER_PORT="+strconv.Itoa(port))
+	logPath := filepath.Join(".dev", "handler.log")
+	_ = os.MkdirAll(".dev", 0o755)
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	h.Stdout, h.Stderr = logFile, logFile
+	if err := h.Start(); err != nil {
+		return fmt.Errorf("starting %s (run scripts/build.sh first): %w", *handlerPath, err)
+	}
+	base := "http://127.0.0.1:" + strconv.Itoa(port)
+	if err := waitReady(ctx, base, h); err != nil {
+		return err
+	}
+	fmt.Printf("handler on %s (its JSON log: %s); timers: ", base, logPath)
+	for i, fn := range fns {
+		if i > 0 {
+			fmt.Print(", ")
+		}
+		fmt.Printf("%s %q", fn.Name, fn.Schedule)
+	}
+	fmt.Println("\nCtrl-C stops everything.")
+
+	var totals sync.Map // function -> rows delivered
+	for _, fn := range fns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fire(ctx, base, fn, writer, &totals)
+		}()
+	}
+	<-ctx.Done()
+	fmt.Println("\nstopping ...")
+	_ = h.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- h.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		_ = h.Process.Kill()
+	}
+	wg.Wait()
+	return nil
+}
+
+// overrides returns the environment's values for settings dev.sh may override (the Azurite port).
+func overrides() map[string]string {
+	out := map[string]string{}
+	for _, k := range []string{"StateStorage", "AzureWebJobsStorage"} {
+		if v, ok := os.LookupEnv(k); ok {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func fire(ctx context.Context, base string, fn devhost.Function, writer *devhost.Writer, totals *sync.Map) {
+	sched, _ := poller.ParseSchedule(fn.Schedule)
+	var last time.Time
+	for {
+		now := time.Now()
+		next := sched.Next(now)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Until(next)):
+		}
+		fired := time.Now()
+		body := devhost.Payload(fn, last, sched.Next(fired), fired, fired.Sub(next) > time.Second)
+		r := devhost.Invoke(ctx, base, fn, body)
+		last = fired
+		if ctx.Err() != nil {
+			return
+		}
+		progress(fn, r, writer, totals)
+	}
+}
+
+func progress(fn devhost.Function, r devhost.Result, writer *devhost.Writer, totals *sync.Map) {
+	stamp := time.Now().Format("15:04:05")
+	if r.Status != http.StatusOK {
+		fmt.Printf("%s %-10s FAILED (%d): %s\n", stamp, fn.Name, r.Status, r.Error)
+		return
+	}
+	s := r.Summary
+	rows := int64(num(s["rows"]))
+	var total int64
+	v, _ := totals.LoadOrStore(fn.Name, new(int64))
+	p := v.(*int64)
+	*p += rows
+	total = *p
+	line := fmt.Sprintf("%s %-10s %-10s rows %5d  batches %3d  token %3d  delivered %7d", stamp, fn.Name, s["outcome"], rows, int(num(s["batches"])), int(num(s["fencing_token"])), total)
+	if cur, ok := s["cursor"].(map[string]any); ok {
+		if v, ok := cur["value"].(string); ok {
+			if ts, err := time.Parse(time.RFC3339Nano, v); err == nil {
+				if writer != nil {
+					n, newest := writer.Newest()
+					line += fmt.Sprintf("  lag %6.1fs behind the newest row (%d orders)", newest.Sub(ts).Seconds(), n)
+				} else {
+					line += fmt.Sprintf("  cursor %s", ts.Format("15:04:05.000"))
+				}
+			}
+		}
+	}
+	fmt.Println(line)
+}
+
+func num(v any) float64 {
+	switch x := v.(type) {
+	case float64:
+		return x
+	case json.Number:
+		f, _ := x.Float64()
+		return f
+	}
+	return 0
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func waitReady(ctx context.Context, base string, h *exec.Cmd) error {
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if resp, err := http.Get(base + "/"); err == nil {
+			resp.Body.Close()
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	_ = h.Process.Kill()
+	return errors.New("the handler did not answer GET / within 20 s: see .dev/handler.log")
+}

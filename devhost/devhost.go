@@ -1,0 +1,140 @@
+// Package devhost stands in for the Azure Functions host on a developer's machine: it reads
+// local.settings.json and every */function.json, starts the custom handler with those settings,
+// and POSTs the host's timer invocation to /{function} on each NCRONTAB schedule. It can also
+// keep writing rows to the example's SQLite orders table, and prints one line of progress per
+// tick. scripts/dev.sh runs it when Azure Functions Core Tools (func) is not installed.
+package devhost
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/pseudotrigger/pseudotrigger/poller"
+)
+
+// Function is a timer function found in a */function.json.
+type Function struct {
+	Name     string // the folder name
+	Binding  string // the timer binding's name
+	Schedule string // resolved NCRONTAB expression
+}
+
+// LoadSettings reads the Values of local.settings.json.
+func LoadSettings(path string) (map[string]string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w (copy local.settings.json.example to local.settings.json)", err)
+	}
+	var f struct {
+		Values map[string]string `json:"Values"`
+	}
+	if err := json.Unmarshal(data, &f); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return f.Values, nil
+}
+
+var setting = regexp.MustCompile(`^%([^%]+)%$`)
+
+// Functions finds the timer functions under root and resolves %SETTING% schedules from values.
+func Functions(root string, values map[string]string) ([]Function, error) {
+	paths, err := filepath.Glob(filepath.Join(root, "*", "function.json"))
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(paths)
+	var fns []Function
+	for _, p := range paths {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return nil, err
+		}
+		var fj struct {
+			Bindings []struct {
+				Type     string `json:"type"`
+				Name     string `json:"name"`
+				Schedule string `json:"schedule"`
+			} `json:"bindings"`
+		}
+		if err := json.Unmarshal(data, &fj); err != nil {
+			return nil, fmt.Errorf("%s: %w", p, err)
+		}
+		for _, b := range fj.Bindings {
+			if b.Type != "timerTrigger" {
+				continue
+			}
+			sched := b.Schedule
+			if m := setting.FindStringSubmatch(sched); m != nil {
+				v, ok := values[m[1]]
+				if !ok || strings.TrimSpace(v) == "" {
+					return nil, fmt.Errorf("%s: the schedule names %s, which local.settings.json does not set", p, m[1])
+				}
+				sched = v
+			}
+			if _, err := poller.ParseSchedule(sched); err != nil {
+				return nil, fmt.Errorf("%s: schedule %q: %w", p, sched, err)
+			}
+			fns = append(fns, Function{Name: filepath.Base(filepath.Dir(p)), Binding: b.Name, Schedule: sched})
+		}
+	}
+	return fns, nil
+}
+
+// Payload is the host's invocation body for a timer.
+func Payload(fn Function, last, next, now time.Time, pastDue bool) []byte {
+	status := map[string]any{"Last": last.Format(time.RFC3339Nano), "Next": next.Format(time.RFC3339Nano), "LastUpdated": now.Format(time.RFC3339Nano)}
+	if last.IsZero() {
+		status["Last"] = "0001-01-01T00:00:00"
+	}
+	body, _ := json.Marshal(map[string]any{
+		"Data": map[string]any{fn.Binding: map[string]any{
+			"Schedule":       map[string]any{"AdjustForDST": true},
+			"ScheduleStatus": status,
+			"IsPastDue":      pastDue,
+		}},
+		"Metadata": map[string]any{"sys": map[string]any{"MethodName": fn.Name, "UtcNow": now.UTC().Format(time.RFC3339Nano), "RandGuid": fmt.Sprintf("%x", now.UnixNano())}},
+	})
+	return body
+}
+
+// Result is what one invocation answered.
+type Result struct {
+	Status  int
+	Summary map[string]any // ReturnValue on success
+	Error   string
+}
+
+// Invoke POSTs one timer invocation to the handler.
+func Invoke(ctx context.Context, base string, fn Function, body []byte) Result {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/"+fn.Name, bytes.NewReader(body))
+	if err != nil {
+		return Result{Status: -1, Error: err.Error()}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Azure-Functions-InvocationId", fmt.Sprintf("dev-%d", time.Now().UnixNano()))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return Result{Status: -1, Error: err.Error()}
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var r struct {
+		ReturnValue map[string]any `json:"ReturnValue"`
+		Error       string         `json:"error"`
+	}
+	_ = json.Unmarshal(raw, &r)
+	if resp.StatusCode != http.StatusOK && r.Error == "" {
+		r.Error = strings.TrimSpace(string(raw))
+	}
+	return Result{Status: resp.StatusCode, Summary: r.ReturnValue, Error: r.Error}
+}

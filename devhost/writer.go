@@ -1,0 +1,82 @@
+package devhost
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+)
+
+// TimeLayout is how the SQLite orders table stores updated_at: fixed-width UTC, so that text
+// order is time order.
+const TimeLayout = "2006-01-02T15:04:05.000000Z"
+
+// Writer keeps inserting and updating orders, as an application would.
+type Writer struct {
+	DB *sql.DB
+
+	mu     sync.Mutex
+	rows   int64
+	newest time.Time
+}
+
+// CreateOrders creates the CONTRACT's orders table and index if they are missing.
+func CreateOrders(ctx context.Context, db *sql.DB) error {
+	_, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS orders (id BIGINT PRIMARY KEY, customer VARCHAR(100) NOT NULL,
+		amount DECIMAL(12,2) NOT NULL, updated_at TEXT NOT NULL);
+		CREATE INDEX IF NOT EXISTS ix_orders_updated_at_id ON orders (updated_at, id)`)
+	return err
+}
+
+// Run writes every interval until ctx ends: inserts new orders and updates an existing one.
+func (w *Writer) Run(ctx context.Context, interval time.Duration, perTick int) error {
+	var next int64
+	if err := w.DB.QueryRowContext(ctx, `SELECT COALESCE(MAX(id), 0) FROM orders`).Scan(&next); err != nil {
+		return err
+	}
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
+	customers := []string{"Contoso", "Fabrikam", "Northwind", "Tailspin", "Woodgrove", "Adventure Works"}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		tx, err := w.DB.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		now := time.Now().UTC()
+		for range perTick {
+			next++
+			amount := fmt.Sprintf("%d.%02d", rng.IntN(500), rng.IntN(100))
+			if _, err := tx.ExecContext(ctx, `INSERT INTO orders VALUES (?, ?, ?, ?)`, next, customers[rng.IntN(len(customers))], amount, now.Format(TimeLayout)); err != nil {
+				tx.Rollback()
+				return err
+			}
+		}
+		if next > 1 { // an update moves an order to the end of the cursor order
+			if _, err := tx.ExecContext(ctx, `UPDATE orders SET amount = amount + 1, updated_at = ? WHERE id = ?`, now.Format(TimeLayout), 1+rng.Int64N(next-1)); err != nil {
+				tx.Rollback()
+				return err
+			}
+		}
+		if err := tx.Commit(); err != nil {
+			return err
+		}
+		w.mu.Lock()
+		w.rows, w.newest = next, now
+		w.mu.Unlock()
+	}
+}
+
+// Newest returns the number of orders and the newest write's time.
+func (w *Writer) Newest() (int64, time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.rows, w.newest
+}
