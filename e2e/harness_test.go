@@ -246,7 +246,9 @@ func (p *proc) kill9() {
 	_, _ = p.cmd.Process.Wait()
 }
 
-func freePort(t *testing.T) int {
+func freePort(t *testing.T) int { return freePortTB(t) }
+
+func freePortTB(t testing.TB) int {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

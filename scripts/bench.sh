@@ -5,9 +5,12 @@
 #   lease   each lease operation's p50 against a bare blob GET / conditional PUT, with the blob
 #           requests each costs;
 #   source  rows/s of the source reading 1,000,000 rows in batches of 1,000 against a
-#           hand-written keyset loop over the same table (PostgreSQL and SQLite).
+#           hand-written keyset loop over the same table (PostgreSQL and SQLite);
+#   tick    a poller catching up on 200,000 PostgreSQL rows (batches of 1,000, no-op handler,
+#           state on Azurite) against the hand-written loop, with blob requests per tick;
+#   handler the handler binary's start to first answered GET / and its idle RSS.
 #
-#   scripts/bench.sh [lease|source|all]     COUNT=3 repetitions; BENCH_ROWS=1000000
+#   scripts/bench.sh [lease|source|tick|handler|all]     COUNT=3 repetitions; BENCH_ROWS=1000000
 set -euo pipefail
 source "$(dirname "$0")/lib/services.sh"
 cd "$ROOT"
@@ -23,7 +26,7 @@ metric() { # metric FILE BENCH-PREFIX UNIT: one value per run
 }
 
 if [ "$what" = lease ] || [ "$what" = all ]; then
-  start_azurite
+  [ -n "${AZURITE_CONNECTION_STRING:-}" ] || start_azurite
   out="$RUN_DIR/bench-lease.txt"
   log "go test -run '^\$' -bench BenchmarkLeaseCycle -benchtime 300x -count $COUNT ./lease/"
   go test -run '^$' -bench BenchmarkLeaseCycle -benchtime 300x -count "$COUNT" ./lease/ | tee "$out"
@@ -49,7 +52,7 @@ if [ "$what" = lease ] || [ "$what" = all ]; then
 fi
 
 if [ "$what" = source ] || [ "$what" = all ]; then
-  start_postgres
+  [ -n "${PG_TEST_DSN:-}" ] || start_postgres
   export BENCH_DIR="$RUN_DIR/bench"
   mkdir -p "$BENCH_DIR"
   out="$RUN_DIR/bench-source.txt"
@@ -65,4 +68,37 @@ if [ "$what" = source ] || [ "$what" = all ]; then
     n=$(metric "$out" "BenchmarkKeysetScan/$d" source/pgx-native | median_of)
     printf '%-10s %14.0f %18.0f %18.3f %16s\n' "$d" "$s" "$h" "$r" "${n:--}"
   done
+fi
+
+if [ "$what" = tick ] || [ "$what" = all ]; then
+  [ -n "${AZURITE_CONNECTION_STRING:-}" ] || start_azurite
+  [ -n "${PG_TEST_DSN:-}" ] || start_postgres
+  out="$RUN_DIR/bench-tick.txt"
+  log "go test -run '^\$' -bench BenchmarkCatchUp -benchtime 3x -count $COUNT ./tick/"
+  go test -run '^$' -bench BenchmarkCatchUp -benchtime 3x -count "$COUNT" -timeout 60m ./tick/ | tee "$out"
+  echo
+  echo "Catch-up of ${CATCHUP_ROWS:-200000} PostgreSQL rows, batches of 1,000, no-op handler (median over $COUNT runs; target >= 0.90):"
+  printf '%-26s %12s %18s %16s %14s %15s %11s %12s\n' mode tick-rows/s handwritten-rows/s tick/handwritten batches/tick blob-writes/tick blob-reads idle-writes
+  for m in checkpoint-every-2s checkpoint-every-batch; do
+    printf '%-26s %12.0f %18.0f %16.3f %14s %15s %11s %12s\n' "$m" \
+      "$(metric "$out" "BenchmarkCatchUp/$m" tick-rows/s | median_of)" \
+      "$(metric "$out" "BenchmarkCatchUp/$m" handwritten-rows/s | median_of)" \
+      "$(metric "$out" "BenchmarkCatchUp/$m" tick/handwritten | median_of)" \
+      "$(metric "$out" "BenchmarkCatchUp/$m" batches/tick | median_of)" \
+      "$(metric "$out" "BenchmarkCatchUp/$m" blob-writes/tick | median_of)" \
+      "$(metric "$out" "BenchmarkCatchUp/$m" blob-reads/tick | median_of)" \
+      "$(metric "$out" "BenchmarkCatchUp/$m" idle-blob-writes | median_of)"
+  done
+  echo
+fi
+
+if [ "$what" = handler ] || [ "$what" = all ]; then
+  [ -n "${AZURITE_CONNECTION_STRING:-}" ] || start_azurite
+  out="$RUN_DIR/bench-handler.txt"
+  log "go test -run '^\$' -bench BenchmarkHandlerStartup -benchtime 1x -count $COUNT ./e2e/"
+  go test -run '^$' -bench BenchmarkHandlerStartup -benchtime 1x -count "$COUNT" ./e2e/ | tee "$out"
+  echo
+  echo "Handler process (median over $COUNT runs of 20 starts; targets < 50 ms, < 40 MB):"
+  echo "start to first answered GET /: $(metric "$out" BenchmarkHandlerStartup start-to-ready-p50-ms | median_of) ms"
+  echo "idle RSS after 5 idle ticks:   $(metric "$out" BenchmarkHandlerStartup idle-rss-MB | median_of) MB"
 fi

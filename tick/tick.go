@@ -188,6 +188,14 @@ func (r *Runner) run(ctx context.Context, l *lease.Lease, sum *Summary, clk cloc
 		if len(b.Rows) == 0 {
 			break
 		}
+		// A commit made now has a successor (this batch), so it is never the last one: the
+		// last commit is always the one folded into the release, keeping B batches at B+1 writes.
+		if uncommitted != nil && clk.Now().Sub(lastCommit) >= s.CheckpointInterval {
+			if err := l.Commit(ctx, *uncommitted); err != nil {
+				return wrapLost(l, err)
+			}
+			uncommitted, lastCommit = nil, clk.Now()
+		}
 		more := len(b.Rows) == s.BatchSize && clk.Now().Before(budgetEnd) && !closed(r.Draining)
 		if more {
 			next = fetch(b.To) // the next batch is read while this one is handled
@@ -221,14 +229,6 @@ func (r *Runner) run(ctx context.Context, l *lease.Lease, sum *Summary, clk cloc
 			// The batch read ahead, if any, is dropped unread by the handler: the next tick
 			// reads it again from the checkpoint.
 			break
-		}
-		if clk.Now().Sub(lastCommit) >= s.CheckpointInterval {
-			// Another batch is on its way, so this is not the last commit: no release yet.
-			if err := l.Commit(ctx, *uncommitted); err != nil {
-				<-next
-				return wrapLost(l, err)
-			}
-			uncommitted, lastCommit = nil, clk.Now()
 		}
 	}
 	return r.end(ctx, l, uncommitted, nil)

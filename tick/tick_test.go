@@ -155,6 +155,13 @@ func TestTickDeliversAndCountsWrites(t *testing.T) {
 		t.Fatalf("idle tick: %+v %v; %d reads %d writes", sum, err, e.st.gets.Load(), e.st.puts.Load())
 	}
 
+	// An exact multiple of the batch size: the last full batch must still carry the release.
+	e.insert(100)
+	puts0 := e.st.puts.Load()
+	if sum, err := r.Tick(ctx, "inv-exact"); err != nil || sum.Batches != 10 || e.st.puts.Load()-puts0 != 11 {
+		t.Fatalf("10 full batches: %+v %v, %d writes (want 11)", sum, err, e.st.puts.Load()-puts0)
+	}
+	rec.ids = nil
 	e.insert(95)
 	gets, puts := e.st.gets.Load(), e.st.puts.Load()
 	sum, err = r.Tick(ctx, "inv-2")
@@ -162,20 +169,20 @@ func TestTickDeliversAndCountsWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	writes := e.st.puts.Load() - puts
-	if sum.Outcome != tick.Committed || sum.Rows != 95 || sum.Batches != 10 || sum.FencingToken != 1 {
+	if sum.Outcome != tick.Committed || sum.Rows != 95 || sum.Batches != 10 || sum.FencingToken != 2 {
 		t.Fatalf("summary %+v", sum)
 	}
 	if writes > int64(sum.Batches)+1 || e.st.gets.Load()-gets != 1 {
 		t.Fatalf("a tick of %d batches cost %d writes (at most %d) and %d reads", sum.Batches, writes, sum.Batches+1, e.st.gets.Load()-gets)
 	}
-	if len(rec.ids) != 95 || rec.ids[0] != 1 || rec.ids[94] != 95 {
+	if len(rec.ids) != 95 || rec.ids[0] != 101 || rec.ids[94] != 195 {
 		t.Fatalf("delivered %d ids", len(rec.ids))
 	}
 	d := e.doc()
-	if !d.Lease.Released() || d.Checkpoint.Cursor == nil || string(d.Checkpoint.Cursor.Tiebreaker["id"]) != "95" || d.Checkpoint.Metadata.RowCount != 5 {
+	if !d.Lease.Released() || d.Checkpoint.Cursor == nil || string(d.Checkpoint.Cursor.Tiebreaker["id"]) != "195" || d.Checkpoint.Metadata.RowCount != 5 {
 		t.Fatalf("document after the tick: %+v", d)
 	}
-	if sum.Cursor == nil || string(sum.Cursor.Tiebreaker["id"]) != "95" {
+	if sum.Cursor == nil || string(sum.Cursor.Tiebreaker["id"]) != "195" {
 		t.Fatalf("summary cursor %+v", sum.Cursor)
 	}
 
@@ -192,7 +199,7 @@ func TestTickDeliversAndCountsWrites(t *testing.T) {
 	if sum, err := r.Tick(ctx, "inv-4"); err != nil || sum.Rows != 50 || e.st.puts.Load()-puts != 2 {
 		t.Fatalf("tick with a long checkpoint interval: %+v %v, %d writes (want acquire + final commit)", sum, err, e.st.puts.Load()-puts)
 	}
-	if d := e.doc(); string(d.Checkpoint.Cursor.Tiebreaker["id"]) != "145" {
+	if d := e.doc(); string(d.Checkpoint.Cursor.Tiebreaker["id"]) != "245" {
 		t.Fatal("the final commit did not land")
 	}
 }
