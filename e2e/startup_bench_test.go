@@ -96,4 +96,3 @@ func residentMB(b *testing.B, pid int) float64 {
 	b.Fatal("no VmRSS")
 	return 0
 }
-

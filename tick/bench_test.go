@@ -105,7 +105,7 @@ func catchUp(b *testing.B, interval time.Duration) {
 		for first := true; ; first = false {
 			var r *sql.Rows
 			if first {
-				r, err = db.Query(`SELECT id, customer, amount, updated_at FROM `+table+` ORDER BY updated_at, id LIMIT 1000`)
+				r, err = db.Query(`SELECT id, customer, amount, updated_at FROM ` + table + ` ORDER BY updated_at, id LIMIT 1000`)
 			} else {
 				r, err = db.Query(`SELECT id, customer, amount, updated_at FROM `+table+` WHERE (updated_at, id) > ($1, $2) ORDER BY updated_at, id LIMIT 1000`, ts, id)
 			}
