@@ -64,6 +64,8 @@ type Options struct {
 	Pollers []poller.Definition // default: every registered poller
 	// StoreOptions go to the blob store (tests count or cut requests through them).
 	StoreOptions *blobstore.Options
+	// Store replaces the blob store the settings name (unit tests use an in-memory store).
+	Store lease.Store
 }
 
 // New reads the settings of the state store and of every poller and logs what is wrong. A bad
@@ -93,7 +95,9 @@ func New(o Options) *App {
 	}
 	a.owner = owner
 
-	if settings, err := blobstore.SettingsFromEnv(o.Getenv); err != nil {
+	if o.Store != nil {
+		a.store = o.Store
+	} else if settings, err := blobstore.SettingsFromEnv(o.Getenv); err != nil {
 		a.storeErr = err
 	} else if st, err := blobstore.New(settings, o.StoreOptions); err != nil {
 		a.storeErr = err

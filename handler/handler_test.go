@@ -1,0 +1,154 @@
+package handler_test
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	_ "modernc.org/sqlite"
+
+	"github.com/pseudotrigger/pseudotrigger/handler"
+	"github.com/pseudotrigger/pseudotrigger/poller"
+	"github.com/pseudotrigger/pseudotrigger/source"
+	"github.com/pseudotrigger/pseudotrigger/state"
+	"github.com/pseudotrigger/pseudotrigger/store/memstore"
+)
+
+func def(name string, delivered *int) poller.Definition {
+	return poller.Definition{
+		Name: name,
+		Source: source.Definition{Table: source.Table{Name: "orders"}, Columns: []string{"id", "updated_at"},
+			Cursor: source.Cursor{Kind: state.KindTimestampPK, Column: "updated_at"}, PK: []string{"id"}, SettleLag: source.NoSettleLag},
+		Handler: func(_ context.Context, b *poller.Batch) error { *delivered += len(b.Rows); return nil },
+	}
+}
+
+func newServer(t *testing.T) (*httptest.Server, *int) {
+	dsn := filepath.Join(t.TempDir(), "o.db")
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`CREATE TABLE orders (id BIGINT PRIMARY KEY, updated_at TEXT NOT NULL);
+		INSERT INTO orders VALUES (1, '2026-01-01T00:00:00.000000Z'), (2, '2026-01-01T00:00:01.000000Z')`); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{
+		"GOOD_DB_DRIVER": "sqlite", "GOOD_DB_CONNECTION": dsn,
+		"BAD_DB_DRIVER": "oracle", "BAD_DB_CONNECTION": dsn,
+	}
+	delivered := new(int)
+	app := handler.New(handler.Options{
+		Getenv:  func(k string) string { return env[k] },
+		Logger:  slog.New(slog.NewJSONHandler(io.Discard, nil)),
+		Pollers: []poller.Definition{def("good", delivered), def("bad", new(int))},
+		Store:   memstore.New(nil),
+	})
+	srv := httptest.NewServer(app.Routes())
+	t.Cleanup(srv.Close)
+	return srv, delivered
+}
+
+const body = `{"Data":{"timer":{"Schedule":{},"ScheduleStatus":{"Last":"0001-01-01T00:00:00","Next":"2026-11-22T12:00:00Z","LastUpdated":"0001-01-01T00:00:00"},"IsPastDue":true}},"Metadata":{"sys":{"MethodName":"good"}}}`
+
+func post(t *testing.T, url, b string) (int, map[string]any, http.Header) {
+	resp, err := http.Post(url, "application/json", strings.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var m map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&m); err != nil {
+		t.Fatalf("the reply is not JSON: %v", err)
+	}
+	return resp.StatusCode, m, resp.Header
+}
+
+func TestHostProtocol(t *testing.T) {
+	srv, delivered := newServer(t)
+	resp, err := http.Get(srv.URL + "/")
+	if err != nil || resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/json" {
+		t.Fatalf("GET /: %v %v", resp, err)
+	}
+	resp.Body.Close()
+
+	status, m, h := post(t, srv.URL+"/good", body)
+	if status != 200 || h.Get("Content-Type") != "application/json" {
+		t.Fatalf("tick: %d %v", status, m)
+	}
+	rv := m["ReturnValue"].(map[string]any)
+	if rv["outcome"] != "committed" || rv["rows"].(float64) != 2 || rv["poller"] != "good" || *delivered != 2 {
+		t.Fatalf("ReturnValue %v", rv)
+	}
+	if _, ok := m["Outputs"].(map[string]any); !ok {
+		t.Fatalf("no Outputs object: %v", m)
+	}
+	if logs, _ := m["Logs"].([]any); len(logs) != 1 || !strings.Contains(logs[0].(string), "committed") {
+		t.Fatalf("Logs %v", m["Logs"])
+	}
+	for _, k := range []string{"fencing_token", "cursor", "duration_ms", "batches"} {
+		if _, ok := rv[k]; !ok {
+			t.Errorf("ReturnValue lacks %s", k)
+		}
+	}
+	// A null ScheduleStatus parses too.
+	if status, m, _ := post(t, srv.URL+"/good", `{"Data":{"timer":{"ScheduleStatus":null,"IsPastDue":false}},"Metadata":{}}`); status != 200 || m["ReturnValue"].(map[string]any)["outcome"] != "idle" {
+		t.Fatalf("second tick: %d %v", status, m)
+	}
+}
+
+func TestErrors(t *testing.T) {
+	srv, _ := newServer(t)
+	cases := []struct {
+		path, body string
+		status     int
+		mentions   string
+	}{
+		{"/bad", body, 500, "BAD_DB_DRIVER"},
+		{"/nope", body, 404, "nope"},
+		{"/good", "garbage", 400, "invocation JSON"},
+		{"/good", `[1, 2]`, 400, "invocation JSON"},
+		{"/good", `{"Metadata":{}}`, 400, "Data"},
+		{"/good", `{"Data":{"x":"` + strings.Repeat("y", handler.MaxBodyBytes) + `"}}`, 413, "exceeds"},
+	}
+	for _, c := range cases {
+		status, m, h := post(t, srv.URL+c.path, c.body)
+		msg, _ := m["error"].(string)
+		if status != c.status || !strings.Contains(msg, c.mentions) || h.Get("Content-Type") != "application/json" {
+			t.Errorf("POST %s %.20q: %d %v; want %d mentioning %s", c.path, c.body, status, m, c.status, c.mentions)
+		}
+	}
+	// The misconfigured poller does not stop the good one.
+	if status, _, _ := post(t, srv.URL+"/good", body); status != 200 {
+		t.Fatalf("the good poller failed after the bad one: %d", status)
+	}
+	resp, err := http.Get(srv.URL + "/good")
+	if err != nil || resp.StatusCode != 405 {
+		t.Fatalf("GET /good: %v %v", resp.StatusCode, err)
+	}
+	resp.Body.Close()
+}
+
+func TestMissingStateStorage(t *testing.T) {
+	app := handler.New(handler.Options{
+		Getenv: func(k string) string {
+			return map[string]string{"GOOD_DB_DRIVER": "sqlite", "GOOD_DB_CONNECTION": "x.db"}[k]
+		},
+		Logger:  slog.New(slog.NewJSONHandler(io.Discard, nil)),
+		Pollers: []poller.Definition{def("good", new(int))},
+	})
+	srv := httptest.NewServer(app.Routes())
+	defer srv.Close()
+	status, m, _ := post(t, srv.URL+"/good", body)
+	if status != 500 || !strings.Contains(m["error"].(string), "StateStorage") {
+		t.Fatalf("%d %v", status, m)
+	}
+}
