@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -406,4 +407,52 @@ func (p *proxy) cut() {
 		c.Close()
 	}
 	p.conns = nil
+}
+
+// TestGracefulShutdown: SIGTERM while a batch is at the webhook: the batch finishes, is
+// committed with the lease released, no further batch is taken, and the process exits 0.
+func TestGracefulShutdown(t *testing.T) {
+	w := newWorld(t)
+	w.insert(300)
+	p := start(t, w.env("ORDERS_BATCH_SIZE=100", "ORDERS_CHECKPOINT_INTERVAL=0s"))
+	inBatch := make(chan delivery, 1)
+	release := make(chan struct{})
+	var n atomic.Int64
+	w.hook.mu.Lock()
+	w.hook.hold = func(d delivery) {
+		if n.Add(1) == 2 {
+			inBatch <- d
+			<-release
+		}
+	}
+	w.hook.mu.Unlock()
+	tickDone := make(chan reply, 1)
+	go func() { tickDone <- p.tick() }()
+	<-inBatch
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- p.cmd.Wait() }()
+	select {
+	case err := <-exited:
+		t.Fatalf("the process exited (%v) before its batch finished", err)
+	default:
+	}
+	close(release)
+	r := <-tickDone
+	if r.status != 200 || r.outcome() != "committed" {
+		t.Fatalf("the draining tick answered %d %s", r.status, r.raw)
+	}
+	if err := <-exited; err != nil {
+		t.Fatalf("exit: %v, want 0", err)
+	}
+	d, _ := w.doc()
+	if !d.Lease.Released() || string(d.Checkpoint.Cursor.Tiebreaker["id"]) != "200" {
+		t.Fatalf("after shutdown: released %v, cursor %s; want the two handled batches committed and the lease released",
+			d.Lease.Released(), d.Checkpoint.Cursor.Tiebreaker["id"])
+	}
+	if distinct, _ := w.hook.delivered(); distinct != 200 {
+		t.Fatalf("%d rows delivered, want 200 (no batch after the signal)", distinct)
+	}
 }

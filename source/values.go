@@ -138,6 +138,17 @@ func normalize(c *column, v any) any {
 }
 
 func normalizeErr(c *column, v any) (any, error) {
+	// pgx gives integers and floats at their column's width; widen them to int64 and float64.
+	switch x := v.(type) {
+	case int16:
+		return int64(x), nil
+	case int32:
+		return int64(x), nil
+	case int8:
+		return int64(x), nil
+	case float32:
+		return float64(x), nil
+	}
 	switch c.class {
 	case classDecimal:
 		switch x := v.(type) {

@@ -170,23 +170,45 @@ func (r *Runner) run(ctx context.Context, l *lease.Lease, sum *Summary, clk cloc
 	lastCommit := clk.Now()
 	var uncommitted *state.Checkpoint // progress handled but not yet committed
 
-	fetch := func(after *state.Cursor) <-chan fetched {
+	// The next batch is read while the current one is handled when that pays: when the handler
+	// takes at least half as long as a fetch. Measured with a no-op handler on two cores, reading
+	// ahead cost throughput (0.61-0.72 of a hand-written loop against 0.78-0.88 without).
+	var (
+		ahead               <-chan fetched // a read-ahead in flight
+		fetchDur, handleDur time.Duration
+	)
+	// A fetch is one bounded query and is not cancelled midway: database/sql starts a goroutine
+	// per query under a cancellable context, which cost 8% of catch-up throughput (0.77-0.83 of
+	// a hand-written loop against 0.87-0.92). A lost lease cancels the handler's context, so a
+	// batch read meanwhile is never delivered. Bound a hung database with the driver's own
+	// time-outs in the DSN (statement_timeout, connect_timeout, dial timeout).
+	fctx := context.WithoutCancel(wctx)
+	readAhead := func(after *state.Cursor) <-chan fetched {
 		ch := make(chan fetched, 1)
 		go func() {
-			b, err := r.Source.Fetch(wctx, after, s.BatchSize)
+			b, err := r.Source.Fetch(fctx, after, s.BatchSize)
 			ch <- fetched{b, err}
 		}()
 		return ch
 	}
-	next := fetch(cursor)
 	for {
-		f := <-next
+		var f fetched
+		if ahead != nil {
+			f, ahead = <-ahead, nil
+		} else {
+			t0 := clk.Now()
+			f.batch, f.err = r.Source.Fetch(fctx, cursor, s.BatchSize)
+			fetchDur = clk.Now().Sub(t0)
+		}
 		if f.err != nil {
 			return r.end(ctx, l, uncommitted, wrapLost(l, f.err))
 		}
 		b := f.batch
 		if len(b.Rows) == 0 {
 			break
+		}
+		if err := l.Err(); err != nil { // lost while the batch was read: deliver nothing
+			return err
 		}
 		// A commit made now has a successor (this batch), so it is never the last one: the
 		// last commit is always the one folded into the release, keeping B batches at B+1 writes.
@@ -197,17 +219,19 @@ func (r *Runner) run(ctx context.Context, l *lease.Lease, sum *Summary, clk cloc
 			uncommitted, lastCommit = nil, clk.Now()
 		}
 		more := len(b.Rows) == s.BatchSize && clk.Now().Before(budgetEnd) && !closed(r.Draining)
-		if more {
-			next = fetch(b.To) // the next batch is read while this one is handled
+		if more && handleDur >= fetchDur/2 {
+			ahead = readAhead(b.To)
 		}
 		pb := &poller.Batch{
 			Poller: r.Poller.Name, ID: BatchID(r.Poller.Name, r.Source.Fingerprint(), cursor, b.To),
 			FencingToken: l.Token(), Attempt: attempt, From: cursor, To: b.To, Rows: b.Rows,
 		}
 		t0 := clk.Now()
-		if herr := r.handle(wctx, pb); herr != nil {
-			if more {
-				<-next // let the prefetch finish before the lease goes
+		herr := r.handle(wctx, pb)
+		handleDur = clk.Now().Sub(t0)
+		if herr != nil {
+			if ahead != nil {
+				<-ahead // let the read-ahead finish before the lease goes
 			}
 			if lerr := l.Err(); lerr != nil {
 				return fmt.Errorf("batch %s: %w (the handler returned: %v)", pb.ID, lerr, herr)
@@ -226,8 +250,9 @@ func (r *Runner) run(ctx context.Context, l *lease.Lease, sum *Summary, clk cloc
 		uncommitted = &state.Checkpoint{Cursor: b.To, LastSuccessfulBatchID: pb.ID, Metadata: state.Metadata{RowCount: int64(len(b.Rows))}}
 		sum.Cursor = b.To
 		if !more || !clk.Now().Before(budgetEnd) || closed(r.Draining) {
-			// The batch read ahead, if any, is dropped unread by the handler: the next tick
-			// reads it again from the checkpoint.
+			if ahead != nil {
+				<-ahead // dropped: the next tick reads it again from the checkpoint
+			}
 			break
 		}
 	}

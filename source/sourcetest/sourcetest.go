@@ -39,6 +39,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("OddIdentifiers", h.testOddIdentifiers)
 	t.Run("Refusals", h.testRefusals)
 	t.Run("Pending", h.testPending)
+	t.Run("IntKeys", h.testIntKeys)
 }
 
 var ctx = context.Background()
@@ -440,21 +441,21 @@ func (h Harness) testTypes(t *testing.T) {
 	args := []any{}
 	switch h.Driver {
 	case source.Postgres:
-		ddl = `CREATE TABLE ` + name + ` (id BIGINT PRIMARY KEY, d NUMERIC(12,2), big NUMERIC(38,10), ts TIMESTAMPTZ(6) NOT NULL, bin BYTEA, u UUID, j JSONB, n INT, t TEXT, f DOUBLE PRECISION, b BOOLEAN)`
-		insert = `INSERT INTO ` + name + ` VALUES (1, 12.50, 12345678901234567890.0123456789, $1, '\xdeadbeef', 'A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11', '{"a": [1, 2]}', NULL, 'grüße "q"', 1.5, true)`
+		ddl = `CREATE TABLE ` + name + ` (id BIGINT PRIMARY KEY, d NUMERIC(12,2), big NUMERIC(38,10), ts TIMESTAMPTZ(6) NOT NULL, bin BYTEA, u UUID, j JSONB, n INT, t TEXT, f DOUBLE PRECISION, b BOOLEAN, i4 INT, i2 SMALLINT, r REAL)`
+		insert = `INSERT INTO ` + name + ` VALUES (1, 12.50, 12345678901234567890.0123456789, $1, '\xdeadbeef', 'A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11', '{"a": [1, 2]}', NULL, 'grüße "q"', 1.5, true, 7, 3, 0.25)`
 		args = append(args, ts)
-		want = `{"id":1,"d":"12.50","big":"12345678901234567890.0123456789","ts":"2026-04-07T01:23:45.123456Z","bin":"3q2+7w==","u":"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11","j":{"a":[1,2]},"n":null,"t":"grüße \"q\"","f":1.5,"b":true}`
+		want = `{"id":1,"d":"12.50","big":"12345678901234567890.0123456789","ts":"2026-04-07T01:23:45.123456Z","bin":"3q2+7w==","u":"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11","j":{"a":[1,2]},"n":null,"t":"grüße \"q\"","f":1.5,"b":true,"i4":7,"i2":3,"r":0.25}`
 	case source.SQLServer:
 		ts = ts.Add(700 * time.Nanosecond) // datetime2(7): 100 ns
-		ddl = `CREATE TABLE ` + name + ` (id BIGINT PRIMARY KEY, d DECIMAL(12,2), big DECIMAL(38,10), ts DATETIME2(7) NOT NULL, bin VARBINARY(16), u UNIQUEIDENTIFIER, j NVARCHAR(100), n INT, t NVARCHAR(100), f FLOAT, b BIT)`
-		insert = `INSERT INTO ` + name + ` VALUES (1, 12.50, 1234567890123456789012345678.0123456789, @p1, 0xDEADBEEF, 'A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11', N'{"a": [1, 2]}', NULL, N'grüße "q"', 1.5, 1)`
+		ddl = `CREATE TABLE ` + name + ` (id BIGINT PRIMARY KEY, d DECIMAL(12,2), big DECIMAL(38,10), ts DATETIME2(7) NOT NULL, bin VARBINARY(16), u UNIQUEIDENTIFIER, j NVARCHAR(100), n INT, t NVARCHAR(100), f FLOAT, b BIT, i4 INT, i2 SMALLINT, r REAL)`
+		insert = `INSERT INTO ` + name + ` VALUES (1, 12.50, 1234567890123456789012345678.0123456789, @p1, 0xDEADBEEF, 'A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11', N'{"a": [1, 2]}', NULL, N'grüße "q"', 1.5, 1, 7, 3, 0.25)`
 		args = append(args, civil.DateTimeOf(ts))
-		want = `{"id":1,"d":"12.50","big":"1234567890123456789012345678.0123456789","ts":"2026-04-07T01:23:45.1234567Z","bin":"3q2+7w==","u":"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11","j":"{\"a\": [1, 2]}","n":null,"t":"grüße \"q\"","f":1.5,"b":true}`
+		want = `{"id":1,"d":"12.50","big":"1234567890123456789012345678.0123456789","ts":"2026-04-07T01:23:45.1234567Z","bin":"3q2+7w==","u":"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11","j":"{\"a\": [1, 2]}","n":null,"t":"grüße \"q\"","f":1.5,"b":true,"i4":7,"i2":3,"r":0.25}`
 	default:
-		ddl = `CREATE TABLE ` + name + ` (id INTEGER PRIMARY KEY, d DECIMAL(12,2), big TEXT, ts TEXT NOT NULL, bin BLOB, u TEXT, j TEXT, n INTEGER, t TEXT, f REAL, b BOOLEAN)`
-		insert = `INSERT INTO ` + name + ` VALUES (1, 12.50, '12345678901234567890.0123456789', ?, x'deadbeef', 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', '{"a": [1, 2]}', NULL, 'grüße "q"', 1.5, 1)`
+		ddl = `CREATE TABLE ` + name + ` (id INTEGER PRIMARY KEY, d DECIMAL(12,2), big TEXT, ts TEXT NOT NULL, bin BLOB, u TEXT, j TEXT, n INTEGER, t TEXT, f REAL, b BOOLEAN, i4 INT, i2 SMALLINT, r REAL)`
+		insert = `INSERT INTO ` + name + ` VALUES (1, 12.50, '12345678901234567890.0123456789', ?, x'deadbeef', 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', '{"a": [1, 2]}', NULL, 'grüße "q"', 1.5, 1, 7, 3, 0.25)`
 		args = append(args, ts.Format("2006-01-02T15:04:05.000000Z"))
-		want = `{"id":1,"d":"12.50","big":"12345678901234567890.0123456789","ts":"2026-04-07T01:23:45.123456Z","bin":"3q2+7w==","u":"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11","j":"{\"a\": [1, 2]}","n":null,"t":"grüße \"q\"","f":1.5,"b":1}`
+		want = `{"id":1,"d":"12.50","big":"12345678901234567890.0123456789","ts":"2026-04-07T01:23:45.123456Z","bin":"3q2+7w==","u":"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11","j":"{\"a\": [1, 2]}","n":null,"t":"grüße \"q\"","f":1.5,"b":1,"i4":7,"i2":3,"r":0.25}`
 	}
 	h.exec(t, ddl)
 	t.Cleanup(func() { _, _ = h.DB.ExecContext(context.Background(), "DROP TABLE "+name) })
@@ -462,7 +463,7 @@ func (h Harness) testTypes(t *testing.T) {
 
 	src := h.open(t, source.Definition{
 		Table:     source.Table{Name: name},
-		Columns:   []string{"id", "d", "big", "ts", "bin", "u", "j", "n", "t", "f", "b"},
+		Columns:   []string{"id", "d", "big", "ts", "bin", "u", "j", "n", "t", "f", "b", "i4", "i2", "r"},
 		Cursor:    source.Cursor{Kind: state.KindTimestampPK, Column: "ts"},
 		PK:        []string{"id"},
 		SettleLag: time.Second,
@@ -493,6 +494,9 @@ func (h Harness) testTypes(t *testing.T) {
 		Bin     []byte    `db:"bin"`
 		U       string    `db:"u"`
 		N       *int      `db:"n"`
+		I4      int32     `db:"i4"`
+		I2      int       `db:"i2"`
+		R       float32   `db:"r"`
 		T       string
 		Skipped string `db:"-"`
 	}
@@ -500,7 +504,7 @@ func (h Harness) testTypes(t *testing.T) {
 		t.Fatal(err)
 	}
 	if dst.ID != 1 || dst.D != "12.50" || dst.Float != 12.5 || !dst.TS.Equal(ts) || string(dst.Bin) != "\xde\xad\xbe\xef" ||
-		dst.U != "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11" || dst.N != nil || dst.T != `grüße "q"` {
+		dst.U != "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11" || dst.N != nil || dst.T != `grüße "q"` || dst.I4 != 7 || dst.I2 != 3 || dst.R != 0.25 {
 		t.Fatalf("decoded %+v", dst)
 	}
 
@@ -643,5 +647,21 @@ func (h Harness) testPending(t *testing.T) {
 	}
 	if p, err := src.Pending(ctx, b.To); err != nil || p {
 		t.Fatalf("after the last row: pending %v, %v", p, err)
+	}
+}
+
+// testIntKeys: an INT (int4) key column, as many real tables have, works as cursor and tiebreaker.
+func (h Harness) testIntKeys(t *testing.T) {
+	name := testenv.Name("intkeys_")
+	h.exec(t, "CREATE TABLE "+name+" (id INT PRIMARY KEY, seq SMALLINT NOT NULL)")
+	t.Cleanup(func() { _, _ = h.DB.ExecContext(context.Background(), "DROP TABLE "+name) })
+	for i := 1; i <= 9; i++ {
+		h.exec(t, fmt.Sprintf("INSERT INTO %s VALUES (%d, %d)", name, i, i%3))
+	}
+	src := h.open(t, source.Definition{Table: source.Table{Name: name}, Columns: []string{"id", "seq"},
+		Cursor: source.Cursor{Kind: state.KindInteger, Column: "id"}, PK: []string{"id"}})
+	r := &reader{t: t, src: src}
+	if got := r.drain(4); !slices.Equal(got, []int64{1, 2, 3, 4, 5, 6, 7, 8, 9}) {
+		t.Fatalf("INT keys: %v", got)
 	}
 }
