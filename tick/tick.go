@@ -191,6 +191,7 @@ func (r *Runner) run(ctx context.Context, l *lease.Lease, sum *Summary, clk cloc
 		}()
 		return ch
 	}
+	fromText := cursorText(cursor) // rendered once per batch, for the batch id and the log
 	for {
 		var f fetched
 		if ahead != nil {
@@ -222,8 +223,9 @@ func (r *Runner) run(ctx context.Context, l *lease.Lease, sum *Summary, clk cloc
 		if more && handleDur >= fetchDur/2 {
 			ahead = readAhead(b.To)
 		}
+		toText := cursorText(b.To)
 		pb := &poller.Batch{
-			Poller: r.Poller.Name, ID: BatchID(r.Poller.Name, r.Source.Fingerprint(), cursor, b.To),
+			Poller: r.Poller.Name, ID: batchID(r.Poller.Name, r.Source.Fingerprint(), fromText, toText),
 			FencingToken: l.Token(), Attempt: attempt, From: cursor, To: b.To, Rows: b.Rows,
 		}
 		t0 := clk.Now()
@@ -245,8 +247,8 @@ func (r *Runner) run(ctx context.Context, l *lease.Lease, sum *Summary, clk cloc
 		sum.Rows += len(b.Rows)
 		sum.Batches++
 		log.Info("batch", "batch_id", pb.ID, "rows", len(b.Rows), "attempt", attempt, "fencing_token", pb.FencingToken,
-			"cursor", cursorText(b.To), "duration_ms", clk.Now().Sub(t0).Milliseconds())
-		cursor, attempt = b.To, 1
+			"cursor", toText, "duration_ms", clk.Now().Sub(t0).Milliseconds())
+		cursor, fromText, attempt = b.To, toText, 1
 		uncommitted = &state.Checkpoint{Cursor: b.To, LastSuccessfulBatchID: pb.ID, Metadata: state.Metadata{RowCount: int64(len(b.Rows))}}
 		sum.Cursor = b.To
 		if !more || !clk.Now().Before(budgetEnd) || closed(r.Draining) {
@@ -311,10 +313,12 @@ func closed(ch <-chan struct{}) bool {
 // BatchID is "batch_" and 24 hex digits of a SHA-256 over the poller, the source fingerprint
 // and the cursor range: the same batch always gets the same ID.
 func BatchID(pollerName, fingerprint string, from, to *state.Cursor) string {
-	h := sha256.New()
-	h.Write([]byte(pollerName + "\x00" + fingerprint + "\x00"))
-	h.Write([]byte(cursorText(from) + "\x00" + cursorText(to)))
-	return "batch_" + hex.EncodeToString(h.Sum(nil))[:24]
+	return batchID(pollerName, fingerprint, cursorText(from), cursorText(to))
+}
+
+func batchID(pollerName, fingerprint, from, to string) string {
+	sum := sha256.Sum256([]byte(pollerName + "\x00" + fingerprint + "\x00" + from + "\x00" + to))
+	return "batch_" + hex.EncodeToString(sum[:12])
 }
 
 // cursorText renders a cursor compactly for logs and IDs; json.Marshal sorts the tiebreaker's keys.
