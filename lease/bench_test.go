@@ -2,9 +2,7 @@ package lease_test
 
 import (
 	"context"
-	"net/http"
 	"slices"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,26 +13,13 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/store/blobstore"
 )
 
-// countingTransport counts the blob requests each operation costs.
-type countingTransport struct{ gets, puts atomic.Int64 }
-
-func (c *countingTransport) Do(req *http.Request) (*http.Response, error) {
-	switch req.Method {
-	case http.MethodGet:
-		c.gets.Add(1)
-	case http.MethodPut:
-		c.puts.Add(1)
-	}
-	return http.DefaultClient.Do(req)
-}
-
 // BenchmarkLeaseCycle measures, on Azurite, one full tick's lease traffic per iteration:
 // read + acquire, a commit, a heartbeat, and the final commit that releases. It reports each
 // step's p50 and blob requests, beside a bare GET and a bare conditional PUT measured in the same
 // run as the baseline (scripts/bench.sh prints the ratios).
 func BenchmarkLeaseCycle(b *testing.B) {
 	cs := testenv.Azurite(b)
-	ct := &countingTransport{}
+	ct := &testenv.CountingTransport{}
 	bs, err := blobstore.New(blobstore.Settings{Setting: testenv.AzuriteVar, ConnectionString: cs, Container: testenv.Name("bench-")},
 		&blobstore.Options{Transport: ct})
 	if err != nil {
@@ -64,12 +49,12 @@ func BenchmarkLeaseCycle(b *testing.B) {
 			s = &step{name: name}
 			steps[name] = s
 		}
-		g0, p0 := ct.gets.Load(), ct.puts.Load()
+		g0, p0 := ct.Gets.Load(), ct.Puts.Load()
 		t0 := time.Now()
 		fn()
 		s.lat = append(s.lat, time.Since(t0))
-		s.gets += ct.gets.Load() - g0
-		s.puts += ct.puts.Load() - p0
+		s.gets += ct.Gets.Load() - g0
+		s.puts += ct.Puts.Load() - p0
 	}
 	must := func(err error) {
 		if err != nil {

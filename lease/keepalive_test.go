@@ -43,6 +43,17 @@ func keepAliveFixture(t *testing.T) (*clock.Fake, *failingStore, *fixture) {
 	return clk, fs, &fixture{st: memstore.New(clk), blob: blobName()}
 }
 
+// failingLease acquires a lease on fs, whose failures the test switches on.
+func failingLease(t *testing.T, clk *clock.Fake, fs *failingStore) *lease.Lease {
+	t.Helper()
+	m, err := lease.New(fs, lease.Config{Poller: testPoller, Blob: blobName(), Owner: "A", Fingerprint: testFingerprint,
+		TTL: testTTL, Margin: testMargin, HeartbeatInterval: testInterval, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return acquire(t, m)
+}
+
 func deadline(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	t.Cleanup(cancel)
@@ -64,12 +75,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 
 func TestKeepAliveHeartbeats(t *testing.T) {
 	clk, fs, _ := keepAliveFixture(t)
-	m, err := lease.New(fs, lease.Config{Poller: testPoller, Blob: blobName(), Owner: "A", Fingerprint: testFingerprint,
-		TTL: testTTL, Margin: testMargin, HeartbeatInterval: testInterval, Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := acquire(t, m)
+	l := failingLease(t, clk, fs)
 	l.KeepAlive()
 	// Ten intervals: the lease is extended each time and stays trusted far beyond one TTL.
 	for i := 1; i <= 10; i++ {
@@ -103,12 +109,7 @@ func TestKeepAliveHeartbeats(t *testing.T) {
 // not before and not after.
 func TestWatchdogEndsUnrenewableLease(t *testing.T) {
 	clk, fs, _ := keepAliveFixture(t)
-	m, err := lease.New(fs, lease.Config{Poller: testPoller, Blob: blobName(), Owner: "A", Fingerprint: testFingerprint,
-		TTL: testTTL, Margin: testMargin, HeartbeatInterval: testInterval, Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := acquire(t, m)
+	l := failingLease(t, clk, fs)
 	end := l.TrustedUntil()
 	fs.down.Store(true)
 	l.KeepAlive()
@@ -162,15 +163,10 @@ func TestKeepAliveNoticesTakeover(t *testing.T) {
 // (DESIGN §2) rather than at the end of its trust window.
 func TestUnsettledHeartbeatEndsLease(t *testing.T) {
 	clk, fs, _ := keepAliveFixture(t)
-	m, err := lease.New(fs, lease.Config{Poller: testPoller, Blob: blobName(), Owner: "A", Fingerprint: testFingerprint,
-		TTL: testTTL, Margin: testMargin, HeartbeatInterval: testInterval, Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := acquire(t, m)
+	l := failingLease(t, clk, fs)
 	fs.down.Store(true)
 	fs.readsDown.Store(true)
-	err = l.Heartbeat(context.Background())
+	err := l.Heartbeat(context.Background())
 	if !errors.Is(err, lease.ErrLost) || !errors.Is(context.Cause(l.Context()), lease.ErrLost) {
 		t.Fatalf("unsettled heartbeat: %v (context cause %v), want ErrLost", err, context.Cause(l.Context()))
 	}

@@ -46,40 +46,21 @@ func BenchmarkKeysetScan(b *testing.B) {
 			mustExec(b, db, `CREATE INDEX ON `+table+` (updated_at, id)`)
 			mustExec(b, db, `VACUUM ANALYZE `+table)
 		}
+		var (
+			id       int64
+			customer string
+			amount   string
+			ts       time.Time
+		)
 		hand := func() int {
-			var (
-				n        int
-				id       int64
-				customer string
-				amount   string
-				ts       time.Time
-				started  bool
-			)
-			for {
-				var rows *sql.Rows
-				var err error
-				if !started {
-					rows, err = db.Query(`SELECT id, customer, amount, updated_at FROM `+table+` ORDER BY updated_at, id LIMIT $1`, benchBatch)
-				} else {
-					rows, err = db.Query(`SELECT id, customer, amount, updated_at FROM `+table+` WHERE (updated_at, id) > ($1, $2) ORDER BY updated_at, id LIMIT $3`, ts, id, benchBatch)
-				}
-				if err != nil {
-					b.Fatal(err)
-				}
-				got := 0
-				for rows.Next() {
-					if err := rows.Scan(&id, &customer, &amount, &ts); err != nil {
-						b.Fatal(err)
-					}
-					got++
-				}
-				rows.Close()
-				started = true
-				n += got
-				if got < benchBatch {
-					return n
-				}
+			n, err := testenv.KeysetLoop(db,
+				`SELECT id, customer, amount, updated_at FROM `+table+` ORDER BY updated_at, id LIMIT $1`,
+				`SELECT id, customer, amount, updated_at FROM `+table+` WHERE (updated_at, id) > ($1, $2) ORDER BY updated_at, id LIMIT $3`,
+				benchBatch, []any{&id, &customer, &amount, &ts}, func() []any { return []any{ts, id} })
+			if err != nil {
+				b.Fatal(err)
 			}
+			return n
 		}
 		conn, err := pgx.Connect(context.Background(), dsn)
 		if err != nil {
@@ -131,40 +112,21 @@ func BenchmarkKeysetScan(b *testing.B) {
 			  strftime('%Y-%m-%dT%H:%M:%f', 'now', '-2 hours', '+' || (n / 1000.0) || ' seconds') || '000Z' FROM g`)
 			mustExec(b, db, `CREATE INDEX ix_bench_ts ON `+table+` (updated_at, id)`)
 		}
+		var (
+			id       int64
+			customer string
+			amount   float64
+			ts       string
+		)
 		hand := func() int {
-			var (
-				n        int
-				id       int64
-				customer string
-				amount   float64
-				ts       string
-				started  bool
-			)
-			for {
-				var rows *sql.Rows
-				var err error
-				if !started {
-					rows, err = db.Query(`SELECT id, customer, amount, updated_at FROM `+table+` ORDER BY updated_at, id LIMIT ?`, benchBatch)
-				} else {
-					rows, err = db.Query(`SELECT id, customer, amount, updated_at FROM `+table+` WHERE (updated_at, id) > (?, ?) ORDER BY updated_at, id LIMIT ?`, ts, id, benchBatch)
-				}
-				if err != nil {
-					b.Fatal(err)
-				}
-				got := 0
-				for rows.Next() {
-					if err := rows.Scan(&id, &customer, &amount, &ts); err != nil {
-						b.Fatal(err)
-					}
-					got++
-				}
-				rows.Close()
-				started = true
-				n += got
-				if got < benchBatch {
-					return n
-				}
+			n, err := testenv.KeysetLoop(db,
+				`SELECT id, customer, amount, updated_at FROM `+table+` ORDER BY updated_at, id LIMIT ?`,
+				`SELECT id, customer, amount, updated_at FROM `+table+` WHERE (updated_at, id) > (?, ?) ORDER BY updated_at, id LIMIT ?`,
+				benchBatch, []any{&id, &customer, &amount, &ts}, func() []any { return []any{ts, id} })
+			if err != nil {
+				b.Fatal(err)
 			}
+			return n
 		}
 		compare(b, source.SQLite, dsn, table, hand, nil)
 	})

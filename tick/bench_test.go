@@ -3,10 +3,8 @@ package tick_test
 import (
 	"context"
 	"database/sql"
-	"net/http"
 	"os"
 	"strconv"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,18 +16,6 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/store/blobstore"
 	"github.com/pseudotrigger/pseudotrigger/tick"
 )
-
-type countingTransport struct{ gets, puts atomic.Int64 }
-
-func (c *countingTransport) Do(req *http.Request) (*http.Response, error) {
-	switch req.Method {
-	case http.MethodGet:
-		c.gets.Add(1)
-	case http.MethodPut:
-		c.puts.Add(1)
-	}
-	return http.DefaultClient.Do(req)
-}
 
 // BenchmarkCatchUp: a poller catching up on CATCHUP_ROWS (default 200,000) PostgreSQL rows in
 // batches of 1,000 with a no-op handler, state on Azurite, against a hand-written keyset loop
@@ -78,7 +64,7 @@ func catchUp(b *testing.B, interval time.Duration) {
 		b.Fatal(err)
 	}
 	defer src.Close()
-	ct := &countingTransport{}
+	ct := &testenv.CountingTransport{}
 	st, err := blobstore.New(blobstore.Settings{Setting: "bench", ConnectionString: az, Container: "db-state"}, &blobstore.Options{Transport: ct})
 	if err != nil {
 		b.Fatal(err)
@@ -94,52 +80,36 @@ func catchUp(b *testing.B, interval time.Duration) {
 			Lease:    m, Source: src,
 		}
 	}
+	var (
+		id       int64
+		customer string
+		amount   string
+		ts       time.Time
+	)
 	hand := func() int {
-		var (
-			n        int
-			id       int64
-			customer string
-			amount   string
-			ts       time.Time
-		)
-		for first := true; ; first = false {
-			var r *sql.Rows
-			if first {
-				r, err = db.Query(`SELECT id, customer, amount, updated_at FROM ` + table + ` ORDER BY updated_at, id LIMIT 1000`)
-			} else {
-				r, err = db.Query(`SELECT id, customer, amount, updated_at FROM `+table+` WHERE (updated_at, id) > ($1, $2) ORDER BY updated_at, id LIMIT 1000`, ts, id)
-			}
-			if err != nil {
-				b.Fatal(err)
-			}
-			got := 0
-			for r.Next() {
-				if err := r.Scan(&id, &customer, &amount, &ts); err != nil {
-					b.Fatal(err)
-				}
-				got++
-			}
-			r.Close()
-			n += got
-			if got < 1000 {
-				return n
-			}
+		n, err := testenv.KeysetLoop(db,
+			`SELECT id, customer, amount, updated_at FROM `+table+` ORDER BY updated_at, id LIMIT $1`,
+			`SELECT id, customer, amount, updated_at FROM `+table+` WHERE (updated_at, id) > ($1, $2) ORDER BY updated_at, id LIMIT $3`,
+			1000, []any{&id, &customer, &amount, &ts}, func() []any { return []any{ts, id} })
+		if err != nil {
+			b.Fatal(err)
 		}
+		return n
 	}
 	var tTick, tHand time.Duration
 	var tickGets, tickPuts, batches, idleGets, idlePuts int64
 	for i := 0; b.Loop(); i++ {
 		r := runner()
 		runTick := func() {
-			g0, p0 := ct.gets.Load(), ct.puts.Load()
+			g0, p0 := ct.Gets.Load(), ct.Puts.Load()
 			t0 := time.Now()
 			sum, err := r.Tick(context.Background(), "")
 			if err != nil || sum.Rows != rows {
 				b.Fatalf("catch-up tick: %+v %v", sum, err)
 			}
 			tTick += time.Since(t0)
-			tickGets += ct.gets.Load() - g0
-			tickPuts += ct.puts.Load() - p0
+			tickGets += ct.Gets.Load() - g0
+			tickPuts += ct.Puts.Load() - p0
 			batches += int64(sum.Batches)
 		}
 		runHand := func() {
@@ -156,12 +126,12 @@ func catchUp(b *testing.B, interval time.Duration) {
 			runHand()
 			runTick()
 		}
-		g0, p0 := ct.gets.Load(), ct.puts.Load()
+		g0, p0 := ct.Gets.Load(), ct.Puts.Load()
 		if sum, err := r.Tick(context.Background(), ""); err != nil || sum.Outcome != tick.Idle {
 			b.Fatalf("idle tick: %+v %v", sum, err)
 		}
-		idleGets += ct.gets.Load() - g0
-		idlePuts += ct.puts.Load() - p0
+		idleGets += ct.Gets.Load() - g0
+		idlePuts += ct.Puts.Load() - p0
 	}
 	n := float64(b.N)
 	total := float64(rows) * n

@@ -6,9 +6,12 @@ package testenv
 
 import (
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
+	"net/http"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -68,4 +71,57 @@ func SQLServer(t testing.TB) string {
 		t.Skipf("set %s to a SQL Server DSN (sqlserver://user:pass@host:1433?database=db) to run the SQL Server tests", SQLServerVar)
 	}
 	return dsn
+}
+
+// CountingTransport sends blob requests with http.DefaultClient and counts them by method, for
+// benchmarks that report the requests each operation costs.
+type CountingTransport struct{ Gets, Puts atomic.Int64 }
+
+// Do counts and forwards the request.
+func (c *CountingTransport) Do(req *http.Request) (*http.Response, error) {
+	switch req.Method {
+	case http.MethodGet:
+		c.Gets.Add(1)
+	case http.MethodPut:
+		c.Puts.Add(1)
+	}
+	return http.DefaultClient.Do(req)
+}
+
+// KeysetLoop is the hand-written baseline the benchmarks compare against: it reads a whole
+// table in batches with first (no argument but the limit) and next (the position, then the
+// limit), scanning each row into dest, and returns the rows read. position returns the last
+// row's keyset values.
+func KeysetLoop(db *sql.DB, first, next string, batch int, dest []any, position func() []any) (int, error) {
+	n := 0
+	for start := true; ; start = false {
+		var (
+			rows *sql.Rows
+			err  error
+		)
+		if start {
+			rows, err = db.Query(first, batch)
+		} else {
+			rows, err = db.Query(next, append(position(), batch)...)
+		}
+		if err != nil {
+			return n, err
+		}
+		got := 0
+		for rows.Next() {
+			if err := rows.Scan(dest...); err != nil {
+				rows.Close()
+				return n, err
+			}
+			got++
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return n, err
+		}
+		n += got
+		if got < batch {
+			return n, nil
+		}
+	}
 }
