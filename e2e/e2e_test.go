@@ -434,10 +434,18 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- p.cmd.Wait() }()
-	select {
-	case err := <-exited:
-		t.Fatalf("the process exited (%v) before its batch finished", err)
-	default:
+	// Let the batch go once the process has begun draining (it logs so after it did).
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(p.out.String(), "stopping: finishing running ticks") {
+		select {
+		case err := <-exited:
+			t.Fatalf("the process exited (%v) before its batch finished", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the process did not start draining within 10 s")
+		}
+		time.Sleep(5 * time.Millisecond) // polling its output with a deadline
 	}
 	close(release)
 	r := <-tickDone

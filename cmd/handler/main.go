@@ -65,9 +65,9 @@ func run(log *slog.Logger) error {
 	case err := <-served:
 		return err
 	case sig := <-stop:
+		app.Drain() // running ticks take no new batch from here on
 		log.Info("stopping: finishing running ticks", "signal", sig.String(), "grace", grace.String())
 	}
-	app.Drain()
 	ctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
 	if err := srv.Shutdown(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
