@@ -67,4 +67,6 @@ type Store interface {
 	// Delete removes a blob if it still has the ETag cond.IfMatch; another ETag, or no blob, is
 	// ErrConflict.
 	Delete(ctx context.Context, name string, cond Condition) error
+	// List returns the names of the blobs that start with prefix, sorted.
+	List(ctx context.Context, prefix string) ([]string, error)
 }

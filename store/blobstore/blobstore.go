@@ -233,3 +233,25 @@ func mapErr(op, name string, err error, conditional bool) error {
 	}
 	return fmt.Errorf("blobstore: %s %q: HTTP %d %s", op, name, re.StatusCode, code)
 }
+
+// List returns the names of the blobs that start with prefix, sorted (the service lists in
+// name order). A missing container lists nothing.
+func (s *Store) List(ctx context.Context, prefix string) ([]string, error) {
+	var names []string
+	pager := s.c.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{Prefix: &prefix})
+	for pager.More() {
+		page, err := pager.NextPage(ctx)
+		if bloberror.HasCode(err, bloberror.ContainerNotFound) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, mapErr("list", prefix, err, false)
+		}
+		for _, b := range page.Segment.BlobItems {
+			if b.Name != nil {
+				names = append(names, *b.Name)
+			}
+		}
+	}
+	return names, nil
+}

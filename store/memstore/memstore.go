@@ -7,6 +7,8 @@ package memstore
 import (
 	"context"
 	"fmt"
+	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -102,4 +104,21 @@ func (s *Store) Delete(ctx context.Context, name string, cond store.Condition) e
 	}
 	delete(s.blobs, name)
 	return nil
+}
+
+// List returns the sorted names that start with prefix.
+func (s *Store) List(ctx context.Context, prefix string) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var names []string
+	for n := range s.blobs {
+		if strings.HasPrefix(n, prefix) {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	return names, nil
 }

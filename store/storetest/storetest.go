@@ -154,6 +154,30 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		}
 	})
 
+	t.Run("List", func(t *testing.T) {
+		s := newStore(t)
+		base := prefix + "list/"
+		for _, n := range []string{"b.json", "a.json", "sub/c.json"} {
+			if _, err := s.Put(ctx, base+n, []byte("{}"), store.IfNotExists()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := s.Put(ctx, prefix+"other.json", []byte("{}"), store.IfNotExists()); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.List(ctx, base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []string{base + "a.json", base + "b.json", base + "sub/c.json"}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("List(%q) = %v, want %v", base, got, want)
+		}
+		if got, err := s.List(ctx, prefix+"nothing-here/"); err != nil || len(got) != 0 {
+			t.Fatalf("an empty prefix listed %v, %v", got, err)
+		}
+	})
+
 	t.Run("RaceCreate", func(t *testing.T) {
 		s, n := newStore(t), name(t)
 		wins, conflicts := race(t, 20, func(i int) error {
