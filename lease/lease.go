@@ -169,12 +169,17 @@ func (m *Manager) Holder(s Snapshot) (owner string, live bool) {
 	if s.Doc == nil {
 		return "", false
 	}
-	l := s.Doc.Lease
+	return Live(s.Doc.Lease, s.LastModified, s.Date, m.cfg.Margin)
+}
+
+// Live judges a lease on the storage service's clock: it is live while it has an owner, is not
+// released, and date (the read's Date) is before lastModified + ttl_seconds + margin.
+func Live(l state.Lease, lastModified, date time.Time, margin time.Duration) (owner string, live bool) {
 	if l.OwnerID == "" || l.Released() {
 		return "", false
 	}
 	ttl := time.Duration(l.TTLSeconds) * time.Second
-	return l.OwnerID, s.Date.Before(s.LastModified.Add(ttl + m.cfg.Margin))
+	return l.OwnerID, date.Before(lastModified.Add(ttl + margin))
 }
 
 // Result is the outcome of an acquire: Lease when won, otherwise Holder names who has it
