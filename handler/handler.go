@@ -84,8 +84,11 @@ func New(o Options) *App {
 		o.Pollers = poller.All()
 	}
 	a := &App{log: o.Logger, getenv: o.Getenv, clock: o.Clock, draining: make(chan struct{}), pollers: map[string]*pollerState{}}
-	a.appName = firstSet(o.Getenv("POLLER_APP_NAME"), o.Getenv("WEBSITE_SITE_NAME"), "local")
-	instance := firstSet(o.Getenv("WEBSITE_INSTANCE_ID"), hostname())
+	a.appName = poller.AppName(o.Getenv)
+	instance := strings.TrimSpace(o.Getenv("WEBSITE_INSTANCE_ID"))
+	if instance == "" {
+		instance = hostname()
+	}
 	if len(instance) > 12 {
 		instance = instance[:12]
 	}
@@ -126,15 +129,6 @@ func New(o Options) *App {
 		a.pollers[d.Name] = ps
 	}
 	return a
-}
-
-func firstSet(vals ...string) string {
-	for _, v := range vals {
-		if strings.TrimSpace(v) != "" {
-			return strings.TrimSpace(v)
-		}
-	}
-	return ""
 }
 
 func hostname() string {

@@ -148,3 +148,14 @@ func LoadSettings(d Definition, getenv func(string) string) (Settings, error) {
 func ParseSchedule(expr string) (cron.Schedule, error) {
 	return cron.NewParser(cron.Second | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow).Parse(expr)
 }
+
+// AppName is {app} in state/{app}/{poller}.json: POLLER_APP_NAME, else WEBSITE_SITE_NAME (set by
+// App Service), else "local".
+func AppName(getenv func(string) string) string {
+	for _, k := range []string{"POLLER_APP_NAME", "WEBSITE_SITE_NAME"} {
+		if v := strings.TrimSpace(getenv(k)); v != "" {
+			return v
+		}
+	}
+	return "local"
+}

@@ -78,3 +78,14 @@ func TestNamesAndRegistry(t *testing.T) {
 	}()
 	Register(Definition{Name: "nohandler"})
 }
+
+func TestAppName(t *testing.T) {
+	for env, want := range map[[2]string]string{{"", ""}: "local", {"", "site1"}: "site1", {"mine", "site1"}: "mine", {" ", ""}: "local"} {
+		got := AppName(func(k string) string {
+			return map[string]string{"POLLER_APP_NAME": env[0], "WEBSITE_SITE_NAME": env[1]}[k]
+		})
+		if got != want {
+			t.Errorf("%v: %q, want %q", env, got, want)
+		}
+	}
+}

@@ -27,7 +27,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	env := ctl.Env{
-		App:     firstSet(os.Getenv("POLLER_APP_NAME"), os.Getenv("WEBSITE_SITE_NAME"), "local"),
+		App:     poller.AppName(os.Getenv),
 		Getenv:  os.Getenv,
 		Pollers: poller.All(),
 		Out:     os.Stdout,
@@ -46,15 +46,6 @@ func main() {
 		env.Store = st
 	}
 	os.Exit(ctl.Run(ctx, os.Args[1:], env))
-}
-
-func firstSet(vals ...string) string {
-	for _, v := range vals {
-		if strings.TrimSpace(v) != "" {
-			return strings.TrimSpace(v)
-		}
-	}
-	return ""
 }
 
 // repoRoot finds the directory of the go.mod declaring this module, from the working directory up.
