@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs every test: installs what the tests need when missing (Azurite from package.json),
-# starts it on a free 127.0.0.1 port, checks formatting, vet and staticcheck, runs
+# Runs every test: installs what the tests need when missing (Azurite and the Bicep syntax
+# checker from package.json, PostgreSQL), starts the servers on free 127.0.0.1 ports, checks
+# formatting, vet, staticcheck and the Bicep syntax, runs
 # go test -race ./... against the real servers, and stops what it started, also on failure.
 #
 #   scripts/test.sh                 everything
@@ -20,7 +21,9 @@ unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' 
 go vet ./...
 go run "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION" ./...
 
-start_azurite
+start_azurite # installs node_modules first, which the Bicep check needs too
+log "checking the Bicep syntax ..."
+node scripts/check-bicep.mjs
 start_postgres
 
 args=(-race -timeout 30m)

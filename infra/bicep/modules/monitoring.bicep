@@ -1,0 +1,34 @@
+// Application Insights on a Log Analytics workspace, with local (key) authentication disabled:
+// telemetry is accepted only from identities holding Monitoring Metrics Publisher.
+param name string
+param location string
+param tags object = {}
+
+resource workspace 'Microsoft.OperationalInsights/workspaces@2023-09-01' = {
+  name: 'log-${name}'
+  location: location
+  tags: tags
+  properties: {
+    sku: {
+      name: 'PerGB2018'
+    }
+    retentionInDays: 30
+  }
+}
+
+resource insights 'Microsoft.Insights/components@2020-02-02' = {
+  name: 'appi-${name}'
+  location: location
+  tags: tags
+  kind: 'web'
+  properties: {
+    Application_Type: 'web'
+    WorkspaceResourceId: workspace.id
+    DisableLocalAuth: true
+  }
+}
+
+output id string = insights.id
+output name string = insights.name
+output connectionString string = insights.properties.ConnectionString
+output workspaceId string = workspace.id
