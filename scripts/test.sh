@@ -7,6 +7,7 @@
 #   scripts/test.sh                 everything
 #   scripts/test.sh -run Lease      extra arguments go to go test
 #   SHORT=1 scripts/test.sh         go test -short (fewer repetitions)
+#   FUZZTIME=1m scripts/test.sh     run each fuzz target longer (default 5s; 0 skips them)
 set -euo pipefail
 source "$(dirname "$0")/lib/services.sh"
 cd "$ROOT"
@@ -30,3 +31,19 @@ args=(-race -timeout 30m)
 [ -n "${SHORT:-}" ] && args+=(-short)
 log "go test ${args[*]} ./... $*"
 go test "${args[@]}" ./... "$@"
+
+# Every fuzz target, briefly (their seed corpora already ran above as ordinary tests).
+FUZZTIME=${FUZZTIME:-5s}
+if [ $# -eq 0 ] && [ "$FUZZTIME" != 0 ]; then
+  while read -r pkg target; do
+    log "fuzzing $target in ./$pkg for $FUZZTIME ..."
+    go test -run '^$' -fuzz "^$target\$" -fuzztime "$FUZZTIME" "./$pkg/" >"$RUN_DIR/fuzz-$target.log" 2>&1 \
+      || { tail -30 "$RUN_DIR/fuzz-$target.log" >&2; die "fuzz target $target failed (its input is saved under ./$pkg/testdata/fuzz/$target)"; }
+  done <<'TARGETS'
+state FuzzDecode
+handler FuzzInvocationBody
+source FuzzCursorValues
+poller FuzzSettings
+store/blobstore FuzzConnectionString
+TARGETS
+fi
