@@ -51,7 +51,6 @@ type Summary struct {
 
 // Source is what a tick reads.
 type Source interface {
-	Pending(ctx context.Context, after *state.Cursor) (bool, error)
 	Fetch(ctx context.Context, after *state.Cursor, limit int) (*source.Batch, error)
 	Fingerprint() string
 }
@@ -329,12 +328,8 @@ func closed(ch <-chan struct{}) bool {
 	}
 }
 
-// BatchID is "batch_" and 24 hex digits of a SHA-256 over the poller, the source fingerprint
-// and the cursor range: the same batch always gets the same ID.
-func BatchID(pollerName, fingerprint string, from, to *state.Cursor) string {
-	return batchID(pollerName, fingerprint, cursorText(from), cursorText(to))
-}
-
+// batchID is "batch_" and 24 hex digits of a SHA-256 over the poller, the source fingerprint
+// and the cursor range (as cursorText renders it): the same batch always gets the same ID.
 func batchID(pollerName, fingerprint, from, to string) string {
 	sum := sha256.Sum256([]byte(pollerName + "\x00" + fingerprint + "\x00" + from + "\x00" + to))
 	return "batch_" + hex.EncodeToString(sum[:12])
