@@ -39,24 +39,11 @@ func BenchmarkKeysetScan(b *testing.B) {
 		}
 		defer db.Close()
 		table := "bench_orders_" + strconv.Itoa(benchRows())
-		if !exists(db, "SELECT 1 FROM "+table+" LIMIT 1") {
-			b.Logf("creating %s ...", table)
-			mustExec(b, db, `CREATE TABLE `+table+` (id BIGINT PRIMARY KEY, customer VARCHAR(100) NOT NULL, amount DECIMAL(12,2) NOT NULL, updated_at TIMESTAMPTZ(6) NOT NULL)`)
-			mustExec(b, db, `INSERT INTO `+table+` SELECT g, 'customer ' || g, (g % 100000) / 100.0, now() - interval '2 hours' + g * interval '1 millisecond' / 1000 FROM generate_series(1, `+strconv.Itoa(benchRows())+`) g`)
-			mustExec(b, db, `CREATE INDEX ON `+table+` (updated_at, id)`)
-			mustExec(b, db, `VACUUM ANALYZE `+table)
+		if err := testenv.PostgresOrders(db, table, benchRows()); err != nil {
+			b.Fatal(err)
 		}
-		var (
-			id       int64
-			customer string
-			amount   string
-			ts       time.Time
-		)
 		hand := func() int {
-			n, err := testenv.KeysetLoop(db,
-				`SELECT id, customer, amount, updated_at FROM `+table+` ORDER BY updated_at, id LIMIT $1`,
-				`SELECT id, customer, amount, updated_at FROM `+table+` WHERE (updated_at, id) > ($1, $2) ORDER BY updated_at, id LIMIT $3`,
-				benchBatch, []any{&id, &customer, &amount, &ts}, func() []any { return []any{ts, id} })
+			n, err := testenv.PostgresKeysetLoop(db, table, benchBatch)
 			if err != nil {
 				b.Fatal(err)
 			}

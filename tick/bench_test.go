@@ -44,18 +44,8 @@ func catchUp(b *testing.B, interval time.Duration) {
 	}
 	defer db.Close()
 	table := "catchup_orders_" + strconv.Itoa(rows)
-	var one int
-	if db.QueryRow("SELECT 1 FROM "+table+" LIMIT 1").Scan(&one) != nil {
-		for _, q := range []string{
-			`CREATE TABLE ` + table + ` (id BIGINT PRIMARY KEY, customer VARCHAR(100) NOT NULL, amount DECIMAL(12,2) NOT NULL, updated_at TIMESTAMPTZ(6) NOT NULL)`,
-			`INSERT INTO ` + table + ` SELECT g, 'customer ' || g, (g % 100000) / 100.0, now() - interval '2 hours' + g * interval '1 microsecond' FROM generate_series(1, ` + strconv.Itoa(rows) + `) g`,
-			`CREATE INDEX ON ` + table + ` (updated_at, id)`,
-			`VACUUM ANALYZE ` + table,
-		} {
-			if _, err := db.Exec(q); err != nil {
-				b.Fatal(err)
-			}
-		}
+	if err := testenv.PostgresOrders(db, table, rows); err != nil {
+		b.Fatal(err)
 	}
 	def := source.Definition{Table: source.Table{Name: table}, Columns: []string{"id", "customer", "amount", "updated_at"},
 		Cursor: source.Cursor{Kind: state.KindTimestampPK, Column: "updated_at"}, PK: []string{"id"}}
@@ -80,17 +70,8 @@ func catchUp(b *testing.B, interval time.Duration) {
 			Lease:    m, Source: src,
 		}
 	}
-	var (
-		id       int64
-		customer string
-		amount   string
-		ts       time.Time
-	)
 	hand := func() int {
-		n, err := testenv.KeysetLoop(db,
-			`SELECT id, customer, amount, updated_at FROM `+table+` ORDER BY updated_at, id LIMIT $1`,
-			`SELECT id, customer, amount, updated_at FROM `+table+` WHERE (updated_at, id) > ($1, $2) ORDER BY updated_at, id LIMIT $3`,
-			1000, []any{&id, &customer, &amount, &ts}, func() []any { return []any{ts, id} })
+		n, err := testenv.PostgresKeysetLoop(db, table, 1000)
 		if err != nil {
 			b.Fatal(err)
 		}

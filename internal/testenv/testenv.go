@@ -8,11 +8,14 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"fmt"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // AzuriteVar names the connection string of the Azurite that scripts/test.sh starts.
@@ -124,4 +127,39 @@ func KeysetLoop(db *sql.DB, first, next string, batch int, dest []any, position 
 			return n, nil
 		}
 	}
+}
+
+// PostgresOrders creates, unless it exists, a benchmark orders table (CONTRACT's shape) of rows
+// rows one microsecond apart, two hours old, indexed on (updated_at, id) and analysed.
+func PostgresOrders(db *sql.DB, table string, rows int) error {
+	var one int
+	if db.QueryRow("SELECT 1 FROM "+table+" LIMIT 1").Scan(&one) == nil {
+		return nil
+	}
+	for _, q := range []string{
+		`CREATE TABLE ` + table + ` (id BIGINT PRIMARY KEY, customer VARCHAR(100) NOT NULL, amount DECIMAL(12,2) NOT NULL, updated_at TIMESTAMPTZ(6) NOT NULL)`,
+		`INSERT INTO ` + table + ` SELECT g, 'customer ' || g, (g % 100000) / 100.0, now() - interval '2 hours' + g * interval '1 microsecond' FROM generate_series(1, ` + strconv.Itoa(rows) + `) g`,
+		`CREATE INDEX ON ` + table + ` (updated_at, id)`,
+		`VACUUM ANALYZE ` + table,
+	} {
+		if _, err := db.Exec(q); err != nil {
+			return fmt.Errorf("%s: %w", q, err)
+		}
+	}
+	return nil
+}
+
+// PostgresKeysetLoop is the hand-written baseline over a PostgresOrders table: database/sql,
+// typed scans, keyset on (updated_at, id). It returns the rows read.
+func PostgresKeysetLoop(db *sql.DB, table string, batch int) (int, error) {
+	var (
+		id       int64
+		customer string
+		amount   string
+		ts       time.Time
+	)
+	return KeysetLoop(db,
+		`SELECT id, customer, amount, updated_at FROM `+table+` ORDER BY updated_at, id LIMIT $1`,
+		`SELECT id, customer, amount, updated_at FROM `+table+` WHERE (updated_at, id) > ($1, $2) ORDER BY updated_at, id LIMIT $3`,
+		batch, []any{&id, &customer, &amount, &ts}, func() []any { return []any{ts, id} })
 }
