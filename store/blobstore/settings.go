@@ -102,6 +102,7 @@ func fromPrefix(getenv func(string) string, prefix string) (Settings, bool, erro
 var (
 	accountName   = regexp.MustCompile(`^[a-z0-9]{3,24}$`)
 	containerName = regexp.MustCompile(`^[a-z0-9](?:[a-z0-9]|-[a-z0-9]){2,62}$`)
+	endpointHost  = regexp.MustCompile(`^[A-Za-z0-9.-]+(:[0-9]+)?$`)
 )
 
 func validContainer(name string) error {
@@ -131,6 +132,16 @@ func mapConnectionString(cs string) (string, error) {
 	}
 	if parts["accountname"] == "" && parts["blobendpoint"] == "" {
 		return "", errors.New("the connection string names no AccountName or BlobEndpoint")
+	}
+	// Values are checked, never quoted: a missing ';' can put a key inside another value.
+	if n := parts["accountname"]; n != "" && !accountName.MatchString(n) {
+		return "", errors.New("the connection string's AccountName is not a storage account name (3-24 lower-case letters and digits; is a ';' missing?)")
+	}
+	if e := parts["blobendpoint"]; e != "" {
+		u, err := url.Parse(e)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || !endpointHost.MatchString(u.Host) {
+			return "", errors.New("the connection string's BlobEndpoint is not an http(s) URL (is a ';' missing?)")
+		}
 	}
 	return cs, nil
 }
@@ -179,16 +190,24 @@ func (s Settings) String() string {
 	return fmt.Sprintf("%s: %s with %s, container %s", s.Setting, s.ServiceURL, auth, s.Container)
 }
 
-// Redact returns a connection string with its key and SAS replaced by REDACTED.
+// Redact returns a connection string fit for messages: only the values of keys known to be
+// harmless (protocol, account name, endpoints, suffix, the development shorthand) are shown;
+// every other value, a misspelt key's included, and every part without a key are REDACTED.
 func Redact(cs string) string {
 	parts := strings.Split(cs, ";")
 	for i, part := range parts {
+		if strings.TrimSpace(part) == "" {
+			continue
+		}
 		k, _, ok := strings.Cut(part, "=")
 		if !ok {
+			parts[i] = "REDACTED"
 			continue
 		}
 		switch strings.ToLower(strings.TrimSpace(k)) {
-		case "accountkey", "sharedaccesssignature":
+		case "defaultendpointsprotocol", "accountname", "blobendpoint", "queueendpoint", "tableendpoint",
+			"fileendpoint", "endpointsuffix", "usedevelopmentstorage", "developmentstorageproxyuri":
+		default:
 			parts[i] = k + "=REDACTED"
 		}
 	}

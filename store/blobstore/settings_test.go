@@ -50,6 +50,8 @@ func TestSettingsErrorsNameTheSetting(t *testing.T) {
 		{map[string]string{"StateStorage": "UseDevelopmentStorage=true", "STATE_CONTAINER": "DB_State"}, "STATE_CONTAINER"},
 		{map[string]string{"StateStorage": "UseDevelopmentStorage=true", "STATE_CONTAINER": "ab"}, "STATE_CONTAINER"},
 		{map[string]string{"StateStorage": "garbage"}, "StateStorage"},
+		{map[string]string{"StateStorage": "AccountName=acct1AccountKey=c2VjcmV0LWtleQ=="}, "StateStorage"},
+		{map[string]string{"StateStorage": "BlobEndpoint=https://acct1.blob.core.windows.netSharedAccessSignature=sig"}, "StateStorage"},
 		{map[string]string{"StateStorage__blobServiceUri": "not a url"}, "StateStorage__blobServiceUri"},
 		{map[string]string{"StateStorage__blobServiceUri": "http://acct1.blob.core.windows.net"}, "StateStorage__blobServiceUri"},
 		{map[string]string{"StateStorage__blobServiceUri": "https://a.blob.core.windows.net", "StateStorage__credential": "password"}, "StateStorage__credential"},
@@ -59,6 +61,9 @@ func TestSettingsErrorsNameTheSetting(t *testing.T) {
 		_, err := SettingsFromEnv(env(c.env))
 		if err == nil || !strings.HasPrefix(err.Error(), c.setting+":") {
 			t.Errorf("%v: got %v, want an error starting with %s", c.env, err, c.setting)
+		}
+		if err != nil && (strings.Contains(err.Error(), "c2VjcmV0") || strings.Contains(err.Error(), "sig")) {
+			t.Errorf("%v: the error quotes the value: %v", c.env, err)
 		}
 	}
 	if _, err := SettingsFromEnv(env(nil)); !errors.Is(err, ErrNotConfigured) || !strings.Contains(err.Error(), "StateStorage") {
@@ -80,6 +85,11 @@ func TestSecretsNeverShown(t *testing.T) {
 	}
 	if got := (Settings{Setting: "StateStorage", ConnectionString: realCS, Container: "db-state"}).String(); !strings.Contains(got, "https://acct1.blob.core.windows.net") {
 		t.Errorf("description lacks the endpoint: %s", got)
+	}
+	// Only harmless values survive Redact: misspelt keys and bare parts are redacted too.
+	if got := Redact("AccountName=a1b;0AccountKey=c2VjcmV0LWtleQ==;bare-secret;BlobEndpoint=https://a1b.blob.core.windows.net"); got !=
+		"AccountName=a1b;0AccountKey=REDACTED;REDACTED;BlobEndpoint=https://a1b.blob.core.windows.net" {
+		t.Errorf("Redact: %s", got)
 	}
 	// A malformed connection string is reported redacted.
 	_, err := New(Settings{Setting: "StateStorage", ConnectionString: "AccountName=x;AccountKey=c2VjcmV0LWtleQ==;Nonsense", Container: "db-state"}, nil)
