@@ -23,6 +23,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/clock"
+	"github.com/pseudotrigger/pseudotrigger/internal/faultpoint"
 	"github.com/pseudotrigger/pseudotrigger/lease"
 	"github.com/pseudotrigger/pseudotrigger/poller"
 	"github.com/pseudotrigger/pseudotrigger/source"
@@ -210,6 +211,9 @@ func (a *App) invoke(w http.ResponseWriter, r *http.Request) {
 		}
 		writeJSON(w, http.StatusInternalServerError, map[string]any{"error": err.Error(), "poller": name, "summary": sum})
 		return
+	}
+	if sum.Outcome == tick.Committed {
+		faultpoint.Hit(faultpoint.AfterCommit)
 	}
 	line := fmt.Sprintf("%s: %s, %d rows in %d batches, fencing token %d, %d ms", name, sum.Outcome, sum.Rows, sum.Batches, sum.FencingToken, sum.DurationMS)
 	writeJSON(w, http.StatusOK, map[string]any{"Outputs": map[string]any{}, "Logs": []string{line}, "ReturnValue": sum})

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/clock"
+	"github.com/pseudotrigger/pseudotrigger/internal/faultpoint"
 	"github.com/pseudotrigger/pseudotrigger/lease"
 	"github.com/pseudotrigger/pseudotrigger/poller"
 	"github.com/pseudotrigger/pseudotrigger/source"
@@ -150,6 +151,7 @@ func (r *Runner) Tick(ctx context.Context, invocationID string) (Summary, error)
 	l := res.Lease
 	sum.Outcome, sum.FencingToken = Committed, l.Token()
 	l.KeepAlive()
+	faultpoint.Hit(faultpoint.AfterAcquire)
 	defer func() {
 		if l.Err() == nil { // a path that did not release: release now
 			rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -226,12 +228,14 @@ func (r *Runner) run(ctx context.Context, l *lease.Lease, sum *Summary, clk cloc
 		if len(b.Rows) == 0 {
 			break
 		}
+		faultpoint.Hit(faultpoint.AfterFetch)
 		if err := l.Err(); err != nil { // lost while the batch was read: deliver nothing
 			return err
 		}
 		// A commit made now has a successor (this batch), so it is never the last one: the
 		// last commit is always the one folded into the release, keeping B batches at B+1 writes.
 		if uncommitted != nil && clk.Now().Sub(lastCommit) >= s.CheckpointInterval {
+			faultpoint.Hit(faultpoint.BeforeCommit)
 			if err := l.Commit(ctx, *uncommitted); err != nil {
 				return wrapLost(l, err)
 			}
@@ -288,6 +292,7 @@ type fetched struct {
 func (r *Runner) end(ctx context.Context, l *lease.Lease, uncommitted *state.Checkpoint, cause error) error {
 	var err error
 	if uncommitted != nil {
+		faultpoint.Hit(faultpoint.BeforeCommit)
 		err = l.CommitAndRelease(ctx, *uncommitted)
 	} else {
 		err = l.Release(ctx)
@@ -305,6 +310,7 @@ func (r *Runner) handle(ctx context.Context, b *poller.Batch) (err error) {
 			err = fmt.Errorf("panic: %v\n%s", p, debug.Stack())
 		}
 	}()
+	faultpoint.Hit(faultpoint.InHandle)
 	return r.Poller.Handler(ctx, b)
 }
 

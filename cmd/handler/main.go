@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/handler"
+	"github.com/pseudotrigger/pseudotrigger/internal/clock"
+	"github.com/pseudotrigger/pseudotrigger/internal/faultpoint"
 	_ "github.com/pseudotrigger/pseudotrigger/pollers/all"
 )
 
@@ -52,7 +54,18 @@ func run(log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("FUNCTIONS_CUSTOMHANDLER_PORT=%s: %w", port, err)
 	}
-	app := handler.New(handler.Options{Logger: log})
+	opts := handler.Options{Logger: log}
+	if faultpoint.Enabled { // a test build: never deploy one
+		off, err := faultpoint.ClockOffset()
+		if err != nil {
+			return err
+		}
+		log.Warn("this is a test build with fault points compiled in", "clock_offset", off.String())
+		if off != 0 {
+			opts.Clock = clock.Offset(clock.System{}, off)
+		}
+	}
+	app := handler.New(opts)
 	srv := &http.Server{Handler: app.Routes(), ReadHeaderTimeout: 10 * time.Second}
 
 	stop := make(chan os.Signal, 1)

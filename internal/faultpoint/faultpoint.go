@@ -1,0 +1,39 @@
+// Package faultpoint names the places in a tick where tests inject faults: a test can pause a
+// handler there (a barrier) or kill its process there.
+//
+// The hooks exist only in builds with the tag faultpoints (go build -tags faultpoints). In every
+// other build, production's included, Hit is an empty function the compiler removes, Enabled is
+// false, and the environment variables below are never read.
+//
+// In a faultpoints build, the process asks a controller what to do at each point when
+// PSEUDOTRIGGER_FAULTPOINTS names one (an http:// URL): it POSTs the point's name and waits for
+// the reply, so the controller pauses the process simply by not answering yet. The reply body is
+// one word: "continue", "kill" (SIGKILL to itself, as the Functions host kills on a time-out) or
+// "exit" (exit status 3 without cleanup). PSEUDOTRIGGER_CLOCK_OFFSET (a Go duration, may be
+// negative) skews the process's wall clock, to test that no decision depends on it.
+package faultpoint
+
+// Point names a place in a tick.
+type Point string
+
+// The fault points, in the order a tick passes them.
+const (
+	AfterAcquire Point = "after_acquire" // the lease was won; nothing fetched under it yet
+	AfterFetch   Point = "after_fetch"   // a batch with rows was read; not handed to the handler
+	InHandle     Point = "in_handle"     // the batch is in the poller's handler (before it runs)
+	BeforeCommit Point = "before_commit" // the batch was handled; its checkpoint is not written
+	AfterCommit  Point = "after_commit"  // the tick committed and released; the host has no reply
+)
+
+// Points lists every point.
+var Points = []Point{AfterAcquire, AfterFetch, InHandle, BeforeCommit, AfterCommit}
+
+// Action is what a controller tells a process to do at a point.
+type Action string
+
+// Actions.
+const (
+	Continue Action = "continue"
+	Kill     Action = "kill"
+	Exit     Action = "exit"
+)
