@@ -48,11 +48,11 @@ type Fault string
 
 // Faults.
 const (
-	Delay       Fault = "delay"       // wait Rule.Delay, then forward
-	Reset       Fault = "reset"       // close the connection with a TCP reset, forward nothing
-	Unavailable Fault = "503"         // answer 503 Server Busy, forward nothing
-	DropReply   Fault = "drop_reply"  // forward, let the write land, then reset the connection
-	Blackhole   Fault = "blackhole"   // hold the request until the proxy closes or Rule.Delay passes, then reset
+	Delay       Fault = "delay"      // wait Rule.Delay, then forward
+	Reset       Fault = "reset"      // close the connection with a TCP reset, forward nothing
+	Unavailable Fault = "503"        // answer 503 Server Busy, forward nothing
+	DropReply   Fault = "drop_reply" // forward, let the write land, then reset the connection
+	Blackhole   Fault = "blackhole"  // hold the request until the proxy closes or Rule.Delay passes, then reset
 )
 
 // Faults lists the faults a matrix runs through.

@@ -2,8 +2,8 @@ package faultproxy_test
 
 import (
 	"context"
-	"errors"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
