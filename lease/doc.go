@@ -54,6 +54,10 @@
 //
 //   - its own write_id is there: the write landed; adopt the ETag just read;
 //   - another owner or token is there: the lease is lost (a contender: the race is lost);
+//     except for a release settled while the lease is still trusted: nobody can take a held
+//     lease before its holder's trust window ends, so a newer holder there proves the release
+//     landed first (the lease was free at once) and the commit folded into it stands. The fault
+//     harness (e2e TestFaultMatrix, "drop_reply on release") found this case reported as lost;
 //   - its previous write is still there unchanged: the write did not land; try once more;
 //   - the re-read fails too, or the blob is gone or no longer decodes: the holder treats the
 //     lease as lost, a contender as not won.

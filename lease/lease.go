@@ -485,6 +485,14 @@ func (l *Lease) writeLocked(ctx context.Context, what string, change func(d *sta
 			c.Logger.Info("lease write settled as landed", "poller", c.Poller, "write", what, "put_error", perr.Error())
 			l.adopt(next, b.ETag, sent)
 			return nil
+		case release && doc.Lease.OwnerID != "" && doc.Lease.FencingToken > l.token && c.Clock.Now().Before(l.TrustedUntil()):
+			// A newer holder, seen while our lease is still trusted: nobody can take a held
+			// lease before its trust window ends, so our release landed first and the lease,
+			// free at once, was taken since. Our commit stands.
+			c.Logger.Info("lease write settled as landed: released, then taken by a newer holder", "poller", c.Poller, "write", what,
+				"holder", doc.Lease.OwnerID, "fencing_token", doc.Lease.FencingToken, "put_error", perr.Error())
+			l.adopt(next, "", sent)
+			return nil
 		case doc.Lease.OwnerID != l.owner || doc.Lease.FencingToken != l.token:
 			return l.end(lostf("%s refused: %s now holds fencing token %d (ours is %d)", what, doc.Lease.OwnerID, doc.Lease.FencingToken, l.token))
 		case doc.WriteID == l.doc.WriteID && b.ETag == l.etag:

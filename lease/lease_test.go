@@ -197,6 +197,28 @@ func TestLostReplies(t *testing.T) {
 		if d, _ := f.doc(t); d.Lease.OwnerID != "intruder-2" || cursorOf(d) != "-1" {
 			t.Fatalf("after a commit lost to a takeover: owner %s cursor %s, want intruder-2's", d.Lease.OwnerID, cursorOf(d))
 		}
+
+		// A release whose reply is lost, the lease (free at once) taken before the re-read: the
+		// release landed, so the commit folded into it stands; it is not reported as lost.
+		f.svc.Advance(testTTL + testMargin + time.Second)
+		l = acquire(t, m)
+		f.drop(func() { f.takeOver(t, "successor") })
+		if err := l.CommitAndRelease(ctx, checkpoint(8)); err != nil {
+			t.Fatalf("a release that landed, then taken over: %v, want success", err)
+		}
+		if !errors.Is(l.Err(), lease.ErrReleased) {
+			t.Fatalf("lease state after the release: %v, want ErrReleased", l.Err())
+		}
+		// The same after the trust window passed: it cannot tell, so it reports the lease lost.
+		f.svc.Advance(testTTL + testMargin + time.Second)
+		l = acquire(t, m)
+		f.drop(func() {
+			f.takeOver(t, "late-successor")
+			f.svc.Advance(testTTL) // the holder reads this clock too
+		})
+		if err := l.CommitAndRelease(ctx, checkpoint(9)); !errors.Is(err, lease.ErrLost) {
+			t.Fatalf("a release settled after the trust window: %v, want ErrLost", err)
+		}
 	})
 }
 
