@@ -172,9 +172,15 @@ func (w *world) env(extra ...string) []string {
 
 func start(t *testing.T, env []string) *proc {
 	t.Helper()
+	return startWith(t, binary, env)
+}
+
+// startWith starts the handler binary bin and waits until it answers GET /.
+func startWith(t *testing.T, bin string, env []string) *proc {
+	t.Helper()
 	port := freePort(t)
 	p := &proc{t: t, port: port, out: &syncBuffer{}}
-	p.cmd = exec.Command(binary)
+	p.cmd = exec.Command(bin)
 	p.cmd.Env = append(env, "FUNCTIONS_CUSTOMHANDLER_PORT="+strconv.Itoa(port))
 	p.cmd.Stdout = p.out
 	p.cmd.Stderr = p.out

@@ -3,6 +3,7 @@ package poller
 import (
 	"errors"
 	"fmt"
+	"github.com/pseudotrigger/pseudotrigger/state"
 	"strconv"
 	"strings"
 	"time"
@@ -129,6 +130,10 @@ func LoadSettings(d Definition, getenv func(string) string) (Settings, error) {
 	if name, v := get("SETTLE_LAG"); v != "" {
 		dur, err := time.ParseDuration(v)
 		switch {
+		case d.Source.Cursor.Kind != "" && d.Source.Cursor.Kind != state.KindTimestampPK:
+			// Only a timestamp has an age: an integer, xid or rowversion cursor would silently
+			// ignore the setting, and its user would believe it protects against late commits.
+			bad(name, "applies to timestamp+pk cursors only; this poller's cursor is %s (xid and rowversion are bounded by the database's open transactions, integer by nothing: use it on append-only tables)", d.Source.Cursor.Kind)
 		case err != nil || dur < 0:
 			bad(name, "%q is not a Go duration like 10s (0s reads up to the database's clock, unsafe with late commits)", v)
 		case dur == 0:

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/source"
+	"github.com/pseudotrigger/pseudotrigger/state"
 )
 
 func TestSettingsDefaults(t *testing.T) {
@@ -87,5 +88,22 @@ func TestAppName(t *testing.T) {
 		if got != want {
 			t.Errorf("%v: %q, want %q", env, got, want)
 		}
+	}
+}
+
+// TestSettleLagOnlyForTimestampCursors: a settle lag on a cursor that has no age is refused,
+// naming the setting, rather than silently ignored.
+func TestSettleLagOnlyForTimestampCursors(t *testing.T) {
+	env := map[string]string{"ORDERS_DB_DRIVER": "postgres", "ORDERS_DB_CONNECTION": "x", "ORDERS_SETTLE_LAG": "30s"}
+	for _, kind := range []string{state.KindInteger, state.KindXID, state.KindRowversion} {
+		d := Definition{Name: "orders", Source: source.Definition{Cursor: source.Cursor{Kind: kind, Column: "c"}}}
+		_, err := LoadSettings(d, func(k string) string { return env[k] })
+		if !errors.Is(err, ErrSetting) || !strings.Contains(err.Error(), "ORDERS_SETTLE_LAG:") || !strings.Contains(err.Error(), kind) {
+			t.Errorf("%s cursor with a settle lag: %v", kind, err)
+		}
+	}
+	d := Definition{Name: "orders", Source: source.Definition{Cursor: source.Cursor{Kind: state.KindTimestampPK, Column: "c"}}}
+	if s, err := LoadSettings(d, func(k string) string { return env[k] }); err != nil || s.SettleLag != 30*time.Second {
+		t.Errorf("timestamp+pk cursor: %+v %v", s, err)
 	}
 }

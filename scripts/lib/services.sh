@@ -127,3 +127,17 @@ start_postgres() {
   export PG_TEST_DSN="postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable"
   log "PostgreSQL $("$PG_BIN/postgres" --version | awk '{print $3}') on 127.0.0.1:$port"
 }
+
+# install_spin makes sure the spin model checker (and gcc, which compiles its verifiers) is
+# there, installing Debian's spin package when it is missing.
+install_spin() {
+  need gcc "install gcc (Debian: apt-get install gcc): spin's verifiers are C programs"
+  if ! command -v spin >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+      log "installing the spin model checker from Debian packages ..."
+      apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq spin >&2 \
+        || die "apt-get install spin failed"
+    fi
+    command -v spin >/dev/null 2>&1 || die "spin is not installed (Debian: apt-get install spin)"
+  fi
+}

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# The reliability evidence, in one command: the spin model of the lease protocol with its
+# negative controls (model/check.sh), the fault matrix (the real handler binaries against
+# Azurite through a fault proxy and PostgreSQL, e2e TestFaultMatrix) and the late-commit soak
+# (soak TestLateCommit). Starts Azurite and PostgreSQL on free ports and stops them afterwards.
+#
+#   scripts/verify.sh            bounded: every fault scenario once, a 6 s soak (as CI runs them)
+#   scripts/verify.sh --long     40 iterations of every scenario (over 1,000 runs) and a 2 min soak
+#
+# Environment: VERIFY_ITERATIONS (runs per scenario), VERIFY_SEED (repeat a run's random choices),
+# VERIFY_PARALLEL (scenario runs at once; default 4 with --long, else go test's default),
+# SOAK_DURATION (the soak's writing phase). Each part prints its table; the tables are also kept
+# in .test/verify/.
+set -euo pipefail
+source "$(dirname "$0")/lib/services.sh"
+cd "$ROOT"
+export GOFLAGS=${GOFLAGS:--buildvcs=false}
+
+long=
+case "${1:-}" in
+  --long) long=1 ;;
+  "") ;;
+  -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+  *) die "unknown argument $1 (use --long, or nothing)" ;;
+esac
+if [ -n "$long" ]; then
+  export VERIFY_ITERATIONS=${VERIFY_ITERATIONS:-40}
+  export SOAK_DURATION=${SOAK_DURATION:-2m}
+  parallel=${VERIFY_PARALLEL:-4}
+else
+  export VERIFY_ITERATIONS=${VERIFY_ITERATIONS:-1}
+  parallel=${VERIFY_PARALLEL:-}
+fi
+out="$RUN_DIR/verify"
+mkdir -p "$out"
+
+need go "install Go 1.26 or newer"
+install_spin
+log "checking the model of the lease protocol (model/check.sh) ..."
+model/check.sh | tee "$out/model.txt"
+
+start_azurite
+start_postgres
+
+log "fault matrix: $VERIFY_ITERATIONS run(s) of every scenario ..."
+export VERIFY_REPORT="$out/faults.txt"
+rm -f "$VERIFY_REPORT"
+args=(-count=1 -timeout 120m -run '^TestFaultMatrix$')
+[ -n "$parallel" ] && args+=(-parallel "$parallel")
+start=$(date +%s)
+if ! go test "${args[@]}" ./e2e/ >"$out/faults.log" 2>&1; then
+  grep -E -- '--- FAIL|to run it again|faults_test.go:[0-9]+: (the|[0-9]+ |a |row|not caught|without)' "$out/faults.log" | head -40 >&2 || true
+  [ -f "$VERIFY_REPORT" ] && cat "$VERIFY_REPORT"
+  die "the fault matrix failed (full log: $out/faults.log)"
+fi
+echo
+echo "fault matrix, $(($(date +%s) - start)) s ($out/faults.log):"
+cat "$VERIFY_REPORT"
+
+log "late-commit soak (writing for ${SOAK_DURATION:-the default 6s}) ..."
+export SOAK_REPORT="$out/soak.txt"
+rm -f "$SOAK_REPORT"
+if ! go test -count=1 -race -timeout 60m -run '^TestLateCommit$' ./soak/ >"$out/soak.log" 2>&1; then
+  tail -40 "$out/soak.log" >&2
+  die "the late-commit soak failed (full log: $out/soak.log)"
+fi
+echo
+cat "$SOAK_REPORT"
+log "verified: the model, the fault matrix and the late-commit soak"
