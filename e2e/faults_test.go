@@ -135,7 +135,7 @@ func matrix() []scenario {
 
 // result is what one run measured.
 type result struct {
-	rows, versions, deliveries, duplicates, lost, regressions, stale, unexplained, overlaps, staleRejected, faults int
+	rows, versions, deliveries, duplicates, lost, regressions, stale, unexplained, overlaps, staleRejected, faults, fenced int
 }
 
 type tally struct {
@@ -195,6 +195,7 @@ func TestFaultMatrix(t *testing.T) {
 				tl.stale += res.stale
 				tl.unexplained += res.unexplained
 				tl.overlaps += res.overlaps
+				tl.fenced += res.fenced
 				tl.staleRejected += res.staleRejected
 				tl.faults += res.faults
 			})
@@ -212,7 +213,7 @@ func report(t *testing.T, scenarios []scenario, tallies map[string]*tally) {
 			continue
 		}
 		fmt.Fprintf(&sb, "%-36s %5d %7d %8d %4d %6d %10d %6d %5d %8d %6d\n", sc.name, tl.runs, tl.rows, tl.versions, tl.lost, tl.duplicates,
-			tl.unexplained, tl.faults, tl.stale+tl.regressions, tl.staleRejected, tl.overlaps)
+			tl.unexplained, tl.faults, tl.stale+tl.regressions+tl.fenced, tl.staleRejected, tl.overlaps)
 		all.runs += tl.runs
 		all.rows += tl.rows
 		all.versions += tl.versions
@@ -220,7 +221,7 @@ func report(t *testing.T, scenarios []scenario, tallies map[string]*tally) {
 		all.duplicates += tl.duplicates
 		all.unexplained += tl.unexplained
 		all.faults += tl.faults
-		all.stale += tl.stale + tl.regressions
+		all.stale += tl.stale + tl.regressions + tl.fenced
 		all.staleRejected += tl.staleRejected
 		all.overlaps += tl.overlaps
 	}
@@ -228,9 +229,10 @@ func report(t *testing.T, scenarios []scenario, tallies map[string]*tally) {
 		all.unexplained, all.faults, all.stale, all.staleRejected, all.overlaps)
 	sb.WriteString("rows: rows written; versions: row versions committed (inserts and updates); lost: committed versions never\n" +
 		"delivered; dupes: deliveries of a version already delivered; unexplained: dupes whose first batch its holder\n" +
-		"committed; faults: faults that fired; stale: commits that landed with an old token plus checkpoint regressions;\n" +
-		"rejected: stale writes refused (by the service's ETag check, or by the holder's trust window); overlap: batches\n" +
-		"at the webhook while another holder's batch was live.\n")
+		"committed; faults: faults that fired; stale: what a stale holder got through (commits landed with an old token,\n" +
+		"checkpoint regressions, batches at the webhook older than one seen); rejected: ticks whose stale writes were\n" +
+		"refused (by the service's ETag check or the holder's trust window); overlap: batches at the webhook while\n" +
+		"another holder's batch was live.\n")
 	t.Logf("fault matrix:\n%s", sb.String())
 	if f := os.Getenv("VERIFY_REPORT"); f != "" {
 		if err := os.WriteFile(f, []byte(sb.String()), 0o644); err != nil {
@@ -593,6 +595,12 @@ func (r *run) check(truth map[int64]int64, regressions []string) result {
 	if res.overlaps > 0 {
 		t.Errorf("%d batches arrived at the webhook while another holder's batch was live", res.overlaps)
 	}
+	// Every fault here strikes before a batch is handed over, where the holder checks its trust
+	// window: no stale holder may reach the webhook at all.
+	res.fenced = r.sink.fenced
+	if res.fenced > 0 {
+		t.Errorf("%d batches reached the webhook from a holder older than one it had seen", res.fenced)
+	}
 	if t.Failed() {
 		t.Logf("faults fired: proxy %v, fault points %v", r.proxy.Events(), r.ctl.log())
 	}
@@ -720,6 +728,8 @@ type sink struct {
 	seen       map[[2]int64]int
 	live       map[*sunk]context.Context
 	overlaps   int
+	maxToken   int64
+	fenced     int // batches refused for carrying an older fencing token than one seen
 	changed    chan struct{}
 	stallAt    int
 	stallFor   time.Duration
@@ -768,6 +778,16 @@ func newSink(t *testing.T) *sink {
 			}
 			d.last = cursorPos{ts, row.ID}
 		}
+		s.mu.Lock()
+		stale := d.token < s.maxToken
+		s.maxToken = max(s.maxToken, d.token)
+		if stale { // a fencing sink refuses a holder older than one it has seen
+			s.fenced++
+			s.mu.Unlock()
+			w.WriteHeader(http.StatusConflict)
+			return
+		}
+		s.mu.Unlock()
 		s.arrive(d, r.Context())
 		defer s.leave(d)
 		s.mu.Lock()

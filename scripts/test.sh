@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test: installs what the tests need when missing (Azurite and the Bicep syntax
-# checker from package.json, PostgreSQL), starts the servers on free 127.0.0.1 ports, checks
-# formatting, vet, staticcheck and the Bicep syntax, runs
+# checker from package.json, PostgreSQL, the spin model checker), starts the servers on free
+# 127.0.0.1 ports, checks formatting, vet, staticcheck, the Bicep syntax and the model of the
+# lease protocol (model/check.sh), runs
 # go test -race ./... against the real servers, and stops what it started, also on failure.
 #
 #   scripts/test.sh                 everything
@@ -21,6 +22,11 @@ unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' 
 [ -z "$unformatted" ] || die "gofmt would change: $unformatted (run gofmt -w)"
 go vet ./...
 go run "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION" ./...
+
+install_spin
+log "checking the model of the lease protocol and its negative controls (model/check.sh) ..."
+model/check.sh >"$RUN_DIR/model.txt" 2>&1 || { cat "$RUN_DIR/model.txt" >&2; die "model/check.sh failed"; }
+sed -n '/^run /,/^$/p' "$RUN_DIR/model.txt" >&2
 
 start_azurite # installs node_modules first, which the Bicep check needs too
 log "checking the Bicep syntax ..."

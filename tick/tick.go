@@ -250,6 +250,16 @@ func (r *Runner) run(ctx context.Context, l *lease.Lease, sum *Summary, clk cloc
 			Poller: r.Poller.Name, ID: batchID(r.Poller.Name, r.Source.Fingerprint(), fromText, toText),
 			FencingToken: l.Token(), Attempt: attempt, From: cursor, To: b.To, Rows: b.Rows,
 		}
+		faultpoint.Hit(faultpoint.InHandle)
+		// Checked on the clock, not only through the watchdog: a process that was paused (a VM
+		// freeze, a stop signal) past its trust window runs this before the watchdog's timer
+		// does. A pause after this check is what the fencing token in the batch is for.
+		if !l.Trusted() {
+			if ahead != nil {
+				<-ahead
+			}
+			return fmt.Errorf("%w: the trust window passed before batch %s was handed to the handler", lease.ErrLost, pb.ID)
+		}
 		t0 := clk.Now()
 		herr := r.handle(wctx, pb)
 		handleDur = clk.Now().Sub(t0)
@@ -310,7 +320,6 @@ func (r *Runner) handle(ctx context.Context, b *poller.Batch) (err error) {
 			err = fmt.Errorf("panic: %v\n%s", p, debug.Stack())
 		}
 	}()
-	faultpoint.Hit(faultpoint.InHandle)
 	return r.Poller.Handler(ctx, b)
 }
 

@@ -353,3 +353,43 @@ func TestLeaseLostCancelsHandlerAndCommitsNothing(t *testing.T) {
 		t.Fatalf("the stale holder wrote over the new owner: %+v", got)
 	}
 }
+
+// stoppedTimers is a clock whose timers never fire: a process paused (a VM freeze, SIGSTOP)
+// whose watchdog and heartbeats have not yet run when it resumes.
+type stoppedTimers struct{ *clock.Fake }
+
+func (stoppedTimers) After(time.Duration) <-chan time.Time { return nil }
+
+// TestPausedPastTrustWindowDeliversNothing: a tick paused during a batch past its trust window
+// hands no further batch to the handler on resuming, even before its watchdog has run, and
+// commits nothing.
+func TestPausedPastTrustWindowDeliversNothing(t *testing.T) {
+	e := newEnv(t, 5)
+	e.insert(10)
+	fake := clock.NewFake(time.Now())
+	clk := stoppedTimers{fake}
+	var batches atomic.Int64
+	r := e.runner("A", func(ctx context.Context, b *poller.Batch) error {
+		if batches.Add(1) == 1 {
+			fake.Advance(lease.DefaultTTL) // paused in the handler, past the trust window
+		}
+		return nil
+	})
+	m, err := lease.New(e.st, lease.Config{Poller: "orders", Blob: "state/test/orders.json", Owner: "A", Fingerprint: e.src.Fingerprint(), Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Lease, r.Clock = m, clk
+	r.Settings.CheckpointInterval = time.Hour // no commit between the batches
+	r.Settings.TickBudget = time.Hour
+	_, err = r.Tick(ctx, "")
+	if !errors.Is(err, lease.ErrLost) {
+		t.Fatalf("tick: %v, want ErrLost", err)
+	}
+	if n := batches.Load(); n != 1 {
+		t.Fatalf("the handler was given %d batches, want only the one it was paused in", n)
+	}
+	if d := e.doc(); d.Checkpoint.Cursor != nil || d.Lease.Released() {
+		t.Fatalf("a holder past its trust window wrote: %+v", d)
+	}
+}

@@ -20,7 +20,7 @@ type Point string
 const (
 	AfterAcquire Point = "after_acquire" // the lease was won; nothing fetched under it yet
 	AfterFetch   Point = "after_fetch"   // a batch with rows was read; not handed to the handler
-	InHandle     Point = "in_handle"     // the batch is in the poller's handler (before it runs)
+	InHandle     Point = "in_handle"     // the batch is being handed to the poller's handler
 	BeforeCommit Point = "before_commit" // the batch was handled; its checkpoint is not written
 	AfterCommit  Point = "after_commit"  // the tick committed and released; the host has no reply
 )
