@@ -379,26 +379,7 @@ const faultpointEnv = "PSEUDOTRIGGER_FAULTPOINTS"
 
 func (r *run) openDB() {
 	t := r.t
-	pg := testenv.Postgres(t)
-	schema := strings.ReplaceAll(testenv.Name("fm_"), "-", "_")
-	admin, err := sql.Open("pgx", pg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { admin.Close() })
-	if _, err := admin.Exec("CREATE SCHEMA " + schema); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = admin.Exec("DROP SCHEMA " + schema + " CASCADE") })
-	sep := "?"
-	if strings.Contains(pg, "?") {
-		sep = "&"
-	}
-	r.dsn = pg + sep + "search_path=" + schema
-	if r.db, err = sql.Open("pgx", r.dsn); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { r.db.Close() })
+	r.dsn, r.db = pgSchema(t, "fm_")
 	// updated_at is taken by the database when the row is written, as an application would.
 	if _, err := r.db.Exec(`CREATE TABLE orders (id BIGINT PRIMARY KEY, customer VARCHAR(100) NOT NULL, amount DECIMAL(12,2) NOT NULL,
 		updated_at TIMESTAMPTZ(6) NOT NULL DEFAULT clock_timestamp()); CREATE INDEX ON orders (updated_at, id)`); err != nil {

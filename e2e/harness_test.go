@@ -67,8 +67,26 @@ type world struct {
 func newWorld(t *testing.T) *world {
 	t.Helper()
 	w := &world{t: t, azurite: testenv.Azurite(t), app: testenv.Name("e2e-"), base: time.Now().UTC().Add(-2 * time.Hour).Truncate(time.Microsecond)}
+	w.dsn, w.db = pgSchema(t, "e2e_")
+	if _, err := w.db.Exec(`CREATE TABLE orders (id BIGINT PRIMARY KEY, customer VARCHAR(100) NOT NULL, amount DECIMAL(12,2) NOT NULL,
+		updated_at TIMESTAMPTZ(6) NOT NULL); CREATE INDEX ON orders (updated_at, id)`); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	w.st, err = blobstore.New(blobstore.Settings{Setting: "test", ConnectionString: w.azurite, Container: "db-state"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.hook = newWebhook(t)
+	return w
+}
+
+// pgSchema creates a schema of its own on the test PostgreSQL, dropped at the end of the test,
+// and returns a DSN whose search_path is that schema, with a pool on it.
+func pgSchema(t *testing.T, prefix string) (string, *sql.DB) {
+	t.Helper()
 	pg := testenv.Postgres(t)
-	schema := strings.ReplaceAll(testenv.Name("e2e_"), "-", "_")
+	schema := strings.ReplaceAll(testenv.Name(prefix), "-", "_")
 	admin, err := sql.Open("pgx", pg)
 	if err != nil {
 		t.Fatal(err)
@@ -82,21 +100,13 @@ func newWorld(t *testing.T) *world {
 	if strings.Contains(pg, "?") {
 		sep = "&"
 	}
-	w.dsn = pg + sep + "search_path=" + schema
-	if w.db, err = sql.Open("pgx", w.dsn); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { w.db.Close() })
-	if _, err := w.db.Exec(`CREATE TABLE orders (id BIGINT PRIMARY KEY, customer VARCHAR(100) NOT NULL, amount DECIMAL(12,2) NOT NULL,
-		updated_at TIMESTAMPTZ(6) NOT NULL); CREATE INDEX ON orders (updated_at, id)`); err != nil {
-		t.Fatal(err)
-	}
-	w.st, err = blobstore.New(blobstore.Settings{Setting: "test", ConnectionString: w.azurite, Container: "db-state"}, nil)
+	dsn := pg + sep + "search_path=" + schema
+	db, err := sql.Open("pgx", dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.hook = newWebhook(t)
-	return w
+	t.Cleanup(func() { db.Close() })
+	return dsn, db
 }
 
 func (w *world) blobName() string { return "state/" + w.app + "/orders.json" }

@@ -41,6 +41,20 @@ func newWorld(t *testing.T, ttl time.Duration) *world {
 	return &world{proxy: p, m: m, blob: blob}
 }
 
+// acquire takes the lease, which must be free.
+func (w *world) acquire(t *testing.T) *lease.Lease {
+	t.Helper()
+	snap, err := w.m.Read(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := w.m.Acquire(context.Background(), snap)
+	if err != nil || !res.Won() {
+		t.Fatal(res, err)
+	}
+	return res.Lease
+}
+
 func checkpoint(n int) state.Checkpoint {
 	return state.Checkpoint{Cursor: &state.Cursor{Kind: state.KindInteger, Value: json.RawMessage(fmt.Sprint(n))}, LastSuccessfulBatchID: fmt.Sprint("batch_", n)}
 }
@@ -104,26 +118,19 @@ func TestEveryFaultOnEveryWrite(t *testing.T) {
 func TestPersistentUnavailable(t *testing.T) {
 	w := newWorld(t, 30*time.Second)
 	ctx := context.Background()
-	snap, err := w.m.Read(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := w.m.Acquire(ctx, snap)
-	if err != nil || !res.Won() {
-		t.Fatal(res, err)
-	}
+	l := w.acquire(t)
 	w.proxy.Add(faultproxy.Rule{Kind: faultproxy.Commit, Fault: faultproxy.Unavailable, Times: 10})
-	if err := res.Lease.Commit(ctx, checkpoint(1)); err == nil {
+	if err := l.Commit(ctx, checkpoint(1)); err == nil {
 		t.Fatal("a commit answered 503 on every try succeeded")
 	}
-	if err := res.Lease.Err(); err != nil {
+	if err := l.Err(); err != nil {
 		t.Fatalf("the lease ended: %v", err)
 	}
 	if n := len(w.proxy.Events()); n < 2 {
 		t.Fatalf("%d faults fired: the SDK did not retry", n)
 	}
 	w.proxy.Clear()
-	if err := res.Lease.CommitAndRelease(ctx, checkpoint(2)); err != nil {
+	if err := l.CommitAndRelease(ctx, checkpoint(2)); err != nil {
 		t.Fatal(err)
 	}
 	writes := w.proxy.Writes()
@@ -152,15 +159,7 @@ func TestSkip(t *testing.T) {
 func TestBlackholeEndsTheLease(t *testing.T) {
 	w := newWorld(t, 4*time.Second)
 	ctx := context.Background()
-	snap, err := w.m.Read(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := w.m.Acquire(ctx, snap)
-	if err != nil || !res.Won() {
-		t.Fatal(res, err)
-	}
-	l := res.Lease
+	l := w.acquire(t)
 	w.proxy.Add(faultproxy.Rule{Kind: faultproxy.Heartbeat, Fault: faultproxy.Blackhole, Times: 100})
 	l.KeepAlive()
 	select {
