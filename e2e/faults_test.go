@@ -166,6 +166,7 @@ func TestFaultMatrix(t *testing.T) {
 	scenarios := matrix()
 	var mu sync.Mutex
 	tallies := map[string]*tally{}
+	done := 0
 	t.Cleanup(func() { report(t, scenarios, tallies) })
 	for i, sc := range scenarios {
 		for it := range iterations {
@@ -186,6 +187,8 @@ func TestFaultMatrix(t *testing.T) {
 					tallies[sc.name] = tl
 				}
 				tl.runs++
+				done++
+				t.Logf("progress: %d of %d runs done", done, len(scenarios)*iterations)
 				tl.rows += res.rows
 				tl.versions += res.versions
 				tl.deliveries += res.deliveries
