@@ -18,15 +18,18 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/pseudotrigger/pseudotrigger/deadletter"
 	"github.com/pseudotrigger/pseudotrigger/internal/clock"
 	"github.com/pseudotrigger/pseudotrigger/internal/faultpoint"
 	"github.com/pseudotrigger/pseudotrigger/lease"
 	"github.com/pseudotrigger/pseudotrigger/poller"
 	"github.com/pseudotrigger/pseudotrigger/source"
+	"github.com/pseudotrigger/pseudotrigger/store"
 	"github.com/pseudotrigger/pseudotrigger/store/blobstore"
 	"github.com/pseudotrigger/pseudotrigger/tick"
 )
@@ -248,7 +251,8 @@ func (a *App) runner(ctx context.Context, ps *pollerState) (*tick.Runner, error)
 	if err != nil {
 		return nil, err
 	}
-	m, err := lease.New(a.store, lease.Config{
+	counted := &countingStore{Store: a.store}
+	m, err := lease.New(counted, lease.Config{
 		Poller: ps.def.Name, Blob: "state/" + a.appName + "/" + ps.def.Name + ".json", Owner: a.owner,
 		Fingerprint: src.Fingerprint(), TTL: ps.settings.LeaseTTL, HeartbeatInterval: ps.settings.HeartbeatInterval,
 		Clock: a.clock, Logger: a.log,
@@ -257,8 +261,38 @@ func (a *App) runner(ctx context.Context, ps *pollerState) (*tick.Runner, error)
 		src.Close()
 		return nil, fmt.Errorf("poller %s: %w", ps.def.Name, err)
 	}
-	ps.runner = &tick.Runner{Poller: ps.def, Settings: ps.settings, Lease: m, Source: src, Clock: a.clock, Logger: a.log, Draining: a.draining}
+	ps.runner = &tick.Runner{Poller: ps.def, Settings: ps.settings, Lease: m, Source: src, Clock: a.clock, Logger: a.log, Draining: a.draining,
+		DeadLetters: func(ctx context.Context, l *deadletter.Letter) (string, error) {
+			return deadletter.Write(ctx, counted, a.appName, l)
+		},
+		Requests: counted.counts,
+	}
 	return ps.runner, nil
+}
+
+// countingStore counts a poller's state store requests and the conditional writes refused, for
+// the tick's log line.
+type countingStore struct {
+	lease.Store
+	requests, conflicts atomic.Int64
+}
+
+func (c *countingStore) Get(ctx context.Context, name string) (store.Blob, error) {
+	c.requests.Add(1)
+	return c.Store.Get(ctx, name)
+}
+
+func (c *countingStore) Put(ctx context.Context, name string, data []byte, cond store.Condition) (store.Written, error) {
+	c.requests.Add(1)
+	w, err := c.Store.Put(ctx, name, data, cond)
+	if errors.Is(err, store.ErrConflict) {
+		c.conflicts.Add(1)
+	}
+	return w, err
+}
+
+func (c *countingStore) counts() (requests, conflicts int64) {
+	return c.requests.Load(), c.conflicts.Load()
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -280,10 +280,11 @@ type Lease struct {
 	owner string // fixed for the lease's life
 	token int64  // fixed for the lease's life
 
-	writeMu  sync.Mutex // one writer: heartbeats, commits and the release
-	doc      state.Doc  // as we last wrote it
-	etag     string     // of our last write
-	lastSent time.Time  // clock reading before our last successful write was sent
+	writeMu  sync.Mutex   // one writer: heartbeats, commits and the release
+	history  []state.Tick // queued for the next write (under writeMu)
+	doc      state.Doc    // as we last wrote it
+	etag     string       // of our last write
+	lastSent time.Time    // clock reading before our last successful write was sent
 
 	mu           sync.Mutex
 	trustedUntil time.Time
@@ -387,18 +388,28 @@ func (l *Lease) Release(ctx context.Context) error {
 	return l.write(ctx, "release", nil, true)
 }
 
+// AddHistory queues an entry for the document's history (state.Doc.History); the lease's next
+// successful write carries it.
+func (l *Lease) AddHistory(t state.Tick) {
+	l.writeMu.Lock()
+	defer l.writeMu.Unlock()
+	l.history = append(l.history, t)
+}
+
 // FailAndRelease records a failed attempt at the batch after the checkpoint and releases the
 // lease, in one write. cp, when not nil, first commits the progress made before the failure.
 // The attempt count continues the document's when the failure is at the same checkpoint.
-func (l *Lease) FailAndRelease(ctx context.Context, cp *state.Checkpoint, batchID string, cause error) error {
+// keys names the batch's rows (first..last key).
+func (l *Lease) FailAndRelease(ctx context.Context, cp *state.Checkpoint, batchID, keys string, cause error) error {
 	return l.write(ctx, "record failure", func(d *state.Doc, now time.Time) {
 		if cp != nil {
 			commitTo(*cp)(d, now)
 		}
-		f := state.Failure{Attempts: 1, BatchID: batchID, FirstFailureAt: state.At(now), LastFailureAt: state.At(now), LastError: cause.Error()}
+		f := state.Failure{Attempts: 1, BatchID: batchID, FirstFailureAt: state.At(now), LastFailureAt: state.At(now), LastError: cause.Error(), Keys: keys}
 		if prev := d.Failure; prev != nil {
 			f.Attempts = prev.Attempts + 1
 			f.FirstFailureAt = prev.FirstFailureAt
+			f.Quarantine = prev.Quarantine
 		}
 		if len(f.LastError) > 2000 {
 			f.LastError = f.LastError[:2000] + "..."
@@ -446,6 +457,9 @@ func (l *Lease) writeLocked(ctx context.Context, what string, change func(d *sta
 		if change != nil {
 			change(&next, sent)
 		}
+		for _, h := range l.history {
+			next.AddHistory(h)
+		}
 		next.Lease.HeartbeatAt = state.At(sent)
 		next.Lease.ExpiresAt = state.At(sent.Add(c.TTL))
 		if release {
@@ -466,6 +480,7 @@ func (l *Lease) writeLocked(ctx context.Context, what string, change func(d *sta
 		cancel()
 		if perr == nil {
 			l.adopt(next, w.ETag, sent)
+			l.history = nil
 			return nil
 		}
 
@@ -484,6 +499,7 @@ func (l *Lease) writeLocked(ctx context.Context, what string, change func(d *sta
 		case doc.WriteID == id:
 			c.Logger.Info("lease write settled as landed", "poller", c.Poller, "write", what, "put_error", perr.Error())
 			l.adopt(next, b.ETag, sent)
+			l.history = nil
 			return nil
 		case release && doc.Lease.OwnerID != "" && doc.Lease.FencingToken > l.token && c.Clock.Now().Before(l.TrustedUntil()):
 			// A newer holder, seen while our lease is still trusted: nobody can take a held
@@ -492,6 +508,7 @@ func (l *Lease) writeLocked(ctx context.Context, what string, change func(d *sta
 			c.Logger.Info("lease write settled as landed: released, then taken by a newer holder", "poller", c.Poller, "write", what,
 				"holder", doc.Lease.OwnerID, "fencing_token", doc.Lease.FencingToken, "put_error", perr.Error())
 			l.adopt(next, "", sent)
+			l.history = nil
 			return nil
 		case doc.Lease.OwnerID != l.owner || doc.Lease.FencingToken != l.token:
 			return l.end(lostf("%s refused: %s now holds fencing token %d (ours is %d)", what, doc.Lease.OwnerID, doc.Lease.FencingToken, l.token))

@@ -597,12 +597,18 @@ func TestFailureRecords(t *testing.T) {
 				cp := checkpoint(2)
 				progress = &cp
 			}
-			if err := l.FailAndRelease(ctx, progress, "batch-x", errors.New("webhook said 503")); err != nil {
+			l.AddHistory(state.Tick{Outcome: "failed", Rows: int(attempt), RowsWaiting: 7})
+			if err := l.FailAndRelease(ctx, progress, "batch-x", `{"id":1}..{"id":5}`, errors.New("webhook said 503")); err != nil {
 				t.Fatal(err)
 			}
 			d, _ := f.doc(t)
-			if d.Failure == nil || d.Failure.Attempts != attempt || d.Failure.LastError != "webhook said 503" || !d.Lease.Released() {
+			if d.Failure == nil || d.Failure.Attempts != attempt || d.Failure.LastError != "webhook said 503" || !d.Lease.Released() ||
+				d.Failure.Keys != `{"id":1}..{"id":5}` {
 				t.Fatalf("after failure %d: %+v", attempt, d.Failure)
+			}
+			// The queued history entry went with the write, once.
+			if n := len(d.History); n != int(attempt) || d.History[n-1].Rows != int(attempt) || d.History[n-1].Outcome != "failed" {
+				t.Fatalf("after failure %d: history %+v", attempt, d.History)
 			}
 			if cursorOf(d) != "2" {
 				t.Fatalf("the progress before the failure was not committed: cursor %s", cursorOf(d))

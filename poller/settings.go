@@ -3,7 +3,6 @@ package poller
 import (
 	"errors"
 	"fmt"
-	"github.com/pseudotrigger/pseudotrigger/state"
 	"strconv"
 	"strings"
 	"time"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/lease"
 	"github.com/pseudotrigger/pseudotrigger/source"
+	"github.com/pseudotrigger/pseudotrigger/state"
 )
 
 // Settings are one poller's app settings, validated. Names are {P}_..., where {P} is the poller
@@ -29,7 +29,24 @@ type Settings struct {
 	// the last commit.
 	CheckpointInterval time.Duration
 	SettleLag          time.Duration // {P}_SETTLE_LAG (source.NoSettleLag for an explicit 0)
+	// MaxAttempts is {P}_MAX_ATTEMPTS: failed attempts at one batch before OnPoison applies.
+	MaxAttempts int
+	// OnPoison is {P}_ON_POISON: Block (keep retrying, loudly) or Quarantine (isolate the failing
+	// rows, dead-letter them, deliver the rest and go on).
+	OnPoison string
 }
+
+// What {P}_ON_POISON may say.
+const (
+	Block      = "block"
+	Quarantine = "quarantine"
+)
+
+// Defaults of the poison settings.
+const (
+	DefaultMaxAttempts = 5
+	DefaultOnPoison    = Block
+)
 
 // Prefix returns {P} for a poller name.
 func Prefix(name string) string {
@@ -124,6 +141,25 @@ func LoadSettings(d Definition, getenv func(string) string) (Settings, error) {
 	s.CheckpointInterval = duration("CHECKPOINT_INTERVAL", DefaultCheckpointInterval, true)
 	if s.CheckpointInterval >= s.LeaseTTL/2 && s.LeaseTTL >= 4*time.Second {
 		bad(p+"_CHECKPOINT_INTERVAL", "%v must be less than half of %s_LEASE_TTL (%v)", s.CheckpointInterval, p, s.LeaseTTL)
+	}
+
+	s.MaxAttempts = DefaultMaxAttempts
+	if name, v := get("MAX_ATTEMPTS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1000 {
+			bad(name, "%q is not a whole number from 1 to 1000", v)
+		} else {
+			s.MaxAttempts = n
+		}
+	}
+	s.OnPoison = DefaultOnPoison
+	if name, v := get("ON_POISON"); v != "" {
+		switch v = strings.ToLower(v); v {
+		case Block, Quarantine:
+			s.OnPoison = v
+		default:
+			bad(name, "%q is not block or quarantine", v)
+		}
 	}
 
 	s.SettleLag = d.Source.SettleLag

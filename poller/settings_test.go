@@ -18,7 +18,8 @@ func TestSettingsDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Settings{Driver: "postgres", DSN: "postgres://x/y", Schedule: defaultSchedule, BatchSize: 500, LeaseTTL: 60 * time.Second,
-		HeartbeatInterval: 15 * time.Second, TickBudget: 4 * time.Minute, CheckpointInterval: 2 * time.Second, SettleLag: 7 * time.Second}
+		HeartbeatInterval: 15 * time.Second, TickBudget: 4 * time.Minute, CheckpointInterval: 2 * time.Second, SettleLag: 7 * time.Second,
+		MaxAttempts: 5, OnPoison: Block}
 	if s != want {
 		t.Fatalf("got %+v\nwant %+v", s, want)
 	}
@@ -26,8 +27,11 @@ func TestSettingsDefaults(t *testing.T) {
 	env["MY_ORDERS_SCHEDULE"] = "0 */5 * * * *"
 	env["MY_ORDERS_BATCH_SIZE"] = "1000"
 	env["MY_ORDERS_CHECKPOINT_INTERVAL"] = "0s"
+	env["MY_ORDERS_MAX_ATTEMPTS"] = "3"
+	env["MY_ORDERS_ON_POISON"] = "Quarantine"
 	s, err = LoadSettings(d, func(k string) string { return env[k] })
-	if err != nil || s.SettleLag != source.NoSettleLag || s.Schedule != "0 */5 * * * *" || s.BatchSize != 1000 || s.CheckpointInterval != 0 {
+	if err != nil || s.SettleLag != source.NoSettleLag || s.Schedule != "0 */5 * * * *" || s.BatchSize != 1000 || s.CheckpointInterval != 0 ||
+		s.MaxAttempts != 3 || s.OnPoison != Quarantine {
 		t.Fatalf("%+v %v", s, err)
 	}
 }
@@ -43,6 +47,8 @@ func TestSettingsErrorsNameTheSetting(t *testing.T) {
 		"ORDERS_SCHEDULE":            {"ORDERS_SCHEDULE": "*/5 * * * *"},
 		"ORDERS_SETTLE_LAG":          {"ORDERS_SETTLE_LAG": "soon"},
 		"ORDERS_CHECKPOINT_INTERVAL": {"ORDERS_CHECKPOINT_INTERVAL": "45s"},
+		"ORDERS_MAX_ATTEMPTS":        {"ORDERS_MAX_ATTEMPTS": "0"},
+		"ORDERS_ON_POISON":           {"ORDERS_ON_POISON": "skip"},
 	}
 	for setting, env := range cases {
 		full := map[string]string{"ORDERS_DB_DRIVER": "sqlite", "ORDERS_DB_CONNECTION": "x"}

@@ -337,6 +337,29 @@ func (s *Source) Pending(ctx context.Context, after *state.Cursor) (bool, error)
 	return true, nil
 }
 
+// Waiting counts the rows after the cursor (nil: the beginning), within the safe upper bound,
+// up to limit: a keyset read of at most limit rows, counted by the database.
+func (s *Source) Waiting(ctx context.Context, after *state.Cursor, limit int) (int64, error) {
+	if limit <= 0 {
+		return 0, fmt.Errorf("source: poller %q: count limit %d must be positive", s.poller, limit)
+	}
+	q, args := s.q.FetchFirst, []any(nil)
+	if after != nil {
+		var err error
+		if args, err = s.keyArgs(after); err != nil {
+			return 0, err
+		}
+		q = s.q.FetchAfter
+	}
+	args = append(args, s.boundArgs...)
+	args = append(args, limit)
+	var n int64
+	if err := s.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM ("+q+") w", args...).Scan(&n); err != nil {
+		return 0, fmt.Errorf("source: poller %q, table %s: counting waiting rows: %w", s.poller, s.def.Table, err)
+	}
+	return n, nil
+}
+
 // Fetch returns up to limit rows after the cursor (nil: from the beginning), in keyset order,
 // within the safe upper bound.
 func (s *Source) Fetch(ctx context.Context, after *state.Cursor, limit int) (*Batch, error) {

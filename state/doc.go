@@ -71,6 +71,9 @@ type Doc struct {
 	// Failure records failed attempts at the batch after the checkpoint; nil once a commit
 	// succeeds. The next attempt at that batch is Failure.Attempts + 1.
 	Failure *Failure `json:"failure"`
+	// History is the poller's recent ticks that wrote (newest last), at most HistoryLen: what the
+	// status page draws its lag sparkline from. Idle ticks write nothing, so they are not in it.
+	History []Tick `json:"history,omitempty"`
 	// WriteID is fresh on every write. After an ambiguous write (a lost reply, a 5xx, a
 	// time-out, or a 412 from an SDK retry of a write that landed) the writer re-reads the blob:
 	// its own WriteID there means the write landed.
@@ -106,6 +109,35 @@ type Failure struct {
 	FirstFailureAt Time   `json:"first_failure_at"`
 	LastFailureAt  Time   `json:"last_failure_at"`
 	LastError      string `json:"last_error"`
+	// Keys names the failing batch's rows by key: the first and last, "{...}..{...}".
+	Keys string `json:"keys,omitempty"`
+	// Quarantine asks the next tick to quarantine this batch whatever {P}_ON_POISON says
+	// (pollerctl quarantine sets it, to unblock a poller).
+	Quarantine bool `json:"quarantine,omitempty"`
+}
+
+// HistoryLen bounds Doc.History.
+const HistoryLen = 48
+
+// Tick is one entry of Doc.History.
+type Tick struct {
+	At      Time   `json:"at"`
+	Outcome string `json:"outcome"` // committed, failed, blocked, quarantined
+	Rows    int    `json:"rows"`
+	// LagSeconds is the time from the cursor's timestamp to the end of the tick (timestamp
+	// cursors only).
+	LagSeconds *float64 `json:"lag_seconds,omitempty"`
+	// RowsWaiting counts the rows after the cursor when the tick ended, up to a cap (-1: not
+	// counted).
+	RowsWaiting int64 `json:"rows_waiting"`
+}
+
+// AddHistory appends t to the document's history, dropping the oldest entries beyond HistoryLen.
+func (d *Doc) AddHistory(t Tick) {
+	d.History = append(d.History, t)
+	if n := len(d.History) - HistoryLen; n > 0 {
+		d.History = append([]Tick(nil), d.History[n:]...)
+	}
 }
 
 // Lease says who may process the poller. The times in it are the holder's wall clock and are
@@ -180,6 +212,8 @@ func (d *Doc) validate() error {
 		return fmt.Errorf("checkpoint.metadata.row_count %d is negative", d.Checkpoint.Metadata.RowCount)
 	case d.Failure != nil && d.Failure.Attempts < 1:
 		return fmt.Errorf("failure.attempts %d must be at least 1", d.Failure.Attempts)
+	case len(d.History) > HistoryLen:
+		return fmt.Errorf("history has %d entries, at most %d", len(d.History), HistoryLen)
 	}
 	if c := d.Checkpoint.Cursor; c != nil {
 		if err := c.Validate(); err != nil {

@@ -177,3 +177,26 @@ func TestTimeFormat(t *testing.T) {
 		t.Fatalf("zero time: %s, want null", b)
 	}
 }
+
+// TestHistoryIsBounded: AddHistory keeps the newest state.HistoryLen entries, and a document with more
+// is refused.
+func TestHistoryIsBounded(t *testing.T) {
+	d := &state.Doc{Version: state.Version, PollerName: "orders"}
+	for i := range state.HistoryLen + 5 {
+		d.AddHistory(state.Tick{Rows: i})
+	}
+	if len(d.History) != state.HistoryLen || d.History[0].Rows != 5 || d.History[state.HistoryLen-1].Rows != state.HistoryLen+4 {
+		t.Fatalf("history: %d entries from %d to %d", len(d.History), d.History[0].Rows, d.History[len(d.History)-1].Rows)
+	}
+	data, err := state.Encode(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := state.Decode("b", "orders", data); err != nil {
+		t.Fatal(err)
+	}
+	d.History = append(d.History, state.Tick{})
+	if _, err := state.Encode(d); err == nil {
+		t.Fatal("a document with too long a history was encoded")
+	}
+}

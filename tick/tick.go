@@ -16,9 +16,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"runtime/debug"
 	"time"
 
+	"github.com/pseudotrigger/pseudotrigger/deadletter"
 	"github.com/pseudotrigger/pseudotrigger/internal/clock"
 	"github.com/pseudotrigger/pseudotrigger/internal/faultpoint"
 	"github.com/pseudotrigger/pseudotrigger/lease"
@@ -35,7 +37,12 @@ const (
 	Committed Outcome = "committed"  // the lease was taken and the tick ran to its end
 	Idle      Outcome = "idle"       // nothing to read: no write was made
 	LeaseHeld Outcome = "lease_held" // another owner holds the lease, or won the race for it
+	Failed    Outcome = "failed"     // a batch failed (a 500): it comes again next tick
+	Blocked   Outcome = "blocked"    // a batch failed {P}_MAX_ATTEMPTS times and {P}_ON_POISON is block
 )
+
+// WaitingCap bounds the count of rows waiting after the cursor that a tick makes.
+const WaitingCap = 10_000
 
 // Summary is the tick's result, returned to the Functions host as ReturnValue.
 type Summary struct {
@@ -48,6 +55,14 @@ type Summary struct {
 	DurationMS   int64         `json:"duration_ms"`
 	Holder       string        `json:"lease_holder,omitempty"`
 	Attempt      int64         `json:"attempt,omitempty"`
+	// LagSeconds is the time from the cursor's timestamp to the tick's end (timestamp cursors).
+	LagSeconds *float64 `json:"lag_seconds,omitempty"`
+	// RowsWaiting counts the rows after the cursor at the tick's end, up to WaitingCap; -1 when
+	// not counted (the lease was held elsewhere, or the count failed).
+	RowsWaiting  int64  `json:"rows_waiting"`
+	DeadLettered int    `json:"dead_lettered,omitempty"` // rows quarantined into a dead letter
+	DeadLetter   string `json:"dead_letter,omitempty"`   // the last dead letter written
+	BatchID      string `json:"batch_id,omitempty"`      // the batch that failed
 }
 
 // Source is what a tick reads.
@@ -67,6 +82,21 @@ type Runner struct {
 	// Draining, when closed, makes running ticks stop taking new batches: the batch in hand
 	// finishes, is committed and the lease released.
 	Draining <-chan struct{}
+	// DeadLetters stores a quarantined batch's failing rows (deadletter.Write); it returns the
+	// letter's name.
+	DeadLetters func(ctx context.Context, l *deadletter.Letter) (string, error)
+	// Requests, if set, returns the state store's requests and conflicts so far; the tick logs
+	// how many it made.
+	Requests func() (requests, conflicts int64)
+}
+
+// ErrBlocked wraps the error of a tick whose batch failed {P}_MAX_ATTEMPTS times or more while
+// {P}_ON_POISON is block: the poller retries it every tick and never skips it.
+var ErrBlocked = errors.New("poller blocked on a poison batch")
+
+// waiter is what a source needs to count the rows waiting.
+type waiter interface {
+	Waiting(ctx context.Context, after *state.Cursor, limit int) (int64, error)
 }
 
 // ErrBatchFailed wraps a handler's error (or panic): the batch was not committed.
@@ -75,26 +105,48 @@ var ErrBatchFailed = errors.New("batch failed")
 // Tick runs one tick. invocationID (the Functions invocation id, may be empty) goes into the logs.
 // A returned error means the tick failed; the summary still says what it did before.
 func (r *Runner) Tick(ctx context.Context, invocationID string) (Summary, error) {
-	clk := r.Clock
-	if clk == nil {
-		clk = clock.System{}
-	}
+	clk := r.clock()
 	log := r.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	log = log.With("poller", r.Poller.Name, "invocation_id", invocationID)
 	start := clk.Now()
-	sum := Summary{Poller: r.Poller.Name}
+	sum := Summary{Poller: r.Poller.Name, RowsWaiting: -1}
+	var req0, conf0 int64
+	if r.Requests != nil {
+		req0, conf0 = r.Requests()
+	}
 	finish := func(err error) (Summary, error) {
 		sum.DurationMS = clk.Now().Sub(start).Milliseconds()
-		attrs := []any{"outcome", string(sum.Outcome), "rows", sum.Rows, "batches", sum.Batches,
-			"fencing_token", sum.FencingToken, "cursor", cursorText(sum.Cursor), "duration_ms", sum.DurationMS}
+		if sum.LagSeconds == nil {
+			sum.LagSeconds = lagOf(sum.Cursor, clk.Now())
+		}
+		if err != nil && sum.Outcome != Blocked {
+			sum.Outcome = Failed
+		}
+		// One line per tick, for "is it keeping up" and "why did it stop" (README's queries).
+		attrs := []any{"outcome", string(sum.Outcome), "rows", sum.Rows, "batches", sum.Batches, "attempt", sum.Attempt,
+			"fencing_token", sum.FencingToken, "cursor", cursorText(sum.Cursor), "rows_waiting", sum.RowsWaiting,
+			"duration_ms", sum.DurationMS}
+		if sum.LagSeconds != nil {
+			attrs = append(attrs, "lag_seconds", *sum.LagSeconds)
+		}
+		if r.Requests != nil {
+			req, conf := r.Requests()
+			attrs = append(attrs, "blob_requests", req-req0, "conflicts", conf-conf0)
+		}
 		if sum.Holder != "" {
 			attrs = append(attrs, "lease_holder", sum.Holder)
 		}
+		if sum.DeadLettered > 0 {
+			attrs = append(attrs, "dead_lettered", sum.DeadLettered, "dead_letter", sum.DeadLetter)
+		}
 		if err != nil {
-			log.Error("tick failed", append(attrs, "error", err.Error())...)
+			if sum.BatchID != "" {
+				attrs = append(attrs, "batch_id", sum.BatchID)
+			}
+			log.Error("tick", append(attrs, "error", err.Error())...)
 		} else {
 			log.Info("tick", attrs...)
 		}
@@ -128,7 +180,7 @@ func (r *Runner) Tick(ctx context.Context, invocationID string) (Summary, error)
 	}
 	firstDur := clk.Now().Sub(t0)
 	if len(first.Rows) == 0 {
-		sum.Outcome = Idle
+		sum.Outcome, sum.RowsWaiting = Idle, 0
 		return finish(nil)
 	}
 
@@ -161,6 +213,13 @@ func (r *Runner) Tick(ctx context.Context, invocationID string) (Summary, error)
 	}()
 	err = r.run(ctx, l, &sum, clk, log, fetched{batch: first}, firstDur, ahead)
 	return finish(err)
+}
+
+func (r *Runner) clock() clock.Clock {
+	if r.Clock == nil {
+		return clock.System{}
+	}
+	return r.Clock
 }
 
 // readAhead fetches the batch after the cursor in the background.
@@ -222,7 +281,7 @@ func (r *Runner) run(ctx context.Context, l *lease.Lease, sum *Summary, clk cloc
 			if ahead != nil {
 				<-ahead
 			}
-			return r.end(ctx, l, uncommitted, wrapLost(l, f.err))
+			return r.end(ctx, l, sum, clk, uncommitted, wrapLost(l, f.err))
 		}
 		b := f.batch
 		if len(b.Rows) == 0 {
@@ -267,19 +326,37 @@ func (r *Runner) run(ctx context.Context, l *lease.Lease, sum *Summary, clk cloc
 			if ahead != nil {
 				<-ahead // let the read-ahead finish before the lease goes
 			}
+			ahead = nil
 			if lerr := l.Err(); lerr != nil {
 				return fmt.Errorf("batch %s: %w (the handler returned: %v)", pb.ID, lerr, herr)
 			}
-			failure := fmt.Errorf("%w: batch %s (attempt %d, %d rows, keys %s): %w", ErrBatchFailed, pb.ID, attempt, len(pb.Rows), keyRange(pb.Rows), herr)
-			if ferr := l.FailAndRelease(ctx, uncommitted, pb.ID, herr); ferr != nil {
-				return errors.Join(failure, fmt.Errorf("recording the failure: %w", ferr))
+			forced := attempt > 1 && l.Failure() != nil && l.Failure().Quarantine && sum.Batches == 0
+			maxAttempts := s.MaxAttempts
+			if maxAttempts <= 0 {
+				maxAttempts = poller.DefaultMaxAttempts
 			}
-			return failure
+			poisoned := attempt >= int64(maxAttempts)
+			if !forced && (!poisoned || s.OnPoison != poller.Quarantine) {
+				return r.fail(ctx, l, sum, log, clk, uncommitted, pb, herr, poisoned)
+			}
+			q, qerr := r.quarantine(wctx, l, pb)
+			if qerr != nil {
+				if lerr := l.Err(); lerr != nil {
+					return fmt.Errorf("quarantining batch %s: %w (%v)", pb.ID, lerr, qerr)
+				}
+				return r.fail(ctx, l, sum, log, clk, uncommitted, pb, fmt.Errorf("quarantine: %w (the batch first failed with: %v)", qerr, herr), poisoned)
+			}
+			sum.Rows += q.delivered
+			sum.DeadLettered += q.dead
+			sum.DeadLetter = q.name
+			log.Warn("batch quarantined", "batch_id", pb.ID, "dead_letter", q.name, "rows_dead", q.dead, "rows_delivered", q.delivered,
+				"attempt", attempt, "fencing_token", pb.FencingToken, "handler_calls", q.calls)
+		} else {
+			sum.Rows += len(b.Rows)
 		}
-		sum.Rows += len(b.Rows)
 		sum.Batches++
 		log.Info("batch", "batch_id", pb.ID, "rows", len(b.Rows), "attempt", attempt, "fencing_token", pb.FencingToken,
-			"cursor", toText, "duration_ms", clk.Now().Sub(t0).Milliseconds())
+			"cursor", toText, "lag_seconds", lagValue(b.To, clk.Now()), "duration_ms", clk.Now().Sub(t0).Milliseconds())
 		cursor, fromText, attempt = b.To, toText, 1
 		uncommitted = &state.Checkpoint{Cursor: b.To, LastSuccessfulBatchID: pb.ID, Metadata: state.Metadata{RowCount: int64(len(b.Rows))}}
 		sum.Cursor = b.To
@@ -290,7 +367,77 @@ func (r *Runner) run(ctx context.Context, l *lease.Lease, sum *Summary, clk cloc
 			break
 		}
 	}
-	return r.end(ctx, l, uncommitted, nil)
+	return r.end(ctx, l, sum, clk, uncommitted, nil)
+}
+
+// fail records a failed attempt at pb and releases the lease, in one write; when poisoned (the
+// attempts reached {P}_MAX_ATTEMPTS) it says loudly that the poller is blocked and how to unblock it.
+func (r *Runner) fail(ctx context.Context, l *lease.Lease, sum *Summary, log *slog.Logger, clk clock.Clock, uncommitted *state.Checkpoint, pb *poller.Batch, herr error, poisoned bool) error {
+	keys := keyRange(pb.Rows)
+	sum.BatchID = pb.ID
+	failure := fmt.Errorf("%w: batch %s (attempt %d, %d rows, keys %s): %w", ErrBatchFailed, pb.ID, pb.Attempt, len(pb.Rows), keys, herr)
+	if poisoned {
+		p := poller.Prefix(r.Poller.Name)
+		unblock := fmt.Sprintf("fix the handler or the rows; or set %s_ON_POISON=quarantine, or run `pollerctl quarantine %s --yes`, "+
+			"to dead-letter the failing rows and go on", p, r.Poller.Name)
+		sum.Outcome = Blocked
+		failure = fmt.Errorf("%w: %s has failed batch %s %d times (%s_MAX_ATTEMPTS=%d; %s_ON_POISON=block retries it every tick and never skips it): keys %s; last error: %v. To unblock: %s",
+			ErrBlocked, r.Poller.Name, pb.ID, pb.Attempt, p, max(r.Settings.MaxAttempts, 1), p, keys, herr, unblock)
+		log.Error("poller blocked", "batch_id", pb.ID, "keys", keys, "attempts", pb.Attempt, "last_error", herr.Error(), "unblock", unblock)
+	}
+	outcome := Failed
+	if poisoned {
+		outcome = Blocked
+	}
+	cursor := l.Checkpoint().Cursor
+	if uncommitted != nil {
+		cursor = uncommitted.Cursor
+	}
+	r.observe(ctx, l, sum, clk, cursor, outcome)
+	if ferr := l.FailAndRelease(ctx, uncommitted, pb.ID, keys, herr); ferr != nil {
+		return errors.Join(failure, fmt.Errorf("recording the failure: %w", ferr))
+	}
+	return failure
+}
+
+// observe measures the lag and the rows waiting after cursor into sum, and queues the history
+// entry that the tick's last write carries.
+func (r *Runner) observe(ctx context.Context, l *lease.Lease, sum *Summary, clk clock.Clock, cursor *state.Cursor, outcome Outcome) {
+	if w, ok := r.Source.(waiter); ok {
+		n, err := w.Waiting(context.WithoutCancel(ctx), cursor, WaitingCap)
+		if err != nil {
+			n = -1
+		}
+		sum.RowsWaiting = n
+	}
+	now := clk.Now()
+	sum.LagSeconds = lagOf(cursor, now)
+	l.AddHistory(state.Tick{At: state.At(now), Outcome: string(outcome), Rows: sum.Rows, LagSeconds: sum.LagSeconds, RowsWaiting: sum.RowsWaiting})
+}
+
+// lagOf is the seconds from a timestamp cursor's value to now; nil for other kinds.
+func lagOf(c *state.Cursor, now time.Time) *float64 {
+	if c == nil || c.Kind != state.KindTimestampPK {
+		return nil
+	}
+	var s string
+	if json.Unmarshal(c.Value, &s) != nil {
+		return nil
+	}
+	ts, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return nil
+	}
+	lag := math.Round(now.Sub(ts).Seconds()*1000) / 1000
+	return &lag
+}
+
+// lagValue is lagOf for a log attribute (nil when it has none).
+func lagValue(c *state.Cursor, now time.Time) any {
+	if l := lagOf(c, now); l != nil {
+		return *l
+	}
+	return nil
 }
 
 type fetched struct {
@@ -299,8 +446,17 @@ type fetched struct {
 }
 
 // end commits what is uncommitted and releases the lease in one write (or only releases).
-func (r *Runner) end(ctx context.Context, l *lease.Lease, uncommitted *state.Checkpoint, cause error) error {
+func (r *Runner) end(ctx context.Context, l *lease.Lease, sum *Summary, clk clock.Clock, uncommitted *state.Checkpoint, cause error) error {
 	var err error
+	cursor := l.Checkpoint().Cursor
+	if uncommitted != nil {
+		cursor = uncommitted.Cursor
+	}
+	outcome := Committed
+	if cause != nil {
+		outcome = Failed
+	}
+	r.observe(ctx, l, sum, clk, cursor, outcome)
 	if uncommitted != nil {
 		faultpoint.Hit(faultpoint.BeforeCommit)
 		err = l.CommitAndRelease(ctx, *uncommitted)

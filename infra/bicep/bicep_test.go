@@ -203,3 +203,362 @@ func TestSyntaxCheckerCatchesErrors(t *testing.T) {
 		t.Fatalf("a broken file passed the check:\n%s", out)
 	}
 }
+
+// mask blanks out the contents of strings and comments (same length, newlines kept), so that
+// braces, colons and keywords inside them do not count when the templates' structure is read.
+func mask(text string) string {
+	b := []byte(text)
+	blank := func(from, to int) {
+		for i := from; i < to && i < len(b); i++ {
+			if b[i] != '\n' {
+				b[i] = ' '
+			}
+		}
+	}
+	for i := 0; i < len(b); i++ {
+		switch {
+		case strings.HasPrefix(text[i:], "'''"):
+			end := strings.Index(text[i+3:], "'''")
+			if end < 0 {
+				end = len(text) - i - 3
+			}
+			blank(i+3, i+3+end)
+			i += 3 + end + 2
+		case b[i] == '\'':
+			j := i + 1
+			for j < len(text) && text[j] != '\'' && text[j] != '\n' {
+				if text[j] == '\\' {
+					j++
+				}
+				j++
+			}
+			blank(i+1, j)
+			i = j
+		case strings.HasPrefix(text[i:], "//"):
+			end := strings.IndexByte(text[i:], '\n')
+			if end < 0 {
+				end = len(text) - i
+			}
+			blank(i, i+end)
+			i += end
+		case strings.HasPrefix(text[i:], "/*"):
+			end := strings.Index(text[i:], "*/")
+			if end < 0 {
+				end = len(text) - i - 2
+			}
+			blank(i, i+end+2)
+			i += end + 1
+		}
+	}
+	return string(b)
+}
+
+// block returns the {...} starting at the first '{' at or after from in the masked text, and its
+// inner offsets; -1s if there is none or it is not closed.
+func block(masked string, from int) (start, end int) {
+	open := strings.IndexByte(masked[from:], '{')
+	if open < 0 {
+		return -1, -1
+	}
+	open += from
+	depth := 0
+	for i := open; i < len(masked); i++ {
+		switch masked[i] {
+		case '{', '[', '(':
+			depth++
+		case '}', ']', ')':
+			depth--
+			if depth == 0 {
+				return open + 1, i
+			}
+		}
+	}
+	return -1, -1
+}
+
+// topLevelKeys lists the keys of an object literal's body (masked text).
+func topLevelKeys(body string) []string {
+	key := regexp.MustCompile(`^\s*(\w+)\s*:`)
+	var keys []string
+	depth := 0
+	for _, line := range strings.Split(body, "\n") {
+		if depth == 0 {
+			if m := key.FindStringSubmatch(line); m != nil {
+				keys = append(keys, m[1])
+			}
+		}
+		for _, c := range line {
+			switch c {
+			case '{', '[', '(':
+				depth++
+			case '}', ']', ')':
+				depth--
+			}
+		}
+	}
+	return keys
+}
+
+// params maps each `param NAME TYPE` of a template to whether it has a default.
+func params(text string) map[string]bool {
+	out := map[string]bool{}
+	decl := regexp.MustCompile(`(?m)^param (\w+) [\w.]+(\s*=)?`)
+	for _, m := range decl.FindAllStringSubmatch(mask(text), -1) {
+		out[m[1]] = m[2] != ""
+	}
+	return out
+}
+
+// TestModuleParams stands in for the compiler's check of every module call in main.bicep: each
+// parameter passed is declared by the module, and each one without a default is passed. The
+// example parameters file sets only parameters main.bicep declares, and every one it must.
+func TestModuleParams(t *testing.T) {
+	main := read(t, "main.bicep")
+	masked := mask(main)
+	mod := regexp.MustCompile(`(?m)^module (\w+) '([^']+)' = (if \([^)]*\) )?\{`)
+	found := map[string]bool{}
+	for _, m := range mod.FindAllStringSubmatchIndex(main, -1) {
+		name, path := main[m[2]:m[3]], main[m[4]:m[5]]
+		found[path] = true
+		s, e := block(masked, m[0])
+		if s < 0 {
+			t.Fatalf("module %s: unbalanced braces", name)
+		}
+		body := masked[s:e]
+		p := strings.Index(body, "params:")
+		if p < 0 {
+			t.Errorf("module %s passes no params", name)
+			continue
+		}
+		ps, pe := block(body, p)
+		passed := topLevelKeys(body[ps:pe])
+		declared := params(read(t, path))
+		if len(declared) == 0 {
+			t.Errorf("module %s: %s declares no parameters", name, path)
+		}
+		got := map[string]bool{}
+		for _, k := range passed {
+			got[k] = true
+			if _, ok := declared[k]; !ok {
+				t.Errorf("module %s passes %s, which %s does not declare", name, k, path)
+			}
+		}
+		for k, hasDefault := range declared {
+			if !hasDefault && !got[k] {
+				t.Errorf("module %s does not pass %s, which %s requires", name, k, path)
+			}
+		}
+	}
+	for _, path := range []string{"modules/identity.bicep", "modules/storage.bicep", "modules/monitoring.bicep",
+		"modules/roles.bicep", "modules/functionapp.bicep", "modules/alerts.bicep"} {
+		if !found[path] {
+			t.Errorf("main.bicep does not use %s", path)
+		}
+	}
+
+	declared := params(main)
+	set := regexp.MustCompile(`(?m)^param (\w+)\s*=`)
+	setHere := map[string]bool{}
+	for _, m := range set.FindAllStringSubmatch(mask(read(t, "main.bicepparam")), -1) {
+		setHere[m[1]] = true
+		if _, ok := declared[m[1]]; !ok {
+			t.Errorf("main.bicepparam sets %s, which main.bicep does not declare", m[1])
+		}
+	}
+	for k, hasDefault := range declared {
+		if !hasDefault && !setHere[k] {
+			t.Errorf("main.bicepparam does not set %s, which main.bicep requires", k)
+		}
+	}
+}
+
+// alertQueries returns the three queries in modules/alerts.bicep (multi-line strings) by variable name.
+func alertQueries(t *testing.T, alerts string) map[string]string {
+	t.Helper()
+	q := regexp.MustCompile(`(?s)var (\w+Query) = (?:replace\()?'''(.*?)'''`)
+	out := map[string]string{}
+	for _, m := range q.FindAllStringSubmatch(alerts, -1) {
+		out[m[1]] = m[2]
+	}
+	if len(out) != 3 {
+		t.Fatalf("modules/alerts.bicep has %d queries, want 3 (failedTicksQuery, lagQuery, blockedQuery)", len(out))
+	}
+	return out
+}
+
+// TestAlertRules: three log search alert rules on a stable API version, scoped to Application
+// Insights, each notifying the action group parameter, split by poller, with thresholds,
+// severities, frequency and window from parameters, and queries over the handler's JSON lines.
+func TestAlertRules(t *testing.T) {
+	alerts := read(t, "modules/alerts.bicep")
+	decl := params(alerts)
+	for _, p := range []string{"insightsId", "actionGroupId", "failedTicksInARow", "lagThresholdSeconds", "evaluationFrequency",
+		"windowSize", "failedTicksWindowSize", "failedTicksSeverity", "lagSeverity", "blockedSeverity"} {
+		if _, ok := decl[p]; !ok {
+			t.Errorf("modules/alerts.bicep lacks the parameter %s", p)
+		}
+	}
+	for _, want := range []string{"param failedTicksInARow int = 3", "param lagThresholdSeconds int = 300", "param actionGroupId string = ''",
+		"var actionGroups = empty(actionGroupId) ? [] : [actionGroupId]"} {
+		if !strings.Contains(alerts, want) {
+			t.Errorf("modules/alerts.bicep lacks %s", want)
+		}
+	}
+
+	rule := regexp.MustCompile(`(?m)^resource (\w+) 'Microsoft\.Insights/scheduledQueryRules@([^']+)' = \{`)
+	masked := mask(alerts)
+	rules := map[string]string{}
+	for _, m := range rule.FindAllStringSubmatchIndex(alerts, -1) {
+		name, version := alerts[m[2]:m[3]], alerts[m[4]:m[5]]
+		// 2023-12-01 is the current stable version (the REST spec's stable/2023-12-01); later
+		// ones are previews.
+		if version != "2023-12-01" {
+			t.Errorf("rule %s uses scheduledQueryRules@%s, want the stable 2023-12-01", name, version)
+		}
+		s, e := block(masked, m[0])
+		if s < 0 {
+			t.Fatalf("rule %s: unbalanced braces", name)
+		}
+		rules[name] = alerts[s:e]
+	}
+	if len(rules) != 3 {
+		t.Fatalf("modules/alerts.bicep has %d scheduledQueryRules, want 3", len(rules))
+	}
+	type want struct {
+		query, severity, window, threshold string
+		dimensions                         []string
+	}
+	wants := map[string]want{
+		"failedTicks": {"failedTicksQuery", "failedTicksSeverity", "failedTicksWindowSize", "0", []string{"poller"}},
+		"lag":         {"lagQuery", "lagSeverity", "windowSize", "lagThresholdSeconds", []string{"poller"}},
+		"blocked":     {"blockedQuery", "blockedSeverity", "windowSize", "0", []string{"poller", "batch_id"}},
+	}
+	queries := alertQueries(t, alerts)
+	for name, w := range wants {
+		body, ok := rules[name]
+		if !ok {
+			t.Errorf("modules/alerts.bicep has no rule %s", name)
+			continue
+		}
+		for _, s := range []string{"kind: 'LogAlert'", "enabled: true", "autoMitigate: true",
+			"scopes: [\n      insightsId\n    ]", "actions: {\n      actionGroups: actionGroups\n    }",
+			"query: " + w.query + "\n", "severity: " + w.severity + "\n", "evaluationFrequency: evaluationFrequency\n",
+			"windowSize: " + w.window + "\n", "threshold: " + w.threshold + "\n", "operator: 'GreaterThan'"} {
+			if !strings.Contains(body, s) {
+				t.Errorf("rule %s lacks %q", name, s)
+			}
+		}
+		dims := regexp.MustCompile(`name: '(\w+)'\s*operator: 'Include'\s*values: \[\s*'\*'\s*\]`).FindAllStringSubmatch(body, -1)
+		var got []string
+		for _, d := range dims {
+			got = append(got, d[1])
+		}
+		if strings.Join(got, ",") != strings.Join(w.dimensions, ",") {
+			t.Errorf("rule %s splits by %v, want %v", name, got, w.dimensions)
+		}
+		// Each dimension (and the measured column) is a column the query returns.
+		q := queries[w.query]
+		last := q[strings.LastIndex(q, "| summarize"):]
+		for _, d := range w.dimensions {
+			if !regexp.MustCompile(`by .*\b` + d + `\b`).MatchString(last) {
+				t.Errorf("rule %s splits by %s, which its query's last summarize does not group by:\n%s", name, d, last)
+			}
+		}
+		if m := regexp.MustCompile(`metricMeasureColumn: '(\w+)'`).FindStringSubmatch(body); m != nil && !regexp.MustCompile(`\b`+m[1]+`\b`).MatchString(last) {
+			t.Errorf("rule %s measures %s, which its query does not return", name, m[1])
+		}
+	}
+	if !strings.Contains(rules["lag"], "metricMeasureColumn: 'lag_seconds'") || !strings.Contains(rules["lag"], "timeAggregation: 'Maximum'") {
+		t.Error("the lag rule must compare the maximum of lag_seconds with lagThresholdSeconds")
+	}
+
+	// The queries: the handler's JSON lines in traces.message, by their own fields.
+	for name, q := range queries {
+		for _, s := range []string{"\ntraces\n", "| extend line = parse_json(message)", "poller = tostring(line.poller)", "where isnotempty(poller)"} {
+			if !strings.Contains(q, s) {
+				t.Errorf("%s lacks %q", name, s)
+			}
+		}
+		// Not allowed in log search alert queries, or would break the template.
+		for _, bad := range []string{"AggregatedValue", "bag_unpack", "pivot(", "narrow(", "'", "${", "ago("} {
+			if strings.Contains(q, bad) {
+				t.Errorf("%s contains %q", name, bad)
+			}
+		}
+		if strings.Count(q, "(") != strings.Count(q, ")") || strings.Count(q, `"`)%2 != 0 {
+			t.Errorf("%s has unbalanced parentheses or quotes:\n%s", name, q)
+		}
+	}
+	for name, s := range map[string][]string{
+		"failedTicksQuery": {`where tostring(line.msg) == "tick"`, `outcome in ("failed", "blocked")`, "let n = N_IN_A_ROW;",
+			"order by poller asc, timestamp desc", "row_number(1, prev(poller) != poller)", "where nth <= n", "where ticks == n and failed == n"},
+		"lagQuery":     {`where tostring(line.msg) == "tick"`, "lag_seconds = todouble(line.lag_seconds)", "arg_max(timestamp, lag_seconds, rows_waiting) by poller", "where rows_waiting > 0"},
+		"blockedQuery": {`where tostring(line.msg) == "poller blocked"`, "batch_id = tostring(line.batch_id)"},
+	} {
+		for _, want := range s {
+			if !strings.Contains(queries[name], want) {
+				t.Errorf("%s lacks %q", name, want)
+			}
+		}
+	}
+	// N is the parameter, substituted into the query; no other number stands in for it.
+	if !strings.Contains(alerts, "''', 'N_IN_A_ROW', string(failedTicksInARow))") {
+		t.Error("failedTicksQuery must replace N_IN_A_ROW with string(failedTicksInARow)")
+	}
+	if regexp.MustCompile(`threshold: [1-9]`).MatchString(alerts) {
+		t.Error("a literal threshold: thresholds are parameters")
+	}
+}
+
+// TestAlertsWiring: main.bicep creates the rules on the Application Insights component with the
+// action group and thresholds as parameters; the alerts grant no role and create no identity.
+func TestAlertsWiring(t *testing.T) {
+	main := read(t, "main.bicep")
+	for _, want := range []string{"param actionGroupId string = ''", "param alertsEnabled bool = true",
+		"param failedTicksInARow int = 3", "param lagThresholdSeconds int = 300",
+		"module alerts 'modules/alerts.bicep' = if (alertsEnabled) {", "insightsId: monitoring.outputs.id",
+		"actionGroupId: actionGroupId", "failedTicksInARow: failedTicksInARow", "lagThresholdSeconds: lagThresholdSeconds",
+		"evaluationFrequency: alertEvaluationFrequency", "windowSize: alertWindowSize"} {
+		if !strings.Contains(main, want) {
+			t.Errorf("main.bicep lacks %s", want)
+		}
+	}
+	if !strings.Contains(read(t, "main.bicepparam"), "param actionGroupId = ''") {
+		t.Error("main.bicepparam should show actionGroupId")
+	}
+	if !strings.Contains(read(t, "modules/monitoring.bicep"), "output id string = insights.id") {
+		t.Error("modules/monitoring.bicep must output the component's id: the rules are scoped to it")
+	}
+	// Least privilege: role assignments only in roles.bicep (TestRoleIDs counts them there); the
+	// alerts module takes an existing action group and has no identity of its own.
+	for file, text := range allBicep(t) {
+		if file != filepath.Join("modules", "roles.bicep") && strings.Contains(text, "Microsoft.Authorization/roleAssignments") {
+			t.Errorf("%s assigns a role: keep every role assignment in modules/roles.bicep", file)
+		}
+	}
+	alerts := read(t, "modules/alerts.bicep")
+	for _, bad := range []string{"identity:", "Microsoft.Insights/actionGroups@", "emailReceivers", "webhookReceivers"} {
+		if strings.Contains(mask(alerts), bad) {
+			t.Errorf("modules/alerts.bicep contains %q: it uses the given action group and needs no identity", bad)
+		}
+	}
+}
+
+// TestMaskAndBlock: the helpers the tests above read the templates with.
+func TestMaskAndBlock(t *testing.T) {
+	text := "x = {\n  a: '}{'\n  b: '''\n{\n''' // {\n  c: { d: [1, 2] } }\ny"
+	m := mask(text)
+	if len(m) != len(text) || strings.Count(m, "\n") != strings.Count(text, "\n") {
+		t.Fatalf("mask changed the length or the lines: %q", m)
+	}
+	s, e := block(m, 0)
+	if s < 0 || text[e] != '}' || text[e+1] != '\n' {
+		t.Fatalf("block: %d %d in %q", s, e, m)
+	}
+	if got := strings.Join(topLevelKeys(m[s:e]), ","); got != "a,b,c" {
+		t.Errorf("top-level keys %q, want a,b,c", got)
+	}
+	if got := params("param a string\nparam b int = 3\n// param c string\nparam d object = {}\n"); len(got) != 3 || got["a"] || !got["b"] || !got["d"] {
+		t.Errorf("params: %v", got)
+	}
+}

@@ -26,6 +26,48 @@ param pollers array
 
 param tags object = {}
 
+// Alerts (modules/alerts.bicep): log search alert rules over the handler's JSON lines in
+// Application Insights, split by poller.
+
+@description('Create the alert rules: a poller failing failedTicksInARow ticks in a row, lagging more than lagThresholdSeconds, or blocked on a poison batch.')
+param alertsEnabled bool = true
+
+@description('Resource id of the action group the alert rules notify (/subscriptions/.../providers/Microsoft.Insights/actionGroups/NAME). Empty: the rules are created without actions and their alerts show only in Azure Monitor > Alerts.')
+param actionGroupId string = ''
+
+@description('Alert when the last N ticks of a poller all failed or were blocked.')
+@minValue(1)
+@maxValue(100)
+param failedTicksInARow int = 3
+
+@description('Alert when a poller\'s latest tick has rows waiting and lag_seconds above this.')
+@minValue(1)
+param lagThresholdSeconds int = 300
+
+@description('How often the alert rules run their queries (ISO 8601).')
+param alertEvaluationFrequency string = 'PT5M'
+
+@description('The time range of the lag and poison-batch rules (ISO 8601, at least alertEvaluationFrequency).')
+param alertWindowSize string = 'PT15M'
+
+@description('The time range of the failed-ticks rule: it must hold failedTicksInARow ticks of the slowest poller (ISO 8601, at least alertEvaluationFrequency).')
+param failedTicksWindowSize string = 'PT1H'
+
+@description('Severity of the failed-ticks alert, 0 (critical) to 4 (verbose).')
+@minValue(0)
+@maxValue(4)
+param failedTicksSeverity int = 1
+
+@description('Severity of the lag alert, 0 (critical) to 4 (verbose).')
+@minValue(0)
+@maxValue(4)
+param lagSeverity int = 2
+
+@description('Severity of the poison-batch alert, 0 (critical) to 4 (verbose).')
+@minValue(0)
+@maxValue(4)
+param blockedSeverity int = 1
+
 var suffix = uniqueString(resourceGroup().id, appName)
 var hostStorageName = 'st${suffix}'
 var stateStorageName = separateStateAccount ? 'sts${suffix}' : hostStorageName
@@ -65,6 +107,25 @@ module monitoring 'modules/monitoring.bicep' = {
   params: {
     name: appName
     location: location
+    tags: tags
+  }
+}
+
+module alerts 'modules/alerts.bicep' = if (alertsEnabled) {
+  name: 'alerts'
+  params: {
+    name: appName
+    location: location
+    insightsId: monitoring.outputs.id
+    actionGroupId: actionGroupId
+    failedTicksInARow: failedTicksInARow
+    lagThresholdSeconds: lagThresholdSeconds
+    evaluationFrequency: alertEvaluationFrequency
+    windowSize: alertWindowSize
+    failedTicksWindowSize: failedTicksWindowSize
+    failedTicksSeverity: failedTicksSeverity
+    lagSeverity: lagSeverity
+    blockedSeverity: blockedSeverity
     tags: tags
   }
 }

@@ -12,3 +12,10 @@ param pollers = [
     schedule: '*/30 * * * * *'
   }
 ]
+
+// Alerts: an existing action group's resource id, e.g.
+// '/subscriptions/<sub>/resourceGroups/<rg>/providers/Microsoft.Insights/actionGroups/<name>'.
+// Empty: the rules are still created and fire into Azure Monitor > Alerts, notifying no one.
+param actionGroupId = ''
+param failedTicksInARow = 3
+param lagThresholdSeconds = 300

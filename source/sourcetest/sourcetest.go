@@ -648,6 +648,21 @@ func (h Harness) testPending(t *testing.T) {
 	if p, err := src.Pending(ctx, b.To); err != nil || p {
 		t.Fatalf("after the last row: pending %v, %v", p, err)
 	}
+	// Waiting counts the same rows, capped.
+	more := make([]order, 0, 5)
+	for i := int64(3); i <= 7; i++ {
+		more = append(more, order{ID: i, Customer: "c", Amount: "1.00", Updated: time.Now().Add(-time.Hour)})
+	}
+	h.insert(t, h.DB.Exec, table, more)
+	for _, c := range []struct {
+		after *state.Cursor
+		limit int
+		want  int64
+	}{{nil, 100, 6}, {nil, 4, 4}, {b.To, 100, 5}} {
+		if n, err := src.Waiting(ctx, c.after, c.limit); err != nil || n != c.want {
+			t.Errorf("waiting after %v, limit %d: %d, %v; want %d", c.after, c.limit, n, err, c.want)
+		}
+	}
 }
 
 // testIntKeys: an INT (int4) key column, as many real tables have, works as cursor and tiebreaker.

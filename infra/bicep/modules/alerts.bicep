@@ -1,0 +1,259 @@
+// Three log search alert rules over the handler's own log lines, split by poller so each alert
+// names the poller (and, for a poison batch, the batch).
+//
+// Where the lines are: the handler writes one slog JSON line per tick, per batch and per blocked
+// tick to stdout. The Functions host logs each stdout line of a custom handler, verbatim, with the
+// category Host.Function.Console at Information level (WorkerProcess / WorkerConsoleLogService in
+// azure-functions-host), and its Application Insights logger turns it into a trace: the `traces`
+// table, the line in `message`, the category in customDimensions.Category. The line is the whole
+// message, so parse_json(message) yields the handler's fields. The console log is written outside
+// any invocation scope, so operation_Name and customDimensions.InvocationId are empty on these
+// rows: the poller comes from the line itself (its "poller" field), never from the function name.
+//
+// Scope: the Application Insights component, not its Log Analytics workspace. A rule scoped to
+// the component queries the Application Insights schema (traces, message, timestamp,
+// customDimensions), sees this app's telemetry only, and its alerts are fired on the component,
+// the resource an operator opens for this app. (The same rows are AppTraces, Message, Properties
+// and TimeGenerated in the workspace, which other apps may share.)
+//
+// The queries match the JSON's own fields ("msg", "poller", "outcome", ...), not the category, so
+// they do not depend on how the host names its console logger; the `has` term filter before
+// parse_json only keeps the parse cheap.
+param name string
+param location string
+
+@description('The Application Insights component (resource id) the rules query and fire on.')
+param insightsId string
+
+@description('Resource id of the action group to notify (Microsoft.Insights/actionGroups). Empty: the rules are created without actions; they still fire, and their alerts show in Azure Monitor > Alerts.')
+param actionGroupId string = ''
+
+@description('Fire when the last N tick lines of a poller all have outcome failed or blocked.')
+@minValue(1)
+@maxValue(100)
+param failedTicksInARow int = 3
+
+@description('Fire when a poller\'s latest tick reports rows waiting and lag_seconds above this.')
+@minValue(1)
+param lagThresholdSeconds int = 300
+
+@description('How often every rule runs its query (ISO 8601).')
+param evaluationFrequency string = 'PT5M'
+
+@description('The time range the lag and poison-batch queries look at (ISO 8601, at least evaluationFrequency).')
+param windowSize string = 'PT15M'
+
+@description('The time range the failed-ticks query looks back over: long enough to hold failedTicksInARow ticks of the slowest poller\'s schedule (ISO 8601, at least evaluationFrequency).')
+param failedTicksWindowSize string = 'PT1H'
+
+@description('Severity of "ticks failing" (0 critical .. 4 verbose).')
+@minValue(0)
+@maxValue(4)
+param failedTicksSeverity int = 1
+
+@description('Severity of "lag above the threshold".')
+@minValue(0)
+@maxValue(4)
+param lagSeverity int = 2
+
+@description('Severity of "poller blocked on a poison batch".')
+@minValue(0)
+@maxValue(4)
+param blockedSeverity int = 1
+
+param tags object = {}
+
+var actionGroups = empty(actionGroupId) ? [] : [actionGroupId]
+
+// The last N tick lines of each poller, newest first (row_number restarts at each poller); one
+// row for each poller whose N latest ticks all failed or were blocked. Fewer than N ticks in the
+// window never fire: widen failedTicksWindowSize for slow schedules.
+var failedTicksQuery = replace('''
+let n = N_IN_A_ROW;
+traces
+| where message has "tick"
+| extend line = parse_json(message)
+| where tostring(line.msg) == "tick"
+| extend poller = tostring(line.poller), outcome = tostring(line.outcome)
+| where isnotempty(poller)
+| order by poller asc, timestamp desc
+| extend nth = row_number(1, prev(poller) != poller)
+| where nth <= n
+| summarize ticks = count(), failed = countif(outcome in ("failed", "blocked")), timestamp = max(timestamp), last_error = take_anyif(tostring(line.error), nth == 1), last_batch_id = take_anyif(tostring(line.batch_id), nth == 1) by poller
+| where ticks == n and failed == n
+''', 'N_IN_A_ROW', string(failedTicksInARow))
+
+// Each poller's latest tick that reports its lag; kept only while rows are waiting, so a caught-up
+// poller on a quiet table never fires however old its cursor is. The rule compares lag_seconds
+// with lagThresholdSeconds.
+var lagQuery = '''
+traces
+| where message has "tick"
+| extend line = parse_json(message)
+| where tostring(line.msg) == "tick"
+| extend poller = tostring(line.poller), lag_seconds = todouble(line.lag_seconds), rows_waiting = tolong(line.rows_waiting)
+| where isnotempty(poller) and isnotnull(lag_seconds)
+| summarize arg_max(timestamp, lag_seconds, rows_waiting) by poller
+| where rows_waiting > 0
+'''
+
+// Every "poller blocked" line in the window (one per tick while a poller is blocked on a batch that
+// failed {P}_MAX_ATTEMPTS times with {P}_ON_POISON=block), one row per poller and batch.
+var blockedQuery = '''
+traces
+| where message has "blocked"
+| extend line = parse_json(message)
+| where tostring(line.msg) == "poller blocked"
+| extend poller = tostring(line.poller), batch_id = tostring(line.batch_id), attempts = tolong(line.attempts)
+| where isnotempty(poller)
+| summarize lines = count(), attempts = max(attempts), timestamp = max(timestamp) by poller, batch_id
+'''
+
+resource failedTicks 'Microsoft.Insights/scheduledQueryRules@2023-12-01' = {
+  name: 'alert-${name}-ticks-failing'
+  location: location
+  tags: tags
+  kind: 'LogAlert'
+  properties: {
+    displayName: '${name}: a poller failed ${failedTicksInARow} ticks in a row'
+    description: 'The last ${failedTicksInARow} tick lines of the poller named in the alert have outcome failed or blocked. The error is in the latest tick line (last_error); pollerctl status POLLER shows the failures.'
+    severity: failedTicksSeverity
+    enabled: true
+    scopes: [
+      insightsId
+    ]
+    evaluationFrequency: evaluationFrequency
+    windowSize: failedTicksWindowSize
+    criteria: {
+      allOf: [
+        {
+          query: failedTicksQuery
+          timeAggregation: 'Count'
+          dimensions: [
+            {
+              name: 'poller'
+              operator: 'Include'
+              values: [
+                '*'
+              ]
+            }
+          ]
+          operator: 'GreaterThan'
+          threshold: 0
+          failingPeriods: {
+            numberOfEvaluationPeriods: 1
+            minFailingPeriodsToAlert: 1
+          }
+        }
+      ]
+    }
+    autoMitigate: true
+    actions: {
+      actionGroups: actionGroups
+    }
+  }
+}
+
+resource lag 'Microsoft.Insights/scheduledQueryRules@2023-12-01' = {
+  name: 'alert-${name}-lag'
+  location: location
+  tags: tags
+  kind: 'LogAlert'
+  properties: {
+    displayName: '${name}: a poller is more than ${lagThresholdSeconds} s behind'
+    description: 'The latest tick of the poller named in the alert reports rows waiting and lag_seconds above ${lagThresholdSeconds}: it is not keeping up (too small a batch size, a slow handler, or failing ticks).'
+    severity: lagSeverity
+    enabled: true
+    scopes: [
+      insightsId
+    ]
+    evaluationFrequency: evaluationFrequency
+    windowSize: windowSize
+    criteria: {
+      allOf: [
+        {
+          query: lagQuery
+          timeAggregation: 'Maximum'
+          metricMeasureColumn: 'lag_seconds'
+          dimensions: [
+            {
+              name: 'poller'
+              operator: 'Include'
+              values: [
+                '*'
+              ]
+            }
+          ]
+          operator: 'GreaterThan'
+          threshold: lagThresholdSeconds
+          failingPeriods: {
+            numberOfEvaluationPeriods: 1
+            minFailingPeriodsToAlert: 1
+          }
+        }
+      ]
+    }
+    autoMitigate: true
+    actions: {
+      actionGroups: actionGroups
+    }
+  }
+}
+
+resource blocked 'Microsoft.Insights/scheduledQueryRules@2023-12-01' = {
+  name: 'alert-${name}-poison-blocked'
+  location: location
+  tags: tags
+  kind: 'LogAlert'
+  properties: {
+    displayName: '${name}: a poller is blocked on a poison batch'
+    description: 'The poller named in the alert is blocked on the batch named in the alert: it failed {P}_MAX_ATTEMPTS times and {P}_ON_POISON is block. Fix the handler or the row and redeploy, or skip the batch as the "unblock" field of the poller blocked line says.'
+    severity: blockedSeverity
+    enabled: true
+    scopes: [
+      insightsId
+    ]
+    evaluationFrequency: evaluationFrequency
+    windowSize: windowSize
+    criteria: {
+      allOf: [
+        {
+          query: blockedQuery
+          timeAggregation: 'Count'
+          dimensions: [
+            {
+              name: 'poller'
+              operator: 'Include'
+              values: [
+                '*'
+              ]
+            }
+            {
+              name: 'batch_id'
+              operator: 'Include'
+              values: [
+                '*'
+              ]
+            }
+          ]
+          operator: 'GreaterThan'
+          threshold: 0
+          failingPeriods: {
+            numberOfEvaluationPeriods: 1
+            minFailingPeriodsToAlert: 1
+          }
+        }
+      ]
+    }
+    autoMitigate: true
+    actions: {
+      actionGroups: actionGroups
+    }
+  }
+}
+
+output names array = [
+  failedTicks.name
+  lag.name
+  blocked.name
+]
