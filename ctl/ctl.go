@@ -69,6 +69,11 @@ const help = `pollerctl: see every poller's state and move one on purpose.
                   [--yes | --yes=POLLER] [--wait [--wait-timeout 2m]] [--production]
   pollerctl clone POLLER --to NEW [--yes]
   pollerctl new NAME
+  pollerctl deadletter list POLLER [--json]
+  pollerctl deadletter show POLLER BATCH_ID
+  pollerctl deadletter replay POLLER BATCH_ID [--yes]     (rows read again by key, to the handler, under the lease)
+  pollerctl deadletter discard POLLER BATCH_ID [--yes]
+  pollerctl quarantine POLLER [--yes] [--wait]            (unblock: the next tick dead-letters the failing rows)
 
 Writes are dry runs unless --yes is given. A reset backs the old document up to
 backups/{app}/{poller}/{utc}.json first, refuses while another owner's lease is live (--wait waits
@@ -107,8 +112,12 @@ func Run(ctx context.Context, args []string, env Env) int {
 		err = clone(ctx, args[1:], env)
 	case "new":
 		err = scaffold(args[1:], env)
+	case "deadletter":
+		err = deadLetters(ctx, args[1:], env)
+	case "quarantine":
+		err = quarantineCmd(ctx, args[1:], env)
 	default:
-		err = usagef("unknown command %q (status, reset, clone, new; see pollerctl --help)", args[0])
+		err = usagef("unknown command %q (status, reset, clone, new, deadletter, quarantine; see pollerctl --help)", args[0])
 	}
 	var u usage
 	switch {

@@ -110,23 +110,8 @@ func reset(ctx context.Context, args []string, env Env) error {
 	if derr != nil && fileDoc == nil {
 		return refusedf("%v\nIt is not overwritten; to replace it, restore a document you trust with --from-file (backups are under backups/%s/%s/)", derr, env.App, name)
 	}
-	deadline := env.Clock.Now().Add(*waitTimeout)
-	for oldDoc != nil {
-		owner, live := lease.Live(oldDoc.Lease, old.LastModified, old.Date, env.Margin)
-		if !live {
-			break
-		}
-		if !*wait {
-			return refusedf("%s holds a live lease on %s: a reset now could race its tick; run again with --wait to wait for it to end", owner, name)
-		}
-		if !env.Clock.Now().Before(deadline) {
-			return refusedf("%s still holds a live lease on %s after %v", owner, name, *waitTimeout)
-		}
-		fmt.Fprintf(env.Out, "waiting for %s's lease on %s to end ...\n", owner, name)
-		<-env.Clock.After(2 * time.Second)
-		if old, oldDoc, derr, err = current(ctx, st, blob, name); err != nil {
-			return err
-		}
+	if old, oldDoc, derr, err = awaitFree(ctx, env, st, blob, name, "a reset", *wait, *waitTimeout, old, oldDoc, derr); err != nil {
+		return err
 	}
 
 	now := env.Clock.Now()
@@ -166,11 +151,9 @@ func reset(ctx context.Context, args []string, env Env) error {
 	}
 	cond := store.IfNotExists()
 	if old != nil {
-		backup := fmt.Sprintf("backups/%s/%s/%s.json", env.App, name, now.UTC().Format("20060102T150405.000000000Z"))
-		if _, err := st.Put(ctx, backup, old.Data, store.IfNotExists()); err != nil {
-			return fmt.Errorf("backing up the old document to %s: %w (nothing was reset)", backup, err)
+		if _, err := backup(ctx, env, st, name, "", old.Data); err != nil {
+			return err
 		}
-		fmt.Fprintf(env.Out, "backed up the old document to %s\n", backup)
 		cond = store.IfMatch(old.ETag)
 	}
 	if _, err := st.Put(ctx, blob, data, cond); err != nil {
@@ -181,6 +164,42 @@ func reset(ctx context.Context, args []string, env Env) error {
 	}
 	fmt.Fprintf(env.Out, "reset %s: fencing token %d; a holder of an older lease can no longer commit\n", name, next.Lease.FencingToken)
 	return nil
+}
+
+// awaitFree refuses while another owner's lease on the poller is live, or with wait, waits for it
+// to end; it returns the document as last read.
+func awaitFree(ctx context.Context, env Env, st store.Store, blob, name, what string, wait bool, timeout time.Duration,
+	old *store.Blob, oldDoc *state.Doc, derr error) (*store.Blob, *state.Doc, error, error) {
+	deadline := env.Clock.Now().Add(timeout)
+	for oldDoc != nil {
+		owner, live := lease.Live(oldDoc.Lease, old.LastModified, old.Date, env.Margin)
+		if !live {
+			break
+		}
+		if !wait {
+			return old, oldDoc, derr, refusedf("%s holds a live lease on %s: %s now could race its tick; run again with --wait to wait for it to end", owner, name, what)
+		}
+		if !env.Clock.Now().Before(deadline) {
+			return old, oldDoc, derr, refusedf("%s still holds a live lease on %s after %v", owner, name, timeout)
+		}
+		fmt.Fprintf(env.Out, "waiting for %s's lease on %s to end ...\n", owner, name)
+		<-env.Clock.After(2 * time.Second)
+		var err error
+		if old, oldDoc, derr, err = current(ctx, st, blob, name); err != nil {
+			return old, oldDoc, derr, err
+		}
+	}
+	return old, oldDoc, derr, nil
+}
+
+// backup saves a blob's bytes under backups/{app}/{poller}/{what}{utc}.json before a change.
+func backup(ctx context.Context, env Env, st store.Store, name, what string, data []byte) (string, error) {
+	b := fmt.Sprintf("backups/%s/%s/%s%s.json", env.App, name, what, env.Clock.Now().UTC().Format("20060102T150405.000000000Z"))
+	if _, err := st.Put(ctx, b, data, store.IfNotExists()); err != nil {
+		return b, fmt.Errorf("backing up to %s: %w (nothing was changed)", b, err)
+	}
+	fmt.Fprintf(env.Out, "backed up to %s\n", b)
+	return b, nil
 }
 
 // cursorFor builds a cursor of the poller's kind from --to-cursor and --pk, validating both.

@@ -302,6 +302,7 @@ type webhook struct {
 	maxFlight  int
 	hold       func(d delivery)
 	failStatus int
+	poison     map[int64]bool // a batch holding one of these rows is answered 500
 }
 
 type delivery struct {
@@ -339,6 +340,11 @@ func newWebhook(t *testing.T) *webhook {
 		h.maxFlight = max(h.maxFlight, h.inFlight)
 		h.tokens = append(h.tokens, p.FencingToken)
 		hold, fail := h.hold, h.failStatus
+		for _, id := range d.IDs {
+			if h.poison[id] {
+				fail = http.StatusInternalServerError
+			}
+		}
 		h.mu.Unlock()
 		if hold != nil {
 			hold(d)

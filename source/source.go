@@ -380,8 +380,46 @@ func (s *Source) Fetch(ctx context.Context, after *state.Cursor, limit int) (*Ba
 	if err != nil {
 		return nil, fmt.Errorf("source: poller %q, table %s: fetch: %w", s.poller, s.def.Table, err)
 	}
-	defer rows.Close()
+	return s.scan(rows, after, limit)
+}
 
+// FetchKeyOf reads the row with the primary key of c (a row's cursor, as Row.Cursor gives it) as
+// the row is now, whatever the checkpoint: a batch of that row, or an empty one when the row is
+// gone or no longer matches the definition's filter. Dead letters are replayed with it.
+func (s *Source) FetchKeyOf(ctx context.Context, c *state.Cursor) (*Batch, error) {
+	args, err := s.keyArgs(c)
+	if err != nil {
+		return nil, err
+	}
+	var preds []string
+	var pkArgs []any
+	for _, pk := range s.def.PK {
+		i := slices.Index(s.keyCols, pk)
+		if i < 0 {
+			return nil, fmt.Errorf("source: poller %q: primary key column %q is not in the cursor", s.poller, pk)
+		}
+		pkArgs = append(pkArgs, args[i])
+		preds = append(preds, quoteIdent(s.driver, pk)+" = "+placeholder(s.driver, len(pkArgs)))
+	}
+	if f := strings.TrimSpace(s.def.Filter); f != "" {
+		preds = append(preds, "("+f+")")
+	}
+	cols := s.def.selected()
+	qcols := make([]string, len(cols))
+	for i, col := range cols {
+		qcols[i] = quoteIdent(s.driver, col)
+	}
+	q := "SELECT " + strings.Join(qcols, ", ") + " FROM " + quoteTable(s.driver, s.def.Table) + " WHERE " + strings.Join(preds, " AND ")
+	rows, err := s.db.QueryContext(ctx, q, pkArgs...)
+	if err != nil {
+		return nil, fmt.Errorf("source: poller %q, table %s: reading a row by key: %w", s.poller, s.def.Table, err)
+	}
+	return s.scan(rows, nil, 1)
+}
+
+// scan reads a query's rows into a batch; limit sizes its first allocation.
+func (s *Source) scan(rows *sql.Rows, after *state.Cursor, limit int) (*Batch, error) {
+	defer rows.Close()
 	b := &Batch{src: s, From: after, Rows: make([]Row, 0, min(limit, 1024))}
 	n := len(s.cols)
 	ptrs := make([]any, n)

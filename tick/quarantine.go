@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/pseudotrigger/pseudotrigger/deadletter"
+	"github.com/pseudotrigger/pseudotrigger/internal/faultpoint"
 	"github.com/pseudotrigger/pseudotrigger/lease"
 	"github.com/pseudotrigger/pseudotrigger/poller"
 	"github.com/pseudotrigger/pseudotrigger/source"
@@ -53,6 +54,7 @@ func (r *Runner) quarantine(ctx context.Context, l *lease.Lease, pb *poller.Batc
 		return q, err
 	}
 	q.name = name
+	faultpoint.Hit(faultpoint.AfterDeadLetter)
 	return q, nil
 }
 
@@ -75,6 +77,7 @@ func (r *Runner) bisect(ctx context.Context, l *lease.Lease, pb *poller.Batch, f
 			FencingToken: pb.FencingToken, Attempt: pb.Attempt, From: from, To: &to, Rows: part,
 		}
 		q.calls++
+		faultpoint.Hit(faultpoint.QuarantineTry)
 		herr := r.handle(ctx, sub)
 		if lerr := l.Err(); lerr != nil {
 			return lerr

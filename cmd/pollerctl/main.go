@@ -4,6 +4,8 @@
 //	pollerctl reset POLLER --to-beginning | --to-cursor VALUE --pk K=V | --from-file F  [--yes]
 //	pollerctl clone POLLER --to NEW [--yes]
 //	pollerctl new NAME
+//	pollerctl deadletter list|show|replay|discard POLLER [BATCH_ID] [--yes]
+//	pollerctl quarantine POLLER [--yes]
 //
 // It reads the handler's settings from the environment.
 package main

@@ -25,8 +25,17 @@ const (
 	AfterCommit  Point = "after_commit"  // the tick committed and released; the host has no reply
 )
 
-// Points lists every point.
+// The points of quarantining a poison batch (package tick).
+const (
+	QuarantineTry   Point = "quarantine_try"    // a part of the batch is about to be handed over alone
+	AfterDeadLetter Point = "after_dead_letter" // the dead letter is stored; the checkpoint is not moved yet
+)
+
+// Points lists the points of every tick.
 var Points = []Point{AfterAcquire, AfterFetch, InHandle, BeforeCommit, AfterCommit}
+
+// QuarantinePoints lists the points of a quarantine, in order.
+var QuarantinePoints = []Point{QuarantineTry, AfterDeadLetter}
 
 // Action is what a controller tells a process to do at a point.
 type Action string

@@ -39,6 +39,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("OddIdentifiers", h.testOddIdentifiers)
 	t.Run("Refusals", h.testRefusals)
 	t.Run("Pending", h.testPending)
+	t.Run("FetchKeyOf", h.testFetchKeyOf)
 	t.Run("IntKeys", h.testIntKeys)
 }
 
@@ -662,6 +663,34 @@ func (h Harness) testPending(t *testing.T) {
 		if n, err := src.Waiting(ctx, c.after, c.limit); err != nil || n != c.want {
 			t.Errorf("waiting after %v, limit %d: %d, %v; want %d", c.after, c.limit, n, err, c.want)
 		}
+	}
+}
+
+// testFetchKeyOf: a row is read again by the key in its cursor, as it is now; a deleted row
+// gives an empty batch.
+func (h Harness) testFetchKeyOf(t *testing.T) {
+	table := h.orders(t)
+	src := h.open(t, ordersDef(table, state.KindTimestampPK))
+	h.insert(t, h.DB.Exec, table, []order{
+		{ID: 1, Customer: "a", Amount: "1.00", Updated: time.Now().Add(-time.Hour)},
+		{ID: 2, Customer: "b", Amount: "2.00", Updated: time.Now().Add(-time.Hour)},
+	})
+	b, err := src.Fetch(ctx, nil, 10)
+	if err != nil || len(b.Rows) != 2 {
+		t.Fatalf("fetch: %v rows, %v", len(b.Rows), err)
+	}
+	c, err := b.Rows[1].Cursor()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.exec(t, "UPDATE "+table+" SET customer = 'changed' WHERE id = 2")
+	got, err := src.FetchKeyOf(ctx, &c)
+	if err != nil || len(got.Rows) != 1 || got.Rows[0].Get("id") != int64(2) || got.Rows[0].Get("customer") != "changed" {
+		t.Fatalf("by key: %+v, %v; want row 2 as it is now", got, err)
+	}
+	h.exec(t, "DELETE FROM "+table+" WHERE id = 2")
+	if got, err := src.FetchKeyOf(ctx, &c); err != nil || len(got.Rows) != 0 {
+		t.Fatalf("a deleted row: %d rows, %v; want none", len(got.Rows), err)
 	}
 }
 
