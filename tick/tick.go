@@ -5,7 +5,14 @@
 // Costs: an idle tick is one blob read and one SQL round trip, and writes nothing. A tick that
 // delivers B batches writes at most B+1 times: the acquire, at most one commit per batch (every
 // CheckpointInterval, only when another batch follows), and the final commit, which also
-// releases the lease. The next batch is fetched while the current one is handled.
+// releases the lease. The next batch is fetched while the current one is handled. A tick that
+// took the lease also counts the rows still waiting (one capped query) for its log line and the
+// state document's history.
+//
+// A batch that fails {P}_MAX_ATTEMPTS times is poison: with {P}_ON_POISON=block the poller
+// retries it every tick and says so loudly (ErrBlocked); with quarantine it is bisected down to
+// the rows that fail alone, which go to a dead letter (package deadletter) before the checkpoint
+// moves past the batch.
 package tick
 
 import (

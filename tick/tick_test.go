@@ -14,6 +14,7 @@ import (
 
 	_ "modernc.org/sqlite"
 
+	"github.com/pseudotrigger/pseudotrigger/deadletter"
 	"github.com/pseudotrigger/pseudotrigger/internal/clock"
 	"github.com/pseudotrigger/pseudotrigger/lease"
 	"github.com/pseudotrigger/pseudotrigger/poller"
@@ -391,5 +392,61 @@ func TestPausedPastTrustWindowDeliversNothing(t *testing.T) {
 	}
 	if d := e.doc(); d.Checkpoint.Cursor != nil || d.Lease.Released() {
 		t.Fatalf("a holder past its trust window wrote: %+v", d)
+	}
+}
+
+// TestQuarantineBisects: two poison rows in a batch of 20 are isolated by bisection, dead-lettered
+// with their errors, every other row is delivered, and the checkpoint moves past the batch with
+// the tick recorded in the document's history.
+func TestQuarantineBisects(t *testing.T) {
+	e := newEnv(t, 20)
+	e.insert(20)
+	poison := map[int64]bool{5: true, 13: true}
+	delivered := map[int64]int{}
+	calls := 0
+	r := e.runner("A", func(_ context.Context, b *poller.Batch) error {
+		calls++
+		for _, row := range b.Rows {
+			if id := row.Get("id").(int64); poison[id] {
+				return fmt.Errorf("row %d is poison", id)
+			}
+		}
+		for _, row := range b.Rows {
+			delivered[row.Get("id").(int64)]++
+		}
+		return nil
+	})
+	r.Settings.MaxAttempts, r.Settings.OnPoison = 1, poller.Quarantine
+	var letters []*deadletter.Letter
+	r.DeadLetters = func(ctx context.Context, l *deadletter.Letter) (string, error) {
+		letters = append(letters, l)
+		return deadletter.Write(ctx, e.st, "test", l)
+	}
+	sum, err := r.Tick(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(letters) != 1 || len(letters[0].Rows) != 2 || string(letters[0].Rows[0].Key["id"]) != "5" || string(letters[0].Rows[1].Key["id"]) != "13" ||
+		letters[0].Rows[0].Error != "row 5 is poison" || letters[0].Delivered != 18 || letters[0].BatchRows != 20 {
+		t.Fatalf("letters: %+v", letters)
+	}
+	for id := int64(1); id <= 20; id++ {
+		if (delivered[id] > 0) == poison[id] {
+			t.Errorf("row %d delivered %d times", id, delivered[id])
+		}
+	}
+	// 1 whole-batch call, then at most 2 calls per level for each poison row.
+	if calls > 1+2*2*5 {
+		t.Errorf("%d handler calls to isolate 2 rows of 20", calls)
+	}
+	d := e.doc()
+	if string(d.Checkpoint.Cursor.Tiebreaker["id"]) != "20" || d.Failure != nil || sum.DeadLettered != 2 || sum.Rows != 18 {
+		t.Fatalf("checkpoint %s, failure %+v, summary %+v", d.Checkpoint.Cursor.Tiebreaker["id"], d.Failure, sum)
+	}
+	if n := len(d.History); n != 1 || d.History[0].Outcome != "committed" || d.History[0].RowsWaiting != 0 || d.History[0].Rows != 18 {
+		t.Fatalf("history %+v", d.History)
+	}
+	if _, err := e.st.Get(ctx, deadletter.Name("test", "orders", letters[0].BatchID)); err != nil {
+		t.Fatalf("the dead letter is not in the store: %v", err)
 	}
 }
