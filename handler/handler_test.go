@@ -1,6 +1,7 @@
 package handler_test
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -10,6 +11,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	_ "modernc.org/sqlite"
@@ -31,6 +33,10 @@ func def(name string, delivered *int) poller.Definition {
 }
 
 func newServer(t *testing.T) (*httptest.Server, *int) {
+	return newServerLogging(t, io.Discard)
+}
+
+func newServerLogging(t *testing.T, logs io.Writer) (*httptest.Server, *int) {
 	dsn := filepath.Join(t.TempDir(), "o.db")
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
@@ -48,7 +54,7 @@ func newServer(t *testing.T) (*httptest.Server, *int) {
 	delivered := new(int)
 	app := handler.New(handler.Options{
 		Getenv:  func(k string) string { return env[k] },
-		Logger:  slog.New(slog.NewJSONHandler(io.Discard, nil)),
+		Logger:  slog.New(slog.NewJSONHandler(logs, nil)),
 		Pollers: []poller.Definition{def("good", delivered), def("bad", new(int))},
 		Store:   memstore.New(nil),
 	})
@@ -150,5 +156,67 @@ func TestMissingStateStorage(t *testing.T) {
 	status, m, _ := post(t, srv.URL+"/good", body)
 	if status != 500 || !strings.Contains(m["error"].(string), "StateStorage") {
 		t.Fatalf("%d %v", status, m)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the handler's concurrent log writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) lines(t *testing.T, msg string) []map[string]any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(s.b.String()), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("a log line is not JSON: %q", line)
+		}
+		if m["msg"] == msg {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// TestTickLogLine: one JSON line per tick and per batch, with the fields the README's queries and
+// the alert rules read, the Functions invocation id among them.
+func TestTickLogLine(t *testing.T) {
+	logs := &syncBuffer{}
+	srv, _ := newServerLogging(t, logs)
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/good", strings.NewReader(body))
+	req.Header.Set("X-Azure-Functions-InvocationId", "inv-123")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatal(resp, err)
+	}
+	resp.Body.Close()
+	ticks := logs.lines(t, "tick")
+	if len(ticks) != 1 {
+		t.Fatalf("%d tick lines", len(ticks))
+	}
+	tick := ticks[0]
+	for _, k := range []string{"poller", "invocation_id", "outcome", "rows", "batches", "attempt", "fencing_token", "cursor", "lag_seconds",
+		"rows_waiting", "duration_ms", "blob_requests", "conflicts"} {
+		if _, ok := tick[k]; !ok {
+			t.Errorf("the tick line lacks %s: %v", k, tick)
+		}
+	}
+	// A read, the acquire and the commit folded into the release; nothing waits after the tick.
+	if tick["invocation_id"] != "inv-123" || tick["outcome"] != "committed" || tick["blob_requests"] != 3.0 || tick["conflicts"] != 0.0 ||
+		tick["rows_waiting"] != 0.0 || tick["rows"] != 2.0 || tick["lag_seconds"].(float64) < 1e6 {
+		t.Fatalf("tick line %v", tick)
+	}
+	batches := logs.lines(t, "batch")
+	if len(batches) != 1 || batches[0]["batch_id"] == nil || batches[0]["invocation_id"] != "inv-123" || batches[0]["lag_seconds"] == nil {
+		t.Fatalf("batch lines %v", batches)
 	}
 }
