@@ -10,27 +10,14 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/pseudotrigger/pseudotrigger/lease"
+	"github.com/pseudotrigger/pseudotrigger/poller"
+	"github.com/pseudotrigger/pseudotrigger/pollerstatus"
 	"github.com/pseudotrigger/pseudotrigger/state"
 )
 
-// Row is one poller in `status`.
-type Row struct {
-	Poller         string        `json:"poller"`
-	Blob           string        `json:"blob"`
-	State          string        `json:"state"` // ok, none (no state yet), corrupt
-	Problem        string        `json:"problem,omitempty"`
-	Cursor         *state.Cursor `json:"cursor,omitempty"`
-	LagSeconds     *float64      `json:"lag_seconds,omitempty"` // timestamp cursors: service clock minus the cursor
-	FencingToken   int64         `json:"fencing_token"`
-	LeaseOwner     string        `json:"lease_owner,omitempty"`
-	LeaseLive      bool          `json:"lease_live"`
-	LastBatchID    string        `json:"last_batch_id,omitempty"`
-	LastCommitAt   string        `json:"last_commit_at,omitempty"`
-	FailedAttempts int64         `json:"failed_attempts,omitempty"`
-	LastError      string        `json:"last_error,omitempty"`
-	Registered     bool          `json:"registered"`
-}
+// Row is one poller in `status`: pollerstatus computes it, for this command and for the
+// handler's status page alike.
+type Row = pollerstatus.Row
 
 func status(ctx context.Context, args []string, env Env) error {
 	fs := flag.NewFlagSet("status", flag.ContinueOnError)
@@ -46,32 +33,20 @@ func status(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
-	prefix := "state/" + env.App + "/"
-	names, err := st.List(ctx, prefix)
+	cfg := env.statusConfig()
+	pollers, err := pollerstatus.Pollers(ctx, st, cfg)
 	if err != nil {
 		return err
 	}
-	var pollers []string
-	for _, n := range names {
-		if p, ok := strings.CutSuffix(strings.TrimPrefix(n, prefix), ".json"); ok && !strings.Contains(p, "/") {
-			pollers = append(pollers, p)
-		}
-	}
-	for _, d := range env.Pollers {
-		if !slices.Contains(pollers, d.Name) {
-			pollers = append(pollers, d.Name)
-		}
-	}
-	slices.Sort(pollers)
 	if len(pos) == 1 {
 		if !slices.Contains(pollers, pos[0]) {
-			return usagef("no poller %q: it is neither registered in this build nor has state under %s", pos[0], prefix)
+			return usagef("no poller %q: it is neither registered in this build nor has state under state/%s/", pos[0], env.App)
 		}
 		pollers = []string{pos[0]}
 	}
 	rows := make([]Row, 0, len(pollers))
 	for _, p := range pollers {
-		rows = append(rows, env.row(ctx, p))
+		rows = append(rows, pollerstatus.Read(ctx, st, cfg, p))
 	}
 	if *asJSON {
 		enc := json.NewEncoder(env.Out)
@@ -106,63 +81,18 @@ func status(ctx context.Context, args []string, env Env) error {
 	return tw.Flush()
 }
 
-func (env Env) row(ctx context.Context, p string) Row {
-	_, registered := env.definition(p)
-	r := Row{Poller: p, Blob: env.blob(p), Registered: registered}
-	b, d, derr, err := current(ctx, env.Store, r.Blob, p)
-	switch {
-	case err != nil:
-		r.State, r.Problem = "unreadable", err.Error()
-		return r
-	case b == nil:
-		r.State, r.Problem = "none", "no state yet (the first tick creates it)"
-		return r
-	case derr != nil:
-		r.State, r.Problem = "corrupt", derr.Error()
-		return r
+// statusConfig describes this build's pollers to pollerstatus. Only the poison settings matter
+// there, so a poller whose source settings are missing here still gets them.
+func (env Env) statusConfig() pollerstatus.Config {
+	cfg := pollerstatus.Config{App: env.App, Margin: env.Margin}
+	for _, d := range env.Pollers {
+		s, err := poller.LoadSettings(d, env.Getenv)
+		cfg.Registered = append(cfg.Registered, pollerstatus.RegisteredFrom(d.Name, s, err))
 	}
-	r.State = "ok"
-	r.Cursor = d.Checkpoint.Cursor
-	r.FencingToken = d.Lease.FencingToken
-	r.LeaseOwner = d.Lease.OwnerID
-	if d.Lease.Released() {
-		r.LeaseOwner = ""
-	}
-	_, r.LeaseLive = lease.Live(d.Lease, b.LastModified, b.Date, env.Margin)
-	r.LastBatchID = d.Checkpoint.LastSuccessfulBatchID
-	if !d.Checkpoint.UpdatedAt.IsZero() {
-		r.LastCommitAt = d.Checkpoint.UpdatedAt.UTC().Format(time.RFC3339)
-	}
-	if f := d.Failure; f != nil {
-		r.FailedAttempts, r.LastError = f.Attempts, f.LastError
-	}
-	if c := d.Checkpoint.Cursor; c != nil && c.Kind == state.KindTimestampPK {
-		var s string
-		if json.Unmarshal(c.Value, &s) == nil {
-			if ts, err := time.Parse(time.RFC3339Nano, s); err == nil {
-				lag := b.Date.Sub(ts).Seconds()
-				r.LagSeconds = &lag
-			}
-		}
-	}
-	return r
+	return cfg
 }
 
-func cursorText(c *state.Cursor) string {
-	if c == nil {
-		return "(beginning)"
-	}
-	s := string(c.Value)
-	keys := make([]string, 0, len(c.Tiebreaker))
-	for k := range c.Tiebreaker {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		s += " " + k + "=" + string(c.Tiebreaker[k])
-	}
-	return s
-}
+func cursorText(c *state.Cursor) string { return pollerstatus.CursorText(c) }
 
 func orDash(s string) string {
 	if s == "" {

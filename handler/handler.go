@@ -153,6 +153,7 @@ func (a *App) Routes() http.Handler {
 		writeJSON(w, http.StatusOK, map[string]any{"status": "ok"})
 	})
 	r.Post("/{poller}", a.invoke)
+	r.Get(StatusRoute, a.status) // the status function, forwarded as is by the host (status.go)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, map[string]any{"error": "no route " + r.Method + " " + r.URL.Path})
 	})

@@ -141,3 +141,19 @@ install_spin() {
     command -v spin >/dev/null 2>&1 || die "spin is not installed (Debian: apt-get install spin)"
   fi
 }
+
+# install_chromium makes sure headless Chromium is there for the status page's browser test,
+# installing Debian's chromium package when it is missing, and exports CHROMIUM.
+install_chromium() {
+  CHROMIUM=${CHROMIUM:-$(command -v chromium || command -v chromium-browser || command -v google-chrome || true)}
+  if [ -z "$CHROMIUM" ]; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+      log "installing Chromium from Debian packages (the status page's browser test) ..."
+      apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >&2 \
+        || die "apt-get install chromium failed"
+      CHROMIUM=$(command -v chromium || true)
+    fi
+    [ -n "$CHROMIUM" ] || die "Chromium is not installed (Debian: apt-get install chromium; or set CHROMIUM to a Chromium or Chrome binary)"
+  fi
+  export CHROMIUM
+}
