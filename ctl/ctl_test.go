@@ -377,6 +377,9 @@ func TestScaffold(t *testing.T) {
 	if code := ctl.Run(ctx, []string{"new", "bad name"}, env); code != 2 {
 		t.Fatalf("an invalid name: exit %d", code)
 	}
+	if code := ctl.Run(ctx, []string{"new", "status"}, env); code != 1 || !strings.Contains(out.String(), "status function") {
+		t.Fatalf("the status function's name: exit %d, %s", code, out.String())
+	}
 	if code := ctl.Run(ctx, []string{"new", "invoices-eu"}, env); code != 0 {
 		t.Fatalf("new: %d\n%s", code, out.String())
 	}

@@ -28,6 +28,9 @@ func scaffold(args []string, env Env) error {
 	if _, ok := env.definition(name); ok {
 		return refusedf("a poller %q is already registered", name)
 	}
+	if strings.EqualFold(name, "status") {
+		return refusedf("%q is the name of the status function (status/function.json): choose another", name)
+	}
 	root := env.Root
 	if root == "" {
 		return usagef("run pollerctl new from inside the repository (no go.mod for %s found)", modulePath)
