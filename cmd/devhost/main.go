@@ -127,7 +127,7 @@ func run() error {
 		}
 		fmt.Printf("%s %q", fn.Name, fn.Schedule)
 	}
-	fmt.Println("\nCtrl-C stops everything.")
+	fmt.Printf("\nstatus page: %s/api/status?format=html (JSON without ?format=html)\nCtrl-C stops everything.\n", base)
 
 	var totals sync.Map // function -> rows delivered
 	for _, fn := range fns {
@@ -197,7 +197,8 @@ func progress(fn devhost.Function, r devhost.Result, writer *devhost.Writer, tot
 	p := v.(*int64)
 	*p += rows
 	total = *p
-	line := fmt.Sprintf("%s %-10s %-10s rows %5d  batches %3d  token %3d  delivered %7d", stamp, fn.Name, s["outcome"], rows, int(num(s["batches"])), int(num(s["fencing_token"])), total)
+	line := fmt.Sprintf("%s %-10s %-10s rows %5d  batches %3d  token %3d  delivered %7d  waiting %5d", stamp, fn.Name, s["outcome"], rows,
+		int(num(s["batches"])), int(num(s["fencing_token"])), total, int(num(s["rows_waiting"])))
 	if cur, ok := s["cursor"].(map[string]any); ok {
 		if v, ok := cur["value"].(string); ok {
 			if ts, err := time.Parse(time.RFC3339Nano, v); err == nil {
