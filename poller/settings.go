@@ -42,6 +42,13 @@ const (
 	Quarantine = "quarantine"
 )
 
+// UnblockHint says how to unblock a poller blocked on a poison batch.
+func UnblockHint(name string) string {
+	p := Prefix(name)
+	return fmt.Sprintf("fix the handler or the rows (the next tick retries the batch); or set %s_ON_POISON=quarantine, "+
+		"or run `pollerctl quarantine %s --yes`, to dead-letter the failing rows and go on", p, name)
+}
+
 // Defaults of the poison settings.
 const (
 	DefaultMaxAttempts = 5

@@ -10,7 +10,6 @@ package pollerstatus
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -229,24 +228,15 @@ func Read(ctx context.Context, st Reader, cfg Config, pollerName string) Row {
 	}
 	if registered && r.OnPoison == poller.Block && r.FailedAttempts >= int64(r.MaxAttempts) && !r.QuarantineRequested {
 		r.Blocked = true
-		p := poller.Prefix(pollerName)
-		r.Unblock = fmt.Sprintf("fix the handler or the rows (the next tick retries the batch); or set %s_ON_POISON=quarantine, "+
-			"or run `pollerctl quarantine %s --yes`, to dead-letter the failing rows and go on", p, pollerName)
+		r.Unblock = poller.UnblockHint(pollerName)
 	}
 	return r
 }
 
 // lag is date minus a timestamp cursor's value in seconds; nil for the other kinds.
 func lag(c *state.Cursor, date time.Time) *float64 {
-	if c == nil || c.Kind != state.KindTimestampPK {
-		return nil
-	}
-	var s string
-	if json.Unmarshal(c.Value, &s) != nil {
-		return nil
-	}
-	ts, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
+	ts, ok := c.Time()
+	if !ok {
 		return nil
 	}
 	l := date.Sub(ts).Seconds()

@@ -223,6 +223,19 @@ func (d *Doc) validate() error {
 	return nil
 }
 
+// Time returns a timestamp+pk cursor's timestamp; false for the other kinds, which have none.
+func (c *Cursor) Time() (time.Time, bool) {
+	if c == nil || c.Kind != KindTimestampPK {
+		return time.Time{}, false
+	}
+	var s string
+	if json.Unmarshal(c.Value, &s) != nil {
+		return time.Time{}, false
+	}
+	ts, err := time.Parse(time.RFC3339Nano, s)
+	return ts, err == nil
+}
+
 // Validate checks that the cursor has a known kind and a scalar value.
 func (c *Cursor) Validate() error {
 	switch c.Kind {

@@ -385,8 +385,7 @@ func (r *Runner) fail(ctx context.Context, l *lease.Lease, sum *Summary, log *sl
 	failure := fmt.Errorf("%w: batch %s (attempt %d, %d rows, keys %s): %w", ErrBatchFailed, pb.ID, pb.Attempt, len(pb.Rows), keys, herr)
 	if poisoned {
 		p := poller.Prefix(r.Poller.Name)
-		unblock := fmt.Sprintf("fix the handler or the rows; or set %s_ON_POISON=quarantine, or run `pollerctl quarantine %s --yes`, "+
-			"to dead-letter the failing rows and go on", p, r.Poller.Name)
+		unblock := poller.UnblockHint(r.Poller.Name)
 		sum.Outcome = Blocked
 		failure = fmt.Errorf("%w: %s has failed batch %s %d times (%s_MAX_ATTEMPTS=%d; %s_ON_POISON=block retries it every tick and never skips it): keys %s; last error: %v. To unblock: %s",
 			ErrBlocked, r.Poller.Name, pb.ID, pb.Attempt, p, max(r.Settings.MaxAttempts, 1), p, keys, herr, unblock)
@@ -424,15 +423,8 @@ func (r *Runner) observe(ctx context.Context, l *lease.Lease, sum *Summary, clk 
 
 // lagOf is the seconds from a timestamp cursor's value to now; nil for other kinds.
 func lagOf(c *state.Cursor, now time.Time) *float64 {
-	if c == nil || c.Kind != state.KindTimestampPK {
-		return nil
-	}
-	var s string
-	if json.Unmarshal(c.Value, &s) != nil {
-		return nil
-	}
-	ts, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
+	ts, ok := c.Time()
+	if !ok {
 		return nil
 	}
 	lag := math.Round(now.Sub(ts).Seconds()*1000) / 1000
