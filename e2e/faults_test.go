@@ -485,7 +485,14 @@ func (r *run) sample(ctx context.Context) []string {
 	var bad []string
 	var last *cursorPos
 	name := "state/" + r.app + "/orders.json"
+	pace := time.NewTicker(5 * time.Millisecond) // a sample every 5 ms, not a busy loop on Azurite
+	defer pace.Stop()
 	for ctx.Err() == nil {
+		select {
+		case <-ctx.Done():
+			return bad
+		case <-pace.C:
+		}
 		b, err := r.direct.Get(ctx, name)
 		if err != nil {
 			continue

@@ -48,7 +48,16 @@ rm -f "$VERIFY_REPORT"
 args=(-count=1 -timeout 120m -run '^TestFaultMatrix$')
 [ -n "$parallel" ] && args+=(-parallel "$parallel")
 start=$(date +%s)
-if ! go test "${args[@]}" ./e2e/ >"$out/faults.log" 2>&1; then
+# go test -v streams the matrix's progress lines; about every 5 % of the runs is shown here.
+set +e
+go test -v "${args[@]}" ./e2e/ 2>&1 | tee "$out/faults.log" \
+  | awk '/progress: [0-9]+ of [0-9]+ runs done/ {
+      for (i = 1; i <= NF; i++) if ($i == "progress:") { n = $(i + 1); total = $(i + 3) }
+      if (n % (int(total / 20) + 1) == 0 || n == total) { print "fault matrix: " n " of " total " runs done"; fflush() }
+    }' >&2
+status=${PIPESTATUS[0]}
+set -e
+if [ "$status" != 0 ]; then
   grep -E -- '--- FAIL|to run it again|faults_test.go:[0-9]+: (the|[0-9]+ |a |row|not caught|without)' "$out/faults.log" | head -40 >&2 || true
   [ -f "$VERIFY_REPORT" ] && cat "$VERIFY_REPORT"
   die "the fault matrix failed (full log: $out/faults.log)"
