@@ -25,6 +25,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/faultproxy"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 	"github.com/pseudotrigger/pseudotrigger/state"
+	"github.com/pseudotrigger/pseudotrigger/store"
 	"github.com/pseudotrigger/pseudotrigger/store/blobstore"
 )
 
@@ -303,6 +304,12 @@ func runScenario(t *testing.T, bin string, sc scenario, seed uint64) result {
 	if r.direct, err = blobstore.New(blobstore.Settings{Setting: "test", ConnectionString: r.azurite, Container: "db-state"}, nil); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { // thousands of runs share one Azurite: leave nothing behind
+		name := "state/" + r.app + "/orders.json"
+		if b, err := r.direct.Get(context.Background(), name); err == nil {
+			_ = r.direct.Delete(context.Background(), name, store.IfMatch(b.ETag))
+		}
+	})
 	r.ctl = newController(t)
 	r.sink = newSink(t)
 	r.checkpointEvery = []string{"0s", "300ms"}[rng.IntN(2)]
