@@ -207,7 +207,60 @@ func TestFaultMatrix(t *testing.T) {
 	}
 }
 
+// fields lists a tally's counters, for VERIFY_TALLY.
+func (tl *tally) fields() []*int {
+	r := &tl.result
+	return []*int{&tl.runs, &r.rows, &r.versions, &r.deliveries, &r.duplicates, &r.lost, &r.regressions, &r.stale, &r.unexplained,
+		&r.overlaps, &r.staleRejected, &r.faults, &r.fenced}
+}
+
+// accumulate adds the tallies kept in the file VERIFY_TALLY names (by earlier runs of the test,
+// as scripts/verify.sh --long makes them, each against a fresh Azurite) and saves the sum there.
+func accumulate(t *testing.T, tallies map[string]*tally) map[string]*tally {
+	f := os.Getenv("VERIFY_TALLY")
+	if f == "" {
+		return tallies
+	}
+	saved := map[string][]int{}
+	if data, err := os.ReadFile(f); err == nil {
+		if err := json.Unmarshal(data, &saved); err != nil {
+			t.Errorf("VERIFY_TALLY %s: %v", f, err)
+		}
+	}
+	sum := map[string]*tally{}
+	for name, counts := range saved {
+		tl := &tally{}
+		for i, p := range tl.fields() {
+			if i < len(counts) {
+				*p = counts[i]
+			}
+		}
+		sum[name] = tl
+	}
+	for name, tl := range tallies {
+		if sum[name] == nil {
+			sum[name] = &tally{}
+		}
+		dst := sum[name].fields()
+		for i, p := range tl.fields() {
+			*dst[i] += *p
+		}
+	}
+	out := map[string][]int{}
+	for name, tl := range sum {
+		for _, p := range tl.fields() {
+			out[name] = append(out[name], *p)
+		}
+	}
+	data, _ := json.Marshal(out)
+	if err := os.WriteFile(f, data, 0o644); err != nil {
+		t.Errorf("VERIFY_TALLY: %v", err)
+	}
+	return sum
+}
+
 func report(t *testing.T, scenarios []scenario, tallies map[string]*tally) {
+	tallies = accumulate(t, tallies)
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "%-36s %5s %7s %8s %4s %6s %10s %6s %5s %8s %6s\n", "scenario", "runs", "rows", "versions", "lost", "dupes", "unexplained", "faults", "stale", "rejected", "overlap")
 	var all tally
@@ -492,7 +545,7 @@ func (r *run) sample(ctx context.Context) []string {
 	var bad []string
 	var last *cursorPos
 	name := "state/" + r.app + "/orders.json"
-	pace := time.NewTicker(5 * time.Millisecond) // a sample every 5 ms, not a busy loop on Azurite
+	pace := time.NewTicker(20 * time.Millisecond) // a sample every 20 ms, not a busy loop on Azurite
 	defer pace.Stop()
 	for ctx.Err() == nil {
 		select {

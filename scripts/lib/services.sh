@@ -81,6 +81,7 @@ start_azurite() {
     pid=$!
     if wait_port "$port" "$pid" Azurite "$logfile"; then
       _pids+=("$pid")
+      export AZURITE_PID=$pid
       export AZURITE_BLOB_PORT=$port
       export AZURITE_CONNECTION_STRING="DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==;BlobEndpoint=http://127.0.0.1:$port/devstoreaccount1;"
       log "Azurite blob service on 127.0.0.1:$port (pid $pid)"
@@ -90,6 +91,17 @@ start_azurite() {
     log "Azurite start attempt $attempt failed; retrying on another port"
   done
   die "Azurite would not start"
+}
+
+# stop_azurite stops the Azurite that start_azurite started last.
+stop_azurite() {
+  local pid=${AZURITE_PID:-} p keep=()
+  [ -n "$pid" ] || return 0
+  kill "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+  for p in "${_pids[@]}"; do [ "$p" = "$pid" ] || keep+=("$p"); done
+  _pids=("${keep[@]}")
+  unset AZURITE_PID
 }
 
 # install_postgres finds PostgreSQL's server binaries (PG_BIN), installing Debian's postgresql
