@@ -10,8 +10,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -44,27 +42,9 @@ import (
 // VERIFY_ITERATIONS (default 1) runs every scenario that many times with fresh random choices
 // (VERIFY_SEED fixes them); VERIFY_REPORT names a file to write the summary table to.
 
-// faultBinary is the handler built with -tags faultpoints (by buildFaultBinary, once).
-var (
-	faultBinaryOnce sync.Once
-	faultBinary     string
-	faultBinaryErr  error
-)
-
+// buildFaultBinary builds the handler with -tags faultpoints, once.
 func buildFaultBinary(t *testing.T) string {
-	t.Helper()
-	faultBinaryOnce.Do(func() {
-		dir := filepath.Dir(binary)
-		faultBinary = filepath.Join(dir, "handler-faultpoints")
-		out, err := exec.Command("go", "build", "-tags", "faultpoints", "-o", faultBinary, "../cmd/handler").CombinedOutput()
-		if err != nil {
-			faultBinaryErr = fmt.Errorf("building the handler with -tags faultpoints: %v\n%s", err, out)
-		}
-	})
-	if faultBinaryErr != nil {
-		t.Fatal(faultBinaryErr)
-	}
-	return faultBinary
+	return buildOnce(t, "handler-faultpoints", "-tags", "faultpoints", "../cmd/handler")
 }
 
 // scenario is one row of the matrix; setup arms its fault in a fresh run.

@@ -50,6 +50,40 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+var (
+	builtMu sync.Mutex
+	built   = map[string]*builtBinary{}
+)
+
+type builtBinary struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// buildOnce builds a binary named name next to the handler, with go build args (flags, then the
+// package), once per test process.
+func buildOnce(t *testing.T, name string, args ...string) string {
+	t.Helper()
+	builtMu.Lock()
+	b := built[name]
+	if b == nil {
+		b = &builtBinary{path: filepath.Join(filepath.Dir(binary), name)}
+		built[name] = b
+	}
+	builtMu.Unlock()
+	b.once.Do(func() {
+		cmd := append([]string{"build", "-o", b.path}, args...)
+		if out, err := exec.Command("go", cmd...).CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("go %s: %v\n%s", strings.Join(cmd, " "), err, out)
+		}
+	})
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	return b.path
+}
+
 // world is one test's Azurite container, PostgreSQL schema with an orders table, and webhook.
 type world struct {
 	t       *testing.T

@@ -4,10 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,26 +13,8 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/faultpoint"
 )
 
-var (
-	ctlOnce sync.Once
-	ctlBin  string
-	ctlErr  error
-)
-
 // pollerctl builds cmd/pollerctl once.
-func pollerctl(t *testing.T) string {
-	t.Helper()
-	ctlOnce.Do(func() {
-		ctlBin = filepath.Join(filepath.Dir(binary), "pollerctl")
-		if out, err := exec.Command("go", "build", "-o", ctlBin, "../cmd/pollerctl").CombinedOutput(); err != nil {
-			ctlErr = fmt.Errorf("building pollerctl: %v\n%s", err, out)
-		}
-	})
-	if ctlErr != nil {
-		t.Fatal(ctlErr)
-	}
-	return ctlBin
-}
+func pollerctl(t *testing.T) string { return buildOnce(t, "pollerctl", "../cmd/pollerctl") }
 
 // ctl runs pollerctl with the handler's settings and returns its output; it fails the test on a
 // non-zero exit.
