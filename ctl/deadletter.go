@@ -255,7 +255,7 @@ func deadLetterReplay(ctx context.Context, args []string, env Env) error {
 	if len(rows) > 0 {
 		last, _ := rows[len(rows)-1].Cursor()
 		pb := &poller.Batch{Poller: name, ID: letter.BatchID, FencingToken: l.Token(), Attempt: attempts + 1, From: letter.From, To: &last, Rows: rows}
-		if err := handle(l.Context(), d.Handler, pb); err != nil {
+		if err := d.Handler.Call(l.Context(), pb); err != nil {
 			return refusedf("the handler failed again (the dead letter is kept): %v", err)
 		}
 		if err := l.Err(); err != nil {
@@ -268,16 +268,6 @@ func deadLetterReplay(ctx context.Context, args []string, env Env) error {
 	}
 	fmt.Fprintf(env.Out, "deleted %s\n", deadletter.Name(env.App, name, id))
 	return nil
-}
-
-// handle runs a poller's handler, turning a panic into an error.
-func handle(ctx context.Context, h poller.Handler, b *poller.Batch) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("panic: %v", p)
-		}
-	}()
-	return h(ctx, b)
 }
 
 // quarantineCmd is `pollerctl quarantine POLLER`: it asks the poller's next tick to quarantine

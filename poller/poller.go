@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"runtime/debug"
 	"sort"
 	"sync"
 	"time"
@@ -34,6 +35,16 @@ type Batch struct {
 // Handler processes one batch. Returning an error (or panicking) leaves the batch uncommitted:
 // it is delivered again, with Attempt + 1. ctx is cancelled when the lease is lost.
 type Handler func(ctx context.Context, b *Batch) error
+
+// Call runs h on b, turning a panic into an error that carries the stack.
+func (h Handler) Call(ctx context.Context, b *Batch) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic: %v\n%s", p, debug.Stack())
+		}
+	}()
+	return h(ctx, b)
+}
 
 // Definition is what a pollers/<name> package registers.
 type Definition struct {

@@ -24,7 +24,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"runtime/debug"
 	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/deadletter"
@@ -469,13 +468,8 @@ func (r *Runner) end(ctx context.Context, l *lease.Lease, sum *Summary, clk cloc
 }
 
 // handle runs the poller's handler, turning a panic into an error.
-func (r *Runner) handle(ctx context.Context, b *poller.Batch) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("panic: %v\n%s", p, debug.Stack())
-		}
-	}()
-	return r.Poller.Handler(ctx, b)
+func (r *Runner) handle(ctx context.Context, b *poller.Batch) error {
+	return r.Poller.Handler.Call(ctx, b)
 }
 
 // wrapLost explains an error that happened because the lease was lost.
