@@ -350,22 +350,16 @@ func runScenario(t *testing.T, bin string, sc scenario, seed uint64) result {
 	r.budget = 300 * time.Millisecond
 	sc.setup(r, rng)
 	t.Logf("seed %d: %s %s; batch %d, checkpoint interval %s", seed, sc.name, r.note, r.batch, r.checkpointEvery)
-	env := []string{
-		"PATH=" + os.Getenv("PATH"),
-		"StateStorage=" + r.cs,
-		"POLLER_APP_NAME=" + r.app,
-		"ORDERS_DB_DRIVER=postgres",
-		"ORDERS_DB_CONNECTION=" + r.dsn,
-		"ORDERS_WEBHOOK_URL=" + r.sink.srv.URL,
+	env := ordersEnv(r.cs, r.app, r.dsn, r.sink.srv.URL,
 		// Each write is one short statement: 2 s is far longer than any of them takes to commit.
 		"ORDERS_SETTLE_LAG=2s",
-		"ORDERS_BATCH_SIZE=" + strconv.Itoa(r.batch),
-		"ORDERS_LEASE_TTL=" + r.ttl.String(),
+		"ORDERS_BATCH_SIZE="+strconv.Itoa(r.batch),
+		"ORDERS_LEASE_TTL="+r.ttl.String(),
 		"ORDERS_HEARTBEAT_INTERVAL=1s",
-		"ORDERS_CHECKPOINT_INTERVAL=" + r.checkpointEvery,
-		"ORDERS_TICK_BUDGET=" + r.budget.String(),
-		faultpointEnv + "=" + r.ctl.srv.URL,
-	}
+		"ORDERS_CHECKPOINT_INTERVAL="+r.checkpointEvery,
+		"ORDERS_TICK_BUDGET="+r.budget.String(),
+		faultpointEnv+"="+r.ctl.srv.URL,
+	)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -202,13 +202,19 @@ type proc struct {
 }
 
 func (w *world) env(extra ...string) []string {
+	return ordersEnv(w.azurite, w.app, w.dsn, w.hook.srv.URL, extra...)
+}
+
+// ordersEnv is a handler's environment for the orders poller on PostgreSQL; extra settings come
+// last, and a setting given twice takes its last value (os/exec keeps the last duplicate).
+func ordersEnv(storage, app, dsn, webhook string, extra ...string) []string {
 	env := []string{
 		"PATH=" + os.Getenv("PATH"),
-		"StateStorage=" + w.azurite,
-		"POLLER_APP_NAME=" + w.app,
+		"StateStorage=" + storage,
+		"POLLER_APP_NAME=" + app,
 		"ORDERS_DB_DRIVER=postgres",
-		"ORDERS_DB_CONNECTION=" + w.dsn,
-		"ORDERS_WEBHOOK_URL=" + w.hook.srv.URL,
+		"ORDERS_DB_CONNECTION=" + dsn,
+		"ORDERS_WEBHOOK_URL=" + webhook,
 		"ORDERS_SETTLE_LAG=1s",
 	}
 	return append(env, extra...)
