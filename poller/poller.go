@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"runtime/debug"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -124,3 +125,22 @@ const DefaultCheckpointInterval = 2 * time.Second
 // DefaultTickBudget is {P}_TICK_BUDGET's default: well under the 10-minute functionTimeout of
 // host.json, since the host kills the whole process on a time-out.
 const DefaultTickBudget = 4 * time.Minute
+
+// ReservedNames are the function folders that are not pollers (handler/status.go serves
+// status/function.json): no poller, scaffold or clone may take them.
+var ReservedNames = []string{"status"}
+
+// CheckNewName says why name cannot be a new poller's name, or nil: it must be a valid
+// function name and not one of ReservedNames (compared without regard to case, as Functions
+// compares function names).
+func CheckNewName(name string) error {
+	if !ValidName(name) {
+		return fmt.Errorf("%q is not a valid poller and function name: letters, digits, - and _, starting with a letter, at most 64", name)
+	}
+	for _, r := range ReservedNames {
+		if strings.EqualFold(name, r) {
+			return fmt.Errorf("%q is reserved: %s/function.json is another function of the app; choose another name", name, r)
+		}
+	}
+	return nil
+}

@@ -3,10 +3,12 @@ package source
 import (
 	"context"
 	"database/sql"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -492,3 +494,98 @@ func (b *Batch) MarshalJSON() ([]byte, error) {
 }
 
 var _ json.Marshaler = (*Batch)(nil)
+
+// CheckCursor reports whether a stored cursor fits this source: its kind, its tiebreaker's
+// columns, and every value against its column's type (a key value "abc" for a BIGINT column
+// does not). The error wraps ErrCursor and names the column and value.
+func (s *Source) CheckCursor(c *state.Cursor) error {
+	if c == nil {
+		return nil
+	}
+	_, err := s.keyArgs(c)
+	return err
+}
+
+// CursorFromText builds a cursor of this source's kind from what an operator typed: value for
+// the cursor column and keys[column] for each other key column, each read as its column's type
+// (an integer column takes digits, a text column any text, a timestamp RFC 3339, a rowversion
+// 0x and 16 hex digits). On SQLite a TEXT timestamp is written in the table's fixed-width
+// layout. A value the column cannot hold is an error wrapping ErrCursor that names the column.
+func (s *Source) CursorFromText(value string, keys map[string]string) (*state.Cursor, error) {
+	fail := func(format string, args ...any) (*state.Cursor, error) {
+		return nil, fmt.Errorf("source: poller %q: %w: %s", s.poller, ErrCursor, fmt.Sprintf(format, args...))
+	}
+	for k := range keys {
+		if !slices.Contains(s.keyCols[1:], k) {
+			return fail("%q is not one of the key columns after the cursor column (%s)", k, strings.Join(s.keyCols[1:], ", "))
+		}
+	}
+	c := &state.Cursor{Kind: s.def.Cursor.Kind}
+	for i, k := range s.keyCols {
+		text := value
+		if i > 0 {
+			var ok bool
+			if text, ok = keys[k]; !ok {
+				return fail("no value for key column %q (give each of %s)", k, strings.Join(s.keyCols[1:], ", "))
+			}
+		}
+		raw, err := s.rawFromText(i, text)
+		if err != nil {
+			return fail("column %q (%s): %q: %v", k, s.cols[s.keyIdx[i]].dbType, text, err)
+		}
+		if _, err := s.codecs[i].decode(raw); err != nil {
+			return fail("column %q (%s): %q: %v", k, s.cols[s.keyIdx[i]].dbType, text, err)
+		}
+		if i == 0 {
+			c.Value = raw
+		} else {
+			if c.Tiebreaker == nil {
+				c.Tiebreaker = map[string]json.RawMessage{}
+			}
+			c.Tiebreaker[k] = raw
+		}
+	}
+	if err := c.Validate(); err != nil {
+		return fail("%v", err)
+	}
+	return c, nil
+}
+
+// rawFromText renders an operator's text for key column i as the JSON its codec decodes.
+func (s *Source) rawFromText(i int, text string) (json.RawMessage, error) {
+	col := s.cols[s.keyIdx[i]]
+	switch col.class {
+	case classInt:
+		if _, err := strconv.ParseInt(text, 10, 64); err != nil {
+			return nil, errors.New("not a whole number")
+		}
+		return json.RawMessage(text), nil
+	case classXID8:
+		if _, err := strconv.ParseUint(text, 10, 64); err != nil {
+			return nil, errors.New("not a transaction id (decimal digits)")
+		}
+		return json.RawMessage(text), nil
+	case classRowversion, classBinary:
+		if len(text) != 18 || !strings.HasPrefix(text, "0x") {
+			return nil, errors.New("not a rowversion like 0x00000000000007D1")
+		}
+		if _, err := hex.DecodeString(text[2:]); err != nil {
+			return nil, errors.New("not a rowversion like 0x00000000000007D1")
+		}
+		return json.Marshal("0x" + strings.ToUpper(text[2:]))
+	case classTime:
+		t, err := time.Parse(time.RFC3339Nano, text)
+		if err != nil {
+			return nil, errors.New("not an RFC 3339 timestamp like 2026-04-07T01:23:45.123456Z")
+		}
+		return json.Marshal(t.UTC().Format(time.RFC3339Nano))
+	}
+	if i == 0 && s.def.Cursor.Kind == state.KindTimestampPK { // SQLite TEXT timestamp
+		t, err := time.Parse(time.RFC3339Nano, text)
+		if err != nil {
+			return nil, errors.New("not an RFC 3339 timestamp like 2026-04-07T01:23:45.123456Z")
+		}
+		return json.Marshal(t.UTC().Format(state.TimeLayout))
+	}
+	return json.Marshal(text)
+}
