@@ -27,7 +27,9 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/clock"
 	"github.com/pseudotrigger/pseudotrigger/internal/faultpoint"
 	"github.com/pseudotrigger/pseudotrigger/lease"
+	"github.com/pseudotrigger/pseudotrigger/liveness"
 	"github.com/pseudotrigger/pseudotrigger/poller"
+	"github.com/pseudotrigger/pseudotrigger/pollerstatus"
 	"github.com/pseudotrigger/pseudotrigger/source"
 	"github.com/pseudotrigger/pseudotrigger/store"
 	"github.com/pseudotrigger/pseudotrigger/store/blobstore"
@@ -49,6 +51,8 @@ type App struct {
 	draining chan struct{}
 	drainOne sync.Once
 	pollers  map[string]*pollerState
+	marker   *liveness.Marker // nil while the state store is not usable
+	noProbe  bool
 }
 
 type pollerState struct {
@@ -58,6 +62,18 @@ type pollerState struct {
 
 	mu     sync.Mutex
 	runner *tick.Runner // opened on first use
+
+	recentMu sync.Mutex
+	recent   *recentTick // this process's last tick of the poller
+}
+
+// recentTick is how this process's last tick of a poller ended, for the status it serves.
+type recentTick struct {
+	at          time.Time
+	outcome     string
+	err         string
+	rowsWaiting int64
+	lag         *float64
 }
 
 // Options configure an App. Zero values take the defaults.
@@ -70,6 +86,9 @@ type Options struct {
 	StoreOptions *blobstore.Options
 	// Store replaces the blob store the settings name (unit tests use an in-memory store).
 	Store lease.Store
+	// NoProbe leaves the status function's rows without a live probe of the sources (unit
+	// tests of the page that open no source).
+	NoProbe bool
 }
 
 // New reads the settings of the state store and of every poller and logs what is wrong. A bad
@@ -87,7 +106,7 @@ func New(o Options) *App {
 	if o.Pollers == nil {
 		o.Pollers = poller.All()
 	}
-	a := &App{log: o.Logger, getenv: o.Getenv, clock: o.Clock, draining: make(chan struct{}), pollers: map[string]*pollerState{}}
+	a := &App{log: o.Logger, getenv: o.Getenv, clock: o.Clock, draining: make(chan struct{}), pollers: map[string]*pollerState{}, noProbe: o.NoProbe}
 	a.appName = poller.AppName(o.Getenv)
 	instance := strings.TrimSpace(o.Getenv("WEBSITE_INSTANCE_ID"))
 	if instance == "" {
@@ -114,6 +133,8 @@ func New(o Options) *App {
 	}
 	if a.storeErr != nil {
 		a.log.Error("state store not usable: every invocation will fail", "error", a.storeErr.Error())
+	} else if st, ok := a.store.(store.Store); ok {
+		a.marker = &liveness.Marker{Store: st, App: a.appName, Owner: a.owner, Clock: a.clock, Logger: a.log}
 	}
 
 	for _, d := range o.Pollers {
@@ -223,8 +244,37 @@ func (a *App) invoke(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"Outputs": map[string]any{}, "Logs": []string{line}, "ReturnValue": sum})
 }
 
-// tick runs one tick, opening the poller's source on first use.
+// tick runs one tick, opening the poller's source on first use, and records how it ended: in
+// this process (for the status it serves) and, when due, in the poller's liveness mark, so that
+// ticks which write nothing else (idle ones, and those failing before they take the lease) are
+// seen too.
 func (a *App) tick(ctx context.Context, ps *pollerState, invID string) (tick.Summary, error) {
+	sum, err := a.runTick(ctx, ps, invID)
+	outcome := string(sum.Outcome)
+	switch {
+	case ps.err != nil:
+		outcome = "misconfigured"
+	case err != nil && sum.Outcome != tick.Blocked:
+		outcome = string(tick.Failed)
+	}
+	rt := &recentTick{at: a.clock.Now(), outcome: outcome, rowsWaiting: sum.RowsWaiting, lag: sum.LagSeconds}
+	if sum.Poller == "" {
+		rt.rowsWaiting = -1
+	}
+	if err != nil {
+		rt.err = err.Error()
+	}
+	ps.recentMu.Lock()
+	ps.recent = rt
+	ps.recentMu.Unlock()
+	if a.marker != nil {
+		a.marker.Record(ctx, liveness.Tick{Poller: ps.def.Name, Outcome: outcome, Err: err, RowsWaiting: rt.rowsWaiting, LagSeconds: sum.LagSeconds,
+			WroteState: err == nil && sum.Outcome == tick.Committed, Interval: ps.settings.LivenessInterval})
+	}
+	return sum, err
+}
+
+func (a *App) runTick(ctx context.Context, ps *pollerState, invID string) (tick.Summary, error) {
 	if ps.err != nil {
 		return tick.Summary{}, fmt.Errorf("poller %s is misconfigured: %w", ps.def.Name, ps.err)
 	}
@@ -254,7 +304,7 @@ func (a *App) runner(ctx context.Context, ps *pollerState) (*tick.Runner, error)
 	}
 	counted := &countingStore{Store: a.store}
 	m, err := lease.New(counted, lease.Config{
-		Poller: ps.def.Name, Blob: "state/" + a.appName + "/" + ps.def.Name + ".json", Owner: a.owner,
+		Poller: ps.def.Name, Blob: pollerstatus.Blob(a.appName, ps.def.Name), Owner: a.owner,
 		Fingerprint: src.Fingerprint(), TTL: ps.settings.LeaseTTL, HeartbeatInterval: ps.settings.HeartbeatInterval,
 		Clock: a.clock, Logger: a.log,
 	})

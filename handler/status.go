@@ -97,11 +97,49 @@ func (a *App) status(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *App) statusConfig() pollerstatus.Config {
-	cfg := pollerstatus.Config{App: a.appName}
+	cfg := pollerstatus.Config{App: a.appName, Recent: a.recent, Now: a.clock.Now}
+	if !a.noProbe {
+		cfg.Probe = a.probe
+	}
 	for name, ps := range a.pollers {
 		cfg.Registered = append(cfg.Registered, pollerstatus.RegisteredFrom(name, ps.settings, ps.err))
 	}
 	return cfg
+}
+
+// probe looks at a poller's source live, with the app's own settings, through the source its
+// ticks use (opened now if no tick has opened it yet).
+func (a *App) probe(ctx context.Context, name string, doc *state.Doc) pollerstatus.Probe {
+	ps := a.pollers[name]
+	start := a.clock.Now()
+	ctx, cancel := context.WithTimeout(ctx, pollerstatus.ProbeTimeout)
+	defer cancel()
+	r, err := a.runner(ctx, ps)
+	if err != nil {
+		p := pollerstatus.ProbeFailed(err)
+		p.DurationMS = a.clock.Now().Sub(start).Milliseconds()
+		return p
+	}
+	src, ok := r.Source.(pollerstatus.Source)
+	if !ok {
+		return pollerstatus.Probe{Skipped: "this poller's source cannot be probed", RowsWaiting: -1}
+	}
+	return pollerstatus.ProbeSource(ctx, src, r.Lease.Config().Blob, doc, a.clock.Now)
+}
+
+// recent is this process's own record of a poller's last tick.
+func (a *App) recent(name string) (pollerstatus.LastTick, bool) {
+	ps, ok := a.pollers[name]
+	if !ok {
+		return pollerstatus.LastTick{}, false
+	}
+	ps.recentMu.Lock()
+	rt := ps.recent
+	ps.recentMu.Unlock()
+	if rt == nil {
+		return pollerstatus.LastTick{}, false
+	}
+	return pollerstatus.NewLastTick(a.clock.Now().Sub(rt.at).Seconds(), rt.outcome, rt.err, "process", rt.rowsWaiting, rt.lag), true
 }
 
 // prefersHTML reports whether the request's Accept header ranks text/html (or XHTML) above
@@ -188,40 +226,72 @@ type pageData struct {
 	GeneratedAt string
 	Error       string
 	Pollers     []pollerCard
-	Blocked     int // pollers blocked
+	Blocked     int           // pollers blocked
+	Counts      []healthCount // pollers per health, most urgent first; only those with some
+	NotOK       int           // pollers whose health is not ok
+	Refresh     int           // seconds between reloads of the page
 }
+
+type healthCount struct {
+	Health string
+	N      int
+}
+
+// refreshSeconds is how often the page reloads itself (a meta refresh: the page has no script).
+const refreshSeconds = 15
 
 // pollerCard is a Row made ready to show: every value is text (html/template escapes it).
 type pollerCard struct {
 	pollerstatus.Row
-	CursorKind  string
-	CursorText  string
-	Lag         string
-	RowsWaiting string
-	Lease       string
-	LeaseClass  string
-	LastCommit  string
-	Attempts    string
-	DeadIDs     []string
-	DeadMore    int
-	Spark       sparkline
+	CursorKind   string
+	CursorText   string
+	Lag          string
+	LagFrom      string
+	RowsWaiting  string
+	LastTickText string
+	Lease        string
+	LeaseClass   string
+	LastCommit   string
+	Attempts     string
+	DeadIDs      []string
+	DeadMore     int
+	Spark        sparkline
 }
 
 func newPage(rep Report) pageData {
 	now := rep.GeneratedAt.Time
-	d := pageData{App: rep.App, GeneratedAt: now.UTC().Format(time.RFC3339)}
+	d := pageData{App: rep.App, GeneratedAt: now.UTC().Format(time.RFC3339), Refresh: refreshSeconds}
+	counts := map[string]int{}
 	for _, r := range rep.Pollers {
-		c := pollerCard{Row: r, CursorText: pollerstatus.CursorText(r.Cursor), Lag: "-", RowsWaiting: "-", LastCommit: "-", Attempts: "none"}
+		c := pollerCard{Row: r, CursorText: pollerstatus.CursorText(r.Cursor), Lag: "-", RowsWaiting: waiting(r.RowsWaiting), LastCommit: "-", Attempts: "none"}
 		if r.Cursor != nil {
 			c.CursorKind = r.Cursor.Kind
 		}
-		if r.LagSeconds != nil {
+		switch {
+		case r.LagSeconds != nil && *r.LagSeconds == 0 && r.RowsWaiting == 0:
+			c.Lag = "0s (nothing waits)"
+		case r.LagSeconds != nil:
 			c.Lag = seconds(*r.LagSeconds)
-		} else if r.Cursor != nil {
-			c.Lag = "no lag for this cursor kind (" + r.Cursor.Kind + ")"
+		case r.Cursor != nil && r.Cursor.Kind != state.KindTimestampPK && r.RowsWaiting != 0:
+			c.Lag = "no lag for this cursor kind (" + r.Cursor.Kind + "): see the rows waiting"
 		}
-		if n := len(r.History); n > 0 {
-			c.RowsWaiting = waiting(r.History[n-1].RowsWaiting)
+		switch r.LagFrom {
+		case "probe":
+			c.LagFrom = "measured now"
+		case "last tick":
+			c.LagFrom = "at the last tick"
+		}
+		c.LastTickText = "none recorded"
+		if t := r.LastTick; t != nil {
+			c.LastTickText = seconds(t.AgoSeconds) + " ago · " + t.Outcome
+			switch t.From {
+			case "liveness":
+				c.LastTickText += " (liveness mark)"
+			case "state":
+				c.LastTickText += " (state document)"
+			case "process":
+				c.LastTickText += " (this instance)"
+			}
 		}
 		switch {
 		case r.LeaseOwner == "":
@@ -236,11 +306,16 @@ func newPage(rep Report) pageData {
 			if t, err := time.Parse(time.RFC3339, r.LastCommitAt); err == nil && !now.IsZero() {
 				c.LastCommit += " (" + seconds(now.Sub(t).Seconds()) + " ago)"
 			}
+		} else if n := len(r.History); n > 0 && (r.History[n-1].Outcome == "reset" || r.History[n-1].Outcome == "clone") {
+			c.LastCommit = "none since the " + r.History[n-1].Outcome + " at " + r.History[n-1].At.UTC().Format(time.RFC3339)
 		}
 		if r.FailedAttempts > 0 {
 			c.Attempts = strconv.FormatInt(r.FailedAttempts, 10) + " failed"
-			if r.MaxAttempts > 0 {
-				c.Attempts += fmt.Sprintf(" of %d (on poison: %s)", r.MaxAttempts, r.OnPoison)
+			switch {
+			case r.MaxAttempts > 0 && r.FailedAttempts >= int64(r.MaxAttempts):
+				c.Attempts += fmt.Sprintf(" (the limit of %d is reached; on poison: %s)", r.MaxAttempts, r.OnPoison)
+			case r.MaxAttempts > 0:
+				c.Attempts += fmt.Sprintf(" of %d allowed (on poison: %s)", r.MaxAttempts, r.OnPoison)
 			}
 		}
 		c.DeadIDs = r.DeadLetters.BatchIDs
@@ -251,22 +326,28 @@ func newPage(rep Report) pageData {
 		if r.Blocked {
 			d.Blocked++
 		}
+		counts[r.Health]++
+		if r.Health != pollerstatus.HealthOK {
+			d.NotOK++
+		}
 		d.Pollers = append(d.Pollers, c)
 	}
-	// What needs someone first: blocked pollers, then unreadable or corrupt state, then the rest
-	// (the report's order, by name).
+	for _, h := range pollerstatus.Healths {
+		if counts[h] > 0 {
+			d.Counts = append(d.Counts, healthCount{h, counts[h]})
+		}
+	}
+	// What needs someone first: by health, most urgent first (the report's order, by name,
+	// within each).
 	slices.SortStableFunc(d.Pollers, func(a, b pollerCard) int { return cmp.Compare(urgency(a.Row), urgency(b.Row)) })
 	return d
 }
 
 func urgency(r pollerstatus.Row) int {
-	switch {
-	case r.Blocked:
-		return 0
-	case r.State == pollerstatus.StateCorrupt || r.State == pollerstatus.StateUnreadable:
-		return 1
+	if i := slices.Index(pollerstatus.Healths, r.Health); i >= 0 {
+		return i
 	}
-	return 2
+	return len(pollerstatus.Healths)
 }
 
 func writePage(w http.ResponseWriter, code int, d pageData) {
@@ -304,52 +385,72 @@ func waiting(n int64) string {
 }
 
 // sparkline is an inline SVG polyline over a poller's history: its lag, or, for cursors without
-// a timestamp, the rows waiting. Points has one "x,y" per tick that has the value.
+// a timestamp, the rows waiting; the ticks that failed are red dots, and the value the status
+// measured now (the probe) is the last point, so the legend's "now" is the card's value. Points
+// has one "x,y" per point drawn.
 type sparkline struct {
 	Of             string // "lag" or "rows waiting"; "" when there is nothing to draw
 	Note           string // why there is no chart
 	Points         string
 	N              int // points drawn
 	Ticks          int // ticks in the history
+	Failed         []xy
 	Width, Height  int
 	LastX, LastY   string
 	Min, Max, Last string
+	LastLabel      string // "now" (measured by the probe) or "last tick"
 }
+
+type xy struct{ X, Y string }
 
 const (
 	sparkWidth, sparkHeight, sparkPad = 240, 48, 4
 )
 
 func newSparkline(r pollerstatus.Row) sparkline {
-	s := sparkline{Ticks: len(r.History), Width: sparkWidth, Height: sparkHeight}
+	s := sparkline{Ticks: len(r.History), Width: sparkWidth, Height: sparkHeight, LastLabel: "last tick"}
 	if len(r.History) == 0 {
-		s.Note = "no ticks recorded yet (idle ticks write nothing)"
+		s.Note = "no ticks recorded yet (ticks that find nothing to read are not recorded here)"
 		return s
 	}
 	type point struct {
-		i int
-		v float64
+		i      int
+		v      float64
+		failed bool
 	}
+	failed := func(t state.Tick) bool { return t.Outcome == "failed" || t.Outcome == "blocked" }
 	var pts []point
 	for i, t := range r.History {
 		if t.LagSeconds != nil {
-			pts = append(pts, point{i, *t.LagSeconds})
+			pts = append(pts, point{i, *t.LagSeconds, failed(t)})
 		}
 	}
 	format := seconds
 	s.Of = "lag"
+	live := r.LagSeconds
 	if len(pts) == 0 {
 		for i, t := range r.History {
 			if t.RowsWaiting >= 0 {
-				pts = append(pts, point{i, float64(t.RowsWaiting)})
+				pts = append(pts, point{i, float64(t.RowsWaiting), failed(t)})
 			}
 		}
 		format = func(v float64) string { return strconv.FormatFloat(v, 'f', 0, 64) }
 		s.Of = "rows waiting"
+		live = nil
+		if r.RowsWaiting >= 0 {
+			w := float64(r.RowsWaiting)
+			live = &w
+		}
 	}
 	if len(pts) == 0 {
 		s.Of, s.Note = "", "no lag for this cursor kind, and the rows waiting were not counted"
 		return s
+	}
+	slots := len(r.History)
+	if r.LagFrom == "probe" && live != nil {
+		pts = append(pts, point{slots, *live, false})
+		slots++
+		s.LastLabel = "now"
 	}
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for _, p := range pts {
@@ -359,10 +460,10 @@ func newSparkline(r pollerstatus.Row) sparkline {
 	bottom := min(lo, 0)
 	span := hi - bottom
 	x := func(i int) float64 {
-		if len(r.History) == 1 {
+		if slots == 1 {
 			return float64(sparkWidth) / 2
 		}
-		return sparkPad + float64(i)*float64(sparkWidth-2*sparkPad)/float64(len(r.History)-1)
+		return sparkPad + float64(i)*float64(sparkWidth-2*sparkPad)/float64(slots-1)
 	}
 	y := func(v float64) float64 {
 		if span <= 0 {
@@ -370,12 +471,15 @@ func newSparkline(r pollerstatus.Row) sparkline {
 		}
 		return float64(sparkHeight-sparkPad) - (v-bottom)/span*float64(sparkHeight-2*sparkPad)
 	}
-	xy := make([]string, len(pts))
+	coords := make([]string, len(pts))
 	for k, p := range pts {
-		xy[k] = coord(x(p.i)) + "," + coord(y(p.v))
+		coords[k] = coord(x(p.i)) + "," + coord(y(p.v))
+		if p.failed {
+			s.Failed = append(s.Failed, xy{coord(x(p.i)), coord(y(p.v))})
+		}
 	}
 	last := pts[len(pts)-1]
-	s.Points, s.N = strings.Join(xy, " "), len(pts)
+	s.Points, s.N = strings.Join(coords, " "), len(pts)
 	s.LastX, s.LastY = coord(x(last.i)), coord(y(last.v))
 	s.Min, s.Max, s.Last = format(lo), format(hi), format(last.v)
 	return s

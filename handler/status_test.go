@@ -29,8 +29,8 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/store/memstore"
 )
 
-// The pollers of the status tests, and their settings. No source is ever opened: the status
-// function reads the state store only.
+// The pollers of the status tests, and their settings. No source is opened (NoProbe): the rows
+// come from the state store only; TestStatusProbe covers the probe.
 const (
 	orderTicks  = 7 // orders' history: lag on every tick
 	ledgerTicks = 5 // ledger's (an integer cursor): rows waiting, one tick not counted
@@ -147,7 +147,7 @@ func statusServer(t *testing.T) *httptest.Server {
 	seed(t, st, statusApp, statusNow)
 	app := handler.New(handler.Options{
 		Getenv: func(k string) string { return statusEnv[k] }, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
-		Clock: clk, Pollers: statusPollers(), Store: st,
+		Clock: clk, Pollers: statusPollers(), Store: st, NoProbe: true,
 	})
 	srv := httptest.NewServer(app.Routes())
 	t.Cleanup(srv.Close)
@@ -235,25 +235,33 @@ func TestStatusJSON(t *testing.T) {
 		t.Fatalf("pollers: %s", got)
 	}
 	o := rep.Pollers[5]
-	if o.State != "ok" || o.LagSeconds == nil || *o.LagSeconds != 90 || o.FencingToken != 42 || !o.LeaseLive || o.LeaseOwner != "status-test/host-1/5f0c2a9e" ||
+	// The lag is the last tick's (its history's last entry: the oldest row then waiting), not
+	// the cursor's age; the health is blocked, and says how to unblock.
+	if o.Health != "blocked" || !strings.Contains(o.HealthReason, "pollerctl quarantine orders") || o.LastTick == nil || o.LastTick.From != "state" {
+		t.Errorf("orders health %q (%s), last tick %+v", o.Health, o.HealthReason, o.LastTick)
+	}
+	if o.State != "ok" || o.LagSeconds == nil || *o.LagSeconds != 120 || o.LagFrom != "last tick" || o.RowsWaiting != 400 || o.FencingToken != 42 || !o.LeaseLive || o.LeaseOwner != "status-test/host-1/5f0c2a9e" ||
 		o.LastBatchID != "batch_last0001" || o.FailedAttempts != 3 || !o.Blocked || o.MaxAttempts != 3 || o.OnPoison != "block" ||
 		o.FailureKeys != `{"id":12094}..{"id":12593}` || len(o.History) != orderTicks || o.DeadLetters.Count != 1 || o.DeadLetters.BatchIDs[0] != deadID ||
 		string(o.Cursor.Tiebreaker["id"]) != "12093" {
 		t.Errorf("orders: %+v", o)
 	}
-	if l := rep.Pollers[2]; l.Blocked || l.FailedAttempts != 4 || l.LagSeconds != nil || l.OnPoison != "quarantine" {
+	if l := rep.Pollers[2]; l.Blocked || l.FailedAttempts != 4 || l.LagSeconds != nil || l.OnPoison != "quarantine" || l.Health != "stopped" {
 		t.Errorf("ledger: %+v", l)
 	}
 	if f := rep.Pollers[1]; f.LeaseOwner != "" || f.LeaseLive || len(f.History) != 1 {
 		t.Errorf("fresh (released lease): %+v", f)
 	}
-	if n := rep.Pollers[4]; n.State != "none" || !n.Registered || !strings.Contains(n.SettingsProblem, "NEW_DB_DRIVER") {
+	if f := rep.Pollers[1]; f.Health != "ok" || f.LagSeconds == nil || *f.LagSeconds != 90 {
+		t.Errorf("fresh: health %q (%s), lag %v", f.Health, f.HealthReason, f.LagSeconds)
+	}
+	if n := rep.Pollers[4]; n.State != "none" || !n.Registered || !strings.Contains(n.SettingsProblem, "NEW_DB_DRIVER") || n.Health != "misconfigured" {
 		t.Errorf("new: %+v", n)
 	}
-	if l := rep.Pollers[3]; l.Registered || l.State != "ok" {
+	if l := rep.Pollers[3]; l.Registered || l.State != "ok" || l.Health != "stopped" {
 		t.Errorf("legacy: %+v", l)
 	}
-	if b := rep.Pollers[0]; b.State != "corrupt" || b.Problem == "" {
+	if b := rep.Pollers[0]; b.State != "corrupt" || b.Problem == "" || b.Health != "misconfigured" {
 		t.Errorf("broken: %+v", b)
 	}
 
@@ -284,7 +292,7 @@ func TestStatusHTML(t *testing.T) {
 // checkPage checks what the page shows; body is the page as served, or the DOM Chromium built.
 func checkPage(t *testing.T, body string) {
 	t.Helper()
-	for _, bad := range []string{secret, "FUNCTIONKEY", "DB_CONNECTION", "<script", "http-equiv", "src=", "href="} {
+	for _, bad := range []string{secret, "FUNCTIONKEY", "DB_CONNECTION", "<script", "src=", "href="} {
 		if strings.Contains(body, bad) {
 			t.Errorf("the page shows %q", bad)
 		}
@@ -297,11 +305,12 @@ func checkPage(t *testing.T, body string) {
 	orders := section(t, body, "orders")
 	for _, want := range []string{
 		statusNow.Add(-90 * time.Second).Format(state.TimeLayout), "id=12093", // the cursor
-		`class="lag">1m30s<`,   // service clock minus the cursor
+		`class="lag">2m0s<`, "at the last tick", // the oldest row waiting at the last tick
 		`class="waiting">400<`, // rows waiting after the last tick
+		"0s ago · failed (state document)",
 		"live: status-test/host-1/5f0c2a9e", "fencing token 42",
 		"batch_last0001", "2026-11-22T11:59:20Z (40s ago)",
-		"3 failed of 3 (on poison: block)", "batch_poison01", `{"id":12094}..{"id":12593}`,
+		"3 failed (the limit of 3 is reached; on poison: block)", "batch_poison01", `{"id":12094}..{"id":12593}`,
 		`data-blocked="true">BLOCKED</span>`, "ORDERS_ON_POISON=quarantine", "pollerctl quarantine orders --yes",
 		`<code class="dead-letter">` + deadID + `</code>`,
 	} {
@@ -310,13 +319,14 @@ func checkPage(t *testing.T, body string) {
 		}
 	}
 	checkSpark(t, orders, "lag", orderTicks)
-	if !strings.Contains(orders, "now 2m0s · min 2m0s · max 5m0s") {
+	if !strings.Contains(orders, "last tick 2m0s · min 2m0s · max 5m0s") {
 		t.Errorf("orders' sparkline legend:\n%s", orders)
 	}
 
 	ledger := section(t, body, "ledger")
 	checkSpark(t, ledger, "rows waiting", ledgerTicks-1) // the tick that did not count is left out
-	for _, want := range []string{"no lag for this cursor kind (integer)", "99000", "4 failed of 5 (on poison: quarantine)"} {
+	for _, want := range []string{"no lag for this cursor kind (integer)", "99000", "4 failed of 5 allowed (on poison: quarantine)",
+		"none recorded", "no tick recorded yet", `data-failed="4"`, "4 failed ticks"} {
 		if !strings.Contains(ledger, want) {
 			t.Errorf("ledger does not show %q", want)
 		}
@@ -326,7 +336,7 @@ func checkPage(t *testing.T, body string) {
 	}
 	fresh := section(t, body, "fresh")
 	checkSpark(t, fresh, "lag", 1)
-	if !strings.Contains(fresh, ">free<") {
+	if !strings.Contains(fresh, ">free<") || !strings.Contains(fresh, `data-health="ok"`) || !strings.Contains(fresh, ">ok</span>") {
 		t.Error("fresh's released lease is not shown free")
 	}
 	newSection := section(t, body, "new")
@@ -341,6 +351,16 @@ func checkPage(t *testing.T, body string) {
 	}
 	if !strings.Contains(body, "<title>BLOCKED · pseudotrigger status · "+statusApp+"</title>") {
 		t.Error("the title does not say BLOCKED")
+	}
+	// The header counts the pollers per health; BLOCKED is never beside a green ok; the page reloads.
+	for _, want := range []string{`data-health="blocked">1 blocked<`, `data-health="misconfigured">2 misconfigured<`,
+		`data-health="stopped">2 stopped<`, `data-health="ok">1 ok<`, `<meta http-equiv="refresh" content="15">`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the page does not show %q", want)
+		}
+	}
+	if strings.Contains(orders, "health-ok") || strings.Contains(orders, ">ok<") {
+		t.Error("orders is blocked but something on its card says ok")
 	}
 }
 

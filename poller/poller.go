@@ -111,8 +111,8 @@ func All() []Definition {
 	return out
 }
 
-// defaultSchedule is used when a poller names none: every 30 seconds.
-const defaultSchedule = "*/30 * * * * *"
+// DefaultSchedule is used when a poller names none: every 30 seconds.
+const DefaultSchedule = "*/30 * * * * *"
 
 // DefaultBatchSize is {P}_BATCH_SIZE's default.
 const DefaultBatchSize = 500

@@ -34,7 +34,20 @@ type Settings struct {
 	// OnPoison is {P}_ON_POISON: Block (keep retrying, loudly) or Quarantine (isolate the failing
 	// rows, dead-letter them, deliver the rest and go on).
 	OnPoison string
+	// LivenessInterval is {P}_LIVENESS_INTERVAL: ticks that write nothing else (idle ones, and
+	// those that fail before taking the lease) leave a liveness mark at most this often, so the
+	// status knows the timer still runs (package liveness).
+	LivenessInterval time.Duration
+	// MaxLag is {P}_MAX_LAG: the status calls the poller lagging when the oldest row waiting is
+	// older than this.
+	MaxLag time.Duration
 }
+
+// Defaults of the status settings.
+const (
+	DefaultLivenessInterval = 5 * time.Minute
+	DefaultMaxLag           = 5 * time.Minute
+)
 
 // What {P}_ON_POISON may say.
 const (
@@ -117,7 +130,7 @@ func LoadSettings(d Definition, getenv func(string) string) (Settings, error) {
 	if s.Schedule == "" {
 		s.Schedule = d.Schedule
 		if s.Schedule == "" {
-			s.Schedule = defaultSchedule
+			s.Schedule = DefaultSchedule
 		}
 	}
 	if _, err := ParseSchedule(s.Schedule); err != nil {
@@ -169,6 +182,12 @@ func LoadSettings(d Definition, getenv func(string) string) (Settings, error) {
 		}
 	}
 
+	s.LivenessInterval = duration("LIVENESS_INTERVAL", DefaultLivenessInterval, false)
+	if s.LivenessInterval < 10*time.Second {
+		bad(p+"_LIVENESS_INTERVAL", "%v is too short: at least 10s (every mark is a blob write)", s.LivenessInterval)
+	}
+	s.MaxLag = duration("MAX_LAG", DefaultMaxLag, false)
+
 	s.SettleLag = d.Source.SettleLag
 	if name, v := get("SETTLE_LAG"); v != "" {
 		dur, err := time.ParseDuration(v)
@@ -206,4 +225,22 @@ func AppName(getenv func(string) string) string {
 		}
 	}
 	return "local"
+}
+
+// SchedulePeriod is the longest gap between the next few firings of an NCRONTAB schedule after
+// at: how long a poller may go between ticks when its timer runs. 0 for a schedule that does not
+// parse.
+func SchedulePeriod(expr string, at time.Time) time.Duration {
+	s, err := ParseSchedule(expr)
+	if err != nil {
+		return 0
+	}
+	var longest time.Duration
+	t := s.Next(at)
+	for range 4 {
+		n := s.Next(t)
+		longest = max(longest, n.Sub(t))
+		t = n
+	}
+	return longest
 }

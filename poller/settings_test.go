@@ -17,9 +17,9 @@ func TestSettingsDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Settings{Driver: "postgres", DSN: "postgres://x/y", Schedule: defaultSchedule, BatchSize: 500, LeaseTTL: 60 * time.Second,
+	want := Settings{Driver: "postgres", DSN: "postgres://x/y", Schedule: DefaultSchedule, BatchSize: 500, LeaseTTL: 60 * time.Second,
 		HeartbeatInterval: 15 * time.Second, TickBudget: 4 * time.Minute, CheckpointInterval: 2 * time.Second, SettleLag: 7 * time.Second,
-		MaxAttempts: 5, OnPoison: Block}
+		MaxAttempts: 5, OnPoison: Block, LivenessInterval: 5 * time.Minute, MaxLag: 5 * time.Minute}
 	if s != want {
 		t.Fatalf("got %+v\nwant %+v", s, want)
 	}

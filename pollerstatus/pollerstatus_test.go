@@ -64,7 +64,7 @@ func TestRows(t *testing.T) {
 	// ledger: quarantine on poison, so the same failures do not block it.
 	ledger := &state.Doc{Version: 1, PollerName: "ledger", Checkpoint: state.Checkpoint{Cursor: &state.Cursor{Kind: state.KindInteger, Value: json.RawMessage(`99`)}},
 		Failure: &state.Failure{Attempts: 9, BatchID: "batch_c", LastError: "boom"}}
-	ledger.Lease.FencingToken = 2
+	ledger.Lease = state.Lease{FencingToken: 2, OwnerID: "local/host/2", TTLSeconds: 60, ReleasedAt: state.At(now)}
 	putDoc(t, st, ledger)
 	// legacy: state only, not registered; broken: not a state document.
 	putDoc(t, st, &state.Doc{Version: 1, PollerName: "legacy", Failure: &state.Failure{Attempts: 50, LastError: "x"}})
@@ -93,7 +93,8 @@ func TestRows(t *testing.T) {
 	}
 
 	o := byName["orders"]
-	if o.State != pollerstatus.StateOK || o.LagSeconds == nil || *o.LagSeconds != 90 || o.FencingToken != 7 || o.LeaseOwner != "local/host/1" || !o.LeaseLive ||
+	// The lag is the last tick's measure of the oldest row waiting, not the cursor's age (90 s).
+	if o.State != pollerstatus.StateOK || o.LagSeconds == nil || *o.LagSeconds != 42 || o.LagFrom != "last tick" || o.RowsWaiting != 8 || o.FencingToken != 7 || o.LeaseOwner != "local/host/1" || !o.LeaseLive ||
 		o.LastBatchID != "batch_a" || o.LastCommitAt != "2026-11-22T11:59:00Z" || o.FailedAttempts != 3 || o.FailedBatchID != "batch_b" ||
 		o.FailureKeys != `{"id":13}..{"id":20}` || !o.Blocked || !strings.Contains(o.Unblock, "ORDERS_ON_POISON=quarantine") ||
 		!strings.Contains(o.Unblock, "pollerctl quarantine orders") || len(o.History) != 1 || !o.Registered || o.MaxAttempts != 3 {
@@ -104,6 +105,15 @@ func TestRows(t *testing.T) {
 	}
 	if strings.Contains(o.LastError, "S3CRET") || strings.Contains(o.LastError, "hunter2") || !strings.Contains(o.LastError, "hooks.example") {
 		t.Errorf("orders last error not redacted: %s", o.LastError)
+	}
+	if o.Health != pollerstatus.HealthBlocked || !strings.Contains(o.HealthReason, "pollerctl quarantine orders") {
+		t.Errorf("orders health %s: %s", o.Health, o.HealthReason)
+	}
+	for name, want := range map[string]string{"ledger": pollerstatus.HealthFailing, "legacy": pollerstatus.HealthStopped,
+		"broken": pollerstatus.HealthMisconfigured, "fresh": pollerstatus.HealthMisconfigured} {
+		if r := byName[name]; r.Health != want || r.HealthReason == "" || strings.Contains(r.HealthReason, "hunter2") {
+			t.Errorf("%s health %s (%s), want %s", name, r.Health, r.HealthReason, want)
+		}
 	}
 	if l := byName["ledger"]; l.Blocked || l.LagSeconds != nil || l.FailedAttempts != 9 || l.DeadLetters.Count != 0 || l.DeadLetters.BatchIDs == nil || l.History == nil {
 		t.Errorf("ledger: %+v", l)
@@ -122,7 +132,7 @@ func TestRows(t *testing.T) {
 
 	// The lease expires on the service's clock: TTL + margin after the last write.
 	clk.Advance(66 * time.Second)
-	if o := pollerstatus.Read(ctx, st, cfg, "orders"); o.LeaseLive || o.LeaseOwner != "local/host/1" || *o.LagSeconds != 156 {
+	if o := pollerstatus.Read(ctx, st, cfg, "orders"); o.LeaseLive || o.LeaseOwner != "local/host/1" || *o.LagSeconds != 42 {
 		t.Errorf("after the TTL: live %v owner %q lag %v", o.LeaseLive, o.LeaseOwner, *o.LagSeconds)
 	}
 	// A quarantine requested unblocks it.

@@ -122,10 +122,10 @@ const HistoryLen = 48
 // Tick is one entry of Doc.History.
 type Tick struct {
 	At      Time   `json:"at"`
-	Outcome string `json:"outcome"` // committed, failed, blocked, quarantined
+	Outcome string `json:"outcome"` // committed, failed, blocked; reset and clone by pollerctl
 	Rows    int    `json:"rows"`
-	// LagSeconds is the time from the cursor's timestamp to the end of the tick (timestamp
-	// cursors only).
+	// LagSeconds is the age of the oldest row still waiting when the tick ended: 0 when none
+	// waits, absent when not measured or when the cursor kind has no time.
 	LagSeconds *float64 `json:"lag_seconds,omitempty"`
 	// RowsWaiting counts the rows after the cursor when the tick ended, up to a cap (-1: not
 	// counted).

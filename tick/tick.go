@@ -2,12 +2,18 @@
 // the lease, fetch batches in keyset order and hand them to the poller's handler while the lease
 // is kept alive, commit the checkpoint, and release the lease with the last commit.
 //
-// Costs: an idle tick is one blob read and one SQL round trip, and writes nothing. A tick that
+// Costs: an idle tick is one blob read and one SQL round trip, and writes nothing (the handler
+// writes a liveness mark at most once per {P}_LIVENESS_INTERVAL, see package liveness). A tick that
 // delivers B batches writes at most B+1 times: the acquire, at most one commit per batch (every
 // CheckpointInterval, only when another batch follows), and the final commit, which also
 // releases the lease. The next batch is fetched while the current one is handled. A tick that
-// took the lease also counts the rows still waiting (one capped query) for its log line and the
-// state document's history.
+// took the lease also measures the backlog (a capped count and the oldest waiting row: two
+// queries) for its log line and the state document's history. At most once per StampCheckEvery
+// a tick also looks for rows the cursor could never reach (source.CheckStamps).
+//
+// A tick whose invocation is cancelled (the host dropped the request) after it took the lease
+// finishes the batch in hand, commits it and releases the lease, as on a drain: the request's
+// cancellation never cuts a lease write short, which would leave the lease to expire.
 //
 // A batch that fails {P}_MAX_ATTEMPTS times is poison: with {P}_ON_POISON=block the poller
 // retries it every tick and says so loudly (ErrBlocked); with quarantine it is bisected down to
@@ -24,6 +30,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"sync"
 	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/deadletter"
@@ -61,7 +68,9 @@ type Summary struct {
 	DurationMS   int64         `json:"duration_ms"`
 	Holder       string        `json:"lease_holder,omitempty"`
 	Attempt      int64         `json:"attempt,omitempty"`
-	// LagSeconds is the time from the cursor's timestamp to the tick's end (timestamp cursors).
+	// LagSeconds is the age of the oldest row still waiting at the tick's end
+	// (source.Backlog.LagSeconds): 0 when nothing waits, nil when not measured (the lease was held
+	// elsewhere, the tick failed before it, or the cursor kind has no time and rows wait).
 	LagSeconds *float64 `json:"lag_seconds,omitempty"`
 	// RowsWaiting counts the rows after the cursor at the tick's end, up to WaitingCap; -1 when
 	// not counted (the lease was held elsewhere, or the count failed).
@@ -94,23 +103,41 @@ type Runner struct {
 	// Requests, if set, returns the state store's requests and conflicts so far; the tick logs
 	// how many it made.
 	Requests func() (requests, conflicts int64)
+
+	stampMu      sync.Mutex
+	stampChecked time.Time // when CheckStamps last passed
 }
 
 // ErrBlocked wraps the error of a tick whose batch failed {P}_MAX_ATTEMPTS times or more while
 // {P}_ON_POISON is block: the poller retries it every tick and never skips it.
 var ErrBlocked = errors.New("poller blocked on a poison batch")
 
-// waiter is what a source needs to count the rows waiting.
-type waiter interface {
-	Waiting(ctx context.Context, after *state.Cursor, limit int) (int64, error)
+// backlogger is what a source needs to measure what waits (source.Source has it).
+type backlogger interface {
+	Backlog(ctx context.Context, after *state.Cursor, limit int) (source.Backlog, error)
 }
+
+// stampChecker is what a source needs to look for rows the cursor could never reach.
+type stampChecker interface {
+	CheckStamps(ctx context.Context) error
+}
+
+// StampCheckEvery bounds how often a tick runs the source's CheckStamps (on SQLite a full
+// scan): a row the cursor can never reach is reported within this time plus a schedule period.
+const StampCheckEvery = time.Minute
 
 // ErrBatchFailed wraps a handler's error (or panic): the batch was not committed.
 var ErrBatchFailed = errors.New("batch failed")
 
 // Tick runs one tick. invocationID (the Functions invocation id, may be empty) goes into the logs.
 // A returned error means the tick failed; the summary still says what it did before.
+//
+// Cancelling ctx (the host dropped the invocation) is a drain, not an abort: before the lease
+// is taken the tick stops there; after, the batch in hand is finished, committed and the lease
+// released. Lease writes and the handler run on a context the cancellation does not end.
 func (r *Runner) Tick(ctx context.Context, invocationID string) (Summary, error) {
+	dropped := ctx.Done()
+	ctx = context.WithoutCancel(ctx)
 	clk := r.clock()
 	log := r.Logger
 	if log == nil {
@@ -125,9 +152,6 @@ func (r *Runner) Tick(ctx context.Context, invocationID string) (Summary, error)
 	}
 	finish := func(err error) (Summary, error) {
 		sum.DurationMS = clk.Now().Sub(start).Milliseconds()
-		if sum.LagSeconds == nil {
-			sum.LagSeconds = lagOf(sum.Cursor, clk.Now())
-		}
 		if err != nil && sum.Outcome != Blocked {
 			sum.Outcome = Failed
 		}
@@ -178,7 +202,10 @@ func (r *Runner) Tick(ctx context.Context, invocationID string) (Summary, error)
 		sum.Outcome, sum.Holder = LeaseHeld, holder
 		return finish(nil)
 	}
-	fctx := context.WithoutCancel(ctx) // see run: fetches are not cancelled midway
+	if err := r.checkStamps(ctx, clk); err != nil {
+		return finish(err)
+	}
+	fctx := ctx // see run: fetches are not cancelled midway
 	t0 := clk.Now()
 	first, err := r.Source.Fetch(fctx, cursor, r.Settings.BatchSize)
 	if err != nil {
@@ -186,8 +213,12 @@ func (r *Runner) Tick(ctx context.Context, invocationID string) (Summary, error)
 	}
 	firstDur := clk.Now().Sub(t0)
 	if len(first.Rows) == 0 {
-		sum.Outcome, sum.RowsWaiting = Idle, 0
+		zero := 0.0
+		sum.Outcome, sum.RowsWaiting, sum.LagSeconds = Idle, 0, &zero
 		return finish(nil)
+	}
+	if closed(dropped) {
+		return finish(errors.New("the invocation was cancelled (the host dropped the request) before the lease was taken: nothing was written"))
 	}
 
 	// 3. Acquire, reading the second batch meanwhile (the acquire only waits on storage).
@@ -217,8 +248,29 @@ func (r *Runner) Tick(ctx context.Context, invocationID string) (Summary, error)
 			_ = l.Release(rctx)
 		}
 	}()
-	err = r.run(ctx, l, &sum, clk, log, fetched{batch: first}, firstDur, ahead)
+	err = r.run(ctx, dropped, l, &sum, clk, log, fetched{batch: first}, firstDur, ahead)
 	return finish(err)
+}
+
+// checkStamps runs the source's CheckStamps when it has not passed within StampCheckEvery.
+func (r *Runner) checkStamps(ctx context.Context, clk clock.Clock) error {
+	sc, ok := r.Source.(stampChecker)
+	if !ok {
+		return nil
+	}
+	r.stampMu.Lock()
+	due := r.stampChecked.IsZero() || clk.Now().Sub(r.stampChecked) >= StampCheckEvery
+	r.stampMu.Unlock()
+	if !due {
+		return nil
+	}
+	if err := sc.CheckStamps(ctx); err != nil {
+		return err
+	}
+	r.stampMu.Lock()
+	r.stampChecked = clk.Now()
+	r.stampMu.Unlock()
+	return nil
 }
 
 func (r *Runner) clock() clock.Clock {
@@ -239,10 +291,12 @@ func (r *Runner) readAhead(ctx context.Context, after *state.Cursor) <-chan fetc
 }
 
 // run is steps 4-8: fetch, handle, commit, repeat, release. first is the batch the peek read;
-// ahead, if not nil, is the one after it, already being read.
-func (r *Runner) run(ctx context.Context, l *lease.Lease, sum *Summary, clk clock.Clock, log *slog.Logger, first fetched, firstDur time.Duration, ahead <-chan fetched) error {
+// ahead, if not nil, is the one after it, already being read. dropped closes when the host
+// dropped the invocation: like a drain, no batch is taken after the one in hand.
+func (r *Runner) run(ctx context.Context, dropped <-chan struct{}, l *lease.Lease, sum *Summary, clk clock.Clock, log *slog.Logger, first fetched, firstDur time.Duration, ahead <-chan fetched) error {
 	s := r.Settings
-	// Work stops when the lease is lost or the request ends.
+	stopping := func() bool { return closed(r.Draining) || closed(dropped) }
+	// The handler's work stops when the lease is lost (ctx is never cancelled: see Tick).
 	wctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	stop := context.AfterFunc(l.Context(), func() { cancel(context.Cause(l.Context())) })
@@ -306,7 +360,7 @@ func (r *Runner) run(ctx context.Context, l *lease.Lease, sum *Summary, clk cloc
 			}
 			uncommitted, lastCommit = nil, clk.Now()
 		}
-		more := len(b.Rows) == s.BatchSize && clk.Now().Before(budgetEnd) && !closed(r.Draining)
+		more := len(b.Rows) == s.BatchSize && clk.Now().Before(budgetEnd) && !stopping()
 		if more && ahead == nil && handleDur >= fetchDur/2 {
 			ahead = r.readAhead(fctx, b.To)
 		}
@@ -362,11 +416,11 @@ func (r *Runner) run(ctx context.Context, l *lease.Lease, sum *Summary, clk cloc
 		}
 		sum.Batches++
 		log.Info("batch", "batch_id", pb.ID, "rows", len(b.Rows), "attempt", attempt, "fencing_token", pb.FencingToken,
-			"cursor", toText, "lag_seconds", lagValue(b.To, clk.Now()), "duration_ms", clk.Now().Sub(t0).Milliseconds())
+			"cursor", toText, "cursor_age_seconds", ageValue(b.To, clk.Now()), "duration_ms", clk.Now().Sub(t0).Milliseconds())
 		cursor, fromText, attempt = b.To, toText, 1
 		uncommitted = &state.Checkpoint{Cursor: b.To, LastSuccessfulBatchID: pb.ID, Metadata: state.Metadata{RowCount: int64(len(b.Rows))}}
 		sum.Cursor = b.To
-		if !more || !clk.Now().Before(budgetEnd) || closed(r.Draining) {
+		if !more || !clk.Now().Before(budgetEnd) || stopping() {
 			if ahead != nil {
 				<-ahead // dropped: the next tick reads it again from the checkpoint
 			}
@@ -405,37 +459,29 @@ func (r *Runner) fail(ctx context.Context, l *lease.Lease, sum *Summary, log *sl
 	return failure
 }
 
-// observe measures the lag and the rows waiting after cursor into sum, and queues the history
-// entry that the tick's last write carries.
+// observe measures the backlog after cursor (the rows waiting and the lag) into sum, and queues
+// the history entry that the tick's last write carries.
 func (r *Runner) observe(ctx context.Context, l *lease.Lease, sum *Summary, clk clock.Clock, cursor *state.Cursor, outcome Outcome) {
-	if w, ok := r.Source.(waiter); ok {
-		n, err := w.Waiting(context.WithoutCancel(ctx), cursor, WaitingCap)
+	if w, ok := r.Source.(backlogger); ok {
+		b, err := w.Backlog(ctx, cursor, WaitingCap)
 		if err != nil {
-			n = -1
+			sum.RowsWaiting = -1
+		} else {
+			sum.RowsWaiting, sum.LagSeconds = b.Rows, b.LagSeconds(clk.Now())
 		}
-		sum.RowsWaiting = n
 	}
 	now := clk.Now()
-	sum.LagSeconds = lagOf(cursor, now)
 	l.AddHistory(state.Tick{At: state.At(now), Outcome: string(outcome), Rows: sum.Rows, LagSeconds: sum.LagSeconds, RowsWaiting: sum.RowsWaiting})
 }
 
-// lagOf is the seconds from a timestamp cursor's value to now; nil for other kinds.
-func lagOf(c *state.Cursor, now time.Time) *float64 {
+// ageValue is the seconds from a timestamp cursor's value to now, for the batch log line's
+// cursor_age_seconds (how old the batch's last row is when delivered); nil for other kinds.
+func ageValue(c *state.Cursor, now time.Time) any {
 	ts, ok := c.Time()
 	if !ok {
 		return nil
 	}
-	lag := math.Round(now.Sub(ts).Seconds()*1000) / 1000
-	return &lag
-}
-
-// lagValue is lagOf for a log attribute (nil when it has none).
-func lagValue(c *state.Cursor, now time.Time) any {
-	if l := lagOf(c, now); l != nil {
-		return *l
-	}
-	return nil
+	return math.Round(now.Sub(ts).Seconds()*1000) / 1000
 }
 
 type fetched struct {

@@ -492,7 +492,7 @@ func TestAlertRules(t *testing.T) {
 	for name, s := range map[string][]string{
 		"failedTicksQuery": {`where tostring(line.msg) == "tick"`, `outcome in ("failed", "blocked")`, "let n = N_IN_A_ROW;",
 			"order by poller asc, timestamp desc", "row_number(1, prev(poller) != poller)", "where nth <= n", "where ticks == n and failed == n"},
-		"lagQuery":     {`where tostring(line.msg) == "tick"`, "lag_seconds = todouble(line.lag_seconds)", "arg_max(timestamp, lag_seconds, rows_waiting) by poller", "where rows_waiting > 0"},
+		"lagQuery":     {`where tostring(line.msg) == "tick"`, "lag_seconds = todouble(line.lag_seconds)", "arg_max(timestamp, lag_seconds, rows_waiting) by poller"},
 		"blockedQuery": {`where tostring(line.msg) == "poller blocked"`, "batch_id = tostring(line.batch_id)"},
 	} {
 		for _, want := range s {

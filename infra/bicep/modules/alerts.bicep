@@ -83,9 +83,10 @@ traces
 | where ticks == n and failed == n
 ''', 'N_IN_A_ROW', string(failedTicksInARow))
 
-// Each poller's latest tick that reports its lag; kept only while rows are waiting, so a caught-up
-// poller on a quiet table never fires however old its cursor is. The rule compares lag_seconds
-// with lagThresholdSeconds.
+// Each poller's latest tick that reports its lag. lag_seconds is the age of the oldest row not yet
+// delivered (0 when nothing waits: a caught-up poller on a quiet table never fires however old
+// its cursor is), the same definition as the status and dev.sh. The rule compares it with
+// lagThresholdSeconds.
 var lagQuery = '''
 traces
 | where message has "tick"
@@ -94,7 +95,6 @@ traces
 | extend poller = tostring(line.poller), lag_seconds = todouble(line.lag_seconds), rows_waiting = tolong(line.rows_waiting)
 | where isnotempty(poller) and isnotnull(lag_seconds)
 | summarize arg_max(timestamp, lag_seconds, rows_waiting) by poller
-| where rows_waiting > 0
 '''
 
 // Every "poller blocked" line in the window (one per tick while a poller is blocked on a batch that

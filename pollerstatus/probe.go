@@ -1,0 +1,73 @@
+package pollerstatus
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/pseudotrigger/pseudotrigger/poller"
+	"github.com/pseudotrigger/pseudotrigger/source"
+	"github.com/pseudotrigger/pseudotrigger/state"
+)
+
+// ProbeTimeout bounds one poller's probe.
+const ProbeTimeout = 10 * time.Second
+
+// ProbeCap bounds the rows a probe counts.
+const ProbeCap = 10_000
+
+// Source is what a probe reads of an open source (source.Source has it). It only reads.
+type Source interface {
+	Fingerprint() string
+	CheckCursor(c *state.Cursor) error
+	Backlog(ctx context.Context, after *state.Cursor, limit int) (source.Backlog, error)
+}
+
+// stampChecker is the optional check for rows the cursor can never reach (source.Source has it).
+type stampChecker interface {
+	CheckStamps(ctx context.Context) error
+}
+
+// ProbeSource looks at an open source the way the next tick will, without writing anything: the
+// state document (doc, nil when none, stored as blob) must be this source's (fingerprint), its
+// cursor must fit the source's key types, no row may sit where the cursor can never reach it, and
+// it measures what waits: the count (up to ProbeCap) and the lag at now.
+func ProbeSource(ctx context.Context, src Source, blob string, doc *state.Doc, now func() time.Time) Probe {
+	start := now()
+	ctx, cancel := context.WithTimeout(ctx, ProbeTimeout)
+	defer cancel()
+	p := func() Probe {
+		var cursor *state.Cursor
+		if doc != nil {
+			if err := state.CheckFingerprint(blob, doc, src.Fingerprint()); err != nil {
+				return ProbeFailed(err)
+			}
+			cursor = doc.Checkpoint.Cursor
+			if err := src.CheckCursor(cursor); err != nil {
+				return ProbeFailed(err)
+			}
+		}
+		if sc, ok := src.(stampChecker); ok {
+			if err := sc.CheckStamps(ctx); err != nil {
+				return ProbeFailed(err)
+			}
+		}
+		b, err := src.Backlog(ctx, cursor, ProbeCap)
+		if err != nil {
+			return ProbeFailed(err)
+		}
+		return Probe{OK: true, RowsWaiting: b.Rows, LagSeconds: b.LagSeconds(now())}
+	}()
+	p.DurationMS = now().Sub(start).Milliseconds()
+	return p
+}
+
+// ProbeFailed is the probe of a source that could not be opened or read: Misconfigured when the
+// error needs a change (settings, schema, the checkpoint: a cursor that does not fit, another
+// source's fingerprint), not a retry (a database that cannot be reached, a row the cursor can
+// never reach).
+func ProbeFailed(err error) Probe {
+	return Probe{Error: Redact(err.Error()), RowsWaiting: -1,
+		Misconfigured: errors.Is(err, source.ErrSchema) || errors.Is(err, source.ErrCursor) ||
+			errors.Is(err, state.ErrFingerprintMismatch) || errors.Is(err, poller.ErrSetting)}
+}

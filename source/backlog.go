@@ -1,0 +1,57 @@
+package source
+
+import (
+	"context"
+	"math"
+	"time"
+
+	"github.com/pseudotrigger/pseudotrigger/state"
+)
+
+// Backlog is what waits after a cursor, within the safe upper bound: rows younger than the
+// settle lag (or in open transactions, for xid and rowversion) are not counted yet.
+type Backlog struct {
+	Rows   int64         // rows waiting, up to the cap the count was made with
+	Oldest *state.Cursor // the first waiting row's cursor (the oldest); nil when none waits
+}
+
+// Backlog counts the rows waiting after the cursor (nil: the beginning), up to limit, and reads
+// the first of them: two bounded queries.
+func (s *Source) Backlog(ctx context.Context, after *state.Cursor, limit int) (Backlog, error) {
+	n, err := s.Waiting(ctx, after, limit)
+	if err != nil {
+		return Backlog{}, err
+	}
+	if n == 0 {
+		return Backlog{}, nil
+	}
+	b, err := s.Fetch(ctx, after, 1)
+	if err != nil {
+		return Backlog{}, err
+	}
+	if len(b.Rows) == 0 { // delivered between the two queries
+		return Backlog{}, nil
+	}
+	c, err := b.Rows[0].Cursor()
+	if err != nil {
+		return Backlog{}, err
+	}
+	return Backlog{Rows: n, Oldest: &c}, nil
+}
+
+// LagSeconds is the product's one definition of lag: the age of the oldest row not yet
+// delivered, in seconds (milliseconds rounded), at now; 0 when nothing waits. It is nil when
+// rows wait but their cursor has no time (integer, xid and rowversion cursors): then only the
+// count says how far behind the poller is.
+func (b Backlog) LagSeconds(now time.Time) *float64 {
+	if b.Rows == 0 {
+		zero := 0.0
+		return &zero
+	}
+	ts, ok := b.Oldest.Time()
+	if !ok {
+		return nil
+	}
+	lag := math.Round(now.Sub(ts).Seconds()*1000) / 1000
+	return &lag
+}
