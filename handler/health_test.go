@@ -1,0 +1,159 @@
+package handler_test
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/pseudotrigger/pseudotrigger/handler"
+	"github.com/pseudotrigger/pseudotrigger/internal/clock"
+	"github.com/pseudotrigger/pseudotrigger/liveness"
+	"github.com/pseudotrigger/pseudotrigger/poller"
+	"github.com/pseudotrigger/pseudotrigger/pollerstatus"
+	"github.com/pseudotrigger/pseudotrigger/state"
+	"github.com/pseudotrigger/pseudotrigger/store"
+	"github.com/pseudotrigger/pseudotrigger/store/memstore"
+)
+
+// countingStore counts the writes to each blob.
+type countingStore struct {
+	*memstore.Store
+	writes map[string]*atomic.Int64
+	reads  atomic.Int64
+}
+
+func (c *countingStore) Put(ctx context.Context, name string, data []byte, cond store.Condition) (store.Written, error) {
+	if c.writes[name] == nil {
+		c.writes[name] = new(atomic.Int64)
+	}
+	c.writes[name].Add(1)
+	return c.Store.Put(ctx, name, data, cond)
+}
+
+func (c *countingStore) Get(ctx context.Context, name string) (store.Blob, error) {
+	c.reads.Add(1)
+	return c.Store.Get(ctx, name)
+}
+
+func (c *countingStore) count(name string) int64 {
+	if n := c.writes[name]; n != nil {
+		return n.Load()
+	}
+	return 0
+}
+
+// sqliteOrders makes an SQLite orders table with the given rows (id, updated_at) and returns
+// its DSN.
+func sqliteOrders(t *testing.T, rows ...string) string {
+	t.Helper()
+	dsn := filepath.Join(t.TempDir(), "o.db")
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	q := `CREATE TABLE orders (id BIGINT PRIMARY KEY, updated_at TEXT NOT NULL);`
+	if len(rows) > 0 {
+		q += "INSERT INTO orders VALUES " + strings.Join(rows, ", ")
+	}
+	if _, err := db.Exec(q); err != nil {
+		t.Fatal(err)
+	}
+	return dsn
+}
+
+// TestIdleWritesPerDay measures what liveness costs: a poller on a quiet table, its timer every
+// 10 s for a day (8,640 ticks, a fake clock). The state document is never written; the liveness
+// mark once per {P}_LIVENESS_INTERVAL (5m by default): 288 writes a day, the first tick's
+// included, and every tick is one state blob read.
+func TestIdleWritesPerDay(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC))
+	st := &countingStore{Store: memstore.New(clk), writes: map[string]*atomic.Int64{}}
+	env := map[string]string{"POLLER_APP_NAME": "day", "GOOD_DB_DRIVER": "sqlite", "GOOD_DB_CONNECTION": sqliteOrders(t), "GOOD_SCHEDULE": "*/10 * * * * *"}
+	app := handler.New(handler.Options{Getenv: func(k string) string { return env[k] }, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
+		Clock: clk, Pollers: []poller.Definition{def("good", new(int))}, Store: st})
+	srv := httptest.NewServer(app.Routes())
+	defer srv.Close()
+
+	const ticks = 24 * 60 * 6
+	for i := range ticks {
+		clk.Advance(10 * time.Second)
+		if status, m, _ := post(t, srv.URL+"/good", body); status != 200 || m["ReturnValue"].(map[string]any)["outcome"] != "idle" {
+			t.Fatalf("tick %d: %d %v", i, status, m)
+		}
+	}
+	stateWrites, marks := st.count(pollerstatus.Blob("day", "good")), st.count(liveness.Blob("day", "good"))
+	t.Logf("an idle poller on a 10 s schedule for a day: %d ticks, %d state blob reads, %d state writes, %d liveness writes", ticks, st.reads.Load(), stateWrites, marks)
+	if stateWrites != 0 || marks != 288 || st.reads.Load() != ticks {
+		t.Fatalf("a day of idle ticks: %d state writes, %d liveness writes, %d reads; want 0, 288, %d", stateWrites, marks, st.reads.Load(), ticks)
+	}
+}
+
+// TestStatusFailingBeforeTheLease: a stored cursor that no longer fits the source (a key value
+// "abc" for a BIGINT key) makes every tick fail before it takes the lease, so the state document
+// is never written. The status must not call the poller ok: before, it showed "ok", "attempts
+// none", no error. Now the ticks' liveness mark and the probe both say why.
+func TestStatusFailingBeforeTheLease(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC))
+	st := memstore.New(clk)
+	env := map[string]string{"POLLER_APP_NAME": "bad-cursor", "GOOD_DB_DRIVER": "sqlite",
+		"GOOD_DB_CONNECTION": sqliteOrders(t, "(1, '2026-01-01T00:00:00.000000Z')")}
+	opts := handler.Options{Getenv: func(k string) string { return env[k] }, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
+		Clock: clk, Pollers: []poller.Definition{def("good", new(int))}, Store: st}
+	app := handler.New(opts)
+	srv := httptest.NewServer(app.Routes())
+	defer srv.Close()
+	// One good tick creates the state; then an operator's mistake puts "abc" in the key.
+	if status, m, _ := post(t, srv.URL+"/good", body); status != 200 {
+		t.Fatalf("first tick: %d %v", status, m)
+	}
+	blob := pollerstatus.Blob("bad-cursor", "good")
+	b, err := st.Get(context.Background(), blob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := state.Decode(blob, "good", b.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Checkpoint.Cursor.Tiebreaker["id"] = json.RawMessage(`"abc"`)
+	data, _ := state.Encode(d)
+	if _, err := st.Put(context.Background(), blob, data, store.IfMatch(b.ETag)); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		clk.Advance(10 * time.Second)
+		if status, m, _ := post(t, srv.URL+"/good", body); status != 500 || !strings.Contains(m["error"].(string), `"abc"`) {
+			t.Fatalf("a tick with the bad cursor: %d %v", status, m)
+		}
+	}
+	// What the handler that ran the ticks serves, and what another instance (no memory of the
+	// ticks, no probe: only the liveness mark) serves.
+	other := handler.New(opts)
+	opts.NoProbe = true
+	markOnly := handler.New(opts)
+	for name, h := range map[string]*handler.App{"this instance": app, "another instance": other, "the liveness mark alone": markOnly} {
+		s := httptest.NewServer(h.Routes())
+		_, raw := get(t, s.URL+handler.StatusRoute, "")
+		s.Close()
+		rep := decodeReport(t, raw)
+		if len(rep.Pollers) != 1 {
+			t.Fatalf("%s: %d rows", name, len(rep.Pollers))
+		}
+		r := rep.Pollers[0]
+		if r.Health == pollerstatus.HealthOK || !strings.Contains(r.HealthReason, `"abc"`) {
+			t.Errorf("%s: health %q, reason %q; want not ok, naming the bad value", name, r.Health, r.HealthReason)
+		}
+		if r.LastTick == nil || !r.LastTick.Failed() {
+			t.Errorf("%s: last tick %+v", name, r.LastTick)
+		}
+	}
+}
