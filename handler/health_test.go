@@ -3,7 +3,6 @@ package handler_test
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http/httptest"
@@ -18,7 +17,6 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/liveness"
 	"github.com/pseudotrigger/pseudotrigger/poller"
 	"github.com/pseudotrigger/pseudotrigger/pollerstatus"
-	"github.com/pseudotrigger/pseudotrigger/state"
 	"github.com/pseudotrigger/pseudotrigger/store"
 	"github.com/pseudotrigger/pseudotrigger/store/memstore"
 )
@@ -52,7 +50,7 @@ func (c *countingStore) count(name string) int64 {
 
 // sqliteOrders makes an SQLite orders table with the given rows (id, updated_at) and returns
 // its DSN.
-func sqliteOrders(t *testing.T, rows ...string) string {
+func sqliteOrders(t testing.TB, rows ...string) string {
 	t.Helper()
 	dsn := filepath.Join(t.TempDir(), "o.db")
 	db, err := sql.Open("sqlite", dsn)
@@ -115,20 +113,7 @@ func TestStatusFailingBeforeTheLease(t *testing.T) {
 	if status, m, _ := post(t, srv.URL+"/good", body); status != 200 {
 		t.Fatalf("first tick: %d %v", status, m)
 	}
-	blob := pollerstatus.Blob("bad-cursor", "good")
-	b, err := st.Get(context.Background(), blob)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := state.Decode(blob, "good", b.Data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.Checkpoint.Cursor.Tiebreaker["id"] = json.RawMessage(`"abc"`)
-	data, _ := state.Encode(d)
-	if _, err := st.Put(context.Background(), blob, data, store.IfMatch(b.ETag)); err != nil {
-		t.Fatal(err)
-	}
+	breakCursor(t, st, "bad-cursor", "good")
 	for range 3 {
 		clk.Advance(10 * time.Second)
 		if status, m, _ := post(t, srv.URL+"/good", body); status != 500 || !strings.Contains(m["error"].(string), `"abc"`) {

@@ -185,7 +185,7 @@ func decodeReport(t *testing.T, body string) handler.Report {
 }
 
 // storeFromEnv opens the state store the settings name, as the handler does.
-func storeFromEnv(t *testing.T, env map[string]string) store.Store {
+func storeFromEnv(t testing.TB, env map[string]string) store.Store {
 	t.Helper()
 	settings, err := blobstore.SettingsFromEnv(func(k string) string { return env[k] })
 	if err != nil {

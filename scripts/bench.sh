@@ -10,7 +10,7 @@
 #           state on Azurite) against the hand-written loop, with blob requests per tick;
 #   handler the handler binary's start to first answered GET / and its idle RSS.
 #
-#   scripts/bench.sh [lease|source|tick|handler|all]     COUNT=3 repetitions; BENCH_ROWS=1000000
+#   scripts/bench.sh [lease|source|tick|status|handler|all]     COUNT=3 repetitions; BENCH_ROWS=1000000
 set -euo pipefail
 source "$(dirname "$0")/lib/services.sh"
 cd "$ROOT"
@@ -92,6 +92,20 @@ if [ "$what" = tick ] || [ "$what" = all ]; then
       "$(metric "$out" "BenchmarkCatchUp/$m" blob-reads/tick | median_of)" \
       "$(metric "$out" "BenchmarkCatchUp/$m" idle-blob-writes | median_of)"
   done
+  echo
+fi
+
+if [ "$what" = status ] || [ "$what" = all ]; then
+  [ -n "${AZURITE_CONNECTION_STRING:-}" ] || start_azurite
+  out="$RUN_DIR/bench-status.txt"
+  log "go test -run '^\$' -bench BenchmarkStatus20Pollers -benchtime 30x -count $COUNT ./handler/"
+  go test -run '^$' -bench BenchmarkStatus20Pollers -benchtime 30x -count "$COUNT" ./handler/ | tee "$out"
+  echo
+  echo "The status function, 20 pollers on SQLite sources, one failing, state on Azurite (median over $COUNT runs):"
+  sp=$(metric "$out" BenchmarkStatus20Pollers/state-only p50-ms | median_of)
+  pp=$(metric "$out" BenchmarkStatus20Pollers/with-probes p50-ms | median_of)
+  printf '%-34s %8s ms p50\n' "state only (the baseline)" "$sp" "with the live probe of every source" "$pp"
+  awk -v a="$pp" -v b="$sp" 'BEGIN { printf "with probes / state only: %.2f\n", a / b }'
   echo
 fi
 
