@@ -199,17 +199,16 @@ func progress(fn devhost.Function, r devhost.Result, writer *devhost.Writer, tot
 	total = *p
 	line := fmt.Sprintf("%s %-10s %-10s rows %5d  batches %3d  token %3d  delivered %7d  waiting %5d", stamp, fn.Name, s["outcome"], rows,
 		int(num(s["batches"])), int(num(s["fencing_token"])), total, int(num(s["rows_waiting"])))
-	if cur, ok := s["cursor"].(map[string]any); ok {
-		if v, ok := cur["value"].(string); ok {
-			if ts, err := time.Parse(time.RFC3339Nano, v); err == nil {
-				if writer != nil {
-					n, newest := writer.Newest()
-					line += fmt.Sprintf("  lag %6.1fs behind the newest row (%d orders)", newest.Sub(ts).Seconds(), n)
-				} else {
-					line += fmt.Sprintf("  cursor %s", ts.Format("15:04:05.000"))
-				}
-			}
-		}
+	// The lag is the tick's own: the age of the oldest row still waiting, 0 when none waits (the
+	// same definition as the status and the alert rules).
+	if lag, ok := s["lag_seconds"]; ok && lag != nil {
+		line += fmt.Sprintf("  lag %6.1fs", num(lag))
+	} else {
+		line += "  lag      -"
+	}
+	if writer != nil && fn.Name == "orders" {
+		n, _ := writer.Newest()
+		line += fmt.Sprintf("  (%d orders written)", n)
 	}
 	fmt.Println(line)
 }
