@@ -364,15 +364,8 @@ func writePage(w http.ResponseWriter, code int, d pageData) {
 	_, _ = w.Write([]byte(b.String()))
 }
 
-// seconds renders a number of seconds as a Go duration: tenths below a minute, whole seconds
-// above.
-func seconds(s float64) string {
-	d := time.Duration(s * float64(time.Second))
-	if d > -time.Minute && d < time.Minute {
-		return d.Round(100 * time.Millisecond).String()
-	}
-	return d.Round(time.Second).String()
-}
+// seconds renders a number of seconds as a Go duration (pollerstatus.DurationText).
+var seconds = pollerstatus.DurationText
 
 func waiting(n int64) string {
 	switch {

@@ -79,13 +79,13 @@ type Row struct {
 	// measured it). LagFrom says where it comes from: "probe" (measured now) or "last tick".
 	LagSeconds *float64 `json:"lag_seconds,omitempty"`
 	// RowsWaiting counts the rows after the cursor, up to a cap; -1 when unknown.
-	RowsWaiting  int64    `json:"rows_waiting"`
-	LagFrom      string   `json:"lag_from,omitempty"`
-	FencingToken int64    `json:"fencing_token"`
-	LeaseOwner   string   `json:"lease_owner,omitempty"` // "" when the lease was released or never taken
-	LeaseLive    bool     `json:"lease_live"`            // judged on the service's clock, as a contender would
-	LastBatchID  string   `json:"last_batch_id,omitempty"`
-	LastCommitAt string   `json:"last_commit_at,omitempty"` // RFC 3339 UTC
+	RowsWaiting  int64  `json:"rows_waiting"`
+	LagFrom      string `json:"lag_from,omitempty"`
+	FencingToken int64  `json:"fencing_token"`
+	LeaseOwner   string `json:"lease_owner,omitempty"` // "" when the lease was released or never taken
+	LeaseLive    bool   `json:"lease_live"`            // judged on the service's clock, as a contender would
+	LastBatchID  string `json:"last_batch_id,omitempty"`
+	LastCommitAt string `json:"last_commit_at,omitempty"` // RFC 3339 UTC
 
 	// The failed attempts at the batch after the checkpoint (none once a commit succeeds).
 	FailedAttempts      int64  `json:"failed_attempts,omitempty"`
@@ -451,7 +451,7 @@ func verdict(r *Row, reg Registered, doc *state.Doc) (string, string) {
 	case r.State == StateUnreadable:
 		return HealthFailing, "the state document cannot be read: " + r.Problem
 	case r.LastTick.Failed():
-		return HealthFailing, fmt.Sprintf("the last tick (%s ago) failed: %s", agoText(r.LastTick.AgoSeconds), r.LastTick.Error)
+		return HealthFailing, fmt.Sprintf("the last tick (%s ago) failed: %s", DurationText(r.LastTick.AgoSeconds), r.LastTick.Error)
 	case r.Probe != nil && !r.Probe.OK && r.Probe.Skipped == "":
 		return HealthFailing, "the source probe failed: " + r.Probe.Error
 	}
@@ -460,7 +460,7 @@ func verdict(r *Row, reg Registered, doc *state.Doc) (string, string) {
 	}
 	if within := r.LastTick.ExpectedWithinSeconds; within > 0 && r.LastTick.AgoSeconds > within {
 		return HealthStopped, fmt.Sprintf("no tick for %s (a running poller shows one within %s: its liveness interval plus three schedule periods): is the function app running, and the timer %s enabled?",
-			agoText(r.LastTick.AgoSeconds), agoText(within), name)
+			DurationText(r.LastTick.AgoSeconds), DurationText(within), name)
 	}
 	maxLag := reg.MaxLag
 	if maxLag <= 0 {
@@ -468,14 +468,15 @@ func verdict(r *Row, reg Registered, doc *state.Doc) (string, string) {
 	}
 	if r.LagSeconds != nil && *r.LagSeconds > maxLag.Seconds() {
 		return HealthLagging, fmt.Sprintf("the oldest row waiting is %s old, more than %s_MAX_LAG (%s); %s rows waiting",
-			agoText(*r.LagSeconds), poller.Prefix(name), maxLag, waitingText(r.RowsWaiting))
+			DurationText(*r.LagSeconds), poller.Prefix(name), maxLag, waitingText(r.RowsWaiting))
 	}
 	_ = doc
 	return HealthOK, ""
 }
 
-// agoText renders seconds as a Go duration: tenths below a minute, whole seconds above.
-func agoText(s float64) string {
+// DurationText renders seconds for people as a Go duration: tenths below a minute, whole seconds
+// above (the status page, pollerctl and the health reasons all use it).
+func DurationText(s float64) string {
 	d := time.Duration(s * float64(time.Second))
 	if d > -time.Minute && d < time.Minute {
 		return d.Round(100 * time.Millisecond).String()
