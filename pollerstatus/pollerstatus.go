@@ -286,7 +286,7 @@ func Read(ctx context.Context, st Reader, cfg Config, pollerName string) (r Row)
 	}
 	r.DeadLetters = deadLetters(ctx, st, cfg.App, pollerName)
 	var doc *state.Doc
-	defer func() { r.Health, r.HealthReason = verdict(&r, reg, doc) }()
+	defer func() { r.Health, r.HealthReason = verdict(&r, reg) }()
 
 	var ticks []LastTick
 	if m, b, err := liveness.Read(ctx, st, cfg.App, pollerName); err == nil && m != nil {
@@ -430,10 +430,10 @@ func expectedWithin(reg Registered, now time.Time) time.Duration {
 	return interval + 3*poller.SchedulePeriod(schedule, now)
 }
 
-// verdict is the one place that decides a poller's health, from what Read gathered: the state
-// document, the liveness signals (LastTick), the probe and the registered settings. The first
+// verdict is the one place that decides a poller's health, from what Read gathered into the row:
+// the state document, the liveness signals (LastTick), the probe and the registered settings. The first
 // rule that applies wins; the reason says why and what to do.
-func verdict(r *Row, reg Registered, doc *state.Doc) (string, string) {
+func verdict(r *Row, reg Registered) (string, string) {
 	name := r.Poller
 	switch {
 	case r.State == StateCorrupt:
@@ -470,7 +470,6 @@ func verdict(r *Row, reg Registered, doc *state.Doc) (string, string) {
 		return HealthLagging, fmt.Sprintf("the oldest row waiting is %s old, more than %s_MAX_LAG (%s); %s rows waiting",
 			DurationText(*r.LagSeconds), poller.Prefix(name), maxLag, waitingText(r.RowsWaiting))
 	}
-	_ = doc
 	return HealthOK, ""
 }
 
