@@ -22,7 +22,8 @@ type Writer struct {
 	newest time.Time
 }
 
-// CreateOrders creates the CONTRACT's orders table and index if they are missing.
+// CreateOrders creates the example orders table (the same shape as pollers/orders reads on every driver) and its index if
+// they are missing.
 func CreateOrders(ctx context.Context, db *sql.DB) error {
 	_, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS orders (id BIGINT PRIMARY KEY, customer VARCHAR(100) NOT NULL,
 		amount DECIMAL(12,2) NOT NULL, updated_at TEXT NOT NULL);

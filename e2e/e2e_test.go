@@ -18,7 +18,7 @@ import (
 )
 
 // Test20000Rows: repeated ticks deliver every row at least once; the checkpoint ends on the last
-// row; the state document is valid per CONTRACT.
+// row; the state document decodes strictly (package state).
 func Test20000Rows(t *testing.T) {
 	w := newWorld(t)
 	w.insert(20_000)

@@ -147,7 +147,7 @@ module roles 'modules/roles.bicep' = {
 
 var stateBlobEndpoint = 'https://${stateStorageName}.blob.${environment().suffixes.storage}'
 
-// The settings CONTRACT.md names, every storage and telemetry connection by identity.
+// The app settings the README documents, every storage and telemetry connection by identity.
 var baseSettings = {
   AzureWebJobsStorage__accountName: hostStorageName
   AzureWebJobsStorage__credential: 'managedidentity'

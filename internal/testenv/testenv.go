@@ -129,7 +129,7 @@ func KeysetLoop(db *sql.DB, first, next string, batch int, dest []any, position 
 	}
 }
 
-// PostgresOrders creates, unless it exists, a benchmark orders table (CONTRACT's shape) of rows
+// PostgresOrders creates, unless it exists, a benchmark orders table (the example's shape) of rows
 // rows one microsecond apart, two hours old, indexed on (updated_at, id) and analysed.
 func PostgresOrders(db *sql.DB, table string, rows int) error {
 	var one int

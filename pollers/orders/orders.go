@@ -27,7 +27,8 @@ import (
 // Name is the poller's name: its folder, its function and its settings' prefix (ORDERS_).
 const Name = "orders"
 
-// Source is the orders table as CONTRACT.md defines it.
+// Source is the example orders table: orders(id BIGINT PRIMARY KEY, customer, amount, updated_at),
+// the same shape on every driver.
 var Source = source.Definition{
 	Table:     source.Table{Name: "orders"},
 	Columns:   []string{"id", "customer", "amount", "updated_at"},
