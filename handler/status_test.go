@@ -30,7 +30,7 @@ import (
 )
 
 // The pollers of the status tests, and their settings. No source is opened (NoProbe): the rows
-// come from the state store only; TestStatusProbe covers the probe.
+// come from the state store only; TestStatusFailingBeforeTheLease covers the probe.
 const (
 	orderTicks  = 7 // orders' history: lag on every tick
 	ledgerTicks = 5 // ledger's (an integer cursor): rows waiting, one tick not counted
