@@ -31,6 +31,9 @@ const (
 	ExitOK      = 0
 	ExitRefused = 1
 	ExitUsage   = 2
+	// ExitUnhealthy is status's when a poller shown is not ok (its health), so that scripts and
+	// scheduled checks can alert on it.
+	ExitUnhealthy = 3
 )
 
 // Env is what a command runs with.
@@ -64,7 +67,7 @@ func usagef(format string, args ...any) error   { return usage{fmt.Sprintf(forma
 
 const help = `pollerctl: see every poller's state and move one on purpose.
 
-  pollerctl status [POLLER] [--json]
+  pollerctl status [POLLER] [--json] [--no-probe]          (exit 3 when a poller is not ok)
   pollerctl reset POLLER (--to-beginning | --to-cursor VALUE [--pk COLUMN=VALUE ...] | --from-file FILE)
                   [--yes | --yes=POLLER] [--wait [--wait-timeout 2m]] [--production]
   pollerctl clone POLLER --to NEW [--yes]
@@ -81,7 +84,7 @@ for it to end), and bumps the fencing token. When POLLER_APP_NAME contains "prod
 --production) it asks you to type the poller's name, and without a terminal needs --yes=POLLER.
 Settings are the handler's: StateStorage (or AzureWebJobsStorage), STATE_CONTAINER,
 POLLER_APP_NAME, {P}_DB_DRIVER, {P}_DB_CONNECTION.
-Exit codes: 0 done, 1 refused by a guardrail, 2 bad usage or input.
+Exit codes: 0 done, 1 refused by a guardrail, 2 bad usage or input, 3 (status) a poller is not ok.
 `
 
 // Run runs one command and returns its exit code.
@@ -120,9 +123,12 @@ func Run(ctx context.Context, args []string, env Env) int {
 		err = usagef("unknown command %q (status, reset, clone, new, deadletter, quarantine; see pollerctl --help)", args[0])
 	}
 	var u usage
+	var sick unhealthy
 	switch {
 	case err == nil:
 		return ExitOK
+	case errors.As(err, &sick):
+		return ExitUnhealthy
 	case errors.As(err, &u):
 		fmt.Fprintln(env.Out, "pollerctl:", err)
 		return ExitUsage

@@ -126,19 +126,23 @@ func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 
 func TestStatusAndResets(t *testing.T) {
 	forEachStore(t, func(t *testing.T, w *world) {
-		if code := w.run("status"); code != 0 || !strings.Contains(w.out.String(), "orders") || !strings.Contains(w.out.String(), "none") {
+		// No tick has run: the poller is stopped, and status exits 3 so that scripts can tell.
+		// (--no-probe: these settings name a database that does not exist.)
+		if code := w.run("status", "--no-probe"); code != ctl.ExitUnhealthy || !strings.Contains(w.out.String(), "orders") ||
+			!strings.Contains(w.out.String(), "(none)") || !strings.Contains(w.out.String(), "STOPPED") || !strings.Contains(w.out.String(), "no tick recorded yet") {
 			t.Fatalf("status without state: %d\n%s", code, w.out.String())
 		}
 		l := w.acquire("worker-1")
 		if err := l.CommitAndRelease(ctx, cp("2026-04-07T01:23:45.123456Z", 42)); err != nil {
 			t.Fatal(err)
 		}
-		if code := w.run("status", "--json"); code != 0 {
+		if code := w.run("status", "--json", "--no-probe"); code != 0 {
 			t.Fatalf("status --json: %d %s", code, w.out.String())
 		}
 		var rows []ctl.Row
 		if err := json.Unmarshal(w.out.Bytes(), &rows); err != nil || len(rows) != 1 || rows[0].State != "ok" || rows[0].FencingToken != 1 ||
-			rows[0].LagSeconds == nil || rows[0].LeaseLive || string(rows[0].Cursor.Tiebreaker["id"]) != "42" {
+			rows[0].Health != "ok" || rows[0].LastTick == nil || rows[0].LastTick.From != "state" ||
+			rows[0].LagSeconds != nil || rows[0].LeaseLive || string(rows[0].Cursor.Tiebreaker["id"]) != "42" {
 			t.Fatalf("status --json: %v %s", err, w.out.String())
 		}
 
@@ -259,7 +263,7 @@ func TestCorruptDocument(t *testing.T) {
 		if _, err := w.st.Put(ctx, w.blob(), garbage, store.IfNotExists()); err != nil {
 			t.Fatal(err)
 		}
-		if code := w.run("status"); code != 0 || !strings.Contains(w.out.String(), "corrupt") {
+		if code := w.run("status", "--no-probe"); code != ctl.ExitUnhealthy || !strings.Contains(w.out.String(), "corrupt") || !strings.Contains(w.out.String(), "MISCONFIGURED") {
 			t.Fatalf("status: %d %s", code, w.out.String())
 		}
 		if code := w.run("reset", "orders", "--to-beginning", "--yes"); code != 1 || !strings.Contains(w.out.String(), "--from-file") {
