@@ -398,11 +398,19 @@ func ago(b store.Blob) float64 {
 	return max(b.Date.Sub(b.LastModified).Seconds(), 0)
 }
 
-// newest returns the most recent of the ticks, or nil.
+// newest returns the most recent of the ticks, or nil. The blobs' ages have the storage
+// service's one-second resolution, so this process's own record wins a tie within a second: it
+// is the same tick, told more precisely.
 func newest(ticks []LastTick) *LastTick {
+	age := func(t *LastTick) float64 {
+		if t.From == "process" {
+			return t.AgoSeconds - 1
+		}
+		return t.AgoSeconds
+	}
 	var best *LastTick
 	for i := range ticks {
-		if best == nil || ticks[i].AgoSeconds < best.AgoSeconds {
+		if best == nil || age(&ticks[i]) < age(best) {
 			best = &ticks[i]
 		}
 	}
