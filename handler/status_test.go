@@ -535,7 +535,7 @@ func TestStatusAzurite(t *testing.T) {
 			env[k] = v
 		}
 	}
-	h := handler.New(handler.Options{Getenv: func(k string) string { return env[k] }, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Pollers: statusPollers()})
+	h := handler.New(handler.Options{Getenv: func(k string) string { return env[k] }, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Pollers: statusPollers(), NoProbe: true})
 	srv := httptest.NewServer(h.Routes())
 	defer srv.Close()
 
