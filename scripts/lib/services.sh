@@ -119,25 +119,37 @@ install_postgres() {
   fi
 }
 
-# start_postgres initialises a throwaway cluster under $RUN_DIR, starts it on a free port and
-# exports PG_TEST_DSN.
+# start_postgres initialises a throwaway cluster in a directory of its own under the system's
+# temporary directory, starts it on a free port and exports PG_TEST_DSN. Not under $RUN_DIR: run
+# as root, the server runs as the postgres user, which cannot enter a checkout in a mode-700
+# directory such as root's home. The directory is removed again when the services stop.
 start_postgres() {
   install_postgres
-  local d="$RUN_DIR/pg" port as=()
-  rm -rf "$d" && mkdir -p "$d"
+  local d port as=()
+  d=$(mktemp -d "${TMPDIR:-/tmp}/pseudotrigger-pg.XXXXXX") || die "cannot make a directory for PostgreSQL"
+  chmod 755 "$d"
   if [ "$(id -u)" = 0 ]; then
     chown postgres "$d"
     as=(runuser -u postgres --)
+    # The server's user must reach the directory through every parent.
+    if ! runuser -u postgres -- test -x "$d"; then
+      rm -rf "$d"
+      die "the postgres user cannot reach $d: set TMPDIR to a directory it can enter"
+    fi
   fi
-  "${as[@]}" "$PG_BIN/initdb" -D "$d/data" -U postgres --auth=trust -E UTF8 --no-sync >"$d/initdb.log" 2>&1 \
+  _stops+=("rm -rf $d")
+  # Run from the cluster's directory: the postgres user may not be able to enter ours.
+  (cd "$d" && "${as[@]}" "$PG_BIN/initdb" -D "$d/data" -U postgres --auth=trust -E UTF8 --no-sync) >"$d/initdb.log" 2>&1 \
     || { tail -20 "$d/initdb.log" >&2; die "initdb failed"; }
   port=$(free_port)
-  "${as[@]}" "$PG_BIN/pg_ctl" -D "$d/data" -w -t 60 -l "$d/server.log" \
+  (cd "$d" && "${as[@]}" "$PG_BIN/pg_ctl" -D "$d/data" -w -t 60 -l "$d/server.log" \
     -o "-c listen_addresses=127.0.0.1 -p $port -k $d -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200" \
-    start >/dev/null || { tail -20 "$d/server.log" >&2; die "PostgreSQL would not start"; }
-  _stops+=("${as[*]} $PG_BIN/pg_ctl -D $d/data -m immediate stop")
+    start) >/dev/null || { tail -20 "$d/server.log" >&2; die "PostgreSQL would not start"; }
+  # Stopped before the directory is removed: _stops run in order, so put the stop first.
+  _stops=("(cd $d && ${as[*]} $PG_BIN/pg_ctl -D $d/data -m immediate stop)" "${_stops[@]}")
   export PG_TEST_DSN="postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable"
-  log "PostgreSQL $("$PG_BIN/postgres" --version | awk '{print $3}') on 127.0.0.1:$port"
+  export PG_DIR=$d
+  log "PostgreSQL $("$PG_BIN/postgres" --version | awk '{print $3}') on 127.0.0.1:$port (cluster in $d)"
 }
 
 # install_spin makes sure the spin model checker (and gcc, which compiles its verifiers) is
