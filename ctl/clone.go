@@ -25,8 +25,11 @@ func clone(ctx context.Context, args []string, env Env) error {
 		return usagef("clone POLLER --to NEW")
 	}
 	from := pos[0]
-	if !poller.ValidName(*to) || *to == from {
-		return usagef("--to %q is not a valid new poller name (letters, digits, - and _, starting with a letter)", *to)
+	if err := poller.CheckNewName(*to); err != nil {
+		return usagef("--to: %v", err)
+	}
+	if *to == from {
+		return usagef("--to %q is the poller being cloned", *to)
 	}
 	st, err := env.store()
 	if err != nil {
@@ -41,9 +44,23 @@ func clone(ctx context.Context, args []string, env Env) error {
 	case derr != nil:
 		return refusedf("%v: not cloned", derr)
 	}
+	// The cursor must fit the table the clone will read: the new poller's, when this build has
+	// it, else the original's (the clone reads the same source).
+	target, ok := env.definition(*to)
+	if !ok {
+		target, ok = env.definition(from)
+	}
+	if ok {
+		if err := env.checkCursor(ctx, target, d.Checkpoint.Cursor, "the cloned cursor"); err != nil {
+			return err
+		}
+	}
 	next := &state.Doc{Version: state.Version, PollerName: *to, SourceFingerprint: d.SourceFingerprint, WriteID: writeID()}
 	next.Checkpoint = d.Checkpoint
 	next.Checkpoint.UpdatedAt = state.At(env.Clock.Now())
+	// No tick of the clone has committed: its history says where it came from, so the status
+	// does not show the original's last commit as the clone's.
+	next.AddHistory(state.Tick{At: state.At(env.Clock.Now()), Outcome: "clone", RowsWaiting: -1})
 	fmt.Fprintf(env.Out, "clone %s -> %s (%s)\n  cursor %s\n  fingerprint %s (the same source)\n", from, *to, env.blob(*to), cursorText(next.Checkpoint.Cursor), next.SourceFingerprint)
 	if !yes.given() {
 		fmt.Fprintln(env.Out, "dry run: nothing written. Add --yes to write.")

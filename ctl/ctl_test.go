@@ -3,6 +3,7 @@ package ctl_test
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"os"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	_ "modernc.org/sqlite"
 
 	"github.com/pseudotrigger/pseudotrigger/ctl"
 	"github.com/pseudotrigger/pseudotrigger/internal/clock"
@@ -33,7 +36,29 @@ var orders = poller.Definition{
 	Handler: func(context.Context, *poller.Batch) error { return nil },
 }
 
-var settings = map[string]string{"ORDERS_DB_DRIVER": "postgres", "ORDERS_DB_CONNECTION": "postgres://app:secret@db.example.com:5432/shop"}
+// settings name a real SQLite orders table (made by TestMain): resets check their values against
+// its column types.
+var settings = map[string]string{"ORDERS_DB_DRIVER": "sqlite"}
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "ctl-test-")
+	if err != nil {
+		panic(err)
+	}
+	dsn := filepath.Join(dir, "orders.db")
+	db, err := sql.Open("sqlite", dsn)
+	if err == nil {
+		_, err = db.Exec(`CREATE TABLE orders (id BIGINT PRIMARY KEY, updated_at TEXT NOT NULL)`)
+		db.Close()
+	}
+	if err != nil {
+		panic(err)
+	}
+	settings["ORDERS_DB_CONNECTION"] = dsn
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
 
 // world is a state store (memstore on a fake clock, or Azurite) and a pollerctl environment.
 type world struct {
@@ -95,8 +120,8 @@ func (w *world) doc() *state.Doc {
 // manager is a ticking worker's lease manager, with the configured source's fingerprint.
 func (w *world) manager(owner string) *lease.Manager {
 	w.t.Helper()
-	loc, _ := source.ParseLocation("postgres", settings["ORDERS_DB_CONNECTION"])
-	m, err := lease.New(w.st, lease.Config{Poller: "orders", Blob: w.blob(), Owner: owner, Fingerprint: source.Fingerprint("postgres", loc, orders.Source), Clock: w.clk})
+	loc, _ := source.ParseLocation("sqlite", settings["ORDERS_DB_CONNECTION"])
+	m, err := lease.New(w.st, lease.Config{Poller: "orders", Blob: w.blob(), Owner: owner, Fingerprint: source.Fingerprint("sqlite", loc, orders.Source), Clock: w.clk})
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -296,8 +321,8 @@ func TestCorruptDocument(t *testing.T) {
 }
 
 func (w *world) managerFingerprint() string {
-	loc, _ := source.ParseLocation("postgres", settings["ORDERS_DB_CONNECTION"])
-	return source.Fingerprint("postgres", loc, orders.Source)
+	loc, _ := source.ParseLocation("sqlite", settings["ORDERS_DB_CONNECTION"])
+	return source.Fingerprint("sqlite", loc, orders.Source)
 }
 
 // TestResetRacingTick: a reset and a tick racing never lose a write silently; one fails cleanly.
@@ -440,4 +465,67 @@ func TestWaitForLiveLease(t *testing.T) {
 		}
 	}
 	t.Fatal("the reset never went through after the lease expired")
+}
+
+// TestResetRefusesValuesTheSourceCannotHold: a --pk or --to-cursor value that the table's column
+// cannot hold (a key "abc" or 1.5 for the BIGINT id, a cursor that is no timestamp) is refused
+// with exit 2 before anything is written, not even a backup; before, it was written and every
+// later tick failed. A reset keeps the tick history and records itself in it; a clone cannot take
+// a reserved name.
+func TestResetRefusesValuesTheSourceCannotHold(t *testing.T) {
+	forEachStore(t, func(t *testing.T, w *world) {
+		l := w.acquire("worker-1")
+		l.AddHistory(state.Tick{At: state.At(w.clk.Now()), Outcome: "committed", Rows: 3, RowsWaiting: 0})
+		if err := l.CommitAndRelease(ctx, cp("2026-04-07T01:23:45.123456Z", 42)); err != nil {
+			t.Fatal(err)
+		}
+		before := w.raw()
+		for _, args := range [][]string{
+			{"--to-cursor", "2026-04-07T01:23:45Z", "--pk", "id=abc"},
+			{"--to-cursor", "2026-04-07T01:23:45Z", "--pk", "id=1.5"},
+			{"--to-cursor", "yesterday", "--pk", "id=1"},
+			{"--to-cursor", "2026-04-07T01:23:45Z", "--pk", "nope=1"},
+			{"--to-cursor", "2026-04-07T01:23:45Z"},
+		} {
+			code := w.run(append([]string{"reset", "orders", "--yes"}, args...)...)
+			if code != ctl.ExitUsage || !strings.Contains(w.out.String(), "nothing written") && !strings.Contains(w.out.String(), "--pk") {
+				t.Errorf("reset %v: exit %d\n%s", args, code, w.out.String())
+			}
+			if after := w.raw(); after.ETag != before.ETag {
+				t.Fatalf("reset %v wrote the state document", args)
+			}
+		}
+		if names, _ := w.st.List(ctx, "backups/"); len(names) != 0 {
+			t.Fatalf("refused resets left backups: %v", names)
+		}
+		if code := w.run("reset", "orders", "--to-cursor", "2026-04-07T01:23:45Z", "--pk", "id=7", "--yes"); code != 0 {
+			t.Fatalf("a good reset: %d\n%s", code, w.out.String())
+		}
+		d, err := state.Decode(w.blob(), "orders", w.raw().Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// SQLite keeps the fixed-width layout; the key is a number; the history goes on.
+		if string(d.Checkpoint.Cursor.Value) != `"2026-04-07T01:23:45.000000Z"` || string(d.Checkpoint.Cursor.Tiebreaker["id"]) != "7" ||
+			len(d.History) != 2 || d.History[0].Outcome != "committed" || d.History[1].Outcome != "reset" {
+			t.Fatalf("after the reset: cursor %s %v, history %+v", d.Checkpoint.Cursor.Value, d.Checkpoint.Cursor.Tiebreaker, d.History)
+		}
+
+		for _, name := range []string{"status", "Status"} {
+			if code := w.run("clone", "orders", "--to", name, "--yes"); code != ctl.ExitUsage || !strings.Contains(w.out.String(), "reserved") {
+				t.Errorf("clone --to %s: %d\n%s", name, code, w.out.String())
+			}
+			if _, err := w.st.Get(ctx, "state/"+w.app+"/"+name+".json"); !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("clone --to %s wrote state: %v", name, err)
+			}
+		}
+		if code := w.run("clone", "orders", "--to", "backfill", "--yes"); code != 0 {
+			t.Fatalf("clone: %d\n%s", code, w.out.String())
+		}
+		b, _ := w.st.Get(ctx, "state/"+w.app+"/backfill.json")
+		c, err := state.Decode("backfill", "backfill", b.Data)
+		if err != nil || len(c.History) != 1 || c.History[0].Outcome != "clone" {
+			t.Fatalf("the clone's history: %v %+v", err, c)
+		}
+	})
 }

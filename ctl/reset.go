@@ -4,12 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -88,13 +86,16 @@ func reset(ctx context.Context, args []string, env Env) error {
 			if want, err := env.fingerprint(d); err == nil && want != fingerprint {
 				return refusedf("%s was saved for source %s, but the poller is now configured for %s: restoring it would read another source from a foreign cursor", *fromFile, fingerprint, want)
 			}
+			if err := env.checkCursor(ctx, d, cp.Cursor, "--from-file "+*fromFile); err != nil {
+				return err
+			}
 		}
 	default:
 		if fingerprint, err = env.fingerprint(d); err != nil {
 			return err
 		}
 		if *toCursor != "" {
-			c, err := cursorFor(d, *toCursor, pks, strings.TrimSpace(env.Getenv(poller.Prefix(name)+"_DB_DRIVER")))
+			c, err := env.cursorFromText(ctx, d, *toCursor, pks)
 			if err != nil {
 				return err
 			}
@@ -129,6 +130,15 @@ func reset(ctx context.Context, args []string, env Env) error {
 	next.SourceFingerprint = fingerprint
 	next.Checkpoint = cp
 	next.Checkpoint.UpdatedAt = state.At(now)
+	// The tick history goes on across the reset, which it records, so the status page's
+	// sparkline and "last commit" tell what happened.
+	switch {
+	case oldDoc != nil:
+		next.History = append([]state.Tick(nil), oldDoc.History...)
+	case fileDoc != nil:
+		next.History = append([]state.Tick(nil), fileDoc.History...)
+	}
+	next.AddHistory(state.Tick{At: state.At(now), Outcome: "reset", RowsWaiting: -1})
 	next.Lease = state.Lease{OwnerID: env.Actor, FencingToken: token + 1, AcquiredAt: state.At(now), HeartbeatAt: state.At(now),
 		ExpiresAt: state.At(now), TTLSeconds: int64(lease.DefaultTTL / time.Second), ReleasedAt: state.At(now)}
 	next.WriteID = writeID()
@@ -202,61 +212,65 @@ func backup(ctx context.Context, env Env, st store.Store, name, what string, dat
 	return b, nil
 }
 
-// cursorFor builds a cursor of the poller's kind from --to-cursor and --pk, validating both.
-// On SQLite a timestamp cursor is compared as text, so it is written in the table's fixed-width
-// layout (YYYY-MM-DDTHH:MM:SS.ffffffZ), whatever RFC 3339 form the operator typed.
-func cursorFor(d poller.Definition, value string, pks []string, driver string) (*state.Cursor, error) {
-	kind := d.Source.Cursor.Kind
-	c := &state.Cursor{Kind: kind}
-	switch kind {
-	case state.KindTimestampPK:
-		t, err := time.Parse(time.RFC3339Nano, value)
-		if err != nil {
-			return nil, usagef("--to-cursor: %q is not an RFC 3339 timestamp (the poller's cursor is timestamp+pk on %s)", value, d.Source.Cursor.Column)
-		}
-		if driver == source.SQLite {
-			c.Value, _ = json.Marshal(t.UTC().Format(state.TimeLayout))
-		} else {
-			c.Value, _ = json.Marshal(t.UTC().Format(time.RFC3339Nano))
-		}
-	case state.KindInteger, state.KindXID:
-		if _, err := strconv.ParseUint(strings.TrimPrefix(value, "-"), 10, 64); err != nil {
-			return nil, usagef("--to-cursor: %q is not an integer (the poller's cursor is %s on %s)", value, kind, d.Source.Cursor.Column)
-		}
-		c.Value = json.RawMessage(value)
-	case state.KindRowversion:
-		if _, err := hex.DecodeString(strings.TrimPrefix(value, "0x")); err != nil || !strings.HasPrefix(value, "0x") || len(value) != 18 {
-			return nil, usagef("--to-cursor: %q is not a rowversion like 0x00000000000007D1", value)
-		}
-		c.Value, _ = json.Marshal("0x" + strings.ToUpper(value[2:]))
-	default:
-		return nil, usagef("the poller's cursor kind %q cannot be set from the command line", kind)
+// openSource opens a poller's source read-only with pollerctl's settings, to check values
+// against its column types. A source that cannot be opened refuses the command (exit 2): a value
+// is never written unchecked.
+func (env Env) openSource(ctx context.Context, d poller.Definition, what string) (*source.Source, error) {
+	s, err := poller.LoadSettings(d, env.Getenv)
+	if err != nil && (s.Driver == "" || s.DSN == "") {
+		return nil, usagef("%s is checked against the source's column types, which needs its settings: %v", what, err)
 	}
-	var want []string
-	for _, k := range d.Source.PK {
-		if k != d.Source.Cursor.Column {
-			want = append(want, k)
-		}
+	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	def := d.Source
+	def.SettleLag = s.SettleLag
+	src, err := source.Open(octx, source.Config{Poller: d.Name, Driver: s.Driver, DSN: s.DSN, Definition: def, MaxOpenConns: 1})
+	if err != nil {
+		return nil, usagef("%s is checked against the source's column types, but the source cannot be opened: %v; nothing written", what, err)
 	}
-	got := map[string]json.RawMessage{}
+	return src, nil
+}
+
+// cursorFromText builds the cursor of --to-cursor and --pk, each value read as its column's type
+// in the poller's table (an integer key takes digits, a timestamp RFC 3339, ...).
+func (env Env) cursorFromText(ctx context.Context, d poller.Definition, value string, pks []string) (*state.Cursor, error) {
+	keys := map[string]string{}
 	for _, pk := range pks {
 		col, v, ok := strings.Cut(pk, "=")
-		if !ok || !slices.Contains(want, col) {
-			return nil, usagef("--pk %q: give COLUMN=VALUE for each of the poller's key columns %v", pk, want)
+		if !ok || col == "" {
+			return nil, usagef("--pk %q: give COLUMN=VALUE", pk)
 		}
-		if _, err := strconv.ParseInt(v, 10, 64); err == nil {
-			got[col] = json.RawMessage(v)
-		} else {
-			got[col], _ = json.Marshal(v)
+		if _, dup := keys[col]; dup {
+			return nil, usagef("--pk %s is given twice", col)
 		}
+		keys[col] = v
 	}
-	if len(got) != len(want) {
-		return nil, usagef("--to-cursor needs --pk COLUMN=VALUE for each key column %v", want)
+	src, err := env.openSource(ctx, d, "--to-cursor")
+	if err != nil {
+		return nil, err
 	}
-	if len(got) > 0 {
-		c.Tiebreaker = got
+	defer src.Close()
+	c, err := src.CursorFromText(value, keys)
+	if err != nil {
+		return nil, usagef("--to-cursor/--pk: %v; nothing written", err)
 	}
-	return c, c.Validate()
+	return c, nil
+}
+
+// checkCursor refuses a cursor the poller's source cannot hold (exit 2).
+func (env Env) checkCursor(ctx context.Context, d poller.Definition, c *state.Cursor, what string) error {
+	if c == nil {
+		return nil
+	}
+	src, err := env.openSource(ctx, d, what)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	if err := src.CheckCursor(c); err != nil {
+		return usagef("%s: %v; nothing written", what, err)
+	}
+	return nil
 }
 
 func printPlan(env Env, name, blob string, oldCP *state.Checkpoint, derr error, newCP *state.Checkpoint, oldDoc, next *state.Doc) {
