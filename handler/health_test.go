@@ -17,6 +17,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/liveness"
 	"github.com/pseudotrigger/pseudotrigger/poller"
 	"github.com/pseudotrigger/pseudotrigger/pollerstatus"
+	"github.com/pseudotrigger/pseudotrigger/state"
 	"github.com/pseudotrigger/pseudotrigger/store"
 	"github.com/pseudotrigger/pseudotrigger/store/memstore"
 )
@@ -140,5 +141,42 @@ func TestStatusFailingBeforeTheLease(t *testing.T) {
 		if r.LastTick == nil || !r.LastTick.Failed() {
 			t.Errorf("%s: last tick %+v", name, r.LastTick)
 		}
+	}
+}
+
+// TestUnreachableRowIsLoud: on SQLite a row stamped with CURRENT_TIMESTAMP ("2026-11-23
+// 03:40:32", a space) sorts before a cursor of the same day. Before, it was skipped forever while
+// every tick said idle; now the next tick's stamp check (at most a minute later) fails it, naming
+// the row and the form it needs, and the status says failing.
+func TestUnreachableRowIsLoud(t *testing.T) {
+	clk := clock.NewFake(time.Now())
+	now := time.Now().UTC()
+	dsn := sqliteOrders(t, "(1, '"+now.Add(-2*time.Second).Format(state.TimeLayout)+"')", "(2, '"+now.Add(-time.Second).Format(state.TimeLayout)+"')")
+	env := map[string]string{"POLLER_APP_NAME": "stamps", "GOOD_DB_DRIVER": "sqlite", "GOOD_DB_CONNECTION": dsn}
+	delivered := new(int)
+	app := handler.New(handler.Options{Getenv: func(k string) string { return env[k] }, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
+		Clock: clk, Pollers: []poller.Definition{def("good", delivered)}, Store: memstore.New(clk)})
+	srv := httptest.NewServer(app.Routes())
+	defer srv.Close()
+	if status, m, _ := post(t, srv.URL+"/good", body); status != 200 || *delivered != 2 {
+		t.Fatalf("first tick: %d %v, %d delivered", status, m, *delivered)
+	}
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`INSERT INTO orders VALUES (3, CURRENT_TIMESTAMP)`); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(61 * time.Second)
+	status, m, _ := post(t, srv.URL+"/good", body)
+	msg, _ := m["error"].(string)
+	if status != 500 || !strings.Contains(msg, `{"id":3}`) || !strings.Contains(msg, "YYYY-MM-DDTHH:MM:SS.ffffffZ") {
+		t.Fatalf("the tick after a CURRENT_TIMESTAMP row: %d %v", status, m)
+	}
+	_, raw := get(t, srv.URL+handler.StatusRoute, "")
+	if r := decodeReport(t, raw).Pollers[0]; r.Health != pollerstatus.HealthFailing || !strings.Contains(r.HealthReason, `{"id":3}`) {
+		t.Fatalf("status: %s (%s)", r.Health, r.HealthReason)
 	}
 }

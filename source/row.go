@@ -62,7 +62,8 @@ func (r Row) Cursor() (state.Cursor, error) {
 	for j, idx := range s.keyIdx {
 		raw, err := s.codecs[j].encode(r.value(idx))
 		if err != nil {
-			return state.Cursor{}, fmt.Errorf("source: poller %q, table %s, column %q: %w", s.poller, s.def.Table, s.keyCols[j], err)
+			key, _ := json.Marshal(r.Key())
+			return state.Cursor{}, fmt.Errorf("source: poller %q, table %s, column %q, the row with key %s: %w", s.poller, s.def.Table, s.keyCols[j], key, err)
 		}
 		if j == 0 {
 			c.Value = raw

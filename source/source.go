@@ -53,7 +53,8 @@ type Source struct {
 	keyCols        []string   // their names
 	codecs         []keyCodec // one per key column
 	q              queries
-	boundArgs      []any // the upper bound's argument, if it takes one
+	boundArgs      []any    // the upper bound's argument, if it takes one
+	flavor         tsFlavor // how a timestamp cursor compares with the database's clock
 }
 
 type column struct {
@@ -215,6 +216,7 @@ func (s *Source) check(ctx context.Context) error {
 		s.codecs = append(s.codecs, codec)
 	}
 	s.q = buildQueries(s.driver, s.def, flavor)
+	s.flavor = flavor
 	if s.q.boundArg {
 		lag := s.def.settleLag()
 		switch s.driver {
@@ -244,7 +246,7 @@ func (s *Source) check(ctx context.Context) error {
 			return s.schemaErr(k, "checking for NULLs: %v", err)
 		}
 	}
-	return nil
+	return s.CheckStamps(ctx)
 }
 
 // cursorTypeFits says whether a column of class cl can carry a cursor of kind.

@@ -13,6 +13,8 @@ import (
 
 	"github.com/golang-sql/civil"
 	mssql "github.com/microsoft/go-mssqldb"
+
+	"github.com/pseudotrigger/pseudotrigger/state"
 )
 
 // class is what a column's database type is, as far as encoding its values goes.
@@ -318,15 +320,16 @@ func codecFor(driver string, c *column, flavor tsFlavor) (keyCodec, error) {
 }
 
 // textTimeCodec carries a SQLite TEXT timestamp verbatim (its text order is its time order), and
-// refuses text that is not an RFC 3339 timestamp, whose place in that order would be arbitrary.
+// refuses text that is not in the fixed-width layout, whose place in that order would be wrong.
 var textTimeCodec = keyCodec{
 	encode: func(v any) (json.RawMessage, error) {
 		s, ok := v.(string)
 		if !ok {
 			return nil, fmt.Errorf("a TEXT timestamp column returned %T", v)
 		}
-		if _, err := time.Parse(time.RFC3339Nano, s); err != nil {
-			return nil, fmt.Errorf("value %q is not a timestamp in the fixed-width layout YYYY-MM-DDTHH:MM:SS.ffffffZ", s)
+		if !fixedWidth(s) {
+			return nil, fmt.Errorf("%w: value %q is not in the fixed-width layout YYYY-MM-DDTHH:MM:SS.ffffffZ, so it does not sort by time with the others; %s",
+				ErrUnreachableRow, s, sqliteStampFix)
 		}
 		return json.Marshal(s)
 	},
@@ -335,11 +338,21 @@ var textTimeCodec = keyCodec{
 		if err := json.Unmarshal(raw, &s); err != nil {
 			return nil, err
 		}
-		if _, err := time.Parse(time.RFC3339Nano, s); err != nil {
-			return nil, fmt.Errorf("%q is not an RFC 3339 timestamp", s)
+		if !fixedWidth(s) {
+			return nil, fmt.Errorf("%q is not a timestamp in the fixed-width layout YYYY-MM-DDTHH:MM:SS.ffffffZ (text that compares in time order)", s)
 		}
 		return s, nil
 	},
+}
+
+// fixedWidth reports whether s is a timestamp in state.TimeLayout exactly (the only text whose
+// order is its time order).
+func fixedWidth(s string) bool {
+	if len(s) != len(state.TimeLayout) {
+		return false
+	}
+	_, err := time.Parse(state.TimeLayout, s)
+	return err == nil
 }
 
 // formatScaled renders f with scale decimals (all significant ones when scale < 0). Scales up to

@@ -41,6 +41,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Pending", h.testPending)
 	t.Run("FetchKeyOf", h.testFetchKeyOf)
 	t.Run("IntKeys", h.testIntKeys)
+	t.Run("UnreachableRows", h.testUnreachableRows)
 }
 
 var ctx = context.Background()
@@ -81,7 +82,7 @@ func (h Harness) ts(tm time.Time) any {
 	return tm.UTC()
 }
 
-// orders creates an orders table (the CONTRACT's shape plus the driver's transaction-order
+// orders creates an orders table (the example poller's shape plus the driver's transaction-order
 // column: xid8 on PostgreSQL, rowversion on SQL Server) and drops it after the test.
 func (h Harness) orders(t testing.TB) string {
 	t.Helper()
@@ -707,5 +708,57 @@ func (h Harness) testIntKeys(t *testing.T) {
 	r := &reader{t: t, src: src}
 	if got := r.drain(4); !slices.Equal(got, []int64{1, 2, 3, 4, 5, 6, 7, 8, 9}) {
 		t.Fatalf("INT keys: %v", got)
+	}
+}
+
+// testUnreachableRows: a row stamped so that the cursor can never reach it is a loud error
+// (ErrUnreachableRow) naming the row's key and value, at Open and from CheckStamps, never a
+// silent skip. SQLite: a TEXT value not in the fixed-width layout (CURRENT_TIMESTAMP's
+// "2026-11-23 03:40:32" sorts before the cursor of its day). PostgreSQL and SQL Server: a
+// timestamp without a time zone ahead of the database's UTC clock (a local-time stamp east of
+// UTC); PostgreSQL's timestamptz in the future is only early, not unreachable.
+func (h Harness) testUnreachableRows(t *testing.T) {
+	table := h.orders(t)
+	base := time.Now().Add(-time.Hour)
+	h.insert(t, h.DB.Exec, table, []order{{ID: 1, Customer: "c", Amount: "1.00", Updated: base}, {ID: 2, Customer: "c", Amount: "1.00", Updated: base.Add(time.Second)}})
+	def := ordersDef(table, state.KindTimestampPK)
+	src := h.open(t, def) // a clean table opens
+	if err := src.CheckStamps(ctx); err != nil {
+		t.Fatalf("a clean table: %v", err)
+	}
+	var bad string
+	switch h.Driver {
+	case source.SQLite:
+		bad = "INSERT INTO " + table + " (id, customer, amount, updated_at) VALUES (42, 'c', 1, CURRENT_TIMESTAMP)"
+	case source.Postgres:
+		// timestamptz ahead of now is only early: not an error.
+		h.exec(t, "INSERT INTO "+table+" (id, customer, amount, updated_at) VALUES (41, 'c', 1, now() + interval '2 hours')")
+		if err := src.CheckStamps(ctx); err != nil {
+			t.Fatalf("a future timestamptz: %v", err)
+		}
+		naive := testenv.Name("naive_")
+		h.exec(t, "CREATE TABLE "+naive+" (id BIGINT PRIMARY KEY, customer VARCHAR(100) NOT NULL, amount DECIMAL(12,2) NOT NULL, updated_at TIMESTAMP(6) NOT NULL)")
+		t.Cleanup(func() { _, _ = h.DB.ExecContext(context.Background(), "DROP TABLE "+naive) })
+		h.exec(t, "INSERT INTO "+naive+" VALUES (1, 'c', 1, (now() AT TIME ZONE 'UTC') - interval '1 hour')")
+		def = ordersDef(naive, state.KindTimestampPK)
+		if src = h.open(t, def); src.CheckStamps(ctx) != nil {
+			t.Fatal("a clean timestamp table")
+		}
+		bad = "INSERT INTO " + naive + " VALUES (42, 'c', 1, (now() AT TIME ZONE 'UTC') + interval '2 hours')"
+	case source.SQLServer:
+		bad = "INSERT INTO " + table + " (id, customer, amount, updated_at) VALUES (42, N'c', 1, DATEADD(hour, 2, SYSUTCDATETIME()))"
+	default:
+		t.Skipf("no stamp hazard known for %s", h.Driver)
+	}
+	h.exec(t, bad)
+	err := src.CheckStamps(ctx)
+	if !errors.Is(err, source.ErrUnreachableRow) || !strings.Contains(err.Error(), `{"id":42}`) || !strings.Contains(err.Error(), `"updated_at"`) {
+		t.Fatalf("CheckStamps after the bad row: %v", err)
+	}
+	if h.Driver == source.SQLite && !strings.Contains(err.Error(), "strftime('%Y-%m-%dT%H:%M:%f000Z','now')") {
+		t.Errorf("the error does not say how to stamp the column: %v", err)
+	}
+	if _, err := source.Open(ctx, source.Config{Poller: "orders", Driver: h.Driver, DSN: h.DSN, Definition: def}); !errors.Is(err, source.ErrUnreachableRow) {
+		t.Fatalf("Open with the bad row: %v", err)
 	}
 }
