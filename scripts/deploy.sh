@@ -1,32 +1,77 @@
 #!/usr/bin/env bash
 # Deploys pseudotrigger to Azure: the Bicep in infra/bicep (Flex Consumption app, identity-only
 # storage, Application Insights, least-privilege roles), then the handler built for linux/amd64,
-# published with Azure Functions Core Tools.
-#
-#   scripts/deploy.sh -g RESOURCE_GROUP [-l LOCATION] [-p infra/bicep/main.bicepparam] [--dry-run]
-#
-# -l creates the resource group when it does not exist. --dry-run prints the commands instead of
-# running them (and needs neither az nor func).
+# published with Azure Functions Core Tools. Usage: scripts/deploy.sh --help.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-group="" location="" params="infra/bicep/main.bicepparam" dry=""
+usage() {
+  cat <<'USAGE'
+Usage: scripts/deploy.sh -g RESOURCE_GROUP [-l LOCATION] [-p infra/bicep/main.bicepparam] [--dry-run] [--allow-example]
+
+Deploys infra/bicep/main.bicep with the parameters file, builds bin/handler for linux/amd64 and
+publishes it with func azure functionapp publish, then prints the deployment's outputs and the
+next steps (the operator's role for pollerctl, the SQL grants for each poller's table).
+
+  -g RESOURCE_GROUP  the resource group to deploy to (required)
+  -l LOCATION        create the resource group in LOCATION when it does not exist
+  -p FILE            the parameters file (default infra/bicep/main.bicepparam)
+  --dry-run          print the commands instead of running them (needs neither az nor func)
+  --allow-example    deploy even though the parameters file still holds example values
+                     (contoso-sql..., database 'shop', pollerctl new's EDIT-ME placeholders)
+  -h, --help         this text
+USAGE
+}
+
+group="" location="" params="infra/bicep/main.bicepparam" dry="" allow_example=""
+deployment=pseudotrigger
+# value OPTION WHAT "$@": fails with a usage error when OPTION has no value after it.
+value() {
+  if [ $# -lt 4 ] || [ -z "$4" ] || [ "${4#-}" != "$4" ]; then
+    echo "deploy.sh: $1 needs a value ($2) (see --help)" >&2
+    exit 2
+  fi
+}
 while [ $# -gt 0 ]; do
   case "$1" in
-    -g) group=$2; shift 2 ;;
-    -l) location=$2; shift 2 ;;
-    -p) params=$2; shift 2 ;;
+    -g) value -g "the resource group" "$@"; group=$2; shift 2 ;;
+    -l) value -l "the location, e.g. westeurope" "$@"; location=$2; shift 2 ;;
+    -p) value -p "the parameters file, e.g. infra/bicep/main.bicepparam" "$@"; params=$2; shift 2 ;;
     --dry-run) dry=1; shift ;;
-    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
+    --allow-example) allow_example=1; shift ;;
+    -h|--help) usage; exit 0 ;;
     *) echo "deploy.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
 [ -n "$group" ] || { echo "deploy.sh: -g RESOURCE_GROUP is required (see --help)" >&2; exit 2; }
 [ -f "$params" ] || { echo "deploy.sh: parameters file $params not found" >&2; exit 2; }
 
+# Example values: the shipped example poller's server and database, and the EDIT-ME placeholders
+# pollerctl new writes. Comment lines do not count.
+examples=$(grep -n -E "contoso|database: *'shop'|EDIT-ME" "$params" | grep -v -E '^[0-9]+: *//' || true)
+if [ -n "$examples" ]; then
+  {
+    echo "deploy.sh: $params still holds example values:"
+    printf '%s\n' "$examples" | sed 's/^\([0-9]*\): */  line \1: /'
+    echo "  Edit each poller's driver, server and database (or connection) to your own source."
+    [ -z "$dry" ] || echo "  A real run refuses to deploy them unless --allow-example is given."
+  } >&2
+  if [ -z "$dry" ] && [ -z "$allow_example" ]; then
+    echo "deploy.sh: refusing to deploy them; edit $params, or pass --allow-example to deploy anyway" >&2
+    exit 2
+  fi
+fi
+
 run() {
   if [ -n "$dry" ]; then
-    printf '+ %s\n' "$*"
+    local a line="+"
+    for a in "$@"; do
+      case "$a" in
+        *[!A-Za-z0-9_./:=@,+-]*|"") line="$line '$a'" ;;
+        *) line="$line $a" ;;
+      esac
+    done
+    printf '%s\n' "$line"
   else
     "$@"
   fi
@@ -42,15 +87,22 @@ if [ -n "$location" ]; then
   run az group create --name "$group" --location "$location" --output none
 fi
 echo "deploying infra/bicep/main.bicep to $group ..."
+run az deployment group create --resource-group "$group" --name "$deployment" \
+  --template-file infra/bicep/main.bicep --parameters "$params" --output none
+
+# main.bicep's outputs, one a line (-o tsv prints a multiselect list one value a line).
+query='[properties.outputs.appName.value, properties.outputs.identityName.value, properties.outputs.stateAccount.value, properties.outputs.stateContainer.value]'
 if [ -n "$dry" ]; then
-  run az deployment group create --resource-group "$group" --name pseudotrigger --template-file infra/bicep/main.bicep --parameters "$params" --output none
-  app="<appName output>"
-  identity="<identityName output>"
+  run az deployment group show -g "$group" -n "$deployment" --query "$query" -o tsv
+  app="<appName output>" identity="<identityName output>" account="<stateAccount output>" container="<stateContainer output>"
 else
-  az deployment group create --resource-group "$group" --name pseudotrigger \
-    --template-file infra/bicep/main.bicep --parameters "$params" --output none
-  app=$(az deployment group show -g "$group" -n pseudotrigger --query properties.outputs.appName.value -o tsv)
-  identity=$(az deployment group show -g "$group" -n pseudotrigger --query properties.outputs.identityName.value -o tsv)
+  outputs=$(az deployment group show -g "$group" -n "$deployment" --query "$query" -o tsv | tr -d '\r' | tr '\t' '\n')
+  { read -r app; read -r identity; read -r account; read -r container; } <<<"$outputs" || true
+  if [ -z "${app:-}" ] || [ -z "${identity:-}" ] || [ -z "${account:-}" ] || [ -z "${container:-}" ]; then
+    echo "deploy.sh: could not read the outputs of deployment $deployment in $group (appName, identityName, stateAccount, stateContainer); got:" >&2
+    printf '%s\n' "$outputs" >&2
+    exit 1
+  fi
 fi
 
 echo "building bin/handler for linux/amd64 ..."
@@ -58,14 +110,83 @@ run env GOOS=linux GOARCH=amd64 scripts/build.sh
 echo "publishing to $app ..."
 run func azure functionapp publish "$app"
 
+# The pollers of the parameters file: "name driver" per entry of the pollers array.
+pollers=$(awk '
+  /^[ \t]*\/\// { next }
+  /^[ \t]*param[ \t]+pollers[ \t]*=/ { in_p = 1; next }
+  in_p && /^[ \t]*\][ \t]*$/ { in_p = 0 }
+  !in_p { next }
+  match($0, /name:[ \t]*'\''[^'\'']*'\''/) { s = substr($0, RSTART, RLENGTH); sub(/^name:[ \t]*'\''/, "", s); sub(/'\''$/, "", s); name = s }
+  match($0, /driver:[ \t]*'\''[^'\'']*'\''/) { s = substr($0, RSTART, RLENGTH); sub(/^driver:[ \t]*'\''/, "", s); sub(/'\''$/, "", s); driver = s }
+  { l = $0; gsub(/'\''[^'\'']*'\''/, "", l) }
+  l ~ /}/ && name != "" { print name, (driver == "" ? "?" : driver); name = ""; driver = "" }
+' "$params")
+
+# table NAME DRIVER: the poller's table as schema.table, from the source.Table literal (or
+# source.ParseTable call) in pollers/NAME; unqualified names resolve to the default schema.
+table() {
+  local src lit t schema
+  src=$(cat "pollers/$1"/*.go 2>/dev/null | grep -v '^[[:space:]]*//' || true)
+  lit=$(printf '%s\n' "$src" | sed -n 's/.*source\.Table{\([^}]*\)}.*/\1/p' | head -n1)
+  if [ -n "$lit" ]; then
+    t=$(printf '%s\n' "$lit" | sed -n 's/.*Name:[[:space:]]*"\([^"]*\)".*/\1/p')
+    schema=$(printf '%s\n' "$lit" | sed -n 's/.*Schema:[[:space:]]*"\([^"]*\)".*/\1/p')
+  else
+    t=$(printf '%s\n' "$src" | sed -n 's/.*source\.ParseTable("\([^"]*\)").*/\1/p' | head -n1)
+    case "$t" in *.*) schema=${t%%.*}; t=${t#*.} ;; esac
+  fi
+  [ -n "$t" ] || return 1
+  if [ -z "${schema:-}" ]; then
+    case "$2" in sqlserver) schema=dbo ;; postgres) schema=public ;; esac
+  fi
+  printf '%s\n' "${schema:+$schema.}$t"
+}
+
 done="Deployed"
 [ -z "$dry" ] || done="Dry run: nothing was deployed. It would deploy"
+blob_uri="https://$account.blob.core.windows.net"
 cat <<NEXT
 
-$done: function app $app (resource group $group), identity $identity.
+$done:
+  function app   $app (resource group $group)
+  identity       $identity (its client id: the identityClientId output)
+  state storage  $account, container $container ($blob_uri)
+NEXT
+[ -z "$dry" ] || echo "  (placeholders: a real run reads them from the deployment's outputs, the az deployment group show above)"
+cat <<NEXT
+
 Next steps:
-  1. Let the identity read the source tables: scripts/sql-grants.sh $identity dbo.orders
-     prints the T-SQL for your database administrator.
-  2. Watch the ticks: az monitor app-insights query, or the function app's Log stream.
-  3. See the pollers: set StateStorage__blobServiceUri and POLLER_APP_NAME=$app, then pollerctl status.
+  1. Let the identity read each poller's table: these print the T-SQL for your database
+     administrator (the table is Source's Table in the poller's Go code, pollers/NAME/*.go):
+NEXT
+if [ -z "$pollers" ]; then
+  echo "     (no pollers entries found in $params)"
+fi
+while read -r name driver; do
+  [ -n "$name" ] || continue
+  hint="pollers/$name/"
+  if t=$(table "$name" "$driver"); then
+    hint="the table from $hint"
+  else
+    t="<schema.table of pollers/$name>"
+    [ -d "pollers/$name" ] || hint="no pollers/$name folder: add the poller (pollerctl new $name)"
+    hint="$hint; give its table"
+  fi
+  case "$driver" in
+    sqlserver) echo "       scripts/sql-grants.sh $identity $t    # $name ($driver): $hint" ;;
+    postgres) echo "       scripts/sql-grants.sh $identity $t    # $name ($driver): $hint; use its PostgreSQL section" ;;
+    sqlite) echo "       # $name (sqlite): a file, nothing to grant" ;;
+    *) echo "       scripts/sql-grants.sh $identity $t    # $name (driver $driver): $hint" ;;
+  esac
+done <<<"$pollers"
+cat <<NEXT
+  2. Let yourself (each operator) run pollerctl against Azure: Storage Blob Data Contributor on
+     the $container container only:
+       az role assignment create --role "Storage Blob Data Contributor" \\
+         --assignee "\$(az ad signed-in-user show --query id -o tsv)" --assignee-principal-type User \\
+         --scope "\$(az storage account show -g $group -n $account --query id -o tsv)/blobServices/default/containers/$container"
+     then, signed in with az login (role assignments can take a few minutes to apply):
+       StateStorage__blobServiceUri=$blob_uri STATE_CONTAINER=$container POLLER_APP_NAME=$app pollerctl status
+  3. Watch the ticks: the function app's Log stream, or the README's queries in the Application
+     Insights resource's Logs.
 NEXT
