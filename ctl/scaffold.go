@@ -15,6 +15,7 @@ import (
 	"strings"
 	"text/template"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/bicep"
 	"github.com/pseudotrigger/pseudotrigger/poller"
 )
 
@@ -197,7 +198,7 @@ var pollersParam = regexp.MustCompile(`(?m)^[ \t]*param[ \t]+pollers[ \t]*=[ \t]
 // parameters file, written one element per line, as its last element. It reports false, and
 // leaves the text alone, when the array already has an entry named name.
 func addPollerEntry(text, name, schedule string) (string, bool, error) {
-	masked := maskBicep(text)
+	masked := bicep.Mask(text)
 	loc := pollersParam.FindStringIndex(masked)
 	if loc == nil {
 		return "", false, fmt.Errorf("no `param pollers = [ ... ]` array to add the poller's entry to")
@@ -256,55 +257,6 @@ func pollerEntry(name, schedule, indent, nl string) string {
 		in + "}",
 	}
 	return strings.Join(lines, nl) + nl
-}
-
-// maskBicep blanks out the contents of Bicep strings and comments (same length, newlines kept),
-// so that brackets and words inside them do not count.
-func maskBicep(text string) string {
-	b := []byte(text)
-	blank := func(from, to int) {
-		for i := max(from, 0); i < to && i < len(b); i++ {
-			if b[i] != '\n' && b[i] != '\r' {
-				b[i] = ' '
-			}
-		}
-	}
-	for i := 0; i < len(text); i++ {
-		switch {
-		case strings.HasPrefix(text[i:], "'''"):
-			end := strings.Index(text[i+3:], "'''")
-			if end < 0 {
-				end = len(text) - i - 3
-			}
-			blank(i+3, i+3+end)
-			i += 3 + end + 2
-		case text[i] == '\'':
-			j := i + 1
-			for j < len(text) && text[j] != '\'' && text[j] != '\n' {
-				if text[j] == '\\' {
-					j++
-				}
-				j++
-			}
-			blank(i+1, j)
-			i = j
-		case strings.HasPrefix(text[i:], "//"):
-			end := strings.IndexByte(text[i:], '\n')
-			if end < 0 {
-				end = len(text) - i
-			}
-			blank(i, i+end)
-			i += end
-		case strings.HasPrefix(text[i:], "/*"):
-			end := strings.Index(text[i+2:], "*/")
-			if end < 0 {
-				end = len(text) - i - 2
-			}
-			blank(i, i+2+end+2)
-			i += 2 + end + 1
-		}
-	}
-	return string(b)
 }
 
 var pollerTemplate = template.Must(template.New("poller").Parse(`// Package {{.Pkg}} is the {{.Name}} poller: edit its source definition and its handler.

@@ -3,6 +3,8 @@
 package bicep
 
 import (
+	bicepfile "github.com/pseudotrigger/pseudotrigger/internal/bicep"
+
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -394,54 +396,8 @@ func TestSyntaxCheckerCatchesErrors(t *testing.T) {
 	}
 }
 
-// mask blanks out the contents of strings and comments (same length, newlines kept), so that
-// braces, colons and keywords inside them do not count when the templates' structure is read.
-func mask(text string) string {
-	b := []byte(text)
-	blank := func(from, to int) {
-		for i := from; i < to && i < len(b); i++ {
-			if b[i] != '\n' {
-				b[i] = ' '
-			}
-		}
-	}
-	for i := 0; i < len(b); i++ {
-		switch {
-		case strings.HasPrefix(text[i:], "'''"):
-			end := strings.Index(text[i+3:], "'''")
-			if end < 0 {
-				end = len(text) - i - 3
-			}
-			blank(i+3, i+3+end)
-			i += 3 + end + 2
-		case b[i] == '\'':
-			j := i + 1
-			for j < len(text) && text[j] != '\'' && text[j] != '\n' {
-				if text[j] == '\\' {
-					j++
-				}
-				j++
-			}
-			blank(i+1, j)
-			i = j
-		case strings.HasPrefix(text[i:], "//"):
-			end := strings.IndexByte(text[i:], '\n')
-			if end < 0 {
-				end = len(text) - i
-			}
-			blank(i, i+end)
-			i += end
-		case strings.HasPrefix(text[i:], "/*"):
-			end := strings.Index(text[i:], "*/")
-			if end < 0 {
-				end = len(text) - i - 2
-			}
-			blank(i, i+end+2)
-			i += end + 1
-		}
-	}
-	return string(b)
-}
+// mask blanks out the contents of strings and comments (internal/bicep.Mask).
+var mask = bicepfile.Mask
 
 // block returns the {...} starting at the first '{' at or after from in the masked text, and its
 // inner offsets; -1s if there is none or it is not closed.
