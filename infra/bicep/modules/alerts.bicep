@@ -33,7 +33,7 @@ param actionGroupId string = ''
 @maxValue(100)
 param failedTicksInARow int = 3
 
-@description('Fire when a poller\'s latest tick reports rows waiting and lag_seconds above this.')
+@description('Fire when a poller\'s latest tick reports lag_seconds (the age of the oldest row waiting) above this.')
 @minValue(1)
 param lagThresholdSeconds int = 300
 
@@ -161,7 +161,7 @@ resource lag 'Microsoft.Insights/scheduledQueryRules@2023-12-01' = {
   kind: 'LogAlert'
   properties: {
     displayName: '${name}: a poller is more than ${lagThresholdSeconds} s behind'
-    description: 'The latest tick of the poller named in the alert reports rows waiting and lag_seconds above ${lagThresholdSeconds}: it is not keeping up (too small a batch size, a slow handler, or failing ticks).'
+    description: 'The latest tick of the poller named in the alert reports lag_seconds (the age of the oldest row waiting) above ${lagThresholdSeconds}: it is not keeping up (too small a batch size, a slow handler, or failing ticks).'
     severity: lagSeverity
     enabled: true
     scopes: [
