@@ -44,11 +44,18 @@ type Env struct {
 	Getenv   func(string) string
 	Pollers  []poller.Definition
 	Out      io.Writer
-	In       io.Reader
-	Terminal bool   // In is an interactive terminal
-	Root     string // the repository root, for `new`
-	Clock    clock.Clock
-	Actor    string // who runs the command, recorded as the lease owner of a reset
+	// Err, if set, gets the line that says which app, store and settings a command uses
+	// (stderr, so that status --json's output stays JSON).
+	Err io.Writer
+	// StoreName describes the state store without secrets; Source says where the settings came
+	// from ("local.settings.json and the environment").
+	StoreName string
+	Source    string
+	In        io.Reader
+	Terminal  bool   // In is an interactive terminal
+	Root      string // the repository root, for `new`
+	Clock     clock.Clock
+	Actor     string // who runs the command, recorded as the lease owner of a reset
 	// Margin is the lease expiry margin (default lease.DefaultMargin).
 	Margin time.Duration
 }
@@ -68,9 +75,11 @@ func usagef(format string, args ...any) error   { return usage{fmt.Sprintf(forma
 const help = `pollerctl: see every poller's state and move one on purpose.
 
   pollerctl status [POLLER] [--json] [--no-probe]          (exit 3 when a poller is not ok)
-  pollerctl reset POLLER (--to-beginning | --to-cursor VALUE [--pk COLUMN=VALUE ...] | --from-file FILE)
+  pollerctl reset POLLER (--to-beginning | --to-cursor VALUE [--pk COLUMN=VALUE ...] | --from-file FILE | --from-backup NAME|latest)
                   [--yes | --yes=POLLER] [--wait [--wait-timeout 2m]] [--production]
   pollerctl clone POLLER --to NEW [--yes]
+  pollerctl delete POLLER [--yes | --yes=POLLER] [--wait] [--production]    (state and liveness mark, backed up first)
+  pollerctl backups POLLER [--json]
   pollerctl new NAME
   pollerctl deadletter list POLLER [--json]
   pollerctl deadletter show POLLER BATCH_ID
@@ -83,7 +92,9 @@ backups/{app}/{poller}/{utc}.json first, refuses while another owner's lease is 
 for it to end), and bumps the fencing token. When POLLER_APP_NAME contains "prod" (or with
 --production) it asks you to type the poller's name, and without a terminal needs --yes=POLLER.
 Settings are the handler's: StateStorage (or AzureWebJobsStorage), STATE_CONTAINER,
-POLLER_APP_NAME, {P}_DB_DRIVER, {P}_DB_CONNECTION.
+POLLER_APP_NAME, {P}_DB_DRIVER, {P}_DB_CONNECTION, read from the environment and, run in the app
+folder, from local.settings.json's Values (the environment wins, as with Core Tools). Every
+command but new says first, on stderr, which app, state store and settings it uses.
 Exit codes: 0 done, 1 refused by a guardrail, 2 bad usage or input, 3 (status) a poller is not ok.
 `
 
@@ -105,6 +116,9 @@ func Run(ctx context.Context, args []string, env Env) int {
 		}
 		return ExitOK
 	}
+	if args[0] != "new" {
+		env.announce(ctx)
+	}
 	var err error
 	switch args[0] {
 	case "status":
@@ -115,12 +129,16 @@ func Run(ctx context.Context, args []string, env Env) int {
 		err = clone(ctx, args[1:], env)
 	case "new":
 		err = scaffold(args[1:], env)
+	case "delete":
+		err = deleteCmd(ctx, args[1:], env)
+	case "backups":
+		err = backupsCmd(ctx, args[1:], env)
 	case "deadletter":
 		err = deadLetters(ctx, args[1:], env)
 	case "quarantine":
 		err = quarantineCmd(ctx, args[1:], env)
 	default:
-		err = usagef("unknown command %q (status, reset, clone, new, deadletter, quarantine; see pollerctl --help)", args[0])
+		err = usagef("unknown command %q (status, reset, clone, delete, backups, new, deadletter, quarantine; see pollerctl --help)", args[0])
 	}
 	var u usage
 	var sick unhealthy

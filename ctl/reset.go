@@ -31,6 +31,7 @@ func reset(ctx context.Context, args []string, env Env) error {
 	var pks pkFlags
 	fs.Var(&pks, "pk", "COLUMN=VALUE of the cursor's tiebreaker (repeat for a composite key)")
 	fromFile := fs.String("from-file", "", "a state document saved earlier (e.g. a backup)")
+	fromBackup := fs.String("from-backup", "", "a backup in the state container: a name `pollerctl backups` lists, or latest")
 	var yes yesFlag
 	fs.Var(&yes, "yes", "write (default: dry run); --yes=POLLER confirms a production app without a terminal")
 	wait := fs.Bool("wait", false, "wait for another owner's live lease to end")
@@ -45,13 +46,13 @@ func reset(ctx context.Context, args []string, env Env) error {
 	}
 	name := pos[0]
 	modes := 0
-	for _, set := range []bool{*toBeginning, *toCursor != "", *fromFile != ""} {
+	for _, set := range []bool{*toBeginning, *toCursor != "", *fromFile != "", *fromBackup != ""} {
 		if set {
 			modes++
 		}
 	}
 	if modes != 1 {
-		return usagef("give exactly one of --to-beginning, --to-cursor VALUE, --from-file FILE")
+		return usagef("give exactly one of --to-beginning, --to-cursor VALUE, --from-file FILE, --from-backup NAME|latest")
 	}
 	if len(pks) > 0 && *toCursor == "" {
 		return usagef("--pk goes with --to-cursor")
@@ -62,8 +63,8 @@ func reset(ctx context.Context, args []string, env Env) error {
 	}
 	blob := env.blob(name)
 	d, registered := env.definition(name)
-	if !registered && *fromFile == "" {
-		return usagef("poller %q is not registered in this build: only --from-file can reset it", name)
+	if !registered && *fromFile == "" && *fromBackup == "" {
+		return usagef("poller %q is not registered in this build: only --from-file or --from-backup can reset it", name)
 	}
 
 	// The new checkpoint and fingerprint.
@@ -73,13 +74,19 @@ func reset(ctx context.Context, args []string, env Env) error {
 		fileDoc     *state.Doc
 	)
 	switch {
-	case *fromFile != "":
-		data, err := os.ReadFile(*fromFile)
-		if err != nil {
-			return usagef("--from-file: %v", err)
+	case *fromFile != "" || *fromBackup != "":
+		var data []byte
+		origin := *fromFile
+		if *fromFile != "" {
+			if data, err = os.ReadFile(*fromFile); err != nil {
+				return usagef("--from-file: %v", err)
+			}
+		} else if origin, data, err = readBackup(ctx, env, st, name, *fromBackup); err != nil {
+			return err
 		}
-		if fileDoc, err = state.Decode(*fromFile, name, data); err != nil {
-			return usagef("--from-file: %v", err)
+		*fromFile = origin // what the messages below name
+		if fileDoc, err = state.Decode(origin, name, data); err != nil {
+			return usagef("%s: %v", origin, err)
 		}
 		cp, fingerprint = fileDoc.Checkpoint, fileDoc.SourceFingerprint
 		if registered {
@@ -109,7 +116,7 @@ func reset(ctx context.Context, args []string, env Env) error {
 		return err
 	}
 	if derr != nil && fileDoc == nil {
-		return refusedf("%v\nIt is not overwritten; to replace it, restore a document you trust with --from-file (backups are under backups/%s/%s/)", derr, env.App, name)
+		return refusedf("%v\nIt is not overwritten; to replace it, restore a document you trust: pollerctl backups %s lists the backups, pollerctl reset %s --from-backup latest restores the newest (or --from-file FILE)", derr, name, name)
 	}
 	if old, oldDoc, derr, err = awaitFree(ctx, env, st, blob, name, "a reset", *wait, *waitTimeout, old, oldDoc, derr); err != nil {
 		return err

@@ -7,11 +7,13 @@
 //	pollerctl deadletter list|show|replay|discard POLLER [BATCH_ID] [--yes]
 //	pollerctl quarantine POLLER [--yes]
 //
-// It reads the handler's settings from the environment.
+// It reads the handler's settings from the environment and, run in the app folder (or below the
+// repository root), from local.settings.json's Values, as Core Tools does: the environment wins.
 package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -20,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pseudotrigger/pseudotrigger/ctl"
+	"github.com/pseudotrigger/pseudotrigger/devhost"
 	"github.com/pseudotrigger/pseudotrigger/poller"
 	_ "github.com/pseudotrigger/pseudotrigger/pollers/all"
 	"github.com/pseudotrigger/pseudotrigger/store/blobstore"
@@ -28,26 +31,61 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	root := repoRoot()
+	getenv, source, err := settings(root)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "pollerctl:", err)
+		os.Exit(ctl.ExitUsage)
+	}
 	env := ctl.Env{
-		App:     poller.AppName(os.Getenv),
-		Getenv:  os.Getenv,
+		App:     poller.AppName(getenv),
+		Getenv:  getenv,
 		Pollers: poller.All(),
 		Out:     os.Stdout,
+		Err:     os.Stderr,
+		Source:  source,
 		In:      os.Stdin,
-		Root:    repoRoot(),
+		Root:    root,
 	}
 	// A terminal answers the termios ioctl; /dev/null and pipes do not.
 	if _, err := unix.IoctlGetTermios(int(os.Stdin.Fd()), unix.TCGETS); err == nil {
 		env.Terminal = true
 	}
-	if s, err := blobstore.SettingsFromEnv(os.Getenv); err != nil {
+	if s, err := blobstore.SettingsFromEnv(getenv); err != nil {
 		env.StoreErr = err
 	} else if st, err := blobstore.New(s, nil); err != nil {
 		env.StoreErr = err
 	} else {
-		env.Store = st
+		env.Store, env.StoreName = st, st.String()
 	}
 	os.Exit(ctl.Run(ctx, os.Args[1:], env))
+}
+
+// settings returns pollerctl's settings: the environment over the Values of local.settings.json
+// in the working directory or, failing that, at the repository root; and says where they came
+// from. A local.settings.json that does not parse is an error naming it.
+func settings(root string) (func(string) string, string, error) {
+	candidates := []string{"local.settings.json"}
+	if root != "" {
+		candidates = append(candidates, filepath.Join(root, "local.settings.json"))
+	}
+	for _, p := range candidates {
+		if _, err := os.Stat(p); err != nil {
+			continue
+		}
+		values, err := devhost.LoadSettings(p)
+		if err != nil {
+			return nil, "", err
+		}
+		abs, _ := filepath.Abs(p)
+		return func(k string) string {
+			if v, ok := os.LookupEnv(k); ok {
+				return v
+			}
+			return values[k]
+		}, "the environment and " + abs, nil
+	}
+	return os.Getenv, "the environment (no local.settings.json here)", nil
 }
 
 // repoRoot finds the directory of the go.mod declaring this module, from the working directory up.

@@ -1,0 +1,106 @@
+package ctl
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/pseudotrigger/pseudotrigger/deadletter"
+	"github.com/pseudotrigger/pseudotrigger/liveness"
+	"github.com/pseudotrigger/pseudotrigger/store"
+)
+
+// deleteCmd removes a poller's state document (backed up first) and its liveness mark, so that a
+// clone or an experiment leaves the status. It refuses while another owner's lease is live and
+// while the poller has dead letters (they hold rows never delivered).
+func deleteCmd(ctx context.Context, args []string, env Env) error {
+	fs := flag.NewFlagSet("delete", flag.ContinueOnError)
+	var yes yesFlag
+	fs.Var(&yes, "yes", "delete (default: dry run); --yes=POLLER confirms a production app without a terminal")
+	wait := fs.Bool("wait", false, "wait for another owner's live lease to end")
+	waitTimeout := fs.Duration("wait-timeout", 2*time.Minute, "how long --wait waits")
+	production := fs.Bool("production", false, "treat the app as production")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("delete takes one poller name")
+	}
+	name := pos[0]
+	st, err := env.store()
+	if err != nil {
+		return err
+	}
+	blob, markBlob := env.blob(name), liveness.Blob(env.App, name)
+	old, oldDoc, derr, err := current(ctx, st, blob, name)
+	if err != nil {
+		return err
+	}
+	mark, merr := st.Get(ctx, markBlob)
+	hasMark := merr == nil
+	if merr != nil && !errors.Is(merr, store.ErrNotFound) {
+		return merr
+	}
+	if old == nil && !hasMark {
+		return usagef("%s has nothing to delete: neither %s nor %s exists", name, blob, markBlob)
+	}
+	if old, oldDoc, derr, err = awaitFree(ctx, env, st, blob, name, "a delete", *wait, *waitTimeout, old, oldDoc, derr); err != nil {
+		return err
+	}
+	letters, err := deadletter.List(ctx, st, env.App, name)
+	if err != nil {
+		return fmt.Errorf("listing %s's dead letters: %w", name, err)
+	}
+	if len(letters) > 0 {
+		return refusedf("%s has %d dead letter(s) (%s): they hold rows that were never delivered; replay or discard them first (pollerctl deadletter list %s)",
+			name, len(letters), strings.Join(letters, ", "), name)
+	}
+
+	fmt.Fprintf(env.Out, "delete %s\n", name)
+	switch {
+	case oldDoc != nil:
+		fmt.Fprintf(env.Out, "  %s: cursor %s, fencing token %d\n", blob, cursorText(oldDoc.Checkpoint.Cursor), oldDoc.Lease.FencingToken)
+	case old != nil:
+		fmt.Fprintf(env.Out, "  %s (corrupt: %v)\n", blob, derr)
+	}
+	if hasMark {
+		fmt.Fprintf(env.Out, "  %s (its liveness mark)\n", markBlob)
+	}
+	if _, registered := env.definition(name); registered && old != nil {
+		fmt.Fprintf(env.Out, "WARNING: %s is in this build: its next tick starts over from the beginning of its table and delivers every row again.\n", name)
+	}
+	if !yes.given() {
+		fmt.Fprintln(env.Out, "dry run: nothing deleted. Add --yes to delete.")
+		return nil
+	}
+	if err := confirm(env, name, string(yes), *production); err != nil {
+		return err
+	}
+	if old != nil {
+		if _, err := backup(ctx, env, st, name, "", old.Data); err != nil {
+			return err
+		}
+		if err := st.Delete(ctx, blob, store.IfMatch(old.ETag)); err != nil {
+			if errors.Is(err, store.ErrConflict) {
+				return refusedf("the state blob changed since it was read (a tick or another operator wrote it): nothing deleted; run the delete again")
+			}
+			return err
+		}
+		fmt.Fprintf(env.Out, "deleted %s\n", blob)
+	}
+	if hasMark {
+		switch err := st.Delete(ctx, markBlob, store.IfMatch(mark.ETag)); {
+		case errors.Is(err, store.ErrConflict):
+			fmt.Fprintf(env.Out, "kept %s: a tick wrote it again meanwhile, so the poller still runs somewhere\n", markBlob)
+		case err != nil:
+			return err
+		default:
+			fmt.Fprintf(env.Out, "deleted %s\n", markBlob)
+		}
+	}
+	return nil
+}
