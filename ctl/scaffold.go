@@ -160,7 +160,8 @@ Next:
        %[3]s_DB_DRIVER       sqlserver | postgres | sqlite
        %[3]s_DB_CONNECTION   the source database's connection string
        %[3]s_SCHEDULE        NCRONTAB with seconds (default %[5]s)
-     optional: %[3]s_BATCH_SIZE, %[3]s_LEASE_TTL, %[3]s_HEARTBEAT_INTERVAL, %[3]s_TICK_BUDGET, %[3]s_CHECKPOINT_INTERVAL, %[3]s_SETTLE_LAG
+     optional: %[3]s_BATCH_SIZE, %[3]s_LEASE_TTL, %[3]s_HEARTBEAT_INTERVAL, %[3]s_TICK_BUDGET, %[3]s_CHECKPOINT_INTERVAL, %[3]s_SETTLE_LAG,
+               %[3]s_MAX_ATTEMPTS, %[3]s_ON_POISON, %[3]s_LIVENESS_INTERVAL, %[3]s_MAX_LAG (README: Poller settings)
 `, name, data.Pkg, data.Prefix, entry, schedule)
 	return nil
 }
