@@ -205,9 +205,8 @@ func (r *Runner) Tick(ctx context.Context, invocationID string) (Summary, error)
 	if err := r.checkStamps(ctx, clk); err != nil {
 		return finish(err)
 	}
-	fctx := ctx // see run: fetches are not cancelled midway
 	t0 := clk.Now()
-	first, err := r.Source.Fetch(fctx, cursor, r.Settings.BatchSize)
+	first, err := r.Source.Fetch(ctx, cursor, r.Settings.BatchSize) // never cancelled midway: see run
 	if err != nil {
 		return finish(err)
 	}
@@ -224,7 +223,7 @@ func (r *Runner) Tick(ctx context.Context, invocationID string) (Summary, error)
 	// 3. Acquire, reading the second batch meanwhile (the acquire only waits on storage).
 	var ahead <-chan fetched
 	if len(first.Rows) == r.Settings.BatchSize {
-		ahead = r.readAhead(fctx, first.To)
+		ahead = r.readAhead(ctx, first.To)
 	}
 	res, err := r.Lease.Acquire(ctx, snap)
 	if err != nil || !res.Won() {
