@@ -15,7 +15,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/ctl"
 )
 
-// TestScaffoldProcess: `pollerctl new widgets`, run as a process in a copy of the repository
+// TestScaffoldProcess: `pollerctl new zzscaffoldtest`, run as a process in a copy of the repository
 // (its tracked files as they are on disk), leaves a tree that passes what scripts/test.sh checks:
 // gofmt, go vet, go build, the pollers' tests (the scaffold's own among them) and the Bicep
 // content tests, which want a main.bicepparam entry per poller. The generated test then still
@@ -58,8 +58,8 @@ func TestScaffoldProcess(t *testing.T) {
 	bin := filepath.Join(tmp, "pollerctl")
 	run(root, "go", "build", "-o", bin, "./cmd/pollerctl")
 	unformattedBefore := unformatted(t, dir)
-	out := run(dir, bin, "new", "widgets")
-	if !strings.Contains(out, "main.bicepparam") || !strings.Contains(out, "WIDGETS_DB_CONNECTION") {
+	out := run(dir, bin, "new", "zzscaffoldtest")
+	if !strings.Contains(out, "main.bicepparam") || !strings.Contains(out, "ZZSCAFFOLDTEST_DB_CONNECTION") {
 		t.Errorf("the next steps do not mention main.bicepparam and the settings:\n%s", out)
 	}
 	// gofmt: no file fails it that did not before (scripts/test.sh runs gofmt -l over every file).
@@ -79,12 +79,12 @@ func TestScaffoldProcess(t *testing.T) {
 	run(dir, "go", "build", "./...")
 	test := exec.Command("go", "test", "-count=1", "./pollers/...", "./infra/bicep/...")
 	test.Dir, test.Env = dir, env
-	if out, err := test.CombinedOutput(); err != nil || !strings.Contains(string(out), "ok  \tgithub.com/pseudotrigger/pseudotrigger/pollers/widgets") {
+	if out, err := test.CombinedOutput(); err != nil || !strings.Contains(string(out), "ok  \tgithub.com/pseudotrigger/pseudotrigger/pollers/zzscaffoldtest") {
 		t.Errorf("go test ./pollers/... ./infra/bicep/... (the scaffold's test among them): %v\n%s", err, out)
 	}
 
 	// The author edits the source definition: the generated test follows it.
-	path := filepath.Join(dir, "pollers", "widgets", "widgets.go")
+	path := filepath.Join(dir, "pollers", "zzscaffoldtest", "zzscaffoldtest.go")
 	generated, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -94,7 +94,7 @@ func TestScaffoldProcess(t *testing.T) {
 	PK:      []string{"id"},
 `
 	if !bytes.Contains(generated, []byte(def)) {
-		t.Fatalf("pollers/widgets/widgets.go has no source definition to edit:\n%s", generated)
+		t.Fatalf("pollers/zzscaffoldtest/zzscaffoldtest.go has no source definition to edit:\n%s", generated)
 	}
 	for _, edited := range []string{
 		`	Columns: []string{"widget_id", "name", "price", "changed_at", "note"},
@@ -113,7 +113,7 @@ func TestScaffoldProcess(t *testing.T) {
 		if err := os.WriteFile(path, bytes.Replace(generated, []byte(def), []byte(edited), 1), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		cmd := exec.Command("go", "test", "-count=1", "./pollers/widgets/")
+		cmd := exec.Command("go", "test", "-count=1", "./pollers/zzscaffoldtest/")
 		cmd.Dir, cmd.Env = dir, env
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Errorf("the generated test fails after the definition became\n%s%v\n%s", edited, err, out)
@@ -295,7 +295,7 @@ func TestScaffoldNeedsPollersArray(t *testing.T) {
 		dir := miniRepo(t, &params)
 		before := tree(t, dir)
 		var out bytes.Buffer
-		code := ctl.Run(ctx, []string{"new", "widgets"}, ctl.Env{Out: &out, Root: dir, Getenv: os.Getenv})
+		code := ctl.Run(ctx, []string{"new", "zzscaffoldtest"}, ctl.Env{Out: &out, Root: dir, Getenv: os.Getenv})
 		if code == ctl.ExitOK || !strings.Contains(out.String(), filepath.Join(dir, "infra", "bicep", "main.bicepparam")) {
 			t.Errorf("%s: exit %d, want a failure naming main.bicepparam: %s", what, code, out.String())
 		}
@@ -306,10 +306,10 @@ func TestScaffoldNeedsPollersArray(t *testing.T) {
 // TestScaffoldExistingEntry: a pollers entry already named like the new poller is kept as it
 // is, and said so.
 func TestScaffoldExistingEntry(t *testing.T) {
-	params := "using 'main.bicep'\n\nparam pollers = [\n  {\n    name: 'widgets'\n    driver: 'postgres'\n  }\n]\n"
+	params := "using 'main.bicep'\n\nparam pollers = [\n  {\n    name: 'zzscaffoldtest'\n    driver: 'postgres'\n  }\n]\n"
 	dir := miniRepo(t, &params)
 	var out bytes.Buffer
-	if code := ctl.Run(ctx, []string{"new", "widgets"}, ctl.Env{Out: &out, Root: dir, Getenv: os.Getenv}); code != ctl.ExitOK {
+	if code := ctl.Run(ctx, []string{"new", "zzscaffoldtest"}, ctl.Env{Out: &out, Root: dir, Getenv: os.Getenv}); code != ctl.ExitOK {
 		t.Fatalf("exit %d: %s", code, out.String())
 	}
 	if got := tree(t, dir)["infra/bicep/main.bicepparam"]; got != params || !strings.Contains(out.String(), "already had an entry") {
@@ -325,7 +325,7 @@ func TestScaffoldEdits(t *testing.T) {
 		dir := miniRepo(t, params)
 		before := tree(t, dir)
 		var out bytes.Buffer
-		if code := ctl.Run(ctx, []string{"new", "widgets"}, ctl.Env{Out: &out, Root: dir, Getenv: os.Getenv}); code != ctl.ExitOK {
+		if code := ctl.Run(ctx, []string{"new", "zzscaffoldtest"}, ctl.Env{Out: &out, Root: dir, Getenv: os.Getenv}); code != ctl.ExitOK {
 			t.Fatalf("%s: exit %d: %s", what, code, out.String())
 		}
 		after := tree(t, dir)
@@ -338,19 +338,19 @@ func TestScaffoldEdits(t *testing.T) {
 			}
 		}
 		all := after["pollers/all/all.go"]
-		if !strings.Contains(all, `_ "github.com/pseudotrigger/pseudotrigger/pollers/widgets"`) ||
+		if !strings.Contains(all, `_ "github.com/pseudotrigger/pseudotrigger/pollers/zzscaffoldtest"`) ||
 			!strings.HasPrefix(all, strings.TrimSuffix(strings.TrimSuffix(before["pollers/all/all.go"], "\n"), ")")) {
 			t.Errorf("%s: all.go:\n%s", what, all)
 		}
 		params := after["infra/bicep/main.bicepparam"]
-		entry := strings.Index(params, "name: 'widgets'")
+		entry := strings.Index(params, "name: 'zzscaffoldtest'")
 		array := strings.Index(params, "param pollers = [")
-		if entry < 0 || array < 0 || entry < array || strings.Count(params, "'widgets'") != 1 {
-			t.Errorf("%s: main.bicepparam has no entry for widgets in its pollers array:\n%s", what, params)
+		if entry < 0 || array < 0 || entry < array || strings.Count(params, "'zzscaffoldtest'") != 1 {
+			t.Errorf("%s: main.bicepparam has no entry for zzscaffoldtest in its pollers array:\n%s", what, params)
 		}
 		for _, field := range []string{"driver: ", "schedule: '*/30 * * * * *'", "server: ", "database: "} {
 			if !strings.Contains(params[max(entry, 0):], field) {
-				t.Errorf("%s: the widgets entry lacks %s:\n%s", what, field, params)
+				t.Errorf("%s: the zzscaffoldtest entry lacks %s:\n%s", what, field, params)
 			}
 		}
 		if what == "this repository's" {
