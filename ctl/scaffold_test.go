@@ -122,16 +122,21 @@ func TestScaffoldProcess(t *testing.T) {
 	t.Logf("took %v", time.Since(start).Round(time.Second))
 }
 
-// copyTracked copies the files git tracks in root, as they are on disk, to dst.
+// copyTracked copies the files of the checkout at root, as they are on disk, to dst: those git
+// tracks and those it does not ignore (a poller scaffolded but not committed yet), but
+// node_modules, which the test links.
 func copyTracked(t *testing.T, root, dst string) {
 	t.Helper()
-	cmd := exec.Command("git", "ls-files", "-z")
+	cmd := exec.Command("git", "ls-files", "-z", "--cached", "--others", "--exclude-standard")
 	cmd.Dir = root
 	list, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("git ls-files: %v", err)
 	}
 	for _, name := range strings.Split(strings.TrimRight(string(list), "\x00"), "\x00") {
+		if name == "node_modules" || strings.HasPrefix(name, "node_modules/") {
+			continue
+		}
 		src := filepath.Join(root, name)
 		info, err := os.Lstat(src)
 		if os.IsNotExist(err) {
