@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/deadletter"
 	"github.com/pseudotrigger/pseudotrigger/liveness"
@@ -18,11 +17,7 @@ import (
 // while the poller has dead letters (they hold rows never delivered).
 func deleteCmd(ctx context.Context, args []string, env Env) error {
 	fs := flag.NewFlagSet("delete", flag.ContinueOnError)
-	var yes yesFlag
-	fs.Var(&yes, "yes", "delete (default: dry run); --yes=POLLER confirms a production app without a terminal")
-	wait := fs.Bool("wait", false, "wait for another owner's live lease to end")
-	waitTimeout := fs.Duration("wait-timeout", 2*time.Minute, "how long --wait waits")
-	production := fs.Bool("production", false, "treat the app as production")
+	g := guardFlags(fs, "delete")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -48,7 +43,7 @@ func deleteCmd(ctx context.Context, args []string, env Env) error {
 	if old == nil && !hasMark {
 		return usagef("%s has nothing to delete: neither %s nor %s exists", name, blob, markBlob)
 	}
-	if old, oldDoc, derr, err = awaitFree(ctx, env, st, blob, name, "a delete", *wait, *waitTimeout, old, oldDoc, derr); err != nil {
+	if old, oldDoc, derr, err = awaitFree(ctx, env, st, blob, name, "a delete", *g.wait, *g.waitTimeout, old, oldDoc, derr); err != nil {
 		return err
 	}
 	letters, err := deadletter.List(ctx, st, env.App, name)
@@ -73,11 +68,11 @@ func deleteCmd(ctx context.Context, args []string, env Env) error {
 	if _, registered := env.definition(name); registered && old != nil {
 		fmt.Fprintf(env.Out, "WARNING: %s is in this build: its next tick starts over from the beginning of its table and delivers every row again.\n", name)
 	}
-	if !yes.given() {
+	if !g.yes.given() {
 		fmt.Fprintln(env.Out, "dry run: nothing deleted. Add --yes to delete.")
 		return nil
 	}
-	if err := confirm(env, name, string(yes), *production); err != nil {
+	if err := confirm(env, name, string(*g.yes), *g.production); err != nil {
 		return err
 	}
 	if old != nil {

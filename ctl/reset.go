@@ -32,11 +32,7 @@ func reset(ctx context.Context, args []string, env Env) error {
 	fs.Var(&pks, "pk", "COLUMN=VALUE of the cursor's tiebreaker (repeat for a composite key)")
 	fromFile := fs.String("from-file", "", "a state document saved earlier (e.g. a backup)")
 	fromBackup := fs.String("from-backup", "", "a backup in the state container: a name `pollerctl backups` lists, or latest")
-	var yes yesFlag
-	fs.Var(&yes, "yes", "write (default: dry run); --yes=POLLER confirms a production app without a terminal")
-	wait := fs.Bool("wait", false, "wait for another owner's live lease to end")
-	waitTimeout := fs.Duration("wait-timeout", 2*time.Minute, "how long --wait waits")
-	production := fs.Bool("production", false, "treat the app as production")
+	g := guardFlags(fs, "write")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -118,7 +114,7 @@ func reset(ctx context.Context, args []string, env Env) error {
 	if derr != nil && fileDoc == nil {
 		return refusedf("%v\nIt is not overwritten; to replace it, restore a document you trust: pollerctl backups %s lists the backups, pollerctl reset %s --from-backup latest restores the newest (or --from-file FILE)", derr, name, name)
 	}
-	if old, oldDoc, derr, err = awaitFree(ctx, env, st, blob, name, "a reset", *wait, *waitTimeout, old, oldDoc, derr); err != nil {
+	if old, oldDoc, derr, err = awaitFree(ctx, env, st, blob, name, "a reset", *g.wait, *g.waitTimeout, old, oldDoc, derr); err != nil {
 		return err
 	}
 
@@ -155,11 +151,11 @@ func reset(ctx context.Context, args []string, env Env) error {
 		oldCP = &oldDoc.Checkpoint
 	}
 	printPlan(env, name, blob, oldCP, derr, &next.Checkpoint, oldDoc, next)
-	if !yes.given() {
+	if !g.yes.given() {
 		fmt.Fprintln(env.Out, "dry run: nothing written. Add --yes to write.")
 		return nil
 	}
-	if err := confirm(env, name, string(yes), *production); err != nil {
+	if err := confirm(env, name, string(*g.yes), *g.production); err != nil {
 		return err
 	}
 	data, err := state.Encode(next)
@@ -181,6 +177,24 @@ func reset(ctx context.Context, args []string, env Env) error {
 	}
 	fmt.Fprintf(env.Out, "reset %s: fencing token %d; a holder of an older lease can no longer commit\n", name, next.Lease.FencingToken)
 	return nil
+}
+
+// guards are the guardrail flags of the commands that write a poller's state.
+type guards struct {
+	yes         *yesFlag
+	wait        *bool
+	waitTimeout *time.Duration
+	production  *bool
+}
+
+// guardFlags defines --yes (what says what --yes does), --wait, --wait-timeout and --production.
+func guardFlags(fs *flag.FlagSet, what string) guards {
+	g := guards{yes: new(yesFlag)}
+	fs.Var(g.yes, "yes", what+" (default: dry run); --yes=POLLER confirms a production app without a terminal")
+	g.wait = fs.Bool("wait", false, "wait for another owner's live lease to end")
+	g.waitTimeout = fs.Duration("wait-timeout", 2*time.Minute, "how long --wait waits")
+	g.production = fs.Bool("production", false, "treat the app as production")
+	return g
 }
 
 // awaitFree refuses while another owner's lease on the poller is live, or with wait, waits for it
