@@ -31,10 +31,35 @@ func deleteCmd(ctx context.Context, args []string, env Env) error {
 		return err
 	}
 	blob, markBlob := env.blob(name), liveness.Blob(env.App, name)
+	// Dead letters first, so as not to wait for a lease only to refuse then; and again after a
+	// wait, in which a tick may have dead-lettered a batch.
+	deadLetters := func() error {
+		letters, err := deadletter.List(ctx, st, env.App, name)
+		if err != nil {
+			return fmt.Errorf("listing %s's dead letters: %w", name, err)
+		}
+		if len(letters) > 0 {
+			return refusedf("%s has %d dead letter(s) (%s): they hold rows that were never delivered; replay them (pollerctl deadletter replay %s BATCH_ID) or discard them (pollerctl deadletter discard %s BATCH_ID) first",
+				name, len(letters), strings.Join(letters, ", "), name, name)
+		}
+		return nil
+	}
+	if err := deadLetters(); err != nil {
+		return err
+	}
 	old, oldDoc, derr, err := current(ctx, st, blob, name)
 	if err != nil {
 		return err
 	}
+	if old, oldDoc, derr, err = awaitFree(ctx, env, st, blob, name, "a delete", *g.wait, *g.waitTimeout, old, oldDoc, derr); err != nil {
+		return err
+	}
+	if *g.wait {
+		if err := deadLetters(); err != nil {
+			return err
+		}
+	}
+	// The mark as it is after any wait: the owner's last tick may have rewritten it.
 	mark, merr := st.Get(ctx, markBlob)
 	hasMark := merr == nil
 	if merr != nil && !errors.Is(merr, store.ErrNotFound) {
@@ -42,17 +67,6 @@ func deleteCmd(ctx context.Context, args []string, env Env) error {
 	}
 	if old == nil && !hasMark {
 		return usagef("%s has nothing to delete: neither %s nor %s exists", name, blob, markBlob)
-	}
-	if old, oldDoc, derr, err = awaitFree(ctx, env, st, blob, name, "a delete", *g.wait, *g.waitTimeout, old, oldDoc, derr); err != nil {
-		return err
-	}
-	letters, err := deadletter.List(ctx, st, env.App, name)
-	if err != nil {
-		return fmt.Errorf("listing %s's dead letters: %w", name, err)
-	}
-	if len(letters) > 0 {
-		return refusedf("%s has %d dead letter(s) (%s): they hold rows that were never delivered; replay or discard them first (pollerctl deadletter list %s)",
-			name, len(letters), strings.Join(letters, ", "), name)
 	}
 
 	fmt.Fprintf(env.Out, "delete %s\n", name)
@@ -90,6 +104,11 @@ func deleteCmd(ctx context.Context, args []string, env Env) error {
 	if hasMark {
 		switch err := st.Delete(ctx, markBlob, store.IfMatch(mark.ETag)); {
 		case errors.Is(err, store.ErrConflict):
+			// Another ETag, or no blob: absent is what the delete wants.
+			if _, gerr := st.Get(ctx, markBlob); errors.Is(gerr, store.ErrNotFound) {
+				fmt.Fprintf(env.Out, "%s was already gone\n", markBlob)
+				break
+			}
 			fmt.Fprintf(env.Out, "kept %s: a tick wrote it again meanwhile, so the poller still runs somewhere\n", markBlob)
 		case err != nil:
 			return err
