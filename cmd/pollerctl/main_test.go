@@ -1,0 +1,177 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
+	"github.com/pseudotrigger/pseudotrigger/state"
+	"github.com/pseudotrigger/pseudotrigger/store"
+	"github.com/pseudotrigger/pseudotrigger/store/blobstore"
+)
+
+func writeSettings(t *testing.T, dir string, values map[string]string) {
+	t.Helper()
+	data, err := json.Marshal(map[string]any{"IsEncrypted": false, "Values": values})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "local.settings.json"), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSettings: local.settings.json's Values in the working directory, else at the repository
+// root, under the environment (which wins); a file that does not parse is an error naming it;
+// without one, the environment alone.
+func TestSettings(t *testing.T) {
+	root := t.TempDir()
+	sub := filepath.Join(root, "sub")
+	if err := os.Mkdir(sub, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	writeSettings(t, root, map[string]string{"PT_TEST_A": "from root", "PT_TEST_B": "from root"})
+	t.Setenv("PT_TEST_B", "from env")
+
+	t.Chdir(sub)
+	getenv, source, err := settings("")
+	if err != nil || getenv("PT_TEST_A") != "" || !strings.Contains(source, "no local.settings.json") {
+		t.Fatalf("without a file or a root: %q, %q, %v", getenv("PT_TEST_A"), source, err)
+	}
+	getenv, source, err = settings(root)
+	if err != nil || getenv("PT_TEST_A") != "from root" || getenv("PT_TEST_B") != "from env" || !strings.Contains(source, filepath.Join(root, "local.settings.json")) {
+		t.Fatalf("the root's file: A=%q B=%q, %q, %v", getenv("PT_TEST_A"), getenv("PT_TEST_B"), source, err)
+	}
+	writeSettings(t, sub, map[string]string{"PT_TEST_A": "from here"})
+	if getenv, _, err = settings(root); err != nil || getenv("PT_TEST_A") != "from here" {
+		t.Fatalf("the working directory's file comes first: %q, %v", getenv("PT_TEST_A"), err)
+	}
+	if err := os.WriteFile(filepath.Join(sub, "local.settings.json"), []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := settings(root); err == nil || !strings.Contains(err.Error(), "local.settings.json") {
+		t.Fatalf("a file that does not parse: %v", err)
+	}
+}
+
+// TestPollerctlProcess builds pollerctl and runs it as an operator would, against Azurite, with
+// nothing in the environment but PATH and HOME: from the app folder it reads the state store and
+// the app name from local.settings.json and says so on stderr, without the account key; from a
+// folder below the repository root it reads the root's file; an environment variable wins over
+// the file, and a mistyped app name is told apart by the second announce line. It deletes an
+// experiment's state only with --yes, after backing it up, and `backups` lists the backup.
+func TestPollerctlProcess(t *testing.T) {
+	cs := testenv.Azurite(t)
+	bin := filepath.Join(t.TempDir(), "pollerctl")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	app, container := testenv.Name("ctlproc-"), testenv.Name("ctlproc-")
+	root := t.TempDir()
+	sub := filepath.Join(root, "sub")
+	if err := os.Mkdir(sub, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	// The root is the repository root repoRoot looks for.
+	if err := os.WriteFile(filepath.Join(root, "go.mod"), []byte("module github.com/pseudotrigger/pseudotrigger\n\ngo 1.26\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	writeSettings(t, root, map[string]string{"StateStorage": cs, "STATE_CONTAINER": container, "POLLER_APP_NAME": app})
+
+	ctx := context.Background()
+	st, err := blobstore.New(blobstore.Settings{Setting: "test", ConnectionString: cs, Container: container}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cursor state.Cursor
+	if err := json.Unmarshal([]byte(`{"kind":"integer","value":1234}`), &cursor); err != nil {
+		t.Fatal(err)
+	}
+	doc := &state.Doc{Version: state.Version, PollerName: "exp", SourceFingerprint: "sha256:x",
+		Checkpoint: state.Checkpoint{Cursor: &cursor}, Lease: state.Lease{FencingToken: 5}}
+	data, err := state.Encode(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blob := "state/" + app + "/exp.json"
+	if _, err := st.Put(ctx, blob, data, store.IfNotExists()); err != nil {
+		t.Fatal(err)
+	}
+
+	run := func(dir string, env []string, args ...string) (string, string, int) {
+		t.Helper()
+		cmd := exec.Command(bin, args...)
+		cmd.Dir = dir
+		cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + root}, env...)
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil && cmd.ProcessState == nil {
+			t.Fatal(err)
+		}
+		return stdout.String(), stderr.String(), cmd.ProcessState.ExitCode()
+	}
+	key := "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq"
+
+	out, errOut, code := run(root, nil, "status", "--no-probe")
+	if code != 3 || !strings.Contains(out, "exp") {
+		t.Fatalf("status: exit %d\n%s\n%s", code, out, errOut)
+	}
+	first := strings.SplitN(errOut, "\n", 2)[0]
+	if !strings.HasPrefix(first, `pollerctl: app "`+app+`" · state store `) || !strings.Contains(first, container) ||
+		!strings.HasSuffix(first, "settings from the environment and "+filepath.Join(root, "local.settings.json")) {
+		t.Fatalf("the announce line: %q", first)
+	}
+	if strings.Contains(errOut+out, key) {
+		t.Fatalf("the account key was printed:\n%s", errOut)
+	}
+	if strings.Contains(out, "pollerctl: app") {
+		t.Fatal("the announce line went to stdout")
+	}
+
+	// The environment wins; a mistyped app name is named as such, with the app that has state.
+	_, errOut, _ = run(root, []string{"POLLER_APP_NAME=" + app + "-typo"}, "status", "--no-probe")
+	if !strings.Contains(errOut, `pollerctl: app "`+app+`-typo"`) ||
+		!strings.Contains(errOut, "pollerctl: no state under state/"+app+"-typo/; this container has state for apps: "+app+" (set POLLER_APP_NAME)") {
+		t.Fatalf("with POLLER_APP_NAME in the environment:\n%s", errOut)
+	}
+
+	// Below the repository root, the root's local.settings.json. A dry run deletes nothing.
+	out, errOut, code = run(sub, nil, "delete", "exp")
+	if code != 0 || !strings.Contains(out, "dry run") || !strings.Contains(out, "1234") || !strings.Contains(out, "fencing token 5") ||
+		!strings.Contains(errOut, `app "`+app+`"`) {
+		t.Fatalf("delete dry run: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if _, err := st.Get(ctx, blob); err != nil {
+		t.Fatalf("the dry run deleted the state: %v", err)
+	}
+	out, errOut, code = run(sub, nil, "delete", "exp", "--yes")
+	if code != 0 || !strings.Contains(out, "deleted "+blob) {
+		t.Fatalf("delete --yes: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if _, err := st.Get(ctx, blob); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("after delete --yes: %v", err)
+	}
+	backups, err := st.List(ctx, "backups/"+app+"/exp/")
+	if err != nil || len(backups) != 1 {
+		t.Fatalf("backups: %v %v", backups, err)
+	}
+	if b, err := st.Get(ctx, backups[0]); err != nil || string(b.Data) != string(data) {
+		t.Fatalf("the backup is not the state document: %v\n%s", err, b.Data)
+	}
+	out, errOut, code = run(root, nil, "backups", "exp")
+	if code != 0 || !strings.Contains(out, filepath.Base(backups[0])) || !strings.Contains(out, "1234") || !strings.Contains(out, "--from-backup") {
+		t.Fatalf("backups: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if out, _, code := run(root, nil, "delete", "exp"); code != 2 || !strings.Contains(out, blob) {
+		t.Fatalf("delete of nothing: exit %d\n%s", code, out)
+	}
+	if out, _, code := run(root, nil, "backups", "nope"); code != 2 || !strings.Contains(out, "backups/"+app+"/nope/") {
+		t.Fatalf("backups of none: exit %d\n%s", code, out)
+	}
+}
