@@ -78,8 +78,9 @@ const help = `pollerctl: see every poller's state and move one on purpose.
   pollerctl reset POLLER (--to-beginning | --to-cursor VALUE [--pk COLUMN=VALUE ...] | --from-file FILE | --from-backup NAME|latest)
                   [--yes | --yes=POLLER] [--wait [--wait-timeout 2m]] [--production]
   pollerctl clone POLLER --to NEW [--yes]
-  pollerctl delete POLLER [--yes | --yes=POLLER] [--wait] [--production]    (state and liveness mark, backed up first)
-  pollerctl backups POLLER [--json]
+  pollerctl delete POLLER [--yes | --yes=POLLER] [--wait [--wait-timeout 2m]] [--production]
+                  (its state, backed up first, and liveness mark; refused while it has dead letters)
+  pollerctl backups POLLER [--json]                       (its state backups, newest first)
   pollerctl new NAME
   pollerctl deadletter list POLLER [--json]
   pollerctl deadletter show POLLER BATCH_ID
