@@ -32,6 +32,37 @@
 // are taken as UTC and compared with SYSUTCDATETIME(); their cursor arguments are sent as
 // datetime2 (civil.DateTime), not datetimeoffset, so the index still seeks.
 //
+// # Rows the cursor cannot reach
+//
+// A keyset read never looks back, so a row whose cursor value sorts behind rows already read is
+// skipped for good while the poller reports nothing waiting. Source.CheckStamps looks for such
+// rows and returns an error wrapping ErrUnreachableRow that names the row (its key as JSON and
+// its value), the form the column needs and an UPDATE that rewrites the rows to a fresh stamp,
+// which delivers them. Open runs it (a new process fails at once); the tick and the status probe
+// run it again. It looks only at the rows the definition's filter selects.
+//
+//   - SQLite TEXT: any value not in the fixed-width layout (GLOB '[0-9]...Z'), such as
+//     CURRENT_TIMESTAMP's or datetime('now')'s "2026-11-23 03:40:32", which sorts before the
+//     cursor of its day. Stamp with DEFAULT (strftime('%Y-%m-%dT%H:%M:%f000Z','now')): %f has
+//     milliseconds, the "000" pads them to six digits. A scan of the whole table (about 0.3 s
+//     per million rows). A fetched row out of that layout fails the fetch and is named too,
+//     wherever it falls in the batch.
+//   - PostgreSQL timestamp and SQL Server datetime2/datetime/smalldatetime (no time zone, read
+//     as UTC): a value more than FutureTolerance (10 minutes) ahead of the database's UTC clock,
+//     which is what a writer stamping local time east of UTC leaves (GETDATE(), SYSDATETIME(),
+//     now() into a timestamp column in a non-UTC session). One index seek. Such a row is only
+//     read late, when the UTC clock reaches it; it is reported because the same writer west of
+//     UTC loses rows. Use timestamptz/datetimeoffset or SYSUTCDATETIME() / now() AT TIME ZONE
+//     'UTC'.
+//
+// What cannot be detected: local time west of UTC (the stamps are in the past, like those of a
+// slow UTC writer, and land behind the cursor: lost), a local-time writer east of UTC by less
+// than the tolerance, a writer whose clock lags the database's, and on SQLite a value in the
+// layout that is not UTC (strftime(..., 'localtime') with a Z appended). Stamp in UTC on the
+// database (its clock, not the client's). Zone-aware columns (timestamptz, datetimeoffset) are
+// not checked: a future value there is clock skew, read late, not lost. Integer, xid and
+// rowversion cursors have nothing to check.
+//
 // # Updates and deletes
 //
 // An update that changes the cursor column moves the row to the end: it is delivered again. For

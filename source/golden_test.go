@@ -2,6 +2,7 @@ package source
 
 import (
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -47,6 +48,7 @@ func TestGoldenSQL(t *testing.T) {
 		{"postgres_xid", Postgres, orders("public", state.KindXID, "txid", "id"), tsNone},
 		{"postgres_odd_identifiers", Postgres, odd, tsNone},
 		{"sqlite_timestamp_pk_text", SQLite, orders("", state.KindTimestampPK, "updated_at", "id"), tsText},
+		{"sqlite_timestamp_pk_filter", SQLite, withFilter, tsText},
 		{"sqlite_integer", SQLite, orders("", state.KindInteger, "id", "id"), tsNone},
 	}
 	for _, c := range cases {
@@ -56,6 +58,9 @@ func TestGoldenSQL(t *testing.T) {
 		q := buildQueries(c.driver, c.def, c.flavor)
 		got := "-- fetch first\n" + q.FetchFirst + "\n-- fetch after\n" + q.FetchAfter +
 			"\n-- pending first\n" + q.PendingFirst + "\n-- pending after\n" + q.PendingAfter + "\n"
+		if q.StampCheck != "" {
+			got += fmt.Sprintf("-- stamp check (argument %v)\n%s\n", q.stampArg, q.StampCheck)
+		}
 		path := filepath.Join("testdata", "golden", c.name+".sql")
 		if *update {
 			if err := os.WriteFile(path, []byte(got), 0o644); err != nil {

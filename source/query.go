@@ -9,12 +9,16 @@ import (
 
 // queries are the SQL texts one source runs. Arguments, in order: the key values (the *After
 // queries only), the upper bound's argument (when boundArg), and the row limit (fetch only).
+// StampCheck (see CheckStamps) takes one argument, stampArg, and is empty when the cursor has no
+// stamps to check.
 type queries struct {
 	FetchFirst   string
 	FetchAfter   string
 	PendingFirst string
 	PendingAfter string
+	StampCheck   string
 	boundArg     bool
+	stampArg     any
 }
 
 // tsFlavor says how a timestamp cursor column compares with the database's clock.
@@ -112,7 +116,43 @@ func buildQueries(driver string, d Definition, flavor tsFlavor) queries {
 	q.FetchAfter, _ = render(true, false)
 	q.PendingFirst, _ = render(false, true)
 	q.PendingAfter, _ = render(true, true)
+	q.StampCheck, q.stampArg = stampCheck(driver, d, flavor, table, qkeys)
 	return q
+}
+
+// stampCheck renders the query that finds one row whose cursor value the keyset read could
+// never reach (CheckStamps), reading the keyset columns, and its one argument:
+//
+//   - SQLite TEXT: a value not in the fixed-width layout (GLOB stampPattern). A full scan.
+//   - a timestamp without a time zone (PostgreSQL timestamp, SQL Server datetime2, datetime,
+//     smalldatetime): a value more than FutureTolerance (the argument, in seconds) ahead of the
+//     database's UTC clock. An index seek on the cursor column.
+//
+// Other kinds and flavors have nothing to check: "", nil.
+func stampCheck(driver string, d Definition, flavor tsFlavor, table string, qkeys []string) (string, any) {
+	if d.Cursor.Kind != state.KindTimestampPK {
+		return "", nil
+	}
+	col := qkeys[0]
+	var pred string
+	var arg any
+	switch {
+	case driver == SQLite && flavor == tsText:
+		pred, arg = "NOT ("+col+" GLOB "+placeholder(driver, 1)+")", stampPattern
+	case driver == Postgres && flavor == tsUTC:
+		pred, arg = col+" > (now() AT TIME ZONE 'UTC') + make_interval(secs => "+placeholder(driver, 1)+")", FutureTolerance.Seconds()
+	case driver == SQLServer && flavor == tsUTC:
+		pred, arg = col+" > DATEADD(second, "+placeholder(driver, 1)+", SYSUTCDATETIME())", int32(FutureTolerance.Seconds())
+	default:
+		return "", nil
+	}
+	if f := strings.TrimSpace(d.Filter); f != "" {
+		pred += " AND (" + f + ")"
+	}
+	if driver == SQLServer {
+		return "SELECT TOP (1) " + strings.Join(qkeys, ", ") + " FROM " + table + " WHERE " + pred, arg
+	}
+	return "SELECT " + strings.Join(qkeys, ", ") + " FROM " + table + " WHERE " + pred + " LIMIT 1", arg
 }
 
 // keyset renders "the keys are after the params" in lexicographic order. PostgreSQL and SQLite

@@ -3,6 +3,7 @@ package source
 import (
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"strconv"
@@ -63,7 +64,11 @@ func (r Row) Cursor() (state.Cursor, error) {
 		raw, err := s.codecs[j].encode(r.value(idx))
 		if err != nil {
 			key, _ := json.Marshal(r.Key())
-			return state.Cursor{}, fmt.Errorf("source: poller %q, table %s, column %q, the row with key %s: %w", s.poller, s.def.Table, s.keyCols[j], key, err)
+			fix := ""
+			if j == 0 && errors.Is(err, ErrUnreachableRow) {
+				fix = ". " + s.stampFix()
+			}
+			return state.Cursor{}, fmt.Errorf("source: poller %q, table %s, column %q, the row with key %s: %w%s", s.poller, s.def.Table, s.keyCols[j], key, err, fix)
 		}
 		if j == 0 {
 			c.Value = raw

@@ -447,7 +447,17 @@ func (s *Source) scan(rows *sql.Rows, after *state.Cursor, limit int) (*Batch, e
 				return nil, fmt.Errorf("source: poller %q, table %s, column %q: %w", s.poller, s.def.Table, s.keyCols[j], ErrNullCursor)
 			}
 		}
-		b.Rows = append(b.Rows, Row{src: s, raw: vals})
+		r := Row{src: s, raw: vals}
+		if s.flavor == tsText {
+			// Every row, not only the last (whose cursor the batch records): a value out of the
+			// fixed-width layout sorts out of time order, and rows like it sort behind the cursor.
+			if v, ok := vals[s.keyIdx[0]].(string); !ok || !fixedWidth(v) {
+				if _, err := r.Cursor(); err != nil {
+					return nil, err
+				}
+			}
+		}
+		b.Rows = append(b.Rows, r)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("source: poller %q, table %s: fetch: %w", s.poller, s.def.Table, err)

@@ -6,10 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
-
-	"github.com/pseudotrigger/pseudotrigger/state"
 )
 
 // ErrUnreachableRow: a row sits where the cursor can never reach it, so a keyset read would skip
@@ -24,10 +21,9 @@ const FutureTolerance = 10 * time.Minute
 // stampPattern is the GLOB every SQLite TEXT cursor value must match (state.TimeLayout).
 const stampPattern = "[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]T[0-9][0-9]:[0-9][0-9]:[0-9][0-9].[0-9][0-9][0-9][0-9][0-9][0-9]Z"
 
-// sqliteStampFix says how to stamp an SQLite TEXT cursor column so that its text order is its
-// time order.
-const sqliteStampFix = "write it as strftime('%Y-%m-%dT%H:%M:%f000Z','now') (DEFAULT (strftime('%Y-%m-%dT%H:%M:%f000Z','now')) on the column), never CURRENT_TIMESTAMP or datetime('now'), " +
-	"and rewrite such rows with UPDATE ... SET col = strftime('%Y-%m-%dT%H:%M:%f000Z', col), which also delivers them"
+// SQLiteStampExpr is the SQLite expression that stamps a TEXT cursor column in the fixed-width
+// layout: strftime's %f has milliseconds, padded to six digits ("2026-11-23T03:40:32.287000Z").
+const SQLiteStampExpr = "strftime('%Y-%m-%dT%H:%M:%f000Z','now')"
 
 // CheckStamps looks for a row that the cursor could never reach, and returns an error wrapping
 // ErrUnreachableRow that names it (its key and value), the required form and the fix:
@@ -38,67 +34,73 @@ const sqliteStampFix = "write it as strftime('%Y-%m-%dT%H:%M:%f000Z','now') (DEF
 //   - A timestamp without a time zone (PostgreSQL timestamp, SQL Server datetime2, datetime,
 //     smalldatetime) is compared with the database's UTC clock: a row more than FutureTolerance
 //     ahead of it was stamped in local time east of UTC (GETDATE(), now() into a timestamp
-//     column), and its writers' rows interleave wrongly with UTC-stamped ones. One index seek.
-//     Local time west of UTC cannot be told from old rows and is not detected.
+//     column in a non-UTC session). It is read only once that clock passes it, hours late, and
+//     the same writer west of UTC would put its rows behind the cursor, where nothing can see
+//     them. One index seek.
 //
-// Zone-aware timestamps, integer, xid and rowversion cursors have nothing to check. Open runs it;
-// ticks run it at most once a minute and the status probe on every look.
+// Zone-aware timestamps (a future row there is clock skew: read late, not lost), integer, xid
+// and rowversion cursors have nothing to check. The rows a definition's filter excludes are not
+// looked at. Open runs it; the tick and the status probe run it too.
 func (s *Source) CheckStamps(ctx context.Context) error {
-	if s.def.Cursor.Kind != state.KindTimestampPK {
+	if s.q.StampCheck == "" {
 		return nil
 	}
-	col := quoteIdent(s.driver, s.keyCols[0])
-	table := quoteTable(s.driver, s.def.Table)
-	var where, fix string
-	switch {
-	case s.driver == SQLite && s.flavor == tsText:
-		where = "NOT (" + col + " GLOB '" + stampPattern + "')"
-		fix = "the cursor column compares as text, which is time order only in the fixed-width UTC layout YYYY-MM-DDTHH:MM:SS.ffffffZ: " + sqliteStampFix
-	case s.driver == Postgres && s.flavor == tsUTC:
-		where = col + " > (now() AT TIME ZONE 'UTC') + make_interval(mins => " + fmt.Sprint(int(FutureTolerance.Minutes())) + ")"
-		fix = "it is ahead of the database's UTC clock, as a local-time stamp east of UTC would be (now() into a timestamp without time zone in a non-UTC session): " +
-			"use timestamptz, or stamp with now() AT TIME ZONE 'UTC'"
-	case s.driver == SQLServer && s.flavor == tsUTC:
-		where = col + " > DATEADD(minute, " + fmt.Sprint(int(FutureTolerance.Minutes())) + ", SYSUTCDATETIME())"
-		fix = "it is ahead of the database's UTC clock, as a local-time stamp east of UTC would be (GETDATE() or SYSDATETIME() on a server not in UTC): " +
-			"stamp with SYSUTCDATETIME(), or use datetimeoffset"
-	default:
-		return nil
-	}
-	if f := strings.TrimSpace(s.def.Filter); f != "" {
-		where += " AND (" + f + ")"
-	}
-	cols := make([]string, len(s.keyCols))
-	for i, k := range s.keyCols {
-		cols[i] = quoteIdent(s.driver, k)
-	}
-	q := "SELECT " + strings.Join(cols, ", ") + " FROM " + table + " WHERE " + where
-	if s.driver == SQLServer {
-		q = "SELECT TOP (1) " + strings.Join(cols, ", ") + " FROM " + table + " WHERE " + where
-	} else {
-		q += " LIMIT 1"
-	}
-	vals := make([]any, len(cols))
-	ptrs := make([]any, len(cols))
+	n := len(s.keyCols)
+	vals := make([]any, n)
+	ptrs := make([]any, n)
 	for i := range vals {
 		ptrs[i] = &vals[i]
 	}
-	err := s.db.QueryRowContext(ctx, q).Scan(ptrs...)
+	err := s.db.QueryRowContext(ctx, s.q.StampCheck, s.q.stampArg).Scan(ptrs...)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return nil
 	case err != nil:
 		return fmt.Errorf("source: poller %q, table %s: looking for rows the cursor cannot reach: %w", s.poller, s.def.Table, err)
 	}
-	key := map[string]any{}
+	key := make(map[string]any, n-1)
 	for i, k := range s.keyCols[1:] {
 		key[k] = normalize(&s.cols[s.keyIdx[i+1]], vals[i+1])
 	}
 	keyJSON, _ := json.Marshal(key)
-	value := normalize(&s.cols[s.keyIdx[0]], vals[0])
-	if t, ok := value.(time.Time); ok {
-		value = t.Format("2006-01-02 15:04:05.999999")
+	var value string
+	switch v := normalize(&s.cols[s.keyIdx[0]], vals[0]).(type) {
+	case time.Time:
+		value = v.Format("2006-01-02T15:04:05.999999") // as stored: no zone
+	case []byte:
+		value = string(v)
+	default:
+		value = fmt.Sprint(v)
 	}
-	return fmt.Errorf("source: poller %q, table %s, column %q: %w: the row with key %s has %q: %s",
-		s.poller, s.def.Table, s.keyCols[0], ErrUnreachableRow, keyJSON, fmt.Sprint(value), fix)
+	var why string
+	if s.flavor == tsText {
+		why = "which is not in the fixed-width UTC layout YYYY-MM-DDTHH:MM:SS.ffffffZ (like 2026-11-23T03:40:32.287000Z) that the column needs: " +
+			"the cursor compares it as text, and only that layout sorts in time order, so the read passes it by"
+	} else {
+		why = fmt.Sprintf("more than %d minutes ahead of the database's UTC clock: the column has no time zone and is read as UTC, and this row looks stamped in local time east of UTC; "+
+			"it is read only once the UTC clock passes it, and the same writer west of UTC puts its rows behind the cursor, unseen", int(FutureTolerance.Minutes()))
+	}
+	return fmt.Errorf("source: poller %q, table %s, column %q: %w: the row with key %s has %q, %s. %s",
+		s.poller, s.def.Table, s.keyCols[0], ErrUnreachableRow, keyJSON, value, why, s.stampFix())
+}
+
+// stampFix says how to stamp the cursor column and how to rewrite the rows CheckStamps finds: to
+// a fresh stamp, which delivers them (their old time would put them behind the cursor).
+func (s *Source) stampFix() string {
+	col := quoteIdent(s.driver, s.keyCols[0])
+	table := quoteTable(s.driver, s.def.Table)
+	tol := int(FutureTolerance.Minutes())
+	switch {
+	case s.driver == SQLite && s.flavor == tsText:
+		return "Stamp the column with " + SQLiteStampExpr + " (DEFAULT (" + SQLiteStampExpr + ")), never CURRENT_TIMESTAMP or datetime('now'), " +
+			"and rewrite such rows to a fresh stamp, which delivers them: UPDATE " + table + " SET " + col + " = " + SQLiteStampExpr +
+			" WHERE " + col + " NOT GLOB '" + stampPattern + "'"
+	case s.driver == Postgres && s.flavor == tsUTC:
+		return "Make the column timestamptz, or stamp it with now() AT TIME ZONE 'UTC' (DEFAULT (now() AT TIME ZONE 'UTC')), not now() or CURRENT_TIMESTAMP in a non-UTC session; " +
+			fmt.Sprintf("to deliver such rows now rather than when the clock reaches them: UPDATE %s SET %s = now() AT TIME ZONE 'UTC' WHERE %s > (now() AT TIME ZONE 'UTC') + interval '%d minutes'", table, col, col, tol)
+	case s.driver == SQLServer && s.flavor == tsUTC:
+		return "Stamp the column with SYSUTCDATETIME() (DEFAULT SYSUTCDATETIME()), not GETDATE(), SYSDATETIME() or CURRENT_TIMESTAMP, or make it datetimeoffset; " +
+			fmt.Sprintf("to deliver such rows now rather than when the clock reaches them: UPDATE %s SET %s = SYSUTCDATETIME() WHERE %s > DATEADD(minute, %d, SYSUTCDATETIME())", table, col, col, tol)
+	}
+	return ""
 }

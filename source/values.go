@@ -325,11 +325,13 @@ var textTimeCodec = keyCodec{
 	encode: func(v any) (json.RawMessage, error) {
 		s, ok := v.(string)
 		if !ok {
-			return nil, fmt.Errorf("a TEXT timestamp column returned %T", v)
+			// SQLite sorts numbers and blobs apart from text: such a row is out of time order.
+			return nil, fmt.Errorf("%w: a TEXT timestamp column holds %T %v, not text in the fixed-width UTC layout YYYY-MM-DDTHH:MM:SS.ffffffZ",
+				ErrUnreachableRow, v, v)
 		}
 		if !fixedWidth(s) {
-			return nil, fmt.Errorf("%w: value %q is not in the fixed-width layout YYYY-MM-DDTHH:MM:SS.ffffffZ, so it does not sort by time with the others; %s",
-				ErrUnreachableRow, s, sqliteStampFix)
+			return nil, fmt.Errorf("%w: value %q is not in the fixed-width UTC layout YYYY-MM-DDTHH:MM:SS.ffffffZ, the only text whose order is time order",
+				ErrUnreachableRow, s)
 		}
 		return json.Marshal(s)
 	},

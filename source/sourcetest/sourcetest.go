@@ -712,53 +712,176 @@ func (h Harness) testIntKeys(t *testing.T) {
 }
 
 // testUnreachableRows: a row stamped so that the cursor can never reach it is a loud error
-// (ErrUnreachableRow) naming the row's key and value, at Open and from CheckStamps, never a
-// silent skip. SQLite: a TEXT value not in the fixed-width layout (CURRENT_TIMESTAMP's
-// "2026-11-23 03:40:32" sorts before the cursor of its day). PostgreSQL and SQL Server: a
-// timestamp without a time zone ahead of the database's UTC clock (a local-time stamp east of
-// UTC); PostgreSQL's timestamptz in the future is only early, not unreachable.
+// (ErrUnreachableRow) naming the row's key and value and the fix, at Open and from CheckStamps,
+// never a silent skip; the UPDATE the error suggests clears it and delivers the row. SQLite: a
+// TEXT value not in the fixed-width layout (CURRENT_TIMESTAMP's "2026-11-23 03:40:32" sorts
+// before the cursor of its day). PostgreSQL and SQL Server: a timestamp without a time zone more
+// than source.FutureTolerance ahead of the database's UTC clock (a local-time stamp east of UTC);
+// a future timestamptz is only early, not unreachable.
 func (h Harness) testUnreachableRows(t *testing.T) {
-	table := h.orders(t)
-	base := time.Now().Add(-time.Hour)
-	h.insert(t, h.DB.Exec, table, []order{{ID: 1, Customer: "c", Amount: "1.00", Updated: base}, {ID: 2, Customer: "c", Amount: "1.00", Updated: base.Add(time.Second)}})
-	def := ordersDef(table, state.KindTimestampPK)
-	src := h.open(t, def) // a clean table opens
-	if err := src.CheckStamps(ctx); err != nil {
-		t.Fatalf("a clean table: %v", err)
-	}
-	var bad string
 	switch h.Driver {
 	case source.SQLite:
-		bad = "INSERT INTO " + table + " (id, customer, amount, updated_at) VALUES (42, 'c', 1, CURRENT_TIMESTAMP)"
-	case source.Postgres:
-		// timestamptz ahead of now is only early: not an error.
-		h.exec(t, "INSERT INTO "+table+" (id, customer, amount, updated_at) VALUES (41, 'c', 1, now() + interval '2 hours')")
-		if err := src.CheckStamps(ctx); err != nil {
-			t.Fatalf("a future timestamptz: %v", err)
-		}
-		naive := testenv.Name("naive_")
-		h.exec(t, "CREATE TABLE "+naive+" (id BIGINT PRIMARY KEY, customer VARCHAR(100) NOT NULL, amount DECIMAL(12,2) NOT NULL, updated_at TIMESTAMP(6) NOT NULL)")
-		t.Cleanup(func() { _, _ = h.DB.ExecContext(context.Background(), "DROP TABLE "+naive) })
-		h.exec(t, "INSERT INTO "+naive+" VALUES (1, 'c', 1, (now() AT TIME ZONE 'UTC') - interval '1 hour')")
-		def = ordersDef(naive, state.KindTimestampPK)
-		if src = h.open(t, def); src.CheckStamps(ctx) != nil {
-			t.Fatal("a clean timestamp table")
-		}
-		bad = "INSERT INTO " + naive + " VALUES (42, 'c', 1, (now() AT TIME ZONE 'UTC') + interval '2 hours')"
-	case source.SQLServer:
-		bad = "INSERT INTO " + table + " (id, customer, amount, updated_at) VALUES (42, N'c', 1, DATEADD(hour, 2, SYSUTCDATETIME()))"
+		h.unreachableSQLite(t)
+	case source.Postgres, source.SQLServer:
+		h.unreachableFuture(t)
 	default:
 		t.Skipf("no stamp hazard known for %s", h.Driver)
 	}
-	h.exec(t, bad)
-	err := src.CheckStamps(ctx)
-	if !errors.Is(err, source.ErrUnreachableRow) || !strings.Contains(err.Error(), `{"id":42}`) || !strings.Contains(err.Error(), `"updated_at"`) {
-		t.Fatalf("CheckStamps after the bad row: %v", err)
+}
+
+// unreachable checks that err is ErrUnreachableRow naming the row and its value and containing
+// each of more, and that Open fails the same way while an integer cursor on the table opens.
+func (h Harness) unreachable(t *testing.T, err error, def source.Definition, key, value string, more ...string) {
+	t.Helper()
+	if !errors.Is(err, source.ErrUnreachableRow) {
+		t.Fatalf("CheckStamps with the bad row: %v, want ErrUnreachableRow", err)
 	}
-	if h.Driver == source.SQLite && !strings.Contains(err.Error(), "strftime('%Y-%m-%dT%H:%M:%f000Z','now')") {
-		t.Errorf("the error does not say how to stamp the column: %v", err)
+	t.Log(err)
+	for _, want := range append([]string{key, `"` + value + `"`, `"updated_at"`}, more...) {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error does not contain %s: %v", want, err)
+		}
 	}
 	if _, err := source.Open(ctx, source.Config{Poller: "orders", Driver: h.Driver, DSN: h.DSN, Definition: def}); !errors.Is(err, source.ErrUnreachableRow) {
-		t.Fatalf("Open with the bad row: %v", err)
+		t.Fatalf("Open with the bad row: %v, want ErrUnreachableRow", err)
+	}
+	h.open(t, ordersDef(def.Table.Name, state.KindInteger)).Close() // nothing to check there
+}
+
+func (h Harness) unreachableSQLite(t *testing.T) {
+	table := h.orders(t)
+	day := time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC)
+	h.insert(t, h.DB.Exec, table, []order{{ID: 1, Customer: "c", Amount: "1.00", Updated: day.Add(time.Hour)}, {ID: 2, Customer: "c", Amount: "1.00", Updated: day.Add(2 * time.Hour)}})
+	def := ordersDef(table, state.KindTimestampPK)
+	def.SettleLag = source.NoSettleLag
+	r := &reader{t: t, src: h.open(t, def)} // a clean table opens
+	if err := r.src.CheckStamps(ctx); err != nil {
+		t.Fatalf("a clean table: %v", err)
+	}
+	if got := r.drain(10); !slices.Equal(got, []int64{1, 2}) {
+		t.Fatalf("read %v, want [1 2]", got)
+	}
+
+	// RFC 3339 but not fixed width, after the cursor and first of a batch whose last row is
+	// fine: the fetch fails naming it, never delivering it out of time order.
+	h.exec(t, "INSERT INTO "+table+" (id, customer, amount, updated_at) VALUES (40, 'c', 1, '2026-01-02T02:30:00Z'), (41, 'c', 1, '2026-01-02T02:40:00.000000Z')")
+	if err := r.src.CheckStamps(ctx); !errors.Is(err, source.ErrUnreachableRow) || !strings.Contains(err.Error(), `{"id":40}`) {
+		t.Fatalf("CheckStamps with a value without fractional seconds: %v", err)
+	}
+	if _, err := r.src.Fetch(ctx, r.cursor, 10); !errors.Is(err, source.ErrUnreachableRow) || !strings.Contains(err.Error(), `{"id":40}`) || !strings.Contains(err.Error(), "2026-01-02T02:30:00Z") {
+		t.Fatalf("fetching a value without fractional seconds: %v", err)
+	}
+	h.exec(t, "UPDATE "+table+" SET updated_at = '2026-01-02T02:30:00.000000Z' WHERE id = 40")
+	if got := r.drain(10); !slices.Equal(got, []int64{40, 41}) {
+		t.Fatalf("read %v, want [40 41]", got)
+	}
+
+	// What CURRENT_TIMESTAMP writes, later than the cursor in time but before it as text, and a
+	// proper row after it: the read delivers the proper row and passes the other by in silence.
+	const bad = "2026-01-02 03:40:32"
+	h.exec(t, "INSERT INTO "+table+" (id, customer, amount, updated_at) VALUES (42, 'c', 1, '"+bad+"'), (44, 'c', 1, '2026-01-02T04:00:00.000000Z')")
+	if got := r.drain(10); !slices.Equal(got, []int64{44}) {
+		t.Fatalf("read %v, want [44]", got)
+	}
+	if p, err := r.src.Pending(ctx, r.cursor); err != nil || p {
+		t.Fatalf("pending: %v, %v", p, err)
+	}
+	q := func(s string) string { return `"` + s + `"` }
+	const stamp = "strftime('%Y-%m-%dT%H:%M:%f000Z','now')"
+	fix := "UPDATE " + q(table) + " SET " + q("updated_at") + " = " + stamp + " WHERE " + q("updated_at") +
+		" NOT GLOB '[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]T[0-9][0-9]:[0-9][0-9]:[0-9][0-9].[0-9][0-9][0-9][0-9][0-9][0-9]Z'"
+	h.unreachable(t, r.src.CheckStamps(ctx), def, `{"id":42}`, bad, "DEFAULT ("+stamp+")", "YYYY-MM-DDTHH:MM:SS.ffffffZ", fix)
+
+	// CURRENT_TIMESTAMP itself, found through a definition whose filter leaves only that row.
+	h.exec(t, "INSERT INTO "+table+" (id, customer, amount, updated_at) VALUES (43, 'c', 1, CURRENT_TIMESTAMP)")
+	var now string
+	if err := h.DB.QueryRowContext(ctx, "SELECT updated_at FROM "+table+" WHERE id = 43").Scan(&now); err != nil {
+		t.Fatal(err)
+	}
+	only43 := def
+	only43.Filter = "id = 43"
+	_, err := source.Open(ctx, source.Config{Poller: "orders", Driver: h.Driver, DSN: h.DSN, Definition: only43})
+	h.unreachable(t, err, only43, `{"id":43}`, now)
+
+	// The rewrite the error suggests: a fresh stamp in the layout, which the read then delivers.
+	// (Row 42's own time, rewritten in the layout, would sort behind the cursor, now at row 44.)
+	h.exec(t, fix)
+	if err := r.src.CheckStamps(ctx); err != nil {
+		t.Fatalf("after the suggested UPDATE: %v", err)
+	}
+	var got []int64
+	for deadline := time.Now().Add(5 * time.Second); len(got) < 2 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+		got = append(got, r.drain(10)...)
+	}
+	if !slices.Equal(got, []int64{42, 43}) {
+		t.Fatalf("after the suggested UPDATE the read delivered %v, want [42 43]", got)
+	}
+	var v string
+	if err := h.DB.QueryRowContext(ctx, "SELECT "+stamp).Scan(&v); err != nil || len(v) != len(state.TimeLayout) {
+		t.Fatalf("%s gives %q (%v), not the fixed-width layout", stamp, v, err)
+	}
+}
+
+// unreachableFuture: PostgreSQL timestamp and SQL Server datetime2 rows more than
+// source.FutureTolerance ahead of the database's UTC clock.
+func (h Harness) unreachableFuture(t *testing.T) {
+	table := h.orders(t) // updated_at is timestamptz on PostgreSQL, datetime2 on SQL Server
+	plus := func(n int, unit string) string {
+		return "DATEADD(" + unit + ", " + fmt.Sprint(n) + ", SYSUTCDATETIME())"
+	}
+	if h.Driver == source.Postgres {
+		// timestamptz ahead of now is only early (clock skew, read late): not an error.
+		h.exec(t, "INSERT INTO "+table+" (id, customer, amount, updated_at) VALUES (40, 'c', 1, now() + interval '2 hours')")
+		if err := h.open(t, ordersDef(table, state.KindTimestampPK)).CheckStamps(ctx); err != nil {
+			t.Fatalf("a future timestamptz: %v", err)
+		}
+		table = testenv.Name("naive_")
+		h.exec(t, "CREATE TABLE "+table+" (id BIGINT PRIMARY KEY, customer VARCHAR(100) NOT NULL, amount DECIMAL(12,2) NOT NULL, updated_at TIMESTAMP(6) NOT NULL)")
+		h.exec(t, "CREATE INDEX ON "+table+" (updated_at, id)")
+		t.Cleanup(func() { _, _ = h.DB.ExecContext(context.Background(), "DROP TABLE "+table) })
+		plus = func(n int, unit string) string {
+			return fmt.Sprintf("(now() AT TIME ZONE 'UTC') + interval '%d %ss'", n, unit)
+		}
+	}
+	h.exec(t, "INSERT INTO "+table+" (id, customer, amount, updated_at) VALUES (1, 'c', 1, "+plus(-1, "hour")+")")
+	// Within the tolerance: clock skew between writers, not a time zone.
+	h.exec(t, "INSERT INTO "+table+" (id, customer, amount, updated_at) VALUES (2, 'c', 1, "+plus(5, "minute")+")")
+	def := ordersDef(table, state.KindTimestampPK)
+	def.SettleLag = source.NoSettleLag
+	r := &reader{t: t, src: h.open(t, def)}
+	if err := r.src.CheckStamps(ctx); err != nil {
+		t.Fatalf("a clean table: %v", err)
+	}
+	if got := r.drain(10); !slices.Equal(got, []int64{1}) {
+		t.Fatalf("read %v, want [1]", got)
+	}
+
+	// Stamped in local time two hours east of UTC.
+	h.exec(t, "INSERT INTO "+table+" (id, customer, amount, updated_at) VALUES (42, 'c', 1, "+plus(2, "hour")+")")
+	var stamped time.Time
+	if err := h.DB.QueryRowContext(ctx, "SELECT updated_at FROM "+table+" WHERE id = 42").Scan(&stamped); err != nil {
+		t.Fatal(err)
+	}
+	var fix string
+	if h.Driver == source.Postgres {
+		fix = `UPDATE "` + table + `" SET "updated_at" = now() AT TIME ZONE 'UTC' WHERE "updated_at" > (now() AT TIME ZONE 'UTC') + interval '10 minutes'`
+	} else {
+		fix = "UPDATE [" + table + "] SET [updated_at] = SYSUTCDATETIME() WHERE [updated_at] > DATEADD(minute, 10, SYSUTCDATETIME())"
+	}
+	h.unreachable(t, r.src.CheckStamps(ctx), def, `{"id":42}`, stamped.Format("2006-01-02T15:04:05.999999"), "local time", fix)
+
+	// The rewrite the error suggests delivers the row now, not two hours late.
+	h.exec(t, fix)
+	if err := r.src.CheckStamps(ctx); err != nil {
+		t.Fatalf("after the suggested UPDATE: %v", err)
+	}
+	var got []int64
+	for deadline := time.Now().Add(5 * time.Second); len(got) == 0 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+		got = r.drain(10)
+	}
+	if !slices.Equal(got, []int64{42}) {
+		t.Fatalf("after the suggested UPDATE the read delivered %v, want [42]", got)
 	}
 }
