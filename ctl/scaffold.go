@@ -255,6 +255,8 @@ func pollerEntry(name, schedule, indent, nl string) string {
 		in + "  server: 'EDIT-ME.database.windows.net'",
 		in + "  database: 'EDIT-ME'",
 		in + "  schedule: '" + schedule + "'",
+		in + "  // Its other settings, without the " + poller.Prefix(name) + "_ prefix (the deployment owns the app settings):",
+		in + "  // settings: { ON_POISON: 'quarantine', MAX_LAG: '10m' }",
 		in + "}",
 	}
 	return strings.Join(lines, nl) + nl

@@ -353,7 +353,7 @@ func TestScaffoldEdits(t *testing.T) {
 		if entry < 0 || array < 0 || entry < array || strings.Count(params, "'zzscaffoldtest'") != 1 {
 			t.Errorf("%s: main.bicepparam has no entry for zzscaffoldtest in its pollers array:\n%s", what, params)
 		}
-		for _, field := range []string{"driver: ", "schedule: '*/30 * * * * *'", "server: ", "database: "} {
+		for _, field := range []string{"driver: ", "schedule: '*/30 * * * * *'", "server: ", "database: ", "without the ZZSCAFFOLDTEST_ prefix", "// settings: { ON_POISON: "} {
 			if !strings.Contains(params[max(entry, 0):], field) {
 				t.Errorf("%s: the zzscaffoldtest entry lacks %s:\n%s", what, field, params)
 			}

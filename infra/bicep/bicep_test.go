@@ -4,6 +4,7 @@ package bicep
 
 import (
 	bicepfile "github.com/pseudotrigger/pseudotrigger/internal/bicep"
+	"github.com/pseudotrigger/pseudotrigger/poller"
 
 	"encoding/json"
 	"os"
@@ -23,6 +24,9 @@ func read(t *testing.T, path string) string {
 	return string(b)
 }
 
+// readFile is read for tests whose own variables are named read.
+var readFile = read
+
 func allBicep(t *testing.T) map[string]string {
 	t.Helper()
 	out := map[string]string{}
@@ -41,9 +45,10 @@ func allBicep(t *testing.T) map[string]string {
 // TestRoleIDs: every role definition id is the built-in role its name says.
 func TestRoleIDs(t *testing.T) {
 	want := map[string]string{
-		"storageBlobDataOwner":       "b7e6dc6d-f1e8-4753-8033-0f276bb0955b",
-		"storageBlobDataContributor": "ba92f5b4-2d11-453d-a403-e96b0029c9fe",
-		"monitoringMetricsPublisher": "3913510d-42f4-4e42-8a64-420c390055eb",
+		"storageBlobDataOwner":        "b7e6dc6d-f1e8-4753-8033-0f276bb0955b",
+		"storageBlobDataContributor":  "ba92f5b4-2d11-453d-a403-e96b0029c9fe",
+		"monitoringMetricsPublisher":  "3913510d-42f4-4e42-8a64-420c390055eb",
+		"storageTableDataContributor": "0a9a7e1f-b9d0-4cc4-a60d-0319b160aaa3",
 	}
 	roles := read(t, "modules/roles.bicep")
 	decl := regexp.MustCompile(`var (\w+) = '([0-9a-f-]{36})'`)
@@ -61,21 +66,53 @@ func TestRoleIDs(t *testing.T) {
 			t.Errorf("role %s is not a known built-in role id: add it to this test with its documented GUID", name)
 		}
 	}
-	// Every assignment: a deterministic guid() name, a ServicePrincipal, a role from the list.
-	assignments := strings.Split(roles, "'Microsoft.Authorization/roleAssignments@")[1:]
-	if len(assignments) != 3 {
-		t.Fatalf("%d role assignments, want 3 (host blob owner, state container contributor, metrics publisher)", len(assignments))
+	// Every assignment: a deterministic guid() name, a role from the list, and the scope, role,
+	// principal and condition it is meant to have. The app's identity is a ServicePrincipal.
+	masked := mask(roles)
+	assignDecl := regexp.MustCompile(`(?m)^resource (\w+) 'Microsoft\.Authorization/roleAssignments@2022-04-01' = (if \(([^)]*\)?)\) )?\{`)
+	type assignment struct{ scope, role, principal, principalType, condition string }
+	wantAssign := map[string]assignment{
+		"hostBlobOwner":            {"hostStorage", "storageBlobDataOwner", "principalId", "'ServicePrincipal'", ""},
+		"stateBlobContributor":     {"stateContainer", "storageBlobDataContributor", "principalId", "'ServicePrincipal'", ""},
+		"insightsPublisher":        {"insights", "monitoringMetricsPublisher", "principalId", "'ServicePrincipal'", ""},
+		"hostTableContributor":     {"hostStorage", "storageTableDataContributor", "principalId", "'ServicePrincipal'", "hostDiagnosticEvents"},
+		"operatorStateContributor": {"stateContainer", "storageBlobDataContributor", "operatorPrincipalId", "operatorPrincipalType", "!empty(operatorPrincipalId)"},
 	}
-	for _, a := range assignments {
-		if !strings.Contains(a, "name: guid(") || !strings.Contains(a, "principalType: 'ServicePrincipal'") ||
-			!regexp.MustCompile(`roleDefinitions', (storageBlobDataOwner|storageBlobDataContributor|monitoringMetricsPublisher)\)`).MatchString(a) {
-			t.Errorf("a role assignment lacks a guid() name, principalType ServicePrincipal or a known role:\n%s", a[:min(len(a), 400)])
+	nFound := 0
+	for _, m := range assignDecl.FindAllStringSubmatchIndex(roles, -1) {
+		name := roles[m[2]:m[3]]
+		cond := ""
+		if m[6] >= 0 {
+			cond = roles[m[6]:m[7]]
+		}
+		s, e := block(masked, m[0])
+		body := roles[s:e]
+		w, ok := wantAssign[name]
+		if !ok {
+			t.Errorf("role assignment %s is not one this test knows: add it here with why it is needed", name)
+			continue
+		}
+		nFound++
+		for _, line := range []string{"scope: " + w.scope + "\n", "roleDefinitions', " + w.role + ")", "principalId: " + w.principal + "\n",
+			"principalType: " + w.principalType + "\n", "name: guid(" + w.scope + ".id, " + w.principal + ", " + w.role + ")"} {
+			if !strings.Contains(body, line) {
+				t.Errorf("role assignment %s lacks %q:\n%s", name, line, body)
+			}
+		}
+		if cond != w.condition {
+			t.Errorf("role assignment %s is created if (%s), want if (%s)", name, cond, w.condition)
 		}
 	}
-	// The state role is scoped to the container, not the account.
-	state := assignments[1]
-	if !strings.Contains(state, "scope: stateContainer") || !strings.Contains(roles, "resource stateContainer 'Microsoft.Storage/storageAccounts/blobServices/containers@") {
-		t.Errorf("Storage Blob Data Contributor must be scoped to the state container:\n%s", state)
+	if nFound != len(wantAssign) || strings.Count(roles, "'Microsoft.Authorization/roleAssignments@") != len(wantAssign) {
+		t.Errorf("found %d of the %d role assignments (host blob owner, state container contributor, metrics publisher, optional table contributor and operator)", nFound, len(wantAssign))
+	}
+	if !strings.Contains(roles, "resource stateContainer 'Microsoft.Storage/storageAccounts/blobServices/containers@") {
+		t.Error("the state roles must be scoped to the state container resource")
+	}
+	for _, p := range []string{"param operatorPrincipalId string = ''", "param hostDiagnosticEvents bool = false"} {
+		if !strings.Contains(roles, p) || !strings.Contains(read(t, "main.bicep"), p) {
+			t.Errorf("modules/roles.bicep and main.bicep must declare %s (optional, off by default)", p)
+		}
 	}
 }
 
@@ -95,7 +132,8 @@ func TestNoSecrets(t *testing.T) {
 		}
 	}
 	app := read(t, "modules/functionapp.bicep")
-	for _, want := range []string{"ftpsState: 'Disabled'", "httpsOnly: true", "name: 'FC1'", "name: 'custom'", "type: 'UserAssignedIdentity'"} {
+	for _, want := range []string{"httpsOnly: true", "name: 'FC1'", "name: 'custom'", "type: 'UserAssignedIdentity'",
+		"keyVaultReferenceIdentity: identityId\n", "fedauth=ActiveDirectoryManagedIdentity"} {
 		if !strings.Contains(app, want) {
 			t.Errorf("modules/functionapp.bicep lacks %s", want)
 		}
@@ -105,7 +143,7 @@ func TestNoSecrets(t *testing.T) {
 	}
 	main := read(t, "main.bicep")
 	for _, want := range []string{"AzureWebJobsStorage__credential: 'managedidentity'", "AzureWebJobsStorage__clientId", "StateStorage__blobServiceUri",
-		"StateStorage__clientId", "APPLICATIONINSIGHTS_AUTHENTICATION_STRING", "POLLER_APP_NAME", "fedauth=ActiveDirectoryManagedIdentity"} {
+		"StateStorage__clientId", "APPLICATIONINSIGHTS_AUTHENTICATION_STRING", "POLLER_APP_NAME"} {
 		if !strings.Contains(main, want) {
 			t.Errorf("main.bicep lacks the app setting %s", want)
 		}
@@ -493,5 +531,173 @@ func TestMaskAndBlock(t *testing.T) {
 	}
 	if got := params("param a string\nparam b int = 3\n// param c string\nparam d object = {}\n"); len(got) != 3 || got["a"] || !got["b"] || !got["d"] {
 		t.Errorf("params: %v", got)
+	}
+}
+
+// TestFlexSite: what Flex Consumption accepts and needs, as Microsoft's current Flex samples
+// have it. No siteConfig.ftpsState (Flex has no FTP; Azure rejects it on Flex sites, error
+// 51021) and no FUNCTIONS_WORKER_RUNTIME (the runtime is functionAppConfig.runtime); 512 MB
+// instances allowed and the default; a scale-out limit of 40 to 1000 that is at least one
+// instance per poller plus the status function's; Key Vault references resolved with the
+// user-assigned identity.
+func TestFlexSite(t *testing.T) {
+	for file, text := range allBicep(t) {
+		for _, bad := range []string{"ftpsState", "FUNCTIONS_WORKER_RUNTIME", "WEBSITE_RUN_FROM_PACKAGE", "FunctionAppScaleLimit", "alwaysOn: true"} {
+			if strings.Contains(mask(text), bad) {
+				t.Errorf("%s sets %s, which Flex Consumption rejects or ignores", file, bad)
+			}
+		}
+	}
+	app := read(t, "modules/functionapp.bicep")
+	masked := mask(app)
+	for _, want := range []string{
+		"keyVaultReferenceIdentity: identityId\n",
+		"maximumInstanceCount: max(maximumInstanceCount, length(pollers) + 1)\n",
+		"instanceMemoryMB: instanceMemoryMB\n",
+	} {
+		if !strings.Contains(masked, want) {
+			t.Errorf("modules/functionapp.bicep lacks %q", want)
+		}
+	}
+	// keyVaultReferenceIdentity is a site property, beside serverFarmId, not inside siteConfig.
+	site := app[strings.Index(app, "resource app 'Microsoft.Web/sites@"):]
+	s, e := block(mask(site), 0)
+	ps, pe := block(mask(site[s:e]), strings.Index(site[s:e], "properties:"))
+	keys := strings.Join(topLevelKeys(mask(site[s:e])[ps:pe]), ",")
+	if keys != "serverFarmId,httpsOnly,keyVaultReferenceIdentity,siteConfig,functionAppConfig" {
+		t.Errorf("the site's properties are %s", keys)
+	}
+	main := read(t, "main.bicep")
+	for _, want := range []string{"@minValue(40)\n@maxValue(1000)\nparam maximumInstanceCount int = 40\n",
+		"@allowed([\n  512\n  2048\n  4096\n])\nparam instanceMemoryMB int = 512\n"} {
+		if !strings.Contains(main, want) {
+			t.Errorf("main.bicep lacks\n%s", want)
+		}
+	}
+}
+
+// TestAppSettingsOwned: the deployment replaces every app setting (sites/config appsettings), so
+// every setting a user needs has a place in the parameters: each pollers entry's optional
+// settings object ({P}_ prefixed, as poller.Prefix does) and appSettings for the rest. The
+// settings the app itself needs win over both, and a poller's driver, connection and schedule
+// over its settings object. The settings are built in the module, where the identity's client
+// id is a parameter.
+func TestAppSettingsOwned(t *testing.T) {
+	app := read(t, "modules/functionapp.bicep")
+	for _, want := range []string{
+		"param pollers array\n", "param appSettings object = {}\n", "param baseSettings object\n", "param identityClientId string\n",
+		"var pollerSettings = reduce(pollers, {}, (acc, p) => union(acc, toObject(items(p.?settings ?? {}), s => '${toUpper(replace(p.name, '-', '_'))}_${s.key}', s => string(s.value)), {\n",
+		"  '${toUpper(replace(p.name, '-', '_'))}_DB_DRIVER': p.driver\n",
+		"  '${toUpper(replace(p.name, '-', '_'))}_DB_CONNECTION': contains(p, 'connection') ? p.connection : 'sqlserver://${p.server}?database=${p.database}&${sqlServerDsn}'\n",
+		"  '${toUpper(replace(p.name, '-', '_'))}_SCHEDULE': p.schedule\n",
+		"var settings = union(toObject(items(appSettings), s => s.key, s => string(s.value)), pollerSettings, baseSettings)\n",
+		"  name: 'appsettings'\n  properties: settings\n",
+		"user+id=${identityClientId}",
+	} {
+		if !strings.Contains(app, want) {
+			t.Errorf("modules/functionapp.bicep lacks\n%s", want)
+		}
+	}
+	// The template's {P} is Go's: upper case, - as _.
+	if got := poller.Prefix("big-orders"); got != "BIG_ORDERS" {
+		t.Errorf("poller.Prefix(big-orders) = %s: the template's toUpper(replace(name, '-', '_')) no longer matches", got)
+	}
+	main := read(t, "main.bicep")
+	for _, want := range []string{"    baseSettings: baseSettings\n    appSettings: appSettings\n    pollers: pollers\n", "param appSettings object = {}\n"} {
+		if !strings.Contains(main, want) {
+			t.Errorf("main.bicep lacks %q", want)
+		}
+	}
+	if strings.Contains(mask(main), "reduce(") {
+		t.Error("main.bicep builds settings: that belongs in modules/functionapp.bicep")
+	}
+}
+
+// TestParamsSettingsKnown: every key of a settings object in main.bicepparam is a setting the
+// poller reads ({P}_ + key), other than the three the entry gives itself.
+func TestParamsSettingsKnown(t *testing.T) {
+	read := map[string]bool{}
+	_, _ = poller.LoadSettings(poller.Definition{Name: "x"}, func(name string) string {
+		read[strings.TrimPrefix(name, "X_")] = true
+		return ""
+	})
+	if !read["ON_POISON"] || !read["BATCH_SIZE"] {
+		t.Fatalf("poller.LoadSettings read %v", read)
+	}
+	params := mask(readFile(t, "main.bicepparam"))
+	text := readFile(t, "main.bicepparam")
+	n := 0
+	for _, m := range regexp.MustCompile(`settings: \{`).FindAllStringIndex(params, -1) {
+		s, e := block(params, m[0])
+		for _, k := range topLevelKeys(params[s:e]) {
+			n++
+			if !read[k] || k == "DB_DRIVER" || k == "DB_CONNECTION" || k == "SCHEDULE" {
+				t.Errorf("main.bicepparam sets %s in a poller's settings: not a poller setting it may set there (%s)", k, text[s:e])
+			}
+		}
+	}
+	if n == 0 {
+		t.Error("main.bicepparam shows no poller settings object")
+	}
+}
+
+// TestAppNameDefault: the example parameters leave appName to its default, unique to the
+// resource group (a fixed name collides in global DNS for everyone after the first deployer),
+// and the parameter says never to change it (it names the accounts and the state blobs).
+func TestAppNameDefault(t *testing.T) {
+	if regexp.MustCompile(`(?m)^\s*param appName\b`).MatchString(mask(readFile(t, "main.bicepparam"))) {
+		t.Error("main.bicepparam sets appName: leave the unique default")
+	}
+	main := read(t, "main.bicep")
+	if !strings.Contains(main, "param appName string = 'pt-${uniqueString(resourceGroup().id)}'\n") ||
+		!strings.Contains(main, "never change it after the first deploy") {
+		t.Error("main.bicep's appName must default to a name unique to the resource group and say never to change it")
+	}
+}
+
+// TestStateDataProtection: the account holding the state container has blob and container soft
+// delete, versioning with a lifecycle rule that trims old versions of that container, a
+// CanNotDelete lock, and its blob writes and deletes logged to the workspace (who moved a
+// checkpoint); the workspace has a daily cap.
+func TestStateDataProtection(t *testing.T) {
+	st := read(t, "modules/storage.bicep")
+	for _, want := range []string{
+		"deleteRetentionPolicy: {\n    enabled: true\n    days: softDeleteDays\n",
+		"containerDeleteRetentionPolicy: {\n    enabled: true\n    days: softDeleteDays\n",
+		"isVersioningEnabled: true\n",
+		"properties: dataProtection ? protection : {}\n",
+		"resource versionTrim 'Microsoft.Storage/storageAccounts/managementPolicies@2023-05-01' = if (dataProtection) {\n  parent: account\n  name: 'default'\n",
+		"version: {\n                delete: {\n                  daysAfterCreationGreaterThan: versionRetentionDays\n",
+		"prefixMatch: [\n                '${protectedContainer}/'\n",
+		"resource lock 'Microsoft.Authorization/locks@2020-05-01' = if (deleteLock) {",
+		"scope: account\n  properties: {\n    level: 'CanNotDelete'\n",
+		"resource blobDiagnostics 'Microsoft.Insights/diagnosticSettings@2021-05-01-preview' = if (!empty(workspaceId)) {",
+		"scope: blobService\n", "category: 'StorageWrite'", "category: 'StorageDelete'",
+	} {
+		if !strings.Contains(st, want) {
+			t.Errorf("modules/storage.bicep lacks\n%s", want)
+		}
+	}
+	main := read(t, "main.bicep")
+	for _, want := range []string{
+		// The separate state account (the default) is protected...
+		"param separateStateAccount bool = true\n", "param stateLock bool = true\n", "param stateSoftDeleteDays int = 7\n", "param stateVersionRetentionDays int = 7\n",
+		"    containers: [stateContainerName]\n    dataProtection: true\n",
+		"    deleteLock: stateLock\n    workspaceId: monitoring.outputs.workspaceId\n",
+		// ...and so is the host account when it holds the state container.
+		"    dataProtection: !separateStateAccount\n", "    deleteLock: !separateStateAccount && stateLock\n",
+		"    workspaceId: separateStateAccount ? '' : monitoring.outputs.workspaceId\n",
+		"    protectedContainer: stateContainerName\n",
+		"    dailyCapGb: logDailyCapGb\n", "param logDailyCapGb int = 1\n",
+	} {
+		if !strings.Contains(main, want) {
+			t.Errorf("main.bicep lacks\n%s", want)
+		}
+	}
+	if strings.Count(main, "    protectedContainer: stateContainerName\n") != 2 {
+		t.Error("both storage modules must name the state container as the one whose versions are trimmed")
+	}
+	if !strings.Contains(read(t, "modules/monitoring.bicep"), "workspaceCapping: {\n      dailyQuotaGb: dailyCapGb\n") {
+		t.Error("modules/monitoring.bicep lacks the workspace's daily cap")
 	}
 }

@@ -2,7 +2,7 @@
 // connection string with a secret anywhere. Deploy with scripts/deploy.sh (or azd up).
 targetScope = 'resourceGroup'
 
-@description('The function app name; also {app} in the state blobs state/{app}/{poller}.json.')
+@description('The function app\'s name: a global DNS name (<appName>.azurewebsites.net), so the default is unique to the resource group. It also names the storage accounts and is POLLER_APP_NAME, {app} in the state blobs state/{app}/{poller}.json: never change it after the first deploy, or every poller starts again from an empty checkpoint in a new account.')
 param appName string = 'pt-${uniqueString(resourceGroup().id)}'
 
 @description('Region of every resource.')
@@ -14,15 +14,55 @@ param separateStateAccount bool = true
 @description('The state container.')
 param stateContainerName string = 'db-state'
 
-@description('Flex Consumption scale-out limit. Timer functions are singletons, so extra instances stay idle; keep it small.')
-@minValue(1)
+@description('Flex Consumption scale-out limit, 40 (the lowest Flex allows) to 1000. Flex gives each timer function instances of its own, so the app gets at least one per poller plus one for the status function whatever this says; timers are singletons, so more stay idle.')
+@minValue(40)
+@maxValue(1000)
 param maximumInstanceCount int = 40
 
-@allowed([2048, 4096])
-param instanceMemoryMB int = 2048
+@description('Memory of each instance in MB; the Go handler fits in the smallest.')
+@allowed([
+  512
+  2048
+  4096
+])
+param instanceMemoryMB int = 512
 
-@description('One entry per pollers/<name> folder: name, driver (sqlserver|postgres|sqlite), schedule (NCRONTAB), and for sqlserver server and database (the DSN then authenticates with the app\'s identity), or connection for another DSN (use a Key Vault reference, never a literal secret).')
+@description('One entry per pollers/<name> folder: name, driver (sqlserver|postgres|sqlite), schedule (NCRONTAB), and for sqlserver server and database (the DSN then authenticates with the app\'s identity), or connection for another DSN (use a Key Vault reference, never a literal secret); optionally settings, the poller\'s other settings without the {P}_ prefix, e.g. { ON_POISON: \'quarantine\', MAX_LAG: \'10m\' }.')
 param pollers array
+
+@description('Extra app settings by full name, e.g. a handler\'s own { ORDERS_WEBHOOK_URL: \'https://...\' }. The deployment owns every app setting: one set only in the portal is removed at the next deploy.')
+param appSettings object = {}
+
+@description('An operator\'s object id (az ad signed-in-user show --query id -o tsv) to give Storage Blob Data Contributor on the state container, for pollerctl; empty: none. If that role was already granted by hand, remove that assignment first (Azure refuses a second one).')
+param operatorPrincipalId string = ''
+
+@allowed([
+  'User'
+  'Group'
+  'ServicePrincipal'
+])
+param operatorPrincipalType string = 'User'
+
+@description('Give the app\'s identity Storage Table Data Contributor on the host account, so the host records its diagnostic events (as Microsoft\'s Flex samples do); nothing in pseudotrigger needs it.')
+param hostDiagnosticEvents bool = false
+
+// Data protection of the account holding the state container (modules/storage.bicep).
+
+@description('Days a deleted state blob or container can be restored (soft delete).')
+@minValue(1)
+@maxValue(365)
+param stateSoftDeleteDays int = 7
+
+@description('Days each previous version of a state blob is kept (versioning; a lifecycle rule deletes older versions).')
+@minValue(1)
+param stateVersionRetentionDays int = 7
+
+@description('A CanNotDelete lock on the account holding the state container. Deleting the resource group then needs az lock delete first.')
+param stateLock bool = true
+
+@description('Log Analytics daily ingestion cap in GB (-1: none).')
+@minValue(-1)
+param logDailyCapGb int = 1
 
 param tags object = {}
 
@@ -82,12 +122,30 @@ module identity 'modules/identity.bicep' = {
   }
 }
 
+module monitoring 'modules/monitoring.bicep' = {
+  name: 'monitoring'
+  params: {
+    name: appName
+    location: location
+    dailyCapGb: logDailyCapGb
+    tags: tags
+  }
+}
+
+// The account holding the state container gets soft delete, versioning, the lock and its write
+// logs: the host account too when separateStateAccount is false.
 module hostStorage 'modules/storage.bicep' = {
   name: 'host-storage'
   params: {
     name: hostStorageName
     location: location
     containers: separateStateAccount ? [deploymentContainerName] : [deploymentContainerName, stateContainerName]
+    dataProtection: !separateStateAccount
+    softDeleteDays: stateSoftDeleteDays
+    versionRetentionDays: stateVersionRetentionDays
+    protectedContainer: stateContainerName
+    deleteLock: !separateStateAccount && stateLock
+    workspaceId: separateStateAccount ? '' : monitoring.outputs.workspaceId
     tags: tags
   }
 }
@@ -98,15 +156,12 @@ module stateStorage 'modules/storage.bicep' = if (separateStateAccount) {
     name: stateStorageName
     location: location
     containers: [stateContainerName]
-    tags: tags
-  }
-}
-
-module monitoring 'modules/monitoring.bicep' = {
-  name: 'monitoring'
-  params: {
-    name: appName
-    location: location
+    dataProtection: true
+    softDeleteDays: stateSoftDeleteDays
+    versionRetentionDays: stateVersionRetentionDays
+    protectedContainer: stateContainerName
+    deleteLock: stateLock
+    workspaceId: monitoring.outputs.workspaceId
     tags: tags
   }
 }
@@ -138,6 +193,9 @@ module roles 'modules/roles.bicep' = {
     stateStorageName: stateStorageName
     stateContainerName: stateContainerName
     insightsName: monitoring.outputs.name
+    operatorPrincipalId: operatorPrincipalId
+    operatorPrincipalType: operatorPrincipalType
+    hostDiagnosticEvents: hostDiagnosticEvents
   }
   dependsOn: [
     hostStorage
@@ -164,26 +222,19 @@ var baseSettings = {
   APPLICATIONINSIGHTS_AUTHENTICATION_STRING: 'ClientId=${identity.outputs.clientId};Authorization=AAD'
 }
 
-// {P}_DB_DRIVER, {P}_DB_CONNECTION and {P}_SCHEDULE for every poller; SQL Server sources use
-// Entra ID with the app's user-assigned identity (go-mssqldb's azuread driver).
-var pollerSettings = reduce(pollers, {}, (acc, p) => union(acc, {
-  '${toUpper(replace(p.name, '-', '_'))}_DB_DRIVER': p.driver
-  '${toUpper(replace(p.name, '-', '_'))}_DB_CONNECTION': p.driver == 'sqlserver' && !contains(p, 'connection')
-    ? 'sqlserver://${p.server}?database=${p.database}&fedauth=ActiveDirectoryManagedIdentity&user+id=${identity.outputs.clientId}'
-    : p.connection
-  '${toUpper(replace(p.name, '-', '_'))}_SCHEDULE': p.schedule
-}))
-
 module app 'modules/functionapp.bicep' = {
   name: 'function-app'
   params: {
     name: appName
     location: location
     identityId: identity.outputs.id
+    identityClientId: identity.outputs.clientId
     deploymentContainerUrl: '${hostStorage.outputs.blobEndpoint}${deploymentContainerName}'
     maximumInstanceCount: maximumInstanceCount
     instanceMemoryMB: instanceMemoryMB
-    appSettings: union(baseSettings, pollerSettings)
+    baseSettings: baseSettings
+    appSettings: appSettings
+    pollers: pollers
     tags: tags
   }
   dependsOn: [
@@ -195,5 +246,6 @@ output appName string = app.outputs.name
 output hostName string = app.outputs.hostName
 output identityName string = 'id-${appName}'
 output identityClientId string = identity.outputs.clientId
+output identityPrincipalId string = identity.outputs.principalId
 output stateAccount string = stateStorageName
 output stateContainer string = stateContainerName

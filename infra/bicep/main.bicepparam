@@ -1,7 +1,10 @@
 // An example: one entry per pollers/<name> folder (CI checks that every poller has one).
 using 'main.bicep'
 
-param appName = 'pseudotrigger-demo'
+// appName is left to its default, pt-<unique to the resource group>: the app's name is a global
+// DNS name, and it names the storage accounts and the state blobs (POLLER_APP_NAME). To choose
+// one, set it before the first deploy and never change it afterwards:
+// param appName = 'pt-orders-prod'
 
 param pollers = [
   {
@@ -10,8 +13,20 @@ param pollers = [
     server: 'contoso-sql.database.windows.net'
     database: 'shop'
     schedule: '*/30 * * * * *'
+    // The poller's other settings, without the ORDERS_ prefix (README, Poller settings). The
+    // deployment owns the app settings: set them here, not in the portal.
+    settings: {
+      ON_POISON: 'block'
+    }
   }
 ]
+
+// Extra app settings by full name, e.g. the example handler's own:
+// param appSettings = { ORDERS_WEBHOOK_URL: 'https://example.net/hooks/orders' }
+
+// pollerctl from your machine: your object id (az ad signed-in-user show --query id -o tsv) gets
+// Storage Blob Data Contributor on the state container.
+// param operatorPrincipalId = '00000000-0000-0000-0000-000000000000'
 
 // Alerts: an existing action group's resource id, e.g.
 // '/subscriptions/<sub>/resourceGroups/<rg>/providers/Microsoft.Insights/actionGroups/<name>'.

@@ -4,6 +4,10 @@ param name string
 param location string
 param tags object = {}
 
+@description('Log Analytics daily ingestion cap in GB; -1: no cap. When it is reached, ingestion stops until the next day (the alert rules then see nothing).')
+@minValue(-1)
+param dailyCapGb int = 1
+
 resource workspace 'Microsoft.OperationalInsights/workspaces@2023-09-01' = {
   name: 'log-${name}'
   location: location
@@ -13,6 +17,9 @@ resource workspace 'Microsoft.OperationalInsights/workspaces@2023-09-01' = {
       name: 'PerGB2018'
     }
     retentionInDays: 30
+    workspaceCapping: {
+      dailyQuotaGb: dailyCapGb
+    }
   }
 }
 
