@@ -701,3 +701,29 @@ func TestStateDataProtection(t *testing.T) {
 		t.Error("modules/monitoring.bicep lacks the workspace's daily cap")
 	}
 }
+
+// TestWorkflowCompiles: the GitHub workflow compiles and lints every template with a pinned
+// Bicep CLI, failing on warnings, builds the parameters file, and runs a what-if when the Azure
+// secrets are set (and says why not when they are not).
+func TestWorkflowCompiles(t *testing.T) {
+	ci := readFile(t, "../../.github/workflows/ci.yml")
+	for _, want := range []string{
+		"BICEP_VERSION: v0.", "releases/download/$BICEP_VERSION/bicep-linux-x64",
+		"for f in infra/bicep/main.bicep infra/bicep/modules/*.bicep; do",
+		`bicep build "$f"`, `bicep lint "$f"`, `grep -E ': (Warning|Error) '`,
+		"bicep build-params infra/bicep/main.bicepparam", "exit $status",
+		"uses: azure/login@v2", "id-token: write",
+		"az deployment group what-if --resource-group \"$AZURE_WHATIF_GROUP\"",
+		"--template-file infra/bicep/main.bicep --parameters infra/bicep/main.bicepparam",
+		"what-if skipped: set the secrets AZURE_CLIENT_ID, AZURE_TENANT_ID, AZURE_SUBSCRIPTION_ID",
+	} {
+		if !strings.Contains(ci, want) {
+			t.Errorf(".github/workflows/ci.yml lacks %s", want)
+		}
+	}
+	// Every module is a file the loop covers.
+	mods, _ := filepath.Glob("modules/*.bicep")
+	if len(mods) < 6 {
+		t.Errorf("only %d modules", len(mods))
+	}
+}
