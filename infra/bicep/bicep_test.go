@@ -588,7 +588,7 @@ func TestAppSettingsOwned(t *testing.T) {
 		"param pollers array\n", "param appSettings object = {}\n", "param baseSettings object\n", "param identityClientId string\n",
 		"var pollerSettings = reduce(pollers, {}, (acc, p) => union(acc, toObject(items(p.?settings ?? {}), s => '${toUpper(replace(p.name, '-', '_'))}_${s.key}', s => string(s.value)), {\n",
 		"  '${toUpper(replace(p.name, '-', '_'))}_DB_DRIVER': p.driver\n",
-		"  '${toUpper(replace(p.name, '-', '_'))}_DB_CONNECTION': contains(p, 'connection') ? p.connection : 'sqlserver://${p.server}?database=${p.database}&${sqlServerDsn}'\n",
+		"  '${toUpper(replace(p.name, '-', '_'))}_DB_CONNECTION': !contains(p, 'connection') ? 'sqlserver://${p.server}?database=${p.database}&${sqlServerDsn}' : p.connection\n",
 		"  '${toUpper(replace(p.name, '-', '_'))}_SCHEDULE': p.schedule\n",
 		"var settings = union(toObject(items(appSettings), s => s.key, s => string(s.value)), pollerSettings, baseSettings)\n",
 		"  name: 'appsettings'\n  properties: settings\n",

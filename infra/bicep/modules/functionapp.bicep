@@ -34,11 +34,13 @@ param tags object = {}
 // (poller.Prefix in Go): its optional settings object, {P}_ prefixed (e.g.
 // ON_POISON: 'quarantine' is {P}_ON_POISON), then {P}_DB_DRIVER, {P}_DB_CONNECTION and
 // {P}_SCHEDULE, which win. SQL Server sources sign in with Entra ID as the app's identity
-// (go-mssqldb's azuread driver) unless the entry gives a connection.
+// (go-mssqldb's azuread driver) unless the entry gives a connection. (A ternary, which ARM
+// evaluates lazily: p.server may be absent when a connection is given. Not contains() ? :, which
+// the use-safe-access lint rule flags.)
 var sqlServerDsn = 'fedauth=ActiveDirectoryManagedIdentity&user+id=${identityClientId}'
 var pollerSettings = reduce(pollers, {}, (acc, p) => union(acc, toObject(items(p.?settings ?? {}), s => '${toUpper(replace(p.name, '-', '_'))}_${s.key}', s => string(s.value)), {
   '${toUpper(replace(p.name, '-', '_'))}_DB_DRIVER': p.driver
-  '${toUpper(replace(p.name, '-', '_'))}_DB_CONNECTION': contains(p, 'connection') ? p.connection : 'sqlserver://${p.server}?database=${p.database}&${sqlServerDsn}'
+  '${toUpper(replace(p.name, '-', '_'))}_DB_CONNECTION': !contains(p, 'connection') ? 'sqlserver://${p.server}?database=${p.database}&${sqlServerDsn}' : p.connection
   '${toUpper(replace(p.name, '-', '_'))}_SCHEDULE': p.schedule
 }))
 
