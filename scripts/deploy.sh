@@ -46,21 +46,21 @@ done
 [ -n "$group" ] || { echo "deploy.sh: -g RESOURCE_GROUP is required (see --help)" >&2; exit 2; }
 [ -f "$params" ] || { echo "deploy.sh: parameters file $params not found" >&2; exit 2; }
 
-# Example values: the shipped example poller's server and database, and the EDIT-ME placeholders
-# pollerctl new writes. Comment lines do not count.
-examples=$(grep -n -E "contoso|database: *'shop'|EDIT-ME" "$params" | grep -v -E '^[0-9]+: *//' || true)
-if [ -n "$examples" ]; then
-  {
-    echo "deploy.sh: $params still holds example values:"
-    printf '%s\n' "$examples" | sed 's/^\([0-9]*\): */  line \1: /'
-    echo "  Edit each poller's driver, server and database (or connection) to your own source."
-    [ -z "$dry" ] || echo "  A real run refuses to deploy them unless --allow-example is given."
-  } >&2
+# Example values (scripts/check-params.sh): a dry run warns, a real run refuses them unless
+# --allow-example.
+code=0
+scripts/check-params.sh "$params" 2>"${TMPDIR:-/tmp}/deploy-params.$$" || code=$?
+if [ "$code" -ne 0 ]; then
+  sed 's/^/deploy.sh: /;s/^deploy.sh:   /  /' "${TMPDIR:-/tmp}/deploy-params.$$" >&2
+  rm -f "${TMPDIR:-/tmp}/deploy-params.$$"
+  [ "$code" -eq 1 ] || exit 2
+  [ -z "$dry" ] || echo "  A real run refuses to deploy them unless --allow-example is given." >&2
   if [ -z "$dry" ] && [ -z "$allow_example" ]; then
     echo "deploy.sh: refusing to deploy them; edit $params, or pass --allow-example to deploy anyway" >&2
     exit 2
   fi
 fi
+rm -f "${TMPDIR:-/tmp}/deploy-params.$$"
 
 run() {
   if [ -n "$dry" ]; then
@@ -105,22 +105,32 @@ else
   fi
 fi
 
-echo "building bin/handler for linux/amd64 ..."
-run env GOOS=linux GOARCH=amd64 scripts/build.sh
-echo "publishing to $app ..."
-run func azure functionapp publish "$app"
+echo "publishing to $app (scripts/publish.sh) ..."
+scripts/publish.sh "$app" ${dry:+--dry-run}
 
 # The pollers of the parameters file: "name driver" per entry of the pollers array.
 pollers=$(awk '
   /^[ \t]*\/\// { next }
-  /^[ \t]*param[ \t]+pollers[ \t]*=/ { in_p = 1; next }
-  in_p && /^[ \t]*\][ \t]*$/ { in_p = 0 }
+  /^[ \t]*param[ \t]+pollers[ \t]*=/ { in_p = 1; depth = 0; next }
+  in_p && depth == 0 && /^[ \t]*\][ \t]*$/ { in_p = 0 }
   !in_p { next }
-  match($0, /name:[ \t]*'\''[^'\'']*'\''/) { s = substr($0, RSTART, RLENGTH); sub(/^name:[ \t]*'\''/, "", s); sub(/'\''$/, "", s); name = s }
-  match($0, /driver:[ \t]*'\''[^'\'']*'\''/) { s = substr($0, RSTART, RLENGTH); sub(/^driver:[ \t]*'\''/, "", s); sub(/'\''$/, "", s); driver = s }
-  { l = $0; gsub(/'\''[^'\'']*'\''/, "", l) }
-  l ~ /}/ && name != "" { print name, (driver == "" ? "?" : driver); name = ""; driver = "" }
+  depth == 1 && match($0, /name:[ \t]*'\''[^'\'']*'\''/) { s = substr($0, RSTART, RLENGTH); sub(/^name:[ \t]*'\''/, "", s); sub(/'\''$/, "", s); name = s }
+  depth == 1 && match($0, /driver:[ \t]*'\''[^'\'']*'\''/) { s = substr($0, RSTART, RLENGTH); sub(/^driver:[ \t]*'\''/, "", s); sub(/'\''$/, "", s); driver = s }
+  {
+    l = $0; gsub(/'\''[^'\'']*'\''/, "", l); sub(/\/\/.*/, "", l)
+    for (i = 1; i <= length(l); i++) {
+      c = substr(l, i, 1)
+      if (c == "{") depth++
+      if (c == "}") { depth--; if (depth == 0 && name != "") { print name, (driver == "" ? "?" : driver); name = ""; driver = "" } }
+    }
+  }
 ' "$params")
+
+# The Key Vaults the parameters file's Key Vault references name (@Microsoft.KeyVault(SecretUri=
+# https://VAULT.vault.azure.net/... or VaultName=VAULT;...), one a line; comment lines ignored.
+vaults=$(grep -v -E '^[[:space:]]*//' "$params" | grep -o -E '@Microsoft\.KeyVault\([^)]*\)' |
+  sed -n -E 's#.*SecretUri=https://([^./]+)\..*#\1#p; s#.*VaultName=([^;)]+).*#\1#p' | sort -u || true)
+operator_set=$(grep -v -E '^[[:space:]]*//' "$params" | grep -E "^[[:space:]]*param[[:space:]]+operatorPrincipalId[[:space:]]*=[[:space:]]*'[^']+'" || true)
 
 # table NAME DRIVER: the poller's table as schema.table, from the source.Table literal (or
 # source.ParseTable call) in pollers/NAME; unqualified names resolve to the default schema.
@@ -179,14 +189,32 @@ while read -r name driver; do
     *) echo "       scripts/sql-grants.sh $identity $t    # $name (driver $driver): $hint" ;;
   esac
 done <<<"$pollers"
+step=2
+if [ -n "$vaults" ]; then
+  echo "  2. Let the identity read the Key Vault references' secrets: Key Vault Secrets User on each vault:"
+  while read -r vault; do
+    [ -n "$vault" ] || continue
+    cat <<NEXT
+       az role assignment create --role "Key Vault Secrets User" \\
+         --assignee-object-id "\$(az identity show -g $group -n $identity --query principalId -o tsv)" --assignee-principal-type ServicePrincipal \\
+         --scope "\$(az keyvault show -n $vault --query id -o tsv)"
+NEXT
+  done <<<"$vaults"
+  step=3
+fi
+skip=""
+[ -z "$operator_set" ] || skip=" (skip it: operatorPrincipalId in $params grants it at deploy)"
 cat <<NEXT
-  2. Let yourself (each operator) run pollerctl against Azure: Storage Blob Data Contributor on
+  $step. Let yourself (each operator) run pollerctl against Azure$skip: Storage Blob Data Contributor on
      the $container container only:
        az role assignment create --role "Storage Blob Data Contributor" \\
          --assignee "\$(az ad signed-in-user show --query id -o tsv)" --assignee-principal-type User \\
          --scope "\$(az storage account show -g $group -n $account --query id -o tsv)/blobServices/default/containers/$container"
      then, signed in with az login (role assignments can take a few minutes to apply):
        StateStorage__blobServiceUri=$blob_uri STATE_CONTAINER=$container POLLER_APP_NAME=$app pollerctl status
-  3. Watch the ticks: the function app's Log stream, or the README's queries in the Application
-     Insights resource's Logs.
+  $((step + 1)). See the first tick: the status page (health, last tick, lag per poller) at
+       https://$app.azurewebsites.net/api/status?code=<key>
+     with the key from
+       az functionapp function keys list -g $group -n $app --function-name status --query default -o tsv
+     or the function app's Log stream, or the README's queries in Application Insights' Logs.
 NEXT

@@ -19,7 +19,7 @@ func TestDeployDryRun(t *testing.T) {
 		t.Fatalf("deploy.sh --dry-run: %v\n%s", err, out)
 	}
 	for _, want := range []string{"+ az group create --name rg-test", "+ az deployment group create", "main.bicepparam",
-		"GOOS=linux GOARCH=amd64 scripts/build.sh", "+ func azure functionapp publish", "nothing was deployed"} {
+		"GOOS=linux GOARCH=amd64 scripts/build.sh", "+ cd .dist && func azure functionapp publish <appName output> --custom\n", "nothing was deployed"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("the dry run does not show %q:\n%s", want, out)
 		}
@@ -32,40 +32,14 @@ func TestDeployDryRun(t *testing.T) {
 	}
 }
 
-// deployRun runs scripts/deploy.sh from the repository root with stub az, func and go first on
-// PATH (go: scripts/build.sh builds nothing in the shared tree). The stubs log their arguments to
-// the returned log file; az answers account show, and deployment group show with the outputs
-// main.bicep declares (one value a line, as -o tsv prints a multiselect list).
+// deployRun runs scripts/deploy.sh in a copy of the files it reads (scriptTree) with stub az,
+// func and go first on PATH (stubs). The stubs log their arguments to the returned log; az
+// answers account show, and deployment group show with the outputs main.bicep declares (one
+// value a line, as -o tsv prints a multiselect list).
 func deployRun(t *testing.T, args ...string) (stdout, stderr string, code int, azLog string) {
 	t.Helper()
-	dir := t.TempDir()
-	log := filepath.Join(dir, "calls.log")
-	stubs := map[string]string{
-		"az": `echo "az $*" >>"$STUB_LOG"
-case "$*" in
-  *"deployment group show"*) printf 'func-app-x1\nid-func-app-x1\nstsx1\ndb-state\n' ;;
-esac`,
-		"func": `echo "func $*" >>"$STUB_LOG"`,
-		"go":   `echo "go $*" >>"$STUB_LOG"`,
-	}
-	for name, body := range stubs {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte("#!/bin/bash\n"+body+"\n"), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cmd := exec.Command("bash", append([]string{"scripts/deploy.sh"}, args...)...)
-	cmd.Dir = "../.."
-	cmd.Env = []string{"PATH=" + dir + ":/usr/bin:/bin", "HOME=" + dir, "STUB_LOG=" + log}
-	var o, e strings.Builder
-	cmd.Stdout, cmd.Stderr = &o, &e
-	err := cmd.Run()
-	if x, ok := err.(*exec.ExitError); ok {
-		code = x.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := os.ReadFile(log)
-	return o.String(), e.String(), code, string(b)
+	r := runScript(t, scriptTree(t), nil, "scripts/deploy.sh", args...)
+	return r.stdout, r.stderr, r.code, r.calls
 }
 
 // editedParams writes a parameters file without example values: the orders poller (which has
@@ -192,7 +166,7 @@ func TestDeployNextSteps(t *testing.T) {
 	if !regexp.MustCompile(`az deployment group show .*-g rg-test -n pseudotrigger .*properties\.outputs`).MatchString(calls) {
 		t.Errorf("the outputs are not read with az deployment group show:\n%s", calls)
 	}
-	if !strings.Contains(calls, "func azure functionapp publish func-app-x1") {
+	if !strings.Contains(calls, "func azure functionapp publish func-app-x1 --custom (in .dist)") {
 		t.Errorf("not published to the app named by the outputs:\n%s", calls)
 	}
 	for _, want := range []string{

@@ -1,0 +1,316 @@
+package bicep
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// scriptTree copies what the deploy scripts read into a temporary repository root: scripts/,
+// host.json, azure.yaml, every <name>/function.json folder, infra/bicep/main.bicepparam and
+// pollers/. The scripts then build, stage and publish there, never in the checkout.
+func scriptTree(t *testing.T) string {
+	t.Helper()
+	root := t.TempDir()
+	copyFile := func(rel string) {
+		b, err := os.ReadFile(filepath.Join("../..", rel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, _ := os.Stat(filepath.Join("../..", rel))
+		dst := filepath.Join(root, rel)
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(dst, b, info.Mode().Perm()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, rel := range []string{"host.json", "azure.yaml", "infra/bicep/main.bicepparam"} {
+		copyFile(rel)
+	}
+	for _, pattern := range []string{"scripts/*.sh", "scripts/lib/*", "*/function.json", "pollers/*/*.go"} {
+		files, _ := filepath.Glob(filepath.Join("../..", pattern))
+		if len(files) == 0 {
+			t.Fatalf("no %s in the checkout", pattern)
+		}
+		for _, f := range files {
+			rel, _ := filepath.Rel("../..", f)
+			copyFile(rel)
+		}
+	}
+	return root
+}
+
+// scriptResult is what runScript saw.
+type scriptResult struct {
+	stdout, stderr string
+	code           int
+	calls          string // the stubs' log, one call a line
+	staged         string // the files func saw in its working directory, one a line, sorted
+}
+
+// runScript runs a script of the tree with stub az, func, go and azd first on PATH, each logging
+// its arguments. go writes the file its -o names. func logs the folder it runs in and the files
+// it sees there, and fails its first STUB_FUNC_FAILS calls. az answers deployment group show with
+// the outputs main.bicep declares. env adds variables.
+func runScript(t *testing.T, root string, env []string, script string, args ...string) scriptResult {
+	t.Helper()
+	dir := t.TempDir()
+	log := filepath.Join(dir, "calls.log")
+	stubs := map[string]string{
+		"az": `echo "az $*" >>"$STUB_LOG"
+case "$*" in
+  *"deployment group show"*) printf 'func-app-x1\nid-func-app-x1\nstsx1\ndb-state\n' ;;
+esac`,
+		"func": `echo "func $* (in $(basename "$PWD"))" >>"$STUB_LOG"
+find . -type f | sort >"$STUB_DIR/staged"
+n=$(cat "$STUB_DIR/func-calls" 2>/dev/null || echo 0); n=$((n + 1)); echo "$n" >"$STUB_DIR/func-calls"
+if [ "$n" -le "${STUB_FUNC_FAILS:-0}" ]; then echo "Deployment was successful but the app appears to be unhealthy" >&2; exit 1; fi`,
+		"go": `echo "go $*" >>"$STUB_LOG"
+while [ $# -gt 0 ]; do
+  if [ "$1" = -o ]; then mkdir -p "$(dirname "$2")"; echo stub-handler >"$2"; fi
+  shift
+done`,
+		"azd": `echo "azd $*" >>"$STUB_LOG"
+case "$*" in
+  "env get-value appName") [ -n "${STUB_AZD_APP:-}" ] && echo "$STUB_AZD_APP" || { echo "ERROR: key 'appName' not found" >&2; exit 1; } ;;
+esac`,
+	}
+	for name, body := range stubs {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("#!/bin/bash\n"+body+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command("bash", append([]string{script}, args...)...)
+	cmd.Dir = root
+	cmd.Env = append([]string{"PATH=" + dir + ":/usr/bin:/bin", "HOME=" + dir, "STUB_LOG=" + log, "STUB_DIR=" + dir}, env...)
+	var o, e strings.Builder
+	cmd.Stdout, cmd.Stderr = &o, &e
+	var r scriptResult
+	err := cmd.Run()
+	if x, ok := err.(*exec.ExitError); ok {
+		r.code = x.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(log)
+	staged, _ := os.ReadFile(filepath.Join(dir, "staged"))
+	r.stdout, r.stderr, r.calls, r.staged = o.String(), e.String(), string(b), string(staged)
+	return r
+}
+
+// functionFolders lists the checkout's <name>/function.json files.
+func functionFolders(t *testing.T) []string {
+	t.Helper()
+	files, _ := filepath.Glob("../../*/function.json")
+	var out []string
+	for _, f := range files {
+		rel, _ := filepath.Rel("../..", f)
+		out = append(out, rel)
+	}
+	if len(out) < 2 {
+		t.Fatalf("function folders: %v", out)
+	}
+	return out
+}
+
+// TestPublishStagesAndCustom: scripts/publish.sh builds the handler, stages exactly host.json,
+// bin/handler and each <name>/function.json in .dist, and publishes from there with --custom
+// (on a fresh clone there is no local.settings.json, and without --custom Core Tools stops with
+// "Worker runtime cannot be 'None'").
+func TestPublishStagesAndCustom(t *testing.T) {
+	root := scriptTree(t)
+	r := runScript(t, root, nil, "scripts/publish.sh", "func-app-x1")
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if !strings.Contains(r.calls, "go build -trimpath -ldflags -s -w -o bin/handler ./cmd/handler") {
+		t.Errorf("the handler was not built:\n%s", r.calls)
+	}
+	if !strings.Contains(r.calls, "func azure functionapp publish func-app-x1 --custom (in .dist)\n") {
+		t.Errorf("not published from .dist with --custom:\n%s", r.calls)
+	}
+	want := []string{"./bin/handler", "./host.json"}
+	for _, f := range functionFolders(t) {
+		want = append(want, "./"+f)
+	}
+	got := strings.Fields(r.staged)
+	if strings.Join(got, " ") != strings.Join(sortedCopy(want), " ") {
+		t.Errorf("staged %v, want exactly %v", got, sortedCopy(want))
+	}
+	// The stale .dist of an earlier run is replaced, not added to.
+	if err := os.WriteFile(filepath.Join(root, ".dist", "stale.txt"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = runScript(t, root, nil, "scripts/publish.sh", "func-app-x1")
+	if r.code != 0 || strings.Contains(r.staged, "stale.txt") {
+		t.Errorf("a second run kept a stale file: exit %d\n%s", r.code, r.staged)
+	}
+}
+
+func sortedCopy(s []string) []string {
+	out := slices.Clone(s)
+	slices.Sort(out)
+	return out
+}
+
+// TestPublishRetries: a publish that fails while the new identity's roles apply is retried with
+// a message saying why, and gives up after PUBLISH_ATTEMPTS with what to check.
+func TestPublishRetries(t *testing.T) {
+	root := scriptTree(t)
+	r := runScript(t, root, []string{"STUB_FUNC_FAILS=2", "PUBLISH_RETRY_WAIT=0"}, "scripts/publish.sh", "func-app-x1")
+	if r.code != 0 || strings.Count(r.calls, "func azure functionapp publish") != 3 {
+		t.Fatalf("two failures then success: exit %d, calls\n%s\n%s", r.code, r.calls, r.stderr)
+	}
+	for _, want := range []string{"publish attempt 1 of 5 failed; a new app's role assignments can take up to 10 minutes to apply; retrying in 0 s",
+		"publish attempt 2 of 5 failed"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
+		}
+	}
+	r = runScript(t, root, []string{"STUB_FUNC_FAILS=9", "PUBLISH_RETRY_WAIT=0", "PUBLISH_ATTEMPTS=3"}, "scripts/publish.sh", "func-app-x1")
+	if r.code == 0 || strings.Count(r.calls, "func azure functionapp publish") != 3 ||
+		!strings.Contains(r.stderr, "publishing to func-app-x1 failed 3 times") || !strings.Contains(r.stderr, "Storage Blob Data Owner") {
+		t.Errorf("always failing: exit %d\ncalls:\n%s\nstderr:\n%s", r.code, r.calls, r.stderr)
+	}
+	// Usage errors name the problem and run nothing.
+	for _, c := range []struct {
+		env  []string
+		args []string
+		want string
+	}{
+		{nil, nil, "the function app's name is required"},
+		{nil, []string{"a", "b"}, "one APP only"},
+		{[]string{"PUBLISH_ATTEMPTS=0"}, []string{"a"}, "PUBLISH_ATTEMPTS=0 is not a whole number of at least 1"},
+	} {
+		r := runScript(t, root, c.env, "scripts/publish.sh", c.args...)
+		if r.code != 2 || !strings.Contains(r.stderr, c.want) || r.calls != "" {
+			t.Errorf("publish.sh %v %v: exit %d, want 2 and %q, calls %q\n%s", c.env, c.args, r.code, c.want, r.calls, r.stderr)
+		}
+	}
+}
+
+// TestPublishDryRun: the dry run prints the exact commands, --custom included, and runs none.
+func TestPublishDryRun(t *testing.T) {
+	r := runScript(t, scriptTree(t), nil, "scripts/publish.sh", "func-app-x1", "--dry-run")
+	if r.code != 0 || r.calls != "" {
+		t.Fatalf("exit %d, calls %q\n%s", r.code, r.calls, r.stderr)
+	}
+	for _, want := range []string{"+ env GOOS=linux GOARCH=amd64 scripts/build.sh\n", "+ cp host.json .dist/ && cp bin/handler .dist/bin/handler\n",
+		"+ mkdir -p .dist/orders && cp orders/function.json .dist/orders/\n", "+ cd .dist && func azure functionapp publish func-app-x1 --custom\n"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("the dry run lacks %q:\n%s", want, r.stdout)
+		}
+	}
+}
+
+// TestDeployKeyVaultAndFirstTick: the next steps give the Key Vault Secrets User command for each
+// vault a connection references (and none when no connection is a reference), say the operator
+// step can be skipped when operatorPrincipalId is set, and end with how to see the first tick on
+// the status page, with the command that gets its key (never a key).
+func TestDeployKeyVaultAndFirstTick(t *testing.T) {
+	out, errOut, code, _ := deployRun(t, "-g", "rg-test", "-p", editedParams(t))
+	if code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+	for _, want := range []string{
+		`az role assignment create --role "Key Vault Secrets User"`,
+		`--assignee-object-id "$(az identity show -g rg-test -n id-func-app-x1 --query principalId -o tsv)" --assignee-principal-type ServicePrincipal`,
+		`--scope "$(az keyvault show -n kv-x1 --query id -o tsv)"`,
+		"3. Let yourself (each operator) run pollerctl against Azure: Storage Blob Data Contributor",
+		"4. See the first tick: the status page",
+		"https://func-app-x1.azurewebsites.net/api/status?code=<key>",
+		"az functionapp function keys list -g rg-test -n func-app-x1 --function-name status --query default -o tsv",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the next steps lack %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "skip it: operatorPrincipalId") {
+		t.Errorf("the operator step says skip without operatorPrincipalId:\n%s", out)
+	}
+
+	// No Key Vault reference: no vault step; operatorPrincipalId set: the operator step says so.
+	p := filepath.Join(t.TempDir(), "plain.bicepparam")
+	text := "using 'main.bicep'\nparam operatorPrincipalId = '11111111-2222-3333-4444-555555555555'\nparam pollers = [\n  {\n    name: 'orders'\n    driver: 'postgres'\n    // connection: '@Microsoft.KeyVault(SecretUri=https://kv-commented.vault.azure.net/secrets/x/)'\n    connection: 'postgres://pg.example.net/sales'\n    schedule: '0 * * * * *'\n    settings: {\n      ON_POISON: 'quarantine'\n    }\n  }\n]\n"
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code, _ = deployRun(t, "-g", "rg-test", "-p", p)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+	if strings.Contains(out, "Key Vault Secrets User") || strings.Contains(out, "kv-commented") {
+		t.Errorf("a Key Vault step without a Key Vault reference:\n%s", out)
+	}
+	for _, want := range []string{"2. Let yourself (each operator) run pollerctl against Azure (skip it: operatorPrincipalId in " + p + " grants it at deploy)",
+		"scripts/sql-grants.sh id-func-app-x1 public.orders    # orders (postgres)", "3. See the first tick"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the next steps lack %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestAzdHooks: azure.yaml has no azd service (azd's `language: custom` is alpha, needs dist and
+// an azd-service-name tag) but a preprovision hook that refuses example parameters and a
+// postdeploy hook that publishes to the app the appName output names, as Microsoft's Go Flex
+// sample does; both hooks exist and are executable.
+func TestAzdHooks(t *testing.T) {
+	y := readFile(t, "../../azure.yaml")
+	for _, bad := range []string{"services:", "language:", "dist:"} {
+		if regexp.MustCompile(`(?m)^\s*` + bad).MatchString(y) {
+			t.Errorf("azure.yaml has %s: azd would deploy a service (custom language: alpha)", bad)
+		}
+	}
+	for _, want := range []string{"infra:\n  provider: bicep\n  path: infra/bicep\n  module: main\n",
+		"  preprovision:\n    posix:\n      shell: sh\n      run: scripts/azd-preprovision.sh\n",
+		"  postdeploy:\n    posix:\n      shell: sh\n      run: scripts/azd-postdeploy.sh\n"} {
+		if !strings.Contains(y, want) {
+			t.Errorf("azure.yaml lacks\n%s", want)
+		}
+	}
+	for _, hook := range []string{"scripts/azd-preprovision.sh", "scripts/azd-postdeploy.sh"} {
+		info, err := os.Stat(filepath.Join("../..", hook))
+		if err != nil || info.Mode().Perm()&0o111 == 0 {
+			t.Errorf("%s is missing or not executable (azd runs it by path): %v", hook, err)
+		}
+	}
+	root := scriptTree(t)
+	// postdeploy: the app from the environment's appName, else azd env get-value.
+	r := runScript(t, root, []string{"appName=func-app-x1", "PUBLISH_RETRY_WAIT=0"}, "scripts/azd-postdeploy.sh")
+	if r.code != 0 || !strings.Contains(r.calls, "func azure functionapp publish func-app-x1 --custom (in .dist)") {
+		t.Errorf("postdeploy with appName: exit %d\n%s%s", r.code, r.calls, r.stderr)
+	}
+	r = runScript(t, root, []string{"STUB_AZD_APP=func-app-y2"}, "scripts/azd-postdeploy.sh")
+	if r.code != 0 || !strings.Contains(r.calls, "azd env get-value appName") || !strings.Contains(r.calls, "publish func-app-y2 --custom") {
+		t.Errorf("postdeploy with azd env get-value: exit %d\n%s%s", r.code, r.calls, r.stderr)
+	}
+	r = runScript(t, root, nil, "scripts/azd-postdeploy.sh")
+	if r.code == 0 || !strings.Contains(r.stderr, "no appName output") || strings.Contains(r.calls, "func ") {
+		t.Errorf("postdeploy without an app name: exit %d\n%s%s", r.code, r.calls, r.stderr)
+	}
+	// preprovision: the shipped example values are refused unless ALLOW_EXAMPLE=1; an edited
+	// parameters file passes.
+	r = runScript(t, root, nil, "scripts/azd-preprovision.sh")
+	if r.code != 2 || !strings.Contains(r.stderr, "contoso-sql.database.windows.net") || !strings.Contains(r.stderr, "ALLOW_EXAMPLE=1 azd up") {
+		t.Errorf("preprovision with example values: exit %d\n%s", r.code, r.stderr)
+	}
+	if r := runScript(t, root, []string{"ALLOW_EXAMPLE=1"}, "scripts/azd-preprovision.sh"); r.code != 0 {
+		t.Errorf("preprovision with ALLOW_EXAMPLE=1: exit %d\n%s", r.code, r.stderr)
+	}
+	b, err := os.ReadFile(editedParams(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "infra/bicep/main.bicepparam"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := runScript(t, root, nil, "scripts/azd-preprovision.sh"); r.code != 0 || r.stderr != "" {
+		t.Errorf("preprovision with an edited file: exit %d\n%s", r.code, r.stderr)
+	}
+}

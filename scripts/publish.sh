@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Publishes the handler to a Flex Consumption function app: builds bin/handler for linux/amd64,
+# stages exactly what the app runs in .dist/ (host.json, bin/handler, each <function>/function.json)
+# and runs `func azure functionapp publish APP --custom` there, retrying while a new app's role
+# assignments apply. Usage: scripts/publish.sh --help.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+usage() {
+  cat <<'USAGE'
+Usage: scripts/publish.sh APP [--dry-run]
+
+Builds bin/handler for linux/amd64, stages .dist/ with host.json, bin/handler and every
+<name>/function.json folder of the repository, and publishes .dist/ to the function app APP with
+  func azure functionapp publish APP --custom
+(--custom: the custom handler runtime; there is no local.settings.json to tell Core Tools, and
+Flex Consumption takes the runtime from the app, never from FUNCTIONS_WORKER_RUNTIME).
+
+A first publish can fail while the app's new identity's role assignments apply (up to about 10
+minutes): it is retried, PUBLISH_ATTEMPTS times in all (5) with PUBLISH_RETRY_WAIT seconds (60)
+between attempts.
+
+  --dry-run   print the commands instead of running them (needs neither func nor Go)
+  -h, --help  this text
+USAGE
+}
+
+app="" dry=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --dry-run) dry=1; shift ;;
+    -h|--help) usage; exit 0 ;;
+    -*) echo "publish.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+    *)
+      [ -z "$app" ] || { echo "publish.sh: one APP only, got $app and $1 (see --help)" >&2; exit 2; }
+      app=$1; shift ;;
+  esac
+done
+[ -n "$app" ] || { echo "publish.sh: the function app's name is required: scripts/publish.sh APP (see --help)" >&2; exit 2; }
+attempts=${PUBLISH_ATTEMPTS:-5}
+wait_s=${PUBLISH_RETRY_WAIT:-60}
+case "$attempts" in ''|*[!0-9]*|0) echo "publish.sh: PUBLISH_ATTEMPTS=$attempts is not a whole number of at least 1" >&2; exit 2 ;; esac
+case "$wait_s" in ''|*[!0-9]*) echo "publish.sh: PUBLISH_RETRY_WAIT=$wait_s is not a whole number of seconds" >&2; exit 2 ;; esac
+
+# The function folders: every top-level directory holding a function.json.
+functions=()
+for f in */function.json; do
+  [ -f "$f" ] && functions+=("${f%/function.json}")
+done
+[ ${#functions[@]} -gt 0 ] || { echo "publish.sh: no <name>/function.json folder found in $(pwd)" >&2; exit 1; }
+
+if [ -n "$dry" ]; then
+  echo "+ env GOOS=linux GOARCH=amd64 scripts/build.sh"
+  echo "+ rm -rf .dist && mkdir -p .dist/bin"
+  echo "+ cp host.json .dist/ && cp bin/handler .dist/bin/handler"
+  for fn in "${functions[@]}"; do echo "+ mkdir -p .dist/$fn && cp $fn/function.json .dist/$fn/"; done
+  echo "+ cd .dist && func azure functionapp publish $app --custom"
+  exit 0
+fi
+
+command -v func >/dev/null || { echo "publish.sh: Azure Functions Core Tools (func) is not installed: https://learn.microsoft.com/azure/azure-functions/functions-run-local" >&2; exit 1; }
+
+env GOOS=linux GOARCH=amd64 scripts/build.sh
+[ -f bin/handler ] || { echo "publish.sh: scripts/build.sh did not write bin/handler" >&2; exit 1; }
+rm -rf .dist
+mkdir -p .dist/bin
+cp host.json .dist/
+cp bin/handler .dist/bin/handler
+chmod 755 .dist/bin/handler
+for fn in "${functions[@]}"; do
+  mkdir -p ".dist/$fn"
+  cp "$fn/function.json" ".dist/$fn/"
+done
+echo "staged .dist: host.json, bin/handler, $(printf '%s/function.json ' "${functions[@]}")"
+
+n=1
+while :; do
+  echo "publishing .dist to $app (attempt $n of $attempts) ..."
+  if (cd .dist && func azure functionapp publish "$app" --custom); then
+    echo "published to $app"
+    exit 0
+  fi
+  if [ "$n" -ge "$attempts" ]; then
+    cat >&2 <<EOF
+publish.sh: publishing to $app failed $attempts times.
+  Check the app's Log stream or its Application Insights (the host's start-up errors), that the
+  identity id-$app holds Storage Blob Data Owner on the host storage account (the deployment
+  package is read with it), and that the app exists: az functionapp show -n $app -g <group>.
+  Then run scripts/publish.sh $app again.
+EOF
+    exit 1
+  fi
+  echo "publish attempt $n of $attempts failed; a new app's role assignments can take up to 10 minutes to apply; retrying in $wait_s s" >&2
+  sleep "$wait_s"
+  n=$((n + 1))
+done
