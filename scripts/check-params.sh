@@ -8,11 +8,11 @@ set -euo pipefail
 [ $# -eq 1 ] || { echo "usage: scripts/check-params.sh FILE" >&2; exit 2; }
 params=$1
 [ -f "$params" ] || { echo "check-params.sh: parameters file $params not found" >&2; exit 2; }
-examples=$(grep -n -E "contoso|database: *'shop'|EDIT-ME" "$params" | grep -v -E '^[0-9]+: *//' || true)
+examples=$(grep -n -E "contoso|database:[[:space:]]*'shop'|EDIT-ME" "$params" | grep -v -E '^[0-9]+:[[:space:]]*//' || true)
 [ -n "$examples" ] || exit 0
 {
   echo "$params still holds example values:"
-  printf '%s\n' "$examples" | sed 's/^\([0-9]*\): */  line \1: /'
+  printf '%s\n' "$examples" | sed 's/^\([0-9]*\):[[:space:]]*/  line \1: /'
   echo "  Edit each poller's driver, server and database (or connection) to your own source."
 } >&2
 exit 1

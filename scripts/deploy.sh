@@ -49,10 +49,9 @@ done
 # Example values (scripts/check-params.sh): a dry run warns, a real run refuses them unless
 # --allow-example.
 code=0
-scripts/check-params.sh "$params" 2>"${TMPDIR:-/tmp}/deploy-params.$$" || code=$?
+found=$(scripts/check-params.sh "$params" 2>&1) || code=$?
 if [ "$code" -ne 0 ]; then
-  sed 's/^/deploy.sh: /;s/^deploy.sh:   /  /' "${TMPDIR:-/tmp}/deploy-params.$$" >&2
-  rm -f "${TMPDIR:-/tmp}/deploy-params.$$"
+  printf '%s\n' "$found" | sed 's/^/deploy.sh: /;s/^deploy.sh:   /  /' >&2
   [ "$code" -eq 1 ] || exit 2
   [ -z "$dry" ] || echo "  A real run refuses to deploy them unless --allow-example is given." >&2
   if [ -z "$dry" ] && [ -z "$allow_example" ]; then
@@ -60,7 +59,6 @@ if [ "$code" -ne 0 ]; then
     exit 2
   fi
 fi
-rm -f "${TMPDIR:-/tmp}/deploy-params.$$"
 
 run() {
   if [ -n "$dry" ]; then

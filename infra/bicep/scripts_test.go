@@ -314,3 +314,65 @@ func TestAzdHooks(t *testing.T) {
 		t.Errorf("preprovision with an edited file: exit %d\n%s", r.code, r.stderr)
 	}
 }
+
+// TestPublishNeedsFunc: without Core Tools on PATH a real publish stops before building, with
+// exit 1 and where to install it; the dry run does not need it.
+func TestPublishNeedsFunc(t *testing.T) {
+	for _, p := range []string{"/usr/bin/func", "/bin/func"} {
+		if _, err := os.Stat(p); err == nil {
+			t.Skipf("func is installed at %s, on the PATH the test gives the script", p)
+		}
+	}
+	root := scriptTree(t)
+	r := runScript(t, root, []string{"PATH=/usr/bin:/bin"}, "scripts/publish.sh", "func-app-x1")
+	if r.code != 1 || !strings.Contains(r.stderr, "Azure Functions Core Tools (func) is not installed") ||
+		!strings.Contains(r.stderr, "https://learn.microsoft.com/azure/azure-functions/functions-run-local") {
+		t.Errorf("publish without func: exit %d, want 1 and the install link\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(root, ".dist")); err == nil {
+		t.Errorf("publish without func staged .dist anyway")
+	}
+	if r := runScript(t, root, []string{"PATH=/usr/bin:/bin"}, "scripts/publish.sh", "func-app-x1", "--dry-run"); r.code != 0 {
+		t.Errorf("the dry run needs func: exit %d\n%s", r.code, r.stderr)
+	}
+}
+
+// TestPublishFolderOnly: publishing is always from .dist, so there is no .funcignore to keep in
+// step (Core Tools anchors its patterns and its * stops at /: a deny-list let other packages'
+// files through), and .dist is not committed.
+func TestPublishFolderOnly(t *testing.T) {
+	if _, err := os.Stat("../../.funcignore"); err == nil {
+		t.Errorf(".funcignore is back: publish.sh publishes the staged .dist, which needs none")
+	}
+	if !regexp.MustCompile(`(?m)^/\.dist/$`).MatchString(readFile(t, "../../.gitignore")) {
+		t.Errorf(".gitignore does not ignore /.dist/")
+	}
+}
+
+// TestCheckParams: scripts/check-params.sh, the rule deploy.sh and azd's preprovision hook share:
+// example values exit 1 naming the line, comment lines (spaces or tabs before //) do not count, a
+// missing file is a usage error.
+func TestCheckParams(t *testing.T) {
+	root := scriptTree(t)
+	p := filepath.Join(t.TempDir(), "p.bicepparam")
+	for _, c := range []struct {
+		text string
+		code int
+		want string
+	}{
+		{"param pollers = [\n  {\n\tdatabase:\t'shop'\n  }\n]\n", 1, "line 3: database:\t'shop'"},
+		{"param pollers = [\n  {\n    server: 'EDIT-ME.database.windows.net'\n  }\n]\n", 1, "line 3: server: 'EDIT-ME.database.windows.net'"},
+		{"\t// server: 'contoso-sql.database.windows.net'\n  // database: 'shop'\nparam pollers = []\n", 0, ""},
+	} {
+		if err := os.WriteFile(p, []byte(c.text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r := runScript(t, root, nil, "scripts/check-params.sh", p)
+		if r.code != c.code || !strings.Contains(r.stderr, c.want) {
+			t.Errorf("check-params.sh on %q: exit %d, want %d and %q\n%s", c.text, r.code, c.code, c.want, r.stderr)
+		}
+	}
+	if r := runScript(t, root, nil, "scripts/check-params.sh", p+".missing"); r.code != 2 || !strings.Contains(r.stderr, "not found") {
+		t.Errorf("check-params.sh on a missing file: exit %d\n%s", r.code, r.stderr)
+	}
+}
