@@ -337,12 +337,86 @@ func TestPublishNeedsFunc(t *testing.T) {
 	}
 }
 
-// TestPublishFolderOnly: publishing is always from .dist, so there is no .funcignore to keep in
-// step (Core Tools anchors its patterns and its * stops at /: a deny-list let other packages'
-// files through), and .dist is not committed.
+// funcIgnore is Core Tools' .funcignore parser (src/Cli/func/Common/GitIgnoreParser.cs, a port of
+// codemix/gitignore-parser): comment and blank lines dropped, a leading ! makes a pattern
+// accepting and a leading / is dropped, each pattern anchored at the start of the path and ended
+// by a word boundary, ** as (.+) and * as ([^/]+). accepts reports whether a publish from the
+// repository root uploads the path (relative, with /).
+func funcIgnore(text string) (accepts func(path string) bool) {
+	var deny, allow []string
+	for _, line := range strings.Split(text, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		neg := strings.HasPrefix(line, "!")
+		line = strings.TrimPrefix(strings.TrimPrefix(line, "!"), "/")
+		quoted := regexp.MustCompile(`[\-\[\]/{}()+?.\\^$|]`).ReplaceAllString(line, `\$0`)
+		pattern := strings.ReplaceAll(strings.ReplaceAll(quoted, "**", "(.+)"), "*", "([^\\/]+)")
+		if neg {
+			allow = append(allow, pattern)
+		} else {
+			deny = append(deny, pattern)
+		}
+	}
+	compile := func(ps []string) *regexp.Regexp {
+		if len(ps) == 0 {
+			return regexp.MustCompile(`$^`)
+		}
+		return regexp.MustCompile(`^((` + strings.Join(ps, ")|(") + `))\b`)
+	}
+	d, a := compile(deny), compile(allow)
+	return func(path string) bool { return a.MatchString(path) || !d.MatchString(path) }
+}
+
+// TestPublishFolderOnly: .funcignore lets a publish from the repository root upload exactly
+// what scripts/publish.sh stages in .dist (host.json, bin/handler, each <name>/function.json),
+// judged by a port of Core Tools' own parser over every file of the checkout (node_modules,
+// model/, the Go sources, ...); .dist itself is not committed.
 func TestPublishFolderOnly(t *testing.T) {
-	if _, err := os.Stat("../../.funcignore"); err == nil {
-		t.Errorf(".funcignore is back: publish.sh publishes the staged .dist, which needs none")
+	accepts := funcIgnore(readFile(t, "../../.funcignore"))
+	// The parser port on the cases its source shows: anchored, * stops at /, \b after.
+	for path, want := range map[string]bool{"host.json": true, "bin/handler": true, "orders/function.json": true,
+		"pollers/orders/orders.go": false, "model/lease.pml": false, "bin/pollerctl": false, "go.mod": false,
+		"node_modules/x/function.json": false, "a/b/function.json": false, "host.jsonx": false} {
+		if got := accepts(path); got != want {
+			t.Errorf(".funcignore accepts %s: %v, want %v", path, got, want)
+		}
+	}
+	want := []string{"bin/handler", "host.json"}
+	for _, f := range functionFolders(t) {
+		want = append(want, f)
+	}
+	var got []string
+	root := "../.."
+	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		rel = filepath.ToSlash(rel)
+		if d.IsDir() {
+			// Core Tools never descends into these; .dist is publish.sh's own copy.
+			if rel == ".git" || rel == ".vscode" || rel == ".dist" {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		switch filepath.Base(rel) {
+		case ".funcignore", ".gitignore", "local.settings.json", "project.lock.json":
+			return nil // never uploaded (FileSystemHelpers.GetLocalFiles)
+		}
+		if rel != "bin/handler" && accepts(rel) {
+			got = append(got, rel)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = append(got, "bin/handler") // built by publish.sh before it publishes
+	if strings.Join(sortedCopy(got), " ") != strings.Join(sortedCopy(want), " ") {
+		t.Errorf("a publish from the repository root would upload %v, want exactly %v (what publish.sh stages)", sortedCopy(got), sortedCopy(want))
 	}
 	if !regexp.MustCompile(`(?m)^/\.dist/$`).MatchString(readFile(t, "../../.gitignore")) {
 		t.Errorf(".gitignore does not ignore /.dist/")
