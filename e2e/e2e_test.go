@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/store"
 	"github.com/pseudotrigger/pseudotrigger/state"
-	"github.com/pseudotrigger/pseudotrigger/store"
 )
 
 // Test20000Rows: repeated ticks deliver every row at least once; the checkpoint ends on the last

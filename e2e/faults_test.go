@@ -21,10 +21,10 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/faultpoint"
 	"github.com/pseudotrigger/pseudotrigger/internal/faultproxy"
+	"github.com/pseudotrigger/pseudotrigger/internal/store"
+	"github.com/pseudotrigger/pseudotrigger/internal/store/blobstore"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 	"github.com/pseudotrigger/pseudotrigger/state"
-	"github.com/pseudotrigger/pseudotrigger/store"
-	"github.com/pseudotrigger/pseudotrigger/store/blobstore"
 )
 
 // The fault matrix runs the real handler binary, built with the faultpoints tag, as two

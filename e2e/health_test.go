@@ -10,9 +10,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pseudotrigger/pseudotrigger/pollerstatus"
+	"github.com/pseudotrigger/pseudotrigger/internal/pollerstatus"
+	"github.com/pseudotrigger/pseudotrigger/internal/store"
 	"github.com/pseudotrigger/pseudotrigger/state"
-	"github.com/pseudotrigger/pseudotrigger/store"
 )
 
 // TestStatusAfterFailingTicks: the stored cursor stops fitting the source (a key "abc" for the

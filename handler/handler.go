@@ -23,17 +23,17 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
-	"github.com/pseudotrigger/pseudotrigger/deadletter"
 	"github.com/pseudotrigger/pseudotrigger/internal/clock"
+	"github.com/pseudotrigger/pseudotrigger/internal/deadletter"
 	"github.com/pseudotrigger/pseudotrigger/internal/faultpoint"
-	"github.com/pseudotrigger/pseudotrigger/lease"
-	"github.com/pseudotrigger/pseudotrigger/liveness"
+	"github.com/pseudotrigger/pseudotrigger/internal/lease"
+	"github.com/pseudotrigger/pseudotrigger/internal/liveness"
+	"github.com/pseudotrigger/pseudotrigger/internal/pollerstatus"
+	"github.com/pseudotrigger/pseudotrigger/internal/store"
+	"github.com/pseudotrigger/pseudotrigger/internal/store/blobstore"
+	"github.com/pseudotrigger/pseudotrigger/internal/tick"
 	"github.com/pseudotrigger/pseudotrigger/poller"
-	"github.com/pseudotrigger/pseudotrigger/pollerstatus"
 	"github.com/pseudotrigger/pseudotrigger/source"
-	"github.com/pseudotrigger/pseudotrigger/store"
-	"github.com/pseudotrigger/pseudotrigger/store/blobstore"
-	"github.com/pseudotrigger/pseudotrigger/tick"
 )
 
 // MaxBodyBytes caps an invocation's body; a timer invocation is well under 4 KiB.

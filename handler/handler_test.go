@@ -17,10 +17,10 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/pseudotrigger/pseudotrigger/handler"
+	"github.com/pseudotrigger/pseudotrigger/internal/store/memstore"
 	"github.com/pseudotrigger/pseudotrigger/poller"
 	"github.com/pseudotrigger/pseudotrigger/source"
 	"github.com/pseudotrigger/pseudotrigger/state"
-	"github.com/pseudotrigger/pseudotrigger/store/memstore"
 )
 
 func def(name string, delivered *int) poller.Definition {

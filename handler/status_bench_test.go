@@ -14,11 +14,11 @@ import (
 	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/handler"
+	"github.com/pseudotrigger/pseudotrigger/internal/pollerstatus"
+	"github.com/pseudotrigger/pseudotrigger/internal/store"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 	"github.com/pseudotrigger/pseudotrigger/poller"
-	"github.com/pseudotrigger/pseudotrigger/pollerstatus"
 	"github.com/pseudotrigger/pseudotrigger/state"
-	"github.com/pseudotrigger/pseudotrigger/store"
 )
 
 // BenchmarkStatus20Pollers measures the status function's latency with 20 pollers on Azurite,

@@ -17,16 +17,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pseudotrigger/pseudotrigger/deadletter"
 	"github.com/pseudotrigger/pseudotrigger/handler"
 	"github.com/pseudotrigger/pseudotrigger/internal/clock"
+	"github.com/pseudotrigger/pseudotrigger/internal/deadletter"
+	"github.com/pseudotrigger/pseudotrigger/internal/store"
+	"github.com/pseudotrigger/pseudotrigger/internal/store/blobstore"
+	"github.com/pseudotrigger/pseudotrigger/internal/store/memstore"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 	"github.com/pseudotrigger/pseudotrigger/poller"
 	"github.com/pseudotrigger/pseudotrigger/source"
 	"github.com/pseudotrigger/pseudotrigger/state"
-	"github.com/pseudotrigger/pseudotrigger/store"
-	"github.com/pseudotrigger/pseudotrigger/store/blobstore"
-	"github.com/pseudotrigger/pseudotrigger/store/memstore"
 )
 
 // The pollers of the status tests, and their settings. No source is opened (NoProbe): the rows

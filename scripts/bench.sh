@@ -31,8 +31,8 @@ metric() { # metric FILE BENCH-PREFIX UNIT: one value per run
 if [ "$what" = lease ] || [ "$what" = all ]; then
   [ -n "${AZURITE_CONNECTION_STRING:-}" ] || start_azurite
   out="$RUN_DIR/bench-lease.txt"
-  log "go test -run '^\$' -bench BenchmarkLeaseCycle -benchtime 300x -count $COUNT ./lease/"
-  go test -run '^$' -bench BenchmarkLeaseCycle -benchtime 300x -count "$COUNT" ./lease/ | tee "$out"
+  log "go test -run '^\$' -bench BenchmarkLeaseCycle -benchtime 300x -count $COUNT ./internal/lease/"
+  go test -run '^$' -bench BenchmarkLeaseCycle -benchtime 300x -count "$COUNT" ./internal/lease/ | tee "$out"
   echo
   echo "Lease protocol on Azurite (median over $COUNT runs of each run's p50):"
   get=$(metric "$out" BenchmarkLeaseCycle baseline-get-p50-ms | median_of)
@@ -77,8 +77,8 @@ if [ "$what" = tick ] || [ "$what" = all ]; then
   [ -n "${AZURITE_CONNECTION_STRING:-}" ] || start_azurite
   [ -n "${PG_TEST_DSN:-}" ] || start_postgres
   out="$RUN_DIR/bench-tick.txt"
-  log "go test -run '^\$' -bench BenchmarkCatchUp -benchtime 3x -count $COUNT ./tick/"
-  go test -run '^$' -bench BenchmarkCatchUp -benchtime 3x -count "$COUNT" -timeout 60m ./tick/ | tee "$out"
+  log "go test -run '^\$' -bench BenchmarkCatchUp -benchtime 3x -count $COUNT ./internal/tick/"
+  go test -run '^$' -bench BenchmarkCatchUp -benchtime 3x -count "$COUNT" -timeout 60m ./internal/tick/ | tee "$out"
   echo
   echo "Catch-up of ${CATCHUP_ROWS:-200000} PostgreSQL rows, batches of 1,000, no-op handler (median over $COUNT runs; target >= 0.90):"
   printf '%-26s %12s %18s %16s %14s %15s %11s %12s\n' mode tick-rows/s handwritten-rows/s tick/handwritten batches/tick blob-writes/tick blob-reads idle-writes

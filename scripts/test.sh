@@ -2,7 +2,7 @@
 # Runs every test: installs what the tests need when missing (Azurite and the Bicep syntax
 # checker from package.json, PostgreSQL, the spin model checker, Chromium), starts the servers on free
 # 127.0.0.1 ports, checks formatting, vet, staticcheck, the Bicep syntax and the model of the
-# lease protocol (model/check.sh), runs
+# lease protocol (internal/model/check.sh), runs
 # go test -race ./... against the real servers, and stops what it started, also on failure.
 #
 #   scripts/test.sh                 everything
@@ -24,8 +24,8 @@ go vet ./...
 go run "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION" ./...
 
 install_spin
-log "checking the model of the lease protocol and its negative controls (model/check.sh) ..."
-model/check.sh >"$RUN_DIR/model.txt" 2>&1 || { cat "$RUN_DIR/model.txt" >&2; die "model/check.sh failed"; }
+log "checking the model of the lease protocol and its negative controls (internal/model/check.sh) ..."
+internal/model/check.sh >"$RUN_DIR/model.txt" 2>&1 || { cat "$RUN_DIR/model.txt" >&2; die "internal/model/check.sh failed"; }
 sed -n '/^run /,/^$/p' "$RUN_DIR/model.txt" >&2
 
 start_azurite # installs node_modules first, which the Bicep check needs too
@@ -51,6 +51,6 @@ state FuzzDecode
 handler FuzzInvocationBody
 source FuzzCursorValues
 poller FuzzSettings
-store/blobstore FuzzConnectionString
+internal/store/blobstore FuzzConnectionString
 TARGETS
 fi

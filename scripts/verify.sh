@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The reliability evidence, in one command: the spin model of the lease protocol with its
-# negative controls (model/check.sh), the fault matrix (the real handler binaries against
+# negative controls (internal/model/check.sh), the fault matrix (the real handler binaries against
 # Azurite through a fault proxy and PostgreSQL, e2e TestFaultMatrix) and the late-commit soak
 # (soak TestLateCommit). Starts Azurite and PostgreSQL on free ports and stops them afterwards.
 #
@@ -36,8 +36,8 @@ mkdir -p "$out"
 
 need go "install Go 1.26 or newer"
 install_spin
-log "checking the model of the lease protocol (model/check.sh) ..."
-model/check.sh | tee "$out/model.txt"
+log "checking the model of the lease protocol (internal/model/check.sh) ..."
+internal/model/check.sh | tee "$out/model.txt"
 
 start_postgres
 
@@ -82,7 +82,7 @@ cat "$VERIFY_REPORT"
 log "late-commit soak (writing for ${SOAK_DURATION:-the default 6s}) ..."
 export SOAK_REPORT="$out/soak.txt"
 rm -f "$SOAK_REPORT"
-if ! go test -count=1 -race -timeout 60m -run '^TestLateCommit$' ./soak/ >"$out/soak.log" 2>&1; then
+if ! go test -count=1 -race -timeout 60m -run '^TestLateCommit$' ./e2e/soak/ >"$out/soak.log" 2>&1; then
   tail -40 "$out/soak.log" >&2
   die "the late-commit soak failed (full log: $out/soak.log)"
 fi

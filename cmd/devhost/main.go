@@ -25,7 +25,7 @@ import (
 
 	_ "modernc.org/sqlite"
 
-	"github.com/pseudotrigger/pseudotrigger/devhost"
+	"github.com/pseudotrigger/pseudotrigger/internal/devhost"
 	"github.com/pseudotrigger/pseudotrigger/poller"
 )
 

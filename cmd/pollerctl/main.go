@@ -24,11 +24,11 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/pseudotrigger/pseudotrigger/ctl"
-	"github.com/pseudotrigger/pseudotrigger/devhost"
+	"github.com/pseudotrigger/pseudotrigger/internal/ctl"
+	"github.com/pseudotrigger/pseudotrigger/internal/devhost"
+	"github.com/pseudotrigger/pseudotrigger/internal/store/blobstore"
 	"github.com/pseudotrigger/pseudotrigger/poller"
 	_ "github.com/pseudotrigger/pseudotrigger/pollers/all"
-	"github.com/pseudotrigger/pseudotrigger/store/blobstore"
 )
 
 func main() {

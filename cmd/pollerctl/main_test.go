@@ -10,10 +10,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/store"
+	"github.com/pseudotrigger/pseudotrigger/internal/store/blobstore"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 	"github.com/pseudotrigger/pseudotrigger/state"
-	"github.com/pseudotrigger/pseudotrigger/store"
-	"github.com/pseudotrigger/pseudotrigger/store/blobstore"
 )
 
 func writeSettings(t *testing.T, dir string, values map[string]string) {

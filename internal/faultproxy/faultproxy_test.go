@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/faultproxy"
+	"github.com/pseudotrigger/pseudotrigger/internal/lease"
+	"github.com/pseudotrigger/pseudotrigger/internal/store/blobstore"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
-	"github.com/pseudotrigger/pseudotrigger/lease"
 	"github.com/pseudotrigger/pseudotrigger/state"
-	"github.com/pseudotrigger/pseudotrigger/store/blobstore"
 )
 
 // world is a lease on Azurite, reached through a proxy.

@@ -1,0 +1,575 @@
+package soak
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/lease"
+	"github.com/pseudotrigger/pseudotrigger/internal/store/memstore"
+	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
+	"github.com/pseudotrigger/pseudotrigger/internal/tick"
+	"github.com/pseudotrigger/pseudotrigger/poller"
+	"github.com/pseudotrigger/pseudotrigger/source"
+	"github.com/pseudotrigger/pseudotrigger/state"
+)
+
+// workload is the shape of the writers' load, shared by every scenario.
+type workload struct {
+	writing   time.Duration // how long writers keep starting transactions
+	maxTxn    time.Duration // the longest a writer holds a transaction open on purpose
+	writers   int           // concurrent writers per scenario
+	rollback  float64       // share of transactions rolled back
+	update    float64       // share of statements that update an earlier row (scenarios with updates)
+	batchSize int           // the poller's batch size: small, so it keeps reading at the head
+	idlePause time.Duration // the poller's pause after an idle tick
+	settle    time.Duration // how long, beyond the settle lag, the rows may take to come inside the bound
+}
+
+// scenario is one cursor kind with one settle lag, and what the soak must show for it.
+type scenario struct {
+	name    string
+	kind    string        // state.KindXID, KindTimestampPK or KindInteger
+	lag     time.Duration // the source's SettleLag (source.NoSettleLag: none)
+	updates bool          // writers also update rows they committed earlier
+	expect  expectation
+}
+
+type expectation int
+
+const (
+	reportOnly    expectation = iota // the report shows what happens; no claim on misses
+	missNothing                      // every committed row and update is delivered
+	missSomething                    // the hazard is real: the workload makes it miss rows
+)
+
+func (e expectation) String() string {
+	switch e {
+	case missNothing:
+		return "0 missed"
+	case missSomething:
+		return "> 0 missed"
+	}
+	return "report"
+}
+
+// effectiveLag is the lag the source applies to a timestamp+pk cursor.
+func (s scenario) effectiveLag() time.Duration {
+	switch {
+	case s.kind != state.KindTimestampPK || s.lag < 0:
+		return 0
+	case s.lag == 0:
+		return source.DefaultSettleLag
+	}
+	return s.lag
+}
+
+// rowKey is one committed state of a row: its id and version (1 when inserted, +1 per update).
+type rowKey struct{ id, version int64 }
+
+// missedRow is a committed row state that was never delivered, with what explains it.
+type missedRow struct {
+	rowKey
+	writer int64
+	cursor string        // the cursor column's value, when it is not the key
+	held   time.Duration // from the statement that wrote it until its commit returned
+}
+
+// result is what one scenario did and saw.
+type result struct {
+	seed        uint64
+	committed   int           // rows in the table at the end (the truth)
+	rolledBack  int           // rows inserted by transactions that rolled back
+	updates     int           // committed updates
+	txns        int           // committed transactions
+	aborted     int           // rolled-back transactions
+	longestTxn  time.Duration // the longest committed transaction, begin to commit, measured by its writer
+	longestHold time.Duration // the longest time from a committed write's statement to its commit
+	lateWrites  int           // committed writes held open longer than a tenth of maxTxn after their statement
+	delivered   int           // rows handed to the handler, duplicates included
+	duplicates  int           // deliveries of a row state beyond its first
+	missed      []missedRow   // committed row states never delivered, by id
+	phantoms    []string      // delivered row states that never committed
+	ticks       int
+	batches     int
+	elapsed     time.Duration
+}
+
+// commitLog is what the writers of a scenario committed and rolled back.
+type commitLog struct {
+	mu          sync.Mutex
+	held        map[rowKey]time.Duration // committed row state -> statement start to commit return
+	rolledBack  int
+	updates     int
+	txns        int
+	aborted     int
+	longestTxn  time.Duration
+	longestHold time.Duration
+}
+
+// recorder is the poller's handler: it counts every delivered row state.
+type recorder struct {
+	mu        sync.Mutex
+	delivered map[rowKey]int
+	rows      int
+}
+
+func (r *recorder) handle(_ context.Context, b *poller.Batch) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, row := range b.Rows {
+		id, ok1 := row.Get("id").(int64)
+		v, ok2 := row.Get("version").(int64)
+		if !ok1 || !ok2 {
+			return fmt.Errorf("row %v: id %T and version %T, want int64", row.Key(), row.Get("id"), row.Get("version"))
+		}
+		r.delivered[rowKey{id, v}]++
+		r.rows++
+	}
+	return nil
+}
+
+// run creates the scenario's schema, runs the writers and the poller, lets everything settle and
+// compares what was delivered with what was committed.
+func (s scenario) run(ctx context.Context, db *sql.DB, dsn string, w workload, seed uint64, cleanup func(func())) (*result, error) {
+	started := time.Now()
+	res := &result{seed: seed}
+	schema := testenv.Name("soak_")
+	table, err := createTable(ctx, db, schema)
+	if err != nil {
+		return res, err
+	}
+	cleanup(func() { _, _ = db.ExecContext(context.Background(), `DROP SCHEMA "`+schema+`" CASCADE`) })
+
+	def := source.Definition{
+		Table:     source.Table{Schema: schema, Name: "events"},
+		Columns:   []string{"id", "version", "writer", "updated_at", "txid"},
+		PK:        []string{"id"},
+		SettleLag: s.lag,
+	}
+	switch s.kind {
+	case state.KindXID:
+		def.Cursor = source.Cursor{Kind: state.KindXID, Column: "txid"}
+	case state.KindTimestampPK:
+		def.Cursor = source.Cursor{Kind: state.KindTimestampPK, Column: "updated_at"}
+	case state.KindInteger:
+		def.Cursor = source.Cursor{Kind: state.KindInteger, Column: "id"}
+	default:
+		return res, fmt.Errorf("scenario %s: cursor kind %q is not soaked", s.name, s.kind)
+	}
+	name := "soak"
+	src, err := source.Open(ctx, source.Config{Poller: name, Driver: source.Postgres, DSN: dsn, Definition: def})
+	if err != nil {
+		return res, fmt.Errorf("scenario %s: opening the source: %w", s.name, err)
+	}
+	defer src.Close()
+	mgr, err := lease.New(memstore.New(nil), lease.Config{Poller: name, Blob: "state/soak/" + name + ".json", Owner: "soak/" + schema, Fingerprint: src.Fingerprint()})
+	if err != nil {
+		return res, fmt.Errorf("scenario %s: lease manager: %w", s.name, err)
+	}
+	rec := &recorder{delivered: map[rowKey]int{}}
+	runner := &tick.Runner{
+		Poller: poller.Definition{Name: name, Source: def, Handler: rec.handle},
+		Settings: poller.Settings{BatchSize: w.batchSize, LeaseTTL: lease.DefaultTTL, HeartbeatInterval: lease.DefaultTTL / 4,
+			TickBudget: 2 * time.Second, SettleLag: s.lag},
+		Lease:  mgr,
+		Source: src,
+	}
+	tickOnce := func() (tick.Outcome, error) {
+		sum, err := runner.Tick(ctx, "")
+		res.ticks++
+		res.batches += sum.Batches
+		if err != nil {
+			return sum.Outcome, fmt.Errorf("scenario %s: tick %d: %w", s.name, res.ticks, err)
+		}
+		return sum.Outcome, nil
+	}
+
+	// The poller ticks while the writers write.
+	stop := make(chan struct{})
+	pollerDone := make(chan error, 1)
+	go func(stop <-chan struct{}) {
+		for {
+			select {
+			case <-stop:
+				pollerDone <- nil
+				return
+			default:
+			}
+			out, err := tickOnce()
+			if err != nil {
+				pollerDone <- err
+				return
+			}
+			if out == tick.Idle {
+				if err := pause(ctx, stop, w.idlePause); err != nil {
+					pollerDone <- err
+					return
+				}
+			}
+		}
+	}(stop)
+	stopped := false
+	stopPoller := func() error {
+		if stopped {
+			return nil
+		}
+		stopped = true
+		close(stop)
+		return <-pollerDone
+	}
+	defer func() { _ = stopPoller() }()
+
+	log := &commitLog{held: map[rowKey]time.Duration{}}
+	until := time.Now().Add(w.writing)
+	errs := make([]error, w.writers)
+	var wg sync.WaitGroup
+	for i := range w.writers {
+		wr := &writer{
+			id: i + 1, db: db, table: table, w: w, updates: s.updates, log: log,
+			rng: rand.New(rand.NewPCG(seed, uint64(i))),
+		}
+		wg.Go(func() { errs[i] = wr.run(ctx, until) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return res, fmt.Errorf("scenario %s: writers: %w", s.name, err)
+	}
+
+	// Settle: wait until every row is inside the source's bound, then tick until a tick is idle.
+	if err := waitFor(ctx, s.effectiveLag()+w.settle, 50*time.Millisecond, "every row inside the source's upper bound", func() (bool, error) {
+		return settled(ctx, db, table, s)
+	}); err != nil {
+		return res, fmt.Errorf("scenario %s: %w", s.name, err)
+	}
+	if err := stopPoller(); err != nil {
+		return res, err
+	}
+	deadline := time.Now().Add(w.settle)
+	for {
+		out, err := tickOnce()
+		if err != nil {
+			return res, err
+		}
+		if out == tick.Idle {
+			break
+		}
+		if time.Now().After(deadline) {
+			return res, fmt.Errorf("scenario %s: the poller still found rows after %v of ticking once the writers stopped", s.name, w.settle)
+		}
+	}
+
+	// Compare with the truth.
+	truth, err := readTruth(ctx, db, table)
+	if err != nil {
+		return res, fmt.Errorf("scenario %s: %w", s.name, err)
+	}
+	res.committed = len(truth)
+	res.rolledBack, res.updates, res.txns, res.aborted = log.rolledBack, log.updates, log.txns, log.aborted
+	res.longestTxn, res.longestHold = log.longestTxn, log.longestHold
+	res.delivered = rec.rows
+	var missedIDs []int64
+	for id, v := range truth {
+		if rec.delivered[rowKey{id, v}] == 0 {
+			missedIDs = append(missedIDs, id)
+		}
+	}
+	slices.Sort(missedIDs)
+	for _, held := range log.held {
+		if held > w.maxTxn/10 {
+			res.lateWrites++
+		}
+	}
+	for k, n := range rec.delivered {
+		res.duplicates += n - 1
+		switch v, ok := truth[k.id]; {
+		case !ok:
+			res.phantoms = append(res.phantoms, fmt.Sprintf("id=%d v%d (no such row: its insert rolled back)", k.id, k.version))
+		case k.version > v:
+			res.phantoms = append(res.phantoms, fmt.Sprintf("id=%d v%d (the row's last committed version is %d)", k.id, k.version, v))
+		}
+	}
+	slices.Sort(res.phantoms)
+	if res.missed, err = describeMissed(ctx, db, table, s.kind, missedIDs, log.held); err != nil {
+		return res, fmt.Errorf("scenario %s: %w", s.name, err)
+	}
+	res.elapsed = time.Since(started)
+	return res, nil
+}
+
+// createTable creates schema.events: a bigserial key, a version that an update trigger counts
+// up, and the cursor columns as applications fill them: the timestamp at statement time, the
+// transaction id of the writing transaction. The trigger sets both on update too.
+func createTable(ctx context.Context, db *sql.DB, schema string) (string, error) {
+	q := `"` + schema + `"`
+	table := q + ".events"
+	for _, stmt := range []string{
+		`CREATE SCHEMA ` + q,
+		`CREATE TABLE ` + table + ` (
+			id         BIGSERIAL PRIMARY KEY,
+			version    BIGINT NOT NULL DEFAULT 1,
+			writer     BIGINT NOT NULL,
+			payload    TEXT NOT NULL,
+			updated_at TIMESTAMPTZ(6) NOT NULL DEFAULT clock_timestamp(),
+			txid       XID8 NOT NULL DEFAULT pg_current_xact_id())`,
+		`CREATE INDEX ON ` + table + ` (updated_at, id)`,
+		`CREATE INDEX ON ` + table + ` (txid, id)`,
+		`CREATE FUNCTION ` + q + `.touch() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			NEW.version    := OLD.version + 1;
+			NEW.updated_at := clock_timestamp();
+			NEW.txid       := pg_current_xact_id();
+			RETURN NEW;
+		END $$`,
+		`CREATE TRIGGER touch BEFORE UPDATE ON ` + table + ` FOR EACH ROW EXECUTE FUNCTION ` + q + `.touch()`,
+	} {
+		if _, err := db.ExecContext(ctx, stmt); err != nil {
+			return "", fmt.Errorf("creating the soak table in schema %s: %w", schema, err)
+		}
+	}
+	return table, nil
+}
+
+// settled reports whether every row of the table is inside the source's upper bound, so that
+// ticking until idle reads everything the source will ever read.
+func settled(ctx context.Context, db *sql.DB, table string, s scenario) (bool, error) {
+	var q string
+	var args []any
+	switch s.kind {
+	case state.KindXID:
+		q = `SELECT NOT EXISTS (SELECT 1 FROM ` + table + ` WHERE txid >= pg_snapshot_xmin(pg_current_snapshot()))`
+	case state.KindTimestampPK:
+		q = `SELECT NOT EXISTS (SELECT 1 FROM ` + table + ` WHERE updated_at >= now() - make_interval(secs => $1))`
+		args = []any{s.effectiveLag().Seconds()}
+	default:
+		return true, nil // no bound
+	}
+	var ok bool
+	if err := db.QueryRowContext(ctx, q, args...).Scan(&ok); err != nil {
+		return false, fmt.Errorf("checking whether the rows are inside the bound: %w", err)
+	}
+	return ok, nil
+}
+
+// readTruth returns every row's id and latest committed version.
+func readTruth(ctx context.Context, db *sql.DB, table string) (map[int64]int64, error) {
+	rows, err := db.QueryContext(ctx, `SELECT id, version FROM `+table)
+	if err != nil {
+		return nil, fmt.Errorf("reading the committed rows: %w", err)
+	}
+	defer rows.Close()
+	truth := map[int64]int64{}
+	for rows.Next() {
+		var id, v int64
+		if err := rows.Scan(&id, &v); err != nil {
+			return nil, fmt.Errorf("reading the committed rows: %w", err)
+		}
+		truth[id] = v
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("reading the committed rows: %w", err)
+	}
+	return truth, nil
+}
+
+// describeMissed reads the missed rows' cursor values and joins what their writers measured.
+func describeMissed(ctx context.Context, db *sql.DB, table, kind string, ids []int64, held map[rowKey]time.Duration) ([]missedRow, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	cursor := `''`
+	switch kind {
+	case state.KindTimestampPK:
+		cursor = `'updated_at ' || to_char(updated_at AT TIME ZONE 'UTC', 'HH24:MI:SS.US')`
+	case state.KindXID:
+		cursor = `'txid ' || txid::text`
+	}
+	rows, err := db.QueryContext(ctx, `SELECT id, version, writer, `+cursor+` FROM `+table+` WHERE id = ANY($1) ORDER BY id`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("reading the missed rows: %w", err)
+	}
+	defer rows.Close()
+	var out []missedRow
+	for rows.Next() {
+		var m missedRow
+		if err := rows.Scan(&m.id, &m.version, &m.writer, &m.cursor); err != nil {
+			return nil, fmt.Errorf("reading the missed rows: %w", err)
+		}
+		m.held = held[m.rowKey]
+		out = append(out, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("reading the missed rows: %w", err)
+	}
+	return out, nil
+}
+
+// writer runs transactions against one scenario's table until its time is up.
+type writer struct {
+	id      int
+	db      *sql.DB
+	table   string
+	w       workload
+	updates bool
+	log     *commitLog
+	rng     *rand.Rand
+	mine    []int64 // ids of rows this writer inserted and committed
+}
+
+func (wr *writer) run(ctx context.Context, until time.Time) error {
+	for n := 1; time.Now().Before(until); n++ {
+		if err := wr.txn(ctx); err != nil {
+			return fmt.Errorf("writer %d, transaction %d: %w", wr.id, n, err)
+		}
+	}
+	return nil
+}
+
+// hold picks how long a transaction stays open: half of them commit promptly, the others stay
+// open for up to maxTxn.
+func (wr *writer) hold() time.Duration {
+	limit := wr.w.maxTxn
+	if wr.rng.IntN(2) == 0 {
+		limit /= 20
+	}
+	return time.Duration(wr.rng.Int64N(int64(limit) + 1))
+}
+
+// txn runs one transaction: one to three statements at random moments while it is open, then a
+// commit at the end of its hold, or a rollback.
+func (wr *writer) txn(ctx context.Context) error {
+	hold := wr.hold()
+	at := make([]time.Duration, 1+wr.rng.IntN(3))
+	for i := range at {
+		at[i] = time.Duration(wr.rng.Int64N(int64(hold) + 1))
+	}
+	slices.Sort(at)
+	rollback := wr.rng.Float64() < wr.w.rollback
+
+	begin := time.Now()
+	tx, err := wr.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }() // a no-op after a commit
+	type write struct {
+		key    rowKey
+		start  time.Time
+		insert bool
+	}
+	var writes []write
+	for _, off := range at {
+		if err := sleepUntil(ctx, begin.Add(off)); err != nil {
+			return err
+		}
+		start := time.Now()
+		var k rowKey
+		insert := !wr.updates || len(wr.mine) == 0 || wr.rng.Float64() >= wr.w.update
+		if insert {
+			err = tx.QueryRowContext(ctx, `INSERT INTO `+wr.table+` (writer, payload) VALUES ($1, $2) RETURNING id, version`,
+				wr.id, fmt.Sprintf("w%d-%d", wr.id, wr.rng.Uint32())).Scan(&k.id, &k.version)
+		} else {
+			// Only this writer's own rows: writers never wait on each other's row locks, so a
+			// transaction stays open exactly as long as its writer means it to.
+			id := wr.mine[wr.rng.IntN(len(wr.mine))]
+			err = tx.QueryRowContext(ctx, `UPDATE `+wr.table+` SET payload = $1 WHERE id = $2 RETURNING id, version`,
+				fmt.Sprintf("w%d-%d", wr.id, wr.rng.Uint32()), id).Scan(&k.id, &k.version)
+		}
+		if err != nil {
+			return fmt.Errorf("insert=%v: %w", insert, err)
+		}
+		writes = append(writes, write{k, start, insert})
+	}
+	if err := sleepUntil(ctx, begin.Add(hold)); err != nil {
+		return err
+	}
+
+	l := wr.log
+	if rollback {
+		if err := tx.Rollback(); err != nil {
+			return fmt.Errorf("rollback: %w", err)
+		}
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.aborted++
+		for _, wt := range writes {
+			if wt.insert {
+				l.rolledBack++
+			}
+		}
+		return nil
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	done := time.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.txns++
+	l.longestTxn = max(l.longestTxn, done.Sub(begin))
+	for _, wt := range writes {
+		held := done.Sub(wt.start)
+		l.held[wt.key] = held
+		l.longestHold = max(l.longestHold, held)
+		if wt.insert {
+			wr.mine = append(wr.mine, wt.key.id)
+		} else {
+			l.updates++
+		}
+	}
+	return nil
+}
+
+// sleepUntil waits until the moment at: this is how a writer holds its transaction open.
+func sleepUntil(ctx context.Context, at time.Time) error {
+	d := time.Until(at)
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// pause paces the poller after an idle tick; it returns early when stop closes.
+func pause(ctx context.Context, stop <-chan struct{}, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-stop:
+	case <-t.C:
+	}
+	return nil
+}
+
+// waitFor polls cond every interval until it holds, failing after timeout.
+func waitFor(ctx context.Context, timeout, interval time.Duration, what string, cond func() (bool, error)) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, err := cond()
+		if err != nil {
+			return fmt.Errorf("waiting for %s: %w", what, err)
+		}
+		if ok {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("waiting for %s: not so after %v", what, timeout)
+		}
+		if err := sleepUntil(ctx, time.Now().Add(interval)); err != nil {
+			return fmt.Errorf("waiting for %s: %w", what, err)
+		}
+	}
+}

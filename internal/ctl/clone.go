@@ -1,0 +1,81 @@
+package ctl
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/store"
+	"github.com/pseudotrigger/pseudotrigger/poller"
+	"github.com/pseudotrigger/pseudotrigger/state"
+)
+
+// clone starts a new poller (a backfill under its own name) at an existing poller's checkpoint.
+func clone(ctx context.Context, args []string, env Env) error {
+	fs := flag.NewFlagSet("clone", flag.ContinueOnError)
+	to := fs.String("to", "", "the new poller's name")
+	var yes yesFlag
+	fs.Var(&yes, "yes", "write (default: dry run)")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 || *to == "" {
+		return usagef("clone POLLER --to NEW")
+	}
+	from := pos[0]
+	if err := poller.CheckNewName(*to); err != nil {
+		return usagef("--to: %v", err)
+	}
+	if *to == from {
+		return usagef("--to %q is the poller being cloned", *to)
+	}
+	st, err := env.store()
+	if err != nil {
+		return err
+	}
+	b, d, derr, err := current(ctx, st, env.blob(from), from)
+	switch {
+	case err != nil:
+		return err
+	case b == nil:
+		return usagef("%s has no state to clone (%s does not exist)", from, env.blob(from))
+	case derr != nil:
+		return refusedf("%v: not cloned", derr)
+	}
+	// The cursor must fit the table the clone will read: the new poller's, when this build has
+	// it, else the original's (the clone reads the same source).
+	target, ok := env.definition(*to)
+	if !ok {
+		target, ok = env.definition(from)
+	}
+	if ok {
+		if err := env.checkCursor(ctx, target, d.Checkpoint.Cursor, "the cloned cursor"); err != nil {
+			return err
+		}
+	}
+	next := &state.Doc{Version: state.Version, PollerName: *to, SourceFingerprint: d.SourceFingerprint, WriteID: writeID()}
+	next.Checkpoint = d.Checkpoint
+	next.Checkpoint.UpdatedAt = state.At(env.Clock.Now())
+	// No tick of the clone has committed: its history says where it came from, so the status
+	// does not show the original's last commit as the clone's.
+	next.AddHistory(state.Tick{At: state.At(env.Clock.Now()), Outcome: "clone", RowsWaiting: -1})
+	fmt.Fprintf(env.Out, "clone %s -> %s (%s)\n  cursor %s\n  fingerprint %s (the same source)\n", from, *to, env.blob(*to), cursorText(next.Checkpoint.Cursor), next.SourceFingerprint)
+	if !yes.given() {
+		fmt.Fprintln(env.Out, "dry run: nothing written. Add --yes to write.")
+		return nil
+	}
+	data, err := state.Encode(next)
+	if err != nil {
+		return err
+	}
+	if _, err := st.Put(ctx, env.blob(*to), data, store.IfNotExists()); err != nil {
+		if errors.Is(err, store.ErrConflict) {
+			return refusedf("%s already has state (%s): not overwritten", *to, env.blob(*to))
+		}
+		return err
+	}
+	fmt.Fprintf(env.Out, "cloned: register pollers/%s (pollerctl new %s) and set its %s_* settings to run it\n", *to, *to, poller.Prefix(*to))
+	return nil
+}

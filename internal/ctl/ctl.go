@@ -1,0 +1,258 @@
+// Package ctl is pollerctl: operators see every poller's state and move one on purpose. It
+// speaks to the state store only through compare-and-swap writes, so it never races a live tick
+// silently: a tick that slipped in makes the command fail cleanly instead.
+//
+// Exit codes: 0 done (or a dry run shown), 1 refused by a guardrail or failed, 2 bad usage or
+// input.
+package ctl
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/user"
+	"strings"
+	"time"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/clock"
+	"github.com/pseudotrigger/pseudotrigger/internal/lease"
+	"github.com/pseudotrigger/pseudotrigger/internal/store"
+	"github.com/pseudotrigger/pseudotrigger/poller"
+	"github.com/pseudotrigger/pseudotrigger/source"
+	"github.com/pseudotrigger/pseudotrigger/state"
+)
+
+// Exit codes.
+const (
+	ExitOK      = 0
+	ExitRefused = 1
+	ExitUsage   = 2
+	// ExitUnhealthy is status's when a poller shown is not ok (its health), so that scripts and
+	// scheduled checks can alert on it.
+	ExitUnhealthy = 3
+)
+
+// Env is what a command runs with.
+type Env struct {
+	Store    store.Store // nil when the state store settings are bad (StoreErr says why)
+	StoreErr error
+	App      string
+	Getenv   func(string) string
+	Pollers  []poller.Definition
+	Out      io.Writer
+	// Err, if set, gets the line that says which app, store and settings a command uses
+	// (stderr, so that status --json's output stays JSON).
+	Err io.Writer
+	// StoreName describes the state store without secrets; Source says where the settings came
+	// from ("local.settings.json and the environment").
+	StoreName string
+	Source    string
+	In        io.Reader
+	Terminal  bool   // In is an interactive terminal
+	Root      string // the repository root, for `new`
+	Clock     clock.Clock
+	Actor     string // who runs the command, recorded as the lease owner of a reset
+	// Margin is the lease expiry margin (default lease.DefaultMargin).
+	Margin time.Duration
+}
+
+// refusal is a guardrail saying no (exit 1); usage is bad usage or input (exit 2).
+type (
+	refusal struct{ msg string }
+	usage   struct{ msg string }
+)
+
+func (r refusal) Error() string { return r.msg }
+func (u usage) Error() string   { return u.msg }
+
+func refusedf(format string, args ...any) error { return refusal{fmt.Sprintf(format, args...)} }
+func usagef(format string, args ...any) error   { return usage{fmt.Sprintf(format, args...)} }
+
+const help = `pollerctl: see every poller's state and move one on purpose.
+
+  pollerctl status [POLLER] [--json] [--no-probe]          (exit 3 when a poller is not ok)
+  pollerctl reset POLLER (--to-beginning | --to-cursor VALUE [--pk COLUMN=VALUE ...] | --from-file FILE | --from-backup NAME|latest)
+                  [--yes | --yes=POLLER] [--wait [--wait-timeout 2m]] [--production]
+  pollerctl clone POLLER --to NEW [--yes]
+  pollerctl delete POLLER [--yes | --yes=POLLER] [--wait [--wait-timeout 2m]] [--production]
+                  (its state, backed up first, and liveness mark; refused while it has dead letters)
+  pollerctl backups POLLER [--json]                       (its state backups, newest first)
+  pollerctl new NAME
+  pollerctl deadletter list POLLER [--json]
+  pollerctl deadletter show POLLER BATCH_ID
+  pollerctl deadletter replay POLLER BATCH_ID [--yes]     (rows read again by key, to the handler, under the lease)
+  pollerctl deadletter discard POLLER BATCH_ID [--yes]
+  pollerctl quarantine POLLER [--yes] [--wait]            (unblock: the next tick dead-letters the failing rows)
+
+Writes are dry runs unless --yes is given. A reset backs the old document up to
+backups/{app}/{poller}/{utc}.json first, refuses while another owner's lease is live (--wait waits
+for it to end), and bumps the fencing token. When POLLER_APP_NAME contains "prod" (or with
+--production) it asks you to type the poller's name, and without a terminal needs --yes=POLLER.
+Settings are the handler's: StateStorage (or AzureWebJobsStorage), STATE_CONTAINER,
+POLLER_APP_NAME, {P}_DB_DRIVER, {P}_DB_CONNECTION, read from the environment and, run in the app
+folder, from local.settings.json's Values (the environment wins, as with Core Tools). Every
+command but new says first, on stderr, which app, state store and settings it uses.
+Exit codes: 0 done, 1 refused by a guardrail, 2 bad usage or input, 3 (status) a poller is not ok.
+`
+
+// Run runs one command and returns its exit code.
+func Run(ctx context.Context, args []string, env Env) int {
+	if env.Clock == nil {
+		env.Clock = clock.System{}
+	}
+	if env.Margin == 0 {
+		env.Margin = lease.DefaultMargin
+	}
+	if env.Actor == "" {
+		env.Actor = actor()
+	}
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(env.Out, help)
+		if len(args) == 0 {
+			return ExitUsage
+		}
+		return ExitOK
+	}
+	if args[0] != "new" {
+		env.announce(ctx)
+	}
+	var err error
+	switch args[0] {
+	case "status":
+		err = status(ctx, args[1:], env)
+	case "reset":
+		err = reset(ctx, args[1:], env)
+	case "clone":
+		err = clone(ctx, args[1:], env)
+	case "new":
+		err = scaffold(args[1:], env)
+	case "delete":
+		err = deleteCmd(ctx, args[1:], env)
+	case "backups":
+		err = backupsCmd(ctx, args[1:], env)
+	case "deadletter":
+		err = deadLetters(ctx, args[1:], env)
+	case "quarantine":
+		err = quarantineCmd(ctx, args[1:], env)
+	default:
+		err = usagef("unknown command %q (status, reset, clone, delete, backups, new, deadletter, quarantine; see pollerctl --help)", args[0])
+	}
+	var u usage
+	var sick unhealthy
+	switch {
+	case err == nil:
+		return ExitOK
+	case errors.As(err, &sick):
+		return ExitUnhealthy
+	case errors.As(err, &u):
+		fmt.Fprintln(env.Out, "pollerctl:", err)
+		return ExitUsage
+	default:
+		fmt.Fprintln(env.Out, "pollerctl:", err)
+		return ExitRefused
+	}
+}
+
+func actor() string {
+	name := "unknown"
+	if u, err := user.Current(); err == nil {
+		name = u.Username
+	}
+	host, _ := os.Hostname()
+	return "pollerctl/" + name + "@" + host
+}
+
+// flags parses a command's flags, allowing them before and after positional arguments.
+func parse(fs *flag.FlagSet, args []string) ([]string, error) {
+	fs.SetOutput(io.Discard)
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, usagef("%s: %v", fs.Name(), err)
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return positional, nil
+		}
+		positional = append(positional, args[0])
+		args = args[1:]
+	}
+}
+
+func (env Env) store() (store.Store, error) {
+	if env.Store == nil {
+		return nil, usagef("state store: %v", env.StoreErr)
+	}
+	return env.Store, nil
+}
+
+func (env Env) blob(pollerName string) string { return "state/" + env.App + "/" + pollerName + ".json" }
+
+func (env Env) definition(name string) (poller.Definition, bool) {
+	for _, d := range env.Pollers {
+		if d.Name == name {
+			return d, true
+		}
+	}
+	return poller.Definition{}, false
+}
+
+// fingerprint computes the configured source's fingerprint from the poller's settings, without
+// connecting.
+func (env Env) fingerprint(d poller.Definition) (string, error) {
+	p := poller.Prefix(d.Name)
+	driver, dsn := strings.TrimSpace(env.Getenv(p+"_DB_DRIVER")), strings.TrimSpace(env.Getenv(p+"_DB_CONNECTION"))
+	if driver == "" || dsn == "" {
+		return "", usagef("%s_DB_DRIVER and %s_DB_CONNECTION must be set: the reset records the configured source's fingerprint", p, p)
+	}
+	loc, err := source.ParseLocation(driver, dsn)
+	if err != nil {
+		return "", usagef("%s_DB_CONNECTION: %v", p, err)
+	}
+	return source.Fingerprint(driver, loc, d.Source), nil
+}
+
+// current reads a poller's state blob: the blob (nil when absent), the decoded document (nil
+// when absent or corrupt) and the decoding problem.
+func current(ctx context.Context, st store.Store, blob, pollerName string) (*store.Blob, *state.Doc, error, error) {
+	b, err := st.Get(ctx, blob)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	d, derr := state.Decode(blob, pollerName, b.Data)
+	return &b, d, derr, nil
+}
+
+// confirm applies the production guardrail: type the poller's name, or --yes=POLLER.
+func confirm(env Env, pollerName, yes string, production bool) error {
+	if !production && !strings.Contains(strings.ToLower(env.App), "prod") {
+		return nil
+	}
+	if yes == pollerName {
+		return nil
+	}
+	if !env.Terminal {
+		return refusedf("%q looks like production: refusing without a terminal; pass --yes=%s to confirm", env.App, pollerName)
+	}
+	fmt.Fprintf(env.Out, "%q looks like production. Type the poller's name (%s) to confirm: ", env.App, pollerName)
+	line, _ := bufio.NewReader(env.In).ReadString('\n')
+	if strings.TrimSpace(line) != pollerName {
+		return refusedf("confirmation did not match %q: nothing written", pollerName)
+	}
+	return nil
+}
+
+// yesFlag is --yes (true) or --yes=POLLER.
+type yesFlag string
+
+func (y *yesFlag) String() string     { return string(*y) }
+func (y *yesFlag) Set(v string) error { *y = yesFlag(v); return nil }
+func (y *yesFlag) IsBoolFlag() bool   { return true }
+func (y yesFlag) given() bool         { return y != "" && y != "false" }

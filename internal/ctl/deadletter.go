@@ -1,0 +1,340 @@
+package ctl
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/deadletter"
+	"github.com/pseudotrigger/pseudotrigger/internal/lease"
+	"github.com/pseudotrigger/pseudotrigger/internal/store"
+	"github.com/pseudotrigger/pseudotrigger/poller"
+	"github.com/pseudotrigger/pseudotrigger/source"
+	"github.com/pseudotrigger/pseudotrigger/state"
+)
+
+// deadLetters is `pollerctl deadletter list|show|replay|discard`.
+func deadLetters(ctx context.Context, args []string, env Env) error {
+	if len(args) == 0 {
+		return usagef("deadletter needs a subcommand: list, show, replay or discard")
+	}
+	switch args[0] {
+	case "list":
+		return deadLetterList(ctx, args[1:], env)
+	case "show":
+		return deadLetterShow(ctx, args[1:], env)
+	case "replay":
+		return deadLetterReplay(ctx, args[1:], env)
+	case "discard":
+		return deadLetterDiscard(ctx, args[1:], env)
+	}
+	return usagef("unknown deadletter subcommand %q (list, show, replay, discard)", args[0])
+}
+
+func deadLetterList(ctx context.Context, args []string, env Env) error {
+	fs := flag.NewFlagSet("deadletter list", flag.ContinueOnError)
+	asJSON := fs.Bool("json", false, "JSON instead of a table")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("deadletter list takes one poller name")
+	}
+	st, err := env.store()
+	if err != nil {
+		return err
+	}
+	ids, err := deadletter.List(ctx, st, env.App, pos[0])
+	if err != nil {
+		return err
+	}
+	letters := make([]*deadletter.Letter, 0, len(ids))
+	for _, id := range ids {
+		l, _, err := deadletter.Read(ctx, st, env.App, pos[0], id)
+		if err != nil {
+			return err
+		}
+		letters = append(letters, l)
+	}
+	if *asJSON {
+		enc := json.NewEncoder(env.Out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(letters)
+	}
+	if len(letters) == 0 {
+		fmt.Fprintf(env.Out, "no dead letters for %s (under %s)\n", pos[0], deadletter.Prefix(env.App, pos[0]))
+		return nil
+	}
+	tw := tabwriter.NewWriter(env.Out, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "BATCH\tCREATED\tROWS DEAD\tOF\tFIRST KEY\tERROR")
+	for _, l := range letters {
+		first, errText := "-", "-"
+		if len(l.Rows) > 0 {
+			k, _ := json.Marshal(l.Rows[0].Key)
+			first, errText = string(k), truncate(l.Rows[0].Error, 60)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\n", l.BatchID, l.CreatedAt.UTC().Format(time.RFC3339), len(l.Rows), l.BatchRows, first, errText)
+	}
+	return tw.Flush()
+}
+
+func deadLetterShow(ctx context.Context, args []string, env Env) error {
+	name, id, _, err := letterArgs("show", args, env, nil)
+	if err != nil {
+		return err
+	}
+	st, err := env.store()
+	if err != nil {
+		return err
+	}
+	_, b, err := deadletter.Read(ctx, st, env.App, name, id)
+	if err != nil {
+		return letterErr(err)
+	}
+	_, err = env.Out.Write(b.Data)
+	fmt.Fprintln(env.Out)
+	return err
+}
+
+// letterArgs parses POLLER BATCH_ID [--yes] for show, replay and discard.
+func letterArgs(cmd string, args []string, env Env, yes *yesFlag) (string, string, *flag.FlagSet, error) {
+	fs := flag.NewFlagSet("deadletter "+cmd, flag.ContinueOnError)
+	if yes != nil {
+		fs.Var(yes, "yes", "do it (default: dry run)")
+	}
+	pos, err := parse(fs, args)
+	if err != nil {
+		return "", "", fs, err
+	}
+	if len(pos) != 2 {
+		return "", "", fs, usagef("deadletter %s takes a poller name and a batch id (pollerctl deadletter list POLLER shows them)", cmd)
+	}
+	return pos[0], pos[1], fs, nil
+}
+
+func letterErr(err error) error {
+	if errors.Is(err, deadletter.ErrNotFound) {
+		return usagef("%v", err)
+	}
+	return err
+}
+
+func deadLetterDiscard(ctx context.Context, args []string, env Env) error {
+	var yes yesFlag
+	name, id, _, err := letterArgs("discard", args, env, &yes)
+	if err != nil {
+		return err
+	}
+	st, err := env.store()
+	if err != nil {
+		return err
+	}
+	l, b, err := deadletter.Read(ctx, st, env.App, name, id)
+	if err != nil {
+		return letterErr(err)
+	}
+	fmt.Fprintf(env.Out, "discard %s: %d dead row(s) of batch %s; they will not be delivered\n", deadletter.Name(env.App, name, id), len(l.Rows), id)
+	if !yes.given() {
+		fmt.Fprintln(env.Out, "dry run: nothing deleted. Add --yes to discard.")
+		return nil
+	}
+	if _, err := backup(ctx, env, st, name, "deadletter-"+id+"-", b.Data); err != nil {
+		return err
+	}
+	if err := deadletter.Delete(ctx, st, env.App, name, id, b.ETag); err != nil {
+		if errors.Is(err, store.ErrConflict) {
+			return refusedf("the dead letter changed or went since it was read: nothing deleted")
+		}
+		return err
+	}
+	fmt.Fprintf(env.Out, "discarded %s\n", deadletter.Name(env.App, name, id))
+	return nil
+}
+
+// deadLetterReplay hands a dead letter's rows, as they are now in the source, to the poller's
+// handler again, under the poller's lease (its ticks wait meanwhile). On success the letter is
+// deleted; on failure it stays.
+func deadLetterReplay(ctx context.Context, args []string, env Env) error {
+	var yes yesFlag
+	name, id, _, err := letterArgs("replay", args, env, &yes)
+	if err != nil {
+		return err
+	}
+	d, ok := env.definition(name)
+	if !ok {
+		return usagef("poller %q is not registered in this build: its handler is needed to replay", name)
+	}
+	st, err := env.store()
+	if err != nil {
+		return err
+	}
+	letter, b, err := deadletter.Read(ctx, st, env.App, name, id)
+	if err != nil {
+		return letterErr(err)
+	}
+	fmt.Fprintf(env.Out, "replay %s: %d row(s) to %s's handler, read again from the source by key\n", deadletter.Name(env.App, name, id), len(letter.Rows), name)
+	if !yes.given() {
+		fmt.Fprintln(env.Out, "dry run: nothing replayed. Add --yes to replay.")
+		return nil
+	}
+	settings, err := poller.LoadSettings(d, env.Getenv)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	if d.Setup != nil {
+		if err := d.Setup(env.Getenv); err != nil {
+			return usagef("poller %s setup: %v", name, err)
+		}
+	}
+	def := d.Source
+	def.SettleLag = settings.SettleLag
+	src, err := source.Open(ctx, source.Config{Poller: name, Driver: settings.Driver, DSN: settings.DSN, Definition: def})
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	if src.Fingerprint() != letter.SourceFingerprint {
+		return refusedf("the dead letter was written for source %s, but %s is now configured for %s", letter.SourceFingerprint, name, src.Fingerprint())
+	}
+
+	m, err := lease.New(st, lease.Config{Poller: name, Blob: env.blob(name), Owner: env.Actor, Fingerprint: src.Fingerprint(),
+		TTL: settings.LeaseTTL, HeartbeatInterval: settings.HeartbeatInterval, Clock: env.Clock})
+	if err != nil {
+		return err
+	}
+	snap, err := m.Read(ctx)
+	if err != nil {
+		return err
+	}
+	if snap.Doc == nil {
+		return refusedf("%s has no state yet: nothing to replay under", name)
+	}
+	res, err := m.Acquire(ctx, snap)
+	if err != nil {
+		return err
+	}
+	if !res.Won() {
+		return refusedf("%s holds the lease on %s: run the replay again when its tick is over", res.Holder, name)
+	}
+	l := res.Lease
+	l.KeepAlive()
+	defer func() {
+		if l.Err() == nil {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			_ = l.Release(rctx)
+		}
+	}()
+
+	var rows []source.Row
+	var gone []string
+	attempts := int64(0)
+	for _, r := range letter.Rows {
+		c := r.Cursor
+		batch, err := src.FetchKeyOf(ctx, &c)
+		if err != nil {
+			return err
+		}
+		k, _ := json.Marshal(r.Key)
+		if len(batch.Rows) == 0 {
+			gone = append(gone, string(k))
+			continue
+		}
+		rows = append(rows, batch.Rows...)
+		attempts = max(attempts, r.Attempts)
+	}
+	if len(gone) > 0 {
+		fmt.Fprintf(env.Out, "no longer in the source (deleted, or outside the filter): %s\n", strings.Join(gone, ", "))
+	}
+	if len(rows) > 0 {
+		last, _ := rows[len(rows)-1].Cursor()
+		pb := &poller.Batch{Poller: name, ID: letter.BatchID, FencingToken: l.Token(), Attempt: attempts + 1, From: letter.From, To: &last, Rows: rows}
+		if err := d.Handler.Call(l.Context(), pb); err != nil {
+			return refusedf("the handler failed again (the dead letter is kept): %v", err)
+		}
+		if err := l.Err(); err != nil {
+			return fmt.Errorf("replay: %w (the rows were handed over; the dead letter is kept)", err)
+		}
+		fmt.Fprintf(env.Out, "replayed %d row(s) of %s under fencing token %d\n", len(rows), id, l.Token())
+	}
+	if err := deadletter.Delete(ctx, st, env.App, name, id, b.ETag); err != nil {
+		return fmt.Errorf("the rows were replayed, but deleting the dead letter failed: %w; discard it with pollerctl deadletter discard %s %s --yes", err, name, id)
+	}
+	fmt.Fprintf(env.Out, "deleted %s\n", deadletter.Name(env.App, name, id))
+	return nil
+}
+
+// quarantineCmd is `pollerctl quarantine POLLER`: it asks the poller's next tick to quarantine
+// the batch it is blocked on (dead-letter the rows that fail alone, deliver the rest, go on),
+// whatever {P}_ON_POISON says.
+func quarantineCmd(ctx context.Context, args []string, env Env) error {
+	fs := flag.NewFlagSet("quarantine", flag.ContinueOnError)
+	var yes yesFlag
+	fs.Var(&yes, "yes", "write (default: dry run)")
+	wait := fs.Bool("wait", false, "wait for another owner's live lease to end")
+	waitTimeout := fs.Duration("wait-timeout", 2*time.Minute, "how long --wait waits")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("quarantine takes one poller name")
+	}
+	name := pos[0]
+	st, err := env.store()
+	if err != nil {
+		return err
+	}
+	blob := env.blob(name)
+	old, doc, derr, err := current(ctx, st, blob, name)
+	switch {
+	case err != nil:
+		return err
+	case derr != nil:
+		return refusedf("%v", derr)
+	case doc == nil:
+		return refusedf("%s has no state yet: nothing is blocked", name)
+	case doc.Failure == nil:
+		return refusedf("%s has no failed batch: nothing to quarantine", name)
+	}
+	if old, doc, _, err = awaitFree(ctx, env, st, blob, name, "a quarantine request", *wait, *waitTimeout, old, doc, derr); err != nil {
+		return err
+	}
+	if doc.Failure == nil {
+		return refusedf("%s has no failed batch any more: nothing to quarantine", name)
+	}
+	f := doc.Failure
+	fmt.Fprintf(env.Out, "quarantine %s: batch %s (keys %s) failed %d time(s); last error: %s\n"+
+		"its next tick will hand the batch's halves to the handler, down to single rows, dead-letter the rows that fail alone\n"+
+		"under %s and move on\n", name, f.BatchID, orDash(f.Keys), f.Attempts, truncate(f.LastError, 200), deadletter.Prefix(env.App, name))
+	if !yes.given() {
+		fmt.Fprintln(env.Out, "dry run: nothing written. Add --yes to write.")
+		return nil
+	}
+	next := *doc
+	nf := *f
+	nf.Quarantine = true
+	next.Failure = &nf
+	next.WriteID = writeID()
+	data, err := state.Encode(&next)
+	if err != nil {
+		return err
+	}
+	if _, err := backup(ctx, env, st, name, "", old.Data); err != nil {
+		return err
+	}
+	if _, err := st.Put(ctx, blob, data, store.IfMatch(old.ETag)); err != nil {
+		if errors.Is(err, store.ErrConflict) {
+			return refusedf("the state blob changed since it was read (a tick wrote it): nothing written; run it again")
+		}
+		return err
+	}
+	fmt.Fprintf(env.Out, "%s will quarantine batch %s at its next tick\n", name, f.BatchID)
+	return nil
+}

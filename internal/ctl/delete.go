@@ -1,0 +1,120 @@
+package ctl
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"strings"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/deadletter"
+	"github.com/pseudotrigger/pseudotrigger/internal/liveness"
+	"github.com/pseudotrigger/pseudotrigger/internal/store"
+)
+
+// deleteCmd removes a poller's state document (backed up first) and its liveness mark, so that a
+// clone or an experiment leaves the status. It refuses while another owner's lease is live and
+// while the poller has dead letters (they hold rows never delivered).
+func deleteCmd(ctx context.Context, args []string, env Env) error {
+	fs := flag.NewFlagSet("delete", flag.ContinueOnError)
+	g := guardFlags(fs, "delete")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("delete takes one poller name")
+	}
+	name := pos[0]
+	st, err := env.store()
+	if err != nil {
+		return err
+	}
+	blob, markBlob := env.blob(name), liveness.Blob(env.App, name)
+	// Dead letters first, so as not to wait for a lease only to refuse then; and again after a
+	// wait, in which a tick may have dead-lettered a batch.
+	deadLetters := func() error {
+		letters, err := deadletter.List(ctx, st, env.App, name)
+		if err != nil {
+			return fmt.Errorf("listing %s's dead letters: %w", name, err)
+		}
+		if len(letters) > 0 {
+			return refusedf("%s has %d dead letter(s) (%s): they hold rows that were never delivered; replay them (pollerctl deadletter replay %s BATCH_ID) or discard them (pollerctl deadletter discard %s BATCH_ID) first",
+				name, len(letters), strings.Join(letters, ", "), name, name)
+		}
+		return nil
+	}
+	if err := deadLetters(); err != nil {
+		return err
+	}
+	old, oldDoc, derr, err := current(ctx, st, blob, name)
+	if err != nil {
+		return err
+	}
+	if old, oldDoc, derr, err = awaitFree(ctx, env, st, blob, name, "a delete", *g.wait, *g.waitTimeout, old, oldDoc, derr); err != nil {
+		return err
+	}
+	if *g.wait {
+		if err := deadLetters(); err != nil {
+			return err
+		}
+	}
+	// The mark as it is after any wait: the owner's last tick may have rewritten it.
+	mark, merr := st.Get(ctx, markBlob)
+	hasMark := merr == nil
+	if merr != nil && !errors.Is(merr, store.ErrNotFound) {
+		return merr
+	}
+	if old == nil && !hasMark {
+		return usagef("%s has nothing to delete: neither %s nor %s exists", name, blob, markBlob)
+	}
+
+	fmt.Fprintf(env.Out, "delete %s\n", name)
+	switch {
+	case oldDoc != nil:
+		fmt.Fprintf(env.Out, "  %s: cursor %s, fencing token %d\n", blob, cursorText(oldDoc.Checkpoint.Cursor), oldDoc.Lease.FencingToken)
+	case old != nil:
+		fmt.Fprintf(env.Out, "  %s (corrupt: %v)\n", blob, derr)
+	}
+	if hasMark {
+		fmt.Fprintf(env.Out, "  %s (its liveness mark)\n", markBlob)
+	}
+	if _, registered := env.definition(name); registered && old != nil {
+		fmt.Fprintf(env.Out, "WARNING: %s is in this build: its next tick starts over from the beginning of its table and delivers every row again.\n", name)
+	}
+	if !g.yes.given() {
+		fmt.Fprintln(env.Out, "dry run: nothing deleted. Add --yes to delete.")
+		return nil
+	}
+	if err := confirm(env, name, string(*g.yes), *g.production); err != nil {
+		return err
+	}
+	if old != nil {
+		if _, err := backup(ctx, env, st, name, "", old.Data); err != nil {
+			return err
+		}
+		if err := st.Delete(ctx, blob, store.IfMatch(old.ETag)); err != nil {
+			if errors.Is(err, store.ErrConflict) {
+				return refusedf("the state blob changed since it was read (a tick or another operator wrote it): nothing deleted; run the delete again")
+			}
+			return err
+		}
+		fmt.Fprintf(env.Out, "deleted %s\n", blob)
+	}
+	if hasMark {
+		switch err := st.Delete(ctx, markBlob, store.IfMatch(mark.ETag)); {
+		case errors.Is(err, store.ErrConflict):
+			// Another ETag, or no blob: absent is what the delete wants.
+			if _, gerr := st.Get(ctx, markBlob); errors.Is(gerr, store.ErrNotFound) {
+				fmt.Fprintf(env.Out, "%s was already gone\n", markBlob)
+				break
+			}
+			fmt.Fprintf(env.Out, "kept %s: a tick wrote it again meanwhile, so the poller still runs somewhere\n", markBlob)
+		case err != nil:
+			return err
+		default:
+			fmt.Fprintf(env.Out, "deleted %s\n", markBlob)
+		}
+	}
+	return nil
+}

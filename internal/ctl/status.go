@@ -1,0 +1,183 @@
+package ctl
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/pollerstatus"
+	"github.com/pseudotrigger/pseudotrigger/poller"
+	"github.com/pseudotrigger/pseudotrigger/source"
+	"github.com/pseudotrigger/pseudotrigger/state"
+)
+
+// Row is one poller in `status`: pollerstatus computes it, for this command and for the
+// handler's status page alike.
+type Row = pollerstatus.Row
+
+// unhealthy is status's answer when a poller shown is not ok: exit ExitUnhealthy, so that
+// scripts and alerts can use it.
+type unhealthy struct{ n, of int }
+
+func (u unhealthy) Error() string { return fmt.Sprintf("%d of %d pollers not ok", u.n, u.of) }
+
+func status(ctx context.Context, args []string, env Env) error {
+	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+	asJSON := fs.Bool("json", false, "JSON instead of a table")
+	noProbe := fs.Bool("no-probe", false, "do not open the sources (the health then rests on the state and liveness marks)")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 1 {
+		return usagef("status takes at most one poller name")
+	}
+	st, err := env.store()
+	if err != nil {
+		return err
+	}
+	cfg := env.statusConfig(!*noProbe)
+	pollers, err := pollerstatus.Pollers(ctx, st, cfg)
+	if err != nil {
+		return err
+	}
+	if len(pos) == 1 {
+		if !slices.Contains(pollers, pos[0]) {
+			return usagef("no poller %q: it is neither registered in this build nor has state under state/%s/", pos[0], env.App)
+		}
+		pollers = []string{pos[0]}
+	}
+	rows := make([]Row, 0, len(pollers))
+	for _, p := range pollers {
+		rows = append(rows, pollerstatus.Read(ctx, st, cfg, p))
+	}
+	bad := 0
+	for _, r := range rows {
+		if r.Health != pollerstatus.HealthOK {
+			bad++
+		}
+	}
+	if *asJSON {
+		enc := json.NewEncoder(env.Out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rows); err != nil {
+			return err
+		}
+	} else if err := statusTable(env, rows); err != nil {
+		return err
+	}
+	if bad > 0 {
+		return unhealthy{bad, len(rows)}
+	}
+	return nil
+}
+
+func statusTable(env Env, rows []Row) error {
+	tw := tabwriter.NewWriter(env.Out, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "POLLER\tHEALTH\tLAST TICK\tLAG\tWAITING\tCURSOR\tTOKEN\tLEASE\tLAST BATCH\tFAILURES")
+	for _, r := range rows {
+		lastTick := "never"
+		if t := r.LastTick; t != nil {
+			lastTick = pollerstatus.DurationText(t.AgoSeconds) + " ago " + t.Outcome
+		}
+		lag := "-"
+		if r.LagSeconds != nil {
+			lag = pollerstatus.DurationText(*r.LagSeconds)
+		}
+		waiting := "-"
+		if r.RowsWaiting >= 0 {
+			waiting = fmt.Sprint(r.RowsWaiting)
+		}
+		cursor, token, leaseText, batch, failures := "("+r.State+")", "-", "-", "-", "-"
+		if r.State == pollerstatus.StateOK {
+			cursor, token, batch = cursorText(r.Cursor), fmt.Sprint(r.FencingToken), orDash(r.LastBatchID)
+			leaseText = "free"
+			if r.LeaseOwner != "" {
+				leaseText = "expired: " + r.LeaseOwner
+				if r.LeaseLive {
+					leaseText = "LIVE: " + r.LeaseOwner
+				}
+			}
+			if r.FailedAttempts > 0 {
+				failures = fmt.Sprintf("%d (%s)", r.FailedAttempts, truncate(r.LastError, 60))
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Poller, strings.ToUpper(r.Health), lastTick, lag, waiting, cursor, token,
+			leaseText, batch, failures)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, r := range rows {
+		if r.HealthReason != "" {
+			fmt.Fprintf(env.Out, "%s: %s: %s\n", r.Poller, r.Health, r.HealthReason)
+		}
+		if r.Probe != nil && r.Probe.Skipped != "" {
+			fmt.Fprintf(env.Out, "%s: the source was not probed: %s\n", r.Poller, r.Probe.Skipped)
+		}
+	}
+	return nil
+}
+
+// statusConfig describes this build's pollers to pollerstatus, with the probe when asked for.
+// Settings problems here are pollerctl's own environment's (its shell, its local.settings.json),
+// not necessarily the app's: they never make a poller misconfigured, they only skip its probe
+// and say so.
+func (env Env) statusConfig(probe bool) pollerstatus.Config {
+	cfg := pollerstatus.Config{App: env.App, Margin: env.Margin, Now: env.Clock.Now}
+	for _, d := range env.Pollers {
+		s, _ := poller.LoadSettings(d, env.Getenv)
+		cfg.Registered = append(cfg.Registered, pollerstatus.RegisteredFrom(d.Name, s, nil))
+	}
+	if probe {
+		cfg.Probe = env.probe
+	}
+	return cfg
+}
+
+// probe opens a poller's source with pollerctl's settings, read-only, and looks at it.
+func (env Env) probe(ctx context.Context, name string, doc *state.Doc) pollerstatus.Probe {
+	d, ok := env.definition(name)
+	if !ok {
+		return pollerstatus.Probe{Skipped: "not in this build", RowsWaiting: -1}
+	}
+	s, err := poller.LoadSettings(d, env.Getenv)
+	if err != nil && (s.Driver == "" || s.DSN == "") {
+		return pollerstatus.Probe{Skipped: fmt.Sprintf("%v in pollerctl's environment (the shell, or local.settings.json in this folder); the app's own settings may differ", err),
+			RowsWaiting: -1}
+	}
+	start := env.Clock.Now()
+	octx, cancel := context.WithTimeout(ctx, pollerstatus.ProbeTimeout)
+	defer cancel()
+	def := d.Source
+	def.SettleLag = s.SettleLag
+	src, err := source.Open(octx, source.Config{Poller: name, Driver: s.Driver, DSN: s.DSN, Definition: def, MaxOpenConns: 1})
+	if err != nil {
+		p := pollerstatus.ProbeFailed(err)
+		p.DurationMS = env.Clock.Now().Sub(start).Milliseconds()
+		return p
+	}
+	defer src.Close()
+	return pollerstatus.ProbeSource(octx, src, env.blob(name), doc, env.Clock.Now)
+}
+
+func cursorText(c *state.Cursor) string { return pollerstatus.CursorText(c) }
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func truncate(s string, n int) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}

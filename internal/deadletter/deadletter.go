@@ -1,0 +1,154 @@
+// Package deadletter stores the rows a poller gave up on: one JSON blob per quarantined batch,
+// deadletter/{app}/{poller}/{batch_id}.json in the state container, holding each failing row
+// with its key, its cursor, the row as the handler was given it, the error and the attempts.
+//
+// The tick writes a dead letter before it moves the checkpoint past the batch, so a crash between
+// the two re-runs the batch (and writes the letter again); a row is never dropped without its
+// letter. pollerctl lists, shows, replays and discards them.
+package deadletter
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/store"
+	"github.com/pseudotrigger/pseudotrigger/state"
+)
+
+// Version is the letter format's version.
+const Version = 1
+
+// Letter is one quarantined batch.
+type Letter struct {
+	Version           int           `json:"version"`
+	Poller            string        `json:"poller"`
+	BatchID           string        `json:"batch_id"`
+	SourceFingerprint string        `json:"source_fingerprint"`
+	From              *state.Cursor `json:"from"` // the checkpoint before the batch (nil: the beginning)
+	To                *state.Cursor `json:"to"`   // the batch's last row
+	FencingToken      int64         `json:"fencing_token"`
+	CreatedAt         state.Time    `json:"created_at"`
+	BatchRows         int           `json:"batch_rows"` // rows in the batch
+	Delivered         int           `json:"delivered"`  // of which delivered
+	Rows              []Row         `json:"rows"`       // the rows that failed alone
+}
+
+// Row is one dead-lettered row.
+type Row struct {
+	Key      map[string]json.RawMessage `json:"key"`
+	Cursor   state.Cursor               `json:"cursor"`
+	Data     json.RawMessage            `json:"data"` // the row as the handler was given it
+	Error    string                     `json:"error"`
+	Attempts int64                      `json:"attempts"`
+}
+
+// ErrNotFound: no such dead letter.
+var ErrNotFound = errors.New("no such dead letter")
+
+// Prefix is where a poller's letters are: deadletter/{app}/{poller}/.
+func Prefix(app, poller string) string { return "deadletter/" + app + "/" + poller + "/" }
+
+// Name is a letter's blob name.
+func Name(app, poller, batchID string) string { return Prefix(app, poller) + batchID + ".json" }
+
+// ReadWriter is what Write needs of a store.
+type ReadWriter interface {
+	Get(ctx context.Context, name string) (store.Blob, error)
+	Put(ctx context.Context, name string, data []byte, cond store.Condition) (store.Written, error)
+}
+
+// Write stores l, replacing a letter of the same batch (a re-run after a crash between the letter
+// and the checkpoint writes it again).
+func Write(ctx context.Context, st ReadWriter, app string, l *Letter) (string, error) {
+	l.Version = Version
+	data, err := json.MarshalIndent(l, "", "  ")
+	if err != nil {
+		return "", err
+	}
+	name := Name(app, l.Poller, l.BatchID)
+	for range 3 {
+		_, err = st.Put(ctx, name, data, store.IfNotExists())
+		if !errors.Is(err, store.ErrConflict) {
+			break
+		}
+		var b store.Blob
+		if b, err = st.Get(ctx, name); errors.Is(err, store.ErrNotFound) {
+			continue // discarded meanwhile: create it again
+		} else if err != nil {
+			break
+		}
+		if _, err = st.Put(ctx, name, data, store.IfMatch(b.ETag)); !errors.Is(err, store.ErrConflict) {
+			break
+		}
+	}
+	if err != nil {
+		return "", fmt.Errorf("dead letter %s: %w", name, err)
+	}
+	return name, nil
+}
+
+// Read reads one letter.
+func Read(ctx context.Context, st ReadWriter, app, poller, batchID string) (*Letter, store.Blob, error) {
+	name := Name(app, poller, batchID)
+	b, err := st.Get(ctx, name)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, b, fmt.Errorf("%w: %s", ErrNotFound, name)
+	}
+	if err != nil {
+		return nil, b, fmt.Errorf("dead letter %s: %w", name, err)
+	}
+	l, err := Decode(b.Data)
+	if err != nil {
+		return nil, b, fmt.Errorf("dead letter %s: %w", name, err)
+	}
+	return l, b, nil
+}
+
+// Decode parses a letter strictly.
+func Decode(data []byte) (*Letter, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var l Letter
+	if err := dec.Decode(&l); err != nil {
+		return nil, fmt.Errorf("not a dead letter: %w", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("not a dead letter: data after the letter")
+	}
+	if l.Version != Version {
+		return nil, fmt.Errorf("dead letter version %d, this build reads version %d", l.Version, Version)
+	}
+	if l.Poller == "" || l.BatchID == "" {
+		return nil, errors.New("not a dead letter: no poller or batch_id")
+	}
+	return &l, nil
+}
+
+// List returns the batch ids of a poller's letters, sorted.
+func List(ctx context.Context, st store.Store, app, poller string) ([]string, error) {
+	names, err := st.List(ctx, Prefix(app, poller))
+	if err != nil {
+		return nil, fmt.Errorf("listing %s: %w", Prefix(app, poller), err)
+	}
+	ids := make([]string, 0, len(names))
+	for _, n := range names {
+		if id, ok := strings.CutSuffix(strings.TrimPrefix(n, Prefix(app, poller)), ".json"); ok && !strings.Contains(id, "/") {
+			ids = append(ids, id)
+		}
+	}
+	return ids, nil
+}
+
+// Delete removes a letter if it is still the one read (etag).
+func Delete(ctx context.Context, st store.Store, app, poller, batchID, etag string) error {
+	name := Name(app, poller, batchID)
+	if err := st.Delete(ctx, name, store.IfMatch(etag)); err != nil {
+		return fmt.Errorf("dead letter %s: %w", name, err)
+	}
+	return nil
+}

@@ -1,0 +1,178 @@
+#!/usr/bin/env bash
+# Model-checks the lease protocol (internal/model/lease.pml) with spin, exhaustively: the safety
+# properties, the LTL mutex, and liveness under fairness. Then runs the negative controls, each
+# of which spin must refute with a trail that breaks the property named for it. Prints one table
+# row per run (spin's own counts) and, for each control, the trail's narrative (spin -t -p,
+# the model's "@" lines). Exits 0 only when every property holds and every control is refuted
+# for the expected reason. See README.md.
+#
+# Environment:
+#   JOBS=n      runs at once (default 2)
+#   MAXF=n      faults per run in the liveness check (default 3; 4 takes about 3 times as long)
+#   TRAILS=dir  also keep each control's full trail (spin -t -p) as dir/<run>.txt
+#   VERBOSE=1   print pan's whole output for every run
+#   EXTRA=1     also check larger configurations (TTL 6 with margin 2, 3 batches, 5 faults)
+set -euo pipefail
+cd "$(dirname "$0")"
+model=$(pwd)/lease.pml
+command -v spin >/dev/null || { echo "check.sh: spin is not installed (Debian: apt-get install spin)" >&2; exit 2; }
+command -v gcc >/dev/null || { echo "check.sh: gcc is not installed" >&2; exit 2; }
+jobs=${JOBS:-2}
+if [ -n "${TRAILS:-}" ]; then mkdir -p "$TRAILS"; TRAILS=$(cd "$TRAILS" && pwd); fi
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+t0=$EPOCHREALTIME
+
+# name | how | expected (hold, or the property a control must break) | spin -D options
+#   how: safety (assertions, deadlocks; DFS), ltl:NAME (never claim, -a), live:NAME (-a -f),
+#        bfs or bfs:NAME (a control: breadth-first, so that its trail is a shortest one)
+runs=(
+  "safety|safety|hold|"
+  "ltl-mutex|ltl:mutex|hold|-DLTL_MUTEX -DNO_MUTEX_ASSERT"
+  "liveness|live:live|hold|-DLIVE -DMAXF=${MAXF:-3}"
+  "ctl-no-cas|bfs|token|-DNO_CAS"
+  "ctl-owner-cas|bfs|token|-DOWNER_CAS"
+  "ctl-preempt|bfs|mutex|-DPREEMPT"
+  "ctl-preempt-ltl|bfs:mutex|mutex|-DPREEMPT -DLTL_MUTEX -DNO_MUTEX_ASSERT"
+  "ctl-owner-settle|bfs|mutex|-DOWNER_SETTLE"
+  "ctl-no-margin|bfs|mutex|-DNO_MARGIN"
+  "ctl-drift-2|bfs|mutex|-DDRIFT=2"
+  "ctl-no-cas-cp|bfs|checkpoint|-DNO_CAS -DNO_TOKEN_ASSERT -DNO_MUTEX_ASSERT -DDRIFT=0"
+  "ctl-slow-forever|live:live|live|-DLIVE -DSLOW_FOREVER"
+)
+if [ -n "${EXTRA:-}" ]; then  # larger configurations; about 2 minutes more
+  runs+=(
+    "safety-ttl6|safety|hold|-DTTL=6 -DM=2 -DDRIFT=3"
+    "safety-rows3|safety|hold|-DROWS=3"
+    "safety-skew|safety|hold|-DDRIFT=0 -DSKEW=1"
+    "ctl-skew-drift|bfs|mutex|-DDRIFT=1 -DSKEW=1"
+    "liveness-f5|live:live|hold|-DLIVE -DMAXF=5"
+    "ctl-ttl6-drift4|bfs|mutex|-DTTL=6 -DM=2 -DDRIFT=4"
+  )
+fi
+
+# one NAME HOW DEFINES: compile and run pan in its own directory; leaves pan.out, wall, trail.txt
+one() {
+  local name=$1 how=$2 defs=$3 d="$work/$1" start cflags=(-O1 -w) args=(-m500000)
+  mkdir -p "$d" && cd "$d" && cp "$model" . || return 1
+  start=$EPOCHREALTIME
+  case $how in
+    safety) cflags+=(-DSAFETY) ;;
+    ltl:*) args+=(-a -N "${how#ltl:}") ;;
+    live:*) args+=(-a -f -N "${how#live:}") ;;
+    bfs) cflags+=(-DBFS -DSAFETY); args=() ;;
+    bfs:*) cflags+=(-DBFS -DSAFETY); args=(-N "${how#bfs:}") ;;
+  esac
+  # shellcheck disable=SC2086  # defs is a list of -D options
+  if spin $defs -a lease.pml >spin.out 2>&1 && gcc "${cflags[@]}" -o pan pan.c >gcc.out 2>&1; then
+    ./pan "${args[@]}" >pan.out 2>&1 || true
+  else
+    echo "check.sh: spin -a or gcc failed" >pan.out; cat spin.out gcc.out >>pan.out
+  fi
+  if [ -e lease.pml.trail ]; then
+    # shellcheck disable=SC2086
+    spin -T -t -p $defs lease.pml >trail.txt 2>&1 || true
+    if [ -n "${TRAILS:-}" ]; then cp trail.txt "$TRAILS/$name.txt"; fi
+  fi
+  echo "$EPOCHREALTIME - $start" | awk '{split($0, a, " - "); printf "%.1f", a[1] - a[2]}' >wall
+}
+
+# Run them, at most $jobs at once.
+for r in "${runs[@]}"; do
+  IFS='|' read -r name how expect defs <<<"$r"
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n || true; done
+  ( one "$name" "$how" "$defs" ) &
+done
+wait
+
+# property NAME: what pan's output says was violated
+property() {
+  local out="$work/$1/pan.out"
+  if grep -q "acceptance cycle" "$out"; then echo live
+  elif grep -q "assertion violated" "$out"; then
+    case $(grep -m1 "assertion violated" "$out") in
+      *trust*) echo mutex ;;
+      *tokcur*) echo token ;;
+      *cp*) echo checkpoint ;;
+      *) echo "other" ;;
+    esac
+  elif grep -qE "invalid end state|claim violated" "$out"; then echo "other"
+  else echo "-"
+  fi
+}
+
+field() { awk "$2" "$work/$1/pan.out" | head -1; }
+
+status=0
+def() { awk -v k="$1" '$1 == "#define" && $2 == k {print $3; exit}' "$model"; }
+printf 'spin %s; lease.pml: %s workers (two share an owner id), TTL %s, margin %s, drift %s, %s batches\n\n' \
+  "$(spin -V | awk '{print $3}')" "$(def W)" "$(def TTL)" "$(def M)" "$(def DRIFT)" "$(def ROWS)"
+printf '%-17s %-9s %-16s %-11s %9s %9s %11s %6s %7s %6s\n' \
+  run checks expect result stored matched transitions depth search wall
+for r in "${runs[@]}"; do
+  IFS='|' read -r name how expect defs <<<"$r"
+  out="$work/$name/pan.out"
+  errors=$(field "$name" '/errors:/ {print $NF}')
+  stored=$(field "$name" '/states, stored/ {print $1}')
+  matched=$(field "$name" '/states, matched/ {print $1}')
+  trans=$(field "$name" '/transitions \(=/ {print $1}')
+  depth=$(field "$name" '/depth reached/ {sub(",", "", $(NF-2)); print $(NF-2)}')
+  search=$(field "$name" '/elapsed time/ {print $(NF-1)}')
+  broken=$(property "$name")
+  case $how in
+    safety|bfs) checks="asserts" ;;
+    ltl:*|live:*|bfs:*) checks="ltl ${how#*:}" ;;
+  esac
+  if [ "$expect" = hold ]; then
+    if [ "$errors" = 0 ] && ! grep -qE "Search not completed|max search depth too small" "$out"; then
+      result=PASS
+    else
+      result=FAIL; status=1
+    fi
+  else
+    if [ "${errors:-0}" != 0 ] && [ "$broken" = "$expect" ] && [ -s "$work/$name/trail.txt" ]; then
+      result=REFUTED
+    else
+      result="NOT-REFUTED"; status=1
+    fi
+  fi
+  printf '%-17s %-9s %-16s %-11s %9s %9s %11s %6s %6ss %5ss\n' "$name" "$checks" \
+    "$( [ "$expect" = hold ] && echo hold || echo "break $expect")" "$result" \
+    "${stored:--}" "${matched:--}" "${trans:--}" "${depth:--}" "${search:--}" "$(cat "$work/$name/wall")"
+  if [ "$result" = FAIL ] || [ "$result" = NOT-REFUTED ] || [ -n "${VERBOSE:-}" ]; then
+    sed 's/^/    | /' "$out" | grep -vE '^\s*\|\s*$' | head -40
+  fi
+done
+
+# The controls' trails: the narrative lines, the violation, and for a cycle where it starts.
+for r in "${runs[@]}"; do
+  IFS='|' read -r name how expect defs <<<"$r"
+  [ "$expect" = hold ] && continue
+  trail="$work/$name/trail.txt"
+  [ -s "$trail" ] || continue
+  steps=$(grep -m1 -oE 'trail ends after [0-9]+ steps' "$trail" | awk '{print $4}')
+  echo
+  echo "$name ($defs): breaks $(property "$name"); trail of ${steps:-?} steps (spin -t -p, narrated):"
+  if [ "$expect" = live ]; then
+    # the stem's last lines and the cycle's first lines
+    awk '/^@/ {n++; line[n] = $0} /START OF CYCLE/ {c = n}
+         END {for (i = (c > 3 ? c - 3 : 1); i <= c; i++) print "  " line[i];
+              print "  <<< the cycle starts here and repeats forever >>>";
+              for (i = c + 1; i <= n && i <= c + 16; i++) print "  " line[i];
+              if (n > c + 16) print "  ..."}' "$trail"
+    grep -m1 -E '^pan:1:' "$work/$name/pan.out" | sed 's/^pan:1:/  VIOLATED:/' 
+  else
+    { grep -E '^@' "$trail"; grep -m1 -E '^pan:1:' "$work/$name/pan.out" | sed 's/^pan:1:/VIOLATED:/'; } |
+      sed 's/^/  /' | awk '{l[NR] = $0} END {if (NR <= 40) {for (i = 1; i <= NR; i++) print l[i]}
+           else {for (i = 1; i <= 8; i++) print l[i]; print "  ..."; for (i = NR - 30; i <= NR; i++) print l[i]}}'
+  fi
+done
+
+echo
+printf 'total wall time %.1fs\n' "$(echo "$EPOCHREALTIME - $t0" | awk '{split($0, a, " - "); print a[1] - a[2]}')"
+if [ "$status" = 0 ]; then
+  echo "check.sh: the model holds (safety, ltl mutex, liveness) and every negative control is refuted"
+else
+  echo "check.sh: FAILED (see the rows above)" >&2
+fi
+exit "$status"

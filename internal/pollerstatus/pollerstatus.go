@@ -1,0 +1,539 @@
+// Package pollerstatus computes what operators see of each poller: one Row per poller, read from
+// its state document (cursor, lease, last batch, failed attempts, the history of its recent
+// ticks), its liveness mark (package liveness), its dead letters and a read-only live probe of
+// its source, and one health verdict from all of them (Health, computed by verdict, the only
+// place that decides it). `pollerctl status` prints the rows as a table and the handler's
+// `status` function serves them as JSON and as an HTML page.
+//
+// It only reads: the store it is given is wrapped so that a write through it is an error, and
+// nothing in a Row comes from settings, so no connection string or key can reach one. Free-text
+// errors (a handler's error may quote a URL, a driver's a DSN) are redacted.
+package pollerstatus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/deadletter"
+	"github.com/pseudotrigger/pseudotrigger/internal/lease"
+	"github.com/pseudotrigger/pseudotrigger/internal/liveness"
+	"github.com/pseudotrigger/pseudotrigger/internal/store"
+	"github.com/pseudotrigger/pseudotrigger/poller"
+	"github.com/pseudotrigger/pseudotrigger/state"
+)
+
+// The values of Row.State.
+const (
+	StateOK         = "ok"         // the document decodes
+	StateNone       = "none"       // no document yet: the first tick creates it
+	StateCorrupt    = "corrupt"    // the document does not decode (Problem says why)
+	StateUnreadable = "unreadable" // the store failed to read it (Problem says why)
+)
+
+// The values of Row.Health, most urgent first.
+const (
+	// HealthBlocked: a batch failed {P}_MAX_ATTEMPTS times and {P}_ON_POISON is block.
+	HealthBlocked = "blocked"
+	// HealthMisconfigured: it cannot work until someone changes something: its settings, a
+	// state document that does not decode, a source whose table or columns do not fit, a stored
+	// cursor the source cannot hold, another source's checkpoint (fingerprint).
+	HealthMisconfigured = "misconfigured"
+	// HealthFailing: its last tick failed, or the live probe of its source failed (the database
+	// cannot be reached, a row the cursor can never reach), or its state cannot be read.
+	HealthFailing = "failing"
+	// HealthStopped: no tick for longer than its liveness interval plus three schedule periods,
+	// none ever, or it is not in this build (only its state is left).
+	HealthStopped = "stopped"
+	// HealthLagging: its ticks succeed, but the oldest row waiting is older than {P}_MAX_LAG.
+	HealthLagging = "lagging"
+	// HealthOK: its ticks succeed and it keeps up.
+	HealthOK = "ok"
+)
+
+// Healths lists the health values, most urgent first.
+var Healths = []string{HealthBlocked, HealthMisconfigured, HealthFailing, HealthStopped, HealthLagging, HealthOK}
+
+// Row is one poller's status.
+type Row struct {
+	Poller  string `json:"poller"`
+	Blob    string `json:"blob"`
+	State   string `json:"state"` // ok, none (no state yet), corrupt, unreadable
+	Problem string `json:"problem,omitempty"`
+
+	// Health is the one verdict (HealthOK, ...); HealthReason says why, redacted, and what to do.
+	Health       string `json:"health"`
+	HealthReason string `json:"health_reason,omitempty"`
+	// LastTick is the newest sign of the poller's timer running a tick; nil when there is none.
+	LastTick *LastTick `json:"last_tick"`
+	// Probe is the live, read-only look at the source; nil when no probe was asked for.
+	Probe *Probe `json:"probe,omitempty"`
+
+	Cursor *state.Cursor `json:"cursor,omitempty"`
+	// LagSeconds is the age of the oldest row not yet delivered (source.Backlog.LagSeconds): 0
+	// when nothing waits; nil when unknown (cursor kinds without time while rows wait, or nothing
+	// measured it). LagFrom says where it comes from: "probe" (measured now) or "last tick".
+	LagSeconds *float64 `json:"lag_seconds,omitempty"`
+	// RowsWaiting counts the rows after the cursor, up to a cap; -1 when unknown.
+	RowsWaiting  int64  `json:"rows_waiting"`
+	LagFrom      string `json:"lag_from,omitempty"`
+	FencingToken int64  `json:"fencing_token"`
+	LeaseOwner   string `json:"lease_owner,omitempty"` // "" when the lease was released or never taken
+	LeaseLive    bool   `json:"lease_live"`            // judged on the service's clock, as a contender would
+	LastBatchID  string `json:"last_batch_id,omitempty"`
+	LastCommitAt string `json:"last_commit_at,omitempty"` // RFC 3339 UTC
+
+	// The failed attempts at the batch after the checkpoint (none once a commit succeeds).
+	FailedAttempts      int64  `json:"failed_attempts,omitempty"`
+	FailedBatchID       string `json:"failed_batch_id,omitempty"`
+	LastError           string `json:"last_error,omitempty"`
+	FailureKeys         string `json:"failure_keys,omitempty"` // the failing batch's first and last row keys
+	QuarantineRequested bool   `json:"quarantine_requested,omitempty"`
+
+	// The poison settings of a registered poller, and what they make of the failures: Blocked
+	// when FailedAttempts >= MaxAttempts while OnPoison is block (and no quarantine is
+	// requested); Unblock then says how to go on.
+	MaxAttempts int    `json:"max_attempts,omitempty"`
+	OnPoison    string `json:"on_poison,omitempty"`
+	Blocked     bool   `json:"blocked"`
+	Unblock     string `json:"unblock,omitempty"`
+
+	DeadLetters DeadLetters `json:"dead_letters"`
+	// History is the state document's ring of recent ticks that wrote, oldest first.
+	History []state.Tick `json:"history"`
+	// Registered: this build has the poller (otherwise only its state blob was found).
+	Registered bool `json:"registered"`
+	// SettingsProblem is what is wrong with a registered poller's settings, if anything.
+	SettingsProblem string `json:"settings_problem,omitempty"`
+}
+
+// LastTick is the newest sign of a tick.
+type LastTick struct {
+	// AgoSeconds is how long ago, on the clock of whoever recorded it: the storage service's
+	// (its blob's Last-Modified against the read's Date) or this process's own.
+	AgoSeconds float64 `json:"ago_seconds"`
+	Outcome    string  `json:"outcome"` // idle, lease_held, committed, failed, blocked, misconfigured
+	Error      string  `json:"error,omitempty"`
+	// From: "state" (the state document's last write by a tick), "liveness" (the poller's
+	// liveness mark) or "process" (the handler that answers this status ran it).
+	From string `json:"from"`
+	// ExpectedWithinSeconds is how recent a running poller's last tick always is: its liveness
+	// interval plus three schedule periods. An older one makes the poller stopped.
+	ExpectedWithinSeconds float64 `json:"expected_within_seconds,omitempty"`
+
+	rowsWaiting int64
+	lag         *float64
+}
+
+// NewLastTick makes a LastTick with the backlog its tick measured (rowsWaiting -1: none).
+func NewLastTick(agoSeconds float64, outcome, err, from string, rowsWaiting int64, lag *float64) LastTick {
+	return LastTick{AgoSeconds: agoSeconds, Outcome: outcome, Error: err, From: from, rowsWaiting: rowsWaiting, lag: lag}
+}
+
+// Failed reports whether the tick failed.
+func (t *LastTick) Failed() bool { return t != nil && t.Error != "" }
+
+// Probe is a live, read-only look at a poller's source with the app's own settings: can it be
+// opened, does the stored checkpoint fit it, does a row sit where the cursor can never reach it,
+// and what waits.
+type Probe struct {
+	OK bool `json:"ok"`
+	// Skipped says why no probe ran (the settings are not at hand, ...): not a verdict.
+	Skipped string `json:"skipped,omitempty"`
+	Error   string `json:"error,omitempty"` // redacted
+	// Misconfigured: the error needs a change of settings, schema or checkpoint (not a retry).
+	Misconfigured bool     `json:"misconfigured,omitempty"`
+	RowsWaiting   int64    `json:"rows_waiting"`
+	LagSeconds    *float64 `json:"lag_seconds,omitempty"`
+	DurationMS    int64    `json:"duration_ms"`
+}
+
+// DeadLetters are a poller's dead letters: deadletter/{app}/{poller}/{batch_id}.json.
+type DeadLetters struct {
+	Count    int      `json:"count"`
+	BatchIDs []string `json:"batch_ids"`         // sorted
+	Problem  string   `json:"problem,omitempty"` // listing them failed
+}
+
+// Reader is what the rows need of the state store: reads and listings. store.Store satisfies it.
+type Reader interface {
+	Get(ctx context.Context, name string) (store.Blob, error)
+	List(ctx context.Context, prefix string) ([]string, error)
+}
+
+// Registered is a poller this build has, with the settings that decide Row.Blocked.
+type Registered struct {
+	Name string
+	// MaxAttempts and OnPoison are the poller's {P}_MAX_ATTEMPTS and {P}_ON_POISON
+	// (poller.Settings); zero values mean the defaults.
+	MaxAttempts int
+	OnPoison    string
+	// Problem is what is wrong with its settings ("" when nothing); redacted before it is shown.
+	// Only the app's own settings belong here (the handler's): pollerctl, which runs elsewhere,
+	// leaves it empty and says what its own environment lacks in the probe's Skipped.
+	Problem string
+	// Schedule, LivenessInterval and MaxLag decide stopped and lagging (defaults when zero).
+	Schedule         string
+	LivenessInterval time.Duration
+	MaxLag           time.Duration
+}
+
+// RegisteredFrom describes a registered poller from its settings and their error. Only the
+// poison and status settings are kept: nothing else of the settings (a DSN, a key) reaches a Row.
+func RegisteredFrom(name string, s poller.Settings, err error) Registered {
+	r := Registered{Name: name, MaxAttempts: s.MaxAttempts, OnPoison: s.OnPoison, Schedule: s.Schedule,
+		LivenessInterval: s.LivenessInterval, MaxLag: s.MaxLag}
+	if err != nil {
+		r.Problem = err.Error()
+	}
+	return r
+}
+
+// Config says whose pollers to read and what this build knows about them.
+type Config struct {
+	App string // {app} in state/{app}/{poller}.json
+	// Margin is the lease expiry margin (lease.DefaultMargin when 0).
+	Margin     time.Duration
+	Registered []Registered
+	// Probe, if set, looks at a registered poller's source live (ProbeSource does the looking);
+	// doc is its state document (nil when none). Without it the rows carry no probe.
+	Probe func(ctx context.Context, pollerName string, doc *state.Doc) Probe
+	// Recent, if set, returns this process's own record of a poller's last tick (the handler
+	// answering the status ran it), which is more recent than any mark it wrote.
+	Recent func(pollerName string) (LastTick, bool)
+	// Now is the clock for the schedule's periods (default time.Now).
+	Now func() time.Time
+}
+
+func (c Config) registered(name string) (Registered, bool) {
+	for _, r := range c.Registered {
+		if r.Name == name {
+			return r, true
+		}
+	}
+	return Registered{}, false
+}
+
+// Blob is a poller's state blob: state/{app}/{poller}.json.
+func Blob(app, pollerName string) string { return statePrefix(app) + pollerName + ".json" }
+
+func statePrefix(app string) string { return "state/" + app + "/" }
+
+// Pollers returns the names of the pollers that have a state blob under state/{app}/ or are
+// registered, sorted.
+func Pollers(ctx context.Context, st Reader, cfg Config) ([]string, error) {
+	prefix := statePrefix(cfg.App)
+	names, err := st.List(ctx, prefix)
+	if err != nil {
+		return nil, fmt.Errorf("listing %s: %w", prefix, err)
+	}
+	var pollers []string
+	for _, n := range names {
+		if p, ok := strings.CutSuffix(strings.TrimPrefix(n, prefix), ".json"); ok && p != "" && !strings.Contains(p, "/") {
+			pollers = append(pollers, p)
+		}
+	}
+	for _, r := range cfg.Registered {
+		if !slices.Contains(pollers, r.Name) {
+			pollers = append(pollers, r.Name)
+		}
+	}
+	slices.Sort(pollers)
+	return pollers, nil
+}
+
+// parallel bounds the rows read at once by All.
+const parallel = 8
+
+// All returns the rows of every poller Pollers finds, in its order.
+func All(ctx context.Context, st Reader, cfg Config) ([]Row, error) {
+	names, err := Pollers(ctx, st, cfg)
+	if err != nil {
+		return nil, err
+	}
+	rows := make([]Row, len(names))
+	sem := make(chan struct{}, parallel)
+	var wg sync.WaitGroup
+	for i, p := range names {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			rows[i] = Read(ctx, st, cfg, p)
+		})
+	}
+	wg.Wait()
+	return rows, nil
+}
+
+// Read returns one poller's row. A missing, corrupt or unreadable document is a row that says
+// so (State, Problem, Health), not an error.
+func Read(ctx context.Context, st Reader, cfg Config, pollerName string) (r Row) {
+	reg, registered := cfg.registered(pollerName)
+	r = Row{Poller: pollerName, Blob: Blob(cfg.App, pollerName), Registered: registered, History: []state.Tick{}, RowsWaiting: -1}
+	if registered {
+		r.MaxAttempts, r.OnPoison = reg.MaxAttempts, reg.OnPoison
+		if r.MaxAttempts <= 0 {
+			r.MaxAttempts = poller.DefaultMaxAttempts
+		}
+		if r.OnPoison == "" {
+			r.OnPoison = poller.DefaultOnPoison
+		}
+		r.SettingsProblem = Redact(reg.Problem)
+	}
+	r.DeadLetters = deadLetters(ctx, st, cfg.App, pollerName)
+	var doc *state.Doc
+	defer func() { r.Health, r.HealthReason = verdict(&r, reg) }()
+
+	var ticks []LastTick
+	if m, b, err := liveness.Read(ctx, st, cfg.App, pollerName); err == nil && m != nil {
+		ticks = append(ticks, LastTick{AgoSeconds: ago(b), Outcome: m.Outcome, Error: Redact(m.Error), From: "liveness",
+			rowsWaiting: m.RowsWaiting, lag: m.LagSeconds})
+	}
+	if cfg.Recent != nil {
+		if t, ok := cfg.Recent(pollerName); ok {
+			t.Error = Redact(t.Error)
+			ticks = append(ticks, t)
+		}
+	}
+	defer func() {
+		r.LastTick = newest(ticks)
+		if r.LastTick != nil && registered {
+			r.LastTick.ExpectedWithinSeconds = expectedWithin(reg, cfg.now()).Seconds()
+		}
+		if r.LagFrom == "" && r.LastTick != nil && r.LastTick.rowsWaiting >= 0 {
+			r.RowsWaiting, r.LagSeconds, r.LagFrom = r.LastTick.rowsWaiting, r.LastTick.lag, "last tick"
+		}
+	}()
+
+	b, err := st.Get(ctx, r.Blob)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		r.State, r.Problem = StateNone, "no state yet (the first tick that finds rows creates it)"
+	case err != nil:
+		r.State, r.Problem = StateUnreadable, Redact(err.Error())
+		return r
+	default:
+		d, err := state.Decode(r.Blob, pollerName, b.Data)
+		if err != nil {
+			r.State, r.Problem = StateCorrupt, Redact(err.Error())
+			return r
+		}
+		doc = d
+		r.fromDoc(d, b, cfg)
+		if t, ok := stateTick(d, b); ok {
+			ticks = append(ticks, t)
+		}
+	}
+	if registered && cfg.Probe != nil && reg.Problem == "" {
+		p := cfg.Probe(ctx, pollerName, doc)
+		p.Error, p.Skipped = Redact(p.Error), Redact(p.Skipped)
+		r.Probe = &p
+		if p.OK {
+			r.RowsWaiting, r.LagSeconds, r.LagFrom = p.RowsWaiting, p.LagSeconds, "probe"
+		}
+	}
+	return r
+}
+
+// fromDoc fills what the state document says.
+func (r *Row) fromDoc(d *state.Doc, b store.Blob, cfg Config) {
+	r.State = StateOK
+	r.Cursor = d.Checkpoint.Cursor
+	r.FencingToken = d.Lease.FencingToken
+	margin := cfg.Margin
+	if margin == 0 {
+		margin = lease.DefaultMargin
+	}
+	r.LeaseOwner, r.LeaseLive = lease.Live(d.Lease, b.LastModified, b.Date, margin)
+	r.LastBatchID = d.Checkpoint.LastSuccessfulBatchID
+	if !d.Checkpoint.UpdatedAt.IsZero() {
+		r.LastCommitAt = d.Checkpoint.UpdatedAt.UTC().Format(time.RFC3339)
+	}
+	if f := d.Failure; f != nil {
+		r.FailedAttempts, r.FailedBatchID, r.FailureKeys = f.Attempts, f.BatchID, f.Keys
+		r.LastError, r.QuarantineRequested = Redact(f.LastError), f.Quarantine
+	}
+	if len(d.History) > 0 {
+		r.History = d.History
+	}
+	if r.Registered && r.OnPoison == poller.Block && r.FailedAttempts >= int64(r.MaxAttempts) && !r.QuarantineRequested {
+		r.Blocked = true
+		r.Unblock = poller.UnblockHint(r.Poller)
+	}
+}
+
+// ActorPrefix starts the lease owner that pollerctl records when it writes a state document: such
+// a write is not a tick.
+const ActorPrefix = "pollerctl/"
+
+// stateTick is the tick the state document's last write tells of: a write by a tick's lease
+// holder (not by pollerctl, nor a clone that no tick has taken yet).
+func stateTick(d *state.Doc, b store.Blob) (LastTick, bool) {
+	if d.Lease.OwnerID == "" || strings.HasPrefix(d.Lease.OwnerID, ActorPrefix) {
+		return LastTick{}, false
+	}
+	t := LastTick{AgoSeconds: ago(b), Outcome: "committed", From: "state", rowsWaiting: -1}
+	if n := len(d.History); n > 0 {
+		h := d.History[n-1]
+		t.Outcome, t.rowsWaiting, t.lag = h.Outcome, h.RowsWaiting, h.LagSeconds
+	}
+	if f := d.Failure; f != nil {
+		if t.Outcome == "committed" {
+			t.Outcome = "failed"
+		}
+		t.Error = Redact(f.LastError)
+	}
+	return t, true
+}
+
+// ago is how long before the read the blob was last written, on the service's clock.
+func ago(b store.Blob) float64 {
+	if b.LastModified.IsZero() || b.Date.IsZero() {
+		return 0
+	}
+	return max(b.Date.Sub(b.LastModified).Seconds(), 0)
+}
+
+// newest returns the most recent of the ticks, or nil. The blobs' ages have the storage
+// service's one-second resolution, so this process's own record wins a tie within a second: it
+// is the same tick, told more precisely.
+func newest(ticks []LastTick) *LastTick {
+	age := func(t *LastTick) float64 {
+		if t.From == "process" {
+			return t.AgoSeconds - 1
+		}
+		return t.AgoSeconds
+	}
+	var best *LastTick
+	for i := range ticks {
+		if best == nil || age(&ticks[i]) < age(best) {
+			best = &ticks[i]
+		}
+	}
+	return best
+}
+
+func (c Config) now() time.Time {
+	if c.Now != nil {
+		return c.Now()
+	}
+	return time.Now()
+}
+
+// expectedWithin is how recent a running poller's last tick always is: its liveness interval
+// (an idle tick marks at least that often) plus three schedule periods.
+func expectedWithin(reg Registered, now time.Time) time.Duration {
+	interval := reg.LivenessInterval
+	if interval <= 0 {
+		interval = poller.DefaultLivenessInterval
+	}
+	schedule := reg.Schedule
+	if schedule == "" {
+		schedule = poller.DefaultSchedule
+	}
+	return interval + 3*poller.SchedulePeriod(schedule, now)
+}
+
+// verdict is the one place that decides a poller's health, from what Read gathered into the row:
+// the state document, the liveness signals (LastTick), the probe and the registered settings. The first
+// rule that applies wins; the reason says why and what to do.
+func verdict(r *Row, reg Registered) (string, string) {
+	name := r.Poller
+	switch {
+	case r.State == StateCorrupt:
+		return HealthMisconfigured, "the state document does not decode, so every tick fails: " + r.Problem +
+			fmt.Sprintf(". Restore a backup: pollerctl backups %s, then pollerctl reset %s --from-backup latest", name, name)
+	case r.Blocked:
+		return HealthBlocked, fmt.Sprintf("batch %s failed %d times (limit %d); it is retried every tick and never skipped. To unblock: %s",
+			r.FailedBatchID, r.FailedAttempts, r.MaxAttempts, r.Unblock)
+	case !r.Registered:
+		return HealthStopped, fmt.Sprintf("not in this build: no function ticks it, only its state is left (pollerctl delete %s removes it)", name)
+	case r.SettingsProblem != "":
+		return HealthMisconfigured, "settings: " + r.SettingsProblem
+	case r.Probe != nil && !r.Probe.OK && r.Probe.Skipped == "" && r.Probe.Misconfigured:
+		return HealthMisconfigured, r.Probe.Error
+	case r.State == StateUnreadable:
+		return HealthFailing, "the state document cannot be read: " + r.Problem
+	case r.LastTick.Failed():
+		return HealthFailing, fmt.Sprintf("the last tick (%s ago) failed: %s", DurationText(r.LastTick.AgoSeconds), r.LastTick.Error)
+	case r.Probe != nil && !r.Probe.OK && r.Probe.Skipped == "":
+		return HealthFailing, "the source probe failed: " + r.Probe.Error
+	}
+	if r.LastTick == nil {
+		return HealthStopped, "no tick recorded yet: is the function app running, and the timer " + name + " enabled?"
+	}
+	if within := r.LastTick.ExpectedWithinSeconds; within > 0 && r.LastTick.AgoSeconds > within {
+		return HealthStopped, fmt.Sprintf("no tick for %s (a running poller shows one within %s: its liveness interval plus three schedule periods): is the function app running, and the timer %s enabled?",
+			DurationText(r.LastTick.AgoSeconds), DurationText(within), name)
+	}
+	maxLag := reg.MaxLag
+	if maxLag <= 0 {
+		maxLag = poller.DefaultMaxLag
+	}
+	if r.LagSeconds != nil && *r.LagSeconds > maxLag.Seconds() {
+		return HealthLagging, fmt.Sprintf("the oldest row waiting is %s old, more than %s_MAX_LAG (%s); %s rows waiting",
+			DurationText(*r.LagSeconds), poller.Prefix(name), maxLag, waitingText(r.RowsWaiting))
+	}
+	return HealthOK, ""
+}
+
+// DurationText renders seconds for people as a Go duration: tenths below a minute, whole seconds
+// above (the status page, pollerctl and the health reasons all use it).
+func DurationText(s float64) string {
+	d := time.Duration(s * float64(time.Second))
+	if d > -time.Minute && d < time.Minute {
+		return d.Round(100 * time.Millisecond).String()
+	}
+	return d.Round(time.Second).String()
+}
+
+func waitingText(n int64) string {
+	if n < 0 {
+		return "unknown"
+	}
+	return fmt.Sprint(n)
+}
+
+func deadLetters(ctx context.Context, st Reader, app, pollerName string) DeadLetters {
+	ids, err := deadletter.List(ctx, readOnly{st}, app, pollerName)
+	if err != nil {
+		return DeadLetters{BatchIDs: []string{}, Problem: Redact(err.Error())}
+	}
+	slices.Sort(ids)
+	return DeadLetters{Count: len(ids), BatchIDs: ids}
+}
+
+// errReadOnly: the status never writes.
+var errReadOnly = errors.New("pollerstatus: the status only reads")
+
+// readOnly gives a Reader the shape of a store.Store (deadletter.List asks for one) whose writes
+// fail.
+type readOnly struct{ Reader }
+
+func (readOnly) Put(context.Context, string, []byte, store.Condition) (store.Written, error) {
+	return store.Written{}, errReadOnly
+}
+
+func (readOnly) Delete(context.Context, string, store.Condition) error { return errReadOnly }
+
+// CursorText renders a cursor for people: its value, then each tiebreaker column=value in
+// column order; "(beginning)" for nil.
+func CursorText(c *state.Cursor) string {
+	if c == nil {
+		return "(beginning)"
+	}
+	s := string(c.Value)
+	keys := make([]string, 0, len(c.Tiebreaker))
+	for k := range c.Tiebreaker {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		s += " " + k + "=" + string(c.Tiebreaker[k])
+	}
+	return s
+}

@@ -1,0 +1,127 @@
+package tick_test
+
+import (
+	"context"
+	"database/sql"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/lease"
+	"github.com/pseudotrigger/pseudotrigger/internal/store/blobstore"
+	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
+	"github.com/pseudotrigger/pseudotrigger/internal/tick"
+	"github.com/pseudotrigger/pseudotrigger/poller"
+	"github.com/pseudotrigger/pseudotrigger/source"
+	"github.com/pseudotrigger/pseudotrigger/state"
+)
+
+// BenchmarkCatchUp: a poller catching up on CATCHUP_ROWS (default 200,000) PostgreSQL rows in
+// batches of 1,000 with a no-op handler, state on Azurite, against a hand-written keyset loop
+// over the same table in the same run (alternating). Reports rows/s for both and their ratio
+// (target >= 0.9), and the blob requests of the catch-up and of an idle tick.
+func BenchmarkCatchUp(b *testing.B) {
+	for _, interval := range []time.Duration{poller.DefaultCheckpointInterval, 0} {
+		name := "checkpoint-every-" + interval.String()
+		if interval == 0 {
+			name = "checkpoint-every-batch"
+		}
+		b.Run(name, func(b *testing.B) { catchUp(b, interval) })
+	}
+}
+
+func catchUp(b *testing.B, interval time.Duration) {
+	rows := 200_000
+	if n, err := strconv.Atoi(os.Getenv("CATCHUP_ROWS")); err == nil && n > 0 {
+		rows = n
+	}
+	dsn := testenv.Postgres(b)
+	az := testenv.Azurite(b)
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	table := "catchup_orders_" + strconv.Itoa(rows)
+	if err := testenv.PostgresOrders(db, table, rows); err != nil {
+		b.Fatal(err)
+	}
+	def := source.Definition{Table: source.Table{Name: table}, Columns: []string{"id", "customer", "amount", "updated_at"},
+		Cursor: source.Cursor{Kind: state.KindTimestampPK, Column: "updated_at"}, PK: []string{"id"}}
+	src, err := source.Open(context.Background(), source.Config{Poller: "orders", Driver: source.Postgres, DSN: dsn, Definition: def})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer src.Close()
+	ct := &testenv.CountingTransport{}
+	st, err := blobstore.New(blobstore.Settings{Setting: "bench", ConnectionString: az, Container: "db-state"}, &blobstore.Options{Transport: ct})
+	if err != nil {
+		b.Fatal(err)
+	}
+	runner := func() *tick.Runner {
+		m, err := lease.New(st, lease.Config{Poller: "orders", Blob: "state/" + testenv.Name("bench-") + "/orders.json", Owner: "bench/1", Fingerprint: src.Fingerprint()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return &tick.Runner{
+			Poller:   poller.Definition{Name: "orders", Source: def, Handler: func(context.Context, *poller.Batch) error { return nil }},
+			Settings: poller.Settings{BatchSize: 1000, LeaseTTL: lease.DefaultTTL, HeartbeatInterval: lease.DefaultTTL / 4, TickBudget: time.Hour, CheckpointInterval: interval},
+			Lease:    m, Source: src,
+		}
+	}
+	hand := func() int {
+		n, err := testenv.PostgresKeysetLoop(db, table, 1000)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return n
+	}
+	var tTick, tHand time.Duration
+	var tickGets, tickPuts, batches, idleGets, idlePuts int64
+	for i := 0; b.Loop(); i++ {
+		r := runner()
+		runTick := func() {
+			g0, p0 := ct.Gets.Load(), ct.Puts.Load()
+			t0 := time.Now()
+			sum, err := r.Tick(context.Background(), "")
+			if err != nil || sum.Rows != rows {
+				b.Fatalf("catch-up tick: %+v %v", sum, err)
+			}
+			tTick += time.Since(t0)
+			tickGets += ct.Gets.Load() - g0
+			tickPuts += ct.Puts.Load() - p0
+			batches += int64(sum.Batches)
+		}
+		runHand := func() {
+			t0 := time.Now()
+			if n := hand(); n != rows {
+				b.Fatalf("hand-written loop read %d rows", n)
+			}
+			tHand += time.Since(t0)
+		}
+		if i%2 == 0 {
+			runTick()
+			runHand()
+		} else {
+			runHand()
+			runTick()
+		}
+		g0, p0 := ct.Gets.Load(), ct.Puts.Load()
+		if sum, err := r.Tick(context.Background(), ""); err != nil || sum.Outcome != tick.Idle {
+			b.Fatalf("idle tick: %+v %v", sum, err)
+		}
+		idleGets += ct.Gets.Load() - g0
+		idlePuts += ct.Puts.Load() - p0
+	}
+	n := float64(b.N)
+	total := float64(rows) * n
+	b.ReportMetric(total/tTick.Seconds(), "tick-rows/s")
+	b.ReportMetric(total/tHand.Seconds(), "handwritten-rows/s")
+	b.ReportMetric(tHand.Seconds()/tTick.Seconds(), "tick/handwritten")
+	b.ReportMetric(float64(batches)/n, "batches/tick")
+	b.ReportMetric(float64(tickGets)/n, "blob-reads/tick")
+	b.ReportMetric(float64(tickPuts)/n, "blob-writes/tick")
+	b.ReportMetric(float64(idleGets)/n, "idle-blob-reads")
+	b.ReportMetric(float64(idlePuts)/n, "idle-blob-writes")
+}

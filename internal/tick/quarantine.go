@@ -1,0 +1,122 @@
+package tick
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/deadletter"
+	"github.com/pseudotrigger/pseudotrigger/internal/faultpoint"
+	"github.com/pseudotrigger/pseudotrigger/internal/lease"
+	"github.com/pseudotrigger/pseudotrigger/poller"
+	"github.com/pseudotrigger/pseudotrigger/source"
+	"github.com/pseudotrigger/pseudotrigger/state"
+)
+
+// quarantined is what quarantining a batch did.
+type quarantined struct {
+	name      string // the dead letter's blob ("" when every row went through alone)
+	dead      int    // rows dead-lettered
+	delivered int    // rows the handler took
+	calls     int    // handler calls made
+}
+
+// quarantine isolates the rows of pb that fail on their own: it hands the handler halves of the
+// batch, and halves of the halves that fail, down to single rows. Every part that succeeds is
+// delivered; every single row that fails is written, with its error, to a dead letter. It returns
+// once the letter is stored, so the caller may then move the checkpoint past the batch: a crash
+// before that re-runs the batch and writes the letter again, never leaving a gap.
+//
+// A batch of n rows with k poison rows costs about 2k·log2(n) handler calls.
+func (r *Runner) quarantine(ctx context.Context, l *lease.Lease, pb *poller.Batch) (quarantined, error) {
+	var q quarantined
+	if r.DeadLetters == nil {
+		return q, errors.New("no dead letter store is configured")
+	}
+	var dead []deadletter.Row
+	if err := r.bisect(ctx, l, pb, pb.From, pb.Rows, &q, &dead); err != nil {
+		return q, err
+	}
+	q.dead = len(dead)
+	if len(dead) == 0 {
+		return q, nil // every part went through on its own: nothing to dead-letter
+	}
+	if !l.Trusted() {
+		return q, fmt.Errorf("%w: the trust window passed while quarantining batch %s", lease.ErrLost, pb.ID)
+	}
+	letter := &deadletter.Letter{
+		Poller: r.Poller.Name, BatchID: pb.ID, SourceFingerprint: r.Source.Fingerprint(), From: pb.From, To: pb.To,
+		FencingToken: pb.FencingToken, CreatedAt: state.At(r.clock().Now()), BatchRows: len(pb.Rows), Delivered: q.delivered, Rows: dead,
+	}
+	name, err := r.DeadLetters(context.WithoutCancel(ctx), letter)
+	if err != nil {
+		return q, err
+	}
+	q.name = name
+	faultpoint.Hit(faultpoint.AfterDeadLetter)
+	return q, nil
+}
+
+// bisect tries each half of rows (read after from) on its own, and bisects the halves that fail.
+func (r *Runner) bisect(ctx context.Context, l *lease.Lease, pb *poller.Batch, from *state.Cursor, rows []source.Row, q *quarantined, dead *[]deadletter.Row) error {
+	mid := len(rows) / 2
+	for _, part := range [][]source.Row{rows[:mid], rows[mid:]} {
+		if len(part) == 0 {
+			continue
+		}
+		to, err := part[len(part)-1].Cursor()
+		if err != nil {
+			return err
+		}
+		if !l.Trusted() {
+			return fmt.Errorf("%w: the trust window passed while quarantining batch %s", lease.ErrLost, pb.ID)
+		}
+		sub := &poller.Batch{
+			Poller: pb.Poller, ID: batchID(r.Poller.Name, r.Source.Fingerprint(), cursorText(from), cursorText(&to)),
+			FencingToken: pb.FencingToken, Attempt: pb.Attempt, From: from, To: &to, Rows: part,
+		}
+		q.calls++
+		faultpoint.Hit(faultpoint.QuarantineTry)
+		herr := r.handle(ctx, sub)
+		if lerr := l.Err(); lerr != nil {
+			return lerr
+		}
+		switch {
+		case herr == nil:
+			q.delivered += len(part)
+		case len(part) == 1:
+			row, err := deadRow(part[0], to, herr, pb.Attempt)
+			if err != nil {
+				return err
+			}
+			*dead = append(*dead, row)
+		default:
+			if err := r.bisect(ctx, l, pb, from, part, q, dead); err != nil {
+				return err
+			}
+		}
+		from = &to
+	}
+	return nil
+}
+
+func deadRow(row source.Row, cursor state.Cursor, herr error, attempts int64) (deadletter.Row, error) {
+	key := map[string]json.RawMessage{}
+	for k, v := range row.Key() {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return deadletter.Row{}, err
+		}
+		key[k] = b
+	}
+	data, err := json.Marshal(row)
+	if err != nil {
+		return deadletter.Row{}, err
+	}
+	msg := herr.Error()
+	if len(msg) > 2000 {
+		msg = msg[:2000] + "..."
+	}
+	return deadletter.Row{Key: key, Cursor: cursor, Data: data, Error: msg, Attempts: attempts}, nil
+}
