@@ -383,10 +383,7 @@ func TestPublishFolderOnly(t *testing.T) {
 			t.Errorf(".funcignore accepts %s: %v, want %v", path, got, want)
 		}
 	}
-	want := []string{"bin/handler", "host.json"}
-	for _, f := range functionFolders(t) {
-		want = append(want, f)
-	}
+	want := append([]string{"bin/handler", "host.json"}, functionFolders(t)...)
 	var got []string
 	root := "../.."
 	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
