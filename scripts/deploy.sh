@@ -130,19 +130,14 @@ vaults=$(grep -v -E '^[[:space:]]*//' "$params" | grep -o -E '@Microsoft\.KeyVau
   sed -n -E 's#.*SecretUri=https://([^./]+)\..*#\1#p; s#.*VaultName=([^;)]+).*#\1#p' | sort -u || true)
 operator_set=$(grep -v -E '^[[:space:]]*//' "$params" | grep -E "^[[:space:]]*param[[:space:]]+operatorPrincipalId[[:space:]]*=[[:space:]]*'[^']+'" || true)
 
-# table NAME DRIVER: the poller's table as schema.table, from the source.Table literal (or
-# source.ParseTable call) in pollers/NAME; unqualified names resolve to the default schema.
+# table NAME DRIVER: the poller's table as schema.table, from the source.Table literal in
+# pollers/NAME; unqualified names resolve to the default schema.
 table() {
   local src lit t schema
   src=$(cat "pollers/$1"/*.go 2>/dev/null | grep -v '^[[:space:]]*//' || true)
   lit=$(printf '%s\n' "$src" | sed -n 's/.*source\.Table{\([^}]*\)}.*/\1/p' | head -n1)
-  if [ -n "$lit" ]; then
-    t=$(printf '%s\n' "$lit" | sed -n 's/.*Name:[[:space:]]*"\([^"]*\)".*/\1/p')
-    schema=$(printf '%s\n' "$lit" | sed -n 's/.*Schema:[[:space:]]*"\([^"]*\)".*/\1/p')
-  else
-    t=$(printf '%s\n' "$src" | sed -n 's/.*source\.ParseTable("\([^"]*\)").*/\1/p' | head -n1)
-    case "$t" in *.*) schema=${t%%.*}; t=${t#*.} ;; esac
-  fi
+  t=$(printf '%s\n' "$lit" | sed -n 's/.*Name:[[:space:]]*"\([^"]*\)".*/\1/p')
+  schema=$(printf '%s\n' "$lit" | sed -n 's/.*Schema:[[:space:]]*"\([^"]*\)".*/\1/p')
   [ -n "$t" ] || return 1
   if [ -z "${schema:-}" ]; then
     case "$2" in sqlserver) schema=dbo ;; postgres) schema=public ;; esac

@@ -56,15 +56,6 @@ type Table struct {
 	Name   string
 }
 
-// ParseTable splits "schema.table" (or "table") at the first dot. Names that contain a dot must
-// be given as a Table literal.
-func ParseTable(s string) Table {
-	if schema, name, ok := strings.Cut(s, "."); ok {
-		return Table{Schema: schema, Name: name}
-	}
-	return Table{Name: s}
-}
-
 func (t Table) String() string {
 	if t.Schema == "" {
 		return t.Name

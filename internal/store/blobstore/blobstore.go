@@ -85,11 +85,6 @@ func New(s Settings, opts *Options) (*Store, error) {
 	return &Store{c: c, describe: s.String()}, nil
 }
 
-// NewFromContainer wraps a ready container client.
-func NewFromContainer(c *container.Client) *Store {
-	return &Store{c: c, describe: c.URL()}
-}
-
 func credential(s Settings) (azcore.TokenCredential, error) {
 	var (
 		cred azcore.TokenCredential
