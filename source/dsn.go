@@ -5,13 +5,13 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"net/url"
 	"path/filepath"
-	"regexp"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/microsoft/go-mssqldb/msdsn"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/redact"
 )
 
 // Location is where a source lives, without credentials: what the fingerprint covers.
@@ -77,29 +77,6 @@ func Fingerprint(driver string, loc Location, d Definition) string {
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
-var userInfo = regexp.MustCompile(`(://[^:/@\s]*:)[^@\s]*@`)
-
-var secretKV = regexp.MustCompile(`(?i)\b(password|pwd|passwd|secret|token|accountkey|access[ _]?token|sslpassword)(\s*=\s*)('[^']*'|"[^"]*"|\{[^}]*\}|[^;\s&]*)`)
-
-// RedactDSN returns a DSN fit for logs: the password of a URL's user info and the values of
-// password-like keys are replaced by REDACTED.
-func RedactDSN(dsn string) string {
-	if u, err := url.Parse(dsn); err == nil && u.Scheme != "" && u.Host != "" {
-		if u.User != nil {
-			if _, has := u.User.Password(); has {
-				u.User = url.UserPassword(u.User.Username(), "REDACTED")
-			}
-		}
-		q := u.Query()
-		for k := range q {
-			if secretKV.MatchString(k + "=x") {
-				q.Set(k, "REDACTED")
-			}
-		}
-		u.RawQuery = q.Encode()
-		return u.String()
-	}
-	// Not a URL that parses: redact URL-style user info and password-like keys textually.
-	dsn = userInfo.ReplaceAllString(dsn, "${1}REDACTED@")
-	return secretKV.ReplaceAllString(dsn, "${1}${2}REDACTED")
-}
+// RedactDSN returns a DSN fit for logs (redact.DSN): the password of a URL's user info and the
+// values of password-like keys are replaced by REDACTED.
+func RedactDSN(dsn string) string { return redact.DSN(dsn) }
