@@ -28,12 +28,12 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/faultpoint"
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
 	"github.com/pseudotrigger/pseudotrigger/internal/liveness"
-	"github.com/pseudotrigger/pseudotrigger/internal/pollerstatus"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/blobstore"
 	"github.com/pseudotrigger/pseudotrigger/internal/tick"
 	"github.com/pseudotrigger/pseudotrigger/poller"
 	"github.com/pseudotrigger/pseudotrigger/source"
+	"github.com/pseudotrigger/pseudotrigger/state"
 )
 
 // MaxBodyBytes caps an invocation's body; a timer invocation is well under 4 KiB.
@@ -304,7 +304,7 @@ func (a *App) runner(ctx context.Context, ps *pollerState) (*tick.Runner, error)
 	}
 	counted := &countingStore{Store: a.store}
 	m, err := lease.New(counted, lease.Config{
-		Poller: ps.def.Name, Blob: pollerstatus.Blob(a.appName, ps.def.Name), Owner: a.owner,
+		Poller: ps.def.Name, Blob: state.Blob(a.appName, ps.def.Name), Owner: a.owner,
 		Fingerprint: src.Fingerprint(), TTL: ps.settings.LeaseTTL, HeartbeatInterval: ps.settings.HeartbeatInterval,
 		Clock: a.clock, Logger: a.log,
 	})

@@ -106,7 +106,7 @@ func BenchmarkStatus20Pollers(b *testing.B) {
 // breakCursor writes a key value "abc" into a poller's stored cursor, as a mistaken reset would.
 func breakCursor(tb testing.TB, st store.Store, app, name string) {
 	tb.Helper()
-	blob := pollerstatus.Blob(app, name)
+	blob := state.Blob(app, name)
 	ctx := context.Background()
 	bl, err := st.Get(ctx, blob)
 	if err != nil {

@@ -190,7 +190,7 @@ func (env Env) store() (store.Store, error) {
 	return env.Store, nil
 }
 
-func (env Env) blob(pollerName string) string { return "state/" + env.App + "/" + pollerName + ".json" }
+func (env Env) blob(pollerName string) string { return state.Blob(env.App, pollerName) }
 
 func (env Env) definition(name string) (poller.Definition, bool) {
 	for _, d := range env.Pollers {

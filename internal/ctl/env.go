@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/pseudotrigger/pseudotrigger/state"
 )
 
 // announce says, on env.Err, which app, state store and settings the command works with, so that
@@ -26,7 +28,7 @@ func (env Env) announce(ctx context.Context) {
 	if env.Store == nil {
 		return
 	}
-	mine, err := env.Store.List(ctx, "state/"+env.App+"/")
+	mine, err := env.Store.List(ctx, state.Prefix(env.App))
 	if err != nil || len(mine) > 0 {
 		return
 	}
@@ -38,13 +40,13 @@ func (env Env) announce(ctx context.Context) {
 
 // otherApps lists the apps with state in the container other than env.App.
 func otherApps(ctx context.Context, env Env) []string {
-	names, err := env.Store.List(ctx, "state/")
+	names, err := env.Store.List(ctx, state.Root)
 	if err != nil {
 		return nil
 	}
 	var apps []string
 	for _, n := range names {
-		parts := strings.Split(strings.TrimPrefix(n, "state/"), "/")
+		parts := strings.Split(strings.TrimPrefix(n, state.Root), "/")
 		if len(parts) == 2 && parts[0] != env.App && !slices.Contains(apps, parts[0]) {
 			apps = append(apps, parts[0])
 		}

@@ -374,7 +374,7 @@ func TestTick(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer src.Close()
-	m, err := lease.New(memstore.New(nil), lease.Config{Poller: Name, Blob: "state/test/" + Name + ".json", Owner: "test/1", Fingerprint: src.Fingerprint()})
+	m, err := lease.New(memstore.New(nil), lease.Config{Poller: Name, Blob: state.Blob("test", Name), Owner: "test/1", Fingerprint: src.Fingerprint()})
 	if err != nil {
 		t.Fatal(err)
 	}

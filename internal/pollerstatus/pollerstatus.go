@@ -218,15 +218,10 @@ func (c Config) registered(name string) (Registered, bool) {
 	return Registered{}, false
 }
 
-// Blob is a poller's state blob: state/{app}/{poller}.json.
-func Blob(app, pollerName string) string { return statePrefix(app) + pollerName + ".json" }
-
-func statePrefix(app string) string { return "state/" + app + "/" }
-
 // Pollers returns the names of the pollers that have a state blob under state/{app}/ or are
 // registered, sorted.
 func Pollers(ctx context.Context, st Reader, cfg Config) ([]string, error) {
-	prefix := statePrefix(cfg.App)
+	prefix := state.Prefix(cfg.App)
 	names, err := st.List(ctx, prefix)
 	if err != nil {
 		return nil, fmt.Errorf("listing %s: %w", prefix, err)
@@ -273,7 +268,7 @@ func All(ctx context.Context, st Reader, cfg Config) ([]Row, error) {
 // so (State, Problem, Health), not an error.
 func Read(ctx context.Context, st Reader, cfg Config, pollerName string) (r Row) {
 	reg, registered := cfg.registered(pollerName)
-	r = Row{Poller: pollerName, Blob: Blob(cfg.App, pollerName), Registered: registered, History: []state.Tick{}, RowsWaiting: -1}
+	r = Row{Poller: pollerName, Blob: state.Blob(cfg.App, pollerName), Registered: registered, History: []state.Tick{}, RowsWaiting: -1}
 	if registered {
 		r.MaxAttempts, r.OnPoison = reg.MaxAttempts, reg.OnPoison
 		if r.MaxAttempts <= 0 {

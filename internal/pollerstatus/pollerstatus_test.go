@@ -32,7 +32,7 @@ func putDoc(t *testing.T, st store.Store, d *state.Doc) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	put(t, st, pollerstatus.Blob("test", d.PollerName), data)
+	put(t, st, state.Blob("test", d.PollerName), data)
 }
 
 func tsCursor(ts time.Time, id int) *state.Cursor {
@@ -68,10 +68,10 @@ func TestRows(t *testing.T) {
 	putDoc(t, st, ledger)
 	// legacy: state only, not registered; broken: not a state document.
 	putDoc(t, st, &state.Doc{Version: 1, PollerName: "legacy", Failure: &state.Failure{Attempts: 50, LastError: "x"}})
-	put(t, st, pollerstatus.Blob("test", "broken"), []byte(`{"version": 1, "poller_name": "broken", "checkpoint": `))
+	put(t, st, state.Blob("test", "broken"), []byte(`{"version": 1, "poller_name": "broken", "checkpoint": `))
 	// Not pollers: a nested blob, another app's state.
 	put(t, st, "state/test/nested/x.json", []byte(`{}`))
-	put(t, st, pollerstatus.Blob("other", "elsewhere"), []byte(`{}`))
+	put(t, st, state.Blob("other", "elsewhere"), []byte(`{}`))
 
 	cfg := pollerstatus.Config{App: "test", Registered: []pollerstatus.Registered{
 		{Name: "orders", MaxAttempts: 3, OnPoison: poller.Block},
@@ -138,8 +138,8 @@ func TestRows(t *testing.T) {
 	// A quarantine requested unblocks it.
 	orders.Failure.Quarantine = true
 	data, _ := state.Encode(orders)
-	b, _ := st.Get(ctx, pollerstatus.Blob("test", "orders"))
-	if _, err := st.Put(ctx, pollerstatus.Blob("test", "orders"), data, store.IfMatch(b.ETag)); err != nil {
+	b, _ := st.Get(ctx, state.Blob("test", "orders"))
+	if _, err := st.Put(ctx, state.Blob("test", "orders"), data, store.IfMatch(b.ETag)); err != nil {
 		t.Fatal(err)
 	}
 	if o := pollerstatus.Read(ctx, st, cfg, "orders"); o.Blocked || !o.QuarantineRequested {
