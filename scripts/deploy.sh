@@ -60,20 +60,8 @@ if [ "$code" -ne 0 ]; then
   fi
 fi
 
-run() {
-  if [ -n "$dry" ]; then
-    local a line="+"
-    for a in "$@"; do
-      case "$a" in
-        *[!A-Za-z0-9_./:=@,+-]*|"") line="$line '$a'" ;;
-        *) line="$line $a" ;;
-      esac
-    done
-    printf '%s\n' "$line"
-  else
-    "$@"
-  fi
-}
+# shellcheck source=lib/run.sh
+. scripts/lib/run.sh
 
 if [ -z "$dry" ]; then
   command -v az >/dev/null || { echo "deploy.sh: the Azure CLI (az) is not installed: https://learn.microsoft.com/cli/azure/install-azure-cli" >&2; exit 1; }

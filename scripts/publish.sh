@@ -49,28 +49,28 @@ for f in */function.json; do
 done
 [ ${#functions[@]} -gt 0 ] || { echo "publish.sh: no <name>/function.json folder found in $(pwd)" >&2; exit 1; }
 
-if [ -n "$dry" ]; then
-  echo "+ env GOOS=linux GOARCH=amd64 scripts/build.sh"
-  echo "+ rm -rf .dist && mkdir -p .dist/bin"
-  echo "+ cp host.json .dist/ && cp bin/handler .dist/bin/handler"
-  for fn in "${functions[@]}"; do echo "+ mkdir -p .dist/$fn && cp $fn/function.json .dist/$fn/"; done
-  echo "+ cd .dist && func azure functionapp publish $app --custom"
-  exit 0
+# shellcheck source=lib/run.sh
+. scripts/lib/run.sh
+if [ -z "$dry" ]; then
+  command -v func >/dev/null || { echo "publish.sh: Azure Functions Core Tools (func) is not installed: https://learn.microsoft.com/azure/azure-functions/functions-run-local" >&2; exit 1; }
 fi
 
-command -v func >/dev/null || { echo "publish.sh: Azure Functions Core Tools (func) is not installed: https://learn.microsoft.com/azure/azure-functions/functions-run-local" >&2; exit 1; }
-
-env GOOS=linux GOARCH=amd64 scripts/build.sh
-[ -f bin/handler ] || { echo "publish.sh: scripts/build.sh did not write bin/handler" >&2; exit 1; }
-rm -rf .dist
-mkdir -p .dist/bin
-cp host.json .dist/
-cp bin/handler .dist/bin/handler
-chmod 755 .dist/bin/handler
+run env GOOS=linux GOARCH=amd64 scripts/build.sh
+[ -n "$dry" ] || [ -f bin/handler ] || { echo "publish.sh: scripts/build.sh did not write bin/handler" >&2; exit 1; }
+run rm -rf .dist
+run mkdir -p .dist/bin
+run cp host.json .dist/host.json
+run cp bin/handler .dist/bin/handler
+run chmod 755 .dist/bin/handler
 for fn in "${functions[@]}"; do
-  mkdir -p ".dist/$fn"
-  cp "$fn/function.json" ".dist/$fn/"
+  run mkdir -p ".dist/$fn"
+  run cp "$fn/function.json" ".dist/$fn/function.json"
 done
+if [ -n "$dry" ]; then
+  run cd .dist
+  run func azure functionapp publish "$app" --custom
+  exit 0
+fi
 echo "staged .dist: host.json, bin/handler, $(printf '%s/function.json ' "${functions[@]}")"
 
 n=1

@@ -19,7 +19,7 @@ func TestDeployDryRun(t *testing.T) {
 		t.Fatalf("deploy.sh --dry-run: %v\n%s", err, out)
 	}
 	for _, want := range []string{"+ az group create --name rg-test", "+ az deployment group create", "main.bicepparam",
-		"GOOS=linux GOARCH=amd64 scripts/build.sh", "+ cd .dist && func azure functionapp publish <appName output> --custom\n", "nothing was deployed"} {
+		"GOOS=linux GOARCH=amd64 scripts/build.sh", "+ cd .dist\n+ func azure functionapp publish '<appName output>' --custom\n", "nothing was deployed"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("the dry run does not show %q:\n%s", want, out)
 		}

@@ -201,8 +201,8 @@ func TestPublishDryRun(t *testing.T) {
 	if r.code != 0 || r.calls != "" {
 		t.Fatalf("exit %d, calls %q\n%s", r.code, r.calls, r.stderr)
 	}
-	for _, want := range []string{"+ env GOOS=linux GOARCH=amd64 scripts/build.sh\n", "+ cp host.json .dist/ && cp bin/handler .dist/bin/handler\n",
-		"+ mkdir -p .dist/orders && cp orders/function.json .dist/orders/\n", "+ cd .dist && func azure functionapp publish func-app-x1 --custom\n"} {
+	for _, want := range []string{"+ env GOOS=linux GOARCH=amd64 scripts/build.sh\n+ rm -rf .dist\n+ mkdir -p .dist/bin\n+ cp host.json .dist/host.json\n+ cp bin/handler .dist/bin/handler\n",
+		"+ mkdir -p .dist/orders\n+ cp orders/function.json .dist/orders/function.json\n", "+ cd .dist\n+ func azure functionapp publish func-app-x1 --custom\n"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("the dry run lacks %q:\n%s", want, r.stdout)
 		}
