@@ -60,7 +60,7 @@ if [ "$code" -ne 0 ]; then
   fi
 fi
 
-# shellcheck source=lib/run.sh
+# shellcheck source=scripts/lib/run.sh
 . scripts/lib/run.sh
 
 if [ -z "$dry" ]; then

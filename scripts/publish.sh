@@ -49,7 +49,7 @@ for f in */function.json; do
 done
 [ ${#functions[@]} -gt 0 ] || { echo "publish.sh: no <name>/function.json folder found in $(pwd)" >&2; exit 1; }
 
-# shellcheck source=lib/run.sh
+# shellcheck source=scripts/lib/run.sh
 . scripts/lib/run.sh
 if [ -z "$dry" ]; then
   command -v func >/dev/null || { echo "publish.sh: Azure Functions Core Tools (func) is not installed: https://learn.microsoft.com/azure/azure-functions/functions-run-local" >&2; exit 1; }
