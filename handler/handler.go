@@ -28,6 +28,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/faultpoint"
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
 	"github.com/pseudotrigger/pseudotrigger/internal/liveness"
+	"github.com/pseudotrigger/pseudotrigger/internal/redact"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/blobstore"
 	"github.com/pseudotrigger/pseudotrigger/internal/tick"
@@ -148,7 +149,7 @@ func New(o Options) *App {
 		if ps.err != nil {
 			a.log.Error("poller not usable: its invocations will fail", "poller", d.Name, "error", ps.err.Error())
 		} else {
-			a.log.Info("poller", "poller", d.Name, "driver", ps.settings.Driver, "source", source.RedactDSN(ps.settings.DSN),
+			a.log.Info("poller", "poller", d.Name, "driver", ps.settings.Driver, "source", redact.DSN(ps.settings.DSN),
 				"schedule", ps.settings.Schedule, "batch_size", ps.settings.BatchSize)
 		}
 		a.pollers[d.Name] = ps

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerstatus"
+	"github.com/pseudotrigger/pseudotrigger/internal/redact"
 	"github.com/pseudotrigger/pseudotrigger/internal/tick"
 	"github.com/pseudotrigger/pseudotrigger/state"
 )
@@ -73,7 +74,7 @@ func (a *App) status(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, code, map[string]any{"error": msg})
 	}
 	if a.storeErr != nil {
-		fail(http.StatusServiceUnavailable, "state store: "+pollerstatus.Redact(a.storeErr.Error()))
+		fail(http.StatusServiceUnavailable, "state store: "+redact.Text(a.storeErr.Error()))
 		return
 	}
 	rd, ok := a.store.(pollerstatus.Reader)
@@ -85,7 +86,7 @@ func (a *App) status(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	rows, err := pollerstatus.All(ctx, rd, a.statusConfig())
 	if err != nil {
-		fail(http.StatusServiceUnavailable, "state store: "+pollerstatus.Redact(err.Error()))
+		fail(http.StatusServiceUnavailable, "state store: "+redact.Text(err.Error()))
 		return
 	}
 	rep := Report{App: a.appName, Pollers: rows, GeneratedAt: state.At(a.clock.Now())}

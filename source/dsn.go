@@ -26,13 +26,13 @@ func ParseLocation(driver, dsn string) (Location, error) {
 	case Postgres:
 		cfg, err := pgx.ParseConfig(dsn)
 		if err != nil {
-			return Location{}, fmt.Errorf("the postgres connection string is not valid (%s)", RedactDSN(dsn))
+			return Location{}, fmt.Errorf("the postgres connection string is not valid (%s)", redact.DSN(dsn))
 		}
 		return Location{Server: fmt.Sprintf("%s:%d", strings.ToLower(cfg.Host), cfg.Port), Database: cfg.Database}, nil
 	case SQLServer:
 		cfg, err := msdsn.Parse(dsn)
 		if err != nil {
-			return Location{}, fmt.Errorf("the sqlserver connection string is not valid (%s)", RedactDSN(dsn))
+			return Location{}, fmt.Errorf("the sqlserver connection string is not valid (%s)", redact.DSN(dsn))
 		}
 		server := strings.ToLower(cfg.Host)
 		if cfg.Instance != "" {
@@ -76,7 +76,3 @@ func Fingerprint(driver string, loc Location, d Definition) string {
 	sum := sha256.Sum256(b)
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
-
-// RedactDSN returns a DSN fit for logs (redact.DSN): the password of a URL's user info and the
-// values of password-like keys are replaced by REDACTED.
-func RedactDSN(dsn string) string { return redact.DSN(dsn) }

@@ -17,6 +17,7 @@ import (
 	_ "github.com/microsoft/go-mssqldb/azuread" // azuresql: Entra ID and managed identity
 	_ "modernc.org/sqlite"                      // sqlite
 
+	"github.com/pseudotrigger/pseudotrigger/internal/redact"
 	"github.com/pseudotrigger/pseudotrigger/state"
 )
 
@@ -87,7 +88,7 @@ func Open(ctx context.Context, cfg Config) (*Source, error) {
 	name, dsn := driverName(cfg.Driver, cfg.DSN)
 	db, err := sql.Open(name, dsn)
 	if err != nil {
-		return nil, fmt.Errorf("source: poller %q: %w: %s: %v", cfg.Poller, ErrConnect, RedactDSN(cfg.DSN), err)
+		return nil, fmt.Errorf("source: poller %q: %w: %s: %v", cfg.Poller, ErrConnect, redact.DSN(cfg.DSN), err)
 	}
 	maxConns := cfg.MaxOpenConns
 	if maxConns <= 0 {
@@ -99,7 +100,7 @@ func Open(ctx context.Context, cfg Config) (*Source, error) {
 	s.db = db
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("source: poller %q: %w (%s): %v", cfg.Poller, ErrConnect, RedactDSN(cfg.DSN), redactErr(err, cfg.DSN))
+		return nil, fmt.Errorf("source: poller %q: %w (%s): %v", cfg.Poller, ErrConnect, redact.DSN(cfg.DSN), redactErr(err, cfg.DSN))
 	}
 	if err := s.check(ctx); err != nil {
 		db.Close()
@@ -134,9 +135,9 @@ func driverName(driver, dsn string) (string, string) {
 func redactErr(err error, dsn string) string {
 	msg := err.Error()
 	if dsn != "" {
-		msg = strings.ReplaceAll(msg, dsn, RedactDSN(dsn))
+		msg = strings.ReplaceAll(msg, dsn, redact.DSN(dsn))
 	}
-	return RedactDSN(msg)
+	return redact.DSN(msg)
 }
 
 func (s *Source) schemaErr(column, format string, args ...any) error {

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/redact"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
-	"github.com/pseudotrigger/pseudotrigger/source"
 	"github.com/pseudotrigger/pseudotrigger/state"
 )
 
@@ -71,11 +71,11 @@ func TestLateCommit(t *testing.T) {
 	w := newWorkload(t)
 	db, err := sql.Open("pgx", dsn)
 	if err != nil {
-		t.Fatalf("opening %s: %v", source.RedactDSN(dsn), err)
+		t.Fatalf("opening %s: %v", redact.DSN(dsn), err)
 	}
 	t.Cleanup(func() { db.Close() })
 	if err := db.PingContext(t.Context()); err != nil {
-		t.Fatalf("connecting to %s: %v", source.RedactDSN(dsn), err)
+		t.Fatalf("connecting to %s: %v", redact.DSN(dsn), err)
 	}
 
 	scs := scenarios(w)

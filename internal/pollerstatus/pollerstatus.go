@@ -22,6 +22,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/deadletter"
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
 	"github.com/pseudotrigger/pseudotrigger/internal/liveness"
+	"github.com/pseudotrigger/pseudotrigger/internal/redact"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
 	"github.com/pseudotrigger/pseudotrigger/poller"
 	"github.com/pseudotrigger/pseudotrigger/state"
@@ -277,7 +278,7 @@ func Read(ctx context.Context, st Reader, cfg Config, pollerName string) (r Row)
 		if r.OnPoison == "" {
 			r.OnPoison = poller.DefaultOnPoison
 		}
-		r.SettingsProblem = Redact(reg.Problem)
+		r.SettingsProblem = redact.Text(reg.Problem)
 	}
 	r.DeadLetters = deadLetters(ctx, st, cfg.App, pollerName)
 	var doc *state.Doc
@@ -285,12 +286,12 @@ func Read(ctx context.Context, st Reader, cfg Config, pollerName string) (r Row)
 
 	var ticks []LastTick
 	if m, b, err := liveness.Read(ctx, st, cfg.App, pollerName); err == nil && m != nil {
-		ticks = append(ticks, LastTick{AgoSeconds: ago(b), Outcome: m.Outcome, Error: Redact(m.Error), From: "liveness",
+		ticks = append(ticks, LastTick{AgoSeconds: ago(b), Outcome: m.Outcome, Error: redact.Text(m.Error), From: "liveness",
 			rowsWaiting: m.RowsWaiting, lag: m.LagSeconds})
 	}
 	if cfg.Recent != nil {
 		if t, ok := cfg.Recent(pollerName); ok {
-			t.Error = Redact(t.Error)
+			t.Error = redact.Text(t.Error)
 			ticks = append(ticks, t)
 		}
 	}
@@ -309,12 +310,12 @@ func Read(ctx context.Context, st Reader, cfg Config, pollerName string) (r Row)
 	case errors.Is(err, store.ErrNotFound):
 		r.State, r.Problem = StateNone, "no state yet (the first tick that finds rows creates it)"
 	case err != nil:
-		r.State, r.Problem = StateUnreadable, Redact(err.Error())
+		r.State, r.Problem = StateUnreadable, redact.Text(err.Error())
 		return r
 	default:
 		d, err := state.Decode(r.Blob, pollerName, b.Data)
 		if err != nil {
-			r.State, r.Problem = StateCorrupt, Redact(err.Error())
+			r.State, r.Problem = StateCorrupt, redact.Text(err.Error())
 			return r
 		}
 		doc = d
@@ -325,7 +326,7 @@ func Read(ctx context.Context, st Reader, cfg Config, pollerName string) (r Row)
 	}
 	if registered && cfg.Probe != nil && reg.Problem == "" {
 		p := cfg.Probe(ctx, pollerName, doc)
-		p.Error, p.Skipped = Redact(p.Error), Redact(p.Skipped)
+		p.Error, p.Skipped = redact.Text(p.Error), redact.Text(p.Skipped)
 		r.Probe = &p
 		if p.OK {
 			r.RowsWaiting, r.LagSeconds, r.LagFrom = p.RowsWaiting, p.LagSeconds, "probe"
@@ -350,7 +351,7 @@ func (r *Row) fromDoc(d *state.Doc, b store.Blob, cfg Config) {
 	}
 	if f := d.Failure; f != nil {
 		r.FailedAttempts, r.FailedBatchID, r.FailureKeys = f.Attempts, f.BatchID, f.Keys
-		r.LastError, r.QuarantineRequested = Redact(f.LastError), f.Quarantine
+		r.LastError, r.QuarantineRequested = redact.Text(f.LastError), f.Quarantine
 	}
 	if len(d.History) > 0 {
 		r.History = d.History
@@ -380,7 +381,7 @@ func stateTick(d *state.Doc, b store.Blob) (LastTick, bool) {
 		if t.Outcome == "committed" {
 			t.Outcome = "failed"
 		}
-		t.Error = Redact(f.LastError)
+		t.Error = redact.Text(f.LastError)
 	}
 	return t, true
 }
@@ -496,7 +497,7 @@ func waitingText(n int64) string {
 func deadLetters(ctx context.Context, st Reader, app, pollerName string) DeadLetters {
 	ids, err := deadletter.List(ctx, readOnly{st}, app, pollerName)
 	if err != nil {
-		return DeadLetters{BatchIDs: []string{}, Problem: Redact(err.Error())}
+		return DeadLetters{BatchIDs: []string{}, Problem: redact.Text(err.Error())}
 	}
 	slices.Sort(ids)
 	return DeadLetters{Count: len(ids), BatchIDs: ids}

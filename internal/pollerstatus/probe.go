@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/redact"
 	"github.com/pseudotrigger/pseudotrigger/poller"
 	"github.com/pseudotrigger/pseudotrigger/source"
 	"github.com/pseudotrigger/pseudotrigger/state"
@@ -67,7 +68,7 @@ func ProbeSource(ctx context.Context, src Source, blob string, doc *state.Doc, n
 // source's fingerprint), not a retry (a database that cannot be reached, a row the cursor can
 // never reach).
 func ProbeFailed(err error) Probe {
-	return Probe{Error: Redact(err.Error()), RowsWaiting: -1,
+	return Probe{Error: redact.Text(err.Error()), RowsWaiting: -1,
 		Misconfigured: errors.Is(err, source.ErrSchema) || errors.Is(err, source.ErrCursor) ||
 			errors.Is(err, state.ErrFingerprintMismatch) || errors.Is(err, poller.ErrSetting)}
 }
