@@ -140,8 +140,9 @@ func TestPublishStagesAndCustom(t *testing.T) {
 		want = append(want, "./"+f)
 	}
 	got := strings.Fields(r.staged)
-	if strings.Join(got, " ") != strings.Join(sortedCopy(want), " ") {
-		t.Errorf("staged %v, want exactly %v", got, sortedCopy(want))
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("staged %v, want exactly %v", got, want)
 	}
 	// The stale .dist of an earlier run is replaced, not added to.
 	if err := os.WriteFile(filepath.Join(root, ".dist", "stale.txt"), []byte("x"), 0o644); err != nil {
@@ -151,12 +152,6 @@ func TestPublishStagesAndCustom(t *testing.T) {
 	if r.code != 0 || strings.Contains(r.staged, "stale.txt") {
 		t.Errorf("a second run kept a stale file: exit %d\n%s", r.code, r.staged)
 	}
-}
-
-func sortedCopy(s []string) []string {
-	out := slices.Clone(s)
-	slices.Sort(out)
-	return out
 }
 
 // TestPublishRetries: a publish that fails while the new identity's roles apply is retried with
@@ -412,8 +407,10 @@ func TestPublishFolderOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	got = append(got, "bin/handler") // built by publish.sh before it publishes
-	if strings.Join(sortedCopy(got), " ") != strings.Join(sortedCopy(want), " ") {
-		t.Errorf("a publish from the repository root would upload %v, want exactly %v (what publish.sh stages)", sortedCopy(got), sortedCopy(want))
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("a publish from the repository root would upload %v, want exactly %v (what publish.sh stages)", got, want)
 	}
 	if !regexp.MustCompile(`(?m)^/\.dist/$`).MatchString(readFile(t, "../../.gitignore")) {
 		t.Errorf(".gitignore does not ignore /.dist/")
