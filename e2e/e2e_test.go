@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
-	"github.com/pseudotrigger/pseudotrigger/state"
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
 // Test20000Rows: repeated ticks deliver every row at least once; the checkpoint ends on the last

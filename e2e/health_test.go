@@ -12,7 +12,7 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerstatus"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
-	"github.com/pseudotrigger/pseudotrigger/state"
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
 // TestStatusAfterFailingTicks: the stored cursor stops fitting the source (a key "abc" for the

@@ -10,8 +10,8 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
-	"github.com/pseudotrigger/pseudotrigger/source"
-	"github.com/pseudotrigger/pseudotrigger/state"
+	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
 // Settings are one poller's app settings, validated. Names are {P}_..., where {P} is the poller

@@ -59,8 +59,8 @@ if [ "$what" = source ] || [ "$what" = all ]; then
   export BENCH_DIR="$RUN_DIR/bench"
   mkdir -p "$BENCH_DIR"
   out="$RUN_DIR/bench-source.txt"
-  log "go test -run '^\$' -bench BenchmarkKeysetScan -benchtime 3x -count $COUNT ./source/ (creates ${BENCH_ROWS:-1000000} rows first)"
-  go test -run '^$' -bench BenchmarkKeysetScan -benchtime 3x -count "$COUNT" -timeout 60m ./source/ | tee "$out"
+  log "go test -run '^\$' -bench BenchmarkKeysetScan -benchtime 3x -count $COUNT ./internal/source/ (creates ${BENCH_ROWS:-1000000} rows first)"
+  go test -run '^$' -bench BenchmarkKeysetScan -benchtime 3x -count "$COUNT" -timeout 60m ./internal/source/ | tee "$out"
   echo
   echo "Source keyset scan, ${BENCH_ROWS:-1000000} rows in batches of 1,000 (median over $COUNT runs; target >= 0.90):"
   printf '%-10s %14s %18s %18s %16s\n' driver source-rows/s handwritten-rows/s source/handwritten source/pgx-native

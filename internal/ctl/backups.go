@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
-	"github.com/pseudotrigger/pseudotrigger/state"
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
 // backupPrefix is where a poller's backups are: backups/{app}/{poller}/.

@@ -8,7 +8,7 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
 	"github.com/pseudotrigger/pseudotrigger/poller"
-	"github.com/pseudotrigger/pseudotrigger/state"
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
 // clone starts a new poller (a backfill under its own name) at an existing poller's checkpoint.

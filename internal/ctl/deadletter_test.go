@@ -8,7 +8,7 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/deadletter"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
-	"github.com/pseudotrigger/pseudotrigger/state"
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
 // TestDeadLetterListShowDiscard: list shows a letter's batch, rows and error; show prints it as

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/pseudotrigger/pseudotrigger/state"
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
 // announce says, on env.Err, which app, state store and settings the command works with, so that

@@ -17,7 +17,7 @@ import (
 	"strings"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
-	"github.com/pseudotrigger/pseudotrigger/state"
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
 // Version is the letter format's version.

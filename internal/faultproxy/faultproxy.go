@@ -21,7 +21,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/pseudotrigger/pseudotrigger/state"
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
 // Kind is the kind of request, as far as the lease protocol is concerned.

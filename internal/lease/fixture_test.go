@@ -23,7 +23,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/store/blobstore"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/memstore"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
-	"github.com/pseudotrigger/pseudotrigger/state"
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
 const (

@@ -12,8 +12,8 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/liveness"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerstatus"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/memstore"
-	"github.com/pseudotrigger/pseudotrigger/source"
-	"github.com/pseudotrigger/pseudotrigger/state"
+	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
 // TestHealth walks one poller through the verdicts, each from the signal that decides it: no

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pseudotrigger/pseudotrigger/state"
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden SQL files")

@@ -8,7 +8,7 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/pseudotrigger/pseudotrigger/state"
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
 // Drivers.

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/pseudotrigger/pseudotrigger/state"
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
 // FuzzDecode: any bytes either decode into a document that encodes and decodes back to the

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/pseudotrigger/pseudotrigger/state"
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
 // Row is one source row. Its values are normalized: integers int64, exact numerics as decimal

@@ -8,8 +8,8 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
-	"github.com/pseudotrigger/pseudotrigger/source"
-	"github.com/pseudotrigger/pseudotrigger/source/sourcetest"
+	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcetest"
 )
 
 func TestConformanceSQLite(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 	"github.com/golang-sql/civil"
 	mssql "github.com/microsoft/go-mssqldb"
 
-	"github.com/pseudotrigger/pseudotrigger/state"
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
 // class is what a column's database type is, as far as encoding its values goes.

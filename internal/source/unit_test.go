@@ -11,7 +11,7 @@ import (
 
 	"github.com/golang-sql/civil"
 
-	"github.com/pseudotrigger/pseudotrigger/state"
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
 func TestFingerprint(t *testing.T) {

@@ -18,7 +18,7 @@ import (
 	_ "modernc.org/sqlite"                      // sqlite
 
 	"github.com/pseudotrigger/pseudotrigger/internal/redact"
-	"github.com/pseudotrigger/pseudotrigger/state"
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
 var (

@@ -5,7 +5,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/pseudotrigger/pseudotrigger/state"
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
 // Backlog is what waits after a cursor, within the safe upper bound: rows younger than the
