@@ -47,9 +47,9 @@ if [ $# -eq 0 ] && [ "$FUZZTIME" != 0 ]; then
     go test -run '^$' -fuzz "^$target\$" -fuzztime "$FUZZTIME" "./$pkg/" >"$RUN_DIR/fuzz-$target.log" 2>&1 \
       || { tail -30 "$RUN_DIR/fuzz-$target.log" >&2; die "fuzz target $target failed (its input is saved under ./$pkg/testdata/fuzz/$target)"; }
   done <<'TARGETS'
-state FuzzDecode
+internal/state FuzzDecode
 handler FuzzInvocationBody
-source FuzzCursorValues
+internal/source FuzzCursorValues
 poller FuzzSettings
 internal/store/blobstore FuzzConnectionString
 TARGETS
