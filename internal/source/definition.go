@@ -106,9 +106,8 @@ func (d Definition) validate(poller, driver string) error {
 	fail := func(format string, args ...any) error {
 		return fmt.Errorf("source: poller %q: %w: %s", poller, ErrDefinition, fmt.Sprintf(format, args...))
 	}
-	switch driver {
-	case SQLServer, Postgres, SQLite:
-	default:
+	dl, ok := dialects[driver]
+	if !ok {
 		return fail("driver %q is not sqlserver, postgres or sqlite", driver)
 	}
 	if d.Table.Schema != "" {
@@ -138,18 +137,20 @@ func (d Definition) validate(poller, driver string) error {
 		seen[c] = true
 	}
 	switch d.Cursor.Kind {
-	case state.KindTimestampPK, state.KindInteger:
-	case state.KindRowversion:
-		if driver != SQLServer {
-			return fail("table %s: cursor kind rowversion needs sqlserver, not %s", d.Table, driver)
-		}
-	case state.KindXID:
-		if driver != Postgres {
-			return fail("table %s: cursor kind xid needs postgres, not %s", d.Table, driver)
-		}
+	case state.KindTimestampPK, state.KindInteger, state.KindRowversion, state.KindXID:
 	default:
 		return fail("table %s: cursor kind %q is not %s, %s, %s or %s", d.Table, d.Cursor.Kind,
 			state.KindTimestampPK, state.KindInteger, state.KindRowversion, state.KindXID)
+	}
+	if !dl.supports(d.Cursor.Kind) {
+		var can []string
+		for name, other := range dialects {
+			if other.supports(d.Cursor.Kind) {
+				can = append(can, name)
+			}
+		}
+		slices.Sort(can)
+		return fail("table %s: cursor kind %s needs %s, not %s", d.Table, d.Cursor.Kind, strings.Join(can, " or "), driver)
 	}
 	if d.Cursor.Kind == state.KindTimestampPK && len(d.keyColumns()) < 2 {
 		return fail("table %s: a timestamp+pk cursor needs a key column other than %q as its tiebreaker", d.Table, d.Cursor.Column)

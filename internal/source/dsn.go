@@ -5,13 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"strings"
-
-	"github.com/jackc/pgx/v5"
-	"github.com/microsoft/go-mssqldb/msdsn"
-
-	"github.com/pseudotrigger/pseudotrigger/internal/redact"
 )
 
 // Location is where a source lives, without credentials: what the fingerprint covers.
@@ -22,37 +16,11 @@ type Location struct {
 
 // ParseLocation reads the server and database out of a DSN.
 func ParseLocation(driver, dsn string) (Location, error) {
-	switch driver {
-	case Postgres:
-		cfg, err := pgx.ParseConfig(dsn)
-		if err != nil {
-			return Location{}, fmt.Errorf("the postgres connection string is not valid (%s)", redact.DSN(dsn))
-		}
-		return Location{Server: fmt.Sprintf("%s:%d", strings.ToLower(cfg.Host), cfg.Port), Database: cfg.Database}, nil
-	case SQLServer:
-		cfg, err := msdsn.Parse(dsn)
-		if err != nil {
-			return Location{}, fmt.Errorf("the sqlserver connection string is not valid (%s)", redact.DSN(dsn))
-		}
-		server := strings.ToLower(cfg.Host)
-		if cfg.Instance != "" {
-			server += `\` + strings.ToLower(cfg.Instance)
-		}
-		if cfg.Port != 0 {
-			server += fmt.Sprintf(":%d", cfg.Port)
-		}
-		return Location{Server: server, Database: cfg.Database}, nil
-	case SQLite:
-		path := strings.TrimPrefix(dsn, "file:")
-		if i := strings.IndexByte(path, '?'); i >= 0 {
-			path = path[:i]
-		}
-		if path == "" || path == ":memory:" {
-			return Location{Database: path}, nil
-		}
-		return Location{Database: filepath.Clean(path)}, nil
+	dl, ok := dialects[driver]
+	if !ok {
+		return Location{}, fmt.Errorf("unknown driver %q", driver)
 	}
-	return Location{}, fmt.Errorf("unknown driver %q", driver)
+	return dl.location(dsn)
 }
 
 // Fingerprint is "sha256:" and the hex SHA-256 of a canonical form of the source: driver,

@@ -17,19 +17,18 @@ func FuzzCursorValues(f *testing.F) {
 	type kase struct {
 		driver string
 		c      *column
-		flavor tsFlavor
 	}
 	var cases []kase
 	for _, k := range []struct {
 		driver, dbType string
 	}{{Postgres, "INT8"}, {Postgres, "TEXT"}, {Postgres, "TIMESTAMPTZ"}, {Postgres, "XID8"}, {Postgres, "UUID"},
 		{SQLServer, "DATETIME2"}, {SQLServer, "TIMESTAMP"}, {SQLServer, "BIGINT"}, {SQLite, "TEXT"}, {SQLite, "INTEGER"}} {
-		cl, fl, scale := classify(k.driver, k.dbType)
-		cases = append(cases, kase{k.driver, &column{name: "c", driver: k.driver, dbType: k.dbType, class: cl, scale: scale}, fl})
+		c := newColumn(dialects[k.driver], "c", k.dbType)
+		cases = append(cases, kase{k.driver, &c})
 	}
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		for _, k := range cases {
-			codec, err := codecFor(k.driver, k.c, k.flavor)
+			codec, err := codecFor(k.c)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -55,7 +55,7 @@ func TestGoldenSQL(t *testing.T) {
 		if err := c.def.validate("orders", c.driver); err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
-		q := buildQueries(c.driver, c.def, c.flavor)
+		q := buildQueries(dialects[c.driver], c.def, c.flavor)
 		got := "-- fetch first\n" + q.FetchFirst + "\n-- fetch after\n" + q.FetchAfter +
 			"\n-- pending first\n" + q.PendingFirst + "\n-- pending after\n" + q.PendingAfter + "\n"
 		if q.StampCheck != "" {
@@ -91,10 +91,10 @@ func TestIdentifiers(t *testing.T) {
 			t.Errorf("%q accepted", s)
 		}
 	}
-	if got := quoteIdent(SQLServer, "a]b"); got != "[a]]b]" {
+	if got := dialects[SQLServer].quote("a]b"); got != "[a]]b]" {
 		t.Errorf("sqlserver quoting: %s", got)
 	}
-	if got := quoteIdent(Postgres, `a"b`); got != `"a""b"` {
+	if got := dialects[Postgres].quote(`a"b`); got != `"a""b"` {
 		t.Errorf("postgres quoting: %s", got)
 	}
 }

@@ -66,7 +66,7 @@ func (r Row) Cursor() (state.Cursor, error) {
 			key, _ := json.Marshal(r.Key())
 			fix := ""
 			if j == 0 && errors.Is(err, ErrUnreachableRow) {
-				fix = ". " + s.stampFix()
+				fix = ". " + s.q.stampFix
 			}
 			return state.Cursor{}, fmt.Errorf("source: poller %q, table %s, column %q, the row with key %s: %w%s", s.poller, s.def.Table, s.keyCols[j], key, err, fix)
 		}

@@ -12,11 +12,6 @@ import (
 	"strings"
 	"time"
 
-	_ "github.com/jackc/pgx/v5/stdlib"          // postgres
-	_ "github.com/microsoft/go-mssqldb"         // sqlserver
-	_ "github.com/microsoft/go-mssqldb/azuread" // azuresql: Entra ID and managed identity
-	_ "modernc.org/sqlite"                      // sqlite
-
 	"github.com/pseudotrigger/pseudotrigger/internal/redact"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
@@ -44,25 +39,26 @@ type Config struct {
 
 // Source reads a table in keyset order. It is safe for concurrent use.
 type Source struct {
-	poller, driver string
-	def            Definition
-	db             *sql.DB
-	fingerprint    string
-	describe       string
-	cols           []column
-	keyIdx         []int      // positions in cols of the keyset columns, cursor first
-	keyCols        []string   // their names
-	codecs         []keyCodec // one per key column
-	q              queries
-	boundArgs      []any    // the upper bound's argument, if it takes one
-	flavor         tsFlavor // how a timestamp cursor compares with the database's clock
+	poller      string
+	dl          dialect
+	def         Definition
+	db          *sql.DB
+	fingerprint string
+	describe    string
+	cols        []column
+	keyIdx      []int      // positions in cols of the keyset columns, cursor first
+	keyCols     []string   // their names
+	codecs      []keyCodec // one per key column
+	q           queries
+	flavor      tsFlavor // how a timestamp cursor compares with the database's clock
 }
 
 type column struct {
 	name   string
-	driver string
+	dl     dialect
 	dbType string
 	class  class
+	flavor tsFlavor
 	scale  int
 	pass   bool // the driver's value is already what a Row holds
 }
@@ -74,18 +70,19 @@ func Open(ctx context.Context, cfg Config) (*Source, error) {
 	if err := d.validate(cfg.Poller, cfg.Driver); err != nil {
 		return nil, err
 	}
-	loc, err := ParseLocation(cfg.Driver, cfg.DSN)
+	dl := dialects[cfg.Driver]
+	loc, err := dl.location(cfg.DSN)
 	if err != nil {
 		return nil, fmt.Errorf("source: poller %q: %w", cfg.Poller, err)
 	}
 	s := &Source{
 		poller:      cfg.Poller,
-		driver:      cfg.Driver,
+		dl:          dl,
 		def:         d,
 		fingerprint: Fingerprint(cfg.Driver, loc, d),
 		describe:    fmt.Sprintf("%s %s/%s table %s", cfg.Driver, loc.Server, loc.Database, d.Table),
 	}
-	name, dsn := driverName(cfg.Driver, cfg.DSN)
+	name, dsn := dl.open(cfg.DSN)
 	db, err := sql.Open(name, dsn)
 	if err != nil {
 		return nil, fmt.Errorf("source: poller %q: %w: %s: %v", cfg.Poller, ErrConnect, redact.DSN(cfg.DSN), err)
@@ -109,28 +106,6 @@ func Open(ctx context.Context, cfg Config) (*Source, error) {
 	return s, nil
 }
 
-// driverName picks the database/sql driver: azuresql when a SQL Server DSN asks for Entra ID
-// (fedauth=...), and for SQLite a busy time-out so that a writer does not fail reads at once.
-func driverName(driver, dsn string) (string, string) {
-	switch driver {
-	case Postgres:
-		return "pgx", dsn
-	case SQLServer:
-		if strings.Contains(strings.ToLower(dsn), "fedauth=") {
-			return "azuresql", dsn
-		}
-		return "sqlserver", dsn
-	}
-	if !strings.Contains(dsn, "busy_timeout") {
-		sep := "?"
-		if strings.Contains(dsn, "?") {
-			sep = "&"
-		}
-		dsn += sep + "_pragma=busy_timeout(10000)"
-	}
-	return "sqlite", dsn
-}
-
 // redactErr keeps a driver error from echoing the DSN's secrets.
 func redactErr(err error, dsn string) string {
 	msg := err.Error()
@@ -151,7 +126,7 @@ func (s *Source) schemaErr(column, format string, args ...any) error {
 // check reads the column types with a query that returns no rows, names what is missing, checks
 // the cursor and key types, and that no cursor or key value is NULL.
 func (s *Source) check(ctx context.Context) error {
-	table := quoteTable(s.driver, s.def.Table)
+	table := quoteTable(s.dl, s.def.Table)
 	cols := s.def.selected()
 	// Name what is missing from the table's own column list (SQLite would read a double-quoted
 	// name that matches no column as a string literal, so a failing query cannot be relied on).
@@ -165,15 +140,11 @@ func (s *Source) check(ctx context.Context) error {
 		return s.schemaErr("", "listing columns: %v", err)
 	}
 	for _, c := range cols {
-		if !slices.Contains(have, c) && (s.driver == Postgres || !slices.ContainsFunc(have, func(h string) bool { return strings.EqualFold(h, c) })) {
+		if !slices.Contains(have, c) && (!s.dl.caseless() || !slices.ContainsFunc(have, func(h string) bool { return strings.EqualFold(h, c) })) {
 			return s.schemaErr(c, "no such column (the table has %s)", strings.Join(have, ", "))
 		}
 	}
-	quoted := make([]string, len(cols))
-	for i, c := range cols {
-		quoted[i] = quoteIdent(s.driver, c)
-	}
-	rows, err := s.db.QueryContext(ctx, "SELECT "+strings.Join(quoted, ", ")+" FROM "+table+" WHERE 1=0")
+	rows, err := s.db.QueryContext(ctx, "SELECT "+strings.Join(quoteAll(s.dl, cols), ", ")+" FROM "+table+" WHERE 1=0")
 	if err != nil {
 		return s.schemaErr("", "the columns cannot be read: %v", err)
 	}
@@ -184,61 +155,31 @@ func (s *Source) check(ctx context.Context) error {
 	}
 	s.cols = make([]column, len(types))
 	for i, ct := range types {
-		cl, _, scale := classify(s.driver, ct.DatabaseTypeName())
-		c := column{name: cols[i], driver: s.driver, dbType: ct.DatabaseTypeName(), class: cl, scale: scale}
-		switch cl {
-		case classBool, classBinary, classOther:
-			c.pass = true
-		case classInt, classFloat:
-			c.pass = s.driver != SQLServer // go-mssqldb may return narrower types; normalize widens
-		case classText:
-			c.pass = s.driver != SQLServer // the others return strings already
-		}
-		s.cols[i] = c
+		s.cols[i] = newColumn(s.dl, cols[i], ct.DatabaseTypeName())
 	}
 
 	s.keyCols = s.def.keyColumns()
-	var flavor tsFlavor
 	for i, k := range s.keyCols {
 		idx := slices.Index(cols, k)
 		c := &s.cols[idx]
-		cl, fl, _ := classify(s.driver, c.dbType)
 		if i == 0 {
-			if err := cursorTypeFits(s.driver, s.def.Cursor.Kind, cl, fl); err != nil {
+			if err := cursorTypeFits(s.def.Cursor.Kind, c.class, c.flavor); err != nil {
 				return s.schemaErr(k, "type %s: %v", c.dbType, err)
 			}
-			flavor = fl
+			s.flavor = c.flavor
 		}
-		codec, err := codecFor(s.driver, c, fl)
+		codec, err := codecFor(c)
 		if err != nil {
 			return s.schemaErr(k, "%v", err)
 		}
 		s.keyIdx = append(s.keyIdx, idx)
 		s.codecs = append(s.codecs, codec)
 	}
-	s.q = buildQueries(s.driver, s.def, flavor)
-	s.flavor = flavor
-	if s.q.boundArg {
-		lag := s.def.settleLag()
-		switch s.driver {
-		case Postgres:
-			s.boundArgs = []any{lag.Seconds()}
-		case SQLServer:
-			s.boundArgs = []any{int32(lag.Milliseconds())}
-		case SQLite:
-			s.boundArgs = []any{fmt.Sprintf("-%.3f seconds", lag.Seconds())}
-		}
-	}
+	s.q = buildQueries(s.dl, s.def, s.flavor)
 
 	for _, k := range s.keyCols {
-		q := "SELECT 1 FROM " + table + " WHERE " + quoteIdent(s.driver, k) + " IS NULL"
-		if s.driver == SQLServer {
-			q = "SELECT TOP (1) 1 FROM " + table + " WHERE " + quoteIdent(s.driver, k) + " IS NULL"
-		} else {
-			q += " LIMIT 1"
-		}
 		var one int
-		err := s.db.QueryRowContext(ctx, q).Scan(&one)
+		err := s.db.QueryRowContext(ctx, s.dl.limit("1", " FROM "+table+" WHERE "+s.dl.quote(k)+" IS NULL", "1")).Scan(&one)
 		switch {
 		case err == nil:
 			return fmt.Errorf("source: poller %q, table %s, column %q: %w: rows with NULL there would never be read; make the column NOT NULL",
@@ -251,10 +192,10 @@ func (s *Source) check(ctx context.Context) error {
 }
 
 // cursorTypeFits says whether a column of class cl can carry a cursor of kind.
-func cursorTypeFits(driver, kind string, cl class, fl tsFlavor) error {
+func cursorTypeFits(kind string, cl class, fl tsFlavor) error {
 	switch kind {
 	case state.KindTimestampPK:
-		if fl == tsUnsupported || (cl != classTime && !(driver == SQLite && fl == tsText)) {
+		if fl == tsUnsupported || (cl != classTime && fl != tsText) {
 			return errors.New("a timestamp+pk cursor needs a timestamp column (timestamptz/timestamp, datetime2/datetimeoffset, or SQLite TEXT as YYYY-MM-DDTHH:MM:SS.ffffffZ)")
 		}
 	case state.KindInteger:
@@ -330,7 +271,7 @@ func (s *Source) Pending(ctx context.Context, after *state.Cursor) (bool, error)
 		}
 		q = s.q.PendingAfter
 	}
-	args = append(args, s.boundArgs...)
+	args = append(args, s.q.boundArgs...)
 	var one int
 	err := s.db.QueryRowContext(ctx, q, args...).Scan(&one)
 	switch {
@@ -348,16 +289,10 @@ func (s *Source) Waiting(ctx context.Context, after *state.Cursor, limit int) (i
 	if limit <= 0 {
 		return 0, fmt.Errorf("source: poller %q: count limit %d must be positive", s.poller, limit)
 	}
-	q, args := s.q.FetchFirst, []any(nil)
-	if after != nil {
-		var err error
-		if args, err = s.keyArgs(after); err != nil {
-			return 0, err
-		}
-		q = s.q.FetchAfter
+	q, args, err := s.fetchQuery(after, limit)
+	if err != nil {
+		return 0, err
 	}
-	args = append(args, s.boundArgs...)
-	args = append(args, limit)
 	var n int64
 	if err := s.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM ("+q+") w", args...).Scan(&n); err != nil {
 		return 0, fmt.Errorf("source: poller %q, table %s: counting waiting rows: %w", s.poller, s.def.Table, err)
@@ -371,21 +306,24 @@ func (s *Source) Fetch(ctx context.Context, after *state.Cursor, limit int) (*Ba
 	if limit <= 0 {
 		return nil, fmt.Errorf("source: poller %q: batch size %d must be positive", s.poller, limit)
 	}
-	q, args := s.q.FetchFirst, []any(nil)
-	if after != nil {
-		var err error
-		if args, err = s.keyArgs(after); err != nil {
-			return nil, err
-		}
-		q = s.q.FetchAfter
+	q, args, err := s.fetchQuery(after, limit)
+	if err != nil {
+		return nil, err
 	}
-	args = append(args, s.boundArgs...)
-	args = append(args, limit)
 	rows, err := s.db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("source: poller %q, table %s: fetch: %w", s.poller, s.def.Table, err)
 	}
 	return s.scan(rows, after, limit)
+}
+
+// fetchQuery returns the query that reads up to limit rows after the cursor, and its arguments.
+func (s *Source) fetchQuery(after *state.Cursor, limit int) (string, []any, error) {
+	if after == nil {
+		return s.q.FetchFirst, append(slices.Clip(s.q.boundArgs), limit), nil
+	}
+	args, err := s.keyArgs(after)
+	return s.q.FetchAfter, append(append(args, s.q.boundArgs...), limit), err
 }
 
 // FetchKeyOf reads the row with the primary key of c (a row's cursor, as Row.Cursor gives it) as
@@ -404,17 +342,12 @@ func (s *Source) FetchKeyOf(ctx context.Context, c *state.Cursor) (*Batch, error
 			return nil, fmt.Errorf("source: poller %q: primary key column %q is not in the cursor", s.poller, pk)
 		}
 		pkArgs = append(pkArgs, args[i])
-		preds = append(preds, quoteIdent(s.driver, pk)+" = "+placeholder(s.driver, len(pkArgs)))
+		preds = append(preds, s.dl.quote(pk)+" = "+s.dl.placeholder(len(pkArgs)))
 	}
 	if f := strings.TrimSpace(s.def.Filter); f != "" {
 		preds = append(preds, "("+f+")")
 	}
-	cols := s.def.selected()
-	qcols := make([]string, len(cols))
-	for i, col := range cols {
-		qcols[i] = quoteIdent(s.driver, col)
-	}
-	q := "SELECT " + strings.Join(qcols, ", ") + " FROM " + quoteTable(s.driver, s.def.Table) + " WHERE " + strings.Join(preds, " AND ")
+	q := "SELECT " + strings.Join(quoteAll(s.dl, s.def.selected()), ", ") + " FROM " + quoteTable(s.dl, s.def.Table) + " WHERE " + strings.Join(preds, " AND ")
 	rows, err := s.db.QueryContext(ctx, q, pkArgs...)
 	if err != nil {
 		return nil, fmt.Errorf("source: poller %q, table %s: reading a row by key: %w", s.poller, s.def.Table, err)

@@ -18,13 +18,6 @@ var ErrUnreachableRow = errors.New("a row the cursor can never reach")
 // than clock skew, less than the smallest zone offset in use (15 minutes).
 const FutureTolerance = 10 * time.Minute
 
-// stampPattern is the GLOB every SQLite TEXT cursor value must match (state.TimeLayout).
-const stampPattern = "[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]T[0-9][0-9]:[0-9][0-9]:[0-9][0-9].[0-9][0-9][0-9][0-9][0-9][0-9]Z"
-
-// SQLiteStampExpr is the SQLite expression that stamps a TEXT cursor column in the fixed-width
-// layout: strftime's %f has milliseconds, padded to six digits ("2026-11-23T03:40:32.287000Z").
-const SQLiteStampExpr = "strftime('%Y-%m-%dT%H:%M:%f000Z','now')"
-
 // CheckStamps looks for a row that the cursor could never reach, and returns an error wrapping
 // ErrUnreachableRow that names it (its key and value), the required form and the fix:
 //
@@ -81,26 +74,5 @@ func (s *Source) CheckStamps(ctx context.Context) error {
 			"it is read only once the UTC clock passes it, and the same writer west of UTC puts its rows behind the cursor, unseen", int(FutureTolerance.Minutes()))
 	}
 	return fmt.Errorf("source: poller %q, table %s, column %q: %w: the row with key %s has %q, %s. %s",
-		s.poller, s.def.Table, s.keyCols[0], ErrUnreachableRow, keyJSON, value, why, s.stampFix())
-}
-
-// stampFix says how to stamp the cursor column and how to rewrite the rows CheckStamps finds: to
-// a fresh stamp, which delivers them (their old time would put them behind the cursor).
-func (s *Source) stampFix() string {
-	col := quoteIdent(s.driver, s.keyCols[0])
-	table := quoteTable(s.driver, s.def.Table)
-	tol := int(FutureTolerance.Minutes())
-	switch {
-	case s.driver == SQLite && s.flavor == tsText:
-		return "Stamp the column with " + SQLiteStampExpr + " (DEFAULT (" + SQLiteStampExpr + ")), never CURRENT_TIMESTAMP or datetime('now'), " +
-			"and rewrite such rows to a fresh stamp, which delivers them: UPDATE " + table + " SET " + col + " = " + SQLiteStampExpr +
-			" WHERE " + col + " NOT GLOB '" + stampPattern + "'"
-	case s.driver == Postgres && s.flavor == tsUTC:
-		return "Make the column timestamptz, or stamp it with now() AT TIME ZONE 'UTC' (DEFAULT (now() AT TIME ZONE 'UTC')), not now() or CURRENT_TIMESTAMP in a non-UTC session; " +
-			fmt.Sprintf("to deliver such rows now rather than when the clock reaches them: UPDATE %s SET %s = now() AT TIME ZONE 'UTC' WHERE %s > (now() AT TIME ZONE 'UTC') + interval '%d minutes'", table, col, col, tol)
-	case s.driver == SQLServer && s.flavor == tsUTC:
-		return "Stamp the column with SYSUTCDATETIME() (DEFAULT SYSUTCDATETIME()), not GETDATE(), SYSDATETIME() or CURRENT_TIMESTAMP, or make it datetimeoffset; " +
-			fmt.Sprintf("to deliver such rows now rather than when the clock reaches them: UPDATE %s SET %s = SYSUTCDATETIME() WHERE %s > DATEADD(minute, %d, SYSUTCDATETIME())", table, col, col, tol)
-	}
-	return ""
+		s.poller, s.def.Table, s.keyCols[0], ErrUnreachableRow, keyJSON, value, why, s.q.stampFix)
 }

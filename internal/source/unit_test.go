@@ -99,14 +99,14 @@ func TestDriverName(t *testing.T) {
 		"sqlserver://srv?database=shop&fedauth=ActiveDirectoryDefault":                     "azuresql",
 		"sqlserver://srv?database=shop&fedauth=ActiveDirectoryManagedIdentity&user+id=cid": "azuresql",
 	} {
-		if got, _ := driverName(SQLServer, dsn); got != want {
+		if got, _ := dialects[SQLServer].open(dsn); got != want {
 			t.Errorf("%s: driver %s, want %s", dsn, got, want)
 		}
 	}
-	if _, dsn := driverName(SQLite, "x.db"); dsn != "x.db?_pragma=busy_timeout(10000)" {
+	if _, dsn := dialects[SQLite].open("x.db"); dsn != "x.db?_pragma=busy_timeout(10000)" {
 		t.Errorf("sqlite DSN %s", dsn)
 	}
-	if _, dsn := driverName(SQLite, "x.db?_pragma=busy_timeout(5)"); dsn != "x.db?_pragma=busy_timeout(5)" {
+	if _, dsn := dialects[SQLite].open("x.db?_pragma=busy_timeout(5)"); dsn != "x.db?_pragma=busy_timeout(5)" {
 		t.Errorf("sqlite DSN with its own time-out changed: %s", dsn)
 	}
 }
@@ -116,8 +116,8 @@ func TestDriverName(t *testing.T) {
 // datetime2 cursor arguments as civil.DateTime (not datetimeoffset, which would defeat the index).
 func TestSQLServerValues(t *testing.T) {
 	col := func(dbType string) *column {
-		cl, _, scale := classify(SQLServer, dbType)
-		return &column{name: "c", driver: SQLServer, dbType: dbType, class: cl, scale: scale}
+		c := newColumn(dialects[SQLServer], "c", dbType)
+		return &c
 	}
 	// 6F9619FF-8B86-D011-B42D-00C04FC964FF as SQL Server sends it on the wire.
 	wire := []byte{0xFF, 0x19, 0x96, 0x6F, 0x86, 0x8B, 0x11, 0xD0, 0xB4, 0x2D, 0x00, 0xC0, 0x4F, 0xC9, 0x64, 0xFF}
@@ -131,7 +131,7 @@ func TestSQLServerValues(t *testing.T) {
 		t.Errorf("money: %v", got)
 	}
 	rv := col("TIMESTAMP")
-	codec, err := codecFor(SQLServer, rv, tsNone)
+	codec, err := codecFor(rv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,9 +146,7 @@ func TestSQLServerValues(t *testing.T) {
 
 	ts := time.Date(2026, 4, 7, 1, 23, 45, 123456700, time.UTC)
 	for dbType, wantCivil := range map[string]bool{"DATETIME2": true, "DATETIMEOFFSET": false} {
-		c := col(dbType)
-		_, flavor, _ := classify(SQLServer, dbType)
-		codec, err := codecFor(SQLServer, c, flavor)
+		codec, err := codecFor(col(dbType))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -164,7 +162,7 @@ func TestSQLServerValues(t *testing.T) {
 			t.Errorf("%s: argument %T %v", dbType, arg, arg)
 		}
 	}
-	if _, err := codecFor(SQLServer, col("FLOAT"), tsNone); !errors.Is(err, errKeyType) {
+	if _, err := codecFor(col("FLOAT")); !errors.Is(err, errKeyType) {
 		t.Errorf("a float key column: %v", err)
 	}
 }
@@ -181,8 +179,8 @@ func TestConnectFailureNamesPollerWithoutSecret(t *testing.T) {
 
 func TestCursorJSONStable(t *testing.T) {
 	// A cursor written by one build must read the same in the next: pin the encoding.
-	c := &column{class: classInt}
-	codec, _ := codecFor(Postgres, c, tsNone)
+	c := newColumn(dialects[Postgres], "c", "INT8")
+	codec, _ := codecFor(&c)
 	raw, _ := codec.encode(int64(9007199254740993))
 	if string(raw) != "9007199254740993" {
 		t.Fatalf("int64 beyond 2^53: %s", raw)

@@ -1,7 +1,6 @@
 package source
 
 import (
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,11 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/golang-sql/civil"
-	mssql "github.com/microsoft/go-mssqldb"
-
-	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
 // class is what a column's database type is, as far as encoding its values goes.
@@ -37,9 +31,10 @@ const (
 
 var declaredScale = regexp.MustCompile(`\(\s*\d+\s*,\s*(\d+)\s*\)`)
 
-// classify maps a driver's DatabaseTypeName (SQLite: the declared type) to a class, and for
-// timestamps the way they compare with the database's clock.
-func classify(driver, dbType string) (class, tsFlavor, int) {
+// classify maps a column's DatabaseTypeName (SQLite: the declared type) to a class, and for
+// timestamps the way they compare with the database's clock, in dialect dl; and its declared
+// scale (-1: none).
+func classify(dl dialect, dbType string) (class, tsFlavor, int) {
 	t := strings.ToUpper(strings.TrimSpace(dbType))
 	base := t
 	if i := strings.IndexByte(base, '('); i >= 0 {
@@ -49,79 +44,21 @@ func classify(driver, dbType string) (class, tsFlavor, int) {
 	if m := declaredScale.FindStringSubmatch(t); m != nil {
 		scale, _ = strconv.Atoi(m[1])
 	}
-	switch driver {
-	case Postgres:
-		switch base {
-		case "INT2", "INT4", "INT8":
-			return classInt, tsNone, scale
-		case "TEXT", "VARCHAR", "BPCHAR", "NAME", "CHAR":
-			return classText, tsNone, scale
-		case "NUMERIC":
-			return classDecimal, tsNone, scale
-		case "FLOAT4", "FLOAT8":
-			return classFloat, tsNone, scale
-		case "TIMESTAMPTZ":
-			return classTime, tsWithZone, scale
-		case "TIMESTAMP":
-			return classTime, tsUTC, scale
-		case "DATE", "TIME", "TIMETZ":
-			return classTime, tsUnsupported, scale
-		case "BYTEA":
-			return classBinary, tsNone, scale
-		case "UUID":
-			return classUUID, tsNone, scale
-		case "JSON", "JSONB":
-			return classJSON, tsNone, scale
-		case "XID8":
-			return classXID8, tsNone, scale
-		case "BOOL":
-			return classBool, tsNone, scale
-		}
-	case SQLServer:
-		switch base {
-		case "TINYINT", "SMALLINT", "INT", "BIGINT":
-			return classInt, tsNone, scale
-		case "CHAR", "VARCHAR", "NCHAR", "NVARCHAR", "TEXT", "NTEXT", "XML", "SYSNAME":
-			return classText, tsNone, scale
-		case "DECIMAL", "NUMERIC", "MONEY", "SMALLMONEY":
-			return classDecimal, tsNone, scale
-		case "REAL", "FLOAT":
-			return classFloat, tsNone, scale
-		case "DATETIMEOFFSET":
-			return classTime, tsWithZone, scale
-		case "DATETIME2", "DATETIME", "SMALLDATETIME":
-			return classTime, tsUTC, scale
-		case "DATE", "TIME":
-			return classTime, tsUnsupported, scale
-		case "TIMESTAMP", "ROWVERSION":
-			return classRowversion, tsNone, scale
-		case "BINARY", "VARBINARY", "IMAGE":
-			return classBinary, tsNone, scale
-		case "UNIQUEIDENTIFIER":
-			return classUUID, tsNone, scale
-		case "BIT":
-			return classBool, tsNone, scale
-		}
-	case SQLite:
-		// SQLite's type affinity rules, applied to the declared type.
-		switch {
-		case strings.Contains(base, "INT"):
-			return classInt, tsNone, scale
-		case base == "DATETIME" || base == "TIMESTAMP":
-			return classText, tsText, scale
-		case strings.Contains(base, "CHAR") || strings.Contains(base, "CLOB") || strings.Contains(base, "TEXT"):
-			return classText, tsText, scale
-		case base == "BLOB" || base == "":
-			return classBinary, tsNone, scale
-		case strings.Contains(base, "DEC") || strings.Contains(base, "NUMERIC"):
-			return classDecimal, tsNone, scale
-		case strings.Contains(base, "REAL") || strings.Contains(base, "FLOA") || strings.Contains(base, "DOUB"):
-			return classFloat, tsNone, scale
-		case strings.Contains(base, "BOOL"):
-			return classBool, tsNone, scale
-		}
+	cl, fl := dl.classify(base)
+	return cl, fl, scale
+}
+
+// newColumn describes column name of type dbType in dialect dl.
+func newColumn(dl dialect, name, dbType string) column {
+	cl, fl, scale := classify(dl, dbType)
+	c := column{name: name, dl: dl, dbType: dbType, class: cl, flavor: fl, scale: scale}
+	switch cl {
+	case classBool, classBinary, classOther:
+		c.pass = true
+	case classInt, classFloat, classText:
+		c.pass = dl.scalars() // else normalize widens
 	}
-	return classOther, tsNone, scale
+	return c
 }
 
 // normalize turns what the driver returned into the value a Row shows: decimals as strings,
@@ -168,15 +105,7 @@ func normalizeErr(c *column, v any) (any, error) {
 		case string:
 			return strings.ToLower(x), nil
 		case []byte:
-			if len(x) == 16 && c.driver == SQLServer {
-				// go-mssqldb returns uniqueidentifier bytes in SQL Server's mixed-endian order.
-				var u mssql.UniqueIdentifier
-				if err := u.Scan(x); err != nil {
-					return nil, err
-				}
-				return strings.ToLower(u.String()), nil
-			}
-			return string(x), nil
+			return c.dl.uuid(x)
 		}
 	case classJSON:
 		switch x := v.(type) {
@@ -212,149 +141,70 @@ type keyCodec struct {
 
 var errKeyType = errors.New("cannot be a cursor or key column")
 
-// codecFor picks the codec for a key column; flavor matters for timestamp arguments.
-func codecFor(driver string, c *column, flavor tsFlavor) (keyCodec, error) {
-	switch c.class {
-	case classInt:
-		return keyCodec{
-			encode: func(v any) (json.RawMessage, error) {
-				n, ok := v.(int64)
-				if !ok {
-					return nil, fmt.Errorf("an integer column returned %T", v)
-				}
-				return strconv.AppendInt(nil, n, 10), nil
-			},
-			decode: func(raw json.RawMessage) (any, error) {
-				return strconv.ParseInt(string(raw), 10, 64)
-			},
-		}, nil
-	case classXID8:
-		return keyCodec{
-			encode: func(v any) (json.RawMessage, error) {
-				s, ok := v.(string)
-				if !ok || s == "" || strings.Trim(s, "0123456789") != "" {
-					return nil, fmt.Errorf("an xid8 column returned %v", v)
-				}
-				return json.RawMessage(s), nil
-			},
-			decode: func(raw json.RawMessage) (any, error) {
-				s := string(raw)
-				if _, err := strconv.ParseUint(s, 10, 64); err != nil {
-					return nil, fmt.Errorf("xid8 %s: %w", s, err)
-				}
-				return s, nil
-			},
-		}, nil
-	case classText, classUUID:
-		if flavor == tsText {
-			return textTimeCodec, nil
-		}
-		return keyCodec{
-			encode: func(v any) (json.RawMessage, error) {
-				s, ok := v.(string)
-				if !ok {
-					return nil, fmt.Errorf("a text column returned %T", v)
-				}
-				return json.Marshal(s)
-			},
-			decode: func(raw json.RawMessage) (any, error) {
-				var s string
-				err := json.Unmarshal(raw, &s)
-				return s, err
-			},
-		}, nil
-	case classRowversion, classBinary:
-		if c.class == classBinary && driver != SQLServer {
-			break
-		}
-		return keyCodec{
-			encode: func(v any) (json.RawMessage, error) {
-				b, ok := v.([]byte)
-				if !ok {
-					return nil, fmt.Errorf("a rowversion column returned %T", v)
-				}
-				return json.Marshal("0x" + strings.ToUpper(hex.EncodeToString(b)))
-			},
-			decode: func(raw json.RawMessage) (any, error) {
-				var s string
-				if err := json.Unmarshal(raw, &s); err != nil {
-					return nil, err
-				}
-				if !strings.HasPrefix(s, "0x") {
-					return nil, fmt.Errorf("rowversion %q does not start with 0x", s)
-				}
-				return hex.DecodeString(s[2:])
-			},
-		}, nil
-	case classTime:
-		if flavor == tsUnsupported {
-			break
-		}
-		return keyCodec{
-			encode: func(v any) (json.RawMessage, error) {
-				t, ok := v.(time.Time)
-				if !ok {
-					return nil, fmt.Errorf("a timestamp column returned %T", v)
-				}
-				return json.Marshal(t.UTC().Format(time.RFC3339Nano))
-			},
-			decode: func(raw json.RawMessage) (any, error) {
-				var s string
-				if err := json.Unmarshal(raw, &s); err != nil {
-					return nil, err
-				}
-				t, err := time.Parse(time.RFC3339Nano, s)
-				if err != nil {
-					return nil, err
-				}
-				if driver == SQLServer && flavor == tsUTC {
-					// go-mssqldb sends time.Time as datetimeoffset, which would convert the
-					// datetime2 column and defeat its index; civil.DateTime goes as datetime2.
-					return civil.DateTimeOf(t.UTC()), nil
-				}
-				return t.UTC(), nil
-			},
-		}, nil
+// codecFor picks the codec for a key column: the dialect's own, or one of the generic ones.
+func codecFor(c *column) (keyCodec, error) {
+	if k, ok := c.dl.keyCodec(c); ok {
+		return k, nil
+	}
+	switch {
+	case c.class == classInt:
+		return intCodec, nil
+	case c.class == classText || c.class == classUUID:
+		return textCodec, nil
+	case c.class == classTime && c.flavor != tsUnsupported:
+		return timeCodec, nil
 	}
 	return keyCodec{}, fmt.Errorf("type %s %w", c.dbType, errKeyType)
 }
 
-// textTimeCodec carries a SQLite TEXT timestamp verbatim (its text order is its time order), and
-// refuses text that is not in the fixed-width layout, whose place in that order would be wrong.
-var textTimeCodec = keyCodec{
+var intCodec = keyCodec{
+	encode: func(v any) (json.RawMessage, error) {
+		n, ok := v.(int64)
+		if !ok {
+			return nil, fmt.Errorf("an integer column returned %T", v)
+		}
+		return strconv.AppendInt(nil, n, 10), nil
+	},
+	decode: func(raw json.RawMessage) (any, error) {
+		return strconv.ParseInt(string(raw), 10, 64)
+	},
+}
+
+var textCodec = keyCodec{
 	encode: func(v any) (json.RawMessage, error) {
 		s, ok := v.(string)
 		if !ok {
-			// SQLite sorts numbers and blobs apart from text: such a row is out of time order.
-			return nil, fmt.Errorf("%w: a TEXT timestamp column holds %T %v, not text in the fixed-width UTC layout YYYY-MM-DDTHH:MM:SS.ffffffZ",
-				ErrUnreachableRow, v, v)
-		}
-		if !fixedWidth(s) {
-			return nil, fmt.Errorf("%w: value %q is not in the fixed-width UTC layout YYYY-MM-DDTHH:MM:SS.ffffffZ, the only text whose order is time order",
-				ErrUnreachableRow, s)
+			return nil, fmt.Errorf("a text column returned %T", v)
 		}
 		return json.Marshal(s)
+	},
+	decode: func(raw json.RawMessage) (any, error) {
+		var s string
+		err := json.Unmarshal(raw, &s)
+		return s, err
+	},
+}
+
+// timeCodec carries a timestamp as RFC 3339 in UTC at full precision.
+var timeCodec = keyCodec{
+	encode: func(v any) (json.RawMessage, error) {
+		t, ok := v.(time.Time)
+		if !ok {
+			return nil, fmt.Errorf("a timestamp column returned %T", v)
+		}
+		return json.Marshal(t.UTC().Format(time.RFC3339Nano))
 	},
 	decode: func(raw json.RawMessage) (any, error) {
 		var s string
 		if err := json.Unmarshal(raw, &s); err != nil {
 			return nil, err
 		}
-		if !fixedWidth(s) {
-			return nil, fmt.Errorf("%q is not a timestamp in the fixed-width layout YYYY-MM-DDTHH:MM:SS.ffffffZ (text that compares in time order)", s)
+		t, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			return nil, err
 		}
-		return s, nil
+		return t.UTC(), nil
 	},
-}
-
-// fixedWidth reports whether s is a timestamp in state.TimeLayout exactly (the only text whose
-// order is its time order).
-func fixedWidth(s string) bool {
-	if len(s) != len(state.TimeLayout) {
-		return false
-	}
-	_, err := time.Parse(state.TimeLayout, s)
-	return err == nil
 }
 
 // formatScaled renders f with scale decimals (all significant ones when scale < 0). Scales up to

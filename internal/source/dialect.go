@@ -1,0 +1,74 @@
+package source
+
+import (
+	"strings"
+	"time"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
+)
+
+// A dialect is what one database and its driver do their own way. Each lives in a file of its
+// own (dialect_*.go); Open picks it from dialects by Config.Driver, and the rest of the package
+// asks it instead of naming a database. Another database is another file, its entry in dialects,
+// and a run of the conformance suite (package sourcetest) against it.
+type dialect interface {
+	// open returns the database/sql driver and the DSN to open it with.
+	open(dsn string) (driver, dsn2 string)
+	// location reads the server and database out of a DSN.
+	location(dsn string) (Location, error)
+	// supports says whether a cursor of kind can be read here.
+	supports(kind string) bool
+	// caseless says whether a column name matches the table's whatever its case.
+	caseless() bool
+	quote(ident string) string
+	// placeholder returns the i-th (1-based) parameter marker.
+	placeholder(i int) string
+	// limit renders "SELECT sel" + rest, reading at most n rows.
+	limit(sel, rest, n string) string
+	// keyset renders "the keys are after the params" in lexicographic order, for a cursor of kind.
+	keyset(kind string, keys, params []string) string
+	// upperBound renders the predicate on the cursor column col that keeps a read behind rows
+	// that may still commit (lag: the settle lag) and its argument, whose marker next gives;
+	// "", nil when the kind has no bound.
+	upperBound(kind string, fl tsFlavor, col string, lag time.Duration, next func() string) (string, any)
+	// stampCheck renders the predicate that finds a row the cursor column col (of flavor fl) can
+	// never reach, its argument (marker param), and how to stamp the column and rewrite such
+	// rows; "" when there is nothing to check (see CheckStamps).
+	stampCheck(fl tsFlavor, table, col, param string) (pred string, arg any, fix string)
+	// classify maps a column's type (DatabaseTypeName, SQLite: the declared type; upper case,
+	// without its size) to a class, and for timestamps how they compare with the database's clock.
+	classify(base string) (class, tsFlavor)
+	// scalars says whether the driver returns integers as int64, floats as float64 and text as
+	// string, as a Row holds them.
+	scalars() bool
+	// uuid renders a UUID the driver returned as bytes in canonical text.
+	uuid(b []byte) (string, error)
+	// keyCodec returns the dialect's own codec for a key column, if it has one.
+	keyCodec(c *column) (keyCodec, bool)
+}
+
+// dialects by driver name.
+var dialects = map[string]dialect{SQLServer: sqlServer{}, Postgres: postgres{}, SQLite: sqlite{}}
+
+// common is what a dialect does unless it says otherwise: double-quoted identifiers, row-value
+// comparison, LIMIT, the cursor kinds every database has, and a driver returning plain values.
+type common struct{}
+
+func (common) quote(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
+
+func (common) limit(sel, rest, n string) string { return "SELECT " + sel + rest + " LIMIT " + n }
+
+// keyset compares row values, which PostgreSQL's and SQLite's indexes seek on.
+func (common) keyset(_ string, keys, params []string) string {
+	if len(keys) == 1 {
+		return keys[0] + " > " + params[0]
+	}
+	return "(" + strings.Join(keys, ", ") + ") > (" + strings.Join(params, ", ") + ")"
+}
+
+func (common) supports(kind string) bool {
+	return kind == state.KindTimestampPK || kind == state.KindInteger
+}
+
+func (common) scalars() bool                 { return true }
+func (common) uuid(b []byte) (string, error) { return string(b), nil }

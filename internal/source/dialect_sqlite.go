@@ -1,0 +1,133 @@
+package source
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	_ "modernc.org/sqlite" // no cgo
+
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
+)
+
+// sqlite is SQLite through modernc.org/sqlite. A timestamp cursor column is TEXT in the
+// fixed-width UTC layout state.TimeLayout, whose text order is time order.
+type sqlite struct{ common }
+
+// stampPattern is the GLOB every SQLite TEXT cursor value must match (state.TimeLayout).
+const stampPattern = "[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]T[0-9][0-9]:[0-9][0-9]:[0-9][0-9].[0-9][0-9][0-9][0-9][0-9][0-9]Z"
+
+// SQLiteStampExpr is the SQLite expression that stamps a TEXT cursor column in the fixed-width
+// layout: strftime's %f has milliseconds, padded to six digits ("2026-11-23T03:40:32.287000Z").
+const SQLiteStampExpr = "strftime('%Y-%m-%dT%H:%M:%f000Z','now')"
+
+// open adds a busy time-out, so that a writer does not fail reads at once.
+func (sqlite) open(dsn string) (string, string) {
+	if !strings.Contains(dsn, "busy_timeout") {
+		sep := "?"
+		if strings.Contains(dsn, "?") {
+			sep = "&"
+		}
+		dsn += sep + "_pragma=busy_timeout(10000)"
+	}
+	return "sqlite", dsn
+}
+
+// location: no server; the database is the file's path.
+func (sqlite) location(dsn string) (Location, error) {
+	path := strings.TrimPrefix(dsn, "file:")
+	if i := strings.IndexByte(path, '?'); i >= 0 {
+		path = path[:i]
+	}
+	if path == "" || path == ":memory:" {
+		return Location{Database: path}, nil
+	}
+	return Location{Database: filepath.Clean(path)}, nil
+}
+
+func (sqlite) caseless() bool         { return true }
+func (sqlite) placeholder(int) string { return "?" }
+
+// upperBound: 'now' has millisecond resolution; padding to six digits keeps the fixed-width text
+// comparable with stored YYYY-MM-DDTHH:MM:SS.ffffffZ values. The scalar subquery is evaluated
+// once per statement, not once per row.
+func (sqlite) upperBound(kind string, _ tsFlavor, col string, lag time.Duration, next func() string) (string, any) {
+	if kind != state.KindTimestampPK {
+		return "", nil
+	}
+	return col + " < (SELECT strftime('%Y-%m-%dT%H:%M:%f', 'now', " + next() + ") || '000Z')", fmt.Sprintf("-%.3f seconds", lag.Seconds())
+}
+
+// stampCheck: a TEXT value not in the fixed-width layout. A full scan.
+func (sqlite) stampCheck(fl tsFlavor, table, col, param string) (string, any, string) {
+	if fl != tsText {
+		return "", nil, ""
+	}
+	return "NOT (" + col + " GLOB " + param + ")", stampPattern,
+		"Stamp the column with " + SQLiteStampExpr + " (DEFAULT (" + SQLiteStampExpr + ")), never CURRENT_TIMESTAMP or datetime('now'), " +
+			"and rewrite such rows to a fresh stamp, which delivers them: UPDATE " + table + " SET " + col + " = " + SQLiteStampExpr +
+			" WHERE " + col + " NOT GLOB '" + stampPattern + "'"
+}
+
+// classify applies SQLite's type affinity rules to the declared type.
+func (sqlite) classify(base string) (class, tsFlavor) {
+	switch {
+	case strings.Contains(base, "INT"):
+		return classInt, tsNone
+	case base == "DATETIME" || base == "TIMESTAMP":
+		return classText, tsText
+	case strings.Contains(base, "CHAR") || strings.Contains(base, "CLOB") || strings.Contains(base, "TEXT"):
+		return classText, tsText
+	case base == "BLOB" || base == "":
+		return classBinary, tsNone
+	case strings.Contains(base, "DEC") || strings.Contains(base, "NUMERIC"):
+		return classDecimal, tsNone
+	case strings.Contains(base, "REAL") || strings.Contains(base, "FLOA") || strings.Contains(base, "DOUB"):
+		return classFloat, tsNone
+	case strings.Contains(base, "BOOL"):
+		return classBool, tsNone
+	}
+	return classOther, tsNone
+}
+
+func (sqlite) keyCodec(c *column) (keyCodec, bool) { return textTimeCodec, c.flavor == tsText }
+
+// textTimeCodec carries a SQLite TEXT timestamp verbatim (its text order is its time order), and
+// refuses text that is not in the fixed-width layout, whose place in that order would be wrong.
+var textTimeCodec = keyCodec{
+	encode: func(v any) (json.RawMessage, error) {
+		s, ok := v.(string)
+		if !ok {
+			// SQLite sorts numbers and blobs apart from text: such a row is out of time order.
+			return nil, fmt.Errorf("%w: a TEXT timestamp column holds %T %v, not text in the fixed-width UTC layout YYYY-MM-DDTHH:MM:SS.ffffffZ",
+				ErrUnreachableRow, v, v)
+		}
+		if !fixedWidth(s) {
+			return nil, fmt.Errorf("%w: value %q is not in the fixed-width UTC layout YYYY-MM-DDTHH:MM:SS.ffffffZ, the only text whose order is time order",
+				ErrUnreachableRow, s)
+		}
+		return json.Marshal(s)
+	},
+	decode: func(raw json.RawMessage) (any, error) {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return nil, err
+		}
+		if !fixedWidth(s) {
+			return nil, fmt.Errorf("%q is not a timestamp in the fixed-width layout YYYY-MM-DDTHH:MM:SS.ffffffZ (text that compares in time order)", s)
+		}
+		return s, nil
+	},
+}
+
+// fixedWidth reports whether s is a timestamp in state.TimeLayout exactly (the only text whose
+// order is its time order).
+func fixedWidth(s string) bool {
+	if len(s) != len(state.TimeLayout) {
+		return false
+	}
+	_, err := time.Parse(state.TimeLayout, s)
+	return err == nil
+}
