@@ -7,24 +7,18 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
-// A dialect is what one database and its driver do their own way. Each lives in a file of its
-// own (dialect_*.go); Open picks it from dialects by Config.Driver, and the rest of the package
-// asks it instead of naming a database. Another database is another file, its entry in dialects,
-// and a run of the conformance suite (package sourcetest) against it.
+// A dialect is what one database and its driver do their own way. Each is a file of its own
+// (dialect_*.go); Open picks it from dialects by Config.Driver, and the rest of the package asks
+// it instead of naming a database. Another database is another file, its entry in dialects, and
+// a run of the conformance suite (package sourcetest) against it.
 type dialect interface {
-	// open returns the database/sql driver and the DSN to open it with.
-	open(dsn string) (driver, dsn2 string)
-	// location reads the server and database out of a DSN.
-	location(dsn string) (Location, error)
-	// supports says whether a cursor of kind can be read here.
-	supports(kind string) bool
-	// caseless says whether a column name matches the table's whatever its case.
-	caseless() bool
+	open(dsn string) (driver, dsn2 string) // the database/sql driver and the DSN to open
+	location(dsn string) (Location, error) // the server and database in a DSN
+	supports(kind string) bool             // whether a cursor of kind can be read here
+	caseless() bool                        // whether column names match whatever their case
 	quote(ident string) string
-	// placeholder returns the i-th (1-based) parameter marker.
-	placeholder(i int) string
-	// limit renders "SELECT sel" + rest, reading at most n rows.
-	limit(sel, rest, n string) string
+	placeholder(i int) string         // the i-th (1-based) parameter marker
+	limit(sel, rest, n string) string // "SELECT " + sel + rest, reading at most n rows
 	// keyset renders "the keys are after the params" in lexicographic order, for a cursor of kind.
 	keyset(kind string, keys, params []string) string
 	// upperBound renders the predicate on the cursor column col that keeps a read behind rows
@@ -38,13 +32,9 @@ type dialect interface {
 	// classify maps a column's type (DatabaseTypeName, SQLite: the declared type; upper case,
 	// without its size) to a class, and for timestamps how they compare with the database's clock.
 	classify(base string) (class, tsFlavor)
-	// scalars says whether the driver returns integers as int64, floats as float64 and text as
-	// string, as a Row holds them.
-	scalars() bool
-	// uuid renders a UUID the driver returned as bytes in canonical text.
-	uuid(b []byte) (string, error)
-	// keyCodec returns the dialect's own codec for a key column, if it has one.
-	keyCodec(c *column) (keyCodec, bool)
+	scalars() bool                       // whether integers, floats and text come as int64, float64, string
+	uuid(b []byte) (string, error)       // canonical text of a UUID the driver returned as bytes
+	keyCodec(c *column) (keyCodec, bool) // the dialect's own codec for a key column, if it has one
 }
 
 // dialects by driver name.
@@ -54,8 +44,7 @@ var dialects = map[string]dialect{SQLServer: sqlServer{}, Postgres: postgres{}, 
 // comparison, LIMIT, the cursor kinds every database has, and a driver returning plain values.
 type common struct{}
 
-func (common) quote(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
-
+func (common) quote(s string) string            { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
 func (common) limit(sel, rest, n string) string { return "SELECT " + sel + rest + " LIMIT " + n }
 
 // keyset compares row values, which PostgreSQL's and SQLite's indexes seek on.

@@ -31,28 +31,21 @@ const (
 
 var declaredScale = regexp.MustCompile(`\(\s*\d+\s*,\s*(\d+)\s*\)`)
 
-// classify maps a column's DatabaseTypeName (SQLite: the declared type) to a class, and for
-// timestamps the way they compare with the database's clock, in dialect dl; and its declared
-// scale (-1: none).
-func classify(dl dialect, dbType string) (class, tsFlavor, int) {
+// newColumn describes column name, whose DatabaseTypeName (SQLite: the declared type) is dbType,
+// in dialect dl: its class, how a timestamp compares with the database's clock, its declared
+// scale (-1: none), and whether the driver's values need normalizing.
+func newColumn(dl dialect, name, dbType string) column {
 	t := strings.ToUpper(strings.TrimSpace(dbType))
 	base := t
 	if i := strings.IndexByte(base, '('); i >= 0 {
 		base = strings.TrimSpace(base[:i])
 	}
-	scale := -1
+	c := column{name: name, dl: dl, dbType: dbType, scale: -1}
 	if m := declaredScale.FindStringSubmatch(t); m != nil {
-		scale, _ = strconv.Atoi(m[1])
+		c.scale, _ = strconv.Atoi(m[1])
 	}
-	cl, fl := dl.classify(base)
-	return cl, fl, scale
-}
-
-// newColumn describes column name of type dbType in dialect dl.
-func newColumn(dl dialect, name, dbType string) column {
-	cl, fl, scale := classify(dl, dbType)
-	c := column{name: name, dl: dl, dbType: dbType, class: cl, flavor: fl, scale: scale}
-	switch cl {
+	c.class, c.flavor = dl.classify(base)
+	switch c.class {
 	case classBool, classBinary, classOther:
 		c.pass = true
 	case classInt, classFloat, classText:
