@@ -11,14 +11,12 @@ import (
 // (fetch only). StampCheck (see CheckStamps) takes one argument, stampArg, and is empty when the
 // cursor has no stamps to check; stampFix then says how to stamp the column.
 type queries struct {
-	FetchFirst   string
-	FetchAfter   string
-	PendingFirst string
-	PendingAfter string
-	StampCheck   string
-	boundArgs    []any
-	stampArg     any
-	stampFix     string
+	FetchFirst string
+	FetchAfter string
+	StampCheck string
+	boundArgs  []any
+	stampArg   any
+	stampFix   string
 }
 
 // tsFlavor says how a timestamp cursor column compares with the database's clock.
@@ -59,7 +57,7 @@ func buildQueries(dl dialect, d Definition, flavor tsFlavor) queries {
 	}
 
 	// render builds one query; after says whether it has the keyset predicate.
-	render := func(after, pending bool) (string, []any) {
+	render := func(after bool) (string, []any) {
 		n := 0
 		next := func() string { n++; return dl.placeholder(n) }
 		var preds []string
@@ -84,17 +82,12 @@ func buildQueries(dl dialect, d Definition, flavor tsFlavor) queries {
 		if len(preds) > 0 {
 			from += " WHERE " + strings.Join(preds, " AND ")
 		}
-		if pending {
-			return dl.limit("1", from, "1"), args
-		}
 		limit := next()
 		return dl.limit(cols, from+" ORDER BY "+strings.Join(qkeys, ", "), limit), args
 	}
 	var q queries
-	q.FetchFirst, q.boundArgs = render(false, false)
-	q.FetchAfter, _ = render(true, false)
-	q.PendingFirst, _ = render(false, true)
-	q.PendingAfter, _ = render(true, true)
+	q.FetchFirst, q.boundArgs = render(false)
+	q.FetchAfter, _ = render(true)
 	if d.Cursor.Kind == state.KindTimestampPK {
 		if pred, arg, fix := dl.stampCheck(flavor, table, qkeys[0], dl.placeholder(1)); pred != "" {
 			if filter != "" {

@@ -220,10 +220,8 @@ func (s *Source) Fingerprint() string { return s.fingerprint }
 // String describes the source without secrets.
 func (s *Source) String() string { return s.describe }
 
-// Queries returns the SQL texts the source runs.
-func (s *Source) Queries() (fetchFirst, fetchAfter, pendingFirst, pendingAfter string) {
-	return s.q.FetchFirst, s.q.FetchAfter, s.q.PendingFirst, s.q.PendingAfter
-}
+// Queries returns the SQL texts of the keyset reads: from the beginning and after a cursor.
+func (s *Source) Queries() (fetchFirst, fetchAfter string) { return s.q.FetchFirst, s.q.FetchAfter }
 
 // DB returns the connection pool.
 func (s *Source) DB() *sql.DB { return s.db }
@@ -258,29 +256,6 @@ func (s *Source) keyArgs(after *state.Cursor) ([]any, error) {
 		args[i] = v
 	}
 	return args, nil
-}
-
-// Pending reports whether any row is waiting after the cursor (nil: the beginning), within the
-// safe upper bound. It reads at most one row.
-func (s *Source) Pending(ctx context.Context, after *state.Cursor) (bool, error) {
-	q, args := s.q.PendingFirst, []any(nil)
-	if after != nil {
-		var err error
-		if args, err = s.keyArgs(after); err != nil {
-			return false, err
-		}
-		q = s.q.PendingAfter
-	}
-	args = append(args, s.q.boundArgs...)
-	var one int
-	err := s.db.QueryRowContext(ctx, q, args...).Scan(&one)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return false, nil
-	case err != nil:
-		return false, fmt.Errorf("source: poller %q, table %s: checking for rows: %w", s.poller, s.def.Table, err)
-	}
-	return true, nil
 }
 
 // Waiting counts the rows after the cursor (nil: the beginning), within the safe upper bound,

@@ -634,21 +634,21 @@ func (h Harness) testRefusals(t *testing.T) {
 func (h Harness) testPending(t *testing.T) {
 	table := h.orders(t)
 	src := h.open(t, ordersDef(table, state.KindTimestampPK))
-	if p, err := src.Pending(ctx, nil); err != nil || p {
-		t.Fatalf("empty table: pending %v, %v", p, err)
+	if n, err := src.Waiting(ctx, nil, 1); err != nil || n != 0 {
+		t.Fatalf("empty table: waiting %d, %v", n, err)
 	}
 	h.insert(t, h.DB.Exec, table, []order{{ID: 1, Customer: "c", Amount: "1.00", Updated: time.Now().Add(-time.Hour)}})
 	// A row newer than the settle lag is not pending yet.
 	h.insert(t, h.DB.Exec, table, []order{{ID: 2, Customer: "c", Amount: "1.00", Updated: time.Now().Add(time.Hour)}})
-	if p, err := src.Pending(ctx, nil); err != nil || !p {
-		t.Fatalf("one row: pending %v, %v", p, err)
+	if n, err := src.Waiting(ctx, nil, 1); err != nil || n != 1 {
+		t.Fatalf("one row: waiting %d, %v", n, err)
 	}
 	b, err := src.Fetch(ctx, nil, 10)
 	if err != nil || len(b.Rows) != 1 {
 		t.Fatalf("fetch: %v rows, %v (the row inside the settle lag must wait)", len(b.Rows), err)
 	}
-	if p, err := src.Pending(ctx, b.To); err != nil || p {
-		t.Fatalf("after the last row: pending %v, %v", p, err)
+	if n, err := src.Waiting(ctx, b.To, 1); err != nil || n != 0 {
+		t.Fatalf("after the last row: waiting %d, %v", n, err)
 	}
 	// Waiting counts the same rows, capped.
 	more := make([]order, 0, 5)
@@ -783,8 +783,8 @@ func (h Harness) unreachableSQLite(t *testing.T) {
 	if got := r.drain(10); !slices.Equal(got, []int64{44}) {
 		t.Fatalf("read %v, want [44]", got)
 	}
-	if p, err := r.src.Pending(ctx, r.cursor); err != nil || p {
-		t.Fatalf("pending: %v, %v", p, err)
+	if n, err := r.src.Waiting(ctx, r.cursor, 1); err != nil || n != 0 {
+		t.Fatalf("waiting: %d, %v", n, err)
 	}
 	q := func(s string) string { return `"` + s + `"` }
 	const stamp = "strftime('%Y-%m-%dT%H:%M:%f000Z','now')"

@@ -2,7 +2,3 @@
 SELECT "Row ID", "it's" FROM "my schema"."Order ""Details"" [x]" ORDER BY "Row ID" LIMIT $1
 -- fetch after
 SELECT "Row ID", "it's" FROM "my schema"."Order ""Details"" [x]" WHERE "Row ID" > $1 ORDER BY "Row ID" LIMIT $2
--- pending first
-SELECT 1 FROM "my schema"."Order ""Details"" [x]" LIMIT 1
--- pending after
-SELECT 1 FROM "my schema"."Order ""Details"" [x]" WHERE "Row ID" > $1 LIMIT 1

@@ -2,9 +2,5 @@
 SELECT "id", "customer", "amount", "updated_at" FROM "public"."orders" WHERE "updated_at" < (now() AT TIME ZONE 'UTC') - make_interval(secs => $1) ORDER BY "updated_at", "id" LIMIT $2
 -- fetch after
 SELECT "id", "customer", "amount", "updated_at" FROM "public"."orders" WHERE ("updated_at", "id") > ($1, $2) AND "updated_at" < (now() AT TIME ZONE 'UTC') - make_interval(secs => $3) ORDER BY "updated_at", "id" LIMIT $4
--- pending first
-SELECT 1 FROM "public"."orders" WHERE "updated_at" < (now() AT TIME ZONE 'UTC') - make_interval(secs => $1) LIMIT 1
--- pending after
-SELECT 1 FROM "public"."orders" WHERE ("updated_at", "id") > ($1, $2) AND "updated_at" < (now() AT TIME ZONE 'UTC') - make_interval(secs => $3) LIMIT 1
 -- stamp check (argument 600)
 SELECT "updated_at", "id" FROM "public"."orders" WHERE "updated_at" > (now() AT TIME ZONE 'UTC') + make_interval(secs => $1) LIMIT 1

@@ -2,7 +2,3 @@
 SELECT "id", "customer", "amount", "updated_at" FROM "public"."orders" WHERE "updated_at" < now() - make_interval(secs => $1) ORDER BY "updated_at", "id" LIMIT $2
 -- fetch after
 SELECT "id", "customer", "amount", "updated_at" FROM "public"."orders" WHERE ("updated_at", "id") > ($1, $2) AND "updated_at" < now() - make_interval(secs => $3) ORDER BY "updated_at", "id" LIMIT $4
--- pending first
-SELECT 1 FROM "public"."orders" WHERE "updated_at" < now() - make_interval(secs => $1) LIMIT 1
--- pending after
-SELECT 1 FROM "public"."orders" WHERE ("updated_at", "id") > ($1, $2) AND "updated_at" < now() - make_interval(secs => $3) LIMIT 1

@@ -2,7 +2,3 @@
 SELECT "id", "customer", "amount", "updated_at", "txid" FROM "public"."orders" WHERE "txid" < pg_snapshot_xmin(pg_current_snapshot()) ORDER BY "txid", "id" LIMIT $1
 -- fetch after
 SELECT "id", "customer", "amount", "updated_at", "txid" FROM "public"."orders" WHERE ("txid", "id") > ($1::text::xid8, $2) AND "txid" < pg_snapshot_xmin(pg_current_snapshot()) ORDER BY "txid", "id" LIMIT $3
--- pending first
-SELECT 1 FROM "public"."orders" WHERE "txid" < pg_snapshot_xmin(pg_current_snapshot()) LIMIT 1
--- pending after
-SELECT 1 FROM "public"."orders" WHERE ("txid", "id") > ($1::text::xid8, $2) AND "txid" < pg_snapshot_xmin(pg_current_snapshot()) LIMIT 1

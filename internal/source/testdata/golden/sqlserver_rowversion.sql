@@ -2,7 +2,3 @@
 SELECT TOP (@p1) [id], [customer], [amount], [updated_at], [rv] FROM [dbo].[orders] WHERE [rv] < MIN_ACTIVE_ROWVERSION() ORDER BY [rv], [id]
 -- fetch after
 SELECT TOP (@p3) [id], [customer], [amount], [updated_at], [rv] FROM [dbo].[orders] WHERE [rv] >= @p1 AND ([rv] > @p1 OR [id] > @p2) AND [rv] < MIN_ACTIVE_ROWVERSION() ORDER BY [rv], [id]
--- pending first
-SELECT TOP (1) 1 FROM [dbo].[orders] WHERE [rv] < MIN_ACTIVE_ROWVERSION()
--- pending after
-SELECT TOP (1) 1 FROM [dbo].[orders] WHERE [rv] >= @p1 AND ([rv] > @p1 OR [id] > @p2) AND [rv] < MIN_ACTIVE_ROWVERSION()

@@ -2,9 +2,5 @@
 SELECT TOP (@p2) [id], [customer], [amount], [updated_at], [region] FROM [dbo].[orders] WHERE [updated_at] < DATEADD(millisecond, -@p1, SYSUTCDATETIME()) ORDER BY [updated_at], [region], [id]
 -- fetch after
 SELECT TOP (@p5) [id], [customer], [amount], [updated_at], [region] FROM [dbo].[orders] WHERE [updated_at] >= @p1 AND ([updated_at] > @p1 OR ([region] > @p2 OR ([region] = @p2 AND [id] > @p3))) AND [updated_at] < DATEADD(millisecond, -@p4, SYSUTCDATETIME()) ORDER BY [updated_at], [region], [id]
--- pending first
-SELECT TOP (1) 1 FROM [dbo].[orders] WHERE [updated_at] < DATEADD(millisecond, -@p1, SYSUTCDATETIME())
--- pending after
-SELECT TOP (1) 1 FROM [dbo].[orders] WHERE [updated_at] >= @p1 AND ([updated_at] > @p1 OR ([region] > @p2 OR ([region] = @p2 AND [id] > @p3))) AND [updated_at] < DATEADD(millisecond, -@p4, SYSUTCDATETIME())
 -- stamp check (argument 600)
 SELECT TOP (1) [updated_at], [region], [id] FROM [dbo].[orders] WHERE [updated_at] > DATEADD(second, @p1, SYSUTCDATETIME())
