@@ -28,7 +28,7 @@ func FuzzInvocationBody(f *testing.F) {
 			return map[string]string{"GOOD_DB_DRIVER": "sqlite", "GOOD_DB_CONNECTION": "x.db"}[k]
 		},
 		Logger:  slog.New(slog.NewJSONHandler(io.Discard, nil)),
-		Pollers: []poller.Definition{def("good", new(int))},
+		Pollers: []*poller.Poller{def("good", new(int))},
 	})
 	routes := app.Routes()
 	f.Fuzz(func(t *testing.T, b string) {

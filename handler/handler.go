@@ -21,6 +21,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
+
 	"github.com/go-chi/chi/v5"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/clock"
@@ -33,8 +35,6 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/store/blobstore"
 	"github.com/pseudotrigger/pseudotrigger/internal/tick"
 	"github.com/pseudotrigger/pseudotrigger/poller"
-	"github.com/pseudotrigger/pseudotrigger/internal/source"
-	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
 // MaxBodyBytes caps an invocation's body; a timer invocation is well under 4 KiB.
@@ -57,8 +57,8 @@ type App struct {
 }
 
 type pollerState struct {
-	def      poller.Definition
-	settings poller.Settings
+	def      *poller.Poller
+	settings appsettings.Settings
 	err      error // bad settings or setup: every invocation fails with it
 
 	mu     sync.Mutex
@@ -82,7 +82,7 @@ type Options struct {
 	Getenv  func(string) string // default os.Getenv
 	Logger  *slog.Logger        // default: JSON to stdout
 	Clock   clock.Clock         // default clock.System
-	Pollers []poller.Definition // default: every registered poller
+	Pollers []*poller.Poller    // the app's pollers (pollers.All())
 	// StoreOptions go to the blob store (tests count or cut requests through them).
 	StoreOptions *blobstore.Options
 	// Store replaces the blob store the settings name (unit tests use an in-memory store).
@@ -104,11 +104,8 @@ func New(o Options) *App {
 	if o.Clock == nil {
 		o.Clock = clock.System{}
 	}
-	if o.Pollers == nil {
-		o.Pollers = poller.All()
-	}
 	a := &App{log: o.Logger, getenv: o.Getenv, clock: o.Clock, draining: make(chan struct{}), pollers: map[string]*pollerState{}, noProbe: o.NoProbe}
-	a.appName = poller.AppName(o.Getenv)
+	a.appName = appsettings.AppName(o.Getenv)
 	instance := strings.TrimSpace(o.Getenv("WEBSITE_INSTANCE_ID"))
 	if instance == "" {
 		instance = hostname()
@@ -140,19 +137,24 @@ func New(o Options) *App {
 
 	for _, d := range o.Pollers {
 		ps := &pollerState{def: d}
-		ps.settings, ps.err = poller.LoadSettings(d, o.Getenv)
-		if ps.err == nil && d.Setup != nil {
+		ps.settings, ps.err = appsettings.Load(d, o.Getenv)
+		if ps.err == nil {
 			if err := d.Setup(o.Getenv); err != nil {
 				ps.err = fmt.Errorf("setup: %w", err)
 			}
 		}
 		if ps.err != nil {
-			a.log.Error("poller not usable: its invocations will fail", "poller", d.Name, "error", ps.err.Error())
+			a.log.Error("poller not usable: its invocations will fail", "poller", d.Name(), "error", ps.err.Error())
 		} else {
-			a.log.Info("poller", "poller", d.Name, "driver", ps.settings.Driver, "source", redact.DSN(ps.settings.DSN),
+			if ps.settings.Schedule == "" {
+				p := appsettings.Prefix(d.Name())
+				a.log.Warn("no schedule: the Functions host cannot resolve %"+p+"_SCHEDULE% in "+d.Name()+"/function.json, so it runs no timer for this poller",
+					"poller", d.Name(), "setting", p+"_SCHEDULE")
+			}
+			a.log.Info("poller", "poller", d.Name(), "driver", ps.settings.Driver, "source", redact.DSN(ps.settings.DSN),
 				"schedule", ps.settings.Schedule, "batch_size", ps.settings.BatchSize)
 		}
-		a.pollers[d.Name] = ps
+		a.pollers[d.Name()] = ps
 	}
 	return a
 }
@@ -269,7 +271,7 @@ func (a *App) tick(ctx context.Context, ps *pollerState, invID string) (tick.Sum
 	ps.recent = rt
 	ps.recentMu.Unlock()
 	if a.marker != nil {
-		a.marker.Record(ctx, liveness.Tick{Poller: ps.def.Name, Outcome: outcome, Err: err, RowsWaiting: rt.rowsWaiting, LagSeconds: sum.LagSeconds,
+		a.marker.Record(ctx, liveness.Tick{Poller: ps.def.Name(), Outcome: outcome, Err: err, RowsWaiting: rt.rowsWaiting, LagSeconds: sum.LagSeconds,
 			WroteState: err == nil && sum.Outcome == tick.Committed, Interval: ps.settings.LivenessInterval})
 	}
 	return sum, err
@@ -277,7 +279,7 @@ func (a *App) tick(ctx context.Context, ps *pollerState, invID string) (tick.Sum
 
 func (a *App) runTick(ctx context.Context, ps *pollerState, invID string) (tick.Summary, error) {
 	if ps.err != nil {
-		return tick.Summary{}, fmt.Errorf("poller %s is misconfigured: %w", ps.def.Name, ps.err)
+		return tick.Summary{}, fmt.Errorf("poller %s is misconfigured: %w", ps.def.Name(), ps.err)
 	}
 	if a.storeErr != nil {
 		return tick.Summary{}, fmt.Errorf("state store: %w", a.storeErr)
@@ -295,30 +297,19 @@ func (a *App) runner(ctx context.Context, ps *pollerState) (*tick.Runner, error)
 	if ps.runner != nil {
 		return ps.runner, nil
 	}
-	def := ps.def.Source
-	def.SettleLag = ps.settings.SettleLag
 	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	src, err := source.Open(octx, source.Config{Poller: ps.def.Name, Driver: ps.settings.Driver, DSN: ps.settings.DSN, Definition: def})
+	counted := &countingStore{Store: a.store}
+	r, err := tick.Open(octx, tick.Config{Poller: ps.def, Settings: ps.settings, Store: counted, App: a.appName, Owner: a.owner, Clock: a.clock, Logger: a.log})
 	if err != nil {
 		return nil, err
 	}
-	counted := &countingStore{Store: a.store}
-	m, err := lease.New(counted, lease.Config{
-		Poller: ps.def.Name, Blob: state.Blob(a.appName, ps.def.Name), Owner: a.owner,
-		Fingerprint: src.Fingerprint(), TTL: ps.settings.LeaseTTL, HeartbeatInterval: ps.settings.HeartbeatInterval,
-		Clock: a.clock, Logger: a.log,
-	})
-	if err != nil {
-		src.Close()
-		return nil, fmt.Errorf("poller %s: %w", ps.def.Name, err)
+	r.Draining = a.draining
+	r.DeadLetters = func(ctx context.Context, l *deadletter.Letter) (string, error) {
+		return deadletter.Write(ctx, counted, a.appName, l)
 	}
-	ps.runner = &tick.Runner{Poller: ps.def, Settings: ps.settings, Lease: m, Source: src, Clock: a.clock, Logger: a.log, Draining: a.draining,
-		DeadLetters: func(ctx context.Context, l *deadletter.Letter) (string, error) {
-			return deadletter.Write(ctx, counted, a.appName, l)
-		},
-		Requests: counted.counts,
-	}
+	r.Requests = counted.counts
+	ps.runner = r
 	return ps.runner, nil
 }
 

@@ -13,23 +13,24 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	_ "modernc.org/sqlite"
 
 	"github.com/pseudotrigger/pseudotrigger/handler"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/memstore"
 	"github.com/pseudotrigger/pseudotrigger/poller"
-	"github.com/pseudotrigger/pseudotrigger/internal/source"
-	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
-func def(name string, delivered *int) poller.Definition {
-	return poller.Definition{
-		Name: name,
-		Source: source.Definition{Table: source.Table{Name: "orders"}, Columns: []string{"id", "updated_at"},
-			Cursor: source.Cursor{Kind: state.KindTimestampPK, Column: "updated_at"}, PK: []string{"id"}, SettleLag: source.NoSettleLag},
-		Handler: func(_ context.Context, b *poller.Batch) error { *delivered += len(b.Rows); return nil },
-	}
+// testRow is a row of the tests' orders tables.
+type testRow struct {
+	ID        int64     `db:"id,key"`
+	UpdatedAt time.Time `db:"updated_at,cursor"`
+}
+
+func def(name string, delivered *int) *poller.Poller {
+	return poller.New(name, "orders", poller.TimestampPK, func(_ context.Context, b *poller.Batch[testRow]) error { *delivered += len(b.Rows); return nil },
+		poller.WithSettleLag(0))
 }
 
 func newServer(t *testing.T) (*httptest.Server, *int) {
@@ -55,7 +56,7 @@ func newServerLogging(t *testing.T, logs io.Writer) (*httptest.Server, *int) {
 	app := handler.New(handler.Options{
 		Getenv:  func(k string) string { return env[k] },
 		Logger:  slog.New(slog.NewJSONHandler(logs, nil)),
-		Pollers: []poller.Definition{def("good", delivered), def("bad", new(int))},
+		Pollers: []*poller.Poller{def("good", delivered), def("bad", new(int))},
 		Store:   memstore.New(nil),
 	})
 	srv := httptest.NewServer(app.Routes())
@@ -149,7 +150,7 @@ func TestMissingStateStorage(t *testing.T) {
 			return map[string]string{"GOOD_DB_DRIVER": "sqlite", "GOOD_DB_CONNECTION": "x.db"}[k]
 		},
 		Logger:  slog.New(slog.NewJSONHandler(io.Discard, nil)),
-		Pollers: []poller.Definition{def("good", new(int))},
+		Pollers: []*poller.Poller{def("good", new(int))},
 	})
 	srv := httptest.NewServer(app.Routes())
 	defer srv.Close()

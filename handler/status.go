@@ -16,8 +16,8 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerstatus"
 	"github.com/pseudotrigger/pseudotrigger/internal/redact"
-	"github.com/pseudotrigger/pseudotrigger/internal/tick"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
+	"github.com/pseudotrigger/pseudotrigger/internal/tick"
 )
 
 // StatusRoute is where the `status` function's requests reach the handler.

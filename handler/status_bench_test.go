@@ -13,12 +13,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
+
 	"github.com/pseudotrigger/pseudotrigger/handler"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerstatus"
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 	"github.com/pseudotrigger/pseudotrigger/poller"
-	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
 // BenchmarkStatus20Pollers measures the status function's latency with 20 pollers on Azurite,
@@ -30,14 +32,14 @@ func BenchmarkStatus20Pollers(b *testing.B) {
 	cs := testenv.Azurite(b)
 	app := testenv.Name("status-bench-")
 	env := map[string]string{"StateStorage": cs, "POLLER_APP_NAME": app}
-	var defs []poller.Definition
+	var defs []*poller.Poller
 	rows := make([]string, 1000)
 	for i := range rows {
 		rows[i] = fmt.Sprintf("(%d, '%s')", i+1, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(i)*time.Second).Format(state.TimeLayout))
 	}
 	for i := range 20 {
 		name := fmt.Sprintf("p%02d", i)
-		p := poller.Prefix(name)
+		p := appsettings.Prefix(name)
 		env[p+"_DB_DRIVER"], env[p+"_DB_CONNECTION"] = "sqlite", sqliteOrders(b, rows...)
 		env[p+"_BATCH_SIZE"], env[p+"_TICK_BUDGET"] = "400", "1ns" // one batch a tick: 600 rows left waiting
 		defs = append(defs, def(name, new(int)))
@@ -47,8 +49,8 @@ func BenchmarkStatus20Pollers(b *testing.B) {
 	srv := httptest.NewServer(a.Routes())
 	defer srv.Close()
 	for _, d := range defs { // one tick each: a state document, 600 rows left waiting
-		if resp, err := http.Post(srv.URL+"/"+d.Name, "application/json", strings.NewReader(body)); err != nil || resp.StatusCode != 200 {
-			b.Fatalf("tick %s: %v %v", d.Name, resp, err)
+		if resp, err := http.Post(srv.URL+"/"+d.Name(), "application/json", strings.NewReader(body)); err != nil || resp.StatusCode != 200 {
+			b.Fatalf("tick %s: %v %v", d.Name(), resp, err)
 		}
 	}
 	breakCursor(b, storeFromEnv(b, env), app, "p07")

@@ -20,13 +20,12 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/handler"
 	"github.com/pseudotrigger/pseudotrigger/internal/clock"
 	"github.com/pseudotrigger/pseudotrigger/internal/deadletter"
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/blobstore"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/memstore"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 	"github.com/pseudotrigger/pseudotrigger/poller"
-	"github.com/pseudotrigger/pseudotrigger/internal/source"
-	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
 // The pollers of the status tests, and their settings. No source is opened (NoProbe): the rows
@@ -51,20 +50,16 @@ var statusEnv = map[string]string{
 	"NEW_DB_CONNECTION": "server=db;password=" + secret,
 }
 
-func statusPollers() []poller.Definition {
-	mk := func(name, kind, column string) poller.Definition {
-		def := poller.Definition{Name: name, Source: source.Definition{Table: source.Table{Name: name}, Columns: []string{"id", column},
-			Cursor: source.Cursor{Kind: kind, Column: column}, PK: []string{"id"}}}
-		if kind == state.KindInteger {
-			def.Source.Cursor.Column, def.Source.PK = "id", nil
-		}
-		return def
+func statusPollers() []*poller.Poller {
+	mk := func(name string, kind poller.CursorKind, column string) *poller.Poller {
+		return poller.New(name, name, kind, func(context.Context, *poller.Batch[poller.Row]) error { return nil },
+			poller.WithColumns(slices.Compact([]string{"id", column})...), poller.WithKey("id"), poller.WithCursorColumn(column))
 	}
-	return []poller.Definition{
-		mk("orders", state.KindTimestampPK, "updated_at"),
-		mk("ledger", state.KindInteger, "id"),
-		mk("fresh", state.KindTimestampPK, "updated_at"),
-		mk("new", state.KindTimestampPK, "updated_at"),
+	return []*poller.Poller{
+		mk("orders", poller.TimestampPK, "updated_at"),
+		mk("ledger", poller.Integer, "id"),
+		mk("fresh", poller.TimestampPK, "updated_at"),
+		mk("new", poller.TimestampPK, "updated_at"),
 	}
 }
 
@@ -444,7 +439,7 @@ func TestStatusStoreProblems(t *testing.T) {
 	}
 	// An empty store and no pollers: an empty list, and a page that says so.
 	app = handler.New(handler.Options{Getenv: func(string) string { return "" }, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
-		Pollers: []poller.Definition{}, Store: memstore.New(nil)})
+		Pollers: []*poller.Poller{}, Store: memstore.New(nil)})
 	srv2 := httptest.NewServer(app.Routes())
 	defer srv2.Close()
 	if _, body := get(t, srv2.URL+handler.StatusRoute, ""); !strings.Contains(body, `"pollers":[]`) {

@@ -1,25 +1,51 @@
-// Package poller holds what a poller is: its definition (source, defaults, Go handler), the
-// registry that pollers/<name> packages join from init(), and the app settings that configure
-// each one.
 package poller
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"reflect"
 	"regexp"
 	"runtime/debug"
-	"sort"
+	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
+// CursorKind is how a poller finds the rows after its checkpoint.
+type CursorKind string
+
+// The cursor kinds (the package doc of internal/source compares them).
+const (
+	// TimestampPK reads in (timestamp column, key) order, only rows older than the database's
+	// clock minus the settle lag ({P}_SETTLE_LAG). Every driver.
+	TimestampPK CursorKind = state.KindTimestampPK
+	// Integer reads in (increasing integer column, key) order; for append-only tables written in
+	// key order. Every driver.
+	Integer CursorKind = state.KindInteger
+	// RowVersion reads a SQL Server rowversion column, safe against late commits.
+	RowVersion CursorKind = state.KindRowversion
+	// XID reads a PostgreSQL xid8 column (DEFAULT pg_current_xact_id()), safe against late
+	// commits.
+	XID CursorKind = state.KindXID
+)
+
+// Row is one source row as read, before decoding into the poller's row type. Its values are
+// normalized: integers int64, exact numerics decimal strings, timestamps time.Time in UTC, binary
+// []byte, UUIDs lower-case strings, JSON json.RawMessage, NULL nil. Get reads a column, Key the
+// key columns, MarshalJSON renders it in column order, Decode copies it into a struct.
+type Row = source.Row
+
+// Cursor is a position in the table: the cursor column's value and, for TimestampPK and Integer,
+// the key columns' values as tiebreaker. It is what the checkpoint records.
+type Cursor = state.Cursor
+
 // Batch is what a poller's handler receives: rows in cursor order and the facts a sink needs to
 // deduplicate and to fence out stale writers.
-type Batch struct {
+type Batch[T any] struct {
 	Poller string
 	// ID is deterministic: the same poller, source and cursor range always give the same ID, so
 	// a redelivered batch has the ID it had the first time. Use it as an idempotency key.
@@ -28,118 +54,219 @@ type Batch struct {
 	FencingToken int64
 	// Attempt counts deliveries of the batch after this checkpoint: 1, then 2 after a failure...
 	Attempt int64
-	From    *state.Cursor // the checkpoint the batch follows (nil: the beginning)
-	To      *state.Cursor // the checkpoint after its last row
-	Rows    []source.Row
+	From    *Cursor // the checkpoint the batch follows (nil: the beginning)
+	To      *Cursor // the checkpoint after its last row
+	// Rows are the rows decoded into the poller's row type, in cursor order.
+	Rows []T
+	// Raw are the same rows as read, for untyped use (Raw[i] is Rows[i]).
+	Raw []Row
 }
 
-// Handler processes one batch. Returning an error (or panicking) leaves the batch uncommitted:
-// it is delivered again, with Attempt + 1. ctx is cancelled when the lease is lost.
-type Handler func(ctx context.Context, b *Batch) error
+// Poller is one table trigger: its name, its table and the handler its batches go to. Build it
+// with New and list it in package pollers.
+type Poller struct {
+	name      string
+	source    source.Definition
+	batchSize int
+	setup     func(getenv func(string) string) error
+	deliver   func(ctx context.Context, b *Batch[Row]) error
+}
 
-// Call runs h on b, turning a panic into an error that carries the stack.
-func (h Handler) Call(ctx context.Context, b *Batch) (err error) {
+// Option sets a poller's default or setup.
+type Option func(*Poller)
+
+// WithBatchSize is the default for {P}_BATCH_SIZE (otherwise 500).
+func WithBatchSize(n int) Option { return func(p *Poller) { p.batchSize = n } }
+
+// WithSettleLag is the default for {P}_SETTLE_LAG, for TimestampPK cursors (otherwise 10s):
+// longer than any write transaction on the table stays open. 0 reads up to the database's
+// clock, which loses rows of transactions that commit after they take their timestamp.
+func WithSettleLag(d time.Duration) Option {
+	return func(p *Poller) {
+		if p.source.SettleLag = d; d <= 0 {
+			p.source.SettleLag = source.NoSettleLag
+		}
+	}
+}
+
+// WithSchema names the table's schema (dbo, public, ...) when it is not the connection's
+// default.
+func WithSchema(schema string) Option { return func(p *Poller) { p.source.Table.Schema = schema } }
+
+// WithFilter adds a fixed predicate, ANDed with the cursor's, e.g. `status <> 'draft'`. It is SQL
+// written in the poller's code, never taken from configuration or input.
+func WithFilter(sql string) Option { return func(p *Poller) { p.source.Filter = sql } }
+
+// WithSetup runs setup once per process, with the app settings, before the poller's first tick:
+// read the poller's own settings there (a webhook URL, a client). An error fails the poller's
+// invocations and names the problem.
+func WithSetup(setup func(getenv func(string) string) error) Option {
+	return func(p *Poller) { p.setup = setup }
+}
+
+// WithColumns, WithKey and WithCursorColumn name the columns explicitly, for a poller of Row
+// (untyped) or when the row type has no `db` tags for them.
+func WithColumns(columns ...string) Option {
+	return func(p *Poller) { p.source.Columns = columns }
+}
+
+// WithKey names the key columns: the rows' identity and the cursor's tiebreaker.
+func WithKey(columns ...string) Option { return func(p *Poller) { p.source.PK = columns } }
+
+// WithCursorColumn names the cursor column.
+func WithCursorColumn(column string) Option {
+	return func(p *Poller) { p.source.Cursor.Column = column }
+}
+
+// New returns the poller name of table, whose rows are decoded into T and handed, a batch at a
+// time, to handle.
+//
+// T is a struct whose exported fields carry `db` tags naming their columns; the tag options key
+// and cursor mark the key columns and the cursor column:
+//
+//	type Order struct {
+//		ID        int64     `db:"id,key"`
+//		Customer  string    `db:"customer"`
+//		UpdatedAt time.Time `db:"updated_at,cursor"`
+//	}
+//
+// The columns read are the tagged fields' (and those WithColumns names). T may also be Row, with
+// WithColumns, WithKey and WithCursorColumn. Values convert as database/sql's Scan would convert
+// them; a row that does not fit its field fails the batch, naming the row and the column.
+//
+// handle returning an error (or panicking) leaves the batch uncommitted: it comes again, with
+// Attempt + 1, and ctx is cancelled when the lease is lost. New panics on a definition that can
+// never work (a bad name, no key or cursor column): a programming error, found by the first test
+// that lists the pollers.
+func New[T any](name, table string, kind CursorKind, handle func(ctx context.Context, b *Batch[T]) error, opts ...Option) *Poller {
+	if err := CheckNewName(name); err != nil {
+		panic("poller.New: " + err.Error())
+	}
+	p := &Poller{name: name, source: source.Definition{Table: source.Table{Name: table}, Cursor: source.Cursor{Kind: string(kind)}}}
+	if err := p.columnsOf(reflect.TypeFor[T]()); err != nil {
+		panic(fmt.Sprintf("poller.New(%q): %v", name, err))
+	}
+	for _, o := range opts {
+		o(p)
+	}
+	switch {
+	case handle == nil:
+		panic(fmt.Sprintf("poller.New(%q): no handler", name))
+	case table == "":
+		panic(fmt.Sprintf("poller.New(%q): no table", name))
+	case p.source.Cursor.Column == "":
+		panic(fmt.Sprintf("poller.New(%q): no cursor column: tag a field `db:\"column,cursor\"` or use WithCursorColumn", name))
+	case len(p.source.PK) == 0:
+		panic(fmt.Sprintf("poller.New(%q): no key column: tag a field `db:\"column,key\"` or use WithKey", name))
+	}
+	p.deliver = func(ctx context.Context, b *Batch[Row]) error {
+		typed := &Batch[T]{Poller: b.Poller, ID: b.ID, FencingToken: b.FencingToken, Attempt: b.Attempt, From: b.From, To: b.To, Raw: b.Raw}
+		if rows, ok := any(b.Raw).([]T); ok { // T is Row
+			typed.Rows = rows
+		} else {
+			typed.Rows = make([]T, len(b.Raw))
+			for i, r := range b.Raw {
+				if err := r.Decode(&typed.Rows[i]); err != nil {
+					return fmt.Errorf("row %d of the batch (key %v): %w", i+1, r.Key(), err)
+				}
+			}
+		}
+		return handle(ctx, typed)
+	}
+	return p
+}
+
+// columnsOf reads the columns, key and cursor column from T's `db` tags.
+func (p *Poller) columnsOf(t reflect.Type) error {
+	if t == reflect.TypeFor[Row]() {
+		return nil
+	}
+	if t.Kind() != reflect.Struct {
+		return fmt.Errorf("the row type %v is not a struct or poller.Row", t)
+	}
+	for _, f := range reflect.VisibleFields(t) {
+		tag, ok := f.Tag.Lookup("db")
+		if !ok || tag == "-" || !f.IsExported() || f.Anonymous {
+			continue
+		}
+		column, options, _ := strings.Cut(tag, ",")
+		if column == "" {
+			return fmt.Errorf("field %s: the db tag names no column", f.Name)
+		}
+		p.source.Columns = append(p.source.Columns, column)
+		for _, o := range strings.Split(options, ",") {
+			switch o {
+			case "":
+			case "key":
+				p.source.PK = append(p.source.PK, column)
+			case "cursor":
+				if p.source.Cursor.Column != "" {
+					return fmt.Errorf("field %s: a second cursor column (%s is the first)", f.Name, p.source.Cursor.Column)
+				}
+				p.source.Cursor.Column = column
+			default:
+				return fmt.Errorf("field %s: db tag option %q is not key or cursor", f.Name, o)
+			}
+		}
+	}
+	if len(p.source.Columns) == 0 {
+		return fmt.Errorf("the row type %v has no field tagged `db:\"column\"`", t)
+	}
+	return nil
+}
+
+// Name is the poller's name: its pollers/<name> folder, its <name>/function.json function and,
+// in upper case with '-' as '_', its settings' prefix {P}.
+func (p *Poller) Name() string { return p.name }
+
+// Source is the poller's table definition, as the runtime reads it.
+func (p *Poller) Source() source.Definition {
+	d := p.source
+	d.Columns, d.PK = slices.Clone(d.Columns), slices.Clone(d.PK)
+	return d
+}
+
+// BatchSize is the poller's default for {P}_BATCH_SIZE (0: the runtime's default).
+func (p *Poller) BatchSize() int { return p.batchSize }
+
+// Setup runs the poller's WithSetup function, if any.
+func (p *Poller) Setup(getenv func(string) string) error {
+	if p.setup == nil {
+		return nil
+	}
+	return p.setup(getenv)
+}
+
+// Handle decodes b's rows into the poller's row type and runs its handler; a panic becomes an
+// error that carries the stack. The runtime calls it with b.Raw set; tests use package pollertest.
+func (p *Poller) Handle(ctx context.Context, b *Batch[Row]) (err error) {
 	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("panic: %v\n%s", p, debug.Stack())
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic: %v\n%s", r, debug.Stack())
 		}
 	}()
-	return h(ctx, b)
-}
-
-// Definition is what a pollers/<name> package registers.
-type Definition struct {
-	// Name is the poller's folder name and Functions function name (letters, digits, - and _).
-	Name string
-	// Source is what to read. Its SettleLag is the default for {P}_SETTLE_LAG.
-	Source source.Definition
-	// Handler processes each batch.
-	Handler Handler
-	// Schedule is the default NCRONTAB schedule (six fields, with seconds) for {P}_SCHEDULE.
-	Schedule string
-	// BatchSize is the default for {P}_BATCH_SIZE (0: 500).
-	BatchSize int
-	// Setup, optional, runs once per process with the poller's settings before its first tick
-	// (e.g. to read the poller's own app settings). An error fails the poller's invocations.
-	Setup func(getenv func(string) string) error
+	return p.deliver(ctx, b)
 }
 
 var validName = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,63}$`)
 
-// ValidName reports whether name can be a poller (and Functions function) name.
-func ValidName(name string) bool { return validName.MatchString(name) }
-
-var (
-	mu       sync.Mutex
-	registry = map[string]Definition{}
-)
-
-// Register adds a poller; pollers/<name> packages call it from init(). It panics on an invalid
-// or duplicate name, which is a programming error found at start-up.
-func Register(d Definition) {
-	mu.Lock()
-	defer mu.Unlock()
-	if !ValidName(d.Name) {
-		panic(fmt.Sprintf("poller: invalid poller name %q", d.Name))
-	}
-	if _, dup := registry[d.Name]; dup {
-		panic(fmt.Sprintf("poller: %q registered twice", d.Name))
-	}
-	if d.Handler == nil {
-		panic(fmt.Sprintf("poller: %q has no handler", d.Name))
-	}
-	registry[d.Name] = d
-}
-
-// Lookup returns a registered poller.
-func Lookup(name string) (Definition, bool) {
-	mu.Lock()
-	defer mu.Unlock()
-	d, ok := registry[name]
-	return d, ok
-}
-
-// All returns the registered pollers by name.
-func All() []Definition {
-	mu.Lock()
-	defer mu.Unlock()
-	out := make([]Definition, 0, len(registry))
-	for _, d := range registry {
-		out = append(out, d)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
-}
-
-// DefaultSchedule is used when a poller names none: every 30 seconds.
-const DefaultSchedule = "*/30 * * * * *"
-
-// DefaultBatchSize is {P}_BATCH_SIZE's default.
-const DefaultBatchSize = 500
-
-// DefaultCheckpointInterval is {P}_CHECKPOINT_INTERVAL's default: a commit per batch would
-// cost a blob write per batch, about as long as fetching a batch of 1,000 rows; committing every
-// 2 s keeps catch-up at the database's speed and bounds the replay after a crash.
-const DefaultCheckpointInterval = 2 * time.Second
-
-// DefaultTickBudget is {P}_TICK_BUDGET's default: well under the 10-minute functionTimeout of
-// host.json, since the host kills the whole process on a time-out.
-const DefaultTickBudget = 4 * time.Minute
-
-// ReservedNames are the function folders that are not pollers (handler/status.go serves
-// status/function.json): no poller, scaffold or clone may take them.
+// ReservedNames are the function folders that are not pollers (the status function): no poller,
+// scaffold or clone may take them.
 var ReservedNames = []string{"status"}
 
-// CheckNewName says why name cannot be a new poller's name, or nil: it must be a valid
-// function name and not one of ReservedNames (compared without regard to case, as Functions
-// compares function names).
+// ErrReservedName is wrapped by CheckNewName's error for a reserved name.
+var ErrReservedName = errors.New("reserved name")
+
+// CheckNewName says why name cannot be a poller's name, or nil: it must be a valid function name
+// (letters, digits, - and _, starting with a letter, at most 64) and not one of ReservedNames
+// (compared without regard to case, as Functions compares function names).
 func CheckNewName(name string) error {
-	if !ValidName(name) {
+	if !validName.MatchString(name) {
 		return fmt.Errorf("%q is not a valid poller and function name: letters, digits, - and _, starting with a letter, at most 64", name)
 	}
 	for _, r := range ReservedNames {
 		if strings.EqualFold(name, r) {
-			return fmt.Errorf("%q is reserved: %s/function.json is another function of the app; choose another name", name, r)
+			return fmt.Errorf("%q is %w: the %s function (%s/function.json) is another function of the app, not a poller; choose another name", name, ErrReservedName, r, r)
 		}
 	}
 	return nil

@@ -118,14 +118,15 @@ vaults=$(grep -v -E '^[[:space:]]*//' "$params" | grep -o -E '@Microsoft\.KeyVau
   sed -n -E 's#.*SecretUri=https://([^./]+)\..*#\1#p; s#.*VaultName=([^;)]+).*#\1#p' | sort -u || true)
 operator_set=$(grep -v -E '^[[:space:]]*//' "$params" | grep -E "^[[:space:]]*param[[:space:]]+operatorPrincipalId[[:space:]]*=[[:space:]]*'[^']+'" || true)
 
-# table NAME DRIVER: the poller's table as schema.table, from the source.Table literal in
-# pollers/NAME; unqualified names resolve to the default schema.
+# table NAME DRIVER: the poller's table as schema.table, from the poller.New call in pollers/NAME
+# (its second argument) and its poller.WithSchema option; unqualified names resolve to the
+# default schema.
 table() {
-  local src lit t schema
-  src=$(cat "pollers/$1"/*.go 2>/dev/null | grep -v '^[[:space:]]*//' || true)
-  lit=$(printf '%s\n' "$src" | sed -n 's/.*source\.Table{\([^}]*\)}.*/\1/p' | head -n1)
-  t=$(printf '%s\n' "$lit" | sed -n 's/.*Name:[[:space:]]*"\([^"]*\)".*/\1/p')
-  schema=$(printf '%s\n' "$lit" | sed -n 's/.*Schema:[[:space:]]*"\([^"]*\)".*/\1/p')
+  local src t schema
+  src=$(for f in "pollers/$1"/*.go; do case $f in *_test.go) ;; *) cat "$f" 2>/dev/null ;; esac; done |
+    grep -v '^[[:space:]]*//' | tr '\n' ' ' || true)
+  t=$(printf '%s\n' "$src" | sed -n 's/.*poller\.New[[:space:]]*([^,]*,[[:space:]]*"\([^"]*\)".*/\1/p' | head -n1)
+  schema=$(printf '%s\n' "$src" | sed -n 's/.*poller\.WithSchema("\([^"]*\)").*/\1/p' | head -n1)
   [ -n "$t" ] || return 1
   if [ -z "${schema:-}" ]; then
     case "$2" in sqlserver) schema=dbo ;; postgres) schema=public ;; esac
@@ -148,7 +149,7 @@ cat <<NEXT
 
 Next steps:
   1. Let the identity read each poller's table: these print the T-SQL for your database
-     administrator (the table is Source's Table in the poller's Go code, pollers/NAME/*.go):
+     administrator (the table is the second argument of poller.New in pollers/NAME/*.go):
 NEXT
 if [ -z "$pollers" ]; then
   echo "     (no pollers entries found in $params)"

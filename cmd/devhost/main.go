@@ -23,10 +23,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
+
 	_ "modernc.org/sqlite"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/devhost"
-	"github.com/pseudotrigger/pseudotrigger/poller"
 )
 
 func main() {
@@ -163,7 +164,7 @@ func overrides() map[string]string {
 }
 
 func fire(ctx context.Context, base string, fn devhost.Function, writer *devhost.Writer, totals *sync.Map) {
-	sched, _ := poller.ParseSchedule(fn.Schedule)
+	sched, _ := appsettings.ParseSchedule(fn.Schedule)
 	var last time.Time
 	for {
 		now := time.Now()

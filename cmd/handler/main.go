@@ -22,7 +22,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/handler"
 	"github.com/pseudotrigger/pseudotrigger/internal/clock"
 	"github.com/pseudotrigger/pseudotrigger/internal/faultpoint"
-	_ "github.com/pseudotrigger/pseudotrigger/pollers/all"
+	"github.com/pseudotrigger/pseudotrigger/pollers"
 )
 
 // grace is how long running ticks may take to finish after a stop signal.
@@ -54,7 +54,7 @@ func run(log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("FUNCTIONS_CUSTOMHANDLER_PORT=%s: %w", port, err)
 	}
-	opts := handler.Options{Logger: log}
+	opts := handler.Options{Logger: log, Pollers: pollers.All()}
 	if faultpoint.Enabled { // a test build: never deploy one
 		off, err := faultpoint.ClockOffset()
 		if err != nil {

@@ -22,13 +22,14 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/ctl"
 	"github.com/pseudotrigger/pseudotrigger/internal/devhost"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/blobstore"
-	"github.com/pseudotrigger/pseudotrigger/poller"
-	_ "github.com/pseudotrigger/pseudotrigger/pollers/all"
+	"github.com/pseudotrigger/pseudotrigger/pollers"
 )
 
 func main() {
@@ -41,9 +42,9 @@ func main() {
 		os.Exit(ctl.ExitUsage)
 	}
 	env := ctl.Env{
-		App:     poller.AppName(getenv),
+		App:     appsettings.AppName(getenv),
 		Getenv:  getenv,
-		Pollers: poller.All(),
+		Pollers: pollers.All(),
 		Out:     os.Stdout,
 		Err:     os.Stderr,
 		Source:  source,

@@ -10,10 +10,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/blobstore"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
-	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
 func writeSettings(t *testing.T, dir string, values map[string]string) {

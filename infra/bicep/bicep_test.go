@@ -3,8 +3,8 @@
 package bicep
 
 import (
+	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
 	bicepfile "github.com/pseudotrigger/pseudotrigger/internal/bicep"
-	"github.com/pseudotrigger/pseudotrigger/poller"
 
 	"encoding/json"
 	"os"
@@ -578,7 +578,7 @@ func TestFlexSite(t *testing.T) {
 
 // TestAppSettingsOwned: the deployment replaces every app setting (sites/config appsettings), so
 // every setting a user needs has a place in the parameters: each pollers entry's optional
-// settings object ({P}_ prefixed, as poller.Prefix does) and appSettings for the rest. The
+// settings object ({P}_ prefixed, as appsettings.Prefix does) and appSettings for the rest. The
 // settings the app itself needs win over both, and a poller's driver, connection and schedule
 // over its settings object. The settings are built in the module, where the identity's client
 // id is a parameter.
@@ -599,8 +599,8 @@ func TestAppSettingsOwned(t *testing.T) {
 		}
 	}
 	// The template's {P} is Go's: upper case, - as _.
-	if got := poller.Prefix("big-orders"); got != "BIG_ORDERS" {
-		t.Errorf("poller.Prefix(big-orders) = %s: the template's toUpper(replace(name, '-', '_')) no longer matches", got)
+	if got := appsettings.Prefix("big-orders"); got != "BIG_ORDERS" {
+		t.Errorf("appsettings.Prefix(big-orders) = %s: the template's toUpper(replace(name, '-', '_')) no longer matches", got)
 	}
 	main := read(t, "main.bicep")
 	for _, want := range []string{"    baseSettings: baseSettings\n    appSettings: appSettings\n    pollers: pollers\n", "param appSettings object = {}\n"} {
@@ -617,12 +617,8 @@ func TestAppSettingsOwned(t *testing.T) {
 // poller reads ({P}_ + key), other than the three the entry gives itself.
 func TestParamsSettingsKnown(t *testing.T) {
 	read := map[string]bool{}
-	_, _ = poller.LoadSettings(poller.Definition{Name: "x"}, func(name string) string {
-		read[strings.TrimPrefix(name, "X_")] = true
-		return ""
-	})
-	if !read["ON_POISON"] || !read["BATCH_SIZE"] {
-		t.Fatalf("poller.LoadSettings read %v", read)
+	for _, s := range appsettings.Table {
+		read[s.Suffix] = true
 	}
 	params := mask(readFile(t, "main.bicepparam"))
 	text := readFile(t, "main.bicepparam")

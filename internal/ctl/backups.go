@@ -12,8 +12,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/pseudotrigger/pseudotrigger/internal/store"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
+	"github.com/pseudotrigger/pseudotrigger/internal/store"
 )
 
 // backupPrefix is where a poller's backups are: backups/{app}/{poller}/.

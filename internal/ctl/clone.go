@@ -6,9 +6,11 @@ import (
 	"flag"
 	"fmt"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
 	"github.com/pseudotrigger/pseudotrigger/poller"
-	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
 // clone starts a new poller (a backfill under its own name) at an existing poller's checkpoint.
@@ -76,6 +78,6 @@ func clone(ctx context.Context, args []string, env Env) error {
 		}
 		return err
 	}
-	fmt.Fprintf(env.Out, "cloned: register pollers/%s (pollerctl new %s) and set its %s_* settings to run it\n", *to, *to, poller.Prefix(*to))
+	fmt.Fprintf(env.Out, "cloned: register pollers/%s (pollerctl new %s) and set its %s_* settings to run it\n", *to, *to, appsettings.Prefix(*to))
 	return nil
 }

@@ -18,12 +18,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
+
 	"github.com/pseudotrigger/pseudotrigger/internal/clock"
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
-	"github.com/pseudotrigger/pseudotrigger/internal/store"
-	"github.com/pseudotrigger/pseudotrigger/poller"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
+	"github.com/pseudotrigger/pseudotrigger/internal/store"
+	"github.com/pseudotrigger/pseudotrigger/poller"
 )
 
 // Exit codes.
@@ -42,7 +44,7 @@ type Env struct {
 	StoreErr error
 	App      string
 	Getenv   func(string) string
-	Pollers  []poller.Definition
+	Pollers  []*poller.Poller
 	Out      io.Writer
 	// Err, if set, gets the line that says which app, store and settings a command uses
 	// (stderr, so that status --json's output stays JSON).
@@ -192,19 +194,19 @@ func (env Env) store() (store.Store, error) {
 
 func (env Env) blob(pollerName string) string { return state.Blob(env.App, pollerName) }
 
-func (env Env) definition(name string) (poller.Definition, bool) {
+func (env Env) definition(name string) (*poller.Poller, bool) {
 	for _, d := range env.Pollers {
-		if d.Name == name {
+		if d.Name() == name {
 			return d, true
 		}
 	}
-	return poller.Definition{}, false
+	return nil, false
 }
 
 // fingerprint computes the configured source's fingerprint from the poller's settings, without
 // connecting.
-func (env Env) fingerprint(d poller.Definition) (string, error) {
-	p := poller.Prefix(d.Name)
+func (env Env) fingerprint(d *poller.Poller) (string, error) {
+	p := appsettings.Prefix(d.Name())
 	driver, dsn := strings.TrimSpace(env.Getenv(p+"_DB_DRIVER")), strings.TrimSpace(env.Getenv(p+"_DB_CONNECTION"))
 	if driver == "" || dsn == "" {
 		return "", usagef("%s_DB_DRIVER and %s_DB_CONNECTION must be set: the reset records the configured source's fingerprint", p, p)
@@ -213,7 +215,7 @@ func (env Env) fingerprint(d poller.Definition) (string, error) {
 	if err != nil {
 		return "", usagef("%s_DB_CONNECTION: %v", p, err)
 	}
-	return source.Fingerprint(driver, loc, d.Source), nil
+	return source.Fingerprint(driver, loc, d.Source()), nil
 }
 
 // current reads a poller's state blob: the blob (nil when absent), the decoded document (nil

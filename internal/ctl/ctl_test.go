@@ -18,23 +18,20 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/clock"
 	"github.com/pseudotrigger/pseudotrigger/internal/ctl"
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
+	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/blobstore"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/memstore"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 	"github.com/pseudotrigger/pseudotrigger/poller"
-	"github.com/pseudotrigger/pseudotrigger/internal/source"
-	"github.com/pseudotrigger/pseudotrigger/internal/state"
+	"github.com/pseudotrigger/pseudotrigger/pollers"
 )
 
 var ctx = context.Background()
 
-var orders = poller.Definition{
-	Name: "orders",
-	Source: source.Definition{Table: source.Table{Name: "orders"}, Columns: []string{"id", "updated_at"},
-		Cursor: source.Cursor{Kind: state.KindTimestampPK, Column: "updated_at"}, PK: []string{"id"}},
-	Handler: func(context.Context, *poller.Batch) error { return nil },
-}
+var orders = poller.New("orders", "orders", poller.TimestampPK, func(context.Context, *poller.Batch[poller.Row]) error { return nil },
+	poller.WithColumns("id", "updated_at"), poller.WithKey("id"), poller.WithCursorColumn("updated_at"))
 
 // settings name a real SQLite orders table (made by TestMain): resets check their values against
 // its column types.
@@ -92,7 +89,7 @@ func (w *world) run(args ...string) int {
 	}
 	code := ctl.Run(ctx, args, ctl.Env{
 		Store: w.st, App: w.app, Getenv: func(k string) string { return settings[k] },
-		Pollers: []poller.Definition{orders}, Out: &w.out, In: strings.NewReader(""), Clock: w.clk, Actor: "pollerctl/test",
+		Pollers: []*poller.Poller{orders}, Out: &w.out, In: strings.NewReader(""), Clock: w.clk, Actor: "pollerctl/test",
 	})
 	return code
 }
@@ -121,7 +118,7 @@ func (w *world) doc() *state.Doc {
 func (w *world) manager(owner string) *lease.Manager {
 	w.t.Helper()
 	loc, _ := source.ParseLocation("sqlite", settings["ORDERS_DB_CONNECTION"])
-	m, err := lease.New(w.st, lease.Config{Poller: "orders", Blob: w.blob(), Owner: owner, Fingerprint: source.Fingerprint("sqlite", loc, orders.Source), Clock: w.clk})
+	m, err := lease.New(w.st, lease.Config{Poller: "orders", Blob: w.blob(), Owner: owner, Fingerprint: source.Fingerprint("sqlite", loc, orders.Source()), Clock: w.clk})
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -322,7 +319,7 @@ func TestCorruptDocument(t *testing.T) {
 
 func (w *world) managerFingerprint() string {
 	loc, _ := source.ParseLocation("sqlite", settings["ORDERS_DB_CONNECTION"])
-	return source.Fingerprint("sqlite", loc, orders.Source)
+	return source.Fingerprint("sqlite", loc, orders.Source())
 }
 
 // TestResetRacingTick: a reset and a tick racing never lose a write silently; one fails cleanly.
@@ -402,7 +399,7 @@ func TestScaffold(t *testing.T) {
 		t.Fatalf("copying the repository: %v\n%s", err, out)
 	}
 	var out bytes.Buffer
-	env := ctl.Env{Out: &out, Root: dir, Pollers: poller.All(), Getenv: os.Getenv}
+	env := ctl.Env{Out: &out, Root: dir, Pollers: pollers.All(), Getenv: os.Getenv}
 	if code := ctl.Run(ctx, []string{"new", "bad name"}, env); code != 2 {
 		t.Fatalf("an invalid name: exit %d", code)
 	}
@@ -435,7 +432,7 @@ func TestWaitForLiveLease(t *testing.T) {
 	go func() {
 		done <- ctl.Run(ctx, []string{"reset", "orders", "--to-beginning", "--yes", "--wait"}, ctl.Env{
 			Store: w.st, App: w.app, Getenv: func(k string) string { return settings[k] },
-			Pollers: []poller.Definition{orders}, Out: &out, In: strings.NewReader(""), Clock: clk, Actor: "pollerctl/test",
+			Pollers: []*poller.Poller{orders}, Out: &out, In: strings.NewReader(""), Clock: clk, Actor: "pollerctl/test",
 		})
 	}()
 	wait, cancel := context.WithTimeout(ctx, 10*time.Second)

@@ -10,12 +10,14 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
+	"github.com/pseudotrigger/pseudotrigger/internal/tick"
+
 	"github.com/pseudotrigger/pseudotrigger/internal/deadletter"
-	"github.com/pseudotrigger/pseudotrigger/internal/lease"
-	"github.com/pseudotrigger/pseudotrigger/internal/store"
-	"github.com/pseudotrigger/pseudotrigger/poller"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
+	"github.com/pseudotrigger/pseudotrigger/internal/store"
+	"github.com/pseudotrigger/pseudotrigger/poller"
 )
 
 // deadLetters is `pollerctl deadletter list|show|replay|discard`.
@@ -183,30 +185,21 @@ func deadLetterReplay(ctx context.Context, args []string, env Env) error {
 		fmt.Fprintln(env.Out, "dry run: nothing replayed. Add --yes to replay.")
 		return nil
 	}
-	settings, err := poller.LoadSettings(d, env.Getenv)
+	settings, err := appsettings.Load(d, env.Getenv)
 	if err != nil {
 		return usagef("%v", err)
 	}
-	if d.Setup != nil {
-		if err := d.Setup(env.Getenv); err != nil {
-			return usagef("poller %s setup: %v", name, err)
-		}
+	if err := d.Setup(env.Getenv); err != nil {
+		return usagef("poller %s setup: %v", name, err)
 	}
-	def := d.Source
-	def.SettleLag = settings.SettleLag
-	src, err := source.Open(ctx, source.Config{Poller: name, Driver: settings.Driver, DSN: settings.DSN, Definition: def})
+	r, err := tick.Open(ctx, tick.Config{Poller: d, Settings: settings, Store: st, App: env.App, Owner: env.Actor, Clock: env.Clock})
 	if err != nil {
 		return err
 	}
-	defer src.Close()
+	defer r.Close()
+	src, m := r.Source.(*source.Source), r.Lease
 	if src.Fingerprint() != letter.SourceFingerprint {
 		return refusedf("the dead letter was written for source %s, but %s is now configured for %s", letter.SourceFingerprint, name, src.Fingerprint())
-	}
-
-	m, err := lease.New(st, lease.Config{Poller: name, Blob: env.blob(name), Owner: env.Actor, Fingerprint: src.Fingerprint(),
-		TTL: settings.LeaseTTL, HeartbeatInterval: settings.HeartbeatInterval, Clock: env.Clock})
-	if err != nil {
-		return err
 	}
 	snap, err := m.Read(ctx)
 	if err != nil {
@@ -254,8 +247,8 @@ func deadLetterReplay(ctx context.Context, args []string, env Env) error {
 	}
 	if len(rows) > 0 {
 		last, _ := rows[len(rows)-1].Cursor()
-		pb := &poller.Batch{Poller: name, ID: letter.BatchID, FencingToken: l.Token(), Attempt: attempts + 1, From: letter.From, To: &last, Rows: rows}
-		if err := d.Handler.Call(l.Context(), pb); err != nil {
+		pb := &poller.Batch[poller.Row]{Poller: name, ID: letter.BatchID, FencingToken: l.Token(), Attempt: attempts + 1, From: letter.From, To: &last, Raw: rows}
+		if err := d.Handle(l.Context(), pb); err != nil {
 			return refusedf("the handler failed again (the dead letter is kept): %v", err)
 		}
 		if err := l.Err(); err != nil {

@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/deadletter"
-	"github.com/pseudotrigger/pseudotrigger/internal/store"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
+	"github.com/pseudotrigger/pseudotrigger/internal/store"
 )
 
 // TestDeadLetterListShowDiscard: list shows a letter's batch, rows and error; show prints it as

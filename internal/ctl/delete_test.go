@@ -35,7 +35,7 @@ func TestDeleteWaitsThenDeletesTheMarkAsItIsNow(t *testing.T) {
 	go func() {
 		done <- ctl.Run(ctx, []string{"delete", "orders", "--yes", "--wait"}, ctl.Env{
 			Store: w.st, App: w.app, Getenv: func(k string) string { return settings[k] },
-			Pollers: []poller.Definition{orders}, Out: &out, In: strings.NewReader(""), Clock: clk, Actor: "pollerctl/test",
+			Pollers: []*poller.Poller{orders}, Out: &out, In: strings.NewReader(""), Clock: clk, Actor: "pollerctl/test",
 		})
 	}()
 	wait, cancel := context.WithTimeout(ctx, 10*time.Second)

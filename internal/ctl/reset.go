@@ -12,11 +12,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
+
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
-	"github.com/pseudotrigger/pseudotrigger/internal/store"
-	"github.com/pseudotrigger/pseudotrigger/poller"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
+	"github.com/pseudotrigger/pseudotrigger/internal/store"
+	"github.com/pseudotrigger/pseudotrigger/poller"
 )
 
 type pkFlags []string
@@ -236,16 +238,16 @@ func backup(ctx context.Context, env Env, st store.Store, name, what string, dat
 // openSource opens a poller's source read-only with pollerctl's settings, to check values
 // against its column types. A source that cannot be opened refuses the command (exit 2): a value
 // is never written unchecked.
-func (env Env) openSource(ctx context.Context, d poller.Definition, what string) (*source.Source, error) {
-	s, err := poller.LoadSettings(d, env.Getenv)
+func (env Env) openSource(ctx context.Context, d *poller.Poller, what string) (*source.Source, error) {
+	s, err := appsettings.Load(d, env.Getenv)
 	if err != nil && (s.Driver == "" || s.DSN == "") {
 		return nil, usagef("%s is checked against the source's column types, which needs its settings: %v", what, err)
 	}
 	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	def := d.Source
+	def := d.Source()
 	def.SettleLag = s.SettleLag
-	src, err := source.Open(octx, source.Config{Poller: d.Name, Driver: s.Driver, DSN: s.DSN, Definition: def, MaxOpenConns: 1})
+	src, err := source.Open(octx, source.Config{Poller: d.Name(), Driver: s.Driver, DSN: s.DSN, Definition: def, MaxOpenConns: 1})
 	if err != nil {
 		return nil, usagef("%s is checked against the source's column types, but the source cannot be opened: %v; nothing written", what, err)
 	}
@@ -254,7 +256,7 @@ func (env Env) openSource(ctx context.Context, d poller.Definition, what string)
 
 // cursorFromText builds the cursor of --to-cursor and --pk, each value read as its column's type
 // in the poller's table (an integer key takes digits, a timestamp RFC 3339, ...).
-func (env Env) cursorFromText(ctx context.Context, d poller.Definition, value string, pks []string) (*state.Cursor, error) {
+func (env Env) cursorFromText(ctx context.Context, d *poller.Poller, value string, pks []string) (*state.Cursor, error) {
 	keys := map[string]string{}
 	for _, pk := range pks {
 		col, v, ok := strings.Cut(pk, "=")
@@ -279,7 +281,7 @@ func (env Env) cursorFromText(ctx context.Context, d poller.Definition, value st
 }
 
 // checkCursor refuses a cursor the poller's source cannot hold (exit 2).
-func (env Env) checkCursor(ctx context.Context, d poller.Definition, c *state.Cursor, what string) error {
+func (env Env) checkCursor(ctx context.Context, d *poller.Poller, c *state.Cursor, what string) error {
 	if c == nil {
 		return nil
 	}

@@ -2,6 +2,7 @@ package ctl
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"go/ast"
 	"go/format"
@@ -15,6 +16,8 @@ import (
 	"strings"
 	"text/template"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
+
 	"github.com/pseudotrigger/pseudotrigger/internal/bicep"
 	"github.com/pseudotrigger/pseudotrigger/poller"
 )
@@ -27,23 +30,17 @@ const modulePath = "github.com/pseudotrigger/pseudotrigger"
 var paramsFile = filepath.Join("infra", "bicep", "main.bicepparam")
 
 // scaffold writes pollers/NAME/ (a working poller and its test) and NAME/function.json, adds the
-// import line to pollers/all/all.go and an entry to the pollers array of main.bicepparam, then
+// poller to All in pollers/pollers.go and an entry to the pollers array of main.bicepparam, then
 // prints what to edit and the settings to add. It writes everything or nothing.
 func scaffold(args []string, env Env) error {
 	if len(args) != 1 {
 		return usagef("new NAME")
 	}
 	name := args[0]
-	if err := poller.CheckNewName(name); err != nil {
-		if !poller.ValidName(name) {
-			return usagef("%v", err)
-		}
-		for _, r := range poller.ReservedNames {
-			if strings.EqualFold(name, r) {
-				return refusedf("%v (the %s function is not a poller)", err, r)
-			}
-		}
+	if err := poller.CheckNewName(name); errors.Is(err, poller.ErrReservedName) {
 		return refusedf("%v", err)
+	} else if err != nil {
+		return usagef("%v", err)
 	}
 	if _, ok := env.definition(name); ok {
 		return refusedf("a poller %q is already registered", name)
@@ -61,17 +58,17 @@ func scaffold(args []string, env Env) error {
 	}
 	const schedule = "*/30 * * * * *"
 	data := struct{ Name, Pkg, Prefix, Module, Schedule string }{
-		Name: name, Pkg: strings.ToLower(strings.ReplaceAll(name, "-", "_")), Prefix: poller.Prefix(name), Module: modulePath,
+		Name: name, Pkg: strings.ToLower(strings.ReplaceAll(name, "-", "_")), Prefix: appsettings.Prefix(name), Module: modulePath,
 		Schedule: schedule,
 	}
 
 	// Everything is computed before anything is written.
-	allPath := filepath.Join(root, "pollers", "all", "all.go")
+	allPath := filepath.Join(root, "pollers", "pollers.go")
 	all, err := os.ReadFile(allPath)
 	if err != nil {
 		return fmt.Errorf("reading %s: %w", allPath, err)
 	}
-	newAll, err := addImport(all, modulePath+"/pollers/"+name)
+	newAll, err := addToAll(all, modulePath+"/pollers/"+name, data.Pkg)
 	if err != nil {
 		return fmt.Errorf("%s: %w", allPath, err)
 	}
@@ -146,50 +143,74 @@ func scaffold(args []string, env Env) error {
 		entry = "infra/bicep/main.bicepparam already had an entry for it: check it"
 	}
 	fmt.Fprintf(env.Out, `created pollers/%[1]s/%[2]s.go, pollers/%[1]s/%[2]s_test.go and %[1]s/function.json;
-registered the poller in pollers/all/all.go; %[4]s.
+added %[2]s.New() to All in pollers/pollers.go; %[4]s.
 Next:
-  1. Edit the source definition (table, columns, cursor, key) and the handler in
-     pollers/%[1]s/%[2]s.go, then run its test, which builds an SQLite table from that definition
-     and runs a tick over it:
+  1. Edit the row type (its columns, key and cursor), the table and the handler in
+     pollers/%[1]s/%[2]s.go, then run its test, which builds an SQLite table from the row type and
+     runs a tick over it:
        go test ./pollers/%[1]s/
   2. Edit the %[1]s entry of the pollers array in infra/bicep/main.bicepparam (the deployment's
      %[3]s_DB_DRIVER, %[3]s_DB_CONNECTION and %[3]s_SCHEDULE app settings): its driver, server and
      database are placeholders (EDIT-ME); for postgres or sqlite give connection instead of server
      and database (a Key Vault reference, never a literal secret).
-  3. For local runs, add to local.settings.json "Values":
-       %[3]s_DB_DRIVER       sqlserver | postgres | sqlite
-       %[3]s_DB_CONNECTION   the source database's connection string
-       %[3]s_SCHEDULE        NCRONTAB with seconds (default %[5]s)
-     optional: %[3]s_BATCH_SIZE, %[3]s_LEASE_TTL, %[3]s_HEARTBEAT_INTERVAL, %[3]s_TICK_BUDGET, %[3]s_CHECKPOINT_INTERVAL, %[3]s_SETTLE_LAG,
-               %[3]s_MAX_ATTEMPTS, %[3]s_ON_POISON, %[3]s_LIVENESS_INTERVAL, %[3]s_MAX_LAG (README: Poller settings)
+  3. For local runs, add to local.settings.json "Values" the settings (README: Poller settings;
+     %[3]s_SCHEDULE is read by the host, e.g. %[5]q):
 `, name, data.Pkg, data.Prefix, entry, schedule)
+	for _, st := range appsettings.Table {
+		fmt.Fprintf(env.Out, "       %-*s default: %s\n", len(data.Prefix)+20, data.Prefix+"_"+st.Suffix, plain(st.Default))
+	}
 	return nil
 }
 
-// addImport adds a blank import of path to the parenthesized import block of a Go file and
-// returns the file formatted as gofmt would.
-func addImport(src []byte, path string) ([]byte, error) {
+// plain is a README table cell as terminal text: without the backquotes.
+func plain(cell string) string { return strings.ReplaceAll(cell, "`", "") }
+
+// addToAll adds pkg.New() as the last poller of the list that func All returns, and the import of
+// path (package pkg), to a Go file such as pollers/pollers.go; it returns the file formatted as
+// gofmt would.
+func addToAll(src []byte, path, pkg string) ([]byte, error) {
 	fset := token.NewFileSet()
-	f, err := parser.ParseFile(fset, "all.go", src, parser.ImportsOnly|parser.ParseComments)
+	f, err := parser.ParseFile(fset, "pollers.go", src, parser.ParseComments)
 	if err != nil {
 		return nil, err
 	}
-	var block *ast.GenDecl
+	var imports *ast.GenDecl
+	var list *ast.CompositeLit
 	for _, d := range f.Decls {
-		if gd, ok := d.(*ast.GenDecl); ok && gd.Tok == token.IMPORT && gd.Rparen.IsValid() {
-			block = gd
+		switch d := d.(type) {
+		case *ast.GenDecl:
+			if d.Tok == token.IMPORT && d.Rparen.IsValid() {
+				imports = d
+			}
+		case *ast.FuncDecl:
+			if d.Name.Name != "All" || d.Body == nil {
+				continue
+			}
+			for _, st := range d.Body.List {
+				if ret, ok := st.(*ast.ReturnStmt); ok && len(ret.Results) == 1 {
+					list, _ = ret.Results[0].(*ast.CompositeLit)
+				}
+			}
 		}
 	}
-	if block == nil {
-		return nil, fmt.Errorf("no import ( ... ) block to add the poller to")
+	if imports == nil || list == nil {
+		return nil, fmt.Errorf("no import ( ... ) block, or no func All returning a []*poller.Poller{...} literal, to add the poller to")
 	}
-	for _, s := range block.Specs {
+	for _, s := range imports.Specs {
 		if p, _ := strconv.Unquote(s.(*ast.ImportSpec).Path.Value); p == path {
 			return nil, fmt.Errorf("already imports %s", path)
 		}
 	}
-	at := fset.Position(block.Rparen).Offset
-	return format.Source(slices.Concat(src[:at], []byte("\t_ "+strconv.Quote(path)+"\n"), src[at:]))
+	spec := strconv.Quote(path)
+	if pkg != filepath.Base(path) {
+		spec = pkg + " " + spec
+	}
+	item := pkg + ".New(),\n"
+	if n := len(list.Elts); n > 0 && fset.Position(list.Elts[n-1].End()).Line == fset.Position(list.Rbrace).Line {
+		item = ",\n" + pkg + ".New(),\n" // the last element shares the closing brace's line
+	}
+	at, end := fset.Position(imports.Rparen).Offset, fset.Position(list.Rbrace).Offset
+	return format.Source(slices.Concat(src[:at], []byte("\t"+spec+"\n"), src[at:end], []byte(item), src[end:]))
 }
 
 // pollersParam finds `param pollers = [` at the start of a line of the masked text.
@@ -255,60 +276,43 @@ func pollerEntry(name, schedule, indent, nl string) string {
 		in + "  server: 'EDIT-ME.database.windows.net'",
 		in + "  database: 'EDIT-ME'",
 		in + "  schedule: '" + schedule + "'",
-		in + "  // Its other settings, without the " + poller.Prefix(name) + "_ prefix (the deployment owns the app settings):",
+		in + "  // Its other settings, without the " + appsettings.Prefix(name) + "_ prefix (the deployment owns the app settings):",
 		in + "  // settings: { ON_POISON: 'quarantine', MAX_LAG: '10m' }",
 		in + "}",
 	}
 	return strings.Join(lines, nl) + nl
 }
 
-var pollerTemplate = template.Must(template.New("poller").Parse(`// Package {{.Pkg}} is the {{.Name}} poller: edit its source definition and its handler.
+var pollerTemplate = template.Must(template.New("poller").Parse(`// Package {{.Pkg}} is the {{.Name}} poller: edit its row type, its table and its handler.
 package {{.Pkg}}
 
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"{{.Module}}/poller"
-	"{{.Module}}/source"
-	"{{.Module}}/state"
 )
 
-// Name is the poller's name: its folder, its function ({{.Name}}/function.json) and the prefix
-// of its settings ({{.Prefix}}_...).
-const Name = "{{.Name}}"
-
-// Source is the table the poller reads: change the table, columns, cursor and key to yours.
-var Source = source.Definition{
-	Table:   source.Table{Name: "{{.Pkg}}"},
-	Columns: []string{"id", "updated_at"},
-	Cursor:  source.Cursor{Kind: state.KindTimestampPK, Column: "updated_at"},
-	PK:      []string{"id"},
-}
-
-func init() {
-	poller.Register(poller.Definition{
-		Name:     Name,
-		Source:   Source,
-		Schedule: "{{.Schedule}}",
-		Handler:  Handle,
-	})
-}
-
-// Row is what the handler decodes each row into.
+// Row is a row of the table: a field per column the poller reads, tagged with the column's name;
+// key marks the key columns, cursor the column the poller reads the table in the order of.
 type Row struct {
-	ID int64 ` + "`db:\"id\"`" + `
+	ID        int64     ` + "`db:\"id,key\"`" + `
+	UpdatedAt time.Time ` + "`db:\"updated_at,cursor\"`" + `
 }
 
-// Handle processes one batch. Delivery is at least once: make the effect idempotent on b.ID (or
+// New returns the {{.Name}} poller: its function is {{.Name}}/function.json, its settings
+// {{.Prefix}}_... (README: Poller settings). Options set its defaults (poller.WithBatchSize,
+// poller.WithSettleLag) and its setup (poller.WithSetup).
+func New() *poller.Poller {
+	return poller.New("{{.Name}}", "{{.Pkg}}", poller.TimestampPK, handle)
+}
+
+// handle processes one batch. Delivery is at least once: make the effect idempotent on b.ID (or
 // each row's key), and pass b.FencingToken to sinks that can refuse a stale writer. Returning an
 // error leaves the batch uncommitted; it comes again with b.Attempt + 1.
-func Handle(ctx context.Context, b *poller.Batch) error {
-	for _, row := range b.Rows {
-		var r Row
-		if err := row.Decode(&r); err != nil {
-			return err
-		}
+func handle(ctx context.Context, b *poller.Batch[Row]) error {
+	for _, r := range b.Rows {
 		_ = r // deliver r here
 	}
 	slog.Default().Info("{{.Name}} batch", "batch_id", b.ID, "rows", len(b.Rows), "attempt", b.Attempt)
@@ -319,133 +323,26 @@ func Handle(ctx context.Context, b *poller.Batch) error {
 var testTemplate = template.Must(template.New("test").Parse(`package {{.Pkg}}
 
 import (
-	"context"
-	"database/sql"
-	"encoding/json"
-	"fmt"
-	"path/filepath"
-	"slices"
-	"strings"
+	"reflect"
 	"testing"
-	"time"
 
-	_ "modernc.org/sqlite"
-
-	"{{.Module}}/internal/lease"
-	"{{.Module}}/internal/store/memstore"
-	"{{.Module}}/internal/tick"
-	"{{.Module}}/poller"
-	"{{.Module}}/source"
-	"{{.Module}}/state"
+	"{{.Module}}/pollertest"
 )
 
-// TestTick runs one real tick of the poller, as the app does, over an SQLite table built from
-// its Source and an in-memory state store: every row reaches the handler, in order, and the
-// checkpoint ends on the last one. The table follows Source: change the columns, the cursor or
-// the key, and the test still runs.
-func TestTick(t *testing.T) {
-	ctx := context.Background()
-	d, _ := poller.Lookup(Name) // what init registered
-	def := d.Source
-	def.Table = source.Table{Name: def.Table.Name} // SQLite has no schemas
-	def.Filter = ""                                // to test a filter, insert rows of your own
-	if k := def.Cursor.Kind; k != state.KindTimestampPK && k != state.KindInteger {
-		t.Skipf("SQLite has no %s cursor: test against your own database", k)
+// TestDelivered runs a real tick of the poller over an SQLite table made from Row, holding five
+// sample rows inserted out of order: the handler gets them all, in cursor order. It follows Row:
+// change its columns, key or cursor, and it still runs.
+func TestDelivered(t *testing.T) {
+	h := pollertest.New(t, New())
+	var want []Row
+	for i := 1; i <= 5; i++ {
+		want = append(want, pollertest.Sample[Row](i))
 	}
-	const rows = 5
-	dsn := filepath.Join(t.TempDir(), "source.db")
-	createTestTable(t, dsn, def, rows)
-
-	// The handler sees every batch (and passes it on to Handle).
-	var got []source.Row
-	handle := d.Handler
-	d.Handler = func(ctx context.Context, b *poller.Batch) error {
-		got = append(got, b.Rows...)
-		return handle(ctx, b)
+	h.Insert(want[4], want[2], want[0], want[3], want[1])
+	h.Tick()
+	if got := pollertest.Rows[Row](h); !reflect.DeepEqual(got, want) {
+		t.Fatalf("delivered %+v\nwant %+v", got, want)
 	}
-	p := poller.Prefix(Name)
-	env := map[string]string{p + "_DB_DRIVER": source.SQLite, p + "_DB_CONNECTION": dsn, p + "_BATCH_SIZE": "2"}
-	settings, err := poller.LoadSettings(d, func(k string) string { return env[k] })
-	if err != nil {
-		t.Fatal(err)
-	}
-	src, err := source.Open(ctx, source.Config{Poller: Name, Driver: settings.Driver, DSN: settings.DSN, Definition: def})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
-	m, err := lease.New(memstore.New(nil), lease.Config{Poller: Name, Blob: state.Blob("test", Name), Owner: "test/1", Fingerprint: src.Fingerprint()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &tick.Runner{Poller: d, Settings: settings, Lease: m, Source: src}
-	sum, err := r.Tick(ctx, "test")
-	if err != nil || sum.Outcome != tick.Committed || sum.Rows != rows || len(got) != rows {
-		t.Fatalf("tick: %+v, %v; the handler got %d rows, want %d", sum, err, len(got), rows)
-	}
-	for i, row := range got {
-		if v, want := fmt.Sprint(row.Get(def.Cursor.Column)), fmt.Sprint(testValue(def, def.Cursor.Column, i+1)); v != want {
-			t.Errorf("row %d: %s is %s, want %s", i+1, def.Cursor.Column, v, want)
-		}
-	}
-	snap, err := m.Read(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	last, _ := got[rows-1].Cursor()
-	checkpoint, _ := json.Marshal(snap.Doc.Checkpoint.Cursor)
-	if want, _ := json.Marshal(last); string(checkpoint) != string(want) {
-		t.Errorf("checkpoint %s, want the last row's %s", checkpoint, want)
-	}
-}
-
-// createTestTable creates def's table in an SQLite database with rows rows, inserted out of order:
-// the cursor column is TEXT holding UTC timestamps in the fixed-width layout SQLite cursors
-// need (INTEGER for an integer cursor), the key columns INTEGER, the other columns TEXT.
-func createTestTable(t *testing.T, dsn string, def source.Definition, rows int) {
-	t.Helper()
-	db, err := sql.Open("sqlite", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	quote := func(s string) string { return "\"" + strings.ReplaceAll(s, "\"", "\"\"") + "\"" }
-	var cols, decls, marks []string
-	for _, c := range append(append([]string{def.Cursor.Column}, def.PK...), def.Columns...) {
-		if slices.Contains(cols, c) {
-			continue
-		}
-		typ := "TEXT"
-		if _, ok := testValue(def, c, 1).(int); ok {
-			typ = "INTEGER"
-		}
-		cols, decls, marks = append(cols, c), append(decls, quote(c)+" "+typ+" NOT NULL"), append(marks, "?")
-	}
-	create := fmt.Sprintf("CREATE TABLE %s (%s)", quote(def.Table.Name), strings.Join(decls, ", "))
-	if _, err := db.Exec(create); err != nil {
-		t.Fatalf("%s: %v", create, err)
-	}
-	for i := rows; i >= 1; i-- {
-		args := make([]any, len(cols))
-		for j, c := range cols {
-			args[j] = testValue(def, c, i)
-		}
-		insert := fmt.Sprintf("INSERT INTO %s VALUES (%s)", quote(def.Table.Name), strings.Join(marks, ", "))
-		if _, err := db.Exec(insert, args...); err != nil {
-			t.Fatalf("%s: %v", insert, err)
-		}
-	}
-}
-
-// testValue is column's value in row i (1, 2, ...): in cursor order, the first row first.
-func testValue(def source.Definition, column string, i int) any {
-	switch {
-	case column == def.Cursor.Column && def.Cursor.Kind == state.KindTimestampPK:
-		return time.Date(2025, 1, 1, 0, 0, i, 0, time.UTC).Format("2006-01-02T15:04:05.000000Z")
-	case column == def.Cursor.Column || slices.Contains(def.PK, column):
-		return i
-	}
-	return fmt.Sprint(i) // TEXT that decodes into a string or a number
 }
 `))
 

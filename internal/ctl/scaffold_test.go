@@ -19,8 +19,8 @@ import (
 // (its tracked files as they are on disk), leaves a tree that passes what scripts/test.sh checks:
 // gofmt, go vet, go build, the pollers' tests (the scaffold's own among them) and the Bicep
 // content tests, which want a main.bicepparam entry per poller. The generated test then still
-// passes after the poller's source definition is edited: other columns, other key and cursor
-// column names, an integer cursor. It takes about 10 s (the copy's packages are compiled afresh)
+// passes after the poller's row type is edited: other columns and types, other key and cursor
+// column names, a composite key, an integer cursor. It takes about 10 s (the copy's packages are compiled afresh)
 // and needs no network: GOPROXY=off, the module cache serves the dependencies.
 func TestScaffoldProcess(t *testing.T) {
 	if _, err := exec.LookPath("git"); err != nil {
@@ -83,40 +83,30 @@ func TestScaffoldProcess(t *testing.T) {
 		t.Errorf("go test ./pollers/... ./infra/bicep/... (the scaffold's test among them): %v\n%s", err, out)
 	}
 
-	// The author edits the source definition: the generated test follows it.
+	// The author edits the row type: the generated test follows it.
 	path := filepath.Join(dir, "pollers", "zzscaffoldtest", "zzscaffoldtest.go")
 	generated, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	const def = `	Columns: []string{"id", "updated_at"},
-	Cursor:  source.Cursor{Kind: state.KindTimestampPK, Column: "updated_at"},
-	PK:      []string{"id"},
-`
-	if !bytes.Contains(generated, []byte(def)) {
-		t.Fatalf("pollers/zzscaffoldtest/zzscaffoldtest.go has no source definition to edit:\n%s", generated)
+	const def = "\tID        int64     `db:\"id,key\"`\n\tUpdatedAt time.Time `db:\"updated_at,cursor\"`\n"
+	const kind = "poller.TimestampPK"
+	if !bytes.Contains(generated, []byte(def)) || !bytes.Contains(generated, []byte(kind)) {
+		t.Fatalf("pollers/zzscaffoldtest/zzscaffoldtest.go has no row type or cursor kind to edit:\n%s", generated)
 	}
-	for _, edited := range []string{
-		`	Columns: []string{"widget_id", "name", "price", "changed_at", "note"},
-	Cursor:  source.Cursor{Kind: state.KindTimestampPK, Column: "changed_at"},
-	PK:      []string{"widget_id"},
-`,
-		`	Columns: []string{"seq", "name"},
-	Cursor:  source.Cursor{Kind: state.KindInteger, Column: "seq"},
-	PK:      []string{"seq"},
-`,
-		`	Columns: []string{"region", "widget_id", "label"},
-	Cursor:  source.Cursor{Kind: state.KindTimestampPK, Column: "modified"},
-	PK:      []string{"region", "widget_id"},
-`,
+	for _, edited := range []struct{ row, kind string }{
+		{"WidgetID int64 `db:\"widget_id,key\"`\nName string `db:\"name\"`\nPrice float64 `db:\"price\"`\nChangedAt time.Time `db:\"changed_at,cursor\"`\nNote *string `db:\"note\"`\n", kind},
+		{"Seq int64 `db:\"seq,key,cursor\"`\nName string `db:\"name\"`\nAt *time.Time `db:\"at\"`\n", "poller.Integer"},
+		{"Region string `db:\"region,key\"`\nWidgetID int64 `db:\"widget_id,key\"`\nLabel string `db:\"label\"`\nModified time.Time `db:\"modified,cursor\"`\n", kind},
 	} {
-		if err := os.WriteFile(path, bytes.Replace(generated, []byte(def), []byte(edited), 1), 0o644); err != nil {
+		src := bytes.Replace(bytes.Replace(generated, []byte(def), []byte(edited.row), 1), []byte(kind), []byte(edited.kind), 1)
+		if err := os.WriteFile(path, src, 0o644); err != nil {
 			t.Fatal(err)
 		}
 		cmd := exec.Command("go", "test", "-count=1", "./pollers/zzscaffoldtest/")
 		cmd.Dir, cmd.Env = dir, env
 		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Errorf("the generated test fails after the definition became\n%s%v\n%s", edited, err, out)
+			t.Errorf("the generated test fails after the row type became\n%s(%s)\n%v\n%s", edited.row, edited.kind, err, out)
 		}
 	}
 	t.Logf("took %v", time.Since(start).Round(time.Second))
@@ -199,13 +189,13 @@ func unformatted(t *testing.T, dir string) []string {
 	return out
 }
 
-// miniRepo is the part of the repository the scaffold edits: pollers/all/all.go and
+// miniRepo is the part of the repository the scaffold edits: pollers/pollers.go and
 // infra/bicep/main.bicepparam, copied from this repository (params, if not nil, replaces the
 // latter's content; "-" leaves it out).
 func miniRepo(t *testing.T, params *string) string {
 	t.Helper()
 	dir := t.TempDir()
-	files := map[string]string{"pollers/all/all.go": "", "infra/bicep/main.bicepparam": ""}
+	files := map[string]string{"pollers/pollers.go": "", "infra/bicep/main.bicepparam": ""}
 	for name := range files {
 		b, err := os.ReadFile(filepath.Join("../..", name))
 		if err != nil {
@@ -322,7 +312,7 @@ func TestScaffoldExistingEntry(t *testing.T) {
 	}
 }
 
-// TestScaffoldEdits: the scaffold adds the import to all.go and an entry to the pollers array of
+// TestScaffoldEdits: the scaffold adds the poller to All in pollers.go and an entry to the pollers array of
 // main.bicepparam, leaving the rest as it was; every Go file it writes is gofmt-clean.
 func TestScaffoldEdits(t *testing.T) {
 	empty := "using 'main.bicep'\n\nparam appName = 'x'\n\nparam pollers = []\n"
@@ -342,10 +332,11 @@ func TestScaffoldEdits(t *testing.T) {
 				t.Errorf("%s: %s is not gofmt-clean (%v):\n%s", what, name, err, content)
 			}
 		}
-		all := after["pollers/all/all.go"]
-		if !strings.Contains(all, `_ "github.com/pseudotrigger/pseudotrigger/pollers/zzscaffoldtest"`) ||
-			!strings.HasPrefix(all, strings.TrimSuffix(strings.TrimSuffix(before["pollers/all/all.go"], "\n"), ")")) {
-			t.Errorf("%s: all.go:\n%s", what, all)
+		all, old := after["pollers/pollers.go"], before["pollers/pollers.go"]
+		if !strings.Contains(all, "\t\"github.com/pseudotrigger/pseudotrigger/pollers/zzscaffoldtest\"\n)") ||
+			!strings.Contains(all, "\t\torders.New(),\n\t\tzzscaffoldtest.New(),\n\t}") ||
+			len(all) != len(old)+len("\t\"github.com/pseudotrigger/pseudotrigger/pollers/zzscaffoldtest\"\n\t\tzzscaffoldtest.New(),\n") {
+			t.Errorf("%s: pollers.go:\n%s", what, all)
 		}
 		params := after["infra/bicep/main.bicepparam"]
 		entry := strings.Index(params, "name: 'zzscaffoldtest'")

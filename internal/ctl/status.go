@@ -9,8 +9,9 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
+
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerstatus"
-	"github.com/pseudotrigger/pseudotrigger/poller"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
@@ -130,8 +131,8 @@ func statusTable(env Env, rows []Row) error {
 func (env Env) statusConfig(probe bool) pollerstatus.Config {
 	cfg := pollerstatus.Config{App: env.App, Margin: env.Margin, Now: env.Clock.Now}
 	for _, d := range env.Pollers {
-		s, _ := poller.LoadSettings(d, env.Getenv)
-		cfg.Registered = append(cfg.Registered, pollerstatus.RegisteredFrom(d.Name, s, nil))
+		s, _ := appsettings.Load(d, env.Getenv)
+		cfg.Registered = append(cfg.Registered, pollerstatus.RegisteredFrom(d.Name(), s, nil))
 	}
 	if probe {
 		cfg.Probe = env.probe
@@ -145,7 +146,7 @@ func (env Env) probe(ctx context.Context, name string, doc *state.Doc) pollersta
 	if !ok {
 		return pollerstatus.Probe{Skipped: "not in this build", RowsWaiting: -1}
 	}
-	s, err := poller.LoadSettings(d, env.Getenv)
+	s, err := appsettings.Load(d, env.Getenv)
 	if err != nil && (s.Driver == "" || s.DSN == "") {
 		return pollerstatus.Probe{Skipped: fmt.Sprintf("%v in pollerctl's environment (the shell, or local.settings.json in this folder); the app's own settings may differ", err),
 			RowsWaiting: -1}
@@ -153,7 +154,7 @@ func (env Env) probe(ctx context.Context, name string, doc *state.Doc) pollersta
 	start := env.Clock.Now()
 	octx, cancel := context.WithTimeout(ctx, pollerstatus.ProbeTimeout)
 	defer cancel()
-	def := d.Source
+	def := d.Source()
 	def.SettleLag = s.SettleLag
 	src, err := source.Open(octx, source.Config{Poller: name, Driver: s.Driver, DSN: s.DSN, Definition: def, MaxOpenConns: 1})
 	if err != nil {

@@ -16,8 +16,8 @@ import (
 	"io"
 	"strings"
 
-	"github.com/pseudotrigger/pseudotrigger/internal/store"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
+	"github.com/pseudotrigger/pseudotrigger/internal/store"
 )
 
 // Version is the letter format's version.

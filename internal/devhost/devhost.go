@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
 	"io"
 	"net/http"
 	"os"
@@ -18,8 +19,6 @@ import (
 	"sort"
 	"strings"
 	"time"
-
-	"github.com/pseudotrigger/pseudotrigger/poller"
 )
 
 // Function is a timer function found in a */function.json.
@@ -81,7 +80,7 @@ func Functions(root string, values map[string]string) ([]Function, error) {
 				}
 				sched = v
 			}
-			if _, err := poller.ParseSchedule(sched); err != nil {
+			if _, err := appsettings.ParseSchedule(sched); err != nil {
 				return nil, fmt.Errorf("%s: schedule %q: %w", p, sched, err)
 			}
 			fns = append(fns, Function{Name: filepath.Base(filepath.Dir(p)), Binding: b.Name, Schedule: sched})

@@ -10,9 +10,9 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/faultproxy"
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/blobstore"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
-	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
 // world is a lease on Azurite, reached through a proxy.

@@ -19,11 +19,11 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/clock"
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/blobstore"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/memstore"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
-	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
 const (

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/clock"
-	"github.com/pseudotrigger/pseudotrigger/internal/store"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
+	"github.com/pseudotrigger/pseudotrigger/internal/store"
 )
 
 // Store is what the protocol needs of a state store: reads and conditional writes.

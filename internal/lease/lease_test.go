@@ -10,9 +10,9 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/clock"
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/memstore"
-	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
 var ctx = context.Background()

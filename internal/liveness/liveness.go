@@ -34,8 +34,8 @@ import (
 	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/clock"
-	"github.com/pseudotrigger/pseudotrigger/internal/store"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
+	"github.com/pseudotrigger/pseudotrigger/internal/store"
 )
 
 // Blob is the name of a poller's liveness mark.

@@ -11,9 +11,9 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/clock"
 	"github.com/pseudotrigger/pseudotrigger/internal/liveness"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerstatus"
-	"github.com/pseudotrigger/pseudotrigger/internal/store/memstore"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
+	"github.com/pseudotrigger/pseudotrigger/internal/store/memstore"
 )
 
 // TestHealth walks one poller through the verdicts, each from the signal that decides it: no

@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
 	"slices"
 	"strings"
 	"sync"
@@ -23,9 +24,8 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
 	"github.com/pseudotrigger/pseudotrigger/internal/liveness"
 	"github.com/pseudotrigger/pseudotrigger/internal/redact"
-	"github.com/pseudotrigger/pseudotrigger/internal/store"
-	"github.com/pseudotrigger/pseudotrigger/poller"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
+	"github.com/pseudotrigger/pseudotrigger/internal/store"
 )
 
 // The values of Row.State.
@@ -170,7 +170,7 @@ type Reader interface {
 type Registered struct {
 	Name string
 	// MaxAttempts and OnPoison are the poller's {P}_MAX_ATTEMPTS and {P}_ON_POISON
-	// (poller.Settings); zero values mean the defaults.
+	// (appsettings.Settings); zero values mean the defaults.
 	MaxAttempts int
 	OnPoison    string
 	// Problem is what is wrong with its settings ("" when nothing); redacted before it is shown.
@@ -185,7 +185,7 @@ type Registered struct {
 
 // RegisteredFrom describes a registered poller from its settings and their error. Only the
 // poison and status settings are kept: nothing else of the settings (a DSN, a key) reaches a Row.
-func RegisteredFrom(name string, s poller.Settings, err error) Registered {
+func RegisteredFrom(name string, s appsettings.Settings, err error) Registered {
 	r := Registered{Name: name, MaxAttempts: s.MaxAttempts, OnPoison: s.OnPoison, Schedule: s.Schedule,
 		LivenessInterval: s.LivenessInterval, MaxLag: s.MaxLag}
 	if err != nil {
@@ -273,10 +273,10 @@ func Read(ctx context.Context, st Reader, cfg Config, pollerName string) (r Row)
 	if registered {
 		r.MaxAttempts, r.OnPoison = reg.MaxAttempts, reg.OnPoison
 		if r.MaxAttempts <= 0 {
-			r.MaxAttempts = poller.DefaultMaxAttempts
+			r.MaxAttempts = appsettings.DefaultMaxAttempts
 		}
 		if r.OnPoison == "" {
-			r.OnPoison = poller.DefaultOnPoison
+			r.OnPoison = appsettings.DefaultOnPoison
 		}
 		r.SettingsProblem = redact.Text(reg.Problem)
 	}
@@ -356,9 +356,9 @@ func (r *Row) fromDoc(d *state.Doc, b store.Blob, cfg Config) {
 	if len(d.History) > 0 {
 		r.History = d.History
 	}
-	if r.Registered && r.OnPoison == poller.Block && r.FailedAttempts >= int64(r.MaxAttempts) && !r.QuarantineRequested {
+	if r.Registered && r.OnPoison == appsettings.Block && r.FailedAttempts >= int64(r.MaxAttempts) && !r.QuarantineRequested {
 		r.Blocked = true
-		r.Unblock = poller.UnblockHint(r.Poller)
+		r.Unblock = appsettings.UnblockHint(r.Poller)
 	}
 }
 
@@ -425,13 +425,10 @@ func (c Config) now() time.Time {
 func expectedWithin(reg Registered, now time.Time) time.Duration {
 	interval := reg.LivenessInterval
 	if interval <= 0 {
-		interval = poller.DefaultLivenessInterval
+		interval = appsettings.DefaultLivenessInterval
 	}
-	schedule := reg.Schedule
-	if schedule == "" {
-		schedule = poller.DefaultSchedule
-	}
-	return interval + 3*poller.SchedulePeriod(schedule, now)
+	// Without {P}_SCHEDULE (the host could not run the timer) the interval alone bounds it.
+	return interval + 3*appsettings.SchedulePeriod(reg.Schedule, now)
 }
 
 // verdict is the one place that decides a poller's health, from what Read gathered into the row:
@@ -468,11 +465,11 @@ func verdict(r *Row, reg Registered) (string, string) {
 	}
 	maxLag := reg.MaxLag
 	if maxLag <= 0 {
-		maxLag = poller.DefaultMaxLag
+		maxLag = appsettings.DefaultMaxLag
 	}
 	if r.LagSeconds != nil && *r.LagSeconds > maxLag.Seconds() {
 		return HealthLagging, fmt.Sprintf("the oldest row waiting is %s old, more than %s_MAX_LAG (%s); %s rows waiting",
-			DurationText(*r.LagSeconds), poller.Prefix(name), maxLag, waitingText(r.RowsWaiting))
+			DurationText(*r.LagSeconds), appsettings.Prefix(name), maxLag, waitingText(r.RowsWaiting))
 	}
 	return HealthOK, ""
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
 	"strings"
 	"testing"
 	"time"
@@ -11,10 +12,9 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/clock"
 	"github.com/pseudotrigger/pseudotrigger/internal/deadletter"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerstatus"
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/memstore"
-	"github.com/pseudotrigger/pseudotrigger/poller"
-	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
 var ctx = context.Background()
@@ -74,9 +74,9 @@ func TestRows(t *testing.T) {
 	put(t, st, state.Blob("other", "elsewhere"), []byte(`{}`))
 
 	cfg := pollerstatus.Config{App: "test", Registered: []pollerstatus.Registered{
-		{Name: "orders", MaxAttempts: 3, OnPoison: poller.Block},
-		{Name: "ledger", MaxAttempts: 3, OnPoison: poller.Quarantine},
-		pollerstatus.RegisteredFrom("fresh", poller.Settings{}, errors.New(`FRESH_DB_DRIVER: missing; dsn postgres://u:hunter2@db/x`)),
+		{Name: "orders", MaxAttempts: 3, OnPoison: appsettings.Block},
+		{Name: "ledger", MaxAttempts: 3, OnPoison: appsettings.Quarantine},
+		pollerstatus.RegisteredFrom("fresh", appsettings.Settings{}, errors.New(`FRESH_DB_DRIVER: missing; dsn postgres://u:hunter2@db/x`)),
 	}}
 	rows, err := pollerstatus.All(ctx, st, cfg)
 	if err != nil {
@@ -125,7 +125,7 @@ func TestRows(t *testing.T) {
 		t.Errorf("broken: %+v", b)
 	}
 	f := byName["fresh"]
-	if f.State != pollerstatus.StateNone || !f.Registered || f.MaxAttempts != poller.DefaultMaxAttempts || f.OnPoison != poller.DefaultOnPoison ||
+	if f.State != pollerstatus.StateNone || !f.Registered || f.MaxAttempts != appsettings.DefaultMaxAttempts || f.OnPoison != appsettings.DefaultOnPoison ||
 		!strings.Contains(f.SettingsProblem, "FRESH_DB_DRIVER") || strings.Contains(f.SettingsProblem, "hunter2") {
 		t.Errorf("fresh: %+v", f)
 	}

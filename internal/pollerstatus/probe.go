@@ -3,10 +3,10 @@ package pollerstatus
 import (
 	"context"
 	"errors"
+	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
 	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/redact"
-	"github.com/pseudotrigger/pseudotrigger/poller"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
@@ -70,5 +70,5 @@ func ProbeSource(ctx context.Context, src Source, blob string, doc *state.Doc, n
 func ProbeFailed(err error) Probe {
 	return Probe{Error: redact.Text(err.Error()), RowsWaiting: -1,
 		Misconfigured: errors.Is(err, source.ErrSchema) || errors.Is(err, source.ErrCursor) ||
-			errors.Is(err, state.ErrFingerprintMismatch) || errors.Is(err, poller.ErrSetting)}
+			errors.Is(err, state.ErrFingerprintMismatch) || errors.Is(err, appsettings.ErrSetting)}
 }

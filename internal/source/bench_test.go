@@ -11,9 +11,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
+	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 )
 
 // benchRows is the table size: BENCH_ROWS, default 1,000,000.

@@ -155,6 +155,7 @@ func planFor(t reflect.Type, s *Source) []fieldPlan {
 			continue
 		}
 		name, tagged := f.Tag.Lookup("db")
+		name, _, _ = strings.Cut(name, ",") // options such as key and cursor (package poller)
 		if name == "-" {
 			continue
 		}

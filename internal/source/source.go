@@ -168,7 +168,11 @@ func (s *Source) check(ctx context.Context) error {
 			}
 			s.flavor = c.flavor
 		}
-		codec, err := codecFor(c)
+		kc := *c
+		if i > 0 && kc.flavor == tsText {
+			kc.flavor = tsNone // a TEXT tiebreaker orders as text: only the cursor column holds times
+		}
+		codec, err := codecFor(&kc)
 		if err != nil {
 			return s.schemaErr(k, "%v", err)
 		}

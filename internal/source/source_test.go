@@ -7,9 +7,9 @@ import (
 
 	_ "modernc.org/sqlite"
 
-	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcetest"
+	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 )
 
 func TestConformanceSQLite(t *testing.T) {

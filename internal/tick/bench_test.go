@@ -8,13 +8,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
+
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
+	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/blobstore"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 	"github.com/pseudotrigger/pseudotrigger/internal/tick"
 	"github.com/pseudotrigger/pseudotrigger/poller"
-	"github.com/pseudotrigger/pseudotrigger/internal/source"
-	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
 // BenchmarkCatchUp: a poller catching up on CATCHUP_ROWS (default 200,000) PostgreSQL rows in
@@ -22,7 +23,7 @@ import (
 // over the same table in the same run (alternating). Reports rows/s for both and their ratio
 // (target >= 0.9), and the blob requests of the catch-up and of an idle tick.
 func BenchmarkCatchUp(b *testing.B) {
-	for _, interval := range []time.Duration{poller.DefaultCheckpointInterval, 0} {
+	for _, interval := range []time.Duration{appsettings.DefaultCheckpointInterval, 0} {
 		name := "checkpoint-every-" + interval.String()
 		if interval == 0 {
 			name = "checkpoint-every-batch"
@@ -47,9 +48,11 @@ func catchUp(b *testing.B, interval time.Duration) {
 	if err := testenv.PostgresOrders(db, table, rows); err != nil {
 		b.Fatal(err)
 	}
-	def := source.Definition{Table: source.Table{Name: table}, Columns: []string{"id", "customer", "amount", "updated_at"},
-		Cursor: source.Cursor{Kind: state.KindTimestampPK, Column: "updated_at"}, PK: []string{"id"}}
-	src, err := source.Open(context.Background(), source.Config{Poller: "orders", Driver: source.Postgres, DSN: dsn, Definition: def})
+	p := poller.New("orders", table, poller.TimestampPK, func(context.Context, *poller.Batch[poller.Row]) error { return nil },
+		poller.WithColumns("id", "customer", "amount", "updated_at"), poller.WithKey("id"), poller.WithCursorColumn("updated_at"))
+	settings := appsettings.Settings{Driver: source.Postgres, DSN: dsn, BatchSize: 1000, LeaseTTL: lease.DefaultTTL, HeartbeatInterval: lease.DefaultTTL / 4,
+		TickBudget: time.Hour, CheckpointInterval: interval, SettleLag: source.DefaultSettleLag}
+	src, err := source.Open(context.Background(), source.Config{Poller: "orders", Driver: source.Postgres, DSN: dsn, Definition: p.Source()})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -60,15 +63,12 @@ func catchUp(b *testing.B, interval time.Duration) {
 		b.Fatal(err)
 	}
 	runner := func() *tick.Runner {
-		m, err := lease.New(st, lease.Config{Poller: "orders", Blob: "state/" + testenv.Name("bench-") + "/orders.json", Owner: "bench/1", Fingerprint: src.Fingerprint()})
+		r, err := tick.Open(context.Background(), tick.Config{Poller: p, Settings: settings, Store: st, App: testenv.Name("bench-"), Owner: "bench/1",
+			Source: src})
 		if err != nil {
 			b.Fatal(err)
 		}
-		return &tick.Runner{
-			Poller:   poller.Definition{Name: "orders", Source: def, Handler: func(context.Context, *poller.Batch) error { return nil }},
-			Settings: poller.Settings{BatchSize: 1000, LeaseTTL: lease.DefaultTTL, HeartbeatInterval: lease.DefaultTTL / 4, TickBudget: time.Hour, CheckpointInterval: interval},
-			Lease:    m, Source: src,
-		}
+		return r
 	}
 	hand := func() int {
 		n, err := testenv.PostgresKeysetLoop(db, table, 1000)

@@ -9,9 +9,9 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/deadletter"
 	"github.com/pseudotrigger/pseudotrigger/internal/faultpoint"
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
-	"github.com/pseudotrigger/pseudotrigger/poller"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
+	"github.com/pseudotrigger/pseudotrigger/poller"
 )
 
 // quarantined is what quarantining a batch did.
@@ -29,13 +29,13 @@ type quarantined struct {
 // before that re-runs the batch and writes the letter again, never leaving a gap.
 //
 // A batch of n rows with k poison rows costs about 2k·log2(n) handler calls.
-func (r *Runner) quarantine(ctx context.Context, l *lease.Lease, pb *poller.Batch) (quarantined, error) {
+func (r *Runner) quarantine(ctx context.Context, l *lease.Lease, pb *poller.Batch[poller.Row]) (quarantined, error) {
 	var q quarantined
 	if r.DeadLetters == nil {
 		return q, errors.New("no dead letter store is configured")
 	}
 	var dead []deadletter.Row
-	if err := r.bisect(ctx, l, pb, pb.From, pb.Rows, &q, &dead); err != nil {
+	if err := r.bisect(ctx, l, pb, pb.From, pb.Raw, &q, &dead); err != nil {
 		return q, err
 	}
 	q.dead = len(dead)
@@ -46,8 +46,8 @@ func (r *Runner) quarantine(ctx context.Context, l *lease.Lease, pb *poller.Batc
 		return q, fmt.Errorf("%w: the trust window passed while quarantining batch %s", lease.ErrLost, pb.ID)
 	}
 	letter := &deadletter.Letter{
-		Poller: r.Poller.Name, BatchID: pb.ID, SourceFingerprint: r.Source.Fingerprint(), From: pb.From, To: pb.To,
-		FencingToken: pb.FencingToken, CreatedAt: state.At(r.clock().Now()), BatchRows: len(pb.Rows), Delivered: q.delivered, Rows: dead,
+		Poller: r.Poller.Name(), BatchID: pb.ID, SourceFingerprint: r.Source.Fingerprint(), From: pb.From, To: pb.To,
+		FencingToken: pb.FencingToken, CreatedAt: state.At(r.clock().Now()), BatchRows: len(pb.Raw), Delivered: q.delivered, Rows: dead,
 	}
 	name, err := r.DeadLetters(context.WithoutCancel(ctx), letter)
 	if err != nil {
@@ -59,7 +59,7 @@ func (r *Runner) quarantine(ctx context.Context, l *lease.Lease, pb *poller.Batc
 }
 
 // bisect tries each half of rows (read after from) on its own, and bisects the halves that fail.
-func (r *Runner) bisect(ctx context.Context, l *lease.Lease, pb *poller.Batch, from *state.Cursor, rows []source.Row, q *quarantined, dead *[]deadletter.Row) error {
+func (r *Runner) bisect(ctx context.Context, l *lease.Lease, pb *poller.Batch[poller.Row], from *state.Cursor, rows []source.Row, q *quarantined, dead *[]deadletter.Row) error {
 	mid := len(rows) / 2
 	for _, part := range [][]source.Row{rows[:mid], rows[mid:]} {
 		if len(part) == 0 {
@@ -72,9 +72,9 @@ func (r *Runner) bisect(ctx context.Context, l *lease.Lease, pb *poller.Batch, f
 		if !l.Trusted() {
 			return fmt.Errorf("%w: the trust window passed while quarantining batch %s", lease.ErrLost, pb.ID)
 		}
-		sub := &poller.Batch{
-			Poller: pb.Poller, ID: batchID(r.Poller.Name, r.Source.Fingerprint(), cursorText(from), cursorText(&to)),
-			FencingToken: pb.FencingToken, Attempt: pb.Attempt, From: from, To: &to, Rows: part,
+		sub := &poller.Batch[poller.Row]{
+			Poller: pb.Poller, ID: batchID(r.Poller.Name(), r.Source.Fingerprint(), cursorText(from), cursorText(&to)),
+			FencingToken: pb.FencingToken, Attempt: pb.Attempt, From: from, To: &to, Raw: part,
 		}
 		q.calls++
 		faultpoint.Hit(faultpoint.QuarantineTry)

@@ -28,6 +28,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
 	"log/slog"
 	"math"
 	"sync"
@@ -37,9 +38,9 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/deadletter"
 	"github.com/pseudotrigger/pseudotrigger/internal/faultpoint"
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
-	"github.com/pseudotrigger/pseudotrigger/poller"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
+	"github.com/pseudotrigger/pseudotrigger/poller"
 )
 
 // Outcome of a tick.
@@ -88,8 +89,8 @@ type Source interface {
 
 // Runner runs ticks of one poller.
 type Runner struct {
-	Poller   poller.Definition
-	Settings poller.Settings
+	Poller   *poller.Poller
+	Settings appsettings.Settings
 	Lease    *lease.Manager
 	Source   Source
 	Clock    clock.Clock  // default clock.System
@@ -103,7 +104,11 @@ type Runner struct {
 	// Requests, if set, returns the state store's requests and conflicts so far; the tick logs
 	// how many it made.
 	Requests func() (requests, conflicts int64)
+	// Observe, if set, sees every batch handed to the poller's handler and what it returned
+	// (package pollertest records them).
+	Observe func(b *poller.Batch[poller.Row], err error)
 
+	close        func() error // closes the source Open opened
 	stampMu      sync.Mutex
 	stampChecked time.Time // when CheckStamps last passed
 }
@@ -143,9 +148,9 @@ func (r *Runner) Tick(ctx context.Context, invocationID string) (Summary, error)
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	log = log.With("poller", r.Poller.Name, "invocation_id", invocationID)
+	log = log.With("poller", r.Poller.Name(), "invocation_id", invocationID)
 	start := clk.Now()
-	sum := Summary{Poller: r.Poller.Name, RowsWaiting: -1}
+	sum := Summary{Poller: r.Poller.Name(), RowsWaiting: -1}
 	var req0, conf0 int64
 	if r.Requests != nil {
 		req0, conf0 = r.Requests()
@@ -364,9 +369,9 @@ func (r *Runner) run(ctx context.Context, dropped <-chan struct{}, l *lease.Leas
 			ahead = r.readAhead(fctx, b.To)
 		}
 		toText := cursorText(b.To)
-		pb := &poller.Batch{
-			Poller: r.Poller.Name, ID: batchID(r.Poller.Name, r.Source.Fingerprint(), fromText, toText),
-			FencingToken: l.Token(), Attempt: attempt, From: cursor, To: b.To, Rows: b.Rows,
+		pb := &poller.Batch[poller.Row]{
+			Poller: r.Poller.Name(), ID: batchID(r.Poller.Name(), r.Source.Fingerprint(), fromText, toText),
+			FencingToken: l.Token(), Attempt: attempt, From: cursor, To: b.To, Raw: b.Rows,
 		}
 		faultpoint.Hit(faultpoint.InHandle)
 		// Checked on the clock, not only through the watchdog: a process that was paused (a VM
@@ -392,10 +397,10 @@ func (r *Runner) run(ctx context.Context, dropped <-chan struct{}, l *lease.Leas
 			forced := attempt > 1 && l.Failure() != nil && l.Failure().Quarantine && sum.Batches == 0
 			maxAttempts := s.MaxAttempts
 			if maxAttempts <= 0 {
-				maxAttempts = poller.DefaultMaxAttempts
+				maxAttempts = appsettings.DefaultMaxAttempts
 			}
 			poisoned := attempt >= int64(maxAttempts)
-			if !forced && (!poisoned || s.OnPoison != poller.Quarantine) {
+			if !forced && (!poisoned || s.OnPoison != appsettings.Quarantine) {
 				return r.fail(ctx, l, sum, log, clk, uncommitted, pb, herr, poisoned)
 			}
 			q, qerr := r.quarantine(wctx, l, pb)
@@ -431,16 +436,16 @@ func (r *Runner) run(ctx context.Context, dropped <-chan struct{}, l *lease.Leas
 
 // fail records a failed attempt at pb and releases the lease, in one write; when poisoned (the
 // attempts reached {P}_MAX_ATTEMPTS) it says loudly that the poller is blocked and how to unblock it.
-func (r *Runner) fail(ctx context.Context, l *lease.Lease, sum *Summary, log *slog.Logger, clk clock.Clock, uncommitted *state.Checkpoint, pb *poller.Batch, herr error, poisoned bool) error {
-	keys := keyRange(pb.Rows)
+func (r *Runner) fail(ctx context.Context, l *lease.Lease, sum *Summary, log *slog.Logger, clk clock.Clock, uncommitted *state.Checkpoint, pb *poller.Batch[poller.Row], herr error, poisoned bool) error {
+	keys := keyRange(pb.Raw)
 	sum.BatchID = pb.ID
-	failure := fmt.Errorf("%w: batch %s (attempt %d, %d rows, keys %s): %w", ErrBatchFailed, pb.ID, pb.Attempt, len(pb.Rows), keys, herr)
+	failure := fmt.Errorf("%w: batch %s (attempt %d, %d rows, keys %s): %w", ErrBatchFailed, pb.ID, pb.Attempt, len(pb.Raw), keys, herr)
 	if poisoned {
-		p := poller.Prefix(r.Poller.Name)
-		unblock := poller.UnblockHint(r.Poller.Name)
+		p := appsettings.Prefix(r.Poller.Name())
+		unblock := appsettings.UnblockHint(r.Poller.Name())
 		sum.Outcome = Blocked
 		failure = fmt.Errorf("%w: %s has failed batch %s %d times (%s_MAX_ATTEMPTS=%d; %s_ON_POISON=block retries it every tick and never skips it): keys %s; last error: %v. To unblock: %s",
-			ErrBlocked, r.Poller.Name, pb.ID, pb.Attempt, p, max(r.Settings.MaxAttempts, 1), p, keys, herr, unblock)
+			ErrBlocked, r.Poller.Name(), pb.ID, pb.Attempt, p, max(r.Settings.MaxAttempts, 1), p, keys, herr, unblock)
 		log.Error("poller blocked", "batch_id", pb.ID, "keys", keys, "attempts", pb.Attempt, "last_error", herr.Error(), "unblock", unblock)
 	}
 	outcome := Failed
@@ -512,9 +517,13 @@ func (r *Runner) end(ctx context.Context, l *lease.Lease, sum *Summary, clk cloc
 	return err
 }
 
-// handle runs the poller's handler, turning a panic into an error.
-func (r *Runner) handle(ctx context.Context, b *poller.Batch) error {
-	return r.Poller.Handler.Call(ctx, b)
+// handle runs the poller's handler, turning a panic into an error, and tells Observe.
+func (r *Runner) handle(ctx context.Context, b *poller.Batch[poller.Row]) error {
+	err := r.Poller.Handle(ctx, b)
+	if r.Observe != nil {
+		r.Observe(b, err)
+	}
+	return err
 }
 
 // wrapLost explains an error that happened because the lease was lost.

@@ -12,17 +12,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
+
 	_ "modernc.org/sqlite"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/clock"
 	"github.com/pseudotrigger/pseudotrigger/internal/deadletter"
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
+	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/memstore"
 	"github.com/pseudotrigger/pseudotrigger/internal/tick"
 	"github.com/pseudotrigger/pseudotrigger/poller"
-	"github.com/pseudotrigger/pseudotrigger/internal/source"
-	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
 var ctx = context.Background()
@@ -101,18 +103,24 @@ func (e *env) insert(n int) {
 	}
 }
 
-func (e *env) runner(owner string, h poller.Handler) *tick.Runner {
+// handlerFunc is an untyped poller handler.
+type handlerFunc = func(context.Context, *poller.Batch[poller.Row]) error
+
+// ordersPoller is the tests' poller of the orders table, handing its batches to h.
+func ordersPoller(h handlerFunc) *poller.Poller {
+	return poller.New("orders", "orders", poller.TimestampPK, h, poller.WithColumns("id", "customer", "amount", "updated_at"),
+		poller.WithKey("id"), poller.WithCursorColumn("updated_at"), poller.WithSettleLag(time.Second))
+}
+
+func (e *env) runner(owner string, h handlerFunc) *tick.Runner {
 	e.t.Helper()
-	m, err := lease.New(e.st, lease.Config{Poller: "orders", Blob: "state/test/orders.json", Owner: owner, Fingerprint: e.src.Fingerprint()})
+	r, err := tick.Open(ctx, tick.Config{Poller: ordersPoller(h), Store: e.st, App: "test", Owner: owner, Source: e.src,
+		Settings: appsettings.Settings{BatchSize: e.batch, LeaseTTL: lease.DefaultTTL, HeartbeatInterval: lease.DefaultTTL / 4,
+			TickBudget: time.Minute, CheckpointInterval: 0}})
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	return &tick.Runner{
-		Poller: poller.Definition{Name: "orders", Source: definition(), Handler: h},
-		Settings: poller.Settings{BatchSize: e.batch, LeaseTTL: lease.DefaultTTL, HeartbeatInterval: lease.DefaultTTL / 4,
-			TickBudget: time.Minute, CheckpointInterval: 0},
-		Lease: m, Source: e.src,
-	}
+	return r
 }
 
 func (e *env) doc() *state.Doc {
@@ -132,10 +140,10 @@ func (e *env) doc() *state.Doc {
 type recorder struct {
 	mu      sync.Mutex
 	ids     []int64
-	batches []*poller.Batch
+	batches []*poller.Batch[poller.Row]
 }
 
-func (r *recorder) handle(_ context.Context, b *poller.Batch) error {
+func (r *recorder) handle(_ context.Context, b *poller.Batch[poller.Row]) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.batches = append(r.batches, b)
@@ -215,7 +223,7 @@ func TestHandlerFailureIsRecordedAndRetried(t *testing.T) {
 			rec := &recorder{}
 			var attempts []int64
 			var ids []string
-			r := e.runner("A", func(ctx context.Context, b *poller.Batch) error {
+			r := e.runner("A", func(ctx context.Context, b *poller.Batch[poller.Row]) error {
 				if b.From != nil && string(b.From.Tiebreaker["id"]) == "10" { // the second batch fails
 					attempts = append(attempts, b.Attempt)
 					ids = append(ids, b.ID)
@@ -284,7 +292,7 @@ func TestDrainingAndBudgetStopTakingBatches(t *testing.T) {
 	e.insert(100)
 	drain := make(chan struct{})
 	rec := &recorder{}
-	r := e.runner("A", func(ctx context.Context, b *poller.Batch) error {
+	r := e.runner("A", func(ctx context.Context, b *poller.Batch[poller.Row]) error {
 		if len(rec.batches) == 2 {
 			close(drain) // shutdown arrives during the third batch
 		}
@@ -311,7 +319,7 @@ func TestLeaseLostCancelsHandlerAndCommitsNothing(t *testing.T) {
 	e.insert(5)
 	clk := clock.NewFake(time.Now())
 	started := make(chan struct{})
-	r := e.runner("A", func(ctx context.Context, b *poller.Batch) error {
+	r := e.runner("A", func(ctx context.Context, b *poller.Batch[poller.Row]) error {
 		close(started)
 		<-ctx.Done() // a delivery that only ends when the lease does
 		return context.Cause(ctx)
@@ -370,7 +378,7 @@ func TestPausedPastTrustWindowDeliversNothing(t *testing.T) {
 	fake := clock.NewFake(time.Now())
 	clk := stoppedTimers{fake}
 	var batches atomic.Int64
-	r := e.runner("A", func(ctx context.Context, b *poller.Batch) error {
+	r := e.runner("A", func(ctx context.Context, b *poller.Batch[poller.Row]) error {
 		if batches.Add(1) == 1 {
 			fake.Advance(lease.DefaultTTL) // paused in the handler, past the trust window
 		}
@@ -404,7 +412,7 @@ func TestQuarantineBisects(t *testing.T) {
 	poison := map[int64]bool{5: true, 13: true}
 	delivered := map[int64]int{}
 	calls := 0
-	r := e.runner("A", func(_ context.Context, b *poller.Batch) error {
+	r := e.runner("A", func(_ context.Context, b *poller.Batch[poller.Row]) error {
 		calls++
 		for _, row := range b.Rows {
 			if id := row.Get("id").(int64); poison[id] {
@@ -416,7 +424,7 @@ func TestQuarantineBisects(t *testing.T) {
 		}
 		return nil
 	})
-	r.Settings.MaxAttempts, r.Settings.OnPoison = 1, poller.Quarantine
+	r.Settings.MaxAttempts, r.Settings.OnPoison = 1, appsettings.Quarantine
 	var letters []*deadletter.Letter
 	r.DeadLetters = func(ctx context.Context, l *deadletter.Letter) (string, error) {
 		letters = append(letters, l)

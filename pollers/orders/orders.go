@@ -20,83 +20,63 @@ import (
 	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/poller"
-	"github.com/pseudotrigger/pseudotrigger/internal/source"
-	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
-// Name is the poller's name: its folder, its function and its settings' prefix (ORDERS_).
-const Name = "orders"
-
-// Source is the example orders table: orders(id BIGINT PRIMARY KEY, customer, amount, updated_at),
+// Order is a row of orders(id BIGINT PRIMARY KEY, customer, amount DECIMAL(12,2), updated_at),
 // the same shape on every driver.
-var Source = source.Definition{
-	Table:     source.Table{Name: "orders"},
-	Columns:   []string{"id", "customer", "amount", "updated_at"},
-	Cursor:    source.Cursor{Kind: state.KindTimestampPK, Column: "updated_at"},
-	PK:        []string{"id"},
-	SettleLag: 5 * time.Second,
+type Order struct {
+	ID        int64     `db:"id,key" json:"id"`
+	Customer  string    `db:"customer" json:"customer"`
+	Amount    string    `db:"amount" json:"amount"` // exact: the decimal as text
+	UpdatedAt time.Time `db:"updated_at,cursor" json:"updated_at"`
 }
 
-func init() {
-	poller.Register(poller.Definition{
-		Name:      Name,
-		Source:    Source,
-		Schedule:  "*/10 * * * * *",
-		BatchSize: 500,
-		Handler:   handle,
-		Setup:     setup,
-	})
-}
-
-var (
-	webhook string
-	client  = &http.Client{Timeout: 30 * time.Second}
-)
-
-func setup(getenv func(string) string) error {
-	webhook = strings.TrimSpace(getenv("ORDERS_WEBHOOK_URL"))
-	if webhook == "" {
-		return nil
-	}
-	u, err := url.Parse(webhook)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("ORDERS_WEBHOOK_URL: %q is not an http(s) URL", webhook)
-	}
-	return nil
+// New returns the orders poller.
+func New() *poller.Poller {
+	w := &webhook{client: &http.Client{Timeout: 30 * time.Second}}
+	return poller.New("orders", "orders", poller.TimestampPK, w.deliver,
+		poller.WithSettleLag(5*time.Second), poller.WithSetup(w.setup))
 }
 
 // Payload is what the webhook receives.
 type Payload struct {
-	BatchID      string          `json:"batch_id"`
-	FencingToken int64           `json:"fencing_token"`
-	Attempt      int64           `json:"attempt"`
-	Rows         json.RawMessage `json:"rows"`
+	BatchID      string  `json:"batch_id"`
+	FencingToken int64   `json:"fencing_token"`
+	Attempt      int64   `json:"attempt"`
+	Rows         []Order `json:"rows"`
 }
 
-func handle(ctx context.Context, b *poller.Batch) error {
-	if webhook == "" {
-		first, last := b.Rows[0].Get("id"), b.Rows[len(b.Rows)-1].Get("id")
-		slog.Default().Info("orders batch", "batch_id", b.ID, "rows", len(b.Rows), "first_id", first, "last_id", last,
+type webhook struct {
+	url    string // ORDERS_WEBHOOK_URL; empty: log a line per batch
+	client *http.Client
+}
+
+func (w *webhook) setup(getenv func(string) string) error {
+	w.url = strings.TrimSpace(getenv("ORDERS_WEBHOOK_URL"))
+	if u, err := url.Parse(w.url); w.url != "" && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "") {
+		return fmt.Errorf("ORDERS_WEBHOOK_URL: %q is not an http(s) URL", w.url)
+	}
+	return nil
+}
+
+func (w *webhook) deliver(ctx context.Context, b *poller.Batch[Order]) error {
+	if w.url == "" {
+		slog.Default().Info("orders batch", "batch_id", b.ID, "rows", len(b.Rows), "first_id", b.Rows[0].ID, "last_id", b.Rows[len(b.Rows)-1].ID,
 			"attempt", b.Attempt, "fencing_token", b.FencingToken)
 		return nil
 	}
-	rows := (&source.Batch{Rows: b.Rows})
-	rowsJSON, err := rows.MarshalJSON()
+	body, err := json.Marshal(Payload{BatchID: b.ID, FencingToken: b.FencingToken, Attempt: b.Attempt, Rows: b.Rows})
 	if err != nil {
 		return err
 	}
-	body, err := json.Marshal(Payload{BatchID: b.ID, FencingToken: b.FencingToken, Attempt: b.Attempt, Rows: rowsJSON})
-	if err != nil {
-		return err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, webhook, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.url, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", b.ID)
 	req.Header.Set("X-Fencing-Token", strconv.FormatInt(b.FencingToken, 10))
-	resp, err := client.Do(req)
+	resp, err := w.client.Do(req)
 	if err != nil {
 		return fmt.Errorf("webhook: %w", err)
 	}

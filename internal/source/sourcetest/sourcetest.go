@@ -16,9 +16,9 @@ import (
 
 	"github.com/golang-sql/civil"
 
-	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
+	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 )
 
 // Harness is one database to run the suite against.

@@ -1,4 +1,4 @@
-package all_test
+package pollers_test
 
 import (
 	"encoding/json"
@@ -7,18 +7,19 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/pseudotrigger/pseudotrigger/poller"
-	_ "github.com/pseudotrigger/pseudotrigger/pollers/all"
+	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
+	"github.com/pseudotrigger/pseudotrigger/pollers"
 )
 
-const root = "../.."
+const root = ".."
 
 // otherFunctions are the function folders that are not pollers: the HTTP function `status`
 // (handler/status.go).
 var otherFunctions = []string{"status"}
 
-// TestPollerFoldersMatchFunctions: every pollers/<name> is registered (imported by all.go) and
-// has <name>/function.json with a timer on %{P}_SCHEDULE%; every function folder is a poller.
+// TestPollerFoldersMatchFunctions: every pollers/<name> is in All and has <name>/function.json
+// with a timer on %{P}_SCHEDULE%; every poller in All has its folder; every function folder is a
+// poller.
 func TestPollerFoldersMatchFunctions(t *testing.T) {
 	entries, err := os.ReadDir(filepath.Join(root, "pollers"))
 	if err != nil {
@@ -26,23 +27,26 @@ func TestPollerFoldersMatchFunctions(t *testing.T) {
 	}
 	var folders []string
 	for _, e := range entries {
-		if e.IsDir() && e.Name() != "all" {
+		if e.IsDir() {
 			folders = append(folders, e.Name())
 		}
 	}
 	var registered []string
-	for _, d := range poller.All() {
-		registered = append(registered, d.Name)
+	for _, p := range pollers.All() {
+		if slices.Contains(registered, p.Name()) {
+			t.Errorf("poller %s is listed twice in All", p.Name())
+		}
+		registered = append(registered, p.Name())
 	}
 	for _, name := range folders {
 		if !slices.Contains(registered, name) {
-			t.Errorf("pollers/%s is not registered: import it in pollers/all/all.go", name)
+			t.Errorf("pollers/%s is not in All: add its New() to All in pollers/pollers.go", name)
 		}
 		checkFunction(t, name)
 	}
 	for _, name := range registered {
 		if !slices.Contains(folders, name) {
-			t.Errorf("poller %s is registered but has no pollers/%s folder", name, name)
+			t.Errorf("poller %s is in All but has no pollers/%s folder", name, name)
 		}
 	}
 	// Function folders (any top-level folder with a function.json) must be pollers, or one of
@@ -81,7 +85,7 @@ func checkFunction(t *testing.T, name string) {
 		t.Errorf("%s/function.json: %v", name, err)
 		return
 	}
-	want := "%" + poller.Prefix(name) + "_SCHEDULE%"
+	want := "%" + appsettings.Prefix(name) + "_SCHEDULE%"
 	if len(fn.Bindings) != 1 || fn.Bindings[0].Type != "timerTrigger" || fn.Bindings[0].Direction != "in" || fn.Bindings[0].Schedule != want {
 		t.Errorf("%s/function.json: want one timerTrigger binding with schedule %s, got %+v", name, want, fn.Bindings)
 	}

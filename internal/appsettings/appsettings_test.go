@@ -1,23 +1,24 @@
-package poller
+package appsettings
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
-	"github.com/pseudotrigger/pseudotrigger/internal/state"
+	"github.com/pseudotrigger/pseudotrigger/poller"
 )
 
 func TestSettingsDefaults(t *testing.T) {
-	d := Definition{Name: "my-orders", Source: source.Definition{SettleLag: 7 * time.Second}}
+	d := testPoller("my-orders", poller.TimestampPK, poller.WithSettleLag(7*time.Second))
 	env := map[string]string{"MY_ORDERS_DB_DRIVER": "postgres", "MY_ORDERS_DB_CONNECTION": "postgres://x/y"}
-	s, err := LoadSettings(d, func(k string) string { return env[k] })
+	s, err := Load(d, func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Settings{Driver: "postgres", DSN: "postgres://x/y", Schedule: DefaultSchedule, BatchSize: 500, LeaseTTL: 60 * time.Second,
+	want := Settings{Driver: "postgres", DSN: "postgres://x/y", BatchSize: 500, LeaseTTL: 60 * time.Second,
 		HeartbeatInterval: 15 * time.Second, TickBudget: 4 * time.Minute, CheckpointInterval: 2 * time.Second, SettleLag: 7 * time.Second,
 		MaxAttempts: 5, OnPoison: Block, LivenessInterval: 5 * time.Minute, MaxLag: 5 * time.Minute}
 	if s != want {
@@ -29,7 +30,7 @@ func TestSettingsDefaults(t *testing.T) {
 	env["MY_ORDERS_CHECKPOINT_INTERVAL"] = "0s"
 	env["MY_ORDERS_MAX_ATTEMPTS"] = "3"
 	env["MY_ORDERS_ON_POISON"] = "Quarantine"
-	s, err = LoadSettings(d, func(k string) string { return env[k] })
+	s, err = Load(d, func(k string) string { return env[k] })
 	if err != nil || s.SettleLag != source.NoSettleLag || s.Schedule != "0 */5 * * * *" || s.BatchSize != 1000 || s.CheckpointInterval != 0 ||
 		s.MaxAttempts != 3 || s.OnPoison != Quarantine {
 		t.Fatalf("%+v %v", s, err)
@@ -61,29 +62,29 @@ func TestSettingsErrorsNameTheSetting(t *testing.T) {
 		for k, v := range env {
 			full[k] = v
 		}
-		_, err := LoadSettings(Definition{Name: "orders"}, func(k string) string { return full[k] })
+		_, err := Load(testPoller("orders", poller.TimestampPK), func(k string) string { return full[k] })
 		var se *SettingError
 		if !errors.Is(err, ErrSetting) || !errors.As(err, &se) || !strings.Contains(err.Error(), setting+":") {
 			t.Errorf("%s: got %v", setting, err)
 		}
 	}
 	// Every problem is reported at once.
-	_, err := LoadSettings(Definition{Name: "orders"}, func(string) string { return "" })
+	_, err := Load(testPoller("orders", poller.TimestampPK), func(string) string { return "" })
 	if !strings.Contains(err.Error(), "ORDERS_DB_DRIVER") || !strings.Contains(err.Error(), "ORDERS_DB_CONNECTION") {
 		t.Errorf("both missing settings should be named: %v", err)
 	}
 }
 
-func TestNamesAndRegistry(t *testing.T) {
-	if Prefix("my-orders") != "MY_ORDERS" || !ValidName("orders_2") || ValidName("2orders") || ValidName("a/b") || ValidName("") {
-		t.Fatal("names")
+func TestPrefix(t *testing.T) {
+	if Prefix("my-orders") != "MY_ORDERS" || Prefix("orders_2") != "ORDERS_2" {
+		t.Fatal(Prefix("my-orders"), Prefix("orders_2"))
 	}
-	defer func() {
-		if recover() == nil {
-			t.Fatal("registering a poller without a handler did not panic")
-		}
-	}()
-	Register(Definition{Name: "nohandler"})
+}
+
+// testPoller is a poller of Row on table t, cursor column c, key id.
+func testPoller(name string, kind poller.CursorKind, opts ...poller.Option) *poller.Poller {
+	opts = append([]poller.Option{poller.WithColumns("id", "c"), poller.WithKey("id"), poller.WithCursorColumn("c")}, opts...)
+	return poller.New(name, "t", kind, func(context.Context, *poller.Batch[poller.Row]) error { return nil }, opts...)
 }
 
 func TestAppName(t *testing.T) {
@@ -101,15 +102,15 @@ func TestAppName(t *testing.T) {
 // naming the setting, rather than silently ignored.
 func TestSettleLagOnlyForTimestampCursors(t *testing.T) {
 	env := map[string]string{"ORDERS_DB_DRIVER": "postgres", "ORDERS_DB_CONNECTION": "x", "ORDERS_SETTLE_LAG": "30s"}
-	for _, kind := range []string{state.KindInteger, state.KindXID, state.KindRowversion} {
-		d := Definition{Name: "orders", Source: source.Definition{Cursor: source.Cursor{Kind: kind, Column: "c"}}}
-		_, err := LoadSettings(d, func(k string) string { return env[k] })
-		if !errors.Is(err, ErrSetting) || !strings.Contains(err.Error(), "ORDERS_SETTLE_LAG:") || !strings.Contains(err.Error(), kind) {
+	for _, kind := range []poller.CursorKind{poller.Integer, poller.XID, poller.RowVersion} {
+		d := testPoller("orders", kind)
+		_, err := Load(d, func(k string) string { return env[k] })
+		if !errors.Is(err, ErrSetting) || !strings.Contains(err.Error(), "ORDERS_SETTLE_LAG:") || !strings.Contains(err.Error(), string(kind)) {
 			t.Errorf("%s cursor with a settle lag: %v", kind, err)
 		}
 	}
-	d := Definition{Name: "orders", Source: source.Definition{Cursor: source.Cursor{Kind: state.KindTimestampPK, Column: "c"}}}
-	if s, err := LoadSettings(d, func(k string) string { return env[k] }); err != nil || s.SettleLag != 30*time.Second {
+	d := testPoller("orders", poller.TimestampPK)
+	if s, err := Load(d, func(k string) string { return env[k] }); err != nil || s.SettleLag != 30*time.Second {
 		t.Errorf("timestamp+pk cursor: %+v %v", s, err)
 	}
 }

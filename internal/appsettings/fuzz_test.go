@@ -1,9 +1,11 @@
-package poller
+package appsettings
 
 import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/pseudotrigger/pseudotrigger/poller"
 )
 
 // FuzzSettings: any value of any setting either loads or fails with errors that each name a
@@ -18,9 +20,9 @@ func FuzzSettings(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, suffix, value string) {
 		env := map[string]string{"ORDERS_DB_DRIVER": "sqlite", "ORDERS_DB_CONNECTION": "x.db", "ORDERS_" + suffix: value}
-		s, err := LoadSettings(Definition{Name: "orders"}, func(k string) string { return env[k] })
+		s, err := Load(testPoller("orders", poller.TimestampPK), func(k string) string { return env[k] })
 		if err == nil {
-			if s.BatchSize < 1 || s.LeaseTTL < 4e9 || 3*s.HeartbeatInterval >= s.LeaseTTL || s.TickBudget <= 0 || s.Schedule == "" {
+			if s.BatchSize < 1 || s.LeaseTTL < 4e9 || 3*s.HeartbeatInterval >= s.LeaseTTL || s.TickBudget <= 0 {
 				t.Fatalf("accepted settings that do not hold together: %+v", s)
 			}
 			return

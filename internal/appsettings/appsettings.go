@@ -1,0 +1,300 @@
+// Package appsettings holds the app settings of a poller, {P}_..., where {P} is the poller's name
+// in upper case with '-' as '_' (orders -> ORDERS). Each setting is defined once, in Table: its
+// name, meaning and default, and how it is read and checked. The README's settings table and
+// `pollerctl new`'s list are made from the same rows (a test compares them).
+package appsettings
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/robfig/cron/v3"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/lease"
+	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
+	"github.com/pseudotrigger/pseudotrigger/poller"
+)
+
+// Settings are one poller's app settings, validated.
+type Settings struct {
+	Driver string // {P}_DB_DRIVER
+	DSN    string // {P}_DB_CONNECTION
+	// Schedule is {P}_SCHEDULE, which the Functions host reads (as %{P}_SCHEDULE% in
+	// {p}/function.json) to fire the timer; "" when it is not set, so the status cannot know the
+	// schedule (and the host could not run the timer).
+	Schedule          string
+	BatchSize         int           // {P}_BATCH_SIZE
+	LeaseTTL          time.Duration // {P}_LEASE_TTL
+	HeartbeatInterval time.Duration // {P}_HEARTBEAT_INTERVAL
+	TickBudget        time.Duration // {P}_TICK_BUDGET
+	// CheckpointInterval is {P}_CHECKPOINT_INTERVAL: within a tick, commit at most this often
+	// (0: after every batch); the tick's end always commits. A crash replays the batches since
+	// the last commit.
+	CheckpointInterval time.Duration
+	SettleLag          time.Duration // {P}_SETTLE_LAG (source.NoSettleLag for an explicit 0)
+	// MaxAttempts is {P}_MAX_ATTEMPTS: failed attempts at one batch before OnPoison applies.
+	MaxAttempts int
+	// OnPoison is {P}_ON_POISON: Block (keep retrying, loudly) or Quarantine (isolate the failing
+	// rows, dead-letter them, deliver the rest and go on).
+	OnPoison string
+	// LivenessInterval is {P}_LIVENESS_INTERVAL: ticks that write nothing else (idle ones, and
+	// those that fail before taking the lease) leave a liveness mark at most this often, so the
+	// status knows the timer still runs (package liveness).
+	LivenessInterval time.Duration
+	// MaxLag is {P}_MAX_LAG: the status calls the poller lagging when the oldest row waiting is
+	// older than this.
+	MaxLag time.Duration
+}
+
+// Defaults.
+const (
+	DefaultBatchSize = 500
+	// DefaultTickBudget: well under the 10-minute functionTimeout of host.json, since the host
+	// kills the whole process on a time-out.
+	DefaultTickBudget = 4 * time.Minute
+	// DefaultCheckpointInterval: a commit per batch would cost a blob write per batch, about as
+	// long as fetching a batch of 1,000 rows; committing every 2 s keeps catch-up at the
+	// database's speed and bounds the replay after a crash.
+	DefaultCheckpointInterval = 2 * time.Second
+	DefaultMaxAttempts        = 5
+	DefaultOnPoison           = Block
+	DefaultLivenessInterval   = 5 * time.Minute
+	DefaultMaxLag             = 5 * time.Minute
+)
+
+// What {P}_ON_POISON may say.
+const (
+	Block      = "block"
+	Quarantine = "quarantine"
+)
+
+// Setting is one app setting of every poller, {P}_<Suffix>.
+type Setting struct {
+	Suffix  string
+	Meaning string // as the README's settings table says it
+	Default string // as the README's settings table says it
+	// read sets the setting's field from v (trimmed; "" when unset), or returns the problem.
+	read func(s *Settings, v string, p *poller.Poller) error
+}
+
+// Table is every poller setting, in the order they are read (a default may depend on an earlier
+// setting's value).
+var Table = []Setting{
+	{"DB_DRIVER", "`sqlserver`, `postgres` or `sqlite`", "- (required)", func(s *Settings, v string, _ *poller.Poller) error {
+		switch v {
+		case source.SQLServer, source.Postgres, source.SQLite:
+			s.Driver = v
+			return nil
+		case "":
+			return errors.New("missing: set it to sqlserver, postgres or sqlite")
+		}
+		return fmt.Errorf("%q is not sqlserver, postgres or sqlite", v)
+	}},
+	{"DB_CONNECTION", "the source DSN (SQL Server may use Entra ID, see below)", "- (required)", func(s *Settings, v string, _ *poller.Poller) error {
+		if s.DSN = v; v == "" {
+			return errors.New("missing: set it to the source database's connection string")
+		}
+		return nil
+	}},
+	{"SCHEDULE", "NCRONTAB (six fields, seconds first), read by the Functions host as `%{P}_SCHEDULE%` in `{p}/function.json`", "- (the host needs it; `pollerctl new`, `local.settings.json.example` and `main.bicepparam` set it)", func(s *Settings, v string, _ *poller.Poller) error {
+		if s.Schedule = v; v == "" {
+			return nil
+		}
+		if _, err := ParseSchedule(v); err != nil {
+			return fmt.Errorf("%q is not an NCRONTAB schedule with six fields (second minute hour day month weekday): %v", v, err)
+		}
+		return nil
+	}},
+	{"BATCH_SIZE", "rows per batch (1 to 100000)", "the poller's own (`poller.WithBatchSize`), else 500", func(s *Settings, v string, p *poller.Poller) error {
+		if v == "" {
+			s.BatchSize = cmp.Or(p.BatchSize(), DefaultBatchSize)
+			return nil
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 100_000 {
+			return fmt.Errorf("%q is not a whole number from 1 to 100000", v)
+		}
+		s.BatchSize = n
+		return nil
+	}},
+	{"LEASE_TTL", "Go duration, at least 4s", "`60s`", func(s *Settings, v string, _ *poller.Poller) error {
+		if err := duration(&s.LeaseTTL, v, lease.DefaultTTL, false); err != nil {
+			return err
+		}
+		if s.LeaseTTL < 4*time.Second {
+			return fmt.Errorf("%v is too short: at least 4s (the expiry margin is at least 1s)", s.LeaseTTL)
+		}
+		return nil
+	}},
+	{"HEARTBEAT_INTERVAL", "Go duration, below TTL/3", "TTL/4", func(s *Settings, v string, p *poller.Poller) error {
+		if err := duration(&s.HeartbeatInterval, v, s.LeaseTTL/4, false); err != nil {
+			return err
+		}
+		if s.LeaseTTL >= 4*time.Second && 3*s.HeartbeatInterval >= s.LeaseTTL {
+			return fmt.Errorf("%v must be less than a third of %s_LEASE_TTL (%v)", s.HeartbeatInterval, Prefix(p.Name()), s.LeaseTTL)
+		}
+		return nil
+	}},
+	{"TICK_BUDGET", "stop taking batches after this (keep it well under `functionTimeout`, 10 min in `host.json`)", "`4m`", func(s *Settings, v string, _ *poller.Poller) error {
+		return duration(&s.TickBudget, v, DefaultTickBudget, false)
+	}},
+	{"CHECKPOINT_INTERVAL", "commit at most this often within a tick; `0s` after every batch; below TTL/2", "`2s`", func(s *Settings, v string, p *poller.Poller) error {
+		if err := duration(&s.CheckpointInterval, v, DefaultCheckpointInterval, true); err != nil {
+			return err
+		}
+		if s.LeaseTTL >= 4*time.Second && s.CheckpointInterval >= s.LeaseTTL/2 {
+			return fmt.Errorf("%v must be less than half of %s_LEASE_TTL (%v)", s.CheckpointInterval, Prefix(p.Name()), s.LeaseTTL)
+		}
+		return nil
+	}},
+	{"SETTLE_LAG", "timestamp cursors read only rows older than the database's clock minus this; `0s` is unsafe with late commits. Refused for the other cursor kinds, which have no age (xid and rowversion are bounded by the open transactions, integer by nothing)", "the poller's own (`poller.WithSettleLag`; `orders`: 5s), else 10s", func(s *Settings, v string, p *poller.Poller) error {
+		def := p.Source()
+		if s.SettleLag = def.SettleLag; v == "" {
+			return nil
+		}
+		dur, err := time.ParseDuration(v)
+		switch {
+		case def.Cursor.Kind != "" && def.Cursor.Kind != state.KindTimestampPK:
+			// Only a timestamp has an age: an integer, xid or rowversion cursor would silently
+			// ignore the setting, and its user would believe it protects against late commits.
+			return fmt.Errorf("applies to timestamp+pk cursors only; this poller's cursor is %s (xid and rowversion are bounded by the database's open transactions, integer by nothing: use it on append-only tables)", def.Cursor.Kind)
+		case err != nil || dur < 0:
+			return fmt.Errorf("%q is not a Go duration like 10s (0s reads up to the database's clock, unsafe with late commits)", v)
+		case dur == 0:
+			s.SettleLag = source.NoSettleLag
+		default:
+			s.SettleLag = dur
+		}
+		return nil
+	}},
+	{"MAX_ATTEMPTS", "failed attempts at one batch before `{P}_ON_POISON` applies (1 to 1000)", "`5`", func(s *Settings, v string, _ *poller.Poller) error {
+		if v == "" {
+			s.MaxAttempts = DefaultMaxAttempts
+			return nil
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1000 {
+			return fmt.Errorf("%q is not a whole number from 1 to 1000", v)
+		}
+		s.MaxAttempts = n
+		return nil
+	}},
+	{"ON_POISON", "`block`: keep retrying the batch every tick, never skip it, and fail each tick loudly (500, a `poller blocked` log line naming the batch, its rows' keys, the attempts, the last error and how to unblock); `quarantine`: hand the batch's halves to the handler, down to single rows, dead-letter the rows that fail alone, deliver the rest and go on", "`block`", func(s *Settings, v string, _ *poller.Poller) error {
+		switch v = strings.ToLower(v); v {
+		case "":
+			s.OnPoison = DefaultOnPoison
+		case Block, Quarantine:
+			s.OnPoison = v
+		default:
+			return fmt.Errorf("%q is not block or quarantine", v)
+		}
+		return nil
+	}},
+	{"LIVENESS_INTERVAL", "ticks that write nothing else leave a liveness mark at most this often (at least 10s); a poller silent for longer than this plus three schedule periods is `stopped`", "`5m`", func(s *Settings, v string, _ *poller.Poller) error {
+		if err := duration(&s.LivenessInterval, v, DefaultLivenessInterval, false); err != nil {
+			return err
+		}
+		if s.LivenessInterval < 10*time.Second {
+			return fmt.Errorf("%v is too short: at least 10s (every mark is a blob write)", s.LivenessInterval)
+		}
+		return nil
+	}},
+	{"MAX_LAG", "the status calls the poller `lagging` when the oldest row waiting is older than this", "`5m`", func(s *Settings, v string, _ *poller.Poller) error {
+		return duration(&s.MaxLag, v, DefaultMaxLag, false)
+	}},
+}
+
+// duration sets *d from v, or def when v is empty.
+func duration(d *time.Duration, v string, def time.Duration, allowZero bool) error {
+	if v == "" {
+		*d = def
+		return nil
+	}
+	dur, err := time.ParseDuration(v)
+	if err != nil || dur < 0 || (dur == 0 && !allowZero) {
+		*d = def
+		return fmt.Errorf("%q is not a positive Go duration like 60s or 2m", v)
+	}
+	*d = dur
+	return nil
+}
+
+// Load reads and validates a poller's settings. Every problem is reported, each naming its
+// setting (a *SettingError).
+func Load(p *poller.Poller, getenv func(string) string) (Settings, error) {
+	var s Settings
+	var errs []error
+	for _, st := range Table {
+		name := Prefix(p.Name()) + "_" + st.Suffix
+		if err := st.read(&s, strings.TrimSpace(getenv(name)), p); err != nil {
+			errs = append(errs, &SettingError{Setting: name, Problem: err.Error()})
+		}
+	}
+	return s, errors.Join(errs...)
+}
+
+// UnblockHint says how to unblock a poller blocked on a poison batch.
+func UnblockHint(name string) string {
+	p := Prefix(name)
+	return fmt.Sprintf("fix the handler or the rows (the next tick retries the batch); or set %s_ON_POISON=quarantine, "+
+		"or run `pollerctl quarantine %s --yes`, to dead-letter the failing rows and go on", p, name)
+}
+
+// Prefix returns {P} for a poller name.
+func Prefix(name string) string {
+	return strings.ReplaceAll(strings.ToUpper(name), "-", "_")
+}
+
+// SettingError is a bad or missing app setting.
+type SettingError struct {
+	Setting string
+	Problem string
+}
+
+func (e *SettingError) Error() string { return e.Setting + ": " + e.Problem }
+
+// ErrSetting is wrapped by every *SettingError (errors.Is).
+var ErrSetting = errors.New("bad setting")
+
+// Is makes errors.Is(err, ErrSetting) true.
+func (e *SettingError) Is(target error) bool { return target == ErrSetting }
+
+// ParseSchedule parses an NCRONTAB expression (six fields, seconds first), as the Functions
+// timer trigger does.
+func ParseSchedule(expr string) (cron.Schedule, error) {
+	return cron.NewParser(cron.Second | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow).Parse(expr)
+}
+
+// AppName is {app} in state/{app}/{poller}.json: POLLER_APP_NAME, else WEBSITE_SITE_NAME (set by
+// App Service), else "local".
+func AppName(getenv func(string) string) string {
+	for _, k := range []string{"POLLER_APP_NAME", "WEBSITE_SITE_NAME"} {
+		if v := strings.TrimSpace(getenv(k)); v != "" {
+			return v
+		}
+	}
+	return "local"
+}
+
+// SchedulePeriod is the longest gap between the next few firings of an NCRONTAB schedule after
+// at: how long a poller may go between ticks when its timer runs. 0 for a schedule that does not
+// parse.
+func SchedulePeriod(expr string, at time.Time) time.Duration {
+	s, err := ParseSchedule(expr)
+	if err != nil {
+		return 0
+	}
+	var longest time.Duration
+	t := s.Next(at)
+	for range 4 {
+		n := s.Next(t)
+		longest = max(longest, n.Sub(t))
+		t = n
+	}
+	return longest
+}

@@ -1,0 +1,67 @@
+package tick
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
+	"github.com/pseudotrigger/pseudotrigger/internal/clock"
+	"github.com/pseudotrigger/pseudotrigger/internal/lease"
+	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
+	"github.com/pseudotrigger/pseudotrigger/poller"
+)
+
+// Config is what Open assembles a poller's runner from.
+type Config struct {
+	Poller   *poller.Poller
+	Settings appsettings.Settings // the source's driver, DSN and settle lag, the lease's timings, the tick's limits
+	Store    lease.Store          // the state store
+	App      string               // {app} in state/{app}/{poller}.json
+	Owner    string               // this process's lease owner id (lease.NewOwnerID)
+	Clock    clock.Clock          // default clock.System
+	Logger   *slog.Logger         // default: discard
+	// Source, if set, is an open source to share (tests that run several owners over one);
+	// otherwise Open opens the poller's source and Close closes it.
+	Source *source.Source
+}
+
+// Open opens the poller's source and its lease and returns its runner: the one place the
+// handler, the dead-letter replay, pollertest, the soak and the tests assemble them. The caller
+// sets the runner's optional fields (Draining, DeadLetters, Requests) and closes it.
+func Open(ctx context.Context, c Config) (*Runner, error) {
+	name := c.Poller.Name()
+	src := c.Source
+	if src == nil {
+		def := c.Poller.Source()
+		def.SettleLag = c.Settings.SettleLag
+		var err error
+		if src, err = source.Open(ctx, source.Config{Poller: name, Driver: c.Settings.Driver, DSN: c.Settings.DSN, Definition: def}); err != nil {
+			return nil, err
+		}
+	}
+	m, err := lease.New(c.Store, lease.Config{
+		Poller: name, Blob: state.Blob(c.App, name), Owner: c.Owner, Fingerprint: src.Fingerprint(),
+		TTL: c.Settings.LeaseTTL, HeartbeatInterval: c.Settings.HeartbeatInterval, Clock: c.Clock, Logger: c.Logger,
+	})
+	if err != nil {
+		if c.Source == nil {
+			src.Close()
+		}
+		return nil, fmt.Errorf("poller %s: %w", name, err)
+	}
+	r := &Runner{Poller: c.Poller, Settings: c.Settings, Lease: m, Source: src, Clock: c.Clock, Logger: c.Logger}
+	if c.Source == nil {
+		r.close = src.Close
+	}
+	return r, nil
+}
+
+// Close closes the source Open opened.
+func (r *Runner) Close() error {
+	if r.close == nil {
+		return nil
+	}
+	return r.close()
+}

@@ -1,0 +1,269 @@
+// Package pollertest runs a poller's ticks in a test as the app runs them: the real tick (lease,
+// keyset reads, checkpoint) over an SQLite database, an in-memory state store and a fake clock.
+// A poller's first test:
+//
+//	func TestOrders(t *testing.T) {
+//		h := pollertest.New(t, orders.New())
+//		h.Insert(orders.Order{ID: 1, Customer: "ada", Amount: "9.50", UpdatedAt: time.Now().Add(-time.Hour)})
+//		h.Tick()
+//		if got := pollertest.Rows[orders.Order](h); len(got) != 1 || got[0].Customer != "ada" {
+//			t.Fatalf("delivered %+v", got)
+//		}
+//	}
+package pollertest
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	_ "modernc.org/sqlite" // the harness's database
+
+	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
+	"github.com/pseudotrigger/pseudotrigger/internal/clock"
+	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
+	"github.com/pseudotrigger/pseudotrigger/internal/store/memstore"
+	"github.com/pseudotrigger/pseudotrigger/internal/tick"
+	"github.com/pseudotrigger/pseudotrigger/poller"
+)
+
+// Harness is one poller under test.
+type Harness struct {
+	t        testing.TB
+	p        *poller.Poller
+	settings appsettings.Settings
+	store    *memstore.Store
+	clock    *clock.Fake
+	runner   *tick.Runner // opened by the first tick: the table must exist by then
+
+	// DB is the poller's SQLite database: create the table yourself (before the first Insert)
+	// when its types matter, or write rows with SQL of your own.
+	DB *sql.DB
+
+	mu        sync.Mutex
+	delivered []Delivery
+}
+
+// Delivery is one batch handed to the poller's handler, and what the handler returned.
+type Delivery struct {
+	Batch *poller.Batch[poller.Row]
+	Err   error
+}
+
+// Result is what one tick did.
+type Result struct {
+	Outcome string // committed, idle or lease_held (and failed or blocked from TickErr)
+	Rows    int    // rows handed to the handler and committed
+	Batches int
+	Cursor  *poller.Cursor // the checkpoint after the tick
+}
+
+// New returns a harness for p. Its settings are {P}_DB_DRIVER=sqlite and {P}_DB_CONNECTION
+// naming a new database in t.TempDir(), then settings ("NAME=value", e.g.
+// "ORDERS_BATCH_SIZE=2" or the poller's own), as app settings; p's setup runs with them.
+func New(t testing.TB, p *poller.Poller, settings ...string) *Harness {
+	t.Helper()
+	if k := poller.CursorKind(p.Source().Cursor.Kind); k != poller.TimestampPK && k != poller.Integer {
+		t.Skipf("pollertest: SQLite has no %s cursor: test poller %s against its own database", k, p.Name())
+	}
+	dsn := filepath.Join(t.TempDir(), p.Name()+".db")
+	prefix := appsettings.Prefix(p.Name())
+	env := map[string]string{prefix + "_DB_DRIVER": source.SQLite, prefix + "_DB_CONNECTION": dsn}
+	for _, s := range settings {
+		k, v, ok := strings.Cut(s, "=")
+		if !ok {
+			t.Fatalf("pollertest.New: setting %q is not NAME=value", s)
+		}
+		env[k] = v
+	}
+	getenv := func(k string) string { return env[k] }
+	h := &Harness{t: t, p: p, clock: clock.NewFake(time.Now())}
+	h.store = memstore.New(h.clock)
+	var err error
+	if h.settings, err = appsettings.Load(p, getenv); err != nil {
+		t.Fatalf("pollertest.New: %v", err)
+	}
+	if err := p.Setup(getenv); err != nil {
+		t.Fatalf("pollertest.New: poller %s setup: %v", p.Name(), err)
+	}
+	if h.DB, err = sql.Open("sqlite", dsn); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		h.DB.Close()
+		if h.runner != nil {
+			h.runner.Close()
+		}
+	})
+	return h
+}
+
+// Insert writes rows (structs with `db` tags, such as the poller's row type) into the poller's
+// table, creating it on first use from the first row's fields: integers and booleans INTEGER,
+// floats REAL, []byte BLOB, others TEXT; time.Time is written as TEXT in the fixed-width UTC
+// layout SQLite cursors read (YYYY-MM-DDTHH:MM:SS.ffffffZ).
+func (h *Harness) Insert(rows ...any) {
+	h.t.Helper()
+	table := h.p.Source().Table.Name
+	for _, row := range rows {
+		cols, decls, args := columnsOf(reflect.Indirect(reflect.ValueOf(row)))
+		if len(cols) == 0 {
+			h.t.Fatalf("pollertest: Insert(%T): not a struct with db-tagged fields", row)
+		}
+		create := fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (%s)", quote(table), strings.Join(decls, ", "))
+		if _, err := h.DB.Exec(create); err != nil {
+			h.t.Fatalf("pollertest: %s: %v", create, err)
+		}
+		insert := fmt.Sprintf("INSERT INTO %s (%s) VALUES (?%s)", quote(table), strings.Join(cols, ", "), strings.Repeat(", ?", len(cols)-1))
+		if _, err := h.DB.Exec(insert, args...); err != nil {
+			h.t.Fatalf("pollertest: %s: %v", insert, err)
+		}
+	}
+}
+
+// columnsOf lists a struct's db-tagged fields as quoted columns, their declarations and values.
+func columnsOf(v reflect.Value) (cols, decls []string, args []any) {
+	if v.Kind() != reflect.Struct {
+		return nil, nil, nil
+	}
+	for _, f := range reflect.VisibleFields(v.Type()) {
+		tag, ok := f.Tag.Lookup("db")
+		name, _, _ := strings.Cut(tag, ",")
+		if !ok || name == "" || name == "-" || !f.IsExported() || f.Anonymous {
+			continue
+		}
+		val := reflect.Indirect(v.FieldByIndex(f.Index))
+		var arg any // NULL for a nil pointer
+		if val.IsValid() {
+			arg = val.Interface()
+		}
+		t, typ := f.Type, "TEXT"
+		if t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		switch k := t.Kind(); {
+		case t == reflect.TypeFor[time.Time]():
+			if tm, ok := arg.(time.Time); ok {
+				arg = tm.UTC().Format(state.TimeLayout)
+			}
+		case k == reflect.Bool || k >= reflect.Int && k <= reflect.Uint64:
+			typ = "INTEGER"
+		case k == reflect.Float32 || k == reflect.Float64:
+			typ = "REAL"
+		case k == reflect.Slice && t.Elem().Kind() == reflect.Uint8:
+			typ = "BLOB"
+		}
+		cols, decls, args = append(cols, quote(name)), append(decls, quote(name)+" "+typ), append(args, arg)
+	}
+	return cols, decls, args
+}
+
+func quote(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
+
+// Tick runs one tick as a timer invocation would, and fails the test if it fails.
+func (h *Harness) Tick() Result {
+	h.t.Helper()
+	r, err := h.TickErr()
+	if err != nil {
+		h.t.Fatalf("pollertest: tick of %s: %v", h.p.Name(), err)
+	}
+	return r
+}
+
+// TickErr runs one tick and returns its error, for tests of a handler that fails.
+func (h *Harness) TickErr() (Result, error) {
+	h.t.Helper()
+	ctx := context.Background()
+	if h.runner == nil {
+		r, err := tick.Open(ctx, tick.Config{Poller: h.p, Settings: h.settings, Store: h.store, App: "test", Owner: "pollertest/1", Clock: h.clock})
+		if err != nil {
+			return Result{}, fmt.Errorf("opening the source (is the table there? Insert creates it): %w", err)
+		}
+		r.Observe = func(b *poller.Batch[poller.Row], err error) {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			h.delivered = append(h.delivered, Delivery{Batch: b, Err: err})
+		}
+		h.runner = r
+	}
+	sum, err := h.runner.Tick(ctx, "pollertest")
+	return Result{Outcome: string(sum.Outcome), Rows: sum.Rows, Batches: sum.Batches, Cursor: sum.Cursor}, err
+}
+
+// Deliveries returns every batch handed to the handler so far, with what it returned, in order
+// (a batch that failed comes again).
+func (h *Harness) Deliveries() []Delivery {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]Delivery(nil), h.delivered...)
+}
+
+// Rows decodes the rows of every batch the handler accepted so far into T, in order.
+func Rows[T any](h *Harness) []T {
+	h.t.Helper()
+	var out []T
+	for _, d := range h.Deliveries() {
+		if d.Err != nil {
+			continue
+		}
+		if rows, ok := any(d.Batch.Raw).([]T); ok { // T is poller.Row
+			out = append(out, rows...)
+			continue
+		}
+		for _, r := range d.Batch.Raw {
+			var v T
+			if err := r.Decode(&v); err != nil {
+				h.t.Fatalf("pollertest.Rows: %v", err)
+			}
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// Sample returns a T whose db-tagged fields hold values made from i, increasing with i: integers
+// and floats i, strings the decimal text of i, time.Time i seconds after 2025-01-01 UTC, bools
+// i%2 == 1, []byte the text of i; pointer fields point at such values. A scaffolded poller's test
+// inserts Sample[Row](1..5) out of order and expects them back in order, whatever Row's columns.
+func Sample[T any](i int) T {
+	var v T
+	rv := reflect.ValueOf(&v).Elem()
+	if rv.Kind() != reflect.Struct {
+		return v
+	}
+	for _, f := range reflect.VisibleFields(rv.Type()) {
+		if tag, ok := f.Tag.Lookup("db"); !ok || tag == "-" || !f.IsExported() || f.Anonymous {
+			continue
+		}
+		fv := rv.FieldByIndex(f.Index)
+		if fv.Kind() == reflect.Pointer {
+			fv.Set(reflect.New(fv.Type().Elem()))
+			fv = fv.Elem()
+		}
+		switch k := fv.Kind(); {
+		case fv.Type() == reflect.TypeFor[time.Time]():
+			fv.Set(reflect.ValueOf(time.Date(2025, 1, 1, 0, 0, i, 0, time.UTC)))
+		case k >= reflect.Int && k <= reflect.Int64:
+			fv.SetInt(int64(i))
+		case k >= reflect.Uint && k <= reflect.Uint64:
+			fv.SetUint(uint64(i))
+		case k == reflect.Float32 || k == reflect.Float64:
+			fv.SetFloat(float64(i))
+		case k == reflect.String:
+			fv.SetString(strconv.Itoa(i))
+		case k == reflect.Bool:
+			fv.SetBool(i%2 == 1)
+		case k == reflect.Slice && fv.Type().Elem().Kind() == reflect.Uint8:
+			fv.SetBytes([]byte(strconv.Itoa(i)))
+		}
+	}
+	return v
+}
