@@ -10,13 +10,15 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
+
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
+	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/memstore"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 	"github.com/pseudotrigger/pseudotrigger/internal/tick"
 	"github.com/pseudotrigger/pseudotrigger/poller"
-	"github.com/pseudotrigger/pseudotrigger/internal/source"
-	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
 // workload is the shape of the writers' load, shared by every scenario.
@@ -119,7 +121,7 @@ type recorder struct {
 	rows      int
 }
 
-func (r *recorder) handle(_ context.Context, b *poller.Batch) error {
+func (r *recorder) handle(_ context.Context, b *poller.Batch[poller.Row]) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, row := range b.Rows {
@@ -146,40 +148,20 @@ func (s scenario) run(ctx context.Context, db *sql.DB, dsn string, w workload, s
 	}
 	cleanup(func() { _, _ = db.ExecContext(context.Background(), `DROP SCHEMA "`+schema+`" CASCADE`) })
 
-	def := source.Definition{
-		Table:     source.Table{Schema: schema, Name: "events"},
-		Columns:   []string{"id", "version", "writer", "updated_at", "txid"},
-		PK:        []string{"id"},
-		SettleLag: s.lag,
-	}
-	switch s.kind {
-	case state.KindXID:
-		def.Cursor = source.Cursor{Kind: state.KindXID, Column: "txid"}
-	case state.KindTimestampPK:
-		def.Cursor = source.Cursor{Kind: state.KindTimestampPK, Column: "updated_at"}
-	case state.KindInteger:
-		def.Cursor = source.Cursor{Kind: state.KindInteger, Column: "id"}
-	default:
+	column := map[string]string{state.KindXID: "txid", state.KindTimestampPK: "updated_at", state.KindInteger: "id"}[s.kind]
+	if column == "" {
 		return res, fmt.Errorf("scenario %s: cursor kind %q is not soaked", s.name, s.kind)
 	}
-	name := "soak"
-	src, err := source.Open(ctx, source.Config{Poller: name, Driver: source.Postgres, DSN: dsn, Definition: def})
+	rec := &recorder{delivered: map[rowKey]int{}}
+	p := poller.New("soak", "events", poller.CursorKind(s.kind), rec.handle, poller.WithSchema(schema),
+		poller.WithColumns("id", "version", "writer", "updated_at", "txid"), poller.WithKey("id"), poller.WithCursorColumn(column))
+	runner, err := tick.Open(ctx, tick.Config{Poller: p, Store: memstore.New(nil), App: "soak", Owner: "soak/" + schema,
+		Settings: appsettings.Settings{Driver: source.Postgres, DSN: dsn, BatchSize: w.batchSize, LeaseTTL: lease.DefaultTTL,
+			HeartbeatInterval: lease.DefaultTTL / 4, TickBudget: 2 * time.Second, SettleLag: s.lag}})
 	if err != nil {
 		return res, fmt.Errorf("scenario %s: opening the source: %w", s.name, err)
 	}
-	defer src.Close()
-	mgr, err := lease.New(memstore.New(nil), lease.Config{Poller: name, Blob: "state/soak/" + name + ".json", Owner: "soak/" + schema, Fingerprint: src.Fingerprint()})
-	if err != nil {
-		return res, fmt.Errorf("scenario %s: lease manager: %w", s.name, err)
-	}
-	rec := &recorder{delivered: map[rowKey]int{}}
-	runner := &tick.Runner{
-		Poller: poller.Definition{Name: name, Source: def, Handler: rec.handle},
-		Settings: poller.Settings{BatchSize: w.batchSize, LeaseTTL: lease.DefaultTTL, HeartbeatInterval: lease.DefaultTTL / 4,
-			TickBudget: 2 * time.Second, SettleLag: s.lag},
-		Lease:  mgr,
-		Source: src,
-	}
+	defer runner.Close()
 	tickOnce := func() (tick.Outcome, error) {
 		sum, err := runner.Tick(ctx, "")
 		res.ticks++

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/redact"
-	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
+	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 )
 
 // durationVar names the length of the writing phase (a Go duration): scripts run the soak longer
