@@ -111,16 +111,7 @@ var Table = []Setting{
 		return nil
 	}},
 	{"BATCH_SIZE", "rows per batch (1 to 100000)", "the poller's own (`poller.WithBatchSize`), else 500", func(s *Settings, v string, p *poller.Poller) error {
-		if v == "" {
-			s.BatchSize = cmp.Or(p.BatchSize(), DefaultBatchSize)
-			return nil
-		}
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 100_000 {
-			return fmt.Errorf("%q is not a whole number from 1 to 100000", v)
-		}
-		s.BatchSize = n
-		return nil
+		return whole(&s.BatchSize, v, cmp.Or(p.BatchSize(), DefaultBatchSize), 100_000)
 	}},
 	{"LEASE_TTL", "Go duration, at least 4s", "`60s`", func(s *Settings, v string, _ *poller.Poller) error {
 		if err := duration(&s.LeaseTTL, v, lease.DefaultTTL, false); err != nil {
@@ -173,16 +164,7 @@ var Table = []Setting{
 		return nil
 	}},
 	{"MAX_ATTEMPTS", "failed attempts at one batch before `{P}_ON_POISON` applies (1 to 1000)", "`5`", func(s *Settings, v string, _ *poller.Poller) error {
-		if v == "" {
-			s.MaxAttempts = DefaultMaxAttempts
-			return nil
-		}
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 1000 {
-			return fmt.Errorf("%q is not a whole number from 1 to 1000", v)
-		}
-		s.MaxAttempts = n
-		return nil
+		return whole(&s.MaxAttempts, v, DefaultMaxAttempts, 1000)
 	}},
 	{"ON_POISON", "`block`: keep retrying the batch every tick, never skip it, and fail each tick loudly (500, a `poller blocked` log line naming the batch, its rows' keys, the attempts, the last error and how to unblock); `quarantine`: hand the batch's halves to the handler, down to single rows, dead-letter the rows that fail alone, deliver the rest and go on", "`block`", func(s *Settings, v string, _ *poller.Poller) error {
 		switch v = strings.ToLower(v); v {
@@ -207,6 +189,20 @@ var Table = []Setting{
 	{"MAX_LAG", "the status calls the poller `lagging` when the oldest row waiting is older than this", "`5m`", func(s *Settings, v string, _ *poller.Poller) error {
 		return duration(&s.MaxLag, v, DefaultMaxLag, false)
 	}},
+}
+
+// whole sets *n from v, a whole number from 1 to most, or def when v is empty.
+func whole(n *int, v string, def, most int) error {
+	if v == "" {
+		*n = def
+		return nil
+	}
+	i, err := strconv.Atoi(v)
+	if err != nil || i < 1 || i > most {
+		return fmt.Errorf("%q is not a whole number from 1 to %d", v, most)
+	}
+	*n = i
+	return nil
 }
 
 // duration sets *d from v, or def when v is empty.
