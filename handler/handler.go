@@ -40,7 +40,7 @@ import (
 // MaxBodyBytes caps an invocation's body; a timer invocation is well under 4 KiB.
 const MaxBodyBytes = 1 << 20
 
-// App holds every registered poller's configuration and runs their ticks.
+// App holds the configuration of every poller of the build (Options.Pollers) and runs their ticks.
 type App struct {
 	log      *slog.Logger
 	getenv   func(string) string
@@ -205,7 +205,7 @@ func (a *App) invoke(w http.ResponseWriter, r *http.Request) {
 	ps, ok := a.pollers[name]
 	if !ok {
 		log.Warn("invocation of an unknown poller")
-		writeJSON(w, http.StatusNotFound, map[string]any{"error": fmt.Sprintf("unknown poller %q: no pollers/%s is registered in this build", name, name)})
+		writeJSON(w, http.StatusNotFound, map[string]any{"error": fmt.Sprintf("unknown poller %q: this build has no poller %s (pollers.All in pollers/pollers.go)", name, name)})
 		return
 	}
 	var inv invocation
