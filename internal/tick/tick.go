@@ -81,11 +81,20 @@ type Summary struct {
 	BatchID      string `json:"batch_id,omitempty"`      // the batch that failed
 }
 
-// Source is what a tick reads.
+// Source is what a tick needs of a poller's source; *source.Source has it.
 type Source interface {
+	// Fetch reads up to limit rows after the cursor, in keyset order.
 	Fetch(ctx context.Context, after *state.Cursor, limit int) (*source.Batch, error)
+	// Fingerprint names the source's definition, for batch ids and dead letters.
 	Fingerprint() string
+	// Backlog measures what waits after the cursor (a count up to limit and the oldest row).
+	Backlog(ctx context.Context, after *state.Cursor, limit int) (source.Backlog, error)
+	// CheckStamps looks for rows the cursor could never reach (run at most once per
+	// StampCheckEvery).
+	CheckStamps(ctx context.Context) error
 }
+
+var _ Source = (*source.Source)(nil)
 
 // Runner runs ticks of one poller.
 type Runner struct {
@@ -116,16 +125,6 @@ type Runner struct {
 // ErrBlocked wraps the error of a tick whose batch failed {P}_MAX_ATTEMPTS times or more while
 // {P}_ON_POISON is block: the poller retries it every tick and never skips it.
 var ErrBlocked = errors.New("poller blocked on a poison batch")
-
-// backlogger is what a source needs to measure what waits (source.Source has it).
-type backlogger interface {
-	Backlog(ctx context.Context, after *state.Cursor, limit int) (source.Backlog, error)
-}
-
-// stampChecker is what a source needs to look for rows the cursor could never reach.
-type stampChecker interface {
-	CheckStamps(ctx context.Context) error
-}
 
 // StampCheckEvery bounds how often a tick runs the source's CheckStamps (on SQLite a full
 // scan): a row the cursor can never reach is reported within this time plus a schedule period.
@@ -258,17 +257,13 @@ func (r *Runner) Tick(ctx context.Context, invocationID string) (Summary, error)
 
 // checkStamps runs the source's CheckStamps when it has not passed within StampCheckEvery.
 func (r *Runner) checkStamps(ctx context.Context, clk clock.Clock) error {
-	sc, ok := r.Source.(stampChecker)
-	if !ok {
-		return nil
-	}
 	r.stampMu.Lock()
 	due := r.stampChecked.IsZero() || clk.Now().Sub(r.stampChecked) >= StampCheckEvery
 	r.stampMu.Unlock()
 	if !due {
 		return nil
 	}
-	if err := sc.CheckStamps(ctx); err != nil {
+	if err := r.Source.CheckStamps(ctx); err != nil {
 		return err
 	}
 	r.stampMu.Lock()
@@ -466,13 +461,11 @@ func (r *Runner) fail(ctx context.Context, l *lease.Lease, sum *Summary, log *sl
 // observe measures the backlog after cursor (the rows waiting and the lag) into sum, and queues
 // the history entry that the tick's last write carries.
 func (r *Runner) observe(ctx context.Context, l *lease.Lease, sum *Summary, clk clock.Clock, cursor *state.Cursor, outcome Outcome) {
-	if w, ok := r.Source.(backlogger); ok {
-		b, err := w.Backlog(ctx, cursor, WaitingCap)
-		if err != nil {
-			sum.RowsWaiting = -1
-		} else {
-			sum.RowsWaiting, sum.LagSeconds = b.Rows, b.LagSeconds(clk.Now())
-		}
+	b, err := r.Source.Backlog(ctx, cursor, WaitingCap)
+	if err != nil {
+		sum.RowsWaiting = -1
+	} else {
+		sum.RowsWaiting, sum.LagSeconds = b.Rows, b.LagSeconds(clk.Now())
 	}
 	now := clk.Now()
 	l.AddHistory(state.Tick{At: state.At(now), Outcome: string(outcome), Rows: sum.Rows, LagSeconds: sum.LagSeconds, RowsWaiting: sum.RowsWaiting})
