@@ -20,6 +20,8 @@ type quarantined struct {
 	dead      int    // rows dead-lettered
 	delivered int    // rows the handler took
 	calls     int    // handler calls made
+
+	rows []deadletter.Row // the rows that failed alone, for the letter
 }
 
 // quarantine isolates the rows of pb that fail on their own: it hands the handler halves of the
@@ -29,17 +31,17 @@ type quarantined struct {
 // before that re-runs the batch and writes the letter again, never leaving a gap.
 //
 // A batch of n rows with k poison rows costs about 2k·log2(n) handler calls.
-func (r *Runner) quarantine(ctx context.Context, l *lease.Lease, pb *poller.Batch[poller.Row]) (quarantined, error) {
+func (t *tickRun) quarantine(pb *poller.Batch[poller.Row]) (quarantined, error) {
+	r, l := t.r, t.l
 	var q quarantined
 	if r.DeadLetters == nil {
 		return q, errors.New("no dead letter store is configured")
 	}
-	var dead []deadletter.Row
-	if err := r.bisect(ctx, l, pb, pb.From, pb.Raw, &q, &dead); err != nil {
+	if err := t.bisect(pb, pb.From, pb.Raw, &q); err != nil {
 		return q, err
 	}
-	q.dead = len(dead)
-	if len(dead) == 0 {
+	q.dead = len(q.rows)
+	if len(q.rows) == 0 {
 		return q, nil // every part went through on its own: nothing to dead-letter
 	}
 	if !l.Trusted() {
@@ -47,9 +49,9 @@ func (r *Runner) quarantine(ctx context.Context, l *lease.Lease, pb *poller.Batc
 	}
 	letter := &deadletter.Letter{
 		Poller: r.Poller.Name(), BatchID: pb.ID, SourceFingerprint: r.Source.Fingerprint(), From: pb.From, To: pb.To,
-		FencingToken: pb.FencingToken, CreatedAt: state.At(r.clock().Now()), BatchRows: len(pb.Raw), Delivered: q.delivered, Rows: dead,
+		FencingToken: pb.FencingToken, CreatedAt: state.At(t.clk.Now()), BatchRows: len(pb.Raw), Delivered: q.delivered, Rows: q.rows,
 	}
-	name, err := r.DeadLetters(context.WithoutCancel(ctx), letter)
+	name, err := r.DeadLetters(context.WithoutCancel(t.wctx), letter)
 	if err != nil {
 		return q, err
 	}
@@ -58,8 +60,10 @@ func (r *Runner) quarantine(ctx context.Context, l *lease.Lease, pb *poller.Batc
 	return q, nil
 }
 
-// bisect tries each half of rows (read after from) on its own, and bisects the halves that fail.
-func (r *Runner) bisect(ctx context.Context, l *lease.Lease, pb *poller.Batch[poller.Row], from *state.Cursor, rows []source.Row, q *quarantined, dead *[]deadletter.Row) error {
+// bisect tries each half of rows (read after from) on its own, and bisects the halves that
+// fail. The handler runs on the tick's handler context, which a lost lease cancels.
+func (t *tickRun) bisect(pb *poller.Batch[poller.Row], from *state.Cursor, rows []source.Row, q *quarantined) error {
+	r, l := t.r, t.l
 	mid := len(rows) / 2
 	for _, part := range [][]source.Row{rows[:mid], rows[mid:]} {
 		if len(part) == 0 {
@@ -78,7 +82,7 @@ func (r *Runner) bisect(ctx context.Context, l *lease.Lease, pb *poller.Batch[po
 		}
 		q.calls++
 		faultpoint.Hit(faultpoint.QuarantineTry)
-		herr := r.handle(ctx, sub)
+		herr := r.handle(t.wctx, sub)
 		if lerr := l.Err(); lerr != nil {
 			return lerr
 		}
@@ -90,9 +94,9 @@ func (r *Runner) bisect(ctx context.Context, l *lease.Lease, pb *poller.Batch[po
 			if err != nil {
 				return err
 			}
-			*dead = append(*dead, row)
+			q.rows = append(q.rows, row)
 		default:
-			if err := r.bisect(ctx, l, pb, from, part, q, dead); err != nil {
+			if err := t.bisect(pb, from, part, q); err != nil {
 				return err
 			}
 		}

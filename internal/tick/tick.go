@@ -23,17 +23,12 @@ package tick
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
 	"log/slog"
-	"math"
 	"sync"
 	"time"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
 	"github.com/pseudotrigger/pseudotrigger/internal/clock"
 	"github.com/pseudotrigger/pseudotrigger/internal/deadletter"
 	"github.com/pseudotrigger/pseudotrigger/internal/faultpoint"
@@ -133,6 +128,34 @@ const StampCheckEvery = time.Minute
 // ErrBatchFailed wraps a handler's error (or panic): the batch was not committed.
 var ErrBatchFailed = errors.New("batch failed")
 
+// tickRun is one tick in progress: what Tick's steps share. The fields after l are the
+// delivery's (steps 4-8, see deliver), set once the lease is won.
+type tickRun struct {
+	r       *Runner
+	ctx     context.Context // never cancelled: see Tick
+	dropped <-chan struct{} // closes when the host dropped the invocation
+	clk     clock.Clock
+	log     *slog.Logger
+	sum     Summary
+	start   time.Time
+	req0    int64 // the state store's requests before the tick (Runner.Requests)
+	conf0   int64 // and its conflicts
+
+	l *lease.Lease // the lease, once won
+
+	wctx        context.Context   // the handler's: cancelled when the lease is lost
+	fctx        context.Context   // the fetches': never cancelled midway (see deliver)
+	cursor      *state.Cursor     // where the next batch starts
+	fromText    string            // cursorText(cursor), rendered once per batch
+	attempt     int64             // the attempt at the next batch (1 but after failed ticks)
+	uncommitted *state.Checkpoint // progress handled but not yet committed
+	lastCommit  time.Time
+	budgetEnd   time.Time
+	ahead       <-chan fetched // the next batch, being read meanwhile; nil when not
+	fetchDur    time.Duration  // the last fetch's duration
+	handleDur   time.Duration  // the last handler call's duration
+}
+
 // Tick runs one tick. invocationID (the Functions invocation id, may be empty) goes into the logs.
 // A returned error means the tick failed; the summary still says what it did before.
 //
@@ -140,136 +163,139 @@ var ErrBatchFailed = errors.New("batch failed")
 // is taken the tick stops there; after, the batch in hand is finished, committed and the lease
 // released. Lease writes and the handler run on a context the cancellation does not end.
 func (r *Runner) Tick(ctx context.Context, invocationID string) (Summary, error) {
-	dropped := ctx.Done()
-	ctx = context.WithoutCancel(ctx)
-	clk := r.clock()
+	t := r.begin(ctx, invocationID)
+	defer t.releaseIfHeld() // after finish: the tick's log line counts the requests before it
+	return t.finish(t.run())
+}
+
+// begin starts a tick: its clock, logger, start time and the store's counters so far.
+func (r *Runner) begin(ctx context.Context, invocationID string) *tickRun {
+	t := &tickRun{r: r, dropped: ctx.Done(), ctx: context.WithoutCancel(ctx), clk: r.clock()}
 	log := r.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	log = log.With("poller", r.Poller.Name(), "invocation_id", invocationID)
-	start := clk.Now()
-	sum := Summary{Poller: r.Poller.Name(), RowsWaiting: -1}
-	var req0, conf0 int64
+	t.log = log.With("poller", r.Poller.Name(), "invocation_id", invocationID)
+	t.start = t.clk.Now()
+	t.sum = Summary{Poller: r.Poller.Name(), RowsWaiting: -1}
 	if r.Requests != nil {
-		req0, conf0 = r.Requests()
+		t.req0, t.conf0 = r.Requests()
 	}
-	finish := func(err error) (Summary, error) {
-		sum.DurationMS = clk.Now().Sub(start).Milliseconds()
-		if err != nil && sum.Outcome != Blocked {
-			sum.Outcome = Failed
-		}
-		// One line per tick, for "is it keeping up" and "why did it stop" (README's queries).
-		attrs := []any{"outcome", string(sum.Outcome), "rows", sum.Rows, "batches", sum.Batches, "attempt", sum.Attempt,
-			"fencing_token", sum.FencingToken, "cursor", cursorText(sum.Cursor), "rows_waiting", sum.RowsWaiting,
-			"duration_ms", sum.DurationMS}
-		if sum.LagSeconds != nil {
-			attrs = append(attrs, "lag_seconds", *sum.LagSeconds)
-		}
-		if r.Requests != nil {
-			req, conf := r.Requests()
-			attrs = append(attrs, "blob_requests", req-req0, "conflicts", conf-conf0)
-		}
-		if sum.Holder != "" {
-			attrs = append(attrs, "lease_holder", sum.Holder)
-		}
-		if sum.DeadLettered > 0 {
-			attrs = append(attrs, "dead_lettered", sum.DeadLettered, "dead_letter", sum.DeadLetter)
-		}
-		if err != nil {
-			if sum.BatchID != "" {
-				attrs = append(attrs, "batch_id", sum.BatchID)
-			}
-			log.Error("tick", append(attrs, "error", err.Error())...)
-		} else {
-			log.Info("tick", attrs...)
-		}
-		return sum, err
-	}
+	return t
+}
 
+// run is steps 1-3: read the state, peek for rows, take the lease; then deliver.
+func (t *tickRun) run() error {
+	r := t.r
 	// 1. Read.
-	snap, err := r.Lease.Read(ctx)
+	snap, err := r.Lease.Read(t.ctx)
 	if err != nil {
-		return finish(err)
+		return err
 	}
 	var cursor *state.Cursor
 	if snap.Doc != nil {
 		cursor = snap.Doc.Checkpoint.Cursor
-		sum.FencingToken = snap.Doc.Lease.FencingToken
+		t.sum.FencingToken = snap.Doc.Lease.FencingToken
 	}
-	sum.Cursor = cursor
+	t.sum.Cursor = cursor
 
 	// 2. Peek, without the lease: the peek is the first batch itself, so a tick with work saves
 	// a round trip and an idle one costs one query. The batch stays valid once the lease is
 	// won, because the acquire is a CAS on the ETag read above: the checkpoint cannot have moved.
 	if holder, live := r.Lease.Holder(snap); live {
-		sum.Outcome, sum.Holder = LeaseHeld, holder
-		return finish(nil)
+		t.sum.Outcome, t.sum.Holder = LeaseHeld, holder
+		return nil
 	}
-	if err := r.checkStamps(ctx, clk); err != nil {
-		return finish(err)
+	if err := t.checkStamps(); err != nil {
+		return err
 	}
-	t0 := clk.Now()
-	first, err := r.Source.Fetch(ctx, cursor, r.Settings.BatchSize) // never cancelled midway: see run
+	t0 := t.clk.Now()
+	first, err := r.Source.Fetch(t.ctx, cursor, r.Settings.BatchSize) // never cancelled midway: see deliver
 	if err != nil {
-		return finish(err)
+		return err
 	}
-	firstDur := clk.Now().Sub(t0)
+	firstDur := t.clk.Now().Sub(t0)
 	if len(first.Rows) == 0 {
 		zero := 0.0
-		sum.Outcome, sum.RowsWaiting, sum.LagSeconds = Idle, 0, &zero
-		return finish(nil)
+		t.sum.Outcome, t.sum.RowsWaiting, t.sum.LagSeconds = Idle, 0, &zero
+		return nil
 	}
-	if closed(dropped) {
-		return finish(errors.New("the invocation was cancelled (the host dropped the request) before the lease was taken: nothing was written"))
+	if closed(t.dropped) {
+		return errors.New("the invocation was cancelled (the host dropped the request) before the lease was taken: nothing was written")
 	}
+	return t.acquire(snap, first, firstDur)
+}
 
-	// 3. Acquire, reading the second batch meanwhile (the acquire only waits on storage).
+// acquire is step 3: take the lease, reading the second batch meanwhile (the acquire only
+// waits on storage), and deliver from first on.
+func (t *tickRun) acquire(snap lease.Snapshot, first *source.Batch, firstDur time.Duration) error {
+	r := t.r
 	var ahead <-chan fetched
 	if len(first.Rows) == r.Settings.BatchSize {
-		ahead = r.readAhead(ctx, first.To)
+		ahead = r.readAhead(t.ctx, first.To)
 	}
-	res, err := r.Lease.Acquire(ctx, snap)
+	res, err := r.Lease.Acquire(t.ctx, snap)
 	if err != nil || !res.Won() {
 		if ahead != nil {
 			<-ahead
 		}
 		if err != nil {
-			return finish(err)
+			return err
 		}
-		sum.Outcome, sum.Holder = LeaseHeld, res.Holder
-		return finish(nil)
-	}
-	l := res.Lease
-	sum.Outcome, sum.FencingToken = Committed, l.Token()
-	l.KeepAlive()
-	faultpoint.Hit(faultpoint.AfterAcquire)
-	defer func() {
-		if l.Err() == nil { // a path that did not release: release now
-			rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			_ = l.Release(rctx)
-		}
-	}()
-	err = r.run(ctx, dropped, l, &sum, clk, log, fetched{batch: first}, firstDur, ahead)
-	return finish(err)
-}
-
-// checkStamps runs the source's CheckStamps when it has not passed within StampCheckEvery.
-func (r *Runner) checkStamps(ctx context.Context, clk clock.Clock) error {
-	r.stampMu.Lock()
-	due := r.stampChecked.IsZero() || clk.Now().Sub(r.stampChecked) >= StampCheckEvery
-	r.stampMu.Unlock()
-	if !due {
+		t.sum.Outcome, t.sum.Holder = LeaseHeld, res.Holder
 		return nil
 	}
-	if err := r.Source.CheckStamps(ctx); err != nil {
-		return err
+	l := res.Lease
+	t.sum.Outcome, t.sum.FencingToken = Committed, l.Token()
+	l.KeepAlive()
+	faultpoint.Hit(faultpoint.AfterAcquire)
+	t.l = l
+	return t.deliver(first, firstDur, ahead)
+}
+
+// releaseIfHeld releases the lease on a path that did not.
+func (t *tickRun) releaseIfHeld() {
+	if t.l == nil || t.l.Err() != nil {
+		return
 	}
-	r.stampMu.Lock()
-	r.stampChecked = clk.Now()
-	r.stampMu.Unlock()
-	return nil
+	rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = t.l.Release(rctx)
+}
+
+// finish completes the summary and writes the tick's log line: one per tick, for "is it keeping
+// up" and "why did it stop" (README's queries).
+func (t *tickRun) finish(err error) (Summary, error) {
+	sum := &t.sum
+	sum.DurationMS = t.clk.Now().Sub(t.start).Milliseconds()
+	if err != nil && sum.Outcome != Blocked {
+		sum.Outcome = Failed
+	}
+	attrs := []any{"outcome", string(sum.Outcome), "rows", sum.Rows, "batches", sum.Batches, "attempt", sum.Attempt,
+		"fencing_token", sum.FencingToken, "cursor", cursorText(sum.Cursor), "rows_waiting", sum.RowsWaiting,
+		"duration_ms", sum.DurationMS}
+	if sum.LagSeconds != nil {
+		attrs = append(attrs, "lag_seconds", *sum.LagSeconds)
+	}
+	if t.r.Requests != nil {
+		req, conf := t.r.Requests()
+		attrs = append(attrs, "blob_requests", req-t.req0, "conflicts", conf-t.conf0)
+	}
+	if sum.Holder != "" {
+		attrs = append(attrs, "lease_holder", sum.Holder)
+	}
+	if sum.DeadLettered > 0 {
+		attrs = append(attrs, "dead_lettered", sum.DeadLettered, "dead_letter", sum.DeadLetter)
+	}
+	if err != nil {
+		if sum.BatchID != "" {
+			attrs = append(attrs, "batch_id", sum.BatchID)
+		}
+		t.log.Error("tick", append(attrs, "error", err.Error())...)
+	} else {
+		t.log.Info("tick", attrs...)
+	}
+	return *sum, err
 }
 
 func (r *Runner) clock() clock.Clock {
@@ -277,254 +303,6 @@ func (r *Runner) clock() clock.Clock {
 		return clock.System{}
 	}
 	return r.Clock
-}
-
-// readAhead fetches the batch after the cursor in the background.
-func (r *Runner) readAhead(ctx context.Context, after *state.Cursor) <-chan fetched {
-	ch := make(chan fetched, 1)
-	go func() {
-		b, err := r.Source.Fetch(ctx, after, r.Settings.BatchSize)
-		ch <- fetched{b, err}
-	}()
-	return ch
-}
-
-// run is steps 4-8: fetch, handle, commit, repeat, release. first is the batch the peek read;
-// ahead, if not nil, is the one after it, already being read. dropped closes when the host
-// dropped the invocation: like a drain, no batch is taken after the one in hand.
-func (r *Runner) run(ctx context.Context, dropped <-chan struct{}, l *lease.Lease, sum *Summary, clk clock.Clock, log *slog.Logger, first fetched, firstDur time.Duration, ahead <-chan fetched) error {
-	s := r.Settings
-	stopping := func() bool { return closed(r.Draining) || closed(dropped) }
-	// The handler's work stops when the lease is lost (ctx is never cancelled: see Tick).
-	wctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	stop := context.AfterFunc(l.Context(), func() { cancel(context.Cause(l.Context())) })
-	defer stop()
-
-	cp := l.Checkpoint()
-	cursor := cp.Cursor
-	attempt := int64(1)
-	if f := l.Failure(); f != nil {
-		attempt = f.Attempts + 1
-	}
-	sum.Attempt = attempt
-	budgetEnd := clk.Now().Add(s.TickBudget)
-	lastCommit := clk.Now()
-	var uncommitted *state.Checkpoint // progress handled but not yet committed
-
-	// The next batch is read while the current one is handled when that pays: when the handler
-	// takes at least half as long as a fetch. Measured with a no-op handler on two cores, reading
-	// ahead cost throughput (0.61-0.72 of a hand-written loop against 0.78-0.88 without).
-	fetchDur, handleDur := firstDur, time.Duration(0)
-	// A fetch is one bounded query and is not cancelled midway: database/sql starts a goroutine
-	// per query under a cancellable context, which cost 8% of catch-up throughput (0.77-0.83 of
-	// a hand-written loop against 0.87-0.92). A lost lease cancels the handler's context, so a
-	// batch read meanwhile is never delivered. Bound a hung database with the driver's own
-	// time-outs in the DSN (statement_timeout, connect_timeout, dial timeout).
-	fctx := context.WithoutCancel(wctx)
-	fromText := cursorText(cursor) // rendered once per batch, for the batch id and the log
-	pending := &first
-	for {
-		var f fetched
-		switch {
-		case pending != nil:
-			f, pending = *pending, nil
-		case ahead != nil:
-			f, ahead = <-ahead, nil
-		default:
-			t0 := clk.Now()
-			f.batch, f.err = r.Source.Fetch(fctx, cursor, s.BatchSize)
-			fetchDur = clk.Now().Sub(t0)
-		}
-		if f.err != nil {
-			if ahead != nil {
-				<-ahead
-			}
-			return r.end(ctx, l, sum, clk, uncommitted, wrapLost(l, f.err))
-		}
-		b := f.batch
-		if len(b.Rows) == 0 {
-			break
-		}
-		faultpoint.Hit(faultpoint.AfterFetch)
-		if err := l.Err(); err != nil { // lost while the batch was read: deliver nothing
-			return err
-		}
-		// A commit made now has a successor (this batch), so it is never the last one: the
-		// last commit is always the one folded into the release, keeping B batches at B+1 writes.
-		if uncommitted != nil && clk.Now().Sub(lastCommit) >= s.CheckpointInterval {
-			faultpoint.Hit(faultpoint.BeforeCommit)
-			if err := l.Commit(ctx, *uncommitted); err != nil {
-				return wrapLost(l, err)
-			}
-			uncommitted, lastCommit = nil, clk.Now()
-		}
-		more := len(b.Rows) == s.BatchSize && clk.Now().Before(budgetEnd) && !stopping()
-		if more && ahead == nil && handleDur >= fetchDur/2 {
-			ahead = r.readAhead(fctx, b.To)
-		}
-		toText := cursorText(b.To)
-		pb := &poller.Batch[poller.Row]{
-			Poller: r.Poller.Name(), ID: batchID(r.Poller.Name(), r.Source.Fingerprint(), fromText, toText),
-			FencingToken: l.Token(), Attempt: attempt, From: cursor, To: b.To, Raw: b.Rows,
-		}
-		faultpoint.Hit(faultpoint.InHandle)
-		// Checked on the clock, not only through the watchdog: a process that was paused (a VM
-		// freeze, a stop signal) past its trust window runs this before the watchdog's timer
-		// does. A pause after this check is what the fencing token in the batch is for.
-		if !l.Trusted() {
-			if ahead != nil {
-				<-ahead
-			}
-			return fmt.Errorf("%w: the trust window passed before batch %s was handed to the handler", lease.ErrLost, pb.ID)
-		}
-		t0 := clk.Now()
-		herr := r.handle(wctx, pb)
-		handleDur = clk.Now().Sub(t0)
-		if herr != nil {
-			if ahead != nil {
-				<-ahead // let the read-ahead finish before the lease goes
-			}
-			ahead = nil
-			if lerr := l.Err(); lerr != nil {
-				return fmt.Errorf("batch %s: %w (the handler returned: %v)", pb.ID, lerr, herr)
-			}
-			forced := attempt > 1 && l.Failure() != nil && l.Failure().Quarantine && sum.Batches == 0
-			maxAttempts := s.MaxAttempts
-			if maxAttempts <= 0 {
-				maxAttempts = appsettings.DefaultMaxAttempts
-			}
-			poisoned := attempt >= int64(maxAttempts)
-			if !forced && (!poisoned || s.OnPoison != appsettings.Quarantine) {
-				return r.fail(ctx, l, sum, log, clk, uncommitted, pb, herr, poisoned)
-			}
-			q, qerr := r.quarantine(wctx, l, pb)
-			if qerr != nil {
-				if lerr := l.Err(); lerr != nil {
-					return fmt.Errorf("quarantining batch %s: %w (%v)", pb.ID, lerr, qerr)
-				}
-				return r.fail(ctx, l, sum, log, clk, uncommitted, pb, fmt.Errorf("quarantine: %w (the batch first failed with: %v)", qerr, herr), poisoned)
-			}
-			sum.Rows += q.delivered
-			sum.DeadLettered += q.dead
-			sum.DeadLetter = q.name
-			log.Warn("batch quarantined", "batch_id", pb.ID, "dead_letter", q.name, "rows_dead", q.dead, "rows_delivered", q.delivered,
-				"attempt", attempt, "fencing_token", pb.FencingToken, "handler_calls", q.calls)
-		} else {
-			sum.Rows += len(b.Rows)
-		}
-		sum.Batches++
-		log.Info("batch", "batch_id", pb.ID, "rows", len(b.Rows), "attempt", attempt, "fencing_token", pb.FencingToken,
-			"cursor", toText, "cursor_age_seconds", ageValue(b.To, clk.Now()), "duration_ms", clk.Now().Sub(t0).Milliseconds())
-		cursor, fromText, attempt = b.To, toText, 1
-		uncommitted = &state.Checkpoint{Cursor: b.To, LastSuccessfulBatchID: pb.ID, Metadata: state.Metadata{RowCount: int64(len(b.Rows))}}
-		sum.Cursor = b.To
-		if !more || !clk.Now().Before(budgetEnd) || stopping() {
-			if ahead != nil {
-				<-ahead // dropped: the next tick reads it again from the checkpoint
-			}
-			break
-		}
-	}
-	return r.end(ctx, l, sum, clk, uncommitted, nil)
-}
-
-// fail records a failed attempt at pb and releases the lease, in one write; when poisoned (the
-// attempts reached {P}_MAX_ATTEMPTS) it says loudly that the poller is blocked and how to unblock it.
-func (r *Runner) fail(ctx context.Context, l *lease.Lease, sum *Summary, log *slog.Logger, clk clock.Clock, uncommitted *state.Checkpoint, pb *poller.Batch[poller.Row], herr error, poisoned bool) error {
-	keys := keyRange(pb.Raw)
-	sum.BatchID = pb.ID
-	failure := fmt.Errorf("%w: batch %s (attempt %d, %d rows, keys %s): %w", ErrBatchFailed, pb.ID, pb.Attempt, len(pb.Raw), keys, herr)
-	if poisoned {
-		p := appsettings.Prefix(r.Poller.Name())
-		unblock := appsettings.UnblockHint(r.Poller.Name())
-		sum.Outcome = Blocked
-		failure = fmt.Errorf("%w: %s has failed batch %s %d times (%s_MAX_ATTEMPTS=%d; %s_ON_POISON=block retries it every tick and never skips it): keys %s; last error: %v. To unblock: %s",
-			ErrBlocked, r.Poller.Name(), pb.ID, pb.Attempt, p, max(r.Settings.MaxAttempts, 1), p, keys, herr, unblock)
-		log.Error("poller blocked", "batch_id", pb.ID, "keys", keys, "attempts", pb.Attempt, "last_error", herr.Error(), "unblock", unblock)
-	}
-	outcome := Failed
-	if poisoned {
-		outcome = Blocked
-	}
-	cursor := l.Checkpoint().Cursor
-	if uncommitted != nil {
-		cursor = uncommitted.Cursor
-	}
-	r.observe(ctx, l, sum, clk, cursor, outcome)
-	if ferr := l.FailAndRelease(ctx, uncommitted, pb.ID, keys, herr); ferr != nil {
-		return errors.Join(failure, fmt.Errorf("recording the failure: %w", ferr))
-	}
-	return failure
-}
-
-// observe measures the backlog after cursor (the rows waiting and the lag) into sum, and queues
-// the history entry that the tick's last write carries.
-func (r *Runner) observe(ctx context.Context, l *lease.Lease, sum *Summary, clk clock.Clock, cursor *state.Cursor, outcome Outcome) {
-	b, err := r.Source.Backlog(ctx, cursor, WaitingCap)
-	if err != nil {
-		sum.RowsWaiting = -1
-	} else {
-		sum.RowsWaiting, sum.LagSeconds = b.Rows, b.LagSeconds(clk.Now())
-	}
-	now := clk.Now()
-	l.AddHistory(state.Tick{At: state.At(now), Outcome: string(outcome), Rows: sum.Rows, LagSeconds: sum.LagSeconds, RowsWaiting: sum.RowsWaiting})
-}
-
-// ageValue is the seconds from a timestamp cursor's value to now, for the batch log line's
-// cursor_age_seconds (how old the batch's last row is when delivered); nil for other kinds.
-func ageValue(c *state.Cursor, now time.Time) any {
-	ts, ok := c.Time()
-	if !ok {
-		return nil
-	}
-	return math.Round(now.Sub(ts).Seconds()*1000) / 1000
-}
-
-type fetched struct {
-	batch *source.Batch
-	err   error
-}
-
-// end commits what is uncommitted and releases the lease in one write (or only releases).
-func (r *Runner) end(ctx context.Context, l *lease.Lease, sum *Summary, clk clock.Clock, uncommitted *state.Checkpoint, cause error) error {
-	var err error
-	cursor := l.Checkpoint().Cursor
-	if uncommitted != nil {
-		cursor = uncommitted.Cursor
-	}
-	outcome := Committed
-	if cause != nil {
-		outcome = Failed
-	}
-	r.observe(ctx, l, sum, clk, cursor, outcome)
-	if uncommitted != nil {
-		faultpoint.Hit(faultpoint.BeforeCommit)
-		err = l.CommitAndRelease(ctx, *uncommitted)
-	} else {
-		err = l.Release(ctx)
-	}
-	if cause != nil {
-		return errors.Join(cause, err)
-	}
-	return err
-}
-
-// handle runs the poller's handler, turning a panic into an error, and tells Observe.
-func (r *Runner) handle(ctx context.Context, b *poller.Batch[poller.Row]) error {
-	err := r.Poller.Handle(ctx, b)
-	if r.Observe != nil {
-		r.Observe(b, err)
-	}
-	return err
-}
-
-// wrapLost explains an error that happened because the lease was lost.
-func wrapLost(l *lease.Lease, err error) error {
-	if lerr := l.Err(); lerr != nil && !errors.Is(err, lease.ErrLost) && errors.Is(lerr, lease.ErrLost) {
-		return fmt.Errorf("%w (%v)", lerr, err)
-	}
-	return err
 }
 
 func closed(ch <-chan struct{}) bool {
@@ -537,36 +315,4 @@ func closed(ch <-chan struct{}) bool {
 	default:
 		return false
 	}
-}
-
-// batchID is "batch_" and 24 hex digits of a SHA-256 over the poller, the source fingerprint
-// and the cursor range (as cursorText renders it): the same batch always gets the same ID.
-func batchID(pollerName, fingerprint, from, to string) string {
-	sum := sha256.Sum256([]byte(pollerName + "\x00" + fingerprint + "\x00" + from + "\x00" + to))
-	return "batch_" + hex.EncodeToString(sum[:12])
-}
-
-// cursorText renders a cursor compactly for logs and IDs; json.Marshal sorts the tiebreaker's keys.
-func cursorText(c *state.Cursor) string {
-	if c == nil {
-		return "<beginning>"
-	}
-	b, err := json.Marshal(c)
-	if err != nil {
-		return fmt.Sprintf("%+v", *c)
-	}
-	return string(b)
-}
-
-// keyRange names the first and last rows' keys, for error messages.
-func keyRange(rows []source.Row) string {
-	if len(rows) == 0 {
-		return "none"
-	}
-	first, _ := json.Marshal(rows[0].Key())
-	if len(rows) == 1 {
-		return string(first)
-	}
-	last, _ := json.Marshal(rows[len(rows)-1].Key())
-	return string(first) + ".." + string(last)
 }
