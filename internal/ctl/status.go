@@ -10,7 +10,6 @@ import (
 	"text/tabwriter"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
-
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerstatus"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
@@ -52,16 +51,7 @@ func status(ctx context.Context, args []string, env Env) error {
 		}
 		pollers = []string{pos[0]}
 	}
-	rows := make([]Row, 0, len(pollers))
-	for _, p := range pollers {
-		rows = append(rows, pollerstatus.Read(ctx, st, cfg, p))
-	}
-	bad := 0
-	for _, r := range rows {
-		if r.Health != pollerstatus.HealthOK {
-			bad++
-		}
-	}
+	rows := pollerstatus.ReadAll(ctx, st, cfg, pollers)
 	if *asJSON {
 		enc := json.NewEncoder(env.Out)
 		enc.SetIndent("", "  ")
@@ -71,7 +61,7 @@ func status(ctx context.Context, args []string, env Env) error {
 	} else if err := statusTable(env, rows); err != nil {
 		return err
 	}
-	if bad > 0 {
+	if bad := pollerstatus.NotOK(rows); bad > 0 {
 		return unhealthy{bad, len(rows)}
 	}
 	return nil
@@ -142,28 +132,23 @@ func (env Env) statusConfig(probe bool) pollerstatus.Config {
 
 // probe opens a poller's source with pollerctl's settings, read-only, and looks at it.
 func (env Env) probe(ctx context.Context, name string, doc *state.Doc) pollerstatus.Probe {
-	d, ok := env.definition(name)
-	if !ok {
-		return pollerstatus.Probe{Skipped: "not in this build", RowsWaiting: -1}
-	}
-	s, err := appsettings.Load(d, env.Getenv)
-	if err != nil && (s.Driver == "" || s.DSN == "") {
-		return pollerstatus.Probe{Skipped: fmt.Sprintf("%v in pollerctl's environment (the shell, or local.settings.json in this folder); the app's own settings may differ", err),
-			RowsWaiting: -1}
-	}
-	start := env.Clock.Now()
-	octx, cancel := context.WithTimeout(ctx, pollerstatus.ProbeTimeout)
-	defer cancel()
-	def := d.Source()
-	def.SettleLag = s.SettleLag
-	src, err := source.Open(octx, source.Config{Poller: name, Driver: s.Driver, DSN: s.DSN, Definition: def, MaxOpenConns: 1})
-	if err != nil {
-		p := pollerstatus.ProbeFailed(err)
-		p.DurationMS = env.Clock.Now().Sub(start).Milliseconds()
-		return p
-	}
-	defer src.Close()
-	return pollerstatus.ProbeSource(octx, src, env.blob(name), doc, env.Clock.Now)
+	return pollerstatus.OpenAndProbe(ctx, doc, env.Clock.Now, func(ctx context.Context) (pollerstatus.Source, string, func(), error) {
+		d, ok := env.definition(name)
+		if !ok {
+			return nil, "", nil, pollerstatus.Skip("not in this build")
+		}
+		s, err := appsettings.Load(d, env.Getenv)
+		if err != nil && (s.Driver == "" || s.DSN == "") {
+			return nil, "", nil, pollerstatus.Skip(fmt.Sprintf("%v in pollerctl's environment (the shell, or local.settings.json in this folder); the app's own settings may differ", err))
+		}
+		def := d.Source()
+		def.SettleLag = s.SettleLag
+		src, err := source.Open(ctx, source.Config{Poller: name, Driver: s.Driver, DSN: s.DSN, Definition: def, MaxOpenConns: 1})
+		if err != nil {
+			return nil, "", nil, err
+		}
+		return src, env.blob(name), func() { src.Close() }, nil
+	})
 }
 
 func cursorText(c *state.Cursor) string { return pollerstatus.CursorText(c) }

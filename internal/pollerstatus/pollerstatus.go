@@ -2,8 +2,10 @@
 // its state document (cursor, lease, last batch, failed attempts, the history of its recent
 // ticks), its liveness mark (package liveness), its dead letters and a read-only live probe of
 // its source, and one health verdict from all of them (Health, computed by verdict, the only
-// place that decides it). `pollerctl status` prints the rows as a table and the handler's
-// `status` function serves them as JSON and as an HTML page.
+// place that decides it). It also makes the status function's Report of them and renders that
+// as the HTML page (NewPage, RenderPage). `pollerctl status` prints the rows as a table; the
+// handler's `status` function serves the Report as JSON or as the page: what is left there and
+// in package ctl is HTTP and command-line plumbing.
 //
 // It only reads: the store it is given is wrapped so that a write through it is an error, and
 // nothing in a Row comes from settings, so no connection string or key can reach one. Free-text
@@ -251,6 +253,12 @@ func All(ctx context.Context, st Reader, cfg Config) ([]Row, error) {
 	if err != nil {
 		return nil, err
 	}
+	return ReadAll(ctx, st, cfg, names), nil
+}
+
+// ReadAll returns the rows of the named pollers (Read), in their order, reading up to parallel
+// of them at once.
+func ReadAll(ctx context.Context, st Reader, cfg Config, names []string) []Row {
 	rows := make([]Row, len(names))
 	sem := make(chan struct{}, parallel)
 	var wg sync.WaitGroup
@@ -262,7 +270,7 @@ func All(ctx context.Context, st Reader, cfg Config) ([]Row, error) {
 		})
 	}
 	wg.Wait()
-	return rows, nil
+	return rows
 }
 
 // Read returns one poller's row. A missing, corrupt or unreadable document is a row that says

@@ -63,6 +63,36 @@ func ProbeSource(ctx context.Context, src Source, blob string, doc *state.Doc, n
 	return p
 }
 
+// Skip is what an opener (OpenAndProbe) returns when the source is not to be probed: the probe
+// is then Skipped with this text, which is not a verdict.
+type Skip string
+
+func (s Skip) Error() string { return string(s) }
+
+// OpenAndProbe opens a poller's source with open and probes it (ProbeSource), all within
+// ProbeTimeout. open returns the source, the blob of its state document and a function that
+// closes the source (nil when it stays open); an error is the probe's failure, timed, unless it
+// is a Skip.
+func OpenAndProbe(ctx context.Context, doc *state.Doc, now func() time.Time,
+	open func(ctx context.Context) (src Source, blob string, done func(), err error)) Probe {
+	start := now()
+	ctx, cancel := context.WithTimeout(ctx, ProbeTimeout)
+	defer cancel()
+	src, blob, done, err := open(ctx)
+	if skip, ok := errors.AsType[Skip](err); ok {
+		return Probe{Skipped: string(skip), RowsWaiting: -1}
+	}
+	if err != nil {
+		p := ProbeFailed(err)
+		p.DurationMS = now().Sub(start).Milliseconds()
+		return p
+	}
+	if done != nil {
+		defer done()
+	}
+	return ProbeSource(ctx, src, blob, doc, now)
+}
+
 // ProbeFailed is the probe of a source that could not be opened or read: Misconfigured when the
 // error needs a change (settings, schema, the checkpoint: a cursor that does not fit, another
 // source's fingerprint), not a retry (a database that cannot be reached, a row the cursor can

@@ -1,0 +1,308 @@
+package pollerstatus
+
+import (
+	"cmp"
+	"context"
+	_ "embed"
+	"fmt"
+	"html/template"
+	"io"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
+	"github.com/pseudotrigger/pseudotrigger/internal/tick"
+)
+
+// Report is every poller's row at one moment: the status function's JSON reply, and what its
+// page shows.
+type Report struct {
+	App         string     `json:"app"`
+	Pollers     []Row      `json:"pollers"`
+	GeneratedAt state.Time `json:"generated_at"`
+}
+
+// NewReport reads every poller's row (All) into a Report generated at cfg's now.
+func NewReport(ctx context.Context, st Reader, cfg Config) (Report, error) {
+	rows, err := All(ctx, st, cfg)
+	if err != nil {
+		return Report{}, err
+	}
+	return Report{App: cfg.App, Pollers: rows, GeneratedAt: state.At(cfg.now())}, nil
+}
+
+// NotOK counts the rows whose health is not ok.
+func NotOK(rows []Row) int {
+	n := 0
+	for _, r := range rows {
+		if r.Health != HealthOK {
+			n++
+		}
+	}
+	return n
+}
+
+// The page: the status function's HTML rendering of a Report. Self-contained: inline CSS and
+// SVG, no script, nothing loaded from anywhere (the handler's Content-Security-Policy says so).
+
+//go:embed status.html
+var pageSource string
+
+var page = template.Must(template.New("status").Parse(pageSource))
+
+// RenderPage writes the page of a report (NewPage) or of an error (ErrorPage) to w.
+func RenderPage(w io.Writer, d PageData) error { return page.Execute(w, d) }
+
+// maxDeadLetterIDs bounds the dead letter ids a poller's card lists (the count is complete).
+const maxDeadLetterIDs = 20
+
+// PageData is what the page shows: a report made ready for the template, or an error.
+type PageData struct {
+	App         string
+	GeneratedAt string
+	Error       string
+	Pollers     []pollerCard
+	Blocked     int           // pollers blocked
+	Counts      []healthCount // pollers per health, most urgent first; only those with some
+	NotOK       int           // pollers whose health is not ok
+	Refresh     int           // seconds between reloads of the page
+}
+
+type healthCount struct {
+	Health string
+	N      int
+}
+
+// refreshSeconds is how often the page reloads itself (a meta refresh: the page has no script).
+const refreshSeconds = 15
+
+// ErrorPage is the page that says the report could not be made, and why (msg, redacted).
+func ErrorPage(app, msg string, now time.Time) PageData {
+	return PageData{App: app, Error: msg, GeneratedAt: now.UTC().Format(time.RFC3339)}
+}
+
+// pollerCard is a Row made ready to show: every value is text (html/template escapes it).
+type pollerCard struct {
+	Row
+	CursorKind   string
+	CursorText   string
+	Lag          string
+	LagFrom      string
+	RowsWaiting  string
+	LastTickText string
+	Lease        string
+	LeaseClass   string
+	LastCommit   string
+	Attempts     string
+	DeadIDs      []string
+	DeadMore     int
+	Spark        sparkline
+}
+
+// NewPage makes a report ready for the page: one card per poller, most urgent first.
+func NewPage(rep Report) PageData {
+	now := rep.GeneratedAt.Time
+	d := PageData{App: rep.App, GeneratedAt: now.UTC().Format(time.RFC3339), Refresh: refreshSeconds}
+	counts := map[string]int{}
+	for _, r := range rep.Pollers {
+		c := pollerCard{Row: r, CursorText: CursorText(r.Cursor), Lag: "-", RowsWaiting: waiting(r.RowsWaiting), LastCommit: "-", Attempts: "none"}
+		if r.Cursor != nil {
+			c.CursorKind = r.Cursor.Kind
+		}
+		switch {
+		case r.LagSeconds != nil && *r.LagSeconds == 0 && r.RowsWaiting == 0:
+			c.Lag = "0s (nothing waits)"
+		case r.LagSeconds != nil:
+			c.Lag = DurationText(*r.LagSeconds)
+		case r.Cursor != nil && r.Cursor.Kind != state.KindTimestampPK && r.RowsWaiting != 0:
+			c.Lag = "no lag for this cursor kind (" + r.Cursor.Kind + "): see the rows waiting"
+		}
+		switch r.LagFrom {
+		case "probe":
+			c.LagFrom = "measured now"
+		case "last tick":
+			c.LagFrom = "at the last tick"
+		}
+		c.LastTickText = "none recorded"
+		if t := r.LastTick; t != nil {
+			c.LastTickText = DurationText(t.AgoSeconds) + " ago · " + t.Outcome
+			switch t.From {
+			case "liveness":
+				c.LastTickText += " (liveness mark)"
+			case "state":
+				c.LastTickText += " (state document)"
+			case "process":
+				c.LastTickText += " (this instance)"
+			}
+		}
+		switch {
+		case r.LeaseOwner == "":
+			c.Lease, c.LeaseClass = "free", "free"
+		case r.LeaseLive:
+			c.Lease, c.LeaseClass = "live: "+r.LeaseOwner, "live"
+		default:
+			c.Lease, c.LeaseClass = "expired: "+r.LeaseOwner, "expired"
+		}
+		if r.LastCommitAt != "" {
+			c.LastCommit = r.LastCommitAt
+			if t, err := time.Parse(time.RFC3339, r.LastCommitAt); err == nil && !now.IsZero() {
+				c.LastCommit += " (" + DurationText(now.Sub(t).Seconds()) + " ago)"
+			}
+		} else if n := len(r.History); n > 0 && (r.History[n-1].Outcome == "reset" || r.History[n-1].Outcome == "clone") {
+			c.LastCommit = "none since the " + r.History[n-1].Outcome + " at " + r.History[n-1].At.UTC().Format(time.RFC3339)
+		}
+		if r.FailedAttempts > 0 {
+			c.Attempts = strconv.FormatInt(r.FailedAttempts, 10) + " failed"
+			switch {
+			case r.MaxAttempts > 0 && r.FailedAttempts >= int64(r.MaxAttempts):
+				c.Attempts += fmt.Sprintf(" (the limit of %d is reached; on poison: %s)", r.MaxAttempts, r.OnPoison)
+			case r.MaxAttempts > 0:
+				c.Attempts += fmt.Sprintf(" of %d allowed (on poison: %s)", r.MaxAttempts, r.OnPoison)
+			}
+		}
+		c.DeadIDs = r.DeadLetters.BatchIDs
+		if len(c.DeadIDs) > maxDeadLetterIDs {
+			c.DeadIDs, c.DeadMore = c.DeadIDs[:maxDeadLetterIDs], len(c.DeadIDs)-maxDeadLetterIDs
+		}
+		c.Spark = newSparkline(r)
+		if r.Blocked {
+			d.Blocked++
+		}
+		counts[r.Health]++
+		d.Pollers = append(d.Pollers, c)
+	}
+	d.NotOK = NotOK(rep.Pollers)
+	for _, h := range Healths {
+		if counts[h] > 0 {
+			d.Counts = append(d.Counts, healthCount{h, counts[h]})
+		}
+	}
+	// What needs someone first: by health, most urgent first (the report's order, by name,
+	// within each).
+	slices.SortStableFunc(d.Pollers, func(a, b pollerCard) int { return cmp.Compare(urgency(a.Row), urgency(b.Row)) })
+	return d
+}
+
+// urgency ranks a row by its health, most urgent first (Healths' order).
+func urgency(r Row) int {
+	if i := slices.Index(Healths, r.Health); i >= 0 {
+		return i
+	}
+	return len(Healths)
+}
+
+func waiting(n int64) string {
+	switch {
+	case n < 0:
+		return "not counted"
+	case n >= tick.WaitingCap:
+		return "at least " + strconv.Itoa(tick.WaitingCap)
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+// sparkline is an inline SVG polyline over a poller's history: its lag, or, for cursors without
+// a timestamp, the rows waiting; the ticks that failed are red dots, and the value the status
+// measured now (the probe) is the last point, so the legend's "now" is the card's value. Points
+// has one "x,y" per point drawn.
+type sparkline struct {
+	Of             string // "lag" or "rows waiting"; "" when there is nothing to draw
+	Note           string // why there is no chart
+	Points         string
+	N              int // points drawn
+	Ticks          int // ticks in the history
+	Failed         []xy
+	Width, Height  int
+	LastX, LastY   string
+	Min, Max, Last string
+	LastLabel      string // "now" (measured by the probe) or "last tick"
+}
+
+type xy struct{ X, Y string }
+
+const (
+	sparkWidth, sparkHeight, sparkPad = 240, 48, 4
+)
+
+func newSparkline(r Row) sparkline {
+	s := sparkline{Ticks: len(r.History), Width: sparkWidth, Height: sparkHeight, LastLabel: "last tick"}
+	if len(r.History) == 0 {
+		s.Note = "no ticks recorded yet (ticks that find nothing to read are not recorded here)"
+		return s
+	}
+	type point struct {
+		i      int
+		v      float64
+		failed bool
+	}
+	failed := func(t state.Tick) bool { return t.Outcome == "failed" || t.Outcome == "blocked" }
+	var pts []point
+	for i, t := range r.History {
+		if t.LagSeconds != nil {
+			pts = append(pts, point{i, *t.LagSeconds, failed(t)})
+		}
+	}
+	format := DurationText
+	s.Of = "lag"
+	live := r.LagSeconds
+	if len(pts) == 0 {
+		for i, t := range r.History {
+			if t.RowsWaiting >= 0 {
+				pts = append(pts, point{i, float64(t.RowsWaiting), failed(t)})
+			}
+		}
+		format = func(v float64) string { return strconv.FormatFloat(v, 'f', 0, 64) }
+		s.Of = "rows waiting"
+		live = nil
+		if r.RowsWaiting >= 0 {
+			w := float64(r.RowsWaiting)
+			live = &w
+		}
+	}
+	if len(pts) == 0 {
+		s.Of, s.Note = "", "no lag for this cursor kind, and the rows waiting were not counted"
+		return s
+	}
+	slots := len(r.History)
+	if r.LagFrom == "probe" && live != nil {
+		pts = append(pts, point{slots, *live, false})
+		slots++
+		s.LastLabel = "now"
+	}
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, p := range pts {
+		lo, hi = min(lo, p.v), max(hi, p.v)
+	}
+	// The y axis starts at zero (a lag or a count), unless values go below it (clock skew).
+	bottom := min(lo, 0)
+	span := hi - bottom
+	x := func(i int) float64 {
+		if slots == 1 {
+			return float64(sparkWidth) / 2
+		}
+		return sparkPad + float64(i)*float64(sparkWidth-2*sparkPad)/float64(slots-1)
+	}
+	y := func(v float64) float64 {
+		if span <= 0 {
+			return float64(sparkHeight - sparkPad)
+		}
+		return float64(sparkHeight-sparkPad) - (v-bottom)/span*float64(sparkHeight-2*sparkPad)
+	}
+	coords := make([]string, len(pts))
+	for k, p := range pts {
+		coords[k] = coord(x(p.i)) + "," + coord(y(p.v))
+		if p.failed {
+			s.Failed = append(s.Failed, xy{coord(x(p.i)), coord(y(p.v))})
+		}
+	}
+	last := pts[len(pts)-1]
+	s.Points, s.N = strings.Join(coords, " "), len(pts)
+	s.LastX, s.LastY = coord(x(last.i)), coord(y(last.v))
+	s.Min, s.Max, s.Last = format(lo), format(hi), format(last.v)
+	return s
+}
+
+func coord(f float64) string { return strconv.FormatFloat(f, 'f', 1, 64) }
