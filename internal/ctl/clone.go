@@ -8,6 +8,7 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/lease"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
 	"github.com/pseudotrigger/pseudotrigger/poller"
@@ -57,7 +58,7 @@ func clone(ctx context.Context, args []string, env Env) error {
 			return err
 		}
 	}
-	next := &state.Doc{Version: state.Version, PollerName: *to, SourceFingerprint: d.SourceFingerprint, WriteID: writeID()}
+	next := &state.Doc{Version: state.Version, PollerName: *to, SourceFingerprint: d.SourceFingerprint}
 	next.Checkpoint = d.Checkpoint
 	next.Checkpoint.UpdatedAt = state.At(env.Clock.Now())
 	// No tick of the clone has committed: its history says where it came from, so the status
@@ -68,11 +69,7 @@ func clone(ctx context.Context, args []string, env Env) error {
 		fmt.Fprintln(env.Out, "dry run: nothing written. Add --yes to write.")
 		return nil
 	}
-	data, err := state.Encode(next)
-	if err != nil {
-		return err
-	}
-	if _, err := st.Put(ctx, env.blob(*to), data, store.IfNotExists()); err != nil {
+	if _, err := (lease.Writer{Store: st}).Create(ctx, env.blob(*to), next); err != nil {
 		if errors.Is(err, store.ErrConflict) {
 			return refusedf("%s already has state (%s): not overwritten", *to, env.blob(*to))
 		}

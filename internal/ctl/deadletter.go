@@ -14,6 +14,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/tick"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/deadletter"
+	"github.com/pseudotrigger/pseudotrigger/internal/lease"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
@@ -314,15 +315,13 @@ func quarantineCmd(ctx context.Context, args []string, env Env) error {
 	nf := *f
 	nf.Quarantine = true
 	next.Failure = &nf
-	next.WriteID = writeID()
-	data, err := state.Encode(&next)
-	if err != nil {
-		return err
+	if _, err := state.Encode(&next); err != nil {
+		return err // before the backup, as before: a document that does not encode changes nothing
 	}
 	if _, err := backup(ctx, env, st, name, "", old.Data); err != nil {
 		return err
 	}
-	if _, err := st.Put(ctx, blob, data, store.IfMatch(old.ETag)); err != nil {
+	if _, err := (lease.Writer{Store: st}).Replace(ctx, blob, old.ETag, &next); err != nil {
 		if errors.Is(err, store.ErrConflict) {
 			return refusedf("the state blob changed since it was read (a tick wrote it): nothing written; run it again")
 		}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/deadletter"
+	"github.com/pseudotrigger/pseudotrigger/internal/lease"
 	"github.com/pseudotrigger/pseudotrigger/internal/liveness"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
 )
@@ -93,7 +94,7 @@ func deleteCmd(ctx context.Context, args []string, env Env) error {
 		if _, err := backup(ctx, env, st, name, "", old.Data); err != nil {
 			return err
 		}
-		if err := st.Delete(ctx, blob, store.IfMatch(old.ETag)); err != nil {
+		if err := (lease.Writer{Store: st}).Remove(ctx, blob, old.ETag); err != nil {
 			if errors.Is(err, store.ErrConflict) {
 				return refusedf("the state blob changed since it was read (a tick or another operator wrote it): nothing deleted; run the delete again")
 			}

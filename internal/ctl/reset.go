@@ -2,8 +2,6 @@ package ctl
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -146,7 +144,6 @@ func reset(ctx context.Context, args []string, env Env) error {
 	next.AddHistory(state.Tick{At: state.At(now), Outcome: "reset", RowsWaiting: -1})
 	next.Lease = state.Lease{OwnerID: env.Actor, FencingToken: token + 1, AcquiredAt: state.At(now), HeartbeatAt: state.At(now),
 		ExpiresAt: state.At(now), TTLSeconds: int64(lease.DefaultTTL / time.Second), ReleasedAt: state.At(now)}
-	next.WriteID = writeID()
 
 	var oldCP *state.Checkpoint
 	if oldDoc != nil {
@@ -160,18 +157,19 @@ func reset(ctx context.Context, args []string, env Env) error {
 	if err := confirm(env, name, string(*g.yes), *g.production); err != nil {
 		return err
 	}
-	data, err := state.Encode(next)
-	if err != nil {
-		return err
+	if _, err := state.Encode(next); err != nil {
+		return err // before the backup, as before: a document that does not encode changes nothing
 	}
-	cond := store.IfNotExists()
+	w := lease.Writer{Store: st}
 	if old != nil {
 		if _, err := backup(ctx, env, st, name, "", old.Data); err != nil {
 			return err
 		}
-		cond = store.IfMatch(old.ETag)
+		_, err = w.Replace(ctx, blob, old.ETag, next)
+	} else {
+		_, err = w.Create(ctx, blob, next)
 	}
-	if _, err := st.Put(ctx, blob, data, cond); err != nil {
+	if err != nil {
 		if errors.Is(err, store.ErrConflict) {
 			return refusedf("the state blob changed since it was read (a tick or another operator wrote it): nothing was overwritten; run the reset again")
 		}
@@ -311,10 +309,4 @@ func printPlan(env Env, name, blob string, oldCP *state.Checkpoint, derr error, 
 	fmt.Fprintf(env.Out, "  %-14s %-48s %s\n", "last batch", oldBatch, orDash(newCP.LastSuccessfulBatchID))
 	fmt.Fprintf(env.Out, "  %-14s %-48s %d\n", "fencing token", oldToken, next.Lease.FencingToken)
 	fmt.Fprintf(env.Out, "  %-14s %-48s %s\n", "fingerprint", truncate(oldFP, 46), next.SourceFingerprint)
-}
-
-func writeID() string {
-	b := make([]byte, 16)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }

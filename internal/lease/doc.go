@@ -64,6 +64,12 @@
 //
 // Reads are never conditional (Azurite and Azure differ there); only writes carry conditions.
 //
+// The acquire, the holder's writes and Writer (pollerctl's reset, clone, quarantine and delete,
+// which write from outside a held lease) all put through one function with write ids from one
+// generator, so all are settled alike; Writer reports a write that lost to another writer as
+// store.ErrConflict. A delete carries no write id: a failed one is settled by whether the re-read
+// still finds the ETag it was conditional on.
+//
 // # One writer per lease
 //
 // Heartbeats (from KeepAlive's goroutine), commits and the release all go through one mutex in

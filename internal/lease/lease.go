@@ -215,12 +215,7 @@ func (m *Manager) Acquire(ctx context.Context, s Snapshot) (Result, error) {
 		next.Lease.FencingToken++
 		cond = store.IfMatch(s.ETag)
 	}
-	id, err := m.newWriteID()
-	if err != nil {
-		return Result{}, err
-	}
 	sent := c.Clock.Now()
-	next.WriteID = id
 	next.Lease = state.Lease{
 		OwnerID:      c.Owner,
 		FencingToken: next.Lease.FencingToken,
@@ -229,42 +224,24 @@ func (m *Manager) Acquire(ctx context.Context, s Snapshot) (Result, error) {
 		ExpiresAt:    state.At(sent.Add(c.TTL)),
 		TTLSeconds:   c.ttlSeconds(),
 	}
-	data, err := state.Encode(&next)
-	if err != nil {
+	o, err := put(ctx, m.st, c.Blob, c.Poller, c.Rand, c.WriteTimeout, &next, cond)
+	switch {
+	case err != nil:
 		return Result{}, err
+	case o.perr == nil:
+		return Result{Lease: m.newLease(next, o.etag, sent)}, nil
+	// The put failed: settled by the re-read.
+	case o.gerr != nil:
+		return Result{}, fmt.Errorf("lease: acquire of %s unsettled (put: %v; re-read: %w)", c.Blob, o.perr, o.gerr)
+	case o.derr != nil:
+		return Result{}, o.derr
+	case o.landed:
+		c.Logger.Info("lease acquire settled as landed", "poller", c.Poller, "fencing_token", next.Lease.FencingToken, "put_error", o.perr.Error())
+		return Result{Lease: m.newLease(next, o.etag, sent)}, nil
+	case errors.Is(o.perr, store.ErrConflict) || o.seen.ETag != s.ETag:
+		return Result{Holder: o.doc.Lease.OwnerID}, nil
 	}
-	wctx, cancel := context.WithTimeout(ctx, c.WriteTimeout)
-	w, perr := m.st.Put(wctx, c.Blob, data, cond)
-	cancel()
-	if perr == nil {
-		return Result{Lease: m.newLease(next, w.ETag, sent)}, nil
-	}
-
-	// Settle: did our write land after all?
-	b, gerr := m.st.Get(ctx, c.Blob)
-	if gerr != nil {
-		return Result{}, fmt.Errorf("lease: acquire of %s unsettled (put: %v; re-read: %w)", c.Blob, perr, gerr)
-	}
-	doc, derr := state.Decode(c.Blob, c.Poller, b.Data)
-	if derr != nil {
-		return Result{}, derr
-	}
-	if doc.WriteID == id {
-		c.Logger.Info("lease acquire settled as landed", "poller", c.Poller, "fencing_token", next.Lease.FencingToken, "put_error", perr.Error())
-		return Result{Lease: m.newLease(next, b.ETag, sent)}, nil
-	}
-	if errors.Is(perr, store.ErrConflict) || b.ETag != s.ETag {
-		return Result{Holder: doc.Lease.OwnerID}, nil
-	}
-	return Result{}, fmt.Errorf("lease: acquire of %s did not land: %w", c.Blob, perr)
-}
-
-func (m *Manager) newWriteID() (string, error) {
-	b := make([]byte, 16)
-	if _, err := io.ReadFull(m.cfg.Rand, b); err != nil {
-		return "", fmt.Errorf("lease: write id: %w", err)
-	}
-	return hex.EncodeToString(b), nil
+	return Result{}, fmt.Errorf("lease: acquire of %s did not land: %w", c.Blob, o.perr)
 }
 
 func (m *Manager) newLease(doc state.Doc, etag string, sent time.Time) *Lease {
@@ -466,39 +443,28 @@ func (l *Lease) writeLocked(ctx context.Context, what string, change func(d *sta
 			next.Lease.ReleasedAt = state.At(sent)
 			next.Lease.ExpiresAt = state.At(sent)
 		}
-		id, err := l.m.newWriteID()
+		o, err := put(ctx, l.m.st, c.Blob, c.Poller, c.Rand, c.WriteTimeout, &next, store.IfMatch(l.etag))
 		if err != nil {
 			return err
 		}
-		next.WriteID = id
-		data, err := state.Encode(&next)
-		if err != nil {
-			return err
-		}
-		wctx, cancel := context.WithTimeout(ctx, c.WriteTimeout)
-		w, perr := l.m.st.Put(wctx, c.Blob, data, store.IfMatch(l.etag))
-		cancel()
-		if perr == nil {
-			l.adopt(next, w.ETag, sent)
+		if o.perr == nil {
+			l.adopt(next, o.etag, sent)
 			l.history = nil
 			return nil
 		}
 
-		// Settle by re-reading.
-		b, gerr := l.m.st.Get(ctx, c.Blob)
+		// The put failed: settled by the re-read.
+		perr, doc := o.perr, o.doc
 		switch {
-		case errors.Is(gerr, store.ErrNotFound):
+		case errors.Is(o.gerr, store.ErrNotFound):
 			return l.end(lostf("%s: the state blob %s was deleted", what, c.Blob))
-		case gerr != nil:
-			return l.end(lostf("%s unsettled (put: %v; re-read: %v)", what, perr, gerr))
-		}
-		doc, derr := state.Decode(c.Blob, c.Poller, b.Data)
-		switch {
-		case derr != nil:
-			return l.end(lostf("%s: the state blob no longer decodes: %v", what, derr))
-		case doc.WriteID == id:
+		case o.gerr != nil:
+			return l.end(lostf("%s unsettled (put: %v; re-read: %v)", what, perr, o.gerr))
+		case o.derr != nil:
+			return l.end(lostf("%s: the state blob no longer decodes: %v", what, o.derr))
+		case o.landed:
 			c.Logger.Info("lease write settled as landed", "poller", c.Poller, "write", what, "put_error", perr.Error())
-			l.adopt(next, b.ETag, sent)
+			l.adopt(next, o.etag, sent)
 			l.history = nil
 			return nil
 		case release && doc.Lease.OwnerID != "" && doc.Lease.FencingToken > l.token && c.Clock.Now().Before(l.TrustedUntil()):
@@ -512,7 +478,7 @@ func (l *Lease) writeLocked(ctx context.Context, what string, change func(d *sta
 			return nil
 		case doc.Lease.OwnerID != l.owner || doc.Lease.FencingToken != l.token:
 			return l.end(lostf("%s refused: %s now holds fencing token %d (ours is %d)", what, doc.Lease.OwnerID, doc.Lease.FencingToken, l.token))
-		case doc.WriteID == l.doc.WriteID && b.ETag == l.etag:
+		case doc.WriteID == l.doc.WriteID && o.seen.ETag == l.etag:
 			if attempt < 2 {
 				continue // it did not land and nothing changed: try once more
 			}
