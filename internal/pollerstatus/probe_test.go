@@ -1,0 +1,42 @@
+package pollerstatus_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/pollerstatus"
+	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
+)
+
+type fakeSource struct{ rows int64 }
+
+func (fakeSource) Fingerprint() string             { return "" }
+func (fakeSource) CheckCursor(*state.Cursor) error { return nil }
+func (s fakeSource) Backlog(context.Context, *state.Cursor, int) (source.Backlog, error) {
+	return source.Backlog{Rows: s.rows}, nil
+}
+
+// TestOpenAndProbe: a Skip skips the probe, any other error opening the source fails it (timed),
+// and an opened source is probed and then closed.
+func TestOpenAndProbe(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := func() time.Time { now = now.Add(5 * time.Millisecond); return now }
+	open := func(src pollerstatus.Source, done func(), err error) func(context.Context) (pollerstatus.Source, string, func(), error) {
+		return func(context.Context) (pollerstatus.Source, string, func(), error) {
+			return src, "state/app/p.json", done, err
+		}
+	}
+	if p := pollerstatus.OpenAndProbe(ctx, nil, clock, open(nil, nil, pollerstatus.Skip("not here"))); p.Skipped != "not here" || p.OK || p.Error != "" || p.RowsWaiting != -1 || p.DurationMS != 0 {
+		t.Errorf("skipped: %+v", p)
+	}
+	if p := pollerstatus.OpenAndProbe(ctx, nil, clock, open(nil, nil, errors.New("no route to host"))); p.OK || p.Error != "no route to host" || p.Misconfigured || p.RowsWaiting != -1 || p.DurationMS != 5 {
+		t.Errorf("failed: %+v", p)
+	}
+	closed := false
+	if p := pollerstatus.OpenAndProbe(ctx, nil, clock, open(fakeSource{rows: 3}, func() { closed = true }, nil)); !p.OK || p.RowsWaiting != 3 || !closed {
+		t.Errorf("probed: %+v, closed %v", p, closed)
+	}
+}
