@@ -18,7 +18,6 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
@@ -299,7 +298,7 @@ func (a *App) runner(ctx context.Context, ps *pollerState) (*tick.Runner, error)
 	}
 	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	counted := &countingStore{Store: a.store}
+	counted := &lease.Counting{Store: a.store}
 	r, err := tick.Open(octx, tick.Config{Poller: ps.def, Settings: ps.settings, Store: counted, App: a.appName, Owner: a.owner, Clock: a.clock, Logger: a.log})
 	if err != nil {
 		return nil, err
@@ -308,34 +307,9 @@ func (a *App) runner(ctx context.Context, ps *pollerState) (*tick.Runner, error)
 	r.DeadLetters = func(ctx context.Context, l *deadletter.Letter) (string, error) {
 		return deadletter.Write(ctx, counted, a.appName, l)
 	}
-	r.Requests = counted.counts
+	r.Requests = counted.Counts
 	ps.runner = r
 	return ps.runner, nil
-}
-
-// countingStore counts a poller's state store requests and the conditional writes refused, for
-// the tick's log line.
-type countingStore struct {
-	lease.Store
-	requests, conflicts atomic.Int64
-}
-
-func (c *countingStore) Get(ctx context.Context, name string) (store.Blob, error) {
-	c.requests.Add(1)
-	return c.Store.Get(ctx, name)
-}
-
-func (c *countingStore) Put(ctx context.Context, name string, data []byte, cond store.Condition) (store.Written, error) {
-	c.requests.Add(1)
-	w, err := c.Store.Put(ctx, name, data, cond)
-	if errors.Is(err, store.ErrConflict) {
-		c.conflicts.Add(1)
-	}
-	return w, err
-}
-
-func (c *countingStore) counts() (requests, conflicts int64) {
-	return c.requests.Load(), c.conflicts.Load()
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

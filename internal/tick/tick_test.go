@@ -29,27 +29,11 @@ import (
 
 var ctx = context.Background()
 
-// countingStore counts reads and writes.
-type countingStore struct {
-	store.Store
-	gets, puts atomic.Int64
-}
-
-func (c *countingStore) Get(ctx context.Context, name string) (store.Blob, error) {
-	c.gets.Add(1)
-	return c.Store.Get(ctx, name)
-}
-
-func (c *countingStore) Put(ctx context.Context, name string, data []byte, cond store.Condition) (store.Written, error) {
-	c.puts.Add(1)
-	return c.Store.Put(ctx, name, data, cond)
-}
-
 type env struct {
 	t     *testing.T
 	db    *sql.DB
 	dsn   string
-	st    *countingStore
+	st    *lease.Counting
 	src   *source.Source
 	next  int
 	batch int
@@ -66,7 +50,7 @@ func newEnv(t *testing.T, batchSize int) *env {
 		CREATE INDEX ix_orders ON orders (updated_at, id)`); err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, db: db, dsn: dsn, st: &countingStore{Store: memstore.New(nil)}, batch: batchSize}
+	e := &env{t: t, db: db, dsn: dsn, st: &lease.Counting{Store: memstore.New(nil)}, batch: batchSize}
 	e.src, err = source.Open(ctx, source.Config{Poller: "orders", Driver: source.SQLite, DSN: dsn, Definition: definition()})
 	if err != nil {
 		t.Fatal(err)
@@ -160,29 +144,29 @@ func TestTickDeliversAndCountsWrites(t *testing.T) {
 
 	// Nothing to read: one blob read, no write.
 	sum, err := r.Tick(ctx, "inv-1")
-	if err != nil || sum.Outcome != tick.Idle || e.st.puts.Load() != 0 || e.st.gets.Load() != 1 {
-		t.Fatalf("idle tick: %+v %v; %d reads %d writes", sum, err, e.st.gets.Load(), e.st.puts.Load())
+	if err != nil || sum.Outcome != tick.Idle || e.st.Puts.Load() != 0 || e.st.Gets.Load() != 1 {
+		t.Fatalf("idle tick: %+v %v; %d reads %d writes", sum, err, e.st.Gets.Load(), e.st.Puts.Load())
 	}
 
 	// An exact multiple of the batch size: the last full batch must still carry the release.
 	e.insert(100)
-	puts0 := e.st.puts.Load()
-	if sum, err := r.Tick(ctx, "inv-exact"); err != nil || sum.Batches != 10 || e.st.puts.Load()-puts0 != 11 {
-		t.Fatalf("10 full batches: %+v %v, %d writes (want 11)", sum, err, e.st.puts.Load()-puts0)
+	puts0 := e.st.Puts.Load()
+	if sum, err := r.Tick(ctx, "inv-exact"); err != nil || sum.Batches != 10 || e.st.Puts.Load()-puts0 != 11 {
+		t.Fatalf("10 full batches: %+v %v, %d writes (want 11)", sum, err, e.st.Puts.Load()-puts0)
 	}
 	rec.ids = nil
 	e.insert(95)
-	gets, puts := e.st.gets.Load(), e.st.puts.Load()
+	gets, puts := e.st.Gets.Load(), e.st.Puts.Load()
 	sum, err = r.Tick(ctx, "inv-2")
 	if err != nil {
 		t.Fatal(err)
 	}
-	writes := e.st.puts.Load() - puts
+	writes := e.st.Puts.Load() - puts
 	if sum.Outcome != tick.Committed || sum.Rows != 95 || sum.Batches != 10 || sum.FencingToken != 2 {
 		t.Fatalf("summary %+v", sum)
 	}
-	if writes > int64(sum.Batches)+1 || e.st.gets.Load()-gets != 1 {
-		t.Fatalf("a tick of %d batches cost %d writes (at most %d) and %d reads", sum.Batches, writes, sum.Batches+1, e.st.gets.Load()-gets)
+	if writes > int64(sum.Batches)+1 || e.st.Gets.Load()-gets != 1 {
+		t.Fatalf("a tick of %d batches cost %d writes (at most %d) and %d reads", sum.Batches, writes, sum.Batches+1, e.st.Gets.Load()-gets)
 	}
 	if len(rec.ids) != 95 || rec.ids[0] != 101 || rec.ids[94] != 195 {
 		t.Fatalf("delivered %d ids", len(rec.ids))
@@ -196,17 +180,17 @@ func TestTickDeliversAndCountsWrites(t *testing.T) {
 	}
 
 	// Caught up: idle again, no write.
-	puts = e.st.puts.Load()
-	if sum, err := r.Tick(ctx, "inv-3"); err != nil || sum.Outcome != tick.Idle || e.st.puts.Load() != puts {
+	puts = e.st.Puts.Load()
+	if sum, err := r.Tick(ctx, "inv-3"); err != nil || sum.Outcome != tick.Idle || e.st.Puts.Load() != puts {
 		t.Fatalf("caught-up tick: %+v %v", sum, err)
 	}
 
 	// With a checkpoint interval, fewer writes: still B+1 at most, and everything committed.
 	r.Settings.CheckpointInterval = time.Hour
 	e.insert(50)
-	puts = e.st.puts.Load()
-	if sum, err := r.Tick(ctx, "inv-4"); err != nil || sum.Rows != 50 || e.st.puts.Load()-puts != 2 {
-		t.Fatalf("tick with a long checkpoint interval: %+v %v, %d writes (want acquire + final commit)", sum, err, e.st.puts.Load()-puts)
+	puts = e.st.Puts.Load()
+	if sum, err := r.Tick(ctx, "inv-4"); err != nil || sum.Rows != 50 || e.st.Puts.Load()-puts != 2 {
+		t.Fatalf("tick with a long checkpoint interval: %+v %v, %d writes (want acquire + final commit)", sum, err, e.st.Puts.Load()-puts)
 	}
 	if d := e.doc(); string(d.Checkpoint.Cursor.Tiebreaker["id"]) != "245" {
 		t.Fatal("the final commit did not land")
@@ -280,9 +264,9 @@ func TestLeaseHeldWritesNothing(t *testing.T) {
 	if res, err := m.Acquire(ctx, snap); err != nil || !res.Won() {
 		t.Fatal(err)
 	}
-	puts := e.st.puts.Load()
+	puts := e.st.Puts.Load()
 	sum, err := e.runner("A", (&recorder{}).handle).Tick(ctx, "")
-	if err != nil || sum.Outcome != tick.LeaseHeld || sum.Holder != "other" || e.st.puts.Load() != puts {
+	if err != nil || sum.Outcome != tick.LeaseHeld || sum.Holder != "other" || e.st.Puts.Load() != puts {
 		t.Fatalf("%+v %v", sum, err)
 	}
 }
