@@ -81,7 +81,7 @@ const refreshSeconds = 15
 
 // ErrorPage is the page that says the report could not be made, and why (msg, redacted).
 func ErrorPage(app, msg string, now time.Time) PageData {
-	return PageData{App: app, Error: msg, GeneratedAt: now.UTC().Format(time.RFC3339)}
+	return PageData{App: app, Error: msg, GeneratedAt: now.UTC().Format(time.RFC3339), Refresh: refreshSeconds}
 }
 
 // pollerCard is a Row made ready to show: every value is text (html/template escapes it).
@@ -105,7 +105,7 @@ type pollerCard struct {
 // NewPage makes a report ready for the page: one card per poller, most urgent first.
 func NewPage(rep Report) PageData {
 	now := rep.GeneratedAt.Time
-	d := PageData{App: rep.App, GeneratedAt: now.UTC().Format(time.RFC3339), Refresh: refreshSeconds}
+	d := PageData{App: rep.App, GeneratedAt: now.UTC().Format(time.RFC3339)}
 	counts := map[string]int{}
 	for _, r := range rep.Pollers {
 		c := pollerCard{Row: r, CursorText: CursorText(r.Cursor), Lag: "-", RowsWaiting: waiting(r.RowsWaiting), LastCommit: "-", Attempts: "none"}
