@@ -3,8 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"net"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -13,8 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pseudotrigger/pseudotrigger/internal/store"
+	"github.com/pseudotrigger/pseudotrigger/internal/faultproxy"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
+	"github.com/pseudotrigger/pseudotrigger/internal/store"
 )
 
 // Test20000Rows: repeated ticks deliver every row at least once; the checkpoint ends on the last
@@ -184,9 +184,13 @@ func TestKill9MidBatch(t *testing.T) {
 func TestStalledHolderLosesLease(t *testing.T) {
 	w := newWorld(t)
 	w.insert(300)
-	px := newProxy(t, w.azurite)
+	px, pxStorage, err := faultproxy.ForConnectionString(w.azurite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { px.Close() })
 	base := []string{"ORDERS_BATCH_SIZE=100", "ORDERS_LEASE_TTL=4s", "ORDERS_HEARTBEAT_INTERVAL=1s", "ORDERS_CHECKPOINT_INTERVAL=0s"}
-	envA := append(w.env(base...), "StateStorage="+px.connectionString())
+	envA := append(w.env(base...), "StateStorage="+pxStorage)
 	a := start(t, envA)
 
 	stop := make(chan struct{})
@@ -208,7 +212,7 @@ func TestStalledHolderLosesLease(t *testing.T) {
 	aDone := make(chan reply, 1)
 	go func() { aDone <- a.tick() }()
 	stalled := <-inBatch
-	px.cut() // A's heartbeats can no longer reach storage
+	cutStorage(px) // A's heartbeats can no longer reach storage
 
 	b := start(t, w.env(base...))
 	deadline := time.Now().Add(30 * time.Second)
@@ -347,66 +351,12 @@ func TestBadInput(t *testing.T) {
 	check("corrupt state blob", p.tick(), 500, w.blobName())
 }
 
-// proxy forwards TCP to Azurite until cut; after that it drops every connection.
-type proxy struct {
-	t        *testing.T
-	ln       net.Listener
-	upstream string
-	cs       string
-	mu       sync.Mutex
-	isCut    bool
-	conns    []net.Conn
-}
-
-func newProxy(t *testing.T, connectionString string) *proxy {
-	i := strings.Index(connectionString, "BlobEndpoint=http://")
-	rest := connectionString[i+len("BlobEndpoint=http://"):]
-	hostport := rest[:strings.IndexByte(rest, '/')]
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+// cutStorage makes px reset every request from now on, of every kind, as a cut network would:
+// nothing reaches storage through it any more.
+func cutStorage(px *faultproxy.Proxy) {
+	for _, k := range []faultproxy.Kind{faultproxy.Read, faultproxy.Acquire, faultproxy.Heartbeat, faultproxy.Commit, faultproxy.Release, faultproxy.Other} {
+		px.Add(faultproxy.Rule{Kind: k, Fault: faultproxy.Reset, Times: math.MaxInt})
 	}
-	p := &proxy{t: t, ln: ln, upstream: hostport, cs: strings.Replace(connectionString, hostport, ln.Addr().String(), 1)}
-	t.Cleanup(func() { ln.Close(); p.cut() })
-	go p.serve()
-	return p
-}
-
-func (p *proxy) connectionString() string { return p.cs }
-
-func (p *proxy) serve() {
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		p.mu.Lock()
-		if p.isCut {
-			p.mu.Unlock()
-			c.Close()
-			continue
-		}
-		up, err := net.Dial("tcp", p.upstream)
-		if err != nil {
-			p.mu.Unlock()
-			c.Close()
-			continue
-		}
-		p.conns = append(p.conns, c, up)
-		p.mu.Unlock()
-		go func() { _, _ = io.Copy(up, c); up.Close() }()
-		go func() { _, _ = io.Copy(c, up); c.Close() }()
-	}
-}
-
-func (p *proxy) cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.isCut = true
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.conns = nil
 }
 
 // TestGracefulShutdown: SIGTERM while a batch is at the webhook: the batch finishes, is
