@@ -11,8 +11,8 @@ import (
 	"testing"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerstatus"
-	"github.com/pseudotrigger/pseudotrigger/internal/store"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
+	"github.com/pseudotrigger/pseudotrigger/internal/store"
 )
 
 // TestStatusAfterFailingTicks: the stored cursor stops fitting the source (a key "abc" for the

@@ -9,10 +9,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/blobstore"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
-	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
 // TestPollerctlInTheAppFolder runs the pollerctl binary as an operator would, in a folder with a
