@@ -1,7 +1,6 @@
 package handler_test
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -11,7 +10,6 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +17,7 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/handler"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/memstore"
+	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 	"github.com/pseudotrigger/pseudotrigger/poller"
 )
 
@@ -160,23 +159,10 @@ func TestMissingStateStorage(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for the handler's concurrent log writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) lines(t *testing.T, msg string) []map[string]any {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// logLines returns the JSON log lines of logs whose msg is msg.
+func logLines(t *testing.T, logs *testenv.Buffer, msg string) []map[string]any {
 	var out []map[string]any
-	for _, line := range strings.Split(strings.TrimSpace(s.b.String()), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
 		var m map[string]any
 		if err := json.Unmarshal([]byte(line), &m); err != nil {
 			t.Fatalf("a log line is not JSON: %q", line)
@@ -191,7 +177,7 @@ func (s *syncBuffer) lines(t *testing.T, msg string) []map[string]any {
 // TestTickLogLine: one JSON line per tick and per batch, with the fields the README's queries and
 // the alert rules read, the Functions invocation id among them.
 func TestTickLogLine(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &testenv.Buffer{}
 	srv, _ := newServerLogging(t, logs)
 	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/good", strings.NewReader(body))
 	req.Header.Set("X-Azure-Functions-InvocationId", "inv-123")
@@ -200,7 +186,7 @@ func TestTickLogLine(t *testing.T) {
 		t.Fatal(resp, err)
 	}
 	resp.Body.Close()
-	ticks := logs.lines(t, "tick")
+	ticks := logLines(t, logs, "tick")
 	if len(ticks) != 1 {
 		t.Fatalf("%d tick lines", len(ticks))
 	}
@@ -217,7 +203,7 @@ func TestTickLogLine(t *testing.T) {
 		tick["rows_waiting"] != 0.0 || tick["rows"] != 2.0 || tick["lag_seconds"] != 0.0 {
 		t.Fatalf("tick line %v", tick)
 	}
-	batches := logs.lines(t, "batch")
+	batches := logLines(t, logs, "batch")
 	if len(batches) != 1 || batches[0]["batch_id"] == nil || batches[0]["invocation_id"] != "inv-123" || batches[0]["cursor_age_seconds"].(float64) < 1e6 {
 		t.Fatalf("batch lines %v", batches)
 	}

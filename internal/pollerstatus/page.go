@@ -105,7 +105,7 @@ type pollerCard struct {
 // NewPage makes a report ready for the page: one card per poller, most urgent first.
 func NewPage(rep Report) PageData {
 	now := rep.GeneratedAt.Time
-	d := PageData{App: rep.App, GeneratedAt: now.UTC().Format(time.RFC3339)}
+	d := PageData{App: rep.App, GeneratedAt: now.UTC().Format(time.RFC3339), Refresh: refreshSeconds}
 	counts := map[string]int{}
 	for _, r := range rep.Pollers {
 		c := pollerCard{Row: r, CursorText: CursorText(r.Cursor), Lag: "-", RowsWaiting: waiting(r.RowsWaiting), LastCommit: "-", Attempts: "none"}

@@ -7,14 +7,16 @@ import (
 	"time"
 )
 
-// TestErrorPageReloadsCalmly: the page shown when the status cannot be read reloads at the
-// page's usual pace, not at once in a loop (a meta refresh of 0).
+// TestErrorPageReloadsCalmly: the page, and the one shown when the status cannot be read, reload
+// every 15 s, not at once in a loop (a meta refresh of 0).
 func TestErrorPageReloadsCalmly(t *testing.T) {
-	var b bytes.Buffer
-	if err := RenderPage(&b, ErrorPage("app1", "state store: no such account", time.Now())); err != nil {
-		t.Fatal(err)
-	}
-	if want := `<meta http-equiv="refresh" content="15">`; !strings.Contains(b.String(), want) || !strings.Contains(b.String(), "no such account") {
-		t.Fatalf("want %s and the error in:\n%s", want, b.String())
+	for name, d := range map[string]PageData{"error": ErrorPage("app1", "state store: no such account", time.Now()), "report": NewPage(Report{App: "app1"})} {
+		var b bytes.Buffer
+		if err := RenderPage(&b, d); err != nil {
+			t.Fatal(err)
+		}
+		if want := `<meta http-equiv="refresh" content="15">`; !strings.Contains(b.String(), want) {
+			t.Errorf("%s page: want %s in:\n%s", name, want, b.String())
+		}
 	}
 }

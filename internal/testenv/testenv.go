@@ -5,6 +5,7 @@
 package testenv
 
 import (
+	"bytes"
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
@@ -13,6 +14,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -162,4 +164,24 @@ func PostgresKeysetLoop(db *sql.DB, table string, batch int) (int, error) {
 		`SELECT id, customer, amount, updated_at FROM `+table+` ORDER BY updated_at, id LIMIT $1`,
 		`SELECT id, customer, amount, updated_at FROM `+table+` WHERE (updated_at, id) > ($1, $2) ORDER BY updated_at, id LIMIT $3`,
 		batch, []any{&id, &customer, &amount, &ts}, func() []any { return []any{ts, id} })
+}
+
+// Buffer is a bytes.Buffer safe for concurrent writers: a process's or a handler's log.
+type Buffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+// Write appends p.
+func (s *Buffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// String returns what was written so far.
+func (s *Buffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
