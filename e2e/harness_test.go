@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -198,7 +197,7 @@ type proc struct {
 	t    *testing.T
 	cmd  *exec.Cmd
 	port int
-	out  *syncBuffer
+	out  *testenv.Buffer
 }
 
 func (w *world) env(extra ...string) []string {
@@ -229,7 +228,7 @@ func start(t *testing.T, env []string) *proc {
 func startWith(t *testing.T, bin string, env []string) *proc {
 	t.Helper()
 	port := freePort(t)
-	p := &proc{t: t, port: port, out: &syncBuffer{}}
+	p := &proc{t: t, port: port, out: &testenv.Buffer{}}
 	p.cmd = exec.Command(bin)
 	p.cmd.Env = append(env, "FUNCTIONS_CUSTOMHANDLER_PORT="+strconv.Itoa(port))
 	p.cmd.Stdout = p.out
@@ -311,23 +310,6 @@ func freePortTB(t testing.TB) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // webhook records deliveries; hold, when set, is called before answering (to stall a batch).
