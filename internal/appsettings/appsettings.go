@@ -234,6 +234,34 @@ func Load(p *poller.Poller, getenv func(string) string) (Settings, error) {
 	return s, errors.Join(errs...)
 }
 
+// Poison is the one rule for a batch that keeps failing, from {P}_MAX_ATTEMPTS and
+// {P}_ON_POISON (zero values: the defaults): the tick applies it, the status reports it.
+type Poison struct {
+	MaxAttempts int
+	OnPoison    string
+}
+
+// Poison returns the poller's poison rule.
+func (s Settings) Poison() Poison { return Poison{MaxAttempts: s.MaxAttempts, OnPoison: s.OnPoison} }
+
+// Limit is the number of failed attempts that makes a batch poison.
+func (p Poison) Limit() int { return cmp.Or(max(p.MaxAttempts, 0), DefaultMaxAttempts) }
+
+// Poisoned reports whether a batch that has failed attempts times is poison.
+func (p Poison) Poisoned(attempts int64) bool { return attempts >= int64(p.Limit()) }
+
+// Quarantines reports whether the poison rule isolates such a batch's failing rows
+// ({P}_ON_POISON=quarantine).
+func (p Poison) Quarantines(attempts int64) bool {
+	return p.Poisoned(attempts) && cmp.Or(p.OnPoison, DefaultOnPoison) == Quarantine
+}
+
+// Blocks reports whether such a batch blocks the poller: poison, {P}_ON_POISON=block, and no
+// quarantine asked for (pollerctl quarantine).
+func (p Poison) Blocks(attempts int64, quarantineRequested bool) bool {
+	return p.Poisoned(attempts) && cmp.Or(p.OnPoison, DefaultOnPoison) == Block && !quarantineRequested
+}
+
 // UnblockHint says how to unblock a poller blocked on a poison batch.
 func UnblockHint(name string) string {
 	p := Prefix(name)

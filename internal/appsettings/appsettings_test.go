@@ -114,3 +114,16 @@ func TestSettleLagOnlyForTimestampCursors(t *testing.T) {
 		t.Errorf("timestamp+pk cursor: %+v %v", s, err)
 	}
 }
+
+// TestPoisonRule: a batch is poison at MAX_ATTEMPTS failures (default 5); it blocks under block
+// unless a quarantine was asked for, and is quarantined under quarantine.
+func TestPoisonRule(t *testing.T) {
+	def := Poison{}
+	if def.Limit() != 5 || def.Poisoned(4) || !def.Poisoned(5) || !def.Blocks(5, false) || def.Blocks(5, true) || def.Quarantines(9) {
+		t.Errorf("defaults: limit %d", def.Limit())
+	}
+	q := Poison{MaxAttempts: 2, OnPoison: Quarantine}
+	if q.Quarantines(1) || !q.Quarantines(2) || q.Blocks(2, false) {
+		t.Error("quarantine at 2")
+	}
+}

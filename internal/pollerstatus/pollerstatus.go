@@ -13,14 +13,16 @@
 package pollerstatus
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/deadletter"
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
@@ -171,10 +173,8 @@ type Reader interface {
 // Registered is a poller this build has, with the settings that decide Row.Blocked.
 type Registered struct {
 	Name string
-	// MaxAttempts and OnPoison are the poller's {P}_MAX_ATTEMPTS and {P}_ON_POISON
-	// (appsettings.Settings); zero values mean the defaults.
-	MaxAttempts int
-	OnPoison    string
+	// Poison is the poller's {P}_MAX_ATTEMPTS and {P}_ON_POISON; zero values mean the defaults.
+	Poison appsettings.Poison
 	// Problem is what is wrong with its settings ("" when nothing); redacted before it is shown.
 	// Only the app's own settings belong here (the handler's): pollerctl, which runs elsewhere,
 	// leaves it empty and says what its own environment lacks in the probe's Skipped.
@@ -188,7 +188,7 @@ type Registered struct {
 // RegisteredFrom describes a registered poller from its settings and their error. Only the
 // poison and status settings are kept: nothing else of the settings (a DSN, a key) reaches a Row.
 func RegisteredFrom(name string, s appsettings.Settings, err error) Registered {
-	r := Registered{Name: name, MaxAttempts: s.MaxAttempts, OnPoison: s.OnPoison, Schedule: s.Schedule,
+	r := Registered{Name: name, Poison: s.Poison(), Schedule: s.Schedule,
 		LivenessInterval: s.LivenessInterval, MaxLag: s.MaxLag}
 	if err != nil {
 		r.Problem = err.Error()
@@ -279,13 +279,7 @@ func Read(ctx context.Context, st Reader, cfg Config, pollerName string) (r Row)
 	reg, registered := cfg.registered(pollerName)
 	r = Row{Poller: pollerName, Blob: state.Blob(cfg.App, pollerName), Registered: registered, History: []state.Tick{}, RowsWaiting: -1}
 	if registered {
-		r.MaxAttempts, r.OnPoison = reg.MaxAttempts, reg.OnPoison
-		if r.MaxAttempts <= 0 {
-			r.MaxAttempts = appsettings.DefaultMaxAttempts
-		}
-		if r.OnPoison == "" {
-			r.OnPoison = appsettings.DefaultOnPoison
-		}
+		r.MaxAttempts, r.OnPoison = reg.Poison.Limit(), cmp.Or(reg.Poison.OnPoison, appsettings.DefaultOnPoison)
 		r.SettingsProblem = redact.Text(reg.Problem)
 	}
 	r.DeadLetters = deadLetters(ctx, st, cfg.App, pollerName)
@@ -364,7 +358,7 @@ func (r *Row) fromDoc(d *state.Doc, b store.Blob, cfg Config) {
 	if len(d.History) > 0 {
 		r.History = d.History
 	}
-	if r.Registered && r.OnPoison == appsettings.Block && r.FailedAttempts >= int64(r.MaxAttempts) && !r.QuarantineRequested {
+	if r.Registered && (appsettings.Poison{MaxAttempts: r.MaxAttempts, OnPoison: r.OnPoison}).Blocks(r.FailedAttempts, r.QuarantineRequested) {
 		r.Blocked = true
 		r.Unblock = appsettings.UnblockHint(r.Poller)
 	}

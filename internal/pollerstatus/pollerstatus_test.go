@@ -74,8 +74,8 @@ func TestRows(t *testing.T) {
 	put(t, st, state.Blob("other", "elsewhere"), []byte(`{}`))
 
 	cfg := pollerstatus.Config{App: "test", Registered: []pollerstatus.Registered{
-		{Name: "orders", MaxAttempts: 3, OnPoison: appsettings.Block},
-		{Name: "ledger", MaxAttempts: 3, OnPoison: appsettings.Quarantine},
+		{Name: "orders", Poison: appsettings.Poison{MaxAttempts: 3, OnPoison: appsettings.Block}},
+		{Name: "ledger", Poison: appsettings.Poison{MaxAttempts: 3, OnPoison: appsettings.Quarantine}},
 		pollerstatus.RegisteredFrom("fresh", appsettings.Settings{}, errors.New(`FRESH_DB_DRIVER: missing; dsn postgres://u:hunter2@db/x`)),
 	}}
 	rows, err := pollerstatus.All(ctx, st, cfg)

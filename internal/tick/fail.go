@@ -22,12 +22,8 @@ func (t *tickRun) failed(pb *poller.Batch[poller.Row], herr error) error {
 		return fmt.Errorf("batch %s: %w (the handler returned: %v)", pb.ID, lerr, herr)
 	}
 	forced := t.attempt > 1 && l.Failure() != nil && l.Failure().Quarantine && t.sum.Batches == 0
-	maxAttempts := s.MaxAttempts
-	if maxAttempts <= 0 {
-		maxAttempts = appsettings.DefaultMaxAttempts
-	}
-	poisoned := t.attempt >= int64(maxAttempts)
-	if !forced && (!poisoned || s.OnPoison != appsettings.Quarantine) {
+	poisoned := s.Poison().Poisoned(t.attempt)
+	if !forced && !s.Poison().Quarantines(t.attempt) {
 		return t.fail(pb, herr, poisoned)
 	}
 	q, qerr := t.quarantine(pb)
@@ -57,7 +53,7 @@ func (t *tickRun) fail(pb *poller.Batch[poller.Row], herr error, poisoned bool) 
 		unblock := appsettings.UnblockHint(name)
 		t.sum.Outcome = Blocked
 		failure = fmt.Errorf("%w: %s has failed batch %s %d times (%s_MAX_ATTEMPTS=%d; %s_ON_POISON=block retries it every tick and never skips it): keys %s; last error: %v. To unblock: %s",
-			ErrBlocked, name, pb.ID, pb.Attempt, p, max(t.r.Settings.MaxAttempts, 1), p, keys, herr, unblock)
+			ErrBlocked, name, pb.ID, pb.Attempt, p, t.r.Settings.Poison().Limit(), p, keys, herr, unblock)
 		t.log.Error("poller blocked", "batch_id", pb.ID, "keys", keys, "attempts", pb.Attempt, "last_error", herr.Error(), "unblock", unblock)
 	}
 	outcome := Failed
