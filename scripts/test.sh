@@ -50,7 +50,7 @@ if [ $# -eq 0 ] && [ "$FUZZTIME" != 0 ]; then
 internal/state FuzzDecode
 handler FuzzInvocationBody
 internal/source FuzzCursorValues
-poller FuzzSettings
+internal/appsettings FuzzSettings
 internal/store/blobstore FuzzConnectionString
 TARGETS
 fi
