@@ -43,6 +43,7 @@ go test "${args[@]}" ./... "$@"
 FUZZTIME=${FUZZTIME:-5s}
 if [ $# -eq 0 ] && [ "$FUZZTIME" != 0 ]; then
   while read -r pkg target; do
+    grep -qs "^func $target(" "$pkg"/*_test.go || die "fuzz target $target is not in ./$pkg (moved? update the list in scripts/test.sh)"
     log "fuzzing $target in ./$pkg for $FUZZTIME ..."
     go test -run '^$' -fuzz "^$target\$" -fuzztime "$FUZZTIME" "./$pkg/" >"$RUN_DIR/fuzz-$target.log" 2>&1 \
       || { tail -30 "$RUN_DIR/fuzz-$target.log" >&2; die "fuzz target $target failed (its input is saved under ./$pkg/testdata/fuzz/$target)"; }
