@@ -184,17 +184,13 @@ func (p *Poller) columnsOf(t reflect.Type) error {
 	if t.Kind() != reflect.Struct {
 		return fmt.Errorf("the row type %v is not a struct or poller.Row", t)
 	}
-	for _, f := range reflect.VisibleFields(t) {
-		tag, ok := f.Tag.Lookup("db")
-		if !ok || tag == "-" || !f.IsExported() || f.Anonymous {
-			continue
-		}
-		column, options, _ := strings.Cut(tag, ",")
+	for _, f := range source.TaggedFields(t) {
+		column := f.Column
 		if column == "" {
 			return fmt.Errorf("field %s: the db tag names no column", f.Name)
 		}
 		p.source.Columns = append(p.source.Columns, column)
-		for _, o := range strings.Split(options, ",") {
+		for _, o := range f.Options {
 			switch o {
 			case "":
 			case "key":

@@ -131,13 +131,8 @@ func (h *Harness) Insert(rows ...any) {
 
 // columnsOf lists a struct's db-tagged fields as quoted columns, their declarations and values.
 func columnsOf(v reflect.Value) (cols, decls []string, args []any) {
-	if v.Kind() != reflect.Struct {
-		return nil, nil, nil
-	}
-	for _, f := range reflect.VisibleFields(v.Type()) {
-		tag, ok := f.Tag.Lookup("db")
-		name, _, _ := strings.Cut(tag, ",")
-		if !ok || name == "" || name == "-" || !f.IsExported() || f.Anonymous {
+	for _, f := range source.TaggedFields(v.Type()) {
+		if f.Column == "" {
 			continue
 		}
 		val := reflect.Indirect(v.FieldByIndex(f.Index))
@@ -161,7 +156,7 @@ func columnsOf(v reflect.Value) (cols, decls []string, args []any) {
 		case k == reflect.Slice && t.Elem().Kind() == reflect.Uint8:
 			typ = "BLOB"
 		}
-		cols, decls, args = append(cols, quote(name)), append(decls, quote(name)+" "+typ), append(args, arg)
+		cols, decls, args = append(cols, quote(f.Column)), append(decls, quote(f.Column)+" "+typ), append(args, arg)
 	}
 	return cols, decls, args
 }
@@ -236,13 +231,7 @@ func Rows[T any](h *Harness) []T {
 func Sample[T any](i int) T {
 	var v T
 	rv := reflect.ValueOf(&v).Elem()
-	if rv.Kind() != reflect.Struct {
-		return v
-	}
-	for _, f := range reflect.VisibleFields(rv.Type()) {
-		if tag, ok := f.Tag.Lookup("db"); !ok || tag == "-" || !f.IsExported() || f.Anonymous {
-			continue
-		}
+	for _, f := range source.TaggedFields(rv.Type()) {
 		fv := rv.FieldByIndex(f.Index)
 		if fv.Kind() == reflect.Pointer {
 			fv.Set(reflect.New(fv.Type().Elem()))

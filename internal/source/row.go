@@ -138,6 +138,36 @@ type fieldPlan struct {
 	col   int
 }
 
+// TaggedField is an exported, non-embedded struct field with a `db:"column[,option...]"` tag
+// other than "-".
+type TaggedField struct {
+	reflect.StructField
+	Column  string   // "" when the tag names none
+	Options []string // what follows the column: key, cursor (package poller)
+}
+
+// TaggedFields lists t's tagged fields in order (none when t is not a struct): the one reading of
+// the db tag for poller.New, pollertest and Decode's tagged fields.
+func TaggedFields(t reflect.Type) []TaggedField {
+	if t.Kind() != reflect.Struct {
+		return nil
+	}
+	var out []TaggedField
+	for _, f := range reflect.VisibleFields(t) {
+		tag, ok := f.Tag.Lookup("db")
+		if !ok || tag == "-" || !f.IsExported() || f.Anonymous {
+			continue
+		}
+		column, options, _ := strings.Cut(tag, ",")
+		tf := TaggedField{StructField: f, Column: column}
+		if options != "" {
+			tf.Options = strings.Split(options, ",")
+		}
+		out = append(out, tf)
+	}
+	return out
+}
+
 var plans sync.Map // planKey -> []fieldPlan
 
 type planKey struct {

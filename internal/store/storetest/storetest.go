@@ -28,7 +28,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"IfMatch", ifMatch},
 		{"IfMatchMissing", ifMatchMissing},
 		{"UnconditionalRefused", unconditionalRefused},
-		{"Delete", delete},
+		{"Delete", deleteBlob},
 		{"DataRoundTrip", dataRoundTrip},
 		{"List", list},
 		{"RaceCreate", raceCreate},
@@ -134,7 +134,7 @@ func unconditionalRefused(t *testing.T, su suite) {
 	}
 }
 
-func delete(t *testing.T, su suite) {
+func deleteBlob(t *testing.T, su suite) {
 	s, n := su.newStore(t), su.name(t)
 	w1, err := s.Put(ctx, n, []byte("v1"), store.IfNotExists())
 	if err != nil {
