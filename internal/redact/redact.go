@@ -1,6 +1,6 @@
 // Package redact is the one place that decides what looks like a secret in text the product
 // shows or logs: connection strings, DSNs, URLs, errors that quote them. Connection strings of
-// the state store are shown by an allow-list of their keys instead (blobstore.Redact).
+// the state store are shown by an allow-list of their keys instead (azconn.Redact).
 package redact
 
 import (

@@ -15,10 +15,11 @@ import (
 	"io"
 	"time"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/azconn"
+
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
-	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
@@ -65,12 +66,12 @@ func New(s Settings, opts *Options) (*Store, error) {
 		c, err = container.NewClientFromConnectionString(s.ConnectionString, s.Container, copts)
 		if err != nil {
 			// The SDK's message may quote the string; do not pass it on.
-			return nil, fmt.Errorf("%s: the connection string is not valid (%s)", s.Setting, Redact(s.ConnectionString))
+			return nil, fmt.Errorf("%s: the connection string is not valid (%s)", s.Setting, azconn.Redact(s.ConnectionString))
 		}
 	case s.ServiceURL != "":
 		cred := opts.Credential
 		if cred == nil {
-			cred, err = credential(s)
+			cred, err = azconn.Identity{ClientID: s.ClientID, Credential: s.Credential}.TokenCredential(s.Setting)
 			if err != nil {
 				return nil, err
 			}
@@ -83,27 +84,6 @@ func New(s Settings, opts *Options) (*Store, error) {
 		return nil, ErrNotConfigured
 	}
 	return &Store{c: c, describe: s.String()}, nil
-}
-
-func credential(s Settings) (azcore.TokenCredential, error) {
-	var (
-		cred azcore.TokenCredential
-		err  error
-	)
-	switch {
-	case s.ClientID != "":
-		cred, err = azidentity.NewManagedIdentityCredential(&azidentity.ManagedIdentityCredentialOptions{
-			ID: azidentity.ClientID(s.ClientID),
-		})
-	case s.Credential == "managedidentity":
-		cred, err = azidentity.NewManagedIdentityCredential(nil)
-	default:
-		cred, err = azidentity.NewDefaultAzureCredential(nil)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%s: cannot create a credential: %w", s.Setting, err)
-	}
-	return cred, nil
 }
 
 func retryDefaults(r policy.RetryOptions) policy.RetryOptions {

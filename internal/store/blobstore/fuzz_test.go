@@ -3,6 +3,8 @@ package blobstore
 import (
 	"strings"
 	"testing"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/azconn"
 )
 
 // FuzzConnectionString: a StateStorage connection string carrying a key, among arbitrary other
@@ -37,7 +39,7 @@ func FuzzConnectionString(f *testing.F) {
 		} else if shown := s.String(); strings.Contains(shown, key) {
 			t.Fatalf("the description shows the key: %s", shown)
 		}
-		if r := Redact(cs); strings.Contains(r, key) {
+		if r := azconn.Redact(cs); strings.Contains(r, key) {
 			t.Fatalf("Redact shows the key: %s", r)
 		}
 	})

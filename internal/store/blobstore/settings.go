@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/azconn"
 )
 
 // DevelopmentConnectionString is Azurite's public, well-known account on its default port. azblob
@@ -73,16 +75,14 @@ func fromPrefix(getenv func(string) string, prefix string) (Settings, bool, erro
 		}
 		return Settings{Setting: prefix, ConnectionString: mapped}, true, nil
 	}
-	s := Settings{
-		ClientID:   strings.TrimSpace(getenv(prefix + "__clientId")),
-		Credential: strings.ToLower(strings.TrimSpace(getenv(prefix + "__credential"))),
+	id, err := azconn.ReadIdentity(getenv, prefix)
+	if err != nil {
+		return Settings{}, false, err
 	}
-	if s.Credential != "" && s.Credential != "managedidentity" {
-		return Settings{}, false, fmt.Errorf("%s__credential: %q is not supported (use managedidentity, or leave it unset)", prefix, s.Credential)
-	}
+	s := Settings{ClientID: id.ClientID, Credential: id.Credential}
 	if u := strings.TrimSpace(getenv(prefix + "__blobServiceUri")); u != "" {
 		name := prefix + "__blobServiceUri"
-		if err := validServiceURL(u); err != nil {
+		if err := azconn.CheckServiceURL(u, "https://ACCOUNT.blob.core.windows.net"); err != nil {
 			return Settings{}, false, fmt.Errorf("%s: %w", name, err)
 		}
 		s.Setting, s.ServiceURL = name, strings.TrimRight(u, "/")
@@ -112,21 +112,9 @@ func validContainer(name string) error {
 	return nil
 }
 
-func validServiceURL(raw string) error {
-	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" {
-		return fmt.Errorf("%q is not an absolute URL like https://ACCOUNT.blob.core.windows.net", raw)
-	}
-	local := u.Hostname() == "127.0.0.1" || u.Hostname() == "localhost"
-	if u.Scheme != "https" && !(u.Scheme == "http" && local) {
-		return fmt.Errorf("%q must use https (tokens are never sent over plain http except to a local emulator)", raw)
-	}
-	return nil
-}
-
 // mapConnectionString maps the development shorthand and checks the rest has an account.
 func mapConnectionString(cs string) (string, error) {
-	parts := parseConnectionString(cs)
+	parts := azconn.ParseConnectionString(cs)
 	if strings.EqualFold(parts["usedevelopmentstorage"], "true") {
 		return DevelopmentConnectionString, nil
 	}
@@ -146,22 +134,10 @@ func mapConnectionString(cs string) (string, error) {
 	return cs, nil
 }
 
-func parseConnectionString(cs string) map[string]string {
-	out := map[string]string{}
-	for _, part := range strings.Split(cs, ";") {
-		k, v, ok := strings.Cut(part, "=")
-		if !ok {
-			continue
-		}
-		out[strings.ToLower(strings.TrimSpace(k))] = strings.TrimSpace(v)
-	}
-	return out
-}
-
 // String describes the settings for logs and messages, with every secret left out.
 func (s Settings) String() string {
 	if s.ConnectionString != "" {
-		p := parseConnectionString(s.ConnectionString)
+		p := azconn.ParseConnectionString(s.ConnectionString)
 		endpoint := p["blobendpoint"]
 		if endpoint == "" {
 			suffix := p["endpointsuffix"]
@@ -180,36 +156,6 @@ func (s Settings) String() string {
 		}
 		return fmt.Sprintf("%s: connection string to %s (%s redacted), container %s", s.Setting, endpoint, auth, s.Container)
 	}
-	auth := "DefaultAzureCredential"
-	switch {
-	case s.ClientID != "":
-		auth = "managed identity " + s.ClientID
-	case s.Credential == "managedidentity":
-		auth = "system-assigned managed identity"
-	}
+	auth := azconn.Identity{ClientID: s.ClientID, Credential: s.Credential}
 	return fmt.Sprintf("%s: %s with %s, container %s", s.Setting, s.ServiceURL, auth, s.Container)
-}
-
-// Redact returns a connection string fit for messages: only the values of keys known to be
-// harmless (protocol, account name, endpoints, suffix, the development shorthand) are shown;
-// every other value, a misspelt key's included, and every part without a key are REDACTED.
-func Redact(cs string) string {
-	parts := strings.Split(cs, ";")
-	for i, part := range parts {
-		if strings.TrimSpace(part) == "" {
-			continue
-		}
-		k, _, ok := strings.Cut(part, "=")
-		if !ok {
-			parts[i] = "REDACTED"
-			continue
-		}
-		switch strings.ToLower(strings.TrimSpace(k)) {
-		case "defaultendpointsprotocol", "accountname", "blobendpoint", "queueendpoint", "tableendpoint",
-			"fileendpoint", "endpointsuffix", "usedevelopmentstorage", "developmentstorageproxyuri":
-		default:
-			parts[i] = k + "=REDACTED"
-		}
-	}
-	return strings.Join(parts, ";")
 }

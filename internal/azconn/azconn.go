@@ -1,0 +1,186 @@
+// Package azconn resolves an Azure service connection from app settings the way Azure Functions
+// bindings do: a connection name X is either the setting X (a connection string) or, identity
+// based, X__<endpoint setting> (X__blobServiceUri, X__queueServiceUri,
+// X__fullyQualifiedNamespace, X__topicEndpointUri...) with X__credential=managedidentity and
+// X__clientId picking the managed identity. The state store and every sink use it, so the rule
+// is written once.
+//
+// Nothing here logs; String and Redact show a connection without its secrets.
+package azconn
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
+)
+
+// ErrNotSet: neither the connection string nor the endpoint setting is set.
+var ErrNotSet = errors.New("connection not set")
+
+// Identity is how an identity-based connection authenticates: X__clientId picks a user-assigned
+// managed identity, X__credential=managedidentity the system-assigned one, neither
+// DefaultAzureCredential (a developer's az login, environment variables...).
+type Identity struct {
+	ClientID   string
+	Credential string // "" or "managedidentity"
+}
+
+// ReadIdentity reads X__clientId and X__credential. An unknown credential is an error naming
+// the setting.
+func ReadIdentity(getenv func(string) string, prefix string) (Identity, error) {
+	id := Identity{
+		ClientID:   strings.TrimSpace(getenv(prefix + "__clientId")),
+		Credential: strings.ToLower(strings.TrimSpace(getenv(prefix + "__credential"))),
+	}
+	if id.Credential != "" && id.Credential != "managedidentity" {
+		return Identity{}, fmt.Errorf("%s__credential: %q is not supported (use managedidentity, or leave it unset)", prefix, id.Credential)
+	}
+	return id, nil
+}
+
+// TokenCredential creates the credential; setting names the connection in its error.
+func (id Identity) TokenCredential(setting string) (azcore.TokenCredential, error) {
+	var (
+		cred azcore.TokenCredential
+		err  error
+	)
+	switch {
+	case id.ClientID != "":
+		cred, err = azidentity.NewManagedIdentityCredential(&azidentity.ManagedIdentityCredentialOptions{
+			ID: azidentity.ClientID(id.ClientID),
+		})
+	case id.Credential == "managedidentity":
+		cred, err = azidentity.NewManagedIdentityCredential(nil)
+	default:
+		cred, err = azidentity.NewDefaultAzureCredential(nil)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: cannot create a credential: %w", setting, err)
+	}
+	return cred, nil
+}
+
+// String says how the identity authenticates, for logs.
+func (id Identity) String() string {
+	switch {
+	case id.ClientID != "":
+		return "managed identity " + id.ClientID
+	case id.Credential == "managedidentity":
+		return "system-assigned managed identity"
+	}
+	return "DefaultAzureCredential"
+}
+
+// Conn is a resolved connection: exactly one of ConnectionString and Endpoint is set.
+type Conn struct {
+	// Setting is the app setting it came from (X or X__<endpoint setting>), for messages.
+	Setting          string
+	ConnectionString string
+	Endpoint         string // identity based: the endpoint setting's value
+	Identity         Identity
+}
+
+// Resolve reads the connection named prefix: the setting prefix (a connection string), else
+// prefix__<endpointSetting> with its identity settings. example shows a valid endpoint in the
+// error when neither is set. An endpoint must be an https URL (or, for a local emulator,
+// http://127.0.0.1 or localhost), or, when host is true, a host name such as
+// ns.servicebus.windows.net.
+func Resolve(getenv func(string) string, prefix, endpointSetting, example string, host bool) (Conn, error) {
+	if prefix == "" {
+		return Conn{}, errors.New("no connection name")
+	}
+	if cs := strings.TrimSpace(getenv(prefix)); cs != "" {
+		return Conn{Setting: prefix, ConnectionString: cs}, nil
+	}
+	name := prefix + "__" + endpointSetting
+	e := strings.TrimSpace(getenv(name))
+	if e == "" {
+		return Conn{}, fmt.Errorf("%w: set %s (a connection string) or %s (identity based, e.g. %s)", ErrNotSet, prefix, name, example)
+	}
+	id, err := ReadIdentity(getenv, prefix)
+	if err != nil {
+		return Conn{}, err
+	}
+	if host {
+		if u, err := url.Parse(e); err == nil && u.Host != "" { // a URL given where a host is asked
+			e = u.Host
+		}
+		if strings.ContainsAny(e, "/:;= ") {
+			return Conn{}, fmt.Errorf("%s: %q is not a host name like %s", name, e, example)
+		}
+	} else if err := CheckServiceURL(e, example); err != nil {
+		return Conn{}, fmt.Errorf("%s: %w", name, err)
+	} else {
+		e = strings.TrimRight(e, "/")
+	}
+	return Conn{Setting: name, Endpoint: e, Identity: id}, nil
+}
+
+// CheckServiceURL says why raw is not an endpoint tokens may be sent to: it must be an absolute
+// https URL, or http to a local emulator (127.0.0.1, localhost).
+func CheckServiceURL(raw, example string) error {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return fmt.Errorf("%q is not an absolute URL like %s", raw, example)
+	}
+	local := u.Hostname() == "127.0.0.1" || u.Hostname() == "localhost"
+	if u.Scheme != "https" && !(u.Scheme == "http" && local) {
+		return fmt.Errorf("%q must use https (tokens are never sent over plain http except to a local emulator)", raw)
+	}
+	return nil
+}
+
+// String describes the connection without its secrets.
+func (c Conn) String() string {
+	if c.ConnectionString != "" {
+		return c.Setting + ": connection string " + Redact(c.ConnectionString)
+	}
+	return c.Setting + ": " + c.Endpoint + " with " + c.Identity.String()
+}
+
+// ParseConnectionString splits key=value;... into a map of lower-case keys.
+func ParseConnectionString(cs string) map[string]string {
+	out := map[string]string{}
+	for _, part := range strings.Split(cs, ";") {
+		k, v, ok := strings.Cut(part, "=")
+		if !ok {
+			continue
+		}
+		out[strings.ToLower(strings.TrimSpace(k))] = strings.TrimSpace(v)
+	}
+	return out
+}
+
+// harmless are the connection string keys whose values are shown: what locates the service.
+var harmless = map[string]bool{
+	"defaultendpointsprotocol": true, "accountname": true, "blobendpoint": true, "queueendpoint": true,
+	"tableendpoint": true, "fileendpoint": true, "endpointsuffix": true, "usedevelopmentstorage": true,
+	"developmentstorageproxyuri": true, "endpoint": true, "entitypath": true, "sharedaccesskeyname": true,
+	"usedevelopmentemulator": true,
+}
+
+// Redact returns a connection string fit for messages: only the values of keys known to be
+// harmless (protocol, account name, endpoints, entity path, key name, the development shorthands)
+// are shown; every other value, a misspelt key's included, and every part without a key are
+// REDACTED.
+func Redact(cs string) string {
+	parts := strings.Split(cs, ";")
+	for i, part := range parts {
+		if strings.TrimSpace(part) == "" {
+			continue
+		}
+		k, _, ok := strings.Cut(part, "=")
+		if !ok {
+			parts[i] = "REDACTED"
+			continue
+		}
+		if !harmless[strings.ToLower(strings.TrimSpace(k))] {
+			parts[i] = k + "=REDACTED"
+		}
+	}
+	return strings.Join(parts, ";")
+}
