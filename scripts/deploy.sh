@@ -118,15 +118,52 @@ vaults=$(grep -v -E '^[[:space:]]*//' "$params" | grep -o -E '@Microsoft\.KeyVau
   sed -n -E 's#.*SecretUri=https://([^./]+)\..*#\1#p; s#.*VaultName=([^;)]+).*#\1#p' | sort -u || true)
 operator_set=$(grep -v -E '^[[:space:]]*//' "$params" | grep -E "^[[:space:]]*param[[:space:]]+operatorPrincipalId[[:space:]]*=[[:space:]]*'[^']+'" || true)
 
-# table NAME DRIVER: the poller's table as schema.table, from the poller.New call in pollers/NAME
-# (its second argument) and its poller.WithSchema option; unqualified names resolve to the
-# default schema.
+# declared FILE: a declared poller's .source.table and .source.schema (empty when absent), one a
+# line, read from its poller.json with awk (no jq: it may not be installed): a small JSON scanner
+# that tracks the key path, so a "table" elsewhere (a column, the sink) does not count.
+declared() {
+  awk '
+    { text = text $0 "\n" }
+    END {
+      n = length(text); depth = 0; table = ""; schema = ""
+      for (i = 1; i <= n; i++) {
+        c = substr(text, i, 1)
+        if (c == "{" || c == "[") { depth++; key[depth] = ""; arr[depth] = (c == "[") }
+        else if (c == "}" || c == "]") { depth-- }
+        else if (c == "\"") {
+          s = ""
+          for (i++; i <= n; i++) {
+            c = substr(text, i, 1)
+            if (c == "\\") { i++; s = s substr(text, i, 1); continue }
+            if (c == "\"") break
+            s = s c
+          }
+          for (j = i + 1; j <= n && index(" \t\r\n", substr(text, j, 1)) > 0; j++) ;
+          if (substr(text, j, 1) == ":" && !arr[depth]) { key[depth] = s; i = j; continue }
+          if (depth == 2 && !arr[2] && key[1] == "source" && key[2] == "table") table = s
+          if (depth == 2 && !arr[2] && key[1] == "source" && key[2] == "schema") schema = s
+        }
+      }
+      print table; print schema
+    }
+  ' "$1"
+}
+
+# table NAME DRIVER: the poller's table as schema.table: from NAME/poller.json (.source.table and
+# .source.schema) for a declared poller, else from the poller.New call in pollers/NAME (its second
+# argument) and its poller.WithSchema option; unqualified names resolve to the default schema.
 table() {
   local src t schema
-  src=$(for f in "pollers/$1"/*.go; do case $f in *_test.go) ;; *) cat "$f" 2>/dev/null ;; esac; done |
-    grep -v '^[[:space:]]*//' | tr '\n' ' ' || true)
-  t=$(printf '%s\n' "$src" | sed -n 's/.*poller\.New[[:space:]]*([^,]*,[[:space:]]*"\([^"]*\)".*/\1/p' | head -n1)
-  schema=$(printf '%s\n' "$src" | sed -n 's/.*poller\.WithSchema("\([^"]*\)").*/\1/p' | head -n1)
+  if [ -f "$1/poller.json" ]; then
+    src=$(declared "$1/poller.json" || true)
+    t=$(printf '%s\n' "$src" | sed -n 1p)
+    schema=$(printf '%s\n' "$src" | sed -n 2p)
+  else
+    src=$(for f in "pollers/$1"/*.go; do case $f in *_test.go) ;; *) cat "$f" 2>/dev/null ;; esac; done |
+      grep -v '^[[:space:]]*//' | tr '\n' ' ' || true)
+    t=$(printf '%s\n' "$src" | sed -n 's/.*poller\.New[[:space:]]*([^,]*,[[:space:]]*"\([^"]*\)".*/\1/p' | head -n1)
+    schema=$(printf '%s\n' "$src" | sed -n 's/.*poller\.WithSchema("\([^"]*\)").*/\1/p' | head -n1)
+  fi
   [ -n "$t" ] || return 1
   if [ -z "${schema:-}" ]; then
     case "$2" in sqlserver) schema=dbo ;; postgres) schema=public ;; esac
@@ -149,7 +186,8 @@ cat <<NEXT
 
 Next steps:
   1. Let the identity read each poller's table: these print the T-SQL for your database
-     administrator (the table is the second argument of poller.New in pollers/NAME/*.go):
+     administrator (the table is the second argument of poller.New in pollers/NAME/*.go, or
+     .source.table in NAME/poller.json for a declared poller):
 NEXT
 if [ -z "$pollers" ]; then
   echo "     (no pollers entries found in $params)"
@@ -157,11 +195,14 @@ fi
 while read -r name driver; do
   [ -n "$name" ] || continue
   hint="pollers/$name/"
+  [ ! -f "$name/poller.json" ] || hint="$name/poller.json"
   if t=$(table "$name" "$driver"); then
     hint="the table from $hint"
   else
     t="<schema.table of pollers/$name>"
-    [ -d "pollers/$name" ] || hint="no pollers/$name folder: add the poller (pollerctl new $name)"
+    [ ! -f "$name/poller.json" ] || t="<schema.table of $name/poller.json>"
+    [ -d "pollers/$name" ] || [ -f "$name/poller.json" ] ||
+      hint="no pollers/$name folder or $name/poller.json: add the poller (pollerctl new $name)"
     hint="$hint; give its table"
   fi
   case "$driver" in

@@ -7,6 +7,7 @@ import (
 	bicepfile "github.com/pseudotrigger/pseudotrigger/internal/bicep"
 
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -150,7 +151,9 @@ func TestNoSecrets(t *testing.T) {
 	}
 }
 
-// TestEveryPollerHasSettings: each pollers/<name> folder has an entry in main.bicepparam.
+// TestEveryPollerHasSettings: each pollers/<name> folder, and each declared poller (a root folder
+// <name>/ with poller.json), has a pollers entry in main.bicepparam; a declared poller's sink
+// (other than a webhook) has a sinks entry with its connection and type.
 func TestEveryPollerHasSettings(t *testing.T) {
 	entries, err := os.ReadDir("../../pollers")
 	if err != nil {
@@ -169,6 +172,101 @@ func TestEveryPollerHasSettings(t *testing.T) {
 	}
 	if n == 0 {
 		t.Fatal("no pollers found")
+	}
+	declared, err := filepath.Glob("../../*/poller.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sinks := sinkEntries(t, params)
+	for _, f := range declared {
+		name := filepath.Base(filepath.Dir(f))
+		for _, problem := range checkDeclared(name, []byte(read(t, f)), params, sinks) {
+			t.Error(problem)
+		}
+	}
+	t.Logf("%d Go pollers, %d declared pollers", n, len(declared))
+}
+
+// checkDeclared returns what main.bicepparam lacks for the declared poller name/poller.json.
+func checkDeclared(name string, pollerJSON []byte, params string, sinks []map[string]string) []string {
+	var problems []string
+	if !strings.Contains(params, "name: '"+name+"'") {
+		problems = append(problems, fmt.Sprintf("main.bicepparam has no pollers entry for the declared poller %s/poller.json", name))
+	}
+	var p struct {
+		Sink struct {
+			Type       string `json:"type"`
+			Connection string `json:"connection"`
+		} `json:"sink"`
+	}
+	if err := json.Unmarshal(pollerJSON, &p); err != nil {
+		return append(problems, fmt.Sprintf("%s/poller.json: %v", name, err))
+	}
+	if p.Sink.Type == "" || p.Sink.Type == "webhook" {
+		return problems
+	}
+	for _, s := range sinks {
+		if s["connection"] == p.Sink.Connection && s["type"] == p.Sink.Type {
+			return problems
+		}
+	}
+	return append(problems, fmt.Sprintf("main.bicepparam has no sinks entry with connection '%s' and type '%s' for %s/poller.json's sink", p.Sink.Connection, p.Sink.Type, name))
+}
+
+// sinkEntries reads the string fields of each entry of a parameters file's sinks array.
+func sinkEntries(t *testing.T, params string) []map[string]string {
+	t.Helper()
+	masked := mask(params)
+	loc := regexp.MustCompile(`(?m)^param sinks\s*=\s*\[`).FindStringIndex(masked)
+	if loc == nil {
+		return nil
+	}
+	field := regexp.MustCompile(`(?m)^\s*(\w+):\s*'([^']*)'`)
+	var out []map[string]string
+	for i := loc[1]; ; {
+		rest := masked[i:]
+		close := strings.IndexByte(rest, ']')
+		open := strings.IndexByte(rest, '{')
+		if open < 0 || (close >= 0 && close < open) {
+			break
+		}
+		s, e := block(masked, i+open)
+		if s < 0 {
+			t.Fatal("main.bicepparam: unbalanced sinks entry")
+		}
+		entry := map[string]string{}
+		for _, m := range field.FindAllStringSubmatch(params[s:e], -1) {
+			entry[m[1]] = m[2]
+		}
+		out = append(out, entry)
+		i = e + 1
+	}
+	return out
+}
+
+// TestDeclaredPollerCheck is TestEveryPollerHasSettings' negative control: a declared poller
+// without a pollers entry, or whose sink has no sinks entry, is reported, and one with both is not.
+func TestDeclaredPollerCheck(t *testing.T) {
+	params := "param pollers = [\n  {\n    name: 'orders-queue'\n  }\n]\nparam sinks = [\n  {\n    connection: 'ChangesQueue'\n    type: 'storagequeue'\n  }\n  {\n    connection: 'Bus'\n    type: 'servicebus'\n  }\n]\n"
+	sinks := sinkEntries(t, params)
+	if len(sinks) != 2 || sinks[1]["connection"] != "Bus" || sinks[0]["type"] != "storagequeue" {
+		t.Fatalf("sinkEntries: %v", sinks)
+	}
+	queue := []byte(`{"source":{"table":"orders"},"sink":{"type":"storagequeue","connection":"ChangesQueue","queue":"orders-changes"}}`)
+	for _, c := range []struct {
+		name string
+		json []byte
+		fail bool
+	}{
+		{"orders-queue", queue, false},
+		{"refunds", queue, true}, // no pollers entry
+		{"orders-queue", []byte(`{"sink":{"type":"eventhubs","connection":"ChangesQueue"}}`), true}, // no entry of that type
+		{"orders-queue", []byte(`{"sink":{"type":"servicebus","connection":"Other"}}`), true},       // no entry of that connection
+		{"orders-queue", []byte(`{"sink":{"type":"webhook","url":"https://example.net"}}`), false},
+	} {
+		if problems := checkDeclared(c.name, c.json, params, sinks); (len(problems) > 0) != c.fail {
+			t.Errorf("%s %s: reported %q, want a report: %v", c.name, c.json, problems, c.fail)
+		}
 	}
 }
 
@@ -286,7 +384,7 @@ func params(text string) map[string]bool {
 func TestModuleParams(t *testing.T) {
 	main := read(t, "main.bicep")
 	masked := mask(main)
-	mod := regexp.MustCompile(`(?m)^module (\w+) '([^']+)' = (if \([^)]*\) )?\{`)
+	mod := regexp.MustCompile(`(?m)^module (\w+) '([^']+)' = (if \([^)]*\) |\[for [^\n]*?: )?\{`)
 	found := map[string]bool{}
 	for _, m := range mod.FindAllStringSubmatchIndex(main, -1) {
 		name, path := main[m[2]:m[3]], main[m[4]:m[5]]
@@ -321,7 +419,7 @@ func TestModuleParams(t *testing.T) {
 		}
 	}
 	for _, path := range []string{"modules/identity.bicep", "modules/storage.bicep", "modules/monitoring.bicep",
-		"modules/roles.bicep", "modules/functionapp.bicep", "modules/alerts.bicep"} {
+		"modules/roles.bicep", "modules/functionapp.bicep", "modules/alerts.bicep", "modules/sink.bicep"} {
 		if !found[path] {
 			t.Errorf("main.bicep does not use %s", path)
 		}
@@ -503,8 +601,8 @@ func TestAlertsWiring(t *testing.T) {
 	// Least privilege: role assignments only in roles.bicep (TestRoleIDs counts them there); the
 	// alerts module takes an existing action group and has no identity of its own.
 	for file, text := range allBicep(t) {
-		if file != filepath.Join("modules", "roles.bicep") && strings.Contains(text, "Microsoft.Authorization/roleAssignments") {
-			t.Errorf("%s assigns a role: keep every role assignment in modules/roles.bicep", file)
+		if file != filepath.Join("modules", "roles.bicep") && file != filepath.Join("modules", "sink.bicep") && strings.Contains(text, "Microsoft.Authorization/roleAssignments") {
+			t.Errorf("%s assigns a role: keep every role assignment in modules/roles.bicep (or a sink's in modules/sink.bicep)", file)
 		}
 	}
 	alerts := read(t, "modules/alerts.bicep")
@@ -590,7 +688,8 @@ func TestAppSettingsOwned(t *testing.T) {
 		"  '${toUpper(replace(p.name, '-', '_'))}_DB_DRIVER': p.driver\n",
 		"  '${toUpper(replace(p.name, '-', '_'))}_DB_CONNECTION': !contains(p, 'connection') ? 'sqlserver://${p.server}?database=${p.database}&${sqlServerDsn}' : p.connection\n",
 		"  '${toUpper(replace(p.name, '-', '_'))}_SCHEDULE': p.schedule\n",
-		"var settings = union(toObject(items(appSettings), s => s.key, s => string(s.value)), pollerSettings, baseSettings)\n",
+		"var sinkConnections = reduce(sinkSettings, {}, (acc, s) => union(acc, s))\n",
+		"var settings = union(toObject(items(appSettings), s => s.key, s => string(s.value)), pollerSettings, sinkConnections, baseSettings)\n",
 		"  name: 'appsettings'\n  properties: settings\n",
 		"user+id=${identityClientId}",
 	} {
@@ -719,7 +818,161 @@ func TestWorkflowCompiles(t *testing.T) {
 	}
 	// Every module is a file the loop covers.
 	mods, _ := filepath.Glob("modules/*.bicep")
-	if len(mods) < 6 {
+	if len(mods) < 7 {
 		t.Errorf("only %d modules", len(mods))
+	}
+}
+
+// TestSinkRoles: modules/sink.bicep gives the app's identity the built-in sender role of each
+// sink type, scoped to the target resource itself (not its account or namespace), with a
+// deterministic guid() name, once per entry; the targets are existing resources.
+func TestSinkRoles(t *testing.T) {
+	sink := read(t, "modules/sink.bicep")
+	masked := mask(sink)
+	want := map[string]string{
+		"storageQueueDataMessageSender": "c6a89b2d-59bc-44d0-9896-0f6e12d7b80a", // Storage Queue Data Message Sender
+		"serviceBusDataSender":          "69a216fc-b8fb-44d8-bc22-1f3c2cd27a39", // Azure Service Bus Data Sender
+		"eventHubsDataSender":           "2b629674-e913-4c01-ae53-ef4638d8f975", // Azure Event Hubs Data Sender
+		"eventGridDataSender":           "d5a91429-5739-47e2-a06b-3470a27159e7", // EventGrid Data Sender
+	}
+	found := map[string]string{}
+	for _, m := range regexp.MustCompile(`var (\w+) = '([0-9a-f-]{36})'`).FindAllStringSubmatch(sink, -1) {
+		found[m[1]] = m[2]
+	}
+	if len(found) != len(want) {
+		t.Errorf("modules/sink.bicep declares the role ids %v, want %v", found, want)
+	}
+	for name, id := range want {
+		if found[name] != id {
+			t.Errorf("%s is %q, want the built-in role %s", name, found[name], id)
+		}
+	}
+	// The targets: existing resources, each the child the role is scoped to.
+	targets := map[string]string{
+		"storageQueue":    "Microsoft.Storage/storageAccounts/queueServices/queues@2023-05-01",
+		"serviceBusQueue": "Microsoft.ServiceBus/namespaces/queues@2024-01-01",
+		"serviceBusTopic": "Microsoft.ServiceBus/namespaces/topics@2024-01-01",
+		"eventHub":        "Microsoft.EventHub/namespaces/eventhubs@2024-01-01",
+		"eventGridTopic":  "Microsoft.EventGrid/topics@2025-02-15",
+	}
+	for name, typ := range targets {
+		if !strings.Contains(sink, "resource "+name+" '"+typ+"' existing = {\n") {
+			t.Errorf("modules/sink.bicep lacks the existing target resource %s '%s'", name, typ)
+		}
+	}
+	if regexp.MustCompile(`(?m)^resource \w+ 'Microsoft\.(Storage|ServiceBus|EventHub|EventGrid)[^']*' = `).MatchString(sink) {
+		t.Error("modules/sink.bicep creates a target: the targets are existing resources")
+	}
+	type assignment struct{ scope, role, condition string }
+	wantAssign := map[string]assignment{
+		"queueSender":           {"storageQueue", "storageQueueDataMessageSender", "type == 'storagequeue'"},
+		"serviceBusQueueSender": {"serviceBusQueue", "serviceBusDataSender", "serviceBusToQueue"},
+		"serviceBusTopicSender": {"serviceBusTopic", "serviceBusDataSender", "type == 'servicebus' && !serviceBusToQueue"},
+		"eventHubSender":        {"eventHub", "eventHubsDataSender", "type == 'eventhubs'"},
+		"eventGridSender":       {"eventGridTopic", "eventGridDataSender", "type == 'eventgrid'"},
+	}
+	assignDecl := regexp.MustCompile(`(?m)^resource (\w+) 'Microsoft\.Authorization/roleAssignments@2022-04-01' = if \((.*)\) \{$`)
+	n := 0
+	for _, m := range assignDecl.FindAllStringSubmatchIndex(sink, -1) {
+		name, cond := sink[m[2]:m[3]], sink[m[4]:m[5]]
+		w, ok := wantAssign[name]
+		if !ok {
+			t.Errorf("role assignment %s is not one this test knows", name)
+			continue
+		}
+		n++
+		s, e := block(masked, m[0])
+		body := sink[s:e]
+		for _, line := range []string{"scope: " + w.scope + "\n", "roleDefinitions', " + w.role + ")", "principalId: principalId\n",
+			"principalType: 'ServicePrincipal'\n", "name: guid(" + w.scope + ".id, principalId, " + w.role + ")\n"} {
+			if !strings.Contains(body, line) {
+				t.Errorf("role assignment %s lacks %q:\n%s", name, line, body)
+			}
+		}
+		if cond != w.condition {
+			t.Errorf("role assignment %s is created if (%s), want if (%s)", name, cond, w.condition)
+		}
+	}
+	if n != len(wantAssign) || strings.Count(sink, "'Microsoft.Authorization/roleAssignments@") != len(wantAssign) {
+		t.Errorf("found %d of the %d sink role assignments (one per target kind, each conditional on the type)", n, len(wantAssign))
+	}
+	if !strings.Contains(sink, "var serviceBusToQueue = type == 'servicebus' && contains(sink, 'queueName')\n") {
+		t.Error("a servicebus entry's role goes to its queue when it names one, else to its topic")
+	}
+	// main.bicep: one module per entry, in the target's resource group, with the app's identity.
+	main := read(t, "main.bicep")
+	for _, want := range []string{
+		"param sinks array = []\n",
+		"module sinkAccess 'modules/sink.bicep' = [for s in sinks: {\n",
+		"  scope: resourceGroup(s.?resourceGroupName ?? resourceGroup().name)\n",
+		"    sink: s\n    principalId: identity.outputs.principalId\n    clientId: identity.outputs.clientId\n",
+		"    sinkSettings: [for i in range(0, length(sinks)): sinkAccess[i].outputs.settings]\n",
+	} {
+		if !strings.Contains(main, want) {
+			t.Errorf("main.bicep lacks %q", want)
+		}
+	}
+	if !regexp.MustCompile(`@description\('[^\n]+'\)\nparam sinks array = \[\]\n`).MatchString(main) {
+		t.Error("main.bicep's sinks parameter has no @description")
+	}
+}
+
+// TestSinkSettings: each sink type's app setting suffix is the one a Functions binding connection
+// (and the sink package) reads, and an entry sets X__<endpoint>, X__credential = managedidentity
+// and X__clientId, with the endpoint built from the target, never a key or connection string.
+func TestSinkSettings(t *testing.T) {
+	sink := read(t, "modules/sink.bicep")
+	want := map[string]string{
+		"storagequeue": "queueServiceUri",
+		"servicebus":   "fullyQualifiedNamespace",
+		"eventhubs":    "fullyQualifiedNamespace",
+		"eventgrid":    "topicEndpointUri",
+	}
+	m := regexp.MustCompile(`(?s)var endpointSetting = \{\n(.*?)\n\}\[type\]\n`).FindStringSubmatch(sink)
+	if m == nil {
+		t.Fatal("modules/sink.bicep lacks var endpointSetting = { <type>: '<suffix>' ... }[type]")
+	}
+	got := map[string]string{}
+	for _, f := range regexp.MustCompile(`(?m)^\s*(\w+): '(\w+)'$`).FindAllStringSubmatch(m[1], -1) {
+		got[f[1]] = f[2]
+	}
+	if len(got) != len(want) {
+		t.Errorf("endpointSetting maps %v, want %v", got, want)
+	}
+	for typ, suffix := range want {
+		if got[typ] != suffix {
+			t.Errorf("a %s sink's setting is X__%s, want X__%s", typ, got[typ], suffix)
+		}
+	}
+	for _, line := range []string{
+		"output settings object = {\n  '${sink.connection}__${endpointSetting}': endpoint\n  '${sink.connection}__credential': 'managedidentity'\n  '${sink.connection}__clientId': clientId\n}\n",
+		"type == 'storagequeue' ? 'https://${storageAccountName}.queue.${environment().suffixes.storage}'",
+		"type == 'eventgrid' ? eventGridTopic.properties.endpoint : '${namespaceName}.servicebus.windows.net'",
+	} {
+		if !strings.Contains(sink, line) {
+			t.Errorf("modules/sink.bicep lacks\n%s", line)
+		}
+	}
+	for _, bad := range []string{"listKeys", "SharedAccessKey", "connectionString", "AccountKey", "authorizationRules"} {
+		if strings.Contains(strings.ToLower(mask(sink)), strings.ToLower(bad)) {
+			t.Errorf("modules/sink.bicep uses %s: sinks connect by identity only", bad)
+		}
+	}
+	// The example: the declared poller orders-queue's storage queue.
+	params := read(t, "main.bicepparam")
+	entries := sinkEntries(t, params)
+	if len(entries) == 0 {
+		t.Fatal("main.bicepparam shows no sinks entry")
+	}
+	for _, e := range entries {
+		if _, ok := want[e["type"]]; !ok || e["connection"] == "" {
+			t.Errorf("main.bicepparam's sinks entry %v: want a connection and a type of %v", e, want)
+		}
+	}
+	if e := entries[0]; e["connection"] != "ChangesQueue" || e["type"] != "storagequeue" || e["queueName"] != "orders-changes" || e["storageAccountName"] == "" {
+		t.Errorf("main.bicepparam's first sinks entry is %v, want the orders-queue example (ChangesQueue, storagequeue, orders-changes)", e)
+	}
+	if !strings.Contains(params, "name: 'orders-queue'") {
+		t.Error("main.bicepparam has no pollers entry for the example declared poller orders-queue")
 	}
 }

@@ -195,3 +195,75 @@ func TestDeployNextSteps(t *testing.T) {
 		}
 	}
 }
+
+// TestDeployDeclaredPoller: a declared poller's table (and schema) comes from NAME/poller.json's
+// .source, not from a "table" elsewhere in the file; without a schema the driver's default one.
+func TestDeployDeclaredPoller(t *testing.T) {
+	root := scriptTree(t)
+	for name, text := range map[string]string{
+		"orders-queue": `{
+  "sink": {"type": "storagequeue", "connection": "ChangesQueue", "queue": "orders-changes", "table": "not-this"},
+  "source": {
+    "columns": ["table", "id"],
+    "cursor": {"kind": "timestamp+pk", "column": "updated_at", "table": "nor-this"},
+    "table": "orders", "schema": "sales",
+    "key": ["id"], "filter": "status <> \"draft\""
+  }
+}`,
+		"refunds-bus": `{"source":{"table":"refunds","key":["id"],"cursor":{"kind":"rowversion","column":"rv"}},"sink":{"type":"servicebus","connection":"Bus","topic":"refunds"}}`,
+	} {
+		if err := os.MkdirAll(filepath.Join(root, name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, name, "poller.json"), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := filepath.Join(t.TempDir(), "declared.bicepparam")
+	text := `using 'main.bicep'
+param appName = 'func-app-x1'
+param pollers = [
+  {
+    name: 'orders-queue'
+    driver: 'sqlserver'
+    server: 'sql-prod-7.database.windows.net'
+    database: 'sales'
+    schedule: '*/30 * * * * *'
+  }
+  {
+    name: 'refunds-bus'
+    driver: 'postgres'
+    connection: 'postgres://pg-prod/sales'
+    schedule: '0 * * * * *'
+  }
+  {
+    name: 'missing'
+    driver: 'sqlserver'
+    server: 'sql-prod-7.database.windows.net'
+    database: 'sales'
+    schedule: '0 * * * * *'
+  }
+]
+`
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := runScript(t, root, nil, "scripts/deploy.sh", "-g", "rg-test", "-p", p)
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	for _, want := range []string{
+		"scripts/sql-grants.sh id-func-app-x1 sales.orders    # orders-queue (sqlserver): the table from orders-queue/poller.json\n",
+		"scripts/sql-grants.sh id-func-app-x1 public.refunds    # refunds-bus (postgres): the table from refunds-bus/poller.json",
+		"scripts/sql-grants.sh id-func-app-x1 <schema.table of pollers/missing>    # missing (sqlserver): no pollers/missing folder or missing/poller.json",
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("the next steps do not show %q:\n%s", want, r.stdout)
+		}
+	}
+	for _, bad := range []string{"not-this", "nor-this"} {
+		if strings.Contains(r.stdout, bad) {
+			t.Errorf("the table was read from outside .source (%s):\n%s", bad, r.stdout)
+		}
+	}
+}

@@ -30,6 +30,9 @@ param instanceMemoryMB int = 512
 @description('One entry per pollers/<name> folder: name, driver (sqlserver|postgres|sqlite), schedule (NCRONTAB), and for sqlserver server and database (the DSN then authenticates with the app\'s identity), or connection for another DSN (use a Key Vault reference, never a literal secret); optionally settings, the poller\'s other settings without the {P}_ prefix, e.g. { ON_POISON: \'quarantine\', MAX_LAG: \'10m\' }.')
 param pollers array
 
+@description('One entry per sink connection of the declared pollers (<name>/poller.json): connection (the sink\'s connection, an app setting name prefix X), type and the existing target: storagequeue with storageAccountName and queueName; servicebus with namespaceName and queueName or topicName; eventhubs with namespaceName and hubName; eventgrid with topicName; optionally resourceGroupName, for a target in another resource group of the subscription. Each entry sets X__queueServiceUri, X__fullyQualifiedNamespace or X__topicEndpointUri, with X__credential and X__clientId (the app\'s identity), and gives the identity the type\'s sender role on that queue, topic or hub only. The targets are never created: create them first.')
+param sinks array = []
+
 @description('Extra app settings by full name, e.g. a handler\'s own { ORDERS_WEBHOOK_URL: \'https://...\' }. The deployment owns every app setting: one set only in the portal is removed at the next deploy.')
 param appSettings object = {}
 
@@ -203,6 +206,17 @@ module roles 'modules/roles.bicep' = {
   ]
 }
 
+// Each sink's role on its target, in the target's resource group, and its app settings.
+module sinkAccess 'modules/sink.bicep' = [for s in sinks: {
+  name: take('${appName}-sink-${s.connection}', 64)
+  scope: resourceGroup(s.?resourceGroupName ?? resourceGroup().name)
+  params: {
+    sink: s
+    principalId: identity.outputs.principalId
+    clientId: identity.outputs.clientId
+  }
+}]
+
 var stateBlobEndpoint = 'https://${stateStorageName}.blob.${environment().suffixes.storage}'
 
 // The app settings the README documents, every storage and telemetry connection by identity.
@@ -235,6 +249,7 @@ module app 'modules/functionapp.bicep' = {
     baseSettings: baseSettings
     appSettings: appSettings
     pollers: pollers
+    sinkSettings: [for i in range(0, length(sinks)): sinkAccess[i].outputs.settings]
     tags: tags
   }
   dependsOn: [

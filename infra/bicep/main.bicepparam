@@ -1,4 +1,5 @@
-// An example: one entry per pollers/<name> folder (CI checks that every poller has one).
+// An example: one pollers entry per pollers/<name> folder and per declared poller <name>/poller.json,
+// and one sinks entry per sink connection of the declared pollers (CI checks both).
 using 'main.bicep'
 
 // appName is left to its default, pt-<unique to the resource group>: the app's name is a global
@@ -18,6 +19,29 @@ param pollers = [
     settings: {
       ON_POISON: 'block'
     }
+  }
+  {
+    // The declared poller orders-queue/poller.json: the same orders table, each changed row sent
+    // to the storage queue of its sink (the sinks entry below).
+    name: 'orders-queue'
+    driver: 'sqlserver'
+    server: 'contoso-sql.database.windows.net'
+    database: 'shop'
+    schedule: '*/30 * * * * *'
+  }
+]
+
+// The sinks of the declared pollers, by their connection name: the app's identity gets the sender
+// role on that queue only, and the app the settings ChangesQueue__queueServiceUri,
+// ChangesQueue__credential and ChangesQueue__clientId. The account and the queue must exist
+// (az storage queue create --account-name ... --name orders-changes --auth-mode login);
+// resourceGroupName: '...' for an account in another resource group.
+param sinks = [
+  {
+    connection: 'ChangesQueue'
+    type: 'storagequeue'
+    storageAccountName: 'contosochanges'
+    queueName: 'orders-changes'
   }
 ]
 

@@ -43,6 +43,12 @@ func scriptTree(t *testing.T) string {
 			copyFile(rel)
 		}
 	}
+	// Declared pollers, when there are any: deploy.sh reads their tables.
+	declared, _ := filepath.Glob("../../*/poller.json")
+	for _, f := range declared {
+		rel, _ := filepath.Rel("../..", f)
+		copyFile(rel)
+	}
 	return root
 }
 

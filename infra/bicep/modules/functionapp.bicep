@@ -28,6 +28,9 @@ param appSettings object = {}
 @description('main.bicep\'s pollers array.')
 param pollers array
 
+@description('The sinks\' identity-based connection settings, one object per main.bicep sinks entry (modules/sink.bicep\'s output).')
+param sinkSettings array = []
+
 param tags object = {}
 
 // The settings each pollers entry makes, where {P} is its name in upper case with - as _
@@ -44,8 +47,10 @@ var pollerSettings = reduce(pollers, {}, (acc, p) => union(acc, toObject(items(p
   '${toUpper(replace(p.name, '-', '_'))}_SCHEDULE': p.schedule
 }))
 
-// Later objects win: the app's extra settings, the pollers', then the app's own.
-var settings = union(toObject(items(appSettings), s => s.key, s => string(s.value)), pollerSettings, baseSettings)
+// Later objects win: the app's extra settings, the pollers', the sinks' connections, then the
+// app's own.
+var sinkConnections = reduce(sinkSettings, {}, (acc, s) => union(acc, s))
+var settings = union(toObject(items(appSettings), s => s.key, s => string(s.value)), pollerSettings, sinkConnections, baseSettings)
 
 resource plan 'Microsoft.Web/serverfarms@2024-04-01' = {
   name: 'plan-${name}'
