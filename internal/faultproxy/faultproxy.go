@@ -364,16 +364,20 @@ func reset(w http.ResponseWriter) {
 // ForConnectionString starts a proxy in front of the blob endpoint of an Azure Storage
 // connection string (as Azurite's, with an explicit BlobEndpoint) and returns it with the
 // connection string rewritten to go through it.
-func ForConnectionString(cs string) (*Proxy, string, error) {
+func ForConnectionString(cs string) (*Proxy, string, error) { return ForEndpoint(cs, "BlobEndpoint") }
+
+// ForEndpoint is ForConnectionString for the endpoint key of another service, e.g.
+// QueueEndpoint.
+func ForEndpoint(cs, key string) (*Proxy, string, error) {
 	parts := strings.Split(cs, ";")
 	for i, part := range parts {
 		k, v, ok := strings.Cut(part, "=")
-		if !ok || !strings.EqualFold(k, "BlobEndpoint") {
+		if !ok || !strings.EqualFold(k, key) {
 			continue
 		}
 		u, err := url.Parse(v)
 		if err != nil || u.Host == "" {
-			return nil, "", fmt.Errorf("faultproxy: BlobEndpoint %q is not a URL", v)
+			return nil, "", fmt.Errorf("faultproxy: %s %q is not a URL", key, v)
 		}
 		p, err := New(u.Scheme + "://" + u.Host)
 		if err != nil {
@@ -383,5 +387,5 @@ func ForConnectionString(cs string) (*Proxy, string, error) {
 		parts[i] = k + "=" + u.String()
 		return p, strings.Join(parts, ";"), nil
 	}
-	return nil, "", fmt.Errorf("faultproxy: the connection string has no BlobEndpoint")
+	return nil, "", fmt.Errorf("faultproxy: the connection string has no %s", key)
 }

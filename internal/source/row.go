@@ -56,6 +56,19 @@ func (r Row) Key() map[string]any {
 	return out
 }
 
+// The changes a row can stand for (its Op).
+const (
+	OpInsert = "insert"
+	OpUpdate = "update"
+	OpDelete = "delete"
+	// OpUpsert is an insert or an update: what the keyset cursor kinds see, as they cannot tell
+	// the two apart (and see no delete).
+	OpUpsert = "upsert"
+)
+
+// Op is the change the row stands for: OpUpsert for every keyset cursor kind.
+func (r Row) Op() string { return OpUpsert }
+
 // Cursor returns the cursor just after this row: what a checkpoint records.
 func (r Row) Cursor() (state.Cursor, error) {
 	s := r.src

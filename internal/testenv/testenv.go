@@ -33,6 +33,17 @@ func Azurite(t testing.TB) string {
 	return cs
 }
 
+// AzuriteQueue returns the Azurite connection string with its QueueEndpoint (scripts/test.sh
+// starts the queue service too), or skips (fails under CI=true).
+func AzuriteQueue(t testing.TB) string {
+	t.Helper()
+	cs := Azurite(t)
+	if !strings.Contains(strings.ToLower(cs), "queueendpoint=") {
+		missing(t, AzuriteVar, "an Azurite connection string with a QueueEndpoint (scripts/test.sh starts Azurite's queue service and adds it)")
+	}
+	return cs
+}
+
 // InCI reports whether CI=true.
 func InCI() bool { return strings.EqualFold(os.Getenv("CI"), "true") }
 

@@ -69,37 +69,51 @@ install_azurite() {
   fi
 }
 
-# start_azurite starts Azurite's blob service on a free port and exports
-# AZURITE_CONNECTION_STRING and AZURITE_BLOB_PORT.
+# start_azurite starts Azurite's blob and queue services on free ports and exports
+# AZURITE_CONNECTION_STRING (with BlobEndpoint and QueueEndpoint), AZURITE_BLOB_PORT and
+# AZURITE_QUEUE_PORT.
 start_azurite() {
   install_azurite
-  local attempt port pid logfile="$RUN_DIR/azurite.log"
+  local blob queue
+  blob=$(start_azurite_service blob) || exit 1
+  queue=$(start_azurite_service queue) || exit 1
+  export AZURITE_BLOB_PORT=${blob% *} AZURITE_QUEUE_PORT=${queue% *}
+  export AZURITE_PID="${blob#* } ${queue#* }"
+  _pids+=(${blob#* } ${queue#* })
+  export AZURITE_CONNECTION_STRING="DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==;BlobEndpoint=http://127.0.0.1:$AZURITE_BLOB_PORT/devstoreaccount1;QueueEndpoint=http://127.0.0.1:$AZURITE_QUEUE_PORT/devstoreaccount1;"
+}
+
+# start_azurite_service SERVICE starts Azurite's blob or queue service on a free port and prints
+# "PORT PID".
+start_azurite_service() {
+  local service=$1 attempt port pid logfile="$RUN_DIR/azurite-$1.log"
   for attempt in 1 2 3; do
     port=$(free_port)
-    "$ROOT/node_modules/.bin/azurite-blob" --blobHost 127.0.0.1 --blobPort "$port" \
+    "$ROOT/node_modules/.bin/azurite-$service" "--${service}Host" 127.0.0.1 "--${service}Port" "$port" \
       --inMemoryPersistence --silent --skipApiVersionCheck --disableTelemetry >"$logfile" 2>&1 &
     pid=$!
-    if wait_port "$port" "$pid" Azurite "$logfile"; then
-      _pids+=("$pid")
-      export AZURITE_PID=$pid
-      export AZURITE_BLOB_PORT=$port
-      export AZURITE_CONNECTION_STRING="DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==;BlobEndpoint=http://127.0.0.1:$port/devstoreaccount1;"
-      log "Azurite blob service on 127.0.0.1:$port (pid $pid)"
+    if wait_port "$port" "$pid" "Azurite $service" "$logfile"; then
+      log "Azurite $service service on 127.0.0.1:$port (pid $pid)"
+      echo "$port $pid"
       return 0
     fi
     kill "$pid" 2>/dev/null || true
-    log "Azurite start attempt $attempt failed; retrying on another port"
+    log "Azurite $service start attempt $attempt failed; retrying on another port"
   done
-  die "Azurite would not start"
+  die "Azurite's $service service would not start"
 }
 
-# stop_azurite stops the Azurite that start_azurite started last.
+# stop_azurite stops the Azurite services that start_azurite started last.
 stop_azurite() {
-  local pid=${AZURITE_PID:-} p keep=()
-  [ -n "$pid" ] || return 0
-  kill "$pid" 2>/dev/null || true
-  wait "$pid" 2>/dev/null || true
-  for p in "${_pids[@]}"; do [ "$p" = "$pid" ] || keep+=("$p"); done
+  local pids=${AZURITE_PID:-} p pid keep=()
+  [ -n "$pids" ] || return 0
+  for pid in $pids; do
+    kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
+  for p in "${_pids[@]}"; do
+    case " $pids " in *" $p "*) ;; *) keep+=("$p") ;; esac
+  done
   _pids=("${keep[@]}")
   unset AZURITE_PID
 }

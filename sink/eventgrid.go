@@ -1,0 +1,117 @@
+package sink
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/messaging"
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/eventgrid/azeventgrid"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/azconn"
+)
+
+// eventGridMax is Event Grid's limit for one event and for one publish request: 1 MB.
+const eventGridMax = 1 << 20
+
+// eventGridOverhead is room left in a request for the CloudEvent attributes around each body.
+const eventGridOverhead = 1024
+
+// eventGrid publishes a CloudEvent 1.0 per message to an Event Grid topic, in requests of at
+// most 1 MB, one after the other. The event's id is the message id, its source
+// /pseudotrigger/{poller} (or EventSource), its type pseudotrigger.row.{op} (or EventType), its
+// subject {poller}/{key}, its data the Change.
+type eventGrid struct {
+	c        *azeventgrid.Client
+	conn     azconn.Conn
+	source   string
+	typ      string
+	now      func() time.Time
+	endpoint string
+}
+
+// newEventGrid resolves X__topicEndpointUri (identity based) or X, a connection string
+// "Endpoint=https://TOPIC.REGION-1.eventgrid.azure.net/api/events;AccessKey=KEY".
+func newEventGrid(cfg Config, getenv func(string) string, opts azcore.ClientOptions, now func() time.Time) (*eventGrid, error) {
+	conn, err := azconn.Resolve(getenv, cfg.Connection, "topicEndpointUri", "https://TOPIC.REGION-1.eventgrid.azure.net/api/events", false)
+	if err != nil {
+		return nil, err
+	}
+	g := &eventGrid{conn: conn, source: cfg.EventSource, typ: cfg.EventType, now: now}
+	copts := &azeventgrid.ClientOptions{ClientOptions: opts}
+	if cs := conn.ConnectionString; cs != "" {
+		p := azconn.ParseConnectionString(cs)
+		g.endpoint = p["endpoint"]
+		if err := azconn.CheckServiceURL(g.endpoint, "https://TOPIC.REGION-1.eventgrid.azure.net/api/events"); err != nil || p["accesskey"] == "" {
+			return nil, fmt.Errorf("%s: not a connection string Endpoint=https://TOPIC.REGION-1.eventgrid.azure.net/api/events;AccessKey=KEY (%s)", conn.Setting, azconn.Redact(cs))
+		}
+		g.c, err = azeventgrid.NewClientWithSharedKeyCredential(g.endpoint, azcore.NewKeyCredential(p["accesskey"]), copts)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", conn.Setting, err)
+		}
+		return g, nil
+	}
+	cred, err := conn.Identity.TokenCredential(conn.Setting)
+	if err != nil {
+		return nil, err
+	}
+	g.endpoint = conn.Endpoint
+	if g.c, err = azeventgrid.NewClient(conn.Endpoint, cred, copts); err != nil {
+		return nil, fmt.Errorf("%s: %w", conn.Setting, err)
+	}
+	return g, nil
+}
+
+func (g *eventGrid) String() string                { return "Event Grid topic (" + g.conn.String() + ")" }
+func (g *eventGrid) maxBytes() int                 { return eventGridMax - eventGridOverhead }
+func (g *eventGrid) close(_ context.Context) error { return nil }
+
+func (g *eventGrid) send(ctx context.Context, msgs []Message) error {
+	events := make([]messaging.CloudEvent, 0, len(msgs))
+	size, first := 2, ""
+	flush := func() error {
+		if len(events) == 0 {
+			return nil
+		}
+		if _, err := g.c.PublishCloudEvents(ctx, events, nil); err != nil {
+			return fmt.Errorf("publishing %d events, from %s: %w", len(events), first, err)
+		}
+		events, size = events[:0], 2
+		return nil
+	}
+	at := g.now().UTC()
+	for _, m := range msgs {
+		source := g.source
+		if source == "" {
+			source = "/pseudotrigger/" + m.Poller
+		}
+		typ := g.typ
+		if typ == "" {
+			typ = "pseudotrigger.row." + m.Op
+		}
+		subject := m.Poller
+		if m.Key != "" {
+			subject += "/" + m.Key
+		}
+		ce := messaging.CloudEvent{
+			ID: m.ID, Source: source, Type: typ, SpecVersion: "1.0", Subject: &subject, Time: &at,
+			Data: json.RawMessage(m.Body), DataContentType: ptr("application/json"),
+		}
+		n := len(m.Body) + eventGridOverhead
+		if size+n > eventGridMax {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+		if len(events) == 0 {
+			first = m.About
+		}
+		events = append(events, ce)
+		size += n
+	}
+	return flush()
+}
+
+func ptr[T any](v T) *T { return &v }

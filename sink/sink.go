@@ -1,0 +1,209 @@
+// Package sink sends a poller's batches to a service before the tick commits: a webhook, an
+// Azure Storage Queue, a Service Bus queue or topic, an Event Hub or an Event Grid topic. Output
+// bindings cannot do this safely (the host writes a custom handler's outputs after the
+// invocation returned, after the commit), so a sink is an in-process SDK call that completes, for
+// every message of the batch, before the batch counts as delivered.
+//
+// Each row becomes one message, a Change (or, with Mode "batch", the batch becomes one Batch
+// message). A message's id is derived from the poller, the row's key and its cursor value only,
+// so a batch that failed midway and comes again repeats the messages already sent with the same
+// ids: consumers deduplicate on that id (Service Bus duplicate detection does it for them). A
+// message larger than the service takes fails the batch with ErrTooLarge and the row's key; no
+// row is dropped.
+//
+// A Go poller uses a sink as its handler:
+//
+//	s := sink.MustNew(sink.Config{Type: sink.StorageQueue, Connection: "ChangesQueue", Queue: "orders-changes"})
+//	poller.New("orders-queue", "orders", poller.TimestampPK, sink.Handler[Order](s), poller.WithSetup(s.Setup))
+//
+// and a declared poller (a <name>/poller.json) names it in its "sink" object, which is a Config.
+package sink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+
+	"github.com/pseudotrigger/pseudotrigger/poller"
+)
+
+// The sink types (Config.Type).
+const (
+	Webhook      = "webhook"
+	StorageQueue = "storagequeue"
+	ServiceBus   = "servicebus"
+	EventHubs    = "eventhubs"
+	EventGrid    = "eventgrid"
+)
+
+// Types lists the sink types, in the order the documentation gives them.
+var Types = []string{Webhook, StorageQueue, ServiceBus, EventHubs, EventGrid}
+
+// The message modes (Config.Mode).
+const (
+	ModeRow   = "row"   // a message per row (the default)
+	ModeBatch = "batch" // a message per batch
+)
+
+// ErrTooLarge is wrapped by the error of a batch holding a message the service cannot take; the
+// error names the row's key (or the batch).
+var ErrTooLarge = errors.New("message too large")
+
+// ErrConfig is wrapped by the errors of New: a sink definition that can never work.
+var ErrConfig = errors.New("bad sink definition")
+
+// Sink sends batches to one target. New checks its definition; Setup reads its connection from
+// the app settings and creates the client; Send (or Handler) sends. A Sink is safe for concurrent
+// use once set up.
+type Sink struct {
+	cfg    Config
+	t      transport
+	client azcore.ClientOptions // tests point the SDK at their servers
+	// now stamps CloudEvents; tests fix it.
+	now func() time.Time
+}
+
+// transport is one service's sending: every message or an error.
+type transport interface {
+	send(ctx context.Context, msgs []Message) error
+	// maxBytes is the largest message body the service takes (0: the service decides, per batch).
+	maxBytes() int
+	String() string
+	close(ctx context.Context) error
+}
+
+// New checks cfg and returns a sink that Setup connects. Its errors wrap ErrConfig and name the
+// field at fault, as poller.json names it ("sink.queue").
+func New(cfg Config) (*Sink, error) {
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	return &Sink{cfg: cfg, now: time.Now}, nil
+}
+
+// MustNew is New for definitions written in code: it panics on an error.
+func MustNew(cfg Config) *Sink {
+	s, err := New(cfg)
+	if err != nil {
+		panic("sink.MustNew: " + err.Error())
+	}
+	return s
+}
+
+// Config returns the sink's definition.
+func (s *Sink) Config() Config { return s.cfg }
+
+// Setup resolves the sink's connection and settings (%NAME% references) from the app settings
+// and creates its client. It sends nothing. Errors name the setting at fault and hold no secret.
+func (s *Sink) Setup(getenv func(string) string) error {
+	var (
+		t   transport
+		err error
+	)
+	cfg, err := s.cfg.expand(getenv)
+	if err != nil {
+		return err
+	}
+	opts := s.client
+	if opts.Telemetry.ApplicationID == "" {
+		opts.Telemetry.ApplicationID = "pseudotrigger"
+	}
+	opts.Retry = retryDefaults(opts.Retry)
+	switch cfg.Type {
+	case Webhook:
+		t, err = newWebhook(cfg, opts.Transport)
+	case StorageQueue:
+		t, err = newStorageQueue(cfg, getenv, opts)
+	case ServiceBus:
+		t, err = newServiceBus(cfg, getenv, opts)
+	case EventHubs:
+		t, err = newEventHubs(cfg, getenv, opts)
+	case EventGrid:
+		t, err = newEventGrid(cfg, getenv, opts, s.now)
+	}
+	if err != nil {
+		return fmt.Errorf("sink %s: %w", cfg.Type, err)
+	}
+	s.t = t
+	return nil
+}
+
+// String describes the sink's target without secrets ("" before Setup).
+func (s *Sink) String() string {
+	if s.t == nil {
+		return ""
+	}
+	return s.t.String()
+}
+
+// Close releases the sink's connections.
+func (s *Sink) Close(ctx context.Context) error {
+	if s.t == nil {
+		return nil
+	}
+	return s.t.close(ctx)
+}
+
+// Send sends every row of b (or b as one message, in batch mode) and returns when the service
+// confirmed all of them, or with the first error. Nothing is sent when a message is too large.
+func (s *Sink) Send(ctx context.Context, b *poller.Batch[poller.Row]) error {
+	if s.t == nil {
+		return fmt.Errorf("sink %s: not set up (call Setup, or poller.WithSetup(s.Setup))", s.cfg.Type)
+	}
+	msgs, err := Messages(b, s.cfg.Mode)
+	if err != nil {
+		return err
+	}
+	if limit := s.t.maxBytes(); limit > 0 {
+		for _, m := range msgs {
+			if n := s.bodySize(m); n > limit {
+				return fmt.Errorf("sink %s: %w: %s is %d bytes as a message, over the %d the service takes; nothing of the batch was sent",
+					s.cfg.Type, ErrTooLarge, m.About, n, limit)
+			}
+		}
+	}
+	if err := s.t.send(ctx, msgs); err != nil {
+		return fmt.Errorf("sink %s (%s): %w", s.cfg.Type, s.t, err)
+	}
+	return nil
+}
+
+// bodySize is the size the service counts: a base64-encoded queue message grows by a third.
+func (s *Sink) bodySize(m Message) int {
+	if s.cfg.Type == StorageQueue && s.cfg.Encoding != EncodingText {
+		return (len(m.Body) + 2) / 3 * 4
+	}
+	return len(m.Body)
+}
+
+// Handler returns a poller handler that sends each batch's rows through s, for any row type.
+func Handler[T any](s *Sink) func(ctx context.Context, b *poller.Batch[T]) error {
+	return func(ctx context.Context, b *poller.Batch[T]) error {
+		return s.Send(ctx, &poller.Batch[poller.Row]{
+			Poller: b.Poller, ID: b.ID, FencingToken: b.FencingToken, Attempt: b.Attempt,
+			From: b.From, To: b.To, Rows: b.Raw, Raw: b.Raw,
+		})
+	}
+}
+
+// retryDefaults bounds the SDK's retries so that a down service fails the batch within the tick
+// (the batch comes again on the next one) rather than holding the lease for minutes.
+func retryDefaults(r policy.RetryOptions) policy.RetryOptions {
+	if r.MaxRetries == 0 {
+		r.MaxRetries = 3
+	}
+	if r.TryTimeout == 0 {
+		r.TryTimeout = 30 * time.Second
+	}
+	if r.RetryDelay == 0 {
+		r.RetryDelay = 200 * time.Millisecond
+	}
+	if r.MaxRetryDelay == 0 {
+		r.MaxRetryDelay = 2 * time.Second
+	}
+	return r
+}

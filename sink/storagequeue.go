@@ -1,0 +1,111 @@
+package sink
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/queueerror"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/azconn"
+)
+
+// DevelopmentQueueConnectionString is Azurite's public account with its queue service on the
+// default port: what UseDevelopmentStorage=true means, as azqueue does not map the shorthand.
+const DevelopmentQueueConnectionString = "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;" +
+	"AccountKey=Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==;" +
+	"QueueEndpoint=http://127.0.0.1:10001/devstoreaccount1;"
+
+// queueMessageMax is the largest storage queue message: 64 KiB, counted after base64 encoding.
+const queueMessageMax = 64 * 1024
+
+// storageQueue enqueues a message per row (or per batch), at most Concurrency at a time. A
+// queue that does not exist is created once, as the Functions queue output binding does; an
+// identity with only Storage Queue Data Message Sender cannot, and the error says so.
+type storageQueue struct {
+	q           *azqueue.QueueClient
+	queue       string
+	conn        azconn.Conn
+	text        bool
+	ttl         int32
+	concurrency int
+	created     sync.Once
+}
+
+func newStorageQueue(cfg Config, getenv func(string) string, opts azcore.ClientOptions) (*storageQueue, error) {
+	conn, err := azconn.Resolve(getenv, cfg.Connection, "queueServiceUri", "https://ACCOUNT.queue.core.windows.net", false)
+	if err != nil {
+		return nil, err
+	}
+	ttl, _ := cfg.ttl() // checked by New
+	s := &storageQueue{queue: cfg.Queue, conn: conn, text: cfg.Encoding == EncodingText, ttl: ttl, concurrency: cfg.concurrency()}
+	copts := &azqueue.ClientOptions{ClientOptions: opts}
+	if cs := conn.ConnectionString; cs != "" {
+		p := azconn.ParseConnectionString(cs)
+		if strings.EqualFold(p["usedevelopmentstorage"], "true") {
+			cs = DevelopmentQueueConnectionString
+		} else if p["queueendpoint"] == "" && p["accountname"] == "" {
+			return nil, fmt.Errorf("%s: the connection string names no AccountName or QueueEndpoint (%s)", conn.Setting, azconn.Redact(cs))
+		}
+		s.q, err = azqueue.NewQueueClientFromConnectionString(cs, cfg.Queue, copts)
+		if err != nil {
+			return nil, fmt.Errorf("%s: the connection string is not valid (%s)", conn.Setting, azconn.Redact(cs))
+		}
+		return s, nil
+	}
+	cred, err := conn.Identity.TokenCredential(conn.Setting)
+	if err != nil {
+		return nil, err
+	}
+	if s.q, err = azqueue.NewQueueClient(conn.Endpoint+"/"+cfg.Queue, cred, copts); err != nil {
+		return nil, fmt.Errorf("%s: %w", conn.Setting, err)
+	}
+	return s, nil
+}
+
+func (s *storageQueue) String() string {
+	return "queue " + s.queue + " (" + s.conn.String() + ")"
+}
+func (s *storageQueue) maxBytes() int                 { return queueMessageMax }
+func (s *storageQueue) close(_ context.Context) error { return nil }
+
+func (s *storageQueue) send(ctx context.Context, msgs []Message) error {
+	opts := &azqueue.EnqueueMessageOptions{TimeToLive: &s.ttl}
+	return each(ctx, len(msgs), s.concurrency, func(ctx context.Context, i int) error {
+		content := string(msgs[i].Body)
+		if !s.text {
+			content = base64.StdEncoding.EncodeToString(msgs[i].Body)
+		}
+		_, err := s.q.EnqueueMessage(ctx, content, opts)
+		if queueerror.HasCode(err, queueerror.QueueNotFound) {
+			err = s.create(ctx)
+			if err == nil {
+				_, err = s.q.EnqueueMessage(ctx, content, opts)
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", msgs[i].About, err)
+		}
+		return nil
+	})
+}
+
+// create makes the queue, once per process.
+func (s *storageQueue) create(ctx context.Context) error {
+	var err error
+	s.created.Do(func() {
+		_, err = s.q.Create(ctx, nil)
+		if queueerror.HasCode(err, queueerror.QueueAlreadyExists) {
+			err = nil
+		}
+		if err != nil {
+			err = fmt.Errorf("queue %s does not exist and could not be created (create it, or give the app's identity a role that may: "+
+				"Storage Queue Data Message Sender can only add messages): %w", s.queue, err)
+		}
+	})
+	return err
+}

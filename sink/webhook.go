@@ -1,0 +1,79 @@
+package sink
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/redact"
+)
+
+// webhook POSTs each message as JSON, with headers Idempotency-Key (the message id: the change
+// id, or the batch id in batch mode), X-Fencing-Token and the sink's own. A non-2xx reply or a
+// transport error fails the batch.
+type webhook struct {
+	url         string
+	shown       string // the URL without its query and user info
+	headers     map[string]string
+	client      *http.Client
+	concurrency int
+}
+
+func newWebhook(cfg Config, t policy.Transporter) (*webhook, error) {
+	timeout := 30 * time.Second
+	if cfg.Timeout != "" {
+		timeout, _ = time.ParseDuration(cfg.Timeout) // checked by New
+	}
+	client := &http.Client{Timeout: timeout}
+	if hc, ok := t.(*http.Client); ok && hc != nil {
+		client = &http.Client{Timeout: timeout, Transport: hc.Transport}
+	}
+	u, err := url.Parse(cfg.URL)
+	if err != nil {
+		return nil, fmt.Errorf("url: %w", err)
+	}
+	shown := u.Scheme + "://" + u.Host + u.Path
+	return &webhook{url: cfg.URL, shown: shown, headers: cfg.Headers, client: client, concurrency: cfg.concurrency()}, nil
+}
+
+func (w *webhook) String() string                { return "POST " + w.shown }
+func (w *webhook) maxBytes() int                 { return 0 }
+func (w *webhook) close(_ context.Context) error { w.client.CloseIdleConnections(); return nil }
+
+func (w *webhook) send(ctx context.Context, msgs []Message) error {
+	return each(ctx, len(msgs), w.concurrency, func(ctx context.Context, i int) error {
+		return w.post(ctx, msgs[i])
+	})
+}
+
+func (w *webhook) post(ctx context.Context, m Message) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.url, bytes.NewReader(m.Body))
+	if err != nil {
+		return fmt.Errorf("%s: %s", m.About, redact.Text(err.Error()))
+	}
+	for k, v := range w.headers {
+		req.Header.Set(k, v)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", m.ID)
+	req.Header.Set("X-Fencing-Token", strconv.FormatInt(m.FencingToken, 10))
+	resp, err := w.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s: %s", m.About, redact.Text(err.Error()))
+	}
+	defer resp.Body.Close()
+	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20)) // lets the connection be reused
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return fmt.Errorf("%s: the webhook answered %s: %s", m.About, resp.Status, redact.Text(strings.TrimSpace(string(snippet))))
+	}
+	return nil
+}
