@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 
@@ -59,6 +60,7 @@ func runConformance(t *testing.T, newTarget func(t *testing.T) target) {
 		n := conformanceRows()
 		h := harness(t, tg, "SUINK_BATCH_SIZE=500")
 		insert(t, h, 1, n, 40)
+		t0 := time.Now()
 		for i := 0; ; i++ {
 			r := h.Tick()
 			if r.Outcome == "idle" || r.Rows == 0 {
@@ -68,7 +70,9 @@ func runConformance(t *testing.T, newTarget func(t *testing.T) target) {
 				t.Fatal("the ticks never ran out of rows")
 			}
 		}
+		sent := time.Since(t0)
 		got := tg.read(t)
+		t.Logf("%d rows sent in %v, read back in %v", n, sent.Round(time.Millisecond), (time.Since(t0) - sent).Round(time.Millisecond))
 		byID := checkArrived(t, got, n)
 		for id, bodies := range byID {
 			var c Change

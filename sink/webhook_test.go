@@ -12,16 +12,18 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/faultproxy"
 )
 
-// recorder is a real HTTP server that records what it accepted and injects faults: a 503, a
-// connection reset before it reads the request, or a reply lost after it accepted the message.
+// recorder is a real HTTP server that records what it accepted and injects faults on the first
+// request that would take it past the armed number of messages, and every one after: a 503, a
+// connection reset instead of an answer (nothing accepted), or a reply lost after it accepted the
+// messages.
 type recorder struct {
 	srv      *httptest.Server
 	mu       sync.Mutex
 	got      []received
-	requests atomic.Int64
+	accepted int64 // messages accepted, under mu
 	fault    atomic.Pointer[armed]
-	// id reads a message's id and body from a request (nil: one message per request, its id
-	// the Idempotency-Key header).
+	// parse reads the messages of a request (nil: one message per request, its id the
+	// Idempotency-Key header).
 	parse func(r *http.Request, body []byte) []received
 }
 
@@ -43,20 +45,9 @@ func newRecorder(t *testing.T, tls bool, parse func(r *http.Request, body []byte
 }
 
 func (rec *recorder) serve(w http.ResponseWriter, r *http.Request) {
-	n := rec.requests.Add(1)
-	a := rec.fault.Load()
-	fire := a != nil && n > a.skip
-	if fire && a.f == faultproxy.Reset {
-		hangUp(w)
-		return
-	}
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	if fire && a.f == faultproxy.Unavailable {
-		http.Error(w, "Server Busy", http.StatusServiceUnavailable)
 		return
 	}
 	msgs := []received{{ID: r.Header.Get("Idempotency-Key"), Body: body}}
@@ -64,13 +55,21 @@ func (rec *recorder) serve(w http.ResponseWriter, r *http.Request) {
 		msgs = rec.parse(r, body)
 	}
 	rec.mu.Lock()
-	rec.got = append(rec.got, msgs...)
-	rec.mu.Unlock()
-	if fire && a.f == faultproxy.DropReply {
-		hangUp(w)
-		return
+	a := rec.fault.Load()
+	fire := a != nil && rec.accepted+int64(len(msgs)) > a.skip
+	if !fire || a.f == faultproxy.DropReply {
+		rec.accepted += int64(len(msgs))
+		rec.got = append(rec.got, msgs...)
 	}
-	w.WriteHeader(http.StatusAccepted)
+	rec.mu.Unlock()
+	switch {
+	case !fire:
+		w.WriteHeader(http.StatusOK) // Event Grid's answer; a webhook may answer any 2xx
+	case a.f == faultproxy.Unavailable:
+		http.Error(w, "Server Busy", http.StatusServiceUnavailable)
+	default: // Reset: nothing accepted; DropReply: accepted, the answer lost
+		hangUp(w)
+	}
 }
 
 func hangUp(w http.ResponseWriter) {
@@ -93,7 +92,9 @@ func (rec *recorder) read(*testing.T) []received {
 }
 
 func (rec *recorder) arm(_ *testing.T, f faultproxy.Fault, skip int) func() {
-	rec.fault.Store(&armed{f: f, skip: rec.requests.Load() + int64(skip)})
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	rec.fault.Store(&armed{f: f, skip: rec.accepted + int64(skip)})
 	return func() { rec.fault.Store(nil) }
 }
 

@@ -113,6 +113,10 @@ type Proxy struct {
 	last    map[string]map[int64]*state.Doc // blob -> token -> last landed doc of that token
 	counts  map[Kind]int
 	writeMu sync.Mutex // serialises forwarded state writes, so writes is in the service's order
+
+	// Forwarded, when set (before the first request), sees every request the service answered,
+	// with its body and the service's status, whether or not a rule then drops the answer.
+	Forwarded func(r *http.Request, body []byte, status int)
 }
 
 type ruleState struct {
@@ -243,6 +247,9 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 	defer resp.Body.Close()
 	respBody, err := io.ReadAll(resp.Body)
 	dropped := rule != nil && rule.Fault == DropReply
+	if err == nil && p.Forwarded != nil {
+		p.Forwarded(r, body, resp.StatusCode)
+	}
 	if isWrite {
 		if err == nil && resp.StatusCode == http.StatusCreated {
 			p.landed(kind, r.URL.Path, doc, dropped)
