@@ -70,6 +70,7 @@ type Poller struct {
 	batchSize int
 	setup     func(getenv func(string) string) error
 	deliver   func(ctx context.Context, b *Batch[Row]) error
+	err       error // Failed: the definition could not be read
 }
 
 // Option sets a poller's default or setup.
@@ -94,7 +95,8 @@ func WithSettleLag(d time.Duration) Option {
 func WithSchema(schema string) Option { return func(p *Poller) { p.source.Table.Schema = schema } }
 
 // WithFilter adds a fixed predicate, ANDed with the cursor's, e.g. `status <> 'draft'`. It is SQL
-// written in the poller's code, never taken from configuration or input.
+// written by the app's developer (in the poller's code or its poller.json, deployed with the
+// app), never taken from app settings or input.
 func WithFilter(sql string) Option { return func(p *Poller) { p.source.Filter = sql } }
 
 // WithSetup runs setup once per process, with the app settings, before the poller's first tick:
@@ -175,6 +177,18 @@ func New[T any](name, table string, kind CursorKind, handle func(ctx context.Con
 	}
 	return p
 }
+
+// Failed returns a poller that stands for one whose definition could not be read (a declared
+// poller's bad poller.json): it is listed and shown like the others, and every use of it (its
+// settings, its ticks, pollerctl) fails with err, which names the file and the field.
+func Failed(name string, err error) *Poller {
+	p := &Poller{name: name, err: err}
+	p.deliver = func(context.Context, *Batch[Row]) error { return err }
+	return p
+}
+
+// Err is the error of a poller made by Failed, else nil.
+func (p *Poller) Err() error { return p.err }
 
 // columnsOf reads the columns, key and cursor column from T's `db` tags.
 func (p *Poller) columnsOf(t reflect.Type) error {

@@ -56,8 +56,15 @@ func TestPollerFoldersMatchFunctions(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, e := range top {
-		if _, err := os.Stat(filepath.Join(root, e.Name(), "function.json")); err == nil && !slices.Contains(folders, e.Name()) && !slices.Contains(otherFunctions, e.Name()) {
-			t.Errorf("%s/function.json has no pollers/%s", e.Name(), e.Name())
+		_, fnErr := os.Stat(filepath.Join(root, e.Name(), "function.json"))
+		_, declErr := os.Stat(filepath.Join(root, e.Name(), "poller.json")) // a declared poller
+		switch {
+		case declErr == nil && slices.Contains(folders, e.Name()):
+			t.Errorf("%s is a Go poller (pollers/%s) and a declared one (%s/poller.json)", e.Name(), e.Name(), e.Name())
+		case declErr == nil:
+			checkFunction(t, e.Name())
+		case fnErr == nil && !slices.Contains(folders, e.Name()) && !slices.Contains(otherFunctions, e.Name()):
+			t.Errorf("%s/function.json has no pollers/%s and no %s/poller.json", e.Name(), e.Name(), e.Name())
 		}
 	}
 	for _, name := range otherFunctions {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/handler"
 	"github.com/pseudotrigger/pseudotrigger/internal/clock"
+	"github.com/pseudotrigger/pseudotrigger/internal/declared"
 	"github.com/pseudotrigger/pseudotrigger/internal/faultpoint"
 	"github.com/pseudotrigger/pseudotrigger/pollers"
 )
@@ -54,7 +55,11 @@ func run(log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("FUNCTIONS_CUSTOMHANDLER_PORT=%s: %w", port, err)
 	}
-	opts := handler.Options{Logger: log, Pollers: pollers.All()}
+	all, err := declared.Load(declared.Root(os.Getenv), pollers.All())
+	if err != nil {
+		return err
+	}
+	opts := handler.Options{Logger: log, Pollers: all}
 	if faultpoint.Enabled { // a test build: never deploy one
 		off, err := faultpoint.ClockOffset()
 		if err != nil {

@@ -27,6 +27,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/ctl"
+	"github.com/pseudotrigger/pseudotrigger/internal/declared"
 	"github.com/pseudotrigger/pseudotrigger/internal/devhost"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/blobstore"
 	"github.com/pseudotrigger/pseudotrigger/pollers"
@@ -41,10 +42,19 @@ func main() {
 		fmt.Fprintln(os.Stderr, "pollerctl:", err)
 		os.Exit(ctl.ExitUsage)
 	}
+	appRoot := root // declared pollers: the repository's folders, or the app's when deployed
+	if r := getenv("AzureWebJobsScriptRoot"); r != "" || root == "" {
+		appRoot = declared.Root(getenv)
+	}
+	all, err := declared.Load(appRoot, pollers.All())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "pollerctl:", err)
+		os.Exit(ctl.ExitUsage)
+	}
 	env := ctl.Env{
 		App:     appsettings.AppName(getenv),
 		Getenv:  getenv,
-		Pollers: pollers.All(),
+		Pollers: all,
 		Out:     os.Stdout,
 		Err:     os.Stderr,
 		Source:  source,

@@ -223,6 +223,9 @@ func duration(d *time.Duration, v string, def time.Duration, allowZero bool) err
 // Load reads and validates a poller's settings. Every problem is reported, each naming its
 // setting (a *SettingError).
 func Load(p *poller.Poller, getenv func(string) string) (Settings, error) {
+	if err := p.Err(); err != nil { // a definition that could not be read: nothing else matters
+		return Settings{}, err
+	}
 	var s Settings
 	var errs []error
 	for _, st := range Table {

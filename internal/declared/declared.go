@@ -1,0 +1,246 @@
+// Package declared reads pollers declared as folders: a folder <name>/ of the app's root with
+// function.json and poller.json is a poller without Go code. poller.json names the table, its
+// columns, key and cursor, and a sink (package sink) that gets the changes; the driver and DSN
+// stay app settings ({P}_DB_DRIVER, {P}_DB_CONNECTION) like any poller's. poller.schema.json at
+// the repository's root describes the file for editors.
+//
+// A poller.json that cannot be read makes a poller.Failed: that poller's invocations, status
+// and pollerctl commands fail with an error naming the file and the field; the others run.
+package declared
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/pseudotrigger/pseudotrigger/poller"
+	"github.com/pseudotrigger/pseudotrigger/sink"
+)
+
+// File is the name of a declared poller's definition in its folder.
+const File = "poller.json"
+
+// SchemaFile is the JSON Schema of File, at the repository's (and the app's) root.
+const SchemaFile = "poller.schema.json"
+
+// Spec is poller.json.
+type Spec struct {
+	Schema    string      `json:"$schema,omitempty"`
+	Source    Source      `json:"source"`
+	BatchSize int         `json:"batch_size,omitempty"`
+	Sink      sink.Config `json:"sink"`
+}
+
+// Source is poller.json's "source": what to read.
+type Source struct {
+	Table   string   `json:"table"`
+	Schema  string   `json:"schema,omitempty"`
+	Columns []string `json:"columns"`
+	Key     []string `json:"key"`
+	Cursor  Cursor   `json:"cursor"`
+	// Filter is SQL ANDed with the cursor's predicate (poller.WithFilter).
+	Filter string `json:"filter,omitempty"`
+	// SettleLag is a Go duration (poller.WithSettleLag); "0" reads up to the database's clock.
+	SettleLag string `json:"settle_lag,omitempty"`
+}
+
+// Cursor is poller.json's "source.cursor".
+type Cursor struct {
+	Kind   string `json:"kind"`
+	Column string `json:"column"`
+}
+
+// Kinds are the cursor kinds a poller.json may name.
+var Kinds = []poller.CursorKind{poller.TimestampPK, poller.Integer, poller.RowVersion, poller.XID}
+
+// ErrConflict: a name is declared both in Go (package pollers) and as a folder.
+var ErrConflict = errors.New("a poller is declared twice")
+
+// Root is the app's root folder: AzureWebJobsScriptRoot (which the Functions host sets) or the
+// working directory.
+func Root(getenv func(string) string) string {
+	if r := strings.TrimSpace(getenv("AzureWebJobsScriptRoot")); r != "" {
+		return r
+	}
+	return "."
+}
+
+// Load returns the Go pollers followed by the pollers declared under root, in name order. A
+// folder whose poller.json cannot be read gives a poller.Failed. A name that is both a Go poller
+// and a folder with poller.json is an error (ErrConflict): the app refuses to start.
+func Load(root string, goPollers []*poller.Poller) ([]*poller.Poller, error) {
+	matches, err := filepath.Glob(filepath.Join(root, "*", File))
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(matches)
+	out := slices.Clone(goPollers)
+	for _, path := range matches {
+		name := filepath.Base(filepath.Dir(path))
+		if slices.ContainsFunc(goPollers, func(p *poller.Poller) bool { return strings.EqualFold(p.Name(), name) }) {
+			return nil, fmt.Errorf("%w: %s is a Go poller (listed in pollers.All) and %s/%s declares it again; remove one of them",
+				ErrConflict, name, name, File)
+		}
+		out = append(out, Read(root, name))
+	}
+	return out, nil
+}
+
+// Read reads root/name/poller.json into a poller, or a poller.Failed naming what is wrong.
+func Read(root, name string) *poller.Poller {
+	rel := filepath.ToSlash(filepath.Join(name, File))
+	fail := func(format string, args ...any) *poller.Poller {
+		return poller.Failed(name, fmt.Errorf("%s: %s", rel, fmt.Sprintf(format, args...)))
+	}
+	if err := poller.CheckNewName(name); err != nil {
+		return fail("the folder's name: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(root, name, "function.json")); errors.Is(err, fs.ErrNotExist) {
+		return fail("%s/function.json is missing: the host runs no timer for this poller (pollerctl new %s --sink TYPE writes both)", name, name)
+	}
+	data, err := os.ReadFile(filepath.Join(root, name, File))
+	if err != nil {
+		return fail("%v", err)
+	}
+	spec, err := Parse(data)
+	if err != nil {
+		return fail("%v", err)
+	}
+	p, err := spec.Poller(name)
+	if err != nil {
+		return fail("%v", err)
+	}
+	return p
+}
+
+// Parse decodes a poller.json strictly (an unknown field is an error) and checks it; errors
+// name the field as the file spells it ("source.cursor.kind").
+func Parse(data []byte) (Spec, error) {
+	var s Spec
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&s); err != nil {
+		var te *json.UnmarshalTypeError
+		var se *json.SyntaxError
+		switch {
+		case errors.As(err, &te):
+			return Spec{}, fmt.Errorf("%s: a JSON %s where %s is expected", te.Field, te.Value, expected(te.Type))
+		case errors.As(err, &se):
+			line := bytes.Count(data[:min(int(se.Offset), len(data))], []byte("\n")) + 1
+			return Spec{}, fmt.Errorf("line %d: %v", line, err)
+		case strings.HasPrefix(err.Error(), "json: unknown field "):
+			return Spec{}, fmt.Errorf("%s is not a field of poller.json (see %s)", strings.TrimPrefix(err.Error(), "json: unknown field "), SchemaFile)
+		}
+		return Spec{}, err
+	}
+	if dec.More() {
+		return Spec{}, errors.New("more than one JSON value")
+	}
+	return s, s.check()
+}
+
+// expected names a Go type as JSON spells it.
+func expected(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Int, reflect.Int64, reflect.Int32:
+		return "a whole number"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Slice:
+		return "a list"
+	}
+	return "an object"
+}
+
+func field(name, format string, args ...any) error {
+	return fmt.Errorf("%s: %s", name, fmt.Sprintf(format, args...))
+}
+
+func (s Spec) check() error {
+	src := s.Source
+	switch {
+	case src.Table == "":
+		return field("source.table", "required: the table to read")
+	case len(src.Columns) == 0:
+		return field("source.columns", "required: the columns each change carries")
+	case len(src.Key) == 0:
+		return field("source.key", "required: the key columns (the rows' identity and the cursor's tiebreaker)")
+	case src.Cursor.Column == "":
+		return field("source.cursor.column", "required: the column the cursor follows")
+	case !slices.Contains(Kinds, poller.CursorKind(src.Cursor.Kind)):
+		return field("source.cursor.kind", "%q is not one of %s", src.Cursor.Kind, kindList())
+	case s.BatchSize < 0:
+		return field("batch_size", "%d is not a positive number", s.BatchSize)
+	}
+	for i, c := range src.Columns {
+		if strings.TrimSpace(c) == "" || slices.Contains(src.Columns[:i], c) {
+			return field("source.columns", "%q is empty or listed twice", c)
+		}
+	}
+	if src.SettleLag != "" {
+		if _, err := time.ParseDuration(src.SettleLag); err != nil {
+			return field("source.settle_lag", "%q is not a Go duration like 10s", src.SettleLag)
+		}
+	}
+	if _, err := sink.New(s.Sink); err != nil {
+		return errors.New(strings.TrimPrefix(err.Error(), sink.ErrConfig.Error()+": ")) // it names "sink.<field>"
+	}
+	return nil
+}
+
+func kindList() string {
+	out := make([]string, len(Kinds))
+	for i, k := range Kinds {
+		out[i] = string(k)
+	}
+	return strings.Join(out, ", ")
+}
+
+// Poller builds the poller the spec declares, named name.
+func (s Spec) Poller(name string) (p *poller.Poller, err error) {
+	snk, err := sink.New(s.Sink)
+	if err != nil {
+		return nil, err
+	}
+	src := s.Source
+	columns := slices.Clone(src.Columns)
+	for _, c := range append(slices.Clone(src.Key), src.Cursor.Column) {
+		if !slices.Contains(columns, c) {
+			columns = append(columns, c)
+		}
+	}
+	opts := []poller.Option{
+		poller.WithColumns(columns...), poller.WithKey(src.Key...), poller.WithCursorColumn(src.Cursor.Column),
+		poller.WithSetup(snk.Setup),
+	}
+	if src.Schema != "" {
+		opts = append(opts, poller.WithSchema(src.Schema))
+	}
+	if src.Filter != "" {
+		opts = append(opts, poller.WithFilter(src.Filter))
+	}
+	if src.SettleLag != "" {
+		d, _ := time.ParseDuration(src.SettleLag) // checked
+		opts = append(opts, poller.WithSettleLag(d))
+	}
+	if s.BatchSize > 0 {
+		opts = append(opts, poller.WithBatchSize(s.BatchSize))
+	}
+	defer func() { // poller.New panics on what check should have caught
+		if r := recover(); r != nil {
+			p, err = nil, fmt.Errorf("%v", r)
+		}
+	}()
+	return poller.New(name, src.Table, poller.CursorKind(src.Cursor.Kind), sink.Handler[poller.Row](snk), opts...), nil
+}

@@ -1,0 +1,248 @@
+package declared
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
+	"github.com/pseudotrigger/pseudotrigger/poller"
+	"github.com/pseudotrigger/pseudotrigger/pollers"
+	"github.com/pseudotrigger/pseudotrigger/pollertest"
+	"github.com/pseudotrigger/pseudotrigger/sink"
+)
+
+// TestExample: the repository's orders-queue/poller.json is a poller over orders sending to a
+// storage queue, listed after the Go pollers.
+func TestExample(t *testing.T) {
+	all, err := Load("../..", pollers.All())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, p := range all {
+		names = append(names, p.Name())
+		if p.Err() != nil {
+			t.Errorf("%s: %v", p.Name(), p.Err())
+		}
+	}
+	if !slices.Equal(names, []string{"orders", "orders-queue"}) {
+		t.Fatalf("pollers %v", names)
+	}
+	d := all[1].Source()
+	if d.Table.Name != "orders" || !slices.Equal(d.Columns, []string{"id", "customer", "amount", "updated_at"}) ||
+		!slices.Equal(d.PK, []string{"id"}) || d.Cursor.Kind != string(poller.TimestampPK) || d.Cursor.Column != "updated_at" ||
+		d.SettleLag != 5*time.Second || all[1].BatchSize() != 500 {
+		t.Fatalf("orders-queue's definition: %+v, batch size %d", d, all[1].BatchSize())
+	}
+}
+
+func write(t *testing.T, root, name, pollerJSON string, function bool) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Join(root, name), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if function {
+		if err := os.WriteFile(filepath.Join(root, name, "function.json"), []byte(`{"bindings":[]}`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(root, name, File), []byte(pollerJSON), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+const good = `{"source":{"table":"t","columns":["id","v"],"key":["id"],"cursor":{"kind":"integer","column":"id"}},
+ "sink":{"type":"webhook","url":"%HOOK%"}}`
+
+// TestBadFilesFailAlone: each bad poller.json makes a failed poller whose error names the file
+// and the field; the good one next to it loads, and its settings read.
+func TestBadFilesFailAlone(t *testing.T) {
+	root := t.TempDir()
+	cases := map[string]struct{ json, want string }{
+		"unknown":   {strings.Replace(good, `"table"`, `"tabel":"x","table"`, 1), `bad-unknown/poller.json: "tabel" is not a field of poller.json`},
+		"type":      {strings.Replace(good, `"sink"`, `"batch_size":"500","sink"`, 1), `bad-type/poller.json: batch_size: a JSON string where a whole number is expected`},
+		"kind":      {strings.Replace(good, `"integer"`, `"timestamp"`, 1), `bad-kind/poller.json: source.cursor.kind: "timestamp" is not one of timestamp+pk, integer, rowversion, xid`},
+		"nokey":     {strings.Replace(good, `"key":["id"],`, ``, 1), `bad-nokey/poller.json: source.key: required`},
+		"sinktype":  {strings.Replace(good, `"webhook"`, `"kafka"`, 1), `bad-sinktype/poller.json: sink.type: "kafka" is not one of webhook, storagequeue`},
+		"sinkfield": {strings.Replace(good, `"url":"%HOOK%"`, `"url":"%HOOK%","queue":"q1x"`, 1), `bad-sinkfield/poller.json: sink.queue: is not an option of a webhook sink`},
+		"queue":     {strings.Replace(good, `{"type":"webhook","url":"%HOOK%"}`, `{"type":"storagequeue","connection":"Q"}`, 1), `bad-queue/poller.json: sink.queue: "" is not a storage queue name`},
+		"syntax":    {good[:40], `bad-syntax/poller.json: `},
+		"lag":       {strings.Replace(good, `"columns"`, `"settle_lag":"5 s","columns"`, 1), `bad-lag/poller.json: source.settle_lag: "5 s" is not a Go duration`},
+	}
+	for name, c := range cases {
+		write(t, root, "bad-"+name, c.json, true)
+	}
+	write(t, root, "nofunction", good, false)
+	write(t, root, "good", good, true)
+	all, err := Load(root, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]*poller.Poller{}
+	for _, p := range all {
+		got[p.Name()] = p
+	}
+	for name, c := range cases {
+		p := got["bad-"+name]
+		if p == nil || p.Err() == nil || !strings.Contains(p.Err().Error(), c.want) {
+			t.Errorf("bad-%s: %v; want an error containing %q", name, p.Err(), c.want)
+			continue
+		}
+		// Every use goes through the settings, which fail with the same error.
+		if _, err := appsettings.Load(p, func(string) string { return "" }); !errors.Is(err, p.Err()) {
+			t.Errorf("bad-%s: appsettings.Load: %v", name, err)
+		}
+	}
+	if err := got["nofunction"].Err(); err == nil || !strings.Contains(err.Error(), "nofunction/function.json is missing") {
+		t.Errorf("a poller.json without function.json: %v", err)
+	}
+	if p := got["good"]; p.Err() != nil {
+		t.Fatalf("the good poller failed: %v", p.Err())
+	}
+}
+
+// TestConflict: a name declared in Go and as a folder stops the app.
+func TestConflict(t *testing.T) {
+	root := t.TempDir()
+	write(t, root, "Orders", good, true)
+	if _, err := Load(root, pollers.All()); !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "Orders/poller.json") {
+		t.Fatalf("Load: %v; want ErrConflict naming Orders/poller.json", err)
+	}
+}
+
+// TestDeclaredPollerDelivers: a declared poller with a webhook sink runs the real tick over
+// SQLite and the webhook receives each row as a Change, its URL and a header from app settings.
+func TestDeclaredPollerDelivers(t *testing.T) {
+	var (
+		mu  sync.Mutex
+		got []sink.Change
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var c sink.Change
+		if err := json.NewDecoder(r.Body).Decode(&c); err != nil || r.Header.Get("X-Key") != "k1" || r.Header.Get("Idempotency-Key") != c.ID {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		got = append(got, c)
+		mu.Unlock()
+	}))
+	defer srv.Close()
+	root := t.TempDir()
+	write(t, root, "widgets", strings.Replace(good, `"url":"%HOOK%"`, `"url":"%HOOK%","headers":{"X-Key":"%HOOK_KEY%"}`, 1), true)
+	p := Read(root, "widgets")
+	if p.Err() != nil {
+		t.Fatal(p.Err())
+	}
+	h := pollertest.New(t, p, "HOOK="+srv.URL, "HOOK_KEY=k1")
+	if _, err := h.DB.Exec(`CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)`); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []int{3, 1, 2} {
+		if _, err := h.DB.Exec(`INSERT INTO t VALUES (?, ?)`, id, "v"+string(rune('0'+id))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r := h.Tick(); r.Rows != 3 {
+		t.Fatalf("tick: %+v", r)
+	}
+	sort.Slice(got, func(i, j int) bool { return got[i].Key["id"].(float64) < got[j].Key["id"].(float64) })
+	if len(got) != 3 || got[0].Poller != "widgets" || string(got[0].Row) != `{"id":1,"v":"v1"}` || got[2].Op != "upsert" {
+		t.Fatalf("received %+v", got)
+	}
+}
+
+// TestSchemaMatchesSpec: poller.schema.json names exactly the fields Spec, Source, Cursor and
+// sink.Config decode, and the same enums.
+func TestSchemaMatchesSpec(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("../..", SchemaFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type node struct {
+		Properties map[string]json.RawMessage `json:"properties"`
+		Enum       []string                   `json:"enum"`
+	}
+	props := func(raw json.RawMessage, path string) map[string]json.RawMessage {
+		var n node
+		if err := json.Unmarshal(raw, &n); err != nil || n.Properties == nil {
+			t.Fatalf("%s: no properties in the schema (%v)", path, err)
+		}
+		return n.Properties
+	}
+	keys := func(m map[string]json.RawMessage) []string {
+		var out []string
+		for k := range m {
+			out = append(out, k)
+		}
+		sort.Strings(out)
+		return out
+	}
+	fields := func(v any) []string {
+		var out []string
+		rt := reflect.TypeOf(v)
+		for i := range rt.NumField() {
+			name, _, _ := strings.Cut(rt.Field(i).Tag.Get("json"), ",")
+			out = append(out, name)
+		}
+		sort.Strings(out)
+		return out
+	}
+	enum := func(raw json.RawMessage) []string {
+		var n node
+		_ = json.Unmarshal(raw, &n)
+		sort.Strings(n.Enum)
+		return n.Enum
+	}
+	top := props(data, "poller.json")
+	src := props(top["source"], "source")
+	snk := props(top["sink"], "sink")
+	for _, c := range []struct {
+		path         string
+		schema, code []string
+	}{
+		{"poller.json", keys(top), fields(Spec{})},
+		{"source", keys(src), fields(Source{})},
+		{"source.cursor", keys(props(src["cursor"], "source.cursor")), fields(Cursor{})},
+		{"sink", keys(snk), fields(sink.Config{})},
+		{"sink.type", enum(snk["type"]), sorted(sink.Types)},
+		{"source.cursor.kind", enum(props(src["cursor"], "")["kind"]), sorted(kindStrings())},
+	} {
+		if !slices.Equal(c.schema, c.code) {
+			t.Errorf("%s: the schema has %v, the code %v", c.path, c.schema, c.code)
+		}
+	}
+	// The example names the schema, so that editors validate it.
+	ex, err := os.ReadFile("../../orders-queue/poller.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if spec, err := Parse(ex); err != nil || spec.Schema != "../"+SchemaFile {
+		t.Fatalf("orders-queue/poller.json: %v, $schema %q", err, spec.Schema)
+	}
+}
+
+func sorted(s []string) []string {
+	out := slices.Clone(s)
+	sort.Strings(out)
+	return out
+}
+
+func kindStrings() []string {
+	var out []string
+	for _, k := range Kinds {
+		out = append(out, string(k))
+	}
+	return out
+}
