@@ -20,6 +20,7 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/bicep"
 	"github.com/pseudotrigger/pseudotrigger/poller"
+	"github.com/pseudotrigger/pseudotrigger/sink"
 )
 
 // modulePath is the Go module the scaffold imports from.
@@ -31,12 +32,32 @@ var paramsFile = filepath.Join("infra", "bicep", "main.bicepparam")
 
 // scaffold writes pollers/NAME/ (a working poller and its test) and NAME/function.json, adds the
 // poller to All in pollers/pollers.go and an entry to the pollers array of main.bicepparam, then
-// prints what to edit and the settings to add. It writes everything or nothing.
+// prints what to edit and the settings to add. With --sink TYPE it writes a declared poller
+// instead: NAME/function.json and NAME/poller.json sending to a sink of that type. It writes
+// everything or nothing.
 func scaffold(args []string, env Env) error {
-	if len(args) != 1 {
-		return usagef("new NAME")
+	sinkType := ""
+	var rest []string
+	for i := 0; i < len(args); i++ {
+		switch a := args[i]; {
+		case a == "--sink" && i+1 < len(args):
+			sinkType = args[i+1]
+			i++
+		case strings.HasPrefix(a, "--sink="):
+			sinkType = strings.TrimPrefix(a, "--sink=")
+		case strings.HasPrefix(a, "-"):
+			return usagef("new NAME [--sink %s]: unknown flag %s", strings.Join(sink.Types, "|"), a)
+		default:
+			rest = append(rest, a)
+		}
 	}
-	name := args[0]
+	if len(rest) != 1 {
+		return usagef("new NAME [--sink %s]", strings.Join(sink.Types, "|"))
+	}
+	if sinkType != "" && !slices.Contains(sink.Types, sinkType) {
+		return usagef("--sink %q is not one of %s", sinkType, strings.Join(sink.Types, ", "))
+	}
+	name := rest[0]
 	if err := poller.CheckNewName(name); errors.Is(err, poller.ErrReservedName) {
 		return refusedf("%v", err)
 	} else if err != nil {
@@ -51,6 +72,9 @@ func scaffold(args []string, env Env) error {
 	}
 	pkgDir := filepath.Join(root, "pollers", name)
 	fnDir := filepath.Join(root, name)
+	if sinkType != "" {
+		return scaffoldDeclared(env, root, name, sinkType)
+	}
 	for _, p := range []string{pkgDir, fnDir} {
 		if _, err := os.Stat(p); err == nil {
 			return refusedf("%s already exists: not overwritten", p)
@@ -105,38 +129,8 @@ func scaffold(args []string, env Env) error {
 		changed[paramsPath] = [2][]byte{params, []byte(newParams)}
 	}
 
-	// Write everything, or nothing: on a failure, remove what was written and restore what was
-	// changed.
-	var written, rewritten []string
-	undo := func() {
-		for _, p := range written {
-			os.Remove(p)
-		}
-		os.Remove(pkgDir)
-		os.Remove(fnDir)
-		for _, p := range rewritten {
-			os.WriteFile(p, changed[p][0], 0o644)
-		}
-	}
-	for _, dir := range []string{pkgDir, fnDir} {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			undo()
-			return err
-		}
-	}
-	for path, content := range rendered {
-		if err := os.WriteFile(path, content, 0o644); err != nil {
-			undo()
-			return err
-		}
-		written = append(written, path)
-	}
-	for path, c := range changed {
-		rewritten = append(rewritten, path)
-		if err := os.WriteFile(path, c[1], 0o644); err != nil {
-			undo()
-			return err
-		}
+	if err := writeAll([]string{pkgDir, fnDir}, rendered, changed); err != nil {
+		return err
 	}
 	entry := "added its entry to infra/bicep/main.bicepparam"
 	if !added {
@@ -158,6 +152,44 @@ Next:
 `, name, data.Pkg, data.Prefix, entry, schedule)
 	for _, st := range appsettings.Table {
 		fmt.Fprintf(env.Out, "       %-*s default: %s\n", len(data.Prefix)+20, data.Prefix+"_"+st.Suffix, plain(st.Default))
+	}
+	return nil
+}
+
+// writeAll makes dirs, writes the rendered files and the changed ones (path: old, new content),
+// or, on a failure, removes what it wrote and restores what it changed.
+func writeAll(dirs []string, rendered map[string][]byte, changed map[string][2][]byte) error {
+	var written, rewritten []string
+	undo := func() {
+		for _, p := range written {
+			os.Remove(p)
+		}
+		for _, d := range dirs {
+			os.Remove(d)
+		}
+		for _, p := range rewritten {
+			os.WriteFile(p, changed[p][0], 0o644)
+		}
+	}
+	for _, dir := range dirs {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			undo()
+			return err
+		}
+	}
+	for path, content := range rendered {
+		if err := os.WriteFile(path, content, 0o644); err != nil {
+			undo()
+			return err
+		}
+		written = append(written, path)
+	}
+	for path, c := range changed {
+		rewritten = append(rewritten, path)
+		if err := os.WriteFile(path, c[1], 0o644); err != nil {
+			undo()
+			return err
+		}
 	}
 	return nil
 }

@@ -1,0 +1,67 @@
+package ctl_test
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/ctl"
+	"github.com/pseudotrigger/pseudotrigger/internal/declared"
+	"github.com/pseudotrigger/pseudotrigger/sink"
+)
+
+// TestScaffoldDeclared: `pollerctl new NAME --sink TYPE` writes a function.json and a poller.json
+// the handler reads as a working poller of that sink, adds the Bicep entry, writes no Go, and
+// prints the sink's connection settings.
+func TestScaffoldDeclared(t *testing.T) {
+	want := map[string]string{
+		sink.Webhook: "ZZDECL_WEBHOOK_URL", sink.StorageQueue: "ZZDECL_SINK__queueServiceUri",
+		sink.ServiceBus: "ZZDECL_SINK__fullyQualifiedNamespace", sink.EventHubs: "ZZDECL_SINK__fullyQualifiedNamespace",
+		sink.EventGrid: "ZZDECL_SINK__topicEndpointUri",
+	}
+	for _, typ := range sink.Types {
+		t.Run(typ, func(t *testing.T) {
+			dir := miniRepo(t, nil)
+			before := tree(t, dir)
+			var out bytes.Buffer
+			if code := ctl.Run(ctx, []string{"new", "zzdecl", "--sink", typ}, ctl.Env{Out: &out, Root: dir, Getenv: os.Getenv}); code != ctl.ExitOK {
+				t.Fatalf("exit %d: %s", code, out.String())
+			}
+			p := declared.Read(dir, "zzdecl")
+			if p.Err() != nil {
+				t.Fatalf("the scaffolded poller does not load: %v", p.Err())
+			}
+			after := tree(t, dir)
+			for path := range after {
+				if _, ok := before[path]; !ok && path != "zzdecl/" && path != "zzdecl/function.json" && path != "zzdecl/poller.json" {
+					t.Errorf("wrote %s", path)
+				}
+			}
+			if !strings.Contains(after["infra/bicep/main.bicepparam"], "name: 'zzdecl'") {
+				t.Error("no main.bicepparam entry")
+			}
+			if !strings.Contains(after["zzdecl/poller.json"], `"$schema": "../poller.schema.json"`) {
+				t.Errorf("poller.json does not name the schema:\n%s", after["zzdecl/poller.json"])
+			}
+			if !strings.Contains(out.String(), want[typ]) || !strings.Contains(out.String(), "ZZDECL_DB_CONNECTION") {
+				t.Errorf("the output does not name %s and ZZDECL_DB_CONNECTION:\n%s", want[typ], out.String())
+			}
+		})
+	}
+	t.Run("refusals", func(t *testing.T) {
+		dir := miniRepo(t, nil)
+		if err := os.MkdirAll(filepath.Join(dir, "taken"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		before := tree(t, dir)
+		for args, code := range map[string]int{"zzdecl --sink kafka": ctl.ExitUsage, "taken --sink webhook": ctl.ExitRefused, "zzdecl --sinks webhook": ctl.ExitUsage} {
+			var out bytes.Buffer
+			if got := ctl.Run(ctx, append([]string{"new"}, strings.Fields(args)...), ctl.Env{Out: &out, Err: &out, Root: dir, Getenv: os.Getenv}); got != code {
+				t.Errorf("new %s: exit %d, want %d: %s", args, got, code, out.String())
+			}
+		}
+		sameTree(t, "refused", before, tree(t, dir))
+	})
+}
