@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Publishes the handler to a Flex Consumption function app: builds bin/handler for linux/amd64,
-# stages exactly what the app runs in .dist/ (host.json, bin/handler, each <function>/function.json)
-# and runs `func azure functionapp publish APP --custom` there, retrying while a new app's role
-# assignments apply. Usage: scripts/publish.sh --help.
+# stages exactly what the app runs in .dist/ (host.json, bin/handler, poller.schema.json, each
+# <function>/function.json and, for a declared poller, its <function>/poller.json) and runs
+# `func azure functionapp publish APP --custom` there, retrying while a new app's role assignments
+# apply. Usage: scripts/publish.sh --help.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,8 +11,10 @@ usage() {
   cat <<'USAGE'
 Usage: scripts/publish.sh APP [--dry-run]
 
-Builds bin/handler for linux/amd64, stages .dist/ with host.json, bin/handler and every
-<name>/function.json folder of the repository, and publishes .dist/ to the function app APP with
+Builds bin/handler for linux/amd64, stages .dist/ with host.json, bin/handler, every
+<name>/function.json folder of the repository with its <name>/poller.json when it has one (a
+declared poller, read by the handler at start-up) and poller.schema.json (the poller.json files'
+"$schema"), and publishes .dist/ to the function app APP with
   func azure functionapp publish APP --custom
 (--custom: the custom handler runtime; there is no local.settings.json to tell Core Tools, and
 Flex Consumption takes the runtime from the app, never from FUNCTIONS_WORKER_RUNTIME).
@@ -42,10 +45,15 @@ wait_s=${PUBLISH_RETRY_WAIT:-60}
 case "$attempts" in ''|*[!0-9]*|0) echo "publish.sh: PUBLISH_ATTEMPTS=$attempts is not a whole number of at least 1" >&2; exit 2 ;; esac
 case "$wait_s" in ''|*[!0-9]*) echo "publish.sh: PUBLISH_RETRY_WAIT=$wait_s is not a whole number of seconds" >&2; exit 2 ;; esac
 
-# The function folders: every top-level directory holding a function.json.
-functions=()
+# The function folders: every top-level directory holding a function.json; those that also hold
+# a poller.json are declared pollers, and the handler reads that file at start-up.
+functions=() files=()
 for f in */function.json; do
-  [ -f "$f" ] && functions+=("${f%/function.json}")
+  [ -f "$f" ] || continue
+  fn=${f%/function.json}
+  functions+=("$fn")
+  files+=("$f")
+  [ ! -f "$fn/poller.json" ] || files+=("$fn/poller.json")
 done
 [ ${#functions[@]} -gt 0 ] || { echo "publish.sh: no <name>/function.json folder found in $(pwd)" >&2; exit 1; }
 
@@ -62,16 +70,20 @@ run mkdir -p .dist/bin
 run cp host.json .dist/host.json
 run cp bin/handler .dist/bin/handler
 run chmod 755 .dist/bin/handler
+[ ! -f poller.schema.json ] || run cp poller.schema.json .dist/poller.schema.json
 for fn in "${functions[@]}"; do
   run mkdir -p ".dist/$fn"
   run cp "$fn/function.json" ".dist/$fn/function.json"
+  [ ! -f "$fn/poller.json" ] || run cp "$fn/poller.json" ".dist/$fn/poller.json"
 done
 if [ -n "$dry" ]; then
   run cd .dist
   run func azure functionapp publish "$app" --custom
   exit 0
 fi
-echo "staged .dist: host.json, bin/handler, $(printf '%s/function.json ' "${functions[@]}")"
+staged="host.json bin/handler"
+[ ! -f poller.schema.json ] || staged+=" poller.schema.json"
+echo "staged .dist: $staged ${files[*]}"
 
 n=1
 while :; do

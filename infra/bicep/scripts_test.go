@@ -11,8 +11,8 @@ import (
 )
 
 // scriptTree copies what the deploy scripts read into a temporary repository root: scripts/,
-// host.json, azure.yaml, every <name>/function.json folder, infra/bicep/main.bicepparam and
-// pollers/. The scripts then build, stage and publish there, never in the checkout.
+// host.json, poller.schema.json, azure.yaml, every <name>/function.json folder (with its
+// poller.json), infra/bicep/main.bicepparam and pollers/. The scripts then build, stage and publish there, never in the checkout.
 func scriptTree(t *testing.T) string {
 	t.Helper()
 	root := t.TempDir()
@@ -30,7 +30,7 @@ func scriptTree(t *testing.T) string {
 			t.Fatal(err)
 		}
 	}
-	for _, rel := range []string{"host.json", "azure.yaml", "infra/bicep/main.bicepparam"} {
+	for _, rel := range []string{"host.json", "poller.schema.json", "azure.yaml", "infra/bicep/main.bicepparam"} {
 		copyFile(rel)
 	}
 	for _, pattern := range []string{"scripts/*.sh", "scripts/lib/*", "*/function.json", "pollers/*/*.go"} {
@@ -125,8 +125,29 @@ func functionFolders(t *testing.T) []string {
 	return out
 }
 
+// published lists what the app runs, relative to the repository root: host.json, bin/handler,
+// poller.schema.json, each <name>/function.json and each declared poller's <name>/poller.json
+// (the example orders-queue has one, so the list cannot pass without a poller.json).
+func published(t *testing.T) []string {
+	t.Helper()
+	out := append([]string{"bin/handler", "host.json", "poller.schema.json"}, functionFolders(t)...)
+	declared, _ := filepath.Glob("../../*/poller.json")
+	if len(declared) == 0 {
+		t.Fatal("no <name>/poller.json in the checkout (the example orders-queue has one)")
+	}
+	for _, f := range declared {
+		rel, _ := filepath.Rel("../..", f)
+		if _, err := os.Stat(filepath.Join(filepath.Dir(f), "function.json")); err != nil {
+			t.Fatalf("%s without function.json: %v", rel, err)
+		}
+		out = append(out, filepath.ToSlash(rel))
+	}
+	slices.Sort(out)
+	return out
+}
+
 // TestPublishStagesAndCustom: scripts/publish.sh builds the handler, stages exactly host.json,
-// bin/handler and each <name>/function.json in .dist, and publishes from there with --custom
+// bin/handler, poller.schema.json, each <name>/function.json and each <name>/poller.json in .dist, and publishes from there with --custom
 // (on a fresh clone there is no local.settings.json, and without --custom Core Tools stops with
 // "Worker runtime cannot be 'None'").
 func TestPublishStagesAndCustom(t *testing.T) {
@@ -141,14 +162,18 @@ func TestPublishStagesAndCustom(t *testing.T) {
 	if !strings.Contains(r.calls, "func azure functionapp publish func-app-x1 --custom (in .dist)\n") {
 		t.Errorf("not published from .dist with --custom:\n%s", r.calls)
 	}
-	want := []string{"./bin/handler", "./host.json"}
-	for _, f := range functionFolders(t) {
+	var want []string
+	for _, f := range published(t) {
 		want = append(want, "./"+f)
 	}
 	got := strings.Fields(r.staged)
 	slices.Sort(want)
 	if !slices.Equal(got, want) {
 		t.Errorf("staged %v, want exactly %v", got, want)
+	}
+	if !strings.Contains(r.stdout, "staged .dist: host.json bin/handler poller.schema.json ") ||
+		!strings.Contains(r.stdout, " orders-queue/function.json orders-queue/poller.json") {
+		t.Errorf("the staged line does not name what was staged:\n%s", r.stdout)
 	}
 	// The stale .dist of an earlier run is replaced, not added to.
 	if err := os.WriteFile(filepath.Join(root, ".dist", "stale.txt"), []byte("x"), 0o644); err != nil {
@@ -203,7 +228,10 @@ func TestPublishDryRun(t *testing.T) {
 		t.Fatalf("exit %d, calls %q\n%s", r.code, r.calls, r.stderr)
 	}
 	for _, want := range []string{"+ env GOOS=linux GOARCH=amd64 scripts/build.sh\n+ rm -rf .dist\n+ mkdir -p .dist/bin\n+ cp host.json .dist/host.json\n+ cp bin/handler .dist/bin/handler\n",
-		"+ mkdir -p .dist/orders\n+ cp orders/function.json .dist/orders/function.json\n", "+ cd .dist\n+ func azure functionapp publish func-app-x1 --custom\n"} {
+		"+ mkdir -p .dist/orders\n+ cp orders/function.json .dist/orders/function.json\n",
+		"+ cp poller.schema.json .dist/poller.schema.json\n",
+		"+ mkdir -p .dist/orders-queue\n+ cp orders-queue/function.json .dist/orders-queue/function.json\n+ cp orders-queue/poller.json .dist/orders-queue/poller.json\n",
+		"+ cd .dist\n+ func azure functionapp publish func-app-x1 --custom\n"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("the dry run lacks %q:\n%s", want, r.stdout)
 		}
@@ -371,7 +399,8 @@ func funcIgnore(text string) (accepts func(path string) bool) {
 }
 
 // TestPublishFolderOnly: .funcignore lets a publish from the repository root upload exactly
-// what scripts/publish.sh stages in .dist (host.json, bin/handler, each <name>/function.json),
+// what scripts/publish.sh stages in .dist (host.json, bin/handler, poller.schema.json, each
+// <name>/function.json and <name>/poller.json),
 // judged by a port of Core Tools' own parser over every file of the checkout (node_modules,
 // model/, the Go sources, ...); .dist itself is not committed.
 func TestPublishFolderOnly(t *testing.T) {
@@ -379,12 +408,14 @@ func TestPublishFolderOnly(t *testing.T) {
 	// The parser port on the cases its source shows: anchored, * stops at /, \b after.
 	for path, want := range map[string]bool{"host.json": true, "bin/handler": true, "orders/function.json": true,
 		"pollers/orders/orders.go": false, "model/lease.pml": false, "bin/pollerctl": false, "go.mod": false,
-		"node_modules/x/function.json": false, "a/b/function.json": false, "host.jsonx": false} {
+		"node_modules/x/function.json": false, "a/b/function.json": false, "host.jsonx": false,
+		"orders-queue/poller.json": true, "poller.schema.json": true, "a/b/poller.json": false, "poller.json": false,
+		"sink/config.go": false, "poller.schema.jsonx": false} {
 		if got := accepts(path); got != want {
 			t.Errorf(".funcignore accepts %s: %v, want %v", path, got, want)
 		}
 	}
-	want := append([]string{"bin/handler", "host.json"}, functionFolders(t)...)
+	want := published(t)
 	var got []string
 	root := "../.."
 	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
