@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# Runs the product locally: Azurite (installed into node_modules when missing), an SQLite orders
-# table that keeps being written to, the custom handler, and the timers: fired by `func start`
-# when Azure Functions Core Tools is on PATH, otherwise by cmd/devhost, which POSTs the host's
-# timer invocations on each function's schedule. Progress prints as it goes; Ctrl-C stops it all.
+# Runs the product locally: Azurite's blob and queue services (installed into node_modules when
+# missing), an SQLite orders table that keeps being written to, the custom handler, and the
+# timers: fired by `func start` when Azure Functions Core Tools is on PATH, otherwise by
+# cmd/devhost, which POSTs the host's timer invocations on each function's schedule. Progress
+# prints as it goes, with the depth of orders-queue's storage queue; Ctrl-C stops it all. A
+# local.settings.json lacking keys the .example sets (made before a poller was added) is told
+# by devhost, which names them.
 #
 #   scripts/dev.sh            settings from local.settings.json (created from the .example)
 set -euo pipefail
+# shellcheck source=scripts/lib/services.sh
 source "$(dirname "$0")/lib/services.sh"
 cd "$ROOT"
 export GOFLAGS=${GOFLAGS:--buildvcs=false}
@@ -17,32 +21,44 @@ if [ ! -f local.settings.json ]; then
   log "created local.settings.json from local.settings.json.example"
 fi
 
-# Azurite, persisted under .dev/azurite so the checkpoint survives restarts. Port 10000 is what
-# UseDevelopmentStorage=true means; when it is taken by something else, use a free port and
-# point the handler there.
+# Azurite's blob service (the checkpoints) and queue service (orders-queue's sink), persisted
+# under .dev/azurite so both survive restarts. Ports 10000 and 10001 are what
+# UseDevelopmentStorage=true means; when one is taken by something else, that service goes on a
+# free port and the connection settings point there (the environment wins over
+# local.settings.json, in devhost as in Core Tools).
 install_azurite
-port=10000
-if (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null; then
-  if curl -s -m 2 "http://127.0.0.1:$port/devstoreaccount1?comp=list" 2>/dev/null | grep -q "EnumerationResults\|AuthorizationFailure\|AuthenticationFailed"; then
-    log "using the Azurite already listening on 127.0.0.1:$port"
-    port=""
-  else
+mkdir -p .dev/azurite
+
+# azurite SERVICE DEFAULT_PORT PROBE_PATH starts Azurite's SERVICE on DEFAULT_PORT, or uses the
+# Azurite already answering there, or starts it on a free port when something else holds it;
+# sets port_SERVICE to the port in use.
+azurite() {
+  local service=$1 port=$2 probe=$3 pid
+  if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+    if curl -s -m 2 "http://127.0.0.1:$port$probe" 2>/dev/null | grep -q "EnumerationResults\|AuthorizationFailure\|AuthenticationFailed"; then
+      log "using the Azurite $service service already listening on 127.0.0.1:$port"
+      printf -v "port_$service" %s "$port"
+      return 0
+    fi
+    local taken=$port
     port=$(free_port)
-    log "127.0.0.1:10000 is taken by something else: Azurite goes on 127.0.0.1:$port"
+    log "127.0.0.1:$taken is taken by something else: Azurite's $service service goes on 127.0.0.1:$port"
   fi
-fi
-if [ -n "$port" ]; then
-  mkdir -p .dev/azurite
-  node_modules/.bin/azurite-blob --blobHost 127.0.0.1 --blobPort "$port" --location .dev/azurite \
-    --silent --skipApiVersionCheck --disableTelemetry >.dev/azurite.log 2>&1 &
+  "node_modules/.bin/azurite-$service" "--${service}Host" 127.0.0.1 "--${service}Port" "$port" --location .dev/azurite \
+    --silent --skipApiVersionCheck --disableTelemetry >".dev/azurite-$service.log" 2>&1 &
   pid=$!
-  wait_port "$port" "$pid" Azurite .dev/azurite.log || die "Azurite would not start"
+  wait_port "$port" "$pid" "Azurite $service" ".dev/azurite-$service.log" || die "Azurite's $service service would not start"
   _pids+=("$pid")
-  log "Azurite blob service on 127.0.0.1:$port (data in .dev/azurite)"
-  if [ "$port" != 10000 ]; then
-    cs="DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==;BlobEndpoint=http://127.0.0.1:$port/devstoreaccount1;"
-    export StateStorage="$cs" AzureWebJobsStorage="$cs"
-  fi
+  log "Azurite $service service on 127.0.0.1:$port (data in .dev/azurite)"
+  printf -v "port_$service" %s "$port"
+}
+port_blob="" port_queue=""
+azurite blob 10000 "/devstoreaccount1?comp=list"
+azurite queue 10001 "/devstoreaccount1?comp=list"
+if [ "$port_blob" != 10000 ] || [ "$port_queue" != 10001 ]; then
+  cs="DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==;BlobEndpoint=http://127.0.0.1:$port_blob/devstoreaccount1;QueueEndpoint=http://127.0.0.1:$port_queue/devstoreaccount1;"
+  export StateStorage="$cs" AzureWebJobsStorage="$cs" ChangesQueue="$cs"
+  log "StateStorage, AzureWebJobsStorage and ChangesQueue point at blob port $port_blob and queue port $port_queue (set in the environment, which wins over local.settings.json)"
 fi
 
 log "building bin/handler and bin/devhost ..."

@@ -1,7 +1,12 @@
 // Command devhost runs the custom handler locally the way the Functions host would, firing every
 // timer function on its schedule (see package devhost). scripts/dev.sh is the usual way in.
 //
-//	devhost [-settings local.settings.json] [-handler bin/handler] [-write-orders] [-writer-only]
+//	devhost [-settings local.settings.json] [-example local.settings.json.example] [-handler bin/handler] [-write-orders] [-writer-only]
+//
+// Settings are local.settings.json's Values with the environment winning for any key both set,
+// as with Core Tools; keys the example sets and local.settings.json lacks (a file made before a
+// poller was added) are named, and the example's values are used for this run. For a declared
+// poller whose sink is a storage queue, each progress line ends with the queue's depth.
 package main
 
 import (
@@ -39,6 +44,7 @@ func main() {
 
 func run() error {
 	settingsPath := flag.String("settings", "local.settings.json", "the local settings file")
+	examplePath := flag.String("example", "local.settings.json.example", "the settings file's example: keys it sets and the settings file lacks are named and taken from it")
 	handlerPath := flag.String("handler", "bin/handler", "the custom handler binary")
 	writeOrders := flag.Bool("write-orders", false, "keep inserting and updating rows in the SQLite orders table of ORDERS_DB_CONNECTION")
 	writerOnly := flag.Bool("writer-only", false, "only write orders (when func start fires the timers)")
@@ -48,9 +54,21 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	for k, v := range overrides() { // the environment wins, as with Core Tools
-		values[k] = v
+	if example, err := devhost.LoadSettings(*examplePath); err == nil {
+		if missing := devhost.Missing(values, example); len(missing) > 0 {
+			fmt.Fprintf(os.Stderr, "devhost: %s lacks %s, which %s sets (it was made before they were added): copy them into %s",
+				*settingsPath, strings.Join(missing, ", "), *examplePath, *settingsPath)
+			if *writerOnly {
+				fmt.Fprintln(os.Stderr, "; func start reads only that file, so the functions needing them fail until then")
+			} else {
+				fmt.Fprintln(os.Stderr, "; this run uses the example's values")
+			}
+			for _, k := range missing {
+				values[k] = example[k]
+			}
+		}
 	}
+	devhost.Overlay(values, os.LookupEnv) // the environment wins, as with Core Tools
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
@@ -100,8 +118,18 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	root, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+	// The handler runs in the app's root, as under the Functions host, and finds the declared
+	// pollers' poller.json there (AzureWebJobsScriptRoot, else its working directory).
 	h := exec.Command(*handlerPath)
+	h.Dir = root
 	h.Env = os.Environ()
+	if _, ok := values["AzureWebJobsScriptRoot"]; !ok && os.Getenv("AzureWebJobsScriptRoot") == "" {
+		h.Env = append(h.Env, "AzureWebJobsScriptRoot="+root)
+	}
 	for k, v := range values {
 		h.Env = append(h.Env, k+"="+v)
 	}
@@ -132,10 +160,16 @@ func run() error {
 
 	var totals sync.Map // function -> rows delivered
 	for _, fn := range fns {
+		q, err := devhost.StorageQueue(root, fn.Name, values)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "devhost: %s: the queue's depth is not shown: %v\n", fn.Name, err)
+		} else if q != nil {
+			fmt.Printf("%s sends to queue %s at %s\n", fn.Name, q.Name, q.URL())
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			fire(ctx, base, fn, writer, &totals)
+			fire(ctx, base, fn, writer, q, &totals)
 		}()
 	}
 	<-ctx.Done()
@@ -152,18 +186,7 @@ func run() error {
 	return nil
 }
 
-// overrides returns the environment's values for settings dev.sh may override (the Azurite port).
-func overrides() map[string]string {
-	out := map[string]string{}
-	for _, k := range []string{"StateStorage", "AzureWebJobsStorage"} {
-		if v, ok := os.LookupEnv(k); ok {
-			out[k] = v
-		}
-	}
-	return out
-}
-
-func fire(ctx context.Context, base string, fn devhost.Function, writer *devhost.Writer, totals *sync.Map) {
+func fire(ctx context.Context, base string, fn devhost.Function, writer *devhost.Writer, q *devhost.Queue, totals *sync.Map) {
 	sched, _ := appsettings.ParseSchedule(fn.Schedule)
 	var last time.Time
 	for {
@@ -181,14 +204,14 @@ func fire(ctx context.Context, base string, fn devhost.Function, writer *devhost
 		if ctx.Err() != nil {
 			return
 		}
-		progress(fn, r, writer, totals)
+		progress(ctx, fn, r, writer, q, totals)
 	}
 }
 
-func progress(fn devhost.Function, r devhost.Result, writer *devhost.Writer, totals *sync.Map) {
+func progress(ctx context.Context, fn devhost.Function, r devhost.Result, writer *devhost.Writer, q *devhost.Queue, totals *sync.Map) {
 	stamp := time.Now().Format("15:04:05")
 	if r.Status != http.StatusOK {
-		fmt.Printf("%s %-10s FAILED (%d): %s\n", stamp, fn.Name, r.Status, r.Error)
+		fmt.Printf("%s %-12s FAILED (%d): %s\n", stamp, fn.Name, r.Status, r.Error)
 		return
 	}
 	s := r.Summary
@@ -198,7 +221,7 @@ func progress(fn devhost.Function, r devhost.Result, writer *devhost.Writer, tot
 	p := v.(*int64)
 	*p += rows
 	total = *p
-	line := fmt.Sprintf("%s %-10s %-10s rows %5d  batches %3d  token %3d  delivered %7d  waiting %5d", stamp, fn.Name, s["outcome"], rows,
+	line := fmt.Sprintf("%s %-12s %-10s rows %5d  batches %3d  token %3d  delivered %7d  waiting %5d", stamp, fn.Name, s["outcome"], rows,
 		int(num(s["batches"])), int(num(s["fencing_token"])), total, int(num(s["rows_waiting"])))
 	// The lag is the tick's own: the age of the oldest row still waiting, 0 when none waits (the
 	// same definition as the status and the alert rules).
@@ -210,6 +233,11 @@ func progress(fn devhost.Function, r devhost.Result, writer *devhost.Writer, tot
 	if writer != nil && fn.Name == "orders" {
 		n, _ := writer.Newest()
 		line += fmt.Sprintf("  (%d orders written)", n)
+	}
+	if q != nil { // one GetProperties a line
+		qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		line += "  " + q.Depth(qctx)
+		cancel()
 	}
 	fmt.Println(line)
 }
