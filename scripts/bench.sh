@@ -8,9 +8,11 @@
 #           hand-written keyset loop over the same table (PostgreSQL and SQLite);
 #   tick    a poller catching up on 200,000 PostgreSQL rows (batches of 1,000, no-op handler,
 #           state on Azurite) against the hand-written loop, with blob requests per tick;
+#   sink    a poller sending 10,000 PostgreSQL rows to Azurite's storage queue and to a local
+#           webhook against a hand-written loop making the same call per row (SINK_ROWS);
 #   handler the handler binary's start to first answered GET / and its idle RSS.
 #
-#   scripts/bench.sh [lease|source|tick|status|handler|all]     COUNT=3 repetitions; BENCH_ROWS=1000000
+#   scripts/bench.sh [lease|source|tick|status|sink|handler|all]     COUNT=3 repetitions; BENCH_ROWS=1000000
 set -euo pipefail
 source "$(dirname "$0")/lib/services.sh"
 cd "$ROOT"
@@ -106,6 +108,27 @@ if [ "$what" = status ] || [ "$what" = all ]; then
   pp=$(metric "$out" BenchmarkStatus20Pollers/with-probes p50-ms | median_of)
   printf '%-34s %8s ms p50\n' "state only (the baseline)" "$sp" "with the live probe of every source" "$pp"
   awk -v a="$pp" -v b="$sp" 'BEGIN { printf "with probes / state only: %.2f\n", a / b }'
+  echo
+fi
+
+if [ "$what" = sink ] || [ "$what" = all ]; then
+  [ -n "${AZURITE_CONNECTION_STRING:-}" ] || start_azurite
+  [ -n "${PG_TEST_DSN:-}" ] || start_postgres
+  out="$RUN_DIR/bench-sink.txt"
+  log "SINK_ROWS=${SINK_ROWS:-10000} go test -run '^\$' -bench BenchmarkSinkCatchUp -benchtime 3x -count $COUNT ./sink/"
+  SINK_ROWS=${SINK_ROWS:-10000} go test -run '^$' -bench BenchmarkSinkCatchUp -benchtime 3x -count "$COUNT" ./sink/ | tee "$out"
+  echo
+  echo "Sinks: PostgreSQL rows through a poller's tick against a hand-written keyset loop making the same"
+  echo "call per row at the same concurrency (median over $COUNT runs; target >= 0.9; blob writes <= batches + 1):"
+  printf '%-14s %12s %14s %16s %9s %12s\n' sink "tick rows/s" "hand rows/s" "tick/hand" batches "blob writes"
+  for s in storagequeue webhook; do
+    printf '%-14s %12.0f %14.0f %16.2f %9s %12s\n' "$s" \
+      "$(metric "$out" "BenchmarkSinkCatchUp/$s" tick-rows/s | median_of)" \
+      "$(metric "$out" "BenchmarkSinkCatchUp/$s" handwritten-rows/s | median_of)" \
+      "$(metric "$out" "BenchmarkSinkCatchUp/$s" tick/handwritten | median_of)" \
+      "$(metric "$out" "BenchmarkSinkCatchUp/$s" batches/tick | median_of)" \
+      "$(metric "$out" "BenchmarkSinkCatchUp/$s" blob-writes/tick | median_of)"
+  done
   echo
 fi
 

@@ -106,7 +106,7 @@ func (g *eventGrid) send(ctx context.Context, msgs []Message) error {
 			}
 		}
 		if len(events) == 0 {
-			first = m.About
+			first = m.About()
 		}
 		events = append(events, ce)
 		size += n

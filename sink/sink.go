@@ -162,7 +162,7 @@ func (s *Sink) Send(ctx context.Context, b *poller.Batch[poller.Row]) error {
 		for _, m := range msgs {
 			if n := s.bodySize(m); n > limit {
 				return fmt.Errorf("sink %s: %w: %s is %d bytes as a message, over the %d the service takes; nothing of the batch was sent",
-					s.cfg.Type, ErrTooLarge, m.About, n, limit)
+					s.cfg.Type, ErrTooLarge, m.About(), n, limit)
 			}
 		}
 	}

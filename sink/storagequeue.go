@@ -88,7 +88,7 @@ func (s *storageQueue) send(ctx context.Context, msgs []Message) error {
 			}
 		}
 		if err != nil {
-			return fmt.Errorf("%s: %w", msgs[i].About, err)
+			return fmt.Errorf("%s: %w", msgs[i].About(), err)
 		}
 		return nil
 	})

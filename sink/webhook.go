@@ -32,7 +32,7 @@ func newWebhook(cfg Config, t policy.Transporter) (*webhook, error) {
 	if cfg.Timeout != "" {
 		timeout, _ = time.ParseDuration(cfg.Timeout) // checked by New
 	}
-	client := &http.Client{Timeout: timeout}
+	client := &http.Client{Timeout: timeout, Transport: keepAlive(cfg.concurrency())}
 	if hc, ok := t.(*http.Client); ok && hc != nil {
 		client = &http.Client{Timeout: timeout, Transport: hc.Transport}
 	}
@@ -57,7 +57,7 @@ func (w *webhook) send(ctx context.Context, msgs []Message) error {
 func (w *webhook) post(ctx context.Context, m Message) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.url, bytes.NewReader(m.Body))
 	if err != nil {
-		return fmt.Errorf("%s: %s", m.About, redact.Text(err.Error()))
+		return fmt.Errorf("%s: %s", m.About(), redact.Text(err.Error()))
 	}
 	for k, v := range w.headers {
 		req.Header.Set(k, v)
@@ -67,13 +67,21 @@ func (w *webhook) post(ctx context.Context, m Message) error {
 	req.Header.Set("X-Fencing-Token", strconv.FormatInt(m.FencingToken, 10))
 	resp, err := w.client.Do(req)
 	if err != nil {
-		return fmt.Errorf("%s: %s", m.About, redact.Text(err.Error()))
+		return fmt.Errorf("%s: %s", m.About(), redact.Text(err.Error()))
 	}
 	defer resp.Body.Close()
 	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20)) // lets the connection be reused
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return fmt.Errorf("%s: the webhook answered %s: %s", m.About, resp.Status, redact.Text(strings.TrimSpace(string(snippet))))
+		return fmt.Errorf("%s: the webhook answered %s: %s", m.About(), resp.Status, redact.Text(strings.TrimSpace(string(snippet))))
 	}
 	return nil
+}
+
+// keepAlive is a transport that keeps a connection per concurrent request alive between
+// batches: the default keeps 2 per host, and 16 concurrent POSTs then dial afresh all the time.
+func keepAlive(concurrency int) *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = concurrency
+	return t
 }

@@ -1,0 +1,61 @@
+package sink
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/pseudotrigger/pseudotrigger/poller"
+	"github.com/pseudotrigger/pseudotrigger/pollertest"
+)
+
+// TestChangeEncoding: the hand-written encoder writes exactly what json.Marshal(Change) writes,
+// for values that need escaping, a composite key (a cursor tiebreaker) and NULLs; ids differ
+// per row and stay the same for the same row and cursor.
+func TestChangeEncoding(t *testing.T) {
+	var batches []*poller.Batch[poller.Row]
+	p := poller.New("enc-test", "things", poller.Integer, func(_ context.Context, b *poller.Batch[poller.Row]) error {
+		batches = append(batches, b)
+		return nil
+	}, poller.WithColumns("seq", "region", "name", "note"), poller.WithKey("seq", "region"), poller.WithCursorColumn("seq"))
+	h := pollertest.New(t, p)
+	if _, err := h.DB.Exec(`CREATE TABLE things (seq INTEGER, region TEXT, name TEXT, note BLOB, PRIMARY KEY (seq, region));
+		INSERT INTO things VALUES (1, 'eu', '<a & b> "quoted" \ é ☃', NULL), (2, 'us', 'plain', x'00ff'), (3, 'e<u', char(10)||'tab'||char(9), 'x')`); err != nil {
+		t.Fatal(err)
+	}
+	h.Tick()
+	if len(batches) != 1 {
+		t.Fatalf("%d batches", len(batches))
+	}
+	msgs, err := Messages(batches[0], ModeRow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]bool{}
+	for i, m := range msgs {
+		var c Change
+		if err := json.Unmarshal(m.Body, &c); err != nil {
+			t.Fatalf("message %d is not JSON: %v\n%s", i, err, m.Body)
+		}
+		want, err := json.Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(m.Body, want) {
+			t.Errorf("message %d:\n got %s\nwant %s", i, m.Body, want)
+		}
+		if c.ID != m.ID || ids[m.ID] || c.Cursor.Tiebreaker["region"] == nil {
+			t.Errorf("message %d: id %s (body %s), tiebreaker %v", i, m.ID, c.ID, c.Cursor.Tiebreaker)
+		}
+		ids[m.ID] = true
+	}
+	if !strings.Contains(msgs[0].About(), `{"region":"eu","seq":1}`) || msgs[0].Key != `{"region":"eu","seq":1}` {
+		t.Errorf("about %q, key %q", msgs[0].About(), msgs[0].Key)
+	}
+	again, _ := Messages(batches[0], ModeRow)
+	if again[2].ID != msgs[2].ID {
+		t.Error("the same row got another id")
+	}
+}
