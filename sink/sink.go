@@ -26,8 +26,8 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/azconn"
 	"github.com/pseudotrigger/pseudotrigger/poller"
 )
 
@@ -112,7 +112,7 @@ func (s *Sink) Setup(getenv func(string) string) error {
 	if opts.Telemetry.ApplicationID == "" {
 		opts.Telemetry.ApplicationID = "pseudotrigger"
 	}
-	opts.Retry = retryDefaults(opts.Retry)
+	opts.Retry = azconn.Retry(opts.Retry, 30*time.Second)
 	switch cfg.Type {
 	case Webhook:
 		t, err = newWebhook(cfg, opts.Transport)
@@ -188,22 +188,4 @@ func Handler[T any](s *Sink) func(ctx context.Context, b *poller.Batch[T]) error
 			From: b.From, To: b.To, Rows: b.Raw, Raw: b.Raw,
 		})
 	}
-}
-
-// retryDefaults bounds the SDK's retries so that a down service fails the batch within the tick
-// (the batch comes again on the next one) rather than holding the lease for minutes.
-func retryDefaults(r policy.RetryOptions) policy.RetryOptions {
-	if r.MaxRetries == 0 {
-		r.MaxRetries = 3
-	}
-	if r.TryTimeout == 0 {
-		r.TryTimeout = 30 * time.Second
-	}
-	if r.RetryDelay == 0 {
-		r.RetryDelay = 200 * time.Millisecond
-	}
-	if r.MaxRetryDelay == 0 {
-		r.MaxRetryDelay = 2 * time.Second
-	}
-	return r
 }

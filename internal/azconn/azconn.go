@@ -13,10 +13,32 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 )
+
+// Retry bounds an Azure SDK client's retries (zero fields take these defaults: 3 retries, 200 ms
+// to 2 s apart, each try at most tryTimeout), so that a service that is down fails the operation
+// within the tick instead of holding the lease for minutes.
+func Retry(r policy.RetryOptions, tryTimeout time.Duration) policy.RetryOptions {
+	if r.MaxRetries == 0 {
+		r.MaxRetries = 3
+	}
+	if r.TryTimeout == 0 {
+		r.TryTimeout = tryTimeout
+	}
+	if r.RetryDelay == 0 {
+		r.RetryDelay = 200 * time.Millisecond
+	}
+	if r.MaxRetryDelay == 0 {
+		r.MaxRetryDelay = 2 * time.Second
+	}
+	return r
+}
 
 // ErrNotSet: neither the connection string nor the endpoint setting is set.
 var ErrNotSet = errors.New("connection not set")

@@ -96,14 +96,9 @@ func scaffold(args []string, env Env) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", allPath, err)
 	}
-	paramsPath := filepath.Join(root, paramsFile)
-	params, err := os.ReadFile(paramsPath)
+	paramsPath, params, newParams, added, err := paramsWithEntry(root, name, schedule)
 	if err != nil {
-		return fmt.Errorf("reading %s (the scaffold adds the poller's entry to its pollers array): %w", paramsPath, err)
-	}
-	newParams, added, err := addPollerEntry(string(params), name, schedule)
-	if err != nil {
-		return fmt.Errorf("%s: %w", paramsPath, err)
+		return err
 	}
 	files := map[string]*template.Template{
 		filepath.Join(pkgDir, data.Pkg+".go"):      pollerTemplate,
@@ -126,7 +121,7 @@ func scaffold(args []string, env Env) error {
 	}
 	changed := map[string][2][]byte{allPath: {all, newAll}} // path: old, new content
 	if added {
-		changed[paramsPath] = [2][]byte{params, []byte(newParams)}
+		changed[paramsPath] = [2][]byte{params, newParams}
 	}
 
 	if err := writeAll([]string{pkgDir, fnDir}, rendered, changed); err != nil {
@@ -154,6 +149,21 @@ Next:
 		fmt.Fprintf(env.Out, "       %-*s default: %s\n", len(data.Prefix)+20, data.Prefix+"_"+st.Suffix, plain(st.Default))
 	}
 	return nil
+}
+
+// paramsWithEntry reads main.bicepparam and returns its path, its content and its content with
+// an entry for the poller name in its pollers array (added false: it had one already).
+func paramsWithEntry(root, name, schedule string) (path string, old, updated []byte, added bool, err error) {
+	path = filepath.Join(root, paramsFile)
+	old, err = os.ReadFile(path)
+	if err != nil {
+		return "", nil, nil, false, fmt.Errorf("reading %s (the scaffold adds the poller's entry to its pollers array): %w", path, err)
+	}
+	text, added, err := addPollerEntry(string(old), name, schedule)
+	if err != nil {
+		return "", nil, nil, false, fmt.Errorf("%s: %w", path, err)
+	}
+	return path, old, []byte(text), added, nil
 }
 
 // writeAll makes dirs, writes the rendered files and the changed ones (path: old, new content),

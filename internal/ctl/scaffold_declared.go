@@ -58,18 +58,13 @@ func scaffoldDeclared(env Env, root, name, sinkType string) error {
 	if err := functionTemplate.Execute(&fn, struct{ Prefix string }{prefix}); err != nil {
 		return err
 	}
-	paramsPath := filepath.Join(root, paramsFile)
-	params, err := os.ReadFile(paramsPath)
+	paramsPath, params, newParams, added, err := paramsWithEntry(root, name, schedule)
 	if err != nil {
-		return fmt.Errorf("reading %s (the scaffold adds the poller's entry to its pollers array): %w", paramsPath, err)
-	}
-	newParams, added, err := addPollerEntry(string(params), name, schedule)
-	if err != nil {
-		return fmt.Errorf("%s: %w", paramsPath, err)
+		return err
 	}
 	changed := map[string][2][]byte{}
 	if added {
-		changed[paramsPath] = [2][]byte{params, []byte(newParams)}
+		changed[paramsPath] = [2][]byte{params, newParams}
 	}
 	rendered := map[string][]byte{
 		filepath.Join(fnDir, "function.json"): fn.Bytes(),

@@ -54,7 +54,7 @@ func New(s Settings, opts *Options) (*Store, error) {
 	}
 	copts := &container.ClientOptions{ClientOptions: azcore.ClientOptions{
 		Transport: opts.Transport,
-		Retry:     retryDefaults(opts.Retry),
+		Retry:     azconn.Retry(opts.Retry, 10*time.Second),
 		Telemetry: policy.TelemetryOptions{ApplicationID: "pseudotrigger"},
 	}}
 	var (
@@ -84,22 +84,6 @@ func New(s Settings, opts *Options) (*Store, error) {
 		return nil, ErrNotConfigured
 	}
 	return &Store{c: c, describe: s.String()}, nil
-}
-
-func retryDefaults(r policy.RetryOptions) policy.RetryOptions {
-	if r.MaxRetries == 0 {
-		r.MaxRetries = 3
-	}
-	if r.TryTimeout == 0 {
-		r.TryTimeout = 10 * time.Second
-	}
-	if r.RetryDelay == 0 {
-		r.RetryDelay = 200 * time.Millisecond
-	}
-	if r.MaxRetryDelay == 0 {
-		r.MaxRetryDelay = 2 * time.Second
-	}
-	return r
 }
 
 // String describes the store without secrets.
