@@ -59,6 +59,15 @@ type queueRecorder struct {
 	got  []received
 	held int32 // messages accepted so far: what the queue holds
 	err  error
+
+	proxy *faultproxy.Proxy
+}
+
+func deref(n *int32) int32 {
+	if n == nil {
+		return -1
+	}
+	return *n
 }
 
 func newQueueRecorder(t *testing.T, p *faultproxy.Proxy, cs, queue string, text bool) *queueRecorder {
@@ -66,7 +75,7 @@ func newQueueRecorder(t *testing.T, p *faultproxy.Proxy, cs, queue string, text 
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &queueRecorder{q: q, text: text}
+	r := &queueRecorder{q: q, text: text, proxy: p}
 	p.Forwarded = r.forwarded
 	t.Cleanup(func() { _, _ = q.Delete(context.Background(), nil) }) // Azurite slows with every message it holds
 	return r
@@ -115,8 +124,11 @@ func (r *queueRecorder) read(t *testing.T) []received {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := props.ApproximateMessagesCount; n == nil || *n != r.held {
-		t.Fatalf("the queue holds %v messages; %d were accepted", n, r.held)
+	// After a fault, the queue may hold more than was seen accepted: a request the sink gave up
+	// on (its context cancelled when another failed) can still land, its answer unseen.
+	n := props.ApproximateMessagesCount
+	if n == nil || *n < r.held || *n != r.held && len(r.proxy.Events()) == 0 {
+		t.Fatalf("the queue holds %d messages; %d were accepted", deref(n), r.held)
 	}
 	if r.held > 0 {
 		one := int32(1)
