@@ -22,7 +22,7 @@ type Config struct {
 	// Mode is row (a message per row, the default) or batch (a message per batch).
 	Mode string `json:"mode,omitempty"`
 	// Concurrency bounds the requests in flight for one batch (default 16): webhook rows,
-	// storage queue messages, Event Hubs partition batches.
+	// storage queue messages, Event Hubs partition keys, Service Bus sessions.
 	Concurrency int `json:"concurrency,omitempty"`
 
 	// URL is the webhook's http(s) URL (webhook).
