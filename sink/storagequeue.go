@@ -37,34 +37,44 @@ type storageQueue struct {
 }
 
 func newStorageQueue(cfg Config, getenv func(string) string, opts azcore.ClientOptions) (*storageQueue, error) {
-	conn, err := azconn.Resolve(getenv, cfg.Connection, "queueServiceUri", "https://ACCOUNT.queue.core.windows.net", false)
+	q, conn, err := QueueClient(getenv, cfg.Connection, cfg.Queue, &azqueue.ClientOptions{ClientOptions: opts})
 	if err != nil {
 		return nil, err
 	}
 	ttl, _ := cfg.ttl() // checked by New
-	s := &storageQueue{queue: cfg.Queue, conn: conn, text: cfg.Encoding == EncodingText, ttl: ttl, concurrency: cfg.concurrency()}
-	copts := &azqueue.ClientOptions{ClientOptions: opts}
+	return &storageQueue{q: q, queue: cfg.Queue, conn: conn, text: cfg.Encoding == EncodingText, ttl: ttl, concurrency: cfg.concurrency()}, nil
+}
+
+// QueueClient returns a client of queue over the storage queue connection named connection (X,
+// UseDevelopmentStorage=true being Azurite's queue on its default port, or X__queueServiceUri),
+// as a storagequeue sink connects, and the connection, for messages. It sends nothing.
+func QueueClient(getenv func(string) string, connection, queue string, opts *azqueue.ClientOptions) (*azqueue.QueueClient, azconn.Conn, error) {
+	conn, err := azconn.Resolve(getenv, connection, "queueServiceUri", "https://ACCOUNT.queue.core.windows.net", false)
+	if err != nil {
+		return nil, conn, err
+	}
 	if cs := conn.ConnectionString; cs != "" {
 		p := azconn.ParseConnectionString(cs)
 		if strings.EqualFold(p["usedevelopmentstorage"], "true") {
 			cs = DevelopmentQueueConnectionString
 		} else if p["queueendpoint"] == "" && p["accountname"] == "" {
-			return nil, fmt.Errorf("%s: the connection string names no AccountName or QueueEndpoint (%s)", conn.Setting, azconn.Redact(cs))
+			return nil, conn, fmt.Errorf("%s: the connection string names no AccountName or QueueEndpoint (%s)", conn.Setting, azconn.Redact(cs))
 		}
-		s.q, err = azqueue.NewQueueClientFromConnectionString(cs, cfg.Queue, copts)
+		q, err := azqueue.NewQueueClientFromConnectionString(cs, queue, opts)
 		if err != nil {
-			return nil, fmt.Errorf("%s: the connection string is not valid (%s)", conn.Setting, azconn.Redact(cs))
+			return nil, conn, fmt.Errorf("%s: the connection string is not valid (%s)", conn.Setting, azconn.Redact(cs))
 		}
-		return s, nil
+		return q, conn, nil
 	}
 	cred, err := conn.Identity.TokenCredential(conn.Setting)
 	if err != nil {
-		return nil, err
+		return nil, conn, err
 	}
-	if s.q, err = azqueue.NewQueueClient(conn.Endpoint+"/"+cfg.Queue, cred, copts); err != nil {
-		return nil, fmt.Errorf("%s: %w", conn.Setting, err)
+	q, err := azqueue.NewQueueClient(conn.Endpoint+"/"+queue, cred, opts)
+	if err != nil {
+		return nil, conn, fmt.Errorf("%s: %w", conn.Setting, err)
 	}
-	return s, nil
+	return q, conn, nil
 }
 
 func (s *storageQueue) String() string {

@@ -7,13 +7,11 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 
-	"github.com/pseudotrigger/pseudotrigger/internal/azconn"
 	"github.com/pseudotrigger/pseudotrigger/internal/declared"
 	"github.com/pseudotrigger/pseudotrigger/sink"
 )
@@ -65,28 +63,11 @@ func StorageQueue(root, name string, values map[string]string) (*Queue, error) {
 		return nil, nil
 	}
 	getenv := func(k string) string { return values[k] }
-	conn, err := azconn.Resolve(getenv, spec.Sink.Connection, "queueServiceUri", "https://ACCOUNT.queue.core.windows.net", false)
-	if err != nil {
-		return nil, err
-	}
 	q := &Queue{Name: spec.Sink.Queue}
 	// One request a progress line, no retries: the next line asks again.
 	opts := &azqueue.ClientOptions{ClientOptions: azcore.ClientOptions{Retry: policy.RetryOptions{MaxRetries: -1}}}
-	if cs := conn.ConnectionString; cs != "" {
-		if strings.EqualFold(azconn.ParseConnectionString(cs)["usedevelopmentstorage"], "true") {
-			cs = sink.DevelopmentQueueConnectionString
-		}
-		if q.client, err = azqueue.NewQueueClientFromConnectionString(cs, q.Name, opts); err != nil {
-			return nil, fmt.Errorf("%s: the connection string is not valid (%s)", conn.Setting, azconn.Redact(cs))
-		}
-		return q, nil
-	}
-	cred, err := conn.Identity.TokenCredential(conn.Setting)
-	if err != nil {
+	if q.client, _, err = sink.QueueClient(getenv, spec.Sink.Connection, q.Name, opts); err != nil {
 		return nil, err
-	}
-	if q.client, err = azqueue.NewQueueClient(conn.Endpoint+"/"+q.Name, cred, opts); err != nil {
-		return nil, fmt.Errorf("%s: %v", conn.Setting, err)
 	}
 	return q, nil
 }
