@@ -44,7 +44,13 @@ azurite() {
     port=$(free_port)
     log "127.0.0.1:$taken is taken by something else: Azurite's $service service goes on 127.0.0.1:$port"
   fi
-  "node_modules/.bin/azurite-$service" "--${service}Host" 127.0.0.1 "--${service}Port" "$port" --location .dev/azurite \
+  # In a session of its own (setsid), so that Ctrl-C (or timeout's signal to the process group)
+  # reaches the timers and the handler only: Azurite is stopped by the exit trap once they are
+  # gone. Stopped together, the handler's last batch could land on Azurite's queue after it saved
+  # its data to .dev/azurite, and be lost on the next start while its checkpoint was kept.
+  local detach=()
+  command -v setsid >/dev/null 2>&1 && detach=(setsid)
+  "${detach[@]}" "node_modules/.bin/azurite-$service" "--${service}Host" 127.0.0.1 "--${service}Port" "$port" --location .dev/azurite \
     --silent --skipApiVersionCheck --disableTelemetry >".dev/azurite-$service.log" 2>&1 &
   pid=$!
   wait_port "$port" "$pid" "Azurite $service" ".dev/azurite-$service.log" || die "Azurite's $service service would not start"
