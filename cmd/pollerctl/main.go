@@ -5,7 +5,7 @@
 //	pollerctl clone POLLER --to NEW [--yes]
 //	pollerctl delete POLLER [--yes] [--wait]
 //	pollerctl backups POLLER [--json]
-//	pollerctl new NAME
+//	pollerctl new NAME [--sink TYPE]
 //	pollerctl deadletter list|show|replay|discard POLLER [BATCH_ID] [--yes]
 //	pollerctl quarantine POLLER [--yes]
 //

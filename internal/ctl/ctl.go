@@ -83,7 +83,8 @@ const help = `pollerctl: see every poller's state and move one on purpose.
   pollerctl delete POLLER [--yes | --yes=POLLER] [--wait [--wait-timeout 2m]] [--production]
                   (its state, backed up first, and liveness mark; refused while it has dead letters)
   pollerctl backups POLLER [--json]                       (its state backups, newest first)
-  pollerctl new NAME
+  pollerctl new NAME [--sink webhook|storagequeue|servicebus|eventhubs|eventgrid]
+                  (a Go poller, or with --sink a declared one: NAME/poller.json, no Go)
   pollerctl deadletter list POLLER [--json]
   pollerctl deadletter show POLLER BATCH_ID
   pollerctl deadletter replay POLLER BATCH_ID [--yes]     (rows read again by key, to the handler, under the lease)

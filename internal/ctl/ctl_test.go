@@ -526,3 +526,22 @@ func TestResetRefusesValuesTheSourceCannotHold(t *testing.T) {
 		}
 	})
 }
+
+// TestStatusOfUnreadableDefinition: a declared poller whose poller.json cannot be read is
+// misconfigured in pollerctl status, naming the file, as the status function says; its probe is
+// skipped as unreadable, not blamed on pollerctl's environment.
+func TestStatusOfUnreadableDefinition(t *testing.T) {
+	clk := clock.NewFake(time.Now())
+	broken := poller.Failed("broken", errors.New(`broken/poller.json: sink.queue: "Bad_Name" is not a storage queue name`))
+	var out bytes.Buffer
+	code := ctl.Run(ctx, []string{"status", "broken", "--json"}, ctl.Env{
+		Store: memstore.New(clk), App: "test", Getenv: func(string) string { return "" },
+		Pollers: []*poller.Poller{orders, broken}, Out: &out, In: strings.NewReader(""), Clock: clk, Actor: "pollerctl/test",
+	})
+	var rows []ctl.Row
+	if err := json.Unmarshal(out.Bytes(), &rows); err != nil || code != ctl.ExitUnhealthy || len(rows) != 1 ||
+		rows[0].Health != "misconfigured" || !strings.Contains(rows[0].HealthReason, "broken/poller.json: sink.queue") ||
+		strings.Contains(out.String(), "pollerctl's environment") {
+		t.Fatalf("status broken: exit %d, %v\n%s", code, err, out.String())
+	}
+}

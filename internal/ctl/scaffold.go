@@ -45,6 +45,8 @@ func scaffold(args []string, env Env) error {
 			i++
 		case strings.HasPrefix(a, "--sink="):
 			sinkType = strings.TrimPrefix(a, "--sink=")
+		case a == "-h" || a == "--help":
+			return usagef("new NAME [--sink %s]: a Go poller (pollers/NAME/, NAME/function.json), or with --sink a declared one (NAME/function.json and NAME/poller.json)", strings.Join(sink.Types, "|"))
 		case strings.HasPrefix(a, "-"):
 			return usagef("new NAME [--sink %s]: unknown flag %s", strings.Join(sink.Types, "|"), a)
 		default:
@@ -255,17 +257,20 @@ func addToAll(src []byte, path, pkg string) ([]byte, error) {
 	return format.Source(slices.Concat(src[:at], []byte("\t"+spec+"\n"), src[at:end], []byte(item), src[end:]))
 }
 
-// pollersParam finds `param pollers = [` at the start of a line of the masked text.
-var pollersParam = regexp.MustCompile(`(?m)^[ \t]*param[ \t]+pollers[ \t]*=[ \t]*\[`)
-
-// addPollerEntry adds an entry for the poller to the `param pollers = [ ... ]` array of a Bicep
-// parameters file, written one element per line, as its last element. It reports false, and
-// leaves the text alone, when the array already has an entry named name.
+// addPollerEntry adds name's element to the pollers array of a main.bicepparam text (false: it
+// had one already).
 func addPollerEntry(text, name, schedule string) (string, bool, error) {
+	return addEntry(text, "pollers", "name", name, func(indent, nl string) string { return pollerEntry(name, schedule, indent, nl) })
+}
+
+// addEntry adds the element entry writes to the array param NAME of a main.bicepparam text,
+// unless an element already has field: 'value' (false). The array is written one element per
+// line, [ and ] on lines of their own, or empty.
+func addEntry(text, param, field, value string, entry func(indent, nl string) string) (string, bool, error) {
 	masked := bicep.Mask(text)
-	loc := pollersParam.FindStringIndex(masked)
+	loc := regexp.MustCompile(`(?m)^[ \t]*param[ \t]+` + param + `[ \t]*=[ \t]*\[`).FindStringIndex(masked)
 	if loc == nil {
-		return "", false, fmt.Errorf("no `param pollers = [ ... ]` array to add the poller's entry to")
+		return "", false, fmt.Errorf("no `param %s = [ ... ]` array to add the poller's entry to", param)
 	}
 	open := loc[1] - 1
 	end := -1
@@ -281,9 +286,9 @@ func addPollerEntry(text, name, schedule string) (string, bool, error) {
 		}
 	}
 	if end < 0 {
-		return "", false, fmt.Errorf("the `param pollers = [` array is not closed")
+		return "", false, fmt.Errorf("the `param %s = [` array is not closed", param)
 	}
-	if regexp.MustCompile(`(?m)^\s*name:\s*'` + regexp.QuoteMeta(name) + `'`).MatchString(text[open:end]) {
+	if regexp.MustCompile(`(?m)^\s*` + field + `:\s*'` + regexp.QuoteMeta(value) + `'`).MatchString(text[open:end]) {
 		return text, false, nil
 	}
 	nl := "\n"
@@ -294,14 +299,14 @@ func addPollerEntry(text, name, schedule string) (string, bool, error) {
 	if strings.TrimSpace(inner) == "" { // [] or [ and ] on lines of their own
 		paramLine := text[strings.LastIndexByte(text[:open], '\n')+1 : open]
 		indent := paramLine[:len(paramLine)-len(strings.TrimLeft(paramLine, " \t"))]
-		return text[:open+1] + nl + pollerEntry(name, schedule, indent, nl) + indent + text[end:], true, nil
+		return text[:open+1] + nl + entry(indent, nl) + indent + text[end:], true, nil
 	}
 	firstLine, _, _ := strings.Cut(inner, "\n")
 	lineStart := strings.LastIndexByte(text[:end], '\n') + 1
 	if strings.TrimSpace(firstLine) != "" || strings.TrimSpace(masked[lineStart:end]) != "" {
-		return "", false, fmt.Errorf("write the `param pollers = [ ... ]` array one element per line, with [ and ] ending and starting lines of their own, for the scaffold to add the poller's entry")
+		return "", false, fmt.Errorf("write the `param %s = [ ... ]` array one element per line, with [ and ] ending and starting lines of their own, for the scaffold to add the poller's entry", param)
 	}
-	return text[:lineStart] + pollerEntry(name, schedule, text[lineStart:end], nl) + text[lineStart:], true, nil
+	return text[:lineStart] + entry(text[lineStart:end], nl) + text[lineStart:], true, nil
 }
 
 // pollerEntry is the new poller's element of the pollers array (main.bicep's pollers param):

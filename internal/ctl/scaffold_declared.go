@@ -62,6 +62,15 @@ func scaffoldDeclared(env Env, root, name, sinkType string) error {
 	if err != nil {
 		return err
 	}
+	if sinkType != sink.Webhook {
+		text, sinkAdded, err := addEntry(string(newParams), "sinks", "connection", cfg.Connection, func(indent, nl string) string {
+			return sinkEntry(cfg, indent, nl)
+		})
+		if err != nil {
+			return fmt.Errorf("%s: %w", paramsPath, err)
+		}
+		newParams, added = []byte(text), added || sinkAdded
+	}
 	changed := map[string][2][]byte{}
 	if added {
 		changed[paramsPath] = [2][]byte{params, newParams}
@@ -73,7 +82,10 @@ func scaffoldDeclared(env Env, root, name, sinkType string) error {
 	if err := writeAll([]string{fnDir}, rendered, changed); err != nil {
 		return err
 	}
-	entry := "added its entry to the pollers array of infra/bicep/main.bicepparam"
+	entry := "added its entries to the pollers and sinks arrays of infra/bicep/main.bicepparam"
+	if sinkType == sink.Webhook {
+		entry = "added its entry to the pollers array of infra/bicep/main.bicepparam"
+	}
 	if !added {
 		entry = "infra/bicep/main.bicepparam already had an entry for it: check it"
 	}
@@ -95,4 +107,25 @@ Next:
      sinks parameter of infra/bicep/main.bicep sets these and grants the sender role).
 `, cfg.Connection, endpointSetting[sinkType])
 	return nil
+}
+
+// sinkEntry is the element of main.bicep's sinks array for cfg: the target's names, EDIT-ME
+// where the scaffold cannot know them (a deploy refuses EDIT-ME).
+func sinkEntry(cfg sink.Config, indent, nl string) string {
+	in := indent + "  "
+	lines := []string{in + "{",
+		in + "  // EDIT-ME (added by pollerctl new): the sink's target, an existing resource; the app's",
+		in + "  // identity gets the sender role on it and the " + cfg.Connection + "__* settings.",
+		in + "  connection: '" + cfg.Connection + "'", in + "  type: '" + cfg.Type + "'"}
+	switch cfg.Type {
+	case sink.StorageQueue:
+		lines = append(lines, in+"  storageAccountName: 'EDIT-ME'", in+"  queueName: '"+cfg.Queue+"'")
+	case sink.ServiceBus:
+		lines = append(lines, in+"  namespaceName: 'EDIT-ME'", in+"  queueName: '"+cfg.Queue+"'")
+	case sink.EventHubs:
+		lines = append(lines, in+"  namespaceName: 'EDIT-ME'", in+"  hubName: '"+cfg.Hub+"'")
+	case sink.EventGrid:
+		lines = append(lines, in+"  topicName: 'EDIT-ME'")
+	}
+	return strings.Join(append(lines, in+"}"), nl) + nl
 }

@@ -39,8 +39,12 @@ func TestScaffoldDeclared(t *testing.T) {
 					t.Errorf("wrote %s", path)
 				}
 			}
-			if !strings.Contains(after["infra/bicep/main.bicepparam"], "name: 'zzdecl'") {
-				t.Error("no main.bicepparam entry")
+			params := after["infra/bicep/main.bicepparam"]
+			if !strings.Contains(params, "name: 'zzdecl'") {
+				t.Error("no main.bicepparam pollers entry")
+			}
+			if hasSink := strings.Contains(params, "connection: 'ZZDECL_SINK'\n    type: '"+typ+"'"); hasSink != (typ != sink.Webhook) {
+				t.Errorf("main.bicepparam has a sinks entry for ZZDECL_SINK: %v\n%s", hasSink, params)
 			}
 			if !strings.Contains(after["zzdecl/poller.json"], `"$schema": "../poller.schema.json"`) {
 				t.Errorf("poller.json does not name the schema:\n%s", after["zzdecl/poller.json"])

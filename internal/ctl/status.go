@@ -117,12 +117,13 @@ func statusTable(env Env, rows []Row) error {
 // statusConfig describes this build's pollers to pollerstatus, with the probe when asked for.
 // Settings problems here are pollerctl's own environment's (its shell, its local.settings.json),
 // not necessarily the app's: they never make a poller misconfigured, they only skip its probe
-// and say so.
+// and say so. A definition that cannot be read (a declared poller's bad poller.json) is the
+// app's own, wherever it is read: that poller is misconfigured, as the status function says.
 func (env Env) statusConfig(probe bool) pollerstatus.Config {
 	cfg := pollerstatus.Config{App: env.App, Margin: env.Margin, Now: env.Clock.Now}
 	for _, d := range env.Pollers {
 		s, _ := appsettings.Load(d, env.Getenv)
-		cfg.Registered = append(cfg.Registered, pollerstatus.RegisteredFrom(d.Name(), s, nil))
+		cfg.Registered = append(cfg.Registered, pollerstatus.RegisteredFrom(d.Name(), s, d.Err()))
 	}
 	if probe {
 		cfg.Probe = env.probe
@@ -136,6 +137,9 @@ func (env Env) probe(ctx context.Context, name string, doc *state.Doc) pollersta
 		d, ok := env.definition(name)
 		if !ok {
 			return nil, "", nil, pollerstatus.Skip("not in this build")
+		}
+		if d.Err() != nil {
+			return nil, "", nil, pollerstatus.Skip("its definition cannot be read")
 		}
 		s, err := appsettings.Load(d, env.Getenv)
 		if err != nil && (s.Driver == "" || s.DSN == "") {
