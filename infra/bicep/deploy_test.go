@@ -59,7 +59,7 @@ param pollers = [
     schedule: '*/30 * * * * *'
   }
   {
-    name: 'invoices'
+    name: 'zz-no-folder'
     driver: 'postgres'
     connection: '@Microsoft.KeyVault(SecretUri=https://kv-x1.vault.azure.net/secrets/pg/)'
     schedule: '0 * * * * *'
@@ -174,7 +174,7 @@ func TestDeployNextSteps(t *testing.T) {
 		"Storage Blob Data Contributor", "/blobServices/default/containers/db-state",
 		"StateStorage__blobServiceUri=https://stsx1.blob.core.windows.net", "POLLER_APP_NAME=func-app-x1",
 		"scripts/sql-grants.sh id-func-app-x1 dbo.orders", "pollers/orders/",
-		"scripts/sql-grants.sh id-func-app-x1 <schema.table of pollers/invoices>",
+		"scripts/sql-grants.sh id-func-app-x1 <schema.table of pollers/zz-no-folder>",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the next steps do not show %q:\n%s", want, out)
