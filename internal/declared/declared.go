@@ -19,6 +19,7 @@ import (
 	"reflect"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -138,7 +139,8 @@ func Parse(data []byte) (Spec, error) {
 			line := bytes.Count(data[:min(int(se.Offset), len(data))], []byte("\n")) + 1
 			return Spec{}, fmt.Errorf("line %d: %v", line, err)
 		case strings.HasPrefix(err.Error(), "json: unknown field "):
-			return Spec{}, fmt.Errorf("%s is not a field of poller.json (see %s)", strings.TrimPrefix(err.Error(), "json: unknown field "), SchemaFile)
+			name, _ := strconv.Unquote(strings.TrimPrefix(err.Error(), "json: unknown field "))
+			return Spec{}, unknownField(data, name)
 		}
 		return Spec{}, err
 	}
@@ -146,6 +148,68 @@ func Parse(data []byte) (Spec, error) {
 		return Spec{}, errors.New("more than one JSON value")
 	}
 	return s, s.check()
+}
+
+// objects are poller.json's objects, by path, with the types that decode them.
+var objects = []struct {
+	path string
+	t    reflect.Type
+}{
+	{"", reflect.TypeFor[Spec]()}, {"source.", reflect.TypeFor[Source]()},
+	{"source.cursor.", reflect.TypeFor[Cursor]()}, {"sink.", reflect.TypeFor[sink.Config]()},
+}
+
+// unknownField names an unknown field by its path ("source.tabel") and the closest field that
+// object has ("did you mean table?").
+func unknownField(data []byte, name string) error {
+	var doc map[string]any
+	_ = json.Unmarshal(data, &doc)
+	for _, o := range objects {
+		obj := doc
+		for _, part := range strings.Split(strings.TrimSuffix(o.path, "."), ".") {
+			if part == "" {
+				break
+			}
+			obj, _ = obj[part].(map[string]any)
+		}
+		if _, ok := obj[name]; !ok {
+			continue
+		}
+		best, dist := "", 3 // suggest only a close name
+		for i := range o.t.NumField() {
+			f, _, _ := strings.Cut(o.t.Field(i).Tag.Get("json"), ",")
+			if d := distance(name, f); d < dist {
+				best, dist = f, d
+			}
+		}
+		msg := fmt.Sprintf("%s%s is not a field of poller.json", o.path, name)
+		if best != "" {
+			msg += fmt.Sprintf(" (did you mean %s%s?)", o.path, best)
+		}
+		return fmt.Errorf("%s; %s describes the fields", msg, SchemaFile)
+	}
+	return fmt.Errorf("%q is not a field of poller.json; %s describes the fields", name, SchemaFile)
+}
+
+// distance is the Levenshtein distance between a and b.
+func distance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }
 
 // expected names a Go type as JSON spells it.

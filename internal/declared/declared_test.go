@@ -77,7 +77,7 @@ const good = `{"source":{"table":"t","columns":["id","v"],"key":["id"],"cursor":
 func TestBadFilesFailAlone(t *testing.T) {
 	root := t.TempDir()
 	cases := map[string]struct{ json, want string }{
-		"unknown":   {strings.Replace(good, `"table"`, `"tabel":"x","table"`, 1), `bad-unknown/poller.json: "tabel" is not a field of poller.json`},
+		"unknown":   {strings.Replace(good, `"table"`, `"tabel":"x","table"`, 1), `bad-unknown/poller.json: source.tabel is not a field of poller.json (did you mean source.table?)`},
 		"type":      {strings.Replace(good, `"sink"`, `"batch_size":"500","sink"`, 1), `bad-type/poller.json: batch_size: a JSON string where a whole number is expected`},
 		"kind":      {strings.Replace(good, `"integer"`, `"timestamp"`, 1), `bad-kind/poller.json: source.cursor.kind: "timestamp" is not one of timestamp+pk, integer, rowversion, xid`},
 		"nokey":     {strings.Replace(good, `"key":["id"],`, ``, 1), `bad-nokey/poller.json: source.key: required`},
@@ -85,6 +85,7 @@ func TestBadFilesFailAlone(t *testing.T) {
 		"sinkfield": {strings.Replace(good, `"url":"%HOOK%"`, `"url":"%HOOK%","queue":"q1x"`, 1), `bad-sinkfield/poller.json: sink.queue: is not an option of a webhook sink`},
 		"queue":     {strings.Replace(good, `{"type":"webhook","url":"%HOOK%"}`, `{"type":"storagequeue","connection":"Q"}`, 1), `bad-queue/poller.json: sink.queue: "" is not a storage queue name`},
 		"syntax":    {good[:40], `bad-syntax/poller.json: `},
+		"sinkknown": {strings.Replace(good, `"url"`, `"urll":"x","url"`, 1), `bad-sinkknown/poller.json: sink.urll is not a field of poller.json (did you mean sink.url?)`},
 		"lag":       {strings.Replace(good, `"columns"`, `"settle_lag":"5 s","columns"`, 1), `bad-lag/poller.json: source.settle_lag: "5 s" is not a Go duration`},
 	}
 	for name, c := range cases {
