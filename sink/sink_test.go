@@ -1,0 +1,139 @@
+package sink
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
+	"github.com/pseudotrigger/pseudotrigger/internal/faultproxy"
+	"github.com/pseudotrigger/pseudotrigger/internal/lease"
+	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/store/memstore"
+	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
+	"github.com/pseudotrigger/pseudotrigger/internal/tick"
+	"github.com/pseudotrigger/pseudotrigger/poller"
+)
+
+// TestSecretsNeverShown: what a sink says of itself (logs, status) and its setup errors show the
+// endpoint, never a key, a SAS or a webhook's secret query or header.
+func TestSecretsNeverShown(t *testing.T) {
+	const secret = "c2VjcmV0LWtleS12YWx1ZQ=="
+	cases := []struct {
+		cfg  Config
+		env  map[string]string
+		want string // in String() or the error
+	}{
+		{Config{Type: StorageQueue, Connection: "Q", Queue: "q1x"},
+			map[string]string{"Q": "DefaultEndpointsProtocol=https;AccountName=acct1;AccountKey=" + secret + ";EndpointSuffix=core.windows.net"}, "AccountName=acct1"},
+		{Config{Type: StorageQueue, Connection: "Q", Queue: "q1x"},
+			map[string]string{"Q": "QueueEndpoint=https://acct1.queue.core.windows.net;SharedAccessSignature=sv=2022&sig=" + secret}, "QueueEndpoint=https://acct1.queue.core.windows.net"},
+		{Config{Type: StorageQueue, Connection: "Q", Queue: "q1x"}, map[string]string{"Q": "AccountKey=" + secret}, "names no AccountName"},
+		{Config{Type: EventGrid, Connection: "G"}, map[string]string{"G": "Endpoint=https://t.westeurope-1.eventgrid.azure.net/api/events;AccessKey=" + secret}, "Endpoint=https://t.westeurope-1"},
+		{Config{Type: EventGrid, Connection: "G"}, map[string]string{"G": "Endpoint=nope;AccessKey=" + secret}, "not a connection string"},
+		{Config{Type: Webhook, URL: "%H%", Headers: map[string]string{"Authorization": "Bearer %T%"}},
+			map[string]string{"H": "https://hooks.example.com/in?code=" + secret, "T": secret}, "POST https://hooks.example.com/in"},
+		{Config{Type: StorageQueue, Connection: "Q", Queue: "q1x"}, map[string]string{"Q__queueServiceUri": "http://acct1.queue.core.windows.net"}, "must use https"},
+	}
+	for _, c := range cases {
+		s := MustNew(c.cfg)
+		err := s.Setup(func(k string) string { return c.env[k] })
+		shown := s.String()
+		if err != nil {
+			shown = err.Error()
+		}
+		if !strings.Contains(shown, c.want) || strings.Contains(shown, secret) {
+			t.Errorf("%s sink with %v: %q; want it to say %q, without the secret", c.cfg.Type, c.env, shown, c.want)
+		}
+	}
+	// A webhook that fails: the error names the row and the status, not the URL's secret.
+	s := MustNew(Config{Type: Webhook, URL: "http://127.0.0.1:1/in?code=" + secret})
+	if err := s.Setup(func(string) string { return "" }); err != nil {
+		t.Fatal(err)
+	}
+	msgs := []Message{{ID: "x", Body: []byte(`{}`), keyJSON: []byte(`{"id":1}`)}}
+	if err := s.t.send(context.Background(), msgs); err == nil || strings.Contains(err.Error(), secret) || !strings.Contains(err.Error(), `the row with key {"id":1}`) {
+		t.Errorf("a failed POST: %v", err)
+	}
+}
+
+// TestConfigErrors: a definition that can never work is refused by New, naming the field.
+func TestConfigErrors(t *testing.T) {
+	for cfg, want := range map[*Config]string{
+		{Type: "kafka"}:                                                       "sink.type",
+		{Type: Webhook}:                                                       "sink.url: required",
+		{Type: Webhook, URL: "ftp://x"}:                                       "sink.url: is not an http(s) URL",
+		{Type: Webhook, URL: "%U%", Timeout: "soon"}:                          "sink.timeout",
+		{Type: StorageQueue, Queue: "q1x"}:                                    "sink.connection: required",
+		{Type: StorageQueue, Connection: "a-b", Queue: "q1x"}:                 "sink.connection",
+		{Type: StorageQueue, Connection: "Q", Queue: "Q"}:                     "sink.queue",
+		{Type: StorageQueue, Connection: "Q", Queue: "q1x", MessageTTL: "1d"}: "sink.message_ttl",
+		{Type: ServiceBus, Connection: "B"}:                                   "sink.queue: a servicebus sink names a queue or a topic",
+		{Type: ServiceBus, Connection: "B", Queue: "a", Topic: "b"}:           "sink.queue: a servicebus sink names a queue or a topic",
+		{Type: EventHubs, Connection: "E"}:                                    "sink.hub: required",
+		{Type: EventGrid, Connection: "G", Queue: "q1x"}:                      "sink.queue: is not an option of a eventgrid sink",
+		{Type: Webhook, URL: "http://x", Mode: "rows"}:                        "sink.mode",
+		{Type: Webhook, URL: "http://x", Concurrency: 1000}:                   "sink.concurrency",
+	} {
+		if _, err := New(*cfg); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), want) {
+			t.Errorf("New(%+v): %v; want %q", *cfg, err, want)
+		}
+	}
+}
+
+// TestPostgresToQueue: a PostgreSQL source through the real tick to Azurite's queue: every row
+// arrives once, under its id, and the blob writes stay within the batches + 1.
+func TestPostgresToQueue(t *testing.T) {
+	cs := testenv.AzuriteQueue(t)
+	dsn := testenv.Postgres(t)
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	const rows = 1200
+	table := testenv.Name("sink_pg_")
+	if err := testenv.PostgresOrders(db, table, rows); err != nil {
+		t.Fatal(err)
+	}
+	defer db.Exec(`DROP TABLE ` + table)
+	proxy, proxied, err := faultproxy.ForEndpoint(cs, "QueueEndpoint")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	queue := testenv.Name("pg-")
+	rec := newQueueRecorder(t, proxy, cs, queue, false)
+	s := MustNew(Config{Type: StorageQueue, Connection: "Q", Queue: queue})
+	if err := s.Setup(func(k string) string { return map[string]string{"Q": proxied}[k] }); err != nil {
+		t.Fatal(err)
+	}
+	p := poller.New("orders", table, poller.TimestampPK, Handler[poller.Row](s),
+		poller.WithColumns("id", "customer", "amount", "updated_at"), poller.WithKey("id"), poller.WithCursorColumn("updated_at"))
+	st := &lease.Counting{Store: memstore.New(nil)}
+	r, err := tick.Open(context.Background(), tick.Config{Poller: p, Store: st, App: "test", Owner: "test/1",
+		Settings: appsettings.Settings{Driver: source.Postgres, DSN: dsn, BatchSize: 100, LeaseTTL: lease.DefaultTTL,
+			HeartbeatInterval: lease.DefaultTTL / 4, TickBudget: time.Hour, CheckpointInterval: 0, SettleLag: source.NoSettleLag}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	sum, err := r.Tick(context.Background(), "")
+	if err != nil || sum.Rows != rows {
+		t.Fatalf("tick: %+v %v", sum, err)
+	}
+	got := rec.read(t)
+	ids := map[string]bool{}
+	for _, m := range got {
+		ids[m.ID] = true
+	}
+	if len(got) != rows || len(ids) != rows {
+		t.Fatalf("%d messages, %d distinct ids, for %d rows", len(got), len(ids), rows)
+	}
+	if w := st.Puts.Load(); w > int64(sum.Batches)+1 {
+		t.Fatalf("%d blob writes for %d batches: more than batches + 1", w, sum.Batches)
+	}
+}
