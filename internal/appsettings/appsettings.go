@@ -110,7 +110,7 @@ var Table = []Setting{
 		}
 		return nil
 	}},
-	{"BATCH_SIZE", "rows per batch (1 to 100000)", "the poller's own (`poller.WithBatchSize`), else 500", func(s *Settings, v string, p *poller.Poller) error {
+	{"BATCH_SIZE", "rows per batch (1 to 100000)", "the poller's own (`poller.WithBatchSize`, or `batch_size` in its `poller.json`), else 500", func(s *Settings, v string, p *poller.Poller) error {
 		return whole(&s.BatchSize, v, cmp.Or(p.BatchSize(), DefaultBatchSize), 100_000)
 	}},
 	{"LEASE_TTL", "Go duration, at least 4s", "`60s`", func(s *Settings, v string, _ *poller.Poller) error {
@@ -143,7 +143,7 @@ var Table = []Setting{
 		}
 		return nil
 	}},
-	{"SETTLE_LAG", "timestamp cursors read only rows older than the database's clock minus this; `0s` is unsafe with late commits. Refused for the other cursor kinds, which have no age (xid and rowversion are bounded by the open transactions, integer by nothing)", "the poller's own (`poller.WithSettleLag`; `orders`: 5s), else 10s", func(s *Settings, v string, p *poller.Poller) error {
+	{"SETTLE_LAG", "timestamp cursors read only rows older than the database's clock minus this; `0s` is unsafe with late commits. Refused for the other cursor kinds, which have no age (xid and rowversion are bounded by the open transactions, integer by nothing)", "the poller's own (`poller.WithSettleLag`, or `source.settle_lag` in its `poller.json`; `orders`: 5s), else 10s", func(s *Settings, v string, p *poller.Poller) error {
 		def := p.Source()
 		if s.SettleLag = def.SettleLag; v == "" {
 			return nil
