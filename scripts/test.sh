@@ -53,5 +53,6 @@ handler FuzzInvocationBody
 internal/source FuzzCursorValues
 internal/appsettings FuzzSettings
 internal/store/blobstore FuzzConnectionString
+internal/declared FuzzParse
 TARGETS
 fi
