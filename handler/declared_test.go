@@ -15,6 +15,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/handler"
 	"github.com/pseudotrigger/pseudotrigger/internal/declared"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/memstore"
+	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 	"github.com/pseudotrigger/pseudotrigger/poller"
 )
 
@@ -59,12 +60,23 @@ func TestDeclaredPollers(t *testing.T) {
 		"WIDGETS_DB_DRIVER": "sqlite", "WIDGETS_DB_CONNECTION": dsn, "HOOK": hook.URL,
 		"BROKEN_DB_DRIVER": "sqlite", "BROKEN_DB_CONNECTION": dsn,
 	}
+	logs := &testenv.Buffer{}
 	app := handler.New(handler.Options{
-		Getenv: func(k string) string { return env[k] }, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
+		Getenv: func(k string) string { return env[k] }, Logger: slog.New(slog.NewJSONHandler(logs, nil)),
 		Pollers: all, Store: memstore.New(nil), NoProbe: true,
 	})
 	srv := httptest.NewServer(app.Routes())
 	defer srv.Close()
+	// The start-up line of a declared poller says where its changes go.
+	var line map[string]any
+	for _, l := range logLines(t, logs, "poller") {
+		if l["poller"] == "widgets" {
+			line = l
+		}
+	}
+	if line == nil || line["delivers_to"] != "POST "+hook.URL {
+		t.Fatalf("widgets' start-up line: %v", line)
+	}
 
 	if status, m, _ := post(t, srv.URL+"/widgets", strings.ReplaceAll(body, `"good"`, `"widgets"`)); status != 200 || hits.Load() != 3 {
 		t.Fatalf("POST /widgets: %d %v; the webhook got %d rows, want 3", status, m, hits.Load())

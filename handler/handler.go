@@ -150,8 +150,12 @@ func New(o Options) *App {
 				a.log.Warn("no schedule: the Functions host cannot resolve %"+p+"_SCHEDULE% in "+d.Name()+"/function.json, so it runs no timer for this poller",
 					"poller", d.Name(), "setting", p+"_SCHEDULE")
 			}
-			a.log.Info("poller", "poller", d.Name(), "driver", ps.settings.Driver, "source", redact.DSN(ps.settings.DSN),
-				"schedule", ps.settings.Schedule, "batch_size", ps.settings.BatchSize)
+			attrs := []any{"poller", d.Name(), "driver", ps.settings.Driver, "source", redact.DSN(ps.settings.DSN),
+				"schedule", ps.settings.Schedule, "batch_size", ps.settings.BatchSize}
+			if t := d.Target(); t != "" {
+				attrs = append(attrs, "delivers_to", redact.Text(t))
+			}
+			a.log.Info("poller", attrs...)
 		}
 		a.pollers[d.Name()] = ps
 	}

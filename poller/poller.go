@@ -71,6 +71,7 @@ type Poller struct {
 	setup     func(getenv func(string) string) error
 	deliver   func(ctx context.Context, b *Batch[Row]) error
 	err       error // Failed: the definition could not be read
+	target    func() string
 }
 
 // Option sets a poller's default or setup.
@@ -105,6 +106,10 @@ func WithFilter(sql string) Option { return func(p *Poller) { p.source.Filter = 
 func WithSetup(setup func(getenv func(string) string) error) Option {
 	return func(p *Poller) { p.setup = setup }
 }
+
+// WithTarget says where the handler delivers, for the handler's start-up log line (after setup),
+// e.g. a sink's String: "queue orders-changes (ChangesQueue: ...)". It must show no secret.
+func WithTarget(describe func() string) Option { return func(p *Poller) { p.target = describe } }
 
 // WithColumns, WithKey and WithCursorColumn name the columns explicitly, for a poller of Row
 // (untyped) or when the row type has no `db` tags for them.
@@ -234,6 +239,14 @@ func (p *Poller) Source() source.Definition {
 	d := p.source
 	d.Columns, d.PK = slices.Clone(d.Columns), slices.Clone(d.PK)
 	return d
+}
+
+// Target is what WithTarget describes ("" without it).
+func (p *Poller) Target() string {
+	if p.target == nil {
+		return ""
+	}
+	return p.target()
 }
 
 // BatchSize is the poller's default for {P}_BATCH_SIZE (0: the runtime's default).

@@ -14,7 +14,8 @@
 // A Go poller uses a sink as its handler:
 //
 //	s := sink.MustNew(sink.Config{Type: sink.StorageQueue, Connection: "ChangesQueue", Queue: "orders-changes"})
-//	poller.New("orders-queue", "orders", poller.TimestampPK, sink.Handler[Order](s), poller.WithSetup(s.Setup))
+//	poller.New("orders-queue", "orders", poller.TimestampPK, sink.Handler[Order](s),
+//		poller.WithSetup(s.Setup), poller.WithTarget(s.String))
 //
 // and a declared poller (a <name>/poller.json) names it in its "sink" object, which is a Config.
 package sink

@@ -286,7 +286,7 @@ func (s Spec) Poller(name string) (p *poller.Poller, err error) {
 	}
 	opts := []poller.Option{
 		poller.WithColumns(columns...), poller.WithKey(src.Key...), poller.WithCursorColumn(src.Cursor.Column),
-		poller.WithSetup(snk.Setup),
+		poller.WithSetup(snk.Setup), poller.WithTarget(snk.String),
 	}
 	if src.Schema != "" {
 		opts = append(opts, poller.WithSchema(src.Schema))
