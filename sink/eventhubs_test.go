@@ -198,40 +198,17 @@ func TestEventHubsSendError(t *testing.T) {
 func TestEventHubsSetup(t *testing.T) {
 	const secret = "c2VjcmV0LWtleS12YWx1ZQ=="
 	ns := "Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=send;SharedAccessKey=" + secret
-	cases := []struct {
-		env    map[string]string
-		want   string // in String(), or in the error
-		errors bool
-	}{
-		{map[string]string{"EH": ns}, "event hub changes (EH: connection string Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=send;SharedAccessKey=REDACTED)", false},
-		{map[string]string{"EH": ns + ";EntityPath=changes"}, "event hub changes (EH: connection string ", false},
-		{map[string]string{"EH": "Endpoint=sb://localhost;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true;"},
+	eh := Config{Type: EventHubs, Connection: "EH", Hub: "changes"}
+	checkSetups(t, secret, []setupCase{
+		{eh, map[string]string{"EH": ns}, "event hub changes (EH: connection string Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=send;SharedAccessKey=REDACTED)", false},
+		{eh, map[string]string{"EH": ns + ";EntityPath=changes"}, "event hub changes (EH: connection string ", false},
+		{eh, map[string]string{"EH": "Endpoint=sb://localhost;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true;"},
 			"event hub changes (EH: connection string Endpoint=sb://localhost;", false},
-		{map[string]string{"EH__fullyQualifiedNamespace": "ns.servicebus.windows.net", "EH__clientId": "0000-1111"},
+		{eh, map[string]string{"EH__fullyQualifiedNamespace": "ns.servicebus.windows.net", "EH__clientId": "0000-1111"},
 			"event hub changes (EH__fullyQualifiedNamespace: ns.servicebus.windows.net with managed identity 0000-1111)", false},
-		{map[string]string{"EH": ns + ";EntityPath=other"}, `the connection string's EntityPath is "other"`, true},
-		{map[string]string{"EH": "Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKey=" + secret}, "EH: the connection string is not valid", true},
-	}
-	for _, c := range cases {
-		s := MustNew(Config{Type: EventHubs, Connection: "EH", Hub: "changes"})
-		err := s.Setup(func(k string) string { return c.env[k] })
-		if c.errors {
-			if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), secret) {
-				t.Errorf("%v: %v; want an error with %q and no key", c.env, err, c.want)
-			}
-			continue
-		}
-		if err != nil {
-			t.Errorf("%v: %v", c.env, err)
-			continue
-		}
-		if got := s.String(); !strings.HasPrefix(got, c.want) || strings.Contains(got, secret) {
-			t.Errorf("String() = %q; want it to start %q, without the key", got, c.want)
-		}
-		if err := s.Close(context.Background()); err != nil {
-			t.Errorf("closing a sink that never connected: %v", err)
-		}
-	}
+		{eh, map[string]string{"EH": ns + ";EntityPath=other"}, `the connection string's EntityPath is "other"`, true},
+		{eh, map[string]string{"EH": "Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKey=" + secret}, "EH: the connection string is not valid", true},
+	})
 }
 
 // TestEventHubsConformance runs the suite against the Event Hubs emulator

@@ -209,12 +209,7 @@ func TestServiceBusSendError(t *testing.T) {
 // is an error naming its setting without the key.
 func TestServiceBusSetup(t *testing.T) {
 	const secret = "c2VjcmV0LWtleS12YWx1ZQ=="
-	cases := []struct {
-		cfg    Config
-		env    map[string]string
-		want   string // in String(), or in the error
-		errors bool
-	}{
+	checkSetups(t, secret, []setupCase{
 		{Config{Type: ServiceBus, Connection: "SB", Queue: "orders"},
 			map[string]string{"SB": "Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=send;SharedAccessKey=" + secret},
 			"Service Bus queue orders (SB: connection string Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=send;SharedAccessKey=REDACTED)", false},
@@ -228,27 +223,7 @@ func TestServiceBusSetup(t *testing.T) {
 			map[string]string{"SB": "Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKey=" + secret},
 			"SB: the connection string is not valid", true},
 		{Config{Type: ServiceBus, Connection: "SB", Queue: "orders"}, nil, "SB__fullyQualifiedNamespace", true},
-	}
-	for _, c := range cases {
-		s := MustNew(c.cfg)
-		err := s.Setup(func(k string) string { return c.env[k] })
-		if c.errors {
-			if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), secret) {
-				t.Errorf("%v: %v; want an error with %q and no key", c.env, err, c.want)
-			}
-			continue
-		}
-		if err != nil {
-			t.Errorf("%v: %v", c.env, err)
-			continue
-		}
-		if got := s.String(); !strings.HasPrefix(got, c.want) || strings.Contains(got, secret) {
-			t.Errorf("String() = %q; want it to start %q, without the key", got, c.want)
-		}
-		if err := s.Close(context.Background()); err != nil {
-			t.Errorf("closing a sink that never connected: %v", err)
-		}
-	}
+	})
 }
 
 // sbEmulatorQueues is how many queues suink-1... .github/emulators/servicebus-config.json
@@ -327,6 +302,40 @@ func (rd *sbReader) read(t *testing.T) []received {
 				t.Fatalf("message %s: content type %v, properties %v", m.MessageID, m.ContentType, m.ApplicationProperties)
 			}
 			out = append(out, received{ID: m.MessageID, Body: m.Body})
+		}
+	}
+}
+
+// setupCase is a sink definition and settings, and what Setup gives: String() starting with want,
+// or an error containing it.
+type setupCase struct {
+	cfg    Config
+	env    map[string]string
+	want   string
+	errors bool
+}
+
+// checkSetups runs Setup for each case and checks the outcome, and that secret is never shown.
+func checkSetups(t *testing.T, secret string, cases []setupCase) {
+	t.Helper()
+	for _, c := range cases {
+		s := MustNew(c.cfg)
+		err := s.Setup(func(k string) string { return c.env[k] })
+		if c.errors {
+			if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), secret) {
+				t.Errorf("%v: %v; want an error with %q and no key", c.env, err, c.want)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%v: %v", c.env, err)
+			continue
+		}
+		if got := s.String(); !strings.HasPrefix(got, c.want) || strings.Contains(got, secret) {
+			t.Errorf("String() = %q; want it to start %q, without the key", got, c.want)
+		}
+		if err := s.Close(context.Background()); err != nil {
+			t.Errorf("closing a sink that never connected: %v", err)
 		}
 	}
 }
