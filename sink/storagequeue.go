@@ -33,7 +33,8 @@ type storageQueue struct {
 	text        bool
 	ttl         int32
 	concurrency int
-	created     sync.Once
+	mu          sync.Mutex
+	exists      bool // create made it, or found it made
 }
 
 func newStorageQueue(cfg Config, getenv func(string) string, opts azcore.ClientOptions) (*storageQueue, error) {
@@ -104,18 +105,21 @@ func (s *storageQueue) send(ctx context.Context, msgs []Message) error {
 	})
 }
 
-// create makes the queue, once per process.
+// create makes the queue; once it exists (made here or by someone else) it is not tried again.
 func (s *storageQueue) create(ctx context.Context) error {
-	var err error
-	s.created.Do(func() {
-		_, err = s.q.Create(ctx, nil)
-		if queueerror.HasCode(err, queueerror.QueueAlreadyExists) {
-			err = nil
-		}
-		if err != nil {
-			err = fmt.Errorf("queue %s does not exist and could not be created (create it, or give the app's identity a role that may: "+
-				"Storage Queue Data Message Sender can only add messages): %w", s.queue, err)
-		}
-	})
-	return err
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.exists {
+		return nil
+	}
+	_, err := s.q.Create(ctx, nil)
+	if queueerror.HasCode(err, queueerror.QueueAlreadyExists) {
+		err = nil
+	}
+	if err != nil {
+		return fmt.Errorf("queue %s does not exist and could not be created (create it, or give the app's identity a role that may: "+
+			"Storage Queue Data Message Sender can only add messages): %w", s.queue, err)
+	}
+	s.exists = true
+	return nil
 }
