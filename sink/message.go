@@ -89,21 +89,28 @@ func Messages(b *poller.Batch[poller.Row], mode string) ([]Message, error) {
 	return msgs, nil
 }
 
+// batchMessage is b as one Batch message: the rows' Changes, as Messages writes them, in a
+// list.
 func batchMessage(b *poller.Batch[poller.Row]) ([]Message, error) {
-	out := Batch{Poller: b.Poller, BatchID: b.ID, FencingToken: b.FencingToken, Attempt: b.Attempt, Changes: make([]Change, len(b.Raw))}
+	body := append(make([]byte, 0, 512*len(b.Raw)+128), `{"poller":`...)
+	body = appendString(body, b.Poller)
+	body = append(body, `,"batch_id":`...)
+	body = appendString(body, b.ID)
+	body = append(body, `,"fencing_token":`...)
+	body = strconv.AppendInt(body, b.FencingToken, 10)
+	body = append(body, `,"attempt":`...)
+	body = strconv.AppendInt(body, b.Attempt, 10)
+	body = append(body, `,"changes":[`...)
 	for i, r := range b.Raw {
-		body, _, err := appendChange(nil, b, r)
-		if err != nil {
+		if i > 0 {
+			body = append(body, ',')
+		}
+		var err error
+		if body, _, err = appendChange(body, b, r); err != nil {
 			return nil, err
 		}
-		if err := json.Unmarshal(body, &out.Changes[i]); err != nil {
-			return nil, fmt.Errorf("sink: batch %s: %w", b.ID, err)
-		}
 	}
-	body, err := json.Marshal(out)
-	if err != nil {
-		return nil, fmt.Errorf("sink: batch %s: %w", b.ID, err)
-	}
+	body = append(body, "]}"...)
 	return []Message{{ID: b.ID, Poller: b.Poller, Op: "batch", Body: body, FencingToken: b.FencingToken, about: "batch " + b.ID + " (mode batch: lower the batch size)"}}, nil
 }
 

@@ -58,4 +58,18 @@ func TestChangeEncoding(t *testing.T) {
 	if again[2].ID != msgs[2].ID {
 		t.Error("the same row got another id")
 	}
+
+	// Batch mode: one message, the batch's id, its body exactly json.Marshal(Batch) with the
+	// same Changes.
+	one, err := Messages(batches[0], ModeBatch)
+	if err != nil || len(one) != 1 || one[0].ID != batches[0].ID {
+		t.Fatalf("batch mode: %v, %d messages", err, len(one))
+	}
+	var b Batch
+	if err := json.Unmarshal(one[0].Body, &b); err != nil || len(b.Changes) != len(msgs) || b.Changes[1].ID != msgs[1].ID || b.Poller != "enc-test" {
+		t.Fatalf("batch body: %v\n%s", err, one[0].Body)
+	}
+	if want, _ := json.Marshal(b); !bytes.Equal(one[0].Body, want) {
+		t.Errorf("batch body:\n got %s\nwant %s", one[0].Body, want)
+	}
 }
