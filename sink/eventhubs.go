@@ -99,35 +99,9 @@ func ehEvent(m Message) *azeventhubs.EventData {
 }
 
 func (eh *eventHubs) send(ctx context.Context, msgs []Message) error {
-	groups := byKey(msgs)
-	batches := make([][]ehBatch, len(groups))
-	for i, g := range groups {
-		var err error
-		batches[i], err = buildBatches(g, func() (ehBatch, error) {
-			var b ehBatch
-			err := eh.bounded(ctx, func(ctx context.Context) (err error) { b, err = eh.p.newBatch(ctx, g[0].Key); return err })
-			return b, err
-		}, func(b ehBatch, m Message) error {
-			return b.add(ehEvent(m))
-		}, azeventhubs.ErrEventDataTooLarge, "an event batch")
-		if err != nil {
-			return err
-		}
-	}
-	return each(ctx, len(batches), eh.concurrency, func(ctx context.Context, i int) error {
-		for j, b := range batches[i] {
-			if err := eh.bounded(ctx, func(ctx context.Context) error { return eh.p.send(ctx, b) }); err != nil {
-				return fmt.Errorf("sending a batch of %d events, from %s: %w", b.len(), groups[i][firstOf(batches[i], j)].About(), err)
-			}
-		}
-		return nil
-	})
-}
-
-func (eh *eventHubs) bounded(ctx context.Context, f func(ctx context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, eh.tryTimeout)
-	defer cancel()
-	return f(ctx)
+	return sendGrouped(ctx, byKey(msgs), eh.concurrency, eh.tryTimeout, eh.p.newBatch,
+		func(b ehBatch, m Message) error { return b.add(ehEvent(m)) },
+		eh.p.send, azeventhubs.ErrEventDataTooLarge, "an event batch", "events")
 }
 
 // sdkProducer is the real producer.

@@ -135,34 +135,44 @@ func (sb *serviceBus) send(ctx context.Context, msgs []Message) error {
 	if sb.sessions {
 		groups = byKey(msgs)
 	}
-	batches := make([][]sbBatch, len(groups))
+	return sendGrouped(ctx, groups, sb.concurrency, sb.tryTimeout,
+		func(ctx context.Context, _ string) (sbBatch, error) { return sb.s.newBatch(ctx) },
+		func(b sbBatch, m Message) error { return b.add(sbMessage(m, sb.sessions)) },
+		sb.s.send, azservicebus.ErrMessageTooLarge, "a Service Bus message batch", "messages")
+}
+
+// sendGrouped builds every batch of every group before it sends any (so that a message too
+// large for a batch of its own fails the send with nothing sent), then sends each group's
+// batches in order, at most concurrency groups at a time. Each call to the service is bounded by
+// tryTimeout. newBatch gets the group's key; items names the batch's contents in errors.
+func sendGrouped[B interface{ len() int }](ctx context.Context, groups [][]Message, concurrency int, tryTimeout time.Duration,
+	newBatch func(ctx context.Context, key string) (B, error), add func(B, Message) error, send func(context.Context, B) error,
+	tooLarge error, what, items string) error {
+	bounded := func(ctx context.Context, f func(ctx context.Context) error) error {
+		ctx, cancel := context.WithTimeout(ctx, tryTimeout)
+		defer cancel()
+		return f(ctx)
+	}
+	batches := make([][]B, len(groups))
 	for i, g := range groups {
 		var err error
-		batches[i], err = buildBatches(g, func() (sbBatch, error) {
-			var b sbBatch
-			err := sb.bounded(ctx, func(ctx context.Context) (err error) { b, err = sb.s.newBatch(ctx); return err })
+		batches[i], err = buildBatches(g, func() (B, error) {
+			var b B
+			err := bounded(ctx, func(ctx context.Context) (err error) { b, err = newBatch(ctx, g[0].Key); return err })
 			return b, err
-		}, func(b sbBatch, m Message) error {
-			return b.add(sbMessage(m, sb.sessions))
-		}, azservicebus.ErrMessageTooLarge, "a Service Bus message batch")
+		}, add, tooLarge, what)
 		if err != nil {
 			return err
 		}
 	}
-	return each(ctx, len(batches), sb.concurrency, func(ctx context.Context, i int) error {
+	return each(ctx, len(batches), concurrency, func(ctx context.Context, i int) error {
 		for j, b := range batches[i] {
-			if err := sb.bounded(ctx, func(ctx context.Context) error { return sb.s.send(ctx, b) }); err != nil {
-				return fmt.Errorf("sending a batch of %d messages, from %s: %w", b.len(), groups[i][firstOf(batches[i], j)].About(), err)
+			if err := bounded(ctx, func(ctx context.Context) error { return send(ctx, b) }); err != nil {
+				return fmt.Errorf("sending a batch of %d %s, from %s: %w", b.len(), items, groups[i][firstOf(batches[i], j)].About(), err)
 			}
 		}
 		return nil
 	})
-}
-
-func (sb *serviceBus) bounded(ctx context.Context, f func(ctx context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, sb.tryTimeout)
-	defer cancel()
-	return f(ctx)
 }
 
 // firstOf is the index in its group of the first message of batches[j].
