@@ -90,17 +90,9 @@ func sinkCatchUp(b *testing.B, newTarget benchTarget) {
 		rows = n
 	}
 	const batch = 500
-	dsn := testenv.Postgres(b)
 	az := testenv.Azurite(b)
-	db, err := sql.Open("pgx", dsn)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer db.Close()
 	table := "sink_orders_" + strconv.Itoa(rows)
-	if err := testenv.PostgresOrders(db, table, rows); err != nil {
-		b.Fatal(err)
-	}
+	db, dsn := testenv.PostgresOrdersTable(b, table, rows)
 	ct := &testenv.CountingTransport{}
 	st, err := blobstore.New(blobstore.Settings{Setting: "bench", ConnectionString: az, Container: "db-state"}, &blobstore.Options{Transport: ct})
 	if err != nil {

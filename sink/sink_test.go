@@ -2,7 +2,6 @@ package sink
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"strings"
 	"testing"
@@ -88,17 +87,9 @@ func TestConfigErrors(t *testing.T) {
 // arrives once, under its id, and the blob writes stay within the batches + 1.
 func TestPostgresToQueue(t *testing.T) {
 	cs := testenv.AzuriteQueue(t)
-	dsn := testenv.Postgres(t)
-	db, err := sql.Open("pgx", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
 	const rows = 1200
 	table := testenv.Name("sink_pg_")
-	if err := testenv.PostgresOrders(db, table, rows); err != nil {
-		t.Fatal(err)
-	}
+	db, dsn := testenv.PostgresOrdersTable(t, table, rows)
 	defer db.Exec(`DROP TABLE ` + table)
 	proxy, proxied, err := faultproxy.ForEndpoint(cs, "QueueEndpoint")
 	if err != nil {

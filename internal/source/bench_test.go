@@ -32,16 +32,8 @@ const benchBatch = 1000
 // ratio (the target is >= 0.9); on PostgreSQL also a native-pgx loop, the fastest way to read.
 func BenchmarkKeysetScan(b *testing.B) {
 	b.Run("postgres", func(b *testing.B) {
-		dsn := testenv.Postgres(b)
-		db, err := sql.Open("pgx", dsn)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer db.Close()
 		table := "bench_orders_" + strconv.Itoa(benchRows())
-		if err := testenv.PostgresOrders(db, table, benchRows()); err != nil {
-			b.Fatal(err)
-		}
+		db, dsn := testenv.PostgresOrdersTable(b, table, benchRows())
 		hand := func() int {
 			n, err := testenv.PostgresKeysetLoop(db, table, benchBatch)
 			if err != nil {

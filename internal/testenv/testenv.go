@@ -142,6 +142,23 @@ func KeysetLoop(db *sql.DB, first, next string, batch int, dest []any, position 
 	}
 }
 
+// PostgresOrdersTable opens the PostgreSQL of PostgresVar (or skips, as Postgres does), makes
+// table with PostgresOrders, and returns the database, closed when the test ends, and its DSN.
+// The caller registers the pgx driver (import _ "github.com/jackc/pgx/v5/stdlib").
+func PostgresOrdersTable(tb testing.TB, table string, rows int) (*sql.DB, string) {
+	tb.Helper()
+	dsn := Postgres(tb)
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { db.Close() })
+	if err := PostgresOrders(db, table, rows); err != nil {
+		tb.Fatal(err)
+	}
+	return db, dsn
+}
+
 // PostgresOrders creates, unless it exists, a benchmark orders table (the example's shape) of rows
 // rows one microsecond apart, two hours old, indexed on (updated_at, id) and analysed.
 func PostgresOrders(db *sql.DB, table string, rows int) error {

@@ -2,7 +2,6 @@ package tick_test
 
 import (
 	"context"
-	"database/sql"
 	"os"
 	"strconv"
 	"testing"
@@ -37,17 +36,9 @@ func catchUp(b *testing.B, interval time.Duration) {
 	if n, err := strconv.Atoi(os.Getenv("CATCHUP_ROWS")); err == nil && n > 0 {
 		rows = n
 	}
-	dsn := testenv.Postgres(b)
 	az := testenv.Azurite(b)
-	db, err := sql.Open("pgx", dsn)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer db.Close()
 	table := "catchup_orders_" + strconv.Itoa(rows)
-	if err := testenv.PostgresOrders(db, table, rows); err != nil {
-		b.Fatal(err)
-	}
+	db, dsn := testenv.PostgresOrdersTable(b, table, rows)
 	p := poller.New("orders", table, poller.TimestampPK, func(context.Context, *poller.Batch[poller.Row]) error { return nil },
 		poller.WithColumns("id", "customer", "amount", "updated_at"), poller.WithKey("id"), poller.WithCursorColumn("updated_at"))
 	settings := appsettings.Settings{Driver: source.Postgres, DSN: dsn, BatchSize: 1000, LeaseTTL: lease.DefaultTTL, HeartbeatInterval: lease.DefaultTTL / 4,
