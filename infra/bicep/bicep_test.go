@@ -43,6 +43,45 @@ func allBicep(t *testing.T) map[string]string {
 	return out
 }
 
+// roleAssignment is what a role assignment of a template is meant to have.
+type roleAssignment struct{ scope, role, principal, principalType, condition string }
+
+// checkAssignments checks every role assignment of a template (text, read from file): one of
+// want, with its deterministic guid() name, scope, role, principal, principal type and
+// condition ("" for none), and every one of want found; what lists them for the message.
+func checkAssignments(t *testing.T, file, text string, want map[string]roleAssignment, what string) {
+	t.Helper()
+	decl := regexp.MustCompile(`(?m)^resource (\w+) 'Microsoft\.Authorization/roleAssignments@2022-04-01' = (?:if \((.*)\) )?\{$`)
+	masked := mask(text)
+	n := 0
+	for _, m := range decl.FindAllStringSubmatchIndex(text, -1) {
+		name, cond := text[m[2]:m[3]], ""
+		if m[4] >= 0 {
+			cond = text[m[4]:m[5]]
+		}
+		w, ok := want[name]
+		if !ok {
+			t.Errorf("%s: role assignment %s is not one this test knows: add it here with why it is needed", file, name)
+			continue
+		}
+		n++
+		s, e := block(masked, m[0])
+		body := text[s:e]
+		for _, line := range []string{"scope: " + w.scope + "\n", "roleDefinitions', " + w.role + ")", "principalId: " + w.principal + "\n",
+			"principalType: " + w.principalType + "\n", "name: guid(" + w.scope + ".id, " + w.principal + ", " + w.role + ")\n"} {
+			if !strings.Contains(body, line) {
+				t.Errorf("%s: role assignment %s lacks %q:\n%s", file, name, line, body)
+			}
+		}
+		if cond != w.condition {
+			t.Errorf("%s: role assignment %s is created if (%s), want if (%s)", file, name, cond, w.condition)
+		}
+	}
+	if n != len(want) || strings.Count(text, "'Microsoft.Authorization/roleAssignments@") != len(want) {
+		t.Errorf("%s: found %d of the %d role assignments (%s)", file, n, len(want), what)
+	}
+}
+
 // TestRoleIDs: every role definition id is the built-in role its name says.
 func TestRoleIDs(t *testing.T) {
 	want := map[string]string{
@@ -69,44 +108,15 @@ func TestRoleIDs(t *testing.T) {
 	}
 	// Every assignment: a deterministic guid() name, a role from the list, and the scope, role,
 	// principal and condition it is meant to have. The app's identity is a ServicePrincipal.
-	masked := mask(roles)
-	assignDecl := regexp.MustCompile(`(?m)^resource (\w+) 'Microsoft\.Authorization/roleAssignments@2022-04-01' = (if \(([^)]*\)?)\) )?\{`)
-	type assignment struct{ scope, role, principal, principalType, condition string }
-	wantAssign := map[string]assignment{
+	wantAssign := map[string]roleAssignment{
 		"hostBlobOwner":            {"hostStorage", "storageBlobDataOwner", "principalId", "'ServicePrincipal'", ""},
 		"stateBlobContributor":     {"stateContainer", "storageBlobDataContributor", "principalId", "'ServicePrincipal'", ""},
 		"insightsPublisher":        {"insights", "monitoringMetricsPublisher", "principalId", "'ServicePrincipal'", ""},
 		"hostTableContributor":     {"hostStorage", "storageTableDataContributor", "principalId", "'ServicePrincipal'", "hostDiagnosticEvents"},
 		"operatorStateContributor": {"stateContainer", "storageBlobDataContributor", "operatorPrincipalId", "operatorPrincipalType", "!empty(operatorPrincipalId)"},
 	}
-	nFound := 0
-	for _, m := range assignDecl.FindAllStringSubmatchIndex(roles, -1) {
-		name := roles[m[2]:m[3]]
-		cond := ""
-		if m[6] >= 0 {
-			cond = roles[m[6]:m[7]]
-		}
-		s, e := block(masked, m[0])
-		body := roles[s:e]
-		w, ok := wantAssign[name]
-		if !ok {
-			t.Errorf("role assignment %s is not one this test knows: add it here with why it is needed", name)
-			continue
-		}
-		nFound++
-		for _, line := range []string{"scope: " + w.scope + "\n", "roleDefinitions', " + w.role + ")", "principalId: " + w.principal + "\n",
-			"principalType: " + w.principalType + "\n", "name: guid(" + w.scope + ".id, " + w.principal + ", " + w.role + ")"} {
-			if !strings.Contains(body, line) {
-				t.Errorf("role assignment %s lacks %q:\n%s", name, line, body)
-			}
-		}
-		if cond != w.condition {
-			t.Errorf("role assignment %s is created if (%s), want if (%s)", name, cond, w.condition)
-		}
-	}
-	if nFound != len(wantAssign) || strings.Count(roles, "'Microsoft.Authorization/roleAssignments@") != len(wantAssign) {
-		t.Errorf("found %d of the %d role assignments (host blob owner, state container contributor, metrics publisher, optional table contributor and operator)", nFound, len(wantAssign))
-	}
+	checkAssignments(t, "modules/roles.bicep", roles, wantAssign,
+		"host blob owner, state container contributor, metrics publisher, optional table contributor and operator")
 	if !strings.Contains(roles, "resource stateContainer 'Microsoft.Storage/storageAccounts/blobServices/containers@") {
 		t.Error("the state roles must be scoped to the state container resource")
 	}
@@ -828,7 +838,6 @@ func TestWorkflowCompiles(t *testing.T) {
 // deterministic guid() name, once per entry; the targets are existing resources.
 func TestSinkRoles(t *testing.T) {
 	sink := read(t, "modules/sink.bicep")
-	masked := mask(sink)
 	want := map[string]string{
 		"storageQueueDataMessageSender": "c6a89b2d-59bc-44d0-9896-0f6e12d7b80a", // Storage Queue Data Message Sender
 		"serviceBusDataSender":          "69a216fc-b8fb-44d8-bc22-1f3c2cd27a39", // Azure Service Bus Data Sender
@@ -863,39 +872,16 @@ func TestSinkRoles(t *testing.T) {
 	if regexp.MustCompile(`(?m)^resource \w+ 'Microsoft\.(Storage|ServiceBus|EventHub|EventGrid)[^']*' = `).MatchString(sink) {
 		t.Error("modules/sink.bicep creates a target: the targets are existing resources")
 	}
-	type assignment struct{ scope, role, condition string }
-	wantAssign := map[string]assignment{
-		"queueSender":           {"storageQueue", "storageQueueDataMessageSender", "type == 'storagequeue'"},
-		"serviceBusQueueSender": {"serviceBusQueue", "serviceBusDataSender", "serviceBusToQueue"},
-		"serviceBusTopicSender": {"serviceBusTopic", "serviceBusDataSender", "type == 'servicebus' && !serviceBusToQueue"},
-		"eventHubSender":        {"eventHub", "eventHubsDataSender", "type == 'eventhubs'"},
-		"eventGridSender":       {"eventGridTopic", "eventGridDataSender", "type == 'eventgrid'"},
+	sender := func(scope, role, condition string) roleAssignment {
+		return roleAssignment{scope, role, "principalId", "'ServicePrincipal'", condition}
 	}
-	assignDecl := regexp.MustCompile(`(?m)^resource (\w+) 'Microsoft\.Authorization/roleAssignments@2022-04-01' = if \((.*)\) \{$`)
-	n := 0
-	for _, m := range assignDecl.FindAllStringSubmatchIndex(sink, -1) {
-		name, cond := sink[m[2]:m[3]], sink[m[4]:m[5]]
-		w, ok := wantAssign[name]
-		if !ok {
-			t.Errorf("role assignment %s is not one this test knows", name)
-			continue
-		}
-		n++
-		s, e := block(masked, m[0])
-		body := sink[s:e]
-		for _, line := range []string{"scope: " + w.scope + "\n", "roleDefinitions', " + w.role + ")", "principalId: principalId\n",
-			"principalType: 'ServicePrincipal'\n", "name: guid(" + w.scope + ".id, principalId, " + w.role + ")\n"} {
-			if !strings.Contains(body, line) {
-				t.Errorf("role assignment %s lacks %q:\n%s", name, line, body)
-			}
-		}
-		if cond != w.condition {
-			t.Errorf("role assignment %s is created if (%s), want if (%s)", name, cond, w.condition)
-		}
-	}
-	if n != len(wantAssign) || strings.Count(sink, "'Microsoft.Authorization/roleAssignments@") != len(wantAssign) {
-		t.Errorf("found %d of the %d sink role assignments (one per target kind, each conditional on the type)", n, len(wantAssign))
-	}
+	checkAssignments(t, "modules/sink.bicep", sink, map[string]roleAssignment{
+		"queueSender":           sender("storageQueue", "storageQueueDataMessageSender", "type == 'storagequeue'"),
+		"serviceBusQueueSender": sender("serviceBusQueue", "serviceBusDataSender", "serviceBusToQueue"),
+		"serviceBusTopicSender": sender("serviceBusTopic", "serviceBusDataSender", "type == 'servicebus' && !serviceBusToQueue"),
+		"eventHubSender":        sender("eventHub", "eventHubsDataSender", "type == 'eventhubs'"),
+		"eventGridSender":       sender("eventGridTopic", "eventGridDataSender", "type == 'eventgrid'"),
+	}, "one per target kind, each conditional on the type")
 	if !strings.Contains(sink, "var serviceBusToQueue = type == 'servicebus' && contains(sink, 'queueName')\n") {
 		t.Error("a servicebus entry's role goes to its queue when it names one, else to its topic")
 	}
