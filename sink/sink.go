@@ -71,7 +71,8 @@ type Sink struct {
 // transport is one service's sending: every message or an error.
 type transport interface {
 	send(ctx context.Context, msgs []Message) error
-	// maxBytes is the largest message body the service takes (0: the service decides, per batch).
+	// maxBytes is the largest message body the transport can send (0: the service decides, per
+	// batch).
 	maxBytes() int
 	String() string
 	close(ctx context.Context) error
@@ -161,7 +162,7 @@ func (s *Sink) Send(ctx context.Context, b *poller.Batch[poller.Row]) error {
 	}
 	if limit := s.t.maxBytes(); limit > 0 {
 		for _, m := range msgs {
-			if n := s.bodySize(m); n > limit {
+			if n := len(m.Body); n > limit {
 				return fmt.Errorf("sink %s: %w: %s is %d bytes as a message, over the %d the service takes; nothing of the batch was sent",
 					s.cfg.Type, ErrTooLarge, m.About(), n, limit)
 			}
@@ -171,14 +172,6 @@ func (s *Sink) Send(ctx context.Context, b *poller.Batch[poller.Row]) error {
 		return fmt.Errorf("sink %s (%s): %w", s.cfg.Type, s.t, err)
 	}
 	return nil
-}
-
-// bodySize is the size the service counts: a base64-encoded queue message grows by a third.
-func (s *Sink) bodySize(m Message) int {
-	if s.cfg.Type == StorageQueue && s.cfg.Encoding != EncodingText {
-		return (len(m.Body) + 2) / 3 * 4
-	}
-	return len(m.Body)
 }
 
 // Handler returns a poller handler that sends each batch's rows through s, for any row type.
