@@ -31,7 +31,17 @@ const (
 	// XID reads a PostgreSQL xid8 column (DEFAULT pg_current_xact_id()), safe against late
 	// commits.
 	XID CursorKind = state.KindXID
+	// Logical reads PostgreSQL's logical decoding of the table (a replication slot and a
+	// publication, which `pollerctl cdc enable` creates): inserts, updates and deletes in commit
+	// order, nothing running between ticks. No cursor column.
+	Logical CursorKind = state.KindLogical
+	// ChangeTracking reads SQL Server Change Tracking of the table: inserts, updates and deletes
+	// by change version. No cursor column.
+	ChangeTracking CursorKind = state.KindChangeTracking
 )
+
+// changes reports whether kind reads a change stream, which has no cursor column.
+func (k CursorKind) changes() bool { return k == Logical || k == ChangeTracking }
 
 // Row is one source row as read, before decoding into the poller's row type. Its values are
 // normalized: integers int64, exact numerics decimal strings, timestamps time.Time in UTC, binary
@@ -161,8 +171,10 @@ func New[T any](name, table string, kind CursorKind, handle func(ctx context.Con
 		panic(fmt.Sprintf("poller.New(%q): no handler", name))
 	case table == "":
 		panic(fmt.Sprintf("poller.New(%q): no table", name))
-	case p.source.Cursor.Column == "":
+	case p.source.Cursor.Column == "" && !kind.changes():
 		panic(fmt.Sprintf("poller.New(%q): no cursor column: tag a field `db:\"column,cursor\"` or use WithCursorColumn", name))
+	case p.source.Cursor.Column != "" && kind.changes():
+		panic(fmt.Sprintf("poller.New(%q): a %s cursor reads the database's change stream: it takes no cursor column (%s)", name, kind, p.source.Cursor.Column))
 	case len(p.source.PK) == 0:
 		panic(fmt.Sprintf("poller.New(%q): no key column: tag a field `db:\"column,key\"` or use WithKey", name))
 	}

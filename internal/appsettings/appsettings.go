@@ -6,6 +6,8 @@ package appsettings
 
 import (
 	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -49,6 +51,12 @@ type Settings struct {
 	// MaxLag is {P}_MAX_LAG: the status calls the poller lagging when the oldest row waiting is
 	// older than this.
 	MaxLag time.Duration
+	// Slot and Publication are {P}_CDC_SLOT and {P}_CDC_PUBLICATION: what a logical cursor reads
+	// (pollerctl cdc enable creates them); "" for the other cursor kinds.
+	Slot        string
+	Publication string
+
+	app string // AppName, for the slot's default name
 }
 
 // Defaults.
@@ -189,6 +197,48 @@ var Table = []Setting{
 	{"MAX_LAG", "the status calls the poller `lagging` when the oldest row waiting is older than this", "`5m`", func(s *Settings, v string, _ *poller.Poller) error {
 		return duration(&s.MaxLag, v, DefaultMaxLag, false)
 	}},
+	{"CDC_SLOT", "`logical` cursors: the PostgreSQL logical replication slot the poller reads (lower-case letters, digits, `_`; `pollerctl cdc enable` creates it). Refused for the other cursor kinds", "`pseudotrigger_{app}_{poller}` (lower case, other characters as `_`, at most 63)", func(s *Settings, v string, p *poller.Poller) error {
+		return cdcName(&s.Slot, v, "slot", s.app, p)
+	}},
+	{"CDC_PUBLICATION", "`logical` cursors: the publication of the poller's table that the slot is read with. Refused for the other cursor kinds", "the slot's name", func(s *Settings, v string, p *poller.Poller) error {
+		return cdcName(&s.Publication, cmp.Or(v, s.Slot), "publication", s.app, p)
+	}},
+}
+
+// cdcName sets *name from v, or to the default slot name, for a logical cursor; v must be empty
+// for the other kinds.
+func cdcName(name *string, v, what, app string, p *poller.Poller) error {
+	if kind := p.Source().Cursor.Kind; kind != state.KindLogical {
+		if v != "" && what == "slot" {
+			return fmt.Errorf("applies to logical cursors only; this poller's cursor is %s", kind)
+		}
+		return nil
+	}
+	if v == "" {
+		v = SlotName(app, p.Name())
+	}
+	if err := source.CheckSlotName(what, v); err != nil {
+		return err
+	}
+	*name = v
+	return nil
+}
+
+// SlotName is a logical poller's default slot (and publication) name:
+// pseudotrigger_{app}_{poller} in lower case, other characters as '_', and when that is longer
+// than PostgreSQL's 63 bytes, cut to 54 and followed by '_' and 8 hex digits of its SHA-256.
+func SlotName(app, pollerName string) string {
+	name := []byte(strings.ToLower("pseudotrigger_" + app + "_" + pollerName))
+	for i, c := range name {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
+			name[i] = '_'
+		}
+	}
+	if len(name) <= 63 {
+		return string(name)
+	}
+	sum := sha256.Sum256(name)
+	return string(name[:54]) + "_" + hex.EncodeToString(sum[:4])
 }
 
 // whole sets *n from v, a whole number from 1 to most, or def when v is empty.
@@ -226,7 +276,7 @@ func Load(p *poller.Poller, getenv func(string) string) (Settings, error) {
 	if err := p.Err(); err != nil { // a definition that could not be read: nothing else matters
 		return Settings{}, err
 	}
-	var s Settings
+	s := Settings{app: AppName(getenv)}
 	var errs []error
 	for _, st := range Table {
 		name := Prefix(p.Name()) + "_" + st.Suffix
@@ -235,6 +285,15 @@ func Load(p *poller.Poller, getenv func(string) string) (Settings, error) {
 		}
 	}
 	return s, errors.Join(errs...)
+}
+
+// Config is the source.Config that opens p's source with these settings: the one place the
+// poller's definition meets its settings (the settle lag, the slot and publication).
+func (s Settings) Config(p *poller.Poller) source.Config {
+	def := p.Source()
+	def.SettleLag = s.SettleLag
+	def.Slot, def.Publication = s.Slot, s.Publication
+	return source.Config{Poller: p.Name(), Driver: s.Driver, DSN: s.DSN, Definition: def}
 }
 
 // Poison is the one rule for a batch that keeps failing, from {P}_MAX_ATTEMPTS and

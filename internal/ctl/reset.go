@@ -243,9 +243,9 @@ func (env Env) openSource(ctx context.Context, d *poller.Poller, what string) (*
 	}
 	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	def := d.Source()
-	def.SettleLag = s.SettleLag
-	src, err := source.Open(octx, source.Config{Poller: d.Name(), Driver: s.Driver, DSN: s.DSN, Definition: def, MaxOpenConns: 1})
+	cfg := s.Config(d)
+	cfg.MaxOpenConns = 1
+	src, err := source.Open(octx, cfg)
 	if err != nil {
 		return nil, usagef("%s is checked against the source's column types, but the source cannot be opened: %v; nothing written", what, err)
 	}

@@ -145,9 +145,9 @@ func (env Env) probe(ctx context.Context, name string, doc *state.Doc) pollersta
 		if err != nil && (s.Driver == "" || s.DSN == "") {
 			return nil, "", nil, pollerstatus.Skip(fmt.Sprintf("%v in pollerctl's environment (the shell, or local.settings.json in this folder); the app's own settings may differ", err))
 		}
-		def := d.Source()
-		def.SettleLag = s.SettleLag
-		src, err := source.Open(ctx, source.Config{Poller: name, Driver: s.Driver, DSN: s.DSN, Definition: def, MaxOpenConns: 1})
+		cfg := s.Config(d)
+		cfg.MaxOpenConns = 1
+		src, err := source.Open(ctx, cfg)
 		if err != nil {
 			return nil, "", nil, err
 		}

@@ -42,12 +42,22 @@ type Definition struct {
 	// SettleLag applies to timestamp+pk cursors: only rows whose cursor is older than the
 	// database's clock minus the lag are read. Zero means DefaultSettleLag; NoSettleLag means none.
 	SettleLag time.Duration
+	// Slot and Publication are the logical replication slot and the publication a logical cursor
+	// reads (pollerctl cdc enable creates them); unused by the other kinds.
+	Slot        string
+	Publication string
+}
+
+// changes reports whether the cursor reads a change stream (logical, changetracking) rather than
+// the table in keyset order: it has no cursor column, and every row carries its op.
+func (d Definition) changes() bool {
+	return d.Cursor.Kind == state.KindLogical || d.Cursor.Kind == state.KindChangeTracking
 }
 
 // Cursor names the cursor kind and column.
 type Cursor struct {
-	Kind   string // state.KindTimestampPK, KindInteger, KindRowversion or KindXID
-	Column string
+	Kind   string // one of state.Kinds
+	Column string // the cursor column; none for the change-stream kinds (logical, changetracking)
 }
 
 // Table is a table name with an optional schema.
@@ -78,8 +88,11 @@ func (d Definition) settleLag() time.Duration {
 }
 
 // keyColumns are the keyset's columns in order: the cursor column, then the key columns that are
-// not the cursor column.
+// not the cursor column. A change-stream cursor has no cursor column: the key columns.
 func (d Definition) keyColumns() []string {
+	if d.changes() {
+		return slices.Clone(d.PK)
+	}
 	keys := []string{d.Cursor.Column}
 	for _, k := range d.PK {
 		if k != d.Cursor.Column {
@@ -118,14 +131,17 @@ func (d Definition) validate(poller, driver string) error {
 	if err := checkIdent(d.Table.Name); err != nil {
 		return fail("table %q: %v", d.Table.Name, err)
 	}
-	if d.Cursor.Column == "" {
+	if d.Cursor.Column == "" && !d.changes() {
 		return fail("table %s: no cursor column", d.Table)
+	}
+	if d.Cursor.Column != "" && d.changes() {
+		return fail("table %s: a %s cursor reads the database's change stream and takes no cursor column (%q)", d.Table, d.Cursor.Kind, d.Cursor.Column)
 	}
 	if len(d.PK) == 0 {
 		return fail("table %s: no key (PK) columns", d.Table)
 	}
 	seen := map[string]bool{}
-	for _, c := range append(append(slices.Clone(d.Columns), d.Cursor.Column), d.PK...) {
+	for _, c := range append(slices.Clone(d.Columns), d.keyColumns()...) {
 		if err := checkIdent(c); err != nil {
 			return fail("table %s, column %q: %v", d.Table, c, err)
 		}
@@ -136,11 +152,8 @@ func (d Definition) validate(poller, driver string) error {
 		}
 		seen[c] = true
 	}
-	switch d.Cursor.Kind {
-	case state.KindTimestampPK, state.KindInteger, state.KindRowversion, state.KindXID:
-	default:
-		return fail("table %s: cursor kind %q is not %s, %s, %s or %s", d.Table, d.Cursor.Kind,
-			state.KindTimestampPK, state.KindInteger, state.KindRowversion, state.KindXID)
+	if !slices.Contains(state.Kinds, d.Cursor.Kind) {
+		return fail("table %s: cursor kind %q is not one of %s", d.Table, d.Cursor.Kind, strings.Join(state.Kinds, ", "))
 	}
 	if !dl.supports(d.Cursor.Kind) {
 		var can []string
@@ -154,6 +167,17 @@ func (d Definition) validate(poller, driver string) error {
 	}
 	if d.Cursor.Kind == state.KindTimestampPK && len(d.keyColumns()) < 2 {
 		return fail("table %s: a timestamp+pk cursor needs a key column other than %q as its tiebreaker", d.Table, d.Cursor.Column)
+	}
+	if d.Cursor.Kind == state.KindLogical {
+		if err := CheckSlotName("slot", d.Slot); err != nil {
+			return fail("table %s: %v", d.Table, err)
+		}
+		if err := CheckSlotName("publication", d.Publication); err != nil {
+			return fail("table %s: %v", d.Table, err)
+		}
+	}
+	if d.changes() && strings.TrimSpace(d.Filter) != "" {
+		return fail("table %s: a %s cursor delivers every change of the table and takes no filter (filter the rows in the handler)", d.Table, d.Cursor.Kind)
 	}
 	if strings.Contains(d.Filter, ";") {
 		return fail("table %s: the filter must be one predicate, without ';'", d.Table)
@@ -181,6 +205,24 @@ func checkIdent(s string) error {
 		case strings.ContainsRune(" _-$#@'\"[]`.", r):
 		default:
 			return fmt.Errorf("identifier contains %q, which is not allowed", r)
+		}
+	}
+	return nil
+}
+
+// CheckSlotName (what: "slot" or "publication") accepts what PostgreSQL accepts as a replication slot name (lower-case letters,
+// digits and '_', at most 63), which this package also asks of publication names so that both
+// can be written into SQL without quoting surprises.
+func CheckSlotName(what, name string) error {
+	if name == "" {
+		return fmt.Errorf("no %s name", what)
+	}
+	if len(name) > 63 {
+		return fmt.Errorf("%s name %q is longer than 63 bytes", what, name)
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_') {
+			return fmt.Errorf("%s name %q may hold only lower-case letters, digits and '_'", what, name)
 		}
 	}
 	return nil

@@ -24,7 +24,8 @@ func ParseLocation(driver, dsn string) (Location, error) {
 }
 
 // Fingerprint is "sha256:" and the hex SHA-256 of a canonical form of the source: driver,
-// server, database, table, columns, cursor kind and column, key columns and filter. Never a
+// server, database, table, columns, cursor kind and column, key columns, filter and (logical
+// cursors) the slot. Never a
 // password or token: changing credentials keeps the fingerprint, changing what is read does not.
 func Fingerprint(driver string, loc Location, d Definition) string {
 	canon := struct {
@@ -39,7 +40,8 @@ func Fingerprint(driver string, loc Location, d Definition) string {
 		Cursor   string   `json:"cursor_column"`
 		PK       []string `json:"pk"`
 		Filter   string   `json:"filter"`
-	}{1, driver, loc.Server, loc.Database, d.Table.Schema, d.Table.Name, d.selected(), d.Cursor.Kind, d.Cursor.Column, d.PK, strings.TrimSpace(d.Filter)}
+		Slot     string   `json:"slot,omitempty"` // logical only: another slot is another stream
+	}{1, driver, loc.Server, loc.Database, d.Table.Schema, d.Table.Name, d.selected(), d.Cursor.Kind, d.Cursor.Column, d.PK, strings.TrimSpace(d.Filter), d.Slot}
 	b, _ := json.Marshal(canon) // strings and slices only: cannot fail
 	sum := sha256.Sum256(b)
 	return "sha256:" + hex.EncodeToString(sum[:])

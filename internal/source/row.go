@@ -23,6 +23,19 @@ import (
 type Row struct {
 	src *Source
 	raw []any
+	ch  *change // what a change-stream cursor read (logical, changetracking); nil for a keyset row
+}
+
+// change is what a change-stream row carries besides its values.
+type change struct {
+	op     string
+	cursor state.Cursor // the position just after this change
+	// keyOnly: a delete whose old row the database gave as its key columns only (the other
+	// values are nil): it has no row.
+	keyOnly bool
+	// unchanged marks the columns whose value the database did not send (PostgreSQL's unchanged
+	// TOAST values without REPLICA IDENTITY FULL); nil when none.
+	unchanged []bool
 }
 
 // value returns column i's normalized value.
@@ -66,11 +79,42 @@ const (
 	OpUpsert = "upsert"
 )
 
-// Op is the change the row stands for: OpUpsert for every keyset cursor kind.
-func (r Row) Op() string { return OpUpsert }
+// Op is the change the row stands for: OpUpsert for every keyset cursor kind; OpInsert,
+// OpUpdate or OpDelete for the change-stream kinds (logical, changetracking).
+func (r Row) Op() string {
+	if r.ch == nil {
+		return OpUpsert
+	}
+	return r.ch.op
+}
+
+// HasRow reports whether the row carries its columns' values: false for a delete of which the
+// database gave only the key (Key still has it). A delete with the old row has it.
+func (r Row) HasRow() bool { return r.ch == nil || !r.ch.keyOnly }
+
+// Unchanged lists the columns whose value the change did not carry (PostgreSQL sends an
+// unchanged TOAST value of an update as "unchanged" unless the table has REPLICA IDENTITY FULL):
+// Get returns nil for them and MarshalJSON leaves them out. Empty for every other row.
+func (r Row) Unchanged() []string {
+	if r.ch == nil || r.ch.unchanged == nil {
+		return nil
+	}
+	var out []string
+	for i, u := range r.ch.unchanged {
+		if u {
+			out = append(out, r.src.cols[i].name)
+		}
+	}
+	return out
+}
+
+func (r Row) unchanged(i int) bool { return r.ch != nil && r.ch.unchanged != nil && r.ch.unchanged[i] }
 
 // Cursor returns the cursor just after this row: what a checkpoint records.
 func (r Row) Cursor() (state.Cursor, error) {
+	if r.ch != nil {
+		return r.ch.cursor, nil
+	}
 	s := r.src
 	c := state.Cursor{Kind: s.def.Cursor.Kind}
 	for j, idx := range s.keyIdx {
@@ -96,14 +140,20 @@ func (r Row) Cursor() (state.Cursor, error) {
 }
 
 // MarshalJSON renders the row as an object in column order. Timestamps are RFC 3339 in UTC with
-// their full fractional precision, exact numerics strings, binary base64, NULL null.
+// their full fractional precision, exact numerics strings, binary base64, NULL null. Columns
+// the change did not carry (Unchanged) are left out.
 func (r Row) MarshalJSON() ([]byte, error) {
 	out := make([]byte, 0, 32*len(r.raw))
 	out = append(out, '{')
+	first := true
 	for i, c := range r.src.cols {
-		if i > 0 {
+		if r.unchanged(i) {
+			continue
+		}
+		if !first {
 			out = append(out, ',')
 		}
+		first = false
 		out = strconv.AppendQuote(out, c.name)
 		out = append(out, ':')
 		switch v := r.value(i).(type) {

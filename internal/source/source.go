@@ -50,7 +50,8 @@ type Source struct {
 	keyCols     []string   // their names
 	codecs      []keyCodec // one per key column
 	q           queries
-	flavor      tsFlavor // how a timestamp cursor compares with the database's clock
+	flavor      tsFlavor     // how a timestamp cursor compares with the database's clock
+	stream      changeStream // the change-stream cursor kinds' reader; nil for keyset kinds
 }
 
 type column struct {
@@ -162,7 +163,9 @@ func (s *Source) check(ctx context.Context) error {
 	for i, k := range s.keyCols {
 		idx := slices.Index(cols, k)
 		c := &s.cols[idx]
-		if i == 0 {
+		if i == 0 && s.def.changes() {
+			s.flavor = tsNone
+		} else if i == 0 {
 			if err := cursorTypeFits(s.def.Cursor.Kind, c.class, c.flavor); err != nil {
 				return s.schemaErr(k, "type %s: %v", c.dbType, err)
 			}
@@ -179,7 +182,9 @@ func (s *Source) check(ctx context.Context) error {
 		s.keyIdx = append(s.keyIdx, idx)
 		s.codecs = append(s.codecs, codec)
 	}
-	s.q = buildQueries(s.dl, s.def, s.flavor)
+	if !s.def.changes() {
+		s.q = buildQueries(s.dl, s.def, s.flavor)
+	}
 
 	for _, k := range s.keyCols {
 		var one int
@@ -191,6 +196,10 @@ func (s *Source) check(ctx context.Context) error {
 		case !errors.Is(err, sql.ErrNoRows):
 			return s.schemaErr(k, "checking for NULLs: %v", err)
 		}
+	}
+	if s.def.changes() {
+		s.stream = streams[s.def.Cursor.Kind](s)
+		return s.stream.check(ctx)
 	}
 	return s.CheckStamps(ctx)
 }
@@ -268,6 +277,9 @@ func (s *Source) Waiting(ctx context.Context, after *state.Cursor, limit int) (i
 	if limit <= 0 {
 		return 0, fmt.Errorf("source: poller %q: count limit %d must be positive", s.poller, limit)
 	}
+	if s.stream != nil {
+		return s.stream.waiting(ctx, after, limit)
+	}
 	q, args, err := s.fetchQuery(after, limit)
 	if err != nil {
 		return 0, err
@@ -284,6 +296,9 @@ func (s *Source) Waiting(ctx context.Context, after *state.Cursor, limit int) (i
 func (s *Source) Fetch(ctx context.Context, after *state.Cursor, limit int) (*Batch, error) {
 	if limit <= 0 {
 		return nil, fmt.Errorf("source: poller %q: batch size %d must be positive", s.poller, limit)
+	}
+	if s.stream != nil {
+		return s.stream.fetch(ctx, after, limit)
 	}
 	q, args, err := s.fetchQuery(after, limit)
 	if err != nil {
@@ -427,6 +442,9 @@ func (s *Source) CheckCursor(c *state.Cursor) error {
 	if c == nil {
 		return nil
 	}
+	if s.stream != nil {
+		return s.stream.checkCursor(c)
+	}
 	_, err := s.keyArgs(c)
 	return err
 }
@@ -439,6 +457,12 @@ func (s *Source) CheckCursor(c *state.Cursor) error {
 func (s *Source) CursorFromText(value string, keys map[string]string) (*state.Cursor, error) {
 	fail := func(format string, args ...any) (*state.Cursor, error) {
 		return nil, fmt.Errorf("source: poller %q: %w: %s", s.poller, ErrCursor, fmt.Sprintf(format, args...))
+	}
+	if s.stream != nil {
+		if len(keys) > 0 {
+			return fail("a %s cursor is a position in the change stream alone: give no key values", s.def.Cursor.Kind)
+		}
+		return s.stream.cursorFromText(value)
 	}
 	for k := range keys {
 		if !slices.Contains(s.keyCols[1:], k) {

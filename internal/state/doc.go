@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 )
@@ -30,7 +31,16 @@ const (
 	KindInteger     = "integer"
 	KindRowversion  = "rowversion"
 	KindXID         = "xid"
+	// KindLogical is PostgreSQL logical decoding: Value is a position in the replication slot's
+	// stream, "0/16D3290" (every transaction whose commit record starts before that LSN is done)
+	// or "0/16D3290+37" (and the first 37 changes of the transaction that commits there).
+	KindLogical = "logical"
+	// KindChangeTracking is SQL Server Change Tracking: Value is the change version, digits.
+	KindChangeTracking = "changetracking"
 )
+
+// Kinds lists the cursor kinds.
+var Kinds = []string{KindTimestampPK, KindInteger, KindRowversion, KindXID, KindLogical, KindChangeTracking}
 
 // Sentinel errors; Decode wraps them in an *Error that names the blob.
 var (
@@ -238,11 +248,8 @@ func (c *Cursor) Time() (time.Time, bool) {
 
 // Validate checks that the cursor has a known kind and a scalar value.
 func (c *Cursor) Validate() error {
-	switch c.Kind {
-	case KindTimestampPK, KindInteger, KindRowversion, KindXID:
-	default:
-		return fmt.Errorf("unknown kind %q (want %s, %s, %s or %s)",
-			c.Kind, KindTimestampPK, KindInteger, KindRowversion, KindXID)
+	if !slices.Contains(Kinds, c.Kind) {
+		return fmt.Errorf("unknown kind %q (want one of %s)", c.Kind, strings.Join(Kinds, ", "))
 	}
 	if err := scalar(c.Value); err != nil {
 		return fmt.Errorf("value: %w", err)

@@ -34,10 +34,8 @@ func Open(ctx context.Context, c Config) (*Runner, error) {
 	name := c.Poller.Name()
 	src := c.Source
 	if src == nil {
-		def := c.Poller.Source()
-		def.SettleLag = c.Settings.SettleLag
 		var err error
-		if src, err = source.Open(ctx, source.Config{Poller: name, Driver: c.Settings.Driver, DSN: c.Settings.DSN, Definition: def}); err != nil {
+		if src, err = source.Open(ctx, c.Settings.Config(c.Poller)); err != nil {
 			return nil, err
 		}
 	}

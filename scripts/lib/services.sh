@@ -133,7 +133,7 @@ install_postgres() {
   fi
 }
 
-# start_postgres initialises a throwaway cluster in a directory of its own under the system's
+# start_postgres initialises a throwaway cluster (wal_level=logical, for the logical cursor) in a directory of its own under the system's
 # temporary directory, starts it on a free port and exports PG_TEST_DSN. Not under $RUN_DIR: run
 # as root, the server runs as the postgres user, which cannot enter a checkout in a mode-700
 # directory such as root's home. The directory is removed again when the services stop.
@@ -157,7 +157,7 @@ start_postgres() {
     || { tail -20 "$d/initdb.log" >&2; die "initdb failed"; }
   port=$(free_port)
   (cd "$d" && "${as[@]}" "$PG_BIN/pg_ctl" -D "$d/data" -w -t 60 -l "$d/server.log" \
-    -o "-c listen_addresses=127.0.0.1 -p $port -k $d -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200" \
+    -o "-c listen_addresses=127.0.0.1 -p $port -k $d -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200 -c wal_level=logical -c max_replication_slots=64 -c max_wal_senders=16" \
     start) >/dev/null || { tail -20 "$d/server.log" >&2; die "PostgreSQL would not start"; }
   # Stopped before the directory is removed: _stops run in order, so put the stop first.
   _stops=("(cd $d && ${as[*]} $PG_BIN/pg_ctl -D $d/data -m immediate stop)" "${_stops[@]}")
