@@ -1,6 +1,7 @@
 package source
 
 import (
+	"database/sql"
 	"strings"
 	"time"
 
@@ -12,7 +13,7 @@ import (
 // it instead of naming a database. Another database is another file, its entry in dialects, and
 // a run of the conformance suite (package sourcetest) against it.
 type dialect interface {
-	open(dsn string) (driver, dsn2 string) // the database/sql driver and the DSN to open
+	open(dsn string) (*sql.DB, error)      // the connection pool for a DSN (not yet connected)
 	location(dsn string) (Location, error) // the server and database in a DSN
 	supports(kind string) bool             // whether a cursor of kind can be read here
 	caseless() bool                        // whether column names match whatever their case

@@ -1,6 +1,7 @@
 package source
 
 import (
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -17,10 +18,12 @@ import (
 // postgres is PostgreSQL through pgx.
 type postgres struct{ common }
 
-func (postgres) open(dsn string) (string, string) { return "pgx", dsn }
+func (postgres) open(dsn string) (*sql.DB, error) { return sql.Open("pgx", dsn) }
 func (postgres) caseless() bool                   { return false }
 func (postgres) placeholder(i int) string         { return "$" + strconv.Itoa(i) }
-func (p postgres) supports(kind string) bool      { return kind == state.KindXID || p.common.supports(kind) }
+func (p postgres) supports(kind string) bool {
+	return kind == state.KindXID || kind == state.KindLogical || p.common.supports(kind)
+}
 
 func (postgres) location(dsn string) (Location, error) {
 	cfg, err := pgx.ParseConfig(dsn)

@@ -1,6 +1,7 @@
 package source
 
 import (
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -24,7 +25,9 @@ const stampPattern = "[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]T[0-9][0-9]:[0-9
 const SQLiteStampExpr = "strftime('%Y-%m-%dT%H:%M:%f000Z','now')"
 
 // open adds a busy time-out, so that a writer does not fail reads at once.
-func (sqlite) open(dsn string) (string, string) {
+func (sqlite) open(dsn string) (*sql.DB, error) { return sql.Open("sqlite", sqliteDSN(dsn)) }
+
+func sqliteDSN(dsn string) string {
 	if !strings.Contains(dsn, "busy_timeout") {
 		sep := "?"
 		if strings.Contains(dsn, "?") {
@@ -32,7 +35,7 @@ func (sqlite) open(dsn string) (string, string) {
 		}
 		dsn += sep + "_pragma=busy_timeout(10000)"
 	}
-	return "sqlite", dsn
+	return dsn
 }
 
 // location: no server; the database is the file's path.

@@ -1,6 +1,7 @@
 package source
 
 import (
+	"database/sql"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -21,11 +22,13 @@ import (
 type sqlServer struct{}
 
 // open picks azuresql when the DSN asks for Entra ID (fedauth=...).
-func (sqlServer) open(dsn string) (string, string) {
+func (sqlServer) open(dsn string) (*sql.DB, error) { return sql.Open(sqlServerDriver(dsn), dsn) }
+
+func sqlServerDriver(dsn string) string {
 	if strings.Contains(strings.ToLower(dsn), "fedauth=") {
-		return "azuresql", dsn
+		return "azuresql"
 	}
-	return "sqlserver", dsn
+	return "sqlserver"
 }
 
 func (sqlServer) location(dsn string) (Location, error) {

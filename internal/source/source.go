@@ -83,8 +83,7 @@ func Open(ctx context.Context, cfg Config) (*Source, error) {
 		fingerprint: Fingerprint(cfg.Driver, loc, d),
 		describe:    fmt.Sprintf("%s %s/%s table %s", cfg.Driver, loc.Server, loc.Database, d.Table),
 	}
-	name, dsn := dl.open(cfg.DSN)
-	db, err := sql.Open(name, dsn)
+	db, err := dl.open(cfg.DSN)
 	if err != nil {
 		return nil, fmt.Errorf("source: poller %q: %w: %s: %v", cfg.Poller, ErrConnect, redact.DSN(cfg.DSN), err)
 	}

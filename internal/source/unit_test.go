@@ -99,14 +99,14 @@ func TestDriverName(t *testing.T) {
 		"sqlserver://srv?database=shop&fedauth=ActiveDirectoryDefault":                     "azuresql",
 		"sqlserver://srv?database=shop&fedauth=ActiveDirectoryManagedIdentity&user+id=cid": "azuresql",
 	} {
-		if got, _ := dialects[SQLServer].open(dsn); got != want {
+		if got := sqlServerDriver(dsn); got != want {
 			t.Errorf("%s: driver %s, want %s", dsn, got, want)
 		}
 	}
-	if _, dsn := dialects[SQLite].open("x.db"); dsn != "x.db?_pragma=busy_timeout(10000)" {
+	if dsn := sqliteDSN("x.db"); dsn != "x.db?_pragma=busy_timeout(10000)" {
 		t.Errorf("sqlite DSN %s", dsn)
 	}
-	if _, dsn := dialects[SQLite].open("x.db?_pragma=busy_timeout(5)"); dsn != "x.db?_pragma=busy_timeout(5)" {
+	if dsn := sqliteDSN("x.db?_pragma=busy_timeout(5)"); dsn != "x.db?_pragma=busy_timeout(5)" {
 		t.Errorf("sqlite DSN with its own time-out changed: %s", dsn)
 	}
 }
