@@ -13,6 +13,9 @@ import (
 type Backlog struct {
 	Rows   int64         // rows waiting, up to the cap the count was made with
 	Oldest *state.Cursor // the first waiting row's cursor (the oldest); nil when none waits
+	// SlotRetainedBytes is the WAL a logical cursor's replication slot keeps; nil for the other
+	// kinds.
+	SlotRetainedBytes *int64
 }
 
 // Backlog counts the rows waiting after the cursor (nil: the beginning), up to limit, and reads

@@ -140,6 +140,11 @@ type Tick struct {
 	// RowsWaiting counts the rows after the cursor when the tick ended, up to a cap (-1: not
 	// counted).
 	RowsWaiting int64 `json:"rows_waiting"`
+	// Ops counts the delivered rows by op (insert, update, delete, upsert); absent when none.
+	Ops map[string]int `json:"ops,omitempty"`
+	// SlotRetainedBytes is, for a logical cursor, the WAL its replication slot keeps
+	// (pg_current_wal_lsn() - restart_lsn) when the tick ended; absent when not measured.
+	SlotRetainedBytes *int64 `json:"slot_retained_bytes,omitempty"`
 }
 
 // AddHistory appends t to the document's history, dropping the oldest entries beyond HistoryLen.
