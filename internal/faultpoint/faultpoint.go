@@ -31,6 +31,10 @@ const (
 	AfterDeadLetter Point = "after_dead_letter" // the dead letter is stored; the checkpoint is not moved yet
 )
 
+// The point of a logical cursor's commit (package tick): the checkpoint is in the blob, and
+// the replication slot is about to be advanced to it.
+const BeforeSlotAdvance Point = "before_slot_advance"
+
 // Points lists the points of every tick.
 var Points = []Point{AfterAcquire, AfterFetch, InHandle, BeforeCommit, AfterCommit}
 

@@ -20,26 +20,32 @@ type Backlog struct {
 
 // Backlog counts the rows waiting after the cursor (nil: the beginning), up to limit, and reads
 // the first of them: two bounded queries.
+// A logical cursor also measures the WAL its slot retains (a third query).
 func (s *Source) Backlog(ctx context.Context, after *state.Cursor, limit int) (Backlog, error) {
-	n, err := s.Waiting(ctx, after, limit)
-	if err != nil {
-		return Backlog{}, err
+	var out Backlog
+	if l, ok := s.stream.(*logical); ok {
+		var err error
+		if out.SlotRetainedBytes, err = l.retained(ctx); err != nil {
+			return Backlog{}, err
+		}
 	}
-	if n == 0 {
-		return Backlog{}, nil
+	n, err := s.Waiting(ctx, after, limit)
+	if err != nil || n == 0 {
+		return out, err
 	}
 	b, err := s.Fetch(ctx, after, 1)
 	if err != nil {
-		return Backlog{}, err
+		return out, err
 	}
 	if len(b.Rows) == 0 { // delivered between the two queries
-		return Backlog{}, nil
+		return out, nil
 	}
 	c, err := b.Rows[0].Cursor()
 	if err != nil {
-		return Backlog{}, err
+		return out, err
 	}
-	return Backlog{Rows: n, Oldest: &c}, nil
+	out.Rows, out.Oldest = n, &c
+	return out, nil
 }
 
 // LagSeconds is the product's one definition of lag: the age of the oldest row not yet

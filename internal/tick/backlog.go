@@ -30,8 +30,9 @@ func (t *tickRun) observe(cursor *state.Cursor, outcome Outcome) {
 	if err != nil {
 		sum.RowsWaiting = -1
 	} else {
-		sum.RowsWaiting, sum.LagSeconds = b.Rows, b.LagSeconds(t.clk.Now())
+		sum.RowsWaiting, sum.LagSeconds, sum.SlotRetainedBytes = b.Rows, b.LagSeconds(t.clk.Now()), b.SlotRetainedBytes
 	}
 	now := t.clk.Now()
-	t.l.AddHistory(state.Tick{At: state.At(now), Outcome: string(outcome), Rows: sum.Rows, LagSeconds: sum.LagSeconds, RowsWaiting: sum.RowsWaiting})
+	t.l.AddHistory(state.Tick{At: state.At(now), Outcome: string(outcome), Rows: sum.Rows, LagSeconds: sum.LagSeconds,
+		RowsWaiting: sum.RowsWaiting, Ops: sum.Ops, SlotRetainedBytes: sum.SlotRetainedBytes})
 }

@@ -126,6 +126,12 @@ func (t *tickRun) step(b *source.Batch) (more bool, err error) {
 		}
 	} else {
 		t.sum.Rows += len(b.Rows)
+		if t.sum.Ops == nil {
+			t.sum.Ops = map[string]int{}
+		}
+		for _, r := range b.Rows {
+			t.sum.Ops[r.Op()]++
+		}
 	}
 	t.sum.Batches++
 	t.log.Info("batch", "batch_id", pb.ID, "rows", len(b.Rows), "attempt", t.attempt, "fencing_token", pb.FencingToken,
@@ -152,8 +158,19 @@ func (t *tickRun) commitDue() error {
 	if err := t.l.Commit(t.ctx, *t.uncommitted); err != nil {
 		return wrapLost(t.l, err)
 	}
+	t.advance(t.uncommitted.Cursor)
 	t.uncommitted, t.lastCommit = nil, t.clk.Now()
 	return nil
+}
+
+// advance tells the source that the checkpoint c is committed (a logical cursor moves its
+// replication slot up to it). A failure is logged, not returned: the blob is the truth, the slot
+// only trails it, and the next commit advances it further.
+func (t *tickRun) advance(c *state.Cursor) {
+	faultpoint.Hit(faultpoint.BeforeSlotAdvance)
+	if err := t.r.Source.Committed(t.ctx, c); err != nil {
+		t.log.Warn("source position not advanced after the commit (the next commit moves it)", "cursor", cursorText(c), "error", err.Error())
+	}
 }
 
 // stopping says the tick takes no new batch: the runner drains or the host dropped the invocation.
@@ -183,7 +200,9 @@ func (t *tickRun) end(cause error) error {
 	t.observe(cursor, outcome)
 	if t.uncommitted != nil {
 		faultpoint.Hit(faultpoint.BeforeCommit)
-		err = l.CommitAndRelease(t.ctx, *t.uncommitted)
+		if err = l.CommitAndRelease(t.ctx, *t.uncommitted); err == nil {
+			t.advance(t.uncommitted.Cursor)
+		}
 	} else {
 		err = l.Release(t.ctx)
 	}

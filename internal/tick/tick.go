@@ -71,7 +71,12 @@ type Summary struct {
 	// RowsWaiting counts the rows after the cursor at the tick's end, up to WaitingCap; -1 when
 	// not counted (the lease was held elsewhere, or the count failed).
 	RowsWaiting  int64  `json:"rows_waiting"`
-	DeadLettered int    `json:"dead_lettered,omitempty"` // rows quarantined into a dead letter
+	// Ops counts the delivered rows by op (insert, update, delete; upsert for keyset cursors).
+	Ops map[string]int `json:"ops,omitempty"`
+	// SlotRetainedBytes is, for a logical cursor, the WAL its replication slot keeps at the
+	// tick's end (measured with the backlog).
+	SlotRetainedBytes *int64 `json:"slot_retained_bytes,omitempty"`
+	DeadLettered      int    `json:"dead_lettered,omitempty"` // rows quarantined into a dead letter
 	DeadLetter   string `json:"dead_letter,omitempty"`   // the last dead letter written
 	BatchID      string `json:"batch_id,omitempty"`      // the batch that failed
 }
@@ -87,6 +92,9 @@ type Source interface {
 	// CheckStamps looks for rows the cursor could never reach (run at most once per
 	// StampCheckEvery).
 	CheckStamps(ctx context.Context) error
+	// Committed says the checkpoint c is in the state blob: a logical cursor advances its
+	// replication slot to it. Called only after a commit that succeeded.
+	Committed(ctx context.Context, c *state.Cursor) error
 }
 
 var _ Source = (*source.Source)(nil)
@@ -211,6 +219,10 @@ func (t *tickRun) run() error {
 	}
 	t0 := t.clk.Now()
 	first, err := r.Source.Fetch(t.ctx, cursor, r.Settings.BatchSize) // never cancelled midway: see deliver
+	if errors.Is(err, source.ErrBusy) { // another process's tick is reading the slot: as a held lease
+		t.sum.Outcome, t.sum.Holder = LeaseHeld, "another reader of the replication slot"
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -283,6 +295,12 @@ func (t *tickRun) finish(err error) (Summary, error) {
 	}
 	if sum.Holder != "" {
 		attrs = append(attrs, "lease_holder", sum.Holder)
+	}
+	if len(sum.Ops) > 0 {
+		attrs = append(attrs, "ops", sum.Ops)
+	}
+	if sum.SlotRetainedBytes != nil {
+		attrs = append(attrs, "slot_retained_bytes", *sum.SlotRetainedBytes)
 	}
 	if sum.DeadLettered > 0 {
 		attrs = append(attrs, "dead_lettered", sum.DeadLettered, "dead_letter", sum.DeadLetter)

@@ -1,0 +1,715 @@
+package source
+
+// The logical cursor: PostgreSQL logical decoding of the poller's table, read over ordinary SQL.
+//
+// A replication slot (plugin pgoutput) and a publication of the table, both made by `pollerctl
+// cdc enable`, give the table's committed changes in commit order: inserts, updates and deletes,
+// never a rolled-back change, never a change of a transaction still open. Each fetch peeks
+// (pg_logical_slot_peek_binary_changes, which consumes nothing) from the slot's confirmed
+// position and decodes the pgoutput messages with pglogrepl; the slot moves only when the tick
+// calls Committed after a successful commit of the state blob, and only up to that checkpoint
+// (pg_replication_slot_advance). The blob is the truth: a holder whose commit was refused never
+// advances, and a late advance by an old holder only trails the newest checkpoint.
+//
+// Positions (see Position): a transaction is done when the checkpoint's LSN is past the start of
+// its commit record; inside a transaction larger than a batch the checkpoint counts the changes
+// done, so a tick (or a process after a crash) resumes in the middle of it. A transaction is
+// decoded whole by every peek that reaches it, so the decoded changes are kept in memory between
+// fetches (cache) and a transaction of 10,000 changes read in batches of 100 is decoded once per
+// process, not once per batch.
+//
+// What a change carries:
+//   - insert: the new row. update: the new row; a column whose value PostgreSQL did not send (an
+//     unchanged TOAST value) is taken from the old row under REPLICA IDENTITY FULL, and otherwise
+//     listed by Row.Unchanged and left out of the row.
+//   - delete: the key; the old row too under REPLICA IDENTITY FULL (Row.HasRow).
+//   - an update that changes the key is delivered as a delete of the old key and an insert of the
+//     new row, so that applying the changes in order to a map keyed by the key is exact.
+//   - TRUNCATE stops the poller (ErrTruncate): its rows cannot be delivered one by one; the error
+//     says how to skip it once the consumer has dealt with it.
+//   - a schema change that removes a column the poller reads or changes its type stops the
+//     poller at that change (ErrSchema, naming the column).
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
+)
+
+var (
+	// ErrNotEnabled: the database is not set up for the logical cursor (wal_level, the slot, the
+	// publication, a privilege, the replica identity); the error names the fix.
+	ErrNotEnabled = errors.New("logical decoding is not set up for the poller")
+	// ErrTruncate: the table was truncated; the poller stops there (see the error for the way on).
+	ErrTruncate = errors.New("the table was truncated")
+	// ErrSlotAhead: the replication slot is past the checkpoint: changes between were consumed
+	// by something else and cannot be read again.
+	ErrSlotAhead = errors.New("the replication slot is past the checkpoint")
+)
+
+func init() { streams[state.KindLogical] = newLogical }
+
+type logical struct {
+	s     *Source
+	slot  string
+	pub   string
+	table string // the quoted table name, for to_regclass and messages
+	types *pgtype.Map
+
+	relOID  uint32            // the table's oid: its changes carry it
+	colOIDs map[string]uint32 // the type of each column the poller reads, by name, now
+
+	mu    sync.Mutex
+	cache *peeked // the last peek, decoded
+}
+
+// peeked is one peek's decoded stream.
+type peeked struct {
+	from     pglogrepl.LSN // the slot's confirmed position: the stream starts there
+	rows     []Row         // the table's changes in stream order; each Row's cursor is after it
+	pos      []Position    // pos[i] is rows[i]'s cursor
+	complete bool          // the peek reached the end of the stream as it was then
+	// stops are the changes the poller cannot deliver (a truncate, a change without a column
+	// it reads), by index in rows (whose entry there is a placeholder): a fetch delivers the rows
+	// before one, and then returns its error until the poller is reset past it.
+	stops map[int]error
+}
+
+// stop returns the error of the first stop in rows[i:j] and its index, or j and nil.
+func (p *peeked) stop(i, j int) (int, error) {
+	for k := i; k < j && len(p.stops) > 0; k++ {
+		if err, ok := p.stops[k]; ok {
+			return k, err
+		}
+	}
+	return j, nil
+}
+
+func newLogical(s *Source) changeStream {
+	return &logical{s: s, slot: s.def.Slot, pub: s.def.Publication, table: quoteTable(s.dl, s.def.Table), types: pgtype.NewMap()}
+}
+
+func (l *logical) fail(format string, args ...any) error {
+	return fmt.Errorf("source: poller %q, table %s: %w: %s", l.s.poller, l.s.def.Table, ErrNotEnabled, fmt.Sprintf(format, args...))
+}
+
+// check reads, in one query, what the cursor needs: wal_level, the role's REPLICATION, the
+// slot, the publication and whether it covers the table, the replica identity and its columns.
+func (l *logical) check(ctx context.Context) error {
+	const q = `SELECT current_setting('wal_level'), current_user::text, r.rolsuper OR r.rolreplication,
+  c.oid, c.relreplident::text,
+  s.slot_name IS NOT NULL, COALESCE(s.plugin, ''), COALESCE(s.slot_type, ''), COALESCE(s.database = current_database(), false),
+  p.oid IS NOT NULL, COALESCE(p.pubinsert AND p.pubupdate AND p.pubdelete AND p.pubtruncate, false),
+  EXISTS (SELECT 1 FROM pg_publication_tables pt WHERE pt.pubname = $2 AND pt.schemaname = n.nspname AND pt.tablename = c.relname),
+  COALESCE((SELECT array_to_json(array_agg(a.attname::text ORDER BY array_position(i.indkey::int2[], a.attnum)))::text
+    FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey::int2[])
+    WHERE i.indrelid = c.oid AND (CASE c.relreplident WHEN 'i' THEN i.indisreplident ELSE i.indisprimary END)), '[]'),
+  COALESCE((SELECT json_object_agg(a.attname, a.atttypid::int8)::text FROM pg_attribute a
+    WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped), '{}')
+FROM pg_roles r
+LEFT JOIN pg_class c ON c.oid = to_regclass($3)
+LEFT JOIN pg_namespace n ON n.oid = c.relnamespace
+LEFT JOIN pg_replication_slots s ON s.slot_name = $1
+LEFT JOIN pg_publication p ON p.pubname = $2
+WHERE r.rolname = current_user`
+	var (
+		walLevel, user, ident, identCols, types, plugin, slotType    string
+		replication, slotExists, slotHere, pubExists, pubAll, pubHas bool
+		oid                                                          sql.NullInt64
+	)
+	err := l.s.db.QueryRowContext(ctx, q, l.slot, l.pub, l.table).Scan(&walLevel, &user, &replication, &oid, &ident,
+		&slotExists, &plugin, &slotType, &slotHere, &pubExists, &pubAll, &pubHas, &identCols, &types)
+	if err != nil {
+		return l.s.streamErr("checking the logical decoding set-up: %v", err)
+	}
+	enable := fmt.Sprintf("run `pollerctl cdc enable %s --yes`, which creates the publication and the slot", l.s.poller)
+	switch {
+	case walLevel != "logical":
+		return l.fail("the server's wal_level is %q; logical decoding needs wal_level = logical (ALTER SYSTEM SET wal_level = logical, then restart the server; on Azure Database for PostgreSQL Flexible Server set the server parameter wal_level to LOGICAL and restart)", walLevel)
+	case !replication:
+		return l.fail("the role %q has neither REPLICATION nor SUPERUSER, and reading a replication slot needs one: ALTER ROLE %s WITH REPLICATION (as a superuser or, on Azure, the server's admin)", user, quoteIdentPG(user))
+	case !oid.Valid:
+		return l.s.schemaErr("", "the table does not exist")
+	case !slotExists:
+		return l.fail("replication slot %q does not exist: %s", l.slot, enable)
+	case slotType != "logical" || plugin != "pgoutput":
+		return l.fail("replication slot %q is a %s slot with plugin %q, not a logical slot with pgoutput: drop it or set {P}_CDC_SLOT to another name, then %s", l.slot, slotType, plugin, enable)
+	case !slotHere:
+		return l.fail("replication slot %q belongs to another database: set {P}_CDC_SLOT to another name, then %s", l.slot, enable)
+	case !pubExists:
+		return l.fail("publication %q does not exist: %s", l.pub, enable)
+	case !pubHas:
+		return l.fail("publication %q does not include the table: ALTER PUBLICATION %s ADD TABLE %s", l.pub, l.pub, l.table)
+	case !pubAll:
+		return l.fail("publication %q does not publish every operation; a truncate or a delete it left out would be lost silently: ALTER PUBLICATION %s SET (publish = 'insert, update, delete, truncate')", l.pub, l.pub)
+	}
+	var keyCols []string
+	if err := json.Unmarshal([]byte(identCols), &keyCols); err != nil {
+		return l.s.streamErr("reading the replica identity's columns %s: %v", identCols, err)
+	}
+	full := fmt.Sprintf("ALTER TABLE %s REPLICA IDENTITY FULL (deletes then carry the old row too)", l.table)
+	switch ident {
+	case "f":
+	case "n":
+		return l.fail("the table has REPLICA IDENTITY NOTHING: its updates and deletes carry no key: %s", full)
+	default:
+		what := "primary key"
+		if ident == "i" {
+			what = "replica identity index"
+		}
+		if len(keyCols) == 0 {
+			return l.fail("the table has no primary key, so its deletes carry no key: add one, or %s", full)
+		}
+		if !slices.Equal(sortedCopy(keyCols), sortedCopy(l.s.def.PK)) {
+			return l.fail("the poller's key (%s) is not the table's %s (%s), which is all a delete carries: make the key %s, or %s",
+				strings.Join(l.s.def.PK, ", "), what, strings.Join(keyCols, ", "), strings.Join(keyCols, ", "), full)
+		}
+	}
+	var oids map[string]uint32
+	if err := json.Unmarshal([]byte(types), &oids); err != nil {
+		return l.s.streamErr("reading the column types %s: %v", types, err)
+	}
+	l.relOID, l.colOIDs = uint32(oid.Int64), oids
+	return nil
+}
+
+func sortedCopy(s []string) []string {
+	c := slices.Clone(s)
+	slices.Sort(c)
+	return c
+}
+
+func quoteIdentPG(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
+
+// position reads a stored cursor; nil is the beginning of the stream (wherever the slot is).
+func (l *logical) position(after *state.Cursor) (Position, error) {
+	if after == nil {
+		return Position{}, nil
+	}
+	p, err := CursorPosition(after)
+	if err != nil {
+		return Position{}, fmt.Errorf("source: poller %q: %w: %v", l.s.poller, ErrCursor, err)
+	}
+	return p, nil
+}
+
+func (l *logical) checkCursor(c *state.Cursor) error {
+	_, err := l.position(c)
+	return err
+}
+
+func (l *logical) cursorFromText(value string) (*state.Cursor, error) {
+	p, err := ParsePosition(strings.TrimSpace(value))
+	if err != nil {
+		return nil, fmt.Errorf("source: poller %q: %w: %v", l.s.poller, ErrCursor, err)
+	}
+	c := p.Cursor()
+	return &c, nil
+}
+
+// fetch serves the changes after the cursor from the last peek when it holds a whole batch of
+// them, and peeks again otherwise.
+func (l *logical) fetch(ctx context.Context, after *state.Cursor, limit int) (*Batch, error) {
+	pos, err := l.position(after)
+	if err != nil {
+		return nil, err
+	}
+	p, i, err := l.read(ctx, after != nil, pos, limit)
+	if err != nil {
+		return nil, err
+	}
+	j, stop := p.stop(i, i+min(len(p.rows)-i, limit))
+	if j == i && stop != nil {
+		return nil, stop
+	}
+	n := j - i
+	b := &Batch{src: l.s, From: after, Rows: p.rows[i:j:j]}
+	if n > 0 {
+		c := p.pos[i+n-1].Cursor()
+		b.To = &c
+	}
+	return b, nil
+}
+
+// waiting counts the changes after the cursor, up to limit.
+func (l *logical) waiting(ctx context.Context, after *state.Cursor, limit int) (int64, error) {
+	pos, err := l.position(after)
+	if err != nil {
+		return 0, err
+	}
+	p, i, err := l.read(ctx, after != nil, pos, limit)
+	if err != nil {
+		return 0, err
+	}
+	return int64(min(len(p.rows)-i, limit)), nil
+}
+
+// read returns a decoded stream holding the changes after pos and the index of the first of
+// them: the cached one when it holds limit of them, else a new peek, asked for more rows until
+// it holds limit changes or reaches the end of the stream.
+func (l *logical) read(ctx context.Context, resume bool, pos Position, limit int) (*peeked, int, error) {
+	l.mu.Lock()
+	p := l.cache
+	l.mu.Unlock()
+	if p != nil && (!resume || p.from <= pos.LSN) {
+		if i := p.after(pos); len(p.rows)-i >= limit {
+			return p, i, nil
+		}
+	}
+	// pgoutput sends a begin and a commit around each transaction's changes: ask for enough
+	// rows for a batch of one-change transactions, and more when that was not enough.
+	ask := 4*limit + 64
+	for {
+		p, err := l.peek(ctx, ask)
+		if err != nil {
+			return nil, 0, err
+		}
+		if resume && p.from > pos.LSN {
+			return nil, 0, fmt.Errorf("source: poller %q, table %s: %w: slot %q is at %s, the checkpoint at %s; the changes between were consumed by something else (a pg_replication_slot_advance or pg_logical_slot_get_changes by hand, another poller sharing the slot) and cannot be read again. To go on from the slot's position: pollerctl reset %s --to-cursor %s --yes",
+				l.s.poller, l.s.def.Table, ErrSlotAhead, l.slot, p.from, pos, l.s.poller, p.from)
+		}
+		l.mu.Lock()
+		l.cache = p
+		l.mu.Unlock()
+		i := p.after(pos)
+		if len(p.rows)-i >= limit || p.complete {
+			return p, i, nil
+		}
+		ask *= 4
+	}
+}
+
+// after is the index of the first change after pos.
+func (p *peeked) after(pos Position) int {
+	i, _ := slices.BinarySearchFunc(p.pos, pos, func(e, t Position) int {
+		if t.Before(e) {
+			return 1
+		}
+		return -1
+	})
+	return i
+}
+
+// peekQuery reads the slot's position and its stream in one round trip. The position comes on
+// every row (an uncorrelated sub-select, evaluated once); no row means nothing to read.
+const peekQuery = `SELECT (SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = $1)::text, data
+FROM pg_logical_slot_peek_binary_changes($1, NULL, $2, 'proto_version', '1', 'publication_names', $3)`
+
+// peek reads up to about ask rows of the stream from the slot's position and decodes them. A
+// slot being read by another connection is retried a few times, then is ErrBusy.
+func (l *logical) peek(ctx context.Context, ask int) (*peeked, error) {
+	for try := 0; ; try++ {
+		p, err := l.peekOnce(ctx, ask)
+		if !errors.Is(err, ErrBusy) || try == 4 {
+			return p, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(time.Duration(25<<try) * time.Millisecond):
+		}
+	}
+}
+
+func (l *logical) peekOnce(ctx context.Context, ask int) (*peeked, error) {
+	rows, err := l.s.db.QueryContext(ctx, peekQuery, l.slot, ask, l.pub)
+	if err != nil {
+		return nil, l.peekErr(err)
+	}
+	defer rows.Close()
+	d := decoder{l: l, p: &peeked{}}
+	n := 0
+	var from sql.NullString
+	var data []byte
+	for rows.Next() {
+		n++
+		if err := rows.Scan(&from, &data); err != nil {
+			return nil, l.peekErr(err)
+		}
+		if err := d.message(data); err != nil {
+			return nil, err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, l.peekErr(err)
+	}
+	d.p.complete = n < ask
+	if from.Valid {
+		if d.p.from, err = pglogrepl.ParseLSN(from.String); err != nil {
+			return nil, l.s.streamErr("slot %q: confirmed position %q: %v", l.slot, from.String, err)
+		}
+	}
+	return d.p, nil
+}
+
+// peekErr names the fix for what a peek can fail on.
+func (l *logical) peekErr(err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		enable := fmt.Sprintf("run `pollerctl cdc enable %s --yes`", l.s.poller)
+		switch {
+		case pe.Code == "55006": // object_in_use
+			return fmt.Errorf("source: poller %q, slot %q: %w (%s)", l.s.poller, l.slot, ErrBusy, pe.Message)
+		case pe.Code == "42704" && strings.Contains(pe.Message, "publication"):
+			return l.fail("%s: %s", pe.Message, enable)
+		case pe.Code == "42704":
+			return l.fail("%s: %s", pe.Message, enable)
+		case pe.Code == "42501":
+			return l.fail("%s: ALTER ROLE <the poller's role> WITH REPLICATION", pe.Message)
+		case pe.Code == "55000":
+			return l.fail("%s", pe.Message)
+		}
+	}
+	return l.s.streamErr("reading replication slot %q: %v", l.slot, err)
+}
+
+// committed advances the slot to the checkpoint c, never backwards (an advance that would not
+// move it is skipped in the query: PostgreSQL refuses one below the slot's position), and drops
+// what the cache holds before it.
+func (l *logical) committed(ctx context.Context, c *state.Cursor) error {
+	pos, err := l.position(c)
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	if p := l.cache; p != nil {
+		if i := p.after(pos); i > 0 {
+			q := &peeked{from: p.from, rows: p.rows[i:], pos: p.pos[i:], complete: p.complete}
+			for k, err := range p.stops {
+				if k >= i {
+					if q.stops == nil {
+						q.stops = map[int]error{}
+					}
+					q.stops[k-i] = err
+				}
+			}
+			l.cache = q
+		}
+	}
+	l.mu.Unlock()
+	_, err = l.s.db.ExecContext(ctx, `SELECT pg_replication_slot_advance($1, $2::pg_lsn) FROM pg_replication_slots
+WHERE slot_name = $1 AND confirmed_flush_lsn < $2::pg_lsn`, l.slot, pos.LSN.String())
+	if err != nil {
+		return fmt.Errorf("source: poller %q: advancing replication slot %q to %s: %w", l.s.poller, l.slot, pos.LSN, l.peekErr(err))
+	}
+	return nil
+}
+
+// retained is the WAL the slot keeps, in bytes (nil when the slot is gone).
+func (l *logical) retained(ctx context.Context) (*int64, error) {
+	var n sql.NullInt64
+	err := l.s.db.QueryRowContext(ctx, `SELECT (pg_current_wal_lsn() - restart_lsn)::int8 FROM pg_replication_slots WHERE slot_name = $1`, l.slot).Scan(&n)
+	if errors.Is(err, sql.ErrNoRows) || err == nil && !n.Valid {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, l.s.streamErr("measuring the WAL slot %q retains: %v", l.slot, err)
+	}
+	return &n.Int64, nil
+}
+
+// decoder turns pgoutput messages into rows.
+type decoder struct {
+	l       *logical
+	p       *peeked
+	rel     []relCol // the table's columns as the stream last described them; nil before
+	missing string   // a column the poller reads that the last description lacks
+	tx      *txn
+}
+
+// relCol is a column of the table in a relation message: where it goes in a Row (-1: not read)
+// and how its text is decoded.
+type relCol struct {
+	idx    int
+	decode func(src []byte) (any, error)
+}
+
+// txn is the transaction being decoded.
+type txn struct {
+	commit  pglogrepl.LSN
+	at      time.Time
+	entries []entry
+}
+
+// entry is a change of the transaction: a row, or a stop (a change the poller cannot deliver),
+// whose error is made once its position is known.
+type entry struct {
+	row  Row
+	stop func(at Position) error
+}
+
+func (d *decoder) message(data []byte) error {
+	m, err := pglogrepl.Parse(data)
+	if err != nil {
+		return d.l.s.streamErr("decoding a pgoutput message: %v", err)
+	}
+	switch m := m.(type) {
+	case *pglogrepl.RelationMessage:
+		if m.RelationID == d.l.relOID {
+			return d.relation(m)
+		}
+	case *pglogrepl.BeginMessage:
+		d.tx = &txn{commit: m.FinalLSN, at: m.CommitTime}
+	case *pglogrepl.InsertMessage:
+		if m.RelationID == d.l.relOID {
+			return d.add(OpInsert, m.Tuple, nil, false)
+		}
+	case *pglogrepl.UpdateMessage:
+		if m.RelationID == d.l.relOID {
+			return d.update(m)
+		}
+	case *pglogrepl.DeleteMessage:
+		if m.RelationID == d.l.relOID {
+			return d.add(OpDelete, m.OldTuple, nil, m.OldTupleType == pglogrepl.UpdateMessageTupleTypeKey)
+		}
+	case *pglogrepl.TruncateMessage:
+		if slices.Contains(m.RelationIDs, d.l.relOID) {
+			return d.truncate()
+		}
+	case *pglogrepl.CommitMessage:
+		d.commit(m.TransactionEndLSN)
+	}
+	return nil
+}
+
+// relation maps the stream's columns onto the Row's. A column the poller reads that the stream
+// lacks (dropped or renamed) makes each change of the table a stop, which names it. A column
+// whose type changed is decoded with the type it had when the change was written.
+func (d *decoder) relation(m *pglogrepl.RelationMessage) error {
+	s := d.l.s
+	rel := make([]relCol, len(m.Columns))
+	seen := make([]bool, len(s.cols))
+	for j, c := range m.Columns {
+		rel[j].idx = -1
+		for i := range s.cols {
+			if s.cols[i].name == c.Name {
+				rel[j].idx, seen[i] = i, true
+				rel[j].decode = textDecoder(d.l.types, c.DataType)
+			}
+		}
+	}
+	d.missing = ""
+	for i, ok := range seen {
+		if !ok {
+			d.missing = s.cols[i].name
+			break
+		}
+	}
+	d.rel = rel
+	return nil
+}
+
+// where names the transaction being decoded, for errors.
+func (d *decoder) where() string {
+	if d.tx == nil {
+		return "the start of the stream"
+	}
+	return fmt.Sprintf("the transaction committed at LSN %s (%s)", d.tx.commit, d.tx.at.UTC().Format(time.RFC3339))
+}
+
+// stop adds a change the poller cannot deliver; why gets the position just past it.
+func (d *decoder) stop(why func(at Position) error) error {
+	if d.tx == nil {
+		return d.l.s.streamErr("a change came outside a transaction (protocol error)")
+	}
+	d.tx.entries = append(d.tx.entries, entry{stop: why})
+	return nil
+}
+
+func (d *decoder) truncate() error {
+	s, where := d.l.s, d.where()
+	return d.stop(func(at Position) error {
+		return fmt.Errorf("source: poller %q, table %s: %w in %s: the rows it removed cannot be delivered one by one, so the poller stops here, after the changes before it. Clear what you built from the table, then skip the truncate: pollerctl reset %s --to-cursor %s --yes",
+			s.poller, s.def.Table, ErrTruncate, where, s.poller, at)
+	})
+}
+
+// schemaStop is the stop for a change that lacks a column the poller reads.
+func (d *decoder) schemaStop() error {
+	s, where, col := d.l.s, d.where(), d.missing
+	return d.stop(func(at Position) error {
+		return fmt.Errorf("source: poller %q, table %s, column %q: %w: the change in %s has no such column (it was dropped or renamed); the poller stops before it. Take the column out of the poller's columns (a new definition: pollerctl reset %s --to-beginning), or add the column back; to skip only this change: pollerctl reset %s --to-cursor %s --yes",
+			s.poller, s.def.Table, col, ErrSchema, where, s.poller, s.poller, at)
+	})
+}
+
+// update adds an update, or a delete and an insert when it changed the key.
+func (d *decoder) update(m *pglogrepl.UpdateMessage) error {
+	if m.OldTuple != nil && d.keyChanged(m.OldTuple, m.NewTuple) {
+		if err := d.add(OpDelete, m.OldTuple, nil, m.OldTupleType == pglogrepl.UpdateMessageTupleTypeKey); err != nil {
+			return err
+		}
+		return d.add(OpInsert, m.NewTuple, m.OldTuple, false)
+	}
+	var old *pglogrepl.TupleData
+	if m.OldTupleType == pglogrepl.UpdateMessageTupleTypeOld {
+		old = m.OldTuple
+	}
+	return d.add(OpUpdate, m.NewTuple, old, false)
+}
+
+// keyChanged compares the key columns' text in two tuples.
+func (d *decoder) keyChanged(old, cur *pglogrepl.TupleData) bool {
+	s := d.l.s
+	for j, rc := range d.rel {
+		if rc.idx < 0 || !slices.Contains(s.def.PK, s.cols[rc.idx].name) || j >= len(old.Columns) || j >= len(cur.Columns) {
+			continue
+		}
+		o, n := old.Columns[j], cur.Columns[j]
+		if o.DataType != n.DataType || string(o.Data) != string(n.Data) {
+			return true
+		}
+	}
+	return false
+}
+
+// add decodes a tuple into a Row of op. old, when not nil, is the old row under REPLICA
+// IDENTITY FULL, which supplies the values PostgreSQL left out (unchanged TOAST); keyOnly marks
+// a delete that carries only its key.
+func (d *decoder) add(op string, tup, old *pglogrepl.TupleData, keyOnly bool) error {
+	s := d.l.s
+	if d.tx == nil || d.rel == nil || tup == nil {
+		return s.streamErr("a %s change came outside a transaction or before the table's description (protocol error)", op)
+	}
+	if d.missing != "" {
+		return d.schemaStop()
+	}
+	if len(tup.Columns) != len(d.rel) {
+		return s.streamErr("a %s change has %d columns, the table's description %d (protocol error)", op, len(tup.Columns), len(d.rel))
+	}
+	raw := make([]any, len(s.cols))
+	ch := &change{op: op, keyOnly: keyOnly}
+	for j, rc := range d.rel {
+		if rc.idx < 0 {
+			continue
+		}
+		col := tup.Columns[j]
+		if col.DataType == pglogrepl.TupleDataTypeToast && old != nil && j < len(old.Columns) {
+			col = old.Columns[j]
+		}
+		switch col.DataType {
+		case pglogrepl.TupleDataTypeNull:
+		case pglogrepl.TupleDataTypeToast:
+			if ch.unchanged == nil {
+				ch.unchanged = make([]bool, len(s.cols))
+			}
+			ch.unchanged[rc.idx] = true
+		default:
+			v, err := rc.decode(col.Data)
+			if err != nil {
+				return fmt.Errorf("source: poller %q, table %s, column %q: decoding %q in %s: %w", s.poller, s.def.Table, s.cols[rc.idx].name, col.Data, d.where(), err)
+			}
+			raw[rc.idx] = v
+		}
+	}
+	for j, idx := range s.keyIdx {
+		if raw[idx] == nil {
+			return fmt.Errorf("source: poller %q, table %s, column %q: %w: a %s change in %s carries no value for the key column", s.poller, s.def.Table, s.keyCols[j], ErrNullCursor, op, d.where())
+		}
+	}
+	d.tx.entries = append(d.tx.entries, entry{row: Row{src: s, raw: raw, ch: ch}})
+	return nil
+}
+
+// commit gives the transaction's changes their positions and adds them to the stream: the last
+// one ends the transaction, the others count the changes done inside it.
+func (d *decoder) commit(end pglogrepl.LSN) {
+	tx := d.tx
+	d.tx = nil
+	if tx == nil {
+		return
+	}
+	last := len(tx.entries) - 1
+	for i, e := range tx.entries {
+		at := Position{LSN: tx.commit, Changes: i + 1}
+		if i == last {
+			at = Position{LSN: end}
+		}
+		if e.stop != nil {
+			if d.p.stops == nil {
+				d.p.stops = map[int]error{}
+			}
+			d.p.stops[len(d.p.rows)] = e.stop(at)
+		} else {
+			e.row.ch.cursor = at.Cursor()
+		}
+		d.p.rows = append(d.p.rows, e.row)
+		d.p.pos = append(d.p.pos, at)
+	}
+}
+
+// textDecoder turns a column's text (pgoutput sends values as text) into what pgx's
+// database/sql driver returns for the type, so that a logical row holds the values a keyset read
+// of the same row would (its stdlib Rows.Next, for the text format).
+func textDecoder(m *pgtype.Map, oid uint32) func([]byte) (any, error) {
+	const text = pgtype.TextFormatCode
+	switch oid {
+	case pgtype.BoolOID:
+		var v bool
+		plan := m.PlanScan(oid, text, &v)
+		return func(src []byte) (any, error) { err := plan.Scan(src, &v); return v, err }
+	case pgtype.ByteaOID, pgtype.JSONOID, pgtype.JSONBOID, pgtype.XMLOID:
+		return func(src []byte) (any, error) {
+			var v []byte
+			err := m.PlanScan(oid, text, &v).Scan(src, &v)
+			return v, err
+		}
+	case pgtype.Float4OID, pgtype.Float8OID:
+		var v float64
+		plan := m.PlanScan(oid, text, &v)
+		return func(src []byte) (any, error) { err := plan.Scan(src, &v); return v, err }
+	case pgtype.Int2OID, pgtype.Int4OID, pgtype.Int8OID:
+		var v int64
+		plan := m.PlanScan(oid, text, &v)
+		return func(src []byte) (any, error) { err := plan.Scan(src, &v); return v, err }
+	case pgtype.DateOID:
+		var v pgtype.Date
+		plan := m.PlanScan(oid, text, &v)
+		return func(src []byte) (any, error) {
+			if err := plan.Scan(src, &v); err != nil {
+				return nil, err
+			}
+			return v.Value()
+		}
+	case pgtype.TimestampOID:
+		var v pgtype.Timestamp
+		plan := m.PlanScan(oid, text, &v)
+		return func(src []byte) (any, error) {
+			if err := plan.Scan(src, &v); err != nil {
+				return nil, err
+			}
+			return v.Value()
+		}
+	case pgtype.TimestamptzOID:
+		var v pgtype.Timestamptz
+		plan := m.PlanScan(oid, text, &v)
+		return func(src []byte) (any, error) {
+			if err := plan.Scan(src, &v); err != nil {
+				return nil, err
+			}
+			return v.Value()
+		}
+	case pgtype.CIDOID, pgtype.OIDOID, pgtype.XIDOID:
+		var v pgtype.Uint32
+		plan := m.PlanScan(oid, text, &v)
+		return func(src []byte) (any, error) {
+			if err := plan.Scan(src, &v); err != nil {
+				return nil, err
+			}
+			return v.Value()
+		}
+	}
+	return func(src []byte) (any, error) { return string(src), nil }
+}
