@@ -18,7 +18,9 @@ import (
 // postgres is PostgreSQL through pgx.
 type postgres struct{ common }
 
-func (postgres) open(dsn string) (*sql.DB, error) { return sql.Open("pgx", dsn) }
+// open is pgx's database/sql driver; a DSN with fedauth (Entra ID, see pgentra.go) gets a pool
+// whose every new connection signs in with a fresh access token, over TLS only.
+func (postgres) open(dsn string) (*sql.DB, error) { return openPostgres(dsn, pgOpenDeps{}) }
 func (postgres) caseless() bool                   { return false }
 func (postgres) placeholder(i int) string         { return "$" + strconv.Itoa(i) }
 func (p postgres) supports(kind string) bool {

@@ -1,0 +1,395 @@
+package source
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/azconn"
+	"github.com/pseudotrigger/pseudotrigger/internal/redact"
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
+	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
+)
+
+// fakeCredential is an azcore.TokenCredential that behaves like azidentity's: it returns its
+// cached token while that token is valid on its clock, and mints the next one (tokens[i],
+// valid for life) once the cached one has expired. err, when set, fails every call.
+type fakeCredential struct {
+	mu     sync.Mutex
+	now    func() time.Time
+	tokens []string
+	life   time.Duration
+	err    error
+
+	calls    int // GetToken calls
+	minted   int // tokens handed out fresh
+	cached   azcore.AccessToken
+	scopes   []string  // of the last call
+	deadline time.Time // of the last call's context
+	// expired, when set, makes every token already expired (a broken credential).
+	expired bool
+}
+
+func (f *fakeCredential) GetToken(ctx context.Context, o policy.TokenRequestOptions) (azcore.AccessToken, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	f.scopes = o.Scopes
+	f.deadline, _ = ctx.Deadline()
+	if f.err != nil {
+		return azcore.AccessToken{}, f.err
+	}
+	now := f.now()
+	if f.cached.Token != "" && f.cached.ExpiresOn.After(now) {
+		return f.cached, nil
+	}
+	if f.minted == len(f.tokens) {
+		return azcore.AccessToken{}, errors.New("fake credential: no more tokens")
+	}
+	exp := now.Add(f.life)
+	if f.expired {
+		exp = now.Add(-time.Second)
+	}
+	f.cached = azcore.AccessToken{Token: f.tokens[f.minted], ExpiresOn: exp}
+	f.minted++
+	return f.cached, nil
+}
+
+func (f *fakeCredential) counts() (calls, minted int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls, f.minted
+}
+
+// fakeClock is a settable clock.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *fakeClock) add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+const entraHost = "postgres://id-app:hunter2@srv.postgres.database.azure.com:5432/shop"
+
+func TestEntraParseDSN(t *testing.T) {
+	for _, c := range []struct {
+		dsn  string
+		want *azconn.Identity // nil: not Entra
+	}{
+		{entraHost + "?sslmode=require", nil},
+		{entraHost + "?sslmode=require&fedauth=ActiveDirectoryManagedIdentity&azure_client_id=11111111-2222-3333-4444-555555555555",
+			&azconn.Identity{Credential: "managedidentity", ClientID: "11111111-2222-3333-4444-555555555555"}},
+		{entraHost + "?sslmode=verify-full&fedauth=ActiveDirectoryManagedIdentity", &azconn.Identity{Credential: "managedidentity"}},
+		{"host=srv.postgres.database.azure.com dbname=shop user=id-app sslmode=require FedAuth=activedirectorymsi", &azconn.Identity{Credential: "managedidentity"}},
+		{"host=srv.postgres.database.azure.com dbname=shop user=me@contoso.com sslmode=require fedauth=ActiveDirectoryDefault", &azconn.Identity{}},
+		// prefer (pgx's default) keeps TLS and loses its plaintext retry: checked below.
+		{entraHost + "?sslmode=prefer&fedauth=ActiveDirectoryDefault", &azconn.Identity{}},
+		{entraHost + "?fedauth=ActiveDirectoryDefault", &azconn.Identity{}},
+	} {
+		cfg, e, err := parsePostgresEntra(c.dsn, false)
+		if err != nil {
+			t.Errorf("%s: %v", c.dsn, err)
+			continue
+		}
+		if (e == nil) != (c.want == nil) || (e != nil && e.identity != *c.want) {
+			t.Errorf("%s: entra %+v, want %+v", c.dsn, e, c.want)
+		}
+		for k := range cfg.RuntimeParams {
+			if strings.EqualFold(k, pgFedAuthKey) || strings.EqualFold(k, pgClientIDKey) {
+				t.Errorf("%s: %s would be sent to the server as a run-time parameter", c.dsn, k)
+			}
+		}
+		if e == nil {
+			continue
+		}
+		if cfg.TLSConfig == nil {
+			t.Errorf("%s: the first attempt is plaintext", c.dsn)
+		}
+		for _, f := range cfg.Fallbacks {
+			if f.TLSConfig == nil {
+				t.Errorf("%s: a plaintext fallback to %s:%d is left", c.dsn, f.Host, f.Port)
+			}
+		}
+	}
+}
+
+func TestEntraParseDSNErrors(t *testing.T) {
+	for dsn, names := range map[string][]string{
+		entraHost + "?sslmode=disable&fedauth=ActiveDirectoryManagedIdentity":                        {"sslmode", "fedauth=ActiveDirectoryManagedIdentity", "require"},
+		entraHost + "?sslmode=allow&fedauth=ActiveDirectoryDefault":                                  {"sslmode", "fedauth=ActiveDirectoryDefault"},
+		entraHost + "?sslmode=require&fedauth=ActiveDirectoryPassword":                               {`fedauth="ActiveDirectoryPassword"`, "ActiveDirectoryManagedIdentity", "ActiveDirectoryDefault"},
+		entraHost + "?sslmode=require&azure_client_id=abc":                                           {"azure_client_id", "fedauth=ActiveDirectoryManagedIdentity"},
+		entraHost + "?sslmode=require&fedauth=ActiveDirectoryDefault&azure_client_id=abc":            {"azure_client_id", "fedauth=ActiveDirectoryDefault"},
+		entraHost + "?sslmode=require&fedauth=ActiveDirectoryManagedIdentity&azure_client_id=":       {"azure_client_id", "empty"},
+		"host=srv dbname=shop password=hunter2 sslmode=require fedauth=x FEDAUTH=ActiveDirectoryMSI": {"fedauth", "twice"},
+	} {
+		_, _, err := parsePostgresEntra(dsn, false)
+		if err == nil {
+			t.Errorf("%s: accepted", dsn)
+			continue
+		}
+		for _, n := range names {
+			if !strings.Contains(err.Error(), n) {
+				t.Errorf("%s: the error does not say %q: %v", dsn, n, err)
+			}
+		}
+		if strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("%s: the error shows the password: %v", dsn, err)
+		}
+	}
+	// The seam for the local test server lets plaintext through; nothing else does.
+	if _, e, err := parsePostgresEntra(entraHost+"?sslmode=disable&fedauth=ActiveDirectoryDefault", true); err != nil || e == nil {
+		t.Errorf("plaintextOK: %v %v", e, err)
+	}
+}
+
+// The Entra keys change neither the fingerprint nor what redaction keeps, and a password in the
+// DSN is still redacted.
+func TestEntraFingerprintAndRedaction(t *testing.T) {
+	def := Definition{Table: Table{Name: "orders"}, Cursor: Cursor{Kind: state.KindInteger, Column: "id"}, PK: []string{"id"}}
+	plain := entraHost + "?sslmode=require"
+	withEntra := plain + "&fedauth=ActiveDirectoryManagedIdentity&azure_client_id=11111111-2222-3333-4444-555555555555"
+	a, err := ParseLocation(Postgres, plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := ParseLocation(Postgres, withEntra)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if Fingerprint(Postgres, a, def) != Fingerprint(Postgres, b, def) {
+		t.Errorf("fedauth changed the fingerprint: %+v vs %+v", a, b)
+	}
+	got := redact.DSN(withEntra)
+	if strings.Contains(got, "hunter2") || !strings.Contains(got, "fedauth=ActiveDirectoryManagedIdentity") ||
+		!strings.Contains(got, "azure_client_id=11111111-2222-3333-4444-555555555555") {
+		t.Errorf("redacted: %s", got)
+	}
+}
+
+func TestEntraTokenHook(t *testing.T) {
+	clk := &fakeClock{t: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)}
+	cred := &fakeCredential{now: clk.now, tokens: []string{"tok-A-secret", "tok-B-secret"}, life: time.Hour}
+	e := &pgEntra{fedauth: pgManagedIdentity, identity: azconn.Identity{Credential: "managedidentity", ClientID: "cid-1"}}
+	hook := pgTokenHook(e, cred, clk.now)
+	connect := func() (string, error) {
+		cc := pgx.ConnConfig{}
+		cc.Password = "from-the-dsn"
+		err := hook(context.Background(), &cc)
+		return cc.Password, err
+	}
+
+	if pw, err := connect(); err != nil || pw != "tok-A-secret" {
+		t.Fatalf("first connection: password %q, %v", pw, err)
+	}
+	if len(cred.scopes) != 1 || cred.scopes[0] != PostgresEntraScope || PostgresEntraScope != "https://ossrdbms-aad.database.windows.net/.default" {
+		t.Errorf("scopes %v", cred.scopes)
+	}
+	if cred.deadline.IsZero() || time.Until(cred.deadline) > pgTokenTimeout {
+		t.Errorf("the token request is not bounded: deadline %v", cred.deadline)
+	}
+	clk.add(59 * time.Minute)
+	if pw, err := connect(); err != nil || pw != "tok-A-secret" {
+		t.Fatalf("second connection, token still valid: %q, %v", pw, err)
+	}
+	clk.add(2 * time.Minute) // tok-A has expired
+	if pw, err := connect(); err != nil || pw != "tok-B-secret" {
+		t.Fatalf("connection after expiry: %q, %v", pw, err)
+	}
+	if calls, minted := cred.counts(); calls != 3 || minted != 2 {
+		t.Errorf("every connection asks the credential: %d calls, %d tokens minted; want 3, 2", calls, minted)
+	}
+
+	// A credential that fails, or returns a dead token: the error names fedauth and the
+	// identity, never a token, and no password is set.
+	broken := &fakeCredential{now: clk.now, tokens: []string{"tok-C-secret"}, life: time.Hour, expired: true}
+	cc := pgx.ConnConfig{}
+	err := pgTokenHook(e, broken, clk.now)(context.Background(), &cc)
+	if !errors.Is(err, errExpiredToken) || cc.Password != "" {
+		t.Fatalf("expired token: %v (password %q)", err, cc.Password)
+	}
+	failing := &fakeCredential{now: clk.now, err: errors.New("ManagedIdentityCredential: no identity endpoint")}
+	err = pgTokenHook(e, failing, clk.now)(context.Background(), &cc)
+	if err == nil || !strings.Contains(err.Error(), "no identity endpoint") {
+		t.Fatalf("credential failure: %v", err)
+	}
+	for _, err := range []error{err, pgTokenHook(e, broken, clk.now)(context.Background(), &cc)} {
+		msg := err.Error()
+		if strings.Contains(msg, "secret") || !strings.Contains(msg, "fedauth=ActiveDirectoryManagedIdentity") || !strings.Contains(msg, "cid-1") {
+			t.Errorf("error: %s", msg)
+		}
+	}
+}
+
+// Open, the path every poller takes, refuses plaintext with Entra before connecting, naming
+// sslmode; the password in the DSN stays hidden.
+func TestEntraOpenRefusesPlaintext(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := Open(ctx, Config{Poller: "orders", Driver: Postgres,
+		DSN:        "postgres://id-app:hunter2@127.0.0.1:1/shop?sslmode=disable&fedauth=ActiveDirectoryManagedIdentity",
+		Definition: Definition{Table: Table{Name: "orders"}, Cursor: Cursor{Kind: state.KindInteger, Column: "id"}, PK: []string{"id"}}})
+	if !errors.Is(err, ErrConnect) || !strings.Contains(err.Error(), "sslmode") || !strings.Contains(err.Error(), `poller "orders"`) ||
+		strings.Contains(err.Error(), "hunter2") {
+		t.Fatalf("Open: %v", err)
+	}
+}
+
+// TestEntraPostgresServer signs in to the real local PostgreSQL with tokens as passwords: a role
+// of its own with a scram-sha-256 line in pg_hba.conf (the cluster otherwise trusts every local
+// connection), whose password is set to the token the fake credential hands out.
+func TestEntraPostgresServer(t *testing.T) {
+	adminDSN := testenv.Postgres(t)
+	dir := os.Getenv("PG_DIR")
+	if dir == "" {
+		t.Skip("PG_DIR is not set (scripts/lib/services.sh start_postgres sets it): the test needs to add a pg_hba.conf line")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	admin, err := sql.Open("pgx", adminDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Close() })
+
+	role := fmt.Sprintf("pt_entra_%d", time.Now().UnixNano()%1_000_000_000)
+	hbaLine := "host all " + role + " 127.0.0.1/32 scram-sha-256 # " + t.Name() + "\n"
+	hba := filepath.Join(dir, "data", "pg_hba.conf")
+	old, err := os.ReadFile(hba)
+	if err != nil {
+		t.Skipf("cannot read %s (%v): the test needs a password rule for a role of its own", hba, err)
+	}
+	if err := os.WriteFile(hba, append([]byte(hbaLine), old...), 0); err != nil {
+		t.Skipf("cannot change %s (%v): the test needs a password rule for a role of its own", hba, err)
+	}
+	reload := func() {
+		if _, err := admin.ExecContext(ctx, "SELECT pg_reload_conf()"); err != nil {
+			t.Error(err)
+		}
+	}
+	t.Cleanup(func() {
+		// Take out our line only, whatever else changed the file meanwhile.
+		if cur, err := os.ReadFile(hba); err == nil {
+			os.WriteFile(hba, []byte(strings.Replace(string(cur), hbaLine, "", 1)), 0)
+		}
+		admin.Exec("SELECT pg_reload_conf()")
+		admin.Exec("DROP ROLE IF EXISTS " + role)
+	})
+	if _, err := admin.ExecContext(ctx, "CREATE ROLE "+role+" LOGIN PASSWORD 'tok-A-secret'"); err != nil {
+		t.Fatal(err)
+	}
+	reload()
+
+	u, err := url.Parse(adminDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.User(role)
+	q := u.Query()
+	q.Set("fedauth", pgManagedIdentity)
+	q.Set("azure_client_id", "11111111-2222-3333-4444-555555555555")
+	q.Set("connect_timeout", "10")
+	u.RawQuery = q.Encode()
+	dsn := u.String() // sslmode=disable: the local server has no TLS
+
+	// Without taking them out, pgx would send the Entra keys to the server, which refuses them.
+	withPassword := *u
+	withPassword.User = url.UserPassword(role, "tok-A-secret")
+	if raw, err := sql.Open("pgx", withPassword.String()); err == nil {
+		err = raw.PingContext(ctx)
+		raw.Close()
+		if err == nil || !(strings.Contains(err.Error(), `unrecognized configuration parameter "fedauth"`) ||
+			strings.Contains(err.Error(), `unrecognized configuration parameter "azure_client_id"`)) {
+			t.Errorf("the server took fedauth as a parameter: %v", err)
+		}
+	}
+
+	// The rule is in force: trust no longer lets the role in without the right password.
+	clk := &fakeClock{t: time.Now()}
+	open := func(cred *fakeCredential) *sql.DB {
+		t.Helper()
+		db, err := openPostgres(dsn, pgOpenDeps{
+			credential: func(e *pgEntra) (azcore.TokenCredential, error) {
+				if e.identity.ClientID != "11111111-2222-3333-4444-555555555555" {
+					t.Errorf("identity %+v", e.identity)
+				}
+				return cred, nil
+			},
+			now:         clk.now,
+			plaintextOK: true,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return db
+	}
+	wrong := open(&fakeCredential{now: clk.now, tokens: []string{"tok-wrong-secret"}, life: time.Hour})
+	err = wrong.PingContext(ctx)
+	if err == nil || !strings.Contains(err.Error(), "password authentication failed") {
+		t.Fatalf("a wrong token was let in (is the pg_hba.conf line in force?): %v", err)
+	}
+	if strings.Contains(err.Error(), "secret") {
+		t.Errorf("the connection error shows the token: %v", err)
+	}
+
+	cred := &fakeCredential{now: clk.now, tokens: []string{"tok-A-secret", "tok-B-secret"}, life: time.Hour}
+	db := open(cred)
+	conn := func() *sql.Conn {
+		t.Helper()
+		c, err := db.Conn(ctx) // a new connection: the ones before are held
+		if err != nil {
+			t.Fatalf("connect: %v", err)
+		}
+		t.Cleanup(func() { c.Close() })
+		var who string
+		if err := c.QueryRowContext(ctx, "SELECT current_user").Scan(&who); err != nil || who != role {
+			t.Fatalf("current_user %q, %v", who, err)
+		}
+		return c
+	}
+	first := conn()
+	conn() // token A still valid: the credential's cache hands it out again
+	if calls, minted := cred.counts(); calls != 2 || minted != 1 {
+		t.Fatalf("two connections: %d token calls, %d minted; want 2, 1", calls, minted)
+	}
+
+	// Token A expires; the server takes only B from now on. A new connection gets B.
+	if _, err := admin.ExecContext(ctx, "ALTER ROLE "+role+" PASSWORD 'tok-B-secret'"); err != nil {
+		t.Fatal(err)
+	}
+	clk.add(61 * time.Minute)
+	conn()
+	if calls, minted := cred.counts(); calls != 3 || minted != 2 {
+		t.Fatalf("after expiry: %d token calls, %d minted; want 3, 2", calls, minted)
+	}
+	// A session signed in with A stays usable: the server checks the token at sign-in only.
+	var one int
+	if err := first.QueryRowContext(ctx, "SELECT 1").Scan(&one); err != nil {
+		t.Errorf("the first session after its token expired: %v", err)
+	}
+
+	// A credential failure fails the connection, naming fedauth and not a token.
+	failing := open(&fakeCredential{now: clk.now, err: errors.New("IMDS unreachable")})
+	err = failing.PingContext(ctx)
+	if err == nil || !strings.Contains(err.Error(), "fedauth=ActiveDirectoryManagedIdentity") || strings.Contains(err.Error(), "secret") {
+		t.Errorf("credential failure: %v", err)
+	}
+}
