@@ -130,9 +130,11 @@ func appendChange(dst []byte, b *poller.Batch[poller.Row], r poller.Row) ([]byte
 	}
 	m.ID = ChangeID(b.Poller, keyJSON, cur.Value)
 	m.Key = keyText(key, keyJSON)
-	row, err := r.MarshalJSON()
-	if err != nil {
-		return nil, Message{}, fmt.Errorf("sink: %s: %w", m.About(), err)
+	row := []byte("null") // a delete of which the database gave only the key
+	if r.HasRow() {
+		if row, err = r.MarshalJSON(); err != nil {
+			return nil, Message{}, fmt.Errorf("sink: %s: %w", m.About(), err)
+		}
 	}
 	dst = append(dst, `{"id":"`...)
 	dst = append(dst, m.ID...)

@@ -213,3 +213,55 @@ func (s *Buffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// PostgresLogical opens the PostgreSQL of PostgresVar (or skips, as Postgres does), makes a
+// table from ddl (a CREATE TABLE with one %s for the name), a publication of it and a logical
+// replication slot (pgoutput) named slot, which is also the publication's name: what `pollerctl
+// cdc enable` makes. All three are dropped when the test ends. The server must run with
+// wal_level=logical (scripts/test.sh's does).
+func PostgresLogical(tb testing.TB, ddl string) (db *sql.DB, dsn, table, slot string) {
+	tb.Helper()
+	dsn = Postgres(tb)
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { db.Close() })
+	table = Name("lg")
+	slot = strings.ToLower(table)
+	for _, q := range []string{
+		fmt.Sprintf(ddl, table),
+		fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE %s", slot, table),
+		fmt.Sprintf("SELECT pg_create_logical_replication_slot('%s', 'pgoutput')", slot),
+	} {
+		if _, err := db.Exec(q); err != nil {
+			tb.Fatalf("%s: %v", q, err)
+		}
+	}
+	tb.Cleanup(func() {
+		db.Exec("SELECT pg_drop_replication_slot($1)", slot)
+		db.Exec("DROP PUBLICATION IF EXISTS " + slot)
+		db.Exec("DROP TABLE IF EXISTS " + table)
+	})
+	return db, dsn, table, slot
+}
+
+// ExecFlushed runs statements in one transaction that commits with synchronous_commit on:
+// scripts/test.sh's PostgreSQL runs with it off, and logical decoding reads only flushed WAL, so
+// a change made this way can be read at once.
+func ExecFlushed(tb testing.TB, db *sql.DB, statements ...string) {
+	tb.Helper()
+	tx, err := db.Begin()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, q := range append([]string{"SET LOCAL synchronous_commit = on"}, statements...) {
+		if _, err := tx.Exec(q); err != nil {
+			tx.Rollback()
+			tb.Fatalf("%s: %v", q, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		tb.Fatal(err)
+	}
+}

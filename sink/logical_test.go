@@ -1,0 +1,75 @@
+package sink
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
+	"github.com/pseudotrigger/pseudotrigger/internal/lease"
+	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/store/memstore"
+	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
+	"github.com/pseudotrigger/pseudotrigger/internal/tick"
+	"github.com/pseudotrigger/pseudotrigger/poller"
+)
+
+// TestLogicalToWebhook: a logical poller's inserts, updates and deletes reach a webhook sink as
+// CONTRACT's messages: the op, the key, null for a delete's row (REPLICA IDENTITY DEFAULT), a
+// distinct id per change even for one key changed twice in a transaction.
+func TestLogicalToWebhook(t *testing.T) {
+	db, dsn, table, slot := testenv.PostgresLogical(t, "CREATE TABLE %s (id bigint PRIMARY KEY, name text NOT NULL)")
+	var mu sync.Mutex
+	var got []Change
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var c Change
+		if err := json.Unmarshal(body, &c); err != nil {
+			t.Errorf("body %s: %v", body, err)
+		}
+		mu.Lock()
+		got = append(got, c)
+		mu.Unlock()
+	}))
+	defer srv.Close()
+	s := MustNew(Config{Type: Webhook, URL: srv.URL, Concurrency: 1})
+	if err := s.Setup(func(string) string { return "" }); err != nil {
+		t.Fatal(err)
+	}
+	p := poller.New("cdc", table, poller.Logical, Handler[poller.Row](s), poller.WithColumns("id", "name"), poller.WithKey("id"))
+	testenv.ExecFlushed(t, db,
+		"INSERT INTO "+table+" VALUES (1, 'a')", "UPDATE "+table+" SET name = 'b' WHERE id = 1",
+		"INSERT INTO "+table+" VALUES (2, 'c')", "DELETE FROM "+table+" WHERE id = 2")
+	r, err := tick.Open(context.Background(), tick.Config{Poller: p, Store: &lease.Counting{Store: memstore.New(nil)}, App: "test", Owner: "test/1",
+		Settings: appsettings.Settings{Driver: source.Postgres, DSN: dsn, BatchSize: 10, LeaseTTL: lease.DefaultTTL,
+			HeartbeatInterval: lease.DefaultTTL / 4, TickBudget: time.Hour, Slot: slot, Publication: slot}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	sum, err := r.Tick(context.Background(), "")
+	if err != nil || sum.Rows != 4 || sum.Ops["delete"] != 1 || sum.Ops["insert"] != 2 || sum.Ops["update"] != 1 {
+		t.Fatalf("tick: %+v %v", sum, err)
+	}
+	var ops []string
+	ids := map[string]bool{}
+	for _, c := range got {
+		ops = append(ops, c.Op+" "+string(c.Row))
+		ids[c.ID] = true
+		if c.Cursor.Kind != "logical" || c.Key["id"] == nil {
+			t.Errorf("change %+v", c)
+		}
+	}
+	if want := `insert {"id":1,"name":"a"}, update {"id":1,"name":"b"}, insert {"id":2,"name":"c"}, delete null`; strings.Join(ops, ", ") != want {
+		t.Errorf("messages: %s\nwant:     %s", strings.Join(ops, ", "), want)
+	}
+	if len(ids) != 4 {
+		t.Errorf("%d distinct ids for 4 changes", len(ids))
+	}
+}
