@@ -3,9 +3,100 @@
 # read a poller's table (Bicep cannot grant database permissions).
 #
 #   scripts/sql-grants.sh IDENTITY_NAME TABLE [TABLE ...]     e.g. id-pseudotrigger-demo dbo.orders
+#   scripts/sql-grants.sh --postgres [--logical] [--no-principal] [--psql] IDENTITY_NAME TABLE [TABLE ...]
+#
+# Without options: Azure SQL / SQL Server, then the PostgreSQL statements as comments.
+# --postgres      only Azure Database for PostgreSQL, runnable: the Entra principal (in the
+#                 postgres database), then USAGE on the schema and SELECT on each table
+# --logical       (PostgreSQL) add ALTER ROLE ... WITH REPLICATION, for the logical cursor
+# --no-principal  (PostgreSQL) the role exists already (a password role): skip its creation
+# --psql          (PostgreSQL) run them with psql instead of printing: the server and the admin
+#                 come from PGHOST, PGUSER, PGDATABASE (the poller's database), PGPASSWORD and
+#                 PGSSLMODE, e.g. PGPASSWORD=$(az account get-access-token --resource-type
+#                 oss-rdbms --query accessToken -o tsv) for an Entra admin
 set -euo pipefail
-[ $# -ge 2 ] || { sed -n '2,6p' "$0"; exit 2; }
+usage() { sed -n '2,16p' "$0"; exit 2; }
+postgres=0 logical=0 principal=1 run=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --postgres) postgres=1 ;;
+    --logical) logical=1 ;;
+    --no-principal) principal=0 ;;
+    --psql) run=1 postgres=1 ;;
+    -h | --help) usage ;;
+    --) shift; break ;;
+    -*) echo "sql-grants.sh: unknown option $1" >&2; usage ;;
+    *) break ;;
+  esac
+  shift
+done
+[ $# -ge 2 ] || usage
 identity=$1; shift
+if [ "$postgres" = 0 ] && { [ "$logical" = 1 ] || [ "$principal" = 0 ]; }; then
+  echo "sql-grants.sh: --logical and --no-principal are PostgreSQL options: add --postgres" >&2
+  exit 2
+fi
+
+# PostgreSQL: the identity as a string literal and as a quoted identifier.
+pg_literal="'${identity//\'/\'\'}'"
+pg_ident="\"${identity//\"/\"\"}\""
+
+# pg_principal prints the statement that makes the Entra role (idempotent: skipped when the role
+# exists). It runs in the postgres database, as a Microsoft Entra admin of the server.
+pg_principal() {
+  cat <<SQL
+DO \$\$ BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $pg_literal) THEN
+    PERFORM pgaadauth_create_principal($pg_literal, false, false);
+  END IF;
+END \$\$;
+SQL
+}
+
+# pg_grants prints the grants in the poller's database: USAGE on each table's schema, SELECT on
+# each table, and with --logical the REPLICATION attribute.
+pg_grants() {
+  local table schema seen=" "
+  for table in "$@"; do
+    schema=public
+    case "$table" in *.*) schema=${table%%.*} ;; esac
+    case "$seen" in *" $schema "*) ;; *)
+      echo "GRANT USAGE ON SCHEMA $schema TO $pg_ident;"
+      seen="$seen$schema "
+    esac
+  done
+  for table in "$@"; do
+    echo "GRANT SELECT ON $table TO $pg_ident;"
+  done
+  if [ "$logical" = 1 ]; then
+    echo "ALTER ROLE $pg_ident WITH REPLICATION;"
+  fi
+}
+
+if [ "$postgres" = 1 ]; then
+  if [ "$run" = 1 ]; then
+    command -v psql >/dev/null 2>&1 || { echo "sql-grants.sh: --psql needs psql (Debian: apt-get install postgresql-client)" >&2; exit 1; }
+    if [ -z "${PGHOST:-}" ] || [ -z "${PGUSER:-}" ] || [ -z "${PGDATABASE:-}" ]; then
+      echo "sql-grants.sh: --psql needs PGHOST, PGUSER and PGDATABASE (the poller's database), and PGPASSWORD or ~/.pgpass" >&2
+      exit 2
+    fi
+    if [ "$principal" = 1 ]; then
+      pg_principal | psql -X -q -v ON_ERROR_STOP=1 -d postgres
+    fi
+    pg_grants "$@" | psql -X -q -v ON_ERROR_STOP=1
+    echo "sql-grants.sh: granted $identity on $PGHOST/$PGDATABASE: $*" >&2
+    exit 0
+  fi
+  if [ "$principal" = 1 ]; then
+    echo "-- Azure Database for PostgreSQL, as a Microsoft Entra admin, in the postgres database:"
+    pg_principal
+    echo
+  fi
+  echo "-- In the poller's database, as the server's admin (a member of azure_pg_admin):"
+  pg_grants "$@"
+  exit 0
+fi
+
 cat <<SQL
 -- Azure SQL / SQL Server, connected as an Entra ID admin, in the poller's database:
 CREATE USER [$identity] FROM EXTERNAL PROVIDER;
@@ -17,10 +108,16 @@ cat <<'SQL'
 -- Cursor kinds: timestamp+pk and integer need only SELECT on the table. rowversion also reads
 -- MIN_ACTIVE_ROWVERSION(), a built-in function every user may call: nothing more to grant.
 
--- PostgreSQL (Azure Database for PostgreSQL, Entra ID admin, in the poller's database):
---   SELECT * FROM pgaadauth_create_principal('<identity>', false, false);
---   GRANT SELECT ON <table> TO "<identity>";
--- The xid cursor reads pg_current_snapshot(), available to every role. The PostgreSQL DSN then
--- needs an Entra token as its password (not fetched by the handler today): use a password kept in
--- Key Vault and referenced from the app setting instead.
+-- PostgreSQL (Azure Database for PostgreSQL Flexible Server; scripts/sql-grants.sh --postgres
+-- prints these runnable, --psql runs them). As a Microsoft Entra admin, in the postgres database:
+SQL
+pg_principal | sed 's/^/--   /'
+echo "-- In the poller's database, as the server's admin (a member of azure_pg_admin):"
+pg_grants "$@" | sed 's/^/--   /'
+echo "--   ALTER ROLE $pg_ident WITH REPLICATION;   -- logical cursor only"
+cat <<'SQL'
+-- The xid cursor reads pg_current_snapshot(), available to every role; the logical cursor also
+-- needs REPLICATION (and wal_level=logical on the server). The PostgreSQL DSN then signs in with
+-- the identity's token: user=<IDENTITY_NAME> fedauth=ActiveDirectoryManagedIdentity
+-- azure_client_id=<its client id> sslmode=require (README: Azure Database for PostgreSQL).
 SQL
