@@ -1,0 +1,580 @@
+package source
+
+// Setting up, inspecting and tearing down what the logical cursor reads (`pollerctl cdc enable`
+// and `disable`, the status's look at the slot), and replaying a dead-lettered change of a
+// change-stream cursor.
+//
+// A logical poller reads a replication slot (plugin pgoutput) through a publication of its table.
+// Both are made here, outside the tick: the tick never creates or drops anything. Creating them
+// needs privileges the poller's role may lack for reading (see CDCInfo.Needs), and a slot, once
+// made, keeps every WAL segment it has not confirmed: a slot nobody advances fills the disk. So
+// they are made and dropped on purpose, by an operator, and shown by the status.
+//
+// Names: slot and publication names are checked by CheckSlotName (lower-case letters, digits and
+// '_') and still quoted where they are identifiers; the table is quoted as the reader quotes it;
+// every value (a slot name passed to a function, an LSN) is a bound parameter.
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/redact"
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
+)
+
+// ErrCDCSetup: the database cannot take, or keep, the logical cursor's set-up as asked (a
+// privilege is missing, a slot or publication of that name exists but is something else, the
+// table's replica identity is NOTHING, ...). Nothing was created or dropped; the error names the
+// fix.
+var ErrCDCSetup = errors.New("cannot set up logical decoding")
+
+// SlotState is what PostgreSQL says of a replication slot (pg_replication_slots).
+type SlotState struct {
+	Name     string `json:"name"`
+	Exists   bool   `json:"exists"`
+	Type     string `json:"type,omitempty"`     // logical or physical
+	Plugin   string `json:"plugin,omitempty"`   // pgoutput for the logical cursor
+	Database string `json:"database,omitempty"` // the database it decodes ("" for a physical slot)
+	// Here: the slot is in the database the connection is to.
+	Here bool `json:"here"`
+	// Active: a connection is reading it right now. The logical cursor reads it with short SQL
+	// calls, so it is active only while a tick reads.
+	Active bool `json:"active"`
+	// ConfirmedFlush is the position the slot's stream starts at (confirmed_flush_lsn): WAL
+	// before it is gone for this slot; "" when unknown.
+	ConfirmedFlush string `json:"confirmed_flush_lsn,omitempty"`
+	// RestartLSN is the oldest WAL the slot keeps (restart_lsn).
+	RestartLSN string `json:"restart_lsn,omitempty"`
+	// RetainedBytes is the WAL the slot keeps: pg_current_wal_lsn() - restart_lsn; nil when it
+	// cannot be measured (no slot, no restart_lsn, a standby).
+	RetainedBytes *int64 `json:"retained_bytes,omitempty"`
+	// WALStatus is pg_replication_slots.wal_status: reserved, extended, unreserved or lost (lost:
+	// WAL the slot needs was removed, max_slot_wal_keep_size; the slot cannot be read any more).
+	WALStatus string `json:"wal_status,omitempty"`
+}
+
+// Confirmed returns the slot's confirmed position as a Position (the zero Position when
+// unknown).
+func (s SlotState) Confirmed() (Position, bool) {
+	if s.ConfirmedFlush == "" {
+		return Position{}, false
+	}
+	p, err := ParsePosition(s.ConfirmedFlush)
+	return p, err == nil
+}
+
+// SlotStatus reads a replication slot's state; a slot that does not exist is SlotState{Exists:
+// false}, not an error. It only reads.
+func SlotStatus(ctx context.Context, db *sql.DB, slot string) (SlotState, error) {
+	st := SlotState{Name: slot}
+	const q = `SELECT slot_type::text, COALESCE(plugin::text, ''), COALESCE(database::text, ''), COALESCE(database = current_database(), false),
+  active, COALESCE(confirmed_flush_lsn::text, ''), COALESCE(restart_lsn::text, ''),
+  CASE WHEN restart_lsn IS NULL OR pg_is_in_recovery() THEN NULL ELSE (pg_current_wal_lsn() - restart_lsn)::int8 END,
+  COALESCE(wal_status, '')
+FROM pg_replication_slots WHERE slot_name = $1`
+	var retained sql.NullInt64
+	err := db.QueryRowContext(ctx, q, slot).Scan(&st.Type, &st.Plugin, &st.Database, &st.Here, &st.Active,
+		&st.ConfirmedFlush, &st.RestartLSN, &retained, &st.WALStatus)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return st, nil
+	case err != nil:
+		return st, fmt.Errorf("source: reading replication slot %q: %w", slot, err)
+	}
+	st.Exists = true
+	if retained.Valid {
+		st.RetainedBytes = &retained.Int64
+	}
+	return st, nil
+}
+
+// SlotStatus reads the state of a logical poller's replication slot; false for the other cursor
+// kinds, which have none.
+func (s *Source) SlotStatus(ctx context.Context) (SlotState, bool, error) {
+	if s.def.Cursor.Kind != state.KindLogical {
+		return SlotState{}, false, nil
+	}
+	st, err := SlotStatus(ctx, s.db, s.def.Slot)
+	if err != nil {
+		return st, true, fmt.Errorf("source: poller %q: %w", s.poller, err)
+	}
+	return st, true, nil
+}
+
+// PublicationState is what PostgreSQL says of a publication (pg_publication).
+type PublicationState struct {
+	Name      string   `json:"name"`
+	Exists    bool     `json:"exists"`
+	AllTables bool     `json:"all_tables,omitempty"` // FOR ALL TABLES
+	Covers    bool     `json:"covers"`               // it publishes the poller's table
+	Publishes []string `json:"publishes,omitempty"`  // of insert, update, delete, truncate
+	Tables    int      `json:"tables"`               // tables it publishes (when not FOR ALL TABLES)
+}
+
+// allOps reports whether it publishes every operation the logical cursor needs.
+func (p PublicationState) allOps() bool { return len(p.Publishes) == 4 }
+
+// CDCInfo is what the database says about a logical poller's set-up, read without writing
+// anything: the server, the role and its privileges, the table and its replica identity, the
+// slot and the publication.
+type CDCInfo struct {
+	WALLevel    string `json:"wal_level"`
+	Database    string `json:"database"`
+	User        string `json:"user"`
+	Superuser   bool   `json:"superuser"`
+	Replication bool   `json:"replication"` // the role has the REPLICATION attribute
+	// CreateOnDatabase: the role has CREATE on the database (CREATE PUBLICATION needs it).
+	CreateOnDatabase bool   `json:"create_on_database"`
+	TableExists      bool   `json:"table_exists"`
+	TableName        string `json:"table"` // schema-qualified, as PostgreSQL resolved it
+	// OwnsTable: the role owns the table or is a member of its owner (adding the table to a
+	// publication needs it).
+	OwnsTable bool   `json:"owns_table"`
+	CanSelect bool   `json:"can_select"`
+	Owner     string `json:"owner,omitempty"`
+	// ReplicaIdentity is default, full, index or nothing; IdentityColumns are the columns a
+	// delete carries under default (the primary key) or index.
+	ReplicaIdentity string   `json:"replica_identity,omitempty"`
+	IdentityColumns []string `json:"identity_columns,omitempty"`
+
+	Slot        SlotState        `json:"slot"`
+	Publication PublicationState `json:"publication"`
+}
+
+// IdentityMeaning says what the table's REPLICA IDENTITY means for the poller's deletes.
+func (i CDCInfo) IdentityMeaning() string {
+	switch i.ReplicaIdentity {
+	case "default":
+		if len(i.IdentityColumns) == 0 {
+			return "REPLICA IDENTITY DEFAULT without a primary key: updates and deletes carry no key, which the poller cannot use: add a primary key, or ALTER TABLE ... REPLICA IDENTITY FULL"
+		}
+		return fmt.Sprintf("REPLICA IDENTITY DEFAULT: a delete carries only the primary key (%s), not the old row; ALTER TABLE ... REPLICA IDENTITY FULL makes deletes carry the old row (and unchanged TOAST values of updates), at the cost of more WAL", strings.Join(i.IdentityColumns, ", "))
+	case "index":
+		return fmt.Sprintf("REPLICA IDENTITY USING INDEX: a delete carries only the index's columns (%s), not the old row", strings.Join(i.IdentityColumns, ", "))
+	case "full":
+		return "REPLICA IDENTITY FULL: a delete carries the old row, an update every column"
+	case "nothing":
+		return "REPLICA IDENTITY NOTHING: updates and deletes carry no key at all; refused (ALTER TABLE ... REPLICA IDENTITY DEFAULT, with a primary key, or FULL)"
+	}
+	return "unknown replica identity " + i.ReplicaIdentity
+}
+
+// CDC is a connection to a logical poller's database for setting up (and tearing down) its slot
+// and publication. It needs no slot to exist, unlike Open.
+type CDC struct {
+	poller   string
+	db       *sql.DB
+	def      Definition
+	table    string // quoted
+	describe string
+}
+
+// OpenCDC connects to the database of a logical poller (cfg as for Open: the definition must be
+// valid, with its Slot and Publication, and its cursor kind logical on postgres). It checks
+// nothing of the table: Inspect does.
+func OpenCDC(ctx context.Context, cfg Config) (*CDC, error) {
+	d := cfg.Definition
+	if d.Cursor.Kind != state.KindLogical {
+		return nil, fmt.Errorf("source: poller %q: %w: its cursor kind is %s; a slot and a publication are for logical pollers only (cursor kind logical, PostgreSQL)",
+			cfg.Poller, ErrCDCSetup, d.Cursor.Kind)
+	}
+	if err := d.validate(cfg.Poller, cfg.Driver); err != nil {
+		return nil, err
+	}
+	dl := dialects[cfg.Driver]
+	loc, err := dl.location(cfg.DSN)
+	if err != nil {
+		return nil, fmt.Errorf("source: poller %q: %w", cfg.Poller, err)
+	}
+	db, err := dl.open(cfg.DSN)
+	if err != nil {
+		return nil, fmt.Errorf("source: poller %q: %w: %s: %v", cfg.Poller, ErrConnect, redact.DSN(cfg.DSN), err)
+	}
+	db.SetMaxOpenConns(1)
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("source: poller %q: %w (%s): %v", cfg.Poller, ErrConnect, redact.DSN(cfg.DSN), redactErr(err, cfg.DSN))
+	}
+	return &CDC{poller: cfg.Poller, db: db, def: d, table: quoteTable(dl, d.Table),
+		describe: fmt.Sprintf("%s %s/%s table %s", cfg.Driver, loc.Server, loc.Database, d.Table)}, nil
+}
+
+// Close closes the connection.
+func (c *CDC) Close() error { return c.db.Close() }
+
+// DB returns the connection pool (one connection).
+func (c *CDC) DB() *sql.DB { return c.db }
+
+// String describes the database and table without secrets.
+func (c *CDC) String() string { return c.describe }
+
+// Slot and Publication are the names the poller's settings give.
+func (c *CDC) Slot() string        { return c.def.Slot }
+func (c *CDC) Publication() string { return c.def.Publication }
+
+// Table is the table, quoted as in the SQL.
+func (c *CDC) Table() string { return c.table }
+
+// CreatePublicationSQL is the statement Enable runs to create the publication.
+func (c *CDC) CreatePublicationSQL() string {
+	return "CREATE PUBLICATION " + pgIdent(c.def.Publication) + " FOR TABLE " + c.table +
+		" WITH (publish = 'insert, update, delete, truncate')"
+}
+
+// CreateSlotSQL is the statement Enable runs to create the slot ($1: the slot's name).
+const CreateSlotSQL = "SELECT pg_create_logical_replication_slot($1, 'pgoutput')"
+
+// DropSlotSQL is the statement Disable runs to drop the slot ($1: the slot's name).
+const DropSlotSQL = "SELECT pg_drop_replication_slot($1)"
+
+// DropPublicationSQL is the statement Disable runs to drop the publication.
+func (c *CDC) DropPublicationSQL() string { return "DROP PUBLICATION " + pgIdent(c.def.Publication) }
+
+func pgIdent(s string) string { return dialects[Postgres].quote(s) }
+
+// Inspect reads the set-up (CDCInfo) in one query; it writes nothing.
+func (c *CDC) Inspect(ctx context.Context) (CDCInfo, error) {
+	const q = `SELECT current_setting('wal_level'), current_database()::text, current_user::text, r.rolsuper, r.rolreplication,
+  has_database_privilege(current_database(), 'CREATE'),
+  cl.oid IS NOT NULL, COALESCE(quote_ident(n.nspname) || '.' || quote_ident(cl.relname), ''),
+  COALESCE(pg_has_role(cl.relowner, 'USAGE'), false), COALESCE(has_table_privilege(cl.oid, 'SELECT'), false),
+  COALESCE(pg_get_userbyid(cl.relowner)::text, ''),
+  COALESCE(CASE cl.relreplident WHEN 'd' THEN 'default' WHEN 'f' THEN 'full' WHEN 'i' THEN 'index' WHEN 'n' THEN 'nothing' END, ''),
+  COALESCE((SELECT array_to_json(array_agg(a.attname::text ORDER BY array_position(i.indkey::int2[], a.attnum)))::text
+    FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey::int2[])
+    WHERE i.indrelid = cl.oid AND (CASE cl.relreplident WHEN 'i' THEN i.indisreplident ELSE i.indisprimary END)), '[]'),
+  p.oid IS NOT NULL, COALESCE(p.puballtables, false),
+  COALESCE(EXISTS (SELECT 1 FROM pg_publication_tables pt WHERE pt.pubname = $1 AND pt.schemaname = n.nspname AND pt.tablename = cl.relname), false),
+  COALESCE(array_to_json(array_remove(ARRAY[CASE WHEN p.pubinsert THEN 'insert' END, CASE WHEN p.pubupdate THEN 'update' END,
+    CASE WHEN p.pubdelete THEN 'delete' END, CASE WHEN p.pubtruncate THEN 'truncate' END], NULL))::text, '[]'),
+  (SELECT count(*) FROM pg_publication_tables pt WHERE pt.pubname = $1)::int
+FROM pg_roles r
+LEFT JOIN pg_class cl ON cl.oid = to_regclass($2)
+LEFT JOIN pg_namespace n ON n.oid = cl.relnamespace
+LEFT JOIN pg_publication p ON p.pubname = $1
+WHERE r.rolname = current_user`
+	var (
+		info                 CDCInfo
+		identCols, publishes string
+	)
+	info.Publication.Name = c.def.Publication
+	err := c.db.QueryRowContext(ctx, q, c.def.Publication, c.table).Scan(&info.WALLevel, &info.Database, &info.User, &info.Superuser,
+		&info.Replication, &info.CreateOnDatabase, &info.TableExists, &info.TableName, &info.OwnsTable, &info.CanSelect, &info.Owner,
+		&info.ReplicaIdentity, &identCols, &info.Publication.Exists, &info.Publication.AllTables, &info.Publication.Covers,
+		&publishes, &info.Publication.Tables)
+	if err != nil {
+		return info, fmt.Errorf("source: poller %q, table %s: reading the logical decoding set-up: %w", c.poller, c.def.Table, err)
+	}
+	if err := json.Unmarshal([]byte(identCols), &info.IdentityColumns); err != nil {
+		return info, fmt.Errorf("source: poller %q: the replica identity's columns %s: %w", c.poller, identCols, err)
+	}
+	if err := json.Unmarshal([]byte(publishes), &info.Publication.Publishes); err != nil {
+		return info, fmt.Errorf("source: poller %q: the publication's operations %s: %w", c.poller, publishes, err)
+	}
+	if info.Slot, err = SlotStatus(ctx, c.db, c.def.Slot); err != nil {
+		return info, fmt.Errorf("source: poller %q: %w", c.poller, err)
+	}
+	return info, nil
+}
+
+// Needs lists the privileges the set-up needs, each with whether the role has it: the slot
+// needs REPLICATION (or superuser); the publication CREATE on the database and ownership of the
+// table (or superuser); reading needs SELECT on the table and REPLICATION.
+func (i CDCInfo) Needs() []Need {
+	su := " (or superuser)"
+	return []Need{
+		{"REPLICATION attribute" + su, "to create, read and drop the slot", i.Superuser || i.Replication,
+			"ALTER ROLE " + pgIdent(i.User) + " WITH REPLICATION (as a superuser; on Azure Flexible Server as the admin, which may grant it)"},
+		{"CREATE on database " + i.Database + su, "to create the publication", i.Superuser || i.CreateOnDatabase,
+			"GRANT CREATE ON DATABASE " + pgIdent(i.Database) + " TO " + pgIdent(i.User)},
+		{"ownership of table " + i.TableName + " (owner: " + i.Owner + ")" + su, "to add the table to the publication, and to drop the publication", i.Superuser || i.OwnsTable,
+			"run this as " + pgIdent(i.Owner) + ", or GRANT " + pgIdent(i.Owner) + " TO " + pgIdent(i.User)},
+		{"SELECT on table " + i.TableName, "to read the table's columns", i.Superuser || i.CanSelect,
+			"GRANT SELECT ON " + i.TableName + " TO " + pgIdent(i.User)},
+	}
+}
+
+// Need is one privilege the set-up needs.
+type Need struct {
+	What, For string
+	Has       bool
+	Fix       string
+}
+
+// EnablePlan is what Enable would do, from Inspect's CDCInfo: the statements, and the problems
+// that refuse it (nothing is created when there is any).
+type EnablePlan struct {
+	Info     CDCInfo
+	Steps    []string // the SQL it runs, in order; none when everything exists
+	Problems []string // each names the fix
+}
+
+// PlanEnable decides what Enable does, without writing: create the publication when missing,
+// then the slot when missing; refuse when the server, the role, the table or an existing slot or
+// publication of those names does not fit.
+func (c *CDC) PlanEnable(info CDCInfo) EnablePlan {
+	p := EnablePlan{Info: info}
+	bad := func(format string, args ...any) { p.Problems = append(p.Problems, fmt.Sprintf(format, args...)) }
+	if info.WALLevel != "logical" {
+		bad("the server's wal_level is %q; logical decoding needs wal_level = logical (ALTER SYSTEM SET wal_level = logical and restart; on Azure Database for PostgreSQL Flexible Server set the server parameter wal_level to LOGICAL and restart)", info.WALLevel)
+	}
+	if !info.TableExists {
+		bad("table %s does not exist (or the role cannot see it)", c.def.Table)
+		return p
+	}
+	switch {
+	case info.ReplicaIdentity == "nothing":
+		bad("table %s has REPLICA IDENTITY NOTHING: its updates and deletes carry no key: ALTER TABLE %s REPLICA IDENTITY DEFAULT (with a primary key) or FULL", info.TableName, info.TableName)
+	case info.ReplicaIdentity != "full" && len(info.IdentityColumns) == 0:
+		bad("table %s has no primary key, so its deletes carry no key: add one, or ALTER TABLE %s REPLICA IDENTITY FULL", info.TableName, info.TableName)
+	case info.ReplicaIdentity != "full" && !slices.Equal(sortedStrings(info.IdentityColumns), sortedStrings(c.def.PK)):
+		bad("the poller's key (%s) is not what a delete of %s carries (%s): make the poller's key %s, or ALTER TABLE %s REPLICA IDENTITY FULL",
+			strings.Join(c.def.PK, ", "), info.TableName, strings.Join(info.IdentityColumns, ", "), strings.Join(info.IdentityColumns, ", "), info.TableName)
+	}
+	pub := info.Publication
+	switch {
+	case !pub.Exists:
+		p.Steps = append(p.Steps, c.CreatePublicationSQL())
+		if !info.Superuser && !info.CreateOnDatabase {
+			bad("creating publication %q needs CREATE on database %s: GRANT CREATE ON DATABASE %s TO %s", pub.Name, info.Database, pgIdent(info.Database), pgIdent(info.User))
+		}
+		if !info.Superuser && !info.OwnsTable {
+			bad("adding table %s to publication %q needs its ownership (owner: %s): run this as %s, or GRANT %s TO %s", info.TableName, pub.Name, info.Owner, info.Owner, pgIdent(info.Owner), pgIdent(info.User))
+		}
+	case !pub.Covers:
+		bad("publication %q exists but does not publish table %s: ALTER PUBLICATION %s ADD TABLE %s, or set {P}_CDC_PUBLICATION to another name", pub.Name, info.TableName, pgIdent(pub.Name), info.TableName)
+	case !pub.allOps():
+		bad("publication %q publishes only %s; a delete or truncate it leaves out would be lost silently: ALTER PUBLICATION %s SET (publish = 'insert, update, delete, truncate')",
+			pub.Name, strings.Join(pub.Publishes, ", "), pgIdent(pub.Name))
+	}
+	slot := info.Slot
+	switch {
+	case !slot.Exists:
+		p.Steps = append(p.Steps, strings.Replace(CreateSlotSQL, "$1", "'"+slot.Name+"'", 1))
+		if !info.Superuser && !info.Replication {
+			bad("creating replication slot %q needs the REPLICATION attribute: ALTER ROLE %s WITH REPLICATION (as a superuser, or on Azure Flexible Server as the admin)", slot.Name, pgIdent(info.User))
+		}
+	case slot.Type != "logical" || slot.Plugin != "pgoutput":
+		bad("replication slot %q exists but is a %s slot with plugin %q, not a logical slot with pgoutput: set {P}_CDC_SLOT to another name (or drop that slot if nothing uses it)", slot.Name, slot.Type, slot.Plugin)
+	case !slot.Here:
+		bad("replication slot %q exists but decodes database %q, not %q: set {P}_CDC_SLOT to another name", slot.Name, slot.Database, info.Database)
+	case slot.WALStatus == "lost":
+		bad("replication slot %q has lost WAL it needs (wal_status lost, max_slot_wal_keep_size): it cannot be read; drop it (pollerctl cdc disable) and enable again, then reset the poller", slot.Name)
+	}
+	return p
+}
+
+func sortedStrings(s []string) []string {
+	c := slices.Clone(s)
+	slices.Sort(c)
+	return c
+}
+
+// Enabled is what Enable did.
+type Enabled struct {
+	CreatedPublication bool
+	CreatedSlot        bool
+	Slot               SlotState // the slot afterwards
+}
+
+// Enable creates the publication (when missing), then the slot (when missing), after PlanEnable
+// finds no problem; an existing slot and publication that fit are kept. The publication is made
+// first: a slot without it could not be read, and a slot is what costs disk. When the slot cannot
+// be made after the publication was, the error says so, and what exists: running Enable again
+// reuses the publication.
+func (c *CDC) Enable(ctx context.Context) (Enabled, error) {
+	var done Enabled
+	info, err := c.Inspect(ctx)
+	if err != nil {
+		return done, err
+	}
+	plan := c.PlanEnable(info)
+	if len(plan.Problems) > 0 {
+		return done, fmt.Errorf("source: poller %q: %w: %s; nothing was created", c.poller, ErrCDCSetup, strings.Join(plan.Problems, "; "))
+	}
+	if !info.Publication.Exists {
+		if _, err := c.db.ExecContext(ctx, c.CreatePublicationSQL()); err != nil {
+			return done, fmt.Errorf("source: poller %q: %w: creating publication %q: %v; nothing was created", c.poller, ErrCDCSetup, c.def.Publication, err)
+		}
+		done.CreatedPublication = true
+	}
+	if !info.Slot.Exists {
+		if _, err := c.db.ExecContext(ctx, CreateSlotSQL, c.def.Slot); err != nil {
+			what := fmt.Sprintf("publication %q existed before", c.def.Publication)
+			if done.CreatedPublication {
+				what = fmt.Sprintf("publication %q was created and is kept (running `cdc enable` again reuses it; `cdc disable` drops it)", c.def.Publication)
+			}
+			return done, fmt.Errorf("source: poller %q: %w: creating replication slot %q: %v; the slot does not exist; %s", c.poller, ErrCDCSetup, c.def.Slot, err, what)
+		}
+		done.CreatedSlot = true
+	}
+	if done.Slot, err = SlotStatus(ctx, c.db, c.def.Slot); err != nil {
+		return done, fmt.Errorf("source: poller %q: %w", c.poller, err)
+	}
+	return done, nil
+}
+
+// DisablePlan is what Disable would do: the statements, and what it leaves alone and why.
+type DisablePlan struct {
+	Info  CDCInfo
+	Steps []string
+	// Keep says why the publication is kept (it publishes other tables too, or it is FOR ALL
+	// TABLES: other readers may use it); "" when it is dropped or absent.
+	Keep     string
+	Problems []string
+}
+
+// PlanDisable decides what Disable does, without writing: drop the slot (when it exists and is
+// the poller's kind of slot), then the publication (when it exists and publishes only the
+// poller's table).
+func (c *CDC) PlanDisable(info CDCInfo) DisablePlan {
+	p := DisablePlan{Info: info}
+	bad := func(format string, args ...any) { p.Problems = append(p.Problems, fmt.Sprintf(format, args...)) }
+	slot := info.Slot
+	switch {
+	case !slot.Exists:
+	case slot.Type != "logical" || slot.Plugin != "pgoutput" || !slot.Here:
+		bad("replication slot %q is not this poller's kind of slot (a %s slot, plugin %q, database %q): not dropped; if nothing uses it, drop it by hand: SELECT pg_drop_replication_slot('%s')",
+			slot.Name, slot.Type, slot.Plugin, slot.Database, slot.Name)
+	case slot.Active:
+		bad("replication slot %q is being read right now (active): run again when the tick is over", slot.Name)
+	default:
+		p.Steps = append(p.Steps, strings.Replace(DropSlotSQL, "$1", "'"+slot.Name+"'", 1))
+		if !info.Superuser && !info.Replication {
+			bad("dropping replication slot %q needs the REPLICATION attribute: ALTER ROLE %s WITH REPLICATION", slot.Name, pgIdent(info.User))
+		}
+	}
+	pub := info.Publication
+	switch {
+	case !pub.Exists:
+	case pub.AllTables || pub.Tables > 1 || (pub.Tables == 1 && !pub.Covers):
+		what := fmt.Sprintf("%d tables", pub.Tables)
+		if pub.AllTables {
+			what = "FOR ALL TABLES"
+		}
+		p.Keep = fmt.Sprintf("publication %q publishes other tables too (%s): kept, as other readers may use it; to take only this table out: ALTER PUBLICATION %s DROP TABLE %s",
+			pub.Name, what, pgIdent(pub.Name), info.TableName)
+	default:
+		p.Steps = append(p.Steps, c.DropPublicationSQL())
+		if !info.Superuser && !info.OwnsTable {
+			bad("dropping publication %q needs ownership of it (the role that created it) or superuser", pub.Name)
+		}
+	}
+	return p
+}
+
+// Disabled is what Disable did.
+type Disabled struct {
+	DroppedSlot        bool
+	DroppedPublication bool
+}
+
+// Disable drops the slot (first: it is what keeps WAL) and then the publication, as PlanDisable
+// decides, after it finds no problem.
+func (c *CDC) Disable(ctx context.Context) (Disabled, error) {
+	var done Disabled
+	info, err := c.Inspect(ctx)
+	if err != nil {
+		return done, err
+	}
+	plan := c.PlanDisable(info)
+	if len(plan.Problems) > 0 {
+		return done, fmt.Errorf("source: poller %q: %w: %s; nothing was dropped", c.poller, ErrCDCSetup, strings.Join(plan.Problems, "; "))
+	}
+	if info.Slot.Exists {
+		if _, err := c.db.ExecContext(ctx, DropSlotSQL, c.def.Slot); err != nil {
+			return done, fmt.Errorf("source: poller %q: %w: dropping replication slot %q: %v; nothing was dropped", c.poller, ErrCDCSetup, c.def.Slot, err)
+		}
+		done.DroppedSlot = true
+	}
+	if slices.Contains(plan.Steps, c.DropPublicationSQL()) {
+		if _, err := c.db.ExecContext(ctx, c.DropPublicationSQL()); err != nil {
+			what := "nothing was dropped"
+			if done.DroppedSlot {
+				what = fmt.Sprintf("the slot %q was dropped; the publication is left (drop it by hand: %s)", c.def.Slot, c.DropPublicationSQL())
+			}
+			return done, fmt.Errorf("source: poller %q: %w: dropping publication %q: %v; %s", c.poller, ErrCDCSetup, c.def.Publication, err, what)
+		}
+		done.DroppedPublication = true
+	}
+	return done, nil
+}
+
+// Replaying a dead-lettered change of a change-stream cursor (logical, changetracking). Its
+// cursor is a position in the stream, not the row's key, so FetchKeyOf cannot find the row; the
+// letter's key does. What is delivered brings the consumer to the row's current state, in the
+// op the stream would use:
+//   - an insert or update whose row still exists: the row as it is now, as an update;
+//   - a delete whose row is still gone: a delete built from the key (key only: the old row, if
+//     the letter has it, stays in the letter);
+//   - otherwise the change was superseded by a later one in the stream (a delete after the
+//     insert, an insert after the delete), which the poller delivers, or has delivered, after
+//     it: replaying the old change would undo the newer one, so nothing is delivered for it.
+
+// ReplayChange returns the row a dead-lettered change (op, key as the letter holds it, cursor)
+// is replayed as, or nil and why when it was superseded. It only reads.
+func (s *Source) ReplayChange(ctx context.Context, op string, key map[string]json.RawMessage, cursor state.Cursor) (*Row, string, error) {
+	if s.stream == nil {
+		return nil, "", fmt.Errorf("source: poller %q: ReplayChange is for change-stream cursors (logical, changetracking); this one is %s: use FetchKeyOf", s.poller, s.def.Cursor.Kind)
+	}
+	args := make([]any, len(s.def.PK))
+	var preds []string
+	for i, k := range s.def.PK {
+		raw, ok := key[k]
+		if !ok {
+			return nil, "", fmt.Errorf("source: poller %q: the dead letter's key lacks column %q (it has %s)", s.poller, k, keyNames(key))
+		}
+		v, err := s.codecs[i].decode(raw)
+		if err != nil {
+			return nil, "", fmt.Errorf("source: poller %q: the dead letter's key column %q: value %s: %v", s.poller, k, raw, err)
+		}
+		args[i] = v
+		preds = append(preds, s.dl.quote(k)+" = "+s.dl.placeholder(i+1))
+	}
+	q := "SELECT " + strings.Join(quoteAll(s.dl, s.def.selected()), ", ") + " FROM " + quoteTable(s.dl, s.def.Table) + " WHERE " + strings.Join(preds, " AND ")
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, "", fmt.Errorf("source: poller %q, table %s: reading a row by key: %w", s.poller, s.def.Table, err)
+	}
+	b, err := s.scan(rows, nil, 1)
+	if err != nil {
+		return nil, "", err
+	}
+	exists := len(b.Rows) > 0
+	switch op {
+	case OpInsert, OpUpdate:
+		if !exists {
+			return nil, "the row is gone: a later delete supersedes this " + op, nil
+		}
+		r := b.Rows[0]
+		r.ch = &change{op: OpUpdate, cursor: cursor}
+		return &r, "", nil
+	case OpDelete:
+		if exists {
+			return nil, "the row exists again: a later insert supersedes this delete", nil
+		}
+		raw := make([]any, len(s.cols))
+		for i := range s.def.PK {
+			raw[s.keyIdx[i]] = args[i]
+		}
+		return &Row{src: s, raw: raw, ch: &change{op: OpDelete, cursor: cursor, keyOnly: true}}, "", nil
+	}
+	return nil, "", fmt.Errorf("source: poller %q: a dead-lettered change of a %s cursor has op %q, not insert, update or delete", s.poller, s.def.Cursor.Kind, op)
+}
+
+func keyNames(key map[string]json.RawMessage) string {
+	names := make([]string, 0, len(key))
+	for k := range key {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
+}
