@@ -32,6 +32,17 @@
 // are taken as UTC and compared with SYSUTCDATETIME(); their cursor arguments are sent as
 // datetime2 (civil.DateTime), not datetimeoffset, so the index still seeks.
 //
+// # Change streams: logical and changetracking
+//
+// Two cursor kinds read the database's own record of changes instead of the table: logical
+// (PostgreSQL logical decoding through a replication slot and a publication, logical.go) and
+// changetracking (SQL Server Change Tracking, changetracking.go). They have no cursor column; the
+// key columns are the rows' identity. Their rows carry their op (Row.Op: insert, update, delete;
+// the keyset kinds say upsert), a delete carries its key and, where the database gives it, the old
+// row (Row.HasRow), and they arrive in commit order, deletes included. Each reader is a
+// changeStream (changes.go); the tick calls Source.Committed after each commit, which advances a
+// logical cursor's slot up to the checkpoint. A change stream takes no filter.
+//
 // # Rows the cursor cannot reach
 //
 // A keyset read never looks back, so a row whose cursor value sorts behind rows already read is
