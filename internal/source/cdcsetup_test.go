@@ -268,7 +268,9 @@ func TestReplayChange(t *testing.T) {
 	}
 	defer src.Close()
 	cur := source.Position{LSN: 0x16D3290}.Cursor()
-	key := func(id int) map[string]json.RawMessage { return map[string]json.RawMessage{"id": json.RawMessage(fmt.Sprint(id))} }
+	key := func(id int) map[string]json.RawMessage {
+		return map[string]json.RawMessage{"id": json.RawMessage(fmt.Sprint(id))}
+	}
 	for _, tc := range []struct {
 		op      string
 		id      int
