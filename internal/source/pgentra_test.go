@@ -386,6 +386,25 @@ func TestEntraPostgresServer(t *testing.T) {
 		t.Errorf("the first session after its token expired: %v", err)
 	}
 
+	// Without the test seam, sslmode=prefer (pgx's default) keeps TLS and drops its plaintext
+	// retry: this server has no TLS, so the connection fails where plain pgx would have gone on
+	// in clear with the token.
+	pu := *u
+	pq := pu.Query()
+	pq.Set("sslmode", "prefer")
+	pu.RawQuery = pq.Encode()
+	tlsOnly, err := openPostgres(pu.String(), pgOpenDeps{
+		credential: func(*pgEntra) (azcore.TokenCredential, error) { return cred, nil },
+		now:        clk.now,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tlsOnly.Close()
+	if err := tlsOnly.PingContext(ctx); err == nil || !strings.Contains(err.Error(), "TLS") || strings.Contains(err.Error(), "secret") {
+		t.Errorf("sslmode=prefer with fedauth against a server without TLS: %v", err)
+	}
+
 	// A credential failure fails the connection, naming fedauth and not a token.
 	failing := open(&fakeCredential{now: clk.now, err: errors.New("IMDS unreachable")})
 	err = failing.PingContext(ctx)
