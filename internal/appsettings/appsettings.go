@@ -55,8 +55,6 @@ type Settings struct {
 	// (pollerctl cdc enable creates them); "" for the other cursor kinds.
 	Slot        string
 	Publication string
-
-	app string // AppName, for the slot's default name
 }
 
 // Defaults.
@@ -103,7 +101,7 @@ var Table = []Setting{
 		}
 		return fmt.Errorf("%q is not sqlserver, postgres or sqlite", v)
 	}},
-	{"DB_CONNECTION", "the source DSN (SQL Server may use Entra ID, see below)", "- (required)", func(s *Settings, v string, _ *poller.Poller) error {
+	{"DB_CONNECTION", "the source DSN (SQL Server and PostgreSQL may use Entra ID, see below)", "- (required)", func(s *Settings, v string, _ *poller.Poller) error {
 		if s.DSN = v; v == "" {
 			return errors.New("missing: set it to the source database's connection string")
 		}
@@ -198,24 +196,24 @@ var Table = []Setting{
 		return duration(&s.MaxLag, v, DefaultMaxLag, false)
 	}},
 	{"CDC_SLOT", "`logical` cursors: the PostgreSQL logical replication slot the poller reads (lower-case letters, digits, `_`; `pollerctl cdc enable` creates it). Refused for the other cursor kinds", "`pseudotrigger_{app}_{poller}` (lower case, other characters as `_`, at most 63)", func(s *Settings, v string, p *poller.Poller) error {
-		return cdcName(&s.Slot, v, "slot", s.app, p)
+		return cdcName(&s.Slot, v, "slot", p)
 	}},
 	{"CDC_PUBLICATION", "`logical` cursors: the publication of the poller's table that the slot is read with. Refused for the other cursor kinds", "the slot's name", func(s *Settings, v string, p *poller.Poller) error {
-		return cdcName(&s.Publication, cmp.Or(v, s.Slot), "publication", s.app, p)
+		return cdcName(&s.Publication, v, "publication", p)
 	}},
 }
 
-// cdcName sets *name from v, or to the default slot name, for a logical cursor; v must be empty
-// for the other kinds.
-func cdcName(name *string, v, what, app string, p *poller.Poller) error {
+// cdcName sets *name from v for a logical cursor (Load fills in the defaults, which depend on the
+// app's name); v must be empty for the other kinds.
+func cdcName(name *string, v, what string, p *poller.Poller) error {
 	if kind := p.Source().Cursor.Kind; kind != state.KindLogical {
-		if v != "" && what == "slot" {
+		if v != "" {
 			return fmt.Errorf("applies to logical cursors only; this poller's cursor is %s", kind)
 		}
 		return nil
 	}
 	if v == "" {
-		v = SlotName(app, p.Name())
+		return nil
 	}
 	if err := source.CheckSlotName(what, v); err != nil {
 		return err
@@ -276,13 +274,17 @@ func Load(p *poller.Poller, getenv func(string) string) (Settings, error) {
 	if err := p.Err(); err != nil { // a definition that could not be read: nothing else matters
 		return Settings{}, err
 	}
-	s := Settings{app: AppName(getenv)}
+	var s Settings
 	var errs []error
 	for _, st := range Table {
 		name := Prefix(p.Name()) + "_" + st.Suffix
 		if err := st.read(&s, strings.TrimSpace(getenv(name)), p); err != nil {
 			errs = append(errs, &SettingError{Setting: name, Problem: err.Error()})
 		}
+	}
+	if p.Source().Cursor.Kind == state.KindLogical {
+		s.Slot = cmp.Or(s.Slot, SlotName(AppName(getenv), p.Name()))
+		s.Publication = cmp.Or(s.Publication, s.Slot)
 	}
 	return s, errors.Join(errs...)
 }

@@ -1,0 +1,43 @@
+package appsettings
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/pseudotrigger/pseudotrigger/poller"
+)
+
+func TestCDCSettings(t *testing.T) {
+	logical := poller.New("Orders-CDC", "orders", poller.Logical, func(context.Context, *poller.Batch[poller.Row]) error { return nil },
+		poller.WithColumns("id"), poller.WithKey("id"))
+	keyset := poller.New("orders", "orders", poller.Integer, func(context.Context, *poller.Batch[poller.Row]) error { return nil },
+		poller.WithColumns("id"), poller.WithKey("id"), poller.WithCursorColumn("id"))
+	env := func(kv ...string) func(string) string {
+		m := map[string]string{}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return func(k string) string { return m[k] }
+	}
+	base := []string{"ORDERS_CDC_DB_DRIVER", "postgres", "ORDERS_CDC_DB_CONNECTION", "postgres://x/y", "POLLER_APP_NAME", "shop-prod"}
+	s, err := Load(logical, env(base...))
+	if err != nil || s.Slot != "pseudotrigger_shop_prod_orders_cdc" || s.Publication != s.Slot {
+		t.Errorf("defaults: slot %q, publication %q, %v", s.Slot, s.Publication, err)
+	}
+	s, err = Load(logical, env(append(base, "ORDERS_CDC_CDC_SLOT", "mine", "ORDERS_CDC_CDC_PUBLICATION", "pub")...))
+	if err != nil || s.Slot != "mine" || s.Publication != "pub" {
+		t.Errorf("set: slot %q, publication %q, %v", s.Slot, s.Publication, err)
+	}
+	if _, err := Load(logical, env(append(base, "ORDERS_CDC_CDC_SLOT", "Bad-Name")...)); err == nil || !strings.Contains(err.Error(), "ORDERS_CDC_CDC_SLOT") {
+		t.Errorf("a bad slot name: %v", err)
+	}
+	_, err = Load(keyset, env("ORDERS_DB_DRIVER", "postgres", "ORDERS_DB_CONNECTION", "postgres://x/y", "ORDERS_CDC_SLOT", "s"))
+	if err == nil || !strings.Contains(err.Error(), "ORDERS_CDC_SLOT: applies to logical cursors only") {
+		t.Errorf("a slot for an integer cursor: %v", err)
+	}
+	long := SlotName(strings.Repeat("a", 40), strings.Repeat("b", 40))
+	if len(long) != 63 || long == SlotName(strings.Repeat("a", 40), strings.Repeat("b", 39)+"c") {
+		t.Errorf("long names: %q (%d)", long, len(long))
+	}
+}
