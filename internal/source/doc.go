@@ -1,6 +1,7 @@
-// Package source reads a SQL table in keyset order for a poller: SQL Server / Azure SQL
-// (go-mssqldb, with Entra ID through its azuread driver), PostgreSQL (pgx) and SQLite (modernc,
-// no cgo).
+// Package source reads a SQL table for a poller, in keyset order or from the database's change
+// stream: SQL Server / Azure SQL (go-mssqldb, with Entra ID through its azuread driver),
+// PostgreSQL (pgx, with Entra ID through an azidentity token as the password: pgentra.go) and
+// SQLite (modernc, no cgo).
 //
 // A poller declares a Definition: the table, the columns each row carries, the cursor kind and
 // column, the key columns, and optionally a fixed filter written in its Go code. Identifiers are
