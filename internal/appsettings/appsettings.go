@@ -55,6 +55,9 @@ type Settings struct {
 	// (pollerctl cdc enable creates them); "" for the other cursor kinds.
 	Slot        string
 	Publication string
+	// MaxRetained is {P}_CDC_MAX_RETAINED: the status flags a logical poller whose slot keeps
+	// more WAL than this, in bytes (0 for the other cursor kinds).
+	MaxRetained int64
 }
 
 // Defaults.
@@ -201,6 +204,37 @@ var Table = []Setting{
 	{"CDC_PUBLICATION", "`logical` cursors: the publication of the poller's table that the slot is read with. Refused for the other cursor kinds", "the slot's name", func(s *Settings, v string, p *poller.Poller) error {
 		return cdcName(&s.Publication, v, "publication", p)
 	}},
+	{"CDC_MAX_RETAINED", "`logical` cursors: the status calls the poller not ok when its slot keeps more WAL than this (bytes, or with a unit: `500MiB`, `2GiB`); the disk it fills is the database server's. Refused for the other cursor kinds", "`1GiB`", func(s *Settings, v string, p *poller.Poller) error {
+		if kind := p.Source().Cursor.Kind; kind != state.KindLogical {
+			if v != "" {
+				return fmt.Errorf("applies to logical cursors only; this poller's cursor is %s", kind)
+			}
+			return nil
+		}
+		return byteSize(&s.MaxRetained, v, DefaultMaxRetained)
+	}},
+}
+
+// DefaultMaxRetained is {P}_CDC_MAX_RETAINED's default: 1 GiB of WAL, 64 segments of 16 MiB.
+const DefaultMaxRetained int64 = 1 << 30
+
+// byteSize sets *n from v, a whole number of bytes with an optional unit (KiB, MiB, GiB, TiB;
+// KB, MB, GB, TB as powers of 1000), or def when v is empty.
+func byteSize(n *int64, v string, def int64) error {
+	if v == "" {
+		*n = def
+		return nil
+	}
+	num := strings.TrimRight(v, "KMGTiB ")
+	unit := strings.TrimSpace(v[len(num):])
+	mult := map[string]int64{"": 1, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40,
+		"KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12}[unit]
+	i, err := strconv.ParseInt(strings.TrimSpace(num), 10, 64)
+	if err != nil || mult == 0 || i < 1 || i > (1<<62)/mult {
+		return fmt.Errorf("%q is not a size like 1GiB, 500MiB or 1073741824 (bytes)", v)
+	}
+	*n = i * mult
+	return nil
 }
 
 // cdcName sets *name from v for a logical cursor (Load fills in the defaults, which depend on the
