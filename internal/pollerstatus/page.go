@@ -100,6 +100,12 @@ type pollerCard struct {
 	DeadIDs      []string
 	DeadMore     int
 	Spark        sparkline
+	// Ops are the rows the history's ticks delivered, by op ("120 insert · 4 delete"); LastOps
+	// the newest tick's that counted any. "" when none was counted.
+	Ops, LastOps string
+	// SlotText describes a logical poller's replication slot; SlotBad: past its limit.
+	SlotText string
+	SlotBad  bool
 }
 
 // NewPage makes a report ready for the page: one card per poller, most urgent first.
@@ -168,6 +174,14 @@ func NewPage(rep Report) PageData {
 			c.DeadIDs, c.DeadMore = c.DeadIDs[:maxDeadLetterIDs], len(c.DeadIDs)-maxDeadLetterIDs
 		}
 		c.Spark = newSparkline(r)
+		c.Ops = opsText(r.HistoryOps)
+		for i := len(r.History) - 1; i >= 0 && c.Ops != ""; i-- {
+			if len(r.History[i].Ops) > 0 {
+				c.LastOps = opsText(r.History[i].Ops) + " (" + r.History[i].At.UTC().Format(time.RFC3339) + ")"
+				break
+			}
+		}
+		c.SlotText, c.SlotBad = slotText(r.Slot)
 		if r.Blocked {
 			d.Blocked++
 		}
@@ -306,3 +320,56 @@ func newSparkline(r Row) sparkline {
 }
 
 func coord(f float64) string { return strconv.FormatFloat(f, 'f', 1, 64) }
+
+// opOrder is the order ops are shown in.
+var opOrder = []string{"insert", "update", "delete", "upsert"}
+
+// opsText renders counts by op: "120 insert · 30 update · 4 delete"; "" when there are none.
+func opsText(ops map[string]int) string {
+	var parts []string
+	for _, op := range opOrder {
+		if n, ok := ops[op]; ok {
+			parts = append(parts, strconv.Itoa(n)+" "+op)
+		}
+	}
+	var other []string
+	for op := range ops {
+		if !slices.Contains(opOrder, op) {
+			other = append(other, op)
+		}
+	}
+	slices.Sort(other)
+	for _, op := range other {
+		parts = append(parts, strconv.Itoa(ops[op])+" "+op)
+	}
+	return strings.Join(parts, " · ")
+}
+
+// slotText describes a logical poller's slot for its card, and whether it keeps more WAL than
+// its limit.
+func slotText(s *Slot) (string, bool) {
+	if s == nil {
+		return "", false
+	}
+	if !s.Exists {
+		return s.Name + ": does not exist", true
+	}
+	kept := "unknown WAL"
+	bad := false
+	if s.RetainedBytes != nil {
+		kept = BytesText(*s.RetainedBytes) + " of WAL"
+		bad = s.MaxRetainedBytes > 0 && *s.RetainedBytes > s.MaxRetainedBytes
+	}
+	text := "keeps " + kept
+	if s.MaxRetainedBytes > 0 {
+		text += " (limit " + BytesText(s.MaxRetainedBytes) + ")"
+	}
+	if s.From == "last tick" {
+		return text + " · at the last tick", bad
+	}
+	active := "inactive"
+	if s.Active {
+		active = "active"
+	}
+	return s.Name + ": " + text + " · confirmed " + cmp.Or(s.ConfirmedFlush, "-") + " · " + active, bad
+}

@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -28,6 +29,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
 	"github.com/pseudotrigger/pseudotrigger/internal/liveness"
 	"github.com/pseudotrigger/pseudotrigger/internal/redact"
+	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
 )
@@ -110,10 +112,28 @@ type Row struct {
 	DeadLetters DeadLetters `json:"dead_letters"`
 	// History is the state document's ring of recent ticks that wrote, oldest first.
 	History []state.Tick `json:"history"`
+	// HistoryOps sums the rows the history's ticks delivered, by op (insert, update, delete,
+	// upsert); absent when none was counted.
+	HistoryOps map[string]int `json:"history_ops,omitempty"`
+	// Slot is a logical poller's replication slot: as the probe found it now, or the WAL it kept
+	// at the last tick that measured it; nil for the other cursor kinds.
+	Slot *Slot `json:"slot,omitempty"`
 	// Registered: this build has the poller (otherwise only its state blob was found).
 	Registered bool `json:"registered"`
 	// SettingsProblem is what is wrong with a registered poller's settings, if anything.
 	SettingsProblem string `json:"settings_problem,omitempty"`
+}
+
+// Slot is a logical poller's replication slot in its Row.
+type Slot struct {
+	// SlotState is the slot as the probe read it (pg_replication_slots); when From is "last
+	// tick" only Exists and RetainedBytes are known.
+	source.SlotState
+	// From is "probe" (read now) or "last tick" (the WAL kept when the newest tick that measured
+	// it ended).
+	From string `json:"from"`
+	// MaxRetainedBytes is {P}_CDC_MAX_RETAINED: more retained WAL than this is not ok.
+	MaxRetainedBytes int64 `json:"max_retained_bytes,omitempty"`
 }
 
 // LastTick is the newest sign of a tick.
@@ -155,6 +175,9 @@ type Probe struct {
 	RowsWaiting   int64    `json:"rows_waiting"`
 	LagSeconds    *float64 `json:"lag_seconds,omitempty"`
 	DurationMS    int64    `json:"duration_ms"`
+	// Slot is a logical poller's replication slot as the probe read it (also when the probe then
+	// failed); nil for the other cursor kinds, or when it could not be read.
+	Slot *source.SlotState `json:"slot,omitempty"`
 }
 
 // DeadLetters are a poller's dead letters: deadletter/{app}/{poller}/{batch_id}.json.
@@ -183,13 +206,16 @@ type Registered struct {
 	Schedule         string
 	LivenessInterval time.Duration
 	MaxLag           time.Duration
+	// MaxRetained is a logical poller's {P}_CDC_MAX_RETAINED (appsettings.DefaultMaxRetained
+	// when 0): more WAL kept by its slot is not ok.
+	MaxRetained int64
 }
 
 // RegisteredFrom describes a registered poller from its settings and their error. Only the
 // poison and status settings are kept: nothing else of the settings (a DSN, a key) reaches a Row.
 func RegisteredFrom(name string, s appsettings.Settings, err error) Registered {
 	r := Registered{Name: name, Poison: s.Poison(), Schedule: s.Schedule,
-		LivenessInterval: s.LivenessInterval, MaxLag: s.MaxLag}
+		LivenessInterval: s.LivenessInterval, MaxLag: s.MaxLag, MaxRetained: s.MaxRetained}
 	if err != nil {
 		r.Problem = err.Error()
 	}
@@ -333,8 +359,41 @@ func Read(ctx context.Context, st Reader, cfg Config, pollerName string) (r Row)
 		if p.OK {
 			r.RowsWaiting, r.LagSeconds, r.LagFrom = p.RowsWaiting, p.LagSeconds, "probe"
 		}
+		if p.Slot != nil {
+			r.Slot = &Slot{SlotState: *p.Slot, From: "probe"}
+		}
+	}
+	if r.Slot == nil {
+		r.Slot = lastTickSlot(r.History)
+	}
+	if r.Slot != nil {
+		r.Slot.MaxRetainedBytes = cmp.Or(reg.MaxRetained, appsettings.DefaultMaxRetained)
 	}
 	return r
+}
+
+// lastTickSlot is the WAL the slot kept at the newest tick that measured it; nil when none did.
+func lastTickSlot(history []state.Tick) *Slot {
+	for i := len(history) - 1; i >= 0; i-- {
+		if n := history[i].SlotRetainedBytes; n != nil {
+			return &Slot{SlotState: source.SlotState{Exists: true, RetainedBytes: n}, From: "last tick"}
+		}
+	}
+	return nil
+}
+
+// historyOps sums the history's rows by op; nil when no tick counted any.
+func historyOps(history []state.Tick) map[string]int {
+	var out map[string]int
+	for _, t := range history {
+		for op, n := range t.Ops {
+			if out == nil {
+				out = map[string]int{}
+			}
+			out[op] += n
+		}
+	}
+	return out
 }
 
 // fromDoc fills what the state document says.
@@ -357,6 +416,7 @@ func (r *Row) fromDoc(d *state.Doc, b store.Blob, cfg Config) {
 	}
 	if len(d.History) > 0 {
 		r.History = d.History
+		r.HistoryOps = historyOps(d.History)
 	}
 	if r.Registered && (appsettings.Poison{MaxAttempts: r.MaxAttempts, OnPoison: r.OnPoison}).Blocks(r.FailedAttempts, r.QuarantineRequested) {
 		r.Blocked = true
@@ -465,6 +525,9 @@ func verdict(r *Row, reg Registered) (string, string) {
 		return HealthStopped, fmt.Sprintf("no tick for %s (a running poller shows one within %s: its liveness interval plus three schedule periods): is the function app running, and the timer %s enabled?",
 			DurationText(r.LastTick.AgoSeconds), DurationText(within), name)
 	}
+	if h, why := slotVerdict(r); h != "" {
+		return h, why
+	}
 	maxLag := reg.MaxLag
 	if maxLag <= 0 {
 		maxLag = appsettings.DefaultMaxLag
@@ -531,4 +594,41 @@ func CursorText(c *state.Cursor) string {
 		s += " " + k + "=" + string(c.Tiebreaker[k])
 	}
 	return s
+}
+
+// slotVerdict judges a logical poller's slot once its ticks are otherwise fine: a slot that
+// keeps more WAL than {P}_CDC_MAX_RETAINED is failing when nothing reads it and it still grows
+// (inactive, and more than at the last tick that measured it), lagging otherwise. "" when fine.
+// (A missing slot, or one past the checkpoint, fails the probe: misconfigured, before this.)
+func slotVerdict(r *Row) (string, string) {
+	s := r.Slot
+	if s == nil || s.RetainedBytes == nil || s.MaxRetainedBytes <= 0 || *s.RetainedBytes <= s.MaxRetainedBytes {
+		return "", ""
+	}
+	p := appsettings.Prefix(r.Poller)
+	name := cmp.Or(s.Name, "the poller's slot")
+	kept := fmt.Sprintf("replication slot %s keeps %s of WAL, more than %s_CDC_MAX_RETAINED (%s)", name, BytesText(*s.RetainedBytes), p, BytesText(s.MaxRetainedBytes))
+	if s.From == "last tick" {
+		kept = "at the last tick that measured it, " + kept
+	}
+	fix := "the server's disk fills with it. Let the poller catch up (rows waiting: " + waitingText(r.RowsWaiting) + "); a table that is not written while the database is, " +
+		"keeps the slot where it is until the next change of the table (any write to it lets the next tick advance it)"
+	if prev := lastTickSlot(r.History); s.From == "probe" && !s.Active && prev != nil && *s.RetainedBytes > *prev.RetainedBytes {
+		return HealthFailing, kept + ", and it grows while nothing reads it (inactive, " + BytesText(*prev.RetainedBytes) + " at the last tick): " + fix +
+			fmt.Sprintf(". If the poller is gone for good: pollerctl cdc disable %s --yes drops the slot", r.Poller)
+	}
+	return HealthLagging, kept + ": " + fix
+}
+
+// BytesText renders a byte count for people, in binary units ("1.5 GiB", "512 B").
+func BytesText(n int64) string {
+	const unit = 1024
+	if n < unit && n > -unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	f, i := float64(n), 0
+	for ; (f >= unit || f <= -unit) && i < 5; i++ {
+		f /= unit
+	}
+	return strconv.FormatFloat(f, 'f', 1, 64) + " " + []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB"}[i]
 }

@@ -3,8 +3,10 @@ package pollerstatus
 import (
 	"context"
 	"errors"
-	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
+	"fmt"
 	"time"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/redact"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
@@ -24,6 +26,11 @@ type Source interface {
 	Backlog(ctx context.Context, after *state.Cursor, limit int) (source.Backlog, error)
 }
 
+// slotReader is the optional look at a logical poller's replication slot (source.Source has it).
+type slotReader interface {
+	SlotStatus(ctx context.Context) (source.SlotState, bool, error)
+}
+
 // stampChecker is the optional check for rows the cursor can never reach (source.Source has it).
 type stampChecker interface {
 	CheckStamps(ctx context.Context) error
@@ -37,6 +44,7 @@ func ProbeSource(ctx context.Context, src Source, blob string, doc *state.Doc, n
 	start := now()
 	ctx, cancel := context.WithTimeout(ctx, ProbeTimeout)
 	defer cancel()
+	var slot *source.SlotState
 	p := func() Probe {
 		var cursor *state.Cursor
 		if doc != nil {
@@ -46,6 +54,18 @@ func ProbeSource(ctx context.Context, src Source, blob string, doc *state.Doc, n
 			cursor = doc.Checkpoint.Cursor
 			if err := src.CheckCursor(cursor); err != nil {
 				return ProbeFailed(err)
+			}
+		}
+		if sr, ok := src.(slotReader); ok {
+			st, logical, err := sr.SlotStatus(ctx)
+			if err != nil {
+				return ProbeFailed(err)
+			}
+			if logical {
+				slot = &st
+				if err := checkSlot(st, doc); err != nil {
+					return ProbeFailed(err)
+				}
 			}
 		}
 		if sc, ok := src.(stampChecker); ok {
@@ -60,7 +80,42 @@ func ProbeSource(ctx context.Context, src Source, blob string, doc *state.Doc, n
 		return Probe{OK: true, RowsWaiting: b.Rows, LagSeconds: b.LagSeconds(now())}
 	}()
 	p.DurationMS = now().Sub(start).Milliseconds()
+	p.Slot = slot
 	return p
+}
+
+// errSlot: a logical poller's replication slot cannot serve its checkpoint (missing, another
+// kind of slot, lost WAL, or past the checkpoint); the message names the fix.
+var errSlot = errors.New("replication slot")
+
+// checkSlot says what is wrong with a logical poller's slot, against its state document (nil:
+// none yet).
+func checkSlot(s source.SlotState, doc *state.Doc) error {
+	name := "POLLER"
+	if doc != nil {
+		name = doc.PollerName
+	}
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("%w %s: %s", errSlot, s.Name, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case !s.Exists:
+		return fail("does not exist, so the poller cannot read its changes: pollerctl cdc enable %s --yes creates it (it starts at the WAL of that moment: a checkpoint before it then needs pollerctl reset %s --to-beginning --yes)", name, name)
+	case s.Type != "logical" || s.Plugin != "pgoutput" || !s.Here:
+		return fail("is a %s slot with plugin %q on database %q, not a logical pgoutput slot of the poller's database: set {P}_CDC_SLOT to another name and run pollerctl cdc enable %s --yes", s.Type, s.Plugin, s.Database, name)
+	case s.WALStatus == "lost":
+		return fail("lost WAL it needs (wal_status lost: max_slot_wal_keep_size removed it); it cannot be read any more: pollerctl cdc disable %s --yes, pollerctl cdc enable %s --yes, then pollerctl reset %s --to-beginning --yes (the changes in between are not delivered)", name, name, name)
+	}
+	if doc == nil || doc.Checkpoint.Cursor == nil {
+		return nil
+	}
+	at, err := source.CursorPosition(doc.Checkpoint.Cursor)
+	confirmed, ok := s.Confirmed()
+	if err != nil || !ok || !at.Before(confirmed) {
+		return nil
+	}
+	return fail("is at %s, past the checkpoint %s: the changes between were consumed by another reader, or the slot was made anew, and cannot be read again. "+
+		"Deliver them from elsewhere if they matter, then pollerctl reset %s --to-beginning --yes goes on from the slot's position", confirmed, at, name)
 }
 
 // Skip is what an opener (OpenAndProbe) returns when the source is not to be probed: the probe
@@ -100,5 +155,6 @@ func OpenAndProbe(ctx context.Context, doc *state.Doc, now func() time.Time,
 func ProbeFailed(err error) Probe {
 	return Probe{Error: redact.Text(err.Error()), RowsWaiting: -1,
 		Misconfigured: errors.Is(err, source.ErrSchema) || errors.Is(err, source.ErrCursor) ||
-			errors.Is(err, state.ErrFingerprintMismatch) || errors.Is(err, appsettings.ErrSetting)}
+			errors.Is(err, state.ErrFingerprintMismatch) || errors.Is(err, appsettings.ErrSetting) ||
+			errors.Is(err, source.ErrNotEnabled) || errors.Is(err, source.ErrSlotAhead) || errors.Is(err, errSlot)}
 }

@@ -1,0 +1,169 @@
+package pollerstatus_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/clock"
+	"github.com/pseudotrigger/pseudotrigger/internal/pollerstatus"
+	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
+	"github.com/pseudotrigger/pseudotrigger/internal/store/memstore"
+)
+
+// slotSource is a logical poller's source with a replication slot.
+type slotSource struct {
+	fakeSource
+	slot source.SlotState
+}
+
+func (s slotSource) SlotStatus(context.Context) (source.SlotState, bool, error) { return s.slot, true, nil }
+
+func bytesPtr(n int64) *int64 { return &n }
+
+func logicalDoc(at string) *state.Doc {
+	d := &state.Doc{Version: 1, PollerName: "orders", Lease: state.Lease{OwnerID: "test/host/1", FencingToken: 3, TTLSeconds: 60}}
+	if at != "" {
+		p, err := source.ParsePosition(at)
+		if err != nil {
+			panic(err)
+		}
+		c := p.Cursor()
+		d.Checkpoint.Cursor = &c
+	}
+	return d
+}
+
+// TestProbeSlot: a missing slot, a slot of another kind and a slot past the checkpoint fail the
+// probe as misconfigured, each saying why and what to run; a slot that serves the checkpoint is
+// shown.
+func TestProbeSlot(t *testing.T) {
+	now := func() time.Time { return time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC) }
+	good := source.SlotState{Name: "pt_orders", Exists: true, Type: "logical", Plugin: "pgoutput", Database: "app", Here: true,
+		ConfirmedFlush: "0/16D3290", RestartLSN: "0/16D0000", RetainedBytes: bytesPtr(4096)}
+	for _, tc := range []struct {
+		name string
+		slot func(s source.SlotState) source.SlotState
+		at   string
+		want []string // "" : ok
+	}{
+		{"fine at the slot", func(s source.SlotState) source.SlotState { return s }, "0/16D3290", nil},
+		{"fine inside a transaction at the slot", func(s source.SlotState) source.SlotState { return s }, "0/16D3290+4", nil},
+		{"fine after the slot", func(s source.SlotState) source.SlotState { return s }, "0/16E0000", nil},
+		{"fine without a checkpoint", func(s source.SlotState) source.SlotState { return s }, "", nil},
+		{"missing", func(s source.SlotState) source.SlotState { return source.SlotState{Name: s.Name} }, "0/16D3290",
+			[]string{"does not exist", "pollerctl cdc enable orders --yes"}},
+		{"another plugin", func(s source.SlotState) source.SlotState { s.Plugin = "wal2json"; return s }, "0/16D3290",
+			[]string{`plugin "wal2json"`, "{P}_CDC_SLOT"}},
+		{"lost WAL", func(s source.SlotState) source.SlotState { s.WALStatus = "lost"; return s }, "0/16D3290",
+			[]string{"wal_status lost", "pollerctl cdc disable orders --yes"}},
+		{"past the checkpoint", func(s source.SlotState) source.SlotState { return s }, "0/16D0000+9",
+			[]string{"is at 0/16D3290, past the checkpoint 0/16D0000+9", "pollerctl reset orders --to-beginning --yes"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := pollerstatus.ProbeSource(ctx, slotSource{slot: tc.slot(good)}, "b", logicalDoc(tc.at), now)
+			if p.Slot == nil || p.Slot.Name != "pt_orders" {
+				t.Fatalf("the probe does not show the slot: %+v", p)
+			}
+			if tc.want == nil {
+				if !p.OK {
+					t.Fatalf("probe failed: %s", p.Error)
+				}
+				return
+			}
+			if p.OK || !p.Misconfigured {
+				t.Fatalf("probe %+v, want a misconfigured failure", p)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(p.Error, w) {
+					t.Errorf("error %q does not say %q", p.Error, w)
+				}
+			}
+		})
+	}
+}
+
+// TestSlotHealth: a slot that keeps more WAL than {P}_CDC_MAX_RETAINED is lagging; one that
+// grows while nothing reads it is failing; measured only at the last tick, it is judged from
+// that. The JSON row and the page show the slot and the ops the ticks delivered.
+func TestSlotHealth(t *testing.T) {
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	clk := clock.NewFake(now)
+	st := memstore.New(clk)
+	var probe pollerstatus.Probe
+	cfg := pollerstatus.Config{App: "test", Now: clk.Now,
+		Registered: []pollerstatus.Registered{{Name: "orders", Schedule: "*/10 * * * * *", LivenessInterval: time.Minute, MaxRetained: 1 << 20}},
+		Probe:      func(context.Context, string, *state.Doc) pollerstatus.Probe { return probe },
+	}
+	doc := logicalDoc("0/16D3290")
+	doc.AddHistory(state.Tick{At: state.At(now), Outcome: "committed", Rows: 5, RowsWaiting: 0, Ops: map[string]int{"insert": 3, "delete": 2}})
+	doc.AddHistory(state.Tick{At: state.At(now), Outcome: "committed", Rows: 2, RowsWaiting: 0, Ops: map[string]int{"update": 2},
+		SlotRetainedBytes: bytesPtr(2 << 20)})
+	putDoc(t, st, doc)
+	clk.Advance(time.Second)
+	slot := source.SlotState{Name: "pt_orders", Exists: true, Type: "logical", Plugin: "pgoutput", Here: true, ConfirmedFlush: "0/16D3290"}
+	read := func(step, want string, reason ...string) pollerstatus.Row {
+		t.Helper()
+		r := pollerstatus.Read(ctx, st, cfg, "orders")
+		if r.Health != want {
+			t.Fatalf("%s: health %q (%s), want %q", step, r.Health, r.HealthReason, want)
+		}
+		for _, s := range reason {
+			if !strings.Contains(r.HealthReason, s) {
+				t.Errorf("%s: the reason %q does not say %q", step, r.HealthReason, s)
+			}
+		}
+		return r
+	}
+
+	slot.RetainedBytes = bytesPtr(512 << 10)
+	probe = pollerstatus.Probe{OK: true, RowsWaiting: 0, LagSeconds: ptr(0), Slot: &slot}
+	r := read("within the limit", pollerstatus.HealthOK)
+	if r.Slot == nil || r.Slot.From != "probe" || r.Slot.MaxRetainedBytes != 1<<20 || *r.Slot.RetainedBytes != 512<<10 {
+		t.Fatalf("slot: %+v", r.Slot)
+	}
+	if r.HistoryOps["insert"] != 3 || r.HistoryOps["delete"] != 2 || r.HistoryOps["update"] != 2 {
+		t.Errorf("history ops: %v", r.HistoryOps)
+	}
+	j, _ := json.Marshal(r)
+	for _, w := range []string{`"history_ops":{"delete":2,"insert":3,"update":2}`, `"slot":{"name":"pt_orders"`, `"retained_bytes":524288`, `"max_retained_bytes":1048576`, `"ops":{"update":2}`} {
+		if !strings.Contains(string(j), w) {
+			t.Errorf("the JSON row lacks %s: %s", w, j)
+		}
+	}
+
+	slot.RetainedBytes = bytesPtr(2 << 20) // as much as at the last tick: not growing
+	read("past the limit", pollerstatus.HealthLagging, "pt_orders keeps 2.0 MiB of WAL, more than ORDERS_CDC_MAX_RETAINED (1.0 MiB)")
+	slot.RetainedBytes = bytesPtr(3 << 20)
+	read("past the limit and growing", pollerstatus.HealthFailing, "grows while nothing reads it", "pollerctl cdc disable orders --yes")
+	slot.Active = true
+	read("past the limit, being read", pollerstatus.HealthLagging)
+
+	probe = pollerstatus.Probe{Skipped: "no settings", RowsWaiting: -1}
+	r = read("no probe: the last tick's measure", pollerstatus.HealthLagging, "at the last tick that measured it")
+	if r.Slot == nil || r.Slot.From != "last tick" {
+		t.Fatalf("slot: %+v", r.Slot)
+	}
+
+	var b bytes.Buffer
+	if err := pollerstatus.RenderPage(&b, pollerstatus.NewPage(pollerstatus.Report{App: "test", Pollers: []pollerstatus.Row{r}})); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{`<td class="ops">3 insert · 2 update · 2 delete<div class="muted">newest: 2 update`, `<td class="slot bad">keeps 2.0 MiB of WAL (limit 1.0 MiB) · at the last tick</td>`} {
+		if !strings.Contains(b.String(), w) {
+			t.Errorf("the page lacks %s", w)
+		}
+	}
+}
+
+func TestBytesText(t *testing.T) {
+	for n, want := range map[int64]string{0: "0 B", 1023: "1023 B", 1024: "1.0 KiB", 1536: "1.5 KiB", 1 << 30: "1.0 GiB", 5 << 40: "5.0 TiB"} {
+		if got := pollerstatus.BytesText(n); got != want {
+			t.Errorf("BytesText(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
