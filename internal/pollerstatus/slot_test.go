@@ -21,7 +21,9 @@ type slotSource struct {
 	slot source.SlotState
 }
 
-func (s slotSource) SlotStatus(context.Context) (source.SlotState, bool, error) { return s.slot, true, nil }
+func (s slotSource) SlotStatus(context.Context) (source.SlotState, bool, error) {
+	return s.slot, true, nil
+}
 
 func bytesPtr(n int64) *int64 { return &n }
 
