@@ -46,6 +46,9 @@ type Definition struct {
 	// reads (pollerctl cdc enable creates them); unused by the other kinds.
 	Slot        string
 	Publication string
+	// KeepUp is how far, in WAL bytes, a logical cursor's slot may fall behind the end of the WAL
+	// while the table is quiet before an idle tick moves it on; 0 means DefaultKeepUp.
+	KeepUp int64
 }
 
 // changes reports whether the cursor reads a change stream (logical, changetracking) rather than

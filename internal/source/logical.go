@@ -70,6 +70,10 @@ type logical struct {
 
 	relOID  uint32            // the table's oid: its changes carry it
 	colOIDs map[string]uint32 // the type of each column the poller reads, by name, now
+	// messages: the server (PostgreSQL 14 or later) sends logical decoding messages, which
+	// keep-up uses; keepUp is the distance behind the WAL's end that makes an idle fetch write one.
+	messages bool
+	keepUp   int64
 
 	mu    sync.Mutex
 	cache *peeked // the last peek, decoded
@@ -77,10 +81,14 @@ type logical struct {
 
 // peeked is one peek's decoded stream.
 type peeked struct {
-	from     pglogrepl.LSN // the slot's confirmed position: the stream starts there
-	rows     []Row         // the table's changes in stream order; each Row's cursor is after it
-	pos      []Position    // pos[i] is rows[i]'s cursor
-	complete bool          // the peek reached the end of the stream as it was then
+	from   pglogrepl.LSN // the slot's confirmed position: the stream starts there
+	behind int64         // how far the slot's confirmed position is behind the WAL's end, in bytes
+	// rows are the table's changes in stream order; each Row's cursor is after it. A Row
+	// without a source is a place that is not a change: a stop (see stops), or a keep-up mark,
+	// a position the cursor may move to with nothing to deliver.
+	rows     []Row
+	pos      []Position // pos[i] is rows[i]'s cursor
+	complete bool       // the peek reached the end of the stream as it was then
 	// stops are the changes the poller cannot deliver (a truncate, a change without a column
 	// it reads), by index in rows (whose entry there is a placeholder): a fetch delivers the rows
 	// before one, and then returns its error until the poller is reset past it.
@@ -97,8 +105,16 @@ func (p *peeked) stop(i, j int) (int, error) {
 	return j, nil
 }
 
+// DefaultKeepUp is how far (in WAL bytes) a logical cursor's slot may fall behind the end of the
+// WAL while its table is quiet before an idle tick moves it on (see keepUp).
+const DefaultKeepUp int64 = 64 << 20
+
 func newLogical(s *Source) changeStream {
-	return &logical{s: s, slot: s.def.Slot, pub: s.def.Publication, table: quoteTable(s.dl, s.def.Table), types: pgtype.NewMap()}
+	keepUp := s.def.KeepUp
+	if keepUp <= 0 {
+		keepUp = DefaultKeepUp
+	}
+	return &logical{s: s, slot: s.def.Slot, pub: s.def.Publication, table: quoteTable(s.dl, s.def.Table), types: pgtype.NewMap(), keepUp: keepUp}
 }
 
 func (l *logical) fail(format string, args ...any) error {
@@ -108,7 +124,7 @@ func (l *logical) fail(format string, args ...any) error {
 // check reads, in one query, what the cursor needs: wal_level, the role's REPLICATION, the
 // slot, the publication and whether it covers the table, the replica identity and its columns.
 func (l *logical) check(ctx context.Context) error {
-	const q = `SELECT current_setting('wal_level'), current_user::text, r.rolsuper OR r.rolreplication,
+	const q = `SELECT current_setting('wal_level'), current_setting('server_version_num')::int >= 140000, current_user::text, r.rolsuper OR r.rolreplication,
   c.oid, c.relreplident::text,
   s.slot_name IS NOT NULL, COALESCE(s.plugin, ''), COALESCE(s.slot_type, ''), COALESCE(s.database = current_database(), false),
   p.oid IS NOT NULL, COALESCE(p.pubinsert AND p.pubupdate AND p.pubdelete AND p.pubtruncate, false),
@@ -127,9 +143,10 @@ WHERE r.rolname = current_user`
 	var (
 		walLevel, user, ident, identCols, types, plugin, slotType    string
 		replication, slotExists, slotHere, pubExists, pubAll, pubHas bool
+		messages                                                     bool
 		oid                                                          sql.NullInt64
 	)
-	err := l.s.db.QueryRowContext(ctx, q, l.slot, l.pub, l.table).Scan(&walLevel, &user, &replication, &oid, &ident,
+	err := l.s.db.QueryRowContext(ctx, q, l.slot, l.pub, l.table).Scan(&walLevel, &messages, &user, &replication, &oid, &ident,
 		&slotExists, &plugin, &slotType, &slotHere, &pubExists, &pubAll, &pubHas, &identCols, &types)
 	if err != nil {
 		return l.s.streamErr("checking the logical decoding set-up: %v", err)
@@ -181,7 +198,7 @@ WHERE r.rolname = current_user`
 	if err := json.Unmarshal([]byte(types), &oids); err != nil {
 		return l.s.streamErr("reading the column types %s: %v", types, err)
 	}
-	l.relOID, l.colOIDs = uint32(oid.Int64), oids
+	l.relOID, l.colOIDs, l.messages = uint32(oid.Int64), oids, messages
 	return nil
 }
 
@@ -226,7 +243,7 @@ func (l *logical) fetch(ctx context.Context, after *state.Cursor, limit int) (*B
 	if err != nil {
 		return nil, err
 	}
-	p, i, err := l.read(ctx, after != nil, pos, limit)
+	p, i, err := l.read(ctx, after != nil, pos, limit, true)
 	if err != nil {
 		return nil, err
 	}
@@ -234,10 +251,14 @@ func (l *logical) fetch(ctx context.Context, after *state.Cursor, limit int) (*B
 	if j == i && stop != nil {
 		return nil, stop
 	}
-	n := j - i
-	b := &Batch{src: l.s, From: after, Rows: p.rows[i:j:j]}
-	if n > 0 {
-		c := p.pos[i+n-1].Cursor()
+	b := &Batch{src: l.s, From: after}
+	for _, r := range p.rows[i:j] {
+		if r.src != nil { // not a keep-up mark
+			b.Rows = append(b.Rows, r)
+		}
+	}
+	if j > i {
+		c := p.pos[j-1].Cursor()
 		b.To = &c
 	}
 	return b, nil
@@ -249,7 +270,7 @@ func (l *logical) waiting(ctx context.Context, after *state.Cursor, limit int) (
 	if err != nil {
 		return 0, err
 	}
-	p, i, err := l.read(ctx, after != nil, pos, limit)
+	p, i, err := l.read(ctx, after != nil, pos, limit, false)
 	if err != nil {
 		return 0, err
 	}
@@ -258,8 +279,9 @@ func (l *logical) waiting(ctx context.Context, after *state.Cursor, limit int) (
 
 // read returns a decoded stream holding the changes after pos and the index of the first of
 // them: the cached one when it holds limit of them, else a new peek, asked for more rows until
-// it holds limit changes or reaches the end of the stream.
-func (l *logical) read(ctx context.Context, resume bool, pos Position, limit int) (*peeked, int, error) {
+// it holds limit changes or reaches the end of the stream. keepUp (a fetch, not a count) lets it
+// write a keep-up message when nothing waits and the slot is far behind.
+func (l *logical) read(ctx context.Context, resume bool, pos Position, limit int, keepUp bool) (*peeked, int, error) {
 	l.mu.Lock()
 	p := l.cache
 	l.mu.Unlock()
@@ -271,6 +293,7 @@ func (l *logical) read(ctx context.Context, resume bool, pos Position, limit int
 	// pgoutput sends a begin and a commit around each transaction's changes: ask for enough
 	// rows for a batch of one-change transactions, and more when that was not enough.
 	ask := 4*limit + 64
+	kept := false
 	for {
 		p, err := l.peek(ctx, ask)
 		if err != nil {
@@ -284,11 +307,35 @@ func (l *logical) read(ctx context.Context, resume bool, pos Position, limit int
 		l.cache = p
 		l.mu.Unlock()
 		i := p.after(pos)
+		if keepUp && i == len(p.rows) && p.complete && !kept && l.messages && p.behind >= l.keepUp {
+			// Nothing of the table after the checkpoint, and the slot far behind the WAL: the
+			// slot moves only to positions the stream gives, and a quiet table gives none. Write
+			// a logical decoding message (its own little transaction) and read again: its commit
+			// is a position the cursor can move to, and the tick commits it and advances the slot.
+			if err := l.emitKeepUp(ctx); err != nil {
+				return nil, 0, err
+			}
+			kept = true
+			continue
+		}
 		if len(p.rows)-i >= limit || p.complete {
 			return p, i, nil
 		}
 		ask *= 4
 	}
+}
+
+// keepUpPrefix marks the logical decoding messages keep-up writes.
+const keepUpPrefix = "pseudotrigger"
+
+// emitKeepUp writes a transactional logical decoding message, committed with synchronous_commit
+// on so that the next peek reads it.
+func (l *logical) emitKeepUp(ctx context.Context) error {
+	_, err := l.s.db.ExecContext(ctx, `DO $$BEGIN SET LOCAL synchronous_commit = on; PERFORM pg_logical_emit_message(true, '`+keepUpPrefix+`', 'keep-up'); END$$`)
+	if err != nil {
+		return l.s.streamErr("writing a keep-up message for slot %q (it is far behind the WAL while the table is quiet): %v", l.slot, err)
+	}
+	return nil
 }
 
 // after is the index of the first change after pos.
@@ -302,10 +349,15 @@ func (p *peeked) after(pos Position) int {
 	return i
 }
 
-// peekQuery reads the slot's position and its stream in one round trip. The position comes on
-// every row (an uncorrelated sub-select, evaluated once); no row means nothing to read.
-const peekQuery = `SELECT (SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = $1)::text, data
-FROM pg_logical_slot_peek_binary_changes($1, NULL, $2, 'proto_version', '1', 'publication_names', $3)`
+// peekQuery reads the slot's position, how far it is behind the WAL's end, and its stream in one
+// round trip: one row with no data when there is nothing to read, none when the slot is gone.
+// Servers before PostgreSQL 14 do not know pgoutput's messages option (peekQuery13).
+const peekQuery = `SELECT s.confirmed_flush_lsn::text, (pg_current_wal_lsn() - s.confirmed_flush_lsn)::int8, c.data
+FROM pg_replication_slots s
+LEFT JOIN LATERAL pg_logical_slot_peek_binary_changes(s.slot_name, NULL, $2, 'proto_version', '1', 'publication_names', $3, 'messages', 'true') c ON true
+WHERE s.slot_name = $1`
+
+var peekQuery13 = strings.Replace(peekQuery, ", 'messages', 'true'", "", 1)
 
 // peek reads up to about ask rows of the stream from the slot's position and decodes them. A
 // slot being read by another connection is retried a few times, then is ErrBusy.
@@ -324,20 +376,27 @@ func (l *logical) peek(ctx context.Context, ask int) (*peeked, error) {
 }
 
 func (l *logical) peekOnce(ctx context.Context, ask int) (*peeked, error) {
-	rows, err := l.s.db.QueryContext(ctx, peekQuery, l.slot, ask, l.pub)
+	q := peekQuery
+	if !l.messages {
+		q = peekQuery13
+	}
+	rows, err := l.s.db.QueryContext(ctx, q, l.slot, ask, l.pub)
 	if err != nil {
 		return nil, l.peekErr(err)
 	}
 	defer rows.Close()
 	d := decoder{l: l, p: &peeked{}}
 	n := 0
-	var from sql.NullString
+	var from string
 	var data []byte
 	for rows.Next() {
-		n++
-		if err := rows.Scan(&from, &data); err != nil {
+		if err := rows.Scan(&from, &d.p.behind, &data); err != nil {
 			return nil, l.peekErr(err)
 		}
+		if data == nil { // the one row of an empty stream
+			continue
+		}
+		n++
 		if err := d.message(data); err != nil {
 			return nil, err
 		}
@@ -345,11 +404,12 @@ func (l *logical) peekOnce(ctx context.Context, ask int) (*peeked, error) {
 	if err := rows.Err(); err != nil {
 		return nil, l.peekErr(err)
 	}
+	if from == "" {
+		return nil, l.fail("replication slot %q does not exist (any more): run `pollerctl cdc enable %s --yes`; if the poller had a checkpoint, the changes since are lost with the slot and it must be reset", l.slot, l.s.poller)
+	}
 	d.p.complete = n < ask
-	if from.Valid {
-		if d.p.from, err = pglogrepl.ParseLSN(from.String); err != nil {
-			return nil, l.s.streamErr("slot %q: confirmed position %q: %v", l.slot, from.String, err)
-		}
+	if d.p.from, err = pglogrepl.ParseLSN(from); err != nil {
+		return nil, l.s.streamErr("slot %q: confirmed position %q: %v", l.slot, from, err)
 	}
 	return d.p, nil
 }
@@ -441,10 +501,11 @@ type txn struct {
 	commit  pglogrepl.LSN
 	at      time.Time
 	entries []entry
+	keepUp  bool // it carries a keep-up message: its end is a place to move to
 }
 
 // entry is a change of the transaction: a row, or a stop (a change the poller cannot deliver),
-// whose error is made once its position is known.
+// whose error is made once its position is known; neither: a keep-up mark.
 type entry struct {
 	row  Row
 	stop func(at Position) error
@@ -477,6 +538,10 @@ func (d *decoder) message(data []byte) error {
 	case *pglogrepl.TruncateMessage:
 		if slices.Contains(m.RelationIDs, d.l.relOID) {
 			return d.truncate()
+		}
+	case *pglogrepl.LogicalDecodingMessage:
+		if m.Transactional && m.Prefix == keepUpPrefix && d.tx != nil {
+			d.tx.keepUp = true
 		}
 	case *pglogrepl.CommitMessage:
 		d.commit(m.TransactionEndLSN)
@@ -631,18 +696,22 @@ func (d *decoder) commit(end pglogrepl.LSN) {
 	if tx == nil {
 		return
 	}
+	if tx.keepUp && len(tx.entries) == 0 {
+		tx.entries = append(tx.entries, entry{}) // a mark: no row, a position
+	}
 	last := len(tx.entries) - 1
 	for i, e := range tx.entries {
 		at := Position{LSN: tx.commit, Changes: i + 1}
 		if i == last {
 			at = Position{LSN: end}
 		}
-		if e.stop != nil {
+		switch {
+		case e.stop != nil:
 			if d.p.stops == nil {
 				d.p.stops = map[int]error{}
 			}
 			d.p.stops[len(d.p.rows)] = e.stop(at)
-		} else {
+		case e.row.ch != nil:
 			e.row.ch.cursor = at.Cursor()
 		}
 		d.p.rows = append(d.p.rows, e.row)

@@ -59,7 +59,7 @@ func (t *tickRun) deliver(first *source.Batch, firstDur time.Duration, ahead <-c
 			t.awaitAhead()
 			return t.end(wrapLost(l, f.err))
 		}
-		if len(f.batch.Rows) == 0 {
+		if len(f.batch.Rows) == 0 && f.batch.To == nil {
 			break
 		}
 		more, err := t.step(f.batch)
@@ -118,7 +118,10 @@ func (t *tickRun) step(b *source.Batch) (more bool, err error) {
 		return false, fmt.Errorf("%w: the trust window passed before batch %s was handed to the handler", lease.ErrLost, pb.ID)
 	}
 	t0 := t.clk.Now()
-	herr := t.r.handle(t.wctx, pb)
+	var herr error
+	if len(b.Rows) > 0 { // else a move with nothing to deliver (a logical cursor's keep-up)
+		herr = t.r.handle(t.wctx, pb)
+	}
 	t.handleDur = t.clk.Now().Sub(t0)
 	if herr != nil {
 		if err := t.failed(pb, herr); err != nil {

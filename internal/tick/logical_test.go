@@ -3,6 +3,7 @@ package tick_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -52,5 +53,85 @@ func TestLogicalSetupWritesNothing(t *testing.T) {
 	}
 	if sum, err := r.Tick(context.Background(), ""); err != nil || sum.Outcome != tick.Idle {
 		t.Fatalf("second tick: %+v, %v", sum, err)
+	}
+}
+
+// TestLogicalKeepUp: while the poller's table is quiet and other tables are written, an idle
+// tick whose slot has fallen KeepUp bytes behind the WAL writes a logical decoding message and
+// commits its position (two blob writes), so the slot moves on; a transaction on the table that
+// was open meanwhile is still delivered when it commits; the next idle tick writes nothing.
+func TestLogicalKeepUp(t *testing.T) {
+	db, dsn, table, slot := testenv.PostgresLogical(t, "CREATE TABLE %s (id bigint PRIMARY KEY, name text NOT NULL)")
+	busy := table + "_busy"
+	testenv.ExecFlushed(t, db, "CREATE TABLE "+busy+" (id bigint, pad text)")
+	t.Cleanup(func() { db.Exec("DROP TABLE " + busy) })
+	var got []int64
+	p := poller.New("cdc", table, poller.Logical, func(_ context.Context, b *poller.Batch[poller.Row]) error {
+		for _, r := range b.Raw {
+			got = append(got, r.Key()["id"].(int64))
+		}
+		return nil
+	}, poller.WithColumns("id", "name"), poller.WithKey("id"))
+	settings := appsettings.Settings{Driver: source.Postgres, DSN: dsn, BatchSize: 10, LeaseTTL: lease.DefaultTTL,
+		HeartbeatInterval: lease.DefaultTTL / 4, TickBudget: time.Hour, Slot: slot, Publication: slot}
+	cfg := settings.Config(p)
+	cfg.Definition.KeepUp = 256 << 10
+	src, err := source.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	st := &lease.Counting{Store: memstore.New(nil)}
+	r, err := tick.Open(context.Background(), tick.Config{Poller: p, Store: st, App: "test", Owner: "test/1", Settings: settings, Source: src})
+	if err != nil {
+		t.Fatal(err)
+	}
+	confirmed := func() (lsn string, behind int64) {
+		t.Helper()
+		if err := db.QueryRow(`SELECT confirmed_flush_lsn::text, (pg_current_wal_lsn() - confirmed_flush_lsn)::int8 FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&lsn, &behind); err != nil {
+			t.Fatal(err)
+		}
+		return lsn, behind
+	}
+	tickOK := func(want tick.Outcome) tick.Summary {
+		t.Helper()
+		sum, err := r.Tick(context.Background(), "")
+		if err != nil || sum.Outcome != want {
+			t.Fatalf("tick: %+v, %v (want %s)", sum, err, want)
+		}
+		return sum
+	}
+	testenv.ExecFlushed(t, db, "INSERT INTO "+table+" VALUES (1, 'a')")
+	tickOK(tick.Committed)
+	open, err := db.Begin() // a writer of the table, open across the keep-up
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer open.Rollback()
+	if _, err := open.Exec("INSERT INTO " + table + " VALUES (2, 'late')"); err != nil {
+		t.Fatal(err)
+	}
+	testenv.ExecFlushed(t, db, "INSERT INTO "+busy+" SELECT g, repeat('x', 200) FROM generate_series(1, 5000) g")
+	before, behind := confirmed()
+	if behind < 256<<10 {
+		t.Fatalf("the busy table wrote only %d bytes of WAL", behind)
+	}
+	w0, _ := st.Counts()
+	sum := tickOK(tick.Committed)
+	w1, _ := st.Counts()
+	after, behindAfter := confirmed()
+	if sum.Rows != 0 || after == before || behindAfter >= 256<<10 || w1-w0 != 3 { // read, acquire, commit and release
+		t.Fatalf("keep-up: %+v; slot %s -> %s, %d bytes behind; %d state requests", sum, before, after, behindAfter, w1-w0)
+	}
+	tickOK(tick.Idle)
+	if _, err := open.Exec("SET LOCAL synchronous_commit = on"); err != nil {
+		t.Fatal(err)
+	}
+	if err := open.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	tickOK(tick.Committed)
+	if fmt.Sprint(got) != "[1 2]" {
+		t.Fatalf("delivered %v, want [1 2]", got)
 	}
 }

@@ -227,7 +227,9 @@ func (t *tickRun) run() error {
 		return err
 	}
 	firstDur := t.clk.Now().Sub(t0)
-	if len(first.Rows) == 0 {
+	// No rows and no place to move to: idle. (No rows but a place is a logical cursor's
+	// keep-up: the tick takes the lease and commits the move, see source.DefaultKeepUp.)
+	if len(first.Rows) == 0 && first.To == nil {
 		zero := 0.0
 		t.sum.Outcome, t.sum.RowsWaiting, t.sum.LagSeconds = Idle, 0, &zero
 		return nil
