@@ -10,9 +10,14 @@
 #           state on Azurite) against the hand-written loop, with blob requests per tick;
 #   sink    a poller sending 10,000 PostgreSQL rows to Azurite's storage queue and to a local
 #           webhook against a hand-written loop making the same call per row (SINK_ROWS);
-#   handler the handler binary's start to first answered GET / and its idle RSS.
+#   handler the handler binary's start to first answered GET / and its idle RSS;
+#   logical the logical cursor: catch-up of LOGICAL_ROWS (50,000) rows in transactions of
+#           LOGICAL_TX_ROWS (5) through the tick against a bare pg_logical_slot_peek_binary_changes
+#           decoded with pglogrepl.Parse and against the xid cursor's tick on the same table; an
+#           idle tick's blob requests and SQL round trips against an idle xid poller's; and
+#           commit-to-delivery time on a 1 s schedule (LATENCY_ROWS=30 rows), both cursors.
 #
-#   scripts/bench.sh [lease|source|tick|status|sink|handler|all]     COUNT=3 repetitions; BENCH_ROWS=1000000
+#   scripts/bench.sh [lease|source|tick|status|sink|handler|logical|all]     COUNT=3 repetitions; BENCH_ROWS=1000000
 set -euo pipefail
 source "$(dirname "$0")/lib/services.sh"
 cd "$ROOT"
@@ -141,4 +146,47 @@ if [ "$what" = handler ] || [ "$what" = all ]; then
   echo "Handler process (median over $COUNT runs of 20 starts; targets < 50 ms, < 40 MB):"
   echo "start to first answered GET /: $(metric "$out" BenchmarkHandlerStartup start-to-ready-p50-ms | median_of) ms"
   echo "idle RSS after 5 idle ticks:   $(metric "$out" BenchmarkHandlerStartup idle-rss-MB | median_of) MB"
+fi
+
+if [ "$what" = logical ] || [ "$what" = all ]; then
+  [ -n "${AZURITE_CONNECTION_STRING:-}" ] || start_azurite
+  [ -n "${PG_TEST_DSN:-}" ] || start_postgres
+  out="$RUN_DIR/bench-logical.txt"
+  log "go test -run '^\$' -bench 'BenchmarkLogical(CatchUp|IdleTick|Latency)' (3x, 10x, 1x) -count $COUNT ./internal/tick/"
+  go test -run '^$' -bench BenchmarkLogicalCatchUp -benchtime 3x -count "$COUNT" -timeout 60m ./internal/tick/ | tee "$out"
+  go test -run '^$' -bench BenchmarkLogicalIdleTick -benchtime 10x -count "$COUNT" ./internal/tick/ | tee -a "$out"
+  go test -run '^$' -bench BenchmarkLogicalLatency -benchtime 1x -count "$COUNT" ./internal/tick/ | tee -a "$out"
+  echo
+  m() { metric "$out" "$1" "$2" | median_of; }
+  rows=${LOGICAL_ROWS:-50000}
+  echo "Logical cursor catch-up: $rows rows inserted in transactions of ${LOGICAL_TX_ROWS:-5}, batches of 500, no-op handler,"
+  echo "default checkpoint interval, state on Azurite (median over $COUNT runs; target logical/peek >= 0.80):"
+  printf '%-34s %12s %14s %16s %16s\n' reader rows/s "logical/reader" "blob writes/tick" "SQL trips/tick"
+  printf '%-34s %12.0f %14s %16s %16s\n' "logical tick" "$(m BenchmarkLogicalCatchUp logical-rows/s)" 1.000 \
+    "$(m BenchmarkLogicalCatchUp logical-blob-writes/tick)" "$(m BenchmarkLogicalCatchUp logical-sql-trips/tick)"
+  printf '%-34s %12.0f %14.3f %16s %16s\n' "bare peek + pglogrepl.Parse" "$(m BenchmarkLogicalCatchUp peek-rows/s)" \
+    "$(m BenchmarkLogicalCatchUp logical/peek)" - 1
+  printf '%-34s %12.0f %14.3f %16s %16s\n' "xid keyset tick" "$(m BenchmarkLogicalCatchUp xid-rows/s)" \
+    "$(m BenchmarkLogicalCatchUp logical/xid)" "$(m BenchmarkLogicalCatchUp xid-blob-writes/tick)" "$(m BenchmarkLogicalCatchUp xid-sql-trips/tick)"
+  echo "pgoutput messages the logical tick read per row delivered: $(m BenchmarkLogicalCatchUp logical-msgs-read/row)" \
+    "(a bare peek: $(awk -v t="${LOGICAL_TX_ROWS:-5}" 'BEGIN {printf "%.2f", 1 + 2 / t}'))"
+  echo
+  echo "Idle tick on a 1 s schedule (median over $COUNT runs of the mean of 10 ticks):"
+  printf '%-10s %10s %12s %12s %16s\n' cursor "ms" "blob reads" "blob writes" "SQL round trips"
+  for c in logical xid; do
+    printf '%-10s %10s %12s %12s %16s\n' "$c" "$(m BenchmarkLogicalIdleTick "$c-idle-ms")" "$(m BenchmarkLogicalIdleTick "$c-blob-reads")" \
+      "$(m BenchmarkLogicalIdleTick "$c-blob-writes")" "$(m BenchmarkLogicalIdleTick "$c-sql-trips")"
+  done
+  echo "logical/xid idle tick time: $(m BenchmarkLogicalIdleTick logical/xid-time)"
+  echo
+  echo "Commit-to-delivery on a 1 s schedule, ${LATENCY_ROWS:-30} rows a random 0-1.5 s apart (median over $COUNT runs):"
+  printf '%-20s %-8s %9s %9s %9s\n' "writer's commit" cursor "p50 ms" "p95 ms" "max ms"
+  for mode in server-default writer-sync-commit; do
+    for c in logical xid; do
+      printf '%-20s %-8s %9s %9s %9s\n' "$mode" "$c" "$(m "BenchmarkLogicalLatency/$mode" "$c-p50-ms")" \
+        "$(m "BenchmarkLogicalLatency/$mode" "$c-p95-ms")" "$(m "BenchmarkLogicalLatency/$mode" "$c-max-ms")"
+    done
+  done
+  echo "(server-default is synchronous_commit=off here: a commit returns before its WAL flush, which logical decoding waits for)"
+  echo
 fi
