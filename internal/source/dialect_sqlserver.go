@@ -52,7 +52,7 @@ func (sqlServer) placeholder(i int) string         { return "@p" + strconv.Itoa(
 func (sqlServer) limit(sel, rest, n string) string { return "SELECT TOP (" + n + ") " + sel + rest }
 
 func (sqlServer) supports(kind string) bool {
-	return kind == state.KindRowversion || common{}.supports(kind)
+	return kind == state.KindRowversion || kind == state.KindChangeTracking || common{}.supports(kind)
 }
 
 // keyset: SQL Server has no row comparison. It gets the expanded form with a leading range on
