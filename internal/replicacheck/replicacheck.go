@@ -1,0 +1,723 @@
+// Package replicacheck is the test kit of the logical cursor's replica tests (internal/tick's
+// and e2e's TestLogicalReplica*): a table with its publication, the poller's slot and a witness
+// slot; writers that insert, update (the key too) and delete in concurrent transactions, some
+// held open, some rolled back; the changes a handler records; and the checks that the changes
+// delivered rebuild the table exactly and that the slot never runs ahead of the checkpoint.
+//
+// It is used by tests only; no product code imports it.
+package replicacheck
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
+	"github.com/pseudotrigger/pseudotrigger/poller"
+)
+
+// Columns are the replica table's columns, in order; id is the key.
+var Columns = []string{"id", "name", "note"}
+
+// DDL makes the replica table (%s is its name).
+const DDL = "CREATE TABLE %s (id bigint PRIMARY KEY, name text NOT NULL, note text)"
+
+// Row is a row's values but the key; comparable.
+type Row struct {
+	Name string         `json:"name"`
+	Note sql.NullString `json:"-"`
+	// NoteJSON carries Note over JSON (nil: NULL).
+	NoteJSON *string `json:"note"`
+}
+
+func (r Row) String() string {
+	if !r.Note.Valid {
+		return fmt.Sprintf("{%s NULL}", r.Name)
+	}
+	return fmt.Sprintf("{%s %q}", r.Name, r.Note.String)
+}
+
+// Change is a delivered change as the checks see it.
+type Change struct {
+	Pos    string `json:"pos"` // the position just after it (source.Position's text)
+	Op     string `json:"op"`
+	ID     int64  `json:"id"`
+	HasRow bool   `json:"has_row"`
+	Row    Row    `json:"row"`
+}
+
+func (c Change) String() string {
+	if !c.HasRow {
+		return fmt.Sprintf("%s %s %d", c.Pos, c.Op, c.ID)
+	}
+	return fmt.Sprintf("%s %s %d %v", c.Pos, c.Op, c.ID, c.Row)
+}
+
+// Same compares two changes (Row through its values, not its JSON field).
+func (c Change) Same(d Change) bool {
+	return c.Pos == d.Pos && c.Op == d.Op && c.ID == d.ID && c.HasRow == d.HasRow && (!c.HasRow || c.Row.Name == d.Row.Name && c.Row.Note == d.Row.Note)
+}
+
+// FromRow reads a logical cursor's row.
+func FromRow(r poller.Row) (Change, error) {
+	cur, err := r.Cursor()
+	if err != nil {
+		return Change{}, err
+	}
+	pos, err := source.CursorPosition(&cur)
+	if err != nil {
+		return Change{}, err
+	}
+	id, ok := r.Key()["id"].(int64)
+	if !ok {
+		return Change{}, fmt.Errorf("key %v is not an int64 id", r.Key())
+	}
+	c := Change{Pos: pos.String(), Op: r.Op(), ID: id, HasRow: r.HasRow()}
+	if len(r.Unchanged()) > 0 {
+		return Change{}, fmt.Errorf("change %s %d: unchanged columns %v (the workload writes no TOAST value)", c.Op, id, r.Unchanged())
+	}
+	if c.HasRow {
+		name, _ := r.Get("name").(string)
+		c.Row.Name = name
+		if n, ok := r.Get("note").(string); ok {
+			c.Row.Note = sql.NullString{String: n, Valid: true}
+			c.Row.NoteJSON = &n
+		}
+	}
+	return c, nil
+}
+
+// FromJSON restores Row.Note after a change came through JSON.
+func (c *Change) FromJSON() {
+	if c.Row.NoteJSON != nil {
+		c.Row.Note = sql.NullString{String: *c.Row.NoteJSON, Valid: true}
+	}
+}
+
+// Batch is a batch as the handler got it.
+type Batch struct {
+	ID      string   `json:"batch_id"`
+	Token   int64    `json:"fencing_token"`
+	Attempt int64    `json:"attempt"`
+	Owner   string   `json:"owner"`
+	From    string   `json:"from"` // "" for the beginning
+	To      string   `json:"to"`
+	Changes []Change `json:"changes"`
+}
+
+// FromBatch reads a handler's batch; owner says who delivered it.
+func FromBatch(b *poller.Batch[poller.Row], owner string) (Batch, error) {
+	out := Batch{ID: b.ID, Token: b.FencingToken, Attempt: b.Attempt, Owner: owner}
+	var err error
+	if out.From, err = posText(b.From); err != nil {
+		return out, err
+	}
+	if out.To, err = posText(b.To); err != nil {
+		return out, err
+	}
+	for _, r := range b.Raw {
+		c, err := FromRow(r)
+		if err != nil {
+			return out, err
+		}
+		out.Changes = append(out.Changes, c)
+	}
+	return out, nil
+}
+
+func posText(c *state.Cursor) (string, error) {
+	if c == nil {
+		return "", nil
+	}
+	p, err := source.CursorPosition(c)
+	if err != nil {
+		return "", err
+	}
+	return p.String(), nil
+}
+
+// Recorder keeps the batches a handler got, in the order it got them.
+type Recorder struct {
+	mu      sync.Mutex
+	batches []Batch
+}
+
+// Add records b.
+func (r *Recorder) Add(b Batch) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.batches = append(r.batches, b)
+}
+
+// Batches returns what was recorded so far.
+func (r *Recorder) Batches() []Batch {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.batches)
+}
+
+// Len is the number of batches recorded.
+func (r *Recorder) Len() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.batches)
+}
+
+func mustPos(s string) source.Position {
+	p, err := source.ParsePosition(s)
+	if err != nil {
+		panic(err)
+	}
+	return p
+}
+
+// Stream is the stream of changes the batches delivered, rebuilt: each batch starts at a
+// checkpoint (its From), which is the beginning or the position of a change delivered before;
+// a batch that starts before the end of what was delivered so far is a redelivery (a batch
+// whose commit was lost, or that failed, comes again from the checkpoint) and must repeat
+// exactly the changes delivered there before. Stream returns the changes once each, in stream
+// order, and how many deliveries were repeats.
+//
+// "In order" is thus the stream's order, not the order of arrival: applying the changes as they
+// arrived gives the same result only because each change sets or removes its key's row whole,
+// and a replay from the checkpoint repeats a contiguous run of the stream (see ApplyArrival).
+func Stream(batches []Batch) (stream []Change, repeats int, err error) {
+	index := map[string]int{} // position -> index in stream
+	for bi, b := range batches {
+		k := 0
+		if b.From != "" {
+			i, ok := index[b.From]
+			if !ok {
+				return stream, repeats, fmt.Errorf("batch %d (%s, token %d, %s) starts at %s, which is not the position of any change delivered before: a gap", bi, b.ID, b.Token, b.Owner, b.From)
+			}
+			k = i + 1
+		}
+		if len(b.Changes) == 0 {
+			return stream, repeats, fmt.Errorf("batch %d (%s) is empty", bi, b.ID)
+		}
+		if last := b.Changes[len(b.Changes)-1].Pos; last != b.To {
+			return stream, repeats, fmt.Errorf("batch %d (%s) ends at %s, its last change is at %s", bi, b.ID, b.To, last)
+		}
+		for ci, c := range b.Changes {
+			at := k + ci
+			if at < len(stream) {
+				if !stream[at].Same(c) {
+					return stream, repeats, fmt.Errorf("batch %d (%s, token %d, attempt %d, %s) from %s: change %d is %v, but %v was delivered there before", bi, b.ID, b.Token, b.Attempt, b.Owner, b.From, ci, c, stream[at])
+				}
+				repeats++
+				continue
+			}
+			if n := len(stream); n > 0 && !mustPos(stream[n-1].Pos).Before(mustPos(c.Pos)) {
+				return stream, repeats, fmt.Errorf("batch %d (%s): change %v does not come after %v", bi, b.ID, c, stream[n-1])
+			}
+			index[c.Pos] = len(stream)
+			stream = append(stream, c)
+		}
+	}
+	return stream, repeats, nil
+}
+
+// Apply applies changes in order to an empty replica, strictly: an insert of a key it has, an
+// update or a delete of a key it lacks, is an error (a change lost or repeated).
+func Apply(changes []Change) (map[int64]Row, error) {
+	m := map[int64]Row{}
+	var errs []error
+	for _, c := range changes {
+		_, have := m[c.ID]
+		switch c.Op {
+		case source.OpInsert:
+			if have {
+				errs = append(errs, fmt.Errorf("%v: the replica has the key already", c))
+			}
+			m[c.ID] = c.Row
+		case source.OpUpdate:
+			if !have {
+				errs = append(errs, fmt.Errorf("%v: the replica lacks the key", c))
+			}
+			m[c.ID] = c.Row
+		case source.OpDelete:
+			if !have {
+				errs = append(errs, fmt.Errorf("%v: the replica lacks the key", c))
+			}
+			delete(m, c.ID)
+		default:
+			errs = append(errs, fmt.Errorf("%v: op %q", c, c.Op))
+		}
+		if !c.HasRow && c.Op != source.OpDelete {
+			errs = append(errs, fmt.Errorf("%v: an %s without its row", c, c.Op))
+		}
+		if len(errs) > 10 {
+			break
+		}
+	}
+	return m, errors.Join(errs...)
+}
+
+// ApplyArrival applies every delivered change in the order it arrived, repeats included, as a
+// consumer that keeps no position would: an insert or update sets the key's row, a delete removes
+// it (a repeated delete finds nothing).
+func ApplyArrival(batches []Batch) map[int64]Row {
+	m := map[int64]Row{}
+	for _, b := range batches {
+		for _, c := range b.Changes {
+			if c.Op == source.OpDelete {
+				delete(m, c.ID)
+			} else {
+				m[c.ID] = c.Row
+			}
+		}
+	}
+	return m
+}
+
+// Table reads the table as the replica should be.
+func Table(ctx context.Context, db *sql.DB, table string) (map[int64]Row, error) {
+	rows, err := db.QueryContext(ctx, "SELECT id, name, note FROM "+table)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[int64]Row{}
+	for rows.Next() {
+		var id int64
+		var r Row
+		if err := rows.Scan(&id, &r.Name, &r.Note); err != nil {
+			return nil, err
+		}
+		out[id] = r
+	}
+	return out, rows.Err()
+}
+
+// Diff lists how got differs from want (at most 20 lines).
+func Diff(got, want map[int64]Row) []string {
+	var out []string
+	ids := map[int64]bool{}
+	for id := range got {
+		ids[id] = true
+	}
+	for id := range want {
+		ids[id] = true
+	}
+	sorted := make([]int64, 0, len(ids))
+	for id := range ids {
+		sorted = append(sorted, id)
+	}
+	slices.Sort(sorted)
+	for _, id := range sorted {
+		g, gok := got[id]
+		w, wok := want[id]
+		switch {
+		case gok && !wok:
+			out = append(out, fmt.Sprintf("row %d: in the replica (%v), not in the table", id, g))
+		case !gok && wok:
+			out = append(out, fmt.Sprintf("row %d: in the table (%v), not in the replica", id, w))
+		case g.Name != w.Name || g.Note != w.Note:
+			out = append(out, fmt.Sprintf("row %d: replica %v, table %v", id, g, w))
+		}
+		if len(out) == 20 {
+			out = append(out, "...")
+			break
+		}
+	}
+	return out
+}
+
+// Setup is a replica table with its publication, the poller's slot and a witness slot made at
+// the same moment, which nothing advances: at the end it holds the whole stream to compare with.
+type Setup struct {
+	DB          *sql.DB
+	Table       string // as written in SQL (may rely on the DSN's search_path)
+	Slot        string
+	Publication string
+	Witness     string
+	flush       string
+}
+
+// Create makes the table name (a fresh lower-case name), its publication and the slots, all named
+// after it; cleanup drops them (register it with t.Cleanup).
+func Create(ctx context.Context, db *sql.DB, name string) (s *Setup, cleanup func(), err error) {
+	s = &Setup{DB: db, Table: name, Slot: name, Publication: name, Witness: name + "_w", flush: name + "_flush"}
+	cleanup = func() {
+		c := context.Background()
+		for _, slot := range []string{s.Slot, s.Witness} {
+			// A slot in use by a killed process's connection frees when the server notices.
+			for try := 0; try < 50; try++ {
+				_, err := db.ExecContext(c, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1", slot)
+				if err == nil {
+					break
+				}
+				time.Sleep(20 * time.Millisecond) // polling a server-side release, bounded
+			}
+		}
+		db.ExecContext(c, "DROP PUBLICATION IF EXISTS "+s.Publication)
+		db.ExecContext(c, "DROP TABLE IF EXISTS "+s.Table)
+		db.ExecContext(c, "DROP TABLE IF EXISTS "+s.flush)
+	}
+	for _, q := range []string{
+		fmt.Sprintf(DDL, name),
+		"CREATE TABLE " + s.flush + " (n bigint)",
+		fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE %s", s.Publication, name),
+		fmt.Sprintf("SELECT pg_create_logical_replication_slot('%s', 'pgoutput')", s.Slot),
+		fmt.Sprintf("SELECT pg_create_logical_replication_slot('%s', 'pgoutput')", s.Witness),
+	} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			return s, cleanup, fmt.Errorf("%s: %w", q, err)
+		}
+	}
+	return s, cleanup, nil
+}
+
+// Flush makes every transaction committed so far readable by logical decoding: the test
+// PostgreSQL runs with synchronous_commit=off and decoding reads only flushed WAL, so one commit
+// that waits for its flush (of a table outside the publication) flushes everything before it.
+func (s *Setup) Flush(ctx context.Context) error {
+	tx, err := s.DB.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, "SET LOCAL synchronous_commit = on"); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, "INSERT INTO "+s.flush+" VALUES (1)"); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// SlotLSN reads a slot's confirmed position.
+func (s *Setup) SlotLSN(ctx context.Context, slot string) (source.Position, error) {
+	var lsn string
+	if err := s.DB.QueryRowContext(ctx, "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1", slot).Scan(&lsn); err != nil {
+		return source.Position{}, fmt.Errorf("slot %s: %w", slot, err)
+	}
+	return source.ParsePosition(lsn)
+}
+
+// WitnessStream reads the whole stream from the witness slot (which nothing advanced) through
+// the logical cursor, without consuming it. cfg is the poller's source.Config; its slot is
+// replaced by the witness.
+func (s *Setup) WitnessStream(ctx context.Context, cfg source.Config) ([]Change, error) {
+	cfg.Definition.Slot = s.Witness
+	src, err := source.Open(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer src.Close()
+	var out []Change
+	var c *state.Cursor
+	for {
+		b, err := src.Fetch(ctx, c, 1000)
+		if err != nil {
+			return out, err
+		}
+		if len(b.Rows) == 0 {
+			return out, nil
+		}
+		for _, r := range b.Rows {
+			ch, err := FromRow(r)
+			if err != nil {
+				return out, err
+			}
+			out = append(out, ch)
+		}
+		c = b.To
+	}
+}
+
+// SameStream compares the rebuilt stream with the witness's, naming the first difference.
+func SameStream(got, want []Change) error {
+	for i := range min(len(got), len(want)) {
+		if !got[i].Same(want[i]) {
+			return fmt.Errorf("change %d of the stream: delivered %v, the witness slot has %v", i, got[i], want[i])
+		}
+	}
+	if len(got) != len(want) {
+		return fmt.Errorf("%d changes delivered, the witness slot has %d", len(got), len(want))
+	}
+	return nil
+}
+
+// Workload runs writers over the table, each on keys of its own (so that no writer waits on
+// another's row locks, while their transactions still interleave in the WAL).
+type Workload struct {
+	Setup   *Setup
+	Writers int
+	Txns    int    // transactions per writer
+	Seed    uint64 // fixes every choice
+	// Hold is called while a transaction held open across ticks waits to end (with its changes
+	// made): it returns once the poller has ticked meanwhile.
+	Hold func(ctx context.Context) error
+	// Pace is each writer's time between transactions: the workload's rate, so that the ticks
+	// run while it writes (0: as fast as it can).
+	Pace time.Duration
+
+	mu                                 sync.Mutex
+	Committed, RolledBack, Held, Moved int
+}
+
+// Run runs the writers until each has done its transactions.
+func (w *Workload) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	errs := make([]error, w.Writers)
+	for i := range w.Writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = w.writer(ctx, i)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func (w *Workload) writer(ctx context.Context, n int) error {
+	rng := rand.New(rand.NewPCG(w.Seed, uint64(n)+1))
+	base := int64(n+1) * 1_000_000
+	next := base
+	live := []int64{} // the writer's committed keys
+	table := w.Setup.Table
+	var pace <-chan time.Time
+	if w.Pace > 0 {
+		tk := time.NewTicker(w.Pace) // the workload's rate, not a wait for anything
+		defer tk.Stop()
+		pace = tk.C
+	}
+	for i := range w.Txns {
+		if pace != nil {
+			select {
+			case <-pace:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		tx, err := w.Setup.DB.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		// Half the commits wait for their flush; the others are flushed by the WAL writer (or
+		// by a later commit that waits).
+		if rng.IntN(2) == 0 {
+			if _, err := tx.ExecContext(ctx, "SET LOCAL synchronous_commit = on"); err != nil {
+				tx.Rollback()
+				return err
+			}
+		}
+		cur := slices.Clone(live)
+		ops := 1 + rng.IntN(6)
+		if rng.IntN(12) == 0 {
+			ops = 20 + rng.IntN(30) // spans several batches: the checkpoint lands inside it
+		}
+		moved := 0
+		for range ops {
+			var q string
+			var args []any
+			pick := func() (int, int64) { j := rng.IntN(len(cur)); return j, cur[j] }
+			switch k := rng.IntN(10); {
+			case len(cur) < 3 || k < 4: // insert one or a few rows
+				m := 1 + rng.IntN(3)
+				var vals []string
+				for range m {
+					next++
+					cur = append(cur, next)
+					note := "NULL"
+					if rng.IntN(3) > 0 {
+						note = fmt.Sprintf("'n%d'", rng.IntN(1000))
+					}
+					vals = append(vals, fmt.Sprintf("(%d, 'w%d t%d', %s)", next, n, i, note))
+				}
+				q = "INSERT INTO " + table + " VALUES " + strings.Join(vals, ", ")
+			case k < 7: // update the values
+				_, id := pick()
+				if rng.IntN(4) == 0 {
+					q, args = "UPDATE "+table+" SET name = name || '+', note = NULL WHERE id = $1", []any{id}
+				} else {
+					q, args = "UPDATE "+table+" SET name = $2, note = $3 WHERE id = $1", []any{id, fmt.Sprintf("w%d t%d u", n, i), fmt.Sprint(rng.IntN(1000))}
+				}
+			case k < 8: // change the key
+				j, id := pick()
+				next++
+				q, args = "UPDATE "+table+" SET id = $2, name = name || ' moved' WHERE id = $1", []any{id, next}
+				cur[j] = next
+				moved++
+			default: // delete
+				j, id := pick()
+				q, args = "DELETE FROM "+table+" WHERE id = $1", []any{id}
+				cur = slices.Delete(cur, j, j+1)
+			}
+			if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+				tx.Rollback()
+				return fmt.Errorf("writer %d: %s: %w", n, q, err)
+			}
+		}
+		held := w.Hold != nil && rng.IntN(10) == 0
+		if held {
+			if err := w.Hold(ctx); err != nil {
+				tx.Rollback()
+				return fmt.Errorf("writer %d, a transaction held open: %w", n, err)
+			}
+		}
+		rollback := rng.IntN(7) == 0
+		w.mu.Lock()
+		if held {
+			w.Held++
+		}
+		if rollback {
+			w.RolledBack++
+		} else {
+			w.Committed++
+			w.Moved += moved
+		}
+		w.mu.Unlock()
+		if rollback {
+			if err := tx.Rollback(); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := tx.Commit(); err != nil {
+			return err
+		}
+		live = cur
+	}
+	return nil
+}
+
+// Stats says what the workload did.
+func (w *Workload) Stats() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return fmt.Sprintf("%d transactions committed (%d key changes), %d rolled back, %d held open across ticks", w.Committed, w.Moved, w.RolledBack, w.Held)
+}
+
+// Violation is a sample in which the slot was ahead of the checkpoint.
+type Violation struct {
+	Slot, Checkpoint source.Position
+	HaveCheckpoint   bool
+	At               time.Time
+}
+
+func (v Violation) String() string {
+	cp := "none yet"
+	if v.HaveCheckpoint {
+		cp = v.Checkpoint.String()
+	}
+	return fmt.Sprintf("%s: slot at %s, checkpoint %s", v.At.Format("15:04:05.000"), v.Slot, cp)
+}
+
+// Sampler reads the poller's slot and then the state blob's checkpoint, again and again, and
+// records every sample in which the slot is past the checkpoint.
+//
+// The order of the two reads is what makes a violation a proof. The slot only ever moves to a
+// checkpoint that is already in the blob, and the blob's checkpoint only moves forward. Reading
+// the slot first (S at time t1) and the blob second (C at t2 > t1): if the system is right, S(t1)
+// <= C(t1) <= C(t2), so S > C in a sample can only be a real violation (the slot ahead at t1, or
+// the checkpoint moved back). Read the other way round, a commit and an advance landing between
+// the two reads would show the new slot against the old checkpoint: a false alarm. So a sample
+// can only err on the safe side: it may miss a violation that lasted less than the gap between
+// its reads, never report one that did not happen.
+type Sampler struct {
+	Setup *Setup
+	// Checkpoint reads the blob's checkpoint (nil: none yet).
+	Checkpoint func(ctx context.Context) (*state.Cursor, error)
+	// Start is the slot's position before anything was committed: without a checkpoint the
+	// slot must still be there.
+	Start source.Position
+
+	mu         sync.Mutex
+	Samples    int
+	Errors     int
+	Violations []Violation
+	lastErr    error
+}
+
+// Run samples every period until ctx ends.
+func (s *Sampler) Run(ctx context.Context, period time.Duration) {
+	pace := time.NewTicker(period) // the sampling rate, not a wait for anything
+	defer pace.Stop()
+	for {
+		s.Sample(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-pace.C:
+		}
+	}
+}
+
+// Sample takes one sample.
+func (s *Sampler) Sample(ctx context.Context) {
+	slot, err := s.Setup.SlotLSN(ctx, s.Setup.Slot) // first the slot ...
+	if err != nil {
+		s.fail(ctx, err)
+		return
+	}
+	c, err := s.Checkpoint(ctx) // ... then the blob
+	if err != nil {
+		s.fail(ctx, err)
+		return
+	}
+	v := Violation{Slot: slot, At: time.Now()}
+	bad := false
+	if c == nil {
+		bad = s.Start.Before(slot)
+	} else {
+		cp, err := source.CursorPosition(c)
+		if err != nil {
+			s.fail(ctx, err)
+			return
+		}
+		v.Checkpoint, v.HaveCheckpoint = cp, true
+		bad = slot.LSN > cp.LSN
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.Samples++
+	if bad {
+		s.Violations = append(s.Violations, v)
+	}
+}
+
+func (s *Sampler) fail(ctx context.Context, err error) {
+	if ctx.Err() != nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.Errors++
+	s.lastErr = err
+}
+
+// Result returns the samples taken, the failed reads with the last error, and the violations.
+func (s *Sampler) Result() (samples, errs int, lastErr error, violations []Violation) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.Samples, s.Errors, s.lastErr, slices.Clone(s.Violations)
+}
+
+// Owners counts the batches per owner, for the log.
+func Owners(batches []Batch) string {
+	n := map[string]int{}
+	for _, b := range batches {
+		n[b.Owner]++
+	}
+	keys := make([]string, 0, len(n))
+	for k := range n {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s:%d", k, n[k]))
+	}
+	return strings.Join(parts, " ")
+}
