@@ -79,7 +79,8 @@ const help = `pollerctl: see every poller's state and move one on purpose.
   pollerctl status [POLLER] [--json] [--no-probe]          (exit 3 when a poller is not ok)
   pollerctl reset POLLER (--to-beginning | --to-cursor VALUE [--pk COLUMN=VALUE ...] | --from-file FILE | --from-backup NAME|latest)
                   [--yes | --yes=POLLER] [--wait [--wait-timeout 2m]] [--production]
-  pollerctl clone POLLER --to NEW [--yes]
+  pollerctl clone POLLER --to NEW [--yes] [--from-slot-start]
+                  (a logical poller's clone reads its own slot: run pollerctl cdc enable NEW --yes first)
   pollerctl delete POLLER [--yes | --yes=POLLER] [--wait [--wait-timeout 2m]] [--production]
                   (its state, backed up first, and liveness mark; refused while it has dead letters)
   pollerctl backups POLLER [--json]                       (its state backups, newest first)
@@ -90,6 +91,9 @@ const help = `pollerctl: see every poller's state and move one on purpose.
   pollerctl deadletter replay POLLER BATCH_ID [--yes]     (rows read again by key, to the handler, under the lease)
   pollerctl deadletter discard POLLER BATCH_ID [--yes]
   pollerctl quarantine POLLER [--yes] [--wait]            (unblock: the next tick dead-letters the failing rows)
+  pollerctl cdc enable POLLER [--yes]                     (logical pollers: create the publication and the replication slot)
+  pollerctl cdc disable POLLER [--yes | --yes=POLLER] [--wait]
+                  (drop them: the slot's unread changes are lost, and PostgreSQL frees the WAL it kept)
 
 Writes are dry runs unless --yes is given. A reset backs the old document up to
 backups/{app}/{poller}/{utc}.json first, refuses while another owner's lease is live (--wait waits
@@ -141,8 +145,10 @@ func Run(ctx context.Context, args []string, env Env) int {
 		err = deadLetters(ctx, args[1:], env)
 	case "quarantine":
 		err = quarantineCmd(ctx, args[1:], env)
+	case "cdc":
+		err = cdcCmd(ctx, args[1:], env)
 	default:
-		err = usagef("unknown command %q (status, reset, clone, delete, backups, new, deadletter, quarantine; see pollerctl --help)", args[0])
+		err = usagef("unknown command %q (status, reset, clone, delete, backups, new, deadletter, quarantine, cdc; see pollerctl --help)", args[0])
 	}
 	var u usage
 	var sick unhealthy
@@ -216,7 +222,13 @@ func (env Env) fingerprint(d *poller.Poller) (string, error) {
 	if err != nil {
 		return "", usagef("%s_DB_CONNECTION: %v", p, err)
 	}
-	return source.Fingerprint(driver, loc, d.Source()), nil
+	// The definition as the tick opens it: a logical poller's slot (a setting) is part of it.
+	s, _ := appsettings.Load(d, env.Getenv)
+	def := s.Config(d).Definition
+	if def.Cursor.Kind == state.KindLogical && def.Slot == "" {
+		return "", usagef("%s_CDC_SLOT is not usable: the reset records the configured source's fingerprint, which names the slot", p)
+	}
+	return source.Fingerprint(driver, loc, def), nil
 }
 
 // current reads a poller's state blob: the blob (nil when absent), the decoded document (nil

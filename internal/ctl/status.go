@@ -110,6 +110,16 @@ func statusTable(env Env, rows []Row) error {
 		if r.Probe != nil && r.Probe.Skipped != "" {
 			fmt.Fprintf(env.Out, "%s: the source was not probed: %s\n", r.Poller, r.Probe.Skipped)
 		}
+		if text, bad := pollerstatus.SlotText(r.Slot); text != "" {
+			mark := ""
+			if bad {
+				mark = " (PAST THE LIMIT)"
+			}
+			fmt.Fprintf(env.Out, "%s: replication slot %s%s\n", r.Poller, text, mark)
+		}
+		if ops := pollerstatus.OpsText(r.HistoryOps); ops != "" {
+			fmt.Fprintf(env.Out, "%s: changes delivered in the last %d ticks: %s\n", r.Poller, len(r.History), ops)
+		}
 	}
 	return nil
 }

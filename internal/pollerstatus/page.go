@@ -174,14 +174,14 @@ func NewPage(rep Report) PageData {
 			c.DeadIDs, c.DeadMore = c.DeadIDs[:maxDeadLetterIDs], len(c.DeadIDs)-maxDeadLetterIDs
 		}
 		c.Spark = newSparkline(r)
-		c.Ops = opsText(r.HistoryOps)
+		c.Ops = OpsText(r.HistoryOps)
 		for i := len(r.History) - 1; i >= 0 && c.Ops != ""; i-- {
 			if len(r.History[i].Ops) > 0 {
-				c.LastOps = opsText(r.History[i].Ops) + " (" + r.History[i].At.UTC().Format(time.RFC3339) + ")"
+				c.LastOps = OpsText(r.History[i].Ops) + " (" + r.History[i].At.UTC().Format(time.RFC3339) + ")"
 				break
 			}
 		}
-		c.SlotText, c.SlotBad = slotText(r.Slot)
+		c.SlotText, c.SlotBad = SlotText(r.Slot)
 		if r.Blocked {
 			d.Blocked++
 		}
@@ -324,8 +324,8 @@ func coord(f float64) string { return strconv.FormatFloat(f, 'f', 1, 64) }
 // opOrder is the order ops are shown in.
 var opOrder = []string{"insert", "update", "delete", "upsert"}
 
-// opsText renders counts by op: "120 insert · 30 update · 4 delete"; "" when there are none.
-func opsText(ops map[string]int) string {
+// OpsText renders counts by op: "120 insert · 30 update · 4 delete"; "" when there are none.
+func OpsText(ops map[string]int) string {
 	var parts []string
 	for _, op := range opOrder {
 		if n, ok := ops[op]; ok {
@@ -345,9 +345,9 @@ func opsText(ops map[string]int) string {
 	return strings.Join(parts, " · ")
 }
 
-// slotText describes a logical poller's slot for its card, and whether it keeps more WAL than
-// its limit.
-func slotText(s *Slot) (string, bool) {
+// SlotText describes a logical poller's slot for its card and for pollerctl status ("" when it
+// has none), and whether it keeps more WAL than its limit.
+func SlotText(s *Slot) (string, bool) {
 	if s == nil {
 		return "", false
 	}
