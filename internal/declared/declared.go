@@ -60,8 +60,14 @@ type Cursor struct {
 	Column string `json:"column"`
 }
 
-// Kinds are the cursor kinds a poller.json may name.
-var Kinds = []poller.CursorKind{poller.TimestampPK, poller.Integer, poller.RowVersion, poller.XID}
+// Kinds are the cursor kinds a poller.json may name. The change-stream kinds (logical,
+// changetracking) read the database's own record of changes and take no column.
+var Kinds = []poller.CursorKind{poller.TimestampPK, poller.Integer, poller.RowVersion, poller.XID, poller.Logical, poller.ChangeTracking}
+
+// changeStream reports whether kind reads a change stream (and so takes no cursor column).
+func changeStream(kind string) bool {
+	return kind == string(poller.Logical) || kind == string(poller.ChangeTracking)
+}
 
 // ErrConflict: a name is declared both in Go (package pollers) and as a folder.
 var ErrConflict = errors.New("a poller is declared twice")
@@ -240,10 +246,16 @@ func (s Spec) check() error {
 		return field("source.columns", "required: the columns each change carries")
 	case len(src.Key) == 0:
 		return field("source.key", "required: the key columns (the rows' identity and the cursor's tiebreaker)")
-	case src.Cursor.Column == "":
-		return field("source.cursor.column", "required: the column the cursor follows")
 	case !slices.Contains(Kinds, poller.CursorKind(src.Cursor.Kind)):
 		return field("source.cursor.kind", "%q is not one of %s", src.Cursor.Kind, kindList())
+	case changeStream(src.Cursor.Kind) && src.Cursor.Column != "":
+		return field("source.cursor.column", "a %s cursor reads the database's record of changes and takes no column (%q): remove the field", src.Cursor.Kind, src.Cursor.Column)
+	case changeStream(src.Cursor.Kind) && src.Filter != "":
+		return field("source.filter", "a %s cursor delivers every change of the table and takes no filter: filter in the sink's consumer", src.Cursor.Kind)
+	case changeStream(src.Cursor.Kind) && src.SettleLag != "":
+		return field("source.settle_lag", "a %s cursor reads committed changes in commit order and takes no settle lag", src.Cursor.Kind)
+	case src.Cursor.Column == "" && !changeStream(src.Cursor.Kind):
+		return field("source.cursor.column", "required: the column the cursor follows")
 	case s.BatchSize < 0:
 		return field("batch_size", "%d is not a positive number", s.BatchSize)
 	}
@@ -280,13 +292,16 @@ func (s Spec) Poller(name string) (p *poller.Poller, err error) {
 	src := s.Source
 	columns := slices.Clone(src.Columns)
 	for _, c := range append(slices.Clone(src.Key), src.Cursor.Column) {
-		if !slices.Contains(columns, c) {
+		if c != "" && !slices.Contains(columns, c) {
 			columns = append(columns, c)
 		}
 	}
 	opts := []poller.Option{
-		poller.WithColumns(columns...), poller.WithKey(src.Key...), poller.WithCursorColumn(src.Cursor.Column),
+		poller.WithColumns(columns...), poller.WithKey(src.Key...),
 		poller.WithSetup(snk.Setup), poller.WithTarget(snk.String),
+	}
+	if src.Cursor.Column != "" {
+		opts = append(opts, poller.WithCursorColumn(src.Cursor.Column))
 	}
 	if src.Schema != "" {
 		opts = append(opts, poller.WithSchema(src.Schema))

@@ -77,16 +77,21 @@ const good = `{"source":{"table":"t","columns":["id","v"],"key":["id"],"cursor":
 func TestBadFilesFailAlone(t *testing.T) {
 	root := t.TempDir()
 	cases := map[string]struct{ json, want string }{
-		"unknown":   {strings.Replace(good, `"table"`, `"tabel":"x","table"`, 1), `bad-unknown/poller.json: source.tabel is not a field of poller.json (did you mean source.table?)`},
-		"type":      {strings.Replace(good, `"sink"`, `"batch_size":"500","sink"`, 1), `bad-type/poller.json: batch_size: a JSON string where a whole number is expected`},
-		"kind":      {strings.Replace(good, `"integer"`, `"timestamp"`, 1), `bad-kind/poller.json: source.cursor.kind: "timestamp" is not one of timestamp+pk, integer, rowversion, xid`},
-		"nokey":     {strings.Replace(good, `"key":["id"],`, ``, 1), `bad-nokey/poller.json: source.key: required`},
-		"sinktype":  {strings.Replace(good, `"webhook"`, `"kafka"`, 1), `bad-sinktype/poller.json: sink.type: "kafka" is not one of webhook, storagequeue`},
-		"sinkfield": {strings.Replace(good, `"url":"%HOOK%"`, `"url":"%HOOK%","queue":"q1x"`, 1), `bad-sinkfield/poller.json: sink.queue: is not an option of a webhook sink`},
-		"queue":     {strings.Replace(good, `{"type":"webhook","url":"%HOOK%"}`, `{"type":"storagequeue","connection":"Q"}`, 1), `bad-queue/poller.json: sink.queue: "" is not a storage queue name`},
-		"syntax":    {good[:40], `bad-syntax/poller.json: `},
-		"sinkknown": {strings.Replace(good, `"url"`, `"urll":"x","url"`, 1), `bad-sinkknown/poller.json: sink.urll is not a field of poller.json (did you mean sink.url?)`},
-		"lag":       {strings.Replace(good, `"columns"`, `"settle_lag":"5 s","columns"`, 1), `bad-lag/poller.json: source.settle_lag: "5 s" is not a Go duration`},
+		"unknown":       {strings.Replace(good, `"table"`, `"tabel":"x","table"`, 1), `bad-unknown/poller.json: source.tabel is not a field of poller.json (did you mean source.table?)`},
+		"type":          {strings.Replace(good, `"sink"`, `"batch_size":"500","sink"`, 1), `bad-type/poller.json: batch_size: a JSON string where a whole number is expected`},
+		"kind":          {strings.Replace(good, `"integer"`, `"timestamp"`, 1), `bad-kind/poller.json: source.cursor.kind: "timestamp" is not one of timestamp+pk, integer, rowversion, xid, logical, changetracking`},
+		"nokey":         {strings.Replace(good, `"key":["id"],`, ``, 1), `bad-nokey/poller.json: source.key: required`},
+		"sinktype":      {strings.Replace(good, `"webhook"`, `"kafka"`, 1), `bad-sinktype/poller.json: sink.type: "kafka" is not one of webhook, storagequeue`},
+		"sinkfield":     {strings.Replace(good, `"url":"%HOOK%"`, `"url":"%HOOK%","queue":"q1x"`, 1), `bad-sinkfield/poller.json: sink.queue: is not an option of a webhook sink`},
+		"queue":         {strings.Replace(good, `{"type":"webhook","url":"%HOOK%"}`, `{"type":"storagequeue","connection":"Q"}`, 1), `bad-queue/poller.json: sink.queue: "" is not a storage queue name`},
+		"syntax":        {good[:40], `bad-syntax/poller.json: `},
+		"sinkknown":     {strings.Replace(good, `"url"`, `"urll":"x","url"`, 1), `bad-sinkknown/poller.json: sink.urll is not a field of poller.json (did you mean sink.url?)`},
+		"lag":           {strings.Replace(good, `"columns"`, `"settle_lag":"5 s","columns"`, 1), `bad-lag/poller.json: source.settle_lag: "5 s" is not a Go duration`},
+		"logicalcolumn": {strings.Replace(good, `"integer"`, `"logical"`, 1), `bad-logicalcolumn/poller.json: source.cursor.column: a logical cursor reads the database's record of changes and takes no column ("id")`},
+		"ctcolumn":      {strings.Replace(good, `"integer"`, `"changetracking"`, 1), `bad-ctcolumn/poller.json: source.cursor.column: a changetracking cursor`},
+		"logicalfilter": {strings.Replace(good, `{"kind":"integer","column":"id"}`, `{"kind":"logical"},"filter":"v <> ''"`, 1), `bad-logicalfilter/poller.json: source.filter: a logical cursor delivers every change`},
+		"logicallag":    {strings.Replace(good, `{"kind":"integer","column":"id"}`, `{"kind":"logical"},"settle_lag":"5s"`, 1), `bad-logicallag/poller.json: source.settle_lag: a logical cursor`},
+		"nocolumn":      {strings.Replace(good, `,"column":"id"`, ``, 1), `bad-nocolumn/poller.json: source.cursor.column: required`},
 	}
 	for name, c := range cases {
 		write(t, root, "bad-"+name, c.json, true)
@@ -117,6 +122,33 @@ func TestBadFilesFailAlone(t *testing.T) {
 	}
 	if p := got["good"]; p.Err() != nil {
 		t.Fatalf("the good poller failed: %v", p.Err())
+	}
+}
+
+// TestChangeStreamKinds: "logical" and "changetracking" take no column; the poller reads the
+// declared columns and key, with no cursor column, and a logical one gets its slot settings.
+func TestChangeStreamKinds(t *testing.T) {
+	root := t.TempDir()
+	for _, kind := range []string{"logical", "changetracking"} {
+		write(t, root, kind, strings.Replace(good, `{"kind":"integer","column":"id"}`, `{"kind":"`+kind+`"}`, 1), true)
+	}
+	all, err := Load(root, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range all {
+		if p.Err() != nil {
+			t.Fatalf("%s: %v", p.Name(), p.Err())
+		}
+		d := p.Source()
+		if d.Cursor.Kind != p.Name() || d.Cursor.Column != "" || !slices.Equal(d.Columns, []string{"id", "v"}) || !slices.Equal(d.PK, []string{"id"}) {
+			t.Errorf("%s: %+v", p.Name(), d)
+		}
+		env := map[string]string{"POLLER_APP_NAME": "app1"}
+		s, _ := appsettings.Load(p, func(k string) string { return env[k] })
+		if want := map[string]string{"logical": "pseudotrigger_app1_logical"}[p.Name()]; s.Slot != want || s.Publication != want {
+			t.Errorf("%s: slot %q publication %q, want %q", p.Name(), s.Slot, s.Publication, want)
+		}
 	}
 }
 
