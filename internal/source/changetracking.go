@@ -498,16 +498,23 @@ func (c *changeTracking) fetch(ctx context.Context, after *state.Cursor, limit i
 	if err != nil {
 		return nil, err
 	}
-	if k := len(b.Rows); k > 0 {
-		last := b.Rows[k-1].ch
-		if k < limit {
-			// The read reached the bound: the last row's version is complete.
-			last.cursor.Tiebreaker = nil
-		}
-		to := last.cursor
-		b.To = &to
-	}
+	seal(b, limit)
 	return b, nil
+}
+
+// seal sets the batch's To: the last row's cursor, made a version boundary when the batch holds
+// fewer rows than limit (the read reached the bound, so the last row's version is complete).
+func seal(b *Batch, limit int) {
+	k := len(b.Rows)
+	if k == 0 {
+		return
+	}
+	last := b.Rows[k-1].ch
+	if k < limit {
+		last.cursor.Tiebreaker = nil
+	}
+	to := last.cursor
+	b.To = &to
 }
 
 // row makes a Row of one change: op its SYS_CHANGE_OPERATION, found whether the table has the
