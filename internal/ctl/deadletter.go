@@ -1,6 +1,7 @@
 package ctl
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -182,6 +183,10 @@ func deadLetterReplay(ctx context.Context, args []string, env Env) error {
 		return letterErr(err)
 	}
 	fmt.Fprintf(env.Out, "replay %s: %d row(s) to %s's handler, read again from the source by key\n", deadletter.Name(env.App, name, id), len(letter.Rows), name)
+	if changeStream(d.Source().Cursor.Kind) {
+		fmt.Fprintln(env.Out, "  each as the row is now: an insert or update whose row exists goes as an update of the current row; a delete whose row is\n"+
+			"  still gone goes as a delete of the key (key only); a change that a later one of the same key undid is not replayed")
+	}
 	if !yes.given() {
 		fmt.Fprintln(env.Out, "dry run: nothing replayed. Add --yes to replay.")
 		return nil
@@ -229,13 +234,29 @@ func deadLetterReplay(ctx context.Context, args []string, env Env) error {
 	var rows []source.Row
 	var gone []string
 	attempts := int64(0)
+	stream := changeStream(d.Source().Cursor.Kind)
 	for _, r := range letter.Rows {
+		k, _ := json.Marshal(r.Key)
+		if stream {
+			// A change-stream row's cursor is a position in the stream, not its key: the
+			// letter's key finds the row, replayed as its current state (source.ReplayChange).
+			row, why, err := src.ReplayChange(ctx, r.Op, r.Key, r.Cursor)
+			if err != nil {
+				return err
+			}
+			if row == nil {
+				gone = append(gone, fmt.Sprintf("%s %s (%s)", cmp.Or(r.Op, "?"), k, why))
+				continue
+			}
+			rows = append(rows, *row)
+			attempts = max(attempts, r.Attempts)
+			continue
+		}
 		c := r.Cursor
 		batch, err := src.FetchKeyOf(ctx, &c)
 		if err != nil {
 			return err
 		}
-		k, _ := json.Marshal(r.Key)
 		if len(batch.Rows) == 0 {
 			gone = append(gone, string(k))
 			continue
@@ -243,7 +264,9 @@ func deadLetterReplay(ctx context.Context, args []string, env Env) error {
 		rows = append(rows, batch.Rows...)
 		attempts = max(attempts, r.Attempts)
 	}
-	if len(gone) > 0 {
+	if len(gone) > 0 && stream {
+		fmt.Fprintf(env.Out, "superseded by a later change of the same key, which the poller delivers in order (not replayed): %s\n", strings.Join(gone, ", "))
+	} else if len(gone) > 0 {
 		fmt.Fprintf(env.Out, "no longer in the source (deleted, or outside the filter): %s\n", strings.Join(gone, ", "))
 	}
 	if len(rows) > 0 {
@@ -329,4 +352,10 @@ func quarantineCmd(ctx context.Context, args []string, env Env) error {
 	}
 	fmt.Fprintf(env.Out, "%s will quarantine batch %s at its next tick\n", name, f.BatchID)
 	return nil
+}
+
+// changeStream reports whether a cursor kind reads a change stream (logical, changetracking):
+// its rows' cursors are stream positions, so a replay finds a row by its letter's key.
+func changeStream(kind string) bool {
+	return kind == state.KindLogical || kind == state.KindChangeTracking
 }

@@ -40,6 +40,10 @@ type Letter struct {
 
 // Row is one dead-lettered row.
 type Row struct {
+	// Op is the change the row stood for (insert, update, delete; upsert for the keyset cursor
+	// kinds): a change-stream poller's replay depends on it. Absent in letters written before it
+	// was recorded.
+	Op       string                     `json:"op,omitempty"`
 	Key      map[string]json.RawMessage `json:"key"`
 	Cursor   state.Cursor               `json:"cursor"`
 	Data     json.RawMessage            `json:"data"` // the row as the handler was given it
