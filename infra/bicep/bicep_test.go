@@ -451,7 +451,7 @@ func TestModuleParams(t *testing.T) {
 	}
 }
 
-// alertQueries returns the three queries in modules/alerts.bicep (multi-line strings) by variable name.
+// alertQueries returns the four queries in modules/alerts.bicep (multi-line strings) by variable name.
 func alertQueries(t *testing.T, alerts string) map[string]string {
 	t.Helper()
 	q := regexp.MustCompile(`(?s)var (\w+Query) = (?:replace\()?'''(.*?)'''`)
@@ -459,25 +459,26 @@ func alertQueries(t *testing.T, alerts string) map[string]string {
 	for _, m := range q.FindAllStringSubmatch(alerts, -1) {
 		out[m[1]] = m[2]
 	}
-	if len(out) != 3 {
-		t.Fatalf("modules/alerts.bicep has %d queries, want 3 (failedTicksQuery, lagQuery, blockedQuery)", len(out))
+	if len(out) != 4 {
+		t.Fatalf("modules/alerts.bicep has %d queries, want 4 (failedTicksQuery, lagQuery, blockedQuery, slotRetainedQuery)", len(out))
 	}
 	return out
 }
 
-// TestAlertRules: three log search alert rules on a stable API version, scoped to Application
+// TestAlertRules: four log search alert rules on a stable API version, scoped to Application
 // Insights, each notifying the action group parameter, split by poller, with thresholds,
 // severities, frequency and window from parameters, and queries over the handler's JSON lines.
 func TestAlertRules(t *testing.T) {
 	alerts := read(t, "modules/alerts.bicep")
 	decl := params(alerts)
 	for _, p := range []string{"insightsId", "actionGroupId", "failedTicksInARow", "lagThresholdSeconds", "evaluationFrequency",
-		"windowSize", "failedTicksWindowSize", "failedTicksSeverity", "lagSeverity", "blockedSeverity"} {
+		"windowSize", "failedTicksWindowSize", "failedTicksSeverity", "lagSeverity", "blockedSeverity", "slotRetainedThresholdBytes", "slotRetainedSeverity"} {
 		if _, ok := decl[p]; !ok {
 			t.Errorf("modules/alerts.bicep lacks the parameter %s", p)
 		}
 	}
 	for _, want := range []string{"param failedTicksInARow int = 3", "param lagThresholdSeconds int = 300", "param actionGroupId string = ''",
+		"param slotRetainedThresholdBytes int = 1073741824",
 		"var actionGroups = empty(actionGroupId) ? [] : [actionGroupId]"} {
 		if !strings.Contains(alerts, want) {
 			t.Errorf("modules/alerts.bicep lacks %s", want)
@@ -500,17 +501,18 @@ func TestAlertRules(t *testing.T) {
 		}
 		rules[name] = alerts[s:e]
 	}
-	if len(rules) != 3 {
-		t.Fatalf("modules/alerts.bicep has %d scheduledQueryRules, want 3", len(rules))
+	if len(rules) != 4 {
+		t.Fatalf("modules/alerts.bicep has %d scheduledQueryRules, want 4", len(rules))
 	}
 	type want struct {
 		query, severity, window, threshold string
 		dimensions                         []string
 	}
 	wants := map[string]want{
-		"failedTicks": {"failedTicksQuery", "failedTicksSeverity", "failedTicksWindowSize", "0", []string{"poller"}},
-		"lag":         {"lagQuery", "lagSeverity", "windowSize", "lagThresholdSeconds", []string{"poller"}},
-		"blocked":     {"blockedQuery", "blockedSeverity", "windowSize", "0", []string{"poller", "batch_id"}},
+		"failedTicks":  {"failedTicksQuery", "failedTicksSeverity", "failedTicksWindowSize", "0", []string{"poller"}},
+		"lag":          {"lagQuery", "lagSeverity", "windowSize", "lagThresholdSeconds", []string{"poller"}},
+		"blocked":      {"blockedQuery", "blockedSeverity", "windowSize", "0", []string{"poller", "batch_id"}},
+		"slotRetained": {"slotRetainedQuery", "slotRetainedSeverity", "windowSize", "slotRetainedThresholdBytes", []string{"poller"}},
 	}
 	queries := alertQueries(t, alerts)
 	for name, w := range wants {
@@ -550,6 +552,9 @@ func TestAlertRules(t *testing.T) {
 	if !strings.Contains(rules["lag"], "metricMeasureColumn: 'lag_seconds'") || !strings.Contains(rules["lag"], "timeAggregation: 'Maximum'") {
 		t.Error("the lag rule must compare the maximum of lag_seconds with lagThresholdSeconds")
 	}
+	if !strings.Contains(rules["slotRetained"], "metricMeasureColumn: 'slot_retained_bytes'") || !strings.Contains(rules["slotRetained"], "timeAggregation: 'Maximum'") {
+		t.Error("the slot rule must compare the maximum of slot_retained_bytes with slotRetainedThresholdBytes")
+	}
 
 	// The queries: the handler's JSON lines in traces.message, by their own fields.
 	for name, q := range queries {
@@ -573,6 +578,8 @@ func TestAlertRules(t *testing.T) {
 			"order by poller asc, timestamp desc", "row_number(1, prev(poller) != poller)", "where nth <= n", "where ticks == n and failed == n"},
 		"lagQuery":     {`where tostring(line.msg) == "tick"`, "lag_seconds = todouble(line.lag_seconds)", "arg_max(timestamp, lag_seconds, rows_waiting) by poller"},
 		"blockedQuery": {`where tostring(line.msg) == "poller blocked"`, "batch_id = tostring(line.batch_id)"},
+		"slotRetainedQuery": {`where tostring(line.msg) == "tick"`, "slot_retained_bytes = tolong(line.slot_retained_bytes)",
+			"isnotnull(slot_retained_bytes)", "arg_max(timestamp, slot_retained_bytes) by poller"},
 	} {
 		for _, want := range s {
 			if !strings.Contains(queries[name], want) {
@@ -597,6 +604,7 @@ func TestAlertsWiring(t *testing.T) {
 		"param failedTicksInARow int = 3", "param lagThresholdSeconds int = 300",
 		"module alerts 'modules/alerts.bicep' = if (alertsEnabled) {", "insightsId: monitoring.outputs.id",
 		"actionGroupId: actionGroupId", "failedTicksInARow: failedTicksInARow", "lagThresholdSeconds: lagThresholdSeconds",
+		"param slotRetainedThresholdBytes int = 1073741824", "slotRetainedThresholdBytes: slotRetainedThresholdBytes",
 		"evaluationFrequency: alertEvaluationFrequency", "windowSize: alertWindowSize"} {
 		if !strings.Contains(main, want) {
 			t.Errorf("main.bicep lacks %s", want)

@@ -72,7 +72,7 @@ param tags object = {}
 // Alerts (modules/alerts.bicep): log search alert rules over the handler's JSON lines in
 // Application Insights, split by poller.
 
-@description('Create the alert rules: a poller failing failedTicksInARow ticks in a row, lagging more than lagThresholdSeconds, or blocked on a poison batch.')
+@description('Create the alert rules: a poller failing failedTicksInARow ticks in a row, lagging more than lagThresholdSeconds, blocked on a poison batch, or (logical pollers) its replication slot keeping more than slotRetainedThresholdBytes of WAL.')
 param alertsEnabled bool = true
 
 @description('Resource id of the action group the alert rules notify (/subscriptions/.../providers/Microsoft.Insights/actionGroups/NAME). Empty: the rules are created without actions and their alerts show only in Azure Monitor > Alerts.')
@@ -86,6 +86,10 @@ param failedTicksInARow int = 3
 @description('Alert when a poller\'s latest tick has rows waiting and lag_seconds above this.')
 @minValue(1)
 param lagThresholdSeconds int = 300
+
+@description('Alert when a logical poller\'s latest tick reports its replication slot keeping more WAL than this (bytes; keep it at or below {P}_CDC_MAX_RETAINED, default 1 GiB).')
+@minValue(1)
+param slotRetainedThresholdBytes int = 1073741824
 
 @description('How often the alert rules run their queries (ISO 8601).')
 param alertEvaluationFrequency string = 'PT5M'
@@ -178,6 +182,7 @@ module alerts 'modules/alerts.bicep' = if (alertsEnabled) {
     actionGroupId: actionGroupId
     failedTicksInARow: failedTicksInARow
     lagThresholdSeconds: lagThresholdSeconds
+    slotRetainedThresholdBytes: slotRetainedThresholdBytes
     evaluationFrequency: alertEvaluationFrequency
     windowSize: alertWindowSize
     failedTicksWindowSize: failedTicksWindowSize

@@ -1,4 +1,4 @@
-// Three log search alert rules over the handler's own log lines, split by poller so each alert
+// Four log search alert rules over the handler's own log lines, split by poller so each alert
 // names the poller (and, for a poison batch, the batch).
 //
 // Where the lines are: the handler writes one slog JSON line per tick, per batch and per blocked
@@ -37,6 +37,10 @@ param failedTicksInARow int = 3
 @minValue(1)
 param lagThresholdSeconds int = 300
 
+@description('Fire when a logical poller\'s latest tick reports slot_retained_bytes (the WAL its replication slot keeps on the database server) above this. Keep it at or below the pollers\' {P}_CDC_MAX_RETAINED (default 1 GiB), and well below the server\'s free disk.')
+@minValue(1)
+param slotRetainedThresholdBytes int = 1073741824
+
 @description('How often every rule runs its query (ISO 8601).')
 param evaluationFrequency string = 'PT5M'
 
@@ -60,6 +64,11 @@ param lagSeverity int = 2
 @minValue(0)
 @maxValue(4)
 param blockedSeverity int = 1
+
+@description('Severity of "a replication slot keeps more WAL than the threshold" (its disk is the database server\'s: a full disk stops the server\'s writes).')
+@minValue(0)
+@maxValue(4)
+param slotRetainedSeverity int = 1
 
 param tags object = {}
 
@@ -107,6 +116,20 @@ traces
 | extend poller = tostring(line.poller), batch_id = tostring(line.batch_id), attempts = tolong(line.attempts)
 | where isnotempty(poller)
 | summarize lines = count(), attempts = max(attempts), timestamp = max(timestamp) by poller, batch_id
+'''
+
+// Each logical poller's latest tick that measured its replication slot: slot_retained_bytes is
+// the WAL the slot keeps (pg_current_wal_lsn() - restart_lsn), which PostgreSQL cannot recycle
+// until the poller's commits advance the slot. Only logical pollers' tick lines carry it. The
+// rule compares it with slotRetainedThresholdBytes.
+var slotRetainedQuery = '''
+traces
+| where message has "slot_retained_bytes"
+| extend line = parse_json(message)
+| where tostring(line.msg) == "tick"
+| extend poller = tostring(line.poller), slot_retained_bytes = tolong(line.slot_retained_bytes)
+| where isnotempty(poller) and isnotnull(slot_retained_bytes)
+| summarize arg_max(timestamp, slot_retained_bytes) by poller
 '''
 
 resource failedTicks 'Microsoft.Insights/scheduledQueryRules@2023-12-01' = {
@@ -257,3 +280,49 @@ output names array = [
   lag.name
   blocked.name
 ]
+
+resource slotRetained 'Microsoft.Insights/scheduledQueryRules@2023-12-01' = {
+  name: 'alert-${name}-slot-retained-wal'
+  location: location
+  tags: tags
+  kind: 'LogAlert'
+  properties: {
+    displayName: '${name}: a replication slot keeps more than ${slotRetainedThresholdBytes} bytes of WAL'
+    description: 'The latest tick of the logical poller named in the alert reports slot_retained_bytes above ${slotRetainedThresholdBytes}: its replication slot keeps that much WAL on the database server, whose disk it fills. The poller is behind or failing (pollerctl status POLLER), or its table is quiet while the database is busy (a write to the table lets the next tick advance the slot). A poller removed without pollerctl cdc disable leaves its slot behind: see the README, change data capture.'
+    severity: slotRetainedSeverity
+    enabled: true
+    scopes: [
+      insightsId
+    ]
+    evaluationFrequency: evaluationFrequency
+    windowSize: windowSize
+    criteria: {
+      allOf: [
+        {
+          query: slotRetainedQuery
+          timeAggregation: 'Maximum'
+          metricMeasureColumn: 'slot_retained_bytes'
+          dimensions: [
+            {
+              name: 'poller'
+              operator: 'Include'
+              values: [
+                '*'
+              ]
+            }
+          ]
+          operator: 'GreaterThan'
+          threshold: slotRetainedThresholdBytes
+          failingPeriods: {
+            numberOfEvaluationPeriods: 1
+            minFailingPeriodsToAlert: 1
+          }
+        }
+      ]
+    }
+    autoMitigate: true
+    actions: {
+      actionGroups: actionGroups
+    }
+  }
+}
