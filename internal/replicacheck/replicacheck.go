@@ -721,3 +721,52 @@ func Owners(batches []Batch) string {
 	}
 	return strings.Join(parts, " ")
 }
+
+// Verify runs the end-of-run checks on the batches delivered and the blob's last checkpoint:
+// the batches chain (Stream); the stream applied strictly, and every delivery applied as it
+// arrived, both give the table; the stream is the witness slot's; the checkpoint is the
+// stream's end; the slot is not past it. cfg opens the poller's source (for the witness). It
+// returns the stream, the repeats and the problems found (none: all is well).
+func (s *Setup) Verify(ctx context.Context, cfg source.Config, batches []Batch, checkpoint *state.Cursor) (stream []Change, repeats int, problems []string) {
+	stream, repeats, err := Stream(batches)
+	if err != nil {
+		return stream, repeats, []string{"the batches do not chain: " + err.Error()}
+	}
+	table, err := Table(ctx, s.DB, s.Table)
+	if err != nil {
+		return stream, repeats, []string{"reading the table: " + err.Error()}
+	}
+	replica, err := Apply(stream)
+	if err != nil {
+		problems = append(problems, "applying the stream: "+err.Error())
+	}
+	for _, d := range Diff(replica, table) {
+		problems = append(problems, "the stream applied in order: "+d)
+	}
+	for _, d := range Diff(ApplyArrival(batches), table) {
+		problems = append(problems, "the deliveries applied as they arrived: "+d)
+	}
+	witness, err := s.WitnessStream(ctx, cfg)
+	if err != nil {
+		problems = append(problems, "reading the witness slot: "+err.Error())
+	} else if err := SameStream(stream, witness); err != nil {
+		problems = append(problems, err.Error())
+	}
+	if checkpoint == nil {
+		if len(stream) > 0 {
+			problems = append(problems, "no checkpoint after delivering changes")
+		}
+		return stream, repeats, problems
+	}
+	cp, err := source.CursorPosition(checkpoint)
+	if err != nil {
+		return stream, repeats, append(problems, err.Error())
+	}
+	if len(stream) > 0 && cp.String() != stream[len(stream)-1].Pos {
+		problems = append(problems, fmt.Sprintf("the checkpoint is %s, the stream ends at %s", cp, stream[len(stream)-1].Pos))
+	}
+	if slot, err := s.SlotLSN(ctx, s.Slot); err != nil || slot.LSN > cp.LSN {
+		problems = append(problems, fmt.Sprintf("at the end the slot is at %s (%v), past the checkpoint %s", slot, err, cp))
+	}
+	return stream, repeats, problems
+}

@@ -1,0 +1,444 @@
+package e2e
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/faultpoint"
+	"github.com/pseudotrigger/pseudotrigger/internal/replicacheck"
+	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
+	"github.com/pseudotrigger/pseudotrigger/internal/store"
+	"github.com/pseudotrigger/pseudotrigger/internal/store/blobstore"
+	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
+)
+
+// The logical cursor's replica tests at the process level: the handler binary of
+// e2e/replicahandler (the product's handler serving one logical poller, built with -tags
+// faultpoints) runs as processes that the fault point controller kills (SIGKILL) or freezes
+// (SIGSTOP) at named points, while writers change the table. The checks are those of
+// internal/tick's TestLogicalReplica (package replicacheck): the batches chain from checkpoint
+// to checkpoint, the changes rebuild the table exactly, they are the witness slot's stream, and
+// a sampler (slot first, then the blob) never sees the slot ahead of the checkpoint.
+
+func buildReplicaBinary(t *testing.T) string {
+	return buildOnce(t, "replicahandler-faultpoints", "-tags", "faultpoints", "./replicahandler")
+}
+
+// replicaRun is one test's world.
+type replicaRun struct {
+	t       *testing.T
+	bin     string
+	dsn     string
+	db      *sql.DB
+	setup   *replicacheck.Setup
+	st      *blobstore.Store
+	azurite string
+	app     string
+	ctl     *controller
+	rec     *replicacheck.Recorder
+	hook    *httptest.Server
+	extra   []string // settings for every process
+	ticks   *tickCount
+	start   source.Position
+
+	mu       sync.Mutex
+	kills    []string // what the slot and the blob held right after each kill
+	behind   int      // kills after which the slot was behind the checkpoint
+	rejected int      // ticks that ended with the lease lost (a stale holder refused)
+	spurious []string // ticks failed with ErrSlotAhead while the blob had reached the slot
+	failed   []string // any other failed tick
+}
+
+// tickCount counts finished ticks and lets a goroutine wait for more without sleeping.
+type tickCount struct {
+	mu sync.Mutex
+	n  int
+	ch chan struct{}
+}
+
+func (c *tickCount) add() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n++
+	close(c.ch)
+	c.ch = make(chan struct{})
+}
+
+// await returns once k more ticks have finished than when it was called, or when cond (if
+// not nil) holds after a tick.
+func (c *tickCount) await(ctx context.Context, k int, cond func() bool) error {
+	c.mu.Lock()
+	target := c.n + k
+	c.mu.Unlock()
+	for {
+		c.mu.Lock()
+		n, ch := c.n, c.ch
+		c.mu.Unlock()
+		if n >= target || cond != nil && cond() {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("%d ticks of %d: %w", n, target, ctx.Err())
+		}
+	}
+}
+
+func newReplicaRun(t *testing.T, batch int, extra ...string) *replicaRun {
+	t.Helper()
+	r := &replicaRun{t: t, bin: buildReplicaBinary(t), azurite: testenv.Azurite(t), app: testenv.Name("rep-"),
+		rec: &replicacheck.Recorder{}, ticks: &tickCount{ch: make(chan struct{})}}
+	r.dsn, r.db = pgSchema(t, "rep_")
+	s, cleanup, err := replicacheck.Create(context.Background(), r.db, testenv.Name("rep"))
+	t.Cleanup(cleanup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.setup = s
+	if r.start, err = s.SlotLSN(context.Background(), s.Slot); err != nil {
+		t.Fatal(err)
+	}
+	if r.st, err = blobstore.New(blobstore.Settings{Setting: "test", ConnectionString: r.azurite, Container: "db-state"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		name := state.Blob(r.app, "replica")
+		if b, err := r.st.Get(context.Background(), name); err == nil {
+			_ = r.st.Delete(context.Background(), name, store.IfMatch(b.ETag))
+		}
+	})
+	r.ctl = newController(t)
+	r.hook = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		var b replicacheck.Batch
+		if err := json.NewDecoder(req.Body).Decode(&b); err != nil {
+			t.Errorf("webhook: %v", err)
+			w.WriteHeader(400)
+			return
+		}
+		for i := range b.Changes {
+			b.Changes[i].FromJSON()
+		}
+		r.rec.Add(b)
+		w.WriteHeader(204)
+	}))
+	t.Cleanup(r.hook.Close)
+	r.extra = append([]string{"REPLICA_BATCH_SIZE=" + strconv.Itoa(batch)}, extra...)
+	return r
+}
+
+func (r *replicaRun) env() []string {
+	return append([]string{
+		"PATH=" + os.Getenv("PATH"),
+		"StateStorage=" + r.azurite,
+		"POLLER_APP_NAME=" + r.app,
+		"REPLICA_TABLE=" + r.setup.Table,
+		"REPLICA_WEBHOOK_URL=" + r.hook.URL,
+		"REPLICA_DB_DRIVER=postgres",
+		"REPLICA_DB_CONNECTION=" + r.dsn,
+		"REPLICA_CDC_SLOT=" + r.setup.Slot,
+		"REPLICA_CDC_PUBLICATION=" + r.setup.Publication,
+		"REPLICA_LEASE_TTL=4s",
+		"REPLICA_HEARTBEAT_INTERVAL=1s",
+		"REPLICA_CHECKPOINT_INTERVAL=0s",
+		"REPLICA_TICK_BUDGET=100ms",
+		faultpointEnv + "=" + r.ctl.srv.URL,
+	}, r.extra...)
+}
+
+func (r *replicaRun) checkpoint(ctx context.Context) (*state.Cursor, error) {
+	name := state.Blob(r.app, "replica")
+	b, err := r.st.Get(ctx, name)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	d, err := state.Decode(name, "replica", b.Data)
+	if err != nil {
+		return nil, err
+	}
+	return d.Checkpoint.Cursor, nil
+}
+
+func (r *replicaRun) tick(p *proc) reply { return p.post("/replica", hostBody) }
+
+// afterKill records where the slot and the checkpoint are right after a process died at a
+// fault point (slot first, then the blob, as the sampler reads them).
+func (r *replicaRun) afterKill(pid int) {
+	ctx := context.Background()
+	slot, serr := r.setup.SlotLSN(ctx, r.setup.Slot)
+	cp, cerr := r.checkpoint(ctx)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if serr != nil || cerr != nil || cp == nil {
+		r.kills = append(r.kills, fmt.Sprintf("pid %d killed: slot %s (%v), checkpoint %v (%v)", pid, slot, serr, cp, cerr))
+		return
+	}
+	pos, _ := source.CursorPosition(cp)
+	if slot.Before(pos) {
+		r.behind++
+	}
+	r.kills = append(r.kills, fmt.Sprintf("pid %d killed: slot %s, checkpoint %s", pid, slot, pos))
+}
+
+// classify sorts a tick's reply.
+func (r *replicaRun) classify(pid int, rep reply) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case rep.status == 200:
+	case rep.status == 500 && strings.Contains(rep.raw, "lease lost"):
+		r.rejected++
+	case rep.status == 500 && strings.Contains(rep.raw, "the replication slot is past the checkpoint"):
+		// The pre-lease peek compared the slot with a checkpoint read before another process
+		// committed and advanced it (internal/tick's TestLogicalReplicaStalePeek); the sampler
+		// checks that the slot was never ahead of the blob's checkpoint.
+		r.spurious = append(r.spurious, fmt.Sprintf("pid %d: %.300s", pid, rep.raw))
+	default:
+		r.failed = append(r.failed, fmt.Sprintf("pid %d: %d %.500s", pid, rep.status, rep.raw))
+	}
+}
+
+// loop is one process slot, ticking as the host's timer would (every 10 ms) and starting a
+// process again when one died at a fault point.
+func (r *replicaRun) loop(stop <-chan struct{}) {
+	var p *proc
+	pace := time.NewTicker(10 * time.Millisecond) // the timer's schedule
+	defer pace.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-pace.C:
+		}
+		if p == nil {
+			p = startWith(r.t, r.bin, r.env())
+		}
+		rep := r.tick(p)
+		if rep.status == -1 { // killed at a fault point
+			pid := p.cmd.Process.Pid
+			p.kill9()
+			r.afterKill(pid)
+			p = nil
+		} else {
+			r.classify(p.cmd.Process.Pid, rep)
+		}
+		r.ticks.add()
+	}
+}
+
+// drain ticks a fresh process until a tick is idle.
+func (r *replicaRun) drain(ctx context.Context) {
+	p := startWith(r.t, r.bin, r.env())
+	defer p.kill9()
+	for {
+		rep := r.tick(p)
+		if rep.status == 200 && rep.outcome() == "idle" {
+			return
+		}
+		if rep.status == -1 {
+			r.t.Fatalf("the draining process died: %s", rep.raw)
+		}
+		r.classify(p.cmd.Process.Pid, rep)
+		if ctx.Err() != nil {
+			r.t.Fatalf("not idle in time: %d %s", rep.status, rep.raw)
+		}
+	}
+}
+
+func (r *replicaRun) config() source.Config {
+	return source.Config{Poller: "replica", Driver: source.Postgres, DSN: r.dsn, Definition: source.Definition{
+		Table: source.Table{Name: r.setup.Table}, Columns: replicacheck.Columns, PK: []string{"id"},
+		Cursor: source.Cursor{Kind: state.KindLogical}, Slot: r.setup.Slot, Publication: r.setup.Publication,
+	}}
+}
+
+// replicaScenario runs writers (wl, may be nil) and `slots` process slots until the writers are
+// done and every planned fault fired, flushes the WAL, drains with a fresh process and checks
+// everything; it returns the rebuilt stream, the batches and the repeats.
+func (r *replicaRun) scenario(slots int, wl *replicacheck.Workload, planned int) ([]replicacheck.Change, []replicacheck.Batch, int) {
+	t := r.t
+	begin := time.Now()
+	deadline, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	sampleCtx, stopSampling := context.WithCancel(deadline)
+	sampler := &replicacheck.Sampler{Setup: r.setup, Checkpoint: r.checkpoint, Start: r.start}
+	sampled := make(chan struct{})
+	go func() { defer close(sampled); sampler.Run(sampleCtx, 2*time.Millisecond) }()
+
+	stop := make(chan struct{})
+	var loops sync.WaitGroup
+	for range slots {
+		loops.Add(1)
+		go func() { defer loops.Done(); r.loop(stop) }()
+	}
+	if wl != nil {
+		wl.Setup = r.setup
+		wl.Hold = func(ctx context.Context) error { return r.ticks.await(ctx, 2*slots+1, nil) }
+		t.Logf("workload seed %d", wl.Seed)
+		if err := wl.Run(deadline); err != nil {
+			close(stop)
+			loops.Wait()
+			t.Fatal(err)
+		}
+	}
+	if err := r.setup.Flush(deadline); err != nil {
+		t.Fatal(err)
+	}
+	err := r.ticks.await(deadline, 1<<30, func() bool { return r.ctl.fired() >= planned })
+	close(stop)
+	loops.Wait()
+	if err != nil {
+		t.Fatalf("the planned faults did not all fire (%v): %v", r.ctl.log(), err)
+	}
+	r.drain(deadline)
+	stopSampling()
+	<-sampled
+	sampler.Sample(context.Background())
+
+	batches := r.rec.Batches()
+	cp, err := r.checkpoint(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, repeats, problems := r.setup.Verify(context.Background(), r.config(), batches, cp)
+	samples, sampleErrs, lastErr, violations := sampler.Result()
+	stats := ""
+	if wl != nil {
+		stats = wl.Stats() + "; "
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t.Logf("%s%d batches (%s), %d changes, %d delivered again; faults %v; after the kills: %v; %d stale holders refused; %d samples; %v",
+		stats, len(batches), replicacheck.Owners(batches), len(stream), repeats, r.ctl.log(), r.kills, r.rejected, samples, time.Since(begin))
+	for _, p := range problems {
+		t.Error(p)
+	}
+	for _, v := range violations {
+		t.Errorf("the slot was ahead of the checkpoint: %v", v)
+	}
+	if samples < 20 || sampleErrs > samples/10 {
+		t.Errorf("%d samples, %d failed (last: %v)", samples, sampleErrs, lastErr)
+	}
+	for _, f := range r.failed {
+		t.Errorf("a tick failed: %s", f)
+	}
+	if len(r.spurious) > 0 {
+		t.Logf("%d ticks failed with a spurious ErrSlotAhead (see internal/tick's TestLogicalReplicaStalePeek), e.g. %s", len(r.spurious), r.spurious[0])
+	}
+	return stream, batches, repeats
+}
+
+// TestLogicalReplicaKillBeforeSlotAdvance: processes are killed (SIGKILL) twice between a
+// commit of the checkpoint and the slot's advance to it, while writers change the table. After
+// each kill the slot is behind the checkpoint, and the next process skips what the checkpoint
+// says is done: nothing is delivered again (no batch failed, every commit landed), nothing is
+// lost, and the replica is exact.
+func TestLogicalReplicaKillBeforeSlotAdvance(t *testing.T) {
+	r := newReplicaRun(t, 7)
+	r.ctl.killAt(faultpoint.BeforeSlotAdvance, 3)
+	r.ctl.killAt(faultpoint.BeforeSlotAdvance, 12)
+	wl := &replicacheck.Workload{Writers: 3, Txns: 30, Pace: 30 * time.Millisecond, Seed: uint64(time.Now().UnixNano())}
+	_, _, repeats := r.scenario(1, wl, 2)
+	if r.behind != 2 {
+		t.Errorf("after %d of the 2 kills the slot was behind the checkpoint: %v", r.behind, r.kills)
+	}
+	if repeats != 0 {
+		t.Errorf("%d changes delivered again, although every commit landed", repeats)
+	}
+}
+
+// TestLogicalReplicaFrozenHolder: a process is frozen (SIGSTOP) past its lease's TTL in the
+// handler's call, and another, later, just before it advances the slot, while a second process
+// ticks on: the second takes over once the lease expired; the frozen one, woken, commits
+// nothing (its lease is lost) and never moves the slot past the newest checkpoint; the replica
+// is exact.
+func TestLogicalReplicaFrozenHolder(t *testing.T) {
+	r := newReplicaRun(t, 7)
+	freeze := 4*time.Second + 3*time.Second // the TTL, the expiry margin and the clock's resolution
+	r.ctl.freezeAt(faultpoint.InHandle, 2, freeze)
+	r.ctl.freezeAt(faultpoint.BeforeSlotAdvance, 10, freeze)
+	wl := &replicacheck.Workload{Writers: 3, Txns: 30, Pace: 30 * time.Millisecond, Seed: uint64(time.Now().UnixNano())}
+	_, batches, _ := r.scenario(2, wl, 2)
+	if r.rejected == 0 {
+		t.Errorf("no stale holder was refused: %v", r.ctl.log())
+	}
+	owners := map[string]bool{}
+	for _, b := range batches {
+		owners[b.Owner] = true
+	}
+	if len(owners) < 2 {
+		t.Errorf("only %v delivered: no takeover", owners)
+	}
+}
+
+// TestLogicalReplicaBigTransaction: one transaction of 10,000 inserts, delivered in batches of
+// 100 by processes of which one is killed before a commit (its batch comes again) and one
+// between a commit and the slot's advance: every change is delivered, in order (ids 1 to 10,000,
+// each at the position of its rank in the transaction), and each restart resumes inside the
+// transaction.
+func TestLogicalReplicaBigTransaction(t *testing.T) {
+	r := newReplicaRun(t, 100)
+	tx, err := r.db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"SET LOCAL synchronous_commit = on",
+		"INSERT INTO " + r.setup.Table + " SELECT g, 'n' || g, CASE WHEN g % 3 = 0 THEN NULL ELSE 'x' || g END FROM generate_series(1, 10000) g"} {
+		if _, err := tx.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	r.ctl.killAt(faultpoint.BeforeCommit, 15)
+	r.ctl.killAt(faultpoint.BeforeSlotAdvance, 40)
+	stream, batches, repeats := r.scenario(1, nil, 2)
+	if len(stream) != 10000 {
+		t.Fatalf("%d changes, want 10000", len(stream))
+	}
+	lsn := strings.Split(stream[0].Pos, "+")[0]
+	for i, c := range stream {
+		want := fmt.Sprintf("%s+%d", lsn, i+1)
+		if i == len(stream)-1 {
+			want = c.Pos // the last one ends the transaction: its commit's end
+		}
+		if c.ID != int64(i+1) || c.Op != source.OpInsert || c.Pos != want {
+			t.Fatalf("change %d: %v, want insert %d at %s", i, c, i+1, want)
+		}
+	}
+	if strings.Contains(stream[len(stream)-1].Pos, "+") {
+		t.Errorf("the last change's position %s is inside the transaction", stream[len(stream)-1].Pos)
+	}
+	if repeats == 0 {
+		t.Error("the batch handled before the kill before its commit was not delivered again")
+	}
+	// Each process after the first starts inside the transaction.
+	resumed := 0
+	for i := 1; i < len(batches); i++ {
+		if batches[i].Owner != batches[i-1].Owner {
+			if !strings.Contains(batches[i].From, "+") {
+				t.Errorf("%s's first batch starts at %q, not inside the transaction", batches[i].Owner, batches[i].From)
+			}
+			resumed++
+		}
+	}
+	if resumed < 2 {
+		t.Errorf("%d restarts resumed delivery, want 2 (%s)", resumed, replicacheck.Owners(batches))
+	}
+}
