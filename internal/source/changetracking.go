@@ -13,9 +13,9 @@ package source
 //
 // # One read
 //
-// Each fetch runs in one snapshot-isolation transaction (ALLOW_SNAPSHOT_ISOLATION must be ON):
-// it reads CHANGE_TRACKING_CURRENT_VERSION() as the upper bound and the table's
-// CHANGE_TRACKING_MIN_VALID_VERSION, checks the checkpoint against the latter, then selects TOP
+// Each fetch reads CHANGE_TRACKING_CURRENT_VERSION() as the upper bound, then, in one
+// snapshot-isolation transaction begun after it (ALLOW_SNAPSHOT_ISOLATION must be ON), the
+// table's CHANGE_TRACKING_MIN_VALID_VERSION, checks the checkpoint against it, and selects TOP
 // (@n) rows of CHANGETABLE(CHANGES t, @base) with SYS_CHANGE_VERSION <= the bound, LEFT JOINed
 // to the table on the key for the current values, ORDER BY SYS_CHANGE_VERSION and the key. The
 // snapshot makes the changes and the joined values agree: an I or a U finds its row as it is
@@ -24,9 +24,9 @@ package source
 //
 // Versions are given at commit, in commit order, and a transaction's changes all share its
 // version: every version at or below a version the read has seen is complete in the snapshot,
-// so there is no late-commit problem. A checkpoint only ever moves to a change that was read
-// (never to the bound itself), so a transaction that committed after the snapshot began is
-// never passed over, even if the bound were read outside the snapshot.
+// so there is no late-commit problem. The bound is read before the snapshot begins, so every
+// version up to it committed before the snapshot and is complete in it too: a read that finds
+// nothing up to the bound knows that nothing of the table changed up to it.
 //
 // # The cursor
 //
@@ -62,9 +62,18 @@ package source
 // or recreated, a version typed wrong) is refused too (ErrCursor). The beginning (no
 // checkpoint) is the table's minimum valid version: every change still kept.
 //
-// An idle tick writes nothing, so an idle poller's checkpoint stays where it is while the
-// minimum valid version moves on with the retention: keep CHANGE_RETENTION longer than the
-// longest time a poller may go without delivering a change (or stop).
+// # A quiet table in a busy database
+//
+// An idle tick writes nothing, so the checkpoint of a quiet table would stay where it is while
+// the minimum valid version moves on with the retention and other tables' commits, until the
+// checkpoint expired although nothing of the table was lost. So a fetch that finds nothing after
+// the checkpoint, up to the bound, returns no rows but a To at the bound (a version boundary:
+// nothing of the table changed up to it) when the checkpoint has come closer to the minimum valid
+// version than to the current one: about half the retention has passed over it. The tick commits
+// that move as it commits a logical cursor's keep-up (two blob writes). The rule needs no clock
+// and no permission beyond the cursor's: its writes are about two per retention period on a busy
+// database, and a number that grows with the log of the versions while cleanup has not yet moved
+// the minimum. A stopped poller still expires after the retention: a loud error.
 
 import (
 	"context"
@@ -109,14 +118,15 @@ func newChangeTracking(s *Source) changeStream {
 // ctQueries are the SQL texts of the changetracking cursor.
 //
 //   - Check (argument: the quoted table name) reads the set-up in one round trip.
-//   - Bounds (the quoted table name): CHANGE_TRACKING_CURRENT_VERSION() and the table's
-//     CHANGE_TRACKING_MIN_VALID_VERSION, in the read's snapshot transaction.
+//   - Current: CHANGE_TRACKING_CURRENT_VERSION(), the read's bound, before its transaction.
+//   - MinValid (the quoted table name): the table's CHANGE_TRACKING_MIN_VALID_VERSION, in the
+//     read's snapshot transaction.
 //   - FetchFrom (base, bound, limit): the changes after the version boundary base.
 //   - FetchAfter (base = version-1, version, the key values, bound, limit): the changes after a
 //     position inside a version.
 //   - WaitingFrom and WaitingAfter: the same reads, counted.
 type ctQueries struct {
-	Check, Bounds             string
+	Check, Current, MinValid  string
 	FetchFrom, FetchAfter     string
 	WaitingFrom, WaitingAfter string
 }
@@ -159,8 +169,9 @@ func buildCTQueries(dl dialect, t Table, cols, keys []string) ctQueries {
 		return from, " WHERE " + strings.Join(preds, " AND "), next()
 	}
 	q := ctQueries{
-		Check:  ctCheckQuery,
-		Bounds: "SELECT CHANGE_TRACKING_CURRENT_VERSION(), CHANGE_TRACKING_MIN_VALID_VERSION(OBJECT_ID(" + dl.placeholder(1) + "))",
+		Check:    ctCheckQuery,
+		Current:  "SELECT CHANGE_TRACKING_CURRENT_VERSION()",
+		MinValid: "SELECT CHANGE_TRACKING_MIN_VALID_VERSION(OBJECT_ID(" + dl.placeholder(1) + "))",
 	}
 	for _, inside := range []bool{false, true} {
 		from, where, limit := render(inside)
@@ -371,9 +382,18 @@ func (c *changeTracking) cursorFromText(value string) (*state.Cursor, error) {
 // its retention whatever the readers did.
 func (c *changeTracking) committed(context.Context, *state.Cursor) error { return nil }
 
-// read runs do in a snapshot transaction after checking the cursor against the versions; do gets
-// the query (the From or After form) and its arguments but the limit, which it appends.
-func (c *changeTracking) read(ctx context.Context, after *state.Cursor, from, inside string, do func(tx *sql.Tx, query string, args []any) error) error {
+// ctRead is one read's query (the From or After form), its arguments but the limit (which the
+// reader appends), and the versions it was checked against.
+type ctRead struct {
+	query             string
+	args              []any
+	pos               *ctPosition // nil: the beginning
+	current, minValid int64
+}
+
+// read reads the bound, then runs do in a snapshot transaction after checking the cursor
+// against the versions.
+func (c *changeTracking) read(ctx context.Context, after *state.Cursor, from, inside string, do func(tx *sql.Tx, rd ctRead) error) error {
 	var p *ctPosition
 	if after != nil {
 		pos, err := c.position(after)
@@ -382,24 +402,28 @@ func (c *changeTracking) read(ctx context.Context, after *state.Cursor, from, in
 		}
 		p = &pos
 	}
+	// The bound first, outside the snapshot: every version up to it is complete in the snapshot.
+	var current, minValid sql.NullInt64
+	if err := c.s.db.QueryRowContext(ctx, c.q.Current).Scan(&current); err != nil {
+		return c.readErr("reading CHANGE_TRACKING_CURRENT_VERSION()", err)
+	}
 	tx, err := c.s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelSnapshot})
 	if err != nil {
 		return c.readErr("starting the snapshot transaction", err)
 	}
 	defer tx.Rollback()
-	var current, minValid sql.NullInt64
-	if err := tx.QueryRowContext(ctx, c.q.Bounds, c.table).Scan(&current, &minValid); err != nil {
-		return c.readErr("reading the change versions", err)
+	if err := tx.QueryRowContext(ctx, c.q.MinValid, c.table).Scan(&minValid); err != nil {
+		return c.readErr("reading CHANGE_TRACKING_MIN_VALID_VERSION", err)
 	}
 	args, in, err := c.args(p, current, minValid)
 	if err != nil {
 		return err
 	}
-	query := from
+	rd := ctRead{query: from, args: args, pos: p, current: current.Int64, minValid: minValid.Int64}
 	if in {
-		query = inside
+		rd.query = inside
 	}
-	if err := do(tx, query, args); err != nil {
+	if err := do(tx, rd); err != nil {
 		return err
 	}
 	if err := tx.Commit(); err != nil {
@@ -461,8 +485,9 @@ func (c *changeTracking) readErr(what string, err error) error {
 // fetch reads up to limit changes after the cursor.
 func (c *changeTracking) fetch(ctx context.Context, after *state.Cursor, limit int) (*Batch, error) {
 	b := &Batch{src: c.s, From: after}
-	err := c.read(ctx, after, c.q.FetchFrom, c.q.FetchAfter, func(tx *sql.Tx, query string, args []any) error {
-		rows, err := tx.QueryContext(ctx, query, append(args, limit)...)
+	keepUp := false
+	err := c.read(ctx, after, c.q.FetchFrom, c.q.FetchAfter, func(tx *sql.Tx, rd ctRead) error {
+		rows, err := tx.QueryContext(ctx, rd.query, append(rd.args, limit)...)
 		if err != nil {
 			return c.readErr("reading the changes", err)
 		}
@@ -493,13 +518,30 @@ func (c *changeTracking) fetch(ctx context.Context, after *state.Cursor, limit i
 		if err := rows.Err(); err != nil {
 			return c.readErr("reading the changes", err)
 		}
+		if len(b.Rows) == 0 && ctKeepUp(rd.pos, rd.current, rd.minValid) {
+			to := ctCursor(rd.current, nil)
+			b.To, keepUp = &to, true
+		}
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	seal(b, limit)
+	if !keepUp {
+		seal(b, limit)
+	}
 	return b, nil
+}
+
+// ctKeepUp says whether a read that found nothing after p, up to current, moves the checkpoint
+// to current: when p has come closer to the minimum valid version than to the current one (see
+// the file's comment). Never from the beginning, which follows the minimum valid version anyway.
+func ctKeepUp(p *ctPosition, current, minValid int64) bool {
+	if p == nil || current <= p.version {
+		return false
+	}
+	base := p.base()
+	return base-minValid < current-base
 }
 
 // seal sets the batch's To: the last row's cursor, made a version boundary when the batch holds
@@ -571,8 +613,8 @@ func ctOp(op string, found bool) (kind string, keyOnly bool, err error) {
 // waiting counts the changes after the cursor, up to limit, within the same bound as fetch.
 func (c *changeTracking) waiting(ctx context.Context, after *state.Cursor, limit int) (int64, error) {
 	var n int64
-	err := c.read(ctx, after, c.q.WaitingFrom, c.q.WaitingAfter, func(tx *sql.Tx, query string, args []any) error {
-		if err := tx.QueryRowContext(ctx, query, append(args, limit)...).Scan(&n); err != nil {
+	err := c.read(ctx, after, c.q.WaitingFrom, c.q.WaitingAfter, func(tx *sql.Tx, rd ctRead) error {
+		if err := tx.QueryRowContext(ctx, rd.query, append(rd.args, limit)...).Scan(&n); err != nil {
 			return c.readErr("counting the changes", err)
 		}
 		return nil

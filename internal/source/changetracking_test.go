@@ -64,7 +64,8 @@ func TestGoldenChangeTracking(t *testing.T) {
 		}
 		q := buildCTQueries(dialects[SQLServer], def.Table, def.selected(), def.PK)
 		got := "-- check (argument: the quoted table name)\n" + q.Check + "\n" +
-			"-- bounds, in the snapshot transaction (argument: the quoted table name)\n" + q.Bounds + "\n" +
+			"-- the bound, before the snapshot transaction\n" + q.Current + "\n" +
+			"-- the minimum valid version, in the snapshot transaction (argument: the quoted table name)\n" + q.MinValid + "\n" +
 			"-- fetch from a version boundary (base, current version, limit)\n" + q.FetchFrom + "\n" +
 			"-- fetch inside a version (version-1, version, key..., current version, limit)\n" + q.FetchAfter + "\n" +
 			"-- waiting from a version boundary\n" + q.WaitingFrom + "\n" +
@@ -313,6 +314,26 @@ func TestChangeTrackingVersions(t *testing.T) {
 	_, _, err = ct.args(&ctPosition{version: 91}, n(90), n(40))
 	if !errors.Is(err, ErrCursor) || errors.Is(err, ErrExpired) || !strings.Contains(err.Error(), "ahead of the database's CHANGE_TRACKING_CURRENT_VERSION() 90") {
 		t.Errorf("ahead: %v", err)
+	}
+}
+
+func TestChangeTrackingKeepUp(t *testing.T) {
+	cases := []struct {
+		p                 *ctPosition
+		current, minValid int64
+		want              bool
+	}{
+		{nil, 100, 10, false},                                           // the beginning follows the minimum anyway
+		{&ctPosition{version: 100}, 100, 10, false},                     // nothing newer
+		{&ctPosition{version: 60}, 100, 10, false},                      // 50 above the minimum, 40 below the current
+		{&ctPosition{version: 50}, 100, 10, true},                       // 40 above, 50 below
+		{&ctPosition{version: 51, key: []any{int64(1)}}, 100, 10, true}, // inside 51: base 50
+		{&ctPosition{version: 10}, 11, 10, true},                        // at the minimum: move as soon as there is a version
+	}
+	for _, c := range cases {
+		if got := ctKeepUp(c.p, c.current, c.minValid); got != c.want {
+			t.Errorf("%+v current %d min %d: keep-up %v, want %v", c.p, c.current, c.minValid, got, c.want)
+		}
 	}
 }
 

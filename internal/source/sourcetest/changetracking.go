@@ -285,8 +285,30 @@ func ChangeTracking(t *testing.T, dsn string) {
 		t.Errorf("from the beginning after the truncate: %v, %v", b, err)
 	}
 	exec(db, insert(30))
-	if b, err := src.Fetch(ctx, nil, 10); err != nil || len(b.Rows) != 1 || b.Rows[0].Op() != source.OpInsert {
-		t.Errorf("from the beginning after the truncate and an insert: %v, %v", b, err)
+	b, err := src.Fetch(ctx, nil, 10)
+	if err != nil || len(b.Rows) != 1 || b.Rows[0].Op() != source.OpInsert || b.To == nil || b.To.Tiebreaker != nil {
+		t.Fatalf("from the beginning after the truncate and an insert: %v, %v", b, err)
+	}
+
+	// 5. A quiet table in a busy database: once the checkpoint is closer to the minimum valid
+	// version than to the current one, a read that finds nothing moves it to the current version
+	// (no rows, a To), and the read after that is idle.
+	quiet := b.To
+	exec(db, "CREATE TABLE other (id INT PRIMARY KEY)")
+	exec(db, "ALTER TABLE other ENABLE CHANGE_TRACKING")
+	for i := range 20 {
+		exec(db, fmt.Sprintf("INSERT INTO other (id) VALUES (%d)", i))
+	}
+	var current int64
+	if err := db.QueryRowContext(ctx, "SELECT CHANGE_TRACKING_CURRENT_VERSION()").Scan(&current); err != nil {
+		t.Fatal(err)
+	}
+	b, err = src.Fetch(ctx, quiet, 10)
+	if err != nil || len(b.Rows) != 0 || b.To == nil || string(b.To.Value) != strconv.FormatInt(current, 10) || b.To.Tiebreaker != nil {
+		t.Fatalf("keep-up after %s: %+v, %v, want no rows and a To at version %d", quiet.Value, b, err, current)
+	}
+	if b, err = src.Fetch(ctx, b.To, 10); err != nil || len(b.Rows) != 0 || b.To != nil {
+		t.Fatalf("after the keep-up: %+v, %v, want idle", b, err)
 	}
 	ahead := state.Cursor{Kind: state.KindChangeTracking, Value: json.RawMessage("999999999")}
 	if _, err := src.Fetch(ctx, &ahead, 10); !errors.Is(err, source.ErrCursor) || errors.Is(err, source.ErrExpired) {

@@ -10,8 +10,10 @@ SELECT DB_NAME(), USER_NAME(), CASE WHEN OBJECT_ID(@p1) IS NULL THEN 0 ELSE 1 EN
     JOIN sys.columns c ON c.object_id = ic.object_id AND c.column_id = ic.column_id
     WHERE i.object_id = OBJECT_ID(@p1) AND i.is_primary_key = 1 AND ic.key_ordinal > 0
     ORDER BY ic.key_ordinal FOR JSON PATH)
--- bounds, in the snapshot transaction (argument: the quoted table name)
-SELECT CHANGE_TRACKING_CURRENT_VERSION(), CHANGE_TRACKING_MIN_VALID_VERSION(OBJECT_ID(@p1))
+-- the bound, before the snapshot transaction
+SELECT CHANGE_TRACKING_CURRENT_VERSION()
+-- the minimum valid version, in the snapshot transaction (argument: the quoted table name)
+SELECT CHANGE_TRACKING_MIN_VALID_VERSION(OBJECT_ID(@p1))
 -- fetch from a version boundary (base, current version, limit)
 SELECT TOP (@p3) ct.SYS_CHANGE_VERSION, ct.SYS_CHANGE_OPERATION, CASE WHEN t.[region]]] IS NULL THEN 0 ELSE 1 END, ct.[Row ID], t.[it's], ct.[region]]] FROM CHANGETABLE(CHANGES [my schema].[Order "Details" [x]]], @p1) AS ct LEFT JOIN [my schema].[Order "Details" [x]]] AS t ON t.[region]]] = ct.[region]]] AND t.[Row ID] = ct.[Row ID] WHERE ct.SYS_CHANGE_VERSION <= @p2 ORDER BY ct.SYS_CHANGE_VERSION, ct.[region]]], ct.[Row ID]
 -- fetch inside a version (version-1, version, key..., current version, limit)
