@@ -36,6 +36,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -75,9 +76,15 @@ type logical struct {
 	messages bool
 	keepUp   int64
 
-	mu    sync.Mutex
-	cache *peeked // the last peek, decoded
+	peekMu sync.Mutex // one peek at a time: the slot serves one reader, and the cache's decoder is reused
+	mu     sync.Mutex
+	cache  *peeked // the last peek, decoded
+	ask    int     // the rows the last peek asked for: a catch-up keeps asking for at least as many
 }
+
+// maxAsk bounds the rows one peek asks for (each is a pgoutput message held in memory once
+// decoded: a few hundred MB at most).
+const maxAsk = 1 << 18
 
 // peeked is one peek's decoded stream.
 type peeked struct {
@@ -89,6 +96,9 @@ type peeked struct {
 	rows     []Row
 	pos      []Position // pos[i] is rows[i]'s cursor
 	complete bool       // the peek reached the end of the stream as it was then
+	at       time.Time  // when it was read
+	msgs     int        // the messages decoded
+	d        *decoder   // the decoder's state after them, for a longer peek from the same position
 	// stops are the changes the poller cannot deliver (a truncate, a change without a column
 	// it reads), by index in rows (whose entry there is a placeholder): a fetch delivers the rows
 	// before one, and then returns its error until the poller is reset past it.
@@ -270,7 +280,17 @@ func (l *logical) waiting(ctx context.Context, after *state.Cursor, limit int) (
 	if err != nil {
 		return 0, err
 	}
-	p, i, err := l.read(ctx, after != nil, pos, limit, false)
+	resume := after != nil
+	l.mu.Lock()
+	p := l.cache
+	l.mu.Unlock()
+	// A peek that reached the end of the stream a moment ago answers without decoding it again
+	// (the tick counts right after its last fetch); an older one does not (a stopped poller's
+	// status must see what piles up).
+	if p != nil && p.complete && time.Since(p.at) < time.Second && (!resume || p.from <= pos.LSN) {
+		return int64(min(len(p.rows)-p.after(pos), limit)), nil
+	}
+	p, i, err := l.read(ctx, resume, pos, limit, false)
 	if err != nil {
 		return 0, err
 	}
@@ -291,20 +311,31 @@ func (l *logical) read(ctx context.Context, resume bool, pos Position, limit int
 		}
 	}
 	// pgoutput sends a begin and a commit around each transaction's changes: ask for enough
-	// rows for a batch of one-change transactions, and more when that was not enough.
-	ask := 4*limit + 64
+	// rows for a batch of one-change transactions, and four times more each time that was not
+	// enough. A peek always starts at the slot, which moves only at commits: the ask is kept
+	// between fetches, so that a catch-up does not peek (and send) the same prefix ever again,
+	// and a longer peek from the same position decodes only what follows the last one's end.
+	l.peekMu.Lock()
+	defer l.peekMu.Unlock()
+	l.mu.Lock()
+	ask, prev := max(4*limit+64, l.ask), l.cache
+	l.mu.Unlock()
 	kept := false
 	for {
-		p, err := l.peek(ctx, ask)
+		p, err := l.peek(ctx, ask, prev)
 		if err != nil {
+			l.mu.Lock()
+			l.cache = nil // its decoder may have moved on
+			l.mu.Unlock()
 			return nil, 0, err
 		}
+		prev = p
 		if resume && p.from > pos.LSN {
 			return nil, 0, fmt.Errorf("source: poller %q, table %s: %w: slot %q is at %s, the checkpoint at %s; the changes between were consumed by something else (a pg_replication_slot_advance or pg_logical_slot_get_changes by hand, another poller sharing the slot) and cannot be read again. To go on from the slot's position: pollerctl reset %s --to-cursor %s --yes",
 				l.s.poller, l.s.def.Table, ErrSlotAhead, l.slot, p.from, pos, l.s.poller, p.from)
 		}
 		l.mu.Lock()
-		l.cache = p
+		l.cache, l.ask = p, ask
 		l.mu.Unlock()
 		i := p.after(pos)
 		if keepUp && i == len(p.rows) && p.complete && !kept && l.messages && p.behind >= l.keepUp {
@@ -318,10 +349,10 @@ func (l *logical) read(ctx context.Context, resume bool, pos Position, limit int
 			kept = true
 			continue
 		}
-		if len(p.rows)-i >= limit || p.complete {
+		if len(p.rows)-i >= limit || p.complete || ask >= maxAsk && len(p.rows) > i {
 			return p, i, nil
 		}
-		ask *= 4
+		ask = min(ask*4, maxAsk*4) // past maxAsk only for a transaction bigger than it
 	}
 }
 
@@ -361,9 +392,9 @@ var peekQuery13 = strings.Replace(peekQuery, ", 'messages', 'true'", "", 1)
 
 // peek reads up to about ask rows of the stream from the slot's position and decodes them. A
 // slot being read by another connection is retried a few times, then is ErrBusy.
-func (l *logical) peek(ctx context.Context, ask int) (*peeked, error) {
+func (l *logical) peek(ctx context.Context, ask int, prev *peeked) (*peeked, error) {
 	for try := 0; ; try++ {
-		p, err := l.peekOnce(ctx, ask)
+		p, err := l.peekOnce(ctx, ask, prev)
 		if !errors.Is(err, ErrBusy) || try == 4 {
 			return p, err
 		}
@@ -375,7 +406,7 @@ func (l *logical) peek(ctx context.Context, ask int) (*peeked, error) {
 	}
 }
 
-func (l *logical) peekOnce(ctx context.Context, ask int) (*peeked, error) {
+func (l *logical) peekOnce(ctx context.Context, ask int, prev *peeked) (*peeked, error) {
 	q := peekQuery
 	if !l.messages {
 		q = peekQuery13
@@ -385,18 +416,28 @@ func (l *logical) peekOnce(ctx context.Context, ask int) (*peeked, error) {
 		return nil, l.peekErr(err)
 	}
 	defer rows.Close()
-	d := decoder{l: l, p: &peeked{}}
-	n := 0
+	p := &peeked{at: time.Now()}
+	var d *decoder
+	skip := 0 // messages prev decoded already, when this peek starts where it did
 	var from string
 	var data []byte
 	for rows.Next() {
-		if err := rows.Scan(&from, &d.p.behind, &data); err != nil {
+		if err := rows.Scan(&from, &p.behind, &data); err != nil {
 			return nil, l.peekErr(err)
+		}
+		if d == nil {
+			if p.from, err = pglogrepl.ParseLSN(from); err != nil {
+				return nil, l.s.streamErr("slot %q: confirmed position %q: %v", l.slot, from, err)
+			}
+			d = p.continues(prev, l)
+			skip = p.msgs
 		}
 		if data == nil { // the one row of an empty stream
 			continue
 		}
-		n++
+		if p.msgs++; p.msgs <= skip {
+			continue // the same message as the previous peek's: decoded already
+		}
 		if err := d.message(data); err != nil {
 			return nil, err
 		}
@@ -404,14 +445,34 @@ func (l *logical) peekOnce(ctx context.Context, ask int) (*peeked, error) {
 	if err := rows.Err(); err != nil {
 		return nil, l.peekErr(err)
 	}
-	if from == "" {
+	if d == nil {
 		return nil, l.fail("replication slot %q does not exist (any more): run `pollerctl cdc enable %s --yes`; if the poller had a checkpoint, the changes since are lost with the slot and it must be reset", l.slot, l.s.poller)
 	}
-	d.p.complete = n < ask
-	if d.p.from, err = pglogrepl.ParseLSN(from); err != nil {
-		return nil, l.s.streamErr("slot %q: confirmed position %q: %v", l.slot, from, err)
+	p.complete = p.msgs < ask
+	return p, nil
+}
+
+// continues starts p from prev's decoded stream when prev read from the same position and did
+// not reach its end (the stream from a position is always the same, so its first prev.msgs
+// messages are prev's), and returns the decoder to go on with; else a new one. prev is left as
+// it was: p shares its rows' arrays only up to their length, and has its own map and decoder.
+func (p *peeked) continues(prev *peeked, l *logical) *decoder {
+	if prev == nil || prev.complete || prev.from != p.from || prev.d == nil {
+		p.rows, p.pos = make([]Row, 0, 1024), make([]Position, 0, 1024)
+		p.d = &decoder{l: l, p: p}
+		return p.d
 	}
-	return d.p, nil
+	p.rows, p.pos, p.msgs = prev.rows[:len(prev.rows):len(prev.rows)], prev.pos[:len(prev.pos):len(prev.pos)], prev.msgs
+	p.stops = maps.Clone(prev.stops)
+	d := *prev.d
+	if d.tx != nil {
+		tx := *d.tx
+		tx.entries = slices.Clone(tx.entries)
+		d.tx = &tx
+	}
+	d.p = p
+	p.d = &d
+	return p.d
 }
 
 // peekErr names the fix for what a peek can fail on.
@@ -436,29 +497,13 @@ func (l *logical) peekErr(err error) error {
 }
 
 // committed advances the slot to the checkpoint c, never backwards (an advance that would not
-// move it is skipped in the query: PostgreSQL refuses one below the slot's position), and drops
-// what the cache holds before it.
+// move it is skipped in the query: PostgreSQL refuses one below the slot's position). The cache
+// stays: it starts at the old position, and the next peek, from the new one, replaces it.
 func (l *logical) committed(ctx context.Context, c *state.Cursor) error {
 	pos, err := l.position(c)
 	if err != nil {
 		return err
 	}
-	l.mu.Lock()
-	if p := l.cache; p != nil {
-		if i := p.after(pos); i > 0 {
-			q := &peeked{from: p.from, rows: p.rows[i:], pos: p.pos[i:], complete: p.complete}
-			for k, err := range p.stops {
-				if k >= i {
-					if q.stops == nil {
-						q.stops = map[int]error{}
-					}
-					q.stops[k-i] = err
-				}
-			}
-			l.cache = q
-		}
-	}
-	l.mu.Unlock()
 	_, err = l.s.db.ExecContext(ctx, `SELECT pg_replication_slot_advance($1, $2::pg_lsn) FROM pg_replication_slots
 WHERE slot_name = $1 AND confirmed_flush_lsn < $2::pg_lsn`, l.slot, pos.LSN.String())
 	if err != nil {
@@ -712,7 +757,7 @@ func (d *decoder) commit(end pglogrepl.LSN) {
 			}
 			d.p.stops[len(d.p.rows)] = e.stop(at)
 		case e.row.ch != nil:
-			e.row.ch.cursor = at.Cursor()
+			e.row.ch.pos = at
 		}
 		d.p.rows = append(d.p.rows, e.row)
 		d.p.pos = append(d.p.pos, at)

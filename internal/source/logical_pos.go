@@ -34,8 +34,7 @@ func (p Position) Before(q Position) bool {
 
 // Cursor is p as a logical cursor.
 func (p Position) Cursor() state.Cursor {
-	v, _ := json.Marshal(p.String())
-	return state.Cursor{Kind: state.KindLogical, Value: v}
+	return state.Cursor{Kind: state.KindLogical, Value: json.RawMessage(`"` + p.String() + `"`)} // no character to escape
 }
 
 // ParsePosition reads a position as Position.String writes it ("0/16D3290", "0/16D3290+37").

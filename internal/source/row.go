@@ -29,7 +29,8 @@ type Row struct {
 // change is what a change-stream row carries besides its values.
 type change struct {
 	op     string
-	cursor state.Cursor // the position just after this change
+	cursor state.Cursor // the position just after this change (changetracking)
+	pos    Position     // the same for a logical change, made into a cursor when asked
 	// keyOnly: a delete whose old row the database gave as its key columns only (the other
 	// values are nil): it has no row.
 	keyOnly bool
@@ -112,6 +113,9 @@ func (r Row) unchanged(i int) bool { return r.ch != nil && r.ch.unchanged != nil
 
 // Cursor returns the cursor just after this row: what a checkpoint records.
 func (r Row) Cursor() (state.Cursor, error) {
+	if r.ch != nil && r.ch.pos.LSN != 0 {
+		return r.ch.pos.Cursor(), nil
+	}
 	if r.ch != nil {
 		return r.ch.cursor, nil
 	}

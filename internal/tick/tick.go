@@ -223,6 +223,12 @@ func (t *tickRun) run() error {
 		t.sum.Outcome, t.sum.Holder = LeaseHeld, "another reader of the replication slot"
 		return nil
 	}
+	if errors.Is(err, source.ErrSlotAhead) && t.raced(snap) {
+		// The checkpoint read in step 1 was stale: another owner committed and advanced the slot
+		// since. This tick would have lost the acquire; it is not the loss the error reports.
+		t.sum.Outcome, t.sum.Holder = LeaseHeld, "another owner, which committed after this tick read the state"
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -238,6 +244,12 @@ func (t *tickRun) run() error {
 		return errors.New("the invocation was cancelled (the host dropped the request) before the lease was taken: nothing was written")
 	}
 	return t.acquire(snap, first, firstDur)
+}
+
+// raced reports whether the state document changed since snap was read.
+func (t *tickRun) raced(snap lease.Snapshot) bool {
+	now, err := t.r.Lease.Read(t.ctx)
+	return err == nil && now.ETag != snap.ETag
 }
 
 // acquire is step 3: take the lease, reading the second batch meanwhile (the acquire only
