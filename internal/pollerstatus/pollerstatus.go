@@ -361,6 +361,21 @@ func Read(ctx context.Context, st Reader, cfg Config, pollerName string) (r Row)
 		}
 		if p.Slot != nil {
 			r.Slot = &Slot{SlotState: *p.Slot, From: "probe"}
+			if p.OK && slotAhead(*p.Slot, doc) != nil {
+				// The document was read before the slot: a tick may have committed and advanced
+				// the slot since. Judge with the document as it is after the slot was read.
+				if b, err := st.Get(ctx, r.Blob); err == nil {
+					if d, err := state.Decode(r.Blob, pollerName, b.Data); err == nil {
+						doc = d
+					}
+				}
+				if err := slotAhead(*p.Slot, doc); err != nil {
+					failed := ProbeFailed(err)
+					failed.DurationMS, failed.Slot = p.DurationMS, p.Slot
+					r.Probe = &failed
+					r.RowsWaiting, r.LagSeconds, r.LagFrom = -1, nil, ""
+				}
+			}
 		}
 	}
 	if r.Slot == nil {

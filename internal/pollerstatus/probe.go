@@ -85,11 +85,12 @@ func ProbeSource(ctx context.Context, src Source, blob string, doc *state.Doc, n
 }
 
 // errSlot: a logical poller's replication slot cannot serve its checkpoint (missing, another
-// kind of slot, lost WAL, or past the checkpoint); the message names the fix.
+// kind of slot, lost WAL, or past the checkpoint: slotAhead); the message names the fix.
 var errSlot = errors.New("replication slot")
 
-// checkSlot says what is wrong with a logical poller's slot, against its state document (nil:
-// none yet).
+// checkSlot says what is wrong with a logical poller's slot itself (doc, nil when none yet,
+// names the poller in the fixes). Whether it is past the checkpoint is Read's to judge (slotAhead),
+// with a document read after the slot.
 func checkSlot(s source.SlotState, doc *state.Doc) error {
 	name := "POLLER"
 	if doc != nil {
@@ -106,6 +107,13 @@ func checkSlot(s source.SlotState, doc *state.Doc) error {
 	case s.WALStatus == "lost":
 		return fail("lost WAL it needs (wal_status lost: max_slot_wal_keep_size removed it); it cannot be read any more: pollerctl cdc disable %s --yes, pollerctl cdc enable %s --yes, then pollerctl reset %s --to-beginning --yes (the changes in between are not delivered)", name, name, name)
 	}
+	return nil
+}
+
+// slotAhead says when a logical poller's slot is past its checkpoint (doc nil or without a
+// checkpoint: never). Only a state document read after the slot may be compared with it: a tick
+// advances the slot after it commits, so a document read before the slot may be one commit old.
+func slotAhead(s source.SlotState, doc *state.Doc) error {
 	if doc == nil || doc.Checkpoint.Cursor == nil {
 		return nil
 	}
@@ -114,8 +122,8 @@ func checkSlot(s source.SlotState, doc *state.Doc) error {
 	if err != nil || !ok || !at.Before(confirmed) {
 		return nil
 	}
-	return fail("is at %s, past the checkpoint %s: the changes between were consumed by another reader, or the slot was made anew, and cannot be read again. "+
-		"Deliver them from elsewhere if they matter, then pollerctl reset %s --to-beginning --yes goes on from the slot's position", confirmed, at, name)
+	return fmt.Errorf("%w %s: is at %s, past the checkpoint %s: the changes between were consumed by another reader, or the slot was made anew, and cannot be read again. "+
+		"Deliver them from elsewhere if they matter, then pollerctl reset %s --to-beginning --yes goes on from the slot's position", errSlot, s.Name, confirmed, at, doc.PollerName)
 }
 
 // Skip is what an opener (OpenAndProbe) returns when the source is not to be probed: the probe

@@ -12,6 +12,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerstatus"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
+	"github.com/pseudotrigger/pseudotrigger/internal/store"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/memstore"
 )
 
@@ -40,7 +41,7 @@ func logicalDoc(at string) *state.Doc {
 	return d
 }
 
-// TestProbeSlot: a missing slot, a slot of another kind and a slot past the checkpoint fail the
+// TestProbeSlot: a missing slot, a slot of another kind and a slot that lost its WAL fail the
 // probe as misconfigured, each saying why and what to run; a slot that serves the checkpoint is
 // shown.
 func TestProbeSlot(t *testing.T) {
@@ -63,8 +64,6 @@ func TestProbeSlot(t *testing.T) {
 			[]string{`plugin "wal2json"`, "{P}_CDC_SLOT"}},
 		{"lost WAL", func(s source.SlotState) source.SlotState { s.WALStatus = "lost"; return s }, "0/16D3290",
 			[]string{"wal_status lost", "pollerctl cdc disable orders --yes"}},
-		{"past the checkpoint", func(s source.SlotState) source.SlotState { return s }, "0/16D0000+9",
-			[]string{"is at 0/16D3290, past the checkpoint 0/16D0000+9", "pollerctl reset orders --to-beginning --yes"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := pollerstatus.ProbeSource(ctx, slotSource{slot: tc.slot(good)}, "b", logicalDoc(tc.at), now)
@@ -167,5 +166,50 @@ func TestBytesText(t *testing.T) {
 		if got := pollerstatus.BytesText(n); got != want {
 			t.Errorf("BytesText(%d) = %q, want %q", n, got, want)
 		}
+	}
+}
+
+// TestSlotAhead: a slot past the checkpoint is misconfigured, naming the reset; but a slot past
+// a document read before it is judged with the document read again after it (a tick commits,
+// then advances the slot), so a commit between the two reads is not a false alarm.
+func TestSlotAhead(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
+	st := memstore.New(clk)
+	slot := source.SlotState{Name: "pt_orders", Exists: true, Type: "logical", Plugin: "pgoutput", Here: true, ConfirmedFlush: "0/16D3290", RetainedBytes: bytesPtr(1)}
+	stale := logicalDoc("0/16D0000+9")
+	stale.AddHistory(state.Tick{At: state.At(clk.Now()), Outcome: "committed", RowsWaiting: 0})
+	putDoc(t, st, stale)
+	var afterProbe func()
+	cfg := pollerstatus.Config{App: "test", Now: clk.Now, Registered: []pollerstatus.Registered{{Name: "orders", Schedule: "*/10 * * * * *"}},
+		Probe: func(context.Context, string, *state.Doc) pollerstatus.Probe {
+			if afterProbe != nil {
+				afterProbe()
+			}
+			return pollerstatus.Probe{OK: true, RowsWaiting: 0, LagSeconds: ptr(0), Slot: &slot}
+		}}
+	r := pollerstatus.Read(ctx, st, cfg, "orders")
+	if r.Health != pollerstatus.HealthMisconfigured || !strings.Contains(r.HealthReason, "is at 0/16D3290, past the checkpoint 0/16D0000+9") ||
+		!strings.Contains(r.HealthReason, "pollerctl reset orders --to-beginning --yes") || r.Probe.OK || r.Slot == nil {
+		t.Fatalf("slot ahead: %s (%s), probe %+v", r.Health, r.HealthReason, r.Probe)
+	}
+	// A tick commits at the slot's position (and advances it) between the document's read and the
+	// slot's: not ahead.
+	afterProbe = func() {
+		d := logicalDoc("0/16D3290")
+		d.AddHistory(state.Tick{At: state.At(clk.Now()), Outcome: "committed", RowsWaiting: 0})
+		data, err := state.Encode(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := st.Get(ctx, state.Blob("test", "orders"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Put(ctx, state.Blob("test", "orders"), data, store.IfMatch(b.ETag)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r := pollerstatus.Read(ctx, st, cfg, "orders"); r.Health != pollerstatus.HealthOK || !r.Probe.OK {
+		t.Fatalf("a commit between the reads: %s (%s)", r.Health, r.HealthReason)
 	}
 }
