@@ -79,6 +79,7 @@ const help = `pollerctl: see every poller's state and move one on purpose.
   pollerctl status [POLLER] [--json] [--no-probe]          (exit 3 when a poller is not ok)
   pollerctl reset POLLER (--to-beginning | --to-cursor VALUE [--pk COLUMN=VALUE ...] | --from-file FILE | --from-backup NAME|latest)
                   [--yes | --yes=POLLER] [--wait [--wait-timeout 2m]] [--production]
+                  (a logical poller's VALUE is a position like 0/16D3290, never before its slot's; --to-beginning: where the slot is)
   pollerctl clone POLLER --to NEW [--yes] [--from-slot-start]
                   (a logical poller's clone reads its own slot: run pollerctl cdc enable NEW --yes first)
   pollerctl delete POLLER [--yes | --yes=POLLER] [--wait [--wait-timeout 2m]] [--production]
