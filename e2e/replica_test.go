@@ -55,11 +55,11 @@ type replicaRun struct {
 
 	mu       sync.Mutex
 	started  map[int]int // per process slot in a tick: the faults fired when the tick began
-	kills    []string // what the slot and the blob held right after each kill
-	behind   int      // kills after which the slot was behind the checkpoint
-	rejected int      // ticks that ended with the lease lost (a stale holder refused)
-	spurious []string // ticks failed with ErrSlotAhead while the blob had reached the slot
-	failed   []string // any other failed tick
+	kills    []string    // what the slot and the blob held right after each kill
+	behind   int         // kills after which the slot was behind the checkpoint
+	rejected int         // ticks that ended with the lease lost (a stale holder refused)
+	spurious []string    // ticks failed with ErrSlotAhead while the blob had reached the slot
+	failed   []string    // any other failed tick
 }
 
 // tickCount counts finished ticks and lets a goroutine wait for more without sleeping.
