@@ -36,8 +36,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
+	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -63,11 +64,12 @@ var (
 func init() { streams[state.KindLogical] = newLogical }
 
 type logical struct {
-	s     *Source
-	slot  string
-	pub   string
-	table string // the quoted table name, for to_regclass and messages
-	types *pgtype.Map
+	s       *Source
+	slot    string
+	pub     string
+	table   string // the quoted table name, for to_regclass and messages
+	types   *pgtype.Map
+	typesMu sync.Mutex // types is not safe for concurrent use, and rows decode when read
 
 	relOID  uint32            // the table's oid: its changes carry it
 	colOIDs map[string]uint32 // the type of each column the poller reads, by name, now
@@ -97,13 +99,33 @@ type peeked struct {
 	pos      []Position // pos[i] is rows[i]'s cursor
 	complete bool       // the peek reached the end of the stream as it was then
 	at       time.Time  // when it was read
-	msgs     int        // the messages decoded
-	d        *decoder   // the decoder's state after them, for a longer peek from the same position
+	first    Position   // its changes before first were dropped (see continues)
+	// flushed is the WAL flushed before it was read: a complete peek read every transaction that
+	// committed up to there (the server decodes up to its flush position, no earlier).
+	flushed pglogrepl.LSN
+	asked   int      // the rows the peek asked for
+	msgs    int      // the messages decoded
+	d       *decoder // the decoder's state after them, for a longer peek from the same position
 	// stops are the changes the poller cannot deliver (a truncate, a change without a column
 	// it reads), by index in rows (whose entry there is a placeholder): a fetch delivers the rows
 	// before one, and then returns its error until the poller is reset past it.
 	stops map[int]error
 }
+
+// freshFor is how long a peek that reached the end of the stream answers a count without peeking
+// again: the tick counts right after its last fetch, and a peek would send the whole stream
+// again (the slot moves only at commits); later, a count must see what has come since. A fetch
+// always peeks for what it lacks.
+const freshFor = 250 * time.Millisecond
+
+// covers reports whether p holds every change after pos that it read (pos is not before the
+// changes it dropped, nor, for a checkpoint, before the slot it was read from).
+func (p *peeked) covers(resume bool, pos Position) bool {
+	return p != nil && !pos.Before(p.first) && (!resume || p.from <= pos.LSN)
+}
+
+// fresh reports whether p reached the end of the stream less than freshFor ago.
+func (p *peeked) fresh() bool { return p.complete && time.Since(p.at) < freshFor }
 
 // stop returns the error of the first stop in rows[i:j] and its index, or j and nil.
 func (p *peeked) stop(i, j int) (int, error) {
@@ -284,10 +306,7 @@ func (l *logical) waiting(ctx context.Context, after *state.Cursor, limit int) (
 	l.mu.Lock()
 	p := l.cache
 	l.mu.Unlock()
-	// A peek that reached the end of the stream a moment ago answers without decoding it again
-	// (the tick counts right after its last fetch); an older one does not (a stopped poller's
-	// status must see what piles up).
-	if p != nil && p.complete && time.Since(p.at) < time.Second && (!resume || p.from <= pos.LSN) {
+	if p.covers(resume, pos) && p.fresh() {
 		return int64(min(len(p.rows)-p.after(pos), limit)), nil
 	}
 	p, i, err := l.read(ctx, resume, pos, limit, false)
@@ -298,31 +317,47 @@ func (l *logical) waiting(ctx context.Context, after *state.Cursor, limit int) (
 }
 
 // read returns a decoded stream holding the changes after pos and the index of the first of
-// them: the cached one when it holds limit of them, else a new peek, asked for more rows until
-// it holds limit changes or reaches the end of the stream. keepUp (a fetch, not a count) lets it
-// write a keep-up message when nothing waits and the slot is far behind.
+// them: the cached one when it holds limit of them, else a new peek, asked for more rows until it holds limit changes or reaches the end of
+// the stream. keepUp (a fetch, not a count) lets it write a keep-up message when nothing waits
+// and the slot is far behind.
+//
+// A peek always starts at the slot, which moves only at commits, and returns the same messages
+// from there each time: the ask grows (to the rest of the WAL behind the slot, see grow) while it
+// is not enough and is kept between fetches, a longer peek from the same position decodes only the messages past the last one's
+// end (continuing its decoder), and the changes before pos are dropped from the cache then, so
+// that it holds at most about maxAsk messages' changes.
 func (l *logical) read(ctx context.Context, resume bool, pos Position, limit int, keepUp bool) (*peeked, int, error) {
 	l.mu.Lock()
 	p := l.cache
 	l.mu.Unlock()
-	if p != nil && (!resume || p.from <= pos.LSN) {
+	if p.covers(resume, pos) {
 		if i := p.after(pos); len(p.rows)-i >= limit {
 			return p, i, nil
 		}
 	}
-	// pgoutput sends a begin and a commit around each transaction's changes: ask for enough
-	// rows for a batch of one-change transactions, and four times more each time that was not
-	// enough. A peek always starts at the slot, which moves only at commits: the ask is kept
-	// between fetches, so that a catch-up does not peek (and send) the same prefix ever again,
-	// and a longer peek from the same position decodes only what follows the last one's end.
+	if p.covers(resume, pos) && p.complete && time.Since(p.at) < time.Second {
+		// It read the whole stream a moment ago: unless WAL was flushed since, there is nothing
+		// more, which one cheap query says instead of peeking (and sending) the stream again.
+		var flushed string
+		if err := l.s.db.QueryRowContext(ctx, "SELECT pg_current_wal_flush_lsn()::text").Scan(&flushed); err == nil && flushed == p.flushed.String() {
+			return p, p.after(pos), nil
+		}
+	}
 	l.peekMu.Lock()
 	defer l.peekMu.Unlock()
+	base := 4*limit + 64 // pgoutput sends a begin and a commit around each transaction's changes
 	l.mu.Lock()
-	ask, prev := max(4*limit+64, l.ask), l.cache
+	ask, prev := max(base, l.ask), l.cache
 	l.mu.Unlock()
+	if !prev.covers(resume, pos) {
+		prev = nil
+	}
+	if prev != nil && ask <= prev.msgs {
+		ask = prev.grow(base) // the same ask would read the same messages again
+	}
 	kept := false
 	for {
-		p, err := l.peek(ctx, ask, prev)
+		p, err := l.peek(ctx, ask, prev, pos)
 		if err != nil {
 			l.mu.Lock()
 			l.cache = nil // its decoder may have moved on
@@ -335,7 +370,7 @@ func (l *logical) read(ctx context.Context, resume bool, pos Position, limit int
 				l.s.poller, l.s.def.Table, ErrSlotAhead, l.slot, p.from, pos, l.s.poller, p.from)
 		}
 		l.mu.Lock()
-		l.cache, l.ask = p, ask
+		l.cache, l.ask = p, min(max(ask, p.asked), maxAsk)
 		l.mu.Unlock()
 		i := p.after(pos)
 		if keepUp && i == len(p.rows) && p.complete && !kept && l.messages && p.behind >= l.keepUp {
@@ -349,11 +384,24 @@ func (l *logical) read(ctx context.Context, resume bool, pos Position, limit int
 			kept = true
 			continue
 		}
-		if len(p.rows)-i >= limit || p.complete || ask >= maxAsk && len(p.rows) > i {
+		if len(p.rows)-i >= limit || p.complete {
 			return p, i, nil
 		}
-		ask = min(ask*4, maxAsk*4) // past maxAsk only for a transaction bigger than it
+		ask = p.grow(base)
 	}
+}
+
+// grow is the ask for the peek after p, which did not reach the end of the stream: enough for
+// the rest of the WAL behind the slot at the density of messages p found (so that a catch-up
+// reads its messages about once more, not once per batch), at least eight times p's, and at most
+// maxAsk more than p's.
+func (p *peeked) grow(base int) int {
+	more := max(7*p.msgs, base)
+	if used := int64(p.d.lastEnd) - int64(p.from); p.msgs > 0 && used > 0 {
+		perMsg := float64(used) / float64(p.msgs)
+		more = max(more, int(float64(p.behind-used)/perMsg*1.1)+base)
+	}
+	return p.msgs + min(more, maxAsk)
 }
 
 // keepUpPrefix marks the logical decoding messages keep-up writes.
@@ -380,21 +428,33 @@ func (p *peeked) after(pos Position) int {
 	return i
 }
 
-// peekQuery reads the slot's position, how far it is behind the WAL's end, and its stream in one
-// round trip: one row with no data when there is nothing to read, none when the slot is gone.
+// peekQuery reads the slot's position, the WAL flushed before the peek (a volatile function in a
+// sub-select: evaluated before the lateral peek, never pulled up), how far the slot is behind the
+// WAL's end, the rows asked for (at least $2, more when the slot is far behind), and the
+// stream, in one round trip: one row with no data when there is nothing to read, none when the
+// slot is gone.
 // Servers before PostgreSQL 14 do not know pgoutput's messages option (peekQuery13).
-const peekQuery = `SELECT s.confirmed_flush_lsn::text, (pg_current_wal_lsn() - s.confirmed_flush_lsn)::int8, c.data
-FROM pg_replication_slots s
-LEFT JOIN LATERAL pg_logical_slot_peek_binary_changes(s.slot_name, NULL, $2, 'proto_version', '1', 'publication_names', $3, 'messages', 'true') c ON true
+const peekQuery = `SELECT s.confirmed_flush_lsn::text, s.flushed::text, s.behind, s.ask, c.data
+FROM (SELECT slot_name, confirmed_flush_lsn, pg_current_wal_flush_lsn() AS flushed,
+    (pg_current_wal_lsn() - confirmed_flush_lsn)::int8 AS behind,
+    GREATEST($2::int, LEAST($4::int, ((pg_current_wal_lsn() - confirmed_flush_lsn) / $5)::int)) AS ask
+  FROM pg_replication_slots) s
+LEFT JOIN LATERAL pg_logical_slot_peek_binary_changes(s.slot_name, NULL, s.ask, 'proto_version', '1', 'publication_names', $3, 'messages', 'true') c ON true
 WHERE s.slot_name = $1`
+
+// peekBytesPerMessage is the WAL per pgoutput message that a peek's ask assumes at most: a peek
+// asks for (WAL behind the slot / peekBytesPerMessage) messages, up to maxAsk, so that a
+// catch-up reads its backlog in one peek rather than growing towards it (a real message takes
+// 60 bytes of WAL or more). An idle slot is a few bytes behind: a small ask.
+const peekBytesPerMessage = 32
 
 var peekQuery13 = strings.Replace(peekQuery, ", 'messages', 'true'", "", 1)
 
 // peek reads up to about ask rows of the stream from the slot's position and decodes them. A
 // slot being read by another connection is retried a few times, then is ErrBusy.
-func (l *logical) peek(ctx context.Context, ask int, prev *peeked) (*peeked, error) {
+func (l *logical) peek(ctx context.Context, ask int, prev *peeked, pos Position) (*peeked, error) {
 	for try := 0; ; try++ {
-		p, err := l.peekOnce(ctx, ask, prev)
+		p, err := l.peekOnce(ctx, ask, prev, pos)
 		if !errors.Is(err, ErrBusy) || try == 4 {
 			return p, err
 		}
@@ -406,12 +466,12 @@ func (l *logical) peek(ctx context.Context, ask int, prev *peeked) (*peeked, err
 	}
 }
 
-func (l *logical) peekOnce(ctx context.Context, ask int, prev *peeked) (*peeked, error) {
+func (l *logical) peekOnce(ctx context.Context, ask int, prev *peeked, pos Position) (*peeked, error) {
 	q := peekQuery
 	if !l.messages {
 		q = peekQuery13
 	}
-	rows, err := l.s.db.QueryContext(ctx, q, l.slot, ask, l.pub)
+	rows, err := l.s.db.QueryContext(ctx, q, l.slot, ask, l.pub, maxAsk, peekBytesPerMessage)
 	if err != nil {
 		return nil, l.peekErr(err)
 	}
@@ -419,18 +479,20 @@ func (l *logical) peekOnce(ctx context.Context, ask int, prev *peeked) (*peeked,
 	p := &peeked{at: time.Now()}
 	var d *decoder
 	skip := 0 // messages prev decoded already, when this peek starts where it did
-	var from string
+	var from, flushed string
 	var data []byte
 	for rows.Next() {
-		if err := rows.Scan(&from, &p.behind, &data); err != nil {
+		if err := rows.Scan(&from, &flushed, &p.behind, &p.asked, &data); err != nil {
 			return nil, l.peekErr(err)
 		}
 		if d == nil {
 			if p.from, err = pglogrepl.ParseLSN(from); err != nil {
 				return nil, l.s.streamErr("slot %q: confirmed position %q: %v", l.slot, from, err)
 			}
-			d = p.continues(prev, l)
-			skip = p.msgs
+			if p.flushed, err = pglogrepl.ParseLSN(flushed); err != nil {
+				return nil, l.s.streamErr("the WAL's flush position %q: %v", flushed, err)
+			}
+			d, skip = p.continues(prev, pos, l)
 		}
 		if data == nil { // the one row of an empty stream
 			continue
@@ -448,31 +510,48 @@ func (l *logical) peekOnce(ctx context.Context, ask int, prev *peeked) (*peeked,
 	if d == nil {
 		return nil, l.fail("replication slot %q does not exist (any more): run `pollerctl cdc enable %s --yes`; if the poller had a checkpoint, the changes since are lost with the slot and it must be reset", l.slot, l.s.poller)
 	}
-	p.complete = p.msgs < ask
+	p.complete = p.msgs < p.asked
 	return p, nil
 }
 
-// continues starts p from prev's decoded stream when prev read from the same position and did
-// not reach its end (the stream from a position is always the same, so its first prev.msgs
-// messages are prev's), and returns the decoder to go on with; else a new one. prev is left as
-// it was: p shares its rows' arrays only up to their length, and has its own map and decoder.
-func (p *peeked) continues(prev *peeked, l *logical) *decoder {
-	if prev == nil || prev.complete || prev.from != p.from || prev.d == nil {
-		p.rows, p.pos = make([]Row, 0, 1024), make([]Position, 0, 1024)
+// continues starts p from prev's decoded stream when prev read from the same position (the
+// stream from a position is always the same, so its first prev.msgs messages are prev's), and
+// returns the decoder to go on with and the messages to skip (prev's); else a new decoder and 0.
+// prev's changes up to pos are left out (the
+// reader is past them). prev is left as it was: p shares its rows' arrays only up to their
+// length, and has its own map and decoder.
+func (p *peeked) continues(prev *peeked, pos Position, l *logical) (d *decoder, skip int) {
+	if prev == nil || prev.from != p.from || prev.d == nil {
+		n := min(max(p.asked, 1024), 1<<16)
+		p.rows, p.pos = make([]Row, 0, n), make([]Position, 0, n)
 		p.d = &decoder{l: l, p: p}
-		return p.d
+		return p.d, 0
 	}
-	p.rows, p.pos, p.msgs = prev.rows[:len(prev.rows):len(prev.rows)], prev.pos[:len(prev.pos):len(prev.pos)], prev.msgs
-	p.stops = maps.Clone(prev.stops)
-	d := *prev.d
-	if d.tx != nil {
-		tx := *d.tx
+	i := prev.after(pos)
+	p.first = prev.first
+	if i > 0 {
+		p.first = prev.pos[i-1]
+	}
+	n := len(prev.rows)
+	p.rows, p.pos = prev.rows[i:n:n], prev.pos[i:n:n]
+	for k, err := range prev.stops {
+		if k >= i {
+			if p.stops == nil {
+				p.stops = map[int]error{}
+			}
+			p.stops[k-i] = err
+		}
+	}
+	dc := *prev.d
+	dc.changes, dc.texts = nil, nil // prev's blocks stay prev's
+	if dc.tx != nil {
+		tx := *dc.tx
 		tx.entries = slices.Clone(tx.entries)
-		d.tx = &tx
+		dc.tx = &tx
 	}
-	d.p = p
-	p.d = &d
-	return p.d
+	dc.p = p
+	p.d = &dc
+	return p.d, prev.msgs
 }
 
 // peekErr names the fix for what a peek can fail on.
@@ -529,8 +608,12 @@ func (l *logical) retained(ctx context.Context) (*int64, error) {
 type decoder struct {
 	l       *logical
 	p       *peeked
-	rel     []relCol // the table's columns as the stream last described them; nil before
-	missing string   // a column the poller reads that the last description lacks
+	rel     []relCol                    // the table's columns as the stream last described them; nil before
+	dec     []func([]byte) (any, error) // their decoders, by Row column (change.dec)
+	lastEnd pglogrepl.LSN               // the end of the last transaction decoded
+	changes []change                    // newChange's blocks
+	texts   [][]byte
+	missing string // a column the poller reads that the last description lacks
 	tx      *txn
 }
 
@@ -589,6 +672,7 @@ func (d *decoder) message(data []byte) error {
 			d.tx.keepUp = true
 		}
 	case *pglogrepl.CommitMessage:
+		d.lastEnd = m.TransactionEndLSN
 		d.commit(m.TransactionEndLSN)
 	}
 	return nil
@@ -606,8 +690,14 @@ func (d *decoder) relation(m *pglogrepl.RelationMessage) error {
 		for i := range s.cols {
 			if s.cols[i].name == c.Name {
 				rel[j].idx, seen[i] = i, true
-				rel[j].decode = textDecoder(d.l.types, c.DataType)
+				rel[j].decode = textDecoder(d.l.types, &d.l.typesMu, c.DataType)
 			}
+		}
+	}
+	d.dec = make([]func([]byte) (any, error), len(s.cols))
+	for _, rc := range rel {
+		if rc.idx >= 0 {
+			d.dec[rc.idx] = rc.decode
 		}
 	}
 	d.missing = ""
@@ -699,8 +789,8 @@ func (d *decoder) add(op string, tup, old *pglogrepl.TupleData, keyOnly bool) er
 	if len(tup.Columns) != len(d.rel) {
 		return s.streamErr("a %s change has %d columns, the table's description %d (protocol error)", op, len(tup.Columns), len(d.rel))
 	}
-	raw := make([]any, len(s.cols))
-	ch := &change{op: op, keyOnly: keyOnly}
+	ch := d.newChange(len(s.cols))
+	ch.op, ch.keyOnly, ch.dec = op, keyOnly, d.dec
 	for j, rc := range d.rel {
 		if rc.idx < 0 {
 			continue
@@ -717,20 +807,31 @@ func (d *decoder) add(op string, tup, old *pglogrepl.TupleData, keyOnly bool) er
 			}
 			ch.unchanged[rc.idx] = true
 		default:
-			v, err := rc.decode(col.Data)
-			if err != nil {
-				return fmt.Errorf("source: poller %q, table %s, column %q: decoding %q in %s: %w", s.poller, s.def.Table, s.cols[rc.idx].name, col.Data, d.where(), err)
-			}
-			raw[rc.idx] = v
+			ch.text[rc.idx] = col.Data // decoded when read (change.decode)
 		}
 	}
 	for j, idx := range s.keyIdx {
-		if raw[idx] == nil {
+		if ch.text[idx] == nil {
 			return fmt.Errorf("source: poller %q, table %s, column %q: %w: a %s change in %s carries no value for the key column", s.poller, s.def.Table, s.keyCols[j], ErrNullCursor, op, d.where())
 		}
 	}
-	d.tx.entries = append(d.tx.entries, entry{row: Row{src: s, raw: raw, ch: ch}})
+	d.tx.entries = append(d.tx.entries, entry{row: Row{src: s, ch: ch}})
 	return nil
+}
+
+// newChange returns a zero change with room for n values, from blocks allocated for many changes
+// at once (a catch-up decodes hundreds of thousands).
+func (d *decoder) newChange(n int) *change {
+	if len(d.changes) == 0 {
+		d.changes = make([]change, 256)
+	}
+	if len(d.texts) < n {
+		d.texts = make([][]byte, 256*n)
+	}
+	ch := &d.changes[0]
+	d.changes = d.changes[1:]
+	ch.text, d.texts = d.texts[:n:n], d.texts[n:]
+	return ch
 }
 
 // commit gives the transaction's changes their positions and adds them to the stream: the last
@@ -765,65 +866,71 @@ func (d *decoder) commit(end pglogrepl.LSN) {
 }
 
 // textDecoder turns a column's text (pgoutput sends values as text) into what pgx's
-// database/sql driver returns for the type, so that a logical row holds the values a keyset read
-// of the same row would (its stdlib Rows.Next, for the text format).
-func textDecoder(m *pgtype.Map, oid uint32) func([]byte) (any, error) {
-	const text = pgtype.TextFormatCode
+// database/sql driver returns for the type (its stdlib Rows.Next), so that a logical row holds
+// the values a keyset read of the same row would. Rows decode their values when read, from any
+// goroutine: the common types are parsed here without shared state, the others through pgx's
+// type map, which is not safe for concurrent use, under a lock.
+func textDecoder(m *pgtype.Map, mu *sync.Mutex, oid uint32) func([]byte) (any, error) {
 	switch oid {
 	case pgtype.BoolOID:
-		var v bool
-		plan := m.PlanScan(oid, text, &v)
-		return func(src []byte) (any, error) { err := plan.Scan(src, &v); return v, err }
-	case pgtype.ByteaOID, pgtype.JSONOID, pgtype.JSONBOID, pgtype.XMLOID:
-		return func(src []byte) (any, error) {
-			var v []byte
-			err := m.PlanScan(oid, text, &v).Scan(src, &v)
-			return v, err
-		}
-	case pgtype.Float4OID, pgtype.Float8OID:
-		var v float64
-		plan := m.PlanScan(oid, text, &v)
-		return func(src []byte) (any, error) { err := plan.Scan(src, &v); return v, err }
+		return func(src []byte) (any, error) { return len(src) > 0 && src[0] == 't', nil }
 	case pgtype.Int2OID, pgtype.Int4OID, pgtype.Int8OID:
-		var v int64
-		plan := m.PlanScan(oid, text, &v)
-		return func(src []byte) (any, error) { err := plan.Scan(src, &v); return v, err }
-	case pgtype.DateOID:
-		var v pgtype.Date
-		plan := m.PlanScan(oid, text, &v)
-		return func(src []byte) (any, error) {
-			if err := plan.Scan(src, &v); err != nil {
-				return nil, err
-			}
-			return v.Value()
+		return func(src []byte) (any, error) { return strconv.ParseInt(string(src), 10, 64) }
+	case pgtype.Float4OID, pgtype.Float8OID:
+		bits := 64
+		if oid == pgtype.Float4OID {
+			bits = 32 // as the driver does: a float32, widened
 		}
-	case pgtype.TimestampOID:
-		var v pgtype.Timestamp
-		plan := m.PlanScan(oid, text, &v)
 		return func(src []byte) (any, error) {
-			if err := plan.Scan(src, &v); err != nil {
-				return nil, err
+			switch string(src) {
+			case "NaN":
+				return math.NaN(), nil
+			case "Infinity":
+				return math.Inf(1), nil
+			case "-Infinity":
+				return math.Inf(-1), nil
 			}
-			return v.Value()
+			return strconv.ParseFloat(string(src), bits)
 		}
-	case pgtype.TimestamptzOID:
-		var v pgtype.Timestamptz
-		plan := m.PlanScan(oid, text, &v)
-		return func(src []byte) (any, error) {
-			if err := plan.Scan(src, &v); err != nil {
-				return nil, err
-			}
-			return v.Value()
-		}
-	case pgtype.CIDOID, pgtype.OIDOID, pgtype.XIDOID:
-		var v pgtype.Uint32
-		plan := m.PlanScan(oid, text, &v)
-		return func(src []byte) (any, error) {
-			if err := plan.Scan(src, &v); err != nil {
-				return nil, err
-			}
-			return v.Value()
-		}
+	case pgtype.JSONOID, pgtype.JSONBOID, pgtype.XMLOID:
+		return func(src []byte) (any, error) { return slices.Clone(src), nil }
+	case pgtype.TextOID, pgtype.VarcharOID, pgtype.BPCharOID, pgtype.NameOID, pgtype.NumericOID, pgtype.UUIDOID:
+		return func(src []byte) (any, error) { return string(src), nil }
+	case pgtype.ByteaOID, pgtype.DateOID, pgtype.TimestampOID, pgtype.TimestamptzOID, pgtype.CIDOID, pgtype.OIDOID, pgtype.XIDOID:
+	default:
+		return func(src []byte) (any, error) { return string(src), nil }
 	}
-	return func(src []byte) (any, error) { return string(src), nil }
+	return func(src []byte) (any, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch oid {
+		case pgtype.ByteaOID:
+			var v []byte
+			err := m.PlanScan(oid, pgtype.TextFormatCode, &v).Scan(src, &v)
+			return v, err
+		case pgtype.DateOID:
+			var v pgtype.Date
+			if err := m.PlanScan(oid, pgtype.TextFormatCode, &v).Scan(src, &v); err != nil {
+				return nil, err
+			}
+			return v.Value()
+		case pgtype.TimestampOID:
+			var v pgtype.Timestamp
+			if err := m.PlanScan(oid, pgtype.TextFormatCode, &v).Scan(src, &v); err != nil {
+				return nil, err
+			}
+			return v.Value()
+		case pgtype.TimestamptzOID:
+			var v pgtype.Timestamptz
+			if err := m.PlanScan(oid, pgtype.TextFormatCode, &v).Scan(src, &v); err != nil {
+				return nil, err
+			}
+			return v.Value()
+		}
+		var v pgtype.Uint32
+		if err := m.PlanScan(oid, pgtype.TextFormatCode, &v).Scan(src, &v); err != nil {
+			return nil, err
+		}
+		return v.Value()
+	}
 }

@@ -37,15 +37,39 @@ type change struct {
 	// unchanged marks the columns whose value the database did not send (PostgreSQL's unchanged
 	// TOAST values without REPLICA IDENTITY FULL); nil when none.
 	unchanged []bool
+	// text and dec, when text is not nil, hold a logical change's values as PostgreSQL sent them
+	// (nil: NULL) and their decoders, by column: a value is decoded when it is read, so that a
+	// handler pays only for the values it uses (raw is then unused).
+	text [][]byte
+	dec  []func([]byte) (any, error)
+}
+
+// decode returns column i's value as the driver would have returned it; text that does not
+// decode (which PostgreSQL never sends) is returned as a string.
+func (c *change) decode(i int) any {
+	t := c.text[i]
+	if t == nil {
+		return nil
+	}
+	v, err := c.dec[i](t)
+	if err != nil {
+		return string(t)
+	}
+	return v
 }
 
 // value returns column i's normalized value.
-func (r Row) value(i int) any { return normalize(&r.src.cols[i], r.raw[i]) }
+func (r Row) value(i int) any {
+	if r.ch != nil && r.ch.text != nil {
+		return normalize(&r.src.cols[i], r.ch.decode(i))
+	}
+	return normalize(&r.src.cols[i], r.raw[i])
+}
 
 // Values returns the normalized values in column order (see Batch.Columns), in a new slice.
 func (r Row) Values() []any {
-	out := make([]any, len(r.raw))
-	for i := range r.raw {
+	out := make([]any, len(r.src.cols))
+	for i := range out {
 		out[i] = r.value(i)
 	}
 	return out
@@ -147,7 +171,7 @@ func (r Row) Cursor() (state.Cursor, error) {
 // their full fractional precision, exact numerics strings, binary base64, NULL null. Columns
 // the change did not carry (Unchanged) are left out.
 func (r Row) MarshalJSON() ([]byte, error) {
-	out := make([]byte, 0, 32*len(r.raw))
+	out := make([]byte, 0, 32*len(r.src.cols))
 	out = append(out, '{')
 	first := true
 	for i, c := range r.src.cols {
