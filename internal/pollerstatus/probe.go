@@ -164,5 +164,6 @@ func ProbeFailed(err error) Probe {
 	return Probe{Error: redact.Text(err.Error()), RowsWaiting: -1,
 		Misconfigured: errors.Is(err, source.ErrSchema) || errors.Is(err, source.ErrCursor) ||
 			errors.Is(err, state.ErrFingerprintMismatch) || errors.Is(err, appsettings.ErrSetting) ||
-			errors.Is(err, source.ErrNotEnabled) || errors.Is(err, source.ErrSlotAhead) || errors.Is(err, errSlot)}
+			errors.Is(err, source.ErrNotEnabled) || errors.Is(err, source.ErrSlotAhead) || errors.Is(err, errSlot) ||
+			errors.Is(err, source.ErrNotTracked) || errors.Is(err, source.ErrTruncate)}
 }
