@@ -58,6 +58,7 @@ type replicaRun struct {
 	kills    []string    // what the slot and the blob held right after each kill
 	behind   int         // kills after which the slot was behind the checkpoint
 	rejected int         // ticks that ended with the lease lost (a stale holder refused)
+	busy     int         // ticks whose fetch found the slot busy (source.ErrBusy)
 	spurious []string    // ticks failed with ErrSlotAhead while the blob had reached the slot
 	failed   []string    // any other failed tick
 }
@@ -204,6 +205,11 @@ func (r *replicaRun) classify(pid int, rep reply) {
 	case rep.status == 200:
 	case rep.status == 500 && strings.Contains(rep.raw, "lease lost"):
 		r.rejected++
+	case rep.status == 500 && strings.Contains(rep.raw, source.ErrBusy.Error()):
+		// The holder's fetch met another process's peek (or a stale holder's advance) of the
+		// slot five times in a row, which a loaded machine makes possible: the tick failed
+		// before handing anything over, and the next one goes on from the checkpoint.
+		r.busy++
 	case rep.status == 500 && strings.Contains(rep.raw, "the replication slot is past the checkpoint"):
 		// Sorted apart: a pre-lease peek comparing the slot with a checkpoint read before another
 		// process committed and advanced it failed like this (internal/tick's
@@ -360,8 +366,8 @@ func (r *replicaRun) scenario(slots int, wl *replicacheck.Workload, planned int)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	t.Logf("%s%d batches (%s), %d changes, %d delivered again; faults %v; after the kills: %v; %d stale holders refused; %d samples; %v",
-		stats, len(batches), replicacheck.Owners(batches), len(stream), repeats, r.ctl.log(), r.kills, r.rejected, samples, time.Since(begin))
+	t.Logf("%s%d batches (%s), %d changes, %d delivered again; faults %v; after the kills: %v; %d stale holders refused; %d ticks found the slot busy; %d samples; %v",
+		stats, len(batches), replicacheck.Owners(batches), len(stream), repeats, r.ctl.log(), r.kills, r.rejected, r.busy, samples, time.Since(begin))
 	for _, p := range problems {
 		t.Error(p)
 	}
