@@ -70,15 +70,15 @@ type Summary struct {
 	LagSeconds *float64 `json:"lag_seconds,omitempty"`
 	// RowsWaiting counts the rows after the cursor at the tick's end, up to WaitingCap; -1 when
 	// not counted (the lease was held elsewhere, or the count failed).
-	RowsWaiting  int64  `json:"rows_waiting"`
+	RowsWaiting int64 `json:"rows_waiting"`
 	// Ops counts the delivered rows by op (insert, update, delete; upsert for keyset cursors).
 	Ops map[string]int `json:"ops,omitempty"`
 	// SlotRetainedBytes is, for a logical cursor, the WAL its replication slot keeps at the
 	// tick's end (measured with the backlog).
 	SlotRetainedBytes *int64 `json:"slot_retained_bytes,omitempty"`
 	DeadLettered      int    `json:"dead_lettered,omitempty"` // rows quarantined into a dead letter
-	DeadLetter   string `json:"dead_letter,omitempty"`   // the last dead letter written
-	BatchID      string `json:"batch_id,omitempty"`      // the batch that failed
+	DeadLetter        string `json:"dead_letter,omitempty"`   // the last dead letter written
+	BatchID           string `json:"batch_id,omitempty"`      // the batch that failed
 }
 
 // Source is what a tick needs of a poller's source; *source.Source has it.
@@ -219,7 +219,7 @@ func (t *tickRun) run() error {
 	}
 	t0 := t.clk.Now()
 	first, err := r.Source.Fetch(t.ctx, cursor, r.Settings.BatchSize) // never cancelled midway: see deliver
-	if errors.Is(err, source.ErrBusy) { // another process's tick is reading the slot: as a held lease
+	if errors.Is(err, source.ErrBusy) {                               // another process's tick is reading the slot: as a held lease
 		t.sum.Outcome, t.sum.Holder = LeaseHeld, "another reader of the replication slot"
 		return nil
 	}
