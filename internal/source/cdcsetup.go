@@ -23,7 +23,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/pseudotrigger/pseudotrigger/internal/redact"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
@@ -183,25 +182,12 @@ func OpenCDC(ctx context.Context, cfg Config) (*CDC, error) {
 		return nil, fmt.Errorf("source: poller %q: %w: its cursor kind is %s; a slot and a publication are for logical pollers only (cursor kind logical, PostgreSQL)",
 			cfg.Poller, ErrCDCSetup, d.Cursor.Kind)
 	}
-	if err := d.validate(cfg.Poller, cfg.Driver); err != nil {
+	cfg.MaxOpenConns = 1
+	c, err := connect(ctx, cfg)
+	if err != nil {
 		return nil, err
 	}
-	dl := dialects[cfg.Driver]
-	loc, err := dl.location(cfg.DSN)
-	if err != nil {
-		return nil, fmt.Errorf("source: poller %q: %w", cfg.Poller, err)
-	}
-	db, err := dl.open(cfg.DSN)
-	if err != nil {
-		return nil, fmt.Errorf("source: poller %q: %w: %s: %v", cfg.Poller, ErrConnect, redact.DSN(cfg.DSN), err)
-	}
-	db.SetMaxOpenConns(1)
-	if err := db.PingContext(ctx); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("source: poller %q: %w (%s): %v", cfg.Poller, ErrConnect, redact.DSN(cfg.DSN), redactErr(err, cfg.DSN))
-	}
-	return &CDC{poller: cfg.Poller, db: db, def: d, table: quoteTable(dl, d.Table),
-		describe: fmt.Sprintf("%s %s/%s table %s", cfg.Driver, loc.Server, loc.Database, d.Table)}, nil
+	return &CDC{poller: cfg.Poller, db: c.db, def: d, table: quoteTable(c.dl, d.Table), describe: c.describe}, nil
 }
 
 // Close closes the connection.

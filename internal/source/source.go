@@ -67,25 +67,49 @@ type column struct {
 // Open connects, checks the table against the definition, and prepares the queries. Errors name
 // the poller, the table and the column at fault; DSNs in them are redacted.
 func Open(ctx context.Context, cfg Config) (*Source, error) {
+	c, err := connect(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	d := cfg.Definition
+	s := &Source{
+		poller:      cfg.Poller,
+		dl:          c.dl,
+		def:         d,
+		db:          c.db,
+		fingerprint: Fingerprint(cfg.Driver, c.loc, d),
+		describe:    c.describe,
+	}
+	if err := s.check(ctx); err != nil {
+		c.db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// conn is a connected source database: what Open and OpenCDC start from.
+type conn struct {
+	db       *sql.DB
+	dl       dialect
+	loc      Location
+	describe string // "driver server/database table T", without secrets
+}
+
+// connect validates cfg's definition, opens its connection pool (cfg.MaxOpenConns, default 4)
+// and checks that the database answers. Errors name the poller; DSNs in them are redacted.
+func connect(ctx context.Context, cfg Config) (conn, error) {
 	d := cfg.Definition
 	if err := d.validate(cfg.Poller, cfg.Driver); err != nil {
-		return nil, err
+		return conn{}, err
 	}
 	dl := dialects[cfg.Driver]
 	loc, err := dl.location(cfg.DSN)
 	if err != nil {
-		return nil, fmt.Errorf("source: poller %q: %w", cfg.Poller, err)
-	}
-	s := &Source{
-		poller:      cfg.Poller,
-		dl:          dl,
-		def:         d,
-		fingerprint: Fingerprint(cfg.Driver, loc, d),
-		describe:    fmt.Sprintf("%s %s/%s table %s", cfg.Driver, loc.Server, loc.Database, d.Table),
+		return conn{}, fmt.Errorf("source: poller %q: %w", cfg.Poller, err)
 	}
 	db, err := dl.open(cfg.DSN)
 	if err != nil {
-		return nil, fmt.Errorf("source: poller %q: %w: %s: %v", cfg.Poller, ErrConnect, redact.DSN(cfg.DSN), err)
+		return conn{}, fmt.Errorf("source: poller %q: %w: %s: %v", cfg.Poller, ErrConnect, redact.DSN(cfg.DSN), err)
 	}
 	maxConns := cfg.MaxOpenConns
 	if maxConns <= 0 {
@@ -94,16 +118,11 @@ func Open(ctx context.Context, cfg Config) (*Source, error) {
 	db.SetMaxOpenConns(maxConns)
 	db.SetMaxIdleConns(maxConns)
 	db.SetConnMaxIdleTime(5 * time.Minute)
-	s.db = db
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("source: poller %q: %w (%s): %v", cfg.Poller, ErrConnect, redact.DSN(cfg.DSN), redactErr(err, cfg.DSN))
+		return conn{}, fmt.Errorf("source: poller %q: %w (%s): %v", cfg.Poller, ErrConnect, redact.DSN(cfg.DSN), redactErr(err, cfg.DSN))
 	}
-	if err := s.check(ctx); err != nil {
-		db.Close()
-		return nil, err
-	}
-	return s, nil
+	return conn{db: db, dl: dl, loc: loc, describe: fmt.Sprintf("%s %s/%s table %s", cfg.Driver, loc.Server, loc.Database, d.Table)}, nil
 }
 
 // redactErr keeps a driver error from echoing the DSN's secrets.
