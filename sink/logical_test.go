@@ -3,9 +3,11 @@ package sink
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -71,5 +73,39 @@ func TestLogicalToWebhook(t *testing.T) {
 	}
 	if len(ids) != 4 {
 		t.Errorf("%d distinct ids for 4 changes", len(ids))
+	}
+}
+
+// TestOneKeyInOrder: at any concurrency, the messages of one key go one after another, in
+// order, while different keys overlap.
+func TestOneKeyInOrder(t *testing.T) {
+	var msgs []Message
+	for i := range 60 {
+		msgs = append(msgs, Message{Key: fmt.Sprint(i % 3), ID: fmt.Sprint(i)})
+	}
+	var mu sync.Mutex
+	last := map[string]int{}
+	inflight := map[string]bool{}
+	err := eachInOrder(context.Background(), msgs, 16, func(_ context.Context, m Message) error {
+		mu.Lock()
+		if inflight[m.Key] {
+			t.Errorf("two messages of key %s at once", m.Key)
+		}
+		inflight[m.Key] = true
+		var id int
+		fmt.Sscan(m.ID, &id)
+		if prev, ok := last[m.Key]; ok && prev > id {
+			t.Errorf("key %s: message %d after %d", m.Key, id, prev)
+		}
+		last[m.Key] = id
+		mu.Unlock()
+		runtime.Gosched()
+		mu.Lock()
+		inflight[m.Key] = false
+		mu.Unlock()
+		return nil
+	})
+	if err != nil || len(last) != 3 || last["0"] != 57 || last["1"] != 58 || last["2"] != 59 {
+		t.Fatalf("%v, last %v", err, last)
 	}
 }

@@ -27,3 +27,35 @@ func each(ctx context.Context, n, limit int, f func(ctx context.Context, i int) 
 	}
 	return g.Wait()
 }
+
+// byKey groups msgs by Key, in the order each key first appears, each key's messages in order.
+func byKey(msgs []Message) [][]Message {
+	at := map[string]int{}
+	var groups [][]Message
+	for _, m := range msgs {
+		i, ok := at[m.Key]
+		if !ok {
+			i = len(groups)
+			at[m.Key] = i
+			groups = append(groups, nil)
+		}
+		groups[i] = append(groups[i], m)
+	}
+	return groups
+}
+
+// eachInOrder runs f for each message, at most limit at a time, keeping the order of the
+// messages of one key (one row's changes): those go one after another, while different keys go
+// concurrently. A change stream's insert, update and delete of a row thus reach the service in
+// commit order. The first error stops it, as in each.
+func eachInOrder(ctx context.Context, msgs []Message, limit int, f func(ctx context.Context, m Message) error) error {
+	groups := byKey(msgs)
+	return each(ctx, len(groups), limit, func(ctx context.Context, i int) error {
+		for _, m := range groups[i] {
+			if err := f(ctx, m); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}

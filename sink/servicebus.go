@@ -184,22 +184,6 @@ func firstOf[B interface{ len() int }](batches []B, j int) int {
 	return n
 }
 
-// byKey groups msgs by Key, in the order each key first appears, each key's messages in order.
-func byKey(msgs []Message) [][]Message {
-	at := map[string]int{}
-	var groups [][]Message
-	for _, m := range msgs {
-		i, ok := at[m.Key]
-		if !ok {
-			i = len(groups)
-			at[m.Key] = i
-			groups = append(groups, nil)
-		}
-		groups[i] = append(groups[i], m)
-	}
-	return groups
-}
-
 // buildBatches adds msgs, in order, to batches from newBatch: when add refuses a message with
 // tooLarge, the batch is full and the message starts the next; a message an empty batch refuses
 // is too large for the service, an error wrapping ErrTooLarge that names its row.

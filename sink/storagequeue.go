@@ -93,10 +93,10 @@ func (s *storageQueue) close(_ context.Context) error { return nil }
 
 func (s *storageQueue) send(ctx context.Context, msgs []Message) error {
 	opts := &azqueue.EnqueueMessageOptions{TimeToLive: &s.ttl}
-	return each(ctx, len(msgs), s.concurrency, func(ctx context.Context, i int) error {
-		content := string(msgs[i].Body)
+	return eachInOrder(ctx, msgs, s.concurrency, func(ctx context.Context, m Message) error {
+		content := string(m.Body)
 		if !s.text {
-			content = base64.StdEncoding.EncodeToString(msgs[i].Body)
+			content = base64.StdEncoding.EncodeToString(m.Body)
 		}
 		_, err := s.q.EnqueueMessage(ctx, content, opts)
 		if queueerror.HasCode(err, queueerror.QueueNotFound) {
@@ -106,7 +106,7 @@ func (s *storageQueue) send(ctx context.Context, msgs []Message) error {
 			}
 		}
 		if err != nil {
-			return fmt.Errorf("%s: %w", msgs[i].About(), err)
+			return fmt.Errorf("%s: %w", m.About(), err)
 		}
 		return nil
 	})

@@ -49,9 +49,7 @@ func (w *webhook) maxBytes() int                 { return 0 }
 func (w *webhook) close(_ context.Context) error { w.client.CloseIdleConnections(); return nil }
 
 func (w *webhook) send(ctx context.Context, msgs []Message) error {
-	return each(ctx, len(msgs), w.concurrency, func(ctx context.Context, i int) error {
-		return w.post(ctx, msgs[i])
-	})
+	return eachInOrder(ctx, msgs, w.concurrency, w.post)
 }
 
 func (w *webhook) post(ctx context.Context, m Message) error {

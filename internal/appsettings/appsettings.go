@@ -324,11 +324,15 @@ func Load(p *poller.Poller, getenv func(string) string) (Settings, error) {
 }
 
 // Config is the source.Config that opens p's source with these settings: the one place the
-// poller's definition meets its settings (the settle lag, the slot and publication).
+// poller's definition meets its settings (the settle lag, the slot and publication, and the
+// keep-up distance: a quarter of {P}_CDC_MAX_RETAINED, at most source.DefaultKeepUp).
 func (s Settings) Config(p *poller.Poller) source.Config {
 	def := p.Source()
 	def.SettleLag = s.SettleLag
 	def.Slot, def.Publication = s.Slot, s.Publication
+	if s.MaxRetained > 0 { // keep up well before the status calls the retained WAL too much
+		def.KeepUp = min(source.DefaultKeepUp, s.MaxRetained/4)
+	}
 	return source.Config{Poller: p.Name(), Driver: s.Driver, DSN: s.DSN, Definition: def}
 }
 

@@ -231,6 +231,8 @@ func TestLogicalResetCloneStatus(t *testing.T) {
 		w.must(ctl.ExitRefused, []string{"reset", "lg", "--to-cursor", "0/1", "--yes"}, "position 0/1 is before replication slot "+slot+"'s confirmed position "+at.String(),
 			"that WAL is gone", "--to-cursor "+at.String(), "nothing written")
 		w.must(ctl.ExitUsage, []string{"reset", "lg", "--to-cursor", "yesterday", "--yes"}, "nothing written")
+		w.must(ctl.ExitRefused, []string{"reset", "lg", "--to-cursor", "FF/FFFFFFFF", "--yes"}, "position FF/FFFFFFFF is past the end of the WAL", "nothing written")
+		w.must(ctl.ExitOK, []string{"delete", "lg"}, "starts where its replication slot is", "pollerctl cdc disable lg --yes` first", "dry run")
 		if d := w.doc("lg"); d.Lease.FencingToken != before.Lease.FencingToken {
 			t.Fatal("a refused reset wrote the state")
 		}

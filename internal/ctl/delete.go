@@ -10,6 +10,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/deadletter"
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
 	"github.com/pseudotrigger/pseudotrigger/internal/liveness"
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
 )
 
@@ -80,8 +81,16 @@ func deleteCmd(ctx context.Context, args []string, env Env) error {
 	if hasMark {
 		fmt.Fprintf(env.Out, "  %s (its liveness mark)\n", markBlob)
 	}
-	if _, registered := env.definition(name); registered && old != nil {
-		fmt.Fprintf(env.Out, "WARNING: %s is in this build: its next tick starts over from the beginning of its table and delivers every row again.\n", name)
+	if d, registered := env.definition(name); registered && old != nil {
+		switch d.Source().Cursor.Kind {
+		case state.KindLogical:
+			fmt.Fprintf(env.Out, "WARNING: %s is in this build: its next tick starts where its replication slot is, and delivers again the changes the slot still holds.\n"+
+				"Its slot and publication are not dropped by a delete and keep WAL while nothing reads them: to remove the poller, run `pollerctl cdc disable %s --yes` first.\n", name, name)
+		case state.KindChangeTracking:
+			fmt.Fprintf(env.Out, "WARNING: %s is in this build: its next tick starts at the oldest version Change Tracking still keeps, and delivers those changes again.\n", name)
+		default:
+			fmt.Fprintf(env.Out, "WARNING: %s is in this build: its next tick starts over from the beginning of its table and delivers every row again.\n", name)
+		}
 	}
 	if !g.yes.given() {
 		fmt.Fprintln(env.Out, "dry run: nothing deleted. Add --yes to delete.")

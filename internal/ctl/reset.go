@@ -363,6 +363,10 @@ func (env Env) checkSlotReset(ctx context.Context, d *poller.Poller, c *state.Cu
 			"The earliest position is %s (pollerctl reset %s --to-cursor %s), which --to-beginning also means for a logical poller; nothing written",
 			what, at, slot.Name, confirmed, confirmed, name, confirmed)
 	}
+	if end, err := source.ParsePosition(slot.WALEnd); err == nil && end.LSN < at.LSN {
+		return refusedf("%s: position %s is past the end of the WAL (%s): no change is there yet, and every change committed before it would be skipped without a word; "+
+			"positions come from the poller's checkpoints, its tick errors and pollerctl status; nothing written", what, at, end)
+	}
 	fmt.Fprintf(env.Out, "note: position %s is at or after replication slot %s's confirmed position %s: it can be read\n", at, slot.Name, confirmed)
 	return nil
 }

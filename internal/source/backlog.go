@@ -20,16 +20,11 @@ type Backlog struct {
 
 // Backlog counts the rows waiting after the cursor (nil: the beginning), up to limit, and reads
 // the first of them: two bounded queries.
-// A logical cursor also measures the WAL its slot retains (a third query).
+// A logical cursor also says the WAL its slot retains (as its last peek found it).
 func (s *Source) Backlog(ctx context.Context, after *state.Cursor, limit int) (Backlog, error) {
 	var out Backlog
-	if l, ok := s.stream.(*logical); ok {
-		var err error
-		if out.SlotRetainedBytes, err = l.retained(ctx); err != nil {
-			return Backlog{}, err
-		}
-	}
 	n, err := s.Waiting(ctx, after, limit)
+	out.SlotRetainedBytes = s.SlotRetained() // the count's peek, or the one before it
 	if err != nil || n == 0 {
 		return out, err
 	}
@@ -63,4 +58,14 @@ func (b Backlog) LagSeconds(now time.Time) *float64 {
 	}
 	lag := math.Round(now.Sub(ts).Seconds()*1000) / 1000
 	return &lag
+}
+
+// SlotRetained is, for a logical cursor, the WAL its replication slot kept at the source's last
+// peek (every fetch and count peeks, so a tick always has it, idle or failing); nil for the other
+// kinds and before any peek.
+func (s *Source) SlotRetained() *int64 {
+	if l, ok := s.stream.(*logical); ok {
+		return l.retained()
+	}
+	return nil
 }

@@ -55,6 +55,9 @@ type SlotState struct {
 	// WALStatus is pg_replication_slots.wal_status: reserved, extended, unreserved or lost (lost:
 	// WAL the slot needs was removed, max_slot_wal_keep_size; the slot cannot be read any more).
 	WALStatus string `json:"wal_status,omitempty"`
+	// WALEnd is the server's current WAL position (pg_current_wal_lsn()): no position past it
+	// exists yet; "" on a standby.
+	WALEnd string `json:"wal_end,omitempty"`
 }
 
 // Confirmed returns the slot's confirmed position as a Position (the zero Position when
@@ -74,11 +77,11 @@ func SlotStatus(ctx context.Context, db *sql.DB, slot string) (SlotState, error)
 	const q = `SELECT slot_type::text, COALESCE(plugin::text, ''), COALESCE(database::text, ''), COALESCE(database = current_database(), false),
   active, COALESCE(confirmed_flush_lsn::text, ''), COALESCE(restart_lsn::text, ''),
   CASE WHEN restart_lsn IS NULL OR pg_is_in_recovery() THEN NULL ELSE (pg_current_wal_lsn() - restart_lsn)::int8 END,
-  COALESCE(wal_status, '')
+  COALESCE(wal_status, ''), CASE WHEN pg_is_in_recovery() THEN '' ELSE pg_current_wal_lsn()::text END
 FROM pg_replication_slots WHERE slot_name = $1`
 	var retained sql.NullInt64
 	err := db.QueryRowContext(ctx, q, slot).Scan(&st.Type, &st.Plugin, &st.Database, &st.Here, &st.Active,
-		&st.ConfirmedFlush, &st.RestartLSN, &retained, &st.WALStatus)
+		&st.ConfirmedFlush, &st.RestartLSN, &retained, &st.WALStatus, &st.WALEnd)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return st, nil
@@ -279,7 +282,7 @@ func (i CDCInfo) Needs() []Need {
 		{"CREATE on database " + i.Database + su, "to create the publication", i.Superuser || i.CreateOnDatabase,
 			"GRANT CREATE ON DATABASE " + pgIdent(i.Database) + " TO " + pgIdent(i.User)},
 		{"ownership of table " + i.TableName + " (owner: " + i.Owner + ")" + su, "to add the table to the publication, and to drop the publication", i.Superuser || i.OwnsTable,
-			"run this as " + pgIdent(i.Owner) + ", or GRANT " + pgIdent(i.Owner) + " TO " + pgIdent(i.User)},
+			"run pollerctl cdc as the table's owner, " + pgIdent(i.Owner) + ", or as a superuser (granting the owner's role to the poller's role would give it all the owner may do)"},
 		{"SELECT on table " + i.TableName, "to read the table's columns", i.Superuser || i.CanSelect,
 			"GRANT SELECT ON " + i.TableName + " TO " + pgIdent(i.User)},
 	}
@@ -330,7 +333,7 @@ func (c *CDC) PlanEnable(info CDCInfo) EnablePlan {
 			bad("creating publication %q needs CREATE on database %s: GRANT CREATE ON DATABASE %s TO %s", pub.Name, info.Database, pgIdent(info.Database), pgIdent(info.User))
 		}
 		if !info.Superuser && !info.OwnsTable {
-			bad("adding table %s to publication %q needs its ownership (owner: %s): run this as %s, or GRANT %s TO %s", info.TableName, pub.Name, info.Owner, info.Owner, pgIdent(info.Owner), pgIdent(info.User))
+			bad("adding table %s to publication %q needs its ownership (owner: %s): run pollerctl cdc as %s or as a superuser", info.TableName, pub.Name, info.Owner, pgIdent(info.Owner))
 		}
 	case !pub.Covers:
 		bad("publication %q exists but does not publish table %s: ALTER PUBLICATION %s ADD TABLE %s, or set {P}_CDC_PUBLICATION to another name", pub.Name, info.TableName, pgIdent(pub.Name), info.TableName)

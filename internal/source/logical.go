@@ -90,8 +90,9 @@ const maxAsk = 1 << 18
 
 // peeked is one peek's decoded stream.
 type peeked struct {
-	from   pglogrepl.LSN // the slot's confirmed position: the stream starts there
-	behind int64         // how far the slot's confirmed position is behind the WAL's end, in bytes
+	from     pglogrepl.LSN // the slot's confirmed position: the stream starts there
+	behind   int64         // how far the slot's confirmed position is behind the WAL's end, in bytes
+	retained int64         // the WAL the slot keeps (from its restart position), in bytes
 	// rows are the table's changes in stream order; each Row's cursor is after it. A Row
 	// without a source is a place that is not a change: a stop (see stops), or a keep-up mark,
 	// a position the cursor may move to with nothing to deliver.
@@ -366,7 +367,7 @@ func (l *logical) read(ctx context.Context, resume bool, pos Position, limit int
 		}
 		prev = p
 		if resume && p.from > pos.LSN {
-			return nil, 0, fmt.Errorf("source: poller %q, table %s: %w: slot %q is at %s, the checkpoint at %s; the changes between were consumed by something else (a pg_replication_slot_advance or pg_logical_slot_get_changes by hand, another poller sharing the slot) and cannot be read again. To go on from the slot's position: pollerctl reset %s --to-cursor %s --yes",
+			return nil, 0, fmt.Errorf("source: poller %q, table %s: %w: slot %q is at %s, the checkpoint at %s; the changes between were consumed by something else (the slot dropped and made again by pollerctl cdc disable and enable, a pg_replication_slot_advance or pg_logical_slot_get_changes by hand, another poller sharing the slot) and cannot be read again. To go on from the slot's position: pollerctl reset %s --to-cursor %s --yes",
 				l.s.poller, l.s.def.Table, ErrSlotAhead, l.slot, p.from, pos, l.s.poller, p.from)
 		}
 		l.mu.Lock()
@@ -434,9 +435,10 @@ func (p *peeked) after(pos Position) int {
 // stream, in one round trip: one row with no data when there is nothing to read, none when the
 // slot is gone.
 // Servers before PostgreSQL 14 do not know pgoutput's messages option (peekQuery13).
-const peekQuery = `SELECT s.confirmed_flush_lsn::text, s.flushed::text, s.behind, s.ask, c.data
+const peekQuery = `SELECT s.confirmed_flush_lsn::text, s.flushed::text, s.behind, s.retained, s.ask, c.data
 FROM (SELECT slot_name, confirmed_flush_lsn, pg_current_wal_flush_lsn() AS flushed,
     (pg_current_wal_lsn() - confirmed_flush_lsn)::int8 AS behind,
+    (pg_current_wal_lsn() - restart_lsn)::int8 AS retained,
     GREATEST($2::int, LEAST($4::int, ((pg_current_wal_lsn() - confirmed_flush_lsn) / $5)::int)) AS ask
   FROM pg_replication_slots) s
 LEFT JOIN LATERAL pg_logical_slot_peek_binary_changes(s.slot_name, NULL, s.ask, 'proto_version', '1', 'publication_names', $3, 'messages', 'true') c ON true
@@ -482,7 +484,7 @@ func (l *logical) peekOnce(ctx context.Context, ask int, prev *peeked, pos Posit
 	var from, flushed string
 	var data []byte
 	for rows.Next() {
-		if err := rows.Scan(&from, &flushed, &p.behind, &p.asked, &data); err != nil {
+		if err := rows.Scan(&from, &flushed, &p.behind, &p.retained, &p.asked, &data); err != nil {
 			return nil, l.peekErr(err)
 		}
 		if d == nil {
@@ -591,17 +593,16 @@ WHERE slot_name = $1 AND confirmed_flush_lsn < $2::pg_lsn`, l.slot, pos.LSN.Stri
 	return nil
 }
 
-// retained is the WAL the slot keeps, in bytes (nil when the slot is gone).
-func (l *logical) retained(ctx context.Context) (*int64, error) {
-	var n sql.NullInt64
-	err := l.s.db.QueryRowContext(ctx, `SELECT (pg_current_wal_lsn() - restart_lsn)::int8 FROM pg_replication_slots WHERE slot_name = $1`, l.slot).Scan(&n)
-	if errors.Is(err, sql.ErrNoRows) || err == nil && !n.Valid {
-		return nil, nil
+// retained is the WAL the slot kept at the last peek, in bytes (nil before any): every tick
+// peeks, so its log line can say it without another query, idle and failing ticks included.
+func (l *logical) retained() *int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.cache == nil {
+		return nil
 	}
-	if err != nil {
-		return nil, l.s.streamErr("measuring the WAL slot %q retains: %v", l.slot, err)
-	}
-	return &n.Int64, nil
+	n := l.cache.retained
+	return &n
 }
 
 // decoder turns pgoutput messages into rows.

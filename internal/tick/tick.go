@@ -95,6 +95,9 @@ type Source interface {
 	// Committed says the checkpoint c is in the state blob: a logical cursor advances its
 	// replication slot to it. Called only after a commit that succeeded.
 	Committed(ctx context.Context, c *state.Cursor) error
+	// SlotRetained is a logical cursor's replication slot's retained WAL at its last read (nil
+	// for the other kinds): every tick's log line carries it, so that an alert sees a stuck poller.
+	SlotRetained() *int64
 }
 
 var _ Source = (*source.Source)(nil)
@@ -312,6 +315,9 @@ func (t *tickRun) finish(err error) (Summary, error) {
 	}
 	if len(sum.Ops) > 0 {
 		attrs = append(attrs, "ops", sum.Ops)
+	}
+	if sum.SlotRetainedBytes == nil { // not measured with a backlog: idle, lease held, failed
+		sum.SlotRetainedBytes = t.r.Source.SlotRetained()
 	}
 	if sum.SlotRetainedBytes != nil {
 		attrs = append(attrs, "slot_retained_bytes", *sum.SlotRetainedBytes)
