@@ -89,7 +89,12 @@ func clone(ctx context.Context, args []string, env Env) error {
 		}
 		return err
 	}
-	fmt.Fprintf(env.Out, "cloned: register pollers/%s (pollerctl new %s) and set its %s_* settings to run it\n", *to, *to, appsettings.Prefix(*to))
+	if _, registered := env.definition(*to); registered {
+		fmt.Fprintf(env.Out, "cloned: %s is in this build; set its %s_* settings to run it\n", *to, appsettings.Prefix(*to))
+	} else {
+		fmt.Fprintf(env.Out, "cloned: make %s a poller of this build (copy the folder %s/ to %s/ for a declared poller, or add it to package pollers) and set its %s_* settings to run it\n",
+			*to, from, *to, appsettings.Prefix(*to))
+	}
 	return nil
 }
 
@@ -160,8 +165,8 @@ func (env Env) cloneLogical(ctx context.Context, orig *poller.Poller, to string,
 		return startHere(" (made by `pollerctl cdc enable " + to + " --yes`, at the WAL of that moment)")
 	case !newSlot.Exists:
 		return "", nil, refusedf("%s reads its own replication slot %s and publication %s, which do not exist yet: run `pollerctl cdc enable %s --yes` first "+
-			"(%s must be in this build: pollerctl new %s), then this clone again: it copies %s's checkpoint once the new slot can serve it; nothing written",
-			to, def.Slot, def.Publication, to, to, to, from)
+			"(%s must be a poller of this build: copy the folder %s/ to %s/ for a declared poller, or add it to package pollers), then this clone again: it copies %s's checkpoint once the new slot can serve it; nothing written",
+			to, def.Slot, def.Publication, to, to, from, to, from)
 	case !known:
 		return "", nil, refusedf("replication slot %s has no confirmed position yet; run the clone again in a moment; nothing written", def.Slot)
 	case atKnown && !at.Before(confirmed):
