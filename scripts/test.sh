@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs every test: installs what the tests need when missing (Azurite and the Bicep syntax
-# checker from package.json, PostgreSQL, the spin model checker, Chromium), starts the servers on free
+# checker from package.json, PostgreSQL, MariaDB, the spin model checker, Chromium), starts the servers on free
 # 127.0.0.1 ports, checks formatting, vet, staticcheck, the Bicep syntax and the model of the
 # lease protocol (internal/model/check.sh), runs
 # go test -race ./... against the real servers, and stops what it started, also on failure.
@@ -32,6 +32,7 @@ start_azurite # installs node_modules first, which the Bicep check needs too
 log "checking the Bicep syntax ..."
 node scripts/check-bicep.mjs
 start_postgres
+start_mariadb
 install_chromium
 
 args=(-race -timeout 30m)

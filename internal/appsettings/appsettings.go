@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -94,15 +95,15 @@ type Setting struct {
 // Table is every poller setting, in the order they are read (a default may depend on an earlier
 // setting's value).
 var Table = []Setting{
-	{"DB_DRIVER", "`sqlserver`, `postgres` or `sqlite`", "- (required)", func(s *Settings, v string, _ *poller.Poller) error {
-		switch v {
-		case source.SQLServer, source.Postgres, source.SQLite:
+	{"DB_DRIVER", "`sqlserver`, `postgres`, `mysql` (MySQL, MariaDB) or `sqlite`", "- (required)", func(s *Settings, v string, _ *poller.Poller) error {
+		switch {
+		case slices.Contains(source.Drivers(), v):
 			s.Driver = v
 			return nil
-		case "":
-			return errors.New("missing: set it to sqlserver, postgres or sqlite")
+		case v == "":
+			return fmt.Errorf("missing: set it to one of %s", strings.Join(source.Drivers(), ", "))
 		}
-		return fmt.Errorf("%q is not sqlserver, postgres or sqlite", v)
+		return fmt.Errorf("%q is not one of %s", v, strings.Join(source.Drivers(), ", "))
 	}},
 	{"DB_CONNECTION", "the source DSN (SQL Server and PostgreSQL may use Entra ID, see below)", "- (required)", func(s *Settings, v string, _ *poller.Poller) error {
 		if s.DSN = v; v == "" {

@@ -16,6 +16,7 @@ const (
 	SQLServer = "sqlserver"
 	Postgres  = "postgres"
 	SQLite    = "sqlite"
+	MySQL     = "mysql" // MySQL, MariaDB, Azure Database for MySQL
 )
 
 // DefaultSettleLag is how far behind the database's clock a timestamp+pk cursor reads unless
@@ -124,7 +125,7 @@ func (d Definition) validate(poller, driver string) error {
 	}
 	dl, ok := dialects[driver]
 	if !ok {
-		return fail("driver %q is not sqlserver, postgres or sqlite", driver)
+		return fail("driver %q is not one of %s", driver, strings.Join(Drivers(), ", "))
 	}
 	if d.Table.Schema != "" {
 		if err := checkIdent(d.Table.Schema); err != nil {

@@ -2,6 +2,7 @@ package source
 
 import (
 	"database/sql"
+	"slices"
 	"strings"
 	"time"
 
@@ -22,6 +23,9 @@ type dialect interface {
 	limit(sel, rest, n string) string // "SELECT " + sel + rest, reading at most n rows
 	// keyset renders "the keys are after the params" in lexicographic order, for a cursor of kind.
 	keyset(kind string, keys, params []string) string
+	// keysetArgs is, for a dialect whose markers are positional and whose keyset repeats them,
+	// which key value each marker of the keyset takes, in order; nil when each takes its own.
+	keysetArgs(n int) []int
 	// upperBound renders the predicate on the cursor column col that keeps a read behind rows
 	// that may still commit (lag: the settle lag) and its argument, whose marker next gives;
 	// "", nil when the kind has no bound.
@@ -39,7 +43,17 @@ type dialect interface {
 }
 
 // dialects by driver name.
-var dialects = map[string]dialect{SQLServer: sqlServer{}, Postgres: postgres{}, SQLite: sqlite{}}
+var dialects = map[string]dialect{SQLServer: sqlServer{}, Postgres: postgres{}, SQLite: sqlite{}, MySQL: mysqlDialect{}}
+
+// Drivers lists the driver names, sorted.
+func Drivers() []string {
+	out := make([]string, 0, len(dialects))
+	for d := range dialects {
+		out = append(out, d)
+	}
+	slices.Sort(out)
+	return out
+}
 
 // common is what a dialect does unless it says otherwise: double-quoted identifiers, row-value
 // comparison, LIMIT, the cursor kinds every database has, and a driver returning plain values.
@@ -54,6 +68,36 @@ func (common) keyset(_ string, keys, params []string) string {
 		return keys[0] + " > " + params[0]
 	}
 	return "(" + strings.Join(keys, ", ") + ") > (" + strings.Join(params, ", ") + ")"
+}
+
+func (common) keysetArgs(int) []int { return nil }
+
+// expandedKeyset is the keyset in the form without row comparison, with a leading range on the
+// first key so that an index on the keys is read as a range:
+// k0 >= p0 AND (k0 > p0 OR (k1 > p1 OR (k1 = p1 AND k2 > p2))).
+func expandedKeyset(keys, params []string) string {
+	last := len(keys) - 1
+	rest := keys[last] + " > " + params[last]
+	if last == 0 {
+		return rest
+	}
+	for i := last - 1; i >= 1; i-- {
+		rest = "(" + keys[i] + " > " + params[i] + " OR (" + keys[i] + " = " + params[i] + " AND " + rest + "))"
+	}
+	return keys[0] + " >= " + params[0] + " AND (" + keys[0] + " > " + params[0] + " OR " + rest + ")"
+}
+
+// expandedKeysetArgs is the order of the key values in expandedKeyset's markers: 0, 0, then
+// each middle key twice, then the last once (one key: just 0).
+func expandedKeysetArgs(n int) []int {
+	if n == 1 {
+		return []int{0}
+	}
+	out := []int{0, 0}
+	for i := 1; i < n-1; i++ {
+		out = append(out, i, i)
+	}
+	return append(out, n-1)
 }
 
 func (common) supports(kind string) bool {

@@ -55,20 +55,9 @@ func (sqlServer) supports(kind string) bool {
 	return kind == state.KindRowversion || kind == state.KindChangeTracking || common{}.supports(kind)
 }
 
-// keyset: SQL Server has no row comparison. It gets the expanded form with a leading range on
-// the first key so the index on the keys seeks:
-// k0 >= @p1 AND (k0 > @p1 OR (k1 > @p2 OR (k1 = @p2 AND k2 > @p3))).
-func (sqlServer) keyset(_ string, keys, params []string) string {
-	last := len(keys) - 1
-	rest := keys[last] + " > " + params[last]
-	if last == 0 {
-		return rest
-	}
-	for i := last - 1; i >= 1; i-- {
-		rest = "(" + keys[i] + " > " + params[i] + " OR (" + keys[i] + " = " + params[i] + " AND " + rest + "))"
-	}
-	return keys[0] + " >= " + params[0] + " AND (" + keys[0] + " > " + params[0] + " OR " + rest + ")"
-}
+// keyset: SQL Server has no row comparison: the expanded form (expandedKeyset), whose named
+// markers repeat.
+func (sqlServer) keyset(_ string, keys, params []string) string { return expandedKeyset(keys, params) }
 
 func (sqlServer) upperBound(kind string, fl tsFlavor, col string, lag time.Duration, next func() string) (string, any) {
 	switch {
@@ -175,3 +164,5 @@ var rowversionCodec = keyCodec{
 		return hex.DecodeString(s[2:])
 	},
 }
+
+func (sqlServer) keysetArgs(int) []int { return nil } // named markers (@p1): each key value once

@@ -14,6 +14,7 @@ type queries struct {
 	FetchFirst string
 	FetchAfter string
 	StampCheck string
+	keyOrder   []int // the key values' order in the *After queries' markers (nil: as the keys)
 	boundArgs  []any
 	stampArg   any
 	stampFix   string
@@ -86,6 +87,7 @@ func buildQueries(dl dialect, d Definition, flavor tsFlavor) queries {
 		return dl.limit(cols, from+" ORDER BY "+strings.Join(qkeys, ", "), limit), args
 	}
 	var q queries
+	q.keyOrder = dl.keysetArgs(len(qkeys))
 	q.FetchFirst, q.boundArgs = render(false)
 	q.FetchAfter, _ = render(true)
 	if d.Cursor.Kind == state.KindTimestampPK {

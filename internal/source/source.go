@@ -335,6 +335,13 @@ func (s *Source) fetchQuery(after *state.Cursor, limit int) (string, []any, erro
 		return s.q.FetchFirst, append(slices.Clip(s.q.boundArgs), limit), nil
 	}
 	args, err := s.keyArgs(after)
+	if s.q.keyOrder != nil && err == nil {
+		ordered := make([]any, len(s.q.keyOrder))
+		for i, k := range s.q.keyOrder {
+			ordered[i] = args[k]
+		}
+		args = ordered
+	}
 	return s.q.FetchAfter, append(append(args, s.q.boundArgs...), limit), err
 }
 

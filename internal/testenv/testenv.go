@@ -75,6 +75,20 @@ func Postgres(t testing.TB) string {
 	return dsn
 }
 
+// MySQLVar names the DSN of the MariaDB that scripts/test.sh starts (or of a MySQL 8, in the
+// GitHub workflow), in go-sql-driver/mysql's form: user:password@tcp(host:port)/database.
+const MySQLVar = "MYSQL_TEST_DSN"
+
+// MySQL returns the MySQL/MariaDB DSN, or skips (fails under CI=true).
+func MySQL(t testing.TB) string {
+	t.Helper()
+	dsn := os.Getenv(MySQLVar)
+	if dsn == "" {
+		missing(t, MySQLVar, "a MySQL or MariaDB DSN (scripts/test.sh starts MariaDB and sets it)")
+	}
+	return dsn
+}
+
 // SQLServerVar names the DSN of a SQL Server to test against. No SQL Server runs on these
 // machines: the tests skip without it, also in CI; the GitHub Actions workflow sets it.
 const SQLServerVar = "MSSQL_TEST_DSN"

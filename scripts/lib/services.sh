@@ -166,6 +166,52 @@ start_postgres() {
   log "PostgreSQL $("$PG_BIN/postgres" --version | awk '{print $3}') on 127.0.0.1:$port (cluster in $d)"
 }
 
+# install_mariadb makes sure MariaDB's server is there (Debian's mariadb-server when missing).
+install_mariadb() {
+  if ! command -v mariadbd >/dev/null 2>&1 && [ ! -x /usr/sbin/mariadbd ]; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+      log "installing MariaDB from Debian packages ..."
+      apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mariadb-server >&2 \
+        || die "apt-get install mariadb-server failed"
+    fi
+    command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ] \
+      || die "MariaDB's server not found: install MariaDB 10.11+ (Debian: apt-get install mariadb-server)"
+  fi
+}
+
+# start_mariadb initialises a throwaway MariaDB in a directory of its own under the system's
+# temporary directory (as start_postgres does, for the same reason: run as root, the server runs
+# as the mysql user), starts it on a free 127.0.0.1 port with its socket there, creates the
+# database pseudotrigger and exports MYSQL_TEST_DSN (go-sql-driver/mysql's form).
+start_mariadb() {
+  install_mariadb
+  local d port as=() user=root mariadbd=/usr/sbin/mariadbd
+  command -v mariadbd >/dev/null 2>&1 && mariadbd=$(command -v mariadbd)
+  d=$(mktemp -d "${TMPDIR:-/tmp}/pseudotrigger-mariadb.XXXXXX") || die "cannot make a directory for MariaDB"
+  chmod 755 "$d"
+  if [ "$(id -u)" = 0 ]; then
+    chown mysql "$d"
+    as=(runuser -u mysql --)
+    user=mysql
+    runuser -u mysql -- test -x "$d" || { rm -rf "$d"; die "the mysql user cannot reach $d: set TMPDIR to a directory it can enter"; }
+  fi
+  _stops+=("rm -rf $d")
+  (cd "$d" && "${as[@]}" mariadb-install-db --no-defaults --datadir="$d/data" --auth-root-authentication-method=normal \
+    --skip-test-db >"$d/install.log" 2>&1) || { tail -20 "$d/install.log" >&2; die "mariadb-install-db failed"; }
+  port=$(free_port)
+  (cd "$d" && "${as[@]}" "$mariadbd" --no-defaults --datadir="$d/data" --socket="$d/mysqld.sock" --pid-file="$d/mysqld.pid" \
+    --bind-address=127.0.0.1 --port="$port" --user="$user" --innodb-flush-log-at-trx-commit=2 --skip-log-bin \
+    --character-set-server=utf8mb4 --collation-server=utf8mb4_bin --max-connections=300 >"$d/server.log" 2>&1) &
+  local pid=$!
+  _stops=("kill $pid 2>/dev/null; wait $pid 2>/dev/null || true" "${_stops[@]}")
+  wait_port "$port" "$pid" MariaDB "$d/server.log"
+  mariadb --no-defaults -h 127.0.0.1 -P "$port" -u root -e "CREATE DATABASE IF NOT EXISTS pseudotrigger CHARACTER SET utf8mb4" \
+    || die "MariaDB: cannot create the database pseudotrigger"
+  export MYSQL_TEST_DSN="root@tcp(127.0.0.1:$port)/pseudotrigger"
+  export MYSQL_DIR=$d
+  log "MariaDB $("$mariadbd" --version | awk '{print $3}') on 127.0.0.1:$port (data in $d)"
+}
+
 # install_spin makes sure the spin model checker (and gcc, which compiles its verifiers) is
 # there, installing Debian's spin package when it is missing.
 install_spin() {
