@@ -20,6 +20,9 @@ var (
 	secretKV    = regexp.MustCompile(`(?i)\b(` + secretKey + `)(\s*=\s*)('[^']*'|"[^"]*"|\{[^}]*\}|[^;\s&"',]*)`)
 	secretQuery = regexp.MustCompile(`(?i)^(` + secretKey + `)$`)
 	bearer      = regexp.MustCompile(`(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]+`)
+	// mysqlUser is go-sql-driver/mysql's user:password@tcp(host)/db (or @unix(...), @(...)): the
+	// password runs to the last @ before the address, so it may hold an @ itself.
+	mysqlUser = regexp.MustCompile(`([^\s:/"'()@]+):\S*@((?:tcp6?|unix)?\()`)
 )
 
 // Text returns s with what looks like a secret replaced by REDACTED: a URL's password and every
@@ -45,6 +48,7 @@ func Text(s string) string {
 		}
 		return u.String()
 	})
+	s = mysqlUser.ReplaceAllString(s, "${1}:"+Mark+"@${2}")
 	s = secretKV.ReplaceAllString(s, "${1}${2}"+Mark)
 	return bearer.ReplaceAllString(s, "${1}"+Mark)
 }
@@ -64,8 +68,9 @@ func DSN(dsn string) string {
 		u.RawQuery = q.Encode()
 		return u.String()
 	}
-	// Not a URL that parses: redact URL-style user info and secret keys textually.
+	// Not a URL that parses: redact URL-style and MySQL-style user info and secret keys textually.
 	dsn = userInfo.ReplaceAllString(dsn, "${1}"+Mark+"@")
+	dsn = mysqlUser.ReplaceAllString(dsn, "${1}:"+Mark+"@${2}")
 	return secretKV.ReplaceAllString(dsn, "${1}${2}"+Mark)
 }
 

@@ -44,3 +44,20 @@ func TestDSN(t *testing.T) {
 		t.Errorf("a DSN without secrets changed: %s", got)
 	}
 }
+
+func TestMySQLDSN(t *testing.T) {
+	for in, want := range map[string]string{
+		"app:s3cret@tcp(db.example.com:3306)/shop?tls=true":  "app:REDACTED@tcp(db.example.com:3306)/shop?tls=true",
+		"app:p@ss@word@tcp(127.0.0.1:3306)/shop":             "app:REDACTED@tcp(127.0.0.1:3306)/shop",
+		"app:x@unix(/run/mysqld.sock)/shop":                  "app:REDACTED@unix(/run/mysqld.sock)/shop",
+		"app@tcp(127.0.0.1:3306)/shop":                       "app@tcp(127.0.0.1:3306)/shop",
+		"connect (app:s3cret@tcp(h:3306)/db): access denied": "connect (app:REDACTED@tcp(h:3306)/db): access denied",
+	} {
+		if got := redact.DSN(in); got != want {
+			t.Errorf("DSN(%q) = %q, want %q", in, got, want)
+		}
+		if got := redact.Text(in); strings.Contains(got, "s3cret") || strings.Contains(got, "ss@word") || strings.Contains(got, ":x@") {
+			t.Errorf("Text(%q) = %q", in, got)
+		}
+	}
+}

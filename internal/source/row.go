@@ -385,6 +385,8 @@ func assign(f reflect.Value, v any) error {
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
 		var n uint64
 		switch x := v.(type) {
+		case uint64: // MySQL's BIGINT UNSIGNED above the largest int64
+			n = x
 		case int64:
 			if x < 0 {
 				return fmt.Errorf("%d is negative", x)

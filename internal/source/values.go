@@ -80,6 +80,11 @@ func normalizeErr(c *column, v any) (any, error) {
 		return int64(x), nil
 	case float32:
 		return float64(x), nil
+	case uint64: // MySQL's BIGINT UNSIGNED: an int64 when it fits, else kept exact
+		if x <= math.MaxInt64 {
+			return int64(x), nil
+		}
+		return x, nil
 	}
 	switch c.class {
 	case classDecimal:

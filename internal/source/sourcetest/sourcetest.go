@@ -23,7 +23,7 @@ import (
 
 // Harness is one database to run the suite against.
 type Harness struct {
-	Driver string  // source.SQLServer, source.Postgres or source.SQLite
+	Driver string  // source.SQLServer, source.Postgres, source.MySQL or source.SQLite
 	DSN    string  // what the source opens
 	DB     *sql.DB // the test's own connection, for set-up
 	// ConcurrentWriters: a transaction can stay open while others commit (not SQLite).
@@ -48,8 +48,11 @@ var ctx = context.Background()
 
 // q quotes an identifier for the harness's dialect.
 func (h Harness) q(s string) string {
-	if h.Driver == source.SQLServer {
+	switch h.Driver {
+	case source.SQLServer:
 		return "[" + strings.ReplaceAll(s, "]", "]]") + "]"
+	case source.MySQL:
+		return "`" + strings.ReplaceAll(s, "`", "``") + "`"
 	}
 	return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
 }
@@ -95,6 +98,11 @@ func (h Harness) orders(t testing.TB) string {
 			  updated_at TIMESTAMPTZ(6) NOT NULL, txid XID8 NOT NULL DEFAULT pg_current_xact_id())`,
 			`CREATE INDEX ON ` + name + ` (updated_at, id)`,
 			`CREATE INDEX ON ` + name + ` (txid, id)`,
+		}
+	case source.MySQL:
+		ddl = []string{
+			`CREATE TABLE ` + name + ` (id BIGINT PRIMARY KEY, customer VARCHAR(100) NOT NULL, amount DECIMAL(12,2) NOT NULL,
+			  updated_at DATETIME(6) NOT NULL, KEY ix_ts (updated_at, id))`,
 		}
 	case source.SQLServer:
 		ddl = []string{
@@ -453,6 +461,14 @@ func (h Harness) testTypes(t *testing.T) {
 		insert = `INSERT INTO ` + name + ` VALUES (1, 12.50, 1234567890123456789012345678.0123456789, @p1, 0xDEADBEEF, 'A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11', N'{"a": [1, 2]}', NULL, N'grüße "q"', 1.5, 1, 7, 3, 0.25)`
 		args = append(args, civil.DateTimeOf(ts))
 		want = `{"id":1,"d":"12.50","big":"1234567890123456789012345678.0123456789","ts":"2026-04-07T01:23:45.1234567Z","bin":"3q2+7w==","u":"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11","j":"{\"a\": [1, 2]}","n":null,"t":"grüße \"q\"","f":1.5,"b":true,"i4":7,"i2":3,"r":0.25}`
+	case source.MySQL:
+		// The issue's list: DECIMAL(38,10), DATETIME(6), JSON, BINARY(16), VARBINARY, utf8mb4
+		// with an emoji, NULL; j is JSON, which MySQL 8 reports as JSON (raw JSON in a row) and
+		// MariaDB keeps as LONGTEXT (a JSON string in a row: the text exactly as stored).
+		ddl = `CREATE TABLE ` + name + ` (id BIGINT PRIMARY KEY, d DECIMAL(12,2), big DECIMAL(38,10), ts DATETIME(6) NOT NULL, bin BINARY(4), u BINARY(16), j JSON, n INT, t VARCHAR(100) CHARACTER SET utf8mb4, f DOUBLE, b BOOLEAN, i4 INT, i2 SMALLINT, r FLOAT, KEY (ts, id))`
+		insert = `INSERT INTO ` + name + ` VALUES (1, 12.50, 1234567890123456789012345678.0123456789, ?, x'deadbeef', x'a0eebc999c0b4ef8bb6d6bb9bd380a11', '{"a": [1, 2]}', NULL, 'grüße "q" 😀', 1.5, true, 7, 3, 0.25)`
+		args = append(args, ts)
+		want = `{"id":1,"d":"12.50","big":"1234567890123456789012345678.0123456789","ts":"2026-04-07T01:23:45.123456Z","bin":"3q2+7w==","u":"oO68mZwLTvi7bWu5vTgKEQ==","j":"{\"a\": [1, 2]}","n":null,"t":"grüße \"q\" 😀","f":1.5,"b":1,"i4":7,"i2":3,"r":0.25}`
 	default:
 		ddl = `CREATE TABLE ` + name + ` (id INTEGER PRIMARY KEY, d DECIMAL(12,2), big TEXT, ts TEXT NOT NULL, bin BLOB, u TEXT, j TEXT, n INTEGER, t TEXT, f REAL, b BOOLEAN, i4 INT, i2 SMALLINT, r REAL)`
 		insert = `INSERT INTO ` + name + ` VALUES (1, 12.50, '12345678901234567890.0123456789', ?, x'deadbeef', 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', '{"a": [1, 2]}', NULL, 'grüße "q"', 1.5, 1, 7, 3, 0.25)`
@@ -505,8 +521,12 @@ func (h Harness) testTypes(t *testing.T) {
 	if err := b.Rows[0].Decode(&dst); err != nil {
 		t.Fatal(err)
 	}
+	wantU, wantT := "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11", `grüße "q"`
+	if h.Driver == source.MySQL { // a UUID kept in BINARY(16): its 16 bytes
+		wantU, wantT = "\xa0\xee\xbc\x99\x9c\x0b\x4e\xf8\xbb\x6d\x6b\xb9\xbd\x38\x0a\x11", `grüße "q" 😀`
+	}
 	if dst.ID != 1 || dst.D != "12.50" || dst.Float != 12.5 || !dst.TS.Equal(ts) || string(dst.Bin) != "\xde\xad\xbe\xef" ||
-		dst.U != "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11" || dst.N != nil || dst.T != `grüße "q"` || dst.I4 != 7 || dst.I2 != 3 || dst.R != 0.25 {
+		dst.U != wantU || dst.N != nil || dst.T != wantT || dst.I4 != 7 || dst.I2 != 3 || dst.R != 0.25 {
 		t.Fatalf("decoded %+v", dst)
 	}
 
@@ -722,7 +742,7 @@ func (h Harness) testUnreachableRows(t *testing.T) {
 	switch h.Driver {
 	case source.SQLite:
 		h.unreachableSQLite(t)
-	case source.Postgres, source.SQLServer:
+	case source.Postgres, source.SQLServer, source.MySQL:
 		h.unreachableFuture(t)
 	default:
 		t.Skipf("no stamp hazard known for %s", h.Driver)
@@ -830,6 +850,11 @@ func (h Harness) unreachableFuture(t *testing.T) {
 	plus := func(n int, unit string) string {
 		return "DATEADD(" + unit + ", " + fmt.Sprint(n) + ", SYSUTCDATETIME())"
 	}
+	if h.Driver == source.MySQL {
+		plus = func(n int, unit string) string {
+			return fmt.Sprintf("UTC_TIMESTAMP(6) + INTERVAL %d %s", n, strings.ToUpper(unit))
+		}
+	}
 	if h.Driver == source.Postgres {
 		// timestamptz ahead of now is only early (clock skew, read late): not an error.
 		h.exec(t, "INSERT INTO "+table+" (id, customer, amount, updated_at) VALUES (40, 'c', 1, now() + interval '2 hours')")
@@ -864,9 +889,12 @@ func (h Harness) unreachableFuture(t *testing.T) {
 		t.Fatal(err)
 	}
 	var fix string
-	if h.Driver == source.Postgres {
+	switch h.Driver {
+	case source.Postgres:
 		fix = `UPDATE "` + table + `" SET "updated_at" = now() AT TIME ZONE 'UTC' WHERE "updated_at" > (now() AT TIME ZONE 'UTC') + interval '10 minutes'`
-	} else {
+	case source.MySQL:
+		fix = "UPDATE `" + table + "` SET `updated_at` = UTC_TIMESTAMP(6) WHERE `updated_at` > UTC_TIMESTAMP(6) + INTERVAL 10 MINUTE"
+	default:
 		fix = "UPDATE [" + table + "] SET [updated_at] = SYSUTCDATETIME() WHERE [updated_at] > DATEADD(minute, 10, SYSUTCDATETIME())"
 	}
 	h.unreachable(t, r.src.CheckStamps(ctx), def, `{"id":42}`, stamped.Format("2006-01-02T15:04:05.999999"), "local time", fix)
