@@ -20,17 +20,8 @@ import (
 // close. Values are still never spliced into SQL by this package: the driver escapes them.
 type mysqlDialect struct{ common }
 
-func (mysqlDialect) open(dsn string) (*sql.DB, error) {
-	cfg, err := mysqlConfig(dsn)
-	if err != nil {
-		return nil, err
-	}
-	conn, err := mysql.NewConnector(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("the mysql connection string is not usable (%s): %v", redact.DSN(dsn), err)
-	}
-	return sql.OpenDB(conn), nil
-}
+// open: a DSN with fedauth signs in with Entra ID tokens (mysqlentra.go).
+func (mysqlDialect) open(dsn string) (*sql.DB, error) { return openMySQL(dsn, mysqlOpenDeps{}) }
 
 // mysqlConfig parses a go-sql-driver DSN (user:password@tcp(host:3306)/database?param=value) and
 // sets what this package relies on.

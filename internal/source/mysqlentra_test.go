@@ -1,0 +1,341 @@
+package source
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/azconn"
+	"github.com/pseudotrigger/pseudotrigger/internal/redact"
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
+	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
+)
+
+const mysqlEntraHost = "id-app:hunter2@tcp(srv.mysql.database.azure.com:3306)/shop"
+
+func TestMySQLEntraParseDSN(t *testing.T) {
+	for _, c := range []struct {
+		dsn  string
+		want *azconn.Identity // nil: not Entra
+	}{
+		{mysqlEntraHost + "?tls=true", nil},
+		{mysqlEntraHost, nil},
+		{mysqlEntraHost + "?tls=true&fedauth=ActiveDirectoryManagedIdentity&azure_client_id=11111111-2222-3333-4444-555555555555",
+			&azconn.Identity{Credential: "managedidentity", ClientID: "11111111-2222-3333-4444-555555555555"}},
+		{mysqlEntraHost + "?tls=skip-verify&FedAuth=activedirectorymsi", &azconn.Identity{Credential: "managedidentity"}},
+		{"me@contoso.com@tcp(srv.mysql.database.azure.com)/shop?tls=true&fedauth=ActiveDirectoryDefault", &azconn.Identity{}},
+		// preferred keeps TLS and loses its plaintext fallback: checked below.
+		{mysqlEntraHost + "?tls=preferred&fedauth=ActiveDirectoryDefault", &azconn.Identity{}},
+		{mysqlEntraHost + "?tls=true&allowFallbackToPlaintext=true&fedauth=ActiveDirectoryDefault", &azconn.Identity{}},
+	} {
+		cfg, err := mysqlConfig(c.dsn)
+		if err != nil {
+			t.Fatalf("%s: %v", c.dsn, err)
+		}
+		e, err := takeMySQLEntra(cfg, false)
+		if err != nil {
+			t.Errorf("%s: %v", c.dsn, err)
+			continue
+		}
+		if (e == nil) != (c.want == nil) || (e != nil && e.identity != *c.want) {
+			t.Errorf("%s: entra %+v, want %+v", c.dsn, e, c.want)
+		}
+		for k := range cfg.Params {
+			if strings.EqualFold(k, pgFedAuthKey) || strings.EqualFold(k, pgClientIDKey) {
+				t.Errorf("%s: %s would be sent to the server as SET %s", c.dsn, k, k)
+			}
+		}
+		if cfg.Params["time_zone"] != "'+00:00'" || !cfg.ParseTime || !cfg.InterpolateParams {
+			t.Errorf("%s: the dialect's settings are lost: %+v", c.dsn, cfg)
+		}
+		if e == nil {
+			continue
+		}
+		if cfg.TLS == nil || cfg.AllowFallbackToPlaintext {
+			t.Errorf("%s: the token could go in clear: TLS %v, fallback %v", c.dsn, cfg.TLS, cfg.AllowFallbackToPlaintext)
+		}
+		if cfg.User == "" || strings.Contains(cfg.User, "tcp") {
+			t.Errorf("%s: user %q", c.dsn, cfg.User)
+		}
+	}
+}
+
+func TestMySQLEntraParseDSNErrors(t *testing.T) {
+	for dsn, names := range map[string][]string{
+		mysqlEntraHost + "?fedauth=ActiveDirectoryManagedIdentity":                           {"TLS", "fedauth=ActiveDirectoryManagedIdentity", "tls=true"},
+		mysqlEntraHost + "?tls=false&fedauth=ActiveDirectoryDefault":                         {"TLS", `tls="false"`, "fedauth=ActiveDirectoryDefault"},
+		mysqlEntraHost + "?tls=true&fedauth=ActiveDirectoryPassword":                         {`fedauth="ActiveDirectoryPassword"`, "ActiveDirectoryManagedIdentity", "ActiveDirectoryDefault"},
+		mysqlEntraHost + "?tls=true&azure_client_id=abc":                                     {"azure_client_id", "fedauth=ActiveDirectoryManagedIdentity"},
+		mysqlEntraHost + "?tls=true&fedauth=ActiveDirectoryDefault&azure_client_id=abc":      {"azure_client_id", "fedauth=ActiveDirectoryDefault"},
+		mysqlEntraHost + "?tls=true&fedauth=ActiveDirectoryManagedIdentity&azure_client_id=": {"azure_client_id", "empty"},
+		mysqlEntraHost + "?tls=true&fedauth=x&FEDAUTH=ActiveDirectoryMSI":                    {"fedauth", "twice"},
+		"tcp(srv.mysql.database.azure.com:3306)/shop?tls=true&fedauth=ActiveDirectoryMSI":    {"no user", "CREATE AADUSER"},
+	} {
+		cfg, err := mysqlConfig(dsn)
+		if err != nil {
+			t.Fatalf("%s: %v", dsn, err)
+		}
+		_, err = takeMySQLEntra(cfg, false)
+		if err == nil {
+			t.Errorf("%s: accepted", dsn)
+			continue
+		}
+		for _, n := range names {
+			if !strings.Contains(err.Error(), n) {
+				t.Errorf("%s: the error does not say %q: %v", dsn, n, err)
+			}
+		}
+		if strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("%s: the error shows the password: %v", dsn, err)
+		}
+	}
+	// The seam for the local test server lets plaintext through; nothing else does.
+	cfg, _ := mysqlConfig(mysqlEntraHost + "?fedauth=ActiveDirectoryDefault")
+	if e, err := takeMySQLEntra(cfg, true); err != nil || e == nil {
+		t.Errorf("plaintextOK: %v %v", e, err)
+	}
+}
+
+// The Entra keys change neither the fingerprint nor what redaction keeps; a password in the DSN
+// is still redacted.
+func TestMySQLEntraFingerprintAndRedaction(t *testing.T) {
+	def := Definition{Table: Table{Name: "orders"}, Cursor: Cursor{Kind: state.KindTimestampPK, Column: "updated_at"}, PK: []string{"id"}}
+	plain := mysqlEntraHost + "?tls=true"
+	withEntra := plain + "&fedauth=ActiveDirectoryManagedIdentity&azure_client_id=11111111-2222-3333-4444-555555555555"
+	a, err := ParseLocation(MySQL, plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := ParseLocation(MySQL, withEntra)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a != b || Fingerprint(MySQL, a, def) != Fingerprint(MySQL, b, def) {
+		t.Errorf("fedauth changed the location or the fingerprint: %+v vs %+v", a, b)
+	}
+	got := redact.DSN(withEntra)
+	if strings.Contains(got, "hunter2") || !strings.Contains(got, "fedauth=ActiveDirectoryManagedIdentity") ||
+		!strings.Contains(got, "azure_client_id=11111111-2222-3333-4444-555555555555") || !strings.Contains(got, "srv.mysql.database.azure.com") {
+		t.Errorf("redacted: %s", got)
+	}
+	// A UPN as the user, with a password that holds an @: the password goes, the user stays.
+	got = redact.DSN("me@contoso.com:p@ss:w0rd@tcp(srv.mysql.database.azure.com:3306)/shop?tls=true&fedauth=ActiveDirectoryDefault")
+	if strings.Contains(got, "p@ss") || strings.Contains(got, "w0rd") || !strings.Contains(got, "me@contoso.com") {
+		t.Errorf("redacted: %s", got)
+	}
+}
+
+func TestMySQLEntraTokenHook(t *testing.T) {
+	clk := &fakeClock{t: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)}
+	cred := &fakeCredential{now: clk.now, tokens: []string{"tok-A-secret", "tok-B-secret"}, life: time.Hour}
+	e := &mysqlEntra{fedauth: pgManagedIdentity, identity: azconn.Identity{Credential: "managedidentity", ClientID: "cid-1"}}
+	hook := mysqlTokenHook(e, cred, clk.now)
+	connect := func() (string, error) {
+		cfg := mysql.NewConfig()
+		cfg.Passwd = "from-the-dsn"
+		err := hook(context.Background(), cfg)
+		return cfg.Passwd, err
+	}
+
+	if pw, err := connect(); err != nil || pw != "tok-A-secret" {
+		t.Fatalf("first connection: password %q, %v", pw, err)
+	}
+	if len(cred.scopes) != 1 || cred.scopes[0] != MySQLEntraScope || MySQLEntraScope != "https://ossrdbms-aad.database.windows.net/.default" {
+		t.Errorf("scopes %v", cred.scopes)
+	}
+	if cred.deadline.IsZero() || time.Until(cred.deadline) > pgTokenTimeout {
+		t.Errorf("the token request is not bounded: deadline %v", cred.deadline)
+	}
+	clk.add(59 * time.Minute)
+	if pw, err := connect(); err != nil || pw != "tok-A-secret" {
+		t.Fatalf("second connection, token still valid: %q, %v", pw, err)
+	}
+	clk.add(2 * time.Minute) // tok-A has expired
+	if pw, err := connect(); err != nil || pw != "tok-B-secret" {
+		t.Fatalf("connection after expiry: %q, %v", pw, err)
+	}
+	if calls, minted := cred.counts(); calls != 3 || minted != 2 {
+		t.Errorf("every connection asks the credential: %d calls, %d tokens minted; want 3, 2", calls, minted)
+	}
+
+	// A credential that fails, or returns a dead token: the error names fedauth and the
+	// identity, never a token, and the DSN's password is not replaced by a dead one.
+	broken := &fakeCredential{now: clk.now, tokens: []string{"tok-C-secret"}, life: time.Hour, expired: true}
+	cfg := mysql.NewConfig()
+	err := mysqlTokenHook(e, broken, clk.now)(context.Background(), cfg)
+	if !errors.Is(err, errExpiredToken) || cfg.Passwd != "" {
+		t.Fatalf("expired token: %v (password %q)", err, cfg.Passwd)
+	}
+	failing := &fakeCredential{now: clk.now, err: errors.New("ManagedIdentityCredential: no identity endpoint")}
+	err = mysqlTokenHook(e, failing, clk.now)(context.Background(), cfg)
+	if err == nil || !strings.Contains(err.Error(), "no identity endpoint") {
+		t.Fatalf("credential failure: %v", err)
+	}
+	for _, err := range []error{err, mysqlTokenHook(e, broken, clk.now)(context.Background(), cfg)} {
+		msg := err.Error()
+		if strings.Contains(msg, "secret") || !strings.Contains(msg, "mysql") ||
+			!strings.Contains(msg, "fedauth=ActiveDirectoryManagedIdentity") || !strings.Contains(msg, "cid-1") {
+			t.Errorf("error: %s", msg)
+		}
+	}
+}
+
+// Open, the path every poller takes, refuses plaintext with Entra before connecting, naming
+// TLS; the password in the DSN stays hidden.
+func TestMySQLEntraOpenRefusesPlaintext(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := Open(ctx, Config{Poller: "orders", Driver: MySQL,
+		DSN:        "id-app:hunter2@tcp(127.0.0.1:1)/shop?fedauth=ActiveDirectoryManagedIdentity",
+		Definition: Definition{Table: Table{Name: "orders"}, Cursor: Cursor{Kind: state.KindInteger, Column: "id"}, PK: []string{"id"}}})
+	if !errors.Is(err, ErrConnect) || !strings.Contains(err.Error(), "tls=true") || !strings.Contains(err.Error(), `poller "orders"`) ||
+		strings.Contains(err.Error(), "hunter2") {
+		t.Fatalf("Open: %v", err)
+	}
+}
+
+// TestMySQLEntraServer signs in to the real local MariaDB (or MySQL) with tokens as passwords: a
+// user of its own whose password is set to the token the fake credential hands out. The local
+// server has no TLS and its users sign in with mysql_native_password, so the test seam lets the
+// token through in the clear; Azure's plugin asks for mysql_clear_password over TLS instead.
+func TestMySQLEntraServer(t *testing.T) {
+	adminDSN := testenv.MySQL(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	admin, err := sql.Open("mysql", adminDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Close() })
+	acfg, err := mysql.ParseDSN(adminDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	user := fmt.Sprintf("pt_entra_%d", time.Now().UnixNano()%1_000_000_000)
+	account := "'" + user + "'@'%'"
+	setPassword := func(pw string) {
+		t.Helper()
+		if _, err := admin.ExecContext(ctx, "ALTER USER "+account+" IDENTIFIED BY '"+pw+"'"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := admin.ExecContext(ctx, "CREATE USER "+account+" IDENTIFIED BY 'tok-A-secret'"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Exec("DROP USER IF EXISTS " + account) })
+	if _, err := admin.ExecContext(ctx, "GRANT SELECT ON `"+acfg.DBName+"`.* TO "+account); err != nil {
+		t.Fatal(err)
+	}
+
+	ucfg := acfg.Clone()
+	ucfg.User, ucfg.Passwd = user, ""
+	ucfg.Params = map[string]string{"fedauth": pgManagedIdentity, "azure_client_id": "11111111-2222-3333-4444-555555555555"}
+	ucfg.Timeout = 10 * time.Second
+	dsn := ucfg.FormatDSN() // no tls: the local server has none
+
+	// Without taking them out, the driver would send the Entra keys to the server as SET
+	// statements, which it refuses.
+	withPassword := ucfg.Clone()
+	withPassword.Passwd = "tok-A-secret"
+	if raw, err := sql.Open("mysql", withPassword.FormatDSN()); err == nil {
+		err = raw.PingContext(ctx)
+		raw.Close()
+		if err == nil || !strings.Contains(strings.ToLower(err.Error()), "unknown system variable") {
+			t.Errorf("the server took fedauth as a variable: %v", err)
+		}
+	}
+
+	clk := &fakeClock{t: time.Now()}
+	open := func(cred *fakeCredential) *sql.DB {
+		t.Helper()
+		db, err := openMySQL(dsn, mysqlOpenDeps{
+			credential: func(e *mysqlEntra) (azcore.TokenCredential, error) {
+				if e.identity.ClientID != "11111111-2222-3333-4444-555555555555" {
+					t.Errorf("identity %+v", e.identity)
+				}
+				return cred, nil
+			},
+			now:         clk.now,
+			plaintextOK: true,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return db
+	}
+	wrong := open(&fakeCredential{now: clk.now, tokens: []string{"tok-wrong-secret"}, life: time.Hour})
+	err = wrong.PingContext(ctx)
+	if err == nil || !strings.Contains(err.Error(), "Access denied") {
+		t.Fatalf("a wrong token was let in: %v", err)
+	}
+	if strings.Contains(err.Error(), "secret") {
+		t.Errorf("the connection error shows the token: %v", err)
+	}
+
+	cred := &fakeCredential{now: clk.now, tokens: []string{"tok-A-secret", "tok-B-secret"}, life: time.Hour}
+	db := open(cred)
+	conn := func() *sql.Conn {
+		t.Helper()
+		c, err := db.Conn(ctx) // a new connection: the ones before are held
+		if err != nil {
+			t.Fatalf("connect: %v", err)
+		}
+		t.Cleanup(func() { c.Close() })
+		var who, tz string
+		if err := c.QueryRowContext(ctx, "SELECT SUBSTRING_INDEX(CURRENT_USER(), '@', 1), @@session.time_zone").Scan(&who, &tz); err != nil || who != user || tz != "+00:00" {
+			t.Fatalf("current_user %q, time_zone %q, %v", who, tz, err)
+		}
+		return c
+	}
+	first := conn()
+	conn() // token A still valid: the credential's cache hands it out again
+	if calls, minted := cred.counts(); calls != 2 || minted != 1 {
+		t.Fatalf("two connections: %d token calls, %d minted; want 2, 1", calls, minted)
+	}
+
+	// Token A expires; the server takes only B from now on. A new connection gets B.
+	setPassword("tok-B-secret")
+	clk.add(61 * time.Minute)
+	conn()
+	if calls, minted := cred.counts(); calls != 3 || minted != 2 {
+		t.Fatalf("after expiry: %d token calls, %d minted; want 3, 2", calls, minted)
+	}
+	// A session signed in with A stays usable: the server checks the token at sign-in only.
+	var one int
+	if err := first.QueryRowContext(ctx, "SELECT 1").Scan(&one); err != nil {
+		t.Errorf("the first session after its token expired: %v", err)
+	}
+
+	// Without the test seam, tls=preferred keeps TLS and drops its plaintext fallback: this
+	// server has no TLS, so the connection fails where the plain driver would have gone on in
+	// clear with the token.
+	pcfg := ucfg.Clone()
+	pcfg.TLSConfig = "preferred"
+	tlsOnly, err := openMySQL(pcfg.FormatDSN(), mysqlOpenDeps{
+		credential: func(*mysqlEntra) (azcore.TokenCredential, error) { return cred, nil },
+		now:        clk.now,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tlsOnly.Close()
+	if err := tlsOnly.PingContext(ctx); err == nil || !strings.Contains(err.Error(), "TLS") || strings.Contains(err.Error(), "secret") {
+		t.Errorf("tls=preferred with fedauth against a server without TLS: %v", err)
+	}
+
+	// A credential failure fails the connection, naming fedauth and not a token.
+	failing := open(&fakeCredential{now: clk.now, err: errors.New("IMDS unreachable")})
+	err = failing.PingContext(ctx)
+	if err == nil || !strings.Contains(err.Error(), "fedauth=ActiveDirectoryManagedIdentity") || strings.Contains(err.Error(), "secret") {
+		t.Errorf("credential failure: %v", err)
+	}
+}
