@@ -2,7 +2,10 @@ package source
 
 import (
 	"database/sql"
+	"encoding/json"
 	"fmt"
+	"math"
+	"strconv"
 	"strings"
 	"time"
 
@@ -116,4 +119,37 @@ func (mysqlDialect) classify(base string) (class, tsFlavor) {
 
 func (mysqlDialect) uuid(b []byte) (string, error) { return string(b), nil }
 
-func (mysqlDialect) keyCodec(*column) (keyCodec, bool) { return keyCodec{}, false }
+// keyCodec: a BIGINT UNSIGNED key (AUTO_INCREMENT ids often are) can pass the largest int64,
+// where its values come as uint64: the cursor holds the decimal digits either way, and gives
+// back an int64 when the value fits, else a uint64 (the driver binds both exactly). Other
+// columns take the generic codecs.
+func (mysqlDialect) keyCodec(c *column) (keyCodec, bool) {
+	if c.class != classInt || !strings.HasPrefix(strings.ToUpper(c.dbType), "UNSIGNED BIGINT") {
+		return keyCodec{}, false
+	}
+	return unsignedCodec, true
+}
+
+var unsignedCodec = keyCodec{
+	encode: func(v any) (json.RawMessage, error) {
+		switch n := v.(type) {
+		case int64:
+			if n >= 0 {
+				return strconv.AppendInt(nil, n, 10), nil
+			}
+		case uint64:
+			return strconv.AppendUint(nil, n, 10), nil
+		}
+		return nil, fmt.Errorf("an unsigned integer column returned %T %v", v, v)
+	},
+	decode: func(raw json.RawMessage) (any, error) {
+		n, err := strconv.ParseUint(string(raw), 10, 64)
+		if err != nil {
+			return nil, err
+		}
+		if n <= math.MaxInt64 {
+			return int64(n), nil
+		}
+		return n, nil
+	},
+}

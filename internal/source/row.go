@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"strconv"
 	"strings"
@@ -14,8 +15,8 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
-// Row is one source row. Its values are normalized: integers int64, exact numerics as decimal
-// strings, timestamps time.Time in UTC, binary []byte, UUIDs canonical lower-case strings, JSON
+// Row is one source row. Its values are normalized: integers int64 (a MySQL BIGINT UNSIGNED
+// above the largest int64: uint64, exact), exact numerics as decimal strings, timestamps time.Time in UTC, binary []byte, UUIDs canonical lower-case strings, JSON
 // columns json.RawMessage, NULL nil.
 //
 // A Row holds the driver's values and normalizes each one when it is read, so a handler pays
@@ -352,6 +353,8 @@ func assign(f reflect.Value, v any) error {
 			f.SetString(string(x))
 		case int64:
 			f.SetString(strconv.FormatInt(x, 10))
+		case uint64:
+			f.SetString(strconv.FormatUint(x, 10))
 		case float64:
 			f.SetString(strconv.FormatFloat(x, 'g', -1, 64))
 		case bool:
@@ -366,6 +369,11 @@ func assign(f reflect.Value, v any) error {
 		switch x := v.(type) {
 		case int64:
 			n = x
+		case uint64: // MySQL's BIGINT UNSIGNED above the largest int64
+			if x > math.MaxInt64 {
+				return fmt.Errorf("%d overflows %s", x, f.Type())
+			}
+			n = int64(x)
 		case string:
 			var err error
 			if n, err = strconv.ParseInt(x, 10, 64); err != nil {
@@ -409,6 +417,8 @@ func assign(f reflect.Value, v any) error {
 		case float64:
 			f.SetFloat(x)
 		case int64:
+			f.SetFloat(float64(x))
+		case uint64:
 			f.SetFloat(float64(x))
 		case string:
 			g, err := strconv.ParseFloat(x, 64)

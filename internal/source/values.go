@@ -87,6 +87,20 @@ func normalizeErr(c *column, v any) (any, error) {
 		return x, nil
 	}
 	switch c.class {
+	case classInt: // an integer as digits (go-sql-driver's binary protocol, BIGINT UNSIGNED)
+		var s string
+		switch x := v.(type) {
+		case []byte:
+			s = string(x)
+		case string:
+			s = x
+		default:
+			return v, nil
+		}
+		if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+			return n, nil
+		}
+		return strconv.ParseUint(s, 10, 64)
 	case classDecimal:
 		switch x := v.(type) {
 		case string:

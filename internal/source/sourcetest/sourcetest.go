@@ -1,5 +1,6 @@
 // Package sourcetest is the conformance suite every source driver passes: SQLite and
-// PostgreSQL always (scripts/test.sh starts a PostgreSQL), SQL Server when MSSQL_TEST_DSN is set.
+// PostgreSQL always (scripts/test.sh starts a PostgreSQL), MySQL always (scripts/test.sh starts a
+// MariaDB; the GitHub workflow also runs a MySQL 8), SQL Server when MSSQL_TEST_DSN is set.
 package sourcetest
 
 import (
@@ -449,6 +450,7 @@ func (h Harness) testTypes(t *testing.T) {
 	ts := time.Date(2026, 4, 7, 1, 23, 45, 123456000, time.UTC)
 	var ddl, insert, want string
 	args := []any{}
+	cols := []string{"id", "d", "big", "ts", "bin", "u", "j", "n", "t", "f", "b", "i4", "i2", "r"}
 	switch h.Driver {
 	case source.Postgres:
 		ddl = `CREATE TABLE ` + name + ` (id BIGINT PRIMARY KEY, d NUMERIC(12,2), big NUMERIC(38,10), ts TIMESTAMPTZ(6) NOT NULL, bin BYTEA, u UUID, j JSONB, n INT, t TEXT, f DOUBLE PRECISION, b BOOLEAN, i4 INT, i2 SMALLINT, r REAL)`
@@ -462,13 +464,27 @@ func (h Harness) testTypes(t *testing.T) {
 		args = append(args, civil.DateTimeOf(ts))
 		want = `{"id":1,"d":"12.50","big":"1234567890123456789012345678.0123456789","ts":"2026-04-07T01:23:45.1234567Z","bin":"3q2+7w==","u":"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11","j":"{\"a\": [1, 2]}","n":null,"t":"grüße \"q\"","f":1.5,"b":true,"i4":7,"i2":3,"r":0.25}`
 	case source.MySQL:
-		// The issue's list: DECIMAL(38,10), DATETIME(6), JSON, BINARY(16), VARBINARY, utf8mb4
-		// with an emoji, NULL; j is JSON, which MySQL 8 reports as JSON (raw JSON in a row) and
-		// MariaDB keeps as LONGTEXT (a JSON string in a row: the text exactly as stored).
-		ddl = `CREATE TABLE ` + name + ` (id BIGINT PRIMARY KEY, d DECIMAL(12,2), big DECIMAL(38,10), ts DATETIME(6) NOT NULL, bin BINARY(4), u BINARY(16), j JSON, n INT, t VARCHAR(100) CHARACTER SET utf8mb4, f DOUBLE, b BOOLEAN, i4 INT, i2 SMALLINT, r FLOAT, KEY (ts, id))`
-		insert = `INSERT INTO ` + name + ` VALUES (1, 12.50, 1234567890123456789012345678.0123456789, ?, x'deadbeef', x'a0eebc999c0b4ef8bb6d6bb9bd380a11', '{"a": [1, 2]}', NULL, 'grüße "q" 😀', 1.5, true, 7, 3, 0.25)`
-		args = append(args, ts)
-		want = `{"id":1,"d":"12.50","big":"1234567890123456789012345678.0123456789","ts":"2026-04-07T01:23:45.123456Z","bin":"3q2+7w==","u":"oO68mZwLTvi7bWu5vTgKEQ==","j":"{\"a\": [1, 2]}","n":null,"t":"grüße \"q\" 😀","f":1.5,"b":1,"i4":7,"i2":3,"r":0.25}`
+		// The issue's list: DECIMAL(38,10), DATETIME(6) (the cursor), TIMESTAMP(6), JSON,
+		// BINARY(16), VARBINARY, utf8mb4 text with an emoji, NULL, BIGINT UNSIGNED near its
+		// maximum (a JSON number, exact), next to the columns every driver has.
+		//
+		// JSON differs by server. MySQL 8 has a JSON type: go-sql-driver reports it as JSON and
+		// the row carries the value itself ({"a":[1,2]}, as encoding/json writes it). MariaDB's
+		// JSON is an alias of LONGTEXT with a json_valid CHECK: the driver reports TEXT and the
+		// row carries the stored text as a JSON string, exactly, as SQL Server's NVARCHAR JSON
+		// does. Decoding into a json.RawMessage field gives the same bytes on both.
+		ddl = `CREATE TABLE ` + name + ` (id BIGINT PRIMARY KEY, d DECIMAL(12,2), big DECIMAL(38,10), ts DATETIME(6) NOT NULL, bin BINARY(4), u BINARY(16), j JSON, n INT, t VARCHAR(100) CHARACTER SET utf8mb4, f DOUBLE, b BOOLEAN, i4 INT, i2 SMALLINT, r FLOAT,
+		  tz TIMESTAMP(6) NULL, vb VARBINARY(32), ub BIGINT UNSIGNED, KEY (ts, id))`
+		insert = `INSERT INTO ` + name + ` VALUES (1, 12.50, 1234567890123456789012345678.0123456789, ?, x'deadbeef', x'a0eebc999c0b4ef8bb6d6bb9bd380a11', '{"a": [1, 2]}', NULL, 'grüße "q" 😀', 1.5, true, 7, 3, 0.25,
+		  ?, x'00ff10', 18446744073709551610)`
+		args = append(args, ts, mysqlTZ)
+		j := `{"a":[1,2]}`
+		if h.mariaDB(t) {
+			j = `"{\"a\": [1, 2]}"`
+		}
+		want = `{"id":1,"d":"12.50","big":"1234567890123456789012345678.0123456789","ts":"2026-04-07T01:23:45.123456Z","bin":"3q2+7w==","u":"oO68mZwLTvi7bWu5vTgKEQ==","j":` + j + `,"n":null,"t":"grüße \"q\" 😀","f":1.5,"b":1,"i4":7,"i2":3,"r":0.25,` +
+			`"tz":"2026-11-23T23:59:59.000001Z","vb":"AP8Q","ub":18446744073709551610}`
+		cols = append(cols, "tz", "vb", "ub")
 	default:
 		ddl = `CREATE TABLE ` + name + ` (id INTEGER PRIMARY KEY, d DECIMAL(12,2), big TEXT, ts TEXT NOT NULL, bin BLOB, u TEXT, j TEXT, n INTEGER, t TEXT, f REAL, b BOOLEAN, i4 INT, i2 SMALLINT, r REAL)`
 		insert = `INSERT INTO ` + name + ` VALUES (1, 12.50, '12345678901234567890.0123456789', ?, x'deadbeef', 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', '{"a": [1, 2]}', NULL, 'grüße "q"', 1.5, 1, 7, 3, 0.25)`
@@ -481,7 +497,7 @@ func (h Harness) testTypes(t *testing.T) {
 
 	src := h.open(t, source.Definition{
 		Table:     source.Table{Name: name},
-		Columns:   []string{"id", "d", "big", "ts", "bin", "u", "j", "n", "t", "f", "b", "i4", "i2", "r"},
+		Columns:   cols,
 		Cursor:    source.Cursor{Kind: state.KindTimestampPK, Column: "ts"},
 		PK:        []string{"id"},
 		SettleLag: time.Second,
@@ -529,6 +545,9 @@ func (h Harness) testTypes(t *testing.T) {
 		dst.U != wantU || dst.N != nil || dst.T != wantT || dst.I4 != 7 || dst.I2 != 3 || dst.R != 0.25 {
 		t.Fatalf("decoded %+v", dst)
 	}
+	if h.Driver == source.MySQL {
+		h.mysqlTypes(t, b.Rows[0])
+	}
 
 	// The cursor keeps the timestamp's full precision, and resuming from it reads nothing more.
 	var cv string
@@ -541,6 +560,50 @@ func (h Harness) testTypes(t *testing.T) {
 	if more, err := src.Fetch(ctx, b.To, 10); err != nil || len(more.Rows) != 0 {
 		t.Fatalf("after the last row: %v rows, %v", len(more.Rows), err)
 	}
+}
+
+// mysqlTZ is the TIMESTAMP(6) of testTypes' MySQL row: a microsecond past a day's last second.
+var mysqlTZ = time.Date(2026, 11, 23, 23, 59, 59, 1000, time.UTC)
+
+// mysqlTypes decodes the MySQL-only columns of testTypes' row: TIMESTAMP(6) at full precision,
+// VARBINARY's bytes, BIGINT UNSIGNED near its maximum into uint64, string and float64 exactly
+// (and into int64: an overflow error, not a wrapped number), DECIMAL(38,10) as its digits, JSON
+// into a json.RawMessage as the server keeps its text (both: {"a": [1, 2]}).
+func (h Harness) mysqlTypes(t *testing.T, row source.Row) {
+	var dst struct {
+		TZ     time.Time       `db:"tz"`
+		VB     []byte          `db:"vb"`
+		UB     uint64          `db:"ub"`
+		UBText string          `db:"ub"`
+		UBF    float64         `db:"ub"`
+		Big    string          `db:"big"`
+		J      json.RawMessage `db:"j"`
+		T      string          `db:"t"`
+	}
+	if err := row.Decode(&dst); err != nil {
+		t.Fatal(err)
+	}
+	if !dst.TZ.Equal(mysqlTZ) || dst.TZ.Location() != time.UTC || string(dst.VB) != "\x00\xff\x10" ||
+		dst.UB != 18446744073709551610 || dst.UBText != "18446744073709551610" || dst.UBF != 18446744073709551610 ||
+		dst.Big != "1234567890123456789012345678.0123456789" || string(dst.J) != `{"a": [1, 2]}` || dst.T != "grüße \"q\" 😀" {
+		t.Fatalf("decoded %+v", dst)
+	}
+	var signed struct {
+		UB int64 `db:"ub"`
+	}
+	if err := row.Decode(&signed); err == nil || !strings.Contains(err.Error(), "overflows int64") {
+		t.Fatalf("BIGINT UNSIGNED 18446744073709551610 into an int64: %d, %v; want an overflow error", signed.UB, err)
+	}
+}
+
+// mariaDB reports whether the MySQL harness's server is MariaDB (not MySQL).
+func (h Harness) mariaDB(t testing.TB) bool {
+	t.Helper()
+	var v string
+	if err := h.DB.QueryRowContext(ctx, "SELECT VERSION()").Scan(&v); err != nil {
+		t.Fatal(err)
+	}
+	return strings.Contains(strings.ToLower(v), "mariadb")
 }
 
 // testOddIdentifiers: spaces, quotes, brackets and mixed case in table and column names.
