@@ -8,6 +8,11 @@
 # by devhost, which names them.
 #
 #   scripts/dev.sh            settings from local.settings.json (created from the .example)
+#   DEV_DRIVER=mysql DEV_MYSQL_DSN='user:password@tcp(127.0.0.1:3306)/shop' scripts/dev.sh
+#                             the orders table in a MySQL or MariaDB of yours instead of SQLite
+#                             (go-sql-driver/mysql's DSN; the database must exist, the table is
+#                             created when missing): both example pollers read it, under the app
+#                             name local-mysql so that their checkpoints are not SQLite's
 set -euo pipefail
 # shellcheck source=scripts/lib/services.sh
 source "$(dirname "$0")/lib/services.sh"
@@ -20,6 +25,26 @@ if [ ! -f local.settings.json ]; then
   cp local.settings.json.example local.settings.json
   log "created local.settings.json from local.settings.json.example"
 fi
+
+# DEV_DRIVER picks the example's database: SQLite (the default, nothing to install) or a MySQL or
+# MariaDB the developer runs. The environment wins over local.settings.json, in devhost as in
+# Core Tools, so local.settings.json stays as it is.
+case "${DEV_DRIVER:-sqlite}" in
+  sqlite) ;;
+  mysql)
+    [ -n "${DEV_MYSQL_DSN:-}" ] \
+      || die "DEV_DRIVER=mysql needs DEV_MYSQL_DSN, e.g. DEV_MYSQL_DSN='root:password@tcp(127.0.0.1:3306)/shop' (go-sql-driver/mysql's form; the database must exist)"
+    case "$DEV_MYSQL_DSN" in *@tcp\(*\)/* | *@unix\(*\)/*) ;; *)
+      die "DEV_MYSQL_DSN is not go-sql-driver/mysql's form user:password@tcp(host:3306)/database" ;;
+    esac
+    export ORDERS_DB_DRIVER=mysql ORDERS_DB_CONNECTION="$DEV_MYSQL_DSN"
+    export ORDERS_QUEUE_DB_DRIVER=mysql ORDERS_QUEUE_DB_CONNECTION="$DEV_MYSQL_DSN"
+    export POLLER_APP_NAME=${DEV_POLLER_APP_NAME:-local-mysql}
+    # The password stays out of the log: user:REDACTED@tcp(...).
+    log "the orders table is in MySQL: $(printf '%s' "$DEV_MYSQL_DSN" | sed -E 's/^([^:]*):.*@(tcp|unix)\(/\1:REDACTED@\2(/'), app $POLLER_APP_NAME"
+    ;;
+  *) die "DEV_DRIVER=$DEV_DRIVER: use sqlite (the default) or mysql" ;;
+esac
 
 # Azurite's blob service (the checkpoints) and queue service (orders-queue's sink), persisted
 # under .dev/azurite so both survive restarts. Ports 10000 and 10001 are what

@@ -30,7 +30,10 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
 
+	_ "github.com/go-sql-driver/mysql"
 	_ "modernc.org/sqlite"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/redact"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/devhost"
 )
@@ -46,7 +49,7 @@ func run() error {
 	settingsPath := flag.String("settings", "local.settings.json", "the local settings file")
 	examplePath := flag.String("example", "local.settings.json.example", "the settings file's example: keys it sets and the settings file lacks are named and taken from it")
 	handlerPath := flag.String("handler", "bin/handler", "the custom handler binary")
-	writeOrders := flag.Bool("write-orders", false, "keep inserting and updating rows in the SQLite orders table of ORDERS_DB_CONNECTION")
+	writeOrders := flag.Bool("write-orders", false, "keep inserting and updating rows in the orders table of ORDERS_DB_CONNECTION (ORDERS_DB_DRIVER sqlite or mysql)")
 	writerOnly := flag.Bool("writer-only", false, "only write orders (when func start fires the timers)")
 	flag.Parse()
 
@@ -75,31 +78,45 @@ func run() error {
 	var writer *devhost.Writer
 	var wg sync.WaitGroup
 	if *writeOrders || *writerOnly {
-		if values["ORDERS_DB_DRIVER"] != "sqlite" {
-			return errors.New("-write-orders needs ORDERS_DB_DRIVER=sqlite in " + *settingsPath)
+		driver, dsn := values["ORDERS_DB_DRIVER"], values["ORDERS_DB_CONNECTION"]
+		var (
+			db     *sql.DB
+			layout string
+		)
+		switch driver {
+		case "sqlite":
+			if err := os.MkdirAll(filepath.Dir(strings.SplitN(dsn, "?", 2)[0]), 0o755); err != nil {
+				return err
+			}
+			db, err = sql.Open("sqlite", dsn)
+		case "mysql":
+			// A MySQL or MariaDB of the developer's (scripts/dev.sh with DEV_DRIVER=mysql): the
+			// writer signs in with the DSN's password; Entra ID's fedauth is the poller's only.
+			if strings.Contains(strings.ToLower(dsn), "fedauth=") {
+				return errors.New("-write-orders writes with a password: ORDERS_DB_CONNECTION's fedauth (Entra ID) is for the poller; point it at a MySQL with a password user for local runs")
+			}
+			db, err = sql.Open("mysql", dsn)
+			layout = devhost.MySQLTimeLayout
+		default:
+			return errors.New("-write-orders needs ORDERS_DB_DRIVER=sqlite or mysql in " + *settingsPath + " (or the environment)")
 		}
-		dsn := values["ORDERS_DB_CONNECTION"]
-		if err := os.MkdirAll(filepath.Dir(strings.SplitN(dsn, "?", 2)[0]), 0o755); err != nil {
-			return err
-		}
-		db, err := sql.Open("sqlite", dsn)
 		if err != nil {
 			return err
 		}
 		defer db.Close()
-		if err := devhost.CreateOrders(ctx, db); err != nil {
-			return fmt.Errorf("creating the orders table: %w", err)
+		if err := devhost.CreateOrdersFor(ctx, db, driver); err != nil {
+			return fmt.Errorf("creating the orders table: %w", redactedErr(err))
 		}
-		writer = &devhost.Writer{DB: db}
+		writer = &devhost.Writer{DB: db, Layout: layout}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			if err := writer.Run(ctx, 250*time.Millisecond, 20); err != nil && ctx.Err() == nil {
-				fmt.Fprintln(os.Stderr, "devhost: orders writer:", err)
+				fmt.Fprintln(os.Stderr, "devhost: orders writer:", redactedErr(err))
 				stop()
 			}
 		}()
-		fmt.Printf("writing orders to %s (20 every 250 ms, and one update)\n", dsn)
+		fmt.Printf("writing orders to %s %s (20 every 250 ms, and one update)\n", driver, redact.DSN(dsn))
 	}
 	if *writerOnly {
 		<-ctx.Done()
@@ -278,3 +295,6 @@ func waitReady(ctx context.Context, base string, h *exec.Cmd) error {
 	_ = h.Process.Kill()
 	return errors.New("the handler did not answer GET / within 20 s: see .dev/handler.log")
 }
+
+// redactedErr hides what looks like a secret (a DSN's password) in a driver's error.
+func redactedErr(err error) error { return errors.New(redact.Text(err.Error())) }

@@ -16,6 +16,9 @@ const TimeLayout = "2006-01-02T15:04:05.000000Z"
 // Writer keeps inserting and updating orders, as an application would.
 type Writer struct {
 	DB *sql.DB
+	// Layout formats updated_at (in UTC): TimeLayout when empty (SQLite), MySQLTimeLayout for
+	// MySQL.
+	Layout string
 
 	mu     sync.Mutex
 	rows   int64
@@ -23,12 +26,29 @@ type Writer struct {
 }
 
 // CreateOrders creates the example orders table (the same shape as pollers/orders reads on every driver) and its index if
-// they are missing.
-func CreateOrders(ctx context.Context, db *sql.DB) error {
-	_, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS orders (id BIGINT PRIMARY KEY, customer VARCHAR(100) NOT NULL,
+// they are missing, on SQLite.
+func CreateOrders(ctx context.Context, db *sql.DB) error { return CreateOrdersFor(ctx, db, "sqlite") }
+
+// MySQLTimeLayout is how the MySQL orders table is written: a DATETIME(6) literal in UTC.
+const MySQLTimeLayout = "2006-01-02 15:04:05.000000"
+
+// CreateOrdersFor creates the example orders table and its (updated_at, id) index if they are
+// missing, on driver "sqlite" (updated_at TEXT in TimeLayout) or "mysql" (MySQL or MariaDB:
+// updated_at DATETIME(6) in UTC).
+func CreateOrdersFor(ctx context.Context, db *sql.DB, driver string) error {
+	switch driver {
+	case "sqlite":
+		_, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS orders (id BIGINT PRIMARY KEY, customer VARCHAR(100) NOT NULL,
 		amount DECIMAL(12,2) NOT NULL, updated_at TEXT NOT NULL);
 		CREATE INDEX IF NOT EXISTS ix_orders_updated_at_id ON orders (updated_at, id)`)
-	return err
+		return err
+	case "mysql":
+		_, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS orders (id BIGINT PRIMARY KEY, customer VARCHAR(100) NOT NULL,
+		amount DECIMAL(12,2) NOT NULL, updated_at DATETIME(6) NOT NULL DEFAULT (UTC_TIMESTAMP(6)),
+		KEY ix_orders_updated_at_id (updated_at, id))`)
+		return err
+	}
+	return fmt.Errorf("the orders writer supports the drivers sqlite and mysql, not %q", driver)
 }
 
 // Run writes every interval until ctx ends: inserts new orders and updates an existing one.
@@ -52,16 +72,17 @@ func (w *Writer) Run(ctx context.Context, interval time.Duration, perTick int) e
 			return err
 		}
 		now := time.Now().UTC()
+		stamp := now.Format(w.layout())
 		for range perTick {
 			next++
 			amount := fmt.Sprintf("%d.%02d", rng.IntN(500), rng.IntN(100))
-			if _, err := tx.ExecContext(ctx, `INSERT INTO orders VALUES (?, ?, ?, ?)`, next, customers[rng.IntN(len(customers))], amount, now.Format(TimeLayout)); err != nil {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO orders VALUES (?, ?, ?, ?)`, next, customers[rng.IntN(len(customers))], amount, stamp); err != nil {
 				tx.Rollback()
 				return err
 			}
 		}
 		if next > 1 { // an update moves an order to the end of the cursor order
-			if _, err := tx.ExecContext(ctx, `UPDATE orders SET amount = amount + 1, updated_at = ? WHERE id = ?`, now.Format(TimeLayout), 1+rng.Int64N(next-1)); err != nil {
+			if _, err := tx.ExecContext(ctx, `UPDATE orders SET amount = amount + 1, updated_at = ? WHERE id = ?`, stamp, 1+rng.Int64N(next-1)); err != nil {
 				tx.Rollback()
 				return err
 			}
@@ -73,6 +94,13 @@ func (w *Writer) Run(ctx context.Context, interval time.Duration, perTick int) e
 		w.rows, w.newest = next, now
 		w.mu.Unlock()
 	}
+}
+
+func (w *Writer) layout() string {
+	if w.Layout == "" {
+		return TimeLayout
+	}
+	return w.Layout
 }
 
 // Newest returns the number of orders and the newest write's time.
