@@ -4,8 +4,9 @@
 #
 #   scripts/sql-grants.sh IDENTITY_NAME TABLE [TABLE ...]     e.g. id-pseudotrigger-demo dbo.orders
 #   scripts/sql-grants.sh --postgres [--logical] [--no-principal] [--psql] IDENTITY_NAME TABLE [TABLE ...]
+#   scripts/sql-grants.sh --mysql [--client-id ID] [--no-principal] MYSQL_USER DATABASE.TABLE [...]
 #
-# Without options: Azure SQL / SQL Server, then the PostgreSQL statements as comments.
+# Without options: Azure SQL / SQL Server, then the PostgreSQL and MySQL statements as comments.
 # --postgres      only Azure Database for PostgreSQL, runnable: the Entra principal (in the
 #                 postgres database), then USAGE on the schema and SELECT on each table
 # --logical       (PostgreSQL) add ALTER ROLE ... WITH REPLICATION, for the logical cursor
@@ -14,12 +15,26 @@
 #                 come from PGHOST, PGUSER, PGDATABASE (the poller's database), PGPASSWORD and
 #                 PGSSLMODE, e.g. PGPASSWORD=$(az account get-access-token --resource-type
 #                 oss-rdbms --query accessToken -o tsv) for an Entra admin
+# --mysql         only Azure Database for MySQL Flexible Server, runnable (pipe them to mysql):
+#                 the Entra user (CREATE AADUSER, as the server's Microsoft Entra admin), SELECT on
+#                 each table, PROCESS for the commit-safe bound of timestamp+pk (when present). E.g.
+#                 ... | mysql -h srv.mysql.database.azure.com -u admin@contoso.com --ssl-mode=REQUIRED
+#                 --enable-cleartext-plugin --password="$(az account get-access-token --resource-type
+#                 oss-rdbms --query accessToken -o tsv)"
+# --client-id ID  (MySQL) map the user to the managed identity with this client id (a user-assigned
+#                 identity's clientId; the system-assigned identity's application id) instead of
+#                 looking the name up in Microsoft Entra ID
+# --no-principal  (MySQL) the user exists already (made before, or a password user): grants only
 set -euo pipefail
-usage() { sed -n '2,16p' "$0"; exit 2; }
-postgres=0 logical=0 principal=1 run=0
+usage() { sed -n '2,27p' "$0"; exit 2; }
+postgres=0 mysql=0 logical=0 principal=1 run=0 client_id=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --postgres) postgres=1 ;;
+    --mysql) mysql=1 ;;
+    --client-id)
+      [ $# -ge 2 ] || { echo "sql-grants.sh: --client-id needs the identity's client id" >&2; exit 2; }
+      client_id=$2; shift ;;
     --logical) logical=1 ;;
     --no-principal) principal=0 ;;
     --psql) run=1 postgres=1 ;;
@@ -32,7 +47,19 @@ while [ $# -gt 0 ]; do
 done
 [ $# -ge 2 ] || usage
 identity=$1; shift
-if [ "$postgres" = 0 ] && { [ "$logical" = 1 ] || [ "$principal" = 0 ]; }; then
+if [ "$postgres" = 1 ] && [ "$mysql" = 1 ]; then
+  echo "sql-grants.sh: --postgres and --mysql exclude each other" >&2
+  exit 2
+fi
+if [ "$mysql" = 1 ] && [ "$logical" = 1 ]; then
+  echo "sql-grants.sh: --logical is a PostgreSQL option (MySQL has no logical cursor)" >&2
+  exit 2
+fi
+if [ "$mysql" = 0 ] && [ -n "$client_id" ]; then
+  echo "sql-grants.sh: --client-id is a MySQL option: add --mysql" >&2
+  exit 2
+fi
+if [ "$postgres" = 0 ] && [ "$mysql" = 0 ] && { [ "$logical" = 1 ] || [ "$principal" = 0 ]; }; then
   echo "sql-grants.sh: --logical and --no-principal are PostgreSQL options: add --postgres" >&2
   exit 2
 fi
@@ -72,6 +99,47 @@ pg_grants() {
     echo "ALTER ROLE $pg_ident WITH REPLICATION;"
   fi
 }
+
+# MySQL: the user as a string literal, the account it names ('user'@'%', as CREATE AADUSER makes
+# it), and the client id as a literal.
+my_literal="'${identity//\'/\'\'}'"
+my_account="$my_literal@'%'"
+my_client="'${client_id//\'/\'\'}'"
+
+# my_principal prints the statements that make the Entra user, as the server's Microsoft Entra
+# admin: mapped to the client id when --client-id gives one (a managed identity), else looked up
+# by name (the server's identity needs Microsoft Graph read permissions for that).
+my_principal() {
+  if [ -n "$client_id" ]; then
+    echo "SET aad_auth_validate_oids_in_tenant = OFF;"
+    echo "CREATE AADUSER $my_literal IDENTIFIED BY $my_client;"
+  else
+    echo "CREATE AADUSER $my_literal;"
+  fi
+}
+
+# my_grants prints SELECT on each table (DATABASE.TABLE; a bare TABLE is in the database the
+# client has selected) and PROCESS, a global privilege: the timestamp+pk cursor's commit-safe
+# bound, when present, reads the oldest open transaction in information_schema.innodb_trx, which
+# shows nothing without it.
+my_grants() {
+  local table
+  for table in "$@"; do
+    echo "GRANT SELECT ON $table TO $my_account;"
+  done
+  echo "GRANT PROCESS ON *.* TO $my_account;"
+}
+
+if [ "$mysql" = 1 ]; then
+  if [ "$principal" = 1 ]; then
+    echo "-- Azure Database for MySQL Flexible Server, as its Microsoft Entra admin:"
+    my_principal
+  else
+    echo "-- MySQL, as an admin (the user exists):"
+  fi
+  my_grants "$@"
+  exit 0
+fi
 
 if [ "$postgres" = 1 ]; then
   if [ "$run" = 1 ]; then
@@ -120,4 +188,15 @@ cat <<'SQL'
 -- needs REPLICATION (and wal_level=logical on the server). The PostgreSQL DSN then signs in with
 -- the identity's token: user=<IDENTITY_NAME> fedauth=ActiveDirectoryManagedIdentity
 -- azure_client_id=<its client id> sslmode=require (README: Azure Database for PostgreSQL).
+
+-- MySQL (Azure Database for MySQL Flexible Server; scripts/sql-grants.sh --mysql [--client-id ID]
+-- prints these runnable). As the server's Microsoft Entra admin:
+SQL
+my_principal | sed 's/^/--   /'
+my_grants "$@" | sed 's/^/--   /'
+cat <<'SQL'
+-- The tables are DATABASE.TABLE. PROCESS lets the timestamp+pk cursor's commit-safe bound (when
+-- present) see open transactions. The MySQL DSN then signs in with the identity's token:
+-- <IDENTITY_NAME>@tcp(<server>.mysql.database.azure.com:3306)/<database>?tls=true
+-- &fedauth=ActiveDirectoryManagedIdentity&azure_client_id=<its client id> (README: MySQL).
 SQL
