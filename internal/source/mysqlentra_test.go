@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -337,5 +338,68 @@ func TestMySQLEntraServer(t *testing.T) {
 	err = failing.PingContext(ctx)
 	if err == nil || !strings.Contains(err.Error(), "fedauth=ActiveDirectoryManagedIdentity") || strings.Contains(err.Error(), "secret") {
 		t.Errorf("credential failure: %v", err)
+	}
+}
+
+// TestMySQLEntraClearTextTLS runs the path Azure Database for MySQL takes, against a server set up
+// for it by hand: MYSQL_ENTRA_TEST_DSN names a user whose server plugin asks for the password in
+// clear text (mysql_clear_password, as Azure's Entra plugin does; on MariaDB, a user IDENTIFIED
+// VIA pam with pam_use_cleartext_plugin=ON) on a server with TLS, with fedauth and tls in the DSN;
+// MYSQL_ENTRA_TEST_TOKEN is the password that server takes, handed out by a fake credential. The
+// token goes over TLS, in clear text, which the plain driver refuses without
+// allowCleartextPasswords. Skipped unless both are set.
+func TestMySQLEntraClearTextTLS(t *testing.T) {
+	dsn, token := os.Getenv("MYSQL_ENTRA_TEST_DSN"), os.Getenv("MYSQL_ENTRA_TEST_TOKEN")
+	if dsn == "" || token == "" {
+		t.Skip("MYSQL_ENTRA_TEST_DSN and MYSQL_ENTRA_TEST_TOKEN are not set: this test needs a server with TLS and a clear-text password user")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	clk := &fakeClock{t: time.Now()}
+	cred := &fakeCredential{now: clk.now, tokens: []string{token}, life: time.Hour}
+	db, err := openMySQL(dsn, mysqlOpenDeps{
+		credential: func(*mysqlEntra) (azcore.TokenCredential, error) { return cred, nil },
+		now:        clk.now,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	c, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatalf("signing in with the token: %v", err)
+	}
+	defer c.Close()
+	var who, name, tlsVersion string
+	if err := c.QueryRowContext(ctx, "SELECT CURRENT_USER()").Scan(&who); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.QueryRowContext(ctx, "SHOW SESSION STATUS LIKE 'Ssl_version'").Scan(&name, &tlsVersion); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(tlsVersion, "TLS") {
+		t.Errorf("signed in as %s without TLS (Ssl_version %q)", who, tlsVersion)
+	}
+	if calls, _ := cred.counts(); calls == 0 {
+		t.Error("the credential was not asked")
+	}
+
+	// The plain driver, with the token as the password and no allowCleartextPasswords, refuses
+	// the server's clear-text request: the reason openMySQL allows it for fedauth DSNs.
+	cfg, err := mysqlConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	delete(cfg.Params, pgFedAuthKey)
+	delete(cfg.Params, pgClientIDKey)
+	cfg.Passwd = token
+	conn, err := mysql.NewConnector(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := sql.OpenDB(conn)
+	defer plain.Close()
+	if err := plain.PingContext(ctx); !errors.Is(err, mysql.ErrCleartextPassword) {
+		t.Errorf("the plain driver against a clear-text user: %v, want %v", err, mysql.ErrCleartextPassword)
 	}
 }
