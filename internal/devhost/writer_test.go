@@ -55,7 +55,9 @@ func TestWriterMySQL(t *testing.T) {
 	wctx, stop := context.WithTimeout(ctx, 700*time.Millisecond)
 	defer stop()
 	before := time.Now().UTC().Add(-time.Second)
-	if err := w.Run(wctx, 100*time.Millisecond, 5); err != nil {
+	// Run ends with the context; an error from a write the end cut short is not a failure (the
+	// devhost command reads it the same way).
+	if err := w.Run(wctx, 100*time.Millisecond, 5); err != nil && wctx.Err() == nil {
 		t.Fatal(err)
 	}
 	n, newest := w.Newest()
