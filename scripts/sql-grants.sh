@@ -16,8 +16,8 @@
 #                 PGSSLMODE, e.g. PGPASSWORD=$(az account get-access-token --resource-type
 #                 oss-rdbms --query accessToken -o tsv) for an Entra admin
 # --mysql         only Azure Database for MySQL Flexible Server, runnable (pipe them to mysql):
-#                 the Entra user (CREATE AADUSER, as the server's Microsoft Entra admin), SELECT on
-#                 each table, PROCESS for the commit-safe bound of timestamp+pk (when present). E.g.
+#                 the Entra user (CREATE AADUSER, as the server's Microsoft Entra admin) and SELECT
+#                 on each table. E.g.
 #                 ... | mysql -h srv.mysql.database.azure.com -u admin@contoso.com --ssl-mode=REQUIRED
 #                 --enable-cleartext-plugin --password="$(az account get-access-token --resource-type
 #                 oss-rdbms --query accessToken -o tsv)"
@@ -119,15 +119,12 @@ my_principal() {
 }
 
 # my_grants prints SELECT on each table (DATABASE.TABLE; a bare TABLE is in the database the
-# client has selected) and PROCESS, a global privilege: the timestamp+pk cursor's commit-safe
-# bound, when present, reads the oldest open transaction in information_schema.innodb_trx, which
-# shows nothing without it.
+# client has selected): all a poller reads.
 my_grants() {
   local table
   for table in "$@"; do
     echo "GRANT SELECT ON $table TO $my_account;"
   done
-  echo "GRANT PROCESS ON *.* TO $my_account;"
 }
 
 if [ "$mysql" = 1 ]; then
@@ -195,8 +192,7 @@ SQL
 my_principal | sed 's/^/--   /'
 my_grants "$@" | sed 's/^/--   /'
 cat <<'SQL'
--- The tables are DATABASE.TABLE. PROCESS lets the timestamp+pk cursor's commit-safe bound (when
--- present) see open transactions. The MySQL DSN then signs in with the identity's token:
+-- The tables are DATABASE.TABLE. The MySQL DSN then signs in with the identity's token:
 -- <IDENTITY_NAME>@tcp(<server>.mysql.database.azure.com:3306)/<database>?tls=true
 -- &fedauth=ActiveDirectoryManagedIdentity&azure_client_id=<its client id> (README: MySQL).
 SQL
