@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/azconn"
@@ -170,26 +169,12 @@ func takeMySQLParam(params map[string]string, key string) (string, bool, error) 
 }
 
 // mysqlTokenHook returns the BeforeConnect hook: it asks cred for a token (scope
-// MySQLEntraScope) and makes it the connection's password. A failure names fedauth and the
-// identity, never the token.
+// MySQLEntraScope) and makes it the connection's password (see entraToken).
 func mysqlTokenHook(e *mysqlEntra, cred azcore.TokenCredential, now func() time.Time) func(context.Context, *mysql.Config) error {
 	who := e.identity.String()
 	return func(ctx context.Context, cfg *mysql.Config) error {
-		ctx, cancel := context.WithTimeout(ctx, pgTokenTimeout)
-		defer cancel()
-		tok, err := cred.GetToken(ctx, policy.TokenRequestOptions{Scopes: []string{MySQLEntraScope}})
-		if err != nil {
-			return fmt.Errorf("the mysql connection string's %s=%s (%s): cannot get an access token for %s: %w",
-				pgFedAuthKey, e.fedauth, who, MySQLEntraScope, err)
-		}
-		if tok.Token == "" {
-			return fmt.Errorf("the mysql connection string's %s=%s (%s): the credential returned an empty access token", pgFedAuthKey, e.fedauth, who)
-		}
-		if !tok.ExpiresOn.IsZero() && !tok.ExpiresOn.After(now()) {
-			return fmt.Errorf("the mysql connection string's %s=%s (%s): %w (expired at %s)",
-				pgFedAuthKey, e.fedauth, who, errExpiredToken, tok.ExpiresOn.UTC().Format(time.RFC3339))
-		}
-		cfg.Passwd = tok.Token
-		return nil
+		tok, err := entraToken(ctx, cred, "mysql", e.fedauth, who, MySQLEntraScope, now)
+		cfg.Passwd = tok
+		return err
 	}
 }

@@ -185,28 +185,35 @@ func requireTLS(cfg *pgx.ConnConfig, fedauth string) error {
 }
 
 // pgTokenHook returns the BeforeConnect hook: it asks cred for a token (scope
-// PostgresEntraScope) and makes it the connection's password. A failure names fedauth and the
-// identity, never the token.
+// PostgresEntraScope) and makes it the connection's password (see entraToken).
 func pgTokenHook(e *pgEntra, cred azcore.TokenCredential, now func() time.Time) func(context.Context, *pgx.ConnConfig) error {
 	who := e.identity.String()
 	return func(ctx context.Context, cc *pgx.ConnConfig) error {
-		ctx, cancel := context.WithTimeout(ctx, pgTokenTimeout)
-		defer cancel()
-		tok, err := cred.GetToken(ctx, policy.TokenRequestOptions{Scopes: []string{PostgresEntraScope}})
-		if err != nil {
-			return fmt.Errorf("the postgres connection string's %s=%s (%s): cannot get an access token for %s: %w",
-				pgFedAuthKey, e.fedauth, who, PostgresEntraScope, err)
-		}
-		if tok.Token == "" {
-			return fmt.Errorf("the postgres connection string's %s=%s (%s): the credential returned an empty access token", pgFedAuthKey, e.fedauth, who)
-		}
-		if !tok.ExpiresOn.IsZero() && !tok.ExpiresOn.After(now()) {
-			return fmt.Errorf("the postgres connection string's %s=%s (%s): %w (expired at %s)",
-				pgFedAuthKey, e.fedauth, who, errExpiredToken, tok.ExpiresOn.UTC().Format(time.RFC3339))
-		}
-		cc.Password = tok.Token
-		return nil
+		tok, err := entraToken(ctx, cred, "postgres", e.fedauth, who, PostgresEntraScope, now)
+		cc.Password = tok
+		return err
 	}
+}
+
+// entraToken gets an access token for scope from cred, for a new connection of driver's, within
+// pgTokenTimeout. A failure, an empty token and one already expired are errors that name the
+// connection string's fedauth and the identity, never the token.
+func entraToken(ctx context.Context, cred azcore.TokenCredential, driver, fedauth, who, scope string, now func() time.Time) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, pgTokenTimeout)
+	defer cancel()
+	tok, err := cred.GetToken(ctx, policy.TokenRequestOptions{Scopes: []string{scope}})
+	if err != nil {
+		return "", fmt.Errorf("the %s connection string's %s=%s (%s): cannot get an access token for %s: %w",
+			driver, pgFedAuthKey, fedauth, who, scope, err)
+	}
+	if tok.Token == "" {
+		return "", fmt.Errorf("the %s connection string's %s=%s (%s): the credential returned an empty access token", driver, pgFedAuthKey, fedauth, who)
+	}
+	if !tok.ExpiresOn.IsZero() && !tok.ExpiresOn.After(now()) {
+		return "", fmt.Errorf("the %s connection string's %s=%s (%s): %w (expired at %s)",
+			driver, pgFedAuthKey, fedauth, who, errExpiredToken, tok.ExpiresOn.UTC().Format(time.RFC3339))
+	}
+	return tok.Token, nil
 }
 
 // errExpiredToken: the credential returned a token already past its expiry; the server would
