@@ -308,11 +308,11 @@ func TestMySQLKeysetIsARange(t *testing.T) {
 	src := mysqlOpen(t, dsn, source.Definition{Table: source.Table{Name: table}, Columns: []string{"id", "customer", "ts"}, PK: []string{"id"},
 		Cursor: source.Cursor{Kind: state.KindTimestampPK, Column: "ts"}})
 	_, after := src.Queries()
-	if n := strings.Count(after, "?"); n != 5 { // ts, ts, id, the settle lag, the limit
+	if n := strings.Count(after, "?"); n != 6 { // ts, ts, id, the settle lag, the open-transaction bound, the limit
 		t.Fatalf("%d markers in %s", n, after)
 	}
 	at := base.Add(4000 * time.Second)
-	rows, err := db.Query("EXPLAIN "+after, at, at, 4001, 5000000, 100)
+	rows, err := db.Query("EXPLAIN "+after, at, at, 4001, 5000000, time.Now().UTC(), 100)
 	if err != nil {
 		t.Fatalf("EXPLAIN %s: %v", after, err)
 	}

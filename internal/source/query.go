@@ -7,8 +7,8 @@ import (
 )
 
 // queries are the SQL texts one source runs. Arguments, in order: the key values (the *After
-// queries only), boundArgs (the upper bound's argument, if it takes one), and the row limit
-// (fetch only). StampCheck (see CheckStamps) takes one argument, stampArg, and is empty when the
+// queries only), boundArgs (the upper bound's argument, if it takes one), the open-transaction
+// bound (openTrx only) and the row limit (fetch only). StampCheck (see CheckStamps) takes one argument, stampArg, and is empty when the
 // cursor has no stamps to check; stampFix then says how to stamp the column.
 type queries struct {
 	FetchFirst string
@@ -16,6 +16,7 @@ type queries struct {
 	StampCheck string
 	keyOrder   []int // the key values' order in the *After queries' markers (nil: as the keys)
 	boundArgs  []any
+	openTrx    bool // the reads take the open-transaction bound's argument after boundArgs (mysqltrx.go)
 	stampArg   any
 	stampFix   string
 }
@@ -57,6 +58,7 @@ func buildQueries(dl dialect, d Definition, flavor tsFlavor) queries {
 		filter = "(" + f + ")"
 	}
 
+	q := queries{openTrx: openTrxBounded(dl, d)}
 	// render builds one query; after says whether it has the keyset predicate.
 	render := func(after bool) (string, []any) {
 		n := 0
@@ -74,7 +76,11 @@ func buildQueries(dl dialect, d Definition, flavor tsFlavor) queries {
 		if arg != nil {
 			args = []any{arg}
 		}
-		for _, p := range []string{bound, filter} {
+		trx := ""
+		if q.openTrx {
+			trx = qkeys[0] + " < " + next()
+		}
+		for _, p := range []string{bound, trx, filter} {
 			if p != "" {
 				preds = append(preds, p)
 			}
@@ -86,7 +92,6 @@ func buildQueries(dl dialect, d Definition, flavor tsFlavor) queries {
 		limit := next()
 		return dl.limit(cols, from+" ORDER BY "+strings.Join(qkeys, ", "), limit), args
 	}
-	var q queries
 	q.keyOrder = dl.keysetArgs(len(qkeys))
 	q.FetchFirst, q.boundArgs = render(false)
 	q.FetchAfter, _ = render(true)

@@ -50,8 +50,9 @@ type Source struct {
 	keyCols     []string   // their names
 	codecs      []keyCodec // one per key column
 	q           queries
-	flavor      tsFlavor     // how a timestamp cursor compares with the database's clock
-	stream      changeStream // the change-stream cursor kinds' reader; nil for keyset kinds
+	flavor      tsFlavor      // how a timestamp cursor compares with the database's clock
+	stream      changeStream  // the change-stream cursor kinds' reader; nil for keyset kinds
+	openTrx     *openTrxBound // a MySQL timestamp+pk cursor's commit-safe bound (mysqltrx.go); else nil
 }
 
 type column struct {
@@ -79,6 +80,9 @@ func Open(ctx context.Context, cfg Config) (*Source, error) {
 		db:          c.db,
 		fingerprint: Fingerprint(cfg.Driver, c.loc, d),
 		describe:    c.describe,
+	}
+	if ot, ok := c.dl.(openTrxDialect); ok && openTrxBounded(c.dl, d) {
+		s.openTrx = ot.openTrx(cfg.DSN)
 	}
 	if err := s.check(ctx); err != nil {
 		c.db.Close()
@@ -298,7 +302,7 @@ func (s *Source) Waiting(ctx context.Context, after *state.Cursor, limit int) (i
 	if s.stream != nil {
 		return s.stream.waiting(ctx, after, limit)
 	}
-	q, args, err := s.fetchQuery(after, limit)
+	q, args, err := s.fetchQuery(ctx, after, limit)
 	if err != nil {
 		return 0, err
 	}
@@ -318,7 +322,7 @@ func (s *Source) Fetch(ctx context.Context, after *state.Cursor, limit int) (*Ba
 	if s.stream != nil {
 		return s.stream.fetch(ctx, after, limit)
 	}
-	q, args, err := s.fetchQuery(after, limit)
+	q, args, err := s.fetchQuery(ctx, after, limit)
 	if err != nil {
 		return nil, err
 	}
@@ -330,19 +334,39 @@ func (s *Source) Fetch(ctx context.Context, after *state.Cursor, limit int) (*Ba
 }
 
 // fetchQuery returns the query that reads up to limit rows after the cursor, and its arguments.
-func (s *Source) fetchQuery(after *state.Cursor, limit int) (string, []any, error) {
-	if after == nil {
-		return s.q.FetchFirst, append(slices.Clip(s.q.boundArgs), limit), nil
-	}
-	args, err := s.keyArgs(after)
-	if s.q.keyOrder != nil && err == nil {
-		ordered := make([]any, len(s.q.keyOrder))
-		for i, k := range s.q.keyOrder {
-			ordered[i] = args[k]
+func (s *Source) fetchQuery(ctx context.Context, after *state.Cursor, limit int) (string, []any, error) {
+	q, args := s.q.FetchFirst, []any(nil)
+	if after != nil {
+		keys, err := s.keyArgs(after)
+		if err != nil {
+			return "", nil, err
 		}
-		args = ordered
+		q, args = s.q.FetchAfter, keys
+		if s.q.keyOrder != nil {
+			args = make([]any, len(s.q.keyOrder))
+			for i, k := range s.q.keyOrder {
+				args[i] = keys[k]
+			}
+		}
 	}
-	return s.q.FetchAfter, append(append(args, s.q.boundArgs...), limit), err
+	args = append(args, s.q.boundArgs...)
+	if s.openTrx != nil {
+		bound, err := s.openTrx.arg(ctx, s.db)
+		if err != nil {
+			return "", nil, fmt.Errorf("source: poller %q, table %s: %w", s.poller, s.def.Table, err)
+		}
+		args = append(args, bound)
+	}
+	return q, append(args, limit), nil
+}
+
+// OpenTrxBound says how the last read of a MySQL timestamp+pk source was kept behind
+// transactions still open (see OpenTrx); ok is false for other sources and before any read.
+func (s *Source) OpenTrxBound() (o OpenTrx, ok bool) {
+	if s.openTrx == nil {
+		return o, false
+	}
+	return s.openTrx.current()
 }
 
 // FetchKeyOf reads the row with the primary key of c (a row's cursor, as Row.Cursor gives it) as

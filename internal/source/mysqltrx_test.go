@@ -1,0 +1,208 @@
+package source_test
+
+import (
+	"context"
+	"database/sql"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
+	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
+)
+
+// mysqlUser creates a user with only the given grants (on the test database) for the test's
+// length and returns its DSN. (On MySQL 8, whose users sign in with caching_sha2_password, the
+// driver asks the server for its RSA key to send the password over a connection without TLS.)
+func mysqlUser(t *testing.T, db *sql.DB, dsn, grants string) string {
+	t.Helper()
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	user := testenv.Name("u_")
+	mysqlExec(t, db, "CREATE USER '"+user+"'@'%' IDENTIFIED BY 'pw-"+user+"'")
+	t.Cleanup(func() { db.Exec("DROP USER '" + user + "'@'%'") })
+	mysqlExec(t, db, "GRANT "+grants+" ON `"+cfg.DBName+"`.* TO '"+user+"'@'%'")
+	c := cfg.Clone()
+	c.User, c.Passwd = user, "pw-"+user
+	return c.FormatDSN()
+}
+
+// lateCommitTable is a table stamped by the database at statement time, as applications stamp
+// rows: the hazard of a transaction that commits long after its stamp.
+func lateCommitTable(t *testing.T, db *sql.DB) string {
+	return mysqlTable(t, db, "late_", "(id BIGINT PRIMARY KEY, ts DATETIME(6) NOT NULL DEFAULT (UTC_TIMESTAMP(6)), KEY (ts, id))")
+}
+
+// ids reads everything the source has now, from the cursor, and returns the ids and the cursor.
+func readIDs(t *testing.T, src *source.Source, after *state.Cursor) ([]int64, *state.Cursor) {
+	t.Helper()
+	var got []int64
+	for {
+		b, err := src.Fetch(context.Background(), after, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range b.Rows {
+			got = append(got, r.Get("id").(int64))
+		}
+		if len(b.Rows) == 0 {
+			return got, after
+		}
+		after = b.To
+	}
+}
+
+// untilIDs reads until the rows delivered so far are want, or fails at the deadline.
+func untilIDs(t *testing.T, src *source.Source, got []int64, after *state.Cursor, want []int64) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !slices.Equal(got, want) {
+		if time.Now().After(deadline) || len(got) > len(want) || !slices.Equal(got, want[:len(got)]) {
+			t.Fatalf("delivered %v, want %v", got, want)
+		}
+		var more []int64
+		more, after = readIDs(t, src, after)
+		got = append(got, more...)
+	}
+}
+
+// TestMySQLOpenTrxBound: with no settle lag at all, a transaction that stamped a row and stays
+// open holds the read back; a row committed after it, stamped later, waits for it, and both come
+// in stamp order once it commits. The source names the open transaction. A role without PROCESS
+// gets no such bound: it reads the later row at once and the held row, committed later, behind
+// its cursor, is lost (the hazard the bound removes), and the source says why, naming the GRANT.
+func TestMySQLOpenTrxBound(t *testing.T) {
+	db, dsn := mysqlDB(t)
+	table := lateCommitTable(t, db)
+	def := source.Definition{Table: source.Table{Name: table}, Columns: []string{"id", "ts"}, PK: []string{"id"},
+		Cursor: source.Cursor{Kind: state.KindTimestampPK, Column: "ts"}, SettleLag: source.NoSettleLag}
+	src := mysqlOpen(t, dsn, def)
+	weak := mysqlOpen(t, mysqlUser(t, db, dsn, "SELECT"), def)
+
+	mysqlExec(t, db, "INSERT INTO "+table+" VALUES (1, UTC_TIMESTAMP(6) - INTERVAL 10 SECOND)")
+	held, err := db.BeginTx(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Rollback()
+	var thread int64
+	if err := held.QueryRow("SELECT CONNECTION_ID()").Scan(&thread); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := held.Exec("INSERT INTO " + table + " (id) VALUES (2)"); err != nil {
+		t.Fatal(err)
+	}
+	mysqlExec(t, db, "INSERT INTO "+table+" (id) VALUES (3)") // stamped later, committed now
+
+	got, after := readIDs(t, src, nil)
+	if !slices.Equal(got, []int64{1}) {
+		t.Fatalf("with row 2's transaction open, read %v, want [1]", got)
+	}
+	o, ok := src.OpenTrxBound()
+	if !ok || !o.Active || o.OldestThread != thread || o.Reason != "" {
+		t.Fatalf("OpenTrxBound() = %+v, %v; want active, the oldest open transaction connection %d", o, ok, thread)
+	}
+	t.Logf("bound while row 2 is held: %s", o)
+	weakGot, _ := readIDs(t, weak, nil)
+	if !slices.Equal(weakGot, []int64{1, 3}) {
+		t.Fatalf("without PROCESS, read %v; want [1 3] (the hazard: the later row first)", weakGot)
+	}
+	w, ok := weak.OpenTrxBound()
+	if !ok || w.Active || !strings.Contains(w.Reason, "GRANT PROCESS ON *.* TO '") || !strings.Contains(w.String(), "settle lag only") {
+		t.Fatalf("without PROCESS, OpenTrxBound() = %+v, %v; want inactive, naming the GRANT", w, ok)
+	}
+	t.Logf("without PROCESS: %s", w)
+
+	if err := held.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	untilIDs(t, src, got, after, []int64{1, 2, 3})
+}
+
+// TestMySQLOpenTrxStale: innodb_trx read more often than every 100 ms is not refreshed, so it
+// does not list a transaction begun since. The source's own transaction is then missing from it
+// too: the source keeps its last trusted bound (below the held row) instead of trusting the stale
+// list, which would let it read the later row and lose the held one. Once the reads stop, the
+// list is fresh again and both rows come in order.
+func TestMySQLOpenTrxStale(t *testing.T) {
+	db, dsn := mysqlDB(t)
+	table := lateCommitTable(t, db)
+	src := mysqlOpen(t, dsn, source.Definition{Table: source.Table{Name: table}, Columns: []string{"id", "ts"}, PK: []string{"id"},
+		Cursor: source.Cursor{Kind: state.KindTimestampPK, Column: "ts"}, SettleLag: source.NoSettleLag})
+	got, after := readIDs(t, src, nil) // a trusted bound, with nothing open
+	if o, _ := src.OpenTrxBound(); len(got) != 0 || !o.Active {
+		t.Fatalf("read %v, bound %+v; want nothing, an active bound", got, o)
+	}
+	trusted, _ := src.OpenTrxBound()
+
+	// Another session reads innodb_trx every 5 ms, freezing its cache, until stopped.
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer func() { stop(); wg.Wait() }()
+	reads := make(chan struct{}, 1)
+	wg.Go(func() {
+		for ctx.Err() == nil {
+			var n int
+			if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.innodb_trx").Scan(&n); err != nil && ctx.Err() == nil {
+				t.Errorf("reading innodb_trx: %v", err)
+				return
+			}
+			select {
+			case reads <- struct{}{}:
+			default:
+			}
+			t := time.NewTimer(5 * time.Millisecond)
+			select {
+			case <-ctx.Done():
+			case <-t.C:
+			}
+		}
+	})
+	<-reads
+	held, err := db.BeginTx(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Rollback()
+	if _, err := held.Exec("INSERT INTO " + table + " (id) VALUES (1)"); err != nil {
+		t.Fatal(err)
+	}
+	mysqlExec(t, db, "INSERT INTO "+table+" (id) VALUES (2)")
+	// The clock passes row 2's stamp by more than the margin, and the source's next read of
+	// innodb_trx is due: a stale list that trusted would read row 2 now.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		var past bool
+		if err := db.QueryRow("SELECT UTC_TIMESTAMP(6) > (SELECT MAX(ts) FROM " + table + ") + INTERVAL 1500000 MICROSECOND").Scan(&past); err != nil {
+			t.Fatal(err)
+		}
+		if past {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the database clock did not pass the rows' stamps")
+		}
+		time.Sleep(20 * time.Millisecond) // polling the database's clock, with a deadline
+	}
+	got, after = readIDs(t, src, after)
+	o, _ := src.OpenTrxBound()
+	if len(got) != 0 {
+		t.Fatalf("with innodb_trx frozen and row 1 held, read %v (bound %s); want nothing", got, o)
+	}
+	if !o.Active || !o.Bound.Equal(trusted.Bound) || !strings.Contains(o.Reason, "has not been refreshed") {
+		t.Fatalf("bound %+v with innodb_trx frozen; want the trusted one (%v), saying why", o, trusted.Bound)
+	}
+	t.Logf("bound while innodb_trx is frozen: %s", o)
+	stop()
+	wg.Wait()
+	if err := held.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	untilIDs(t, src, got, after, []int64{1, 2})
+}
