@@ -4,7 +4,7 @@
 #
 #   scripts/sql-grants.sh IDENTITY_NAME TABLE [TABLE ...]     e.g. id-pseudotrigger-demo dbo.orders
 #   scripts/sql-grants.sh --postgres [--logical] [--no-principal] [--psql] IDENTITY_NAME TABLE [TABLE ...]
-#   scripts/sql-grants.sh --mysql [--client-id ID] [--no-principal] MYSQL_USER DATABASE.TABLE [...]
+#   scripts/sql-grants.sh --mysql [--client-id ID] [--no-principal] [--no-process] MYSQL_USER DATABASE.TABLE [...]
 #
 # Without options: Azure SQL / SQL Server, then the PostgreSQL and MySQL statements as comments.
 # --postgres      only Azure Database for PostgreSQL, runnable: the Entra principal (in the
@@ -16,8 +16,9 @@
 #                 PGSSLMODE, e.g. PGPASSWORD=$(az account get-access-token --resource-type
 #                 oss-rdbms --query accessToken -o tsv) for an Entra admin
 # --mysql         only Azure Database for MySQL Flexible Server, runnable (pipe them to mysql):
-#                 the Entra user (CREATE AADUSER, as the server's Microsoft Entra admin) and SELECT
-#                 on each table. E.g.
+#                 the Entra user (CREATE AADUSER, as the server's Microsoft Entra admin), SELECT
+#                 on each table and PROCESS (a timestamp+pk cursor reads the open transactions in
+#                 information_schema.innodb_trx to stay behind late commits). E.g.
 #                 ... | mysql -h srv.mysql.database.azure.com -u admin@contoso.com --ssl-mode=REQUIRED
 #                 --enable-cleartext-plugin --password="$(az account get-access-token --resource-type
 #                 oss-rdbms --query accessToken -o tsv)"
@@ -25,9 +26,11 @@
 #                 identity's clientId; the system-assigned identity's application id) instead of
 #                 looking the name up in Microsoft Entra ID
 # --no-principal  (MySQL) the user exists already (made before, or a password user): grants only
+# --no-process    (MySQL) no PROCESS: timestamp+pk pollers are then kept behind late commits by
+#                 their settle lag alone (their status and tick lines say so)
 set -euo pipefail
-usage() { sed -n '2,27p' "$0"; exit 2; }
-postgres=0 mysql=0 logical=0 principal=1 run=0 client_id=""
+usage() { sed -n '2,30p' "$0"; exit 2; }
+postgres=0 mysql=0 logical=0 principal=1 run=0 client_id="" process=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --postgres) postgres=1 ;;
@@ -37,6 +40,7 @@ while [ $# -gt 0 ]; do
       client_id=$2; shift ;;
     --logical) logical=1 ;;
     --no-principal) principal=0 ;;
+    --no-process) process=0 ;;
     --psql) run=1 postgres=1 ;;
     -h | --help) usage ;;
     --) shift; break ;;
@@ -55,8 +59,8 @@ if [ "$mysql" = 1 ] && [ "$logical" = 1 ]; then
   echo "sql-grants.sh: --logical is a PostgreSQL option (MySQL has no logical cursor)" >&2
   exit 2
 fi
-if [ "$mysql" = 0 ] && [ -n "$client_id" ]; then
-  echo "sql-grants.sh: --client-id is a MySQL option: add --mysql" >&2
+if [ "$mysql" = 0 ] && { [ -n "$client_id" ] || [ "$process" = 0 ]; }; then
+  echo "sql-grants.sh: --client-id and --no-process are MySQL options: add --mysql" >&2
   exit 2
 fi
 if [ "$postgres" = 0 ] && [ "$mysql" = 0 ] && { [ "$logical" = 1 ] || [ "$principal" = 0 ]; }; then
@@ -119,12 +123,18 @@ my_principal() {
 }
 
 # my_grants prints SELECT on each table (DATABASE.TABLE; a bare TABLE is in the database the
-# client has selected): all a poller reads.
+# client has selected): all a poller reads; and PROCESS unless --no-process, for the open
+# transactions a timestamp+pk cursor stays behind (information_schema.innodb_trx).
 my_grants() {
   local table
   for table in "$@"; do
     echo "GRANT SELECT ON $table TO $my_account;"
   done
+  if [ "$process" = 1 ]; then
+    echo "-- PROCESS lets timestamp+pk pollers see the open transactions (information_schema.innodb_trx) and stay"
+    echo "-- behind their rows until they commit; without it (--no-process) only the settle lag does."
+    echo "GRANT PROCESS ON *.* TO $my_account;"
+  fi
 }
 
 if [ "$mysql" = 1 ]; then

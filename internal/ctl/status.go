@@ -117,6 +117,13 @@ func statusTable(env Env, rows []Row) error {
 			}
 			fmt.Fprintf(env.Out, "%s: replication slot %s%s\n", r.Poller, text, mark)
 		}
+		if text, weak := pollerstatus.OpenTrxText(r.Probe); text != "" {
+			mark := ""
+			if weak {
+				mark = " (NOT SAFE FROM TRANSACTIONS LONGER THAN THE SETTLE LAG)"
+			}
+			fmt.Fprintf(env.Out, "%s: late commits: %s%s\n", r.Poller, text, mark)
+		}
 		if ops := pollerstatus.OpsText(r.HistoryOps); ops != "" {
 			fmt.Fprintf(env.Out, "%s: changes delivered in the last %d ticks: %s\n", r.Poller, len(r.History), ops)
 		}

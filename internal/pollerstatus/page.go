@@ -106,6 +106,10 @@ type pollerCard struct {
 	// SlotText describes a logical poller's replication slot; SlotBad: past its limit.
 	SlotText string
 	SlotBad  bool
+	// LateCommits says how a MySQL timestamp+pk poller's reads are kept behind late commits
+	// (OpenTrxText); LateCommitsWeak: by the settle lag alone.
+	LateCommits     string
+	LateCommitsWeak bool
 }
 
 // NewPage makes a report ready for the page: one card per poller, most urgent first.
@@ -182,6 +186,7 @@ func NewPage(rep Report) PageData {
 			}
 		}
 		c.SlotText, c.SlotBad = SlotText(r.Slot)
+		c.LateCommits, c.LateCommitsWeak = OpenTrxText(r.Probe)
 		if r.Blocked {
 			d.Blocked++
 		}
@@ -343,6 +348,16 @@ func OpsText(ops map[string]int) string {
 		parts = append(parts, strconv.Itoa(ops[op])+" "+op)
 	}
 	return strings.Join(parts, " · ")
+}
+
+// OpenTrxText says, for pollerctl status and a card, how the probe found a MySQL timestamp+pk
+// poller's reads kept behind late commits ("" for other pollers, or without a probe), and whether
+// by the settle lag alone.
+func OpenTrxText(p *Probe) (string, bool) {
+	if p == nil || p.OpenTrx == nil {
+		return "", false
+	}
+	return p.OpenTrx.String(), !p.OpenTrx.Active
 }
 
 // SlotText describes a logical poller's slot for its card and for pollerctl status ("" when it

@@ -178,6 +178,10 @@ type Probe struct {
 	// Slot is a logical poller's replication slot as the probe read it (also when the probe then
 	// failed); nil for the other cursor kinds, or when it could not be read.
 	Slot *source.SlotState `json:"slot,omitempty"`
+	// OpenTrx is how a MySQL timestamp+pk poller's reads are kept behind late commits, as the
+	// probe's read found it: by the server's open transactions, or by the settle lag alone and
+	// why; nil for the other sources.
+	OpenTrx *source.OpenTrx `json:"open_trx,omitempty"`
 }
 
 // DeadLetters are a poller's dead letters: deadletter/{app}/{poller}/{batch_id}.json.

@@ -31,6 +31,12 @@ type slotReader interface {
 	SlotStatus(ctx context.Context) (source.SlotState, bool, error)
 }
 
+// openTrxReader is the optional look at how a MySQL timestamp+pk source's reads are bounded
+// (source.Source has it).
+type openTrxReader interface {
+	OpenTrxBound() (source.OpenTrx, bool)
+}
+
 // stampChecker is the optional check for rows the cursor can never reach (source.Source has it).
 type stampChecker interface {
 	CheckStamps(ctx context.Context) error
@@ -77,7 +83,13 @@ func ProbeSource(ctx context.Context, src Source, blob string, doc *state.Doc, n
 		if err != nil {
 			return ProbeFailed(err)
 		}
-		return Probe{OK: true, RowsWaiting: b.Rows, LagSeconds: b.LagSeconds(now())}
+		p := Probe{OK: true, RowsWaiting: b.Rows, LagSeconds: b.LagSeconds(now())}
+		if or, ok := src.(openTrxReader); ok {
+			if o, ok := or.OpenTrxBound(); ok {
+				p.OpenTrx = &o
+			}
+		}
+		return p
 	}()
 	p.DurationMS = now().Sub(start).Milliseconds()
 	p.Slot = slot

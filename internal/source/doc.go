@@ -1,7 +1,8 @@
 // Package source reads a SQL table for a poller, in keyset order or from the database's change
 // stream: SQL Server / Azure SQL (go-mssqldb, with Entra ID through its azuread driver),
-// PostgreSQL (pgx, with Entra ID through an azidentity token as the password: pgentra.go) and
-// SQLite (modernc, no cgo).
+// PostgreSQL (pgx, with Entra ID through an azidentity token as the password: pgentra.go),
+// MySQL / MariaDB (go-sql-driver/mysql, Entra ID likewise: mysqlentra.go) and SQLite (modernc,
+// no cgo).
 //
 // A poller declares a Definition: the table, the columns each row carries, the cursor kind and
 // column, the key columns, and optionally a fixed filter written in its Go code. Identifiers are
@@ -26,7 +27,10 @@
 // open are above the bound, and stay unread until they commit. timestamp+pk is safe only when its
 // settle lag (DefaultSettleLag, 10 s, measured on the database's clock) is longer than any write
 // transaction on the table; the conformance suite shows both the case it covers and, with no
-// lag, the row it loses. integer cursors suit append-only tables written in key order.
+// lag, the row it loses. On MySQL a timestamp+pk read is also kept behind the oldest open write
+// transaction, from information_schema.innodb_trx when the role has PROCESS (mysqltrx.go), so it
+// is safe whatever the longest transaction; Source.OpenTrxBound says whether it was. integer
+// cursors suit append-only tables written in key order.
 //
 // On SQLite a timestamp cursor column is TEXT in the fixed-width UTC layout
 // YYYY-MM-DDTHH:MM:SS.ffffffZ, so that text order is time order. On SQL Server datetime2 columns

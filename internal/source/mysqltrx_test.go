@@ -3,6 +3,7 @@ package source_test
 import (
 	"context"
 	"database/sql"
+	osexec "os/exec"
 	"slices"
 	"strings"
 	"sync"
@@ -15,24 +16,6 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 )
-
-// mysqlUser creates a user with only the given grants (on the test database) for the test's
-// length and returns its DSN. (On MySQL 8, whose users sign in with caching_sha2_password, the
-// driver asks the server for its RSA key to send the password over a connection without TLS.)
-func mysqlUser(t *testing.T, db *sql.DB, dsn, grants string) string {
-	t.Helper()
-	cfg, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	user := testenv.Name("u_")
-	mysqlExec(t, db, "CREATE USER '"+user+"'@'%' IDENTIFIED BY 'pw-"+user+"'")
-	t.Cleanup(func() { db.Exec("DROP USER '" + user + "'@'%'") })
-	mysqlExec(t, db, "GRANT "+grants+" ON `"+cfg.DBName+"`.* TO '"+user+"'@'%'")
-	c := cfg.Clone()
-	c.User, c.Passwd = user, "pw-"+user
-	return c.FormatDSN()
-}
 
 // lateCommitTable is a table stamped by the database at statement time, as applications stamp
 // rows: the hazard of a transaction that commits long after its stamp.
@@ -84,7 +67,7 @@ func TestMySQLOpenTrxBound(t *testing.T) {
 	def := source.Definition{Table: source.Table{Name: table}, Columns: []string{"id", "ts"}, PK: []string{"id"},
 		Cursor: source.Cursor{Kind: state.KindTimestampPK, Column: "ts"}, SettleLag: source.NoSettleLag}
 	src := mysqlOpen(t, dsn, def)
-	weak := mysqlOpen(t, mysqlUser(t, db, dsn, "SELECT"), def)
+	weak := mysqlOpen(t, testenv.MySQLUser(t, db, dsn, "SELECT"), def)
 
 	mysqlExec(t, db, "INSERT INTO "+table+" VALUES (1, UTC_TIMESTAMP(6) - INTERVAL 10 SECOND)")
 	held, err := db.BeginTx(context.Background(), nil)
@@ -205,4 +188,48 @@ func TestMySQLOpenTrxStale(t *testing.T) {
 		t.Fatal(err)
 	}
 	untilIDs(t, src, got, after, []int64{1, 2})
+}
+
+// TestMySQLGrantsScript: what `scripts/sql-grants.sh --mysql --no-principal` prints, run as the
+// admin, is all a timestamp+pk poller's user needs: it reads the table, bounded by the open
+// transactions. With --no-process it reads by the settle lag alone, and says so.
+func TestMySQLGrantsScript(t *testing.T) {
+	db, dsn := mysqlDB(t)
+	table := lateCommitTable(t, db)
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mysqlExec(t, db, "INSERT INTO "+table+" VALUES (1, UTC_TIMESTAMP(6) - INTERVAL 1 MINUTE)")
+	for _, c := range []struct {
+		flags  []string
+		active bool
+	}{{nil, true}, {[]string{"--no-process"}, false}} {
+		userDSN := testenv.MySQLUser(t, db, dsn, "USAGE")
+		user, _ := mysql.ParseDSN(userDSN)
+		args := append(append([]string{"../../scripts/sql-grants.sh", "--mysql", "--no-principal"}, c.flags...), user.User, cfg.DBName+"."+table)
+		out, err := osexec.Command("bash", args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("sql-grants.sh %v: %v\n%s", args[1:], err, out)
+		}
+		for stmt := range strings.SplitSeq(string(out), ";\n") {
+			var lines []string
+			for l := range strings.SplitSeq(stmt, "\n") {
+				if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "--") {
+					lines = append(lines, l)
+				}
+			}
+			if len(lines) > 0 {
+				mysqlExec(t, db, strings.Join(lines, " "))
+			}
+		}
+		src := mysqlOpen(t, userDSN, source.Definition{Table: source.Table{Name: table}, Columns: []string{"id", "ts"}, PK: []string{"id"},
+			Cursor: source.Cursor{Kind: state.KindTimestampPK, Column: "ts"}})
+		if got, _ := readIDs(t, src, nil); !slices.Equal(got, []int64{1}) {
+			t.Fatalf("sql-grants.sh %v: read %v", args[1:], got)
+		}
+		if o, ok := src.OpenTrxBound(); !ok || o.Active != c.active {
+			t.Fatalf("sql-grants.sh %v:\n%s\nbound %s; want active %v", args[1:], out, o, c.active)
+		}
+	}
 }

@@ -98,6 +98,9 @@ type Source interface {
 	// SlotRetained is a logical cursor's replication slot's retained WAL at its last read (nil
 	// for the other kinds): every tick's log line carries it, so that an alert sees a stuck poller.
 	SlotRetained() *int64
+	// OpenTrxBound says how a MySQL timestamp+pk source's last read was kept behind late
+	// commits (ok false for other sources).
+	OpenTrxBound() (source.OpenTrx, bool)
 }
 
 var _ Source = (*source.Source)(nil)
@@ -321,6 +324,9 @@ func (t *tickRun) finish(err error) (Summary, error) {
 	}
 	if sum.SlotRetainedBytes != nil {
 		attrs = append(attrs, "slot_retained_bytes", *sum.SlotRetainedBytes)
+	}
+	if o, ok := t.r.Source.OpenTrxBound(); ok {
+		attrs = append(attrs, "late_commit_bound", o.String())
 	}
 	if sum.DeadLettered > 0 {
 		attrs = append(attrs, "dead_lettered", sum.DeadLettered, "dead_letter", sum.DeadLetter)

@@ -1,0 +1,76 @@
+package pollerstatus_test
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"strings"
+	"testing"
+	"time"
+
+	_ "github.com/go-sql-driver/mysql"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/pollerstatus"
+	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
+	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
+)
+
+// TestMySQLProbeShowsLateCommitBound: the probe of a MySQL timestamp+pk poller says how its reads
+// are kept behind late commits, and the page's card and pollerctl's text show it: by the open
+// transactions for a role with PROCESS; by the settle lag alone, marked, with the GRANT to run,
+// for a role without.
+func TestMySQLProbeShowsLateCommitBound(t *testing.T) {
+	dsn := testenv.MySQL(t)
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	table := testenv.Name("probe_")
+	if _, err := db.Exec("CREATE TABLE " + table + " (id BIGINT PRIMARY KEY, ts DATETIME(6) NOT NULL, KEY (ts, id))"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Exec("DROP TABLE " + table) })
+	def := source.Definition{Table: source.Table{Name: table}, Columns: []string{"id", "ts"}, PK: []string{"id"},
+		Cursor: source.Cursor{Kind: state.KindTimestampPK, Column: "ts"}}
+
+	for _, c := range []struct {
+		name string
+		dsn  string
+		weak bool
+		want string
+	}{
+		{"with PROCESS", dsn, false, "open transactions ("},
+		{"without PROCESS", testenv.MySQLUser(t, db, dsn, "SELECT"), true, "settle lag only: the role cannot read information_schema.innodb_trx"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			src, err := source.Open(context.Background(), source.Config{Poller: "orders", Driver: source.MySQL, DSN: c.dsn, Definition: def})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer src.Close()
+			p := pollerstatus.ProbeSource(context.Background(), src, "state/test/orders.json", nil, time.Now)
+			if !p.OK || p.OpenTrx == nil {
+				t.Fatalf("probe %+v: want ok, with open_trx", p)
+			}
+			text, weak := pollerstatus.OpenTrxText(&p)
+			if weak != c.weak || !strings.HasPrefix(text, c.want) || (c.weak && !strings.Contains(text, "GRANT PROCESS ON *.* TO '")) {
+				t.Fatalf("OpenTrxText = %q, %v; want %q..., weak %v", text, weak, c.want, c.weak)
+			}
+			var page bytes.Buffer
+			rep := pollerstatus.Report{App: "test", Pollers: []pollerstatus.Row{{Poller: "orders", Probe: &p}}}
+			if err := pollerstatus.RenderPage(&page, pollerstatus.NewPage(rep)); err != nil {
+				t.Fatal(err)
+			}
+			class := `class="latecommits"`
+			if c.weak {
+				class = `class="latecommits bad"`
+			}
+			if !strings.Contains(page.String(), `<th>late commits</th><td `+class+`>`) {
+				t.Fatalf("the page has no late commits line with %s:\n%s", class, page.String())
+			}
+			t.Logf("%s: %s", c.name, text)
+		})
+	}
+}

@@ -1,0 +1,122 @@
+package tick_test
+
+import (
+	"bytes"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	_ "github.com/go-sql-driver/mysql"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
+	"github.com/pseudotrigger/pseudotrigger/internal/lease"
+	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/store/memstore"
+	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
+	"github.com/pseudotrigger/pseudotrigger/internal/tick"
+	"github.com/pseudotrigger/pseudotrigger/poller"
+)
+
+// lockedBuffer is a log sink the tick and the test share.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// tickLines are the "tick" log lines written so far, decoded.
+func (l *lockedBuffer) tickLines(t *testing.T) []map[string]any {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []map[string]any
+	for line := range strings.SplitSeq(strings.TrimSpace(l.b.String()), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		if m["msg"] == "tick" {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// TestMySQLTickNamesLateCommitBound: a MySQL timestamp+pk poller's tick line says how its reads
+// were kept behind late commits: by the open transactions, naming the one holding the read back
+// while a transaction that stamped a row stays open (the row committed after it waits), and the
+// held row and the later one come, in stamp order, in the tick after it commits.
+func TestMySQLTickNamesLateCommitBound(t *testing.T) {
+	dsn := testenv.MySQL(t)
+	db, err := sql.Open("mysql", dsn+"?parseTime=true&loc=UTC&time_zone=%27%2B00%3A00%27")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	table := testenv.Name("tickbound_")
+	if _, err := db.Exec("CREATE TABLE " + table + " (id BIGINT PRIMARY KEY, ts DATETIME(6) NOT NULL DEFAULT (UTC_TIMESTAMP(6)), KEY (ts, id))"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Exec("DROP TABLE " + table) })
+
+	var logs lockedBuffer
+	rec := &recorder{}
+	p := poller.New("orders", table, poller.TimestampPK, rec.handle, poller.WithColumns("id", "ts"), poller.WithKey("id"),
+		poller.WithCursorColumn("ts"), poller.WithSettleLag(source.NoSettleLag))
+	settings := appsettings.Settings{Driver: source.MySQL, DSN: dsn, SettleLag: source.NoSettleLag, BatchSize: 10,
+		LeaseTTL: lease.DefaultTTL, HeartbeatInterval: lease.DefaultTTL / 4, TickBudget: time.Minute}
+	r, err := tick.Open(ctx, tick.Config{Poller: p, Settings: settings, Store: memstore.New(nil), App: "test", Owner: "o1",
+		Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+
+	held, err := db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Rollback()
+	var thread int64
+	if err := held.QueryRow("SELECT CONNECTION_ID()").Scan(&thread); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := held.Exec("INSERT INTO " + table + " (id) VALUES (1)"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec("INSERT INTO " + table + " (id) VALUES (2)"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Tick(ctx, "held"); err != nil {
+		t.Fatal(err)
+	}
+	lines := logs.tickLines(t)
+	bound, _ := lines[len(lines)-1]["late_commit_bound"].(string)
+	if want := fmt.Sprintf("open transactions (the oldest, connection %d, open ", thread); len(rec.ids) != 0 || !strings.HasPrefix(bound, want) {
+		t.Fatalf("with row 1's transaction open: delivered %v, tick line's late_commit_bound %q, want %q...", rec.ids, bound, want)
+	}
+	t.Logf("tick line while row 1 is held: late_commit_bound=%q", bound)
+	if err := held.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(15 * time.Second); len(rec.ids) < 2; {
+		if time.Now().After(deadline) {
+			t.Fatalf("after the commit, delivered %v", rec.ids)
+		}
+		if _, err := r.Tick(ctx, "after"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rec.ids[0] != 1 || rec.ids[1] != 2 || len(rec.ids) != 2 {
+		t.Fatalf("delivered %v, want [1 2]", rec.ids)
+	}
+}
