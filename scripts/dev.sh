@@ -13,6 +13,10 @@
 #                             (go-sql-driver/mysql's DSN; the database must exist, the table is
 #                             created when missing): both example pollers read it, under the app
 #                             name local-mysql so that their checkpoints are not SQLite's
+#   DEV_DRIVER=mysql scripts/dev.sh
+#                             the same in a throwaway MariaDB started for the run (Debian's
+#                             mariadb-server is installed when missing), on a free port, under the
+#                             app name local-mariadb-PORT (a new server each run, so new checkpoints)
 set -euo pipefail
 # shellcheck source=scripts/lib/services.sh
 source "$(dirname "$0")/lib/services.sh"
@@ -32,8 +36,13 @@ fi
 case "${DEV_DRIVER:-sqlite}" in
   sqlite) ;;
   mysql)
-    [ -n "${DEV_MYSQL_DSN:-}" ] \
-      || die "DEV_DRIVER=mysql needs DEV_MYSQL_DSN, e.g. DEV_MYSQL_DSN='root:password@tcp(127.0.0.1:3306)/shop' (go-sql-driver/mysql's form; the database must exist)"
+    if [ -z "${DEV_MYSQL_DSN:-}" ]; then
+      log "DEV_DRIVER=mysql without DEV_MYSQL_DSN: starting a throwaway MariaDB for this run (gone when it stops) ..."
+      start_mariadb
+      DEV_MYSQL_DSN=$MYSQL_TEST_DSN
+      DEV_POLLER_APP_NAME=${DEV_POLLER_APP_NAME:-local-mariadb-${MYSQL_TEST_DSN##*:}}
+      DEV_POLLER_APP_NAME=${DEV_POLLER_APP_NAME%%)*}
+    fi
     case "$DEV_MYSQL_DSN" in *@tcp\(*\)/* | *@unix\(*\)/*) ;; *)
       die "DEV_MYSQL_DSN is not go-sql-driver/mysql's form user:password@tcp(host:3306)/database" ;;
     esac
