@@ -35,10 +35,10 @@ import (
 // the very statement that reads the list (its text carries a random nonce: a list cached from
 // an earlier read on the same connection shows that read's nonce): then the list was taken after
 // this reader's transaction began, and every transaction begun later stamps later than the
-// bound. A stale list is retried twice, 150 ms apart; past that the last trusted
-// bound is kept (it stays safe, it only lags) for up to openTrxStaleFor, and after that the read
-// is bounded by the settle lag alone, which OpenTrxBound says, with the reason, as it does for a
-// role without PROCESS.
+// bound. A stale list is retried twice, 150 ms apart; past that the last trusted bound is kept
+// (it stays safe, it only lags; before any, nothing is read) while the list has been stale for
+// less than openTrxStaleFor, and after that the read is bounded by the settle lag alone, which
+// OpenTrxBound says, with the reason, as it does for a role without PROCESS.
 //
 // What it does not cover, the settle lag still does: a stamp the application takes before its
 // transaction's first InnoDB statement (the InnoDB transaction begins there, not at BEGIN), and
@@ -51,7 +51,7 @@ import (
 // openTrxMargin is how far below the oldest open transaction's start the bound is kept.
 const openTrxMargin = time.Second
 
-// How often a source reads innodb_trx (each read is four round trips), how long a stale list is
+// How often a process reads innodb_trx per server and user (each read is four round trips), how long a stale list is
 // retried and the last trusted bound kept, and how often a role without PROCESS is retried.
 const (
 	openTrxEvery    = time.Second
@@ -60,8 +60,12 @@ const (
 	openTrxRecheck  = 5 * time.Minute
 )
 
-// openTrxNone is the bound's argument when there is none: after every stamp.
-var openTrxNone = time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)
+// openTrxNone is the bound's argument when there is none: after every stamp; openTrxHeld when
+// no bound is trusted yet: before every stamp (DATETIME's smallest value).
+var (
+	openTrxNone = time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)
+	openTrxHeld = time.Date(1000, 1, 1, 0, 0, 0, 0, time.UTC)
+)
 
 // OpenTrx says how a MySQL timestamp+pk source's last read was kept behind transactions that may
 // still commit (Source.OpenTrxBound).
@@ -87,6 +91,8 @@ func (o OpenTrx) String() string {
 	switch {
 	case !o.Active:
 		return "settle lag only: " + o.Reason
+	case o.Bound.Equal(openTrxHeld):
+		s = "open transactions (none trusted yet)"
 	case o.OldestSeconds > 0 || o.OldestThread > 0:
 		s = fmt.Sprintf("open transactions (the oldest, connection %d, open %d s)", o.OldestThread, o.OldestSeconds)
 	default:
@@ -110,24 +116,40 @@ func openTrxBounded(dl dialect, d Definition) bool {
 	return ok && d.Cursor.Kind == state.KindTimestampPK
 }
 
+// openTrx: the sources of one process that read one server as one user share a bound (one
+// read of innodb_trx a second between them, not one each: every read anyone makes keeps the
+// list from being refreshed). A bound read from a fresh list stays safe for every reader of the
+// server; the user is in the key because a denial is the user's.
 func (mysqlDialect) openTrx(dsn string) *openTrxBound {
-	b := &openTrxBound{}
+	var user, key string
 	if cfg, err := mysqlConfig(dsn); err == nil {
-		b.user = cfg.User
+		user, key = cfg.User, cfg.Net+"|"+strings.ToLower(cfg.Addr)+"|"+cfg.User
 	}
-	return b
+	if key == "" {
+		return &openTrxBound{user: user}
+	}
+	b, _ := sharedOpenTrx.LoadOrStore(key, &openTrxBound{user: user})
+	return b.(*openTrxBound)
 }
+
+// sharedOpenTrx holds the bounds by server and user (see openTrx).
+var sharedOpenTrx sync.Map
 
 // openTrxBound reads and keeps a source's bound. It is safe for concurrent use.
 type openTrxBound struct {
 	user string // the role, for the GRANT a denial names
+	// read and clock are readOpenTrx and the system clock; a unit test gives its own.
+	read  func(ctx context.Context, db *sql.DB) (OpenTrx, bool, error)
+	clock func() time.Time
 
-	mu       sync.Mutex
-	last     OpenTrx   // what the last read used
-	readAt   time.Time // when last was decided (local clock)
-	good     OpenTrx   // the last bound read from a list that was fresh
-	goodAt   time.Time
-	deniedAt time.Time // when the role was found without PROCESS
+	mu     sync.Mutex
+	last   OpenTrx   // what the last read used
+	readAt time.Time // when last was decided (local clock)
+	good   OpenTrx   // the last bound read from a list that was fresh
+	goodAt time.Time
+	// staleSince is when the reads began to find the list stale (zero while it is fresh).
+	staleSince time.Time
+	deniedAt   time.Time // when the role was found without PROCESS
 }
 
 // arg is the bound's argument for a read: the bound, or openTrxNone when there is none. It reads
@@ -136,7 +158,11 @@ type openTrxBound struct {
 func (b *openTrxBound) arg(ctx context.Context, db *sql.DB) (time.Time, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	now := time.Now()
+	read, clock := readOpenTrx, time.Now
+	if b.read != nil {
+		read, clock = b.read, b.clock
+	}
+	now := clock()
 	if !b.readAt.IsZero() && now.Sub(b.readAt) < openTrxEvery ||
 		!b.deniedAt.IsZero() && now.Sub(b.deniedAt) < openTrxRecheck {
 		return b.last.argument(), nil
@@ -147,9 +173,12 @@ func (b *openTrxBound) arg(ctx context.Context, db *sql.DB) (time.Time, error) {
 		err   error
 	)
 	for attempt := 0; ; attempt++ {
-		o, fresh, err = readOpenTrx(ctx, db)
+		o, fresh, err = read(ctx, db)
 		if err != nil || fresh || attempt == 2 {
 			break
+		}
+		if b.read != nil { // a unit test's reads: no pause between them
+			continue
 		}
 		t := time.NewTimer(openTrxRetry)
 		select {
@@ -162,23 +191,32 @@ func (b *openTrxBound) arg(ctx context.Context, db *sql.DB) (time.Time, error) {
 	var me *mysql.MySQLError
 	switch {
 	case errors.As(err, &me) && (me.Number == 1227 || me.Number == 1142 || me.Number == 1044):
-		b.deniedAt = time.Now()
+		b.deniedAt = clock()
 		b.last = OpenTrx{Reason: fmt.Sprintf("the role cannot read information_schema.innodb_trx (MySQL error %d), so transactions longer "+
 			"than the settle lag can commit rows behind the cursor; GRANT PROCESS ON *.* TO %s", me.Number, b.grantee())}
 	case err != nil:
 		return time.Time{}, fmt.Errorf("reading the open transactions (information_schema.innodb_trx): %w", err)
 	case fresh:
-		b.good, b.goodAt, b.last = o, time.Now(), o
-	case !b.goodAt.IsZero() && time.Since(b.goodAt) < openTrxStaleFor:
-		b.last = b.good
-		b.last.Reason = fmt.Sprintf("the bound of %s ago: information_schema.innodb_trx has not been refreshed since "+
-			"(InnoDB refreshes it only after 100 ms without a reader; other sessions read it more often)", time.Since(b.goodAt).Round(time.Second))
+		b.deniedAt = time.Time{}
+		b.good, b.goodAt, b.last, b.staleSince = o, clock(), o, time.Time{}
 	default:
-		b.last = OpenTrx{Reason: fmt.Sprintf("information_schema.innodb_trx has not been refreshed for this reader for %v "+
-			"(InnoDB refreshes it only after 100 ms without a reader; other sessions read it more often), so transactions longer "+
-			"than the settle lag can commit rows behind the cursor", openTrxStaleFor)}
+		b.deniedAt = time.Time{}
+		if b.staleSince.IsZero() {
+			b.staleSince = clock()
+		}
+		why := "information_schema.innodb_trx has not been refreshed for this reader (InnoDB refreshes it only after 100 ms without a reader; other sessions read it more often)"
+		switch {
+		case clock().Sub(b.staleSince) >= openTrxStaleFor:
+			b.last = OpenTrx{Reason: fmt.Sprintf("%s for %v, so transactions longer than the settle lag can commit rows behind the cursor",
+				why, clock().Sub(b.staleSince).Round(time.Second))}
+		case b.goodAt.IsZero(): // nothing trusted yet: nothing is read until a fresh list comes
+			b.last = OpenTrx{Active: true, Bound: openTrxHeld, Reason: "no bound trusted yet, rows wait: " + why}
+		default:
+			b.last = b.good
+			b.last.Reason = fmt.Sprintf("the bound of %s ago: %s", clock().Sub(b.goodAt).Round(time.Second), why)
+		}
 	}
-	b.readAt = time.Now()
+	b.readAt = clock()
 	return b.last.argument(), nil
 }
 
