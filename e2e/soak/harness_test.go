@@ -16,7 +16,6 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/memstore"
-	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 	"github.com/pseudotrigger/pseudotrigger/internal/tick"
 	"github.com/pseudotrigger/pseudotrigger/poller"
 )
@@ -38,8 +37,33 @@ type scenario struct {
 	name    string
 	kind    string        // state.KindXID, KindTimestampPK or KindInteger
 	lag     time.Duration // the source's SettleLag (source.NoSettleLag: none)
+	bound   bound         // what keeps the source's reads behind transactions still open
 	updates bool          // writers also update rows they committed earlier
 	expect  expectation
+}
+
+// bound is what the source's reads are kept behind, as the scenario sets it up. On MySQL it is
+// the poller's role that decides between the two timestamp bounds: with the PROCESS privilege
+// the source reads the server's open transactions, without it the settle lag is all it has.
+type bound int
+
+const (
+	boundNone    bound = iota // integer: no upper bound at all
+	boundXmin                 // xid: the oldest open transaction (PostgreSQL's snapshot xmin)
+	boundLag                  // timestamp+pk: the database's clock minus the settle lag, and nothing else
+	boundOpenTrx              // timestamp+pk on MySQL: the settle lag and the open write transactions
+)
+
+func (b bound) String() string {
+	switch b {
+	case boundXmin:
+		return "xmin (open transactions)"
+	case boundLag:
+		return "settle lag only"
+	case boundOpenTrx:
+		return "open transactions + settle lag"
+	}
+	return "none"
 }
 
 type expectation int
@@ -100,6 +124,13 @@ type result struct {
 	ticks       int
 	batches     int
 	elapsed     time.Duration
+	// openTrx is what the source said of its last read's open-transaction bound
+	// (Source.OpenTrxBound), openTrxOK whether it has one (MySQL timestamp+pk), and openTrxActive
+	// and openTrxReads how many of the ticks that read it found it active.
+	openTrx       source.OpenTrx
+	openTrxOK     bool
+	openTrxActive int
+	openTrxReads  int
 }
 
 // commitLog is what the writers of a scenario committed and rolled back.
@@ -136,36 +167,78 @@ func (r *recorder) handle(_ context.Context, b *poller.Batch[poller.Row]) error 
 	return nil
 }
 
-// run creates the scenario's schema, runs the writers and the poller, lets everything settle and
+// database is what the soak needs of one kind of server: the scenario's table, the statements
+// the writers run, and the source's bound as SQL. postgres_test.go and mysql_test.go have one
+// each.
+type database interface {
+	// String names the server for the report.
+	String() string
+	// db is the connection the writers and the checks use (all privileges).
+	db() *sql.DB
+	// create makes the scenario's table, and registers its removal with cleanup.
+	create(ctx context.Context, s scenario, cleanup func(func())) (*table, error)
+	// insert and update write one row in tx and return its new state: update counts its
+	// version up, and the row's cursor columns are taken as applications take them.
+	insert(ctx context.Context, tx *sql.Tx, t *table, writer int, payload string) (rowKey, error)
+	update(ctx context.Context, tx *sql.Tx, t *table, id int64, payload string) (rowKey, error)
+	// settled reports whether every row of the table is inside the source's upper bound, so that
+	// ticking until idle reads everything the source will ever read. src is the poller's source,
+	// still ticking.
+	settled(ctx context.Context, t *table, s scenario, src tick.Source) (bool, error)
+	// missed is the query reading the given rows' id, version, writer and a description of their
+	// cursor value, and its arguments.
+	missed(t *table, kind string, ids []int64) (string, []any)
+}
+
+// table is one scenario's table, as the writers and the poller name it.
+type table struct {
+	quoted  string   // quoted (and schema-qualified when it needs to be), for the writers' SQL
+	name    string   // the poller's table
+	schema  string   // the poller's schema ("": the connection's)
+	columns []string // the poller's columns
+	driver  string   // the source's driver
+	dsn     string   // the poller's DSN: its role decides the bound on MySQL
+}
+
+// run creates the scenario's table, runs the writers and the poller, lets everything settle and
 // compares what was delivered with what was committed.
-func (s scenario) run(ctx context.Context, db *sql.DB, dsn string, w workload, seed uint64, cleanup func(func())) (*result, error) {
+func (s scenario) run(ctx context.Context, d database, w workload, seed uint64, cleanup func(func())) (*result, error) {
 	started := time.Now()
 	res := &result{seed: seed}
-	schema := testenv.Name("soak_")
-	table, err := createTable(ctx, db, schema)
+	tbl, err := d.create(ctx, s, cleanup)
 	if err != nil {
-		return res, err
+		return res, fmt.Errorf("scenario %s: %w", s.name, err)
 	}
-	cleanup(func() { _, _ = db.ExecContext(context.Background(), `DROP SCHEMA "`+schema+`" CASCADE`) })
 
 	column := map[string]string{state.KindXID: "txid", state.KindTimestampPK: "updated_at", state.KindInteger: "id"}[s.kind]
 	if column == "" {
 		return res, fmt.Errorf("scenario %s: cursor kind %q is not soaked", s.name, s.kind)
 	}
 	rec := &recorder{delivered: map[rowKey]int{}}
-	p := poller.New("soak", "events", poller.CursorKind(s.kind), rec.handle, poller.WithSchema(schema),
-		poller.WithColumns("id", "version", "writer", "updated_at", "txid"), poller.WithKey("id"), poller.WithCursorColumn(column))
-	runner, err := tick.Open(ctx, tick.Config{Poller: p, Store: memstore.New(nil), App: "soak", Owner: "soak/" + schema,
-		Settings: appsettings.Settings{Driver: source.Postgres, DSN: dsn, BatchSize: w.batchSize, LeaseTTL: lease.DefaultTTL,
+	opts := []poller.Option{poller.WithColumns(tbl.columns...), poller.WithKey("id"), poller.WithCursorColumn(column)}
+	if tbl.schema != "" {
+		opts = append(opts, poller.WithSchema(tbl.schema))
+	}
+	p := poller.New("soak", tbl.name, poller.CursorKind(s.kind), rec.handle, opts...)
+	runner, err := tick.Open(ctx, tick.Config{Poller: p, Store: memstore.New(nil), App: "soak", Owner: "soak/" + tbl.name,
+		Settings: appsettings.Settings{Driver: tbl.driver, DSN: tbl.dsn, BatchSize: w.batchSize, LeaseTTL: lease.DefaultTTL,
 			HeartbeatInterval: lease.DefaultTTL / 4, TickBudget: 2 * time.Second, SettleLag: s.lag}})
 	if err != nil {
 		return res, fmt.Errorf("scenario %s: opening the source: %w", s.name, err)
 	}
 	defer runner.Close()
+	// The poller goroutine and, after it stops, the settling loop tick: one at a time.
 	tickOnce := func() (tick.Outcome, error) {
 		sum, err := runner.Tick(ctx, "")
 		res.ticks++
 		res.batches += sum.Batches
+		if o, ok := runner.Source.OpenTrxBound(); ok {
+			res.openTrx, res.openTrxOK = o, true
+			res.openTrxReads++
+			if o.Active {
+				res.openTrxActive++
+			}
+		}
 		if err != nil {
 			return sum.Outcome, fmt.Errorf("scenario %s: tick %d: %w", s.name, res.ticks, err)
 		}
@@ -213,7 +286,7 @@ func (s scenario) run(ctx context.Context, db *sql.DB, dsn string, w workload, s
 	var wg sync.WaitGroup
 	for i := range w.writers {
 		wr := &writer{
-			id: i + 1, db: db, table: table, w: w, updates: s.updates, log: log,
+			id: i + 1, d: d, table: tbl, w: w, updates: s.updates, log: log,
 			rng: rand.New(rand.NewPCG(seed, uint64(i))),
 		}
 		wg.Go(func() { errs[i] = wr.run(ctx, until) })
@@ -223,9 +296,10 @@ func (s scenario) run(ctx context.Context, db *sql.DB, dsn string, w workload, s
 		return res, fmt.Errorf("scenario %s: writers: %w", s.name, err)
 	}
 
-	// Settle: wait until every row is inside the source's bound, then tick until a tick is idle.
+	// Settle: wait until every row is inside the source's bound (the poller keeps ticking, so a
+	// bound the source reads from the server moves on), then tick until a tick is idle.
 	if err := waitFor(ctx, s.effectiveLag()+w.settle, 50*time.Millisecond, "every row inside the source's upper bound", func() (bool, error) {
-		return settled(ctx, db, table, s)
+		return d.settled(ctx, tbl, s, runner.Source)
 	}); err != nil {
 		return res, fmt.Errorf("scenario %s: %w", s.name, err)
 	}
@@ -247,7 +321,7 @@ func (s scenario) run(ctx context.Context, db *sql.DB, dsn string, w workload, s
 	}
 
 	// Compare with the truth.
-	truth, err := readTruth(ctx, db, table)
+	truth, err := readTruth(ctx, d.db(), tbl)
 	if err != nil {
 		return res, fmt.Errorf("scenario %s: %w", s.name, err)
 	}
@@ -277,70 +351,16 @@ func (s scenario) run(ctx context.Context, db *sql.DB, dsn string, w workload, s
 		}
 	}
 	slices.Sort(res.phantoms)
-	if res.missed, err = describeMissed(ctx, db, table, s.kind, missedIDs, log.held); err != nil {
+	if res.missed, err = describeMissed(ctx, d, tbl, s.kind, missedIDs, log.held); err != nil {
 		return res, fmt.Errorf("scenario %s: %w", s.name, err)
 	}
 	res.elapsed = time.Since(started)
 	return res, nil
 }
 
-// createTable creates schema.events: a bigserial key, a version that an update trigger counts
-// up, and the cursor columns as applications fill them: the timestamp at statement time, the
-// transaction id of the writing transaction. The trigger sets both on update too.
-func createTable(ctx context.Context, db *sql.DB, schema string) (string, error) {
-	q := `"` + schema + `"`
-	table := q + ".events"
-	for _, stmt := range []string{
-		`CREATE SCHEMA ` + q,
-		`CREATE TABLE ` + table + ` (
-			id         BIGSERIAL PRIMARY KEY,
-			version    BIGINT NOT NULL DEFAULT 1,
-			writer     BIGINT NOT NULL,
-			payload    TEXT NOT NULL,
-			updated_at TIMESTAMPTZ(6) NOT NULL DEFAULT clock_timestamp(),
-			txid       XID8 NOT NULL DEFAULT pg_current_xact_id())`,
-		`CREATE INDEX ON ` + table + ` (updated_at, id)`,
-		`CREATE INDEX ON ` + table + ` (txid, id)`,
-		`CREATE FUNCTION ` + q + `.touch() RETURNS trigger LANGUAGE plpgsql AS $$
-		BEGIN
-			NEW.version    := OLD.version + 1;
-			NEW.updated_at := clock_timestamp();
-			NEW.txid       := pg_current_xact_id();
-			RETURN NEW;
-		END $$`,
-		`CREATE TRIGGER touch BEFORE UPDATE ON ` + table + ` FOR EACH ROW EXECUTE FUNCTION ` + q + `.touch()`,
-	} {
-		if _, err := db.ExecContext(ctx, stmt); err != nil {
-			return "", fmt.Errorf("creating the soak table in schema %s: %w", schema, err)
-		}
-	}
-	return table, nil
-}
-
-// settled reports whether every row of the table is inside the source's upper bound, so that
-// ticking until idle reads everything the source will ever read.
-func settled(ctx context.Context, db *sql.DB, table string, s scenario) (bool, error) {
-	var q string
-	var args []any
-	switch s.kind {
-	case state.KindXID:
-		q = `SELECT NOT EXISTS (SELECT 1 FROM ` + table + ` WHERE txid >= pg_snapshot_xmin(pg_current_snapshot()))`
-	case state.KindTimestampPK:
-		q = `SELECT NOT EXISTS (SELECT 1 FROM ` + table + ` WHERE updated_at >= now() - make_interval(secs => $1))`
-		args = []any{s.effectiveLag().Seconds()}
-	default:
-		return true, nil // no bound
-	}
-	var ok bool
-	if err := db.QueryRowContext(ctx, q, args...).Scan(&ok); err != nil {
-		return false, fmt.Errorf("checking whether the rows are inside the bound: %w", err)
-	}
-	return ok, nil
-}
-
 // readTruth returns every row's id and latest committed version.
-func readTruth(ctx context.Context, db *sql.DB, table string) (map[int64]int64, error) {
-	rows, err := db.QueryContext(ctx, `SELECT id, version FROM `+table)
+func readTruth(ctx context.Context, db *sql.DB, t *table) (map[int64]int64, error) {
+	rows, err := db.QueryContext(ctx, `SELECT id, version FROM `+t.quoted)
 	if err != nil {
 		return nil, fmt.Errorf("reading the committed rows: %w", err)
 	}
@@ -360,18 +380,12 @@ func readTruth(ctx context.Context, db *sql.DB, table string) (map[int64]int64, 
 }
 
 // describeMissed reads the missed rows' cursor values and joins what their writers measured.
-func describeMissed(ctx context.Context, db *sql.DB, table, kind string, ids []int64, held map[rowKey]time.Duration) ([]missedRow, error) {
+func describeMissed(ctx context.Context, d database, t *table, kind string, ids []int64, held map[rowKey]time.Duration) ([]missedRow, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	cursor := `''`
-	switch kind {
-	case state.KindTimestampPK:
-		cursor = `'updated_at ' || to_char(updated_at AT TIME ZONE 'UTC', 'HH24:MI:SS.US')`
-	case state.KindXID:
-		cursor = `'txid ' || txid::text`
-	}
-	rows, err := db.QueryContext(ctx, `SELECT id, version, writer, `+cursor+` FROM `+table+` WHERE id = ANY($1) ORDER BY id`, ids)
+	q, args := d.missed(t, kind, ids)
+	rows, err := d.db().QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("reading the missed rows: %w", err)
 	}
@@ -394,8 +408,8 @@ func describeMissed(ctx context.Context, db *sql.DB, table, kind string, ids []i
 // writer runs transactions against one scenario's table until its time is up.
 type writer struct {
 	id      int
-	db      *sql.DB
-	table   string
+	d       database
+	table   *table
 	w       workload
 	updates bool
 	log     *commitLog
@@ -434,7 +448,7 @@ func (wr *writer) txn(ctx context.Context) error {
 	rollback := wr.rng.Float64() < wr.w.rollback
 
 	begin := time.Now()
-	tx, err := wr.db.BeginTx(ctx, nil)
+	tx, err := wr.d.db().BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
@@ -452,15 +466,13 @@ func (wr *writer) txn(ctx context.Context) error {
 		start := time.Now()
 		var k rowKey
 		insert := !wr.updates || len(wr.mine) == 0 || wr.rng.Float64() >= wr.w.update
+		payload := fmt.Sprintf("w%d-%d", wr.id, wr.rng.Uint32())
 		if insert {
-			err = tx.QueryRowContext(ctx, `INSERT INTO `+wr.table+` (writer, payload) VALUES ($1, $2) RETURNING id, version`,
-				wr.id, fmt.Sprintf("w%d-%d", wr.id, wr.rng.Uint32())).Scan(&k.id, &k.version)
+			k, err = wr.d.insert(ctx, tx, wr.table, wr.id, payload)
 		} else {
 			// Only this writer's own rows: writers never wait on each other's row locks, so a
 			// transaction stays open exactly as long as its writer means it to.
-			id := wr.mine[wr.rng.IntN(len(wr.mine))]
-			err = tx.QueryRowContext(ctx, `UPDATE `+wr.table+` SET payload = $1 WHERE id = $2 RETURNING id, version`,
-				fmt.Sprintf("w%d-%d", wr.id, wr.rng.Uint32()), id).Scan(&k.id, &k.version)
+			k, err = wr.d.update(ctx, tx, wr.table, wr.mine[wr.rng.IntN(len(wr.mine))], payload)
 		}
 		if err != nil {
 			return fmt.Errorf("insert=%v: %w", insert, err)

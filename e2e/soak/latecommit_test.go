@@ -54,13 +54,13 @@ func newWorkload(t *testing.T) workload {
 func scenarios(w workload) []scenario {
 	above, below := 3*w.maxTxn, w.maxTxn/10
 	return []scenario{
-		{name: "xid", kind: state.KindXID, updates: true, expect: missNothing},
-		{name: "timestamp+pk_lag_above_txn", kind: state.KindTimestampPK, lag: above, updates: true, expect: missNothing},
-		{name: "timestamp+pk_lag_below_txn", kind: state.KindTimestampPK, lag: below, updates: true, expect: missSomething},
+		{name: "xid", kind: state.KindXID, bound: boundXmin, updates: true, expect: missNothing},
+		{name: "timestamp+pk_lag_above_txn", kind: state.KindTimestampPK, lag: above, bound: boundLag, updates: true, expect: missNothing},
+		{name: "timestamp+pk_lag_below_txn", kind: state.KindTimestampPK, lag: below, bound: boundLag, updates: true, expect: missSomething},
 		// The source bounds integer cursors by nothing, so a settle lag, however long, changes
 		// nothing: a sequence value taken early and committed late falls behind the cursor.
-		{name: "integer_lag_above_txn", kind: state.KindInteger, lag: above, expect: missSomething},
-		{name: "integer_lag_below_txn", kind: state.KindInteger, lag: below, expect: reportOnly},
+		{name: "integer_lag_above_txn", kind: state.KindInteger, lag: above, bound: boundNone, expect: missSomething},
+		{name: "integer_lag_below_txn", kind: state.KindInteger, lag: below, bound: boundNone, expect: reportOnly},
 	}
 }
 
@@ -78,7 +78,12 @@ func TestLateCommit(t *testing.T) {
 		t.Fatalf("connecting to %s: %v", redact.DSN(dsn), err)
 	}
 
-	scs := scenarios(w)
+	soak(t, postgres{conn: db, dsn: dsn}, w, scenarios(w))
+}
+
+// soak runs every scenario at once on d, reports them in one table and then checks each in a
+// subtest.
+func soak(t *testing.T, d database, w workload, scs []scenario) {
 	results := make([]*result, len(scs))
 	errs := make([]error, len(scs))
 	var cleanupMu sync.Mutex
@@ -87,11 +92,11 @@ func TestLateCommit(t *testing.T) {
 	var wg sync.WaitGroup
 	for i, s := range scs {
 		seed := rand.Uint64()
-		wg.Go(func() { results[i], errs[i] = s.run(t.Context(), db, dsn, w, seed, cleanup) })
+		wg.Go(func() { results[i], errs[i] = s.run(t.Context(), d, w, seed, cleanup) })
 	}
 	wg.Wait()
 
-	report := renderReport(w, scs, results, errs, time.Since(started))
+	report := renderReport(d, w, scs, results, errs, time.Since(started))
 	t.Log("\n" + report)
 	if path := os.Getenv(reportVar); path != "" {
 		if err := appendReport(path, report); err != nil {
@@ -125,7 +130,11 @@ func check(t *testing.T, w workload, s scenario, r *result) {
 	lag := s.effectiveLag()
 	switch s.expect {
 	case missNothing:
-		if s.kind == state.KindTimestampPK && r.longestHold >= lag {
+		if s.bound == boundOpenTrx && r.longestHold <= lag {
+			t.Errorf("no write was committed more than the settle lag %v after its timestamp (the longest %v): the scenario no "+
+				"longer shows the open-transaction bound covering what the lag does not", lag, r.longestHold)
+		}
+		if s.bound == boundLag && r.longestHold >= lag {
 			t.Errorf("a write was committed %v after its timestamp, not less than the settle lag %v: the scenario no longer tests "+
 				"a lag above the longest transaction (the machine is too slow for the workload; raise the lag)", r.longestHold, lag)
 		}
@@ -139,6 +148,7 @@ func check(t *testing.T, w workload, s scenario, r *result) {
 				s.kind, lag, w.writing, r.txns, r.longestTxn, durationVar)
 		}
 	}
+	checkOpenTrx(t, s, r)
 	// Every timestamp miss must be a late commit: its write committed more than the lag after
 	// the statement that took the timestamp (the writer's measure is an upper bound of that).
 	if s.kind == state.KindTimestampPK {
@@ -148,6 +158,26 @@ func check(t *testing.T, w workload, s scenario, r *result) {
 					m, m.held, lag)
 			}
 		}
+	}
+}
+
+// checkOpenTrx asserts what a source with an open-transaction bound (MySQL timestamp+pk) said
+// of its last read: bounded by the open transactions when the scenario's role may read them, by
+// the settle lag alone, for want of PROCESS, when it may not.
+func checkOpenTrx(t *testing.T, s scenario, r *result) {
+	t.Helper()
+	switch {
+	case s.bound == boundOpenTrx && !r.openTrxOK:
+		t.Errorf("the source has no open-transaction bound (Source.OpenTrxBound ok=false) for a scenario that needs one")
+	case s.bound == boundOpenTrx && !r.openTrx.Active:
+		t.Errorf("the source's last read was not bounded by the open transactions: %s", r.openTrx)
+	case s.bound == boundOpenTrx && r.openTrxActive < r.openTrxReads:
+		t.Logf("%d of %d ticks read with the open-transaction bound; the others: by the settle lag alone", r.openTrxActive, r.openTrxReads)
+	case s.bound != boundOpenTrx && r.openTrxOK && r.openTrxActive > 0:
+		t.Errorf("%d of %d ticks read with the open-transaction bound, in a scenario whose role cannot read it: %s",
+			r.openTrxActive, r.openTrxReads, r.openTrx)
+	case s.bound != boundOpenTrx && r.openTrxOK && !strings.Contains(r.openTrx.Reason, "PROCESS"):
+		t.Errorf("the source reads by the settle lag alone, and its reason does not name the PROCESS privilege: %q", r.openTrx.Reason)
 	}
 }
 

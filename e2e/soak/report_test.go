@@ -39,7 +39,7 @@ func describe(missed []missedRow, n int) string {
 func lagText(s scenario) string {
 	switch {
 	case s.kind == state.KindXID:
-		return "n/a (xmin bound)"
+		return "n/a"
 	case s.kind == state.KindTimestampPK && s.lag == source.NoSettleLag:
 		return "none"
 	case s.kind == state.KindTimestampPK:
@@ -49,26 +49,32 @@ func lagText(s scenario) string {
 }
 
 // renderReport renders the scenarios' results as a plain-text table, then the missed rows.
-func renderReport(w workload, scs []scenario, results []*result, errs []error, took time.Duration) string {
+func renderReport(d database, w workload, scs []scenario, results []*result, errs []error, took time.Duration) string {
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "late-commit soak, %s: %v of writing, transactions held up to %v, %.0f%% rolled back, batch size %d, %v in all\n",
-		time.Now().UTC().Format(time.RFC3339), w.writing, w.maxTxn, 100*w.rollback, w.batchSize, took.Round(100*time.Millisecond))
+	fmt.Fprintf(&sb, "late-commit soak on %s, %s: %v of writing, transactions held up to %v, %.0f%% rolled back, batch size %d, %v in all\n",
+		d, time.Now().UTC().Format(time.RFC3339), w.writing, w.maxTxn, 100*w.rollback, w.batchSize, took.Round(100*time.Millisecond))
 	tw := tabwriter.NewWriter(&sb, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "scenario\tcursor kind\tsettle lag\tlongest txn\twriters\tcommitted\trolled back\tupdates\tdelivered\tmissed\tduplicates\texpect\t")
+	fmt.Fprintln(tw, "scenario\tcursor kind\tsettle lag\tbound\tlongest txn\twriters\tcommitted\trolled back\tupdates\tdelivered\tmissed\tduplicates\texpect\t")
 	for i, s := range scs {
 		r := results[i]
 		if errs[i] != nil || r == nil {
-			fmt.Fprintf(tw, "%s\t%s\t%s\terror\t\t\t\t\t\t\t\t%s\t\n", s.name, s.kind, lagText(s), s.expect)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\terror\t\t\t\t\t\t\t\t%s\t\n", s.name, s.kind, lagText(s), s.bound, s.expect)
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t\n", s.name, s.kind, lagText(s),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t\n", s.name, s.kind, lagText(s), s.bound,
 			r.longestTxn.Round(time.Millisecond), w.writers, r.committed, r.rolledBack, r.updates, r.delivered,
 			len(r.missed), r.duplicates, s.expect)
 	}
 	tw.Flush()
 	sb.WriteString("committed: rows in the table at the end; updates: committed updates (each makes a new version of its row);\n" +
 		"delivered: row versions handed to the handler; missed: rows whose last committed version was never delivered;\n" +
-		"longest txn: the longest committed transaction, begin to commit, as its writer measured it\n")
+		"longest txn: the longest committed transaction, begin to commit, as its writer measured it;\n" +
+		"bound: what the source keeps its reads behind (on MySQL, the open transactions need the poller's role to have PROCESS)\n")
+	for i, s := range scs {
+		if r := results[i]; r != nil && r.openTrxOK {
+			fmt.Fprintf(&sb, "%s: %d of %d ticks read with the open-transaction bound; the last: %s\n", s.name, r.openTrxActive, r.openTrxReads, r.openTrx)
+		}
+	}
 	for i, s := range scs {
 		switch r := results[i]; {
 		case errs[i] != nil:
