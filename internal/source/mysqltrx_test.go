@@ -93,18 +93,7 @@ func TestMySQLOpenTrxBound(t *testing.T) {
 	weak := mysqlOpen(t, testenv.MySQLUser(t, db, dsn, "SELECT"), def)
 
 	mysqlExec(t, db, "INSERT INTO "+table+" VALUES (1, UTC_TIMESTAMP(6) - INTERVAL 10 SECOND)")
-	held, err := db.BeginTx(context.Background(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer held.Rollback()
-	var thread int64
-	if err := held.QueryRow("SELECT CONNECTION_ID()").Scan(&thread); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := held.Exec("INSERT INTO " + table + " (id) VALUES (2)"); err != nil {
-		t.Fatal(err)
-	}
+	held, thread := testenv.MySQLHeld(t, db, table, 2)
 	mysqlExec(t, db, "INSERT INTO "+table+" (id) VALUES (3)") // stamped later, committed now
 
 	r := &reading{t: t, src: src}
@@ -168,14 +157,7 @@ func TestMySQLOpenTrxStale(t *testing.T) {
 		}
 	})
 	<-reads
-	held, err := db.BeginTx(context.Background(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer held.Rollback()
-	if _, err := held.Exec("INSERT INTO " + table + " (id) VALUES (1)"); err != nil {
-		t.Fatal(err)
-	}
+	held, _ := testenv.MySQLHeld(t, db, table, 1)
 	mysqlExec(t, db, "INSERT INTO "+table+" (id) VALUES (2)")
 	// The clock passes row 2's stamp by more than the margin, and the source's next read of
 	// innodb_trx is due: a stale list that trusted would read row 2 now.

@@ -33,3 +33,24 @@ func MySQLUser(t testing.TB, db *sql.DB, dsn, grants string) string {
 	c.User, c.Passwd = user, pass
 	return c.FormatDSN()
 }
+
+// MySQLHeld begins a transaction on db, inserts the row id into table (its other columns take
+// their defaults: a stamp taken now) and returns the transaction, still open, and its
+// connection id; it is rolled back when the test ends unless committed. The late-commit hazard:
+// a row stamped now that becomes visible only when the transaction commits.
+func MySQLHeld(t testing.TB, db *sql.DB, table string, id int64) (*sql.Tx, int64) {
+	t.Helper()
+	tx, err := db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tx.Rollback() })
+	var thread int64
+	if err := tx.QueryRow("SELECT CONNECTION_ID()").Scan(&thread); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec("INSERT INTO "+table+" (id) VALUES (?)", id); err != nil {
+		t.Fatal(err)
+	}
+	return tx, thread
+}

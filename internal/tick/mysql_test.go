@@ -1,13 +1,11 @@
 package tick_test
 
 import (
-	"bytes"
 	"database/sql"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,24 +20,10 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/poller"
 )
 
-// lockedBuffer is a log sink the tick and the test share.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-// tickLines are the "tick" log lines written so far, decoded.
-func (l *lockedBuffer) tickLines(t *testing.T) []map[string]any {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+// tickLines are the "tick" lines of a JSON log written so far, decoded.
+func tickLines(t *testing.T, log *testenv.Buffer) []map[string]any {
 	var out []map[string]any
-	for line := range strings.SplitSeq(strings.TrimSpace(l.b.String()), "\n") {
+	for line := range strings.SplitSeq(strings.TrimSpace(log.String()), "\n") {
 		var m map[string]any
 		if err := json.Unmarshal([]byte(line), &m); err != nil {
 			t.Fatalf("log line %q: %v", line, err)
@@ -68,7 +52,7 @@ func TestMySQLTickNamesLateCommitBound(t *testing.T) {
 	}
 	t.Cleanup(func() { db.Exec("DROP TABLE " + table) })
 
-	var logs lockedBuffer
+	var logs testenv.Buffer
 	rec := &recorder{}
 	p := poller.New("orders", table, poller.TimestampPK, rec.handle, poller.WithColumns("id", "ts"), poller.WithKey("id"),
 		poller.WithCursorColumn("ts"), poller.WithSettleLag(source.NoSettleLag))
@@ -81,18 +65,7 @@ func TestMySQLTickNamesLateCommitBound(t *testing.T) {
 	}
 	t.Cleanup(func() { r.Close() })
 
-	held, err := db.Begin()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer held.Rollback()
-	var thread int64
-	if err := held.QueryRow("SELECT CONNECTION_ID()").Scan(&thread); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := held.Exec("INSERT INTO " + table + " (id) VALUES (1)"); err != nil {
-		t.Fatal(err)
-	}
+	held, thread := testenv.MySQLHeld(t, db, table, 1)
 	if _, err := db.Exec("INSERT INTO " + table + " (id) VALUES (2)"); err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +77,7 @@ func TestMySQLTickNamesLateCommitBound(t *testing.T) {
 		if _, err := r.Tick(ctx, "held"); err != nil {
 			t.Fatal(err)
 		}
-		lines := logs.tickLines(t)
+		lines := tickLines(t, &logs)
 		bound, _ = lines[len(lines)-1]["late_commit_bound"].(string)
 		if len(rec.ids) != 0 {
 			t.Fatalf("with row 1's transaction open: delivered %v (late_commit_bound %q)", rec.ids, bound)
