@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Benchmarks against a local Azurite and PostgreSQL it starts and stops. Prints the raw go test
-# -bench output and summaries as ratios against baselines measured in the same run (absolute times
-# drift on a shared machine; ratios travel):
+# Benchmarks against a local Azurite, PostgreSQL and MariaDB it starts and stops. Prints the raw
+# go test -bench output and summaries as ratios against baselines measured in the same run
+# (absolute times drift on a shared machine; ratios travel):
 #   lease   each lease operation's p50 against a bare blob GET / conditional PUT, with the blob
 #           requests each costs;
 #   source  rows/s of the source reading 1,000,000 rows in batches of 1,000 against a
-#           hand-written keyset loop over the same table (PostgreSQL and SQLite);
+#           hand-written keyset loop over the same table (PostgreSQL, SQLite, MySQL/MariaDB);
 #   tick    a poller catching up on 200,000 PostgreSQL rows (batches of 1,000, no-op handler,
 #           state on Azurite) against the hand-written loop, with blob requests per tick;
 #   sink    a poller sending 10,000 PostgreSQL rows to Azurite's storage queue and to a local
@@ -63,6 +63,7 @@ fi
 
 if [ "$what" = source ] || [ "$what" = all ]; then
   [ -n "${PG_TEST_DSN:-}" ] || start_postgres
+  [ -n "${MYSQL_TEST_DSN:-}" ] || start_mariadb
   export BENCH_DIR="$RUN_DIR/bench"
   mkdir -p "$BENCH_DIR"
   out="$RUN_DIR/bench-source.txt"
@@ -71,7 +72,7 @@ if [ "$what" = source ] || [ "$what" = all ]; then
   echo
   echo "Source keyset scan, ${BENCH_ROWS:-1000000} rows in batches of 1,000 (median over $COUNT runs; target >= 0.90):"
   printf '%-10s %14s %18s %18s %16s\n' driver source-rows/s handwritten-rows/s source/handwritten source/pgx-native
-  for d in postgres sqlite; do
+  for d in postgres sqlite mysql; do
     s=$(metric "$out" "BenchmarkKeysetScan/$d" source-rows/s | median_of)
     h=$(metric "$out" "BenchmarkKeysetScan/$d" handwritten-rows/s | median_of)
     r=$(metric "$out" "BenchmarkKeysetScan/$d" source/handwritten | median_of)

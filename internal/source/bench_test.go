@@ -30,6 +30,7 @@ const benchBatch = 1000
 // source, and through a hand-written database/sql keyset loop with typed scanning, alternating
 // within each iteration so that both see the same machine. It reports rows/s for each and their
 // ratio (the target is >= 0.9); on PostgreSQL also a native-pgx loop, the fastest way to read.
+// MySQL runs against MYSQL_TEST_DSN (MariaDB from scripts/bench.sh; MySQL 8 in the workflow).
 func BenchmarkKeysetScan(b *testing.B) {
 	b.Run("postgres", func(b *testing.B) {
 		table := "bench_orders_" + strconv.Itoa(benchRows())
@@ -108,6 +109,18 @@ func BenchmarkKeysetScan(b *testing.B) {
 			return n
 		}
 		compare(b, source.SQLite, dsn, table, hand, nil)
+	})
+	b.Run("mysql", func(b *testing.B) {
+		table := "bench_orders_" + strconv.Itoa(benchRows())
+		db, dsn := testenv.MySQLOrdersTable(b, table, benchRows())
+		hand := func() int {
+			n, err := testenv.MySQLKeysetLoop(db, table, benchBatch)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return n
+		}
+		compare(b, source.MySQL, dsn, table, hand, nil)
 	})
 }
 
