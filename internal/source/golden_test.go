@@ -50,6 +50,8 @@ func TestGoldenSQL(t *testing.T) {
 		{"sqlite_timestamp_pk_text", SQLite, orders("", state.KindTimestampPK, "updated_at", "id"), tsText},
 		{"sqlite_timestamp_pk_filter", SQLite, withFilter, tsText},
 		{"sqlite_integer", SQLite, orders("", state.KindInteger, "id", "id"), tsNone},
+		{"mysql_timestamp_pk_datetime", MySQL, orders("", state.KindTimestampPK, "updated_at", "id"), tsUTC},
+		{"mysql_integer", MySQL, orders("", state.KindInteger, "id", "id"), tsNone},
 	}
 	for _, c := range cases {
 		if err := c.def.validate("orders", c.driver); err != nil {
@@ -57,6 +59,9 @@ func TestGoldenSQL(t *testing.T) {
 		}
 		q := buildQueries(dialects[c.driver], c.def, c.flavor)
 		got := "-- fetch first\n" + q.FetchFirst + "\n-- fetch after\n" + q.FetchAfter + "\n"
+		if q.BacklogFirst != q.FetchFirst || q.BacklogAfter != q.FetchAfter {
+			got += "-- backlog first (no bound on open transactions)\n" + q.BacklogFirst + "\n-- backlog after\n" + q.BacklogAfter + "\n"
+		}
 		if q.StampCheck != "" {
 			got += fmt.Sprintf("-- stamp check (argument %v)\n%s\n", q.stampArg, q.StampCheck)
 		}

@@ -103,6 +103,12 @@ func TestMySQLOpenTrxBound(t *testing.T) {
 	})
 	o, _ := src.OpenTrxBound()
 	t.Logf("bound while row 2 is held: %s", o)
+	// Row 3, committed behind it, is what waits: the backlog and its lag show the held
+	// transaction, instead of a poller with nothing to do.
+	b, err := src.Backlog(context.Background(), r.after, 100)
+	if err != nil || b.Rows != 1 || b.Oldest == nil || string(b.Oldest.Tiebreaker["id"]) != "3" {
+		t.Fatalf("backlog with row 2 held: %+v, %v; want row 3 waiting", b, err)
+	}
 	weakGot, _ := readIDs(t, weak, nil)
 	if !slices.Equal(weakGot, []int64{1, 3}) {
 		t.Fatalf("without PROCESS, read %v; want [1 3] (the hazard: the later row first)", weakGot)

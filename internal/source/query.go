@@ -13,6 +13,13 @@ import (
 type queries struct {
 	FetchFirst string
 	FetchAfter string
+	// BacklogFirst and BacklogAfter read what waits: as the fetches, but without the bound on
+	// transactions still open (xid, rowversion, a MySQL timestamp's open-transaction bound), so
+	// that rows committed behind a long transaction count as waiting, and age, instead of looking
+	// delivered. They keep the settle lag, and take the same arguments but the open-transaction
+	// bound's.
+	BacklogFirst string
+	BacklogAfter string
 	StampCheck string
 	keyOrder   []int // the key values' order in the *After queries' markers (nil: as the keys)
 	boundArgs  []any
@@ -59,8 +66,9 @@ func buildQueries(dl dialect, d Definition, flavor tsFlavor) queries {
 	}
 
 	q := queries{openTrx: openTrxBounded(dl, d)}
-	// render builds one query; after says whether it has the keyset predicate.
-	render := func(after bool) (string, []any) {
+	// render builds one query; after says whether it has the keyset predicate, backlog whether it
+	// leaves out the bounds on open transactions.
+	render := func(after, backlog bool) (string, []any) {
 		n := 0
 		next := func() string { n++; return dl.placeholder(n) }
 		var preds []string
@@ -72,12 +80,15 @@ func buildQueries(dl dialect, d Definition, flavor tsFlavor) queries {
 			preds = append(preds, dl.keyset(d.Cursor.Kind, qkeys, params))
 		}
 		bound, arg := dl.upperBound(d.Cursor.Kind, flavor, qkeys[0], d.settleLag(), next)
+		if backlog && (d.Cursor.Kind == state.KindXID || d.Cursor.Kind == state.KindRowversion) {
+			bound, arg = "", nil // these bounds are the open transactions (and take no argument)
+		}
 		var args []any
 		if arg != nil {
 			args = []any{arg}
 		}
 		trx := ""
-		if q.openTrx {
+		if q.openTrx && !backlog {
 			trx = qkeys[0] + " < " + next()
 		}
 		for _, p := range []string{bound, trx, filter} {
@@ -93,8 +104,10 @@ func buildQueries(dl dialect, d Definition, flavor tsFlavor) queries {
 		return dl.limit(cols, from+" ORDER BY "+strings.Join(qkeys, ", "), limit), args
 	}
 	q.keyOrder = dl.keysetArgs(len(qkeys))
-	q.FetchFirst, q.boundArgs = render(false)
-	q.FetchAfter, _ = render(true)
+	q.FetchFirst, q.boundArgs = render(false, false)
+	q.FetchAfter, _ = render(true, false)
+	q.BacklogFirst, _ = render(false, true)
+	q.BacklogAfter, _ = render(true, true)
 	if d.Cursor.Kind == state.KindTimestampPK {
 		if pred, arg, fix := dl.stampCheck(flavor, table, qkeys[0], dl.placeholder(1)); pred != "" {
 			if filter != "" {

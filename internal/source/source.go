@@ -293,8 +293,8 @@ func (s *Source) keyArgs(after *state.Cursor) ([]any, error) {
 	return args, nil
 }
 
-// Waiting counts the rows after the cursor (nil: the beginning), within the safe upper bound,
-// up to limit: a keyset read of at most limit rows, counted by the database.
+// Waiting counts the rows waiting after the cursor (nil: the beginning), as Backlog defines
+// them, up to limit: a keyset read of at most limit rows, counted by the database.
 func (s *Source) Waiting(ctx context.Context, after *state.Cursor, limit int) (int64, error) {
 	if limit <= 0 {
 		return 0, fmt.Errorf("source: poller %q: count limit %d must be positive", s.poller, limit)
@@ -302,7 +302,7 @@ func (s *Source) Waiting(ctx context.Context, after *state.Cursor, limit int) (i
 	if s.stream != nil {
 		return s.stream.waiting(ctx, after, limit)
 	}
-	q, args, err := s.fetchQuery(ctx, after, limit)
+	q, args, err := s.fetchQuery(ctx, after, limit, true)
 	if err != nil {
 		return 0, err
 	}
@@ -316,13 +316,18 @@ func (s *Source) Waiting(ctx context.Context, after *state.Cursor, limit int) (i
 // Fetch returns up to limit rows after the cursor (nil: from the beginning), in keyset order,
 // within the safe upper bound.
 func (s *Source) Fetch(ctx context.Context, after *state.Cursor, limit int) (*Batch, error) {
+	return s.fetch(ctx, after, limit, false)
+}
+
+// fetch is Fetch; backlog reads what waits instead (queries.BacklogFirst and BacklogAfter).
+func (s *Source) fetch(ctx context.Context, after *state.Cursor, limit int, backlog bool) (*Batch, error) {
 	if limit <= 0 {
 		return nil, fmt.Errorf("source: poller %q: batch size %d must be positive", s.poller, limit)
 	}
 	if s.stream != nil {
 		return s.stream.fetch(ctx, after, limit)
 	}
-	q, args, err := s.fetchQuery(ctx, after, limit)
+	q, args, err := s.fetchQuery(ctx, after, limit, backlog)
 	if err != nil {
 		return nil, err
 	}
@@ -333,15 +338,20 @@ func (s *Source) Fetch(ctx context.Context, after *state.Cursor, limit int) (*Ba
 	return s.scan(rows, after, limit)
 }
 
-// fetchQuery returns the query that reads up to limit rows after the cursor, and its arguments.
-func (s *Source) fetchQuery(ctx context.Context, after *state.Cursor, limit int) (string, []any, error) {
-	q, args := s.q.FetchFirst, []any(nil)
+// fetchQuery returns the query that reads up to limit rows after the cursor, and its arguments;
+// backlog: the query that reads what waits (queries.BacklogFirst and BacklogAfter).
+func (s *Source) fetchQuery(ctx context.Context, after *state.Cursor, limit int, backlog bool) (string, []any, error) {
+	first, then := s.q.FetchFirst, s.q.FetchAfter
+	if backlog {
+		first, then = s.q.BacklogFirst, s.q.BacklogAfter
+	}
+	q, args := first, []any(nil)
 	if after != nil {
 		keys, err := s.keyArgs(after)
 		if err != nil {
 			return "", nil, err
 		}
-		q, args = s.q.FetchAfter, keys
+		q, args = then, keys
 		if s.q.keyOrder != nil {
 			args = make([]any, len(s.q.keyOrder))
 			for i, k := range s.q.keyOrder {
@@ -350,7 +360,7 @@ func (s *Source) fetchQuery(ctx context.Context, after *state.Cursor, limit int)
 		}
 	}
 	args = append(args, s.q.boundArgs...)
-	if s.openTrx != nil {
+	if s.openTrx != nil && !backlog {
 		bound, err := s.openTrx.arg(ctx, s.db)
 		if err != nil {
 			return "", nil, fmt.Errorf("source: poller %q, table %s: %w", s.poller, s.def.Table, err)

@@ -37,8 +37,9 @@ func tickLines(t *testing.T, log *testenv.Buffer) []map[string]any {
 
 // TestMySQLTickNamesLateCommitBound: a MySQL timestamp+pk poller's tick line says how its reads
 // were kept behind late commits: by the open transactions, naming the one holding the read back
-// while a transaction that stamped a row stays open (the row committed after it waits), and the
-// held row and the later one come, in stamp order, in the tick after it commits.
+// while a transaction that stamped a row stays open; the row committed after it waits, and the
+// line counts it as waiting. The held row and the later one come, in stamp order, in the tick
+// after it commits.
 func TestMySQLTickNamesLateCommitBound(t *testing.T) {
 	dsn := testenv.MySQL(t)
 	db, err := sql.Open("mysql", dsn+"?parseTime=true&loc=UTC&time_zone=%27%2B00%3A00%27")
@@ -83,6 +84,10 @@ func TestMySQLTickNamesLateCommitBound(t *testing.T) {
 			t.Fatalf("with row 1's transaction open: delivered %v (late_commit_bound %q)", rec.ids, bound)
 		}
 		if strings.HasPrefix(bound, want) && strings.HasSuffix(bound, " s)") {
+			// Row 2, committed behind it, waits: the line shows it, and its age, not an idle poller.
+			if line := lines[len(lines)-1]; line["rows_waiting"] != 1.0 || line["lag_seconds"] == nil {
+				t.Fatalf("the tick line while row 1 is held: %v; want rows_waiting 1 and a lag", line)
+			}
 			break
 		}
 		if time.Now().After(deadline) {

@@ -3,7 +3,12 @@
 // is kept alive, commit the checkpoint, and release the lease with the last commit.
 //
 // Costs: an idle tick is one blob read and one SQL round trip, and writes nothing (the handler
-// writes a liveness mark at most once per {P}_LIVENESS_INTERVAL, see package liveness). A tick that
+// writes a liveness mark at most once per {P}_LIVENESS_INTERVAL, see package liveness); when the
+// read may have been held back by a transaction still open (xid and rowversion cursors, a MySQL
+// timestamp read bounded by an open write transaction: source.MayHoldBack), it also counts what
+// waits behind it (one or two queries), so that a held transaction shows as rows waiting and
+// lag, not as an idle poller. A MySQL timestamp+pk source also reads its open-transaction bound,
+// at most once a second per process (four round trips: source.OpenTrx). A tick that
 // delivers B batches writes at most B+1 times: the acquire, at most one commit per batch (every
 // CheckpointInterval, only when another batch follows), and the final commit, which also
 // releases the lease. The next batch is fetched while the current one is handled. A tick that
@@ -101,6 +106,9 @@ type Source interface {
 	// OpenTrxBound says how a MySQL timestamp+pk source's last read was kept behind late
 	// commits (ok false for other sources).
 	OpenTrxBound() (source.OpenTrx, bool)
+	// MayHoldBack says whether the last read may have been held back by a transaction still
+	// open, with committed rows waiting behind it.
+	MayHoldBack() bool
 }
 
 var _ Source = (*source.Source)(nil)
@@ -240,10 +248,19 @@ func (t *tickRun) run() error {
 	}
 	firstDur := t.clk.Now().Sub(t0)
 	// No rows and no place to move to: idle. (No rows but a place is a logical cursor's
-	// keep-up: the tick takes the lease and commits the move, see source.DefaultKeepUp.)
+	// keep-up: the tick takes the lease and commits the move, see source.DefaultKeepUp.) Nothing
+	// waits, unless the read was held back by a transaction still open: then what waits behind
+	// it is measured, so that the tick shows it (and its lag) instead of an idle poller.
 	if len(first.Rows) == 0 && first.To == nil {
 		zero := 0.0
 		t.sum.Outcome, t.sum.RowsWaiting, t.sum.LagSeconds = Idle, 0, &zero
+		if r.Source.MayHoldBack() {
+			if b, err := r.Source.Backlog(t.ctx, cursor, WaitingCap); err != nil {
+				t.sum.RowsWaiting, t.sum.LagSeconds = -1, nil
+			} else {
+				t.sum.RowsWaiting, t.sum.LagSeconds = b.Rows, b.LagSeconds(t.clk.Now())
+			}
+		}
 		return nil
 	}
 	if closed(t.dropped) {
