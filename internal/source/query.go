@@ -20,12 +20,12 @@ type queries struct {
 	// bound's.
 	BacklogFirst string
 	BacklogAfter string
-	StampCheck string
-	keyOrder   []int // the key values' order in the *After queries' markers (nil: as the keys)
-	boundArgs  []any
-	openTrx    bool // the reads take the open-transaction bound's argument after boundArgs (mysqltrx.go)
-	stampArg   any
-	stampFix   string
+	StampCheck   string
+	keyOrder     []int // the key values' order in the *After queries' markers (nil: as the keys)
+	boundArgs    []any
+	openTrx      bool // the reads take the open-transaction bound's argument after boundArgs (mysqltrx.go)
+	stampArg     any
+	stampFix     string
 }
 
 // tsFlavor says how a timestamp cursor column compares with the database's clock.
