@@ -199,17 +199,36 @@ start_mariadb() {
   (cd "$d" && "${as[@]}" mariadb-install-db --no-defaults --datadir="$d/data" --auth-root-authentication-method=normal \
     --skip-test-db >"$d/install.log" 2>&1) || { tail -20 "$d/install.log" >&2; die "mariadb-install-db failed"; }
   port=$(free_port)
-  (cd "$d" && "${as[@]}" "$mariadbd" --no-defaults --datadir="$d/data" --socket="$d/mysqld.sock" --pid-file="$d/mysqld.pid" \
+  (cd "$d" && exec "${as[@]}" "$mariadbd" --no-defaults --datadir="$d/data" --socket="$d/mysqld.sock" --pid-file="$d/mysqld.pid" \
     --bind-address=127.0.0.1 --port="$port" --user="$user" --innodb-flush-log-at-trx-commit=2 --skip-log-bin \
     --character-set-server=utf8mb4 --collation-server=utf8mb4_bin --max-connections=300 >"$d/server.log" 2>&1) &
   local pid=$!
-  _stops=("kill $pid 2>/dev/null; wait $pid 2>/dev/null || true" "${_stops[@]}")
+  # Stopped before its directory is removed (_stops run in order). $pid is runuser when run as
+  # root, whose child mariadbd would outlive it: the server is stopped by its own pid file.
+  _stops=("_stop_mariadb $d $pid" "${_stops[@]}")
   wait_port "$port" "$pid" MariaDB "$d/server.log"
   mariadb --no-defaults -h 127.0.0.1 -P "$port" -u root -e "CREATE DATABASE IF NOT EXISTS pseudotrigger CHARACTER SET utf8mb4" \
     || die "MariaDB: cannot create the database pseudotrigger"
   export MYSQL_TEST_DSN="root@tcp(127.0.0.1:$port)/pseudotrigger"
   export MYSQL_DIR=$d
   log "MariaDB $("$mariadbd" --version | awk '{print $3}') on 127.0.0.1:$port (data in $d)"
+}
+
+# _stop_mariadb DIR PID stops the MariaDB start_mariadb started in DIR (PID: its runuser, or the
+# server itself): SIGTERM to the server's own pid (from its pid file) and to PID, up to 10 s for
+# a clean shutdown, then SIGKILL.
+_stop_mariadb() {
+  local d=$1 pid=$2 server i
+  server=$(cat "$d/mysqld.pid" 2>/dev/null || true)
+  [ -n "$server" ] && kill "$server" 2>/dev/null
+  kill "$pid" 2>/dev/null
+  for i in $(seq 100); do
+    { [ -z "$server" ] || ! kill -0 "$server" 2>/dev/null; } && ! kill -0 "$pid" 2>/dev/null && break
+    sleep 0.1
+  done
+  [ -n "$server" ] && kill -9 "$server" 2>/dev/null
+  kill -9 "$pid" 2>/dev/null
+  wait "$pid" 2>/dev/null || true
 }
 
 # install_spin makes sure the spin model checker (and gcc, which compiles its verifiers) is
