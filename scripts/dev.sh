@@ -51,6 +51,10 @@ case "${DEV_DRIVER:-sqlite}" in
     export POLLER_APP_NAME=${DEV_POLLER_APP_NAME:-local-mysql}
     # The password stays out of the log: user:REDACTED@tcp(...).
     log "the orders table is in MySQL: $(printf '%s' "$DEV_MYSQL_DSN" | sed -E 's/^([^:]*):.*@(tcp|unix)\(/\1:REDACTED@\2(/'), app $POLLER_APP_NAME"
+    # pollerctl reads local.settings.json (SQLite, app local): the same overrides point it here.
+    dsn_shown="'$DEV_MYSQL_DSN'"
+    [ -n "${MYSQL_TEST_DSN:-}" ] && [ "$DEV_MYSQL_DSN" = "$MYSQL_TEST_DSN" ] || dsn_shown='"$DEV_MYSQL_DSN"'
+    log "pollerctl for this run (another shell): POLLER_APP_NAME=$POLLER_APP_NAME ORDERS_DB_DRIVER=mysql ORDERS_DB_CONNECTION=$dsn_shown ORDERS_QUEUE_DB_DRIVER=mysql ORDERS_QUEUE_DB_CONNECTION=$dsn_shown go run ./cmd/pollerctl status"
     ;;
   *) die "DEV_DRIVER=$DEV_DRIVER: use sqlite (the default) or mysql" ;;
 esac

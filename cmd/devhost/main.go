@@ -247,6 +247,10 @@ func progress(ctx context.Context, fn devhost.Function, r devhost.Result, writer
 	} else {
 		line += "  lag      -"
 	}
+	// A MySQL poller held back by an open transaction, or bounded by the settle lag alone, says so.
+	if b, _ := s["late_commit_bound"].(string); b != "" && b != "open transactions (none open)" {
+		line += "  late commits: " + b
+	}
 	if writer != nil && fn.Name == "orders" {
 		n, _ := writer.Newest()
 		line += fmt.Sprintf("  (%d orders written)", n)

@@ -81,6 +81,9 @@ type Summary struct {
 	// SlotRetainedBytes is, for a logical cursor, the WAL its replication slot keeps at the
 	// tick's end (measured with the backlog).
 	SlotRetainedBytes *int64 `json:"slot_retained_bytes,omitempty"`
+	// LateCommitBound says, for a MySQL timestamp+pk poller, how its reads were kept behind late
+	// commits (source.OpenTrx's text).
+	LateCommitBound string `json:"late_commit_bound,omitempty"`
 	DeadLettered      int    `json:"dead_lettered,omitempty"` // rows quarantined into a dead letter
 	DeadLetter        string `json:"dead_letter,omitempty"`   // the last dead letter written
 	BatchID           string `json:"batch_id,omitempty"`      // the batch that failed
@@ -343,7 +346,8 @@ func (t *tickRun) finish(err error) (Summary, error) {
 		attrs = append(attrs, "slot_retained_bytes", *sum.SlotRetainedBytes)
 	}
 	if o, ok := t.r.Source.OpenTrxBound(); ok {
-		attrs = append(attrs, "late_commit_bound", o.String())
+		sum.LateCommitBound = o.String()
+		attrs = append(attrs, "late_commit_bound", sum.LateCommitBound)
 	}
 	if sum.DeadLettered > 0 {
 		attrs = append(attrs, "dead_lettered", sum.DeadLettered, "dead_letter", sum.DeadLetter)
