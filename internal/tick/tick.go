@@ -84,9 +84,9 @@ type Summary struct {
 	// LateCommitBound says, for a MySQL timestamp+pk poller, how its reads were kept behind late
 	// commits (source.OpenTrx's text).
 	LateCommitBound string `json:"late_commit_bound,omitempty"`
-	DeadLettered      int    `json:"dead_lettered,omitempty"` // rows quarantined into a dead letter
-	DeadLetter        string `json:"dead_letter,omitempty"`   // the last dead letter written
-	BatchID           string `json:"batch_id,omitempty"`      // the batch that failed
+	DeadLettered    int    `json:"dead_lettered,omitempty"` // rows quarantined into a dead letter
+	DeadLetter      string `json:"dead_letter,omitempty"`   // the last dead letter written
+	BatchID         string `json:"batch_id,omitempty"`      // the batch that failed
 }
 
 // Source is what a tick needs of a poller's source; *source.Source has it.
