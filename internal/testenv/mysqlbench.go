@@ -100,16 +100,10 @@ func MySQLOrders(db *sql.DB, table string, rows int, logf func(string, ...any)) 
 // reads as a range of the index (a row comparison, (a, b) > (?, ?), it reads with a scan of the
 // whole index from its start). It returns the rows read.
 func MySQLKeysetLoop(db *sql.DB, table string, batch int) (int, error) {
-	var (
-		id       int64
-		customer string
-		amount   string
-		ts       time.Time
-	)
-	return KeysetLoop(db,
+	return ordersKeysetLoop(db,
 		`SELECT id, customer, amount, updated_at FROM `+table+` ORDER BY updated_at, id LIMIT ?`,
 		`SELECT id, customer, amount, updated_at FROM `+table+` WHERE updated_at >= ? AND (updated_at > ? OR id > ?) ORDER BY updated_at, id LIMIT ?`,
-		batch, []any{&id, &customer, &amount, &ts}, func() []any { return []any{ts, ts, id} })
+		batch, func(ts time.Time, id int64) []any { return []any{ts, ts, id} })
 }
 
 // MySQLBaselineDB opens dsn as MySQLKeysetLoop expects: parseTime=true, loc=UTC and

@@ -196,16 +196,23 @@ func PostgresOrders(db *sql.DB, table string, rows int) error {
 // PostgresKeysetLoop is the hand-written baseline over a PostgresOrders table: database/sql,
 // typed scans, keyset on (updated_at, id). It returns the rows read.
 func PostgresKeysetLoop(db *sql.DB, table string, batch int) (int, error) {
+	return ordersKeysetLoop(db,
+		`SELECT id, customer, amount, updated_at FROM `+table+` ORDER BY updated_at, id LIMIT $1`,
+		`SELECT id, customer, amount, updated_at FROM `+table+` WHERE (updated_at, id) > ($1, $2) ORDER BY updated_at, id LIMIT $3`,
+		batch, func(ts time.Time, id int64) []any { return []any{ts, id} })
+}
+
+// ordersKeysetLoop reads an orders table (id, customer, amount, updated_at) with typed scans by
+// the keyset queries first and after; args gives after's keyset arguments from the last row's
+// time and id. It returns the rows read.
+func ordersKeysetLoop(db *sql.DB, first, after string, batch int, args func(ts time.Time, id int64) []any) (int, error) {
 	var (
 		id       int64
 		customer string
 		amount   string
 		ts       time.Time
 	)
-	return KeysetLoop(db,
-		`SELECT id, customer, amount, updated_at FROM `+table+` ORDER BY updated_at, id LIMIT $1`,
-		`SELECT id, customer, amount, updated_at FROM `+table+` WHERE (updated_at, id) > ($1, $2) ORDER BY updated_at, id LIMIT $3`,
-		batch, []any{&id, &customer, &amount, &ts}, func() []any { return []any{ts, id} })
+	return KeysetLoop(db, first, after, batch, []any{&id, &customer, &amount, &ts}, func() []any { return args(ts, id) })
 }
 
 // Buffer is a bytes.Buffer safe for concurrent writers: a process's or a handler's log.
