@@ -10,12 +10,12 @@ import (
 	"github.com/go-sql-driver/mysql"
 )
 
-// TestOpenTrxBoundStates walks the bound through what innodb_trx can answer, on a fake clock:
+// TestMySQLOpenTrxBoundStates walks the bound through what innodb_trx can answer, on a fake clock:
 // stale before any fresh list (nothing is read), fresh (the bound), reused within a second,
 // stale (the last trusted bound, saying so), stale for a minute (the settle lag alone, saying
 // so), fresh again, and a role without PROCESS (the settle lag alone, naming the GRANT, asked
 // again only after five minutes).
-func TestOpenTrxBoundStates(t *testing.T) {
+func TestMySQLOpenTrxBoundStates(t *testing.T) {
 	now := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
 	type answer struct {
 		o     OpenTrx
