@@ -24,7 +24,7 @@ import (
 type mysqlDialect struct{ common }
 
 // open: a DSN with fedauth signs in with Entra ID tokens (mysqlentra.go).
-func (mysqlDialect) open(dsn string) (*sql.DB, error) { return openMySQL(dsn, mysqlOpenDeps{}) }
+func (mysqlDialect) open(dsn string) (*sql.DB, error) { return openMySQL(dsn, entraDeps{}) }
 
 // mysqlConfig parses a go-sql-driver DSN (user:password@tcp(host:3306)/database?param=value) and
 // sets what this package relies on.

@@ -20,7 +20,7 @@ type postgres struct{ common }
 
 // open is pgx's database/sql driver; a DSN with fedauth (Entra ID, see pgentra.go) gets a pool
 // whose every new connection signs in with a fresh access token, over TLS only.
-func (postgres) open(dsn string) (*sql.DB, error) { return openPostgres(dsn, pgOpenDeps{}) }
+func (postgres) open(dsn string) (*sql.DB, error) { return openPostgres(dsn, entraDeps{}) }
 func (postgres) caseless() bool                   { return false }
 func (postgres) placeholder(i int) string         { return "$" + strconv.Itoa(i) }
 func (p postgres) supports(kind string) bool {

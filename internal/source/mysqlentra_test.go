@@ -49,7 +49,7 @@ func TestMySQLEntraParseDSN(t *testing.T) {
 			t.Errorf("%s: entra %+v, want %+v", c.dsn, e, c.want)
 		}
 		for k := range cfg.Params {
-			if strings.EqualFold(k, pgFedAuthKey) || strings.EqualFold(k, pgClientIDKey) {
+			if strings.EqualFold(k, fedAuthKey) || strings.EqualFold(k, clientIDKey) {
 				t.Errorf("%s: %s would be sent to the server as SET %s", c.dsn, k, k)
 			}
 		}
@@ -136,8 +136,8 @@ func TestMySQLEntraFingerprintAndRedaction(t *testing.T) {
 func TestMySQLEntraTokenHook(t *testing.T) {
 	clk := &fakeClock{t: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)}
 	cred := &fakeCredential{now: clk.now, tokens: []string{"tok-A-secret", "tok-B-secret"}, life: time.Hour}
-	e := &mysqlEntra{fedauth: pgManagedIdentity, identity: azconn.Identity{Credential: "managedidentity", ClientID: "cid-1"}}
-	hook := mysqlTokenHook(e, cred, clk.now)
+	e := &entraAuth{driver: "mysql", fedauth: fedAuthManagedIdentity, identity: azconn.Identity{Credential: "managedidentity", ClientID: "cid-1"}}
+	hook := mysqlTokenHook(e.tokens(cred, clk.now))
 	connect := func() (string, error) {
 		cfg := mysql.NewConfig()
 		cfg.Passwd = "from-the-dsn"
@@ -151,7 +151,7 @@ func TestMySQLEntraTokenHook(t *testing.T) {
 	if len(cred.scopes) != 1 || cred.scopes[0] != MySQLEntraScope || MySQLEntraScope != "https://ossrdbms-aad.database.windows.net/.default" {
 		t.Errorf("scopes %v", cred.scopes)
 	}
-	if cred.deadline.IsZero() || time.Until(cred.deadline) > pgTokenTimeout {
+	if cred.deadline.IsZero() || time.Until(cred.deadline) > entraTokenTimeout {
 		t.Errorf("the token request is not bounded: deadline %v", cred.deadline)
 	}
 	clk.add(59 * time.Minute)
@@ -170,16 +170,16 @@ func TestMySQLEntraTokenHook(t *testing.T) {
 	// identity, never a token, and the DSN's password is not replaced by a dead one.
 	broken := &fakeCredential{now: clk.now, tokens: []string{"tok-C-secret"}, life: time.Hour, expired: true}
 	cfg := mysql.NewConfig()
-	err := mysqlTokenHook(e, broken, clk.now)(context.Background(), cfg)
+	err := mysqlTokenHook(e.tokens(broken, clk.now))(context.Background(), cfg)
 	if !errors.Is(err, errExpiredToken) || cfg.Passwd != "" {
 		t.Fatalf("expired token: %v (password %q)", err, cfg.Passwd)
 	}
 	failing := &fakeCredential{now: clk.now, err: errors.New("ManagedIdentityCredential: no identity endpoint")}
-	err = mysqlTokenHook(e, failing, clk.now)(context.Background(), cfg)
+	err = mysqlTokenHook(e.tokens(failing, clk.now))(context.Background(), cfg)
 	if err == nil || !strings.Contains(err.Error(), "no identity endpoint") {
 		t.Fatalf("credential failure: %v", err)
 	}
-	for _, err := range []error{err, mysqlTokenHook(e, broken, clk.now)(context.Background(), cfg)} {
+	for _, err := range []error{err, mysqlTokenHook(e.tokens(broken, clk.now))(context.Background(), cfg)} {
 		msg := err.Error()
 		if strings.Contains(msg, "secret") || !strings.Contains(msg, "mysql") ||
 			!strings.Contains(msg, "fedauth=ActiveDirectoryManagedIdentity") || !strings.Contains(msg, "cid-1") {
@@ -238,7 +238,7 @@ func TestMySQLEntraServer(t *testing.T) {
 
 	ucfg := acfg.Clone()
 	ucfg.User, ucfg.Passwd = user, ""
-	ucfg.Params = map[string]string{"fedauth": pgManagedIdentity, "azure_client_id": "11111111-2222-3333-4444-555555555555"}
+	ucfg.Params = map[string]string{"fedauth": fedAuthManagedIdentity, "azure_client_id": "11111111-2222-3333-4444-555555555555"}
 	ucfg.Timeout = 10 * time.Second
 	dsn := ucfg.FormatDSN() // no tls: the local server has none
 
@@ -257,8 +257,8 @@ func TestMySQLEntraServer(t *testing.T) {
 	clk := &fakeClock{t: time.Now()}
 	open := func(cred *fakeCredential) *sql.DB {
 		t.Helper()
-		db, err := openMySQL(dsn, mysqlOpenDeps{
-			credential: func(e *mysqlEntra) (azcore.TokenCredential, error) {
+		db, err := openMySQL(dsn, entraDeps{
+			credential: func(e *entraAuth) (azcore.TokenCredential, error) {
 				if e.identity.ClientID != "11111111-2222-3333-4444-555555555555" {
 					t.Errorf("identity %+v", e.identity)
 				}
@@ -321,8 +321,8 @@ func TestMySQLEntraServer(t *testing.T) {
 	// clear with the token.
 	pcfg := ucfg.Clone()
 	pcfg.TLSConfig = "preferred"
-	tlsOnly, err := openMySQL(pcfg.FormatDSN(), mysqlOpenDeps{
-		credential: func(*mysqlEntra) (azcore.TokenCredential, error) { return cred, nil },
+	tlsOnly, err := openMySQL(pcfg.FormatDSN(), entraDeps{
+		credential: func(*entraAuth) (azcore.TokenCredential, error) { return cred, nil },
 		now:        clk.now,
 	})
 	if err != nil {
@@ -357,8 +357,8 @@ func TestMySQLEntraClearTextTLS(t *testing.T) {
 	defer cancel()
 	clk := &fakeClock{t: time.Now()}
 	cred := &fakeCredential{now: clk.now, tokens: []string{token}, life: time.Hour}
-	db, err := openMySQL(dsn, mysqlOpenDeps{
-		credential: func(*mysqlEntra) (azcore.TokenCredential, error) { return cred, nil },
+	db, err := openMySQL(dsn, entraDeps{
+		credential: func(*entraAuth) (azcore.TokenCredential, error) { return cred, nil },
 		now:        clk.now,
 	})
 	if err != nil {
@@ -390,8 +390,8 @@ func TestMySQLEntraClearTextTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	delete(cfg.Params, pgFedAuthKey)
-	delete(cfg.Params, pgClientIDKey)
+	delete(cfg.Params, fedAuthKey)
+	delete(cfg.Params, clientIDKey)
 	cfg.Passwd = token
 	conn, err := mysql.NewConnector(cfg)
 	if err != nil {

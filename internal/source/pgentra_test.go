@@ -112,7 +112,7 @@ func TestEntraParseDSN(t *testing.T) {
 			t.Errorf("%s: entra %+v, want %+v", c.dsn, e, c.want)
 		}
 		for k := range cfg.RuntimeParams {
-			if strings.EqualFold(k, pgFedAuthKey) || strings.EqualFold(k, pgClientIDKey) {
+			if strings.EqualFold(k, fedAuthKey) || strings.EqualFold(k, clientIDKey) {
 				t.Errorf("%s: %s would be sent to the server as a run-time parameter", c.dsn, k)
 			}
 		}
@@ -187,8 +187,8 @@ func TestEntraFingerprintAndRedaction(t *testing.T) {
 func TestEntraTokenHook(t *testing.T) {
 	clk := &fakeClock{t: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)}
 	cred := &fakeCredential{now: clk.now, tokens: []string{"tok-A-secret", "tok-B-secret"}, life: time.Hour}
-	e := &pgEntra{fedauth: pgManagedIdentity, identity: azconn.Identity{Credential: "managedidentity", ClientID: "cid-1"}}
-	hook := pgTokenHook(e, cred, clk.now)
+	e := &entraAuth{driver: "postgres", fedauth: fedAuthManagedIdentity, identity: azconn.Identity{Credential: "managedidentity", ClientID: "cid-1"}}
+	hook := pgTokenHook(e.tokens(cred, clk.now))
 	connect := func() (string, error) {
 		cc := pgx.ConnConfig{}
 		cc.Password = "from-the-dsn"
@@ -202,7 +202,7 @@ func TestEntraTokenHook(t *testing.T) {
 	if len(cred.scopes) != 1 || cred.scopes[0] != PostgresEntraScope || PostgresEntraScope != "https://ossrdbms-aad.database.windows.net/.default" {
 		t.Errorf("scopes %v", cred.scopes)
 	}
-	if cred.deadline.IsZero() || time.Until(cred.deadline) > pgTokenTimeout {
+	if cred.deadline.IsZero() || time.Until(cred.deadline) > entraTokenTimeout {
 		t.Errorf("the token request is not bounded: deadline %v", cred.deadline)
 	}
 	clk.add(59 * time.Minute)
@@ -221,16 +221,16 @@ func TestEntraTokenHook(t *testing.T) {
 	// identity, never a token, and no password is set.
 	broken := &fakeCredential{now: clk.now, tokens: []string{"tok-C-secret"}, life: time.Hour, expired: true}
 	cc := pgx.ConnConfig{}
-	err := pgTokenHook(e, broken, clk.now)(context.Background(), &cc)
+	err := pgTokenHook(e.tokens(broken, clk.now))(context.Background(), &cc)
 	if !errors.Is(err, errExpiredToken) || cc.Password != "" {
 		t.Fatalf("expired token: %v (password %q)", err, cc.Password)
 	}
 	failing := &fakeCredential{now: clk.now, err: errors.New("ManagedIdentityCredential: no identity endpoint")}
-	err = pgTokenHook(e, failing, clk.now)(context.Background(), &cc)
+	err = pgTokenHook(e.tokens(failing, clk.now))(context.Background(), &cc)
 	if err == nil || !strings.Contains(err.Error(), "no identity endpoint") {
 		t.Fatalf("credential failure: %v", err)
 	}
-	for _, err := range []error{err, pgTokenHook(e, broken, clk.now)(context.Background(), &cc)} {
+	for _, err := range []error{err, pgTokenHook(e.tokens(broken, clk.now))(context.Background(), &cc)} {
 		msg := err.Error()
 		if strings.Contains(msg, "secret") || !strings.Contains(msg, "fedauth=ActiveDirectoryManagedIdentity") || !strings.Contains(msg, "cid-1") {
 			t.Errorf("error: %s", msg)
@@ -303,7 +303,7 @@ func TestEntraPostgresServer(t *testing.T) {
 	}
 	u.User = url.User(role)
 	q := u.Query()
-	q.Set("fedauth", pgManagedIdentity)
+	q.Set("fedauth", fedAuthManagedIdentity)
 	q.Set("azure_client_id", "11111111-2222-3333-4444-555555555555")
 	q.Set("connect_timeout", "10")
 	u.RawQuery = q.Encode()
@@ -325,8 +325,8 @@ func TestEntraPostgresServer(t *testing.T) {
 	clk := &fakeClock{t: time.Now()}
 	open := func(cred *fakeCredential) *sql.DB {
 		t.Helper()
-		db, err := openPostgres(dsn, pgOpenDeps{
-			credential: func(e *pgEntra) (azcore.TokenCredential, error) {
+		db, err := openPostgres(dsn, entraDeps{
+			credential: func(e *entraAuth) (azcore.TokenCredential, error) {
 				if e.identity.ClientID != "11111111-2222-3333-4444-555555555555" {
 					t.Errorf("identity %+v", e.identity)
 				}
@@ -393,8 +393,8 @@ func TestEntraPostgresServer(t *testing.T) {
 	pq := pu.Query()
 	pq.Set("sslmode", "prefer")
 	pu.RawQuery = pq.Encode()
-	tlsOnly, err := openPostgres(pu.String(), pgOpenDeps{
-		credential: func(*pgEntra) (azcore.TokenCredential, error) { return cred, nil },
+	tlsOnly, err := openPostgres(pu.String(), entraDeps{
+		credential: func(*entraAuth) (azcore.TokenCredential, error) { return cred, nil },
 		now:        clk.now,
 	})
 	if err != nil {
