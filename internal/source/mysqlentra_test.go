@@ -254,91 +254,19 @@ func TestMySQLEntraServer(t *testing.T) {
 		}
 	}
 
-	clk := &fakeClock{t: time.Now()}
-	open := func(cred *fakeCredential) *sql.DB {
-		t.Helper()
-		db, err := openMySQL(dsn, entraDeps{
-			credential: func(e *entraAuth) (azcore.TokenCredential, error) {
-				if e.identity.ClientID != "11111111-2222-3333-4444-555555555555" {
-					t.Errorf("identity %+v", e.identity)
-				}
-				return cred, nil
-			},
-			now:         clk.now,
-			plaintextOK: true,
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
-		return db
-	}
-	wrong := open(&fakeCredential{now: clk.now, tokens: []string{"tok-wrong-secret"}, life: time.Hour})
-	err = wrong.PingContext(ctx)
-	if err == nil || !strings.Contains(err.Error(), "Access denied") {
-		t.Fatalf("a wrong token was let in: %v", err)
-	}
-	if strings.Contains(err.Error(), "secret") {
-		t.Errorf("the connection error shows the token: %v", err)
-	}
-
-	cred := &fakeCredential{now: clk.now, tokens: []string{"tok-A-secret", "tok-B-secret"}, life: time.Hour}
-	db := open(cred)
-	conn := func() *sql.Conn {
-		t.Helper()
-		c, err := db.Conn(ctx) // a new connection: the ones before are held
-		if err != nil {
-			t.Fatalf("connect: %v", err)
-		}
-		t.Cleanup(func() { c.Close() })
-		var who, tz string
-		if err := c.QueryRowContext(ctx, "SELECT SUBSTRING_INDEX(CURRENT_USER(), '@', 1), @@session.time_zone").Scan(&who, &tz); err != nil || who != user || tz != "+00:00" {
-			t.Fatalf("current_user %q, time_zone %q, %v", who, tz, err)
-		}
-		return c
-	}
-	first := conn()
-	conn() // token A still valid: the credential's cache hands it out again
-	if calls, minted := cred.counts(); calls != 2 || minted != 1 {
-		t.Fatalf("two connections: %d token calls, %d minted; want 2, 1", calls, minted)
-	}
-
-	// Token A expires; the server takes only B from now on. A new connection gets B.
-	setPassword("tok-B-secret")
-	clk.add(61 * time.Minute)
-	conn()
-	if calls, minted := cred.counts(); calls != 3 || minted != 2 {
-		t.Fatalf("after expiry: %d token calls, %d minted; want 3, 2", calls, minted)
-	}
-	// A session signed in with A stays usable: the server checks the token at sign-in only.
-	var one int
-	if err := first.QueryRowContext(ctx, "SELECT 1").Scan(&one); err != nil {
-		t.Errorf("the first session after its token expired: %v", err)
-	}
-
-	// Without the test seam, tls=preferred keeps TLS and drops its plaintext fallback: this
-	// server has no TLS, so the connection fails where the plain driver would have gone on in
-	// clear with the token.
-	pcfg := ucfg.Clone()
-	pcfg.TLSConfig = "preferred"
-	tlsOnly, err := openMySQL(pcfg.FormatDSN(), entraDeps{
-		credential: func(*entraAuth) (azcore.TokenCredential, error) { return cred, nil },
-		now:        clk.now,
+	tls := ucfg.Clone()
+	tls.TLSConfig = "preferred"
+	testEntraSignIn(t, ctx, entraServer{
+		open: openMySQL, dsn: dsn, preferTLS: tls.FormatDSN(), preferTLSWhat: "tls=preferred", refused: "Access denied",
+		whoami: func(ctx context.Context, c *sql.Conn) error {
+			var who, tz string
+			if err := c.QueryRowContext(ctx, "SELECT SUBSTRING_INDEX(CURRENT_USER(), '@', 1), @@session.time_zone").Scan(&who, &tz); err != nil || who != user || tz != "+00:00" {
+				return fmt.Errorf("current_user %q, time_zone %q, %v", who, tz, err)
+			}
+			return nil
+		},
+		setPassword: setPassword,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tlsOnly.Close()
-	if err := tlsOnly.PingContext(ctx); err == nil || !strings.Contains(err.Error(), "TLS") || strings.Contains(err.Error(), "secret") {
-		t.Errorf("tls=preferred with fedauth against a server without TLS: %v", err)
-	}
-
-	// A credential failure fails the connection, naming fedauth and not a token.
-	failing := open(&fakeCredential{now: clk.now, err: errors.New("IMDS unreachable")})
-	err = failing.PingContext(ctx)
-	if err == nil || !strings.Contains(err.Error(), "fedauth=ActiveDirectoryManagedIdentity") || strings.Contains(err.Error(), "secret") {
-		t.Errorf("credential failure: %v", err)
-	}
 }
 
 // TestMySQLEntraClearTextTLS runs the path Azure Database for MySQL takes, against a server set up

@@ -321,94 +321,26 @@ func TestEntraPostgresServer(t *testing.T) {
 		}
 	}
 
-	// The rule is in force: trust no longer lets the role in without the right password.
-	clk := &fakeClock{t: time.Now()}
-	open := func(cred *fakeCredential) *sql.DB {
-		t.Helper()
-		db, err := openPostgres(dsn, entraDeps{
-			credential: func(e *entraAuth) (azcore.TokenCredential, error) {
-				if e.identity.ClientID != "11111111-2222-3333-4444-555555555555" {
-					t.Errorf("identity %+v", e.identity)
-				}
-				return cred, nil
-			},
-			now:         clk.now,
-			plaintextOK: true,
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
-		return db
-	}
-	wrong := open(&fakeCredential{now: clk.now, tokens: []string{"tok-wrong-secret"}, life: time.Hour})
-	err = wrong.PingContext(ctx)
-	if err == nil || !strings.Contains(err.Error(), "password authentication failed") {
-		t.Fatalf("a wrong token was let in (is the pg_hba.conf line in force?): %v", err)
-	}
-	if strings.Contains(err.Error(), "secret") {
-		t.Errorf("the connection error shows the token: %v", err)
-	}
-
-	cred := &fakeCredential{now: clk.now, tokens: []string{"tok-A-secret", "tok-B-secret"}, life: time.Hour}
-	db := open(cred)
-	conn := func() *sql.Conn {
-		t.Helper()
-		c, err := db.Conn(ctx) // a new connection: the ones before are held
-		if err != nil {
-			t.Fatalf("connect: %v", err)
-		}
-		t.Cleanup(func() { c.Close() })
-		var who string
-		if err := c.QueryRowContext(ctx, "SELECT current_user").Scan(&who); err != nil || who != role {
-			t.Fatalf("current_user %q, %v", who, err)
-		}
-		return c
-	}
-	first := conn()
-	conn() // token A still valid: the credential's cache hands it out again
-	if calls, minted := cred.counts(); calls != 2 || minted != 1 {
-		t.Fatalf("two connections: %d token calls, %d minted; want 2, 1", calls, minted)
-	}
-
-	// Token A expires; the server takes only B from now on. A new connection gets B.
-	if _, err := admin.ExecContext(ctx, "ALTER ROLE "+role+" PASSWORD 'tok-B-secret'"); err != nil {
-		t.Fatal(err)
-	}
-	clk.add(61 * time.Minute)
-	conn()
-	if calls, minted := cred.counts(); calls != 3 || minted != 2 {
-		t.Fatalf("after expiry: %d token calls, %d minted; want 3, 2", calls, minted)
-	}
-	// A session signed in with A stays usable: the server checks the token at sign-in only.
-	var one int
-	if err := first.QueryRowContext(ctx, "SELECT 1").Scan(&one); err != nil {
-		t.Errorf("the first session after its token expired: %v", err)
-	}
-
-	// Without the test seam, sslmode=prefer (pgx's default) keeps TLS and drops its plaintext
-	// retry: this server has no TLS, so the connection fails where plain pgx would have gone on
-	// in clear with the token.
 	pu := *u
 	pq := pu.Query()
 	pq.Set("sslmode", "prefer")
 	pu.RawQuery = pq.Encode()
-	tlsOnly, err := openPostgres(pu.String(), entraDeps{
-		credential: func(*entraAuth) (azcore.TokenCredential, error) { return cred, nil },
-		now:        clk.now,
+	// The rule is in force: trust no longer lets the role in without the right password.
+	testEntraSignIn(t, ctx, entraServer{
+		open: openPostgres, dsn: dsn, preferTLS: pu.String(), preferTLSWhat: "sslmode=prefer",
+		refused: "password authentication failed", // if not, is the pg_hba.conf line in force?
+		whoami: func(ctx context.Context, c *sql.Conn) error {
+			var who string
+			if err := c.QueryRowContext(ctx, "SELECT current_user").Scan(&who); err != nil || who != role {
+				return fmt.Errorf("current_user %q, %v", who, err)
+			}
+			return nil
+		},
+		setPassword: func(pw string) {
+			t.Helper()
+			if _, err := admin.ExecContext(ctx, "ALTER ROLE "+role+" PASSWORD '"+pw+"'"); err != nil {
+				t.Fatal(err)
+			}
+		},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tlsOnly.Close()
-	if err := tlsOnly.PingContext(ctx); err == nil || !strings.Contains(err.Error(), "TLS") || strings.Contains(err.Error(), "secret") {
-		t.Errorf("sslmode=prefer with fedauth against a server without TLS: %v", err)
-	}
-
-	// A credential failure fails the connection, naming fedauth and not a token.
-	failing := open(&fakeCredential{now: clk.now, err: errors.New("IMDS unreachable")})
-	err = failing.PingContext(ctx)
-	if err == nil || !strings.Contains(err.Error(), "fedauth=ActiveDirectoryManagedIdentity") || strings.Contains(err.Error(), "secret") {
-		t.Errorf("credential failure: %v", err)
-	}
 }
