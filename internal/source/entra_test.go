@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/azconn"
 )
 
 // entraServer is a local server a test signs in to with tokens as passwords: a user of the
@@ -110,5 +112,58 @@ func testEntraSignIn(t *testing.T, ctx context.Context, s entraServer) {
 	err = failing.PingContext(ctx)
 	if err == nil || !strings.Contains(err.Error(), "fedauth=ActiveDirectoryManagedIdentity") || strings.Contains(err.Error(), "secret") {
 		t.Errorf("credential failure: %v", err)
+	}
+}
+
+// testTokenHook: a driver's BeforeConnect hook sets each new connection's password to a token
+// from the credential, for the right scope and within entraTokenTimeout: the cached one while it
+// lasts, a fresh one after it expired. A credential that fails, or returns a dead token: the
+// error names the driver, fedauth and the identity, never a token, and no password is set.
+// connect applies the hook, with the tokens given, to a configuration whose password is the
+// DSN's, and returns the password it leaves.
+func testTokenHook(t *testing.T, driver string, connect func(token func(context.Context) (string, error)) (string, error)) {
+	clk := &fakeClock{t: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)}
+	cred := &fakeCredential{now: clk.now, tokens: []string{"tok-A-secret", "tok-B-secret"}, life: time.Hour}
+	e := &entraAuth{driver: driver, fedauth: fedAuthManagedIdentity, identity: azconn.Identity{Credential: "managedidentity", ClientID: "cid-1"}}
+
+	if pw, err := connect(e.tokens(cred, clk.now)); err != nil || pw != "tok-A-secret" {
+		t.Fatalf("first connection: password %q, %v", pw, err)
+	}
+	for _, scope := range []string{PostgresEntraScope, MySQLEntraScope} {
+		if len(cred.scopes) != 1 || cred.scopes[0] != scope || scope != "https://ossrdbms-aad.database.windows.net/.default" {
+			t.Errorf("scopes %v", cred.scopes)
+		}
+	}
+	if cred.deadline.IsZero() || time.Until(cred.deadline) > entraTokenTimeout {
+		t.Errorf("the token request is not bounded: deadline %v", cred.deadline)
+	}
+	clk.add(59 * time.Minute)
+	if pw, err := connect(e.tokens(cred, clk.now)); err != nil || pw != "tok-A-secret" {
+		t.Fatalf("second connection, token still valid: %q, %v", pw, err)
+	}
+	clk.add(2 * time.Minute) // tok-A has expired
+	if pw, err := connect(e.tokens(cred, clk.now)); err != nil || pw != "tok-B-secret" {
+		t.Fatalf("connection after expiry: %q, %v", pw, err)
+	}
+	if calls, minted := cred.counts(); calls != 3 || minted != 2 {
+		t.Errorf("every connection asks the credential: %d calls, %d tokens minted; want 3, 2", calls, minted)
+	}
+
+	broken := &fakeCredential{now: clk.now, tokens: []string{"tok-C-secret"}, life: time.Hour, expired: true}
+	pw, expired := connect(e.tokens(broken, clk.now))
+	if !errors.Is(expired, errExpiredToken) || pw != "" {
+		t.Fatalf("expired token: %v (password %q)", expired, pw)
+	}
+	failing := &fakeCredential{now: clk.now, err: errors.New("ManagedIdentityCredential: no identity endpoint")}
+	_, err := connect(e.tokens(failing, clk.now))
+	if err == nil || !strings.Contains(err.Error(), "no identity endpoint") {
+		t.Fatalf("credential failure: %v", err)
+	}
+	for _, err := range []error{err, expired} {
+		msg := err.Error()
+		if strings.Contains(msg, "secret") || !strings.Contains(msg, driver) ||
+			!strings.Contains(msg, "fedauth=ActiveDirectoryManagedIdentity") || !strings.Contains(msg, "cid-1") {
+			t.Errorf("error: %s", msg)
+		}
 	}
 }

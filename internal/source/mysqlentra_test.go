@@ -134,58 +134,12 @@ func TestMySQLEntraFingerprintAndRedaction(t *testing.T) {
 }
 
 func TestMySQLEntraTokenHook(t *testing.T) {
-	clk := &fakeClock{t: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)}
-	cred := &fakeCredential{now: clk.now, tokens: []string{"tok-A-secret", "tok-B-secret"}, life: time.Hour}
-	e := &entraAuth{driver: "mysql", fedauth: fedAuthManagedIdentity, identity: azconn.Identity{Credential: "managedidentity", ClientID: "cid-1"}}
-	hook := mysqlTokenHook(e.tokens(cred, clk.now))
-	connect := func() (string, error) {
+	testTokenHook(t, "mysql", func(token func(context.Context) (string, error)) (string, error) {
 		cfg := mysql.NewConfig()
 		cfg.Passwd = "from-the-dsn"
-		err := hook(context.Background(), cfg)
+		err := mysqlTokenHook(token)(context.Background(), cfg)
 		return cfg.Passwd, err
-	}
-
-	if pw, err := connect(); err != nil || pw != "tok-A-secret" {
-		t.Fatalf("first connection: password %q, %v", pw, err)
-	}
-	if len(cred.scopes) != 1 || cred.scopes[0] != MySQLEntraScope || MySQLEntraScope != "https://ossrdbms-aad.database.windows.net/.default" {
-		t.Errorf("scopes %v", cred.scopes)
-	}
-	if cred.deadline.IsZero() || time.Until(cred.deadline) > entraTokenTimeout {
-		t.Errorf("the token request is not bounded: deadline %v", cred.deadline)
-	}
-	clk.add(59 * time.Minute)
-	if pw, err := connect(); err != nil || pw != "tok-A-secret" {
-		t.Fatalf("second connection, token still valid: %q, %v", pw, err)
-	}
-	clk.add(2 * time.Minute) // tok-A has expired
-	if pw, err := connect(); err != nil || pw != "tok-B-secret" {
-		t.Fatalf("connection after expiry: %q, %v", pw, err)
-	}
-	if calls, minted := cred.counts(); calls != 3 || minted != 2 {
-		t.Errorf("every connection asks the credential: %d calls, %d tokens minted; want 3, 2", calls, minted)
-	}
-
-	// A credential that fails, or returns a dead token: the error names fedauth and the
-	// identity, never a token, and the DSN's password is not replaced by a dead one.
-	broken := &fakeCredential{now: clk.now, tokens: []string{"tok-C-secret"}, life: time.Hour, expired: true}
-	cfg := mysql.NewConfig()
-	err := mysqlTokenHook(e.tokens(broken, clk.now))(context.Background(), cfg)
-	if !errors.Is(err, errExpiredToken) || cfg.Passwd != "" {
-		t.Fatalf("expired token: %v (password %q)", err, cfg.Passwd)
-	}
-	failing := &fakeCredential{now: clk.now, err: errors.New("ManagedIdentityCredential: no identity endpoint")}
-	err = mysqlTokenHook(e.tokens(failing, clk.now))(context.Background(), cfg)
-	if err == nil || !strings.Contains(err.Error(), "no identity endpoint") {
-		t.Fatalf("credential failure: %v", err)
-	}
-	for _, err := range []error{err, mysqlTokenHook(e.tokens(broken, clk.now))(context.Background(), cfg)} {
-		msg := err.Error()
-		if strings.Contains(msg, "secret") || !strings.Contains(msg, "mysql") ||
-			!strings.Contains(msg, "fedauth=ActiveDirectoryManagedIdentity") || !strings.Contains(msg, "cid-1") {
-			t.Errorf("error: %s", msg)
-		}
-	}
+	})
 }
 
 // Open, the path every poller takes, refuses plaintext with Entra before connecting, naming

@@ -185,57 +185,12 @@ func TestEntraFingerprintAndRedaction(t *testing.T) {
 }
 
 func TestEntraTokenHook(t *testing.T) {
-	clk := &fakeClock{t: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)}
-	cred := &fakeCredential{now: clk.now, tokens: []string{"tok-A-secret", "tok-B-secret"}, life: time.Hour}
-	e := &entraAuth{driver: "postgres", fedauth: fedAuthManagedIdentity, identity: azconn.Identity{Credential: "managedidentity", ClientID: "cid-1"}}
-	hook := pgTokenHook(e.tokens(cred, clk.now))
-	connect := func() (string, error) {
+	testTokenHook(t, "postgres", func(token func(context.Context) (string, error)) (string, error) {
 		cc := pgx.ConnConfig{}
 		cc.Password = "from-the-dsn"
-		err := hook(context.Background(), &cc)
+		err := pgTokenHook(token)(context.Background(), &cc)
 		return cc.Password, err
-	}
-
-	if pw, err := connect(); err != nil || pw != "tok-A-secret" {
-		t.Fatalf("first connection: password %q, %v", pw, err)
-	}
-	if len(cred.scopes) != 1 || cred.scopes[0] != PostgresEntraScope || PostgresEntraScope != "https://ossrdbms-aad.database.windows.net/.default" {
-		t.Errorf("scopes %v", cred.scopes)
-	}
-	if cred.deadline.IsZero() || time.Until(cred.deadline) > entraTokenTimeout {
-		t.Errorf("the token request is not bounded: deadline %v", cred.deadline)
-	}
-	clk.add(59 * time.Minute)
-	if pw, err := connect(); err != nil || pw != "tok-A-secret" {
-		t.Fatalf("second connection, token still valid: %q, %v", pw, err)
-	}
-	clk.add(2 * time.Minute) // tok-A has expired
-	if pw, err := connect(); err != nil || pw != "tok-B-secret" {
-		t.Fatalf("connection after expiry: %q, %v", pw, err)
-	}
-	if calls, minted := cred.counts(); calls != 3 || minted != 2 {
-		t.Errorf("every connection asks the credential: %d calls, %d tokens minted; want 3, 2", calls, minted)
-	}
-
-	// A credential that fails, or returns a dead token: the error names fedauth and the
-	// identity, never a token, and no password is set.
-	broken := &fakeCredential{now: clk.now, tokens: []string{"tok-C-secret"}, life: time.Hour, expired: true}
-	cc := pgx.ConnConfig{}
-	err := pgTokenHook(e.tokens(broken, clk.now))(context.Background(), &cc)
-	if !errors.Is(err, errExpiredToken) || cc.Password != "" {
-		t.Fatalf("expired token: %v (password %q)", err, cc.Password)
-	}
-	failing := &fakeCredential{now: clk.now, err: errors.New("ManagedIdentityCredential: no identity endpoint")}
-	err = pgTokenHook(e.tokens(failing, clk.now))(context.Background(), &cc)
-	if err == nil || !strings.Contains(err.Error(), "no identity endpoint") {
-		t.Fatalf("credential failure: %v", err)
-	}
-	for _, err := range []error{err, pgTokenHook(e.tokens(broken, clk.now))(context.Background(), &cc)} {
-		msg := err.Error()
-		if strings.Contains(msg, "secret") || !strings.Contains(msg, "fedauth=ActiveDirectoryManagedIdentity") || !strings.Contains(msg, "cid-1") {
-			t.Errorf("error: %s", msg)
-		}
-	}
+	})
 }
 
 // Open, the path every poller takes, refuses plaintext with Entra before connecting, naming
