@@ -50,7 +50,7 @@ type replicaRun struct {
 	rec     *replicacheck.Recorder
 	hook    *httptest.Server
 	extra   []string // settings for every process
-	ticks   *tickCount
+	ticks   *replicacheck.Ticks
 	start   source.Position
 
 	mu       sync.Mutex
@@ -63,46 +63,10 @@ type replicaRun struct {
 	failed   []string    // any other failed tick
 }
 
-// tickCount counts finished ticks and lets a goroutine wait for more without sleeping.
-type tickCount struct {
-	mu sync.Mutex
-	n  int
-	ch chan struct{}
-}
-
-func (c *tickCount) add() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.n++
-	close(c.ch)
-	c.ch = make(chan struct{})
-}
-
-// await returns once k more ticks have finished than when it was called, or when cond (if
-// not nil) holds after a tick.
-func (c *tickCount) await(ctx context.Context, k int, cond func() bool) error {
-	c.mu.Lock()
-	target := c.n + k
-	c.mu.Unlock()
-	for {
-		c.mu.Lock()
-		n, ch := c.n, c.ch
-		c.mu.Unlock()
-		if n >= target || cond != nil && cond() {
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return fmt.Errorf("%d ticks of %d: %w", n, target, ctx.Err())
-		}
-	}
-}
-
 func newReplicaRun(t *testing.T, batch int, extra ...string) *replicaRun {
 	t.Helper()
 	r := &replicaRun{t: t, bin: buildReplicaBinary(t), azurite: testenv.Azurite(t), app: testenv.Name("rep-"),
-		rec: &replicacheck.Recorder{}, ticks: &tickCount{ch: make(chan struct{})}}
+		rec: &replicacheck.Recorder{}, ticks: &replicacheck.Ticks{}}
 	r.dsn, r.db = pgSchema(t, "rep_")
 	s, cleanup, err := replicacheck.Create(context.Background(), r.db, testenv.Name("rep"))
 	t.Cleanup(cleanup)
@@ -279,7 +243,7 @@ func (r *replicaRun) loop(n int, stop <-chan struct{}) {
 		} else {
 			r.classify(p.cmd.Process.Pid, rep)
 		}
-		r.ticks.add()
+		r.ticks.Add()
 	}
 }
 
@@ -330,7 +294,7 @@ func (r *replicaRun) scenario(slots int, wl *replicacheck.Workload, planned int)
 	}
 	if wl != nil {
 		wl.Setup = r.setup
-		wl.Hold = func(ctx context.Context) error { return r.ticks.await(ctx, 2*slots+1, nil) }
+		wl.Hold = func(ctx context.Context) error { return r.ticks.Await(ctx, 2*slots+1, nil) }
 		wl.More = func() bool { return !r.faultsDone(planned) } // changes flow until the faults played out
 		t.Logf("workload seed %d", wl.Seed)
 		if err := wl.Run(deadline); err != nil {
@@ -342,7 +306,7 @@ func (r *replicaRun) scenario(slots int, wl *replicacheck.Workload, planned int)
 	if err := r.setup.Flush(deadline); err != nil {
 		t.Fatal(err)
 	}
-	err := r.ticks.await(deadline, 1<<30, func() bool { return r.faultsDone(planned) })
+	err := r.ticks.Await(deadline, 1<<30, func() bool { return r.faultsDone(planned) })
 	close(stop)
 	loops.Wait()
 	if err != nil {

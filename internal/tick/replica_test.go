@@ -26,43 +26,6 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/poller"
 )
 
-// progress counts finished ticks and lets a goroutine wait for more without sleeping.
-type progress struct {
-	mu sync.Mutex
-	n  int
-	ch chan struct{} // closed and replaced at each tick
-}
-
-func newProgress() *progress { return &progress{ch: make(chan struct{})} }
-
-func (p *progress) add() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.n++
-	close(p.ch)
-	p.ch = make(chan struct{})
-}
-
-// await returns once k more ticks have finished than when it was called.
-func (p *progress) await(ctx context.Context, k int) error {
-	p.mu.Lock()
-	target := p.n + k
-	p.mu.Unlock()
-	for {
-		p.mu.Lock()
-		n, ch := p.n, p.ch
-		p.mu.Unlock()
-		if n >= target {
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for %d ticks (at %d of %d): %w", k, n, target, ctx.Err())
-		}
-	}
-}
-
 // replicaWorld is the in-process replica test's world: the table, slots and workload in the
 // test PostgreSQL, the state blob in Azurite, and runners of one logical poller.
 type replicaWorld struct {
@@ -246,7 +209,7 @@ func TestLogicalReplica(t *testing.T) {
 	sampled := make(chan struct{})
 	go func() { defer close(sampled); sampler.Run(sampleCtx, 2*time.Millisecond) }()
 
-	ticks := newProgress()
+	ticks := &replicacheck.Ticks{}
 	errs := tickErrors{w: w}
 	outcomes := map[string]int{}
 	var outMu sync.Mutex
@@ -273,13 +236,13 @@ func TestLogicalReplica(t *testing.T) {
 				}
 				outcomes[o]++
 				outMu.Unlock()
-				ticks.add()
+				ticks.Add()
 			}
 		}()
 	}
 
 	wl := &replicacheck.Workload{Setup: w.setup, Writers: 4, Txns: 40, Pace: 40 * time.Millisecond, Seed: uint64(time.Now().UnixNano()),
-		Hold: func(ctx context.Context) error { return ticks.await(ctx, 2*len(runners)) }}
+		Hold: func(ctx context.Context) error { return ticks.Await(ctx, 2*len(runners), nil) }}
 	t.Logf("workload seed %d", wl.Seed)
 	if err := wl.Run(deadline); err != nil {
 		t.Fatal(err)
