@@ -1,6 +1,7 @@
 package source
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -138,9 +139,11 @@ var sharedOpenTrx sync.Map
 // openTrxBound reads and keeps a source's bound. It is safe for concurrent use.
 type openTrxBound struct {
 	user string // the role, for the GRANT a denial names
-	// read and clock are readOpenTrx and the system clock; a unit test gives its own.
+	// read, clock and pause are readOpenTrx, the system clock and the pause between reads of a
+	// stale list (openTrxRetry) when nil or zero; a unit test gives its own.
 	read  func(ctx context.Context, db *sql.DB) (OpenTrx, bool, error)
 	clock func() time.Time
+	pause time.Duration
 
 	mu     sync.Mutex
 	last   OpenTrx   // what the last read used
@@ -158,9 +161,12 @@ type openTrxBound struct {
 func (b *openTrxBound) arg(ctx context.Context, db *sql.DB) (time.Time, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	read, clock := readOpenTrx, time.Now
+	read, clock, pause := readOpenTrx, time.Now, cmp.Or(b.pause, openTrxRetry)
 	if b.read != nil {
-		read, clock = b.read, b.clock
+		read = b.read
+	}
+	if b.clock != nil {
+		clock = b.clock
 	}
 	now := clock()
 	if !b.readAt.IsZero() && now.Sub(b.readAt) < openTrxEvery ||
@@ -177,10 +183,7 @@ func (b *openTrxBound) arg(ctx context.Context, db *sql.DB) (time.Time, error) {
 		if err != nil || fresh || attempt == 2 {
 			break
 		}
-		if b.read != nil { // a unit test's reads: no pause between them
-			continue
-		}
-		t := time.NewTimer(openTrxRetry)
+		t := time.NewTimer(pause)
 		select {
 		case <-ctx.Done():
 			t.Stop()

@@ -24,7 +24,7 @@ func TestMySQLOpenTrxBoundStates(t *testing.T) {
 	}
 	var answers []answer
 	reads := 0
-	b := &openTrxBound{user: "app", clock: func() time.Time { return now },
+	b := &openTrxBound{user: "app", clock: func() time.Time { return now }, pause: time.Nanosecond,
 		read: func(context.Context, *sql.DB) (OpenTrx, bool, error) {
 			reads++
 			if len(answers) == 0 {
