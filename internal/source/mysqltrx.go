@@ -111,10 +111,11 @@ type openTrxDialect interface {
 	openTrx(dsn string) *openTrxBound
 }
 
-// openTrxBounded says whether a definition's reads in dl take the open-transaction bound.
-func openTrxBounded(dl dialect, d Definition) bool {
-	_, ok := dl.(openTrxDialect)
-	return ok && d.Cursor.Kind == state.KindTimestampPK
+// openTrxBounded says whether a definition's reads in dl take the open-transaction bound, and
+// gives dl as the openTrxDialect that keeps it.
+func openTrxBounded(dl dialect, d Definition) (openTrxDialect, bool) {
+	ot, ok := dl.(openTrxDialect)
+	return ot, ok && d.Cursor.Kind == state.KindTimestampPK
 }
 
 // openTrx: the sources of one process that read one server as one user share a bound (one

@@ -65,7 +65,8 @@ func buildQueries(dl dialect, d Definition, flavor tsFlavor) queries {
 		filter = "(" + f + ")"
 	}
 
-	q := queries{openTrx: openTrxBounded(dl, d)}
+	_, bounded := openTrxBounded(dl, d)
+	q := queries{openTrx: bounded}
 	// render builds one query; after says whether it has the keyset predicate, backlog whether it
 	// leaves out the bounds on open transactions.
 	render := func(after, backlog bool) (string, []any) {

@@ -16,8 +16,9 @@ import (
 )
 
 // Row is one source row. Its values are normalized: integers int64 (a MySQL BIGINT UNSIGNED
-// above the largest int64: uint64, exact), exact numerics as decimal strings, timestamps time.Time in UTC, binary []byte, UUIDs canonical lower-case strings, JSON
-// columns json.RawMessage, NULL nil.
+// above the largest int64: uint64, exact), exact numerics as decimal strings, timestamps
+// time.Time in UTC, binary []byte, UUIDs canonical lower-case strings, JSON columns
+// json.RawMessage, NULL nil.
 //
 // A Row holds the driver's values and normalizes each one when it is read, so a handler pays
 // only for the conversions it uses. It is safe for concurrent readers.

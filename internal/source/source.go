@@ -81,7 +81,7 @@ func Open(ctx context.Context, cfg Config) (*Source, error) {
 		fingerprint: Fingerprint(cfg.Driver, c.loc, d),
 		describe:    c.describe,
 	}
-	if ot, ok := c.dl.(openTrxDialect); ok && openTrxBounded(c.dl, d) {
+	if ot, ok := openTrxBounded(c.dl, d); ok {
 		s.openTrx = ot.openTrx(cfg.DSN)
 	}
 	if err := s.check(ctx); err != nil {
