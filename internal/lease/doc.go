@@ -64,11 +64,22 @@
 //
 // Reads are never conditional (Azurite and Azure differ there); only writes carry conditions.
 //
-// The acquire, the holder's writes and Writer (pollerctl's reset, clone, quarantine and delete,
-// which write from outside a held lease) all put through one function with write ids from one
-// generator, so all are settled alike; Writer reports a write that lost to another writer as
-// store.ErrConflict. A delete carries no write id: a failed one is settled by whether the re-read
-// still finds the ETag it was conditional on.
+// The acquire, the holder's writes and Operator's (pollerctl's reset, clone, quarantine and
+// delete, which write from outside a held lease) all put through one function with write ids from
+// one generator, so all are settled alike; Operator reports a write that lost to another writer
+// as store.ErrConflict. A delete carries no write id: a failed one is settled by whether the
+// re-read still finds the ETag it was conditional on.
+//
+// # Operators
+//
+// pollerctl changes a document only through Operator: it reads the document, plans the change
+// (shown in a dry run) and writes the plan, refused while the read shows a live lease (it could
+// race a tick), after backing the old document up, as a compare-and-swap on the read's ETag. The
+// fencing token goes up in one place, for an acquire and for an operator's takeover (a reset)
+// alike: a takeover writes the operator as owner with the token one above the document's, and
+// releases the lease in the same write, so any older holder's next write fails and the next tick
+// acquires at once. An operator's edit (a quarantine request) keeps the lease as it is, and a
+// created document (a clone) has none until its first tick acquires token 1.
 //
 // # One writer per lease
 //

@@ -202,23 +202,22 @@ func (m *Manager) Acquire(ctx context.Context, s Snapshot) (Result, error) {
 	)
 	if s.Doc == nil {
 		next = state.Doc{Version: state.Version, PollerName: c.Poller, SourceFingerprint: c.Fingerprint}
-		next.Lease.FencingToken = 1
 		cond = store.IfNotExists()
 	} else {
 		if owner, live := m.Holder(s); live {
 			return Result{Holder: owner}, nil
 		}
-		if s.Doc.Lease.FencingToken >= state.MaxFencingToken {
-			return Result{}, fmt.Errorf("lease: %s: %w at %d: run this poller under a new name", c.Blob, ErrTokenExhausted, s.Doc.Lease.FencingToken)
-		}
 		next = *s.Doc
-		next.Lease.FencingToken++
 		cond = store.IfMatch(s.ETag)
+	}
+	token, err := nextToken(c.Blob, next.Lease.FencingToken)
+	if err != nil {
+		return Result{}, err
 	}
 	sent := c.Clock.Now()
 	next.Lease = state.Lease{
 		OwnerID:      c.Owner,
-		FencingToken: next.Lease.FencingToken,
+		FencingToken: token,
 		AcquiredAt:   state.At(sent),
 		HeartbeatAt:  state.At(sent),
 		ExpiresAt:    state.At(sent.Add(c.TTL)),
@@ -242,6 +241,16 @@ func (m *Manager) Acquire(ctx context.Context, s Snapshot) (Result, error) {
 		return Result{Holder: o.doc.Lease.OwnerID}, nil
 	}
 	return Result{}, fmt.Errorf("lease: acquire of %s did not land: %w", c.Blob, o.perr)
+}
+
+// nextToken is the one place the fencing token goes up: the token after current (0 when there
+// was none), for an acquire or an operator's takeover; ErrTokenExhausted past
+// state.MaxFencingToken.
+func nextToken(blob string, current int64) (int64, error) {
+	if current >= state.MaxFencingToken {
+		return 0, fmt.Errorf("lease: %s: %w at %d: run this poller under a new name", blob, ErrTokenExhausted, current)
+	}
+	return current + 1, nil
 }
 
 func (m *Manager) newLease(doc state.Doc, etag string, sent time.Time) *Lease {
