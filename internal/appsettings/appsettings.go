@@ -247,6 +247,11 @@ func cdcName(name *string, v, what string, p *poller.Poller) error {
 		}
 		return nil
 	}
+	return logicalName(name, v, what)
+}
+
+// logicalName sets *name from v, a slot or publication name (what), unless v is empty.
+func logicalName(name *string, v, what string) error {
 	if v == "" {
 		return nil
 	}
@@ -255,6 +260,32 @@ func cdcName(name *string, v, what string, p *poller.Poller) error {
 	}
 	*name = v
 	return nil
+}
+
+// cdcDefaults fills in a logical poller's default slot (named after the app and the poller) and
+// publication (the slot's name).
+func cdcDefaults(slot, publication *string, getenv func(string) string, pollerName string) {
+	*slot = cmp.Or(*slot, SlotName(AppName(getenv), pollerName))
+	*publication = cmp.Or(*publication, *slot)
+}
+
+// CDCNames reads the replication slot and the publication of a logical poller called name,
+// {P}_CDC_SLOT and {P}_CDC_PUBLICATION, checked and defaulted as Load does: pollerctl clone reads
+// them for the new poller, which this build may not have yet. Every problem is reported, each
+// naming its setting (a *SettingError).
+func CDCNames(name string, getenv func(string) string) (slot, publication string, err error) {
+	var errs []error
+	for _, n := range []struct {
+		suffix, what string
+		name         *string
+	}{{"CDC_SLOT", "slot", &slot}, {"CDC_PUBLICATION", "publication", &publication}} {
+		setting := Prefix(name) + "_" + n.suffix
+		if err := logicalName(n.name, strings.TrimSpace(getenv(setting)), n.what); err != nil {
+			errs = append(errs, &SettingError{Setting: setting, Problem: err.Error()})
+		}
+	}
+	cdcDefaults(&slot, &publication, getenv, name)
+	return slot, publication, errors.Join(errs...)
 }
 
 // SlotName is a logical poller's default slot (and publication) name:
@@ -318,8 +349,7 @@ func Load(p *poller.Poller, getenv func(string) string) (Settings, error) {
 		}
 	}
 	if p.Source().Cursor.Kind == state.KindLogical {
-		s.Slot = cmp.Or(s.Slot, SlotName(AppName(getenv), p.Name()))
-		s.Publication = cmp.Or(s.Publication, s.Slot)
+		cdcDefaults(&s.Slot, &s.Publication, getenv, p.Name())
 	}
 	return s, errors.Join(errs...)
 }

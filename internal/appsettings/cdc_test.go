@@ -2,6 +2,7 @@ package appsettings
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -39,5 +40,31 @@ func TestCDCSettings(t *testing.T) {
 	long := SlotName(strings.Repeat("a", 40), strings.Repeat("b", 40))
 	if len(long) != 63 || long == SlotName(strings.Repeat("a", 40), strings.Repeat("b", 39)+"c") {
 		t.Errorf("long names: %q (%d)", long, len(long))
+	}
+}
+
+// TestCDCNames: the slot and publication of a poller this build may not have are read, checked
+// and defaulted as Load reads them for one it has.
+func TestCDCNames(t *testing.T) {
+	logical := poller.New("orders-cdc", "orders", poller.Logical, func(context.Context, *poller.Batch[poller.Row]) error { return nil },
+		poller.WithColumns("id"), poller.WithKey("id"))
+	for _, kv := range []map[string]string{
+		{"POLLER_APP_NAME": "shop"},
+		{"POLLER_APP_NAME": "shop", "ORDERS_CDC_CDC_SLOT": "mine"},
+		{"POLLER_APP_NAME": "shop", "ORDERS_CDC_CDC_SLOT": "mine", "ORDERS_CDC_CDC_PUBLICATION": "pub"},
+		{"ORDERS_CDC_CDC_PUBLICATION": " pub "},
+	} {
+		getenv := func(k string) string { return kv[k] }
+		s, _ := Load(logical, getenv)
+		slot, pub, err := CDCNames("orders-cdc", getenv)
+		if err != nil || slot != s.Slot || pub != s.Publication {
+			t.Errorf("%v: CDCNames %q %q %v, Load %q %q", kv, slot, pub, err, s.Slot, s.Publication)
+		}
+	}
+	_, _, err := CDCNames("orders-cdc", func(k string) string {
+		return map[string]string{"ORDERS_CDC_CDC_SLOT": "Bad-Name", "ORDERS_CDC_CDC_PUBLICATION": "also bad"}[k]
+	})
+	if !errors.Is(err, ErrSetting) || !strings.Contains(err.Error(), "ORDERS_CDC_CDC_SLOT: ") || !strings.Contains(err.Error(), "ORDERS_CDC_CDC_PUBLICATION: ") {
+		t.Errorf("bad names: %v, want both settings named", err)
 	}
 }

@@ -128,7 +128,8 @@ func (env Env) warnBehindSlot(ctx context.Context, name string, slot source.Slot
 	if err != nil {
 		return
 	}
-	_, doc, _, err := current(ctx, st, env.blob(name), name)
+	cur, err := env.operator(st, name).Read(ctx)
+	doc := cur.Doc
 	if err != nil || doc == nil || doc.Checkpoint.Cursor == nil {
 		fmt.Fprintf(env.Out, "%s has no checkpoint yet: its first tick reads from the slot's position, the changes committed from now on\n", name)
 		return
@@ -161,14 +162,15 @@ func cdcDisable(ctx context.Context, args []string, env Env) error {
 	// The lease: a tick reading the slot while it goes would fail; refuse, as a reset does.
 	var doc *state.Doc
 	if st, err := env.store(); err == nil {
-		blob := env.blob(name)
-		old, d, derr, err := current(ctx, st, blob, name)
+		op := env.operator(st, name)
+		cur, err := op.Read(ctx)
 		if err != nil {
 			return err
 		}
-		if _, doc, _, err = awaitFree(ctx, env, st, blob, name, "dropping its slot", *g.wait, *g.waitTimeout, old, d, derr); err != nil {
+		if cur, err = awaitFree(ctx, env, op, cur, "dropping its slot", *g.wait, *g.waitTimeout); err != nil {
 			return err
 		}
+		doc = cur.Doc
 	} else {
 		fmt.Fprintf(env.Out, "note: %v: the poller's lease cannot be checked\n", err)
 	}

@@ -5,11 +5,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"strings"
+	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
 
-	"github.com/pseudotrigger/pseudotrigger/internal/lease"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
@@ -41,15 +40,16 @@ func clone(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
-	b, d, derr, err := current(ctx, st, env.blob(from), from)
+	cur, err := env.operator(st, from).Read(ctx)
 	switch {
 	case err != nil:
 		return err
-	case b == nil:
+	case cur.Blob == nil:
 		return usagef("%s has no state to clone (%s does not exist)", from, env.blob(from))
-	case derr != nil:
-		return refusedf("%v: not cloned", derr)
+	case cur.Problem != nil:
+		return refusedf("%v: not cloned", cur.Problem)
 	}
+	d := cur.Doc
 	// The cursor must fit the table the clone will read: the new poller's, when this build has
 	// it, else the original's (the clone reads the same source).
 	target, ok := env.definition(*to)
@@ -63,17 +63,21 @@ func clone(ctx context.Context, args []string, env Env) error {
 			return err
 		}
 	}
-	next := &state.Doc{Version: state.Version, PollerName: *to, SourceFingerprint: d.SourceFingerprint}
-	next.Checkpoint = d.Checkpoint
+	fingerprint, cp := d.SourceFingerprint, d.Checkpoint
 	if logical {
-		if next.SourceFingerprint, next.Checkpoint.Cursor, err = env.cloneLogical(ctx, orig, *to, d, *fromSlotStart); err != nil {
+		if fingerprint, cp.Cursor, err = env.cloneLogical(ctx, orig, *to, d, *fromSlotStart); err != nil {
 			return err
 		}
 	}
-	next.Checkpoint.UpdatedAt = state.At(env.Clock.Now())
-	// No tick of the clone has committed: its history says where it came from, so the status
-	// does not show the original's last commit as the clone's.
-	next.AddHistory(state.Tick{At: state.At(env.Clock.Now()), Outcome: "clone", RowsWaiting: -1})
+	op := env.operator(st, *to)
+	plan := op.Create(func(next *state.Doc, now time.Time) {
+		next.SourceFingerprint, next.Checkpoint = fingerprint, cp
+		next.Checkpoint.UpdatedAt = state.At(now)
+		// No tick of the clone has committed: its history says where it came from, so the status
+		// does not show the original's last commit as the clone's.
+		next.AddHistory(state.Tick{At: state.At(now), Outcome: "clone", RowsWaiting: -1})
+	})
+	next := plan.Doc()
 	same := "(the same source)"
 	if logical {
 		same = "(the same table, read through " + *to + "'s own slot)"
@@ -83,7 +87,7 @@ func clone(ctx context.Context, args []string, env Env) error {
 		fmt.Fprintln(env.Out, "dry run: nothing written. Add --yes to write.")
 		return nil
 	}
-	if _, err := (lease.Writer{Store: st}).Create(ctx, env.blob(*to), next); err != nil {
+	if _, err := op.Write(ctx, plan); err != nil {
 		if errors.Is(err, store.ErrConflict) {
 			return refusedf("%s already has state (%s): not overwritten", *to, env.blob(*to))
 		}
@@ -117,13 +121,8 @@ func (env Env) cloneLogical(ctx context.Context, orig *poller.Poller, to string,
 	if t, ok := env.definition(to); ok {
 		def = t.Source()
 	}
-	def.Slot = strings.TrimSpace(env.Getenv(p + "_CDC_SLOT"))
-	if def.Slot == "" {
-		def.Slot = appsettings.SlotName(env.App, to)
-	}
-	def.Publication = strings.TrimSpace(env.Getenv(p + "_CDC_PUBLICATION"))
-	if def.Publication == "" {
-		def.Publication = def.Slot
+	if def.Slot, def.Publication, err = appsettings.CDCNames(to, env.Getenv); err != nil {
+		return "", nil, usagef("%v", err)
 	}
 	if def.Slot == s.Slot || def.Publication == s.Publication {
 		return "", nil, usagef("%s would share %s's slot %s or publication %s: a slot is one reader's stream; leave %s_CDC_SLOT and %s_CDC_PUBLICATION unset (their defaults are %s's own) or name others",

@@ -7,7 +7,6 @@
 package ctl
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"flag"
@@ -15,7 +14,6 @@ import (
 	"io"
 	"os"
 	"os/user"
-	"strings"
 	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
@@ -212,63 +210,24 @@ func (env Env) definition(name string) (*poller.Poller, bool) {
 }
 
 // fingerprint computes the configured source's fingerprint from the poller's settings, without
-// connecting.
+// connecting. Only the settings it needs must be usable.
 func (env Env) fingerprint(d *poller.Poller) (string, error) {
+	if err := d.Err(); err != nil { // a definition that could not be read: no fingerprint either
+		return "", usagef("%v", err)
+	}
 	p := appsettings.Prefix(d.Name())
-	driver, dsn := strings.TrimSpace(env.Getenv(p+"_DB_DRIVER")), strings.TrimSpace(env.Getenv(p+"_DB_CONNECTION"))
-	if driver == "" || dsn == "" {
+	s, _ := appsettings.Load(d, env.Getenv)
+	if s.Driver == "" || s.DSN == "" {
 		return "", usagef("%s_DB_DRIVER and %s_DB_CONNECTION must be set: the reset records the configured source's fingerprint", p, p)
 	}
-	loc, err := source.ParseLocation(driver, dsn)
+	loc, err := source.ParseLocation(s.Driver, s.DSN)
 	if err != nil {
 		return "", usagef("%s_DB_CONNECTION: %v", p, err)
 	}
 	// The definition as the tick opens it: a logical poller's slot (a setting) is part of it.
-	s, _ := appsettings.Load(d, env.Getenv)
 	def := s.Config(d).Definition
 	if def.Cursor.Kind == state.KindLogical && def.Slot == "" {
 		return "", usagef("%s_CDC_SLOT is not usable: the reset records the configured source's fingerprint, which names the slot", p)
 	}
-	return source.Fingerprint(driver, loc, def), nil
+	return source.Fingerprint(s.Driver, loc, def), nil
 }
-
-// current reads a poller's state blob: the blob (nil when absent), the decoded document (nil
-// when absent or corrupt) and the decoding problem.
-func current(ctx context.Context, st store.Store, blob, pollerName string) (*store.Blob, *state.Doc, error, error) {
-	b, err := st.Get(ctx, blob)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil, nil, nil
-	}
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	d, derr := state.Decode(blob, pollerName, b.Data)
-	return &b, d, derr, nil
-}
-
-// confirm applies the production guardrail: type the poller's name, or --yes=POLLER.
-func confirm(env Env, pollerName, yes string, production bool) error {
-	if !production && !strings.Contains(strings.ToLower(env.App), "prod") {
-		return nil
-	}
-	if yes == pollerName {
-		return nil
-	}
-	if !env.Terminal {
-		return refusedf("%q looks like production: refusing without a terminal; pass --yes=%s to confirm", env.App, pollerName)
-	}
-	fmt.Fprintf(env.Out, "%q looks like production. Type the poller's name (%s) to confirm: ", env.App, pollerName)
-	line, _ := bufio.NewReader(env.In).ReadString('\n')
-	if strings.TrimSpace(line) != pollerName {
-		return refusedf("confirmation did not match %q: nothing written", pollerName)
-	}
-	return nil
-}
-
-// yesFlag is --yes (true) or --yes=POLLER.
-type yesFlag string
-
-func (y *yesFlag) String() string     { return string(*y) }
-func (y *yesFlag) Set(v string) error { *y = yesFlag(v); return nil }
-func (y *yesFlag) IsBoolFlag() bool   { return true }
-func (y yesFlag) given() bool         { return y != "" && y != "false" }

@@ -15,7 +15,6 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/tick"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/deadletter"
-	"github.com/pseudotrigger/pseudotrigger/internal/lease"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
@@ -308,25 +307,25 @@ func quarantineCmd(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
-	blob := env.blob(name)
-	old, doc, derr, err := current(ctx, st, blob, name)
+	op := env.operator(st, name)
+	cur, err := op.Read(ctx)
 	switch {
 	case err != nil:
 		return err
-	case derr != nil:
-		return refusedf("%v", derr)
-	case doc == nil:
+	case cur.Problem != nil:
+		return refusedf("%v", cur.Problem)
+	case cur.Doc == nil:
 		return refusedf("%s has no state yet: nothing is blocked", name)
-	case doc.Failure == nil:
+	case cur.Doc.Failure == nil:
 		return refusedf("%s has no failed batch: nothing to quarantine", name)
 	}
-	if old, doc, _, err = awaitFree(ctx, env, st, blob, name, "a quarantine request", *wait, *waitTimeout, old, doc, derr); err != nil {
+	if cur, err = awaitFree(ctx, env, op, cur, "a quarantine request", *wait, *waitTimeout); err != nil {
 		return err
 	}
-	if doc.Failure == nil {
+	if cur.Doc == nil || cur.Doc.Failure == nil {
 		return refusedf("%s has no failed batch any more: nothing to quarantine", name)
 	}
-	f := doc.Failure
+	f := cur.Doc.Failure
 	fmt.Fprintf(env.Out, "quarantine %s: batch %s (keys %s) failed %d time(s); last error: %s\n"+
 		"its next tick will hand the batch's halves to the handler, down to single rows, dead-letter the rows that fail alone\n"+
 		"under %s and move on\n", name, f.BatchID, orDash(f.Keys), f.Attempts, truncate(f.LastError, 200), deadletter.Prefix(env.App, name))
@@ -334,17 +333,15 @@ func quarantineCmd(ctx context.Context, args []string, env Env) error {
 		fmt.Fprintln(env.Out, "dry run: nothing written. Add --yes to write.")
 		return nil
 	}
-	next := *doc
-	nf := *f
-	nf.Quarantine = true
-	next.Failure = &nf
-	if _, err := state.Encode(&next); err != nil {
-		return err // before the backup, as before: a document that does not encode changes nothing
-	}
-	if _, err := backup(ctx, env, st, name, "", old.Data); err != nil {
+	plan, err := op.Edit(cur, func(next *state.Doc, _ time.Time) {
+		nf := *f
+		nf.Quarantine = true
+		next.Failure = &nf
+	})
+	if err != nil {
 		return err
 	}
-	if _, err := (lease.Writer{Store: st}).Replace(ctx, blob, old.ETag, &next); err != nil {
+	if _, err := op.Write(ctx, plan); err != nil {
 		if errors.Is(err, store.ErrConflict) {
 			return refusedf("the state blob changed since it was read (a tick wrote it): nothing written; run it again")
 		}

@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/deadletter"
-	"github.com/pseudotrigger/pseudotrigger/internal/lease"
 	"github.com/pseudotrigger/pseudotrigger/internal/liveness"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
@@ -49,11 +48,12 @@ func deleteCmd(ctx context.Context, args []string, env Env) error {
 	if err := deadLetters(); err != nil {
 		return err
 	}
-	old, oldDoc, derr, err := current(ctx, st, blob, name)
+	op := env.operator(st, name)
+	cur, err := op.Read(ctx)
 	if err != nil {
 		return err
 	}
-	if old, oldDoc, derr, err = awaitFree(ctx, env, st, blob, name, "a delete", *g.wait, *g.waitTimeout, old, oldDoc, derr); err != nil {
+	if cur, err = awaitFree(ctx, env, op, cur, "a delete", *g.wait, *g.waitTimeout); err != nil {
 		return err
 	}
 	if *g.wait {
@@ -67,21 +67,21 @@ func deleteCmd(ctx context.Context, args []string, env Env) error {
 	if merr != nil && !errors.Is(merr, store.ErrNotFound) {
 		return merr
 	}
-	if old == nil && !hasMark {
+	if cur.Blob == nil && !hasMark {
 		return usagef("%s has nothing to delete: neither %s nor %s exists", name, blob, markBlob)
 	}
 
 	fmt.Fprintf(env.Out, "delete %s\n", name)
 	switch {
-	case oldDoc != nil:
-		fmt.Fprintf(env.Out, "  %s: cursor %s, fencing token %d\n", blob, cursorText(oldDoc.Checkpoint.Cursor), oldDoc.Lease.FencingToken)
-	case old != nil:
-		fmt.Fprintf(env.Out, "  %s (corrupt: %v)\n", blob, derr)
+	case cur.Doc != nil:
+		fmt.Fprintf(env.Out, "  %s: cursor %s, fencing token %d\n", blob, cursorText(cur.Doc.Checkpoint.Cursor), cur.Doc.Lease.FencingToken)
+	case cur.Blob != nil:
+		fmt.Fprintf(env.Out, "  %s (corrupt: %v)\n", blob, cur.Problem)
 	}
 	if hasMark {
 		fmt.Fprintf(env.Out, "  %s (its liveness mark)\n", markBlob)
 	}
-	if d, registered := env.definition(name); registered && old != nil {
+	if d, registered := env.definition(name); registered && cur.Blob != nil {
 		switch d.Source().Cursor.Kind {
 		case state.KindLogical:
 			fmt.Fprintf(env.Out, "WARNING: %s is in this build: its next tick starts where its replication slot is, and delivers again the changes the slot still holds.\n"+
@@ -99,11 +99,8 @@ func deleteCmd(ctx context.Context, args []string, env Env) error {
 	if err := confirm(env, name, string(*g.yes), *g.production); err != nil {
 		return err
 	}
-	if old != nil {
-		if _, err := backup(ctx, env, st, name, "", old.Data); err != nil {
-			return err
-		}
-		if err := (lease.Writer{Store: st}).Remove(ctx, blob, old.ETag); err != nil {
+	if cur.Blob != nil {
+		if err := op.Remove(ctx, cur); err != nil {
 			if errors.Is(err, store.ErrConflict) {
 				return refusedf("the state blob changed since it was read (a tick or another operator wrote it): nothing deleted; run the delete again")
 			}

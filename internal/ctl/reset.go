@@ -24,225 +24,190 @@ type pkFlags []string
 func (p *pkFlags) String() string     { return strings.Join(*p, ",") }
 func (p *pkFlags) Set(v string) error { *p = append(*p, v); return nil }
 
+// reset is `pollerctl reset`: it builds the new checkpoint from the flag given, checks it against
+// the source, reads the state document, plans the operator's takeover (package lease bumps the
+// fencing token), shows the plan and, with --yes, backs the old document up and writes the new one.
 func reset(ctx context.Context, args []string, env Env) error {
-	fs := flag.NewFlagSet("reset", flag.ContinueOnError)
-	toBeginning := fs.Bool("to-beginning", false, "start over from the first row")
-	toCursor := fs.String("to-cursor", "", "the cursor value to resume after")
-	var pks pkFlags
-	fs.Var(&pks, "pk", "COLUMN=VALUE of the cursor's tiebreaker (repeat for a composite key)")
-	fromFile := fs.String("from-file", "", "a state document saved earlier (e.g. a backup)")
-	fromBackup := fs.String("from-backup", "", "a backup in the state container: a name `pollerctl backups` lists, or latest")
-	g := guardFlags(fs, "write")
-	pos, err := parse(fs, args)
+	f, err := parseReset(args)
 	if err != nil {
 		return err
-	}
-	if len(pos) != 1 {
-		return usagef("reset takes one poller name")
-	}
-	name := pos[0]
-	modes := 0
-	for _, set := range []bool{*toBeginning, *toCursor != "", *fromFile != "", *fromBackup != ""} {
-		if set {
-			modes++
-		}
-	}
-	if modes != 1 {
-		return usagef("give exactly one of --to-beginning, --to-cursor VALUE, --from-file FILE, --from-backup NAME|latest")
-	}
-	if len(pks) > 0 && *toCursor == "" {
-		return usagef("--pk goes with --to-cursor")
 	}
 	st, err := env.store()
 	if err != nil {
 		return err
 	}
-	blob := env.blob(name)
-	d, registered := env.definition(name)
-	if !registered && *fromFile == "" && *fromBackup == "" {
-		return usagef("poller %q is not registered in this build: only --from-file or --from-backup can reset it", name)
+	d, registered := env.definition(f.name)
+	if !registered && !f.restores() {
+		return usagef("poller %q is not registered in this build: only --from-file or --from-backup can reset it", f.name)
 	}
-
-	// The new checkpoint and fingerprint.
-	var (
-		cp          state.Checkpoint
-		fingerprint string
-		fileDoc     *state.Doc
-	)
-	switch {
-	case *fromFile != "" || *fromBackup != "":
-		var data []byte
-		origin := *fromFile
-		if *fromFile != "" {
-			if data, err = os.ReadFile(*fromFile); err != nil {
-				return usagef("--from-file: %v", err)
-			}
-		} else if origin, data, err = readBackup(ctx, env, st, name, *fromBackup); err != nil {
-			return err
-		}
-		*fromFile = origin // what the messages below name
-		if fileDoc, err = state.Decode(origin, name, data); err != nil {
-			return usagef("%s: %v", origin, err)
-		}
-		cp, fingerprint = fileDoc.Checkpoint, fileDoc.SourceFingerprint
-		if registered {
-			if want, err := env.fingerprint(d); err == nil && want != fingerprint {
-				return refusedf("%s was saved for source %s, but the poller is now configured for %s: restoring it would read another source from a foreign cursor", *fromFile, fingerprint, want)
-			}
-			if err := env.checkCursor(ctx, d, cp.Cursor, "--from-file "+*fromFile); err != nil {
-				return err
-			}
-		}
-	default:
-		if fingerprint, err = env.fingerprint(d); err != nil {
-			return err
-		}
-		if *toCursor != "" {
-			c, err := env.cursorFromText(ctx, d, *toCursor, pks)
-			if err != nil {
-				return err
-			}
-			cp.Cursor = c
-		}
-	}
-	if registered {
-		what := "--to-beginning"
-		switch {
-		case *toCursor != "":
-			what = "--to-cursor " + *toCursor
-		case *fromFile != "":
-			what = *fromFile
-		}
-		if err := env.checkSlotReset(ctx, d, cp.Cursor, what); err != nil {
-			return err
-		}
-	}
-
-	// The current document, and the guardrails.
-	old, oldDoc, derr, err := current(ctx, st, blob, name)
+	to, err := f.target(ctx, env, st, d, registered)
 	if err != nil {
 		return err
 	}
-	if derr != nil && fileDoc == nil {
-		return refusedf("%v\nIt is not overwritten; to replace it, restore a document you trust: pollerctl backups %s lists the backups, pollerctl reset %s --from-backup latest restores the newest (or --from-file FILE)", derr, name, name)
+	if registered {
+		if err := env.checkSlotReset(ctx, d, to.cp.Cursor, to.what); err != nil {
+			return err
+		}
 	}
-	if old, oldDoc, derr, err = awaitFree(ctx, env, st, blob, name, "a reset", *g.wait, *g.waitTimeout, old, oldDoc, derr); err != nil {
+	op := env.operator(st, f.name)
+	cur, err := f.read(ctx, env, op, to)
+	if err != nil {
 		return err
 	}
-
-	now := env.Clock.Now()
-	next := &state.Doc{Version: state.Version, PollerName: name}
-	token := int64(0)
-	switch {
-	case oldDoc != nil:
-		token = oldDoc.Lease.FencingToken
-	case fileDoc != nil:
-		token = fileDoc.Lease.FencingToken // the current blob is corrupt or gone: continue from the file's
+	plan, err := op.Takeover(cur, to.saved, to.apply)
+	if err != nil {
+		return refusedf("%v", err) // the fencing token is exhausted
 	}
-	if token >= state.MaxFencingToken {
-		return refusedf("the fencing token is exhausted (%d): run this poller under a new name", token)
-	}
-	next.SourceFingerprint = fingerprint
-	next.Checkpoint = cp
-	next.Checkpoint.UpdatedAt = state.At(now)
-	// The tick history goes on across the reset, which it records, so the status page's
-	// sparkline and "last commit" tell what happened.
-	switch {
-	case oldDoc != nil:
-		next.History = append([]state.Tick(nil), oldDoc.History...)
-	case fileDoc != nil:
-		next.History = append([]state.Tick(nil), fileDoc.History...)
-	}
-	next.AddHistory(state.Tick{At: state.At(now), Outcome: "reset", RowsWaiting: -1})
-	next.Lease = state.Lease{OwnerID: env.Actor, FencingToken: token + 1, AcquiredAt: state.At(now), HeartbeatAt: state.At(now),
-		ExpiresAt: state.At(now), TTLSeconds: int64(lease.DefaultTTL / time.Second), ReleasedAt: state.At(now)}
-
-	var oldCP *state.Checkpoint
-	if oldDoc != nil {
-		oldCP = &oldDoc.Checkpoint
-	}
-	printPlan(env, name, blob, oldCP, derr, &next.Checkpoint, oldDoc, next)
-	if !g.yes.given() {
+	printPlan(env, f.name, op.Blob, cur, plan.Doc())
+	if !f.yes.given() {
 		fmt.Fprintln(env.Out, "dry run: nothing written. Add --yes to write.")
 		return nil
 	}
-	if err := confirm(env, name, string(*g.yes), *g.production); err != nil {
+	if err := confirm(env, f.name, string(*f.yes), *f.production); err != nil {
 		return err
 	}
-	if _, err := state.Encode(next); err != nil {
-		return err // before the backup, as before: a document that does not encode changes nothing
-	}
-	w := lease.Writer{Store: st}
-	if old != nil {
-		if _, err := backup(ctx, env, st, name, "", old.Data); err != nil {
-			return err
-		}
-		_, err = w.Replace(ctx, blob, old.ETag, next)
-	} else {
-		_, err = w.Create(ctx, blob, next)
-	}
+	next, err := writeReset(ctx, op, plan)
 	if err != nil {
-		if errors.Is(err, store.ErrConflict) {
-			return refusedf("the state blob changed since it was read (a tick or another operator wrote it): nothing was overwritten; run the reset again")
-		}
 		return err
 	}
-	fmt.Fprintf(env.Out, "reset %s: fencing token %d; a holder of an older lease can no longer commit\n", name, next.Lease.FencingToken)
+	fmt.Fprintf(env.Out, "reset %s: fencing token %d; a holder of an older lease can no longer commit\n", f.name, next.Lease.FencingToken)
 	return nil
 }
 
-// guards are the guardrail flags of the commands that write a poller's state.
-type guards struct {
-	yes         *yesFlag
-	wait        *bool
-	waitTimeout *time.Duration
-	production  *bool
+// resetFlags is what a reset was asked to do: exactly one of the four ways to say where the
+// poller goes, and the guardrails.
+type resetFlags struct {
+	name        string
+	toBeginning bool
+	toCursor    string
+	pks         pkFlags
+	fromFile    string
+	fromBackup  string
+	guards
 }
 
-// guardFlags defines --yes (what says what --yes does), --wait, --wait-timeout and --production.
-func guardFlags(fs *flag.FlagSet, what string) guards {
-	g := guards{yes: new(yesFlag)}
-	fs.Var(g.yes, "yes", what+" (default: dry run); --yes=POLLER confirms a production app without a terminal")
-	g.wait = fs.Bool("wait", false, "wait for another owner's live lease to end")
-	g.waitTimeout = fs.Duration("wait-timeout", 2*time.Minute, "how long --wait waits")
-	g.production = fs.Bool("production", false, "treat the app as production")
-	return g
-}
-
-// awaitFree refuses while another owner's lease on the poller is live, or with wait, waits for it
-// to end; it returns the document as last read.
-func awaitFree(ctx context.Context, env Env, st store.Store, blob, name, what string, wait bool, timeout time.Duration,
-	old *store.Blob, oldDoc *state.Doc, derr error) (*store.Blob, *state.Doc, error, error) {
-	deadline := env.Clock.Now().Add(timeout)
-	for oldDoc != nil {
-		owner, live := lease.Live(oldDoc.Lease, old.LastModified, old.Date, env.Margin)
-		if !live {
-			break
-		}
-		if !wait {
-			return old, oldDoc, derr, refusedf("%s holds a live lease on %s: %s now could race its tick; run again with --wait to wait for it to end", owner, name, what)
-		}
-		if !env.Clock.Now().Before(deadline) {
-			return old, oldDoc, derr, refusedf("%s still holds a live lease on %s after %v", owner, name, timeout)
-		}
-		fmt.Fprintf(env.Out, "waiting for %s's lease on %s to end ...\n", owner, name)
-		<-env.Clock.After(2 * time.Second)
-		var err error
-		if old, oldDoc, derr, err = current(ctx, st, blob, name); err != nil {
-			return old, oldDoc, derr, err
+func parseReset(args []string) (resetFlags, error) {
+	var f resetFlags
+	fs := flag.NewFlagSet("reset", flag.ContinueOnError)
+	fs.BoolVar(&f.toBeginning, "to-beginning", false, "start over from the first row")
+	fs.StringVar(&f.toCursor, "to-cursor", "", "the cursor value to resume after")
+	fs.Var(&f.pks, "pk", "COLUMN=VALUE of the cursor's tiebreaker (repeat for a composite key)")
+	fs.StringVar(&f.fromFile, "from-file", "", "a state document saved earlier (e.g. a backup)")
+	fs.StringVar(&f.fromBackup, "from-backup", "", "a backup in the state container: a name `pollerctl backups` lists, or latest")
+	f.guards = guardFlags(fs, "write")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return f, err
+	}
+	if len(pos) != 1 {
+		return f, usagef("reset takes one poller name")
+	}
+	f.name = pos[0]
+	modes := 0
+	for _, set := range []bool{f.toBeginning, f.toCursor != "", f.fromFile != "", f.fromBackup != ""} {
+		if set {
+			modes++
 		}
 	}
-	return old, oldDoc, derr, nil
+	if modes != 1 {
+		return f, usagef("give exactly one of --to-beginning, --to-cursor VALUE, --from-file FILE, --from-backup NAME|latest")
+	}
+	if len(f.pks) > 0 && f.toCursor == "" {
+		return f, usagef("--pk goes with --to-cursor")
+	}
+	return f, nil
 }
 
-// backup saves a blob's bytes under backups/{app}/{poller}/{what}{utc}.json before a change.
-func backup(ctx context.Context, env Env, st store.Store, name, what string, data []byte) (string, error) {
-	b := fmt.Sprintf("backups/%s/%s/%s%s.json", env.App, name, what, env.Clock.Now().UTC().Format("20060102T150405.000000000Z"))
-	if _, err := st.Put(ctx, b, data, store.IfNotExists()); err != nil {
-		return b, fmt.Errorf("backing up to %s: %w (nothing was changed)", b, err)
+// restores reports whether the reset restores a saved document (--from-file, --from-backup).
+func (f resetFlags) restores() bool { return f.fromFile != "" || f.fromBackup != "" }
+
+// target is where a reset puts the poller.
+type target struct {
+	cp          state.Checkpoint
+	fingerprint string     // of the source the checkpoint was taken on
+	saved       *state.Doc // the document restored (--from-file, --from-backup), else nil
+	what        string     // how messages name it: --to-beginning, --to-cursor VALUE, or the file or backup
+}
+
+// apply is the reset's change to the new document: the checkpoint and the fingerprint, and the
+// reset recorded in the tick history, which goes on across it, so that the status page's
+// sparkline and "last commit" tell what happened.
+func (t target) apply(d *state.Doc, now time.Time) {
+	d.SourceFingerprint = t.fingerprint
+	d.Checkpoint = t.cp
+	d.Checkpoint.UpdatedAt = state.At(now)
+	d.AddHistory(state.Tick{At: state.At(now), Outcome: "reset", RowsWaiting: -1})
+}
+
+// target builds the new checkpoint from the flag given, each value read as its column's type in
+// the source, and the fingerprint of the configured source.
+func (f resetFlags) target(ctx context.Context, env Env, st store.Store, d *poller.Poller, registered bool) (target, error) {
+	if f.restores() {
+		return f.restore(ctx, env, st, d, registered)
 	}
-	fmt.Fprintf(env.Out, "backed up to %s\n", b)
-	return b, nil
+	fingerprint, err := env.fingerprint(d)
+	if err != nil {
+		return target{}, err
+	}
+	to := target{fingerprint: fingerprint, what: "--to-beginning"}
+	if f.toCursor != "" {
+		if to.cp.Cursor, err = env.cursorFromText(ctx, d, f.toCursor, f.pks); err != nil {
+			return target{}, err
+		}
+		to.what = "--to-cursor " + f.toCursor
+	}
+	return to, nil
+}
+
+// restore reads the document of --from-file or --from-backup. For a poller of this build, it
+// must have been saved for the configured source, and its cursor must fit the source's table.
+func (f resetFlags) restore(ctx context.Context, env Env, st store.Store, d *poller.Poller, registered bool) (target, error) {
+	origin, data, err := f.fromFile, []byte(nil), error(nil)
+	if f.fromFile != "" {
+		if data, err = os.ReadFile(f.fromFile); err != nil {
+			return target{}, usagef("--from-file: %v", err)
+		}
+	} else if origin, data, err = readBackup(ctx, env, st, f.name, f.fromBackup); err != nil {
+		return target{}, err
+	}
+	saved, err := state.Decode(origin, f.name, data)
+	if err != nil {
+		return target{}, usagef("%s: %v", origin, err)
+	}
+	to := target{cp: saved.Checkpoint, fingerprint: saved.SourceFingerprint, saved: saved, what: origin}
+	if !registered {
+		return to, nil
+	}
+	if want, err := env.fingerprint(d); err == nil && want != to.fingerprint {
+		return target{}, refusedf("%s was saved for source %s, but the poller is now configured for %s: restoring it would read another source from a foreign cursor", origin, to.fingerprint, want)
+	}
+	if err := env.checkCursor(ctx, d, to.cp.Cursor, "--from-file "+origin); err != nil {
+		return target{}, err
+	}
+	return to, nil
+}
+
+// read reads the state document and applies the guardrails: a document that does not decode is
+// replaced only by a restore, and another owner's live lease refuses the reset (--wait waits for
+// it to end).
+func (f resetFlags) read(ctx context.Context, env Env, op lease.Operator, to target) (lease.Current, error) {
+	cur, err := op.Read(ctx)
+	if err != nil {
+		return cur, err
+	}
+	if cur.Problem != nil && to.saved == nil {
+		return cur, refusedf("%v\nIt is not overwritten; to replace it, restore a document you trust: pollerctl backups %s lists the backups, pollerctl reset %s --from-backup latest restores the newest (or --from-file FILE)", cur.Problem, f.name, f.name)
+	}
+	return awaitFree(ctx, env, op, cur, "a reset", *f.wait, *f.waitTimeout)
+}
+
+// writeReset backs the old document up and writes the new one over the version read.
+func writeReset(ctx context.Context, op lease.Operator, plan lease.Plan) (state.Doc, error) {
+	next, err := op.Write(ctx, plan)
+	if errors.Is(err, store.ErrConflict) {
+		return next, refusedf("the state blob changed since it was read (a tick or another operator wrote it): nothing was overwritten; run the reset again")
+	}
+	return next, err
 }
 
 // openSource opens a poller's source read-only with pollerctl's settings, to check values
@@ -306,19 +271,21 @@ func (env Env) checkCursor(ctx context.Context, d *poller.Poller, c *state.Curso
 	return nil
 }
 
-func printPlan(env Env, name, blob string, oldCP *state.Checkpoint, derr error, newCP *state.Checkpoint, oldDoc, next *state.Doc) {
+// printPlan shows the reset planned: the current document's checkpoint, token and fingerprint
+// beside the new one's.
+func printPlan(env Env, name, blob string, cur lease.Current, next state.Doc) {
 	fmt.Fprintf(env.Out, "reset %s (%s)\n", name, blob)
 	oldCursor, oldBatch, oldToken, oldFP := "(no state yet)", "-", "-", "-"
-	if derr != nil {
+	if cur.Problem != nil {
 		oldCursor = "(corrupt: replaced from the file)"
 	}
-	if oldCP != nil {
-		oldCursor, oldBatch = cursorText(oldCP.Cursor), orDash(oldCP.LastSuccessfulBatchID)
-		oldToken, oldFP = strconv.FormatInt(oldDoc.Lease.FencingToken, 10), oldDoc.SourceFingerprint
+	if old := cur.Doc; old != nil {
+		oldCursor, oldBatch = cursorText(old.Checkpoint.Cursor), orDash(old.Checkpoint.LastSuccessfulBatchID)
+		oldToken, oldFP = strconv.FormatInt(old.Lease.FencingToken, 10), old.SourceFingerprint
 	}
 	fmt.Fprintf(env.Out, "  %-14s %-48s %s\n", "", "OLD", "NEW")
-	fmt.Fprintf(env.Out, "  %-14s %-48s %s\n", "cursor", oldCursor, cursorText(newCP.Cursor))
-	fmt.Fprintf(env.Out, "  %-14s %-48s %s\n", "last batch", oldBatch, orDash(newCP.LastSuccessfulBatchID))
+	fmt.Fprintf(env.Out, "  %-14s %-48s %s\n", "cursor", oldCursor, cursorText(next.Checkpoint.Cursor))
+	fmt.Fprintf(env.Out, "  %-14s %-48s %s\n", "last batch", oldBatch, orDash(next.Checkpoint.LastSuccessfulBatchID))
 	fmt.Fprintf(env.Out, "  %-14s %-48s %d\n", "fencing token", oldToken, next.Lease.FencingToken)
 	fmt.Fprintf(env.Out, "  %-14s %-48s %s\n", "fingerprint", truncate(oldFP, 46), next.SourceFingerprint)
 }
