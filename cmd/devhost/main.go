@@ -36,6 +36,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/redact"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/devhost"
+	"github.com/pseudotrigger/pseudotrigger/pollers/orders"
 )
 
 func main() {
@@ -78,7 +79,9 @@ func run() error {
 	var writer *devhost.Writer
 	var wg sync.WaitGroup
 	if *writeOrders || *writerOnly {
-		driver, dsn := values["ORDERS_DB_DRIVER"], values["ORDERS_DB_CONNECTION"]
+		// The example poller's own settings, read as the handler reads them.
+		s, _ := appsettings.Load(orders.New(), func(k string) string { return values[k] })
+		driver, dsn := s.Driver, s.DSN
 		var (
 			db     *sql.DB
 			layout string
