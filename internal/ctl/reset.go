@@ -86,6 +86,7 @@ type resetFlags struct {
 	guards
 }
 
+// parseReset parses a reset's arguments: one poller name and exactly one way to say where it goes.
 func parseReset(args []string) (resetFlags, error) {
 	var f resetFlags
 	fs := flag.NewFlagSet("reset", flag.ContinueOnError)
@@ -162,12 +163,8 @@ func (f resetFlags) target(ctx context.Context, env Env, st store.Store, d *poll
 // restore reads the document of --from-file or --from-backup. For a poller of this build, it
 // must have been saved for the configured source, and its cursor must fit the source's table.
 func (f resetFlags) restore(ctx context.Context, env Env, st store.Store, d *poller.Poller, registered bool) (target, error) {
-	origin, data, err := f.fromFile, []byte(nil), error(nil)
-	if f.fromFile != "" {
-		if data, err = os.ReadFile(f.fromFile); err != nil {
-			return target{}, usagef("--from-file: %v", err)
-		}
-	} else if origin, data, err = readBackup(ctx, env, st, f.name, f.fromBackup); err != nil {
+	origin, data, err := f.readSaved(ctx, env, st)
+	if err != nil {
 		return target{}, err
 	}
 	saved, err := state.Decode(origin, f.name, data)
@@ -185,6 +182,17 @@ func (f resetFlags) restore(ctx context.Context, env Env, st store.Store, d *pol
 		return target{}, err
 	}
 	return to, nil
+}
+
+// readSaved reads the file of --from-file or the backup of --from-backup, and says which it read.
+func (f resetFlags) readSaved(ctx context.Context, env Env, st store.Store) (origin string, data []byte, err error) {
+	if f.fromBackup != "" {
+		return readBackup(ctx, env, st, f.name, f.fromBackup)
+	}
+	if data, err = os.ReadFile(f.fromFile); err != nil {
+		return "", nil, usagef("--from-file: %v", err)
+	}
+	return f.fromFile, data, nil
 }
 
 // read reads the state document and applies the guardrails: a document that does not decode is

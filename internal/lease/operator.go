@@ -44,8 +44,8 @@ type Operator struct {
 	Margin time.Duration // the expiry margin of Holder; default DefaultMargin
 	Clock  clock.Clock   // default clock.System
 	Rand   io.Reader     // source of write ids; default crypto/rand
-	// Backup, when set, saves the bytes of the document that a write replaces or Remove
-	// deletes, before it does; its error stops the write.
+	// Backup saves the bytes of the document that a write replaces or Remove deletes, before it
+	// does; its error stops the write. Required for those: nothing is written over unsaved.
 	Backup func(ctx context.Context, old []byte) error
 }
 
@@ -228,9 +228,13 @@ func (o Operator) free(cur Current) error {
 	return nil
 }
 
+// backup saves the document cur read, if any, before it is written over or removed.
 func (o Operator) backup(ctx context.Context, cur Current) error {
-	if cur.Blob == nil || o.Backup == nil {
+	switch {
+	case cur.Blob == nil:
 		return nil
+	case o.Backup == nil:
+		return fmt.Errorf("lease: %s: an operator's write over a document needs a Backup", o.Blob)
 	}
 	return o.Backup(ctx, cur.Blob.Data)
 }

@@ -352,7 +352,7 @@ func (s lostDelete) Delete(ctx context.Context, name string, cond store.Conditio
 
 // TestOperatorRemove: pollerctl delete's removal backs the document up and is conditional on the
 // ETag it read; a delete whose reply was lost is settled by the re-read (the blob gone); a stale
-// ETag is store.ErrConflict; a failed backup removes nothing.
+// ETag is store.ErrConflict; a failed or missing backup removes and writes nothing.
 func TestOperatorRemove(t *testing.T) {
 	svc := &serviceClock{}
 	var backups [][]byte
@@ -370,8 +370,16 @@ func TestOperatorRemove(t *testing.T) {
 	if err := failing.Remove(ctx, cur); err == nil {
 		t.Fatal("a remove whose backup failed went on")
 	}
-	if _, err := f.st.Get(ctx, f.blob); err != nil {
-		t.Fatalf("a remove deleted the blob although its backup failed: %v", err)
+	unsaved := op
+	unsaved.Backup = nil
+	if err := unsaved.Remove(ctx, cur); err == nil {
+		t.Fatal("a remove without a Backup went on")
+	}
+	if _, err := unsaved.Write(ctx, takeover(t, unsaved, 3)); err == nil {
+		t.Fatal("a takeover without a Backup went on")
+	}
+	if b, err := f.st.Get(ctx, f.blob); err != nil || b.ETag != cur.Blob.ETag {
+		t.Fatalf("a remove or write whose backup failed or was missing changed the blob: %v", err)
 	}
 	backups = nil
 	if err := op.Remove(ctx, cur); err != nil {
