@@ -10,6 +10,7 @@ import (
 
 	_ "modernc.org/sqlite"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/poller"
 )
@@ -105,5 +106,5 @@ func BenchmarkHandle(b *testing.B) {
 
 // handle hands rows to p's handler as the runtime does.
 func handle(p *poller.Poller, rows []source.Row) error {
-	return p.Handle(context.Background(), &poller.Batch[poller.Row]{Poller: "bench", ID: "batch_1", Attempt: 1, Raw: rows})
+	return pollerdef.Of(p).Handle(context.Background(), &pollerdef.Batch{Poller: "bench", ID: "batch_1", Attempt: 1, Rows: rows})
 }

@@ -5,14 +5,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/poller"
 )
 
 func TestCDCSettings(t *testing.T) {
-	logical := poller.New("Orders-CDC", "orders", poller.Logical, func(context.Context, *poller.Batch[poller.Row]) error { return nil },
-		poller.WithColumns("id"), poller.WithKey("id"))
-	keyset := poller.New("orders", "orders", poller.Integer, func(context.Context, *poller.Batch[poller.Row]) error { return nil },
-		poller.WithColumns("id"), poller.WithKey("id"), poller.WithCursorColumn("id"))
+	logical := pollerdef.Of(poller.New("Orders-CDC", "orders", poller.Logical, func(context.Context, *poller.Batch[poller.Row]) error { return nil },
+		poller.WithColumns("id"), poller.WithKey("id")))
+	keyset := pollerdef.Of(poller.New("orders", "orders", poller.Integer, func(context.Context, *poller.Batch[poller.Row]) error { return nil },
+		poller.WithColumns("id"), poller.WithKey("id"), poller.WithCursorColumn("id")))
 	env := func(kv ...string) func(string) string {
 		m := map[string]string{}
 		for i := 0; i < len(kv); i += 2 {
