@@ -23,9 +23,9 @@ type benchOrder struct {
 	UpdatedAt time.Time `db:"updated_at"`
 }
 
-// benchRows reads n rows of an SQLite table once, for the benchmarks to hand to a handler again
-// and again.
-func benchRows(b *testing.B, n int) []source.Row {
+// sqliteRows reads rows 1..n of an SQLite orders table, as the runtime reads them (an integer
+// cursor on id): for the benchmarks to hand to a handler again and again, and for the tests.
+func sqliteRows(b testing.TB, n int) []source.Row {
 	b.Helper()
 	dsn := filepath.Join(b.TempDir(), "bench.db")
 	db, err := sql.Open("sqlite", dsn)
@@ -62,7 +62,7 @@ func benchRows(b *testing.B, n int) []source.Row {
 // (rows-read, what a sink does).
 func BenchmarkHandle(b *testing.B) {
 	const n = 1000
-	rows := benchRows(b, n)
+	rows := sqliteRows(b, n)
 	for _, c := range []struct {
 		name string
 		p    *poller.Poller

@@ -74,9 +74,9 @@ func rowsOf(rows []source.Row) []Row {
 // checkpoint's "cursor". Value and the tiebreaker values are raw JSON, so that they keep their
 // full precision (a datetime2(7) string, an xid8 beyond 2^53, ...).
 type Cursor struct {
-	Kind       string                     `json:"kind"`
-	Value      json.RawMessage            `json:"value"`
-	Tiebreaker map[string]json.RawMessage `json:"tiebreaker,omitempty"`
+	Kind       string                     `json:"kind"`                 // the CursorKind
+	Value      json.RawMessage            `json:"value"`                // the cursor column's value, or a change stream's position
+	Tiebreaker map[string]json.RawMessage `json:"tiebreaker,omitempty"` // by key column, for TimestampPK and Integer
 }
 
 // Time returns a TimestampPK cursor's timestamp; false for the other kinds, which have none.
