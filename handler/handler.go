@@ -81,7 +81,7 @@ type Options struct {
 	Getenv  func(string) string // default os.Getenv
 	Logger  *slog.Logger        // default: JSON to stdout
 	Clock   clock.Clock         // default clock.System
-	Pollers []*pollerdef.Def    // the app's pollers (pollers.All())
+	Pollers []*pollerdef.Def    // the app's pollers: declared.Load(root, pollers.All())
 	// StoreOptions go to the blob store (tests count or cut requests through them).
 	StoreOptions *blobstore.Options
 	// Store replaces the blob store the settings name (unit tests use an in-memory store).

@@ -45,7 +45,7 @@ type Env struct {
 	StoreErr error
 	App      string
 	Getenv   func(string) string
-	Pollers  []*pollerdef.Def
+	Pollers  []*pollerdef.Def // the app's pollers: declared.Load(root, pollers.All())
 	Out      io.Writer
 	// Err, if set, gets the line that says which app, store and settings a command uses
 	// (stderr, so that status --json's output stays JSON).
