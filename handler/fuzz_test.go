@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/pseudotrigger/pseudotrigger/handler"
+	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/poller"
 )
 
@@ -28,7 +29,7 @@ func FuzzInvocationBody(f *testing.F) {
 			return map[string]string{"GOOD_DB_DRIVER": "sqlite", "GOOD_DB_CONNECTION": "x.db"}[k]
 		},
 		Logger:  slog.New(slog.NewJSONHandler(io.Discard, nil)),
-		Pollers: []*poller.Poller{def("good", new(int))},
+		Pollers: pollerdef.OfAll([]*poller.Poller{def("good", new(int))}),
 	})
 	routes := app.Routes()
 	f.Fuzz(func(t *testing.T, b string) {

@@ -29,11 +29,11 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/faultpoint"
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
 	"github.com/pseudotrigger/pseudotrigger/internal/liveness"
+	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/redact"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/blobstore"
 	"github.com/pseudotrigger/pseudotrigger/internal/tick"
-	"github.com/pseudotrigger/pseudotrigger/poller"
 )
 
 // MaxBodyBytes caps an invocation's body; a timer invocation is well under 4 KiB.
@@ -56,7 +56,7 @@ type App struct {
 }
 
 type pollerState struct {
-	def      *poller.Poller
+	def      *pollerdef.Def
 	settings appsettings.Settings
 	err      error // bad settings or setup: every invocation fails with it
 
@@ -81,7 +81,7 @@ type Options struct {
 	Getenv  func(string) string // default os.Getenv
 	Logger  *slog.Logger        // default: JSON to stdout
 	Clock   clock.Clock         // default clock.System
-	Pollers []*poller.Poller    // the app's pollers (pollers.All())
+	Pollers []*pollerdef.Def    // the app's pollers: declared.Load(root, pollers.All())
 	// StoreOptions go to the blob store (tests count or cut requests through them).
 	StoreOptions *blobstore.Options
 	// Store replaces the blob store the settings name (unit tests use an in-memory store).

@@ -16,6 +16,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/pseudotrigger/pseudotrigger/handler"
+	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/memstore"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 	"github.com/pseudotrigger/pseudotrigger/poller"
@@ -55,7 +56,7 @@ func newServerLogging(t *testing.T, logs io.Writer) (*httptest.Server, *int) {
 	app := handler.New(handler.Options{
 		Getenv:  func(k string) string { return env[k] },
 		Logger:  slog.New(slog.NewJSONHandler(logs, nil)),
-		Pollers: []*poller.Poller{def("good", delivered), def("bad", new(int))},
+		Pollers: pollerdef.OfAll([]*poller.Poller{def("good", delivered), def("bad", new(int))}),
 		Store:   memstore.New(nil),
 	})
 	srv := httptest.NewServer(app.Routes())
@@ -149,7 +150,7 @@ func TestMissingStateStorage(t *testing.T) {
 			return map[string]string{"GOOD_DB_DRIVER": "sqlite", "GOOD_DB_CONNECTION": "x.db"}[k]
 		},
 		Logger:  slog.New(slog.NewJSONHandler(io.Discard, nil)),
-		Pollers: []*poller.Poller{def("good", new(int))},
+		Pollers: pollerdef.OfAll([]*poller.Poller{def("good", new(int))}),
 	})
 	srv := httptest.NewServer(app.Routes())
 	defer srv.Close()

@@ -15,6 +15,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/handler"
 	"github.com/pseudotrigger/pseudotrigger/internal/clock"
 	"github.com/pseudotrigger/pseudotrigger/internal/liveness"
+	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerstatus"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
@@ -78,7 +79,7 @@ func TestIdleWritesPerDay(t *testing.T) {
 	st := &countingStore{Store: memstore.New(clk), writes: map[string]*atomic.Int64{}}
 	env := map[string]string{"POLLER_APP_NAME": "day", "GOOD_DB_DRIVER": "sqlite", "GOOD_DB_CONNECTION": sqliteOrders(t), "GOOD_SCHEDULE": "*/10 * * * * *"}
 	app := handler.New(handler.Options{Getenv: func(k string) string { return env[k] }, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
-		Clock: clk, Pollers: []*poller.Poller{def("good", new(int))}, Store: st})
+		Clock: clk, Pollers: pollerdef.OfAll([]*poller.Poller{def("good", new(int))}), Store: st})
 	srv := httptest.NewServer(app.Routes())
 	defer srv.Close()
 
@@ -106,7 +107,7 @@ func TestStatusFailingBeforeTheLease(t *testing.T) {
 	env := map[string]string{"POLLER_APP_NAME": "bad-cursor", "GOOD_DB_DRIVER": "sqlite",
 		"GOOD_DB_CONNECTION": sqliteOrders(t, "(1, '2026-01-01T00:00:00.000000Z')")}
 	opts := handler.Options{Getenv: func(k string) string { return env[k] }, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
-		Clock: clk, Pollers: []*poller.Poller{def("good", new(int))}, Store: st}
+		Clock: clk, Pollers: pollerdef.OfAll([]*poller.Poller{def("good", new(int))}), Store: st}
 	app := handler.New(opts)
 	srv := httptest.NewServer(app.Routes())
 	defer srv.Close()
@@ -155,7 +156,7 @@ func TestUnreachableRowIsLoud(t *testing.T) {
 	env := map[string]string{"POLLER_APP_NAME": "stamps", "GOOD_DB_DRIVER": "sqlite", "GOOD_DB_CONNECTION": dsn}
 	delivered := new(int)
 	app := handler.New(handler.Options{Getenv: func(k string) string { return env[k] }, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
-		Clock: clk, Pollers: []*poller.Poller{def("good", delivered)}, Store: memstore.New(clk)})
+		Clock: clk, Pollers: pollerdef.OfAll([]*poller.Poller{def("good", delivered)}), Store: memstore.New(clk)})
 	srv := httptest.NewServer(app.Routes())
 	defer srv.Close()
 	if status, m, _ := post(t, srv.URL+"/good", body); status != 200 || *delivered != 2 {

@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
-
 	"github.com/pseudotrigger/pseudotrigger/handler"
+	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
+	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerstatus"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
@@ -44,7 +44,7 @@ func BenchmarkStatus20Pollers(b *testing.B) {
 		env[p+"_BATCH_SIZE"], env[p+"_TICK_BUDGET"] = "400", "1ns" // one batch a tick: 600 rows left waiting
 		defs = append(defs, def(name, new(int)))
 	}
-	opts := handler.Options{Getenv: func(k string) string { return env[k] }, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Pollers: defs}
+	opts := handler.Options{Getenv: func(k string) string { return env[k] }, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Pollers: pollerdef.OfAll(defs)}
 	a := handler.New(opts)
 	srv := httptest.NewServer(a.Routes())
 	defer srv.Close()

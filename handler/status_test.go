@@ -20,6 +20,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/handler"
 	"github.com/pseudotrigger/pseudotrigger/internal/clock"
 	"github.com/pseudotrigger/pseudotrigger/internal/deadletter"
+	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/blobstore"
@@ -142,7 +143,7 @@ func statusServer(t *testing.T) *httptest.Server {
 	seed(t, st, statusApp, statusNow)
 	app := handler.New(handler.Options{
 		Getenv: func(k string) string { return statusEnv[k] }, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
-		Clock: clk, Pollers: statusPollers(), Store: st, NoProbe: true,
+		Clock: clk, Pollers: pollerdef.OfAll(statusPollers()), Store: st, NoProbe: true,
 	})
 	srv := httptest.NewServer(app.Routes())
 	t.Cleanup(srv.Close)
@@ -426,7 +427,7 @@ func TestStatusNegotiation(t *testing.T) {
 
 func TestStatusStoreProblems(t *testing.T) {
 	// No state store setting: 503, naming the setting, as JSON or as a page.
-	app := handler.New(handler.Options{Getenv: func(string) string { return "" }, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Pollers: statusPollers()})
+	app := handler.New(handler.Options{Getenv: func(string) string { return "" }, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Pollers: pollerdef.OfAll(statusPollers())})
 	srv := httptest.NewServer(app.Routes())
 	defer srv.Close()
 	resp, body := get(t, srv.URL+handler.StatusRoute, "")
@@ -439,7 +440,7 @@ func TestStatusStoreProblems(t *testing.T) {
 	}
 	// An empty store and no pollers: an empty list, and a page that says so.
 	app = handler.New(handler.Options{Getenv: func(string) string { return "" }, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
-		Pollers: []*poller.Poller{}, Store: memstore.New(nil)})
+		Pollers: []*pollerdef.Def{}, Store: memstore.New(nil)})
 	srv2 := httptest.NewServer(app.Routes())
 	defer srv2.Close()
 	if _, body := get(t, srv2.URL+handler.StatusRoute, ""); !strings.Contains(body, `"pollers":[]`) {
@@ -530,7 +531,7 @@ func TestStatusAzurite(t *testing.T) {
 			env[k] = v
 		}
 	}
-	h := handler.New(handler.Options{Getenv: func(k string) string { return env[k] }, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Pollers: statusPollers(), NoProbe: true})
+	h := handler.New(handler.Options{Getenv: func(k string) string { return env[k] }, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Pollers: pollerdef.OfAll(statusPollers()), NoProbe: true})
 	srv := httptest.NewServer(h.Routes())
 	defer srv.Close()
 

@@ -8,14 +8,15 @@ import (
 	"testing"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
+	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/pollers"
 )
 
 const root = ".."
 
 // otherFunctions are the function folders that are not pollers: the HTTP function `status`
-// (handler/status.go).
-var otherFunctions = []string{"status"}
+// (handler/status.go), whose names no poller may take.
+var otherFunctions = pollerdef.ReservedNames
 
 // TestPollerFoldersMatchFunctions: every pollers/<name> is in All and has <name>/function.json
 // with a timer on %{P}_SCHEDULE%; every poller in All has its folder; every function folder is a

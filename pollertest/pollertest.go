@@ -28,6 +28,7 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
 	"github.com/pseudotrigger/pseudotrigger/internal/clock"
+	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/memstore"
@@ -38,7 +39,7 @@ import (
 // Harness is one poller under test.
 type Harness struct {
 	t        testing.TB
-	p        *poller.Poller
+	p        *pollerdef.Def
 	settings appsettings.Settings
 	store    *memstore.Store
 	clock    *clock.Fake
@@ -71,28 +72,23 @@ type Result struct {
 // "ORDERS_BATCH_SIZE=2" or the poller's own), as app settings; p's setup runs with them.
 func New(t testing.TB, p *poller.Poller, settings ...string) *Harness {
 	t.Helper()
-	if k := poller.CursorKind(p.Source().Cursor.Kind); k != poller.TimestampPK && k != poller.Integer {
-		t.Skipf("pollertest: SQLite has no %s cursor: test poller %s against its own database", k, p.Name())
+	d := pollerdef.Of(p)
+	if k := poller.CursorKind(d.Source().Cursor.Kind); k != poller.TimestampPK && k != poller.Integer {
+		t.Skipf("pollertest: SQLite has no %s cursor: test poller %s against its own database", k, d.Name())
 	}
-	dsn := filepath.Join(t.TempDir(), p.Name()+".db")
-	prefix := appsettings.Prefix(p.Name())
-	env := map[string]string{prefix + "_DB_DRIVER": source.SQLite, prefix + "_DB_CONNECTION": dsn}
-	for _, s := range settings {
-		k, v, ok := strings.Cut(s, "=")
-		if !ok {
-			t.Fatalf("pollertest.New: setting %q is not NAME=value", s)
-		}
-		env[k] = v
-	}
-	getenv := func(k string) string { return env[k] }
-	h := &Harness{t: t, p: p, clock: clock.NewFake(time.Now())}
-	h.store = memstore.New(h.clock)
-	var err error
-	if h.settings, err = appsettings.Load(p, getenv); err != nil {
+	dsn := filepath.Join(t.TempDir(), d.Name()+".db")
+	prefix := appsettings.Prefix(d.Name())
+	getenv, err := appSettings(append([]string{prefix + "_DB_DRIVER=" + source.SQLite, prefix + "_DB_CONNECTION=" + dsn}, settings...))
+	if err != nil {
 		t.Fatalf("pollertest.New: %v", err)
 	}
-	if err := p.Setup(getenv); err != nil {
-		t.Fatalf("pollertest.New: poller %s setup: %v", p.Name(), err)
+	h := &Harness{t: t, p: d, clock: clock.NewFake(time.Now())}
+	h.store = memstore.New(h.clock)
+	if h.settings, err = appsettings.Load(d, getenv); err != nil {
+		t.Fatalf("pollertest.New: %v", err)
+	}
+	if err := d.Setup(getenv); err != nil {
+		t.Fatalf("pollertest.New: poller %s setup: %v", d.Name(), err)
 	}
 	if h.DB, err = sql.Open("sqlite", dsn); err != nil {
 		t.Fatal(err)
@@ -104,6 +100,30 @@ func New(t testing.TB, p *poller.Poller, settings ...string) *Harness {
 		}
 	})
 	return h
+}
+
+// Setup runs p's setup (poller.WithSetup) with settings ("NAME=value") as the app settings, as
+// the app does before p's first tick, and returns its error: a test of the poller's own
+// settings. A poller without setup returns nil.
+func Setup(p *poller.Poller, settings ...string) error {
+	getenv, err := appSettings(settings)
+	if err != nil {
+		return fmt.Errorf("pollertest.Setup: %w", err)
+	}
+	return pollerdef.Of(p).Setup(getenv)
+}
+
+// appSettings reads settings ("NAME=value") as app settings; a later one wins.
+func appSettings(settings []string) (getenv func(string) string, err error) {
+	env := map[string]string{}
+	for _, s := range settings {
+		k, v, ok := strings.Cut(s, "=")
+		if !ok {
+			return nil, fmt.Errorf("setting %q is not NAME=value", s)
+		}
+		env[k] = v
+	}
+	return func(k string) string { return env[k] }, nil
 }
 
 // Insert writes rows (structs with `db` tags, such as the poller's row type) into the poller's
@@ -182,15 +202,26 @@ func (h *Harness) TickErr() (Result, error) {
 		if err != nil {
 			return Result{}, fmt.Errorf("opening the source (is the table there? Insert creates it): %w", err)
 		}
-		r.Observe = func(b *poller.Batch[poller.Row], err error) {
+		r.Observe = func(b *pollerdef.Batch, err error) {
 			h.mu.Lock()
 			defer h.mu.Unlock()
-			h.delivered = append(h.delivered, Delivery{Batch: b, Err: err})
+			h.delivered = append(h.delivered, Delivery{Batch: rawBatch(b), Err: err})
 		}
 		h.runner = r
 	}
 	sum, err := h.runner.Tick(ctx, "pollertest")
-	return Result{Outcome: string(sum.Outcome), Rows: sum.Rows, Batches: sum.Batches, Cursor: sum.Cursor}, err
+	return Result{Outcome: string(sum.Outcome), Rows: sum.Rows, Batches: sum.Batches, Cursor: (*poller.Cursor)(sum.Cursor)}, err
+}
+
+// rawBatch is b as an untyped poller's handler gets it. Its rows are copies (a Row is three
+// words), made once per recorded batch.
+func rawBatch(b *pollerdef.Batch) *poller.Batch[poller.Row] {
+	rows := make([]poller.Row, len(b.Rows))
+	for i, r := range b.Rows {
+		rows[i] = poller.Row(r)
+	}
+	return &poller.Batch[poller.Row]{Poller: b.Poller, ID: b.ID, FencingToken: b.FencingToken, Attempt: b.Attempt,
+		From: (*poller.Cursor)(b.From), To: (*poller.Cursor)(b.To), Rows: rows, Raw: rows}
 }
 
 // Deliveries returns every batch handed to the handler so far, with what it returned, in order

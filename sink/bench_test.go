@@ -19,6 +19,7 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
+	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/blobstore"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
@@ -120,7 +121,7 @@ func sinkCatchUp(b *testing.B, newTarget benchTarget) {
 		p := poller.New("orders", table, poller.TimestampPK, Handler[poller.Row](s),
 			poller.WithColumns("id", "customer", "amount", "updated_at"), poller.WithKey("id"), poller.WithCursorColumn("updated_at"))
 		runTick := func() {
-			r, err := tick.Open(context.Background(), tick.Config{Poller: p, Settings: settings, Store: st, App: testenv.Name("bench-"), Owner: "bench/1"})
+			r, err := tick.Open(context.Background(), tick.Config{Poller: pollerdef.Of(p), Settings: settings, Store: st, App: testenv.Name("bench-"), Owner: "bench/1"})
 			if err != nil {
 				b.Fatal(err)
 			}

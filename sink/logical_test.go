@@ -15,6 +15,7 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
+	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/memstore"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
@@ -48,7 +49,7 @@ func TestLogicalToWebhook(t *testing.T) {
 	testenv.ExecFlushed(t, db,
 		"INSERT INTO "+table+" VALUES (1, 'a')", "UPDATE "+table+" SET name = 'b' WHERE id = 1",
 		"INSERT INTO "+table+" VALUES (2, 'c')", "DELETE FROM "+table+" WHERE id = 2")
-	r, err := tick.Open(context.Background(), tick.Config{Poller: p, Store: &lease.Counting{Store: memstore.New(nil)}, App: "test", Owner: "test/1",
+	r, err := tick.Open(context.Background(), tick.Config{Poller: pollerdef.Of(p), Store: &lease.Counting{Store: memstore.New(nil)}, App: "test", Owner: "test/1",
 		Settings: appsettings.Settings{Driver: source.Postgres, DSN: dsn, BatchSize: 10, LeaseTTL: lease.DefaultTTL,
 			HeartbeatInterval: lease.DefaultTTL / 4, TickBudget: time.Hour, Slot: slot, Publication: slot}})
 	if err != nil {

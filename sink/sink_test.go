@@ -10,6 +10,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
 	"github.com/pseudotrigger/pseudotrigger/internal/faultproxy"
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
+	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/memstore"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
@@ -105,7 +106,7 @@ func TestPostgresToQueue(t *testing.T) {
 	p := poller.New("orders", table, poller.TimestampPK, Handler[poller.Row](s),
 		poller.WithColumns("id", "customer", "amount", "updated_at"), poller.WithKey("id"), poller.WithCursorColumn("updated_at"))
 	st := &lease.Counting{Store: memstore.New(nil)}
-	r, err := tick.Open(context.Background(), tick.Config{Poller: p, Store: st, App: "test", Owner: "test/1",
+	r, err := tick.Open(context.Background(), tick.Config{Poller: pollerdef.Of(p), Store: st, App: "test", Owner: "test/1",
 		Settings: appsettings.Settings{Driver: source.Postgres, DSN: dsn, BatchSize: 100, LeaseTTL: lease.DefaultTTL,
 			HeartbeatInterval: lease.DefaultTTL / 4, TickBudget: time.Hour, CheckpointInterval: 0, SettleLag: source.NoSettleLag}})
 	if err != nil {

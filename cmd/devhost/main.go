@@ -36,6 +36,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/redact"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/devhost"
+	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/pollers/orders"
 )
 
@@ -80,7 +81,7 @@ func run() error {
 	var wg sync.WaitGroup
 	if *writeOrders || *writerOnly {
 		// The example poller's own settings, read as the handler reads them.
-		s, _ := appsettings.Load(orders.New(), func(k string) string { return values[k] })
+		s, _ := appsettings.Load(pollerdef.Of(orders.New()), func(k string) string { return values[k] })
 		driver, dsn := s.Driver, s.DSN
 		var (
 			db     *sql.DB

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/handler"
+	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/replicacheck"
 	"github.com/pseudotrigger/pseudotrigger/poller"
 )
@@ -68,7 +69,7 @@ func run(log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	app := handler.New(handler.Options{Logger: log, Pollers: []*poller.Poller{p}})
+	app := handler.New(handler.Options{Logger: log, Pollers: []*pollerdef.Def{pollerdef.Of(p)}})
 	srv := &http.Server{Handler: app.Routes(), ReadHeaderTimeout: 10 * time.Second}
 	log.Info("listening", "addr", ln.Addr().String())
 	return srv.Serve(ln)

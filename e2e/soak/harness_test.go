@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
-
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
+	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/memstore"
@@ -220,7 +220,7 @@ func (s scenario) run(ctx context.Context, d database, w workload, seed uint64, 
 		opts = append(opts, poller.WithSchema(tbl.schema))
 	}
 	p := poller.New("soak", tbl.name, poller.CursorKind(s.kind), rec.handle, opts...)
-	runner, err := tick.Open(ctx, tick.Config{Poller: p, Store: memstore.New(nil), App: "soak", Owner: "soak/" + tbl.name,
+	runner, err := tick.Open(ctx, tick.Config{Poller: pollerdef.Of(p), Store: memstore.New(nil), App: "soak", Owner: "soak/" + tbl.name,
 		Settings: appsettings.Settings{Driver: tbl.driver, DSN: tbl.dsn, BatchSize: w.batchSize, LeaseTTL: lease.DefaultTTL,
 			HeartbeatInterval: lease.DefaultTTL / 4, TickBudget: 2 * time.Second, SettleLag: s.lag}})
 	if err != nil {

@@ -18,9 +18,9 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
+	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
-	"github.com/pseudotrigger/pseudotrigger/poller"
 )
 
 // Settings are one poller's app settings, validated.
@@ -89,13 +89,13 @@ type Setting struct {
 	Meaning string // as the README's settings table says it
 	Default string // as the README's settings table says it
 	// read sets the setting's field from v (trimmed; "" when unset), or returns the problem.
-	read func(s *Settings, v string, p *poller.Poller) error
+	read func(s *Settings, v string, p *pollerdef.Def) error
 }
 
 // Table is every poller setting, in the order they are read (a default may depend on an earlier
 // setting's value).
 var Table = []Setting{
-	{"DB_DRIVER", "`sqlserver`, `postgres`, `mysql` (MySQL, MariaDB) or `sqlite`", "- (required)", func(s *Settings, v string, _ *poller.Poller) error {
+	{"DB_DRIVER", "`sqlserver`, `postgres`, `mysql` (MySQL, MariaDB) or `sqlite`", "- (required)", func(s *Settings, v string, _ *pollerdef.Def) error {
 		switch {
 		case slices.Contains(source.Drivers(), v):
 			s.Driver = v
@@ -105,13 +105,13 @@ var Table = []Setting{
 		}
 		return fmt.Errorf("%q is not one of %s", v, strings.Join(source.Drivers(), ", "))
 	}},
-	{"DB_CONNECTION", "the source DSN (SQL Server and PostgreSQL may use Entra ID, see below)", "- (required)", func(s *Settings, v string, _ *poller.Poller) error {
+	{"DB_CONNECTION", "the source DSN (SQL Server and PostgreSQL may use Entra ID, see below)", "- (required)", func(s *Settings, v string, _ *pollerdef.Def) error {
 		if s.DSN = v; v == "" {
 			return errors.New("missing: set it to the source database's connection string")
 		}
 		return nil
 	}},
-	{"SCHEDULE", "NCRONTAB (six fields, seconds first), read by the Functions host as `%{P}_SCHEDULE%` in `{p}/function.json`", "- (the host needs it; `pollerctl new`, `local.settings.json.example` and `main.bicepparam` set it)", func(s *Settings, v string, _ *poller.Poller) error {
+	{"SCHEDULE", "NCRONTAB (six fields, seconds first), read by the Functions host as `%{P}_SCHEDULE%` in `{p}/function.json`", "- (the host needs it; `pollerctl new`, `local.settings.json.example` and `main.bicepparam` set it)", func(s *Settings, v string, _ *pollerdef.Def) error {
 		if s.Schedule = v; v == "" {
 			return nil
 		}
@@ -120,10 +120,10 @@ var Table = []Setting{
 		}
 		return nil
 	}},
-	{"BATCH_SIZE", "rows per batch (1 to 100000)", "the poller's own (`poller.WithBatchSize`, or `batch_size` in its `poller.json`), else 500", func(s *Settings, v string, p *poller.Poller) error {
+	{"BATCH_SIZE", "rows per batch (1 to 100000)", "the poller's own (`poller.WithBatchSize`, or `batch_size` in its `poller.json`), else 500", func(s *Settings, v string, p *pollerdef.Def) error {
 		return whole(&s.BatchSize, v, cmp.Or(p.BatchSize(), DefaultBatchSize), 100_000)
 	}},
-	{"LEASE_TTL", "Go duration, at least 4s", "`60s`", func(s *Settings, v string, _ *poller.Poller) error {
+	{"LEASE_TTL", "Go duration, at least 4s", "`60s`", func(s *Settings, v string, _ *pollerdef.Def) error {
 		if err := duration(&s.LeaseTTL, v, lease.DefaultTTL, false); err != nil {
 			return err
 		}
@@ -132,7 +132,7 @@ var Table = []Setting{
 		}
 		return nil
 	}},
-	{"HEARTBEAT_INTERVAL", "Go duration, below TTL/3", "TTL/4", func(s *Settings, v string, p *poller.Poller) error {
+	{"HEARTBEAT_INTERVAL", "Go duration, below TTL/3", "TTL/4", func(s *Settings, v string, p *pollerdef.Def) error {
 		if err := duration(&s.HeartbeatInterval, v, s.LeaseTTL/4, false); err != nil {
 			return err
 		}
@@ -141,10 +141,10 @@ var Table = []Setting{
 		}
 		return nil
 	}},
-	{"TICK_BUDGET", "stop taking batches after this (keep it well under `functionTimeout`, 10 min in `host.json`)", "`4m`", func(s *Settings, v string, _ *poller.Poller) error {
+	{"TICK_BUDGET", "stop taking batches after this (keep it well under `functionTimeout`, 10 min in `host.json`)", "`4m`", func(s *Settings, v string, _ *pollerdef.Def) error {
 		return duration(&s.TickBudget, v, DefaultTickBudget, false)
 	}},
-	{"CHECKPOINT_INTERVAL", "commit at most this often within a tick; `0s` after every batch; below TTL/2", "`2s`", func(s *Settings, v string, p *poller.Poller) error {
+	{"CHECKPOINT_INTERVAL", "commit at most this often within a tick; `0s` after every batch; below TTL/2", "`2s`", func(s *Settings, v string, p *pollerdef.Def) error {
 		if err := duration(&s.CheckpointInterval, v, DefaultCheckpointInterval, true); err != nil {
 			return err
 		}
@@ -153,7 +153,7 @@ var Table = []Setting{
 		}
 		return nil
 	}},
-	{"SETTLE_LAG", "timestamp cursors read only rows older than the database's clock minus this; `0s` is unsafe with late commits. Refused for the other cursor kinds, which have no age (xid and rowversion are bounded by the open transactions, integer by nothing)", "the poller's own (`poller.WithSettleLag`, or `source.settle_lag` in its `poller.json`; `orders`: 5s), else 10s", func(s *Settings, v string, p *poller.Poller) error {
+	{"SETTLE_LAG", "timestamp cursors read only rows older than the database's clock minus this; `0s` is unsafe with late commits. Refused for the other cursor kinds, which have no age (xid and rowversion are bounded by the open transactions, integer by nothing)", "the poller's own (`poller.WithSettleLag`, or `source.settle_lag` in its `poller.json`; `orders`: 5s), else 10s", func(s *Settings, v string, p *pollerdef.Def) error {
 		def := p.Source()
 		if s.SettleLag = def.SettleLag; v == "" {
 			return nil
@@ -173,10 +173,10 @@ var Table = []Setting{
 		}
 		return nil
 	}},
-	{"MAX_ATTEMPTS", "failed attempts at one batch before `{P}_ON_POISON` applies (1 to 1000)", "`5`", func(s *Settings, v string, _ *poller.Poller) error {
+	{"MAX_ATTEMPTS", "failed attempts at one batch before `{P}_ON_POISON` applies (1 to 1000)", "`5`", func(s *Settings, v string, _ *pollerdef.Def) error {
 		return whole(&s.MaxAttempts, v, DefaultMaxAttempts, 1000)
 	}},
-	{"ON_POISON", "`block`: keep retrying the batch every tick, never skip it, and fail each tick loudly (500, a `poller blocked` log line naming the batch, its rows' keys, the attempts, the last error and how to unblock); `quarantine`: hand the batch's halves to the handler, down to single rows, dead-letter the rows that fail alone, deliver the rest and go on", "`block`", func(s *Settings, v string, _ *poller.Poller) error {
+	{"ON_POISON", "`block`: keep retrying the batch every tick, never skip it, and fail each tick loudly (500, a `poller blocked` log line naming the batch, its rows' keys, the attempts, the last error and how to unblock); `quarantine`: hand the batch's halves to the handler, down to single rows, dead-letter the rows that fail alone, deliver the rest and go on", "`block`", func(s *Settings, v string, _ *pollerdef.Def) error {
 		switch v = strings.ToLower(v); v {
 		case "":
 			s.OnPoison = DefaultOnPoison
@@ -187,7 +187,7 @@ var Table = []Setting{
 		}
 		return nil
 	}},
-	{"LIVENESS_INTERVAL", "ticks that write nothing else leave a liveness mark at most this often (at least 10s); a poller silent for longer than this plus three schedule periods is `stopped`", "`5m`", func(s *Settings, v string, _ *poller.Poller) error {
+	{"LIVENESS_INTERVAL", "ticks that write nothing else leave a liveness mark at most this often (at least 10s); a poller silent for longer than this plus three schedule periods is `stopped`", "`5m`", func(s *Settings, v string, _ *pollerdef.Def) error {
 		if err := duration(&s.LivenessInterval, v, DefaultLivenessInterval, false); err != nil {
 			return err
 		}
@@ -196,16 +196,16 @@ var Table = []Setting{
 		}
 		return nil
 	}},
-	{"MAX_LAG", "the status calls the poller `lagging` when the oldest row waiting is older than this", "`5m`", func(s *Settings, v string, _ *poller.Poller) error {
+	{"MAX_LAG", "the status calls the poller `lagging` when the oldest row waiting is older than this", "`5m`", func(s *Settings, v string, _ *pollerdef.Def) error {
 		return duration(&s.MaxLag, v, DefaultMaxLag, false)
 	}},
-	{"CDC_SLOT", "`logical` cursors: the PostgreSQL logical replication slot the poller reads (lower-case letters, digits, `_`; `pollerctl cdc enable` creates it). Refused for the other cursor kinds", "`pseudotrigger_{app}_{poller}` (lower case, other characters as `_`, at most 63)", func(s *Settings, v string, p *poller.Poller) error {
+	{"CDC_SLOT", "`logical` cursors: the PostgreSQL logical replication slot the poller reads (lower-case letters, digits, `_`; `pollerctl cdc enable` creates it). Refused for the other cursor kinds", "`pseudotrigger_{app}_{poller}` (lower case, other characters as `_`, at most 63)", func(s *Settings, v string, p *pollerdef.Def) error {
 		return cdcName(&s.Slot, v, "slot", p)
 	}},
-	{"CDC_PUBLICATION", "`logical` cursors: the publication of the poller's table that the slot is read with. Refused for the other cursor kinds", "the slot's name", func(s *Settings, v string, p *poller.Poller) error {
+	{"CDC_PUBLICATION", "`logical` cursors: the publication of the poller's table that the slot is read with. Refused for the other cursor kinds", "the slot's name", func(s *Settings, v string, p *pollerdef.Def) error {
 		return cdcName(&s.Publication, v, "publication", p)
 	}},
-	{"CDC_MAX_RETAINED", "`logical` cursors: the status calls the poller not ok when its slot keeps more WAL than this (bytes, or with a unit: `500MiB`, `2GiB`); the disk it fills is the database server's. Refused for the other cursor kinds", "`1GiB`", func(s *Settings, v string, p *poller.Poller) error {
+	{"CDC_MAX_RETAINED", "`logical` cursors: the status calls the poller not ok when its slot keeps more WAL than this (bytes, or with a unit: `500MiB`, `2GiB`); the disk it fills is the database server's. Refused for the other cursor kinds", "`1GiB`", func(s *Settings, v string, p *pollerdef.Def) error {
 		if kind := p.Source().Cursor.Kind; kind != state.KindLogical {
 			if v != "" {
 				return fmt.Errorf("applies to logical cursors only; this poller's cursor is %s", kind)
@@ -240,7 +240,7 @@ func byteSize(n *int64, v string, def int64) error {
 
 // cdcName sets *name from v for a logical cursor (Load fills in the defaults, which depend on the
 // app's name); v must be empty for the other kinds.
-func cdcName(name *string, v, what string, p *poller.Poller) error {
+func cdcName(name *string, v, what string, p *pollerdef.Def) error {
 	if kind := p.Source().Cursor.Kind; kind != state.KindLogical {
 		if v != "" {
 			return fmt.Errorf("applies to logical cursors only; this poller's cursor is %s", kind)
@@ -336,7 +336,7 @@ func duration(d *time.Duration, v string, def time.Duration, allowZero bool) err
 
 // Load reads and validates a poller's settings. Every problem is reported, each naming its
 // setting (a *SettingError).
-func Load(p *poller.Poller, getenv func(string) string) (Settings, error) {
+func Load(p *pollerdef.Def, getenv func(string) string) (Settings, error) {
 	if err := p.Err(); err != nil { // a definition that could not be read: nothing else matters
 		return Settings{}, err
 	}
@@ -357,7 +357,7 @@ func Load(p *poller.Poller, getenv func(string) string) (Settings, error) {
 // Config is the source.Config that opens p's source with these settings: the one place the
 // poller's definition meets its settings (the settle lag, the slot and publication, and the
 // keep-up distance: a quarter of {P}_CDC_MAX_RETAINED, at most source.DefaultKeepUp).
-func (s Settings) Config(p *poller.Poller) source.Config {
+func (s Settings) Config(p *pollerdef.Def) source.Config {
 	def := p.Source()
 	def.SettleLag = s.SettleLag
 	def.Slot, def.Publication = s.Slot, s.Publication

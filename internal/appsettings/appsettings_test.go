@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/poller"
 )
@@ -82,9 +83,9 @@ func TestPrefix(t *testing.T) {
 }
 
 // testPoller is a poller of Row on table t, cursor column c, key id.
-func testPoller(name string, kind poller.CursorKind, opts ...poller.Option) *poller.Poller {
+func testPoller(name string, kind poller.CursorKind, opts ...poller.Option) *pollerdef.Def {
 	opts = append([]poller.Option{poller.WithColumns("id", "c"), poller.WithKey("id"), poller.WithCursorColumn("c")}, opts...)
-	return poller.New(name, "t", kind, func(context.Context, *poller.Batch[poller.Row]) error { return nil }, opts...)
+	return pollerdef.Of(poller.New(name, "t", kind, func(context.Context, *poller.Batch[poller.Row]) error { return nil }, opts...))
 }
 
 func TestAppName(t *testing.T) {

@@ -6,14 +6,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/poller"
 )
 
 func TestCDCSettings(t *testing.T) {
-	logical := poller.New("Orders-CDC", "orders", poller.Logical, func(context.Context, *poller.Batch[poller.Row]) error { return nil },
-		poller.WithColumns("id"), poller.WithKey("id"))
-	keyset := poller.New("orders", "orders", poller.Integer, func(context.Context, *poller.Batch[poller.Row]) error { return nil },
-		poller.WithColumns("id"), poller.WithKey("id"), poller.WithCursorColumn("id"))
+	logical := pollerdef.Of(poller.New("Orders-CDC", "orders", poller.Logical, func(context.Context, *poller.Batch[poller.Row]) error { return nil },
+		poller.WithColumns("id"), poller.WithKey("id")))
+	keyset := pollerdef.Of(poller.New("orders", "orders", poller.Integer, func(context.Context, *poller.Batch[poller.Row]) error { return nil },
+		poller.WithColumns("id"), poller.WithKey("id"), poller.WithCursorColumn("id")))
 	env := func(kv ...string) func(string) string {
 		m := map[string]string{}
 		for i := 0; i < len(kv); i += 2 {
@@ -46,8 +47,8 @@ func TestCDCSettings(t *testing.T) {
 // TestCDCNames: the slot and publication of a poller this build may not have are read, checked
 // and defaulted as Load reads them for one it has.
 func TestCDCNames(t *testing.T) {
-	logical := poller.New("orders-cdc", "orders", poller.Logical, func(context.Context, *poller.Batch[poller.Row]) error { return nil },
-		poller.WithColumns("id"), poller.WithKey("id"))
+	logical := pollerdef.Of(poller.New("orders-cdc", "orders", poller.Logical, func(context.Context, *poller.Batch[poller.Row]) error { return nil },
+		poller.WithColumns("id"), poller.WithKey("id")))
 	for _, kv := range []map[string]string{
 		{"POLLER_APP_NAME": "shop"},
 		{"POLLER_APP_NAME": "shop", "ORDERS_CDC_CDC_SLOT": "mine"},

@@ -8,10 +8,10 @@ import (
 	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
+	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerstatus"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
-	"github.com/pseudotrigger/pseudotrigger/poller"
 )
 
 // cdcCmd is `pollerctl cdc enable|disable POLLER`: it creates (or drops) what a logical poller
@@ -32,7 +32,7 @@ func cdcCmd(ctx context.Context, args []string, env Env) error {
 }
 
 // openCDC connects to a logical poller's database with pollerctl's settings.
-func (env Env) openCDC(ctx context.Context, name, cmd string) (*poller.Poller, *source.CDC, appsettings.Settings, error) {
+func (env Env) openCDC(ctx context.Context, name, cmd string) (*pollerdef.Def, *source.CDC, appsettings.Settings, error) {
 	d, ok := env.definition(name)
 	if !ok {
 		return nil, nil, appsettings.Settings{}, usagef("poller %q is not registered in this build", name)

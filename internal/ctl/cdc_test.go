@@ -17,6 +17,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/ctl"
 	"github.com/pseudotrigger/pseudotrigger/internal/deadletter"
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
+	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerstatus"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
@@ -37,7 +38,7 @@ type cdcWorld struct {
 	db    *sql.DB
 	table string
 	env   map[string]string
-	lg    *poller.Poller
+	lg    *pollerdef.Def
 	out   bytes.Buffer
 
 	mu        sync.Mutex
@@ -62,7 +63,7 @@ func forEachCDCStore(t *testing.T, fn func(t *testing.T, w *cdcWorld)) {
 			db.Exec("DROP TABLE IF EXISTS " + w.table)
 			db.Close()
 		})
-		w.lg = poller.New("lg", w.table, poller.Logical, func(_ context.Context, b *poller.Batch[poller.Row]) error {
+		w.lg = pollerdef.Of(poller.New("lg", w.table, poller.Logical, func(_ context.Context, b *poller.Batch[poller.Row]) error {
 			w.mu.Lock()
 			defer w.mu.Unlock()
 			for _, r := range b.Raw {
@@ -70,7 +71,7 @@ func forEachCDCStore(t *testing.T, fn func(t *testing.T, w *cdcWorld)) {
 				w.delivered = append(w.delivered, fmt.Sprintf("%s %v %s", r.Op(), r.Key()["id"], row))
 			}
 			return nil
-		}, poller.WithColumns("id", "v"), poller.WithKey("id"))
+		}, poller.WithColumns("id", "v"), poller.WithKey("id")))
 		return w
 	}
 	t.Run("memstore", func(t *testing.T) {
@@ -106,7 +107,7 @@ func (w *cdcWorld) run(args ...string) int {
 	}
 	return ctl.Run(ctx, args, ctl.Env{
 		Store: w.st, App: w.app, Getenv: func(k string) string { return w.env[k] },
-		Pollers: []*poller.Poller{orders, w.lg}, Out: &w.out, In: strings.NewReader(""), Clock: w.clk, Actor: "pollerctl/test",
+		Pollers: []*pollerdef.Def{orders, w.lg}, Out: &w.out, In: strings.NewReader(""), Clock: w.clk, Actor: "pollerctl/test",
 	})
 }
 

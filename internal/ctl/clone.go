@@ -9,10 +9,10 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
-	"github.com/pseudotrigger/pseudotrigger/poller"
 )
 
 // clone starts a new poller (a backfill under its own name) at an existing poller's checkpoint.
@@ -30,7 +30,7 @@ func clone(ctx context.Context, args []string, env Env) error {
 		return usagef("clone POLLER --to NEW")
 	}
 	from := pos[0]
-	if err := poller.CheckNewName(*to); err != nil {
+	if err := pollerdef.CheckName(*to); err != nil {
 		return usagef("--to: %v", err)
 	}
 	if *to == from {
@@ -110,7 +110,7 @@ func clone(ctx context.Context, args []string, env Env) error {
 // gap (the changes between are in no slot NEW can read), so the clone is refused, unless
 // fromSlotStart: then NEW starts where its slot is (a nil checkpoint), and the gap is said
 // aloud. It returns NEW's fingerprint (its slot is part of it) and checkpoint cursor.
-func (env Env) cloneLogical(ctx context.Context, orig *poller.Poller, to string, d *state.Doc, fromSlotStart bool) (string, *state.Cursor, error) {
+func (env Env) cloneLogical(ctx context.Context, orig *pollerdef.Def, to string, d *state.Doc, fromSlotStart bool) (string, *state.Cursor, error) {
 	from := orig.Name()
 	s, err := appsettings.Load(orig, env.Getenv)
 	if err != nil && (s.Driver == "" || s.DSN == "") {

@@ -20,10 +20,11 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/clock"
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
+	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
+	"github.com/pseudotrigger/pseudotrigger/internal/scaffold"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
-	"github.com/pseudotrigger/pseudotrigger/poller"
 )
 
 // Exit codes.
@@ -42,7 +43,7 @@ type Env struct {
 	StoreErr error
 	App      string
 	Getenv   func(string) string
-	Pollers  []*poller.Poller
+	Pollers  []*pollerdef.Def // the app's pollers: declared.Load(root, pollers.All())
 	Out      io.Writer
 	// Err, if set, gets the line that says which app, store and settings a command uses
 	// (stderr, so that status --json's output stays JSON).
@@ -135,7 +136,7 @@ func Run(ctx context.Context, args []string, env Env) int {
 	case "clone":
 		err = clone(ctx, args[1:], env)
 	case "new":
-		err = scaffold(args[1:], env)
+		err = newCmd(args[1:], env)
 	case "delete":
 		err = deleteCmd(ctx, args[1:], env)
 	case "backups":
@@ -163,6 +164,19 @@ func Run(ctx context.Context, args []string, env Env) int {
 		fmt.Fprintln(env.Out, "pollerctl:", err)
 		return ExitRefused
 	}
+}
+
+// newCmd is `pollerctl new`: package scaffold writes the poller.
+func newCmd(args []string, env Env) error {
+	registered := make([]string, len(env.Pollers))
+	for i, d := range env.Pollers {
+		registered[i] = d.Name()
+	}
+	err := scaffold.Run(args, scaffold.Env{Out: env.Out, Root: env.Root, Registered: registered})
+	if u := (*scaffold.UsageError)(nil); errors.As(err, &u) {
+		return usage{u.Error()}
+	}
+	return err
 }
 
 func actor() string {
@@ -200,7 +214,7 @@ func (env Env) store() (store.Store, error) {
 
 func (env Env) blob(pollerName string) string { return state.Blob(env.App, pollerName) }
 
-func (env Env) definition(name string) (*poller.Poller, bool) {
+func (env Env) definition(name string) (*pollerdef.Def, bool) {
 	for _, d := range env.Pollers {
 		if d.Name() == name {
 			return d, true
@@ -211,7 +225,7 @@ func (env Env) definition(name string) (*poller.Poller, bool) {
 
 // fingerprint computes the configured source's fingerprint from the poller's settings, without
 // connecting. Only the settings it needs must be usable.
-func (env Env) fingerprint(d *poller.Poller) (string, error) {
+func (env Env) fingerprint(d *pollerdef.Def) (string, error) {
 	if err := d.Err(); err != nil { // a definition that could not be read: no fingerprint either
 		return "", usagef("%v", err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/clock"
 	"github.com/pseudotrigger/pseudotrigger/internal/ctl"
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
+	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
@@ -30,8 +31,8 @@ import (
 
 var ctx = context.Background()
 
-var orders = poller.New("orders", "orders", poller.TimestampPK, func(context.Context, *poller.Batch[poller.Row]) error { return nil },
-	poller.WithColumns("id", "updated_at"), poller.WithKey("id"), poller.WithCursorColumn("updated_at"))
+var orders = pollerdef.Of(poller.New("orders", "orders", poller.TimestampPK, func(context.Context, *poller.Batch[poller.Row]) error { return nil },
+	poller.WithColumns("id", "updated_at"), poller.WithKey("id"), poller.WithCursorColumn("updated_at")))
 
 // settings name a real SQLite orders table (made by TestMain): resets check their values against
 // its column types.
@@ -89,7 +90,7 @@ func (w *world) run(args ...string) int {
 	}
 	code := ctl.Run(ctx, args, ctl.Env{
 		Store: w.st, App: w.app, Getenv: func(k string) string { return settings[k] },
-		Pollers: []*poller.Poller{orders}, Out: &w.out, In: strings.NewReader(""), Clock: w.clk, Actor: "pollerctl/test",
+		Pollers: []*pollerdef.Def{orders}, Out: &w.out, In: strings.NewReader(""), Clock: w.clk, Actor: "pollerctl/test",
 	})
 	return code
 }
@@ -399,7 +400,7 @@ func TestScaffold(t *testing.T) {
 		t.Fatalf("copying the repository: %v\n%s", err, out)
 	}
 	var out bytes.Buffer
-	env := ctl.Env{Out: &out, Root: dir, Pollers: pollers.All(), Getenv: os.Getenv}
+	env := ctl.Env{Out: &out, Root: dir, Pollers: pollerdef.OfAll(pollers.All()), Getenv: os.Getenv}
 	if code := ctl.Run(ctx, []string{"new", "bad name"}, env); code != 2 {
 		t.Fatalf("an invalid name: exit %d", code)
 	}
@@ -422,6 +423,24 @@ func TestScaffold(t *testing.T) {
 	}
 }
 
+// TestNewExitCodes: pollerctl new exits 2 on package scaffold's usage errors and 1 on its
+// refusals, printing the error: an invalid name, an unknown sink, the status function's name,
+// and the name of a registered poller.
+func TestNewExitCodes(t *testing.T) {
+	dir := t.TempDir()
+	for args, want := range map[string]int{"bad.name": ctl.ExitUsage, "zz --sink kafka": ctl.ExitUsage,
+		"status": ctl.ExitRefused, "orders": ctl.ExitRefused} {
+		var out bytes.Buffer
+		code := ctl.Run(ctx, append([]string{"new"}, strings.Fields(args)...), ctl.Env{Out: &out, Root: dir, Pollers: []*pollerdef.Def{orders}, Getenv: os.Getenv})
+		if code != want || !strings.HasPrefix(out.String(), "pollerctl: ") {
+			t.Errorf("new %s: exit %d, want %d: %s", args, code, want, out.String())
+		}
+	}
+	if entries, err := os.ReadDir(dir); err != nil || len(entries) > 0 {
+		t.Errorf("wrote %v (%v)", entries, err)
+	}
+}
+
 // TestWaitForLiveLease: --wait waits for another owner's lease to expire, then resets.
 func TestWaitForLiveLease(t *testing.T) {
 	clk := clock.NewFake(time.Now())
@@ -432,7 +451,7 @@ func TestWaitForLiveLease(t *testing.T) {
 	go func() {
 		done <- ctl.Run(ctx, []string{"reset", "orders", "--to-beginning", "--yes", "--wait"}, ctl.Env{
 			Store: w.st, App: w.app, Getenv: func(k string) string { return settings[k] },
-			Pollers: []*poller.Poller{orders}, Out: &out, In: strings.NewReader(""), Clock: clk, Actor: "pollerctl/test",
+			Pollers: []*pollerdef.Def{orders}, Out: &out, In: strings.NewReader(""), Clock: clk, Actor: "pollerctl/test",
 		})
 	}()
 	wait, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -532,11 +551,11 @@ func TestResetRefusesValuesTheSourceCannotHold(t *testing.T) {
 // skipped as unreadable, not blamed on pollerctl's environment.
 func TestStatusOfUnreadableDefinition(t *testing.T) {
 	clk := clock.NewFake(time.Now())
-	broken := poller.Failed("broken", errors.New(`broken/poller.json: sink.queue: "Bad_Name" is not a storage queue name`))
+	broken := pollerdef.Failed("broken", errors.New(`broken/poller.json: sink.queue: "Bad_Name" is not a storage queue name`))
 	var out bytes.Buffer
 	code := ctl.Run(ctx, []string{"status", "broken", "--json"}, ctl.Env{
 		Store: memstore.New(clk), App: "test", Getenv: func(string) string { return "" },
-		Pollers: []*poller.Poller{orders, broken}, Out: &out, In: strings.NewReader(""), Clock: clk, Actor: "pollerctl/test",
+		Pollers: []*pollerdef.Def{orders, broken}, Out: &out, In: strings.NewReader(""), Clock: clk, Actor: "pollerctl/test",
 	})
 	var rows []ctl.Row
 	if err := json.Unmarshal(out.Bytes(), &rows); err != nil || code != ctl.ExitUnhealthy || len(rows) != 1 ||

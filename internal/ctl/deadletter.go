@@ -15,10 +15,10 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/tick"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/deadletter"
+	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
-	"github.com/pseudotrigger/pseudotrigger/poller"
 )
 
 // deadLetters is `pollerctl deadletter list|show|replay|discard`.
@@ -270,7 +270,7 @@ func deadLetterReplay(ctx context.Context, args []string, env Env) error {
 	}
 	if len(rows) > 0 {
 		last, _ := rows[len(rows)-1].Cursor()
-		pb := &poller.Batch[poller.Row]{Poller: name, ID: letter.BatchID, FencingToken: l.Token(), Attempt: attempts + 1, From: letter.From, To: &last, Raw: rows}
+		pb := &pollerdef.Batch{Poller: name, ID: letter.BatchID, FencingToken: l.Token(), Attempt: attempts + 1, From: letter.From, To: &last, Rows: rows}
 		if err := d.Handle(l.Context(), pb); err != nil {
 			return refusedf("the handler failed again (the dead letter is kept): %v", err)
 		}

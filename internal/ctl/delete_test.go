@@ -12,9 +12,9 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/ctl"
 	"github.com/pseudotrigger/pseudotrigger/internal/deadletter"
 	"github.com/pseudotrigger/pseudotrigger/internal/liveness"
+	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/memstore"
-	"github.com/pseudotrigger/pseudotrigger/poller"
 )
 
 // TestDeleteWaitsThenDeletesTheMarkAsItIsNow: delete --wait waits for a live lease to end; the
@@ -35,7 +35,7 @@ func TestDeleteWaitsThenDeletesTheMarkAsItIsNow(t *testing.T) {
 	go func() {
 		done <- ctl.Run(ctx, []string{"delete", "orders", "--yes", "--wait"}, ctl.Env{
 			Store: w.st, App: w.app, Getenv: func(k string) string { return settings[k] },
-			Pollers: []*poller.Poller{orders}, Out: &out, In: strings.NewReader(""), Clock: clk, Actor: "pollerctl/test",
+			Pollers: []*pollerdef.Def{orders}, Out: &out, In: strings.NewReader(""), Clock: clk, Actor: "pollerctl/test",
 		})
 	}()
 	wait, cancel := context.WithTimeout(ctx, 10*time.Second)

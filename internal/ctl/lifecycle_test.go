@@ -12,10 +12,10 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/ctl"
 	"github.com/pseudotrigger/pseudotrigger/internal/deadletter"
 	"github.com/pseudotrigger/pseudotrigger/internal/liveness"
+	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/memstore"
-	"github.com/pseudotrigger/pseudotrigger/poller"
 )
 
 // TestDeleteAndBackups: a clone no tick runs can be deleted (state and liveness mark, the state
@@ -123,7 +123,7 @@ func TestAnnounce(t *testing.T) {
 	}
 	var out, errOut bytes.Buffer
 	code := ctl.Run(ctx, []string{"status", "--no-probe"}, ctl.Env{Store: st, StoreName: "memstore", Source: "the environment", App: "prod-ue",
-		Getenv: func(k string) string { return settings[k] }, Pollers: []*poller.Poller{orders}, Out: &out, Err: &errOut, Clock: clk})
+		Getenv: func(k string) string { return settings[k] }, Pollers: []*pollerdef.Def{orders}, Out: &out, Err: &errOut, Clock: clk})
 	if code != ctl.ExitUnhealthy {
 		t.Fatalf("exit %d\n%s", code, out.String())
 	}

@@ -13,10 +13,10 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
+	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
-	"github.com/pseudotrigger/pseudotrigger/poller"
 )
 
 type pkFlags []string
@@ -142,7 +142,7 @@ func (t target) apply(d *state.Doc, now time.Time) {
 
 // target builds the new checkpoint from the flag given, each value read as its column's type in
 // the source, and the fingerprint of the configured source.
-func (f resetFlags) target(ctx context.Context, env Env, st store.Store, d *poller.Poller, registered bool) (target, error) {
+func (f resetFlags) target(ctx context.Context, env Env, st store.Store, d *pollerdef.Def, registered bool) (target, error) {
 	if f.restores() {
 		return f.restore(ctx, env, st, d, registered)
 	}
@@ -162,7 +162,7 @@ func (f resetFlags) target(ctx context.Context, env Env, st store.Store, d *poll
 
 // restore reads the document of --from-file or --from-backup. For a poller of this build, it
 // must have been saved for the configured source, and its cursor must fit the source's table.
-func (f resetFlags) restore(ctx context.Context, env Env, st store.Store, d *poller.Poller, registered bool) (target, error) {
+func (f resetFlags) restore(ctx context.Context, env Env, st store.Store, d *pollerdef.Def, registered bool) (target, error) {
 	origin, data, err := f.readSaved(ctx, env, st)
 	if err != nil {
 		return target{}, err
@@ -221,7 +221,7 @@ func writeReset(ctx context.Context, op lease.Operator, plan lease.Plan) (state.
 // openSource opens a poller's source read-only with pollerctl's settings, to check values
 // against its column types. A source that cannot be opened refuses the command (exit 2): a value
 // is never written unchecked.
-func (env Env) openSource(ctx context.Context, d *poller.Poller, what string) (*source.Source, error) {
+func (env Env) openSource(ctx context.Context, d *pollerdef.Def, what string) (*source.Source, error) {
 	s, err := appsettings.Load(d, env.Getenv)
 	if err != nil && (s.Driver == "" || s.DSN == "") {
 		return nil, usagef("%s is checked against the source's column types, which needs its settings: %v", what, err)
@@ -239,7 +239,7 @@ func (env Env) openSource(ctx context.Context, d *poller.Poller, what string) (*
 
 // cursorFromText builds the cursor of --to-cursor and --pk, each value read as its column's type
 // in the poller's table (an integer key takes digits, a timestamp RFC 3339, ...).
-func (env Env) cursorFromText(ctx context.Context, d *poller.Poller, value string, pks []string) (*state.Cursor, error) {
+func (env Env) cursorFromText(ctx context.Context, d *pollerdef.Def, value string, pks []string) (*state.Cursor, error) {
 	keys := map[string]string{}
 	for _, pk := range pks {
 		col, v, ok := strings.Cut(pk, "=")
@@ -264,7 +264,7 @@ func (env Env) cursorFromText(ctx context.Context, d *poller.Poller, value strin
 }
 
 // checkCursor refuses a cursor the poller's source cannot hold (exit 2).
-func (env Env) checkCursor(ctx context.Context, d *poller.Poller, c *state.Cursor, what string) error {
+func (env Env) checkCursor(ctx context.Context, d *pollerdef.Def, c *state.Cursor, what string) error {
 	if c == nil {
 		return nil
 	}
@@ -302,7 +302,7 @@ func printPlan(env Env, name, blob string, cur lease.Current, next state.Doc) {
 // beginning) may not be before its replication slot's confirmed position, since the WAL before
 // it is gone and the changes there can no longer be read. For a logical poller the beginning is
 // where the slot is now; the plan says so. Other cursor kinds pass.
-func (env Env) checkSlotReset(ctx context.Context, d *poller.Poller, c *state.Cursor, what string) error {
+func (env Env) checkSlotReset(ctx context.Context, d *pollerdef.Def, c *state.Cursor, what string) error {
 	if d.Source().Cursor.Kind != state.KindLogical {
 		return nil
 	}

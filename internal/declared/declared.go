@@ -4,7 +4,7 @@
 // stay app settings ({P}_DB_DRIVER, {P}_DB_CONNECTION) like any poller's. poller.schema.json at
 // the repository's root describes the file for editors.
 //
-// A poller.json that cannot be read makes a poller.Failed: that poller's invocations, status
+// A poller.json that cannot be read makes a pollerdef.Failed: that poller's invocations, status
 // and pollerctl commands fail with an error naming the file and the field; the others run.
 package declared
 
@@ -23,6 +23,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/poller"
 	"github.com/pseudotrigger/pseudotrigger/sink"
 )
@@ -81,16 +82,17 @@ func Root(getenv func(string) string) string {
 	return "."
 }
 
-// Load returns the Go pollers followed by the pollers declared under root, in name order. A
-// folder whose poller.json cannot be read gives a poller.Failed. A name that is both a Go poller
-// and a folder with poller.json is an error (ErrConflict): the app refuses to start.
-func Load(root string, goPollers []*poller.Poller) ([]*poller.Poller, error) {
+// Load returns the app's pollers as the runtime reads them: the Go pollers followed by the
+// pollers declared under root, in name order. A folder whose poller.json cannot be read gives a
+// pollerdef.Failed. A name that is both a Go poller and a folder with poller.json is an error
+// (ErrConflict): the app refuses to start.
+func Load(root string, goPollers []*poller.Poller) ([]*pollerdef.Def, error) {
 	matches, err := filepath.Glob(filepath.Join(root, "*", File))
 	if err != nil {
 		return nil, err
 	}
 	sort.Strings(matches)
-	out := slices.Clone(goPollers)
+	out := pollerdef.OfAll(goPollers)
 	for _, path := range matches {
 		name := filepath.Base(filepath.Dir(path))
 		if slices.ContainsFunc(goPollers, func(p *poller.Poller) bool { return strings.EqualFold(p.Name(), name) }) {
@@ -102,13 +104,13 @@ func Load(root string, goPollers []*poller.Poller) ([]*poller.Poller, error) {
 	return out, nil
 }
 
-// Read reads root/name/poller.json into a poller, or a poller.Failed naming what is wrong.
-func Read(root, name string) *poller.Poller {
+// Read reads root/name/poller.json into a poller, or a pollerdef.Failed naming what is wrong.
+func Read(root, name string) *pollerdef.Def {
 	rel := filepath.ToSlash(filepath.Join(name, File))
-	fail := func(format string, args ...any) *poller.Poller {
-		return poller.Failed(name, fmt.Errorf("%s: %s", rel, fmt.Sprintf(format, args...)))
+	fail := func(format string, args ...any) *pollerdef.Def {
+		return pollerdef.Failed(name, fmt.Errorf("%s: %s", rel, fmt.Sprintf(format, args...)))
 	}
-	if err := poller.CheckNewName(name); err != nil {
+	if err := pollerdef.CheckName(name); err != nil {
 		return fail("the folder's name: %v", err)
 	}
 	if _, err := os.Stat(filepath.Join(root, name, "function.json")); errors.Is(err, fs.ErrNotExist) {
@@ -126,7 +128,7 @@ func Read(root, name string) *poller.Poller {
 	if err != nil {
 		return fail("%v", err)
 	}
-	return p
+	return pollerdef.Of(p)
 }
 
 // Parse decodes a poller.json strictly (an unknown field is an error) and checks it; errors

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
+	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/poller"
 	"github.com/pseudotrigger/pseudotrigger/pollers"
 	"github.com/pseudotrigger/pseudotrigger/pollertest"
@@ -30,7 +31,7 @@ func TestExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	var names []string
-	var example *poller.Poller
+	var example *pollerdef.Def
 	for i, p := range all {
 		names = append(names, p.Name())
 		if p.Err() != nil {
@@ -102,7 +103,7 @@ func TestBadFilesFailAlone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := map[string]*poller.Poller{}
+	got := map[string]*pollerdef.Def{}
 	for _, p := range all {
 		got[p.Name()] = p
 	}
@@ -179,11 +180,13 @@ func TestDeclaredPollerDelivers(t *testing.T) {
 		mu.Unlock()
 	}))
 	defer srv.Close()
-	root := t.TempDir()
-	write(t, root, "widgets", strings.Replace(good, `"url":"%HOOK%"`, `"url":"%HOOK%","headers":{"X-Key":"%HOOK_KEY%"}`, 1), true)
-	p := Read(root, "widgets")
-	if p.Err() != nil {
-		t.Fatal(p.Err())
+	spec, err := Parse([]byte(strings.Replace(good, `"url":"%HOOK%"`, `"url":"%HOOK%","headers":{"X-Key":"%HOOK_KEY%"}`, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := spec.Poller("widgets") // what Read makes of widgets/poller.json
+	if err != nil {
+		t.Fatal(err)
 	}
 	h := pollertest.New(t, p, "HOOK="+srv.URL, "HOOK_KEY=k1")
 	if _, err := h.DB.Exec(`CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)`); err != nil {

@@ -72,7 +72,7 @@ func FromRow(r poller.Row) (Change, error) {
 	if err != nil {
 		return Change{}, err
 	}
-	pos, err := source.CursorPosition(&cur)
+	pos, err := source.CursorPosition((*state.Cursor)(&cur))
 	if err != nil {
 		return Change{}, err
 	}
@@ -117,10 +117,10 @@ type Batch struct {
 func FromBatch(b *poller.Batch[poller.Row], owner string) (Batch, error) {
 	out := Batch{ID: b.ID, Token: b.FencingToken, Attempt: b.Attempt, Owner: owner}
 	var err error
-	if out.From, err = posText(b.From); err != nil {
+	if out.From, err = posText((*state.Cursor)(b.From)); err != nil {
 		return out, err
 	}
-	if out.To, err = posText(b.To); err != nil {
+	if out.To, err = posText((*state.Cursor)(b.To)); err != nil {
 		return out, err
 	}
 	for _, r := range b.Raw {
@@ -432,7 +432,7 @@ func (s *Setup) WitnessStream(ctx context.Context, cfg source.Config) ([]Change,
 			return out, nil
 		}
 		for _, r := range b.Rows {
-			ch, err := FromRow(r)
+			ch, err := FromRow(poller.Row(r))
 			if err != nil {
 				return out, err
 			}

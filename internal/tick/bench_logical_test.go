@@ -41,6 +41,7 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
+	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/blobstore"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
@@ -171,11 +172,12 @@ func lgSettings(dsn, slot, pub string) appsettings.Settings {
 // runner opens p's source (with s) and a runner on a fresh state blob; closed at the end.
 func (e *lgEnv) runner(p *poller.Poller, s appsettings.Settings) *tick.Runner {
 	e.tb.Helper()
-	src, err := source.Open(context.Background(), s.Config(p))
+	d := pollerdef.Of(p)
+	src, err := source.Open(context.Background(), s.Config(d))
 	if err != nil {
 		e.tb.Fatal(err)
 	}
-	r, err := tick.Open(context.Background(), tick.Config{Poller: p, Settings: s, Store: e.st, App: testenv.Name("lgbench-"), Owner: "bench/1", Source: src})
+	r, err := tick.Open(context.Background(), tick.Config{Poller: d, Settings: s, Store: e.st, App: testenv.Name("lgbench-"), Owner: "bench/1", Source: src})
 	if err != nil {
 		src.Close()
 		e.tb.Fatal(err)

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
-
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
+	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/blobstore"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
@@ -43,7 +43,7 @@ func catchUp(b *testing.B, interval time.Duration) {
 		poller.WithColumns("id", "customer", "amount", "updated_at"), poller.WithKey("id"), poller.WithCursorColumn("updated_at"))
 	settings := appsettings.Settings{Driver: source.Postgres, DSN: dsn, BatchSize: 1000, LeaseTTL: lease.DefaultTTL, HeartbeatInterval: lease.DefaultTTL / 4,
 		TickBudget: time.Hour, CheckpointInterval: interval, SettleLag: source.DefaultSettleLag}
-	src, err := source.Open(context.Background(), source.Config{Poller: "orders", Driver: source.Postgres, DSN: dsn, Definition: p.Source()})
+	src, err := source.Open(context.Background(), source.Config{Poller: "orders", Driver: source.Postgres, DSN: dsn, Definition: pollerdef.Of(p).Source()})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -54,7 +54,7 @@ func catchUp(b *testing.B, interval time.Duration) {
 		b.Fatal(err)
 	}
 	runner := func() *tick.Runner {
-		r, err := tick.Open(context.Background(), tick.Config{Poller: p, Settings: settings, Store: st, App: testenv.Name("bench-"), Owner: "bench/1",
+		r, err := tick.Open(context.Background(), tick.Config{Poller: pollerdef.Of(p), Settings: settings, Store: st, App: testenv.Name("bench-"), Owner: "bench/1",
 			Source: src})
 		if err != nil {
 			b.Fatal(err)

@@ -12,9 +12,9 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/faultpoint"
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
+	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
-	"github.com/pseudotrigger/pseudotrigger/poller"
 )
 
 type fetched struct {
@@ -105,9 +105,9 @@ func (t *tickRun) step(b *source.Batch) (more bool, err error) {
 	}
 	toText := cursorText(b.To)
 	name := t.r.Poller.Name()
-	pb := &poller.Batch[poller.Row]{
+	pb := &pollerdef.Batch{
 		Poller: name, ID: batchID(name, t.r.Source.Fingerprint(), t.fromText, toText),
-		FencingToken: l.Token(), Attempt: t.attempt, From: t.cursor, To: b.To, Raw: b.Rows,
+		FencingToken: l.Token(), Attempt: t.attempt, From: t.cursor, To: b.To, Rows: b.Rows,
 	}
 	faultpoint.Hit(faultpoint.InHandle)
 	// Checked on the clock, not only through the watchdog: a process that was paused (a VM
@@ -226,7 +226,7 @@ func (r *Runner) readAhead(ctx context.Context, after *state.Cursor) <-chan fetc
 }
 
 // handle runs the poller's handler, turning a panic into an error, and tells Observe.
-func (r *Runner) handle(ctx context.Context, b *poller.Batch[poller.Row]) error {
+func (r *Runner) handle(ctx context.Context, b *pollerdef.Batch) error {
 	err := r.Poller.Handle(ctx, b)
 	if r.Observe != nil {
 		r.Observe(b, err)

@@ -6,8 +6,8 @@ import (
 	"fmt"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
+	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
-	"github.com/pseudotrigger/pseudotrigger/poller"
 )
 
 // failed applies the poison policy to pb, which the handler failed with herr. A batch is
@@ -15,7 +15,7 @@ import (
 // when it is the recorded failing batch (the tick's first, retried) and the failure asks for
 // quarantine (pollerctl quarantine); otherwise the failure is recorded and the tick ends. It
 // returns nil when the batch was quarantined: the tick goes on past it.
-func (t *tickRun) failed(pb *poller.Batch[poller.Row], herr error) error {
+func (t *tickRun) failed(pb *pollerdef.Batch, herr error) error {
 	l, s := t.l, t.r.Settings
 	t.awaitAhead() // let the read-ahead finish before the lease goes
 	if lerr := l.Err(); lerr != nil {
@@ -43,11 +43,11 @@ func (t *tickRun) failed(pb *poller.Batch[poller.Row], herr error) error {
 
 // fail records a failed attempt at pb and releases the lease, in one write; when poisoned (the
 // attempts reached {P}_MAX_ATTEMPTS) it says loudly that the poller is blocked and how to unblock it.
-func (t *tickRun) fail(pb *poller.Batch[poller.Row], herr error, poisoned bool) error {
+func (t *tickRun) fail(pb *pollerdef.Batch, herr error, poisoned bool) error {
 	name := t.r.Poller.Name()
-	keys := keyRange(pb.Raw)
+	keys := keyRange(pb.Rows)
 	t.sum.BatchID = pb.ID
-	failure := fmt.Errorf("%w: batch %s (attempt %d, %d rows, keys %s): %w", ErrBatchFailed, pb.ID, pb.Attempt, len(pb.Raw), keys, herr)
+	failure := fmt.Errorf("%w: batch %s (attempt %d, %d rows, keys %s): %w", ErrBatchFailed, pb.ID, pb.Attempt, len(pb.Rows), keys, herr)
 	if poisoned {
 		p := appsettings.Prefix(name)
 		unblock := appsettings.UnblockHint(name)

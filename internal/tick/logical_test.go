@@ -10,6 +10,7 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
+	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/memstore"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
@@ -33,7 +34,7 @@ func TestLogicalSetupWritesNothing(t *testing.T) {
 	} {
 		s := settings
 		mutate(&s)
-		_, err := tick.Open(context.Background(), tick.Config{Poller: p, Store: st, App: "test", Owner: "test/1", Settings: s})
+		_, err := tick.Open(context.Background(), tick.Config{Poller: pollerdef.Of(p), Store: st, App: "test", Owner: "test/1", Settings: s})
 		if !errors.Is(err, source.ErrNotEnabled) || !strings.Contains(err.Error(), "pollerctl cdc enable cdc --yes") {
 			t.Errorf("%s: %v", name, err)
 		}
@@ -42,7 +43,7 @@ func TestLogicalSetupWritesNothing(t *testing.T) {
 		t.Errorf("%d state requests before the source was set up", n)
 	}
 	testenv.ExecFlushed(t, db, "INSERT INTO "+table+" VALUES (1, 'a'), (2, 'b')", "DELETE FROM "+table+" WHERE id = 1")
-	r, err := tick.Open(context.Background(), tick.Config{Poller: p, Store: st, App: "test", Owner: "test/1", Settings: settings})
+	r, err := tick.Open(context.Background(), tick.Config{Poller: pollerdef.Of(p), Store: st, App: "test", Owner: "test/1", Settings: settings})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +75,7 @@ func TestLogicalKeepUp(t *testing.T) {
 	}, poller.WithColumns("id", "name"), poller.WithKey("id"))
 	settings := appsettings.Settings{Driver: source.Postgres, DSN: dsn, BatchSize: 10, LeaseTTL: lease.DefaultTTL,
 		HeartbeatInterval: lease.DefaultTTL / 4, TickBudget: time.Hour, Slot: slot, Publication: slot}
-	cfg := settings.Config(p)
+	cfg := settings.Config(pollerdef.Of(p))
 	cfg.Definition.KeepUp = 256 << 10
 	src, err := source.Open(context.Background(), cfg)
 	if err != nil {
@@ -82,7 +83,7 @@ func TestLogicalKeepUp(t *testing.T) {
 	}
 	defer src.Close()
 	st := &lease.Counting{Store: memstore.New(nil)}
-	r, err := tick.Open(context.Background(), tick.Config{Poller: p, Store: st, App: "test", Owner: "test/1", Settings: settings, Source: src})
+	r, err := tick.Open(context.Background(), tick.Config{Poller: pollerdef.Of(p), Store: st, App: "test", Owner: "test/1", Settings: settings, Source: src})
 	if err != nil {
 		t.Fatal(err)
 	}

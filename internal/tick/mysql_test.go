@@ -13,6 +13,7 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
+	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/memstore"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
@@ -59,7 +60,7 @@ func TestMySQLTickNamesLateCommitBound(t *testing.T) {
 		poller.WithCursorColumn("ts"), poller.WithSettleLag(source.NoSettleLag))
 	settings := appsettings.Settings{Driver: source.MySQL, DSN: dsn, SettleLag: source.NoSettleLag, BatchSize: 10,
 		LeaseTTL: lease.DefaultTTL, HeartbeatInterval: lease.DefaultTTL / 4, TickBudget: time.Minute}
-	r, err := tick.Open(ctx, tick.Config{Poller: p, Settings: settings, Store: memstore.New(nil), App: "test", Owner: "o1",
+	r, err := tick.Open(ctx, tick.Config{Poller: pollerdef.Of(p), Settings: settings, Store: memstore.New(nil), App: "test", Owner: "o1",
 		Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)

@@ -8,14 +8,14 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
 	"github.com/pseudotrigger/pseudotrigger/internal/clock"
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
+	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
-	"github.com/pseudotrigger/pseudotrigger/poller"
 )
 
 // Config is what Open assembles a poller's runner from.
 type Config struct {
-	Poller   *poller.Poller
+	Poller   *pollerdef.Def
 	Settings appsettings.Settings // the source's driver, DSN and settle lag, the lease's timings, the tick's limits
 	Store    lease.Store          // the state store
 	App      string               // {app} in state/{app}/{poller}.json

@@ -9,9 +9,9 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/deadletter"
 	"github.com/pseudotrigger/pseudotrigger/internal/faultpoint"
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
+	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
-	"github.com/pseudotrigger/pseudotrigger/poller"
 )
 
 // quarantined is what quarantining a batch did.
@@ -31,13 +31,13 @@ type quarantined struct {
 // before that re-runs the batch and writes the letter again, never leaving a gap.
 //
 // A batch of n rows with k poison rows costs about 2k·log2(n) handler calls.
-func (t *tickRun) quarantine(pb *poller.Batch[poller.Row]) (quarantined, error) {
+func (t *tickRun) quarantine(pb *pollerdef.Batch) (quarantined, error) {
 	r, l := t.r, t.l
 	var q quarantined
 	if r.DeadLetters == nil {
 		return q, errors.New("no dead letter store is configured")
 	}
-	if err := t.bisect(pb, pb.From, pb.Raw, &q); err != nil {
+	if err := t.bisect(pb, pb.From, pb.Rows, &q); err != nil {
 		return q, err
 	}
 	q.dead = len(q.rows)
@@ -49,7 +49,7 @@ func (t *tickRun) quarantine(pb *poller.Batch[poller.Row]) (quarantined, error) 
 	}
 	letter := &deadletter.Letter{
 		Poller: r.Poller.Name(), BatchID: pb.ID, SourceFingerprint: r.Source.Fingerprint(), From: pb.From, To: pb.To,
-		FencingToken: pb.FencingToken, CreatedAt: state.At(t.clk.Now()), BatchRows: len(pb.Raw), Delivered: q.delivered, Rows: q.rows,
+		FencingToken: pb.FencingToken, CreatedAt: state.At(t.clk.Now()), BatchRows: len(pb.Rows), Delivered: q.delivered, Rows: q.rows,
 	}
 	name, err := r.DeadLetters(context.WithoutCancel(t.wctx), letter)
 	if err != nil {
@@ -62,7 +62,7 @@ func (t *tickRun) quarantine(pb *poller.Batch[poller.Row]) (quarantined, error) 
 
 // bisect tries each half of rows (read after from) on its own, and bisects the halves that
 // fail. The handler runs on the tick's handler context, which a lost lease cancels.
-func (t *tickRun) bisect(pb *poller.Batch[poller.Row], from *state.Cursor, rows []source.Row, q *quarantined) error {
+func (t *tickRun) bisect(pb *pollerdef.Batch, from *state.Cursor, rows []source.Row, q *quarantined) error {
 	r, l := t.r, t.l
 	mid := len(rows) / 2
 	for _, part := range [][]source.Row{rows[:mid], rows[mid:]} {
@@ -76,9 +76,9 @@ func (t *tickRun) bisect(pb *poller.Batch[poller.Row], from *state.Cursor, rows 
 		if !l.Trusted() {
 			return fmt.Errorf("%w: the trust window passed while quarantining batch %s", lease.ErrLost, pb.ID)
 		}
-		sub := &poller.Batch[poller.Row]{
+		sub := &pollerdef.Batch{
 			Poller: pb.Poller, ID: batchID(r.Poller.Name(), r.Source.Fingerprint(), cursorText(from), cursorText(&to)),
-			FencingToken: pb.FencingToken, Attempt: pb.Attempt, From: from, To: &to, Raw: part,
+			FencingToken: pb.FencingToken, Attempt: pb.Attempt, From: from, To: &to, Rows: part,
 		}
 		q.calls++
 		faultpoint.Hit(faultpoint.QuarantineTry)

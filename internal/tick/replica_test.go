@@ -16,6 +16,7 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
+	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/replicacheck"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
@@ -76,8 +77,8 @@ func (w *replicaWorld) settings() appsettings.Settings {
 		MaxAttempts: 1000, Slot: w.setup.Slot, Publication: w.setup.Publication}
 }
 
-func (w *replicaWorld) poller(owner string) *poller.Poller {
-	return poller.New(replicaPoller, w.setup.Table, poller.Logical, func(_ context.Context, b *poller.Batch[poller.Row]) error {
+func (w *replicaWorld) poller(owner string) *pollerdef.Def {
+	return pollerdef.Of(poller.New(replicaPoller, w.setup.Table, poller.Logical, func(_ context.Context, b *poller.Batch[poller.Row]) error {
 		rb, err := replicacheck.FromBatch(b, owner)
 		if err != nil {
 			w.t.Errorf("handler: %v", err)
@@ -88,7 +89,7 @@ func (w *replicaWorld) poller(owner string) *poller.Poller {
 			return errors.New("injected failure: the batch comes again from the checkpoint")
 		}
 		return nil
-	}, poller.WithColumns(replicacheck.Columns...), poller.WithKey("id"))
+	}, poller.WithColumns(replicacheck.Columns...), poller.WithKey("id")))
 }
 
 // runner opens a runner with a source of its own, as a process of its own would have.

@@ -38,9 +38,9 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/deadletter"
 	"github.com/pseudotrigger/pseudotrigger/internal/faultpoint"
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
+	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
-	"github.com/pseudotrigger/pseudotrigger/poller"
 )
 
 // Outcome of a tick.
@@ -118,7 +118,7 @@ var _ Source = (*source.Source)(nil)
 
 // Runner runs ticks of one poller.
 type Runner struct {
-	Poller   *poller.Poller
+	Poller   *pollerdef.Def
 	Settings appsettings.Settings
 	Lease    *lease.Manager
 	Source   Source
@@ -135,7 +135,7 @@ type Runner struct {
 	Requests func() (requests, conflicts int64)
 	// Observe, if set, sees every batch handed to the poller's handler and what it returned
 	// (package pollertest records them).
-	Observe func(b *poller.Batch[poller.Row], err error)
+	Observe func(b *pollerdef.Batch, err error)
 
 	close        func() error // closes the source Open opened
 	stampMu      sync.Mutex

@@ -13,18 +13,18 @@ import (
 	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
-
-	_ "modernc.org/sqlite"
-
 	"github.com/pseudotrigger/pseudotrigger/internal/clock"
 	"github.com/pseudotrigger/pseudotrigger/internal/deadletter"
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
+	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/memstore"
 	"github.com/pseudotrigger/pseudotrigger/internal/tick"
 	"github.com/pseudotrigger/pseudotrigger/poller"
+
+	_ "modernc.org/sqlite"
 )
 
 var ctx = context.Background()
@@ -98,7 +98,7 @@ func ordersPoller(h handlerFunc) *poller.Poller {
 
 func (e *env) runner(owner string, h handlerFunc) *tick.Runner {
 	e.t.Helper()
-	r, err := tick.Open(ctx, tick.Config{Poller: ordersPoller(h), Store: e.st, App: "test", Owner: owner, Source: e.src,
+	r, err := tick.Open(ctx, tick.Config{Poller: pollerdef.Of(ordersPoller(h)), Store: e.st, App: "test", Owner: owner, Source: e.src,
 		Settings: appsettings.Settings{BatchSize: e.batch, LeaseTTL: lease.DefaultTTL, HeartbeatInterval: lease.DefaultTTL / 4,
 			TickBudget: time.Minute, CheckpointInterval: 0}})
 	if err != nil {

@@ -56,7 +56,7 @@ func TestOrdersWebhook(t *testing.T) {
 
 // TestOrdersWebhookSetting: a URL that is not http(s) fails the poller's setup, naming the setting.
 func TestOrdersWebhookSetting(t *testing.T) {
-	err := orders.New().Setup(func(string) string { return "ftp://example.com" })
+	err := pollertest.Setup(orders.New(), "ORDERS_WEBHOOK_URL=ftp://example.com")
 	if err == nil || !strings.Contains(err.Error(), "ORDERS_WEBHOOK_URL") {
 		t.Fatalf("got %v", err)
 	}

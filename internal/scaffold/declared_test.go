@@ -1,13 +1,11 @@
-package ctl_test
+package scaffold_test
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/pseudotrigger/pseudotrigger/internal/ctl"
 	"github.com/pseudotrigger/pseudotrigger/internal/declared"
 	"github.com/pseudotrigger/pseudotrigger/sink"
 )
@@ -25,9 +23,9 @@ func TestScaffoldDeclared(t *testing.T) {
 		t.Run(typ, func(t *testing.T) {
 			dir := miniRepo(t, nil)
 			before := tree(t, dir)
-			var out bytes.Buffer
-			if code := ctl.Run(ctx, []string{"new", "zzdecl", "--sink", typ}, ctl.Env{Out: &out, Root: dir, Getenv: os.Getenv}); code != ctl.ExitOK {
-				t.Fatalf("exit %d: %s", code, out.String())
+			got, out := run(dir, "zzdecl", "--sink", typ)
+			if got != done {
+				t.Fatalf("%s: %s", got, out)
 			}
 			p := declared.Read(dir, "zzdecl")
 			if p.Err() != nil {
@@ -49,8 +47,8 @@ func TestScaffoldDeclared(t *testing.T) {
 			if !strings.Contains(after["zzdecl/poller.json"], `"$schema": "../poller.schema.json"`) {
 				t.Errorf("poller.json does not name the schema:\n%s", after["zzdecl/poller.json"])
 			}
-			if !strings.Contains(out.String(), want[typ]) || !strings.Contains(out.String(), "ZZDECL_DB_CONNECTION") {
-				t.Errorf("the output does not name %s and ZZDECL_DB_CONNECTION:\n%s", want[typ], out.String())
+			if !strings.Contains(out, want[typ]) || !strings.Contains(out, "ZZDECL_DB_CONNECTION") {
+				t.Errorf("the output does not name %s and ZZDECL_DB_CONNECTION:\n%s", want[typ], out)
 			}
 		})
 	}
@@ -60,10 +58,9 @@ func TestScaffoldDeclared(t *testing.T) {
 			t.Fatal(err)
 		}
 		before := tree(t, dir)
-		for args, code := range map[string]int{"zzdecl --sink kafka": ctl.ExitUsage, "taken --sink webhook": ctl.ExitRefused, "zzdecl --sinks webhook": ctl.ExitUsage} {
-			var out bytes.Buffer
-			if got := ctl.Run(ctx, append([]string{"new"}, strings.Fields(args)...), ctl.Env{Out: &out, Err: &out, Root: dir, Getenv: os.Getenv}); got != code {
-				t.Errorf("new %s: exit %d, want %d: %s", args, got, code, out.String())
+		for args, want := range map[string]outcome{"zzdecl --sink kafka": usage, "taken --sink webhook": refused, "zzdecl --sinks webhook": usage} {
+			if got, out := run(dir, strings.Fields(args)...); got != want {
+				t.Errorf("new %s: %s, want %s: %s", args, got, want, out)
 			}
 		}
 		sameTree(t, "refused", before, tree(t, dir))

@@ -1,4 +1,4 @@
-package ctl
+package scaffold
 
 import (
 	"bytes"
@@ -24,7 +24,7 @@ var endpointSetting = map[string]string{
 func scaffoldDeclared(env Env, root, name, sinkType string) error {
 	fnDir := filepath.Join(root, name)
 	if _, err := os.Stat(fnDir); err == nil {
-		return refusedf("%s already exists: not overwritten", fnDir)
+		return fmt.Errorf("%s already exists: not overwritten", fnDir)
 	}
 	prefix := appsettings.Prefix(name)
 	const schedule = "*/30 * * * * *"

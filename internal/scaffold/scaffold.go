@@ -1,4 +1,10 @@
-package ctl
+// Package scaffold is `pollerctl new NAME`: it writes a new poller into the repository, ready to
+// edit and to run. A Go poller is pollers/NAME/ (a working poller and its first test, package
+// pollertest) and NAME/function.json, added to All in pollers/pollers.go; with --sink TYPE, a
+// declared poller is NAME/function.json and NAME/poller.json sending to a sink of that type.
+// Either way the poller gets an entry in the pollers array of infra/bicep/main.bicepparam, and
+// the command prints what to edit and the settings to add. It writes everything or nothing.
+package scaffold
 
 import (
 	"bytes"
@@ -8,6 +14,7 @@ import (
 	"go/format"
 	"go/parser"
 	"go/token"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -17,9 +24,8 @@ import (
 	"text/template"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
-
 	"github.com/pseudotrigger/pseudotrigger/internal/bicep"
-	"github.com/pseudotrigger/pseudotrigger/poller"
+	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/sink"
 )
 
@@ -30,12 +36,28 @@ const modulePath = "github.com/pseudotrigger/pseudotrigger"
 // (infra/bicep's TestEveryPollerHasSettings checks it).
 var paramsFile = filepath.Join("infra", "bicep", "main.bicepparam")
 
-// scaffold writes pollers/NAME/ (a working poller and its test) and NAME/function.json, adds the
-// poller to All in pollers/pollers.go and an entry to the pollers array of main.bicepparam, then
-// prints what to edit and the settings to add. With --sink TYPE it writes a declared poller
-// instead: NAME/function.json and NAME/poller.json sending to a sink of that type. It writes
-// everything or nothing.
-func scaffold(args []string, env Env) error {
+// Env is what the command runs with.
+type Env struct {
+	Out        io.Writer // what it wrote and what to do next
+	Root       string    // the repository's root ("": not found)
+	Registered []string  // the names of the app's pollers, which a new one may not take
+}
+
+// UsageError is bad usage or input (pollerctl exits 2 on it). Run's other errors are a refusal
+// (the name is reserved or taken, a file is in the way) or a failure: nothing was written.
+type UsageError struct{ msg string }
+
+func (u *UsageError) Error() string { return u.msg }
+
+func usagef(format string, args ...any) error { return &UsageError{fmt.Sprintf(format, args...)} }
+
+// Run runs `pollerctl new` with its arguments (NAME [--sink TYPE]): it writes pollers/NAME/ (a
+// working poller and its test) and NAME/function.json, adds the poller to All in
+// pollers/pollers.go and an entry to the pollers array of main.bicepparam, then prints what to
+// edit and the settings to add. With --sink TYPE it writes a declared poller instead:
+// NAME/function.json and NAME/poller.json sending to a sink of that type. It writes everything
+// or nothing.
+func Run(args []string, env Env) error {
 	sinkType := ""
 	var rest []string
 	for i := 0; i < len(args); i++ {
@@ -60,13 +82,13 @@ func scaffold(args []string, env Env) error {
 		return usagef("--sink %q is not one of %s", sinkType, strings.Join(sink.Types, ", "))
 	}
 	name := rest[0]
-	if err := poller.CheckNewName(name); errors.Is(err, poller.ErrReservedName) {
-		return refusedf("%v", err)
+	if err := pollerdef.CheckName(name); errors.Is(err, pollerdef.ErrReservedName) {
+		return err
 	} else if err != nil {
 		return usagef("%v", err)
 	}
-	if _, ok := env.definition(name); ok {
-		return refusedf("a poller %q is already registered", name)
+	if slices.Contains(env.Registered, name) {
+		return fmt.Errorf("a poller %q is already registered", name)
 	}
 	root := env.Root
 	if root == "" {
@@ -79,7 +101,7 @@ func scaffold(args []string, env Env) error {
 	}
 	for _, p := range []string{pkgDir, fnDir} {
 		if _, err := os.Stat(p); err == nil {
-			return refusedf("%s already exists: not overwritten", p)
+			return fmt.Errorf("%s already exists: not overwritten", p)
 		}
 	}
 	const schedule = "*/30 * * * * *"

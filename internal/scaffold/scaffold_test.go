@@ -1,7 +1,8 @@
-package ctl_test
+package scaffold_test
 
 import (
 	"bytes"
+	"errors"
 	"go/format"
 	"io/fs"
 	"os"
@@ -12,8 +13,32 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pseudotrigger/pseudotrigger/internal/ctl"
+	"github.com/pseudotrigger/pseudotrigger/internal/scaffold"
 )
+
+// outcome is how the command ended: as pollerctl exits 0, 2 and 1 on them.
+type outcome string
+
+const (
+	done    outcome = "done"
+	usage   outcome = "usage"   // a *scaffold.UsageError
+	refused outcome = "refused" // any other error: refused or failed
+)
+
+// run runs the command in the repository root and returns how it ended and what it printed,
+// followed by its error.
+func run(root string, args ...string) (outcome, string) {
+	var out bytes.Buffer
+	err := scaffold.Run(args, scaffold.Env{Out: &out, Root: root})
+	var u *scaffold.UsageError
+	switch {
+	case err == nil:
+		return done, out.String()
+	case errors.As(err, &u):
+		return usage, out.String() + err.Error()
+	}
+	return refused, out.String() + err.Error()
+}
 
 // TestScaffoldProcess: `pollerctl new zzscaffoldtest`, run as a process in a copy of the repository
 // (its tracked files as they are on disk), leaves a tree that passes what scripts/test.sh checks:
@@ -260,17 +285,16 @@ func sameTree(t *testing.T, what string, before, after map[string]string) {
 	}
 }
 
-// TestScaffoldRefusesNames: the status function's name, in any case, is refused (exit 1) and an
-// invalid name is bad usage (exit 2); neither writes anything.
+// TestScaffoldRefusesNames: the status function's name, in any case, is refused and an invalid
+// name is bad usage; neither writes anything.
 func TestScaffoldRefusesNames(t *testing.T) {
 	dir := miniRepo(t, nil)
 	before := tree(t, dir)
-	for name, want := range map[string]int{"status": ctl.ExitRefused, "Status": ctl.ExitRefused, "STATUS": ctl.ExitRefused,
-		"bad name": ctl.ExitUsage, "9lives": ctl.ExitUsage} {
-		var out bytes.Buffer
-		code := ctl.Run(ctx, []string{"new", name}, ctl.Env{Out: &out, Root: dir, Getenv: os.Getenv})
-		if code != want || !strings.Contains(out.String(), `"`+name+`"`) {
-			t.Errorf("new %q: exit %d, want %d, and the name in the message: %s", name, code, want, out.String())
+	for name, want := range map[string]outcome{"status": refused, "Status": refused, "STATUS": refused,
+		"bad name": usage, "9lives": usage} {
+		got, out := run(dir, name)
+		if got != want || !strings.Contains(out, `"`+name+`"`) {
+			t.Errorf("new %q: %s, want %s, and the name in the message: %s", name, got, want, out)
 		}
 		sameTree(t, "new "+name, before, tree(t, dir))
 	}
@@ -289,10 +313,9 @@ func TestScaffoldNeedsPollersArray(t *testing.T) {
 	} {
 		dir := miniRepo(t, &params)
 		before := tree(t, dir)
-		var out bytes.Buffer
-		code := ctl.Run(ctx, []string{"new", "zzscaffoldtest"}, ctl.Env{Out: &out, Root: dir, Getenv: os.Getenv})
-		if code == ctl.ExitOK || !strings.Contains(out.String(), filepath.Join(dir, "infra", "bicep", "main.bicepparam")) {
-			t.Errorf("%s: exit %d, want a failure naming main.bicepparam: %s", what, code, out.String())
+		got, out := run(dir, "zzscaffoldtest")
+		if got == done || !strings.Contains(out, filepath.Join(dir, "infra", "bicep", "main.bicepparam")) {
+			t.Errorf("%s: %s, want a failure naming main.bicepparam: %s", what, got, out)
 		}
 		sameTree(t, what, before, tree(t, dir))
 	}
@@ -303,12 +326,10 @@ func TestScaffoldNeedsPollersArray(t *testing.T) {
 func TestScaffoldExistingEntry(t *testing.T) {
 	params := "using 'main.bicep'\n\nparam pollers = [\n  {\n    name: 'zzscaffoldtest'\n    driver: 'postgres'\n  }\n]\n"
 	dir := miniRepo(t, &params)
-	var out bytes.Buffer
-	if code := ctl.Run(ctx, []string{"new", "zzscaffoldtest"}, ctl.Env{Out: &out, Root: dir, Getenv: os.Getenv}); code != ctl.ExitOK {
-		t.Fatalf("exit %d: %s", code, out.String())
-	}
-	if got := tree(t, dir)["infra/bicep/main.bicepparam"]; got != params || !strings.Contains(out.String(), "already had an entry") {
-		t.Errorf("main.bicepparam:\n%s\noutput:\n%s", got, out.String())
+	if got, out := run(dir, "zzscaffoldtest"); got != done {
+		t.Fatalf("%s: %s", got, out)
+	} else if got := tree(t, dir)["infra/bicep/main.bicepparam"]; got != params || !strings.Contains(out, "already had an entry") {
+		t.Errorf("main.bicepparam:\n%s\noutput:\n%s", got, out)
 	}
 }
 
@@ -319,9 +340,9 @@ func TestScaffoldEdits(t *testing.T) {
 	for what, params := range map[string]*string{"this repository's": nil, "an empty array": &empty} {
 		dir := miniRepo(t, params)
 		before := tree(t, dir)
-		var out bytes.Buffer
-		if code := ctl.Run(ctx, []string{"new", "zzscaffoldtest"}, ctl.Env{Out: &out, Root: dir, Getenv: os.Getenv}); code != ctl.ExitOK {
-			t.Fatalf("%s: exit %d: %s", what, code, out.String())
+		got, out := run(dir, "zzscaffoldtest")
+		if got != done {
+			t.Fatalf("%s: %s: %s", what, got, out)
 		}
 		after := tree(t, dir)
 		for name, content := range after {
@@ -357,8 +378,8 @@ func TestScaffoldEdits(t *testing.T) {
 				t.Errorf("%s: main.bicepparam changed outside the new entry:\n%s", what, params)
 			}
 		}
-		if !strings.Contains(out.String(), "infra/bicep/main.bicepparam") {
-			t.Errorf("%s: the next steps do not mention main.bicepparam:\n%s", what, out.String())
+		if !strings.Contains(out, "infra/bicep/main.bicepparam") {
+			t.Errorf("%s: the next steps do not mention main.bicepparam:\n%s", what, out)
 		}
 	}
 }

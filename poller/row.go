@@ -1,0 +1,83 @@
+package poller
+
+import (
+	"encoding/json"
+	"time"
+	"unsafe"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
+)
+
+// Row is one source row as read, before decoding into the poller's row type. Its values are
+// normalized: integers int64 (a MySQL BIGINT UNSIGNED above the largest int64: uint64), exact
+// numerics decimal strings, timestamps time.Time in UTC, binary []byte, UUIDs lower-case
+// strings, JSON json.RawMessage, NULL nil. A Row normalizes a value when it is read, so a
+// handler pays only for the values it uses; it is safe for concurrent readers.
+type Row source.Row
+
+// The methods convert r to the runtime's row, which costs nothing (the two types are the same
+// underlying struct), and delegate to it.
+
+// Get returns the value of a column, or nil when there is no such column.
+func (r Row) Get(column string) any { return source.Row(r).Get(column) }
+
+// Values returns the values in column order, in a new slice.
+func (r Row) Values() []any { return source.Row(r).Values() }
+
+// Key returns the row's key columns and values: its identity, for deduplication.
+func (r Row) Key() map[string]any { return source.Row(r).Key() }
+
+// Op is the change the row stands for: "upsert" for the keyset cursor kinds (TimestampPK,
+// Integer, RowVersion, XID), which cannot tell an insert from an update and see no delete;
+// "insert", "update" or "delete" for the change-stream kinds (Logical, ChangeTracking).
+func (r Row) Op() string { return source.Row(r).Op() }
+
+// HasRow reports whether the row carries its columns' values: false for a delete of which the
+// database gave only the key (Key still has it). A delete with the old row has it.
+func (r Row) HasRow() bool { return source.Row(r).HasRow() }
+
+// Unchanged lists the columns whose value the change did not carry (PostgreSQL sends an
+// unchanged TOAST value of an update as "unchanged" unless the table has REPLICA IDENTITY FULL):
+// Get returns nil for them and MarshalJSON leaves them out. Empty for every other row.
+func (r Row) Unchanged() []string { return source.Row(r).Unchanged() }
+
+// Cursor returns the cursor just after this row: what a checkpoint records.
+func (r Row) Cursor() (Cursor, error) {
+	c, err := source.Row(r).Cursor()
+	return Cursor(c), err
+}
+
+// MarshalJSON renders the row as an object in column order. Timestamps are RFC 3339 in UTC with
+// their full fractional precision, exact numerics strings, binary base64, NULL null. Columns
+// the change did not carry (Unchanged) are left out.
+func (r Row) MarshalJSON() ([]byte, error) { return source.Row(r).MarshalJSON() }
+
+// Decode copies the row into the struct dst points to. A field takes the column named by its
+// `db` tag, else the column whose name equals the field's name ignoring case; a field tagged
+// `db:"-"` is skipped, and columns without a field are ignored. Values convert as they would in
+// database/sql's Scan: numbers and decimal strings to any numeric field, timestamps from
+// time.Time or RFC 3339 text, and any field implementing sql.Scanner receives the value.
+func (r Row) Decode(dst any) error { return source.Row(r).Decode(dst) }
+
+// rowsOf shows the runtime's rows as Rows without copying them. It is safe because Row is
+// defined as source.Row: the two have the same underlying type, hence the same memory layout,
+// and the compiler checks that in the conversion of the element pointer (*source.Row to *Row),
+// which would not compile otherwise. The result's capacity is its length, so an append by the
+// handler copies instead of writing into the runtime's array.
+func rowsOf(rows []source.Row) []Row {
+	return unsafe.Slice((*Row)(unsafe.SliceData(rows)), len(rows))
+}
+
+// Cursor is a position in the table: the cursor column's value and, for TimestampPK and Integer,
+// the key columns' values as tiebreaker. It is what the checkpoint records, and its JSON is the
+// checkpoint's "cursor". Value and the tiebreaker values are raw JSON, so that they keep their
+// full precision (a datetime2(7) string, an xid8 beyond 2^53, ...).
+type Cursor struct {
+	Kind       string                     `json:"kind"`                 // the CursorKind
+	Value      json.RawMessage            `json:"value"`                // the cursor column's value, or a change stream's position
+	Tiebreaker map[string]json.RawMessage `json:"tiebreaker,omitempty"` // by key column, for TimestampPK and Integer
+}
+
+// Time returns a TimestampPK cursor's timestamp; false for the other kinds, which have none.
+func (c *Cursor) Time() (time.Time, bool) { return (*state.Cursor)(c).Time() }
