@@ -92,6 +92,7 @@ func TestMain(m *testing.M) {
 
 // TestShellRun: every line of a ```sh run block runs, from the repository's root, and succeeds.
 func TestShellRun(t *testing.T) {
+	t.Parallel()
 	for _, b := range blocksOf(t, "sh", "run") {
 		for _, line := range b.lines() {
 			if pollerctlBuild.MatchString(line) {
@@ -155,6 +156,7 @@ func shellCommands(line string) (cmds [][]string, envs [][]string) {
 // azure.yaml or the GitHub workflow runs, or the Bicep tests pin. go test: the package has the
 // test. curl: the URL's function exists.
 func TestShellCheck(t *testing.T) {
+	t.Parallel()
 	corpus := toolCorpus(t)
 	for _, b := range blocksOf(t, "sh", "check") {
 		bashSyntax(t, b)

@@ -191,6 +191,7 @@ func TestSQLSQLite(t *testing.T)    { testSQL(t, source.SQLite) }
 func TestSQLSQLServer(t *testing.T) { testSQL(t, source.SQLServer) }
 
 func testSQL(t *testing.T, driver string) {
+	t.Parallel()
 	bs := blocksOf(t, "sql", driver)
 	if len(bs) == 0 {
 		t.Fatalf("no ```sql %s blocks: every database has its recipes", driver)
@@ -198,13 +199,13 @@ func testSQL(t *testing.T, driver string) {
 	for _, b := range bs {
 		t.Run(fmt.Sprintf("%s:%d", filepath.Base(b.page), b.line), func(t *testing.T) {
 			f := newDatabase(t, driver)
+			f.principal(t)
 			kind, recipe := b.words[1], b.arg("recipe")
 			switch {
 			case recipe != "":
 				f.script(t, b)
 				proveRecipe(t, b, f, recipe)
-			case kind == "grants":
-				f.principal(t)
+			case kind == "grants": // run on the table, to the role
 				f.script(t, b)
 			case kind == "query":
 				f.script(t, b)
@@ -215,7 +216,8 @@ func testSQL(t *testing.T, driver string) {
 	}
 }
 
-// principal makes the role the grants name, id-myapp, as the Entra statements would.
+// principal makes the role the grants name, id-myapp, as the Entra statements would (a recipe may
+// grant it what its cursor kind needs).
 func (f *fresh) principal(t *testing.T) {
 	t.Helper()
 	switch f.driver {
