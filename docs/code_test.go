@@ -173,7 +173,7 @@ func TestContractFields(t *testing.T) {
 	}
 }
 
-var firstCell = regexp.MustCompile("^\\|\\s*([^|]*)\\|")
+var firstCell = regexp.MustCompile(`^\|\s*([^|]*)\|`)
 
 // tableNames returns the backquoted names in the first column of the tables under a page's
 // heading (up to the next heading of the same or a higher level).

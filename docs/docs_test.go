@@ -186,8 +186,8 @@ func TestBlocksClassified(t *testing.T) {
 		if (b.class() == "output" || b.class() == "output-head") && b.lang == "sql" && !strings.HasPrefix(b.comment, "output of: ") {
 			t.Errorf("%s: an output block needs the command before it: <!-- output of: COMMAND -->", b)
 		}
-		if b.class() == "manual" && b.comment == "" {
-			t.Errorf("%s: a manual block needs a comment before it saying why no test runs it", b)
+		if (b.class() == "manual" || b.class() == "check") && b.comment == "" {
+			t.Errorf("%s: a %s block needs an HTML comment before it saying why no test runs it and what checks it", b, b.class())
 		}
 	}
 }
