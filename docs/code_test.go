@@ -79,6 +79,11 @@ func TestGoCompiles(t *testing.T) {
 func TestJSON(t *testing.T) {
 	for _, b := range blocksOf(t, "json", "poller", "state", "change", "function") {
 		data := []byte(b.body)
+		if file, ok := strings.CutPrefix(b.comment, "file: "); ok {
+			if want, err := os.ReadFile(filepath.Join(repoRoot, file)); err != nil || string(want) != b.body {
+				t.Errorf("%s: the block is not %s as it is (%v)", b, file, err)
+			}
+		}
 		switch b.class() {
 		case "poller":
 			if _, err := declared.Parse(data); err != nil {
