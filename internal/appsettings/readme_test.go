@@ -7,9 +7,10 @@ import (
 	"testing"
 )
 
-// TestReadmeTable: the README's poller settings are Table's rows, in its order, word for word.
+// TestReadmeTable: the poller settings table of the documentation (docs/contract.md, "App
+// settings") is Table's rows, in its order, word for word.
 func TestReadmeTable(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../../docs/contract.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -23,6 +24,6 @@ func TestReadmeTable(t *testing.T) {
 		want = append(want, fmt.Sprintf("| `{P}_%s` | %s | %s |", s.Suffix, s.Meaning, s.Default))
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Errorf("README.md's poller settings differ from appsettings.Table; its rows should be:\n%s", strings.Join(want, "\n"))
+		t.Errorf("docs/contract.md's poller settings differ from appsettings.Table; its rows should be:\n%s", strings.Join(want, "\n"))
 	}
 }
