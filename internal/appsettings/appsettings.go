@@ -19,6 +19,7 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/poller"
 )
@@ -97,13 +98,13 @@ type Setting struct {
 var Table = []Setting{
 	{"DB_DRIVER", "`sqlserver`, `postgres`, `mysql` (MySQL, MariaDB) or `sqlite`", "- (required)", func(s *Settings, v string, _ *poller.Poller) error {
 		switch {
-		case slices.Contains(source.Drivers(), v):
+		case slices.Contains(drivers.Names(), v):
 			s.Driver = v
 			return nil
 		case v == "":
-			return fmt.Errorf("missing: set it to one of %s", strings.Join(source.Drivers(), ", "))
+			return fmt.Errorf("missing: set it to one of %s", strings.Join(drivers.Names(), ", "))
 		}
-		return fmt.Errorf("%q is not one of %s", v, strings.Join(source.Drivers(), ", "))
+		return fmt.Errorf("%q is not one of %s", v, strings.Join(drivers.Names(), ", "))
 	}},
 	{"DB_CONNECTION", "the source DSN (SQL Server and PostgreSQL may use Entra ID, see below)", "- (required)", func(s *Settings, v string, _ *poller.Poller) error {
 		if s.DSN = v; v == "" {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
 	"github.com/pseudotrigger/pseudotrigger/poller"
@@ -129,7 +130,7 @@ func (env Env) cloneLogical(ctx context.Context, orig *poller.Poller, to string,
 		return "", nil, usagef("%s would share %s's slot %s or publication %s: a slot is one reader's stream; leave %s_CDC_SLOT and %s_CDC_PUBLICATION unset (their defaults are %s's own) or name others",
 			to, from, s.Slot, s.Publication, p, p, to)
 	}
-	loc, err := source.ParseLocation(s.Driver, s.DSN)
+	loc, err := drivers.ParseLocation(s.Driver, s.DSN)
 	if err != nil {
 		return "", nil, usagef("%s_DB_CONNECTION: %v", appsettings.Prefix(from), err)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/clock"
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
 	"github.com/pseudotrigger/pseudotrigger/poller"
@@ -219,7 +220,7 @@ func (env Env) fingerprint(d *poller.Poller) (string, error) {
 	if driver == "" || dsn == "" {
 		return "", usagef("%s_DB_DRIVER and %s_DB_CONNECTION must be set: the reset records the configured source's fingerprint", p, p)
 	}
-	loc, err := source.ParseLocation(driver, dsn)
+	loc, err := drivers.ParseLocation(driver, dsn)
 	if err != nil {
 		return "", usagef("%s_DB_CONNECTION: %v", p, err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
 	"github.com/pseudotrigger/pseudotrigger/poller"
@@ -257,7 +258,7 @@ func (env Env) openSource(ctx context.Context, d *poller.Poller, what string) (*
 	defer cancel()
 	cfg := s.Config(d)
 	cfg.MaxOpenConns = 1
-	src, err := source.Open(octx, cfg)
+	src, err := drivers.Open(octx, cfg)
 	if err != nil {
 		return nil, usagef("%s is checked against the source's column types, but the source cannot be opened: %v; nothing written", what, err)
 	}

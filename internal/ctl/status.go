@@ -11,7 +11,7 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerstatus"
-	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
@@ -164,7 +164,7 @@ func (env Env) probe(ctx context.Context, name string, doc *state.Doc) pollersta
 		}
 		cfg := s.Config(d)
 		cfg.MaxOpenConns = 1
-		src, err := source.Open(ctx, cfg)
+		src, err := drivers.Open(ctx, cfg)
 		if err != nil {
 			return nil, "", nil, err
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerstatus"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 )
@@ -45,7 +46,7 @@ func TestMySQLProbeShowsLateCommitBound(t *testing.T) {
 		{"without PROCESS", testenv.MySQLUser(t, db, dsn, "SELECT"), true, "settle lag only: the role cannot read information_schema.innodb_trx"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			src, err := source.Open(context.Background(), source.Config{Poller: "orders", Driver: source.MySQL, DSN: c.dsn, Definition: def})
+			src, err := drivers.Open(context.Background(), source.Config{Poller: "orders", Driver: source.MySQL, DSN: c.dsn, Definition: def})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/poller"
 )
@@ -416,7 +417,7 @@ func (s *Setup) SlotLSN(ctx context.Context, slot string) (source.Position, erro
 // replaced by the witness.
 func (s *Setup) WitnessStream(ctx context.Context, cfg source.Config) ([]Change, error) {
 	cfg.Definition.Slot = s.Witness
-	src, err := source.Open(ctx, cfg)
+	src, err := drivers.Open(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 )
@@ -125,7 +126,7 @@ func BenchmarkKeysetScan(b *testing.B) {
 }
 
 func compare(b *testing.B, driver, dsn, table string, hand, native func() int) {
-	src, err := source.Open(context.Background(), source.Config{Poller: "bench", Driver: driver, DSN: dsn, Definition: source.Definition{
+	src, err := drivers.Open(context.Background(), source.Config{Poller: "bench", Driver: driver, DSN: dsn, Definition: source.Definition{
 		Table: source.Table{Name: table}, Columns: []string{"id", "customer", "amount", "updated_at"},
 		Cursor: source.Cursor{Kind: state.KindTimestampPK, Column: "updated_at"}, PK: []string{"id"},
 	}})

@@ -186,11 +186,11 @@ func OpenCDC(ctx context.Context, cfg Config) (*CDC, error) {
 			cfg.Poller, ErrCDCSetup, d.Cursor.Kind)
 	}
 	cfg.MaxOpenConns = 1
-	c, err := connect(ctx, cfg)
+	c, err := connect(ctx, Builtin(), cfg)
 	if err != nil {
 		return nil, err
 	}
-	return &CDC{poller: cfg.Poller, db: c.db, def: d, table: quoteTable(c.dl, d.Table), describe: c.describe}, nil
+	return &CDC{poller: cfg.Poller, db: c.db, def: d, table: QuoteTable(c.dl, d.Table), describe: c.describe}, nil
 }
 
 // Close closes the connection.
@@ -224,7 +224,7 @@ const DropSlotSQL = "SELECT pg_drop_replication_slot($1)"
 // DropPublicationSQL is the statement Disable runs to drop the publication.
 func (c *CDC) DropPublicationSQL() string { return "DROP PUBLICATION " + pgIdent(c.def.Publication) }
 
-func pgIdent(s string) string { return dialects[Postgres].quote(s) }
+func pgIdent(s string) string { return postgres{}.Quote(s) }
 
 // Inspect reads the set-up (CDCInfo) in one query; it writes nothing.
 func (c *CDC) Inspect(ctx context.Context) (CDCInfo, error) {
@@ -518,14 +518,14 @@ func (s *Source) ReplayChange(ctx context.Context, op string, key map[string]jso
 		if !ok {
 			return nil, "", fmt.Errorf("source: poller %q: the dead letter's key lacks column %q (it has %s)", s.poller, k, keyNames(key))
 		}
-		v, err := s.codecs[i].decode(raw)
+		v, err := s.codecs[i].Decode(raw)
 		if err != nil {
 			return nil, "", fmt.Errorf("source: poller %q: the dead letter's key column %q: value %s: %v", s.poller, k, raw, err)
 		}
 		args[i] = v
-		preds = append(preds, s.dl.quote(k)+" = "+s.dl.placeholder(i+1))
+		preds = append(preds, s.dl.Quote(k)+" = "+s.dl.Placeholder(i+1))
 	}
-	q := "SELECT " + strings.Join(quoteAll(s.dl, s.def.selected()), ", ") + " FROM " + quoteTable(s.dl, s.def.Table) + " WHERE " + strings.Join(preds, " AND ")
+	q := "SELECT " + strings.Join(QuoteAll(s.dl, s.def.selected()), ", ") + " FROM " + QuoteTable(s.dl, s.def.Table) + " WHERE " + strings.Join(preds, " AND ")
 	rows, err := s.db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, "", fmt.Errorf("source: poller %q, table %s: reading a row by key: %w", s.poller, s.def.Table, err)

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 )
@@ -107,7 +108,7 @@ func TestCDCEnableDisable(t *testing.T) {
 		t.Errorf("confirmed %q does not parse", done.Slot.ConfirmedFlush)
 	}
 	// The reader opens on what Enable made.
-	src, err := source.Open(ctx, c.cfg)
+	src, err := drivers.Open(ctx, c.cfg)
 	if err != nil {
 		t.Fatalf("Open after Enable: %v", err)
 	}
@@ -262,7 +263,7 @@ func TestReplayChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	cdcExec(t, c.db, "INSERT INTO "+c.table+" VALUES (1, 'now'), (3, 'back')")
-	src, err := source.Open(ctx, c.cfg)
+	src, err := drivers.Open(ctx, c.cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -112,7 +112,7 @@ type changeTracking struct {
 }
 
 func newChangeTracking(s *Source) changeStream {
-	return &changeTracking{s: s, table: quoteTable(s.dl, s.def.Table), q: buildCTQueries(s.dl, s.def.Table, s.def.selected(), s.def.PK)}
+	return &changeTracking{s: s, table: QuoteTable(s.dl, s.def.Table), q: buildCTQueries(s.dl, s.def.Table, s.def.selected(), s.def.PK)}
 }
 
 // ctQueries are the SQL texts of the changetracking cursor.
@@ -131,39 +131,40 @@ type ctQueries struct {
 	WaitingFrom, WaitingAfter string
 }
 
-func buildCTQueries(dl dialect, t Table, cols, keys []string) ctQueries {
-	table := quoteTable(dl, t)
+func buildCTQueries(dl Driver, t Table, cols, keys []string) ctQueries {
+	table := QuoteTable(dl, t)
 	var sel []string
 	for _, c := range cols {
 		if slices.Contains(keys, c) {
-			sel = append(sel, "ct."+dl.quote(c))
+			sel = append(sel, "ct."+dl.Quote(c))
 		} else {
-			sel = append(sel, "t."+dl.quote(c))
+			sel = append(sel, "t."+dl.Quote(c))
 		}
 	}
 	var on, order []string
 	ctKeys := make([]string, len(keys))
 	for i, k := range keys {
-		on = append(on, "t."+dl.quote(k)+" = ct."+dl.quote(k))
-		ctKeys[i] = "ct." + dl.quote(k)
+		on = append(on, "t."+dl.Quote(k)+" = ct."+dl.Quote(k))
+		ctKeys[i] = "ct." + dl.Quote(k)
 	}
 	order = append([]string{"ct.SYS_CHANGE_VERSION"}, ctKeys...)
-	found := "CASE WHEN t." + dl.quote(keys[0]) + " IS NULL THEN 0 ELSE 1 END"
+	found := "CASE WHEN t." + dl.Quote(keys[0]) + " IS NULL THEN 0 ELSE 1 END"
 	selectList := "ct.SYS_CHANGE_VERSION, ct.SYS_CHANGE_OPERATION, " + found + ", " + strings.Join(sel, ", ")
 	join := " LEFT JOIN " + table + " AS t ON " + strings.Join(on, " AND ")
 
 	// render builds a read: from a version boundary, or after a position inside a version.
 	render := func(inside bool) (from, where string, limit string) {
 		n := 1
-		next := func() string { n++; return dl.placeholder(n) }
-		from = " FROM CHANGETABLE(CHANGES " + table + ", " + dl.placeholder(1) + ") AS ct"
+		next := func() string { n++; return dl.Placeholder(n) }
+		from = " FROM CHANGETABLE(CHANGES " + table + ", " + dl.Placeholder(1) + ") AS ct"
 		var preds []string
 		if inside {
 			params := []string{next()}
 			for range keys {
 				params = append(params, next())
 			}
-			preds = append(preds, dl.keyset(state.KindChangeTracking, order, params))
+			pred, _ := dl.Keyset(state.KindChangeTracking, order, params)
+			preds = append(preds, pred)
 		}
 		preds = append(preds, "ct.SYS_CHANGE_VERSION <= "+next())
 		return from, " WHERE " + strings.Join(preds, " AND "), next()
@@ -171,12 +172,12 @@ func buildCTQueries(dl dialect, t Table, cols, keys []string) ctQueries {
 	q := ctQueries{
 		Check:    ctCheckQuery,
 		Current:  "SELECT CHANGE_TRACKING_CURRENT_VERSION()",
-		MinValid: "SELECT CHANGE_TRACKING_MIN_VALID_VERSION(OBJECT_ID(" + dl.placeholder(1) + "))",
+		MinValid: "SELECT CHANGE_TRACKING_MIN_VALID_VERSION(OBJECT_ID(" + dl.Placeholder(1) + "))",
 	}
 	for _, inside := range []bool{false, true} {
 		from, where, limit := render(inside)
-		fetch := dl.limit(selectList, from+join+where+" ORDER BY "+strings.Join(order, ", "), limit)
-		count := "SELECT COUNT(*) FROM (" + dl.limit("ct.SYS_CHANGE_VERSION", from+where, limit) + ") w"
+		fetch := dl.Limit(selectList, from+join+where+" ORDER BY "+strings.Join(order, ", "), limit)
+		count := "SELECT COUNT(*) FROM (" + dl.Limit("ct.SYS_CHANGE_VERSION", from+where, limit) + ") w"
 		if inside {
 			q.FetchAfter, q.WaitingAfter = fetch, count
 		} else {
@@ -215,9 +216,9 @@ type ctSetup struct {
 
 // problems lists what keeps the cursor from working, each with the statement that fixes it, in
 // the order to run them; none when the set-up is complete. poller is the poller's key.
-func (st ctSetup) problems(dl dialect, table string, poller []string) []string {
+func (st ctSetup) problems(dl Driver, table string, poller []string) []string {
 	var out []string
-	db := dl.quote(st.database)
+	db := dl.Quote(st.database)
 	if !st.dbTracked {
 		out = append(out, fmt.Sprintf("Change Tracking is off in database %s: ALTER DATABASE %s SET CHANGE_TRACKING = ON (CHANGE_RETENTION = 2 DAYS, AUTO_CLEANUP = ON) (the retention must outlast the longest time the poller may be stopped or idle)", db, db))
 	}
@@ -232,11 +233,11 @@ func (st ctSetup) problems(dl dialect, table string, poller []string) []string {
 		out = append(out, fmt.Sprintf("database %s does not allow snapshot isolation (ALLOW_SNAPSHOT_ISOLATION is %s), which the reads need so that the change versions and the rows agree: ALTER DATABASE %s SET ALLOW_SNAPSHOT_ISOLATION ON", db, now, db))
 	}
 	if !st.viewCT {
-		out = append(out, fmt.Sprintf("the user %s lacks the VIEW CHANGE TRACKING permission on the table: GRANT VIEW CHANGE TRACKING ON %s TO %s", dl.quote(st.user), table, dl.quote(st.user)))
+		out = append(out, fmt.Sprintf("the user %s lacks the VIEW CHANGE TRACKING permission on the table: GRANT VIEW CHANGE TRACKING ON %s TO %s", dl.Quote(st.user), table, dl.Quote(st.user)))
 	}
 	switch {
 	case len(st.pk) == 0:
-		out = append(out, fmt.Sprintf("the table has no primary key, which Change Tracking needs: add one (ALTER TABLE %s ADD CONSTRAINT ... PRIMARY KEY (%s)) and make it the poller's key", table, strings.Join(quoteAll(dl, poller), ", ")))
+		out = append(out, fmt.Sprintf("the table has no primary key, which Change Tracking needs: add one (ALTER TABLE %s ADD CONSTRAINT ... PRIMARY KEY (%s)) and make it the poller's key", table, strings.Join(QuoteAll(dl, poller), ", ")))
 	case !sameColumns(st.pk, poller):
 		out = append(out, fmt.Sprintf("the poller's key (%s) is not the table's primary key (%s), which is all CHANGETABLE returns of a change: make the poller's key %s",
 			strings.Join(poller, ", "), strings.Join(st.pk, ", "), strings.Join(st.pk, ", ")))
@@ -339,7 +340,7 @@ func (c *changeTracking) position(cur *state.Cursor) (ctPosition, error) {
 		if !ok {
 			return fail("the stored cursor's tiebreaker lacks key column %q", k)
 		}
-		val, err := c.s.codecs[i].decode(raw)
+		val, err := c.s.codecs[i].Decode(raw)
 		if err != nil {
 			return fail("key column %q: value %s: %v", k, raw, err)
 		}
@@ -581,7 +582,7 @@ func (c *changeTracking) row(version int64, op string, found bool, vals []any) (
 		if vals[idx] == nil {
 			return Row{}, fmt.Errorf("source: poller %q, table %s, column %q: %w: the change at version %d carries no key", s.poller, s.def.Table, s.keyCols[j], ErrNullCursor, version)
 		}
-		raw, err := s.codecs[j].encode(r.value(idx))
+		raw, err := s.codecs[j].Encode(r.value(idx))
 		if err != nil {
 			return Row{}, fmt.Errorf("source: poller %q, table %s, column %q: the change at version %d: %w", s.poller, s.def.Table, s.keyCols[j], version, err)
 		}

@@ -21,7 +21,7 @@ func ctSource(t *testing.T, pk ...string) (*Source, *changeTracking) {
 	t.Helper()
 	def := Definition{Table: Table{Schema: "dbo", Name: "orders"}, Columns: []string{"id", "customer", "amount", "updated_at"},
 		Cursor: Cursor{Kind: state.KindChangeTracking}, PK: pk}
-	if err := def.validate("orders", SQLServer); err != nil {
+	if _, err := def.validate("orders", Builtin(), SQLServer); err != nil {
 		t.Fatal(err)
 	}
 	types := map[string]string{"id": "BIGINT", "region": "NVARCHAR", "customer": "NVARCHAR", "amount": "DECIMAL", "updated_at": "DATETIME2"}
@@ -59,10 +59,10 @@ func TestGoldenChangeTracking(t *testing.T) {
 	}
 	for _, c := range cases {
 		def := Definition{Table: c.table, Columns: c.cols, Cursor: Cursor{Kind: state.KindChangeTracking}, PK: c.pk}
-		if err := def.validate("orders", SQLServer); err != nil {
+		if _, err := def.validate("orders", Builtin(), SQLServer); err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
-		q := buildCTQueries(dialects[SQLServer], def.Table, def.selected(), def.PK)
+		q := buildCTQueries(byName(SQLServer), def.Table, def.selected(), def.PK)
 		got := "-- check (argument: the quoted table name)\n" + q.Check + "\n" +
 			"-- the bound, before the snapshot transaction\n" + q.Current + "\n" +
 			"-- the minimum valid version, in the snapshot transaction (argument: the quoted table name)\n" + q.MinValid + "\n" +
@@ -89,11 +89,11 @@ func TestGoldenChangeTracking(t *testing.T) {
 
 func TestChangeTrackingSupported(t *testing.T) {
 	def := Definition{Table: Table{Name: "orders"}, Columns: []string{"id"}, Cursor: Cursor{Kind: state.KindChangeTracking}, PK: []string{"id"}}
-	if err := def.validate("orders", SQLServer); err != nil {
+	if _, err := def.validate("orders", Builtin(), SQLServer); err != nil {
 		t.Fatalf("sqlserver refuses changetracking: %v", err)
 	}
 	for _, driver := range []string{Postgres, SQLite} {
-		err := def.validate("orders", driver)
+		_, err := def.validate("orders", Builtin(), driver)
 		if err == nil || !strings.Contains(err.Error(), "needs sqlserver") {
 			t.Errorf("%s: %v, want a refusal naming sqlserver", driver, err)
 		}
@@ -338,7 +338,7 @@ func TestChangeTrackingKeepUp(t *testing.T) {
 }
 
 func TestChangeTrackingCheckMessages(t *testing.T) {
-	dl := dialects[SQLServer]
+	dl := byName(SQLServer)
 	ok := ctSetup{database: "shop", user: "app", dbTracked: true, retention: "2 DAYS", tableTracked: true, snapshot: "ON", viewCT: true, pk: []string{"id"}}
 	if p := ok.problems(dl, "[dbo].[orders]", []string{"ID"}); len(p) != 0 {
 		t.Fatalf("a complete set-up has problems: %v", p)

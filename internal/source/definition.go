@@ -117,15 +117,15 @@ func (d Definition) selected() []string {
 	return cols
 }
 
-// validate checks the definition for driver; errors wrap ErrDefinition and name the poller and
-// the part at fault.
-func (d Definition) validate(poller, driver string) error {
-	fail := func(format string, args ...any) error {
-		return fmt.Errorf("source: poller %q: %w: %s", poller, ErrDefinition, fmt.Sprintf(format, args...))
+// validate checks the definition for the driver of ds named driver, which it returns; errors
+// wrap ErrDefinition and name the poller and the part at fault.
+func (d Definition) validate(poller string, ds Drivers, driver string) (Driver, error) {
+	fail := func(format string, args ...any) (Driver, error) {
+		return nil, fmt.Errorf("source: poller %q: %w: %s", poller, ErrDefinition, fmt.Sprintf(format, args...))
 	}
-	dl, ok := dialects[driver]
+	dl, ok := ds.Lookup(driver)
 	if !ok {
-		return fail("driver %q is not one of %s", driver, strings.Join(Drivers(), ", "))
+		return fail("driver %q is not one of %s", driver, strings.Join(ds.Names(), ", "))
 	}
 	if d.Table.Schema != "" {
 		if err := checkIdent(d.Table.Schema); err != nil {
@@ -159,15 +159,8 @@ func (d Definition) validate(poller, driver string) error {
 	if !slices.Contains(state.Kinds, d.Cursor.Kind) {
 		return fail("table %s: cursor kind %q is not one of %s", d.Table, d.Cursor.Kind, strings.Join(state.Kinds, ", "))
 	}
-	if !dl.supports(d.Cursor.Kind) {
-		var can []string
-		for name, other := range dialects {
-			if other.supports(d.Cursor.Kind) {
-				can = append(can, name)
-			}
-		}
-		slices.Sort(can)
-		return fail("table %s: cursor kind %s needs %s, not %s", d.Table, d.Cursor.Kind, strings.Join(can, " or "), driver)
+	if !dl.Supports(d.Cursor.Kind) {
+		return fail("table %s: cursor kind %s needs %s, not %s", d.Table, d.Cursor.Kind, strings.Join(ds.reading(d.Cursor.Kind), " or "), driver)
 	}
 	if d.Cursor.Kind == state.KindTimestampPK && len(d.keyColumns()) < 2 {
 		return fail("table %s: a timestamp+pk cursor needs a key column other than %q as its tiebreaker", d.Table, d.Cursor.Column)
@@ -186,7 +179,7 @@ func (d Definition) validate(poller, driver string) error {
 	if strings.Contains(d.Filter, ";") {
 		return fail("table %s: the filter must be one predicate, without ';'", d.Table)
 	}
-	return nil
+	return dl, nil
 }
 
 // checkIdent accepts identifiers with letters, digits, spaces and the punctuation real schemas

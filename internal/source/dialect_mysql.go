@@ -21,10 +21,13 @@ import (
 // in UTC (so that TIMESTAMP columns and UTC_TIMESTAMP() agree), and interpolates parameters on
 // the client: every read is one round trip of the text protocol, not a prepare, an execute and a
 // close. Values are still never spliced into SQL by this package: the driver escapes them.
-type mysqlDialect struct{ common }
+type mysqlDialect struct{ Defaults }
 
 // open: a DSN with fedauth signs in with Entra ID tokens (mysqlentra.go).
-func (mysqlDialect) open(dsn string) (*sql.DB, error) { return openMySQL(dsn, entraDeps{}) }
+func (mysqlDialect) Open(dsn string) (*sql.DB, error) { return openMySQL(dsn, entraDeps{}) }
+
+// Name is "mysql".
+func (mysqlDialect) Name() string { return MySQL }
 
 // mysqlConfig parses a go-sql-driver DSN (user:password@tcp(host:3306)/database?param=value) and
 // sets what this package relies on.
@@ -43,7 +46,7 @@ func mysqlConfig(dsn string) (*mysql.Config, error) {
 	return cfg, nil
 }
 
-func (mysqlDialect) location(dsn string) (Location, error) {
+func (mysqlDialect) Location(dsn string) (Location, error) {
 	cfg, err := mysqlConfig(dsn)
 	if err != nil {
 		return Location{}, err
@@ -55,34 +58,32 @@ func (mysqlDialect) location(dsn string) (Location, error) {
 	return Location{Server: addr, Database: cfg.DBName}, nil
 }
 
-func (mysqlDialect) caseless() bool            { return true }
-func (mysqlDialect) quote(s string) string     { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }
-func (mysqlDialect) placeholder(int) string    { return "?" }
-func (mysqlDialect) supports(kind string) bool { return common{}.supports(kind) }
-func (mysqlDialect) scalars() bool             { return false }
+func (mysqlDialect) Caseless() bool            { return true }
+func (mysqlDialect) Quote(s string) string     { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }
+func (mysqlDialect) Placeholder(int) string    { return "?" }
+func (mysqlDialect) Supports(kind string) bool { return Defaults{}.Supports(kind) }
+func (mysqlDialect) Scalars() bool             { return false }
 
 // keyset: MariaDB reads a row comparison, (a, b) > (?, ?), with a scan of the whole index from
 // its start, so the expanded form with a leading range gets a range read instead (as on SQL
 // Server). Its markers are positional: keysetArgs says which key value each one takes.
-func (mysqlDialect) keyset(_ string, keys, params []string) string {
-	return expandedKeyset(keys, params)
+func (mysqlDialect) Keyset(_ string, keys, params []string) (string, []int) {
+	return ExpandedKeyset(keys, params), ExpandedKeysetOrder(len(keys))
 }
-
-func (mysqlDialect) keysetArgs(n int) []int { return expandedKeysetArgs(n) }
 
 // upperBound: a timestamp cursor reads rows older than the database's UTC clock minus the settle
 // lag. (TIMESTAMP columns are read in the session's UTC; DATETIME columns are taken as UTC.)
-func (mysqlDialect) upperBound(kind string, _ tsFlavor, col string, lag time.Duration, next func() string) (string, any) {
+func (mysqlDialect) UpperBound(kind string, _ TSFlavor, col string, lag time.Duration, next func() string) Bound {
 	if kind != state.KindTimestampPK {
-		return "", nil
+		return Bound{}
 	}
-	return col + " < UTC_TIMESTAMP(6) - INTERVAL " + next() + " MICROSECOND", lag.Microseconds()
+	return Bound{Pred: col + " < UTC_TIMESTAMP(6) - INTERVAL " + next() + " MICROSECOND", Arg: lag.Microseconds()}
 }
 
 // stampCheck: a DATETIME more than FutureTolerance ahead of the UTC clock was written in local
 // time east of UTC (NOW() in a non-UTC session).
-func (mysqlDialect) stampCheck(fl tsFlavor, table, col, param string) (string, any, string) {
-	if fl != tsUTC {
+func (mysqlDialect) StampCheck(fl TSFlavor, table, col, param string) (string, any, string) {
+	if fl != TSUTC {
 		return "", nil, ""
 	}
 	return col + " > UTC_TIMESTAMP(6) + INTERVAL " + param + " SECOND", int64(FutureTolerance.Seconds()),
@@ -92,46 +93,44 @@ func (mysqlDialect) stampCheck(fl tsFlavor, table, col, param string) (string, a
 }
 
 // classify maps go-sql-driver's DatabaseTypeName ("BIGINT", "UNSIGNED BIGINT", "DATETIME", ...).
-func (mysqlDialect) classify(base string) (class, tsFlavor) {
+func (mysqlDialect) Classify(base string) (Class, TSFlavor) {
 	base = strings.TrimPrefix(base, "UNSIGNED ")
 	switch base {
 	case "TINYINT", "SMALLINT", "MEDIUMINT", "INT", "BIGINT", "YEAR":
-		return classInt, tsNone
+		return ClassInt, TSNone
 	case "CHAR", "VARCHAR", "TEXT", "TINYTEXT", "MEDIUMTEXT", "LONGTEXT", "ENUM", "SET":
-		return classText, tsNone
+		return ClassText, TSNone
 	case "DECIMAL":
-		return classDecimal, tsNone
+		return ClassDecimal, TSNone
 	case "FLOAT", "DOUBLE":
-		return classFloat, tsNone
+		return ClassFloat, TSNone
 	case "TIMESTAMP":
-		return classTime, tsWithZone
+		return ClassTime, TSWithZone
 	case "DATETIME":
-		return classTime, tsUTC
+		return ClassTime, TSUTC
 	case "DATE", "TIME":
-		return classTime, tsUnsupported
+		return ClassTime, TSUnsupported
 	case "BINARY", "VARBINARY", "BLOB", "TINYBLOB", "MEDIUMBLOB", "LONGBLOB", "BIT", "GEOMETRY":
-		return classBinary, tsNone
+		return ClassBinary, TSNone
 	case "JSON":
-		return classJSON, tsNone
+		return ClassJSON, TSNone
 	}
-	return classOther, tsNone
+	return ClassOther, TSNone
 }
-
-func (mysqlDialect) uuid(b []byte) (string, error) { return string(b), nil }
 
 // keyCodec: a BIGINT UNSIGNED key (AUTO_INCREMENT ids often are) can pass the largest int64,
 // where its values come as uint64: the cursor holds the decimal digits either way, and gives
 // back an int64 when the value fits, else a uint64 (the driver binds both exactly). Other
 // columns take the generic codecs.
-func (mysqlDialect) keyCodec(c *column) (keyCodec, bool) {
-	if c.class != classInt || !strings.HasPrefix(strings.ToUpper(c.dbType), "UNSIGNED BIGINT") {
-		return keyCodec{}, false
+func (mysqlDialect) KeyCodec(c ColumnType) (KeyCodec, bool) {
+	if c.Class != ClassInt || !strings.HasPrefix(strings.ToUpper(c.DBType), "UNSIGNED BIGINT") {
+		return KeyCodec{}, false
 	}
 	return unsignedCodec, true
 }
 
-var unsignedCodec = keyCodec{
-	encode: func(v any) (json.RawMessage, error) {
+var unsignedCodec = KeyCodec{
+	Encode: func(v any) (json.RawMessage, error) {
 		switch n := v.(type) {
 		case int64:
 			if n >= 0 {
@@ -142,7 +141,7 @@ var unsignedCodec = keyCodec{
 		}
 		return nil, fmt.Errorf("an unsigned integer column returned %T %v", v, v)
 	},
-	decode: func(raw json.RawMessage) (any, error) {
+	Decode: func(raw json.RawMessage) (any, error) {
 		n, err := strconv.ParseUint(string(raw), 10, 64)
 		if err != nil {
 			return nil, err

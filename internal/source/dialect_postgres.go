@@ -16,18 +16,19 @@ import (
 )
 
 // postgres is PostgreSQL through pgx.
-type postgres struct{ common }
+type postgres struct{ Defaults }
 
 // open is pgx's database/sql driver; a DSN with fedauth (Entra ID, see pgentra.go) gets a pool
 // whose every new connection signs in with a fresh access token, over TLS only.
-func (postgres) open(dsn string) (*sql.DB, error) { return openPostgres(dsn, entraDeps{}) }
-func (postgres) caseless() bool                   { return false }
-func (postgres) placeholder(i int) string         { return "$" + strconv.Itoa(i) }
-func (p postgres) supports(kind string) bool {
-	return kind == state.KindXID || kind == state.KindLogical || p.common.supports(kind)
+func (postgres) Open(dsn string) (*sql.DB, error) { return openPostgres(dsn, entraDeps{}) }
+func (postgres) Name() string                     { return Postgres }
+func (postgres) Caseless() bool                   { return false }
+func (postgres) Placeholder(i int) string         { return "$" + strconv.Itoa(i) }
+func (p postgres) Supports(kind string) bool {
+	return kind == state.KindXID || kind == state.KindLogical || p.Defaults.Supports(kind)
 }
 
-func (postgres) location(dsn string) (Location, error) {
+func (postgres) Location(dsn string) (Location, error) {
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
 		return Location{}, fmt.Errorf("the postgres connection string is not valid (%s)", redact.DSN(dsn))
@@ -35,28 +36,28 @@ func (postgres) location(dsn string) (Location, error) {
 	return Location{Server: fmt.Sprintf("%s:%d", strings.ToLower(cfg.Host), cfg.Port), Database: cfg.Database}, nil
 }
 
-func (p postgres) keyset(kind string, keys, params []string) string {
+func (p postgres) Keyset(kind string, keys, params []string) (string, []int) {
 	if kind == state.KindXID {
 		params[0] += "::text::xid8" // the argument is the xid8's decimal text
 	}
-	return p.common.keyset(kind, keys, params)
+	return p.Defaults.Keyset(kind, keys, params)
 }
 
-func (postgres) upperBound(kind string, fl tsFlavor, col string, lag time.Duration, next func() string) (string, any) {
+func (postgres) UpperBound(kind string, fl TSFlavor, col string, lag time.Duration, next func() string) Bound {
 	switch {
 	case kind == state.KindXID:
-		return col + " < pg_snapshot_xmin(pg_current_snapshot())", nil
+		return Bound{Pred: col + " < pg_snapshot_xmin(pg_current_snapshot())", OpenTrx: true}
 	case kind != state.KindTimestampPK:
-		return "", nil
-	case fl == tsWithZone:
-		return col + " < now() - make_interval(secs => " + next() + ")", lag.Seconds()
+		return Bound{}
+	case fl == TSWithZone:
+		return Bound{Pred: col + " < now() - make_interval(secs => " + next() + ")", Arg: lag.Seconds()}
 	}
-	return col + " < (now() AT TIME ZONE 'UTC') - make_interval(secs => " + next() + ")", lag.Seconds()
+	return Bound{Pred: col + " < (now() AT TIME ZONE 'UTC') - make_interval(secs => " + next() + ")", Arg: lag.Seconds()}
 }
 
 // stampCheck: a timestamp without time zone more than FutureTolerance ahead of the UTC clock.
-func (postgres) stampCheck(fl tsFlavor, table, col, param string) (string, any, string) {
-	if fl != tsUTC {
+func (postgres) StampCheck(fl TSFlavor, table, col, param string) (string, any, string) {
+	if fl != TSUTC {
 		return "", nil, ""
 	}
 	return col + " > (now() AT TIME ZONE 'UTC') + make_interval(secs => " + param + ")", FutureTolerance.Seconds(),
@@ -65,48 +66,48 @@ func (postgres) stampCheck(fl tsFlavor, table, col, param string) (string, any, 
 				table, col, col, int(FutureTolerance.Minutes()))
 }
 
-func (postgres) classify(base string) (class, tsFlavor) {
+func (postgres) Classify(base string) (Class, TSFlavor) {
 	switch base {
 	case "INT2", "INT4", "INT8":
-		return classInt, tsNone
+		return ClassInt, TSNone
 	case "TEXT", "VARCHAR", "BPCHAR", "NAME", "CHAR":
-		return classText, tsNone
+		return ClassText, TSNone
 	case "NUMERIC":
-		return classDecimal, tsNone
+		return ClassDecimal, TSNone
 	case "FLOAT4", "FLOAT8":
-		return classFloat, tsNone
+		return ClassFloat, TSNone
 	case "TIMESTAMPTZ":
-		return classTime, tsWithZone
+		return ClassTime, TSWithZone
 	case "TIMESTAMP":
-		return classTime, tsUTC
+		return ClassTime, TSUTC
 	case "DATE", "TIME", "TIMETZ":
-		return classTime, tsUnsupported
+		return ClassTime, TSUnsupported
 	case "BYTEA":
-		return classBinary, tsNone
+		return ClassBinary, TSNone
 	case "UUID":
-		return classUUID, tsNone
+		return ClassUUID, TSNone
 	case "JSON", "JSONB":
-		return classJSON, tsNone
+		return ClassJSON, TSNone
 	case "XID8":
-		return classXID8, tsNone
+		return ClassXID8, TSNone
 	case "BOOL":
-		return classBool, tsNone
+		return ClassBool, TSNone
 	}
-	return classOther, tsNone
+	return ClassOther, TSNone
 }
 
-func (postgres) keyCodec(c *column) (keyCodec, bool) { return xid8Codec, c.class == classXID8 }
+func (postgres) KeyCodec(c ColumnType) (KeyCodec, bool) { return xid8Codec, c.Class == ClassXID8 }
 
 // xid8Codec carries a transaction id as decimal digits: the driver returns it as text.
-var xid8Codec = keyCodec{
-	encode: func(v any) (json.RawMessage, error) {
+var xid8Codec = KeyCodec{
+	Encode: func(v any) (json.RawMessage, error) {
 		s, ok := v.(string)
 		if !ok || s == "" || strings.Trim(s, "0123456789") != "" {
 			return nil, fmt.Errorf("an xid8 column returned %v", v)
 		}
 		return json.RawMessage(s), nil
 	},
-	decode: func(raw json.RawMessage) (any, error) {
+	Decode: func(raw json.RawMessage) (any, error) {
 		s := string(raw)
 		if _, err := strconv.ParseUint(s, 10, 64); err != nil {
 			return nil, fmt.Errorf("xid8 %s: %w", s, err)

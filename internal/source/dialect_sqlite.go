@@ -15,7 +15,7 @@ import (
 
 // sqlite is SQLite through modernc.org/sqlite. A timestamp cursor column is TEXT in the
 // fixed-width UTC layout state.TimeLayout, whose text order is time order.
-type sqlite struct{ common }
+type sqlite struct{ Defaults }
 
 // stampPattern is the GLOB every SQLite TEXT cursor value must match (state.TimeLayout).
 const stampPattern = "[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]T[0-9][0-9]:[0-9][0-9]:[0-9][0-9].[0-9][0-9][0-9][0-9][0-9][0-9]Z"
@@ -25,7 +25,10 @@ const stampPattern = "[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]T[0-9][0-9]:[0-9
 const SQLiteStampExpr = "strftime('%Y-%m-%dT%H:%M:%f000Z','now')"
 
 // open adds a busy time-out, so that a writer does not fail reads at once.
-func (sqlite) open(dsn string) (*sql.DB, error) { return sql.Open("sqlite", sqliteDSN(dsn)) }
+func (sqlite) Open(dsn string) (*sql.DB, error) { return sql.Open("sqlite", sqliteDSN(dsn)) }
+
+// Name is "sqlite".
+func (sqlite) Name() string { return SQLite }
 
 func sqliteDSN(dsn string) string {
 	if !strings.Contains(dsn, "busy_timeout") {
@@ -39,7 +42,7 @@ func sqliteDSN(dsn string) string {
 }
 
 // location: no server; the database is the file's path.
-func (sqlite) location(dsn string) (Location, error) {
+func (sqlite) Location(dsn string) (Location, error) {
 	path := strings.TrimPrefix(dsn, "file:")
 	if i := strings.IndexByte(path, '?'); i >= 0 {
 		path = path[:i]
@@ -50,22 +53,22 @@ func (sqlite) location(dsn string) (Location, error) {
 	return Location{Database: filepath.Clean(path)}, nil
 }
 
-func (sqlite) caseless() bool         { return true }
-func (sqlite) placeholder(int) string { return "?" }
+func (sqlite) Caseless() bool         { return true }
+func (sqlite) Placeholder(int) string { return "?" }
 
 // upperBound: 'now' has millisecond resolution; padding to six digits keeps the fixed-width text
 // comparable with stored YYYY-MM-DDTHH:MM:SS.ffffffZ values. The scalar subquery is evaluated
 // once per statement, not once per row.
-func (sqlite) upperBound(kind string, _ tsFlavor, col string, lag time.Duration, next func() string) (string, any) {
+func (sqlite) UpperBound(kind string, _ TSFlavor, col string, lag time.Duration, next func() string) Bound {
 	if kind != state.KindTimestampPK {
-		return "", nil
+		return Bound{}
 	}
-	return col + " < (SELECT strftime('%Y-%m-%dT%H:%M:%f', 'now', " + next() + ") || '000Z')", fmt.Sprintf("-%.3f seconds", lag.Seconds())
+	return Bound{Pred: col + " < (SELECT strftime('%Y-%m-%dT%H:%M:%f', 'now', " + next() + ") || '000Z')", Arg: fmt.Sprintf("-%.3f seconds", lag.Seconds())}
 }
 
 // stampCheck: a TEXT value not in the fixed-width layout. A full scan.
-func (sqlite) stampCheck(fl tsFlavor, table, col, param string) (string, any, string) {
-	if fl != tsText {
+func (sqlite) StampCheck(fl TSFlavor, table, col, param string) (string, any, string) {
+	if fl != TSText {
 		return "", nil, ""
 	}
 	return "NOT (" + col + " GLOB " + param + ")", stampPattern,
@@ -75,32 +78,32 @@ func (sqlite) stampCheck(fl tsFlavor, table, col, param string) (string, any, st
 }
 
 // classify applies SQLite's type affinity rules to the declared type.
-func (sqlite) classify(base string) (class, tsFlavor) {
+func (sqlite) Classify(base string) (Class, TSFlavor) {
 	switch {
 	case strings.Contains(base, "INT"):
-		return classInt, tsNone
+		return ClassInt, TSNone
 	case base == "DATETIME" || base == "TIMESTAMP":
-		return classText, tsText
+		return ClassText, TSText
 	case strings.Contains(base, "CHAR") || strings.Contains(base, "CLOB") || strings.Contains(base, "TEXT"):
-		return classText, tsText
+		return ClassText, TSText
 	case base == "BLOB" || base == "":
-		return classBinary, tsNone
+		return ClassBinary, TSNone
 	case strings.Contains(base, "DEC") || strings.Contains(base, "NUMERIC"):
-		return classDecimal, tsNone
+		return ClassDecimal, TSNone
 	case strings.Contains(base, "REAL") || strings.Contains(base, "FLOA") || strings.Contains(base, "DOUB"):
-		return classFloat, tsNone
+		return ClassFloat, TSNone
 	case strings.Contains(base, "BOOL"):
-		return classBool, tsNone
+		return ClassBool, TSNone
 	}
-	return classOther, tsNone
+	return ClassOther, TSNone
 }
 
-func (sqlite) keyCodec(c *column) (keyCodec, bool) { return textTimeCodec, c.flavor == tsText }
+func (sqlite) KeyCodec(c ColumnType) (KeyCodec, bool) { return textTimeCodec, c.Flavor == TSText }
 
 // textTimeCodec carries a SQLite TEXT timestamp verbatim (its text order is its time order), and
 // refuses text that is not in the fixed-width layout, whose place in that order would be wrong.
-var textTimeCodec = keyCodec{
-	encode: func(v any) (json.RawMessage, error) {
+var textTimeCodec = KeyCodec{
+	Encode: func(v any) (json.RawMessage, error) {
 		s, ok := v.(string)
 		if !ok {
 			// SQLite sorts numbers and blobs apart from text: such a row is out of time order.
@@ -113,7 +116,7 @@ var textTimeCodec = keyCodec{
 		}
 		return json.Marshal(s)
 	},
-	decode: func(raw json.RawMessage) (any, error) {
+	Decode: func(raw json.RawMessage) (any, error) {
 		var s string
 		if err := json.Unmarshal(raw, &s); err != nil {
 			return nil, err

@@ -22,7 +22,10 @@ import (
 type sqlServer struct{}
 
 // open picks azuresql when the DSN asks for Entra ID (fedauth=...).
-func (sqlServer) open(dsn string) (*sql.DB, error) { return sql.Open(sqlServerDriver(dsn), dsn) }
+func (sqlServer) Open(dsn string) (*sql.DB, error) { return sql.Open(sqlServerDriver(dsn), dsn) }
+
+// Name is "sqlserver".
+func (sqlServer) Name() string { return SQLServer }
 
 func sqlServerDriver(dsn string) string {
 	if strings.Contains(strings.ToLower(dsn), "fedauth=") {
@@ -31,7 +34,7 @@ func sqlServerDriver(dsn string) string {
 	return "sqlserver"
 }
 
-func (sqlServer) location(dsn string) (Location, error) {
+func (sqlServer) Location(dsn string) (Location, error) {
 	cfg, err := msdsn.Parse(dsn)
 	if err != nil {
 		return Location{}, fmt.Errorf("the sqlserver connection string is not valid (%s)", redact.DSN(dsn))
@@ -46,35 +49,38 @@ func (sqlServer) location(dsn string) (Location, error) {
 	return Location{Server: server, Database: cfg.Database}, nil
 }
 
-func (sqlServer) caseless() bool                   { return true }
-func (sqlServer) quote(s string) string            { return "[" + strings.ReplaceAll(s, "]", "]]") + "]" }
-func (sqlServer) placeholder(i int) string         { return "@p" + strconv.Itoa(i) }
-func (sqlServer) limit(sel, rest, n string) string { return "SELECT TOP (" + n + ") " + sel + rest }
+func (sqlServer) Caseless() bool                   { return true }
+func (sqlServer) Quote(s string) string            { return "[" + strings.ReplaceAll(s, "]", "]]") + "]" }
+func (sqlServer) Placeholder(i int) string         { return "@p" + strconv.Itoa(i) }
+func (sqlServer) Limit(sel, rest, n string) string { return "SELECT TOP (" + n + ") " + sel + rest }
 
-func (sqlServer) supports(kind string) bool {
-	return kind == state.KindRowversion || kind == state.KindChangeTracking || common{}.supports(kind)
+func (sqlServer) Supports(kind string) bool {
+	return kind == state.KindRowversion || kind == state.KindChangeTracking || Defaults{}.Supports(kind)
 }
 
-// keyset: SQL Server has no row comparison: the expanded form (expandedKeyset), whose named
+// keyset: SQL Server has no row comparison: the expanded form (ExpandedKeyset), whose named
 // markers repeat.
-func (sqlServer) keyset(_ string, keys, params []string) string { return expandedKeyset(keys, params) }
+// Its markers are named (@p1): each key value is passed once.
+func (sqlServer) Keyset(_ string, keys, params []string) (string, []int) {
+	return ExpandedKeyset(keys, params), nil
+}
 
-func (sqlServer) upperBound(kind string, fl tsFlavor, col string, lag time.Duration, next func() string) (string, any) {
+func (sqlServer) UpperBound(kind string, fl TSFlavor, col string, lag time.Duration, next func() string) Bound {
 	switch {
 	case kind == state.KindRowversion:
-		return col + " < MIN_ACTIVE_ROWVERSION()", nil
+		return Bound{Pred: col + " < MIN_ACTIVE_ROWVERSION()", OpenTrx: true}
 	case kind != state.KindTimestampPK:
-		return "", nil
-	case fl == tsWithZone:
-		return col + " < DATEADD(millisecond, -" + next() + ", SYSDATETIMEOFFSET())", int32(lag.Milliseconds())
+		return Bound{}
+	case fl == TSWithZone:
+		return Bound{Pred: col + " < DATEADD(millisecond, -" + next() + ", SYSDATETIMEOFFSET())", Arg: int32(lag.Milliseconds())}
 	}
-	return col + " < DATEADD(millisecond, -" + next() + ", SYSUTCDATETIME())", int32(lag.Milliseconds())
+	return Bound{Pred: col + " < DATEADD(millisecond, -" + next() + ", SYSUTCDATETIME())", Arg: int32(lag.Milliseconds())}
 }
 
 // stampCheck: a datetime2, datetime or smalldatetime more than FutureTolerance ahead of the UTC
 // clock.
-func (sqlServer) stampCheck(fl tsFlavor, table, col, param string) (string, any, string) {
-	if fl != tsUTC {
+func (sqlServer) StampCheck(fl TSFlavor, table, col, param string) (string, any, string) {
+	if fl != TSUTC {
 		return "", nil, ""
 	}
 	return col + " > DATEADD(second, " + param + ", SYSUTCDATETIME())", int32(FutureTolerance.Seconds()),
@@ -83,39 +89,39 @@ func (sqlServer) stampCheck(fl tsFlavor, table, col, param string) (string, any,
 				table, col, col, int(FutureTolerance.Minutes()))
 }
 
-func (sqlServer) classify(base string) (class, tsFlavor) {
+func (sqlServer) Classify(base string) (Class, TSFlavor) {
 	switch base {
 	case "TINYINT", "SMALLINT", "INT", "BIGINT":
-		return classInt, tsNone
+		return ClassInt, TSNone
 	case "CHAR", "VARCHAR", "NCHAR", "NVARCHAR", "TEXT", "NTEXT", "XML", "SYSNAME":
-		return classText, tsNone
+		return ClassText, TSNone
 	case "DECIMAL", "NUMERIC", "MONEY", "SMALLMONEY":
-		return classDecimal, tsNone
+		return ClassDecimal, TSNone
 	case "REAL", "FLOAT":
-		return classFloat, tsNone
+		return ClassFloat, TSNone
 	case "DATETIMEOFFSET":
-		return classTime, tsWithZone
+		return ClassTime, TSWithZone
 	case "DATETIME2", "DATETIME", "SMALLDATETIME":
-		return classTime, tsUTC
+		return ClassTime, TSUTC
 	case "DATE", "TIME":
-		return classTime, tsUnsupported
+		return ClassTime, TSUnsupported
 	case "TIMESTAMP", "ROWVERSION":
-		return classRowversion, tsNone
+		return ClassRowversion, TSNone
 	case "BINARY", "VARBINARY", "IMAGE":
-		return classBinary, tsNone
+		return ClassBinary, TSNone
 	case "UNIQUEIDENTIFIER":
-		return classUUID, tsNone
+		return ClassUUID, TSNone
 	case "BIT":
-		return classBool, tsNone
+		return ClassBool, TSNone
 	}
-	return classOther, tsNone
+	return ClassOther, TSNone
 }
 
 // scalars: go-mssqldb may return narrower integers and text as bytes.
-func (sqlServer) scalars() bool { return false }
+func (sqlServer) Scalars() bool { return false }
 
 // uuid reorders a uniqueidentifier, which go-mssqldb returns in SQL Server's mixed-endian order.
-func (sqlServer) uuid(b []byte) (string, error) {
+func (sqlServer) UUID(b []byte) (string, error) {
 	if len(b) != 16 {
 		return string(b), nil
 	}
@@ -129,31 +135,31 @@ func (sqlServer) uuid(b []byte) (string, error) {
 // keyCodec: rowversion (and binary) keys as 0x and hex; datetime2 arguments as civil.DateTime,
 // because go-mssqldb sends time.Time as datetimeoffset, which would convert the datetime2 column
 // and defeat its index.
-func (sqlServer) keyCodec(c *column) (keyCodec, bool) {
+func (sqlServer) KeyCodec(c ColumnType) (KeyCodec, bool) {
 	switch {
-	case c.class == classRowversion || c.class == classBinary:
+	case c.Class == ClassRowversion || c.Class == ClassBinary:
 		return rowversionCodec, true
-	case c.class == classTime && c.flavor == tsUTC:
-		return keyCodec{encode: timeCodec.encode, decode: func(raw json.RawMessage) (any, error) {
-			t, err := timeCodec.decode(raw)
+	case c.Class == ClassTime && c.Flavor == TSUTC:
+		return KeyCodec{Encode: TimeCodec.Encode, Decode: func(raw json.RawMessage) (any, error) {
+			t, err := TimeCodec.Decode(raw)
 			if err != nil {
 				return nil, err
 			}
 			return civil.DateTimeOf(t.(time.Time)), nil
 		}}, true
 	}
-	return keyCodec{}, false
+	return KeyCodec{}, false
 }
 
-var rowversionCodec = keyCodec{
-	encode: func(v any) (json.RawMessage, error) {
+var rowversionCodec = KeyCodec{
+	Encode: func(v any) (json.RawMessage, error) {
 		b, ok := v.([]byte)
 		if !ok {
 			return nil, fmt.Errorf("a rowversion column returned %T", v)
 		}
 		return json.Marshal("0x" + strings.ToUpper(hex.EncodeToString(b)))
 	},
-	decode: func(raw json.RawMessage) (any, error) {
+	Decode: func(raw json.RawMessage) (any, error) {
 		var s string
 		if err := json.Unmarshal(raw, &s); err != nil {
 			return nil, err
@@ -164,5 +170,3 @@ var rowversionCodec = keyCodec{
 		return hex.DecodeString(s[2:])
 	},
 }
-
-func (sqlServer) keysetArgs(int) []int { return nil } // named markers (@p1): each key value once

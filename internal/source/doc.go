@@ -6,7 +6,7 @@
 //
 // A poller declares a Definition: the table, the columns each row carries, the cursor kind and
 // column, the key columns, and optionally a fixed filter written in its Go code. Identifiers are
-// validated (';', comment markers and control characters are refused) and quoted per dialect;
+// validated (';', comment markers and control characters are refused) and quoted per database;
 // every value is a bound parameter.
 //
 // # Cursor kinds

@@ -23,7 +23,7 @@ func FuzzCursorValues(f *testing.F) {
 		driver, dbType string
 	}{{Postgres, "INT8"}, {Postgres, "TEXT"}, {Postgres, "TIMESTAMPTZ"}, {Postgres, "XID8"}, {Postgres, "UUID"},
 		{SQLServer, "DATETIME2"}, {SQLServer, "TIMESTAMP"}, {SQLServer, "BIGINT"}, {SQLite, "TEXT"}, {SQLite, "INTEGER"}} {
-		c := newColumn(dialects[k.driver], "c", k.dbType)
+		c := newColumn(byName(k.driver), "c", k.dbType)
 		cases = append(cases, kase{k.driver, &c})
 	}
 	f.Fuzz(func(t *testing.T, raw []byte) {
@@ -32,7 +32,7 @@ func FuzzCursorValues(f *testing.F) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			v, err := codec.decode(json.RawMessage(raw))
+			v, err := codec.Decode(json.RawMessage(raw))
 			if err != nil {
 				continue // refused: fine
 			}
@@ -42,20 +42,20 @@ func FuzzCursorValues(f *testing.F) {
 			case time.Time:
 				back = x
 			}
-			if k.c.class == classTime && k.driver == SQLServer {
+			if k.c.Class == ClassTime && k.driver == SQLServer {
 				continue // a civil.DateTime argument: the database returns a time.Time
 			}
-			out, err := codec.encode(back)
+			out, err := codec.Encode(back)
 			if err != nil {
-				t.Fatalf("%s %s: decoded %s to %T but cannot encode it back: %v", k.driver, k.c.dbType, raw, v, err)
+				t.Fatalf("%s %s: decoded %s to %T but cannot encode it back: %v", k.driver, k.c.DBType, raw, v, err)
 			}
-			again, err := codec.decode(out)
+			again, err := codec.Decode(out)
 			if err != nil {
-				t.Fatalf("%s %s: our own encoding %s does not decode: %v", k.driver, k.c.dbType, out, err)
+				t.Fatalf("%s %s: our own encoding %s does not Decode: %v", k.driver, k.c.DBType, out, err)
 			}
-			out2, _ := codec.encode(again)
+			out2, _ := codec.Encode(again)
 			if !bytes.Equal(out, out2) {
-				t.Fatalf("%s %s: not stable: %s then %s", k.driver, k.c.dbType, out, out2)
+				t.Fatalf("%s %s: not stable: %s then %s", k.driver, k.c.DBType, out, out2)
 			}
 		}
 	})

@@ -14,7 +14,7 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden SQL files")
 
-// TestGoldenSQL pins the exact SQL each dialect and cursor kind generates
+// TestGoldenSQL pins the exact SQL each driver and cursor kind generates
 // (go test ./source -run Golden -update rewrites testdata/golden).
 func TestGoldenSQL(t *testing.T) {
 	orders := func(schema, kind, cursor string, pk ...string) Definition {
@@ -33,31 +33,31 @@ func TestGoldenSQL(t *testing.T) {
 		name   string
 		driver string
 		def    Definition
-		flavor tsFlavor
+		flavor TSFlavor
 	}{
-		{"sqlserver_timestamp_pk_datetime2", SQLServer, orders("dbo", state.KindTimestampPK, "updated_at", "id"), tsUTC},
-		{"sqlserver_timestamp_pk_datetimeoffset", SQLServer, orders("dbo", state.KindTimestampPK, "updated_at", "id"), tsWithZone},
-		{"sqlserver_timestamp_composite_pk", SQLServer, orders("dbo", state.KindTimestampPK, "updated_at", "region", "id"), tsUTC},
-		{"sqlserver_integer", SQLServer, orders("dbo", state.KindInteger, "id", "id"), tsNone},
-		{"sqlserver_rowversion", SQLServer, orders("dbo", state.KindRowversion, "rv", "id"), tsNone},
-		{"sqlserver_odd_identifiers", SQLServer, odd, tsNone},
-		{"postgres_timestamp_pk_timestamptz", Postgres, orders("public", state.KindTimestampPK, "updated_at", "id"), tsWithZone},
-		{"postgres_timestamp_pk_timestamp", Postgres, orders("public", state.KindTimestampPK, "updated_at", "id"), tsUTC},
-		{"postgres_timestamp_pk_filter", Postgres, withFilter, tsWithZone},
-		{"postgres_integer", Postgres, orders("", state.KindInteger, "id", "id"), tsNone},
-		{"postgres_xid", Postgres, orders("public", state.KindXID, "txid", "id"), tsNone},
-		{"postgres_odd_identifiers", Postgres, odd, tsNone},
-		{"sqlite_timestamp_pk_text", SQLite, orders("", state.KindTimestampPK, "updated_at", "id"), tsText},
-		{"sqlite_timestamp_pk_filter", SQLite, withFilter, tsText},
-		{"sqlite_integer", SQLite, orders("", state.KindInteger, "id", "id"), tsNone},
-		{"mysql_timestamp_pk_datetime", MySQL, orders("", state.KindTimestampPK, "updated_at", "id"), tsUTC},
-		{"mysql_integer", MySQL, orders("", state.KindInteger, "id", "id"), tsNone},
+		{"sqlserver_timestamp_pk_datetime2", SQLServer, orders("dbo", state.KindTimestampPK, "updated_at", "id"), TSUTC},
+		{"sqlserver_timestamp_pk_datetimeoffset", SQLServer, orders("dbo", state.KindTimestampPK, "updated_at", "id"), TSWithZone},
+		{"sqlserver_timestamp_composite_pk", SQLServer, orders("dbo", state.KindTimestampPK, "updated_at", "region", "id"), TSUTC},
+		{"sqlserver_integer", SQLServer, orders("dbo", state.KindInteger, "id", "id"), TSNone},
+		{"sqlserver_rowversion", SQLServer, orders("dbo", state.KindRowversion, "rv", "id"), TSNone},
+		{"sqlserver_odd_identifiers", SQLServer, odd, TSNone},
+		{"postgres_timestamp_pk_timestamptz", Postgres, orders("public", state.KindTimestampPK, "updated_at", "id"), TSWithZone},
+		{"postgres_timestamp_pk_timestamp", Postgres, orders("public", state.KindTimestampPK, "updated_at", "id"), TSUTC},
+		{"postgres_timestamp_pk_filter", Postgres, withFilter, TSWithZone},
+		{"postgres_integer", Postgres, orders("", state.KindInteger, "id", "id"), TSNone},
+		{"postgres_xid", Postgres, orders("public", state.KindXID, "txid", "id"), TSNone},
+		{"postgres_odd_identifiers", Postgres, odd, TSNone},
+		{"sqlite_timestamp_pk_text", SQLite, orders("", state.KindTimestampPK, "updated_at", "id"), TSText},
+		{"sqlite_timestamp_pk_filter", SQLite, withFilter, TSText},
+		{"sqlite_integer", SQLite, orders("", state.KindInteger, "id", "id"), TSNone},
+		{"mysql_timestamp_pk_datetime", MySQL, orders("", state.KindTimestampPK, "updated_at", "id"), TSUTC},
+		{"mysql_integer", MySQL, orders("", state.KindInteger, "id", "id"), TSNone},
 	}
 	for _, c := range cases {
-		if err := c.def.validate("orders", c.driver); err != nil {
+		if _, err := c.def.validate("orders", Builtin(), c.driver); err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
-		q := buildQueries(dialects[c.driver], c.def, c.flavor)
+		q := buildQueries(byName(c.driver), c.def, c.flavor)
 		got := "-- fetch first\n" + q.FetchFirst + "\n-- fetch after\n" + q.FetchAfter + "\n"
 		if q.BacklogFirst != q.FetchFirst || q.BacklogAfter != q.FetchAfter {
 			got += "-- backlog first (no bound on open transactions)\n" + q.BacklogFirst + "\n-- backlog after\n" + q.BacklogAfter + "\n"
@@ -95,10 +95,10 @@ func TestIdentifiers(t *testing.T) {
 			t.Errorf("%q accepted", s)
 		}
 	}
-	if got := dialects[SQLServer].quote("a]b"); got != "[a]]b]" {
+	if got := byName(SQLServer).Quote("a]b"); got != "[a]]b]" {
 		t.Errorf("sqlserver quoting: %s", got)
 	}
-	if got := dialects[Postgres].quote(`a"b`); got != `"a""b"` {
+	if got := byName(Postgres).Quote(`a"b`); got != `"a""b"` {
 		t.Errorf("postgres quoting: %s", got)
 	}
 }

@@ -147,7 +147,7 @@ func newLogical(s *Source) changeStream {
 	if keepUp <= 0 {
 		keepUp = DefaultKeepUp
 	}
-	return &logical{s: s, slot: s.def.Slot, pub: s.def.Publication, table: quoteTable(s.dl, s.def.Table), types: pgtype.NewMap(), keepUp: keepUp}
+	return &logical{s: s, slot: s.def.Slot, pub: s.def.Publication, table: QuoteTable(s.dl, s.def.Table), types: pgtype.NewMap(), keepUp: keepUp}
 }
 
 func (l *logical) fail(format string, args ...any) error {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 )
@@ -167,7 +168,7 @@ func slotPosition(t *testing.T, db *sql.DB, slot string) source.Position {
 func TestLogicalOps(t *testing.T) {
 	db, table, cfg := logicalTable(t, logicalDDL)
 	ctx := context.Background()
-	src, err := source.Open(ctx, cfg)
+	src, err := drivers.Open(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +210,7 @@ func TestLogicalOps(t *testing.T) {
 	if sp := slotPosition(t, db, cfg.Definition.Slot); cp.Before(sp) || sp != cp {
 		t.Errorf("slot at %s, checkpoint %s", sp, cp)
 	}
-	src2, err := source.Open(ctx, cfg)
+	src2, err := drivers.Open(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +230,7 @@ func TestLogicalBigTransaction(t *testing.T) {
 	db, table, cfg := logicalTable(t, logicalDDL)
 	ctx := context.Background()
 	exec(t, db, "INSERT INTO "+table+" SELECT g, 'n'||g, NULL FROM generate_series(1, 10000) g")
-	src, err := source.Open(ctx, cfg)
+	src, err := drivers.Open(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,7 +256,7 @@ func TestLogicalBigTransaction(t *testing.T) {
 		t.Fatalf("mid-transaction checkpoint %s after %d changes", p, len(got))
 	}
 	src.Close()
-	src2, err := source.Open(ctx, cfg) // the restart
+	src2, err := drivers.Open(ctx, cfg) // the restart
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -295,7 +296,7 @@ func TestLogicalToast(t *testing.T) {
 			// Random text does not compress below the threshold.
 			exec(t, db, "INSERT INTO "+table+" SELECT 1, 'a', string_agg(md5(random()::text), '') FROM generate_series(1, 20000)")
 			exec(t, db, "UPDATE "+table+" SET name = 'b' WHERE id = 1")
-			src, err := source.Open(context.Background(), cfg)
+			src, err := drivers.Open(context.Background(), cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -324,7 +325,7 @@ func TestLogicalToast(t *testing.T) {
 func TestLogicalStops(t *testing.T) {
 	db, table, cfg := logicalTable(t, logicalDDL)
 	ctx := context.Background()
-	src, err := source.Open(ctx, cfg)
+	src, err := drivers.Open(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -361,7 +362,7 @@ func TestLogicalSetupErrors(t *testing.T) {
 	db, table, cfg := logicalTable(t, logicalDDL)
 	ctx := context.Background()
 	open := func(c source.Config) error {
-		src, err := source.Open(ctx, c)
+		src, err := drivers.Open(ctx, c)
 		if err == nil {
 			src.Close()
 		}
@@ -432,7 +433,7 @@ func TestLogicalValuesAsKeyset(t *testing.T) {
 		(2, NULL, NULL, 'NaN', '-Infinity', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)`)
 	cfg.Definition.Columns = cols
 	ctx := context.Background()
-	lsrc, err := source.Open(ctx, cfg)
+	lsrc, err := drivers.Open(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -440,7 +441,7 @@ func TestLogicalValuesAsKeyset(t *testing.T) {
 	kcfg := cfg
 	kcfg.Definition.Cursor = source.Cursor{Kind: state.KindInteger, Column: "id"}
 	kcfg.Definition.Slot, kcfg.Definition.Publication = "", ""
-	ksrc, err := source.Open(ctx, kcfg)
+	ksrc, err := drivers.Open(ctx, kcfg)
 	if err != nil {
 		t.Fatal(err)
 	}

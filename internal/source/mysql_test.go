@@ -15,6 +15,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 )
@@ -66,7 +67,7 @@ func mysqlInsert(t *testing.T, db *sql.DB, table string, rows [][]any) {
 
 func mysqlOpen(t *testing.T, dsn string, def source.Definition) *source.Source {
 	t.Helper()
-	src, err := source.Open(context.Background(), source.Config{Poller: "p", Driver: source.MySQL, DSN: dsn, Definition: def})
+	src, err := drivers.Open(context.Background(), source.Config{Poller: "p", Driver: source.MySQL, DSN: dsn, Definition: def})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,7 +260,7 @@ func TestMySQLSecrets(t *testing.T) {
 	def := source.Definition{Table: source.Table{Name: "t"}, Columns: []string{"id"}, PK: []string{"id"}, Cursor: source.Cursor{Kind: state.KindInteger, Column: "id"}}
 	var prints []string
 	for _, p := range []string{pass, "s3cret-pass", "other-pass"} {
-		loc, err := source.ParseLocation(source.MySQL, withPass(p))
+		loc, err := drivers.ParseLocation(source.MySQL, withPass(p))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -270,7 +271,7 @@ func TestMySQLSecrets(t *testing.T) {
 	}
 
 	secret := "s3cret-" + pass + "-pass"
-	_, err = source.Open(context.Background(), source.Config{Poller: "p", Driver: source.MySQL, DSN: withPass(secret), Definition: def})
+	_, err = drivers.Open(context.Background(), source.Config{Poller: "p", Driver: source.MySQL, DSN: withPass(secret), Definition: def})
 	if err == nil || !errors.Is(err, source.ErrConnect) || strings.Contains(err.Error(), secret) || (pass != "" && strings.Contains(err.Error(), pass)) {
 		t.Fatalf("a refused password: %v", err)
 	}
@@ -280,11 +281,11 @@ func TestMySQLSecrets(t *testing.T) {
 		"app:" + secret + "@tcp(127.0.0.1:1)/db?loc=Nowhere", // an unknown zone
 		"app:" + secret + "@tcp(127.0.0.1:1)/db?timeout=x",   // not a duration
 	} {
-		_, err := source.Open(context.Background(), source.Config{Poller: "p", Driver: source.MySQL, DSN: bad, Definition: def})
+		_, err := drivers.Open(context.Background(), source.Config{Poller: "p", Driver: source.MySQL, DSN: bad, Definition: def})
 		if err == nil || strings.Contains(err.Error(), secret) {
 			t.Errorf("DSN %q: %v", bad, err)
 		}
-		if _, err := source.ParseLocation(source.MySQL, bad); err == nil || strings.Contains(err.Error(), secret) {
+		if _, err := drivers.ParseLocation(source.MySQL, bad); err == nil || strings.Contains(err.Error(), secret) {
 			t.Errorf("ParseLocation(%q): %v", bad, err)
 		}
 	}

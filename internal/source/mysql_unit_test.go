@@ -30,23 +30,23 @@ func TestMySQLUnsignedValues(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, v := range []any{int64(0), int64(math.MaxInt64), uint64(math.MaxInt64 + 1), uint64(math.MaxUint64)} {
-		raw, err := codec.encode(v)
+		raw, err := codec.Encode(v)
 		if err != nil {
 			t.Fatal(err)
 		}
-		back, err := codec.decode(raw)
+		back, err := codec.Decode(raw)
 		if err != nil || back != v {
 			t.Errorf("%T %v: cursor %s, back %T %v, %v", v, v, raw, back, back, err)
 		}
 	}
-	if _, err := codec.encode(int64(-1)); err == nil {
+	if _, err := codec.Encode(int64(-1)); err == nil {
 		t.Error("a negative value in an unsigned column encoded")
 	}
-	if _, err := codec.decode([]byte("-1")); err == nil {
+	if _, err := codec.Decode([]byte("-1")); err == nil {
 		t.Error("a negative cursor for an unsigned column decoded")
 	}
 	signed := newColumn(mysqlDialect{}, "id", "BIGINT")
-	if _, ok := (mysqlDialect{}).keyCodec(&signed); ok {
+	if _, ok := (mysqlDialect{}).KeyCodec(signed.ColumnType); ok {
 		t.Error("a signed BIGINT took the unsigned codec")
 	}
 }

@@ -54,7 +54,7 @@ func TestMySQLEntraParseDSN(t *testing.T) {
 			}
 		}
 		if cfg.Params["time_zone"] != "'+00:00'" || !cfg.ParseTime || !cfg.InterpolateParams {
-			t.Errorf("%s: the dialect's settings are lost: %+v", c.dsn, cfg)
+			t.Errorf("%s: the Driver's settings are lost: %+v", c.dsn, cfg)
 		}
 		if e == nil {
 			continue
@@ -110,11 +110,11 @@ func TestMySQLEntraFingerprintAndRedaction(t *testing.T) {
 	def := Definition{Table: Table{Name: "orders"}, Cursor: Cursor{Kind: state.KindTimestampPK, Column: "updated_at"}, PK: []string{"id"}}
 	plain := mysqlEntraHost + "?tls=true"
 	withEntra := plain + "&fedauth=ActiveDirectoryManagedIdentity&azure_client_id=11111111-2222-3333-4444-555555555555"
-	a, err := ParseLocation(MySQL, plain)
+	a, err := Builtin().Location(MySQL, plain)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := ParseLocation(MySQL, withEntra)
+	b, err := Builtin().Location(MySQL, withEntra)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +147,7 @@ func TestMySQLEntraTokenHook(t *testing.T) {
 func TestMySQLEntraOpenRefusesPlaintext(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, err := Open(ctx, Config{Poller: "orders", Driver: MySQL,
+	_, err := Open(ctx, Builtin(), Config{Poller: "orders", Driver: MySQL,
 		DSN:        "id-app:hunter2@tcp(127.0.0.1:1)/shop?fedauth=ActiveDirectoryManagedIdentity",
 		Definition: Definition{Table: Table{Name: "orders"}, Cursor: Cursor{Kind: state.KindInteger, Column: "id"}, PK: []string{"id"}}})
 	if !errors.Is(err, ErrConnect) || !strings.Contains(err.Error(), "tls=true") || !strings.Contains(err.Error(), `poller "orders"`) ||

@@ -105,7 +105,7 @@ func (o OpenTrx) String() string {
 	return s
 }
 
-// openTrxDialect is a dialect whose server lists its open transactions: a timestamp+pk read
+// openTrxDialect is a driver whose server lists its open transactions: a timestamp+pk read
 // there is kept behind them too (the bound a new source keeps, for the role in dsn).
 type openTrxDialect interface {
 	openTrx(dsn string) *openTrxBound
@@ -113,7 +113,7 @@ type openTrxDialect interface {
 
 // openTrxBounded says whether a definition's reads in dl take the open-transaction bound, and
 // gives dl as the openTrxDialect that keeps it.
-func openTrxBounded(dl dialect, d Definition) (openTrxDialect, bool) {
+func openTrxBounded(dl Driver, d Definition) (openTrxDialect, bool) {
 	ot, ok := dl.(openTrxDialect)
 	return ot, ok && d.Cursor.Kind == state.KindTimestampPK
 }

@@ -166,11 +166,11 @@ func TestEntraFingerprintAndRedaction(t *testing.T) {
 	def := Definition{Table: Table{Name: "orders"}, Cursor: Cursor{Kind: state.KindInteger, Column: "id"}, PK: []string{"id"}}
 	plain := entraHost + "?sslmode=require"
 	withEntra := plain + "&fedauth=ActiveDirectoryManagedIdentity&azure_client_id=11111111-2222-3333-4444-555555555555"
-	a, err := ParseLocation(Postgres, plain)
+	a, err := Builtin().Location(Postgres, plain)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := ParseLocation(Postgres, withEntra)
+	b, err := Builtin().Location(Postgres, withEntra)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +198,7 @@ func TestEntraTokenHook(t *testing.T) {
 func TestEntraOpenRefusesPlaintext(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, err := Open(ctx, Config{Poller: "orders", Driver: Postgres,
+	_, err := Open(ctx, Builtin(), Config{Poller: "orders", Driver: Postgres,
 		DSN:        "postgres://id-app:hunter2@127.0.0.1:1/shop?sslmode=disable&fedauth=ActiveDirectoryManagedIdentity",
 		Definition: Definition{Table: Table{Name: "orders"}, Cursor: Cursor{Kind: state.KindInteger, Column: "id"}, PK: []string{"id"}}})
 	if !errors.Is(err, ErrConnect) || !strings.Contains(err.Error(), "sslmode") || !strings.Contains(err.Error(), `poller "orders"`) ||

@@ -24,42 +24,17 @@ type queries struct {
 	keyOrder     []int // the key values' order in the *After queries' markers (nil: as the keys)
 	boundArgs    []any
 	openTrx      bool // the reads take the open-transaction bound's argument after boundArgs (mysqltrx.go)
+	holdsBack    bool // the upper bound is the oldest open transaction (Bound.OpenTrx)
 	stampArg     any
 	stampFix     string
 }
 
-// tsFlavor says how a timestamp cursor column compares with the database's clock.
-type tsFlavor int
-
-const (
-	tsNone        tsFlavor = iota // not a timestamp cursor
-	tsWithZone                    // timestamptz, datetimeoffset
-	tsUTC                         // timestamp without time zone, datetime2, datetime: assumed UTC
-	tsText                        // SQLite TEXT in the fixed-width UTC layout
-	tsUnsupported                 // a timestamp type the dialect cannot bound
-)
-
-func quoteTable(dl dialect, t Table) string {
-	if t.Schema == "" {
-		return dl.quote(t.Name)
-	}
-	return dl.quote(t.Schema) + "." + dl.quote(t.Name)
-}
-
-func quoteAll(dl dialect, names []string) []string {
-	out := make([]string, len(names))
-	for i, n := range names {
-		out[i] = dl.quote(n)
-	}
-	return out
-}
-
-// buildQueries renders the keyset queries for a definition in a dialect; flavor says how the
+// buildQueries renders the keyset queries for a definition with a driver; flavor says how the
 // cursor column is bounded by the database's clock (timestamp+pk only).
-func buildQueries(dl dialect, d Definition, flavor tsFlavor) queries {
-	qkeys := quoteAll(dl, d.keyColumns())
-	cols := strings.Join(quoteAll(dl, d.selected()), ", ")
-	table := quoteTable(dl, d.Table)
+func buildQueries(dl Driver, d Definition, flavor TSFlavor) queries {
+	qkeys := QuoteAll(dl, d.keyColumns())
+	cols := strings.Join(QuoteAll(dl, d.selected()), ", ")
+	table := QuoteTable(dl, d.Table)
 	filter := ""
 	if f := strings.TrimSpace(d.Filter); f != "" {
 		filter = "(" + f + ")"
@@ -71,28 +46,30 @@ func buildQueries(dl dialect, d Definition, flavor tsFlavor) queries {
 	// leaves out the bounds on open transactions.
 	render := func(after, backlog bool) (string, []any) {
 		n := 0
-		next := func() string { n++; return dl.placeholder(n) }
+		next := func() string { n++; return dl.Placeholder(n) }
 		var preds []string
 		if after {
 			params := make([]string, len(qkeys))
 			for i := range params {
 				params[i] = next()
 			}
-			preds = append(preds, dl.keyset(d.Cursor.Kind, qkeys, params))
+			pred, order := dl.Keyset(d.Cursor.Kind, qkeys, params)
+			preds, q.keyOrder = append(preds, pred), order
 		}
-		bound, arg := dl.upperBound(d.Cursor.Kind, flavor, qkeys[0], d.settleLag(), next)
-		if backlog && (d.Cursor.Kind == state.KindXID || d.Cursor.Kind == state.KindRowversion) {
-			bound, arg = "", nil // these bounds are the open transactions (and take no argument)
+		b := dl.UpperBound(d.Cursor.Kind, flavor, qkeys[0], d.settleLag(), next)
+		q.holdsBack = b.OpenTrx
+		if backlog && b.OpenTrx {
+			b = Bound{} // this bound is the open transactions (and takes no argument)
 		}
 		var args []any
-		if arg != nil {
-			args = []any{arg}
+		if b.Arg != nil {
+			args = []any{b.Arg}
 		}
 		trx := ""
 		if q.openTrx && !backlog {
 			trx = qkeys[0] + " < " + next()
 		}
-		for _, p := range []string{bound, trx, filter} {
+		for _, p := range []string{b.Pred, trx, filter} {
 			if p != "" {
 				preds = append(preds, p)
 			}
@@ -102,19 +79,18 @@ func buildQueries(dl dialect, d Definition, flavor tsFlavor) queries {
 			from += " WHERE " + strings.Join(preds, " AND ")
 		}
 		limit := next()
-		return dl.limit(cols, from+" ORDER BY "+strings.Join(qkeys, ", "), limit), args
+		return dl.Limit(cols, from+" ORDER BY "+strings.Join(qkeys, ", "), limit), args
 	}
-	q.keyOrder = dl.keysetArgs(len(qkeys))
 	q.FetchFirst, q.boundArgs = render(false, false)
 	q.FetchAfter, _ = render(true, false)
 	q.BacklogFirst, _ = render(false, true)
 	q.BacklogAfter, _ = render(true, true)
 	if d.Cursor.Kind == state.KindTimestampPK {
-		if pred, arg, fix := dl.stampCheck(flavor, table, qkeys[0], dl.placeholder(1)); pred != "" {
+		if pred, arg, fix := dl.StampCheck(flavor, table, qkeys[0], dl.Placeholder(1)); pred != "" {
 			if filter != "" {
 				pred += " AND " + filter
 			}
-			q.StampCheck, q.stampArg, q.stampFix = dl.limit(strings.Join(qkeys, ", "), " FROM "+table+" WHERE "+pred, "1"), arg, fix
+			q.StampCheck, q.stampArg, q.stampFix = dl.Limit(strings.Join(qkeys, ", "), " FROM "+table+" WHERE "+pred, "1"), arg, fix
 		}
 	}
 	return q

@@ -148,7 +148,7 @@ func (r Row) Cursor() (state.Cursor, error) {
 	s := r.src
 	c := state.Cursor{Kind: s.def.Cursor.Kind}
 	for j, idx := range s.keyIdx {
-		raw, err := s.codecs[j].encode(r.value(idx))
+		raw, err := s.codecs[j].Encode(r.value(idx))
 		if err != nil {
 			key, _ := json.Marshal(r.Key())
 			fix := ""

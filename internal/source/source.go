@@ -30,7 +30,7 @@ var (
 // Config opens a source.
 type Config struct {
 	Poller     string
-	Driver     string // sqlserver, postgres or sqlite
+	Driver     string // the name of the driver (Driver.Name)
 	DSN        string
 	Definition Definition
 	// MaxOpenConns bounds the connection pool; default 4.
@@ -40,7 +40,7 @@ type Config struct {
 // Source reads a table in keyset order. It is safe for concurrent use.
 type Source struct {
 	poller      string
-	dl          dialect
+	dl          Driver
 	def         Definition
 	db          *sql.DB
 	fingerprint string
@@ -48,27 +48,18 @@ type Source struct {
 	cols        []column
 	keyIdx      []int      // positions in cols of the keyset columns, cursor first
 	keyCols     []string   // their names
-	codecs      []keyCodec // one per key column
+	codecs      []KeyCodec // one per key column
 	q           queries
-	flavor      tsFlavor      // how a timestamp cursor compares with the database's clock
+	flavor      TSFlavor      // how a timestamp cursor compares with the database's clock
 	stream      changeStream  // the change-stream cursor kinds' reader; nil for keyset kinds
 	openTrx     *openTrxBound // a MySQL timestamp+pk cursor's commit-safe bound (mysqltrx.go); else nil
 }
 
-type column struct {
-	name   string
-	dl     dialect
-	dbType string
-	class  class
-	flavor tsFlavor
-	scale  int
-	pass   bool // the driver's value is already what a Row holds
-}
-
-// Open connects, checks the table against the definition, and prepares the queries. Errors name
+// Open connects with the driver of ds that cfg.Driver names, checks the table against the
+// definition, and prepares the queries (package drivers opens with every driver). Errors name
 // the poller, the table and the column at fault; DSNs in them are redacted.
-func Open(ctx context.Context, cfg Config) (*Source, error) {
-	c, err := connect(ctx, cfg)
+func Open(ctx context.Context, ds Drivers, cfg Config) (*Source, error) {
+	c, err := connect(ctx, ds, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -94,24 +85,24 @@ func Open(ctx context.Context, cfg Config) (*Source, error) {
 // conn is a connected source database: what Open and OpenCDC start from.
 type conn struct {
 	db       *sql.DB
-	dl       dialect
+	dl       Driver
 	loc      Location
 	describe string // "driver server/database table T", without secrets
 }
 
 // connect validates cfg's definition, opens its connection pool (cfg.MaxOpenConns, default 4)
 // and checks that the database answers. Errors name the poller; DSNs in them are redacted.
-func connect(ctx context.Context, cfg Config) (conn, error) {
+func connect(ctx context.Context, ds Drivers, cfg Config) (conn, error) {
 	d := cfg.Definition
-	if err := d.validate(cfg.Poller, cfg.Driver); err != nil {
+	dl, err := d.validate(cfg.Poller, ds, cfg.Driver)
+	if err != nil {
 		return conn{}, err
 	}
-	dl := dialects[cfg.Driver]
-	loc, err := dl.location(cfg.DSN)
+	loc, err := dl.Location(cfg.DSN)
 	if err != nil {
 		return conn{}, fmt.Errorf("source: poller %q: %w", cfg.Poller, err)
 	}
-	db, err := dl.open(cfg.DSN)
+	db, err := dl.Open(cfg.DSN)
 	if err != nil {
 		return conn{}, fmt.Errorf("source: poller %q: %w: %s: %v", cfg.Poller, ErrConnect, redact.DSN(cfg.DSN), err)
 	}
@@ -149,7 +140,7 @@ func (s *Source) schemaErr(column, format string, args ...any) error {
 // check reads the column types with a query that returns no rows, names what is missing, checks
 // the cursor and key types, and that no cursor or key value is NULL.
 func (s *Source) check(ctx context.Context) error {
-	table := quoteTable(s.dl, s.def.Table)
+	table := QuoteTable(s.dl, s.def.Table)
 	cols := s.def.selected()
 	// Name what is missing from the table's own column list (SQLite would read a double-quoted
 	// name that matches no column as a string literal, so a failing query cannot be relied on).
@@ -163,11 +154,11 @@ func (s *Source) check(ctx context.Context) error {
 		return s.schemaErr("", "listing columns: %v", err)
 	}
 	for _, c := range cols {
-		if !slices.Contains(have, c) && (!s.dl.caseless() || !slices.ContainsFunc(have, func(h string) bool { return strings.EqualFold(h, c) })) {
+		if !slices.Contains(have, c) && (!s.dl.Caseless() || !slices.ContainsFunc(have, func(h string) bool { return strings.EqualFold(h, c) })) {
 			return s.schemaErr(c, "no such column (the table has %s)", strings.Join(have, ", "))
 		}
 	}
-	rows, err := s.db.QueryContext(ctx, "SELECT "+strings.Join(quoteAll(s.dl, cols), ", ")+" FROM "+table+" WHERE 1=0")
+	rows, err := s.db.QueryContext(ctx, "SELECT "+strings.Join(QuoteAll(s.dl, cols), ", ")+" FROM "+table+" WHERE 1=0")
 	if err != nil {
 		return s.schemaErr("", "the columns cannot be read: %v", err)
 	}
@@ -186,16 +177,16 @@ func (s *Source) check(ctx context.Context) error {
 		idx := slices.Index(cols, k)
 		c := &s.cols[idx]
 		if i == 0 && s.def.changes() {
-			s.flavor = tsNone
+			s.flavor = TSNone
 		} else if i == 0 {
-			if err := cursorTypeFits(s.def.Cursor.Kind, c.class, c.flavor); err != nil {
-				return s.schemaErr(k, "type %s: %v", c.dbType, err)
+			if err := cursorTypeFits(s.def.Cursor.Kind, c.Class, c.Flavor); err != nil {
+				return s.schemaErr(k, "type %s: %v", c.DBType, err)
 			}
-			s.flavor = c.flavor
+			s.flavor = c.Flavor
 		}
 		kc := *c
-		if i > 0 && kc.flavor == tsText {
-			kc.flavor = tsNone // a TEXT tiebreaker orders as text: only the cursor column holds times
+		if i > 0 && kc.Flavor == TSText {
+			kc.Flavor = TSNone // a TEXT tiebreaker orders as text: only the cursor column holds times
 		}
 		codec, err := codecFor(&kc)
 		if err != nil {
@@ -210,7 +201,7 @@ func (s *Source) check(ctx context.Context) error {
 
 	for _, k := range s.keyCols {
 		var one int
-		err := s.db.QueryRowContext(ctx, s.dl.limit("1", " FROM "+table+" WHERE "+s.dl.quote(k)+" IS NULL", "1")).Scan(&one)
+		err := s.db.QueryRowContext(ctx, s.dl.Limit("1", " FROM "+table+" WHERE "+s.dl.Quote(k)+" IS NULL", "1")).Scan(&one)
 		switch {
 		case err == nil:
 			return fmt.Errorf("source: poller %q, table %s, column %q: %w: rows with NULL there would never be read; make the column NOT NULL",
@@ -227,22 +218,22 @@ func (s *Source) check(ctx context.Context) error {
 }
 
 // cursorTypeFits says whether a column of class cl can carry a cursor of kind.
-func cursorTypeFits(kind string, cl class, fl tsFlavor) error {
+func cursorTypeFits(kind string, cl Class, fl TSFlavor) error {
 	switch kind {
 	case state.KindTimestampPK:
-		if fl == tsUnsupported || (cl != classTime && fl != tsText) {
+		if fl == TSUnsupported || (cl != ClassTime && fl != TSText) {
 			return errors.New("a timestamp+pk cursor needs a timestamp column (timestamptz/timestamp, datetime2/datetimeoffset, or SQLite TEXT as YYYY-MM-DDTHH:MM:SS.ffffffZ)")
 		}
 	case state.KindInteger:
-		if cl != classInt {
+		if cl != ClassInt {
 			return errors.New("an integer cursor needs an integer column")
 		}
 	case state.KindRowversion:
-		if cl != classRowversion && cl != classBinary {
+		if cl != ClassRowversion && cl != ClassBinary {
 			return errors.New("a rowversion cursor needs a rowversion column")
 		}
 	case state.KindXID:
-		if cl != classXID8 {
+		if cl != ClassXID8 {
 			return errors.New("an xid cursor needs an xid8 column (DEFAULT pg_current_xact_id())")
 		}
 	}
@@ -284,7 +275,7 @@ func (s *Source) keyArgs(after *state.Cursor) ([]any, error) {
 				return fail("the stored cursor's tiebreaker lacks column %q", k)
 			}
 		}
-		v, err := s.codecs[i].decode(raw)
+		v, err := s.codecs[i].Decode(raw)
 		if err != nil {
 			return fail("column %q: value %s: %v", k, raw, err)
 		}
@@ -395,12 +386,12 @@ func (s *Source) FetchKeyOf(ctx context.Context, c *state.Cursor) (*Batch, error
 			return nil, fmt.Errorf("source: poller %q: primary key column %q is not in the cursor", s.poller, pk)
 		}
 		pkArgs = append(pkArgs, args[i])
-		preds = append(preds, s.dl.quote(pk)+" = "+s.dl.placeholder(len(pkArgs)))
+		preds = append(preds, s.dl.Quote(pk)+" = "+s.dl.Placeholder(len(pkArgs)))
 	}
 	if f := strings.TrimSpace(s.def.Filter); f != "" {
 		preds = append(preds, "("+f+")")
 	}
-	q := "SELECT " + strings.Join(quoteAll(s.dl, s.def.selected()), ", ") + " FROM " + quoteTable(s.dl, s.def.Table) + " WHERE " + strings.Join(preds, " AND ")
+	q := "SELECT " + strings.Join(QuoteAll(s.dl, s.def.selected()), ", ") + " FROM " + QuoteTable(s.dl, s.def.Table) + " WHERE " + strings.Join(preds, " AND ")
 	rows, err := s.db.QueryContext(ctx, q, pkArgs...)
 	if err != nil {
 		return nil, fmt.Errorf("source: poller %q, table %s: reading a row by key: %w", s.poller, s.def.Table, err)
@@ -435,7 +426,7 @@ func (s *Source) scan(rows *sql.Rows, after *state.Cursor, limit int) (*Batch, e
 			}
 		}
 		r := Row{src: s, raw: vals}
-		if s.flavor == tsText {
+		if s.flavor == TSText {
 			// Every row, not only the last (whose cursor the batch records): a value out of the
 			// fixed-width layout sorts out of time order, and rows like it sort behind the cursor.
 			if v, ok := vals[s.keyIdx[0]].(string); !ok || !fixedWidth(v) {
@@ -539,10 +530,10 @@ func (s *Source) CursorFromText(value string, keys map[string]string) (*state.Cu
 		}
 		raw, err := s.rawFromText(i, text)
 		if err != nil {
-			return fail("column %q (%s): %q: %v", k, s.cols[s.keyIdx[i]].dbType, text, err)
+			return fail("column %q (%s): %q: %v", k, s.cols[s.keyIdx[i]].DBType, text, err)
 		}
-		if _, err := s.codecs[i].decode(raw); err != nil {
-			return fail("column %q (%s): %q: %v", k, s.cols[s.keyIdx[i]].dbType, text, err)
+		if _, err := s.codecs[i].Decode(raw); err != nil {
+			return fail("column %q (%s): %q: %v", k, s.cols[s.keyIdx[i]].DBType, text, err)
 		}
 		if i == 0 {
 			c.Value = raw
@@ -562,18 +553,18 @@ func (s *Source) CursorFromText(value string, keys map[string]string) (*state.Cu
 // rawFromText renders an operator's text for key column i as the JSON its codec decodes.
 func (s *Source) rawFromText(i int, text string) (json.RawMessage, error) {
 	col := s.cols[s.keyIdx[i]]
-	switch col.class {
-	case classInt:
+	switch col.Class {
+	case ClassInt:
 		if _, err := strconv.ParseInt(text, 10, 64); err != nil {
 			return nil, errors.New("not a whole number")
 		}
 		return json.RawMessage(text), nil
-	case classXID8:
+	case ClassXID8:
 		if _, err := strconv.ParseUint(text, 10, 64); err != nil {
 			return nil, errors.New("not a transaction id (decimal digits)")
 		}
 		return json.RawMessage(text), nil
-	case classRowversion, classBinary:
+	case ClassRowversion, ClassBinary:
 		if len(text) != 18 || !strings.HasPrefix(text, "0x") {
 			return nil, errors.New("not a rowversion like 0x00000000000007D1")
 		}
@@ -581,7 +572,7 @@ func (s *Source) rawFromText(i int, text string) (json.RawMessage, error) {
 			return nil, errors.New("not a rowversion like 0x00000000000007D1")
 		}
 		return json.Marshal("0x" + strings.ToUpper(text[2:]))
-	case classTime:
+	case ClassTime:
 		t, err := time.Parse(time.RFC3339Nano, text)
 		if err != nil {
 			return nil, errors.New("not an RFC 3339 timestamp like 2026-04-07T01:23:45.123456Z")

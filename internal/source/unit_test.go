@@ -19,7 +19,7 @@ func TestFingerprint(t *testing.T) {
 		Cursor: Cursor{Kind: state.KindTimestampPK, Column: "updated_at"}, PK: []string{"id"}}
 	fp := func(driver, dsn string, d Definition) string {
 		t.Helper()
-		loc, err := ParseLocation(driver, dsn)
+		loc, err := Builtin().Location(driver, dsn)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -83,12 +83,12 @@ func TestParseLocation(t *testing.T) {
 		{SQLite, "./data//orders.db", Location{"", "data/orders.db"}},
 	}
 	for _, c := range cases {
-		got, err := ParseLocation(c.driver, c.dsn)
+		got, err := Builtin().Location(c.driver, c.dsn)
 		if err != nil || got != c.want {
 			t.Errorf("%s %s: got %+v, %v; want %+v", c.driver, c.dsn, got, err, c.want)
 		}
 	}
-	if _, err := ParseLocation(Postgres, "postgres://u:hunter2@[::1"); err == nil || strings.Contains(err.Error(), "hunter2") {
+	if _, err := Builtin().Location(Postgres, "postgres://u:hunter2@[::1"); err == nil || strings.Contains(err.Error(), "hunter2") {
 		t.Errorf("bad DSN: %v", err)
 	}
 }
@@ -116,7 +116,7 @@ func TestDriverName(t *testing.T) {
 // datetime2 cursor arguments as civil.DateTime (not datetimeoffset, which would defeat the index).
 func TestSQLServerValues(t *testing.T) {
 	col := func(dbType string) *column {
-		c := newColumn(dialects[SQLServer], "c", dbType)
+		c := newColumn(byName(SQLServer), "c", dbType)
 		return &c
 	}
 	// 6F9619FF-8B86-D011-B42D-00C04FC964FF as SQL Server sends it on the wire.
@@ -135,13 +135,13 @@ func TestSQLServerValues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, err := codec.encode([]byte{0, 0, 0, 0, 0, 0, 0x07, 0xD1})
+	raw, err := codec.Encode([]byte{0, 0, 0, 0, 0, 0, 0x07, 0xD1})
 	if err != nil || string(raw) != `"0x00000000000007D1"` {
-		t.Fatalf("rowversion encode: %s %v", raw, err)
+		t.Fatalf("rowversion Encode: %s %v", raw, err)
 	}
-	back, err := codec.decode(raw)
+	back, err := codec.Decode(raw)
 	if err != nil || string(back.([]byte)) != "\x00\x00\x00\x00\x00\x00\x07\xd1" {
-		t.Fatalf("rowversion decode: %v %v", back, err)
+		t.Fatalf("rowversion Decode: %v %v", back, err)
 	}
 
 	ts := time.Date(2026, 4, 7, 1, 23, 45, 123456700, time.UTC)
@@ -150,11 +150,11 @@ func TestSQLServerValues(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		raw, err := codec.encode(ts)
+		raw, err := codec.Encode(ts)
 		if err != nil || string(raw) != `"2026-04-07T01:23:45.1234567Z"` {
-			t.Fatalf("%s encode: %s %v", dbType, raw, err)
+			t.Fatalf("%s Encode: %s %v", dbType, raw, err)
 		}
-		arg, err := codec.decode(raw)
+		arg, err := codec.Decode(raw)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -170,7 +170,7 @@ func TestSQLServerValues(t *testing.T) {
 func TestConnectFailureNamesPollerWithoutSecret(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, err := Open(ctx, Config{Poller: "orders", Driver: Postgres, DSN: "postgres://app:hunter2@127.0.0.1:1/shop?sslmode=disable&connect_timeout=5",
+	_, err := Open(ctx, Builtin(), Config{Poller: "orders", Driver: Postgres, DSN: "postgres://app:hunter2@127.0.0.1:1/shop?sslmode=disable&connect_timeout=5",
 		Definition: Definition{Table: Table{Name: "orders"}, Cursor: Cursor{Kind: state.KindInteger, Column: "id"}, PK: []string{"id"}}})
 	if !errors.Is(err, ErrConnect) || !strings.Contains(err.Error(), `poller "orders"`) || strings.Contains(err.Error(), "hunter2") {
 		t.Fatalf("connect failure: %v", err)
@@ -179,16 +179,16 @@ func TestConnectFailureNamesPollerWithoutSecret(t *testing.T) {
 
 func TestCursorJSONStable(t *testing.T) {
 	// A cursor written by one build must read the same in the next: pin the encoding.
-	c := newColumn(dialects[Postgres], "c", "INT8")
+	c := newColumn(byName(Postgres), "c", "INT8")
 	codec, _ := codecFor(&c)
-	raw, _ := codec.encode(int64(9007199254740993))
+	raw, _ := codec.Encode(int64(9007199254740993))
 	if string(raw) != "9007199254740993" {
 		t.Fatalf("int64 beyond 2^53: %s", raw)
 	}
 	var v json.RawMessage = raw
-	back, err := codec.decode(v)
+	back, err := codec.Decode(v)
 	if err != nil || back.(int64) != 9007199254740993 {
-		t.Fatalf("decode: %v %v", back, err)
+		t.Fatalf("Decode: %v %v", back, err)
 	}
 }
 
@@ -214,10 +214,10 @@ func TestFormatScaled(t *testing.T) {
 // anything else (RFC 3339 that parses, CURRENT_TIMESTAMP's text, a number) is ErrUnreachableRow.
 func TestTextTimeCodec(t *testing.T) {
 	good := "2026-11-23T03:40:32.287000Z"
-	if raw, err := textTimeCodec.encode(good); err != nil || string(raw) != `"`+good+`"` {
+	if raw, err := textTimeCodec.Encode(good); err != nil || string(raw) != `"`+good+`"` {
 		t.Fatalf("encode(%q) = %s, %v", good, raw, err)
 	}
-	if v, err := textTimeCodec.decode(json.RawMessage(`"` + good + `"`)); err != nil || v != good {
+	if v, err := textTimeCodec.Decode(json.RawMessage(`"` + good + `"`)); err != nil || v != good {
 		t.Fatalf("decode(%q) = %v, %v", good, v, err)
 	}
 	for _, bad := range []any{
@@ -231,13 +231,22 @@ func TestTextTimeCodec(t *testing.T) {
 		" 2026-11-23T03:40:32.287000Z",
 		int64(1795491632), // a Unix time in a column of NUMERIC affinity
 	} {
-		if _, err := textTimeCodec.encode(bad); !errors.Is(err, ErrUnreachableRow) {
+		if _, err := textTimeCodec.Encode(bad); !errors.Is(err, ErrUnreachableRow) {
 			t.Errorf("encode(%#v) = %v, want ErrUnreachableRow", bad, err)
 		}
 		if s, ok := bad.(string); ok {
-			if _, err := textTimeCodec.decode(json.RawMessage(strconv.Quote(s))); err == nil {
+			if _, err := textTimeCodec.Decode(json.RawMessage(strconv.Quote(s))); err == nil {
 				t.Errorf("decode(%q) accepted", s)
 			}
 		}
 	}
+}
+
+// byName is the built-in driver of that name.
+func byName(name string) Driver {
+	d, ok := Builtin().Lookup(name)
+	if !ok {
+		panic("no driver " + name)
+	}
+	return d
 }

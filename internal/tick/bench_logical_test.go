@@ -42,6 +42,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/blobstore"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 	"github.com/pseudotrigger/pseudotrigger/internal/tick"
@@ -171,7 +172,7 @@ func lgSettings(dsn, slot, pub string) appsettings.Settings {
 // runner opens p's source (with s) and a runner on a fresh state blob; closed at the end.
 func (e *lgEnv) runner(p *poller.Poller, s appsettings.Settings) *tick.Runner {
 	e.tb.Helper()
-	src, err := source.Open(context.Background(), s.Config(p))
+	src, err := drivers.Open(context.Background(), s.Config(p))
 	if err != nil {
 		e.tb.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/blobstore"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 	"github.com/pseudotrigger/pseudotrigger/internal/tick"
@@ -43,7 +44,7 @@ func catchUp(b *testing.B, interval time.Duration) {
 		poller.WithColumns("id", "customer", "amount", "updated_at"), poller.WithKey("id"), poller.WithCursorColumn("updated_at"))
 	settings := appsettings.Settings{Driver: source.Postgres, DSN: dsn, BatchSize: 1000, LeaseTTL: lease.DefaultTTL, HeartbeatInterval: lease.DefaultTTL / 4,
 		TickBudget: time.Hour, CheckpointInterval: interval, SettleLag: source.DefaultSettleLag}
-	src, err := source.Open(context.Background(), source.Config{Poller: "orders", Driver: source.Postgres, DSN: dsn, Definition: p.Source()})
+	src, err := drivers.Open(context.Background(), source.Config{Poller: "orders", Driver: source.Postgres, DSN: dsn, Definition: p.Source()})
 	if err != nil {
 		b.Fatal(err)
 	}

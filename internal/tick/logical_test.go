@@ -11,6 +11,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/memstore"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 	"github.com/pseudotrigger/pseudotrigger/internal/tick"
@@ -76,7 +77,7 @@ func TestLogicalKeepUp(t *testing.T) {
 		HeartbeatInterval: lease.DefaultTTL / 4, TickBudget: time.Hour, Slot: slot, Publication: slot}
 	cfg := settings.Config(p)
 	cfg.Definition.KeepUp = 256 << 10
-	src, err := source.Open(context.Background(), cfg)
+	src, err := drivers.Open(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

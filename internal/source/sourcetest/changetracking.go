@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 )
@@ -67,7 +68,7 @@ func ChangeTracking(t *testing.T, dsn string) {
 		PK:      []string{"id"},
 	}
 	open := func(d source.Definition) (*source.Source, error) {
-		s, err := source.Open(ctx, source.Config{Poller: "orders", Driver: source.SQLServer, DSN: ctDSN, Definition: d})
+		s, err := drivers.Open(ctx, source.Config{Poller: "orders", Driver: source.SQLServer, DSN: ctDSN, Definition: d})
 		if err == nil {
 			t.Cleanup(func() { s.Close() })
 		}

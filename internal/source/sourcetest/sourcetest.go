@@ -18,6 +18,7 @@ import (
 	"github.com/golang-sql/civil"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 )
@@ -158,7 +159,7 @@ func (h Harness) insert(t testing.TB, exec func(string, ...any) (sql.Result, err
 
 func (h Harness) open(t testing.TB, def source.Definition) *source.Source {
 	t.Helper()
-	s, err := source.Open(ctx, source.Config{Poller: "orders", Driver: h.Driver, DSN: h.DSN, Definition: def})
+	s, err := drivers.Open(ctx, source.Config{Poller: "orders", Driver: h.Driver, DSN: h.DSN, Definition: def})
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
@@ -716,7 +717,7 @@ func (h Harness) testRefusals(t *testing.T) {
 	for _, c := range cases {
 		def := ordersDef(table, state.KindTimestampPK)
 		c.mutate(&def)
-		_, err := source.Open(ctx, source.Config{Poller: "orders", Driver: h.Driver, DSN: h.DSN, Definition: def})
+		_, err := drivers.Open(ctx, source.Config{Poller: "orders", Driver: h.Driver, DSN: h.DSN, Definition: def})
 		if !errors.Is(err, c.sentinel) {
 			t.Errorf("%s: got %v, want %v", c.name, err, c.sentinel)
 			continue
@@ -737,7 +738,7 @@ func (h Harness) testRefusals(t *testing.T) {
 	h.exec(t, "CREATE TABLE "+nullable+" (id BIGINT PRIMARY KEY, seq BIGINT)")
 	t.Cleanup(func() { _, _ = h.DB.ExecContext(context.Background(), "DROP TABLE "+nullable) })
 	h.exec(t, "INSERT INTO "+nullable+" VALUES (1, 1), (2, NULL)")
-	_, err := source.Open(ctx, source.Config{Poller: "orders", Driver: h.Driver, DSN: h.DSN, Definition: source.Definition{
+	_, err := drivers.Open(ctx, source.Config{Poller: "orders", Driver: h.Driver, DSN: h.DSN, Definition: source.Definition{
 		Table: source.Table{Name: nullable}, Columns: []string{"id"}, Cursor: source.Cursor{Kind: state.KindInteger, Column: "seq"}, PK: []string{"id"},
 	}})
 	if !errors.Is(err, source.ErrNullCursor) || !strings.Contains(err.Error(), `"seq"`) || !strings.Contains(err.Error(), nullable) {
@@ -869,7 +870,7 @@ func (h Harness) unreachable(t *testing.T, err error, def source.Definition, key
 			t.Errorf("the error does not contain %s: %v", want, err)
 		}
 	}
-	if _, err := source.Open(ctx, source.Config{Poller: "orders", Driver: h.Driver, DSN: h.DSN, Definition: def}); !errors.Is(err, source.ErrUnreachableRow) {
+	if _, err := drivers.Open(ctx, source.Config{Poller: "orders", Driver: h.Driver, DSN: h.DSN, Definition: def}); !errors.Is(err, source.ErrUnreachableRow) {
 		t.Fatalf("Open with the bad row: %v, want ErrUnreachableRow", err)
 	}
 	h.open(t, ordersDef(def.Table.Name, state.KindInteger)).Close() // nothing to check there
@@ -927,7 +928,7 @@ func (h Harness) unreachableSQLite(t *testing.T) {
 	}
 	only43 := def
 	only43.Filter = "id = 43"
-	_, err := source.Open(ctx, source.Config{Poller: "orders", Driver: h.Driver, DSN: h.DSN, Definition: only43})
+	_, err := drivers.Open(ctx, source.Config{Poller: "orders", Driver: h.Driver, DSN: h.DSN, Definition: only43})
 	h.unreachable(t, err, only43, `{"id":43}`, now)
 
 	// The rewrite the error suggests: a fresh stamp in the layout, which the read then delivers.
