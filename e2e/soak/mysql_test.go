@@ -152,7 +152,7 @@ func (m mysqlDB) settled(ctx context.Context, t *table, s scenario, src tick.Sou
 	if !old {
 		return false, nil
 	}
-	if o, ok := src.OpenTrxBound(); ok && o.Active && newest.Valid {
+	if o, ok := openTrxOf(src.Stats()); ok && o.Active && newest.Valid {
 		return o.Bound.Add(-time.Second).After(newest.Time), nil
 	}
 	return true, nil

@@ -54,7 +54,7 @@ func TestStatusCompat(t *testing.T) {
 	}
 	doc := logicalDoc("0/16D3290")
 	doc.AddHistory(state.Tick{At: state.At(now), Outcome: "committed", Rows: 2, RowsWaiting: 0, Ops: map[string]int{"update": 2},
-		SlotRetainedBytes: bytesPtr(2 << 20)})
+		RetainedBytes: bytesPtr(2 << 20)})
 	putDoc(t, st, doc)
 	clk.Advance(time.Second)
 

@@ -394,7 +394,7 @@ func Read(ctx context.Context, st Reader, cfg Config, pollerName string) (r Row)
 // lastTickSlot is the WAL the slot kept at the newest tick that measured it; nil when none did.
 func lastTickSlot(history []state.Tick) *Slot {
 	for i := len(history) - 1; i >= 0; i-- {
-		if n := history[i].SlotRetainedBytes; n != nil {
+		if n := history[i].RetainedBytes; n != nil {
 			return &Slot{SlotState: source.SlotState{Exists: true, RetainedBytes: n}, From: "last tick"}
 		}
 	}

@@ -23,7 +23,7 @@ const ProbeCap = 10_000
 type Source interface {
 	Fingerprint() string
 	CheckCursor(c *state.Cursor) error
-	Backlog(ctx context.Context, after *state.Cursor, limit int) (source.Backlog, error)
+	Backlog(ctx context.Context, after *state.Cursor, limit int) (source.Stats, error)
 }
 
 // slotReader is the optional look at a logical poller's replication slot (source.Source has it).

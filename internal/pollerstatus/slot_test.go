@@ -103,7 +103,7 @@ func TestSlotHealth(t *testing.T) {
 	doc := logicalDoc("0/16D3290")
 	doc.AddHistory(state.Tick{At: state.At(now), Outcome: "committed", Rows: 5, RowsWaiting: 0, Ops: map[string]int{"insert": 3, "delete": 2}})
 	doc.AddHistory(state.Tick{At: state.At(now), Outcome: "committed", Rows: 2, RowsWaiting: 0, Ops: map[string]int{"update": 2},
-		SlotRetainedBytes: bytesPtr(2 << 20)})
+		RetainedBytes: bytesPtr(2 << 20)})
 	putDoc(t, st, doc)
 	clk.Advance(time.Second)
 	slot := source.SlotState{Name: "pt_orders", Exists: true, Type: "logical", Plugin: "pgoutput", Here: true, ConfirmedFlush: "0/16D3290"}

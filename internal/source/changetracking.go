@@ -94,7 +94,7 @@ var (
 	// ErrNotTracked: the database or the table is not set up for the changetracking cursor
 	// (Change Tracking, snapshot isolation, the VIEW CHANGE TRACKING permission, the key); the
 	// error names the statement that fixes it.
-	ErrNotTracked = errors.New("SQL Server Change Tracking is not set up for the poller")
+	ErrNotTracked = Mark(errors.New("SQL Server Change Tracking is not set up for the poller"), ErrMisconfigured)
 	// ErrExpired: a changetracking checkpoint is older than CHANGE_TRACKING_MIN_VALID_VERSION:
 	// Change Tracking has forgotten changes after it (retention cleanup, or a TRUNCATE TABLE),
 	// so they cannot be delivered. The poller stops; the error names the reset. It also wraps
@@ -102,17 +102,24 @@ var (
 	ErrExpired = errors.New("the checkpoint is older than the changes SQL Server Change Tracking still keeps")
 )
 
-func init() { streams[state.KindChangeTracking] = newChangeTracking }
-
 type changeTracking struct {
-	s         *Source
+	l         *Layout
 	table     string // the quoted table name: in the SQL, and bound as OBJECT_ID's argument
 	q         ctQueries
 	retention string // the database's CHANGE_RETENTION as check read it ("2 DAYS"), for errors
 }
 
-func newChangeTracking(s *Source) changeStream {
-	return &changeTracking{s: s, table: QuoteTable(s.dl, s.def.Table), q: buildCTQueries(s.dl, s.def.Table, s.def.selected(), s.def.PK)}
+// ChangeStream reads the changetracking cursor kind.
+func (sqlServer) ChangeStream(kind string, l *Layout) (ChangeStream, bool) {
+	if kind != state.KindChangeTracking {
+		return nil, false
+	}
+	return newChangeTracking(l), true
+}
+
+func newChangeTracking(l *Layout) *changeTracking {
+	d := l.Definition()
+	return &changeTracking{l: l, table: l.Table(), q: buildCTQueries(l.Driver(), d.Table, l.Columns(), d.PK)}
 }
 
 // ctQueries are the SQL texts of the changetracking cursor.
@@ -260,22 +267,22 @@ func sameColumns(a, b []string) bool {
 }
 
 func (c *changeTracking) fail(problems ...string) error {
-	return fmt.Errorf("source: poller %q, table %s: %w: %s", c.s.poller, c.s.def.Table, ErrNotTracked, strings.Join(problems, "; "))
+	return fmt.Errorf("source: poller %q, table %s: %w: %s", c.l.Poller(), c.l.Definition().Table, ErrNotTracked, strings.Join(problems, "; "))
 }
 
-// check reads the set-up in one query and names every problem with its fix. It creates nothing.
-func (c *changeTracking) check(ctx context.Context) error {
+// Check reads the set-up in one query and names every problem with its fix. It creates nothing.
+func (c *changeTracking) Check(ctx context.Context) error {
 	var (
 		st                                    ctSetup
 		exists, dbOn, tableOn, view           int64
 		retention, snapshot, pk, user, dbName sql.NullString
 	)
-	err := c.s.db.QueryRowContext(ctx, c.q.Check, c.table).Scan(&dbName, &user, &exists, &dbOn, &retention, &tableOn, &snapshot, &view, &pk)
+	err := c.l.DB().QueryRowContext(ctx, c.q.Check, c.table).Scan(&dbName, &user, &exists, &dbOn, &retention, &tableOn, &snapshot, &view, &pk)
 	if err != nil {
-		return c.s.streamErr("checking the Change Tracking set-up: %v", err)
+		return c.l.Errorf("checking the Change Tracking set-up: %v", err)
 	}
 	if exists == 0 {
-		return c.s.schemaErr("", "the table does not exist")
+		return c.l.SchemaErr("", "the table does not exist")
 	}
 	st = ctSetup{database: dbName.String, user: user.String, dbTracked: dbOn == 1, retention: retention.String,
 		tableTracked: tableOn == 1, snapshot: snapshot.String, viewCT: view == 1}
@@ -284,13 +291,13 @@ func (c *changeTracking) check(ctx context.Context) error {
 			Name string `json:"name"`
 		}
 		if err := json.Unmarshal([]byte(pk.String), &cols); err != nil {
-			return c.s.streamErr("reading the primary key's columns %s: %v", pk.String, err)
+			return c.l.Errorf("reading the primary key's columns %s: %v", pk.String, err)
 		}
 		for _, col := range cols {
 			st.pk = append(st.pk, col.Name)
 		}
 	}
-	if p := st.problems(c.s.dl, c.table, c.s.def.PK); len(p) > 0 {
+	if p := st.problems(c.l.Driver(), c.table, c.l.Definition().PK); len(p) > 0 {
 		return c.fail(p...)
 	}
 	c.retention = st.retention
@@ -316,7 +323,7 @@ func (p ctPosition) base() int64 {
 // tiebreaker or one holding exactly the key columns, each a value of its column's type.
 func (c *changeTracking) position(cur *state.Cursor) (ctPosition, error) {
 	fail := func(format string, args ...any) (ctPosition, error) {
-		return ctPosition{}, fmt.Errorf("source: poller %q: %w: %s", c.s.poller, ErrCursor, fmt.Sprintf(format, args...))
+		return ctPosition{}, fmt.Errorf("source: poller %q: %w: %s", c.l.Poller(), ErrCursor, fmt.Sprintf(format, args...))
 	}
 	if cur.Kind != state.KindChangeTracking {
 		return fail("the stored cursor is of kind %q, the source's is %q", cur.Kind, state.KindChangeTracking)
@@ -332,15 +339,16 @@ func (c *changeTracking) position(cur *state.Cursor) (ctPosition, error) {
 	if v < 1 {
 		return fail("a position inside version %d: versions inside which changes are read start at 1", v)
 	}
-	if len(cur.Tiebreaker) != len(c.s.keyCols) {
-		return fail("the stored cursor's tiebreaker has %d columns, the table's key has %d (%s)", len(cur.Tiebreaker), len(c.s.keyCols), strings.Join(c.s.keyCols, ", "))
+	keys := c.l.KeyColumns()
+	if len(cur.Tiebreaker) != len(keys) {
+		return fail("the stored cursor's tiebreaker has %d columns, the table's key has %d (%s)", len(cur.Tiebreaker), len(keys), strings.Join(keys, ", "))
 	}
-	for i, k := range c.s.keyCols {
+	for i, k := range keys {
 		raw, ok := cur.Tiebreaker[k]
 		if !ok {
 			return fail("the stored cursor's tiebreaker lacks key column %q", k)
 		}
-		val, err := c.s.codecs[i].Decode(raw)
+		val, err := c.l.DecodeKey(i, raw)
 		if err != nil {
 			return fail("key column %q: value %s: %v", k, raw, err)
 		}
@@ -363,25 +371,25 @@ func ctCursor(v int64, key map[string]json.RawMessage) state.Cursor {
 	return state.Cursor{Kind: state.KindChangeTracking, Value: json.RawMessage(strconv.FormatInt(v, 10)), Tiebreaker: key}
 }
 
-func (c *changeTracking) checkCursor(cur *state.Cursor) error {
+func (c *changeTracking) CheckCursor(cur *state.Cursor) error {
 	_, err := c.position(cur)
 	return err
 }
 
-// cursorFromText reads a version an operator typed: the boundary after it (every change up to
+// CursorFromText reads a version an operator typed: the boundary after it (every change up to
 // and including that version is done).
-func (c *changeTracking) cursorFromText(value string) (*state.Cursor, error) {
+func (c *changeTracking) CursorFromText(value string) (*state.Cursor, error) {
 	v, err := parseVersion(value)
 	if err != nil {
-		return nil, fmt.Errorf("source: poller %q: %w: %v", c.s.poller, ErrCursor, err)
+		return nil, fmt.Errorf("source: poller %q: %w: %v", c.l.Poller(), ErrCursor, err)
 	}
 	cur := ctCursor(v, nil)
 	return &cur, nil
 }
 
-// committed: the checkpoint in the state blob is all there is; Change Tracking keeps changes for
+// Committed: the checkpoint in the state blob is all there is; Change Tracking keeps changes for
 // its retention whatever the readers did.
-func (c *changeTracking) committed(context.Context, *state.Cursor) error { return nil }
+func (c *changeTracking) Committed(context.Context, *state.Cursor) error { return nil }
 
 // ctRead is one read's query (the From or After form), its arguments but the limit (which the
 // reader appends), and the versions it was checked against.
@@ -405,10 +413,10 @@ func (c *changeTracking) read(ctx context.Context, after *state.Cursor, from, in
 	}
 	// The bound first, outside the snapshot: every version up to it is complete in the snapshot.
 	var current, minValid sql.NullInt64
-	if err := c.s.db.QueryRowContext(ctx, c.q.Current).Scan(&current); err != nil {
+	if err := c.l.DB().QueryRowContext(ctx, c.q.Current).Scan(&current); err != nil {
 		return c.readErr("reading CHANGE_TRACKING_CURRENT_VERSION()", err)
 	}
-	tx, err := c.s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelSnapshot})
+	tx, err := c.l.DB().BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelSnapshot})
 	if err != nil {
 		return c.readErr("starting the snapshot transaction", err)
 	}
@@ -451,7 +459,7 @@ func (c *changeTracking) args(p *ctPosition, current, minValid sql.NullInt64) ([
 	}
 	if p.version > current.Int64 {
 		return nil, false, fmt.Errorf("source: poller %q, table %s: %w: the checkpoint is at change version %d, ahead of the database's CHANGE_TRACKING_CURRENT_VERSION() %d: the database was restored or recreated, or the version was typed wrong; the changes below it would be skipped. Reset the poller: pollerctl reset %s --to-beginning --yes (or --to-cursor <a version at or below %d>)",
-			c.s.poller, c.s.def.Table, ErrCursor, p.version, current.Int64, c.s.poller, current.Int64)
+			c.l.Poller(), c.l.Definition().Table, ErrCursor, p.version, current.Int64, c.l.Poller(), current.Int64)
 	}
 	if p.key == nil {
 		return []any{p.version, current.Int64}, false, nil
@@ -471,7 +479,7 @@ func (c *changeTracking) expired(p ctPosition, minValid int64) error {
 		retention = " after " + c.retention
 	}
 	return fmt.Errorf("source: poller %q, table %s: %w (%w): the checkpoint (%s) reads the changes after version %d, but the table's CHANGE_TRACKING_MIN_VALID_VERSION is %d: Change Tracking has forgotten changes in between (its cleanup drops them%s, and a TRUNCATE TABLE drops them all), and they cannot be delivered. The poller stops here rather than skip them. To go on from the oldest change still kept: pollerctl reset %s --to-beginning --yes; the rows changed meanwhile must then be re-read from the table (the consumer resynchronizes), since their changes are lost",
-		c.s.poller, c.s.def.Table, ErrExpired, ErrCursor, where, p.base(), minValid, retention, c.s.poller)
+		c.l.Poller(), c.l.Definition().Table, ErrExpired, ErrCursor, where, p.base(), minValid, retention, c.l.Poller())
 }
 
 // readErr names the fix when SQL Server refuses the snapshot transaction.
@@ -480,13 +488,13 @@ func (c *changeTracking) readErr(what string, err error) error {
 	if errors.As(err, &me) && me.Number == 3952 { // snapshot isolation not allowed in the database
 		return c.fail(fmt.Sprintf("%s: ALTER DATABASE <the database> SET ALLOW_SNAPSHOT_ISOLATION ON", me.Message))
 	}
-	return c.s.streamErr("%s: %v", what, err)
+	return c.l.Errorf("%s: %v", what, err)
 }
 
-// fetch reads up to limit changes after the cursor.
-func (c *changeTracking) fetch(ctx context.Context, after *state.Cursor, limit int) (*Batch, error) {
-	b := &Batch{src: c.s, From: after}
-	keepUp := false
+// Fetch reads up to limit changes after the cursor.
+func (c *changeTracking) Fetch(ctx context.Context, after *state.Cursor, limit int) (*Batch, error) {
+	b := c.l.Batch(after)
+	var last *Change
 	err := c.read(ctx, after, c.q.FetchFrom, c.q.FetchAfter, func(tx *sql.Tx, rd ctRead) error {
 		rows, err := tx.QueryContext(ctx, rd.query, append(rd.args, limit)...)
 		if err != nil {
@@ -494,7 +502,7 @@ func (c *changeTracking) fetch(ctx context.Context, after *state.Cursor, limit i
 		}
 		defer rows.Close()
 		b.Rows = make([]Row, 0, min(limit, 1024))
-		n := len(c.s.cols)
+		n := len(c.l.Columns())
 		ptrs := make([]any, n+3)
 		for rows.Next() {
 			var (
@@ -508,28 +516,28 @@ func (c *changeTracking) fetch(ctx context.Context, after *state.Cursor, limit i
 				ptrs[i+3] = &vals[i]
 			}
 			if err := rows.Scan(ptrs...); err != nil {
-				return c.s.streamErr("reading the changes: %v", err)
+				return c.l.Errorf("reading the changes: %v", err)
 			}
-			r, err := c.row(version, op, found == 1, vals)
+			r, ch, err := c.row(version, op, found == 1, vals)
 			if err != nil {
 				return err
 			}
-			b.Rows = append(b.Rows, r)
+			b.Rows, last = append(b.Rows, r), ch
 		}
 		if err := rows.Err(); err != nil {
 			return c.readErr("reading the changes", err)
 		}
 		if len(b.Rows) == 0 && ctKeepUp(rd.pos, rd.current, rd.minValid) {
 			to := ctCursor(rd.current, nil)
-			b.To, keepUp = &to, true
+			b.To = &to
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	if !keepUp {
-		seal(b, limit)
+	if last != nil {
+		b.To = seal(last, len(b.Rows), limit)
 	}
 	return b, nil
 }
@@ -545,51 +553,48 @@ func ctKeepUp(p *ctPosition, current, minValid int64) bool {
 	return base-minValid < current-base
 }
 
-// seal sets the batch's To: the last row's cursor, made a version boundary when the batch holds
-// fewer rows than limit (the read reached the bound, so the last row's version is complete).
-func seal(b *Batch, limit int) {
-	k := len(b.Rows)
-	if k == 0 {
-		return
+// seal is the To of a batch of n rows whose last row's change is last: that row's cursor, made
+// a version boundary when the batch holds fewer rows than limit (the read reached the bound, so
+// the last row's version is complete).
+func seal(last *Change, n, limit int) *state.Cursor {
+	if n < limit {
+		last.Cursor.Tiebreaker = nil
 	}
-	last := b.Rows[k-1].ch
-	if k < limit {
-		last.cursor.Tiebreaker = nil
-	}
-	to := last.cursor
-	b.To = &to
+	to := last.Cursor
+	return &to
 }
 
 // row makes a Row of one change: op its SYS_CHANGE_OPERATION, found whether the table has the
 // row now, vals the columns in the source's order (the key from CHANGETABLE, the rest from the
 // table). Its cursor is inside version, after its key.
-func (c *changeTracking) row(version int64, op string, found bool, vals []any) (Row, error) {
-	s := c.s
+func (c *changeTracking) row(version int64, op string, found bool, vals []any) (Row, *Change, error) {
+	l := c.l
 	kind, keyOnly, err := ctOp(op, found)
 	if err != nil {
-		return Row{}, s.streamErr("the change at version %d: %v", version, err)
+		return Row{}, nil, l.Errorf("the change at version %d: %v", version, err)
 	}
+	keyIdx, keyCols := l.KeyIndex(), l.KeyColumns()
 	if keyOnly {
 		for i := range vals {
-			if !slices.Contains(s.keyIdx, i) {
+			if !slices.Contains(keyIdx, i) {
 				vals[i] = nil
 			}
 		}
 	}
-	r := Row{src: s, raw: vals, ch: &change{op: kind, keyOnly: keyOnly}}
-	key := make(map[string]json.RawMessage, len(s.keyIdx))
-	for j, idx := range s.keyIdx {
+	ch := &Change{Op: kind, KeyOnly: keyOnly}
+	key := make(map[string]json.RawMessage, len(keyIdx))
+	for j, idx := range keyIdx {
 		if vals[idx] == nil {
-			return Row{}, fmt.Errorf("source: poller %q, table %s, column %q: %w: the change at version %d carries no key", s.poller, s.def.Table, s.keyCols[j], ErrNullCursor, version)
+			return Row{}, nil, fmt.Errorf("source: poller %q, table %s, column %q: %w: the change at version %d carries no key", l.Poller(), l.Definition().Table, keyCols[j], ErrNullCursor, version)
 		}
-		raw, err := s.codecs[j].Encode(r.value(idx))
+		raw, err := l.EncodeKey(j, vals[idx])
 		if err != nil {
-			return Row{}, fmt.Errorf("source: poller %q, table %s, column %q: the change at version %d: %w", s.poller, s.def.Table, s.keyCols[j], version, err)
+			return Row{}, nil, fmt.Errorf("source: poller %q, table %s, column %q: the change at version %d: %w", l.Poller(), l.Definition().Table, keyCols[j], version, err)
 		}
-		key[s.keyCols[j]] = raw
+		key[keyCols[j]] = raw
 	}
-	r.ch.cursor = ctCursor(version, key)
-	return r, nil
+	ch.Cursor = ctCursor(version, key)
+	return l.Row(vals, ch), ch, nil
 }
 
 // ctOp maps SYS_CHANGE_OPERATION to a Row's op. An insert or an update whose row the table no
@@ -611,8 +616,8 @@ func ctOp(op string, found bool) (kind string, keyOnly bool, err error) {
 	return kind, false, nil
 }
 
-// waiting counts the changes after the cursor, up to limit, within the same bound as fetch.
-func (c *changeTracking) waiting(ctx context.Context, after *state.Cursor, limit int) (int64, error) {
+// Waiting counts the changes after the cursor, up to limit, within the same bound as fetch.
+func (c *changeTracking) Waiting(ctx context.Context, after *state.Cursor, limit int) (int64, error) {
 	var n int64
 	err := c.read(ctx, after, c.q.WaitingFrom, c.q.WaitingAfter, func(tx *sql.Tx, rd ctRead) error {
 		if err := tx.QueryRowContext(ctx, rd.query, append(rd.args, limit)...).Scan(&n); err != nil {

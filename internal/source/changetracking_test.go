@@ -40,9 +40,10 @@ func ctSource(t *testing.T, pk ...string) (*Source, *changeTracking) {
 		s.keyIdx = append(s.keyIdx, idx)
 		s.codecs = append(s.codecs, codec)
 	}
-	ct := newChangeTracking(s).(*changeTracking)
+	s.names = cols
+	ct := newChangeTracking(&Layout{s})
 	ct.retention = "2 DAYS"
-	s.stream = ct
+	s.reader = streamReader{ct}
 	return s, ct
 }
 
@@ -98,8 +99,8 @@ func TestChangeTrackingSupported(t *testing.T) {
 			t.Errorf("%s: %v, want a refusal naming sqlserver", driver, err)
 		}
 	}
-	if streams[state.KindChangeTracking] == nil {
-		t.Fatal("no stream registered for changetracking")
+	if _, ok := Driver(sqlServer{}).(ChangeStreamer); !ok {
+		t.Fatal("the sqlserver driver reads no change stream")
 	}
 }
 
@@ -125,7 +126,7 @@ func TestChangeTrackingCursor(t *testing.T) {
 	}
 
 	// A row's cursor is inside its version, after its key; it survives the state document.
-	r, err := ct.row(7, "U", true, []any{int64(5), "alice", []byte("12.50"), time.Date(2026, 4, 7, 1, 2, 3, 0, time.UTC)})
+	r, _, err := ct.row(7, "U", true, []any{int64(5), "alice", []byte("12.50"), time.Date(2026, 4, 7, 1, 2, 3, 0, time.UTC)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +167,7 @@ func TestChangeTrackingCursor(t *testing.T) {
 
 	// A composite key: every key column in the tiebreaker, each as its type.
 	s2, ct2 := ctSource(t, "region", "id")
-	r2, err := ct2.row(9, "I", true, []any{int64(5), "bob", []byte("1.00"), time.Now(), "eu"})
+	r2, _, err := ct2.row(9, "I", true, []any{int64(5), "bob", []byte("1.00"), time.Now(), "eu"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +210,7 @@ func TestChangeTrackingOps(t *testing.T) {
 
 	_, ct := ctSource(t, "id")
 	vals := []any{int64(3), "gone", []byte("9.99"), time.Now()}
-	r, err := ct.row(11, "D", false, vals)
+	r, _, err := ct.row(11, "D", false, vals)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,37 +221,39 @@ func TestChangeTrackingOps(t *testing.T) {
 	if string(j) != `{"id":3,"customer":null,"amount":null,"updated_at":null}` {
 		t.Errorf("delete row JSON %s", j)
 	}
-	r, err = ct.row(12, "I", true, []any{int64(4), "alice", []byte("12.50"), time.Date(2026, 4, 7, 1, 2, 3, 400, time.UTC)})
+	r, _, err = ct.row(12, "I", true, []any{int64(4), "alice", []byte("12.50"), time.Date(2026, 4, 7, 1, 2, 3, 400, time.UTC)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if r.Op() != OpInsert || !r.HasRow() || r.Get("amount") != "12.50" || r.Get("customer") != "alice" {
 		t.Fatalf("insert row: %s %v %v", r.Op(), r.Get("amount"), r.Get("customer"))
 	}
-	if _, err := ct.row(13, "U", true, []any{nil, "x", nil, nil}); !errors.Is(err, ErrNullCursor) {
+	if _, _, err := ct.row(13, "U", true, []any{nil, "x", nil, nil}); !errors.Is(err, ErrNullCursor) {
 		t.Errorf("a change without a key: %v", err)
 	}
-	if _, err := ct.row(13, "Z", true, vals); err == nil || !strings.Contains(err.Error(), `poller "orders"`) {
+	if _, _, err := ct.row(13, "Z", true, vals); err == nil || !strings.Contains(err.Error(), `poller "orders"`) {
 		t.Errorf("unknown op error %v does not name the poller", err)
 	}
 }
 
 func TestChangeTrackingSeal(t *testing.T) {
 	_, ct := ctSource(t, "id")
+	var last *Change
 	mk := func(v int64, id int64) Row {
-		r, err := ct.row(v, "U", true, []any{id, "c", []byte("1"), time.Now()})
+		r, ch, err := ct.row(v, "U", true, []any{id, "c", []byte("1"), time.Now()})
 		if err != nil {
 			t.Fatal(err)
 		}
+		last = ch
 		return r
 	}
 	full := &Batch{Rows: []Row{mk(5, 1), mk(5, 2)}}
-	seal(full, 2)
+	full.To = seal(last, len(full.Rows), 2)
 	if string(full.To.Value) != "5" || string(full.To.Tiebreaker["id"]) != "2" {
 		t.Fatalf("a full batch ends inside its last version: %+v", full.To)
 	}
 	short := &Batch{Rows: []Row{mk(5, 1), mk(6, 2)}}
-	seal(short, 3)
+	short.To = seal(last, len(short.Rows), 3)
 	if string(short.To.Value) != "6" || short.To.Tiebreaker != nil {
 		t.Fatalf("a short batch ends on a version boundary: %+v", short.To)
 	}
@@ -262,11 +265,6 @@ func TestChangeTrackingSeal(t *testing.T) {
 	b, _ := mk(8, 1).Cursor()
 	if string(a.Value) == string(b.Value) {
 		t.Fatal("two changes of one key share a cursor value")
-	}
-	empty := &Batch{}
-	seal(empty, 3)
-	if empty.To != nil {
-		t.Fatal("an empty batch has a To")
 	}
 }
 

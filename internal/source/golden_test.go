@@ -57,7 +57,11 @@ func TestGoldenSQL(t *testing.T) {
 		if _, err := c.def.validate("orders", Builtin(), c.driver); err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
-		q := buildQueries(byName(c.driver), c.def, c.flavor)
+		dl, bounded := byName(c.driver), false
+		if rb, ok := dl.(ReadBounder); ok {
+			_, bounded = rb.ReadBound("", c.def)
+		}
+		q := buildQueries(dl, c.def, c.flavor, bounded)
 		got := "-- fetch first\n" + q.FetchFirst + "\n-- fetch after\n" + q.FetchAfter + "\n"
 		if q.BacklogFirst != q.FetchFirst || q.BacklogAfter != q.FetchAfter {
 			got += "-- backlog first (no bound on open transactions)\n" + q.BacklogFirst + "\n-- backlog after\n" + q.BacklogAfter + "\n"

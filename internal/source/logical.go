@@ -53,18 +53,18 @@ import (
 var (
 	// ErrNotEnabled: the database is not set up for the logical cursor (wal_level, the slot, the
 	// publication, a privilege, the replica identity); the error names the fix.
-	ErrNotEnabled = errors.New("logical decoding is not set up for the poller")
+	ErrNotEnabled = Mark(errors.New("logical decoding is not set up for the poller"), ErrMisconfigured)
 	// ErrTruncate: the table was truncated; the poller stops there (see the error for the way on).
-	ErrTruncate = errors.New("the table was truncated")
+	ErrTruncate = Mark(errors.New("the table was truncated"), ErrMisconfigured)
 	// ErrSlotAhead: the replication slot is past the checkpoint: changes between were consumed
 	// by something else and cannot be read again.
-	ErrSlotAhead = errors.New("the replication slot is past the checkpoint")
+	ErrSlotAhead = Mark(errors.New("the replication slot is past the checkpoint"), ErrStreamAhead, ErrMisconfigured)
 )
 
-func init() { streams[state.KindLogical] = newLogical }
-
 type logical struct {
-	s       *Source
+	lay     *Layout
+	poller  string
+	def     Definition
 	slot    string
 	pub     string
 	table   string // the quoted table name, for to_regclass and messages
@@ -93,10 +93,10 @@ type peeked struct {
 	from     pglogrepl.LSN // the slot's confirmed position: the stream starts there
 	behind   int64         // how far the slot's confirmed position is behind the WAL's end, in bytes
 	retained int64         // the WAL the slot keeps (from its restart position), in bytes
-	// rows are the table's changes in stream order; each Row's cursor is after it. A Row
-	// without a source is a place that is not a change: a stop (see stops), or a keep-up mark,
-	// a position the cursor may move to with nothing to deliver.
-	rows     []Row
+	// rows are the table's changes in stream order; each one's cursor is after it. A nil one
+	// is a place that is not a change: a stop (see stops), or a keep-up mark, a position the
+	// cursor may move to with nothing to deliver.
+	rows     []*change
 	pos      []Position // pos[i] is rows[i]'s cursor
 	complete bool       // the peek reached the end of the stream as it was then
 	at       time.Time  // when it was read
@@ -142,21 +142,36 @@ func (p *peeked) stop(i, j int) (int, error) {
 // WAL while its table is quiet before an idle tick moves it on (see keepUp).
 const DefaultKeepUp int64 = 64 << 20
 
-func newLogical(s *Source) changeStream {
-	keepUp := s.def.KeepUp
+// ChangeStream reads the logical cursor kind.
+func (postgres) ChangeStream(kind string, l *Layout) (ChangeStream, bool) {
+	if kind != state.KindLogical {
+		return nil, false
+	}
+	return newLogical(l), true
+}
+
+func newLogical(lay *Layout) *logical {
+	d := lay.Definition()
+	keepUp := d.KeepUp
 	if keepUp <= 0 {
 		keepUp = DefaultKeepUp
 	}
-	return &logical{s: s, slot: s.def.Slot, pub: s.def.Publication, table: QuoteTable(s.dl, s.def.Table), types: pgtype.NewMap(), keepUp: keepUp}
+	return &logical{lay: lay, poller: lay.Poller(), def: d, slot: d.Slot, pub: d.Publication, table: lay.Table(), types: pgtype.NewMap(), keepUp: keepUp}
 }
 
 func (l *logical) fail(format string, args ...any) error {
-	return fmt.Errorf("source: poller %q, table %s: %w: %s", l.s.poller, l.s.def.Table, ErrNotEnabled, fmt.Sprintf(format, args...))
+	return fmt.Errorf("source: poller %q, table %s: %w: %s", l.poller, l.def.Table, ErrNotEnabled, fmt.Sprintf(format, args...))
 }
 
-// check reads, in one query, what the cursor needs: wal_level, the role's REPLICATION, the
+// change is a decoded change: what its row carries, and its position.
+type change struct {
+	Change
+	pos Position
+}
+
+// Check reads, in one query, what the cursor needs: wal_level, the role's REPLICATION, the
 // slot, the publication and whether it covers the table, the replica identity and its columns.
-func (l *logical) check(ctx context.Context) error {
+func (l *logical) Check(ctx context.Context) error {
 	const q = `SELECT current_setting('wal_level'), current_setting('server_version_num')::int >= 140000, current_user::text, r.rolsuper OR r.rolreplication,
   c.oid, c.relreplident::text,
   s.slot_name IS NOT NULL, COALESCE(s.plugin, ''), COALESCE(s.slot_type, ''), COALESCE(s.database = current_database(), false),
@@ -179,19 +194,19 @@ WHERE r.rolname = current_user`
 		messages                                                     bool
 		oid                                                          sql.NullInt64
 	)
-	err := l.s.db.QueryRowContext(ctx, q, l.slot, l.pub, l.table).Scan(&walLevel, &messages, &user, &replication, &oid, &ident,
+	err := l.lay.DB().QueryRowContext(ctx, q, l.slot, l.pub, l.table).Scan(&walLevel, &messages, &user, &replication, &oid, &ident,
 		&slotExists, &plugin, &slotType, &slotHere, &pubExists, &pubAll, &pubHas, &identCols, &types)
 	if err != nil {
-		return l.s.streamErr("checking the logical decoding set-up: %v", err)
+		return l.lay.Errorf("checking the logical decoding set-up: %v", err)
 	}
-	enable := fmt.Sprintf("run `pollerctl cdc enable %s --yes`, which creates the publication and the slot", l.s.poller)
+	enable := fmt.Sprintf("run `pollerctl cdc enable %s --yes`, which creates the publication and the slot", l.poller)
 	switch {
 	case walLevel != "logical":
 		return l.fail("the server's wal_level is %q; logical decoding needs wal_level = logical (ALTER SYSTEM SET wal_level = logical, then restart the server; on Azure Database for PostgreSQL Flexible Server set the server parameter wal_level to LOGICAL and restart)", walLevel)
 	case !replication:
 		return l.fail("the role %q has neither REPLICATION nor SUPERUSER, and reading a replication slot needs one: ALTER ROLE %s WITH REPLICATION (as a superuser or, on Azure, the server's admin)", user, quoteIdentPG(user))
 	case !oid.Valid:
-		return l.s.schemaErr("", "the table does not exist")
+		return l.lay.SchemaErr("", "the table does not exist")
 	case !slotExists:
 		return l.fail("replication slot %q does not exist: %s", l.slot, enable)
 	case slotType != "logical" || plugin != "pgoutput":
@@ -207,7 +222,7 @@ WHERE r.rolname = current_user`
 	}
 	var keyCols []string
 	if err := json.Unmarshal([]byte(identCols), &keyCols); err != nil {
-		return l.s.streamErr("reading the replica identity's columns %s: %v", identCols, err)
+		return l.lay.Errorf("reading the replica identity's columns %s: %v", identCols, err)
 	}
 	full := fmt.Sprintf("ALTER TABLE %s REPLICA IDENTITY FULL (deletes then carry the old row too)", l.table)
 	switch ident {
@@ -222,14 +237,14 @@ WHERE r.rolname = current_user`
 		if len(keyCols) == 0 {
 			return l.fail("the table has no primary key, so its deletes carry no key: add one, or %s", full)
 		}
-		if !slices.Equal(sortedCopy(keyCols), sortedCopy(l.s.def.PK)) {
+		if !slices.Equal(sortedCopy(keyCols), sortedCopy(l.def.PK)) {
 			return l.fail("the poller's key (%s) is not the table's %s (%s), which is all a delete carries: make the key %s, or %s",
-				strings.Join(l.s.def.PK, ", "), what, strings.Join(keyCols, ", "), strings.Join(keyCols, ", "), full)
+				strings.Join(l.def.PK, ", "), what, strings.Join(keyCols, ", "), strings.Join(keyCols, ", "), full)
 		}
 	}
 	var oids map[string]uint32
 	if err := json.Unmarshal([]byte(types), &oids); err != nil {
-		return l.s.streamErr("reading the column types %s: %v", types, err)
+		return l.lay.Errorf("reading the column types %s: %v", types, err)
 	}
 	l.relOID, l.colOIDs, l.messages = uint32(oid.Int64), oids, messages
 	return nil
@@ -250,28 +265,28 @@ func (l *logical) position(after *state.Cursor) (Position, error) {
 	}
 	p, err := CursorPosition(after)
 	if err != nil {
-		return Position{}, fmt.Errorf("source: poller %q: %w: %v", l.s.poller, ErrCursor, err)
+		return Position{}, fmt.Errorf("source: poller %q: %w: %v", l.poller, ErrCursor, err)
 	}
 	return p, nil
 }
 
-func (l *logical) checkCursor(c *state.Cursor) error {
+func (l *logical) CheckCursor(c *state.Cursor) error {
 	_, err := l.position(c)
 	return err
 }
 
-func (l *logical) cursorFromText(value string) (*state.Cursor, error) {
+func (l *logical) CursorFromText(value string) (*state.Cursor, error) {
 	p, err := ParsePosition(strings.TrimSpace(value))
 	if err != nil {
-		return nil, fmt.Errorf("source: poller %q: %w: %v", l.s.poller, ErrCursor, err)
+		return nil, fmt.Errorf("source: poller %q: %w: %v", l.poller, ErrCursor, err)
 	}
 	c := p.Cursor()
 	return &c, nil
 }
 
-// fetch serves the changes after the cursor from the last peek when it holds a whole batch of
+// Fetch serves the changes after the cursor from the last peek when it holds a whole batch of
 // them, and peeks again otherwise.
-func (l *logical) fetch(ctx context.Context, after *state.Cursor, limit int) (*Batch, error) {
+func (l *logical) Fetch(ctx context.Context, after *state.Cursor, limit int) (*Batch, error) {
 	pos, err := l.position(after)
 	if err != nil {
 		return nil, err
@@ -284,10 +299,10 @@ func (l *logical) fetch(ctx context.Context, after *state.Cursor, limit int) (*B
 	if j == i && stop != nil {
 		return nil, stop
 	}
-	b := &Batch{src: l.s, From: after}
-	for _, r := range p.rows[i:j] {
-		if r.src != nil { // not a keep-up mark
-			b.Rows = append(b.Rows, r)
+	b := l.lay.Batch(after)
+	for _, c := range p.rows[i:j] {
+		if c != nil { // not a keep-up mark
+			b.Rows = append(b.Rows, l.lay.Row(nil, &c.Change))
 		}
 	}
 	if j > i {
@@ -297,8 +312,8 @@ func (l *logical) fetch(ctx context.Context, after *state.Cursor, limit int) (*B
 	return b, nil
 }
 
-// waiting counts the changes after the cursor, up to limit.
-func (l *logical) waiting(ctx context.Context, after *state.Cursor, limit int) (int64, error) {
+// Waiting counts the changes after the cursor, up to limit.
+func (l *logical) Waiting(ctx context.Context, after *state.Cursor, limit int) (int64, error) {
 	pos, err := l.position(after)
 	if err != nil {
 		return 0, err
@@ -340,7 +355,7 @@ func (l *logical) read(ctx context.Context, resume bool, pos Position, limit int
 		// It read the whole stream a moment ago: unless WAL was flushed since, there is nothing
 		// more, which one cheap query says instead of peeking (and sending) the stream again.
 		var flushed string
-		if err := l.s.db.QueryRowContext(ctx, "SELECT pg_current_wal_flush_lsn()::text").Scan(&flushed); err == nil && flushed == p.flushed.String() {
+		if err := l.lay.DB().QueryRowContext(ctx, "SELECT pg_current_wal_flush_lsn()::text").Scan(&flushed); err == nil && flushed == p.flushed.String() {
 			return p, p.after(pos), nil
 		}
 	}
@@ -368,7 +383,7 @@ func (l *logical) read(ctx context.Context, resume bool, pos Position, limit int
 		prev = p
 		if resume && p.from > pos.LSN {
 			return nil, 0, fmt.Errorf("source: poller %q, table %s: %w: slot %q is at %s, the checkpoint at %s; the changes between were consumed by something else (the slot dropped and made again by pollerctl cdc disable and enable, a pg_replication_slot_advance or pg_logical_slot_get_changes by hand, another poller sharing the slot) and cannot be read again. To go on from the slot's position: pollerctl reset %s --to-cursor %s --yes",
-				l.s.poller, l.s.def.Table, ErrSlotAhead, l.slot, p.from, pos, l.s.poller, p.from)
+				l.poller, l.def.Table, ErrSlotAhead, l.slot, p.from, pos, l.poller, p.from)
 		}
 		l.mu.Lock()
 		l.cache, l.ask = p, min(max(ask, p.asked), maxAsk)
@@ -411,9 +426,9 @@ const keepUpPrefix = "pseudotrigger"
 // emitKeepUp writes a transactional logical decoding message, committed with synchronous_commit
 // on so that the next peek reads it.
 func (l *logical) emitKeepUp(ctx context.Context) error {
-	_, err := l.s.db.ExecContext(ctx, `DO $$BEGIN SET LOCAL synchronous_commit = on; PERFORM pg_logical_emit_message(true, '`+keepUpPrefix+`', 'keep-up'); END$$`)
+	_, err := l.lay.DB().ExecContext(ctx, `DO $$BEGIN SET LOCAL synchronous_commit = on; PERFORM pg_logical_emit_message(true, '`+keepUpPrefix+`', 'keep-up'); END$$`)
 	if err != nil {
-		return l.s.streamErr("writing a keep-up message for slot %q (it is far behind the WAL while the table is quiet): %v", l.slot, err)
+		return l.lay.Errorf("writing a keep-up message for slot %q (it is far behind the WAL while the table is quiet): %v", l.slot, err)
 	}
 	return nil
 }
@@ -473,7 +488,7 @@ func (l *logical) peekOnce(ctx context.Context, ask int, prev *peeked, pos Posit
 	if !l.messages {
 		q = peekQuery13
 	}
-	rows, err := l.s.db.QueryContext(ctx, q, l.slot, ask, l.pub, maxAsk, peekBytesPerMessage)
+	rows, err := l.lay.DB().QueryContext(ctx, q, l.slot, ask, l.pub, maxAsk, peekBytesPerMessage)
 	if err != nil {
 		return nil, l.peekErr(err)
 	}
@@ -489,10 +504,10 @@ func (l *logical) peekOnce(ctx context.Context, ask int, prev *peeked, pos Posit
 		}
 		if d == nil {
 			if p.from, err = pglogrepl.ParseLSN(from); err != nil {
-				return nil, l.s.streamErr("slot %q: confirmed position %q: %v", l.slot, from, err)
+				return nil, l.lay.Errorf("slot %q: confirmed position %q: %v", l.slot, from, err)
 			}
 			if p.flushed, err = pglogrepl.ParseLSN(flushed); err != nil {
-				return nil, l.s.streamErr("the WAL's flush position %q: %v", flushed, err)
+				return nil, l.lay.Errorf("the WAL's flush position %q: %v", flushed, err)
 			}
 			d, skip = p.continues(prev, pos, l)
 		}
@@ -510,7 +525,7 @@ func (l *logical) peekOnce(ctx context.Context, ask int, prev *peeked, pos Posit
 		return nil, l.peekErr(err)
 	}
 	if d == nil {
-		return nil, l.fail("replication slot %q does not exist (any more): run `pollerctl cdc enable %s --yes`; if the poller had a checkpoint, the changes since are lost with the slot and it must be reset", l.slot, l.s.poller)
+		return nil, l.fail("replication slot %q does not exist (any more): run `pollerctl cdc enable %s --yes`; if the poller had a checkpoint, the changes since are lost with the slot and it must be reset", l.slot, l.poller)
 	}
 	p.complete = p.msgs < p.asked
 	return p, nil
@@ -525,7 +540,7 @@ func (l *logical) peekOnce(ctx context.Context, ask int, prev *peeked, pos Posit
 func (p *peeked) continues(prev *peeked, pos Position, l *logical) (d *decoder, skip int) {
 	if prev == nil || prev.from != p.from || prev.d == nil {
 		n := min(max(p.asked, 1024), 1<<16)
-		p.rows, p.pos = make([]Row, 0, n), make([]Position, 0, n)
+		p.rows, p.pos = make([]*change, 0, n), make([]Position, 0, n)
 		p.d = &decoder{l: l, p: p}
 		return p.d, 0
 	}
@@ -560,10 +575,11 @@ func (p *peeked) continues(prev *peeked, pos Position, l *logical) (d *decoder, 
 func (l *logical) peekErr(err error) error {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
-		enable := fmt.Sprintf("run `pollerctl cdc enable %s --yes`", l.s.poller)
+		enable := fmt.Sprintf("run `pollerctl cdc enable %s --yes`", l.poller)
 		switch {
 		case pe.Code == "55006": // object_in_use
-			return fmt.Errorf("source: poller %q, slot %q: %w (%s)", l.s.poller, l.slot, ErrBusy, pe.Message)
+			return &BusyError{Holder: "another reader of the replication slot",
+				Err: fmt.Errorf("source: poller %q, slot %q: %w (%s)", l.poller, l.slot, ErrBusy, pe.Message)}
 		case pe.Code == "42704" && strings.Contains(pe.Message, "publication"):
 			return l.fail("%s: %s", pe.Message, enable)
 		case pe.Code == "42704":
@@ -574,35 +590,35 @@ func (l *logical) peekErr(err error) error {
 			return l.fail("%s", pe.Message)
 		}
 	}
-	return l.s.streamErr("reading replication slot %q: %v", l.slot, err)
+	return l.lay.Errorf("reading replication slot %q: %v", l.slot, err)
 }
 
-// committed advances the slot to the checkpoint c, never backwards (an advance that would not
+// Committed advances the slot to the checkpoint c, never backwards (an advance that would not
 // move it is skipped in the query: PostgreSQL refuses one below the slot's position). The cache
 // stays: it starts at the old position, and the next peek, from the new one, replaces it.
-func (l *logical) committed(ctx context.Context, c *state.Cursor) error {
+func (l *logical) Committed(ctx context.Context, c *state.Cursor) error {
 	pos, err := l.position(c)
 	if err != nil {
 		return err
 	}
-	_, err = l.s.db.ExecContext(ctx, `SELECT pg_replication_slot_advance($1, $2::pg_lsn) FROM pg_replication_slots
+	_, err = l.lay.DB().ExecContext(ctx, `SELECT pg_replication_slot_advance($1, $2::pg_lsn) FROM pg_replication_slots
 WHERE slot_name = $1 AND confirmed_flush_lsn < $2::pg_lsn`, l.slot, pos.LSN.String())
 	if err != nil {
-		return fmt.Errorf("source: poller %q: advancing replication slot %q to %s: %w", l.s.poller, l.slot, pos.LSN, l.peekErr(err))
+		return fmt.Errorf("source: poller %q: advancing replication slot %q to %s: %w", l.poller, l.slot, pos.LSN, l.peekErr(err))
 	}
 	return nil
 }
 
-// retained is the WAL the slot kept at the last peek, in bytes (nil before any): every tick
+// Stats says the WAL the slot kept at the last peek, in bytes (none before any): every tick
 // peeks, so its log line can say it without another query, idle and failing ticks included.
-func (l *logical) retained() *int64 {
+func (l *logical) Stats() Stats {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.cache == nil {
-		return nil
+		return Stats{}
 	}
 	n := l.cache.retained
-	return &n
+	return Stats{RetainedBytes: &n}
 }
 
 // decoder turns pgoutput messages into rows.
@@ -610,7 +626,7 @@ type decoder struct {
 	l       *logical
 	p       *peeked
 	rel     []relCol                    // the table's columns as the stream last described them; nil before
-	dec     []func([]byte) (any, error) // their decoders, by Row column (change.dec)
+	dec     []func([]byte) (any, error) // their decoders, by Row column (Change.Decode)
 	lastEnd pglogrepl.LSN               // the end of the last transaction decoded
 	changes []change                    // newChange's blocks
 	texts   [][]byte
@@ -636,14 +652,14 @@ type txn struct {
 // entry is a change of the transaction: a row, or a stop (a change the poller cannot deliver),
 // whose error is made once its position is known; neither: a keep-up mark.
 type entry struct {
-	row  Row
+	ch   *change
 	stop func(at Position) error
 }
 
 func (d *decoder) message(data []byte) error {
 	m, err := pglogrepl.Parse(data)
 	if err != nil {
-		return d.l.s.streamErr("decoding a pgoutput message: %v", err)
+		return d.l.lay.Errorf("decoding a pgoutput message: %v", err)
 	}
 	switch m := m.(type) {
 	case *pglogrepl.RelationMessage:
@@ -683,19 +699,19 @@ func (d *decoder) message(data []byte) error {
 // lacks (dropped or renamed) makes each change of the table a stop, which names it. A column
 // whose type changed is decoded with the type it had when the change was written.
 func (d *decoder) relation(m *pglogrepl.RelationMessage) error {
-	s := d.l.s
+	names := d.l.lay.Columns()
 	rel := make([]relCol, len(m.Columns))
-	seen := make([]bool, len(s.cols))
+	seen := make([]bool, len(names))
 	for j, c := range m.Columns {
 		rel[j].idx = -1
-		for i := range s.cols {
-			if s.cols[i].name == c.Name {
+		for i := range names {
+			if names[i] == c.Name {
 				rel[j].idx, seen[i] = i, true
 				rel[j].decode = textDecoder(d.l.types, &d.l.typesMu, c.DataType)
 			}
 		}
 	}
-	d.dec = make([]func([]byte) (any, error), len(s.cols))
+	d.dec = make([]func([]byte) (any, error), len(names))
 	for _, rc := range rel {
 		if rc.idx >= 0 {
 			d.dec[rc.idx] = rc.decode
@@ -704,7 +720,7 @@ func (d *decoder) relation(m *pglogrepl.RelationMessage) error {
 	d.missing = ""
 	for i, ok := range seen {
 		if !ok {
-			d.missing = s.cols[i].name
+			d.missing = names[i]
 			break
 		}
 	}
@@ -723,26 +739,26 @@ func (d *decoder) where() string {
 // stop adds a change the poller cannot deliver; why gets the position just past it.
 func (d *decoder) stop(why func(at Position) error) error {
 	if d.tx == nil {
-		return d.l.s.streamErr("a change came outside a transaction (protocol error)")
+		return d.l.lay.Errorf("a change came outside a transaction (protocol error)")
 	}
 	d.tx.entries = append(d.tx.entries, entry{stop: why})
 	return nil
 }
 
 func (d *decoder) truncate() error {
-	s, where := d.l.s, d.where()
+	l, where := d.l, d.where()
 	return d.stop(func(at Position) error {
 		return fmt.Errorf("source: poller %q, table %s: %w in %s: the rows it removed cannot be delivered one by one, so the poller stops here, after the changes before it. Clear what you built from the table, then skip the truncate: pollerctl reset %s --to-cursor %s --yes",
-			s.poller, s.def.Table, ErrTruncate, where, s.poller, at)
+			l.poller, l.def.Table, ErrTruncate, where, l.poller, at)
 	})
 }
 
 // schemaStop is the stop for a change that lacks a column the poller reads.
 func (d *decoder) schemaStop() error {
-	s, where, col := d.l.s, d.where(), d.missing
+	l, where, col := d.l, d.where(), d.missing
 	return d.stop(func(at Position) error {
 		return fmt.Errorf("source: poller %q, table %s, column %q: %w: the change in %s has no such column (it was dropped or renamed); the poller stops before it. Take the column out of the poller's columns (a new definition: pollerctl reset %s --to-beginning), or add the column back; to skip only this change: pollerctl reset %s --to-cursor %s --yes",
-			s.poller, s.def.Table, col, ErrSchema, where, s.poller, s.poller, at)
+			l.poller, l.def.Table, col, ErrSchema, where, l.poller, l.poller, at)
 	})
 }
 
@@ -763,9 +779,9 @@ func (d *decoder) update(m *pglogrepl.UpdateMessage) error {
 
 // keyChanged compares the key columns' text in two tuples.
 func (d *decoder) keyChanged(old, cur *pglogrepl.TupleData) bool {
-	s := d.l.s
+	l, names := d.l, d.l.lay.Columns()
 	for j, rc := range d.rel {
-		if rc.idx < 0 || !slices.Contains(s.def.PK, s.cols[rc.idx].name) || j >= len(old.Columns) || j >= len(cur.Columns) {
+		if rc.idx < 0 || !slices.Contains(l.def.PK, names[rc.idx]) || j >= len(old.Columns) || j >= len(cur.Columns) {
 			continue
 		}
 		o, n := old.Columns[j], cur.Columns[j]
@@ -780,18 +796,18 @@ func (d *decoder) keyChanged(old, cur *pglogrepl.TupleData) bool {
 // IDENTITY FULL, which supplies the values PostgreSQL left out (unchanged TOAST); keyOnly marks
 // a delete that carries only its key.
 func (d *decoder) add(op string, tup, old *pglogrepl.TupleData, keyOnly bool) error {
-	s := d.l.s
+	l, n := d.l, len(d.l.lay.Columns())
 	if d.tx == nil || d.rel == nil || tup == nil {
-		return s.streamErr("a %s change came outside a transaction or before the table's description (protocol error)", op)
+		return l.lay.Errorf("a %s change came outside a transaction or before the table's description (protocol error)", op)
 	}
 	if d.missing != "" {
 		return d.schemaStop()
 	}
 	if len(tup.Columns) != len(d.rel) {
-		return s.streamErr("a %s change has %d columns, the table's description %d (protocol error)", op, len(tup.Columns), len(d.rel))
+		return l.lay.Errorf("a %s change has %d columns, the table's description %d (protocol error)", op, len(tup.Columns), len(d.rel))
 	}
-	ch := d.newChange(len(s.cols))
-	ch.op, ch.keyOnly, ch.dec = op, keyOnly, d.dec
+	ch := d.newChange(n)
+	ch.Op, ch.KeyOnly, ch.Decode = op, keyOnly, d.dec
 	for j, rc := range d.rel {
 		if rc.idx < 0 {
 			continue
@@ -803,20 +819,20 @@ func (d *decoder) add(op string, tup, old *pglogrepl.TupleData, keyOnly bool) er
 		switch col.DataType {
 		case pglogrepl.TupleDataTypeNull:
 		case pglogrepl.TupleDataTypeToast:
-			if ch.unchanged == nil {
-				ch.unchanged = make([]bool, len(s.cols))
+			if ch.Unchanged == nil {
+				ch.Unchanged = make([]bool, n)
 			}
-			ch.unchanged[rc.idx] = true
+			ch.Unchanged[rc.idx] = true
 		default:
-			ch.text[rc.idx] = col.Data // decoded when read (change.decode)
+			ch.Text[rc.idx] = col.Data // decoded when read (Change.Decode)
 		}
 	}
-	for j, idx := range s.keyIdx {
-		if ch.text[idx] == nil {
-			return fmt.Errorf("source: poller %q, table %s, column %q: %w: a %s change in %s carries no value for the key column", s.poller, s.def.Table, s.keyCols[j], ErrNullCursor, op, d.where())
+	for j, idx := range l.lay.KeyIndex() {
+		if ch.Text[idx] == nil {
+			return fmt.Errorf("source: poller %q, table %s, column %q: %w: a %s change in %s carries no value for the key column", l.poller, l.def.Table, l.lay.KeyColumns()[j], ErrNullCursor, op, d.where())
 		}
 	}
-	d.tx.entries = append(d.tx.entries, entry{row: Row{src: s, ch: ch}})
+	d.tx.entries = append(d.tx.entries, entry{ch: ch})
 	return nil
 }
 
@@ -831,7 +847,7 @@ func (d *decoder) newChange(n int) *change {
 	}
 	ch := &d.changes[0]
 	d.changes = d.changes[1:]
-	ch.text, d.texts = d.texts[:n:n], d.texts[n:]
+	ch.Text, d.texts = d.texts[:n:n], d.texts[n:]
 	return ch
 }
 
@@ -858,10 +874,11 @@ func (d *decoder) commit(end pglogrepl.LSN) {
 				d.p.stops = map[int]error{}
 			}
 			d.p.stops[len(d.p.rows)] = e.stop(at)
-		case e.row.ch != nil:
-			e.row.ch.pos = at
+		case e.ch != nil:
+			e.ch.pos = at
+			e.ch.Pos = &e.ch.pos
 		}
-		d.p.rows = append(d.p.rows, e.row)
+		d.p.rows = append(d.p.rows, e.ch)
 		d.p.pos = append(d.p.pos, at)
 	}
 }

@@ -25,7 +25,24 @@ var (
 	ErrNullCursor = errors.New("NULL in a cursor or key column")
 	// ErrCursor: a stored cursor does not fit this source (kind or key columns differ).
 	ErrCursor = errors.New("cursor does not fit the source")
+	// ErrMisconfigured: what a retry cannot cure: the database's set-up for the cursor, or the
+	// checkpoint, needs a change (the error says which). A driver's own errors of that kind
+	// match it (Mark).
+	ErrMisconfigured = errors.New("the source needs a change")
 )
+
+// Mark returns err such that errors.Is also finds each of kinds in it, its text unchanged: how
+// a driver's own error says to the portable code what kind of error it is (PostgreSQL's
+// ErrSlotAhead is ErrStreamAhead and ErrMisconfigured).
+func Mark(err error, kinds ...error) error { return &marked{err, kinds} }
+
+type marked struct {
+	err   error
+	kinds []error
+}
+
+func (m *marked) Error() string   { return m.err.Error() }
+func (m *marked) Unwrap() []error { return append([]error{m.err}, m.kinds...) }
 
 // Config opens a source.
 type Config struct {
@@ -49,10 +66,25 @@ type Source struct {
 	keyIdx      []int      // positions in cols of the keyset columns, cursor first
 	keyCols     []string   // their names
 	codecs      []KeyCodec // one per key column
-	q           queries
-	flavor      TSFlavor      // how a timestamp cursor compares with the database's clock
-	stream      changeStream  // the change-stream cursor kinds' reader; nil for keyset kinds
-	openTrx     *openTrxBound // a MySQL timestamp+pk cursor's commit-safe bound (mysqltrx.go); else nil
+	names       []string   // the columns' names, in row order
+	q           queries    // the keyset queries, and the stamp check (keyset kinds only)
+	flavor      TSFlavor   // how a timestamp cursor compares with the database's clock
+	reader      reader     // reads the rows: keyset, or the driver's change stream
+	bound       ReadBound  // a keyset read's bound below the transactions still open, if the driver keeps one
+}
+
+// A reader reads a source's rows: in keyset order (keyset) or through the driver's change
+// stream (streamReader).
+type reader interface {
+	fetch(ctx context.Context, after *state.Cursor, limit int) (*Batch, error)
+	waiting(ctx context.Context, after *state.Cursor, limit int) (int64, error)
+	// oldest reads the first row that waits after the cursor.
+	oldest(ctx context.Context, after *state.Cursor) (*Batch, error)
+	// refresh reads what Stats reports of the reads but that they do not read each time.
+	refresh(ctx context.Context) error
+	checkCursor(c *state.Cursor) error
+	committed(ctx context.Context, c *state.Cursor) error
+	stats() Stats
 }
 
 // Open connects with the driver of ds that cfg.Driver names, checks the table against the
@@ -72,8 +104,8 @@ func Open(ctx context.Context, ds Drivers, cfg Config) (*Source, error) {
 		fingerprint: Fingerprint(cfg.Driver, c.loc, d),
 		describe:    c.describe,
 	}
-	if ot, ok := openTrxBounded(c.dl, d); ok {
-		s.openTrx = ot.openTrx(cfg.DSN)
+	if rb, ok := c.dl.(ReadBounder); ok && !d.changes() {
+		s.bound, _ = rb.ReadBound(cfg.DSN, d)
 	}
 	if err := s.check(ctx); err != nil {
 		c.db.Close()
@@ -171,6 +203,7 @@ func (s *Source) check(ctx context.Context) error {
 	for i, ct := range types {
 		s.cols[i] = newColumn(s.dl, cols[i], ct.DatabaseTypeName())
 	}
+	s.names = cols
 
 	s.keyCols = s.def.keyColumns()
 	for i, k := range s.keyCols {
@@ -196,7 +229,7 @@ func (s *Source) check(ctx context.Context) error {
 		s.codecs = append(s.codecs, codec)
 	}
 	if !s.def.changes() {
-		s.q = buildQueries(s.dl, s.def, s.flavor)
+		s.q = buildQueries(s.dl, s.def, s.flavor, s.bound != nil)
 	}
 
 	for _, k := range s.keyCols {
@@ -211,9 +244,17 @@ func (s *Source) check(ctx context.Context) error {
 		}
 	}
 	if s.def.changes() {
-		s.stream = streams[s.def.Cursor.Kind](s)
-		return s.stream.check(ctx)
+		var stream ChangeStream
+		if cs, ok := s.dl.(ChangeStreamer); ok {
+			stream, ok = cs.ChangeStream(s.def.Cursor.Kind, &Layout{s})
+		}
+		if stream == nil {
+			return fmt.Errorf("source: poller %q: driver %s has no reader of %s cursors", s.poller, s.dl.Name(), s.def.Cursor.Kind)
+		}
+		s.reader = streamReader{stream}
+		return stream.Check(ctx)
 	}
+	s.reader = &keyset{s}
 	return s.CheckStamps(ctx)
 }
 
@@ -285,89 +326,32 @@ func (s *Source) keyArgs(after *state.Cursor) ([]any, error) {
 }
 
 // Waiting counts the rows waiting after the cursor (nil: the beginning), as Backlog defines
-// them, up to limit: a keyset read of at most limit rows, counted by the database.
+// them, up to limit: a read of at most limit rows, counted by the database.
 func (s *Source) Waiting(ctx context.Context, after *state.Cursor, limit int) (int64, error) {
 	if limit <= 0 {
 		return 0, fmt.Errorf("source: poller %q: count limit %d must be positive", s.poller, limit)
 	}
-	if s.stream != nil {
-		return s.stream.waiting(ctx, after, limit)
-	}
-	q, args, err := s.fetchQuery(ctx, after, limit, true)
-	if err != nil {
-		return 0, err
-	}
-	var n int64
-	if err := s.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM ("+q+") w", args...).Scan(&n); err != nil {
-		return 0, fmt.Errorf("source: poller %q, table %s: counting waiting rows: %w", s.poller, s.def.Table, err)
-	}
-	return n, nil
+	return s.reader.waiting(ctx, after, limit)
 }
 
-// Fetch returns up to limit rows after the cursor (nil: from the beginning), in keyset order,
-// within the safe upper bound.
+// Fetch returns up to limit rows after the cursor (nil: from the beginning), in keyset order
+// (or the change stream's), within the safe upper bound.
 func (s *Source) Fetch(ctx context.Context, after *state.Cursor, limit int) (*Batch, error) {
-	return s.fetch(ctx, after, limit, false)
-}
-
-// fetch is Fetch; backlog reads what waits instead (queries.BacklogFirst and BacklogAfter).
-func (s *Source) fetch(ctx context.Context, after *state.Cursor, limit int, backlog bool) (*Batch, error) {
 	if limit <= 0 {
 		return nil, fmt.Errorf("source: poller %q: batch size %d must be positive", s.poller, limit)
 	}
-	if s.stream != nil {
-		return s.stream.fetch(ctx, after, limit)
-	}
-	q, args, err := s.fetchQuery(ctx, after, limit, backlog)
-	if err != nil {
-		return nil, err
-	}
-	rows, err := s.db.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("source: poller %q, table %s: fetch: %w", s.poller, s.def.Table, err)
-	}
-	return s.scan(rows, after, limit)
+	return s.reader.fetch(ctx, after, limit)
 }
 
-// fetchQuery returns the query that reads up to limit rows after the cursor, and its arguments;
-// backlog: the query that reads what waits (queries.BacklogFirst and BacklogAfter).
-func (s *Source) fetchQuery(ctx context.Context, after *state.Cursor, limit int, backlog bool) (string, []any, error) {
-	first, then := s.q.FetchFirst, s.q.FetchAfter
-	if backlog {
-		first, then = s.q.BacklogFirst, s.q.BacklogAfter
+// Committed tells the source that the checkpoint c is durable in the state blob. A logical
+// cursor advances its replication slot to c (never past it), so that PostgreSQL can recycle the
+// WAL before it; the other kinds do nothing. The tick calls it after each successful commit; a
+// holder whose commit was refused never calls it.
+func (s *Source) Committed(ctx context.Context, c *state.Cursor) error {
+	if c == nil {
+		return nil
 	}
-	q, args := first, []any(nil)
-	if after != nil {
-		keys, err := s.keyArgs(after)
-		if err != nil {
-			return "", nil, err
-		}
-		q, args = then, keys
-		if s.q.keyOrder != nil {
-			args = make([]any, len(s.q.keyOrder))
-			for i, k := range s.q.keyOrder {
-				args[i] = keys[k]
-			}
-		}
-	}
-	args = append(args, s.q.boundArgs...)
-	if s.openTrx != nil && !backlog {
-		bound, err := s.openTrx.arg(ctx, s.db)
-		if err != nil {
-			return "", nil, fmt.Errorf("source: poller %q, table %s: %w", s.poller, s.def.Table, err)
-		}
-		args = append(args, bound)
-	}
-	return q, append(args, limit), nil
-}
-
-// OpenTrxBound says how the last read of a MySQL timestamp+pk source was kept behind
-// transactions still open (see OpenTrx); ok is false for other sources and before any read.
-func (s *Source) OpenTrxBound() (o OpenTrx, ok bool) {
-	if s.openTrx == nil {
-		return o, false
-	}
-	return s.openTrx.current()
+	return s.reader.committed(ctx, c)
 }
 
 // FetchKeyOf reads the row with the primary key of c (a row's cursor, as Row.Cursor gives it) as
@@ -492,11 +476,7 @@ func (s *Source) CheckCursor(c *state.Cursor) error {
 	if c == nil {
 		return nil
 	}
-	if s.stream != nil {
-		return s.stream.checkCursor(c)
-	}
-	_, err := s.keyArgs(c)
-	return err
+	return s.reader.checkCursor(c)
 }
 
 // CursorFromText builds a cursor of this source's kind from what an operator typed: value for
@@ -508,11 +488,11 @@ func (s *Source) CursorFromText(value string, keys map[string]string) (*state.Cu
 	fail := func(format string, args ...any) (*state.Cursor, error) {
 		return nil, fmt.Errorf("source: poller %q: %w: %s", s.poller, ErrCursor, fmt.Sprintf(format, args...))
 	}
-	if s.stream != nil {
+	if stream, ok := s.reader.(streamReader); ok {
 		if len(keys) > 0 {
 			return fail("a %s cursor is a position in the change stream alone: give no key values", s.def.Cursor.Kind)
 		}
-		return s.stream.cursorFromText(value)
+		return stream.CursorFromText(value)
 	}
 	for k := range keys {
 		if !slices.Contains(s.keyCols[1:], k) {

@@ -31,15 +31,13 @@ func (s *statsSource) Fetch(_ context.Context, after *state.Cursor, _ int) (*sou
 	return &source.Batch{From: after}, nil
 }
 func (s *statsSource) Fingerprint() string { return "sha256:stats" }
-func (s *statsSource) Backlog(context.Context, *state.Cursor, int) (source.Backlog, error) {
-	return source.Backlog{SlotRetainedBytes: &s.retained}, nil
+func (s *statsSource) Backlog(context.Context, *state.Cursor, int) (source.Stats, error) {
+	return s.Stats(), nil
 }
 func (s *statsSource) CheckStamps(context.Context) error              { return nil }
 func (s *statsSource) Committed(context.Context, *state.Cursor) error { return nil }
-func (s *statsSource) SlotRetained() *int64                           { return &s.retained }
-func (s *statsSource) MayHoldBack() bool                              { return false }
-func (s *statsSource) OpenTrxBound() (source.OpenTrx, bool) {
-	return source.OpenTrx{Active: true, Bound: time.Date(2026, 4, 7, 1, 2, 3, 0, time.UTC), OldestSeconds: 3, OldestThread: 12}, true
+func (s *statsSource) Stats() source.Stats {
+	return source.Stats{RetainedBytes: &s.retained, LateCommits: "open transactions (the oldest, connection 12, open 3 s)"}
 }
 
 // TestTickStatsCompat pins what the tick's summary (the host's ReturnValue), its log line and

@@ -49,7 +49,7 @@ func TestLogicalSetupWritesNothing(t *testing.T) {
 	}
 	defer r.Close()
 	sum, err := r.Tick(context.Background(), "")
-	if err != nil || sum.Rows != 3 || sum.Ops["insert"] != 2 || sum.Ops["delete"] != 1 || sum.SlotRetainedBytes == nil || sum.RowsWaiting != 0 {
+	if err != nil || sum.Rows != 3 || sum.Ops["insert"] != 2 || sum.Ops["delete"] != 1 || sum.RetainedBytes == nil || sum.RowsWaiting != 0 {
 		t.Fatalf("tick: %+v, %v", sum, err)
 	}
 	if sum, err := r.Tick(context.Background(), ""); err != nil || sum.Outcome != tick.Idle {
