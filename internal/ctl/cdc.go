@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
-	"github.com/pseudotrigger/pseudotrigger/internal/pollerstatus"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/poller"
@@ -284,5 +283,5 @@ func bytesText(n *int64) string {
 	if n == nil {
 		return "an unknown amount of WAL"
 	}
-	return pollerstatus.BytesText(*n)
+	return source.BytesText(*n)
 }

@@ -17,7 +17,6 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/ctl"
 	"github.com/pseudotrigger/pseudotrigger/internal/deadletter"
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
-	"github.com/pseudotrigger/pseudotrigger/internal/pollerstatus"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
@@ -244,12 +243,19 @@ func TestLogicalResetCloneStatus(t *testing.T) {
 
 		// The status shows the slot, and JSON carries it.
 		w.run("status", "lg", "--json")
-		var rows []pollerstatus.Row
+		var rows []struct {
+			Slot *struct {
+				source.SlotState
+				From             string `json:"from"`
+				MaxRetainedBytes int64  `json:"max_retained_bytes"`
+			} `json:"slot"`
+			Probe *json.RawMessage `json:"probe"`
+		}
 		if err := json.Unmarshal(w.out.Bytes(), &rows); err != nil || len(rows) != 1 {
 			t.Fatalf("status --json: %v\n%s", err, w.out.String())
 		}
 		if s := rows[0].Slot; s == nil || s.Name != slot || s.From != "probe" || s.RetainedBytes == nil || s.MaxRetainedBytes != appsettings.DefaultMaxRetained {
-			t.Fatalf("status: slot %+v (probe %+v)", rows[0].Slot, rows[0].Probe)
+			t.Fatalf("status: slot %+v (probe %s)", rows[0].Slot, *rows[0].Probe)
 		}
 		w.run("status", "lg")
 		if !strings.Contains(w.out.String(), "lg: replication slot "+slot+": keeps ") {

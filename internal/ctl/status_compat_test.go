@@ -8,6 +8,8 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerstatus"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
 // TestStatusDetailLines pins the lines `pollerctl status` prints for what a source's driver
@@ -15,18 +17,23 @@ import (
 // last tick) and how reads are kept behind late commits (marked when by the settle lag alone).
 func TestStatusDetailLines(t *testing.T) {
 	n := func(v int64) *int64 { return &v }
+	d, _ := drivers.ForKind(state.KindLogical)
+	slot := func(name string, probed *source.SlotState, history ...state.Tick) Row {
+		in := source.StatusInput{Poller: name, History: history, MaxRetained: 1 << 30}
+		if probed != nil {
+			in.Probe = []source.Detail{{Key: "slot", Value: *probed}}
+		}
+		return Row{Poller: name, Health: pollerstatus.HealthOK, State: pollerstatus.StateNone, RowsWaiting: -1,
+			Details: d.(source.StatusReporter).StatusDetails(in)}
+	}
 	rows := []Row{
-		{Poller: "lg", Health: pollerstatus.HealthOK, State: pollerstatus.StateNone, RowsWaiting: -1,
-			Slot: &pollerstatus.Slot{SlotState: source.SlotState{Name: "pt_lg", Exists: true, Active: true, ConfirmedFlush: "0/16D3290", RetainedBytes: n(4096)},
-				From: "probe", MaxRetainedBytes: 1 << 30}},
-		{Poller: "lg2", Health: pollerstatus.HealthOK, State: pollerstatus.StateNone, RowsWaiting: -1,
-			Slot: &pollerstatus.Slot{SlotState: source.SlotState{Exists: true, RetainedBytes: n(2 << 30)}, From: "last tick", MaxRetainedBytes: 1 << 30}},
-		{Poller: "gone", Health: pollerstatus.HealthOK, State: pollerstatus.StateNone, RowsWaiting: -1,
-			Slot: &pollerstatus.Slot{SlotState: source.SlotState{Name: "pt_gone"}, From: "probe", MaxRetainedBytes: 1 << 30}},
+		slot("lg", &source.SlotState{Name: "pt_lg", Exists: true, Active: true, ConfirmedFlush: "0/16D3290", RetainedBytes: n(4096)}),
+		slot("lg2", nil, state.Tick{RetainedBytes: n(2 << 30)}),
+		slot("gone", &source.SlotState{Name: "pt_gone"}),
 		{Poller: "my", Health: pollerstatus.HealthOK, State: pollerstatus.StateNone, RowsWaiting: -1,
-			Probe: &pollerstatus.Probe{OK: true, OpenTrx: &source.OpenTrx{Active: true, Bound: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}}},
+			Probe: &pollerstatus.Probe{OK: true, Details: []source.Detail{source.OpenTrx{Active: true, Bound: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}.Detail()}}},
 		{Poller: "my2", Health: pollerstatus.HealthOK, State: pollerstatus.StateNone, RowsWaiting: -1,
-			Probe: &pollerstatus.Probe{OK: true, OpenTrx: &source.OpenTrx{Reason: "the role cannot read information_schema.innodb_trx (MySQL error 1227)"}}},
+			Probe: &pollerstatus.Probe{OK: true, Details: []source.Detail{source.OpenTrx{Reason: "the role cannot read information_schema.innodb_trx (MySQL error 1227)"}.Detail()}}},
 	}
 	var out bytes.Buffer
 	if err := statusTable(Env{Out: &out}, rows); err != nil {

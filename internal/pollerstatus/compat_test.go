@@ -60,14 +60,14 @@ func TestStatusCompat(t *testing.T) {
 
 	slot := source.SlotState{Name: "pt_orders", Exists: true, Type: "logical", Plugin: "pgoutput", Database: "app", Here: true,
 		ConfirmedFlush: "0/16D3290", RestartLSN: "0/16D0000", RetainedBytes: bytesPtr(3 << 20), WALStatus: "reserved", WALEnd: "0/16E0000"}
-	probe = pollerstatus.Probe{OK: true, RowsWaiting: 0, LagSeconds: ptr(0), DurationMS: 4, Slot: &slot}
+	probe = pollerstatus.Probe{OK: true, RowsWaiting: 0, LagSeconds: ptr(0), DurationMS: 4, Details: []source.Detail{{Key: "slot", Value: slot}}}
 	fromProbe := pollerstatus.Read(ctx, st, cfg, "orders")
 	probe = pollerstatus.Probe{Skipped: "no settings", RowsWaiting: -1}
 	fromTick := pollerstatus.Read(ctx, st, cfg, "orders")
 	late := pollerstatus.Probe{OK: true, RowsWaiting: 3, LagSeconds: ptr(1.5), DurationMS: 7,
-		OpenTrx: &source.OpenTrx{Reason: "the role cannot read information_schema.innodb_trx (MySQL error 1227)"}}
+		Details: []source.Detail{source.OpenTrx{Reason: "the role cannot read information_schema.innodb_trx (MySQL error 1227)"}.Detail()}}
 	bound := pollerstatus.Probe{OK: true, RowsWaiting: 0, LagSeconds: ptr(0), DurationMS: 2,
-		OpenTrx: &source.OpenTrx{Active: true, Bound: time.Date(2026, 11, 22, 11, 59, 0, 0, time.UTC), OldestSeconds: 61, OldestThread: 42}}
+		Details: []source.Detail{source.OpenTrx{Active: true, Bound: time.Date(2026, 11, 22, 11, 59, 0, 0, time.UTC), OldestSeconds: 61, OldestThread: 42}.Detail()}}
 
 	var out bytes.Buffer
 	for _, v := range []struct {

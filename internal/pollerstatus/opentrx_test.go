@@ -60,16 +60,17 @@ func TestMySQLProbeShowsLateCommitBound(t *testing.T) {
 			)
 			for deadline := time.Now().Add(20 * time.Second); ; {
 				p = pollerstatus.ProbeSource(context.Background(), src, "state/test/orders.json", nil, time.Now)
-				if !p.OK || p.OpenTrx == nil {
+				if !p.OK || len(p.Details) != 1 || p.Details[0].Key != "open_trx" {
 					t.Fatalf("probe %+v: want ok, with open_trx", p)
 				}
-				text, weak = pollerstatus.OpenTrxText(&p)
-				fresh := p.OpenTrx.Active && p.OpenTrx.Reason == "" // not an older bound, nor none trusted yet
+				o := p.Details[0].Value.(source.OpenTrx)
+				text, weak = p.Details[0].Text, p.Details[0].Bad
+				fresh := o.Active && o.Reason == "" // not an older bound, nor none trusted yet
 				if weak == c.weak && strings.HasPrefix(text, c.want) && (fresh || c.weak && strings.Contains(text, "GRANT PROCESS ON *.* TO '")) {
 					break
 				}
 				if time.Now().After(deadline) {
-					t.Fatalf("OpenTrxText = %q, %v; want %q..., weak %v", text, weak, c.want, c.weak)
+					t.Fatalf("late commits %q, %v; want %q..., weak %v", text, weak, c.want, c.weak)
 				}
 				time.Sleep(100 * time.Millisecond) // polling the probe, with a deadline
 			}

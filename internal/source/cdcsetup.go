@@ -95,19 +95,6 @@ FROM pg_replication_slots WHERE slot_name = $1`
 	return st, nil
 }
 
-// SlotStatus reads the state of a logical poller's replication slot; false for the other cursor
-// kinds, which have none.
-func (s *Source) SlotStatus(ctx context.Context) (SlotState, bool, error) {
-	if s.def.Cursor.Kind != state.KindLogical {
-		return SlotState{}, false, nil
-	}
-	st, err := SlotStatus(ctx, s.db, s.def.Slot)
-	if err != nil {
-		return st, true, fmt.Errorf("source: poller %q: %w", s.poller, err)
-	}
-	return st, true, nil
-}
-
 // PublicationState is what PostgreSQL says of a publication (pg_publication).
 type PublicationState struct {
 	Name      string   `json:"name"`

@@ -112,10 +112,10 @@ func TestCDCEnableDisable(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Open after Enable: %v", err)
 	}
-	st, ok, err := src.SlotStatus(ctx)
+	details, err := src.Inspect(ctx, "lg")
 	src.Close()
-	if err != nil || !ok || !st.Exists {
-		t.Fatalf("Source.SlotStatus: %+v %v %v", st, ok, err)
+	if err != nil || len(details) != 1 || details[0].Key != "slot" || !details[0].Value.(source.SlotState).Exists {
+		t.Fatalf("Source.Inspect: %+v %v", details, err)
 	}
 	// Again: nothing to do.
 	if done, err := cdc.Enable(ctx); err != nil || done.CreatedPublication || done.CreatedSlot {

@@ -163,12 +163,12 @@ func (b *openTrxBound) Stats() Stats {
 	if !ok {
 		return Stats{}
 	}
-	return Stats{HoldBack: o.Active && (o.Reason != "" || o.OldestThread != 0 || o.OldestSeconds != 0), LateCommits: o.String(), Details: []Detail{o.detail()}}
+	return Stats{HoldBack: o.Active && (o.Reason != "" || o.OldestThread != 0 || o.OldestSeconds != 0), LateCommits: o.String(), Details: []Detail{o.Detail()}}
 }
 
-// detail is the bound as the status shows it: the page's late commits row, pollerctl status's
+// Detail is the bound as the status shows it: the page's late commits row, pollerctl status's
 // line, marked when the reads are bounded by the settle lag alone.
-func (o OpenTrx) detail() Detail {
+func (o OpenTrx) Detail() Detail {
 	text := o.String()
 	line := "late commits: " + text
 	if !o.Active {
@@ -257,16 +257,6 @@ func (b *openTrxBound) grantee() string {
 		return "the poller's user"
 	}
 	return "'" + b.user + "'@'%' (or its host)"
-}
-
-// OpenTrxBound says how the last read of a MySQL timestamp+pk source was kept behind
-// transactions still open; ok is false for other sources and before any read.
-// TODO(source split): the status takes it from Stats' details; this goes.
-func (s *Source) OpenTrxBound() (o OpenTrx, ok bool) {
-	if b, isOpenTrx := s.bound.(*openTrxBound); isOpenTrx {
-		return b.current()
-	}
-	return o, false
 }
 
 // current is what the last read used; ok is false before any read.

@@ -59,7 +59,7 @@ func (r *reading) until(want []int64, what string, done func() bool) {
 		var more []int64
 		more, r.after = readIDs(r.t, r.src, r.after)
 		r.got = append(r.got, more...)
-		o, _ := r.src.OpenTrxBound()
+		o, _ := openTrxOf(r.src)
 		if len(r.got) > len(want) || !slices.Equal(r.got, want[:len(r.got)]) {
 			r.t.Fatalf("delivered %v, want %v (bound: %s)", r.got, want, o)
 		}
@@ -75,7 +75,7 @@ func (r *reading) until(want []int64, what string, done func() bool) {
 
 // fresh says whether the source's last read was bounded by a list it trusted, just read.
 func fresh(src *source.Source) bool {
-	o, ok := src.OpenTrxBound()
+	o, ok := openTrxOf(src)
 	return ok && o.Active && o.Reason == ""
 }
 
@@ -98,10 +98,10 @@ func TestMySQLOpenTrxBound(t *testing.T) {
 
 	r := &reading{t: t, src: src}
 	r.until([]int64{1, 2, 3}, "a fresh bound naming row 2's transaction", func() bool {
-		o, _ := src.OpenTrxBound()
+		o, _ := openTrxOf(src)
 		return fresh(src) && o.OldestThread == thread && len(r.got) == 1
 	})
-	o, _ := src.OpenTrxBound()
+	o, _ := openTrxOf(src)
 	t.Logf("bound while row 2 is held: %s", o)
 	// Row 3, committed behind it, is what waits: the backlog and its lag show the held
 	// transaction, instead of a poller with nothing to do.
@@ -113,9 +113,9 @@ func TestMySQLOpenTrxBound(t *testing.T) {
 	if !slices.Equal(weakGot, []int64{1, 3}) {
 		t.Fatalf("without PROCESS, read %v; want [1 3] (the hazard: the later row first)", weakGot)
 	}
-	w, ok := weak.OpenTrxBound()
+	w, ok := openTrxOf(weak)
 	if !ok || w.Active || !strings.Contains(w.Reason, "GRANT PROCESS ON *.* TO '") || !strings.Contains(w.String(), "settle lag only") {
-		t.Fatalf("without PROCESS, OpenTrxBound() = %+v, %v; want inactive, naming the GRANT", w, ok)
+		t.Fatalf("without PROCESS, the bound is %+v, %v; want inactive, naming the GRANT", w, ok)
 	}
 	t.Logf("without PROCESS: %s", w)
 
@@ -137,7 +137,7 @@ func TestMySQLOpenTrxStale(t *testing.T) {
 		Cursor: source.Cursor{Kind: state.KindTimestampPK, Column: "ts"}, SettleLag: source.NoSettleLag})
 	r := &reading{t: t, src: src}
 	r.until([]int64{1, 2}, "a trusted bound, with nothing open", func() bool { return fresh(src) })
-	trusted, _ := src.OpenTrxBound()
+	trusted, _ := openTrxOf(src)
 
 	// Another session reads innodb_trx every 5 ms, freezing its cache, until stopped.
 	ctx, stop := context.WithCancel(context.Background())
@@ -181,7 +181,7 @@ func TestMySQLOpenTrxStale(t *testing.T) {
 		time.Sleep(20 * time.Millisecond) // polling the database's clock, with a deadline
 	}
 	got, _ := readIDs(t, src, r.after)
-	o, _ := src.OpenTrxBound()
+	o, _ := openTrxOf(src)
 	if len(got) != 0 {
 		t.Fatalf("with innodb_trx frozen and row 1 held, read %v (bound %s); want nothing", got, o)
 	}
@@ -234,11 +234,21 @@ func TestMySQLGrantsScript(t *testing.T) {
 			Cursor: source.Cursor{Kind: state.KindTimestampPK, Column: "ts"}})
 		r := &reading{t: t, src: src}
 		r.until([]int64{1}, "the row, read by "+user.User, func() bool {
-			o, ok := src.OpenTrxBound()
+			o, ok := openTrxOf(src)
 			return len(r.got) == 1 && ok && (o.Reason == "" || !o.Active)
 		})
-		if o, _ := src.OpenTrxBound(); o.Active != c.active {
+		if o, _ := openTrxOf(src); o.Active != c.active {
 			t.Fatalf("sql-grants.sh %v:\n%s\nbound %s; want active %v", args[1:], out, o, c.active)
 		}
 	}
+}
+
+// openTrxOf is the open-transaction bound the source's stats show (ok false before any read).
+func openTrxOf(src *source.Source) (source.OpenTrx, bool) {
+	for _, d := range src.Stats().Details {
+		if o, ok := d.Value.(source.OpenTrx); ok {
+			return o, true
+		}
+	}
+	return source.OpenTrx{}, false
 }

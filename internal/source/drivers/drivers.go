@@ -24,3 +24,18 @@ func Open(ctx context.Context, cfg source.Config) (*source.Source, error) {
 func ParseLocation(driver, dsn string) (source.Location, error) {
 	return All().Location(driver, dsn)
 }
+
+// ForKind returns the driver that alone reads cursor kind (a change stream's kind, xid,
+// rowversion); false when none does, or several do.
+func ForKind(kind string) (source.Driver, bool) {
+	var found source.Driver
+	for _, d := range All() {
+		if d.Supports(kind) {
+			if found != nil {
+				return nil, false
+			}
+			found = d
+		}
+	}
+	return found, found != nil
+}
