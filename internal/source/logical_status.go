@@ -193,7 +193,3 @@ func bytesText(n int64) string {
 	}
 	return strconv.FormatFloat(f, 'f', 1, 64) + " " + []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB"}[i]
 }
-
-// BytesText is bytesText, for pollerctl cdc while its text moves here.
-// TODO(source split): goes with pollerctl cdc's text.
-func BytesText(n int64) string { return bytesText(n) }

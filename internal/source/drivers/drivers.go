@@ -5,6 +5,7 @@ package drivers
 
 import (
 	"context"
+	"strings"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 )
@@ -38,4 +39,30 @@ func ForKind(kind string) (source.Driver, bool) {
 		}
 	}
 	return found, found != nil
+}
+
+// CDCAdmin returns the administration of the change-stream set-up of cursor kind (pollerctl
+// cdc), when a driver has one for it.
+func CDCAdmin(kind string) (source.CDCAdmin, bool) {
+	for _, d := range All() {
+		if a, ok := d.(source.CDCAdmin); ok {
+			if k, _ := a.CDCKind(); k == kind {
+				return a, true
+			}
+		}
+	}
+	return nil, false
+}
+
+// CDCKinds names the cursor kinds whose set-up pollerctl cdc administers, for messages:
+// "logical (PostgreSQL logical decoding)".
+func CDCKinds() string {
+	var out []string
+	for _, d := range All() {
+		if a, ok := d.(source.CDCAdmin); ok {
+			kind, what := a.CDCKind()
+			out = append(out, kind+" ("+what+")")
+		}
+	}
+	return strings.Join(out, ", ")
 }
