@@ -49,8 +49,7 @@ func (env Env) openCDC(ctx context.Context, name, cmd string) (*poller.Poller, s
 	if err := d.Err(); err != nil {
 		return nil, nil, usagef("%v", err)
 	}
-	admin, ok := cdcAdmin(d)
-	if !ok {
+	if _, ok := cdcAdmin(d); !ok {
 		return nil, nil, usagef("poller %q has a %s cursor: cdc %s is for pollers whose cursor kind is %s", name, d.Source().Cursor.Kind, cmd, drivers.CDCKinds())
 	}
 	s, err := appsettings.Load(d, env.Getenv)
@@ -59,7 +58,7 @@ func (env Env) openCDC(ctx context.Context, name, cmd string) (*poller.Poller, s
 	}
 	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	cdc, err := admin.OpenCDC(octx, s.Config(d))
+	cdc, err := drivers.OpenCDC(octx, s.Config(d))
 	if err != nil {
 		return nil, nil, refusedf("%v; nothing was changed", err)
 	}
@@ -266,8 +265,7 @@ func (env Env) cloneStream(ctx context.Context, orig *poller.Poller, to string, 
 		return "", nil, "", usagef("%s_DB_CONNECTION: %v", appsettings.Prefix(from), err)
 	}
 	fingerprint := source.Fingerprint(s.Driver, loc, def)
-	admin, _ := cdcAdmin(orig)
-	cdc, err := admin.OpenCDC(ctx, source.Config{Poller: to, Driver: s.Driver, DSN: s.DSN, Definition: def})
+	cdc, err := drivers.OpenCDC(ctx, source.Config{Poller: to, Driver: s.Driver, DSN: s.DSN, Definition: def})
 	if err != nil {
 		return "", nil, "", refusedf("%v; nothing written", err)
 	}

@@ -13,9 +13,9 @@ type CDCAdmin interface {
 	// CDCKind is the cursor kind whose set-up it administers, and what that set-up is, for
 	// people ("logical", "PostgreSQL logical decoding").
 	CDCKind() (kind, what string)
-	// OpenCDC connects to a poller's database to administer its set-up (cfg as for Open, of
-	// that kind; nothing of the table is checked).
-	OpenCDC(ctx context.Context, cfg Config) (CDCSetup, error)
+	// OpenCDC connects to a poller's database to administer its set-up (cfg as for Open with
+	// the drivers ds, of that kind; nothing of the table is checked).
+	OpenCDC(ctx context.Context, ds Drivers, cfg Config) (CDCSetup, error)
 }
 
 // A CDCSetup administers one poller's change-stream set-up. Its texts are for people; its

@@ -17,8 +17,8 @@ func (postgres) CDCKind() (kind, what string) {
 }
 
 // OpenCDC connects to a logical poller's database for pollerctl (see OpenCDC).
-func (postgres) OpenCDC(ctx context.Context, cfg Config) (CDCSetup, error) {
-	c, err := OpenCDC(ctx, cfg)
+func (postgres) OpenCDC(ctx context.Context, ds Drivers, cfg Config) (CDCSetup, error) {
+	c, err := OpenCDC(ctx, ds, cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -163,21 +163,21 @@ type CDC struct {
 	describe string
 }
 
-// OpenCDC connects to the database of a logical poller (cfg as for Open: the definition must be
-// valid, with its Slot and Publication, and its cursor kind logical on postgres). It checks
-// nothing of the table: Inspect does.
-func OpenCDC(ctx context.Context, cfg Config) (*CDC, error) {
+// OpenCDC connects to the database of a logical poller (cfg as for Open with the drivers ds: the
+// definition must be valid, with its Slot and Publication, and its cursor kind logical on
+// postgres). It checks nothing of the table: Inspect does.
+func OpenCDC(ctx context.Context, ds Drivers, cfg Config) (*CDC, error) {
 	d := cfg.Definition
 	if d.Cursor.Kind != state.KindLogical {
 		return nil, fmt.Errorf("source: poller %q: %w: its cursor kind is %s; a slot and a publication are for logical pollers only (cursor kind logical, PostgreSQL)",
 			cfg.Poller, ErrCDCSetup, d.Cursor.Kind)
 	}
 	cfg.MaxOpenConns = 1
-	c, err := connect(ctx, Builtin(), cfg)
+	db, describe, err := Connect(ctx, ds, cfg)
 	if err != nil {
 		return nil, err
 	}
-	return &CDC{poller: cfg.Poller, db: c.db, def: d, table: QuoteTable(c.dl, d.Table), describe: c.describe}, nil
+	return &CDC{poller: cfg.Poller, db: db, def: d, table: QuoteTable(postgres{}, d.Table), describe: describe}, nil
 }
 
 // Close closes the connection.
@@ -479,4 +479,33 @@ func (c *CDC) Disable(ctx context.Context) (Disabled, error) {
 		done.DroppedPublication = true
 	}
 	return done, nil
+}
+
+// CheckDefinition checks a logical cursor's slot and publication names (CheckSlotName).
+func (postgres) CheckDefinition(d Definition) error {
+	if d.Cursor.Kind != state.KindLogical {
+		return nil
+	}
+	if err := CheckSlotName("slot", d.Slot); err != nil {
+		return err
+	}
+	return CheckSlotName("publication", d.Publication)
+}
+
+// CheckSlotName (what: "slot" or "publication") accepts what PostgreSQL accepts as a replication slot name (lower-case letters,
+// digits and '_', at most 63), which this package also asks of publication names so that both
+// can be written into SQL without quoting surprises.
+func CheckSlotName(what, name string) error {
+	if name == "" {
+		return fmt.Errorf("no %s name", what)
+	}
+	if len(name) > 63 {
+		return fmt.Errorf("%s name %q is longer than 63 bytes", what, name)
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_') {
+			return fmt.Errorf("%s name %q may hold only lower-case letters, digits and '_'", what, name)
+		}
+	}
+	return nil
 }

@@ -58,7 +58,7 @@ func cdcExec(t *testing.T, db *sql.DB, qs ...string) {
 
 func (c cdcSetup) open(t *testing.T) *source.CDC {
 	t.Helper()
-	cdc, err := source.OpenCDC(context.Background(), c.cfg)
+	cdc, err := source.OpenCDC(context.Background(), drivers.All(), c.cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +249,7 @@ func TestCDCDisableKeepsSharedPublication(t *testing.T) {
 func TestOpenCDCRefusesOtherKinds(t *testing.T) {
 	cfg := source.Config{Poller: "p", Driver: source.Postgres, DSN: "postgres://u@h/db", Definition: source.Definition{
 		Table: source.Table{Name: "t"}, PK: []string{"id"}, Cursor: source.Cursor{Kind: state.KindInteger, Column: "id"}}}
-	_, err := source.OpenCDC(context.Background(), cfg)
+	_, err := source.OpenCDC(context.Background(), drivers.All(), cfg)
 	if !errors.Is(err, source.ErrCDCSetup) || !strings.Contains(err.Error(), "logical pollers only") {
 		t.Fatalf("got %v", err)
 	}

@@ -165,11 +165,8 @@ func (d Definition) validate(poller string, ds Drivers, driver string) (Driver, 
 	if d.Cursor.Kind == state.KindTimestampPK && len(d.keyColumns()) < 2 {
 		return fail("table %s: a timestamp+pk cursor needs a key column other than %q as its tiebreaker", d.Table, d.Cursor.Column)
 	}
-	if d.Cursor.Kind == state.KindLogical {
-		if err := CheckSlotName("slot", d.Slot); err != nil {
-			return fail("table %s: %v", d.Table, err)
-		}
-		if err := CheckSlotName("publication", d.Publication); err != nil {
+	if dc, ok := dl.(DefinitionChecker); ok {
+		if err := dc.CheckDefinition(d); err != nil {
 			return fail("table %s: %v", d.Table, err)
 		}
 	}
@@ -202,24 +199,6 @@ func checkIdent(s string) error {
 		case strings.ContainsRune(" _-$#@'\"[]`.", r):
 		default:
 			return fmt.Errorf("identifier contains %q, which is not allowed", r)
-		}
-	}
-	return nil
-}
-
-// CheckSlotName (what: "slot" or "publication") accepts what PostgreSQL accepts as a replication slot name (lower-case letters,
-// digits and '_', at most 63), which this package also asks of publication names so that both
-// can be written into SQL without quoting surprises.
-func CheckSlotName(what, name string) error {
-	if name == "" {
-		return fmt.Errorf("no %s name", what)
-	}
-	if len(name) > 63 {
-		return fmt.Errorf("%s name %q is longer than 63 bytes", what, name)
-	}
-	for _, r := range name {
-		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_') {
-			return fmt.Errorf("%s name %q may hold only lower-case letters, digits and '_'", what, name)
 		}
 	}
 	return nil

@@ -110,7 +110,7 @@ var textTimeCodec = KeyCodec{
 			return nil, fmt.Errorf("%w: a TEXT timestamp column holds %T %v, not text in the fixed-width UTC layout YYYY-MM-DDTHH:MM:SS.ffffffZ",
 				ErrUnreachableRow, v, v)
 		}
-		if !fixedWidth(s) {
+		if !FixedWidth(s) {
 			return nil, fmt.Errorf("%w: value %q is not in the fixed-width UTC layout YYYY-MM-DDTHH:MM:SS.ffffffZ, the only text whose order is time order",
 				ErrUnreachableRow, s)
 		}
@@ -121,19 +121,9 @@ var textTimeCodec = KeyCodec{
 		if err := json.Unmarshal(raw, &s); err != nil {
 			return nil, err
 		}
-		if !fixedWidth(s) {
+		if !FixedWidth(s) {
 			return nil, fmt.Errorf("%q is not a timestamp in the fixed-width layout YYYY-MM-DDTHH:MM:SS.ffffffZ (text that compares in time order)", s)
 		}
 		return s, nil
 	},
-}
-
-// fixedWidth reports whether s is a timestamp in state.TimeLayout exactly (the only text whose
-// order is its time order).
-func fixedWidth(s string) bool {
-	if len(s) != len(state.TimeLayout) {
-		return false
-	}
-	_, err := time.Parse(state.TimeLayout, s)
-	return err == nil
 }

@@ -58,6 +58,12 @@ type Driver interface {
 	KeyCodec(c ColumnType) (KeyCodec, bool)
 }
 
+// A DefinitionChecker is a Driver with rules of its own for a definition (a logical cursor's slot
+// and publication names): Open refuses a definition that breaks them, with the error it gives.
+type DefinitionChecker interface {
+	CheckDefinition(d Definition) error
+}
+
 // A UUIDReader is a Driver whose UUID columns come as 16 bytes in an order of their own (SQL
 // Server's uniqueidentifier): UUID gives their canonical text. Other drivers' bytes are taken
 // as the text itself.

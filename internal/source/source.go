@@ -114,7 +114,17 @@ func Open(ctx context.Context, ds Drivers, cfg Config) (*Source, error) {
 	return s, nil
 }
 
-// conn is a connected source database: what Open and OpenCDC start from.
+// Connect validates cfg's definition, opens its connection pool with the driver of ds that
+// cfg.Driver names (cfg.MaxOpenConns connections, default 4) and checks that the database
+// answers; describe names the driver, server, database and table, without secrets. It checks
+// nothing of the table: what a driver's administration of a set-up (CDCAdmin) starts from.
+// Errors name the poller; DSNs in them are redacted.
+func Connect(ctx context.Context, ds Drivers, cfg Config) (db *sql.DB, describe string, err error) {
+	c, err := connect(ctx, ds, cfg)
+	return c.db, c.describe, err
+}
+
+// conn is a connected source database: what Open and Connect start from.
 type conn struct {
 	db       *sql.DB
 	dl       Driver
@@ -194,14 +204,45 @@ func (s *Source) check(ctx context.Context) error {
 	if err != nil {
 		return s.schemaErr("", "the columns cannot be read: %v", err)
 	}
-	types, err := rows.ColumnTypes()
+	cts, err := rows.ColumnTypes()
 	rows.Close()
 	if err != nil {
 		return s.schemaErr("", "reading column types: %v", err)
 	}
+	types := make([]string, len(cts))
+	for i, ct := range cts {
+		types[i] = ct.DatabaseTypeName()
+	}
+	if err := s.lay(types); err != nil {
+		return err
+	}
+
+	for _, k := range s.keyCols {
+		var one int
+		err := s.db.QueryRowContext(ctx, s.dl.Limit("1", " FROM "+table+" WHERE "+s.dl.Quote(k)+" IS NULL", "1")).Scan(&one)
+		switch {
+		case err == nil:
+			return fmt.Errorf("source: poller %q, table %s, column %q: %w: rows with NULL there would never be read; make the column NOT NULL",
+				s.poller, s.def.Table, k, ErrNullCursor)
+		case !errors.Is(err, sql.ErrNoRows):
+			return s.schemaErr(k, "checking for NULLs: %v", err)
+		}
+	}
+	if r, ok := s.reader.(streamReader); ok {
+		return r.Check(ctx)
+	}
+	return s.CheckStamps(ctx)
+}
+
+// lay lays the source out from its columns' database types (DatabaseTypeName, SQLite: as
+// declared; in the order of the definition's columns, keys added): each column's class, the
+// key's columns and codecs, checking that the cursor and key types fit, the keyset queries, and
+// the reader.
+func (s *Source) lay(types []string) error {
+	cols := s.def.selected()
 	s.cols = make([]column, len(types))
-	for i, ct := range types {
-		s.cols[i] = newColumn(s.dl, cols[i], ct.DatabaseTypeName())
+	for i, t := range types {
+		s.cols[i] = newColumn(s.dl, cols[i], t)
 	}
 	s.names = cols
 
@@ -230,32 +271,40 @@ func (s *Source) check(ctx context.Context) error {
 	}
 	if !s.def.changes() {
 		s.q = buildQueries(s.dl, s.def, s.flavor, s.bound != nil)
+		s.reader = &keyset{s}
+		return nil
 	}
+	var stream ChangeStream
+	if cs, ok := s.dl.(ChangeStreamer); ok {
+		stream, _ = cs.ChangeStream(s.def.Cursor.Kind, &Layout{s})
+	}
+	if stream == nil {
+		return fmt.Errorf("source: poller %q: driver %s has no reader of %s cursors", s.poller, s.dl.Name(), s.def.Cursor.Kind)
+	}
+	s.reader = streamReader{stream}
+	return nil
+}
 
-	for _, k := range s.keyCols {
-		var one int
-		err := s.db.QueryRowContext(ctx, s.dl.Limit("1", " FROM "+table+" WHERE "+s.dl.Quote(k)+" IS NULL", "1")).Scan(&one)
-		switch {
-		case err == nil:
-			return fmt.Errorf("source: poller %q, table %s, column %q: %w: rows with NULL there would never be read; make the column NOT NULL",
-				s.poller, s.def.Table, k, ErrNullCursor)
-		case !errors.Is(err, sql.ErrNoRows):
-			return s.schemaErr(k, "checking for NULLs: %v", err)
-		}
+// Offline lays out a source of cfg with drv as Open does, from its columns' database types
+// (DatabaseTypeName, by column name) instead of the database's answer, and runs nothing: no
+// connection, no check of the table, the data or a change stream's set-up. It is for a driver's
+// unit tests and golden SQL (Queries), without a server.
+func Offline(drv Driver, cfg Config, types map[string]string) (*Source, *Layout, error) {
+	if _, err := cfg.Definition.validate(cfg.Poller, Drivers{drv}, cfg.Driver); err != nil {
+		return nil, nil, err
 	}
-	if s.def.changes() {
-		var stream ChangeStream
-		if cs, ok := s.dl.(ChangeStreamer); ok {
-			stream, ok = cs.ChangeStream(s.def.Cursor.Kind, &Layout{s})
-		}
-		if stream == nil {
-			return fmt.Errorf("source: poller %q: driver %s has no reader of %s cursors", s.poller, s.dl.Name(), s.def.Cursor.Kind)
-		}
-		s.reader = streamReader{stream}
-		return stream.Check(ctx)
+	s := &Source{poller: cfg.Poller, dl: drv, def: cfg.Definition, describe: drv.Name() + " (offline) table " + cfg.Definition.Table.String()}
+	if rb, ok := drv.(ReadBounder); ok && !s.def.changes() {
+		s.bound, _ = rb.ReadBound(cfg.DSN, s.def)
 	}
-	s.reader = &keyset{s}
-	return s.CheckStamps(ctx)
+	var ordered []string
+	for _, c := range s.def.selected() {
+		ordered = append(ordered, types[c])
+	}
+	if err := s.lay(ordered); err != nil {
+		return nil, nil, err
+	}
+	return s, &Layout{s}, nil
 }
 
 // cursorTypeFits says whether a column of class cl can carry a cursor of kind.
@@ -287,8 +336,24 @@ func (s *Source) Fingerprint() string { return s.fingerprint }
 // String describes the source without secrets.
 func (s *Source) String() string { return s.describe }
 
-// Queries returns the SQL texts of the keyset reads: from the beginning and after a cursor.
-func (s *Source) Queries() (fetchFirst, fetchAfter string) { return s.q.FetchFirst, s.q.FetchAfter }
+// Queries are the SQL texts of a source's keyset reads, with placeholders: for people and for
+// golden tests (Offline). Every read's texts are empty for a change stream.
+type Queries struct {
+	FetchFirst, FetchAfter string // from the beginning, and after a cursor
+	// BacklogFirst and BacklogAfter read what waits: as the fetches, without the bounds on
+	// transactions still open.
+	BacklogFirst, BacklogAfter string
+	// StampCheck finds a row the cursor can never reach (CheckStamps), with StampArg; "" when
+	// the cursor has nothing to check.
+	StampCheck string
+	StampArg   any
+}
+
+// Queries returns the SQL texts of the source's keyset reads.
+func (s *Source) Queries() Queries {
+	return Queries{FetchFirst: s.q.FetchFirst, FetchAfter: s.q.FetchAfter, BacklogFirst: s.q.BacklogFirst, BacklogAfter: s.q.BacklogAfter,
+		StampCheck: s.q.StampCheck, StampArg: s.q.stampArg}
+}
 
 // DB returns the connection pool.
 func (s *Source) DB() *sql.DB { return s.db }
@@ -413,7 +478,7 @@ func (s *Source) scan(rows *sql.Rows, after *state.Cursor, limit int) (*Batch, e
 		if s.flavor == TSText {
 			// Every row, not only the last (whose cursor the batch records): a value out of the
 			// fixed-width layout sorts out of time order, and rows like it sort behind the cursor.
-			if v, ok := vals[s.keyIdx[0]].(string); !ok || !fixedWidth(v) {
+			if v, ok := vals[s.keyIdx[0]].(string); !ok || !FixedWidth(v) {
 				if _, err := r.Cursor(); err != nil {
 					return nil, err
 				}

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
 // A Class is what a column's database type is, as far as encoding its values goes.
@@ -277,4 +279,14 @@ func noNegativeZero(s string) string {
 		return s[1:]
 	}
 	return s
+}
+
+// FixedWidth reports whether s is a timestamp in state.TimeLayout exactly: the only text whose
+// order is its time order, which a TSText cursor column must hold.
+func FixedWidth(s string) bool {
+	if len(s) != len(state.TimeLayout) {
+		return false
+	}
+	_, err := time.Parse(state.TimeLayout, s)
+	return err == nil
 }

@@ -5,6 +5,7 @@ package drivers
 
 import (
 	"context"
+	"fmt"
 	"strings"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
@@ -52,6 +53,16 @@ func CDCAdmin(kind string) (source.CDCAdmin, bool) {
 		}
 	}
 	return nil, false
+}
+
+// OpenCDC connects to the database of a poller whose cursor kind has a set-up pollerctl cdc
+// administers (CDCAdmin), with the driver its settings name.
+func OpenCDC(ctx context.Context, cfg source.Config) (source.CDCSetup, error) {
+	a, ok := CDCAdmin(cfg.Definition.Cursor.Kind)
+	if !ok {
+		return nil, fmt.Errorf("source: poller %q: a %s cursor has no set-up to administer", cfg.Poller, cfg.Definition.Cursor.Kind)
+	}
+	return a.OpenCDC(ctx, All(), cfg)
 }
 
 // CDCKinds names the cursor kinds whose set-up pollerctl cdc administers, for messages:
