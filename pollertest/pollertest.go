@@ -29,6 +29,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
 	"github.com/pseudotrigger/pseudotrigger/internal/clock"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sqlite"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/memstore"
 	"github.com/pseudotrigger/pseudotrigger/internal/tick"
@@ -76,7 +77,7 @@ func New(t testing.TB, p *poller.Poller, settings ...string) *Harness {
 	}
 	dsn := filepath.Join(t.TempDir(), p.Name()+".db")
 	prefix := appsettings.Prefix(p.Name())
-	env := map[string]string{prefix + "_DB_DRIVER": source.SQLite, prefix + "_DB_CONNECTION": dsn}
+	env := map[string]string{prefix + "_DB_DRIVER": sqlite.Name, prefix + "_DB_CONNECTION": dsn}
 	for _, s := range settings {
 		k, v, ok := strings.Cut(s, "=")
 		if !ok {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sqlite"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 )
@@ -109,7 +110,7 @@ func BenchmarkKeysetScan(b *testing.B) {
 			}
 			return n
 		}
-		compare(b, source.SQLite, dsn, table, hand, nil)
+		compare(b, sqlite.Name, dsn, table, hand, nil)
 	})
 	b.Run("mysql", func(b *testing.B) {
 		table := "bench_orders_" + strconv.Itoa(benchRows())

@@ -15,7 +15,6 @@ import (
 const (
 	SQLServer = "sqlserver"
 	Postgres  = "postgres"
-	SQLite    = "sqlite"
 	MySQL     = "mysql" // MySQL, MariaDB, Azure Database for MySQL
 )
 

@@ -47,9 +47,6 @@ func TestGoldenSQL(t *testing.T) {
 		{"postgres_integer", Postgres, orders("", state.KindInteger, "id", "id"), TSNone},
 		{"postgres_xid", Postgres, orders("public", state.KindXID, "txid", "id"), TSNone},
 		{"postgres_odd_identifiers", Postgres, odd, TSNone},
-		{"sqlite_timestamp_pk_text", SQLite, orders("", state.KindTimestampPK, "updated_at", "id"), TSText},
-		{"sqlite_timestamp_pk_filter", SQLite, withFilter, TSText},
-		{"sqlite_integer", SQLite, orders("", state.KindInteger, "id", "id"), TSNone},
 		{"mysql_timestamp_pk_datetime", MySQL, orders("", state.KindTimestampPK, "updated_at", "id"), TSUTC},
 		{"mysql_integer", MySQL, orders("", state.KindInteger, "id", "id"), TSNone},
 	}

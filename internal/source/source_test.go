@@ -2,7 +2,6 @@ package source_test
 
 import (
 	"database/sql"
-	"path/filepath"
 	"testing"
 
 	_ "modernc.org/sqlite"
@@ -11,16 +10,6 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcetest"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 )
-
-func TestConformanceSQLite(t *testing.T) {
-	dsn := filepath.Join(t.TempDir(), "source.db") + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)"
-	db, err := sql.Open("sqlite", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	sourcetest.Run(t, sourcetest.Harness{Driver: source.SQLite, DSN: dsn, DB: db})
-}
 
 func TestConformancePostgres(t *testing.T) {
 	dsn := testenv.Postgres(t)

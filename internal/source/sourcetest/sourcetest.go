@@ -19,13 +19,14 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sqlite"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 )
 
 // Harness is one database to run the suite against.
 type Harness struct {
-	Driver string  // source.SQLServer, source.Postgres, source.MySQL or source.SQLite
+	Driver string  // source.SQLServer, source.Postgres, source.MySQL or sqlite.Name
 	DSN    string  // what the source opens
 	DB     *sql.DB // the test's own connection, for set-up
 	// ConcurrentWriters: a transaction can stay open while others commit (not SQLite).
@@ -79,7 +80,7 @@ func (h Harness) exec(t testing.TB, query string, args ...any) {
 // ts converts a time to the argument the dialect stores in its timestamp column.
 func (h Harness) ts(tm time.Time) any {
 	switch h.Driver {
-	case source.SQLite:
+	case sqlite.Name:
 		return tm.UTC().Format("2006-01-02T15:04:05.000000Z")
 	case source.SQLServer:
 		return civil.DateTimeOf(tm.UTC())
@@ -848,7 +849,7 @@ func (h Harness) testIntKeys(t *testing.T) {
 // a future timestamptz is only early, not unreachable.
 func (h Harness) testUnreachableRows(t *testing.T) {
 	switch h.Driver {
-	case source.SQLite:
+	case sqlite.Name:
 		h.unreachableSQLite(t)
 	case source.Postgres, source.SQLServer, source.MySQL:
 		h.unreachableFuture(t)
