@@ -13,6 +13,8 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/redact"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/source/entra"
 )
 
 // mysqlDialect is MySQL, MariaDB and Azure Database for MySQL through go-sql-driver/mysql.
@@ -24,7 +26,7 @@ import (
 type mysqlDialect struct{ Defaults }
 
 // open: a DSN with fedauth signs in with Entra ID tokens (mysqlentra.go).
-func (mysqlDialect) Open(dsn string) (*sql.DB, error) { return openMySQL(dsn, entraDeps{}) }
+func (mysqlDialect) Open(dsn string) (*sql.DB, error) { return openMySQL(dsn, entra.Deps{}) }
 
 // Name is "mysql".
 func (mysqlDialect) Name() string { return MySQL }

@@ -13,6 +13,8 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/redact"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/source/entra"
 )
 
 // postgres is PostgreSQL through pgx.
@@ -20,7 +22,7 @@ type postgres struct{ Defaults }
 
 // open is pgx's database/sql driver; a DSN with fedauth (Entra ID, see pgentra.go) gets a pool
 // whose every new connection signs in with a fresh access token, over TLS only.
-func (postgres) Open(dsn string) (*sql.DB, error) { return openPostgres(dsn, entraDeps{}) }
+func (postgres) Open(dsn string) (*sql.DB, error) { return openPostgres(dsn, entra.Deps{}) }
 func (postgres) Name() string                     { return Postgres }
 func (postgres) Caseless() bool                   { return false }
 func (postgres) Placeholder(i int) string         { return "$" + strconv.Itoa(i) }

@@ -9,6 +9,8 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/redact"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/source/entra"
 )
 
 // Entra ID for MySQL (Azure Database for MySQL Flexible Server), asked for with the same keys as
@@ -36,17 +38,17 @@ import (
 // the redacted DSN do not change: the token is never in the DSN.
 // openMySQL opens the pool for dsn with the settings mysqlConfig makes; when dsn asks for Entra
 // ID, with a hook that sets every new connection's password to a fresh token.
-func openMySQL(dsn string, deps entraDeps) (*sql.DB, error) {
+func openMySQL(dsn string, deps entra.Deps) (*sql.DB, error) {
 	cfg, err := mysqlConfig(dsn)
 	if err != nil {
 		return nil, err
 	}
-	entra, err := takeMySQLEntra(cfg, deps.plaintextOK)
+	auth, err := takeMySQLEntra(cfg, deps.PlaintextOK)
 	if err != nil {
 		return nil, err
 	}
-	if entra != nil {
-		token, err := deps.tokens(entra)
+	if auth != nil {
+		token, err := deps.Tokens(auth)
 		if err != nil {
 			return nil, err
 		}
@@ -66,20 +68,20 @@ func openMySQL(dsn string, deps entraDeps) (*sql.DB, error) {
 // parameters go-sql-driver collected, and with fedauth checks the user and TLS. It returns nil
 // when the DSN does not ask for Entra ID. Errors name the key at fault and never quote a
 // password.
-func takeMySQLEntra(cfg *mysql.Config, plaintextOK bool) (*entraAuth, error) {
-	e, err := takeEntra("mysql", cfg.Params)
+func takeMySQLEntra(cfg *mysql.Config, plaintextOK bool) (*entra.Auth, error) {
+	e, err := entra.Take("mysql", cfg.Params)
 	if err != nil || e == nil {
 		return nil, err
 	}
 	if strings.TrimSpace(cfg.User) == "" {
 		return nil, fmt.Errorf("the mysql connection string has no user, and %s=%s signs in as one: put the MySQL user that CREATE AADUSER made for the identity before the @ (id-app@tcp(host:3306)/db)",
-			fedAuthKey, e.fedauth)
+			entra.FedAuthKey, e.FedAuth)
 	}
 	if !plaintextOK {
 		// ParseDSN has resolved tls= into cfg.TLS: nil means the connection would be plaintext.
 		if cfg.TLS == nil {
 			return nil, fmt.Errorf("the mysql connection string has no TLS (tls=%q), and %s=%s sends an access token as the password in clear text: add tls=true (Azure Database for MySQL's certificate chains to a root the system trusts)",
-				cfg.TLSConfig, fedAuthKey, e.fedauth)
+				cfg.TLSConfig, entra.FedAuthKey, e.FedAuth)
 		}
 		cfg.AllowFallbackToPlaintext = false // tls=preferred's, or allowFallbackToPlaintext=true
 	}

@@ -17,6 +17,9 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/redact"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/source/entra"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/entra/entratest"
 )
 
 const mysqlEntraHost = "id-app:hunter2@tcp(srv.mysql.database.azure.com:3306)/shop"
@@ -45,11 +48,11 @@ func TestMySQLEntraParseDSN(t *testing.T) {
 			t.Errorf("%s: %v", c.dsn, err)
 			continue
 		}
-		if (e == nil) != (c.want == nil) || (e != nil && e.identity != *c.want) {
+		if (e == nil) != (c.want == nil) || (e != nil && e.Identity != *c.want) {
 			t.Errorf("%s: entra %+v, want %+v", c.dsn, e, c.want)
 		}
 		for k := range cfg.Params {
-			if strings.EqualFold(k, fedAuthKey) || strings.EqualFold(k, clientIDKey) {
+			if strings.EqualFold(k, entra.FedAuthKey) || strings.EqualFold(k, entra.ClientIDKey) {
 				t.Errorf("%s: %s would be sent to the server as SET %s", c.dsn, k, k)
 			}
 		}
@@ -134,7 +137,7 @@ func TestMySQLEntraFingerprintAndRedaction(t *testing.T) {
 }
 
 func TestMySQLEntraTokenHook(t *testing.T) {
-	testTokenHook(t, "mysql", func(token func(context.Context) (string, error)) (string, error) {
+	entratest.TokenHook(t, "mysql", func(token func(context.Context) (string, error)) (string, error) {
 		cfg := mysql.NewConfig()
 		cfg.Passwd = "from-the-dsn"
 		err := mysqlTokenHook(token)(context.Background(), cfg)
@@ -192,7 +195,7 @@ func TestMySQLEntraServer(t *testing.T) {
 
 	ucfg := acfg.Clone()
 	ucfg.User, ucfg.Passwd = user, ""
-	ucfg.Params = map[string]string{"fedauth": fedAuthManagedIdentity, "azure_client_id": "11111111-2222-3333-4444-555555555555"}
+	ucfg.Params = map[string]string{"fedauth": entra.ManagedIdentity, "azure_client_id": "11111111-2222-3333-4444-555555555555"}
 	ucfg.Timeout = 10 * time.Second
 	dsn := ucfg.FormatDSN() // no tls: the local server has none
 
@@ -210,16 +213,16 @@ func TestMySQLEntraServer(t *testing.T) {
 
 	tls := ucfg.Clone()
 	tls.TLSConfig = "preferred"
-	testEntraSignIn(t, ctx, entraServer{
-		open: openMySQL, dsn: dsn, preferTLS: tls.FormatDSN(), preferTLSWhat: "tls=preferred", refused: "Access denied",
-		whoami: func(ctx context.Context, c *sql.Conn) error {
+	entratest.SignIn(t, ctx, entratest.Server{
+		Open: openMySQL, DSN: dsn, PreferTLS: tls.FormatDSN(), PreferTLSWhat: "tls=preferred", Refused: "Access denied",
+		Whoami: func(ctx context.Context, c *sql.Conn) error {
 			var who, tz string
 			if err := c.QueryRowContext(ctx, "SELECT SUBSTRING_INDEX(CURRENT_USER(), '@', 1), @@session.time_zone").Scan(&who, &tz); err != nil || who != user || tz != "+00:00" {
 				return fmt.Errorf("current_user %q, time_zone %q, %v", who, tz, err)
 			}
 			return nil
 		},
-		setPassword: setPassword,
+		SetPassword: setPassword,
 	})
 }
 
@@ -237,11 +240,11 @@ func TestMySQLEntraClearTextTLS(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	clk := &fakeClock{t: time.Now()}
-	cred := &fakeCredential{now: clk.now, tokens: []string{token}, life: time.Hour}
-	db, err := openMySQL(dsn, entraDeps{
-		credential: func(*entraAuth) (azcore.TokenCredential, error) { return cred, nil },
-		now:        clk.now,
+	clk := &entratest.Clock{T: time.Now()}
+	cred := &entratest.Credential{Now: clk.Now, Tokens: []string{token}, Life: time.Hour}
+	db, err := openMySQL(dsn, entra.Deps{
+		Credential: func(*entra.Auth) (azcore.TokenCredential, error) { return cred, nil },
+		Now:        clk.Now,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -262,7 +265,7 @@ func TestMySQLEntraClearTextTLS(t *testing.T) {
 	if !strings.HasPrefix(tlsVersion, "TLS") {
 		t.Errorf("signed in as %s without TLS (Ssl_version %q)", who, tlsVersion)
 	}
-	if calls, _ := cred.counts(); calls == 0 {
+	if calls, _ := cred.Counts(); calls == 0 {
 		t.Error("the credential was not asked")
 	}
 
@@ -272,8 +275,8 @@ func TestMySQLEntraClearTextTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	delete(cfg.Params, fedAuthKey)
-	delete(cfg.Params, clientIDKey)
+	delete(cfg.Params, entra.FedAuthKey)
+	delete(cfg.Params, entra.ClientIDKey)
 	cfg.Passwd = token
 	conn, err := mysql.NewConnector(cfg)
 	if err != nil {

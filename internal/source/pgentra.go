@@ -7,6 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/source/entra"
 )
 
 // Entra ID for PostgreSQL (Azure Database for PostgreSQL Flexible Server). The DSN asks for it
@@ -34,15 +36,15 @@ import (
 // in the DSN.
 // openPostgres opens the pool for dsn: as pgx's database/sql driver does when dsn has no
 // fedauth, otherwise with a hook that sets every new connection's password to a fresh token.
-func openPostgres(dsn string, deps entraDeps) (*sql.DB, error) {
-	cfg, entra, err := parsePostgresEntra(dsn, deps.plaintextOK)
+func openPostgres(dsn string, deps entra.Deps) (*sql.DB, error) {
+	cfg, auth, err := parsePostgresEntra(dsn, deps.PlaintextOK)
 	if err != nil {
 		return nil, err
 	}
-	if entra == nil {
+	if auth == nil {
 		return sql.Open("pgx", dsn)
 	}
-	token, err := deps.tokens(entra)
+	token, err := deps.Tokens(auth)
 	if err != nil {
 		return nil, err
 	}
@@ -52,13 +54,13 @@ func openPostgres(dsn string, deps entraDeps) (*sql.DB, error) {
 // parsePostgresEntra parses dsn and takes this program's keys (fedauth, azure_client_id) out of
 // the run-time parameters pgx collected. entra is nil when dsn does not ask for Entra ID.
 // Errors name the key at fault and never quote a password.
-func parsePostgresEntra(dsn string, plaintextOK bool) (*pgx.ConnConfig, *entraAuth, error) {
+func parsePostgresEntra(dsn string, plaintextOK bool) (*pgx.ConnConfig, *entra.Auth, error) {
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
 		// pgx redacts the password in its parse errors; location reports the same DSN first.
 		return nil, nil, fmt.Errorf("the postgres connection string is not valid: %w", err)
 	}
-	e, err := takeEntra("postgres", cfg.RuntimeParams)
+	e, err := entra.Take("postgres", cfg.RuntimeParams)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -66,7 +68,7 @@ func parsePostgresEntra(dsn string, plaintextOK bool) (*pgx.ConnConfig, *entraAu
 		return cfg, nil, nil
 	}
 	if !plaintextOK {
-		if err := requireTLS(cfg, e.fedauth); err != nil {
+		if err := requireTLS(cfg, e.FedAuth); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -78,7 +80,7 @@ func parsePostgresEntra(dsn string, plaintextOK bool) (*pgx.ConnConfig, *entraAu
 func requireTLS(cfg *pgx.ConnConfig, fedauth string) error {
 	if cfg.TLSConfig == nil {
 		return fmt.Errorf("the postgres connection string's sslmode sends the password without TLS, and %s=%s sends an access token as the password: use sslmode=require (or verify-full)",
-			fedAuthKey, fedauth)
+			entra.FedAuthKey, fedauth)
 	}
 	fallbacks := cfg.Fallbacks[:0]
 	for _, f := range cfg.Fallbacks {

@@ -9,82 +9,19 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/azconn"
 	"github.com/pseudotrigger/pseudotrigger/internal/redact"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/source/entra"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/entra/entratest"
 )
-
-// fakeCredential is an azcore.TokenCredential that behaves like azidentity's: it returns its
-// cached token while that token is valid on its clock, and mints the next one (tokens[i],
-// valid for life) once the cached one has expired. err, when set, fails every call.
-type fakeCredential struct {
-	mu     sync.Mutex
-	now    func() time.Time
-	tokens []string
-	life   time.Duration
-	err    error
-
-	calls    int // GetToken calls
-	minted   int // tokens handed out fresh
-	cached   azcore.AccessToken
-	scopes   []string  // of the last call
-	deadline time.Time // of the last call's context
-	// expired, when set, makes every token already expired (a broken credential).
-	expired bool
-}
-
-func (f *fakeCredential) GetToken(ctx context.Context, o policy.TokenRequestOptions) (azcore.AccessToken, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.calls++
-	f.scopes = o.Scopes
-	f.deadline, _ = ctx.Deadline()
-	if f.err != nil {
-		return azcore.AccessToken{}, f.err
-	}
-	now := f.now()
-	if f.cached.Token != "" && f.cached.ExpiresOn.After(now) {
-		return f.cached, nil
-	}
-	if f.minted == len(f.tokens) {
-		return azcore.AccessToken{}, errors.New("fake credential: no more tokens")
-	}
-	exp := now.Add(f.life)
-	if f.expired {
-		exp = now.Add(-time.Second)
-	}
-	f.cached = azcore.AccessToken{Token: f.tokens[f.minted], ExpiresOn: exp}
-	f.minted++
-	return f.cached, nil
-}
-
-func (f *fakeCredential) counts() (calls, minted int) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.calls, f.minted
-}
-
-// fakeClock is a settable clock.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *fakeClock) add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 const entraHost = "postgres://id-app:hunter2@srv.postgres.database.azure.com:5432/shop"
 
@@ -108,11 +45,11 @@ func TestEntraParseDSN(t *testing.T) {
 			t.Errorf("%s: %v", c.dsn, err)
 			continue
 		}
-		if (e == nil) != (c.want == nil) || (e != nil && e.identity != *c.want) {
+		if (e == nil) != (c.want == nil) || (e != nil && e.Identity != *c.want) {
 			t.Errorf("%s: entra %+v, want %+v", c.dsn, e, c.want)
 		}
 		for k := range cfg.RuntimeParams {
-			if strings.EqualFold(k, fedAuthKey) || strings.EqualFold(k, clientIDKey) {
+			if strings.EqualFold(k, entra.FedAuthKey) || strings.EqualFold(k, entra.ClientIDKey) {
 				t.Errorf("%s: %s would be sent to the server as a run-time parameter", c.dsn, k)
 			}
 		}
@@ -185,7 +122,7 @@ func TestEntraFingerprintAndRedaction(t *testing.T) {
 }
 
 func TestEntraTokenHook(t *testing.T) {
-	testTokenHook(t, "postgres", func(token func(context.Context) (string, error)) (string, error) {
+	entratest.TokenHook(t, "postgres", func(token func(context.Context) (string, error)) (string, error) {
 		cc := pgx.ConnConfig{}
 		cc.Password = "from-the-dsn"
 		err := pgTokenHook(token)(context.Background(), &cc)
@@ -258,7 +195,7 @@ func TestEntraPostgresServer(t *testing.T) {
 	}
 	u.User = url.User(role)
 	q := u.Query()
-	q.Set("fedauth", fedAuthManagedIdentity)
+	q.Set("fedauth", entra.ManagedIdentity)
 	q.Set("azure_client_id", "11111111-2222-3333-4444-555555555555")
 	q.Set("connect_timeout", "10")
 	u.RawQuery = q.Encode()
@@ -281,17 +218,17 @@ func TestEntraPostgresServer(t *testing.T) {
 	pq.Set("sslmode", "prefer")
 	pu.RawQuery = pq.Encode()
 	// The rule is in force: trust no longer lets the role in without the right password.
-	testEntraSignIn(t, ctx, entraServer{
-		open: openPostgres, dsn: dsn, preferTLS: pu.String(), preferTLSWhat: "sslmode=prefer",
-		refused: "password authentication failed", // if not, is the pg_hba.conf line in force?
-		whoami: func(ctx context.Context, c *sql.Conn) error {
+	entratest.SignIn(t, ctx, entratest.Server{
+		Open: openPostgres, DSN: dsn, PreferTLS: pu.String(), PreferTLSWhat: "sslmode=prefer",
+		Refused: "password authentication failed", // if not, is the pg_hba.conf line in force?
+		Whoami: func(ctx context.Context, c *sql.Conn) error {
 			var who string
 			if err := c.QueryRowContext(ctx, "SELECT current_user").Scan(&who); err != nil || who != role {
 				return fmt.Errorf("current_user %q, %v", who, err)
 			}
 			return nil
 		},
-		setPassword: func(pw string) {
+		SetPassword: func(pw string) {
 			t.Helper()
 			if _, err := admin.ExecContext(ctx, "ALTER ROLE "+role+" PASSWORD '"+pw+"'"); err != nil {
 				t.Fatal(err)
