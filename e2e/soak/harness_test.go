@@ -14,6 +14,7 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/mysql"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/memstore"
 	"github.com/pseudotrigger/pseudotrigger/internal/tick"
@@ -127,7 +128,7 @@ type result struct {
 	// openTrx is what the source said of its last read's open-transaction bound
 	// (its Stats' open_trx detail), openTrxOK whether it has one (MySQL timestamp+pk), and openTrxActive
 	// and openTrxReads how many of the ticks that read it found it active.
-	openTrx       source.OpenTrx
+	openTrx       mysql.OpenTrx
 	openTrxOK     bool
 	openTrxActive int
 	openTrxReads  int
@@ -569,11 +570,11 @@ func waitFor(ctx context.Context, timeout, interval time.Duration, what string, 
 }
 
 // openTrxOf is the open-transaction bound a MySQL timestamp+pk source's stats show.
-func openTrxOf(st source.Stats) (source.OpenTrx, bool) {
+func openTrxOf(st source.Stats) (mysql.OpenTrx, bool) {
 	for _, d := range st.Details {
-		if o, ok := d.Value.(source.OpenTrx); ok {
+		if o, ok := d.Value.(mysql.OpenTrx); ok {
 			return o, true
 		}
 	}
-	return source.OpenTrx{}, false
+	return mysql.OpenTrx{}, false
 }

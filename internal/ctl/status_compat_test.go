@@ -9,6 +9,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerstatus"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/mysql"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
@@ -31,9 +32,9 @@ func TestStatusDetailLines(t *testing.T) {
 		slot("lg2", nil, state.Tick{RetainedBytes: n(2 << 30)}),
 		slot("gone", &source.SlotState{Name: "pt_gone"}),
 		{Poller: "my", Health: pollerstatus.HealthOK, State: pollerstatus.StateNone, RowsWaiting: -1,
-			Probe: &pollerstatus.Probe{OK: true, Details: []source.Detail{source.OpenTrx{Active: true, Bound: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}.Detail()}}},
+			Probe: &pollerstatus.Probe{OK: true, Details: []source.Detail{mysql.OpenTrx{Active: true, Bound: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}.Detail()}}},
 		{Poller: "my2", Health: pollerstatus.HealthOK, State: pollerstatus.StateNone, RowsWaiting: -1,
-			Probe: &pollerstatus.Probe{OK: true, Details: []source.Detail{source.OpenTrx{Reason: "the role cannot read information_schema.innodb_trx (MySQL error 1227)"}.Detail()}}},
+			Probe: &pollerstatus.Probe{OK: true, Details: []source.Detail{mysql.OpenTrx{Reason: "the role cannot read information_schema.innodb_trx (MySQL error 1227)"}.Detail()}}},
 	}
 	var out bytes.Buffer
 	if err := statusTable(Env{Out: &out}, rows); err != nil {

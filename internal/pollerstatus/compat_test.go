@@ -14,6 +14,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/clock"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerstatus"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/mysql"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/memstore"
 )
@@ -65,9 +66,9 @@ func TestStatusCompat(t *testing.T) {
 	probe = pollerstatus.Probe{Skipped: "no settings", RowsWaiting: -1}
 	fromTick := pollerstatus.Read(ctx, st, cfg, "orders")
 	late := pollerstatus.Probe{OK: true, RowsWaiting: 3, LagSeconds: ptr(1.5), DurationMS: 7,
-		Details: []source.Detail{source.OpenTrx{Reason: "the role cannot read information_schema.innodb_trx (MySQL error 1227)"}.Detail()}}
+		Details: []source.Detail{mysql.OpenTrx{Reason: "the role cannot read information_schema.innodb_trx (MySQL error 1227)"}.Detail()}}
 	bound := pollerstatus.Probe{OK: true, RowsWaiting: 0, LagSeconds: ptr(0), DurationMS: 2,
-		Details: []source.Detail{source.OpenTrx{Active: true, Bound: time.Date(2026, 11, 22, 11, 59, 0, 0, time.UTC), OldestSeconds: 61, OldestThread: 42}.Detail()}}
+		Details: []source.Detail{mysql.OpenTrx{Active: true, Bound: time.Date(2026, 11, 22, 11, 59, 0, 0, time.UTC), OldestSeconds: 61, OldestThread: 42}.Detail()}}
 
 	var out bytes.Buffer
 	for _, v := range []struct {

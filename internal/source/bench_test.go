@@ -13,6 +13,7 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/mysql"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sqlite"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
@@ -122,7 +123,7 @@ func BenchmarkKeysetScan(b *testing.B) {
 			}
 			return n
 		}
-		compare(b, source.MySQL, dsn, table, hand, nil)
+		compare(b, mysql.Name, dsn, table, hand, nil)
 	})
 }
 

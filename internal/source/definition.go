@@ -15,7 +15,6 @@ import (
 const (
 	SQLServer = "sqlserver"
 	Postgres  = "postgres"
-	MySQL     = "mysql" // MySQL, MariaDB, Azure Database for MySQL
 )
 
 // DefaultSettleLag is how far behind the database's clock a timestamp+pk cursor reads unless

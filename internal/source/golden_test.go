@@ -47,8 +47,6 @@ func TestGoldenSQL(t *testing.T) {
 		{"postgres_integer", Postgres, orders("", state.KindInteger, "id", "id"), TSNone},
 		{"postgres_xid", Postgres, orders("public", state.KindXID, "txid", "id"), TSNone},
 		{"postgres_odd_identifiers", Postgres, odd, TSNone},
-		{"mysql_timestamp_pk_datetime", MySQL, orders("", state.KindTimestampPK, "updated_at", "id"), TSUTC},
-		{"mysql_integer", MySQL, orders("", state.KindInteger, "id", "id"), TSNone},
 	}
 	for _, c := range cases {
 		if _, err := c.def.validate("orders", Builtin(), c.driver); err != nil {

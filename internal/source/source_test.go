@@ -30,15 +30,3 @@ func TestConformanceSQLServer(t *testing.T) {
 	t.Cleanup(func() { db.Close() })
 	sourcetest.Run(t, sourcetest.Harness{Driver: source.SQLServer, DSN: dsn, DB: db, ConcurrentWriters: true})
 }
-
-// TestConformanceMySQL runs the suite on the MariaDB scripts/test.sh starts (MySQL 8 in the
-// GitHub workflow). The harness's own connection writes times as UTC, as the source reads them.
-func TestConformanceMySQL(t *testing.T) {
-	dsn := testenv.MySQL(t)
-	db, err := sql.Open("mysql", dsn+"?parseTime=true&loc=UTC&time_zone=%27%2B00%3A00%27")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	sourcetest.Run(t, sourcetest.Harness{Driver: source.MySQL, DSN: dsn, DB: db, ConcurrentWriters: true})
-}

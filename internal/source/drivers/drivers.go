@@ -9,11 +9,12 @@ import (
 	"strings"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/mysql"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sqlite"
 )
 
 // All returns every driver.
-func All() source.Drivers { return append(source.Builtin(), sqlite.Driver{}) }
+func All() source.Drivers { return append(source.Builtin(), mysql.Driver{}, sqlite.Driver{}) }
 
 // Names lists the drivers' names, sorted: what {P}_DB_DRIVER may say.
 func Names() []string { return All().Names() }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/mysql"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sqlite"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
@@ -26,7 +27,7 @@ import (
 
 // Harness is one database to run the suite against.
 type Harness struct {
-	Driver string  // source.SQLServer, source.Postgres, source.MySQL or sqlite.Name
+	Driver string  // source.SQLServer, source.Postgres, mysql.Name or sqlite.Name
 	DSN    string  // what the source opens
 	DB     *sql.DB // the test's own connection, for set-up
 	// ConcurrentWriters: a transaction can stay open while others commit (not SQLite).
@@ -54,7 +55,7 @@ func (h Harness) q(s string) string {
 	switch h.Driver {
 	case source.SQLServer:
 		return "[" + strings.ReplaceAll(s, "]", "]]") + "]"
-	case source.MySQL:
+	case mysql.Name:
 		return "`" + strings.ReplaceAll(s, "`", "``") + "`"
 	}
 	return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
@@ -102,7 +103,7 @@ func (h Harness) orders(t testing.TB) string {
 			`CREATE INDEX ON ` + name + ` (updated_at, id)`,
 			`CREATE INDEX ON ` + name + ` (txid, id)`,
 		}
-	case source.MySQL:
+	case mysql.Name:
 		ddl = []string{
 			`CREATE TABLE ` + name + ` (id BIGINT PRIMARY KEY, customer VARCHAR(100) NOT NULL, amount DECIMAL(12,2) NOT NULL,
 			  updated_at DATETIME(6) NOT NULL, KEY ix_ts (updated_at, id))`,
@@ -509,7 +510,7 @@ func (h Harness) testTypes(t *testing.T) {
 		insert = `INSERT INTO ` + name + ` VALUES (1, 12.50, 1234567890123456789012345678.0123456789, @p1, 0xDEADBEEF, 'A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11', N'{"a": [1, 2]}', NULL, N'grüße "q"', 1.5, 1, 7, 3, 0.25)`
 		args = append(args, civil.DateTimeOf(ts))
 		want = `{"id":1,"d":"12.50","big":"1234567890123456789012345678.0123456789","ts":"2026-04-07T01:23:45.1234567Z","bin":"3q2+7w==","u":"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11","j":"{\"a\": [1, 2]}","n":null,"t":"grüße \"q\"","f":1.5,"b":true,"i4":7,"i2":3,"r":0.25}`
-	case source.MySQL:
+	case mysql.Name:
 		// The issue's list: DECIMAL(38,10), DATETIME(6) (the cursor), TIMESTAMP(6), JSON,
 		// BINARY(16), VARBINARY, utf8mb4 text with an emoji, NULL, BIGINT UNSIGNED near its
 		// maximum (a JSON number, exact), next to the columns every driver has.
@@ -584,14 +585,14 @@ func (h Harness) testTypes(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantU, wantT := "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11", `grüße "q"`
-	if h.Driver == source.MySQL { // a UUID kept in BINARY(16): its 16 bytes
+	if h.Driver == mysql.Name { // a UUID kept in BINARY(16): its 16 bytes
 		wantU, wantT = "\xa0\xee\xbc\x99\x9c\x0b\x4e\xf8\xbb\x6d\x6b\xb9\xbd\x38\x0a\x11", `grüße "q" 😀`
 	}
 	if dst.ID != 1 || dst.D != "12.50" || dst.Float != 12.5 || !dst.TS.Equal(ts) || string(dst.Bin) != "\xde\xad\xbe\xef" ||
 		dst.U != wantU || dst.N != nil || dst.T != wantT || dst.I4 != 7 || dst.I2 != 3 || dst.R != 0.25 {
 		t.Fatalf("decoded %+v", dst)
 	}
-	if h.Driver == source.MySQL {
+	if h.Driver == mysql.Name {
 		h.mysqlTypes(t, b.Rows[0])
 	}
 
@@ -851,7 +852,7 @@ func (h Harness) testUnreachableRows(t *testing.T) {
 	switch h.Driver {
 	case sqlite.Name:
 		h.unreachableSQLite(t)
-	case source.Postgres, source.SQLServer, source.MySQL:
+	case source.Postgres, source.SQLServer, mysql.Name:
 		h.unreachableFuture(t)
 	default:
 		t.Skipf("no stamp hazard known for %s", h.Driver)
@@ -959,7 +960,7 @@ func (h Harness) unreachableFuture(t *testing.T) {
 	plus := func(n int, unit string) string {
 		return "DATEADD(" + unit + ", " + fmt.Sprint(n) + ", SYSUTCDATETIME())"
 	}
-	if h.Driver == source.MySQL {
+	if h.Driver == mysql.Name {
 		plus = func(n int, unit string) string {
 			return fmt.Sprintf("UTC_TIMESTAMP(6) + INTERVAL %d %s", n, strings.ToUpper(unit))
 		}
@@ -1001,7 +1002,7 @@ func (h Harness) unreachableFuture(t *testing.T) {
 	switch h.Driver {
 	case source.Postgres:
 		fix = `UPDATE "` + table + `" SET "updated_at" = now() AT TIME ZONE 'UTC' WHERE "updated_at" > (now() AT TIME ZONE 'UTC') + interval '10 minutes'`
-	case source.MySQL:
+	case mysql.Name:
 		fix = "UPDATE `" + table + "` SET `updated_at` = UTC_TIMESTAMP(6) WHERE `updated_at` > UTC_TIMESTAMP(6) + INTERVAL 10 MINUTE"
 	default:
 		fix = "UPDATE [" + table + "] SET [updated_at] = SYSUTCDATETIME() WHERE [updated_at] > DATEADD(minute, 10, SYSUTCDATETIME())"

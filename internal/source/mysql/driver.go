@@ -1,4 +1,7 @@
-package source
+// Package mysql is the source driver for MySQL, MariaDB and Azure Database for MySQL, through
+// go-sql-driver/mysql: its SQL and types, its sign-in with Entra ID (entra.go), and the bound
+// that keeps a timestamp+pk read behind the server's open write transactions (readbound.go).
+package mysql
 
 import (
 	"database/sql"
@@ -9,32 +12,36 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
+	gomysql "github.com/go-sql-driver/mysql"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/redact"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/entra"
 )
 
-// mysqlDialect is MySQL, MariaDB and Azure Database for MySQL through go-sql-driver/mysql.
+// Name is the driver's name in a poller's settings ({P}_DB_DRIVER).
+const Name = "mysql"
+
+// Driver is MySQL, MariaDB and Azure Database for MySQL through go-sql-driver/mysql.
 //
 // The connection always parses DATETIME and TIMESTAMP into time.Time in UTC, runs its session
 // in UTC (so that TIMESTAMP columns and UTC_TIMESTAMP() agree), and interpolates parameters on
 // the client: every read is one round trip of the text protocol, not a prepare, an execute and a
 // close. Values are still never spliced into SQL by this package: the driver escapes them.
-type mysqlDialect struct{ Defaults }
+type Driver struct{ source.Defaults }
 
-// open: a DSN with fedauth signs in with Entra ID tokens (mysqlentra.go).
-func (mysqlDialect) Open(dsn string) (*sql.DB, error) { return openMySQL(dsn, entra.Deps{}) }
+// Open: a DSN with fedauth signs in with Entra ID tokens (entra.go).
+func (Driver) Open(dsn string) (*sql.DB, error) { return openMySQL(dsn, entra.Deps{}) }
 
 // Name is "mysql".
-func (mysqlDialect) Name() string { return MySQL }
+func (Driver) Name() string { return Name }
 
 // mysqlConfig parses a go-sql-driver DSN (user:password@tcp(host:3306)/database?param=value) and
 // sets what this package relies on.
-func mysqlConfig(dsn string) (*mysql.Config, error) {
-	cfg, err := mysql.ParseDSN(dsn)
+func mysqlConfig(dsn string) (*gomysql.Config, error) {
+	cfg, err := gomysql.ParseDSN(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("the mysql connection string is not valid, want user:password@tcp(host:3306)/database (%s)", redact.DSN(dsn))
 	}
@@ -48,90 +55,90 @@ func mysqlConfig(dsn string) (*mysql.Config, error) {
 	return cfg, nil
 }
 
-func (mysqlDialect) Location(dsn string) (Location, error) {
+func (Driver) Location(dsn string) (source.Location, error) {
 	cfg, err := mysqlConfig(dsn)
 	if err != nil {
-		return Location{}, err
+		return source.Location{}, err
 	}
 	addr := strings.ToLower(cfg.Addr)
 	if cfg.Net == "unix" {
 		addr = "unix:" + cfg.Addr
 	}
-	return Location{Server: addr, Database: cfg.DBName}, nil
+	return source.Location{Server: addr, Database: cfg.DBName}, nil
 }
 
-func (mysqlDialect) Caseless() bool            { return true }
-func (mysqlDialect) Quote(s string) string     { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }
-func (mysqlDialect) Placeholder(int) string    { return "?" }
-func (mysqlDialect) Supports(kind string) bool { return Defaults{}.Supports(kind) }
-func (mysqlDialect) Scalars() bool             { return false }
+func (Driver) Caseless() bool            { return true }
+func (Driver) Quote(s string) string     { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }
+func (Driver) Placeholder(int) string    { return "?" }
+func (Driver) Supports(kind string) bool { return source.Defaults{}.Supports(kind) }
+func (Driver) Scalars() bool             { return false }
 
 // keyset: MariaDB reads a row comparison, (a, b) > (?, ?), with a scan of the whole index from
 // its start, so the expanded form with a leading range gets a range read instead (as on SQL
 // Server). Its markers are positional: keysetArgs says which key value each one takes.
-func (mysqlDialect) Keyset(_ string, keys, params []string) (string, []int) {
-	return ExpandedKeyset(keys, params), ExpandedKeysetOrder(len(keys))
+func (Driver) Keyset(_ string, keys, params []string) (string, []int) {
+	return source.ExpandedKeyset(keys, params), source.ExpandedKeysetOrder(len(keys))
 }
 
 // upperBound: a timestamp cursor reads rows older than the database's UTC clock minus the settle
 // lag. (TIMESTAMP columns are read in the session's UTC; DATETIME columns are taken as UTC.)
-func (mysqlDialect) UpperBound(kind string, _ TSFlavor, col string, lag time.Duration, next func() string) Bound {
+func (Driver) UpperBound(kind string, _ source.TSFlavor, col string, lag time.Duration, next func() string) source.Bound {
 	if kind != state.KindTimestampPK {
-		return Bound{}
+		return source.Bound{}
 	}
-	return Bound{Pred: col + " < UTC_TIMESTAMP(6) - INTERVAL " + next() + " MICROSECOND", Arg: lag.Microseconds()}
+	return source.Bound{Pred: col + " < UTC_TIMESTAMP(6) - INTERVAL " + next() + " MICROSECOND", Arg: lag.Microseconds()}
 }
 
 // stampCheck: a DATETIME more than FutureTolerance ahead of the UTC clock was written in local
 // time east of UTC (NOW() in a non-UTC session).
-func (mysqlDialect) StampCheck(fl TSFlavor, table, col, param string) (string, any, string) {
-	if fl != TSUTC {
+func (Driver) StampCheck(fl source.TSFlavor, table, col, param string) (string, any, string) {
+	if fl != source.TSUTC {
 		return "", nil, ""
 	}
-	return col + " > UTC_TIMESTAMP(6) + INTERVAL " + param + " SECOND", int64(FutureTolerance.Seconds()),
+	return col + " > UTC_TIMESTAMP(6) + INTERVAL " + param + " SECOND", int64(source.FutureTolerance.Seconds()),
 		"Stamp the column in UTC (DEFAULT UTC_TIMESTAMP(6), or a TIMESTAMP(6) column, which MySQL keeps in UTC), not NOW() in a session whose time_zone is not UTC; " +
 			fmt.Sprintf("to deliver such rows now rather than when the clock reaches them: UPDATE %s SET %s = UTC_TIMESTAMP(6) WHERE %s > UTC_TIMESTAMP(6) + INTERVAL %d MINUTE",
-				table, col, col, int(FutureTolerance.Minutes()))
+				table, col, col, int(source.FutureTolerance.Minutes()))
 }
 
 // classify maps go-sql-driver's DatabaseTypeName ("BIGINT", "UNSIGNED BIGINT", "DATETIME", ...).
-func (mysqlDialect) Classify(base string) (Class, TSFlavor) {
+func (Driver) Classify(base string) (source.Class, source.TSFlavor) {
 	base = strings.TrimPrefix(base, "UNSIGNED ")
 	switch base {
 	case "TINYINT", "SMALLINT", "MEDIUMINT", "INT", "BIGINT", "YEAR":
-		return ClassInt, TSNone
+		return source.ClassInt, source.TSNone
 	case "CHAR", "VARCHAR", "TEXT", "TINYTEXT", "MEDIUMTEXT", "LONGTEXT", "ENUM", "SET":
-		return ClassText, TSNone
+		return source.ClassText, source.TSNone
 	case "DECIMAL":
-		return ClassDecimal, TSNone
+		return source.ClassDecimal, source.TSNone
 	case "FLOAT", "DOUBLE":
-		return ClassFloat, TSNone
+		return source.ClassFloat, source.TSNone
 	case "TIMESTAMP":
-		return ClassTime, TSWithZone
+		return source.ClassTime, source.TSWithZone
 	case "DATETIME":
-		return ClassTime, TSUTC
+		return source.ClassTime, source.TSUTC
 	case "DATE", "TIME":
-		return ClassTime, TSUnsupported
+		return source.ClassTime, source.TSUnsupported
 	case "BINARY", "VARBINARY", "BLOB", "TINYBLOB", "MEDIUMBLOB", "LONGBLOB", "BIT", "GEOMETRY":
-		return ClassBinary, TSNone
+		return source.ClassBinary, source.TSNone
 	case "JSON":
-		return ClassJSON, TSNone
+		return source.ClassJSON, source.TSNone
 	}
-	return ClassOther, TSNone
+	return source.ClassOther, source.TSNone
 }
 
 // keyCodec: a BIGINT UNSIGNED key (AUTO_INCREMENT ids often are) can pass the largest int64,
 // where its values come as uint64: the cursor holds the decimal digits either way, and gives
 // back an int64 when the value fits, else a uint64 (the driver binds both exactly). Other
 // columns take the generic codecs.
-func (mysqlDialect) KeyCodec(c ColumnType) (KeyCodec, bool) {
-	if c.Class != ClassInt || !strings.HasPrefix(strings.ToUpper(c.DBType), "UNSIGNED BIGINT") {
-		return KeyCodec{}, false
+func (Driver) KeyCodec(c source.ColumnType) (source.KeyCodec, bool) {
+	if c.Class != source.ClassInt || !strings.HasPrefix(strings.ToUpper(c.DBType), "UNSIGNED BIGINT") {
+		return source.KeyCodec{}, false
 	}
 	return unsignedCodec, true
 }
 
-var unsignedCodec = KeyCodec{
+var unsignedCodec = source.KeyCodec{
 	Encode: func(v any) (json.RawMessage, error) {
 		switch n := v.(type) {
 		case int64:

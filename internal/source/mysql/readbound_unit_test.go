@@ -1,4 +1,4 @@
-package source
+package mysql
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
+	gomysql "github.com/go-sql-driver/mysql"
 )
 
 // TestMySQLOpenTrxBoundStates walks the bound through what innodb_trx can answer, on a fake clock:
@@ -65,7 +65,7 @@ func TestMySQLOpenTrxBoundStates(t *testing.T) {
 		"settle lag only: information_schema.innodb_trx has not been refreshed for this reader (InnoDB refreshes it only after 100 ms without a reader; other sessions read it more often) for 1m0s")
 	step("fresh again", []answer{fresh1}, time.Second, bound1, 1, "connection 42")
 
-	denied := answer{err: &mysql.MySQLError{Number: 1227, Message: "Access denied; you need (at least one of) the PROCESS privilege(s) for this operation"}}
+	denied := answer{err: &gomysql.MySQLError{Number: 1227, Message: "Access denied; you need (at least one of) the PROCESS privilege(s) for this operation"}}
 	step("denied", []answer{denied}, time.Second, openTrxNone, 1, "settle lag only: the role cannot read information_schema.innodb_trx (MySQL error 1227)")
 	if o, _ := b.current(); !strings.Contains(o.Reason, "GRANT PROCESS ON *.* TO 'app'@'%'") {
 		t.Fatalf("denied: %q does not name the GRANT", o.Reason)

@@ -1,4 +1,4 @@
-package source
+package mysql
 
 import (
 	"context"
@@ -11,13 +11,14 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-	"github.com/go-sql-driver/mysql"
+	gomysql "github.com/go-sql-driver/mysql"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/azconn"
 	"github.com/pseudotrigger/pseudotrigger/internal/redact"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/entra"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/entra/entratest"
 )
@@ -110,18 +111,18 @@ func TestMySQLEntraParseDSNErrors(t *testing.T) {
 // The Entra keys change neither the fingerprint nor what redaction keeps; a password in the DSN
 // is still redacted.
 func TestMySQLEntraFingerprintAndRedaction(t *testing.T) {
-	def := Definition{Table: Table{Name: "orders"}, Cursor: Cursor{Kind: state.KindTimestampPK, Column: "updated_at"}, PK: []string{"id"}}
+	def := source.Definition{Table: source.Table{Name: "orders"}, Cursor: source.Cursor{Kind: state.KindTimestampPK, Column: "updated_at"}, PK: []string{"id"}}
 	plain := mysqlEntraHost + "?tls=true"
 	withEntra := plain + "&fedauth=ActiveDirectoryManagedIdentity&azure_client_id=11111111-2222-3333-4444-555555555555"
-	a, err := Builtin().Location(MySQL, plain)
+	a, err := Driver{}.Location(plain)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := Builtin().Location(MySQL, withEntra)
+	b, err := Driver{}.Location(withEntra)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a != b || Fingerprint(MySQL, a, def) != Fingerprint(MySQL, b, def) {
+	if a != b || source.Fingerprint(Name, a, def) != source.Fingerprint(Name, b, def) {
 		t.Errorf("fedauth changed the location or the fingerprint: %+v vs %+v", a, b)
 	}
 	got := redact.DSN(withEntra)
@@ -138,7 +139,7 @@ func TestMySQLEntraFingerprintAndRedaction(t *testing.T) {
 
 func TestMySQLEntraTokenHook(t *testing.T) {
 	entratest.TokenHook(t, "mysql", func(token func(context.Context) (string, error)) (string, error) {
-		cfg := mysql.NewConfig()
+		cfg := gomysql.NewConfig()
 		cfg.Passwd = "from-the-dsn"
 		err := mysqlTokenHook(token)(context.Background(), cfg)
 		return cfg.Passwd, err
@@ -150,10 +151,10 @@ func TestMySQLEntraTokenHook(t *testing.T) {
 func TestMySQLEntraOpenRefusesPlaintext(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, err := Open(ctx, Builtin(), Config{Poller: "orders", Driver: MySQL,
+	_, err := source.Open(ctx, source.Drivers{Driver{}}, source.Config{Poller: "orders", Driver: Name,
 		DSN:        "id-app:hunter2@tcp(127.0.0.1:1)/shop?fedauth=ActiveDirectoryManagedIdentity",
-		Definition: Definition{Table: Table{Name: "orders"}, Cursor: Cursor{Kind: state.KindInteger, Column: "id"}, PK: []string{"id"}}})
-	if !errors.Is(err, ErrConnect) || !strings.Contains(err.Error(), "tls=true") || !strings.Contains(err.Error(), `poller "orders"`) ||
+		Definition: source.Definition{Table: source.Table{Name: "orders"}, Cursor: source.Cursor{Kind: state.KindInteger, Column: "id"}, PK: []string{"id"}}})
+	if !errors.Is(err, source.ErrConnect) || !strings.Contains(err.Error(), "tls=true") || !strings.Contains(err.Error(), `poller "orders"`) ||
 		strings.Contains(err.Error(), "hunter2") {
 		t.Fatalf("Open: %v", err)
 	}
@@ -172,7 +173,7 @@ func TestMySQLEntraServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { admin.Close() })
-	acfg, err := mysql.ParseDSN(adminDSN)
+	acfg, err := gomysql.ParseDSN(adminDSN)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,13 +279,13 @@ func TestMySQLEntraClearTextTLS(t *testing.T) {
 	delete(cfg.Params, entra.FedAuthKey)
 	delete(cfg.Params, entra.ClientIDKey)
 	cfg.Passwd = token
-	conn, err := mysql.NewConnector(cfg)
+	conn, err := gomysql.NewConnector(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	plain := sql.OpenDB(conn)
 	defer plain.Close()
-	if err := plain.PingContext(ctx); !errors.Is(err, mysql.ErrCleartextPassword) {
-		t.Errorf("the plain driver against a clear-text user: %v, want %v", err, mysql.ErrCleartextPassword)
+	if err := plain.PingContext(ctx); !errors.Is(err, gomysql.ErrCleartextPassword) {
+		t.Errorf("the plain driver against a clear-text user: %v, want %v", err, gomysql.ErrCleartextPassword)
 	}
 }

@@ -1,4 +1,4 @@
-package source
+package mysql
 
 import (
 	"cmp"
@@ -12,8 +12,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
+	gomysql "github.com/go-sql-driver/mysql"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
@@ -110,7 +111,7 @@ func (o OpenTrx) String() string {
 // a second between them, not one each: every read anyone makes keeps the list from being
 // refreshed). A bound read from a fresh list stays safe for every reader of the server; the
 // user is in the key because a denial is the user's.
-func (mysqlDialect) ReadBound(dsn string, d Definition) (ReadBound, bool) {
+func (Driver) ReadBound(dsn string, d source.Definition) (source.ReadBound, bool) {
 	if d.Cursor.Kind != state.KindTimestampPK {
 		return nil, false
 	}
@@ -158,23 +159,23 @@ func (b *openTrxBound) Arg(ctx context.Context, db *sql.DB) (any, error) { retur
 // Stats says how the last read was kept behind late commits: whether it may have stopped short
 // of committed rows (an open write transaction bounded it, or an older bound than a fresh one),
 // the bound's text, and its detail for the status.
-func (b *openTrxBound) Stats() Stats {
+func (b *openTrxBound) Stats() source.Stats {
 	o, ok := b.current()
 	if !ok {
-		return Stats{}
+		return source.Stats{}
 	}
-	return Stats{HoldBack: o.Active && (o.Reason != "" || o.OldestThread != 0 || o.OldestSeconds != 0), LateCommits: o.String(), Details: []Detail{o.Detail()}}
+	return source.Stats{HoldBack: o.Active && (o.Reason != "" || o.OldestThread != 0 || o.OldestSeconds != 0), LateCommits: o.String(), Details: []source.Detail{o.Detail()}}
 }
 
 // Detail is the bound as the status shows it: the page's late commits row, pollerctl status's
 // line, marked when the reads are bounded by the settle lag alone.
-func (o OpenTrx) Detail() Detail {
+func (o OpenTrx) Detail() source.Detail {
 	text := o.String()
 	line := "late commits: " + text
 	if !o.Active {
 		line += " (NOT SAFE FROM TRANSACTIONS LONGER THAN THE SETTLE LAG)"
 	}
-	return Detail{Key: "open_trx", Value: o, Label: "late commits", Class: "latecommits", Text: text, Line: line, Bad: !o.Active}
+	return source.Detail{Key: "open_trx", Value: o, Label: "late commits", Class: "latecommits", Text: text, Line: line, Bad: !o.Active}
 }
 
 // arg is the bound's argument for a read: the bound, or openTrxNone when there is none. It reads
@@ -213,7 +214,7 @@ func (b *openTrxBound) arg(ctx context.Context, db *sql.DB) (time.Time, error) {
 		case <-t.C:
 		}
 	}
-	var me *mysql.MySQLError
+	var me *gomysql.MySQLError
 	switch {
 	case errors.As(err, &me) && (me.Number == 1227 || me.Number == 1142 || me.Number == 1044):
 		b.deniedAt = clock()

@@ -1,4 +1,4 @@
-package source_test
+package mysql_test
 
 import (
 	"context"
@@ -10,9 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
+	gomysql "github.com/go-sql-driver/mysql"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/mysql"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 )
@@ -203,7 +204,7 @@ func TestMySQLOpenTrxStale(t *testing.T) {
 func TestMySQLGrantsScript(t *testing.T) {
 	db, dsn := mysqlDB(t)
 	table := lateCommitTable(t, db)
-	cfg, err := mysql.ParseDSN(dsn)
+	cfg, err := gomysql.ParseDSN(dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,8 +214,8 @@ func TestMySQLGrantsScript(t *testing.T) {
 		active bool
 	}{{nil, true}, {[]string{"--no-process"}, false}} {
 		userDSN := testenv.MySQLUser(t, db, dsn, "USAGE")
-		user, _ := mysql.ParseDSN(userDSN)
-		args := append(append([]string{"../../scripts/sql-grants.sh", "--mysql", "--no-principal"}, c.flags...), user.User, cfg.DBName+"."+table)
+		user, _ := gomysql.ParseDSN(userDSN)
+		args := append(append([]string{"../../../scripts/sql-grants.sh", "--mysql", "--no-principal"}, c.flags...), user.User, cfg.DBName+"."+table)
 		out, err := osexec.Command("bash", args...).CombinedOutput()
 		if err != nil {
 			t.Fatalf("sql-grants.sh %v: %v\n%s", args[1:], err, out)
@@ -244,11 +245,11 @@ func TestMySQLGrantsScript(t *testing.T) {
 }
 
 // openTrxOf is the open-transaction bound the source's stats show (ok false before any read).
-func openTrxOf(src *source.Source) (source.OpenTrx, bool) {
+func openTrxOf(src *source.Source) (mysql.OpenTrx, bool) {
 	for _, d := range src.Stats().Details {
-		if o, ok := d.Value.(source.OpenTrx); ok {
+		if o, ok := d.Value.(mysql.OpenTrx); ok {
 			return o, true
 		}
 	}
-	return source.OpenTrx{}, false
+	return mysql.OpenTrx{}, false
 }

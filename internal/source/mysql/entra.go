@@ -1,4 +1,4 @@
-package source
+package mysql
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/go-sql-driver/mysql"
+	gomysql "github.com/go-sql-driver/mysql"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/redact"
 
@@ -53,11 +53,11 @@ func openMySQL(dsn string, deps entra.Deps) (*sql.DB, error) {
 			return nil, err
 		}
 		cfg.AllowCleartextPasswords = true // the server's Entra plugin asks for mysql_clear_password
-		if err := cfg.Apply(mysql.BeforeConnect(mysqlTokenHook(token))); err != nil {
+		if err := cfg.Apply(gomysql.BeforeConnect(mysqlTokenHook(token))); err != nil {
 			return nil, err
 		}
 	}
-	conn, err := mysql.NewConnector(cfg)
+	conn, err := gomysql.NewConnector(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("the mysql connection string is not usable (%s): %v", redact.DSN(dsn), err)
 	}
@@ -68,7 +68,7 @@ func openMySQL(dsn string, deps entra.Deps) (*sql.DB, error) {
 // parameters go-sql-driver collected, and with fedauth checks the user and TLS. It returns nil
 // when the DSN does not ask for Entra ID. Errors name the key at fault and never quote a
 // password.
-func takeMySQLEntra(cfg *mysql.Config, plaintextOK bool) (*entra.Auth, error) {
+func takeMySQLEntra(cfg *gomysql.Config, plaintextOK bool) (*entra.Auth, error) {
 	e, err := entra.Take("mysql", cfg.Params)
 	if err != nil || e == nil {
 		return nil, err
@@ -90,8 +90,8 @@ func takeMySQLEntra(cfg *mysql.Config, plaintextOK bool) (*entra.Auth, error) {
 
 // mysqlTokenHook returns the BeforeConnect hook: it makes a fresh token (entraAuth.tokens) the
 // connection's password.
-func mysqlTokenHook(token func(context.Context) (string, error)) func(context.Context, *mysql.Config) error {
-	return func(ctx context.Context, cfg *mysql.Config) error {
+func mysqlTokenHook(token func(context.Context) (string, error)) func(context.Context, *gomysql.Config) error {
+	return func(ctx context.Context, cfg *gomysql.Config) error {
 		tok, err := token(ctx)
 		cfg.Passwd = tok
 		return err
