@@ -13,8 +13,7 @@ import (
 
 // Drivers.
 const (
-	SQLServer = "sqlserver"
-	Postgres  = "postgres"
+	Postgres = "postgres"
 )
 
 // DefaultSettleLag is how far behind the database's clock a timestamp+pk cursor reads unless

@@ -20,13 +20,3 @@ func TestConformancePostgres(t *testing.T) {
 	t.Cleanup(func() { db.Close() })
 	sourcetest.Run(t, sourcetest.Harness{Driver: source.Postgres, DSN: dsn, DB: db, ConcurrentWriters: true})
 }
-
-func TestConformanceSQLServer(t *testing.T) {
-	dsn := testenv.SQLServer(t)
-	db, err := sql.Open("sqlserver", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	sourcetest.Run(t, sourcetest.Harness{Driver: source.SQLServer, DSN: dsn, DB: db, ConcurrentWriters: true})
-}

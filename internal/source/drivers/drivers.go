@@ -11,10 +11,13 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/mysql"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sqlite"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sqlserver"
 )
 
 // All returns every driver.
-func All() source.Drivers { return append(source.Builtin(), mysql.Driver{}, sqlite.Driver{}) }
+func All() source.Drivers {
+	return append(source.Builtin(), mysql.Driver{}, sqlserver.Driver{}, sqlite.Driver{})
+}
 
 // Names lists the drivers' names, sorted: what {P}_DB_DRIVER may say.
 func Names() []string { return All().Names() }

@@ -21,13 +21,14 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/mysql"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sqlite"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sqlserver"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 )
 
 // Harness is one database to run the suite against.
 type Harness struct {
-	Driver string  // source.SQLServer, source.Postgres, mysql.Name or sqlite.Name
+	Driver string  // sqlserver.Name, source.Postgres, mysql.Name or sqlite.Name
 	DSN    string  // what the source opens
 	DB     *sql.DB // the test's own connection, for set-up
 	// ConcurrentWriters: a transaction can stay open while others commit (not SQLite).
@@ -53,7 +54,7 @@ var ctx = context.Background()
 // q quotes an identifier for the harness's dialect.
 func (h Harness) q(s string) string {
 	switch h.Driver {
-	case source.SQLServer:
+	case sqlserver.Name:
 		return "[" + strings.ReplaceAll(s, "]", "]]") + "]"
 	case mysql.Name:
 		return "`" + strings.ReplaceAll(s, "`", "``") + "`"
@@ -63,7 +64,7 @@ func (h Harness) q(s string) string {
 
 func (h Harness) ph(i int) string {
 	switch h.Driver {
-	case source.SQLServer:
+	case sqlserver.Name:
 		return fmt.Sprintf("@p%d", i)
 	case source.Postgres:
 		return fmt.Sprintf("$%d", i)
@@ -83,7 +84,7 @@ func (h Harness) ts(tm time.Time) any {
 	switch h.Driver {
 	case sqlite.Name:
 		return tm.UTC().Format("2006-01-02T15:04:05.000000Z")
-	case source.SQLServer:
+	case sqlserver.Name:
 		return civil.DateTimeOf(tm.UTC())
 	}
 	return tm.UTC()
@@ -108,7 +109,7 @@ func (h Harness) orders(t testing.TB) string {
 			`CREATE TABLE ` + name + ` (id BIGINT PRIMARY KEY, customer VARCHAR(100) NOT NULL, amount DECIMAL(12,2) NOT NULL,
 			  updated_at DATETIME(6) NOT NULL, KEY ix_ts (updated_at, id))`,
 		}
-	case source.SQLServer:
+	case sqlserver.Name:
 		ddl = []string{
 			`CREATE TABLE ` + name + ` (id BIGINT PRIMARY KEY, customer NVARCHAR(100) NOT NULL, amount DECIMAL(12,2) NOT NULL,
 			  updated_at DATETIME2(7) NOT NULL, rv ROWVERSION)`,
@@ -194,7 +195,7 @@ func (h Harness) kinds() []string {
 	switch h.Driver {
 	case source.Postgres:
 		k = append(k, state.KindXID)
-	case source.SQLServer:
+	case sqlserver.Name:
 		k = append(k, state.KindRowversion)
 	}
 	return k
@@ -504,7 +505,7 @@ func (h Harness) testTypes(t *testing.T) {
 		insert = `INSERT INTO ` + name + ` VALUES (1, 12.50, 12345678901234567890.0123456789, $1, '\xdeadbeef', 'A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11', '{"a": [1, 2]}', NULL, 'grüße "q"', 1.5, true, 7, 3, 0.25)`
 		args = append(args, ts)
 		want = `{"id":1,"d":"12.50","big":"12345678901234567890.0123456789","ts":"2026-04-07T01:23:45.123456Z","bin":"3q2+7w==","u":"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11","j":{"a":[1,2]},"n":null,"t":"grüße \"q\"","f":1.5,"b":true,"i4":7,"i2":3,"r":0.25}`
-	case source.SQLServer:
+	case sqlserver.Name:
 		ts = ts.Add(700 * time.Nanosecond) // datetime2(7): 100 ns
 		ddl = `CREATE TABLE ` + name + ` (id BIGINT PRIMARY KEY, d DECIMAL(12,2), big DECIMAL(38,10), ts DATETIME2(7) NOT NULL, bin VARBINARY(16), u UNIQUEIDENTIFIER, j NVARCHAR(100), n INT, t NVARCHAR(100), f FLOAT, b BIT, i4 INT, i2 SMALLINT, r REAL)`
 		insert = `INSERT INTO ` + name + ` VALUES (1, 12.50, 1234567890123456789012345678.0123456789, @p1, 0xDEADBEEF, 'A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11', N'{"a": [1, 2]}', NULL, N'grüße "q"', 1.5, 1, 7, 3, 0.25)`
@@ -852,7 +853,7 @@ func (h Harness) testUnreachableRows(t *testing.T) {
 	switch h.Driver {
 	case sqlite.Name:
 		h.unreachableSQLite(t)
-	case source.Postgres, source.SQLServer, mysql.Name:
+	case source.Postgres, sqlserver.Name, mysql.Name:
 		h.unreachableFuture(t)
 	default:
 		t.Skipf("no stamp hazard known for %s", h.Driver)

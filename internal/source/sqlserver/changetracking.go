@@ -1,4 +1,4 @@
-package source
+package sqlserver
 
 // The changetracking cursor: SQL Server Change Tracking of the poller's table.
 //
@@ -87,6 +87,7 @@ import (
 
 	mssql "github.com/microsoft/go-mssqldb"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
@@ -94,7 +95,7 @@ var (
 	// ErrNotTracked: the database or the table is not set up for the changetracking cursor
 	// (Change Tracking, snapshot isolation, the VIEW CHANGE TRACKING permission, the key); the
 	// error names the statement that fixes it.
-	ErrNotTracked = Mark(errors.New("SQL Server Change Tracking is not set up for the poller"), ErrMisconfigured)
+	ErrNotTracked = source.Mark(errors.New("SQL Server Change Tracking is not set up for the poller"), source.ErrMisconfigured)
 	// ErrExpired: a changetracking checkpoint is older than CHANGE_TRACKING_MIN_VALID_VERSION:
 	// Change Tracking has forgotten changes after it (retention cleanup, or a TRUNCATE TABLE),
 	// so they cannot be delivered. The poller stops; the error names the reset. It also wraps
@@ -103,21 +104,21 @@ var (
 )
 
 type changeTracking struct {
-	l         *Layout
+	l         *source.Layout
 	table     string // the quoted table name: in the SQL, and bound as OBJECT_ID's argument
 	q         ctQueries
 	retention string // the database's CHANGE_RETENTION as check read it ("2 DAYS"), for errors
 }
 
 // ChangeStream reads the changetracking cursor kind.
-func (sqlServer) ChangeStream(kind string, l *Layout) (ChangeStream, bool) {
+func (Driver) ChangeStream(kind string, l *source.Layout) (source.ChangeStream, bool) {
 	if kind != state.KindChangeTracking {
 		return nil, false
 	}
 	return newChangeTracking(l), true
 }
 
-func newChangeTracking(l *Layout) *changeTracking {
+func newChangeTracking(l *source.Layout) *changeTracking {
 	d := l.Definition()
 	return &changeTracking{l: l, table: l.Table(), q: buildCTQueries(l.Driver(), d.Table, l.Columns(), d.PK)}
 }
@@ -138,8 +139,8 @@ type ctQueries struct {
 	WaitingFrom, WaitingAfter string
 }
 
-func buildCTQueries(dl Driver, t Table, cols, keys []string) ctQueries {
-	table := QuoteTable(dl, t)
+func buildCTQueries(dl source.Driver, t source.Table, cols, keys []string) ctQueries {
+	table := source.QuoteTable(dl, t)
 	var sel []string
 	for _, c := range cols {
 		if slices.Contains(keys, c) {
@@ -223,7 +224,7 @@ type ctSetup struct {
 
 // problems lists what keeps the cursor from working, each with the statement that fixes it, in
 // the order to run them; none when the set-up is complete. poller is the poller's key.
-func (st ctSetup) problems(dl Driver, table string, poller []string) []string {
+func (st ctSetup) problems(dl source.Driver, table string, poller []string) []string {
 	var out []string
 	db := dl.Quote(st.database)
 	if !st.dbTracked {
@@ -244,7 +245,7 @@ func (st ctSetup) problems(dl Driver, table string, poller []string) []string {
 	}
 	switch {
 	case len(st.pk) == 0:
-		out = append(out, fmt.Sprintf("the table has no primary key, which Change Tracking needs: add one (ALTER TABLE %s ADD CONSTRAINT ... PRIMARY KEY (%s)) and make it the poller's key", table, strings.Join(QuoteAll(dl, poller), ", ")))
+		out = append(out, fmt.Sprintf("the table has no primary key, which Change Tracking needs: add one (ALTER TABLE %s ADD CONSTRAINT ... PRIMARY KEY (%s)) and make it the poller's key", table, strings.Join(source.QuoteAll(dl, poller), ", ")))
 	case !sameColumns(st.pk, poller):
 		out = append(out, fmt.Sprintf("the poller's key (%s) is not the table's primary key (%s), which is all CHANGETABLE returns of a change: make the poller's key %s",
 			strings.Join(poller, ", "), strings.Join(st.pk, ", "), strings.Join(st.pk, ", ")))
@@ -323,7 +324,7 @@ func (p ctPosition) base() int64 {
 // tiebreaker or one holding exactly the key columns, each a value of its column's type.
 func (c *changeTracking) position(cur *state.Cursor) (ctPosition, error) {
 	fail := func(format string, args ...any) (ctPosition, error) {
-		return ctPosition{}, fmt.Errorf("source: poller %q: %w: %s", c.l.Poller(), ErrCursor, fmt.Sprintf(format, args...))
+		return ctPosition{}, fmt.Errorf("source: poller %q: %w: %s", c.l.Poller(), source.ErrCursor, fmt.Sprintf(format, args...))
 	}
 	if cur.Kind != state.KindChangeTracking {
 		return fail("the stored cursor is of kind %q, the source's is %q", cur.Kind, state.KindChangeTracking)
@@ -381,7 +382,7 @@ func (c *changeTracking) CheckCursor(cur *state.Cursor) error {
 func (c *changeTracking) CursorFromText(value string) (*state.Cursor, error) {
 	v, err := parseVersion(value)
 	if err != nil {
-		return nil, fmt.Errorf("source: poller %q: %w: %v", c.l.Poller(), ErrCursor, err)
+		return nil, fmt.Errorf("source: poller %q: %w: %v", c.l.Poller(), source.ErrCursor, err)
 	}
 	cur := ctCursor(v, nil)
 	return &cur, nil
@@ -459,7 +460,7 @@ func (c *changeTracking) args(p *ctPosition, current, minValid sql.NullInt64) ([
 	}
 	if p.version > current.Int64 {
 		return nil, false, fmt.Errorf("source: poller %q, table %s: %w: the checkpoint is at change version %d, ahead of the database's CHANGE_TRACKING_CURRENT_VERSION() %d: the database was restored or recreated, or the version was typed wrong; the changes below it would be skipped. Reset the poller: pollerctl reset %s --to-beginning --yes (or --to-cursor <a version at or below %d>)",
-			c.l.Poller(), c.l.Definition().Table, ErrCursor, p.version, current.Int64, c.l.Poller(), current.Int64)
+			c.l.Poller(), c.l.Definition().Table, source.ErrCursor, p.version, current.Int64, c.l.Poller(), current.Int64)
 	}
 	if p.key == nil {
 		return []any{p.version, current.Int64}, false, nil
@@ -479,7 +480,7 @@ func (c *changeTracking) expired(p ctPosition, minValid int64) error {
 		retention = " after " + c.retention
 	}
 	return fmt.Errorf("source: poller %q, table %s: %w (%w): the checkpoint (%s) reads the changes after version %d, but the table's CHANGE_TRACKING_MIN_VALID_VERSION is %d: Change Tracking has forgotten changes in between (its cleanup drops them%s, and a TRUNCATE TABLE drops them all), and they cannot be delivered. The poller stops here rather than skip them. To go on from the oldest change still kept: pollerctl reset %s --to-beginning --yes; the rows changed meanwhile must then be re-read from the table (the consumer resynchronizes), since their changes are lost",
-		c.l.Poller(), c.l.Definition().Table, ErrExpired, ErrCursor, where, p.base(), minValid, retention, c.l.Poller())
+		c.l.Poller(), c.l.Definition().Table, ErrExpired, source.ErrCursor, where, p.base(), minValid, retention, c.l.Poller())
 }
 
 // readErr names the fix when SQL Server refuses the snapshot transaction.
@@ -492,16 +493,16 @@ func (c *changeTracking) readErr(what string, err error) error {
 }
 
 // Fetch reads up to limit changes after the cursor.
-func (c *changeTracking) Fetch(ctx context.Context, after *state.Cursor, limit int) (*Batch, error) {
+func (c *changeTracking) Fetch(ctx context.Context, after *state.Cursor, limit int) (*source.Batch, error) {
 	b := c.l.Batch(after)
-	var last *Change
+	var last *source.Change
 	err := c.read(ctx, after, c.q.FetchFrom, c.q.FetchAfter, func(tx *sql.Tx, rd ctRead) error {
 		rows, err := tx.QueryContext(ctx, rd.query, append(rd.args, limit)...)
 		if err != nil {
 			return c.readErr("reading the changes", err)
 		}
 		defer rows.Close()
-		b.Rows = make([]Row, 0, min(limit, 1024))
+		b.Rows = make([]source.Row, 0, min(limit, 1024))
 		n := len(c.l.Columns())
 		ptrs := make([]any, n+3)
 		for rows.Next() {
@@ -556,7 +557,7 @@ func ctKeepUp(p *ctPosition, current, minValid int64) bool {
 // seal is the To of a batch of n rows whose last row's change is last: that row's cursor, made
 // a version boundary when the batch holds fewer rows than limit (the read reached the bound, so
 // the last row's version is complete).
-func seal(last *Change, n, limit int) *state.Cursor {
+func seal(last *source.Change, n, limit int) *state.Cursor {
 	if n < limit {
 		last.Cursor.Tiebreaker = nil
 	}
@@ -567,11 +568,11 @@ func seal(last *Change, n, limit int) *state.Cursor {
 // row makes a Row of one change: op its SYS_CHANGE_OPERATION, found whether the table has the
 // row now, vals the columns in the source's order (the key from CHANGETABLE, the rest from the
 // table). Its cursor is inside version, after its key.
-func (c *changeTracking) row(version int64, op string, found bool, vals []any) (Row, *Change, error) {
+func (c *changeTracking) row(version int64, op string, found bool, vals []any) (source.Row, *source.Change, error) {
 	l := c.l
 	kind, keyOnly, err := ctOp(op, found)
 	if err != nil {
-		return Row{}, nil, l.Errorf("the change at version %d: %v", version, err)
+		return source.Row{}, nil, l.Errorf("the change at version %d: %v", version, err)
 	}
 	keyIdx, keyCols := l.KeyIndex(), l.KeyColumns()
 	if keyOnly {
@@ -581,15 +582,15 @@ func (c *changeTracking) row(version int64, op string, found bool, vals []any) (
 			}
 		}
 	}
-	ch := &Change{Op: kind, KeyOnly: keyOnly}
+	ch := &source.Change{Op: kind, KeyOnly: keyOnly}
 	key := make(map[string]json.RawMessage, len(keyIdx))
 	for j, idx := range keyIdx {
 		if vals[idx] == nil {
-			return Row{}, nil, fmt.Errorf("source: poller %q, table %s, column %q: %w: the change at version %d carries no key", l.Poller(), l.Definition().Table, keyCols[j], ErrNullCursor, version)
+			return source.Row{}, nil, fmt.Errorf("source: poller %q, table %s, column %q: %w: the change at version %d carries no key", l.Poller(), l.Definition().Table, keyCols[j], source.ErrNullCursor, version)
 		}
 		raw, err := l.EncodeKey(j, vals[idx])
 		if err != nil {
-			return Row{}, nil, fmt.Errorf("source: poller %q, table %s, column %q: the change at version %d: %w", l.Poller(), l.Definition().Table, keyCols[j], version, err)
+			return source.Row{}, nil, fmt.Errorf("source: poller %q, table %s, column %q: the change at version %d: %w", l.Poller(), l.Definition().Table, keyCols[j], version, err)
 		}
 		key[keyCols[j]] = raw
 	}
@@ -602,16 +603,16 @@ func (c *changeTracking) row(version int64, op string, found bool, vals []any) (
 func ctOp(op string, found bool) (kind string, keyOnly bool, err error) {
 	switch strings.TrimSpace(op) {
 	case "I":
-		kind = OpInsert
+		kind = source.OpInsert
 	case "U":
-		kind = OpUpdate
+		kind = source.OpUpdate
 	case "D":
-		return OpDelete, true, nil
+		return source.OpDelete, true, nil
 	default:
 		return "", false, fmt.Errorf("unknown SYS_CHANGE_OPERATION %q", op)
 	}
 	if !found {
-		return OpDelete, true, nil
+		return source.OpDelete, true, nil
 	}
 	return kind, false, nil
 }

@@ -1,4 +1,4 @@
-package sourcetest
+package sqlserver_test
 
 import (
 	"context"
@@ -14,18 +14,21 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sqlserver"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 )
 
-// ChangeTracking is the conformance suite of the changetracking cursor kind against the SQL
+var ctx = context.Background()
+
+// changeTrackingSuite is the conformance suite of the changetracking cursor kind against the SQL
 // Server at dsn (a sqlserver:// URL whose login may create databases). It makes a database of
 // its own, with Change Tracking on, and drops it at the end. It checks that the set-up check
 // names the fixes; that inserts, updates and deletes arrive with their op, deletes with their
 // key, never a rolled-back change; that a transaction changing more rows than a batch holds is
 // read over several batches and resumed inside its version, by a new source too; that applying
 // the changes in order to a map gives the table; and that an expired checkpoint is ErrExpired.
-func ChangeTracking(t *testing.T, dsn string) {
+func changeTrackingSuite(t *testing.T, dsn string) {
 	admin, err := sql.Open("sqlserver", dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -68,7 +71,7 @@ func ChangeTracking(t *testing.T, dsn string) {
 		PK:      []string{"id"},
 	}
 	open := func(d source.Definition) (*source.Source, error) {
-		s, err := drivers.Open(ctx, source.Config{Poller: "orders", Driver: source.SQLServer, DSN: ctDSN, Definition: d})
+		s, err := drivers.Open(ctx, source.Config{Poller: "orders", Driver: sqlserver.Name, DSN: ctDSN, Definition: d})
 		if err == nil {
 			t.Cleanup(func() { s.Close() })
 		}
@@ -77,7 +80,7 @@ func ChangeTracking(t *testing.T, dsn string) {
 
 	// The check names each fix and creates nothing.
 	_, err = open(def)
-	if !errors.Is(err, source.ErrNotTracked) {
+	if !errors.Is(err, sqlserver.ErrNotTracked) {
 		t.Fatalf("open without Change Tracking on the table: %v, want ErrNotTracked", err)
 	}
 	for _, want := range []string{"ALTER TABLE [dbo].[orders] ENABLE CHANGE_TRACKING", "ALTER DATABASE [" + name + "] SET ALLOW_SNAPSHOT_ISOLATION ON", `poller "orders"`} {
@@ -93,7 +96,7 @@ func ChangeTracking(t *testing.T, dsn string) {
 	exec(admin, "ALTER DATABASE ["+name+"] SET ALLOW_SNAPSHOT_ISOLATION ON")
 	wrongKey := def
 	wrongKey.PK = []string{"customer"}
-	if _, err := open(wrongKey); !errors.Is(err, source.ErrNotTracked) || !strings.Contains(err.Error(), "not the table's primary key (id)") {
+	if _, err := open(wrongKey); !errors.Is(err, sqlserver.ErrNotTracked) || !strings.Contains(err.Error(), "not the table's primary key (id)") {
 		t.Errorf("a key other than the primary key: %v", err)
 	}
 	src, err := open(def)
@@ -274,11 +277,11 @@ func ChangeTracking(t *testing.T, dsn string) {
 	}
 	for _, c := range []*state.Cursor{phase1, zero} {
 		_, err := src.Fetch(ctx, c, 10)
-		if !errors.Is(err, source.ErrExpired) || !strings.Contains(err.Error(), "pollerctl reset orders --to-beginning") ||
+		if !errors.Is(err, sqlserver.ErrExpired) || !strings.Contains(err.Error(), "pollerctl reset orders --to-beginning") ||
 			!strings.Contains(err.Error(), fmt.Sprintf("CHANGE_TRACKING_MIN_VALID_VERSION is %d", minValid)) {
 			t.Errorf("fetch after the expired checkpoint %s: %v, want ErrExpired naming the reset and the versions", c.Value, err)
 		}
-		if _, err := src.Waiting(ctx, c, 10); !errors.Is(err, source.ErrExpired) {
+		if _, err := src.Waiting(ctx, c, 10); !errors.Is(err, sqlserver.ErrExpired) {
 			t.Errorf("waiting after the expired checkpoint %s: %v, want ErrExpired", c.Value, err)
 		}
 	}
@@ -312,7 +315,7 @@ func ChangeTracking(t *testing.T, dsn string) {
 		t.Fatalf("after the keep-up: %+v, %v, want idle", b, err)
 	}
 	ahead := state.Cursor{Kind: state.KindChangeTracking, Value: json.RawMessage("999999999")}
-	if _, err := src.Fetch(ctx, &ahead, 10); !errors.Is(err, source.ErrCursor) || errors.Is(err, source.ErrExpired) {
+	if _, err := src.Fetch(ctx, &ahead, 10); !errors.Is(err, source.ErrCursor) || errors.Is(err, sqlserver.ErrExpired) {
 		t.Errorf("a checkpoint ahead of the database: %v, want ErrCursor", err)
 	}
 }

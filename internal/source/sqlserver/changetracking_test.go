@@ -1,107 +1,33 @@
-package source
+package sqlserver
 
 import (
 	"database/sql"
 	"encoding/json"
 	"errors"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
-// ctSource builds a changetracking source on SQL Server by hand, as Open would after reading the
-// column types, without a server: orders(id BIGINT, region NVARCHAR, customer NVARCHAR, amount
-// DECIMAL, updated_at DATETIME2).
-func ctSource(t *testing.T, pk ...string) (*Source, *changeTracking) {
+// ctSource lays out a changetracking source on SQL Server as Open would after reading the column
+// types, without a server: orders(id BIGINT, region NVARCHAR, customer NVARCHAR, amount DECIMAL,
+// updated_at DATETIME2), with a reader of its own.
+func ctSource(t *testing.T, pk ...string) (*source.Source, *changeTracking) {
 	t.Helper()
-	def := Definition{Table: Table{Schema: "dbo", Name: "orders"}, Columns: []string{"id", "customer", "amount", "updated_at"},
-		Cursor: Cursor{Kind: state.KindChangeTracking}, PK: pk}
-	if _, err := def.validate("orders", Builtin(), SQLServer); err != nil {
+	def := source.Definition{Table: source.Table{Schema: "dbo", Name: "orders"}, Columns: []string{"id", "customer", "amount", "updated_at"},
+		Cursor: source.Cursor{Kind: state.KindChangeTracking}, PK: pk}
+	types := map[string]string{"id": "BIGINT", "region": "NVARCHAR", "customer": "NVARCHAR", "amount": "DECIMAL", "updated_at": "DATETIME2"}
+	s, lay, err := source.Offline(Driver{}, source.Config{Poller: "orders", Driver: Name, Definition: def}, types)
+	if err != nil {
 		t.Fatal(err)
 	}
-	types := map[string]string{"id": "BIGINT", "region": "NVARCHAR", "customer": "NVARCHAR", "amount": "DECIMAL", "updated_at": "DATETIME2"}
-	s := &Source{poller: "orders", dl: sqlServer{}, def: def}
-	cols := def.selected()
-	for _, c := range cols {
-		s.cols = append(s.cols, newColumn(s.dl, c, types[c]))
-	}
-	s.keyCols = def.keyColumns()
-	for _, k := range s.keyCols {
-		idx := slices.Index(cols, k)
-		codec, err := codecFor(&s.cols[idx])
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.keyIdx = append(s.keyIdx, idx)
-		s.codecs = append(s.codecs, codec)
-	}
-	s.names = cols
-	ct := newChangeTracking(&Layout{s})
+	ct := newChangeTracking(lay)
 	ct.retention = "2 DAYS"
-	s.reader = streamReader{ct}
 	return s, ct
-}
-
-// TestGoldenChangeTracking pins the SQL of the changetracking cursor (-update rewrites it).
-func TestGoldenChangeTracking(t *testing.T) {
-	cases := []struct {
-		name  string
-		table Table
-		cols  []string
-		pk    []string
-	}{
-		{"sqlserver_changetracking", Table{Schema: "dbo", Name: "orders"}, []string{"id", "customer", "amount", "updated_at"}, []string{"id"}},
-		{"sqlserver_changetracking_odd_composite", Table{Schema: "my schema", Name: `Order "Details" [x]`}, []string{"Row ID", "it's", "region]"}, []string{"region]", "Row ID"}},
-	}
-	for _, c := range cases {
-		def := Definition{Table: c.table, Columns: c.cols, Cursor: Cursor{Kind: state.KindChangeTracking}, PK: c.pk}
-		if _, err := def.validate("orders", Builtin(), SQLServer); err != nil {
-			t.Fatalf("%s: %v", c.name, err)
-		}
-		q := buildCTQueries(byName(SQLServer), def.Table, def.selected(), def.PK)
-		got := "-- check (argument: the quoted table name)\n" + q.Check + "\n" +
-			"-- the bound, before the snapshot transaction\n" + q.Current + "\n" +
-			"-- the minimum valid version, in the snapshot transaction (argument: the quoted table name)\n" + q.MinValid + "\n" +
-			"-- fetch from a version boundary (base, current version, limit)\n" + q.FetchFrom + "\n" +
-			"-- fetch inside a version (version-1, version, key..., current version, limit)\n" + q.FetchAfter + "\n" +
-			"-- waiting from a version boundary\n" + q.WaitingFrom + "\n" +
-			"-- waiting inside a version\n" + q.WaitingAfter + "\n"
-		path := filepath.Join("testdata", "golden", c.name+".sql")
-		if *update {
-			if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		want, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatalf("%v (run with -update to create it)", err)
-		}
-		if got != string(want) {
-			t.Errorf("%s: the generated SQL changed:\n%s\nwant:\n%s", c.name, got, want)
-		}
-	}
-}
-
-func TestChangeTrackingSupported(t *testing.T) {
-	def := Definition{Table: Table{Name: "orders"}, Columns: []string{"id"}, Cursor: Cursor{Kind: state.KindChangeTracking}, PK: []string{"id"}}
-	if _, err := def.validate("orders", Builtin(), SQLServer); err != nil {
-		t.Fatalf("sqlserver refuses changetracking: %v", err)
-	}
-	for _, driver := range []string{Postgres} {
-		_, err := def.validate("orders", Builtin(), driver)
-		if err == nil || !strings.Contains(err.Error(), "needs sqlserver") {
-			t.Errorf("%s: %v, want a refusal naming sqlserver", driver, err)
-		}
-	}
-	if _, ok := Driver(sqlServer{}).(ChangeStreamer); !ok {
-		t.Fatal("the sqlserver driver reads no change stream")
-	}
 }
 
 func TestChangeTrackingCursor(t *testing.T) {
@@ -117,11 +43,11 @@ func TestChangeTrackingCursor(t *testing.T) {
 		t.Fatalf("boundary position %+v, %v", p, err)
 	}
 	for _, bad := range []string{"-1", "abc", "1.5", "", "0x10", "99999999999999999999"} {
-		if _, err := s.CursorFromText(bad, nil); !errors.Is(err, ErrCursor) || !strings.Contains(err.Error(), "change version") {
+		if _, err := s.CursorFromText(bad, nil); !errors.Is(err, source.ErrCursor) || !strings.Contains(err.Error(), "change version") {
 			t.Errorf("%q: %v, want ErrCursor naming a change version", bad, err)
 		}
 	}
-	if _, err := s.CursorFromText("42", map[string]string{"id": "1"}); !errors.Is(err, ErrCursor) {
+	if _, err := s.CursorFromText("42", map[string]string{"id": "1"}); !errors.Is(err, source.ErrCursor) {
 		t.Errorf("key values accepted: %v", err)
 	}
 
@@ -160,7 +86,7 @@ func TestChangeTrackingCursor(t *testing.T) {
 		{Kind: state.KindChangeTracking, Value: json.RawMessage(`7`), Tiebreaker: map[string]json.RawMessage{"id": json.RawMessage(`5`), "x": json.RawMessage(`1`)}},
 	}
 	for _, c := range bad {
-		if err := s.CheckCursor(&c); !errors.Is(err, ErrCursor) {
+		if err := s.CheckCursor(&c); !errors.Is(err, source.ErrCursor) {
 			t.Errorf("%s %s %v accepted: %v", c.Kind, c.Value, c.Tiebreaker, err)
 		}
 	}
@@ -178,7 +104,7 @@ func TestChangeTrackingCursor(t *testing.T) {
 	if p, err := ct2.position(&rc2); err != nil || !slices.Equal(p.key, []any{"eu", int64(5)}) {
 		t.Fatalf("composite position %+v, %v", p, err)
 	}
-	if err := s2.CheckCursor(&rc); !errors.Is(err, ErrCursor) {
+	if err := s2.CheckCursor(&rc); !errors.Is(err, source.ErrCursor) {
 		t.Errorf("a one-column tiebreaker fits a two-column key: %v", err)
 	}
 }
@@ -190,13 +116,13 @@ func TestChangeTrackingOps(t *testing.T) {
 		want    string
 		keyOnly bool
 	}{
-		{"I", true, OpInsert, false},
-		{"U", true, OpUpdate, false},
-		{"D", false, OpDelete, true},
-		{"D", true, OpDelete, true},
-		{"I", false, OpDelete, true}, // inserted, and gone now
-		{"U", false, OpDelete, true},
-		{"U ", true, OpUpdate, false}, // nchar(1) padded by a driver
+		{"I", true, source.OpInsert, false},
+		{"U", true, source.OpUpdate, false},
+		{"D", false, source.OpDelete, true},
+		{"D", true, source.OpDelete, true},
+		{"I", false, source.OpDelete, true}, // inserted, and gone now
+		{"U", false, source.OpDelete, true},
+		{"U ", true, source.OpUpdate, false}, // nchar(1) padded by a driver
 	}
 	for _, c := range cases {
 		got, keyOnly, err := ctOp(c.op, c.found)
@@ -214,7 +140,7 @@ func TestChangeTrackingOps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Op() != OpDelete || r.HasRow() || r.Get("customer") != nil || r.Get("amount") != nil || r.Key()["id"] != int64(3) {
+	if r.Op() != source.OpDelete || r.HasRow() || r.Get("customer") != nil || r.Get("amount") != nil || r.Key()["id"] != int64(3) {
 		t.Fatalf("delete row: op %s, has row %v, customer %v, key %v", r.Op(), r.HasRow(), r.Get("customer"), r.Key())
 	}
 	j, _ := r.MarshalJSON()
@@ -225,10 +151,10 @@ func TestChangeTrackingOps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Op() != OpInsert || !r.HasRow() || r.Get("amount") != "12.50" || r.Get("customer") != "alice" {
+	if r.Op() != source.OpInsert || !r.HasRow() || r.Get("amount") != "12.50" || r.Get("customer") != "alice" {
 		t.Fatalf("insert row: %s %v %v", r.Op(), r.Get("amount"), r.Get("customer"))
 	}
-	if _, _, err := ct.row(13, "U", true, []any{nil, "x", nil, nil}); !errors.Is(err, ErrNullCursor) {
+	if _, _, err := ct.row(13, "U", true, []any{nil, "x", nil, nil}); !errors.Is(err, source.ErrNullCursor) {
 		t.Errorf("a change without a key: %v", err)
 	}
 	if _, _, err := ct.row(13, "Z", true, vals); err == nil || !strings.Contains(err.Error(), `poller "orders"`) {
@@ -238,8 +164,8 @@ func TestChangeTrackingOps(t *testing.T) {
 
 func TestChangeTrackingSeal(t *testing.T) {
 	_, ct := ctSource(t, "id")
-	var last *Change
-	mk := func(v int64, id int64) Row {
+	var last *source.Change
+	mk := func(v int64, id int64) source.Row {
 		r, ch, err := ct.row(v, "U", true, []any{id, "c", []byte("1"), time.Now()})
 		if err != nil {
 			t.Fatal(err)
@@ -247,12 +173,12 @@ func TestChangeTrackingSeal(t *testing.T) {
 		last = ch
 		return r
 	}
-	full := &Batch{Rows: []Row{mk(5, 1), mk(5, 2)}}
+	full := &source.Batch{Rows: []source.Row{mk(5, 1), mk(5, 2)}}
 	full.To = seal(last, len(full.Rows), 2)
 	if string(full.To.Value) != "5" || string(full.To.Tiebreaker["id"]) != "2" {
 		t.Fatalf("a full batch ends inside its last version: %+v", full.To)
 	}
-	short := &Batch{Rows: []Row{mk(5, 1), mk(6, 2)}}
+	short := &source.Batch{Rows: []source.Row{mk(5, 1), mk(6, 2)}}
 	short.To = seal(last, len(short.Rows), 3)
 	if string(short.To.Value) != "6" || short.To.Tiebreaker != nil {
 		t.Fatalf("a short batch ends on a version boundary: %+v", short.To)
@@ -294,7 +220,7 @@ func TestChangeTrackingVersions(t *testing.T) {
 
 	// Expired: the message names the poller, the table, both versions, the retention and the reset.
 	_, _, err := ct.args(&ctPosition{version: 12}, n(90), n(40))
-	if !errors.Is(err, ErrExpired) || !errors.Is(err, ErrCursor) {
+	if !errors.Is(err, ErrExpired) || !errors.Is(err, source.ErrCursor) {
 		t.Fatalf("expired: %v", err)
 	}
 	for _, want := range []string{`poller "orders"`, "table dbo.orders", "after version 12", "CHANGE_TRACKING_MIN_VALID_VERSION is 40",
@@ -310,7 +236,7 @@ func TestChangeTrackingVersions(t *testing.T) {
 	}
 	// Ahead of the database: refused, not expired.
 	_, _, err = ct.args(&ctPosition{version: 91}, n(90), n(40))
-	if !errors.Is(err, ErrCursor) || errors.Is(err, ErrExpired) || !strings.Contains(err.Error(), "ahead of the database's CHANGE_TRACKING_CURRENT_VERSION() 90") {
+	if !errors.Is(err, source.ErrCursor) || errors.Is(err, ErrExpired) || !strings.Contains(err.Error(), "ahead of the database's CHANGE_TRACKING_CURRENT_VERSION() 90") {
 		t.Errorf("ahead: %v", err)
 	}
 }
@@ -336,7 +262,7 @@ func TestChangeTrackingKeepUp(t *testing.T) {
 }
 
 func TestChangeTrackingCheckMessages(t *testing.T) {
-	dl := byName(SQLServer)
+	dl := Driver{}
 	ok := ctSetup{database: "shop", user: "app", dbTracked: true, retention: "2 DAYS", tableTracked: true, snapshot: "ON", viewCT: true, pk: []string{"id"}}
 	if p := ok.problems(dl, "[dbo].[orders]", []string{"ID"}); len(p) != 0 {
 		t.Fatalf("a complete set-up has problems: %v", p)
