@@ -20,6 +20,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/poller"
 )
@@ -251,7 +252,7 @@ func cdcName(name *string, v, what string, p *poller.Poller) error {
 	if v == "" {
 		return nil
 	}
-	if err := source.CheckSlotName(what, v); err != nil {
+	if err := postgres.CheckSlotName(what, v); err != nil {
 		return err
 	}
 	*name = v
@@ -327,13 +328,13 @@ func Load(p *poller.Poller, getenv func(string) string) (Settings, error) {
 
 // Config is the source.Config that opens p's source with these settings: the one place the
 // poller's definition meets its settings (the settle lag, the slot and publication, and the
-// keep-up distance: a quarter of {P}_CDC_MAX_RETAINED, at most source.DefaultKeepUp).
+// keep-up distance: a quarter of {P}_CDC_MAX_RETAINED, at most postgres.DefaultKeepUp).
 func (s Settings) Config(p *poller.Poller) source.Config {
 	def := p.Source()
 	def.SettleLag = s.SettleLag
 	def.Slot, def.Publication = s.Slot, s.Publication
 	if s.MaxRetained > 0 { // keep up well before the status calls the retained WAL too much
-		def.KeepUp = min(source.DefaultKeepUp, s.MaxRetained/4)
+		def.KeepUp = min(postgres.DefaultKeepUp, s.MaxRetained/4)
 	}
 	return source.Config{Poller: p.Name(), Driver: s.Driver, DSN: s.DSN, Definition: def}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/mysql"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sqlite"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
@@ -73,7 +74,7 @@ func BenchmarkKeysetScan(b *testing.B) {
 				rows, _ = conn.Query(ctx, `SELECT id, customer, amount::text, updated_at FROM `+table+` WHERE (updated_at, id) > ($1, $2) ORDER BY updated_at, id LIMIT $3`, ts, id, benchBatch)
 			}
 		}
-		compare(b, source.Postgres, dsn, table, hand, native)
+		compare(b, postgres.Name, dsn, table, hand, native)
 	})
 	b.Run("sqlite", func(b *testing.B) {
 		dir := os.Getenv("BENCH_DIR")

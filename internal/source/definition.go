@@ -11,11 +11,6 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
-// Drivers.
-const (
-	Postgres = "postgres"
-)
-
 // DefaultSettleLag is how far behind the database's clock a timestamp+pk cursor reads unless
 // the poller says otherwise: longer than any write transaction on the table should stay open.
 const DefaultSettleLag = 10 * time.Second

@@ -127,9 +127,6 @@ func (ds Drivers) Location(driver, dsn string) (Location, error) {
 	return d.Location(dsn)
 }
 
-// Builtin are the drivers this package still holds while they move to packages of their own.
-func Builtin() Drivers { return Drivers{postgres{}} }
-
 // reading lists the names of the drivers that read cursor kind, sorted.
 func (ds Drivers) reading(kind string) []string {
 	var out []string

@@ -10,13 +10,14 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/mysql"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sqlite"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sqlserver"
 )
 
 // All returns every driver.
 func All() source.Drivers {
-	return append(source.Builtin(), mysql.Driver{}, sqlserver.Driver{}, sqlite.Driver{})
+	return source.Drivers{postgres.Driver{}, mysql.Driver{}, sqlserver.Driver{}, sqlite.Driver{}}
 }
 
 // Names lists the drivers' names, sorted: what {P}_DB_DRIVER may say.

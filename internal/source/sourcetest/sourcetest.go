@@ -20,6 +20,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/mysql"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sqlite"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sqlserver"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
@@ -28,7 +29,7 @@ import (
 
 // Harness is one database to run the suite against.
 type Harness struct {
-	Driver string  // sqlserver.Name, source.Postgres, mysql.Name or sqlite.Name
+	Driver string  // sqlserver.Name, postgres.Name, mysql.Name or sqlite.Name
 	DSN    string  // what the source opens
 	DB     *sql.DB // the test's own connection, for set-up
 	// ConcurrentWriters: a transaction can stay open while others commit (not SQLite).
@@ -66,7 +67,7 @@ func (h Harness) ph(i int) string {
 	switch h.Driver {
 	case sqlserver.Name:
 		return fmt.Sprintf("@p%d", i)
-	case source.Postgres:
+	case postgres.Name:
 		return fmt.Sprintf("$%d", i)
 	}
 	return "?"
@@ -97,7 +98,7 @@ func (h Harness) orders(t testing.TB) string {
 	name := testenv.Name("orders_")
 	var ddl []string
 	switch h.Driver {
-	case source.Postgres:
+	case postgres.Name:
 		ddl = []string{
 			`CREATE TABLE ` + name + ` (id BIGINT PRIMARY KEY, customer VARCHAR(100) NOT NULL, amount DECIMAL(12,2) NOT NULL,
 			  updated_at TIMESTAMPTZ(6) NOT NULL, txid XID8 NOT NULL DEFAULT pg_current_xact_id())`,
@@ -193,7 +194,7 @@ func ordersDef(table, kind string) source.Definition {
 func (h Harness) kinds() []string {
 	k := []string{state.KindTimestampPK, state.KindInteger}
 	switch h.Driver {
-	case source.Postgres:
+	case postgres.Name:
 		k = append(k, state.KindXID)
 	case sqlserver.Name:
 		k = append(k, state.KindRowversion)
@@ -461,7 +462,7 @@ func (h Harness) testUpdatesAndDeletes(t *testing.T) {
 	}
 	h.insert(t, h.DB.Exec, table, rows)
 	kinds := []string{state.KindTimestampPK}
-	if h.Driver == source.Postgres {
+	if h.Driver == postgres.Name {
 		kinds = append(kinds, state.KindXID)
 	}
 	for _, kind := range kinds {
@@ -500,7 +501,7 @@ func (h Harness) testTypes(t *testing.T) {
 	args := []any{}
 	cols := []string{"id", "d", "big", "ts", "bin", "u", "j", "n", "t", "f", "b", "i4", "i2", "r"}
 	switch h.Driver {
-	case source.Postgres:
+	case postgres.Name:
 		ddl = `CREATE TABLE ` + name + ` (id BIGINT PRIMARY KEY, d NUMERIC(12,2), big NUMERIC(38,10), ts TIMESTAMPTZ(6) NOT NULL, bin BYTEA, u UUID, j JSONB, n INT, t TEXT, f DOUBLE PRECISION, b BOOLEAN, i4 INT, i2 SMALLINT, r REAL)`
 		insert = `INSERT INTO ` + name + ` VALUES (1, 12.50, 12345678901234567890.0123456789, $1, '\xdeadbeef', 'A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11', '{"a": [1, 2]}', NULL, 'grüße "q"', 1.5, true, 7, 3, 0.25)`
 		args = append(args, ts)
@@ -712,7 +713,7 @@ func (h Harness) testRefusals(t *testing.T) {
 		{"timestamp cursor on a number", func(d *source.Definition) { d.Cursor.Column = "amount" }, source.ErrSchema, []string{`"amount"`, "timestamp"}},
 		{"wrong driver kind", func(d *source.Definition) {
 			d.Cursor.Kind = state.KindXID
-			if h.Driver == source.Postgres {
+			if h.Driver == postgres.Name {
 				d.Cursor.Kind = state.KindRowversion
 			}
 		}, source.ErrDefinition, []string{"needs"}},
@@ -853,7 +854,7 @@ func (h Harness) testUnreachableRows(t *testing.T) {
 	switch h.Driver {
 	case sqlite.Name:
 		h.unreachableSQLite(t)
-	case source.Postgres, sqlserver.Name, mysql.Name:
+	case postgres.Name, sqlserver.Name, mysql.Name:
 		h.unreachableFuture(t)
 	default:
 		t.Skipf("no stamp hazard known for %s", h.Driver)
@@ -966,7 +967,7 @@ func (h Harness) unreachableFuture(t *testing.T) {
 			return fmt.Sprintf("UTC_TIMESTAMP(6) + INTERVAL %d %s", n, strings.ToUpper(unit))
 		}
 	}
-	if h.Driver == source.Postgres {
+	if h.Driver == postgres.Name {
 		// timestamptz ahead of now is only early (clock skew, read late): not an error.
 		h.exec(t, "INSERT INTO "+table+" (id, customer, amount, updated_at) VALUES (40, 'c', 1, now() + interval '2 hours')")
 		if err := h.open(t, ordersDef(table, state.KindTimestampPK)).CheckStamps(ctx); err != nil {
@@ -1001,7 +1002,7 @@ func (h Harness) unreachableFuture(t *testing.T) {
 	}
 	var fix string
 	switch h.Driver {
-	case source.Postgres:
+	case postgres.Name:
 		fix = `UPDATE "` + table + `" SET "updated_at" = now() AT TIME ZONE 'UTC' WHERE "updated_at" > (now() AT TIME ZONE 'UTC') + interval '10 minutes'`
 	case mysql.Name:
 		fix = "UPDATE `" + table + "` SET `updated_at` = UTC_TIMESTAMP(6) WHERE `updated_at` > UTC_TIMESTAMP(6) + INTERVAL 10 MINUTE"

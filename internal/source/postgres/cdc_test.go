@@ -1,4 +1,4 @@
-package source_test
+package postgres_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 )
@@ -40,7 +41,7 @@ func newCDCSetup(t *testing.T) cdcSetup {
 		db.Exec("DROP PUBLICATION IF EXISTS " + table)
 		db.Exec("DROP TABLE IF EXISTS " + table)
 	})
-	cfg := source.Config{Poller: "p", Driver: source.Postgres, DSN: dsn, Definition: source.Definition{
+	cfg := source.Config{Poller: "p", Driver: postgres.Name, DSN: dsn, Definition: source.Definition{
 		Table: source.Table{Name: table}, Columns: []string{"id", "v"}, PK: []string{"id"},
 		Cursor: source.Cursor{Kind: state.KindLogical}, Slot: table, Publication: table,
 	}}
@@ -56,9 +57,9 @@ func cdcExec(t *testing.T, db *sql.DB, qs ...string) {
 	}
 }
 
-func (c cdcSetup) open(t *testing.T) *source.CDC {
+func (c cdcSetup) open(t *testing.T) *postgres.CDC {
 	t.Helper()
-	cdc, err := source.OpenCDC(context.Background(), drivers.All(), c.cfg)
+	cdc, err := postgres.OpenCDC(context.Background(), drivers.All(), c.cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +115,7 @@ func TestCDCEnableDisable(t *testing.T) {
 	}
 	details, err := src.Inspect(ctx, "lg")
 	src.Close()
-	if err != nil || len(details) != 1 || details[0].Key != "slot" || !details[0].Value.(source.SlotState).Exists {
+	if err != nil || len(details) != 1 || details[0].Key != "slot" || !details[0].Value.(postgres.SlotState).Exists {
 		t.Fatalf("Source.Inspect: %+v %v", details, err)
 	}
 	// Again: nothing to do.
@@ -190,7 +191,7 @@ func TestCDCEnableRefusals(t *testing.T) {
 			tc.setup(t, &c)
 			cdc := c.open(t)
 			_, err := cdc.Enable(ctx)
-			if !errors.Is(err, source.ErrCDCSetup) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "nothing was created") {
+			if !errors.Is(err, postgres.ErrCDCSetup) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "nothing was created") {
 				t.Fatalf("error %v, want ErrCDCSetup with %q and 'nothing was created'", err, tc.want)
 			}
 			if slot, pub := c.exists(t); slot != tc.slot || pub != tc.pub {
@@ -247,10 +248,10 @@ func TestCDCDisableKeepsSharedPublication(t *testing.T) {
 }
 
 func TestOpenCDCRefusesOtherKinds(t *testing.T) {
-	cfg := source.Config{Poller: "p", Driver: source.Postgres, DSN: "postgres://u@h/db", Definition: source.Definition{
+	cfg := source.Config{Poller: "p", Driver: postgres.Name, DSN: "postgres://u@h/db", Definition: source.Definition{
 		Table: source.Table{Name: "t"}, PK: []string{"id"}, Cursor: source.Cursor{Kind: state.KindInteger, Column: "id"}}}
-	_, err := source.OpenCDC(context.Background(), drivers.All(), cfg)
-	if !errors.Is(err, source.ErrCDCSetup) || !strings.Contains(err.Error(), "logical pollers only") {
+	_, err := postgres.OpenCDC(context.Background(), drivers.All(), cfg)
+	if !errors.Is(err, postgres.ErrCDCSetup) || !strings.Contains(err.Error(), "logical pollers only") {
 		t.Fatalf("got %v", err)
 	}
 }
@@ -268,7 +269,7 @@ func TestReplayChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer src.Close()
-	cur := source.Position{LSN: 0x16D3290}.Cursor()
+	cur := postgres.Position{LSN: 0x16D3290}.Cursor()
 	key := func(id int) map[string]json.RawMessage {
 		return map[string]json.RawMessage{"id": json.RawMessage(fmt.Sprint(id))}
 	}

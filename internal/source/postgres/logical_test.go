@@ -1,4 +1,4 @@
-package source_test
+package postgres_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 )
@@ -20,7 +21,7 @@ import (
 func logicalTable(t *testing.T, ddl string) (*sql.DB, string, source.Config) {
 	t.Helper()
 	db, dsn, table, slot := testenv.PostgresLogical(t, ddl)
-	return db, table, source.Config{Poller: "lg", Driver: source.Postgres, DSN: dsn, Definition: source.Definition{
+	return db, table, source.Config{Poller: "lg", Driver: postgres.Name, DSN: dsn, Definition: source.Definition{
 		Table: source.Table{Name: table}, Columns: []string{"id", "name", "note"}, PK: []string{"id"},
 		Cursor: source.Cursor{Kind: state.KindLogical}, Slot: slot, Publication: slot,
 	}}
@@ -149,13 +150,13 @@ func sameMaps(t *testing.T, got, want map[int64]map[string]any) {
 }
 
 // slotPosition reads the slot's confirmed position.
-func slotPosition(t *testing.T, db *sql.DB, slot string) source.Position {
+func slotPosition(t *testing.T, db *sql.DB, slot string) postgres.Position {
 	t.Helper()
 	var lsn string
 	if err := db.QueryRow("SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1", slot).Scan(&lsn); err != nil {
 		t.Fatal(err)
 	}
-	p, err := source.ParsePosition(lsn)
+	p, err := postgres.ParsePosition(lsn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +204,7 @@ func TestLogicalOps(t *testing.T) {
 	sameMaps(t, m, tableMap(t, db, table))
 
 	// The slot is at the checkpoint, not past it; a new source resumes there with nothing.
-	cp, err := source.CursorPosition(last)
+	cp, err := postgres.CursorPosition(last)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,9 +276,9 @@ func TestLogicalBigTransaction(t *testing.T) {
 	}
 }
 
-func mustPos(t *testing.T, c *state.Cursor) source.Position {
+func mustPos(t *testing.T, c *state.Cursor) postgres.Position {
 	t.Helper()
-	p, err := source.CursorPosition(c)
+	p, err := postgres.CursorPosition(c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -336,7 +337,7 @@ func TestLogicalStops(t *testing.T) {
 		t.Fatalf("before the truncate: %v, %v", b, err)
 	}
 	_, err = src.Fetch(ctx, b.To, 10)
-	if !errors.Is(err, source.ErrTruncate) || !strings.Contains(err.Error(), "pollerctl reset lg --to-cursor ") {
+	if !errors.Is(err, postgres.ErrTruncate) || !strings.Contains(err.Error(), "pollerctl reset lg --to-cursor ") {
 		t.Fatalf("truncate: %v", err)
 	}
 	skip := strings.Fields(err.Error()[strings.Index(err.Error(), "--to-cursor ")+len("--to-cursor "):])[0]
@@ -395,12 +396,12 @@ func TestLogicalSetupErrors(t *testing.T) {
 		"key":         {badKey, "the poller's key (name) is not the table's primary key (id)"},
 	} {
 		err := open(c.cfg)
-		if !errors.Is(err, source.ErrNotEnabled) || !strings.Contains(err.Error(), c.want) {
+		if !errors.Is(err, postgres.ErrNotEnabled) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v\nwant it to say: %s", name, err, c.want)
 		}
 	}
 	exec(t, db, "ALTER TABLE "+table+" REPLICA IDENTITY NOTHING")
-	if err := open(cfg); !errors.Is(err, source.ErrNotEnabled) || !strings.Contains(err.Error(), "REPLICA IDENTITY FULL") {
+	if err := open(cfg); !errors.Is(err, postgres.ErrNotEnabled) || !strings.Contains(err.Error(), "REPLICA IDENTITY FULL") {
 		t.Errorf("identity nothing: %v", err)
 	}
 	exec(t, db, "ALTER TABLE "+table+" REPLICA IDENTITY DEFAULT")
@@ -410,7 +411,7 @@ func TestLogicalSetupErrors(t *testing.T) {
 	t.Cleanup(func() { db.Exec("DROP OWNED BY " + role); db.Exec("DROP ROLE " + role) })
 	noRepl := cfg
 	noRepl.DSN = strings.Replace(cfg.DSN, "postgres@", role+"@", 1)
-	if err := open(noRepl); !errors.Is(err, source.ErrNotEnabled) || !strings.Contains(err.Error(), "ALTER ROLE "+`"`+role+`"`+" WITH REPLICATION") {
+	if err := open(noRepl); !errors.Is(err, postgres.ErrNotEnabled) || !strings.Contains(err.Error(), "ALTER ROLE "+`"`+role+`"`+" WITH REPLICATION") {
 		t.Errorf("no REPLICATION: %v", err)
 	}
 	if slots() != before {

@@ -1,7 +1,8 @@
-package source
+package postgres
 
 import (
 	"errors"
+	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"strings"
 	"testing"
 )
@@ -29,7 +30,7 @@ func TestCheckSlot(t *testing.T) {
 			}
 			continue
 		}
-		if !errors.Is(err, ErrMisconfigured) {
+		if !errors.Is(err, source.ErrMisconfigured) {
 			t.Errorf("%s: %v, want a misconfiguration", tc.name, err)
 			continue
 		}

@@ -1,4 +1,4 @@
-package source
+package postgres
 
 // Setting up, inspecting and tearing down what the logical cursor reads (`pollerctl cdc enable`
 // and `disable`, the status's look at the slot), and replaying a dead-lettered change of a
@@ -23,6 +23,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
@@ -158,7 +159,7 @@ func (i CDCInfo) IdentityMeaning() string {
 type CDC struct {
 	poller   string
 	db       *sql.DB
-	def      Definition
+	def      source.Definition
 	table    string // quoted
 	describe string
 }
@@ -166,18 +167,18 @@ type CDC struct {
 // OpenCDC connects to the database of a logical poller (cfg as for Open with the drivers ds: the
 // definition must be valid, with its Slot and Publication, and its cursor kind logical on
 // postgres). It checks nothing of the table: Inspect does.
-func OpenCDC(ctx context.Context, ds Drivers, cfg Config) (*CDC, error) {
+func OpenCDC(ctx context.Context, ds source.Drivers, cfg source.Config) (*CDC, error) {
 	d := cfg.Definition
 	if d.Cursor.Kind != state.KindLogical {
 		return nil, fmt.Errorf("source: poller %q: %w: its cursor kind is %s; a slot and a publication are for logical pollers only (cursor kind logical, PostgreSQL)",
 			cfg.Poller, ErrCDCSetup, d.Cursor.Kind)
 	}
 	cfg.MaxOpenConns = 1
-	db, describe, err := Connect(ctx, ds, cfg)
+	db, describe, err := source.Connect(ctx, ds, cfg)
 	if err != nil {
 		return nil, err
 	}
-	return &CDC{poller: cfg.Poller, db: db, def: d, table: QuoteTable(postgres{}, d.Table), describe: describe}, nil
+	return &CDC{poller: cfg.Poller, db: db, def: d, table: source.QuoteTable(Driver{}, d.Table), describe: describe}, nil
 }
 
 // Close closes the connection.
@@ -211,7 +212,7 @@ const DropSlotSQL = "SELECT pg_drop_replication_slot($1)"
 // DropPublicationSQL is the statement Disable runs to drop the publication.
 func (c *CDC) DropPublicationSQL() string { return "DROP PUBLICATION " + pgIdent(c.def.Publication) }
 
-func pgIdent(s string) string { return postgres{}.Quote(s) }
+func pgIdent(s string) string { return Driver{}.Quote(s) }
 
 // Inspect reads the set-up (CDCInfo) in one query; it writes nothing.
 func (c *CDC) Inspect(ctx context.Context) (CDCInfo, error) {
@@ -482,7 +483,7 @@ func (c *CDC) Disable(ctx context.Context) (Disabled, error) {
 }
 
 // CheckDefinition checks a logical cursor's slot and publication names (CheckSlotName).
-func (postgres) CheckDefinition(d Definition) error {
+func (Driver) CheckDefinition(d source.Definition) error {
 	if d.Cursor.Kind != state.KindLogical {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package source
+package postgres
 
 // What the status shows of a logical poller's replication slot, and how it judges it: the slot
 // as a probe reads it (Inspect), or the WAL it kept at the last tick that measured it, against
@@ -11,12 +11,13 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
 // errSlot: a logical poller's replication slot cannot serve its checkpoint (missing, another
 // kind of slot, lost WAL, or past the checkpoint: slotAhead); the message names the fix.
-var errSlot = Mark(errors.New("replication slot"), ErrMisconfigured)
+var errSlot = source.Mark(errors.New("replication slot"), source.ErrMisconfigured)
 
 // slotView is a logical poller's replication slot on its status row.
 type slotView struct {
@@ -32,14 +33,14 @@ type slotView struct {
 
 // Inspect reads the slot for the status: its detail, and what is wrong with the slot itself
 // (checkSlot).
-func (l *logical) Inspect(ctx context.Context, poller string) ([]Detail, error) {
+func (l *logical) Inspect(ctx context.Context, poller string) ([]source.Detail, error) {
 	st, err := SlotStatus(ctx, l.lay.DB(), l.slot)
 	if err != nil {
 		return nil, fmt.Errorf("source: poller %q: %w", l.poller, err)
 	}
 	d := slotView{SlotState: st, From: "probe"}.detail()
 	d.Value = st // the probe shows the slot as it read it
-	return []Detail{d}, checkSlot(st, poller)
+	return []source.Detail{d}, checkSlot(st, poller)
 }
 
 // checkSlot says what is wrong with a logical poller's slot itself (poller, "" when unknown, is
@@ -64,7 +65,7 @@ func checkSlot(s SlotState, poller string) error {
 // CheckProbe says when the slot a probe found is past the checkpoint (nil: never). Only a state
 // document read after the slot may be compared with it: a tick advances the slot after it
 // commits, so a document read before the slot may be one commit old.
-func (postgres) CheckProbe(details []Detail, checkpoint *state.Cursor, poller string) error {
+func (Driver) CheckProbe(details []source.Detail, checkpoint *state.Cursor, poller string) error {
 	s, ok := probedSlot(details)
 	if !ok || checkpoint == nil {
 		return nil
@@ -80,7 +81,7 @@ func (postgres) CheckProbe(details []Detail, checkpoint *state.Cursor, poller st
 
 // StatusDetails shows the slot: as the probe read it, else the WAL it kept at the newest tick
 // that measured it; nothing when neither says.
-func (postgres) StatusDetails(in StatusInput) []Detail {
+func (Driver) StatusDetails(in source.StatusInput) []source.Detail {
 	v := slotView{From: "probe"}
 	if s, ok := probedSlot(in.Probe); ok {
 		v.SlotState = s
@@ -92,11 +93,11 @@ func (postgres) StatusDetails(in StatusInput) []Detail {
 	v.MaxRetainedBytes = in.MaxRetained
 	d := v.detail()
 	d.Health, d.Reason = v.verdict(in)
-	return []Detail{d}
+	return []source.Detail{d}
 }
 
 // probedSlot is the slot among a probe's details.
-func probedSlot(details []Detail) (SlotState, bool) {
+func probedSlot(details []source.Detail) (SlotState, bool) {
 	for _, d := range details {
 		if s, ok := d.Value.(SlotState); ok {
 			return s, true
@@ -117,13 +118,13 @@ func lastRetained(history []state.Tick) *int64 {
 
 // detail is the slot as the page's card and pollerctl status show it, marked when it keeps more
 // WAL than its limit.
-func (v slotView) detail() Detail {
+func (v slotView) detail() source.Detail {
 	text, bad := v.text()
 	line := "replication slot " + text
 	if bad {
 		line += " (PAST THE LIMIT)"
 	}
-	return Detail{Key: "slot", Value: v, Label: "replication slot", Class: "slot", Text: text, Line: line, Bad: bad}
+	return source.Detail{Key: "slot", Value: v, Label: "replication slot", Class: "slot", Text: text, Line: line, Bad: bad}
 }
 
 // text describes the slot, and says whether it keeps more WAL than its limit.
@@ -155,9 +156,9 @@ func (v slotView) text() (string, bool) {
 // WAL than {P}_CDC_MAX_RETAINED is failing when nothing reads it and it still grows (inactive,
 // and more than at the last tick that measured it), lagging otherwise. (A missing slot, or one
 // past the checkpoint, fails the probe: misconfigured, before this.)
-func (v slotView) verdict(in StatusInput) (Health, string) {
+func (v slotView) verdict(in source.StatusInput) (source.Health, string) {
 	if v.RetainedBytes == nil || v.MaxRetainedBytes <= 0 || *v.RetainedBytes <= v.MaxRetainedBytes {
-		return Fine, ""
+		return source.Fine, ""
 	}
 	p := in.SettingPrefix
 	name := cmp.Or(v.Name, "the poller's slot")
@@ -168,10 +169,10 @@ func (v slotView) verdict(in StatusInput) (Health, string) {
 	fix := "the server's disk fills with it. Let the poller catch up (rows waiting: " + waitingText(in.RowsWaiting) + "); a table that is not written while the database is, " +
 		"keeps the slot where it is until the next change of the table (any write to it lets the next tick advance it)"
 	if prev := lastRetained(in.History); v.From == "probe" && !v.Active && prev != nil && *v.RetainedBytes > *prev {
-		return Failing, kept + ", and it grows while nothing reads it (inactive, " + bytesText(*prev) + " at the last tick): " + fix +
+		return source.Failing, kept + ", and it grows while nothing reads it (inactive, " + bytesText(*prev) + " at the last tick): " + fix +
 			fmt.Sprintf(". If the poller is gone for good: pollerctl cdc disable %s --yes drops the slot", in.Poller)
 	}
-	return Lagging, kept + ": " + fix
+	return source.Lagging, kept + ": " + fix
 }
 
 func waitingText(n int64) string {

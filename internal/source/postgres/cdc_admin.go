@@ -1,4 +1,4 @@
-package source
+package postgres
 
 // pollerctl cdc, reset and clone for the logical cursor (CDCAdmin): what they print of the slot
 // and the publication, and the rules a reset and a clone keep with them.
@@ -8,16 +8,17 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
 // CDCKind: the logical cursor reads a slot and a publication made on purpose.
-func (postgres) CDCKind() (kind, what string) {
+func (Driver) CDCKind() (kind, what string) {
 	return state.KindLogical, "PostgreSQL logical decoding"
 }
 
 // OpenCDC connects to a logical poller's database for pollerctl (see OpenCDC).
-func (postgres) OpenCDC(ctx context.Context, ds Drivers, cfg Config) (CDCSetup, error) {
+func (Driver) OpenCDC(ctx context.Context, ds source.Drivers, cfg source.Config) (source.CDCSetup, error) {
 	c, err := OpenCDC(ctx, ds, cfg)
 	if err != nil {
 		return nil, err
@@ -31,13 +32,13 @@ type cdcSetup struct {
 	enabled SlotState // the slot after Enable
 }
 
-func (c *cdcSetup) PlanEnable(ctx context.Context) (CDCPlan, error) {
+func (c *cdcSetup) PlanEnable(ctx context.Context) (source.CDCPlan, error) {
 	info, err := c.Inspect(ctx)
 	if err != nil {
-		return CDCPlan{}, err
+		return source.CDCPlan{}, err
 	}
 	p := c.CDC.PlanEnable(info)
-	plan := CDCPlan{Info: infoLines(c.CDC, info), Steps: p.Steps, None: "the publication and the slot exist and fit", Problems: p.Problems, Nothing: "is enabled already"}
+	plan := source.CDCPlan{Info: infoLines(c.CDC, info), Steps: p.Steps, None: "the publication and the slot exist and fit", Problems: p.Problems, Nothing: "is enabled already"}
 	if !info.Slot.Exists {
 		plan.Note = fmt.Sprintf("  note: from the moment the slot exists PostgreSQL keeps every WAL segment it has not confirmed. The poller\n"+
 			"  advances it after each commit; a slot nobody advances fills the server's disk. If %s goes away, run\n"+
@@ -46,13 +47,13 @@ func (c *cdcSetup) PlanEnable(ctx context.Context) (CDCPlan, error) {
 	return plan, nil
 }
 
-func (c *cdcSetup) PlanDisable(ctx context.Context, checkpoint string) (CDCPlan, error) {
+func (c *cdcSetup) PlanDisable(ctx context.Context, checkpoint string) (source.CDCPlan, error) {
 	info, err := c.Inspect(ctx)
 	if err != nil {
-		return CDCPlan{}, err
+		return source.CDCPlan{}, err
 	}
 	p := c.CDC.PlanDisable(info)
-	plan := CDCPlan{Info: infoLines(c.CDC, info), Steps: p.Steps, Kept: p.Keep, Problems: p.Problems, Nothing: "has no slot or publication of its own to drop"}
+	plan := source.CDCPlan{Info: infoLines(c.CDC, info), Steps: p.Steps, Kept: p.Keep, Problems: p.Problems, Nothing: "has no slot or publication of its own to drop"}
 	if info.Slot.Exists {
 		name := c.poller
 		plan.Note = fmt.Sprintf("  lost: the slot's stream. Every change after the poller's checkpoint %s that it has not delivered\n"+
@@ -134,7 +135,7 @@ func (c *cdcSetup) CheckReset(ctx context.Context, cur *state.Cursor, what strin
 	}
 	at, err := CursorPosition(cur)
 	if err != nil {
-		return "", Mark(fmt.Errorf("%s: %v; nothing written", what, err), ErrCursor)
+		return "", source.Mark(fmt.Errorf("%s: %v; nothing written", what, err), source.ErrCursor)
 	}
 	if at.Before(confirmed) {
 		return "", fmt.Errorf("%s: position %s is before replication slot %s's confirmed position %s: that WAL is gone, and the changes before it can no longer be read. "+
@@ -155,9 +156,9 @@ func (c *cdcSetup) CheckReset(ctx context.Context, cur *state.Cursor, what strin
 // Otherwise copying it would be a silent gap (the changes between are in no slot the clone can
 // read), so the clone is refused, unless fromStart: then the clone starts where its slot is (a
 // nil checkpoint), and the gap is said aloud.
-func (c *cdcSetup) Clone(ctx context.Context, from Config, checkpoint *state.Cursor, fromStart bool) (Cloned, error) {
+func (c *cdcSetup) Clone(ctx context.Context, from source.Config, checkpoint *state.Cursor, fromStart bool) (source.Cloned, error) {
 	to, orig := c.poller, from.Poller
-	out := Cloned{Reads: "the same table, read through " + to + "'s own slot"}
+	out := source.Cloned{Reads: "the same table, read through " + to + "'s own slot"}
 	newSlot, err := SlotStatus(ctx, c.DB(), c.Slot())
 	if err != nil {
 		return out, err
@@ -173,7 +174,7 @@ func (c *cdcSetup) Clone(ctx context.Context, from Config, checkpoint *state.Cur
 	} else if origSlot, err := SlotStatus(ctx, c.DB(), from.Definition.Slot); err == nil {
 		at, atKnown = origSlot.Confirmed()
 	}
-	startHere := func(why string) (Cloned, error) {
+	startHere := func(why string) (source.Cloned, error) {
 		out.Notes = append(out.Notes, fmt.Sprintf("note: --from-slot-start: %s starts where its own slot %s is%s; %s", to, c.Slot(), why,
 			"the changes "+orig+" has not delivered yet at that point are not delivered to "+to))
 		return out, nil

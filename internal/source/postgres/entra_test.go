@@ -1,4 +1,4 @@
-package source
+package postgres
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/entra"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/entra/entratest"
 )
@@ -100,18 +101,18 @@ func TestEntraParseDSNErrors(t *testing.T) {
 // The Entra keys change neither the fingerprint nor what redaction keeps, and a password in the
 // DSN is still redacted.
 func TestEntraFingerprintAndRedaction(t *testing.T) {
-	def := Definition{Table: Table{Name: "orders"}, Cursor: Cursor{Kind: state.KindInteger, Column: "id"}, PK: []string{"id"}}
+	def := source.Definition{Table: source.Table{Name: "orders"}, Cursor: source.Cursor{Kind: state.KindInteger, Column: "id"}, PK: []string{"id"}}
 	plain := entraHost + "?sslmode=require"
 	withEntra := plain + "&fedauth=ActiveDirectoryManagedIdentity&azure_client_id=11111111-2222-3333-4444-555555555555"
-	a, err := Builtin().Location(Postgres, plain)
+	a, err := Driver{}.Location(plain)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := Builtin().Location(Postgres, withEntra)
+	b, err := Driver{}.Location(withEntra)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if Fingerprint(Postgres, a, def) != Fingerprint(Postgres, b, def) {
+	if source.Fingerprint(Name, a, def) != source.Fingerprint(Name, b, def) {
 		t.Errorf("fedauth changed the fingerprint: %+v vs %+v", a, b)
 	}
 	got := redact.DSN(withEntra)
@@ -135,10 +136,10 @@ func TestEntraTokenHook(t *testing.T) {
 func TestEntraOpenRefusesPlaintext(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, err := Open(ctx, Builtin(), Config{Poller: "orders", Driver: Postgres,
+	_, err := source.Open(ctx, source.Drivers{Driver{}}, source.Config{Poller: "orders", Driver: Name,
 		DSN:        "postgres://id-app:hunter2@127.0.0.1:1/shop?sslmode=disable&fedauth=ActiveDirectoryManagedIdentity",
-		Definition: Definition{Table: Table{Name: "orders"}, Cursor: Cursor{Kind: state.KindInteger, Column: "id"}, PK: []string{"id"}}})
-	if !errors.Is(err, ErrConnect) || !strings.Contains(err.Error(), "sslmode") || !strings.Contains(err.Error(), `poller "orders"`) ||
+		Definition: source.Definition{Table: source.Table{Name: "orders"}, Cursor: source.Cursor{Kind: state.KindInteger, Column: "id"}, PK: []string{"id"}}})
+	if !errors.Is(err, source.ErrConnect) || !strings.Contains(err.Error(), "sslmode") || !strings.Contains(err.Error(), `poller "orders"`) ||
 		strings.Contains(err.Error(), "hunter2") {
 		t.Fatalf("Open: %v", err)
 	}

@@ -1,4 +1,4 @@
-package source
+package postgres
 
 // The logical cursor: PostgreSQL logical decoding of the poller's table, read over ordinary SQL.
 //
@@ -47,24 +47,25 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
 var (
 	// ErrNotEnabled: the database is not set up for the logical cursor (wal_level, the slot, the
 	// publication, a privilege, the replica identity); the error names the fix.
-	ErrNotEnabled = Mark(errors.New("logical decoding is not set up for the poller"), ErrMisconfigured)
+	ErrNotEnabled = source.Mark(errors.New("logical decoding is not set up for the poller"), source.ErrMisconfigured)
 	// ErrTruncate: the table was truncated; the poller stops there (see the error for the way on).
-	ErrTruncate = Mark(errors.New("the table was truncated"), ErrMisconfigured)
+	ErrTruncate = source.Mark(errors.New("the table was truncated"), source.ErrMisconfigured)
 	// ErrSlotAhead: the replication slot is past the checkpoint: changes between were consumed
 	// by something else and cannot be read again.
-	ErrSlotAhead = Mark(errors.New("the replication slot is past the checkpoint"), ErrStreamAhead, ErrMisconfigured)
+	ErrSlotAhead = source.Mark(errors.New("the replication slot is past the checkpoint"), source.ErrStreamAhead, source.ErrMisconfigured)
 )
 
 type logical struct {
-	lay     *Layout
+	lay     *source.Layout
 	poller  string
-	def     Definition
+	def     source.Definition
 	slot    string
 	pub     string
 	table   string // the quoted table name, for to_regclass and messages
@@ -143,14 +144,14 @@ func (p *peeked) stop(i, j int) (int, error) {
 const DefaultKeepUp int64 = 64 << 20
 
 // ChangeStream reads the logical cursor kind.
-func (postgres) ChangeStream(kind string, l *Layout) (ChangeStream, bool) {
+func (Driver) ChangeStream(kind string, l *source.Layout) (source.ChangeStream, bool) {
 	if kind != state.KindLogical {
 		return nil, false
 	}
 	return newLogical(l), true
 }
 
-func newLogical(lay *Layout) *logical {
+func newLogical(lay *source.Layout) *logical {
 	d := lay.Definition()
 	keepUp := d.KeepUp
 	if keepUp <= 0 {
@@ -165,7 +166,7 @@ func (l *logical) fail(format string, args ...any) error {
 
 // change is a decoded change: what its row carries, and its position.
 type change struct {
-	Change
+	source.Change
 	pos Position
 }
 
@@ -265,7 +266,7 @@ func (l *logical) position(after *state.Cursor) (Position, error) {
 	}
 	p, err := CursorPosition(after)
 	if err != nil {
-		return Position{}, fmt.Errorf("source: poller %q: %w: %v", l.poller, ErrCursor, err)
+		return Position{}, fmt.Errorf("source: poller %q: %w: %v", l.poller, source.ErrCursor, err)
 	}
 	return p, nil
 }
@@ -278,7 +279,7 @@ func (l *logical) CheckCursor(c *state.Cursor) error {
 func (l *logical) CursorFromText(value string) (*state.Cursor, error) {
 	p, err := ParsePosition(strings.TrimSpace(value))
 	if err != nil {
-		return nil, fmt.Errorf("source: poller %q: %w: %v", l.poller, ErrCursor, err)
+		return nil, fmt.Errorf("source: poller %q: %w: %v", l.poller, source.ErrCursor, err)
 	}
 	c := p.Cursor()
 	return &c, nil
@@ -286,7 +287,7 @@ func (l *logical) CursorFromText(value string) (*state.Cursor, error) {
 
 // Fetch serves the changes after the cursor from the last peek when it holds a whole batch of
 // them, and peeks again otherwise.
-func (l *logical) Fetch(ctx context.Context, after *state.Cursor, limit int) (*Batch, error) {
+func (l *logical) Fetch(ctx context.Context, after *state.Cursor, limit int) (*source.Batch, error) {
 	pos, err := l.position(after)
 	if err != nil {
 		return nil, err
@@ -472,7 +473,7 @@ var peekQuery13 = strings.Replace(peekQuery, ", 'messages', 'true'", "", 1)
 func (l *logical) peek(ctx context.Context, ask int, prev *peeked, pos Position) (*peeked, error) {
 	for try := 0; ; try++ {
 		p, err := l.peekOnce(ctx, ask, prev, pos)
-		if !errors.Is(err, ErrBusy) || try == 4 {
+		if !errors.Is(err, source.ErrBusy) || try == 4 {
 			return p, err
 		}
 		select {
@@ -578,8 +579,8 @@ func (l *logical) peekErr(err error) error {
 		enable := fmt.Sprintf("run `pollerctl cdc enable %s --yes`", l.poller)
 		switch {
 		case pe.Code == "55006": // object_in_use
-			return &BusyError{Holder: "another reader of the replication slot",
-				Err: fmt.Errorf("source: poller %q, slot %q: %w (%s)", l.poller, l.slot, ErrBusy, pe.Message)}
+			return &source.BusyError{Holder: "another reader of the replication slot",
+				Err: fmt.Errorf("source: poller %q, slot %q: %w (%s)", l.poller, l.slot, source.ErrBusy, pe.Message)}
 		case pe.Code == "42704" && strings.Contains(pe.Message, "publication"):
 			return l.fail("%s: %s", pe.Message, enable)
 		case pe.Code == "42704":
@@ -611,14 +612,14 @@ WHERE slot_name = $1 AND confirmed_flush_lsn < $2::pg_lsn`, l.slot, pos.LSN.Stri
 
 // Stats says the WAL the slot kept at the last peek, in bytes (none before any): every tick
 // peeks, so its log line can say it without another query, idle and failing ticks included.
-func (l *logical) Stats() Stats {
+func (l *logical) Stats() source.Stats {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.cache == nil {
-		return Stats{}
+		return source.Stats{}
 	}
 	n := l.cache.retained
-	return Stats{RetainedBytes: &n}
+	return source.Stats{RetainedBytes: &n}
 }
 
 // decoder turns pgoutput messages into rows.
@@ -670,7 +671,7 @@ func (d *decoder) message(data []byte) error {
 		d.tx = &txn{commit: m.FinalLSN, at: m.CommitTime}
 	case *pglogrepl.InsertMessage:
 		if m.RelationID == d.l.relOID {
-			return d.add(OpInsert, m.Tuple, nil, false)
+			return d.add(source.OpInsert, m.Tuple, nil, false)
 		}
 	case *pglogrepl.UpdateMessage:
 		if m.RelationID == d.l.relOID {
@@ -678,7 +679,7 @@ func (d *decoder) message(data []byte) error {
 		}
 	case *pglogrepl.DeleteMessage:
 		if m.RelationID == d.l.relOID {
-			return d.add(OpDelete, m.OldTuple, nil, m.OldTupleType == pglogrepl.UpdateMessageTupleTypeKey)
+			return d.add(source.OpDelete, m.OldTuple, nil, m.OldTupleType == pglogrepl.UpdateMessageTupleTypeKey)
 		}
 	case *pglogrepl.TruncateMessage:
 		if slices.Contains(m.RelationIDs, d.l.relOID) {
@@ -758,23 +759,23 @@ func (d *decoder) schemaStop() error {
 	l, where, col := d.l, d.where(), d.missing
 	return d.stop(func(at Position) error {
 		return fmt.Errorf("source: poller %q, table %s, column %q: %w: the change in %s has no such column (it was dropped or renamed); the poller stops before it. Take the column out of the poller's columns (a new definition: pollerctl reset %s --to-beginning), or add the column back; to skip only this change: pollerctl reset %s --to-cursor %s --yes",
-			l.poller, l.def.Table, col, ErrSchema, where, l.poller, l.poller, at)
+			l.poller, l.def.Table, col, source.ErrSchema, where, l.poller, l.poller, at)
 	})
 }
 
 // update adds an update, or a delete and an insert when it changed the key.
 func (d *decoder) update(m *pglogrepl.UpdateMessage) error {
 	if m.OldTuple != nil && d.keyChanged(m.OldTuple, m.NewTuple) {
-		if err := d.add(OpDelete, m.OldTuple, nil, m.OldTupleType == pglogrepl.UpdateMessageTupleTypeKey); err != nil {
+		if err := d.add(source.OpDelete, m.OldTuple, nil, m.OldTupleType == pglogrepl.UpdateMessageTupleTypeKey); err != nil {
 			return err
 		}
-		return d.add(OpInsert, m.NewTuple, m.OldTuple, false)
+		return d.add(source.OpInsert, m.NewTuple, m.OldTuple, false)
 	}
 	var old *pglogrepl.TupleData
 	if m.OldTupleType == pglogrepl.UpdateMessageTupleTypeOld {
 		old = m.OldTuple
 	}
-	return d.add(OpUpdate, m.NewTuple, old, false)
+	return d.add(source.OpUpdate, m.NewTuple, old, false)
 }
 
 // keyChanged compares the key columns' text in two tuples.
@@ -829,7 +830,7 @@ func (d *decoder) add(op string, tup, old *pglogrepl.TupleData, keyOnly bool) er
 	}
 	for j, idx := range l.lay.KeyIndex() {
 		if ch.Text[idx] == nil {
-			return fmt.Errorf("source: poller %q, table %s, column %q: %w: a %s change in %s carries no value for the key column", l.poller, l.def.Table, l.lay.KeyColumns()[j], ErrNullCursor, op, d.where())
+			return fmt.Errorf("source: poller %q, table %s, column %q: %w: a %s change in %s carries no value for the key column", l.poller, l.def.Table, l.lay.KeyColumns()[j], source.ErrNullCursor, op, d.where())
 		}
 	}
 	d.tx.entries = append(d.tx.entries, entry{ch: ch})
