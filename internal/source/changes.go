@@ -55,7 +55,10 @@ type BusyError struct {
 	Err    error
 }
 
+// Error is Err's text.
 func (e *BusyError) Error() string { return e.Err.Error() }
+
+// Unwrap is Err.
 func (e *BusyError) Unwrap() error { return e.Err }
 
 // ErrStreamAhead: a change stream's own position is past the checkpoint, so the changes between

@@ -62,6 +62,7 @@ type Table struct {
 	Name   string
 }
 
+// String is the table's name, schema-qualified when it has a schema.
 func (t Table) String() string {
 	if t.Schema == "" {
 		return t.Name

@@ -55,6 +55,7 @@ func mysqlConfig(dsn string) (*gomysql.Config, error) {
 	return cfg, nil
 }
 
+// Location is the DSN's address (unix: and the socket's path for a socket) and database.
 func (Driver) Location(dsn string) (source.Location, error) {
 	cfg, err := mysqlConfig(dsn)
 	if err != nil {
@@ -67,20 +68,29 @@ func (Driver) Location(dsn string) (source.Location, error) {
 	return source.Location{Server: addr, Database: cfg.DBName}, nil
 }
 
-func (Driver) Caseless() bool            { return true }
-func (Driver) Quote(s string) string     { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }
-func (Driver) Placeholder(int) string    { return "?" }
-func (Driver) Supports(kind string) bool { return source.Defaults{}.Supports(kind) }
-func (Driver) Scalars() bool             { return false }
+// Caseless: MySQL matches column names whatever their case.
+func (Driver) Caseless() bool { return true }
 
-// keyset: MariaDB reads a row comparison, (a, b) > (?, ?), with a scan of the whole index from
+// Quote quotes an identifier in backquotes.
+func (Driver) Quote(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }
+
+// Placeholder is "?": the markers are positional.
+func (Driver) Placeholder(int) string { return "?" }
+
+// Supports the cursor kinds every database has.
+func (Driver) Supports(kind string) bool { return source.Defaults{}.Supports(kind) }
+
+// Scalars: go-sql-driver may return integers and text as bytes.
+func (Driver) Scalars() bool { return false }
+
+// Keyset: MariaDB reads a row comparison, (a, b) > (?, ?), with a scan of the whole index from
 // its start, so the expanded form with a leading range gets a range read instead (as on SQL
 // Server). Its markers are positional: keysetArgs says which key value each one takes.
 func (Driver) Keyset(_ string, keys, params []string) (string, []int) {
 	return source.ExpandedKeyset(keys, params), source.ExpandedKeysetOrder(len(keys))
 }
 
-// upperBound: a timestamp cursor reads rows older than the database's UTC clock minus the settle
+// UpperBound: a timestamp cursor reads rows older than the database's UTC clock minus the settle
 // lag. (TIMESTAMP columns are read in the session's UTC; DATETIME columns are taken as UTC.)
 func (Driver) UpperBound(kind string, _ source.TSFlavor, col string, lag time.Duration, next func() string) source.Bound {
 	if kind != state.KindTimestampPK {
@@ -89,7 +99,7 @@ func (Driver) UpperBound(kind string, _ source.TSFlavor, col string, lag time.Du
 	return source.Bound{Pred: col + " < UTC_TIMESTAMP(6) - INTERVAL " + next() + " MICROSECOND", Arg: lag.Microseconds()}
 }
 
-// stampCheck: a DATETIME more than FutureTolerance ahead of the UTC clock was written in local
+// StampCheck: a DATETIME more than FutureTolerance ahead of the UTC clock was written in local
 // time east of UTC (NOW() in a non-UTC session).
 func (Driver) StampCheck(fl source.TSFlavor, table, col, param string) (string, any, string) {
 	if fl != source.TSUTC {
@@ -101,7 +111,7 @@ func (Driver) StampCheck(fl source.TSFlavor, table, col, param string) (string, 
 				table, col, col, int(source.FutureTolerance.Minutes()))
 }
 
-// classify maps go-sql-driver's DatabaseTypeName ("BIGINT", "UNSIGNED BIGINT", "DATETIME", ...).
+// Classify maps go-sql-driver's DatabaseTypeName ("BIGINT", "UNSIGNED BIGINT", "DATETIME", ...).
 func (Driver) Classify(base string) (source.Class, source.TSFlavor) {
 	base = strings.TrimPrefix(base, "UNSIGNED ")
 	switch base {
@@ -127,7 +137,7 @@ func (Driver) Classify(base string) (source.Class, source.TSFlavor) {
 	return source.ClassOther, source.TSNone
 }
 
-// keyCodec: a BIGINT UNSIGNED key (AUTO_INCREMENT ids often are) can pass the largest int64,
+// KeyCodec: a BIGINT UNSIGNED key (AUTO_INCREMENT ids often are) can pass the largest int64,
 // where its values come as uint64: the cursor holds the decimal digits either way, and gives
 // back an int64 when the value fits, else a uint64 (the driver binds both exactly). Other
 // columns take the generic codecs.

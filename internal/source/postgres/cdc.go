@@ -190,8 +190,10 @@ func (c *CDC) DB() *sql.DB { return c.db }
 // String describes the database and table without secrets.
 func (c *CDC) String() string { return c.describe }
 
-// Slot and Publication are the names the poller's settings give.
-func (c *CDC) Slot() string        { return c.def.Slot }
+// Slot is the replication slot's name the poller's settings give.
+func (c *CDC) Slot() string { return c.def.Slot }
+
+// Publication is the publication's name the poller's settings give.
 func (c *CDC) Publication() string { return c.def.Publication }
 
 // Table is the table, quoted as in the SQL.

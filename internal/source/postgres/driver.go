@@ -29,16 +29,25 @@ const Name = "postgres"
 // Driver is PostgreSQL through pgx.
 type Driver struct{ source.Defaults }
 
-// open is pgx's database/sql driver; a DSN with fedauth (Entra ID, see pgentra.go) gets a pool
+// Open is pgx's database/sql driver; a DSN with fedauth (Entra ID, see pgentra.go) gets a pool
 // whose every new connection signs in with a fresh access token, over TLS only.
 func (Driver) Open(dsn string) (*sql.DB, error) { return openPostgres(dsn, entra.Deps{}) }
-func (Driver) Name() string                     { return Name }
-func (Driver) Caseless() bool                   { return false }
-func (Driver) Placeholder(i int) string         { return "$" + strconv.Itoa(i) }
+
+// Name is "postgres".
+func (Driver) Name() string { return Name }
+
+// Caseless: PostgreSQL column names are case-sensitive once quoted.
+func (Driver) Caseless() bool { return false }
+
+// Placeholder is $i.
+func (Driver) Placeholder(i int) string { return "$" + strconv.Itoa(i) }
+
+// Supports xid and logical cursors besides the kinds every database has.
 func (p Driver) Supports(kind string) bool {
 	return kind == state.KindXID || kind == state.KindLogical || p.Defaults.Supports(kind)
 }
 
+// Location is the DSN's host and port, and its database.
 func (Driver) Location(dsn string) (source.Location, error) {
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
@@ -47,6 +56,7 @@ func (Driver) Location(dsn string) (source.Location, error) {
 	return source.Location{Server: fmt.Sprintf("%s:%d", strings.ToLower(cfg.Host), cfg.Port), Database: cfg.Database}, nil
 }
 
+// Keyset compares row values; an xid cursor's argument is its decimal text.
 func (p Driver) Keyset(kind string, keys, params []string) (string, []int) {
 	if kind == state.KindXID {
 		params[0] += "::text::xid8" // the argument is the xid8's decimal text
@@ -54,6 +64,8 @@ func (p Driver) Keyset(kind string, keys, params []string) (string, []int) {
 	return p.Defaults.Keyset(kind, keys, params)
 }
 
+// UpperBound: an xid cursor reads below the oldest transaction still open; a timestamp cursor
+// rows older than the database's clock minus the settle lag.
 func (Driver) UpperBound(kind string, fl source.TSFlavor, col string, lag time.Duration, next func() string) source.Bound {
 	switch {
 	case kind == state.KindXID:
@@ -66,7 +78,7 @@ func (Driver) UpperBound(kind string, fl source.TSFlavor, col string, lag time.D
 	return source.Bound{Pred: col + " < (now() AT TIME ZONE 'UTC') - make_interval(secs => " + next() + ")", Arg: lag.Seconds()}
 }
 
-// stampCheck: a timestamp without time zone more than FutureTolerance ahead of the UTC clock.
+// StampCheck: a timestamp without time zone more than FutureTolerance ahead of the UTC clock.
 func (Driver) StampCheck(fl source.TSFlavor, table, col, param string) (string, any, string) {
 	if fl != source.TSUTC {
 		return "", nil, ""
@@ -77,6 +89,7 @@ func (Driver) StampCheck(fl source.TSFlavor, table, col, param string) (string, 
 				table, col, col, int(source.FutureTolerance.Minutes()))
 }
 
+// Classify maps pgx's DatabaseTypeName ("INT8", "TIMESTAMPTZ", ...).
 func (Driver) Classify(base string) (source.Class, source.TSFlavor) {
 	switch base {
 	case "INT2", "INT4", "INT8":
@@ -107,6 +120,7 @@ func (Driver) Classify(base string) (source.Class, source.TSFlavor) {
 	return source.ClassOther, source.TSNone
 }
 
+// KeyCodec carries an xid8 key as its decimal digits.
 func (Driver) KeyCodec(c source.ColumnType) (source.KeyCodec, bool) {
 	return xid8Codec, c.Class == source.ClassXID8
 }

@@ -20,6 +20,7 @@ type Position struct {
 	Changes int
 }
 
+// String is the position as a cursor holds it: "0/16D3290", "0/16D3290+37".
 func (p Position) String() string {
 	if p.Changes == 0 {
 		return p.LSN.String()

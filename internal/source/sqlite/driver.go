@@ -31,7 +31,7 @@ const stampPattern = "[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]T[0-9][0-9]:[0-9
 // layout: strftime's %f has milliseconds, padded to six digits ("2026-11-23T03:40:32.287000Z").
 const StampExpr = "strftime('%Y-%m-%dT%H:%M:%f000Z','now')"
 
-// open adds a busy time-out, so that a writer does not fail reads at once.
+// Open adds a busy time-out, so that a writer does not fail reads at once.
 func (Driver) Open(dsn string) (*sql.DB, error) { return sql.Open("sqlite", sqliteDSN(dsn)) }
 
 // Name is "sqlite".
@@ -48,7 +48,7 @@ func sqliteDSN(dsn string) string {
 	return dsn
 }
 
-// location: no server; the database is the file's path.
+// Location: no server; the database is the file's path.
 func (Driver) Location(dsn string) (source.Location, error) {
 	path := strings.TrimPrefix(dsn, "file:")
 	if i := strings.IndexByte(path, '?'); i >= 0 {
@@ -60,10 +60,13 @@ func (Driver) Location(dsn string) (source.Location, error) {
 	return source.Location{Database: filepath.Clean(path)}, nil
 }
 
-func (Driver) Caseless() bool         { return true }
+// Caseless: SQLite matches column names whatever their case.
+func (Driver) Caseless() bool { return true }
+
+// Placeholder is "?".
 func (Driver) Placeholder(int) string { return "?" }
 
-// upperBound: 'now' has millisecond resolution; padding to six digits keeps the fixed-width text
+// UpperBound: 'now' has millisecond resolution; padding to six digits keeps the fixed-width text
 // comparable with stored YYYY-MM-DDTHH:MM:SS.ffffffZ values. The scalar subquery is evaluated
 // once per statement, not once per row.
 func (Driver) UpperBound(kind string, _ source.TSFlavor, col string, lag time.Duration, next func() string) source.Bound {
@@ -73,7 +76,7 @@ func (Driver) UpperBound(kind string, _ source.TSFlavor, col string, lag time.Du
 	return source.Bound{Pred: col + " < (SELECT strftime('%Y-%m-%dT%H:%M:%f', 'now', " + next() + ") || '000Z')", Arg: fmt.Sprintf("-%.3f seconds", lag.Seconds())}
 }
 
-// stampCheck: a TEXT value not in the fixed-width layout. A full scan.
+// StampCheck: a TEXT value not in the fixed-width layout. A full scan.
 func (Driver) StampCheck(fl source.TSFlavor, table, col, param string) (string, any, string) {
 	if fl != source.TSText {
 		return "", nil, ""
@@ -84,7 +87,7 @@ func (Driver) StampCheck(fl source.TSFlavor, table, col, param string) (string, 
 			" WHERE " + col + " NOT GLOB '" + stampPattern + "'"
 }
 
-// classify applies SQLite's type affinity rules to the declared type.
+// Classify applies SQLite's type affinity rules to the declared type.
 func (Driver) Classify(base string) (source.Class, source.TSFlavor) {
 	switch {
 	case strings.Contains(base, "INT"):
@@ -105,6 +108,7 @@ func (Driver) Classify(base string) (source.Class, source.TSFlavor) {
 	return source.ClassOther, source.TSNone
 }
 
+// KeyCodec carries a TEXT timestamp cursor verbatim (textTimeCodec).
 func (Driver) KeyCodec(c source.ColumnType) (source.KeyCodec, bool) {
 	return textTimeCodec, c.Flavor == source.TSText
 }

@@ -28,7 +28,7 @@ const Name = "sqlserver"
 // Driver is SQL Server and Azure SQL through go-mssqldb.
 type Driver struct{}
 
-// open picks azuresql when the DSN asks for Entra ID (fedauth=...).
+// Open picks azuresql when the DSN asks for Entra ID (fedauth=...).
 func (Driver) Open(dsn string) (*sql.DB, error) { return sql.Open(sqlServerDriver(dsn), dsn) }
 
 // Name is "sqlserver".
@@ -41,6 +41,7 @@ func sqlServerDriver(dsn string) string {
 	return "sqlserver"
 }
 
+// Location is the DSN's host, instance and port, and its database.
 func (Driver) Location(dsn string) (source.Location, error) {
 	cfg, err := msdsn.Parse(dsn)
 	if err != nil {
@@ -56,22 +57,32 @@ func (Driver) Location(dsn string) (source.Location, error) {
 	return source.Location{Server: server, Database: cfg.Database}, nil
 }
 
-func (Driver) Caseless() bool                   { return true }
-func (Driver) Quote(s string) string            { return "[" + strings.ReplaceAll(s, "]", "]]") + "]" }
-func (Driver) Placeholder(i int) string         { return "@p" + strconv.Itoa(i) }
+// Caseless: SQL Server's usual collations match column names whatever their case.
+func (Driver) Caseless() bool { return true }
+
+// Quote quotes an identifier in brackets.
+func (Driver) Quote(s string) string { return "[" + strings.ReplaceAll(s, "]", "]]") + "]" }
+
+// Placeholder is @pi.
+func (Driver) Placeholder(i int) string { return "@p" + strconv.Itoa(i) }
+
+// Limit is SELECT TOP (n).
 func (Driver) Limit(sel, rest, n string) string { return "SELECT TOP (" + n + ") " + sel + rest }
 
+// Supports rowversion and changetracking cursors besides the kinds every database has.
 func (Driver) Supports(kind string) bool {
 	return kind == state.KindRowversion || kind == state.KindChangeTracking || source.Defaults{}.Supports(kind)
 }
 
-// keyset: SQL Server has no row comparison: the expanded form (ExpandedKeyset), whose named
+// Keyset: SQL Server has no row comparison: the expanded form (ExpandedKeyset), whose named
 // markers repeat.
 // Its markers are named (@p1): each key value is passed once.
 func (Driver) Keyset(_ string, keys, params []string) (string, []int) {
 	return source.ExpandedKeyset(keys, params), nil
 }
 
+// UpperBound: a rowversion cursor reads below MIN_ACTIVE_ROWVERSION(); a timestamp cursor rows
+// older than the database's clock minus the settle lag.
 func (Driver) UpperBound(kind string, fl source.TSFlavor, col string, lag time.Duration, next func() string) source.Bound {
 	switch {
 	case kind == state.KindRowversion:
@@ -84,7 +95,7 @@ func (Driver) UpperBound(kind string, fl source.TSFlavor, col string, lag time.D
 	return source.Bound{Pred: col + " < DATEADD(millisecond, -" + next() + ", SYSUTCDATETIME())", Arg: int32(lag.Milliseconds())}
 }
 
-// stampCheck: a datetime2, datetime or smalldatetime more than FutureTolerance ahead of the UTC
+// StampCheck: a datetime2, datetime or smalldatetime more than FutureTolerance ahead of the UTC
 // clock.
 func (Driver) StampCheck(fl source.TSFlavor, table, col, param string) (string, any, string) {
 	if fl != source.TSUTC {
@@ -96,6 +107,7 @@ func (Driver) StampCheck(fl source.TSFlavor, table, col, param string) (string, 
 				table, col, col, int(source.FutureTolerance.Minutes()))
 }
 
+// Classify maps go-mssqldb's DatabaseTypeName ("BIGINT", "DATETIME2", ...).
 func (Driver) Classify(base string) (source.Class, source.TSFlavor) {
 	switch base {
 	case "TINYINT", "SMALLINT", "INT", "BIGINT":
@@ -124,10 +136,10 @@ func (Driver) Classify(base string) (source.Class, source.TSFlavor) {
 	return source.ClassOther, source.TSNone
 }
 
-// scalars: go-mssqldb may return narrower integers and text as bytes.
+// Scalars: go-mssqldb may return narrower integers and text as bytes.
 func (Driver) Scalars() bool { return false }
 
-// uuid reorders a uniqueidentifier, which go-mssqldb returns in SQL Server's mixed-endian order.
+// UUID reorders a uniqueidentifier, which go-mssqldb returns in SQL Server's mixed-endian order.
 func (Driver) UUID(b []byte) (string, error) {
 	if len(b) != 16 {
 		return string(b), nil
@@ -139,7 +151,7 @@ func (Driver) UUID(b []byte) (string, error) {
 	return strings.ToLower(u.String()), nil
 }
 
-// keyCodec: rowversion (and binary) keys as 0x and hex; datetime2 arguments as civil.DateTime,
+// KeyCodec: rowversion (and binary) keys as 0x and hex; datetime2 arguments as civil.DateTime,
 // because go-mssqldb sends time.Time as datetimeoffset, which would convert the datetime2 column
 // and defeat its index.
 func (Driver) KeyCodec(c source.ColumnType) (source.KeyCodec, bool) {
