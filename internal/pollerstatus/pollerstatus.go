@@ -85,7 +85,7 @@ type Row struct {
 	Probe *Probe `json:"probe,omitempty"`
 
 	Cursor *state.Cursor `json:"cursor,omitempty"`
-	// LagSeconds is the age of the oldest row not yet delivered (source.Backlog.LagSeconds): 0
+	// LagSeconds is the age of the oldest row not yet delivered (source.Stats.LagSeconds): 0
 	// when nothing waits; nil when unknown (cursor kinds without time while rows wait, or nothing
 	// measured it). LagFrom says where it comes from: "probe" (measured now) or "last tick".
 	LagSeconds *float64 `json:"lag_seconds,omitempty"`

@@ -29,7 +29,7 @@ const Name = "postgres"
 // Driver is PostgreSQL through pgx.
 type Driver struct{ source.Defaults }
 
-// Open is pgx's database/sql driver; a DSN with fedauth (Entra ID, see pgentra.go) gets a pool
+// Open is pgx's database/sql driver; a DSN with fedauth (Entra ID, see entra.go) gets a pool
 // whose every new connection signs in with a fresh access token, over TLS only.
 func (Driver) Open(dsn string) (*sql.DB, error) { return openPostgres(dsn, entra.Deps{}) }
 
