@@ -2,7 +2,6 @@ package pollerstatus_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"flag"
 	"os"
@@ -11,13 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pseudotrigger/pseudotrigger/internal/clock"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerstatus"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/mysql"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
-	"github.com/pseudotrigger/pseudotrigger/internal/store/memstore"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -46,14 +43,7 @@ func golden(t *testing.T, name string, got []byte) {
 // how reads are kept behind late commits, in the row's and the probe's JSON, on the page's card
 // and in the health reason.
 func TestStatusCompat(t *testing.T) {
-	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
-	clk := clock.NewFake(now)
-	st := memstore.New(clk)
-	var probe pollerstatus.Probe
-	cfg := pollerstatus.Config{App: "test", Now: clk.Now,
-		Registered: []pollerstatus.Registered{{Name: "orders", Schedule: "*/10 * * * * *", LivenessInterval: time.Minute, MaxRetained: 1 << 20}},
-		Probe:      func(context.Context, string, *state.Doc) pollerstatus.Probe { return probe },
-	}
+	now, clk, st, probe, cfg := slotWorld()
 	doc := logicalDoc("0/16D3290")
 	doc.AddHistory(state.Tick{At: state.At(now), Outcome: "committed", Rows: 2, RowsWaiting: 0, Ops: map[string]int{"update": 2},
 		RetainedBytes: bytesPtr(2 << 20)})
@@ -62,9 +52,9 @@ func TestStatusCompat(t *testing.T) {
 
 	slot := postgres.SlotState{Name: "pt_orders", Exists: true, Type: "logical", Plugin: "pgoutput", Database: "app", Here: true,
 		ConfirmedFlush: "0/16D3290", RestartLSN: "0/16D0000", RetainedBytes: bytesPtr(3 << 20), WALStatus: "reserved", WALEnd: "0/16E0000"}
-	probe = pollerstatus.Probe{OK: true, RowsWaiting: 0, LagSeconds: ptr(0), DurationMS: 4, Details: []source.Detail{{Key: "slot", Value: slot}}}
+	*probe = pollerstatus.Probe{OK: true, RowsWaiting: 0, LagSeconds: ptr(0), DurationMS: 4, Details: []source.Detail{{Key: "slot", Value: slot}}}
 	fromProbe := pollerstatus.Read(ctx, st, cfg, "orders")
-	probe = pollerstatus.Probe{Skipped: "no settings", RowsWaiting: -1}
+	*probe = pollerstatus.Probe{Skipped: "no settings", RowsWaiting: -1}
 	fromTick := pollerstatus.Read(ctx, st, cfg, "orders")
 	late := pollerstatus.Probe{OK: true, RowsWaiting: 3, LagSeconds: ptr(1.5), DurationMS: 7,
 		Details: []source.Detail{mysql.OpenTrx{Reason: "the role cannot read information_schema.innodb_trx (MySQL error 1227)"}.Detail()}}

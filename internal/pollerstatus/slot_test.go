@@ -71,18 +71,24 @@ func TestProbeDetails(t *testing.T) {
 	}
 }
 
+// slotWorld is a logical poller "orders" with {P}_CDC_MAX_RETAINED 1 MiB whose probe answers
+// what probe points to, on a store and a fake clock at now.
+func slotWorld() (now time.Time, clk *clock.Fake, st store.Store, probe *pollerstatus.Probe, cfg pollerstatus.Config) {
+	now = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	clk = clock.NewFake(now)
+	probe = &pollerstatus.Probe{}
+	cfg = pollerstatus.Config{App: "test", Now: clk.Now,
+		Registered: []pollerstatus.Registered{{Name: "orders", Schedule: "*/10 * * * * *", LivenessInterval: time.Minute, MaxRetained: 1 << 20}},
+		Probe:      func(context.Context, string, *state.Doc) pollerstatus.Probe { return *probe },
+	}
+	return now, clk, memstore.New(clk), probe, cfg
+}
+
 // TestSlotHealth: a slot that keeps more WAL than {P}_CDC_MAX_RETAINED is lagging; one that
 // grows while nothing reads it is failing; measured only at the last tick, it is judged from
 // that. The JSON row and the page show the slot and the ops the ticks delivered.
 func TestSlotHealth(t *testing.T) {
-	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
-	clk := clock.NewFake(now)
-	st := memstore.New(clk)
-	var probe pollerstatus.Probe
-	cfg := pollerstatus.Config{App: "test", Now: clk.Now,
-		Registered: []pollerstatus.Registered{{Name: "orders", Schedule: "*/10 * * * * *", LivenessInterval: time.Minute, MaxRetained: 1 << 20}},
-		Probe:      func(context.Context, string, *state.Doc) pollerstatus.Probe { return probe },
-	}
+	now, clk, st, probe, cfg := slotWorld()
 	doc := logicalDoc("0/16D3290")
 	doc.AddHistory(state.Tick{At: state.At(now), Outcome: "committed", Rows: 5, RowsWaiting: 0, Ops: map[string]int{"insert": 3, "delete": 2}})
 	doc.AddHistory(state.Tick{At: state.At(now), Outcome: "committed", Rows: 2, RowsWaiting: 0, Ops: map[string]int{"update": 2},
@@ -106,7 +112,7 @@ func TestSlotHealth(t *testing.T) {
 
 	slot.RetainedBytes = bytesPtr(512 << 10)
 	probed := func() []source.Detail { return []source.Detail{{Key: "slot", Value: slot}} }
-	probe = pollerstatus.Probe{OK: true, RowsWaiting: 0, LagSeconds: ptr(0), Details: probed()}
+	*probe = pollerstatus.Probe{OK: true, RowsWaiting: 0, LagSeconds: ptr(0), Details: probed()}
 	r := read("within the limit", pollerstatus.HealthOK)
 	if len(r.Details) != 1 || r.Details[0].Key != "slot" {
 		t.Fatalf("slot: %+v", r.Details)
@@ -131,7 +137,7 @@ func TestSlotHealth(t *testing.T) {
 	probe.Details = probed()
 	read("past the limit, being read", pollerstatus.HealthLagging)
 
-	probe = pollerstatus.Probe{Skipped: "no settings", RowsWaiting: -1}
+	*probe = pollerstatus.Probe{Skipped: "no settings", RowsWaiting: -1}
 	r = read("no probe: the last tick's measure", pollerstatus.HealthLagging, "at the last tick that measured it")
 	if j, _ := json.Marshal(r); len(r.Details) != 1 || !strings.Contains(string(j), `"from":"last tick"`) {
 		t.Fatalf("slot: %s", j)

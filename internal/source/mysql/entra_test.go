@@ -15,10 +15,8 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/azconn"
 	"github.com/pseudotrigger/pseudotrigger/internal/redact"
-	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 
-	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/entra"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/entra/entratest"
 )
@@ -111,27 +109,9 @@ func TestMySQLEntraParseDSNErrors(t *testing.T) {
 // The Entra keys change neither the fingerprint nor what redaction keeps; a password in the DSN
 // is still redacted.
 func TestMySQLEntraFingerprintAndRedaction(t *testing.T) {
-	def := source.Definition{Table: source.Table{Name: "orders"}, Cursor: source.Cursor{Kind: state.KindTimestampPK, Column: "updated_at"}, PK: []string{"id"}}
-	plain := mysqlEntraHost + "?tls=true"
-	withEntra := plain + "&fedauth=ActiveDirectoryManagedIdentity&azure_client_id=11111111-2222-3333-4444-555555555555"
-	a, err := Driver{}.Location(plain)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := Driver{}.Location(withEntra)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if a != b || source.Fingerprint(Name, a, def) != source.Fingerprint(Name, b, def) {
-		t.Errorf("fedauth changed the location or the fingerprint: %+v vs %+v", a, b)
-	}
-	got := redact.DSN(withEntra)
-	if strings.Contains(got, "hunter2") || !strings.Contains(got, "fedauth=ActiveDirectoryManagedIdentity") ||
-		!strings.Contains(got, "azure_client_id=11111111-2222-3333-4444-555555555555") || !strings.Contains(got, "srv.mysql.database.azure.com") {
-		t.Errorf("redacted: %s", got)
-	}
+	entratest.SameSource(t, Driver{}, mysqlEntraHost+"?tls=true")
 	// A UPN as the user, with a password that holds an @: the password goes, the user stays.
-	got = redact.DSN("me@contoso.com:p@ss:w0rd@tcp(srv.mysql.database.azure.com:3306)/shop?tls=true&fedauth=ActiveDirectoryDefault")
+	got := redact.DSN("me@contoso.com:p@ss:w0rd@tcp(srv.mysql.database.azure.com:3306)/shop?tls=true&fedauth=ActiveDirectoryDefault")
 	if strings.Contains(got, "p@ss") || strings.Contains(got, "w0rd") || !strings.Contains(got, "me@contoso.com") {
 		t.Errorf("redacted: %s", got)
 	}
@@ -149,15 +129,7 @@ func TestMySQLEntraTokenHook(t *testing.T) {
 // Open, the path every poller takes, refuses plaintext with Entra before connecting, naming
 // TLS; the password in the DSN stays hidden.
 func TestMySQLEntraOpenRefusesPlaintext(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_, err := source.Open(ctx, source.Drivers{Driver{}}, source.Config{Poller: "orders", Driver: Name,
-		DSN:        "id-app:hunter2@tcp(127.0.0.1:1)/shop?fedauth=ActiveDirectoryManagedIdentity",
-		Definition: source.Definition{Table: source.Table{Name: "orders"}, Cursor: source.Cursor{Kind: state.KindInteger, Column: "id"}, PK: []string{"id"}}})
-	if !errors.Is(err, source.ErrConnect) || !strings.Contains(err.Error(), "tls=true") || !strings.Contains(err.Error(), `poller "orders"`) ||
-		strings.Contains(err.Error(), "hunter2") {
-		t.Fatalf("Open: %v", err)
-	}
+	entratest.RefusesPlaintext(t, Driver{}, "id-app:hunter2@tcp(127.0.0.1:1)/shop?fedauth=ActiveDirectoryManagedIdentity", "tls=true")
 }
 
 // TestMySQLEntraServer signs in to the real local MariaDB (or MySQL) with tokens as passwords: a

@@ -346,12 +346,7 @@ func TestMySQLKeysetIsARange(t *testing.T) {
 // GitHub workflow). The harness's own connection writes times as UTC, as the source reads them.
 func TestConformanceMySQL(t *testing.T) {
 	dsn := testenv.MySQL(t)
-	db, err := sql.Open("mysql", dsn+"?parseTime=true&loc=UTC&time_zone=%27%2B00%3A00%27")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	sourcetest.Run(t, sourcetest.Harness{Driver: mysql.Name, DSN: dsn, DB: db, ConcurrentWriters: true})
+	sourcetest.Run(t, sourcetest.Harness{Driver: mysql.Name, DSN: dsn, DB: sourcetest.DB(t, "mysql", dsn+"?parseTime=true&loc=UTC&time_zone=%27%2B00%3A00%27"), ConcurrentWriters: true})
 }
 
 // TestGoldenSQL pins the exact SQL of each cursor kind (go test -run Golden -update rewrites

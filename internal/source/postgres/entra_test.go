@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -15,11 +14,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/azconn"
-	"github.com/pseudotrigger/pseudotrigger/internal/redact"
-	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 
-	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/entra"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/entra/entratest"
 )
@@ -101,25 +97,7 @@ func TestEntraParseDSNErrors(t *testing.T) {
 // The Entra keys change neither the fingerprint nor what redaction keeps, and a password in the
 // DSN is still redacted.
 func TestEntraFingerprintAndRedaction(t *testing.T) {
-	def := source.Definition{Table: source.Table{Name: "orders"}, Cursor: source.Cursor{Kind: state.KindInteger, Column: "id"}, PK: []string{"id"}}
-	plain := entraHost + "?sslmode=require"
-	withEntra := plain + "&fedauth=ActiveDirectoryManagedIdentity&azure_client_id=11111111-2222-3333-4444-555555555555"
-	a, err := Driver{}.Location(plain)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := Driver{}.Location(withEntra)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if source.Fingerprint(Name, a, def) != source.Fingerprint(Name, b, def) {
-		t.Errorf("fedauth changed the fingerprint: %+v vs %+v", a, b)
-	}
-	got := redact.DSN(withEntra)
-	if strings.Contains(got, "hunter2") || !strings.Contains(got, "fedauth=ActiveDirectoryManagedIdentity") ||
-		!strings.Contains(got, "azure_client_id=11111111-2222-3333-4444-555555555555") {
-		t.Errorf("redacted: %s", got)
-	}
+	entratest.SameSource(t, Driver{}, entraHost+"?sslmode=require")
 }
 
 func TestEntraTokenHook(t *testing.T) {
@@ -134,15 +112,7 @@ func TestEntraTokenHook(t *testing.T) {
 // Open, the path every poller takes, refuses plaintext with Entra before connecting, naming
 // sslmode; the password in the DSN stays hidden.
 func TestEntraOpenRefusesPlaintext(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_, err := source.Open(ctx, source.Drivers{Driver{}}, source.Config{Poller: "orders", Driver: Name,
-		DSN:        "postgres://id-app:hunter2@127.0.0.1:1/shop?sslmode=disable&fedauth=ActiveDirectoryManagedIdentity",
-		Definition: source.Definition{Table: source.Table{Name: "orders"}, Cursor: source.Cursor{Kind: state.KindInteger, Column: "id"}, PK: []string{"id"}}})
-	if !errors.Is(err, source.ErrConnect) || !strings.Contains(err.Error(), "sslmode") || !strings.Contains(err.Error(), `poller "orders"`) ||
-		strings.Contains(err.Error(), "hunter2") {
-		t.Fatalf("Open: %v", err)
-	}
+	entratest.RefusesPlaintext(t, Driver{}, "postgres://id-app:hunter2@127.0.0.1:1/shop?sslmode=disable&fedauth=ActiveDirectoryManagedIdentity", "sslmode")
 }
 
 // TestEntraPostgresServer signs in to the real local PostgreSQL with tokens as passwords: a role

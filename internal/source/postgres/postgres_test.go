@@ -1,7 +1,6 @@
 package postgres_test
 
 import (
-	"database/sql"
 	"flag"
 	"strings"
 	"testing"
@@ -17,12 +16,7 @@ var update = flag.Bool("update", false, "rewrite the golden SQL files")
 
 func TestConformancePostgres(t *testing.T) {
 	dsn := testenv.Postgres(t)
-	db, err := sql.Open("pgx", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	sourcetest.Run(t, sourcetest.Harness{Driver: postgres.Name, DSN: dsn, DB: db, ConcurrentWriters: true})
+	sourcetest.Run(t, sourcetest.Harness{Driver: postgres.Name, DSN: dsn, DB: sourcetest.DB(t, "pgx", dsn), ConcurrentWriters: true})
 }
 
 // TestGoldenSQL pins the exact SQL of each cursor kind (go test -run Golden -update rewrites

@@ -36,6 +36,18 @@ type Harness struct {
 	ConcurrentWriters bool
 }
 
+// DB opens a harness's own connection, for set-up, with the Go driver of that name (sql.Open's),
+// and closes it when the test ends.
+func DB(t *testing.T, goDriver, dsn string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open(goDriver, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
 // Run runs the whole suite.
 func Run(t *testing.T, h Harness) {
 	t.Run("KeysetOrder", h.testKeysetOrder)

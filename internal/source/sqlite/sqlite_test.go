@@ -1,7 +1,6 @@
 package sqlite_test
 
 import (
-	"database/sql"
 	"flag"
 	"path/filepath"
 	"testing"
@@ -16,12 +15,7 @@ var update = flag.Bool("update", false, "rewrite the golden SQL files")
 
 func TestConformance(t *testing.T) {
 	dsn := filepath.Join(t.TempDir(), "source.db") + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)"
-	db, err := sql.Open("sqlite", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	sourcetest.Run(t, sourcetest.Harness{Driver: sqlite.Name, DSN: dsn, DB: db})
+	sourcetest.Run(t, sourcetest.Harness{Driver: sqlite.Name, DSN: dsn, DB: sourcetest.DB(t, "sqlite", dsn)})
 }
 
 // TestGoldenSQL pins the exact SQL of each cursor kind (go test -run Golden -update rewrites

@@ -1,7 +1,6 @@
 package sqlserver_test
 
 import (
-	"database/sql"
 	"errors"
 	"flag"
 	"strings"
@@ -21,12 +20,7 @@ var update = flag.Bool("update", false, "rewrite the golden SQL files")
 // MSSQL_TEST_DSN (skipped without it; .github/workflows/ci.yml's SQL Server job sets it).
 func TestConformanceSQLServer(t *testing.T) {
 	dsn := testenv.SQLServer(t)
-	db, err := sql.Open("sqlserver", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	sourcetest.Run(t, sourcetest.Harness{Driver: sqlserver.Name, DSN: dsn, DB: db, ConcurrentWriters: true})
+	sourcetest.Run(t, sourcetest.Harness{Driver: sqlserver.Name, DSN: dsn, DB: sourcetest.DB(t, "sqlserver", dsn), ConcurrentWriters: true})
 }
 
 // TestChangeTrackingSQLServer runs the changetracking cursor's conformance suite against the SQL

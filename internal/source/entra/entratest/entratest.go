@@ -16,7 +16,10 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/azconn"
+	"github.com/pseudotrigger/pseudotrigger/internal/redact"
+	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/entra"
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
 // Credential is an azcore.TokenCredential that behaves like azidentity's: it returns its
@@ -236,5 +239,46 @@ func TokenHook(t *testing.T, driver string, connect func(token func(context.Cont
 			!strings.Contains(msg, "fedauth=ActiveDirectoryManagedIdentity") || !strings.Contains(msg, "cid-1") {
 			t.Errorf("error: %s", msg)
 		}
+	}
+}
+
+// SameSource: a DSN with the Entra keys (plain, whose password is hunter2, and then
+// fedauth=ActiveDirectoryManagedIdentity and azure_client_id as further parameters) has the same
+// location and fingerprint as without them, and redaction hides the password but keeps the keys.
+func SameSource(t *testing.T, drv source.Driver, plain string) {
+	t.Helper()
+	def := source.Definition{Table: source.Table{Name: "orders"}, Cursor: source.Cursor{Kind: state.KindInteger, Column: "id"}, PK: []string{"id"}}
+	withEntra := plain + "&fedauth=ActiveDirectoryManagedIdentity&azure_client_id=11111111-2222-3333-4444-555555555555"
+	a, err := drv.Location(plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := drv.Location(withEntra)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a != b || source.Fingerprint(drv.Name(), a, def) != source.Fingerprint(drv.Name(), b, def) {
+		t.Errorf("fedauth changed the location or the fingerprint: %+v vs %+v", a, b)
+	}
+	got := redact.DSN(withEntra)
+	host, _, _ := strings.Cut(a.Server, ":")
+	if strings.Contains(got, "hunter2") || !strings.Contains(got, "fedauth=ActiveDirectoryManagedIdentity") ||
+		!strings.Contains(got, "azure_client_id=11111111-2222-3333-4444-555555555555") || !strings.Contains(got, host) {
+		t.Errorf("redacted: %s", got)
+	}
+}
+
+// RefusesPlaintext: Open, the path every poller takes, refuses a DSN with fedauth whose
+// connection would go without TLS, before connecting, naming what says so (mentions) and the
+// poller, and keeping the DSN's password (hunter2) hidden.
+func RefusesPlaintext(t *testing.T, drv source.Driver, dsn, mentions string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := source.Open(ctx, source.Drivers{drv}, source.Config{Poller: "orders", Driver: drv.Name(), DSN: dsn,
+		Definition: source.Definition{Table: source.Table{Name: "orders"}, Cursor: source.Cursor{Kind: state.KindInteger, Column: "id"}, PK: []string{"id"}}})
+	if !errors.Is(err, source.ErrConnect) || !strings.Contains(err.Error(), mentions) || !strings.Contains(err.Error(), `poller "orders"`) ||
+		strings.Contains(err.Error(), "hunter2") {
+		t.Fatalf("Open: %v", err)
 	}
 }
