@@ -12,7 +12,7 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/ctl"
 	"github.com/pseudotrigger/pseudotrigger/internal/deadletter"
-	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 )
@@ -31,7 +31,7 @@ type pollerctlApp struct {
 func newPollerctlApp(t *testing.T) *pollerctlApp {
 	t.Helper()
 	a := &pollerctlApp{root: t.TempDir(), azurite: testenv.Azurite(t), container: testenv.Name("docs")}
-	pg := newDatabase(t, source.Postgres)
+	pg := newDatabase(t, postgres.Name)
 	execSQL(t, pg.db, "CREATE TABLE customers (id BIGINT PRIMARY KEY, name TEXT NOT NULL)")
 	for _, f := range []string{"go.mod", "pollers/pollers.go", "infra/bicep/main.bicepparam", "local.settings.json.example"} {
 		data, err := os.ReadFile(filepath.Join(repoRoot, f))

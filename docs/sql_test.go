@@ -17,12 +17,17 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
+	srcmysql "github.com/pseudotrigger/pseudotrigger/internal/source/mysql"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sqlite"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sqlserver"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 )
 
 // databases are the ```sql classes that run on a database, as the source names its drivers.
-var databases = []string{source.Postgres, source.MySQL, source.SQLite, source.SQLServer}
+var databases = []string{postgres.Name, srcmysql.Name, sqlite.Name, sqlserver.Name}
 
 // The table every recipe starts from, and the row it already holds.
 const (
@@ -49,7 +54,7 @@ func newDatabase(t *testing.T, driver string) *fresh {
 	var drop []string
 	var err error
 	switch driver {
-	case source.Postgres:
+	case postgres.Name:
 		base := testenv.Postgres(t)
 		admin = open(t, "pgx", base)
 		u, perr := url.Parse(base)
@@ -63,7 +68,7 @@ func newDatabase(t *testing.T, driver string) *fresh {
 			"SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = '" + name + "'",
 			"DROP DATABASE " + name + " WITH (FORCE)",
 		}
-	case source.MySQL:
+	case srcmysql.Name:
 		base := testenv.MySQL(t)
 		admin = open(t, "mysql", base)
 		cfg, perr := mysql.ParseDSN(base)
@@ -74,9 +79,9 @@ func newDatabase(t *testing.T, driver string) *fresh {
 		f.dsn = cfg.FormatDSN()
 		execSQL(t, admin, "CREATE DATABASE "+name)
 		drop = []string{"DROP DATABASE " + name}
-	case source.SQLite:
+	case sqlite.Name:
 		f.dsn = filepath.Join(t.TempDir(), name+".db")
-	case source.SQLServer:
+	case sqlserver.Name:
 		base := testenv.SQLServer(t)
 		admin = open(t, "sqlserver", base)
 		u, perr := url.Parse(base)
@@ -104,7 +109,7 @@ func newDatabase(t *testing.T, driver string) *fresh {
 		t.Fatal(err)
 	}
 	table := ordersTable
-	if driver == source.SQLServer {
+	if driver == sqlserver.Name {
 		table = ordersTableSQL
 	}
 	execSQL(t, f.db, table)
@@ -114,7 +119,7 @@ func newDatabase(t *testing.T, driver string) *fresh {
 
 // sqlDriver is database/sql's name of a source driver.
 func sqlDriver(driver string) string {
-	if driver == source.Postgres {
+	if driver == postgres.Name {
 		return "pgx"
 	}
 	return driver
@@ -149,9 +154,9 @@ func (f *fresh) script(t *testing.T, b block) {
 	t.Helper()
 	var stmts []string
 	switch f.driver {
-	case source.SQLServer:
+	case sqlserver.Name:
 		stmts = goLine.Split(b.body, -1)
-	case source.MySQL:
+	case srcmysql.Name:
 		delim := ";"
 		rest := b.body
 		for rest != "" {
@@ -185,10 +190,10 @@ func stripSQLComments(s string) string { return regexp.MustCompile(`--[^\n]*`).R
 // The SQL tests: each ```sql DATABASE block runs on a fresh database of its kind. Their names say
 // the database, so that `-run MySQL` (the GitHub workflow's MySQL 8 job) and `-run SQLServer`
 // pick theirs.
-func TestSQLPostgres(t *testing.T)  { testSQL(t, source.Postgres) }
-func TestSQLMySQL(t *testing.T)     { testSQL(t, source.MySQL) }
-func TestSQLSQLite(t *testing.T)    { testSQL(t, source.SQLite) }
-func TestSQLSQLServer(t *testing.T) { testSQL(t, source.SQLServer) }
+func TestSQLPostgres(t *testing.T)  { testSQL(t, postgres.Name) }
+func TestSQLMySQL(t *testing.T)     { testSQL(t, srcmysql.Name) }
+func TestSQLSQLite(t *testing.T)    { testSQL(t, sqlite.Name) }
+func TestSQLSQLServer(t *testing.T) { testSQL(t, sqlserver.Name) }
 
 func testSQL(t *testing.T, driver string) {
 	t.Parallel()
@@ -221,11 +226,11 @@ func testSQL(t *testing.T, driver string) {
 func (f *fresh) principal(t *testing.T) {
 	t.Helper()
 	switch f.driver {
-	case source.Postgres:
+	case postgres.Name:
 		execSQL(t, f.db, `DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'id-myapp') THEN CREATE ROLE "id-myapp"; END IF; END $$`)
-	case source.MySQL:
+	case srcmysql.Name:
 		execSQL(t, f.db, "CREATE USER IF NOT EXISTS 'id-myapp'@'%'")
-	case source.SQLServer:
+	case sqlserver.Name:
 		execSQL(t, f.db, "CREATE USER [id-myapp] WITHOUT LOGIN")
 	}
 }
@@ -249,14 +254,14 @@ func proveRecipe(t *testing.T, b block, f *fresh, kind string) {
 	if kind == state.KindTimestampPK {
 		def.SettleLag = source.NoSettleLag // read up to the database's clock: no waiting in a test
 	}
-	if f.driver == source.SQLServer {
+	if f.driver == sqlserver.Name {
 		def.Table.Schema = "dbo"
 	}
 	writer := f.db
 	if kind == state.KindLogical {
 		writer = f.logical(t, &def)
 	}
-	src, err := source.Open(ctx, source.Config{Poller: "orders", Driver: f.driver, DSN: f.dsn, Definition: def})
+	src, err := drivers.Open(ctx, source.Config{Poller: "orders", Driver: f.driver, DSN: f.dsn, Definition: def})
 	if err != nil {
 		t.Fatalf("%s: the poller cannot open the recipe's table: %v", b, err)
 	}
@@ -297,7 +302,7 @@ func proveRecipe(t *testing.T, b block, f *fresh, kind string) {
 // cover those bounds. A timestamp cursor reads only rows older than the database's clock, which
 // may not have passed the row's stamp yet (SQLite's has milliseconds): it is read again until
 // want rows wait, for at most 5 s, without sleeping.
-func backlog(t *testing.T, src *source.Source, after *state.Cursor, want int64) source.Backlog {
+func backlog(t *testing.T, src *source.Source, after *state.Cursor, want int64) source.Stats {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {

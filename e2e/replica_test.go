@@ -18,6 +18,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/faultpoint"
 	"github.com/pseudotrigger/pseudotrigger/internal/replicacheck"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/blobstore"
@@ -51,7 +52,7 @@ type replicaRun struct {
 	hook    *httptest.Server
 	extra   []string // settings for every process
 	ticks   *replicacheck.Ticks
-	start   source.Position
+	start   postgres.Position
 
 	mu       sync.Mutex
 	started  map[int]int // per process slot in a tick: the faults fired when the tick began
@@ -154,7 +155,7 @@ func (r *replicaRun) afterKill(pid int) {
 		r.kills = append(r.kills, fmt.Sprintf("pid %d killed: slot %s (%v), checkpoint %v (%v)", pid, slot, serr, cp, cerr))
 		return
 	}
-	pos, _ := source.CursorPosition(cp)
+	pos, _ := postgres.CursorPosition(cp)
 	if slot.Before(pos) {
 		r.behind++
 	}
@@ -267,7 +268,7 @@ func (r *replicaRun) drain(ctx context.Context) {
 }
 
 func (r *replicaRun) config() source.Config {
-	return source.Config{Poller: "replica", Driver: source.Postgres, DSN: r.dsn, Definition: source.Definition{
+	return source.Config{Poller: "replica", Driver: postgres.Name, DSN: r.dsn, Definition: source.Definition{
 		Table: source.Table{Name: r.setup.Table}, Columns: replicacheck.Columns, PK: []string{"id"},
 		Cursor: source.Cursor{Kind: state.KindLogical}, Slot: r.setup.Slot, Publication: r.setup.Publication,
 	}}

@@ -90,8 +90,8 @@ func (a *App) statusConfig() pollerstatus.Config {
 	if !a.noProbe {
 		cfg.Probe = a.probe
 	}
-	for name, ps := range a.pollers {
-		cfg.Registered = append(cfg.Registered, pollerstatus.RegisteredFrom(name, ps.settings, ps.err))
+	for _, ps := range a.pollers {
+		cfg.Registered = append(cfg.Registered, pollerstatus.RegisteredFrom(ps.def, ps.settings, ps.err))
 	}
 	return cfg
 }

@@ -12,6 +12,8 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sqlite"
 	"github.com/pseudotrigger/pseudotrigger/poller"
 )
 
@@ -44,7 +46,7 @@ func sqliteRows(b testing.TB, n int) []source.Row {
 	}
 	def := source.Definition{Table: source.Table{Name: "orders"}, Columns: []string{"id", "customer", "amount", "updated_at"},
 		PK: []string{"id"}, Cursor: source.Cursor{Kind: string(poller.Integer), Column: "id"}}
-	src, err := source.Open(context.Background(), source.Config{Poller: "bench", Driver: source.SQLite, DSN: dsn, Definition: def})
+	src, err := drivers.Open(context.Background(), source.Config{Poller: "bench", Driver: sqlite.Name, DSN: dsn, Definition: def})
 	if err != nil {
 		b.Fatal(err)
 	}

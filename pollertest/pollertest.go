@@ -30,6 +30,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/clock"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sqlite"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/memstore"
 	"github.com/pseudotrigger/pseudotrigger/internal/tick"
@@ -78,7 +79,7 @@ func New(t testing.TB, p *poller.Poller, settings ...string) *Harness {
 	}
 	dsn := filepath.Join(t.TempDir(), d.Name()+".db")
 	prefix := appsettings.Prefix(d.Name())
-	getenv, err := appSettings(append([]string{prefix + "_DB_DRIVER=" + source.SQLite, prefix + "_DB_CONNECTION=" + dsn}, settings...))
+	getenv, err := appSettings(append([]string{prefix + "_DB_DRIVER=" + sqlite.Name, prefix + "_DB_CONNECTION=" + dsn}, settings...))
 	if err != nil {
 		t.Fatalf("pollertest.New: %v", err)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/blobstore"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 	"github.com/pseudotrigger/pseudotrigger/internal/tick"
@@ -99,7 +100,7 @@ func sinkCatchUp(b *testing.B, newTarget benchTarget) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	settings := appsettings.Settings{Driver: source.Postgres, DSN: dsn, BatchSize: batch, LeaseTTL: lease.DefaultTTL,
+	settings := appsettings.Settings{Driver: postgres.Name, DSN: dsn, BatchSize: batch, LeaseTTL: lease.DefaultTTL,
 		HeartbeatInterval: lease.DefaultTTL / 4, TickBudget: time.Hour, CheckpointInterval: appsettings.DefaultCheckpointInterval,
 		SettleLag: source.DefaultSettleLag}
 	var tTick, tHand time.Duration

@@ -16,7 +16,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
-	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/memstore"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 	"github.com/pseudotrigger/pseudotrigger/internal/tick"
@@ -50,7 +50,7 @@ func TestLogicalToWebhook(t *testing.T) {
 		"INSERT INTO "+table+" VALUES (1, 'a')", "UPDATE "+table+" SET name = 'b' WHERE id = 1",
 		"INSERT INTO "+table+" VALUES (2, 'c')", "DELETE FROM "+table+" WHERE id = 2")
 	r, err := tick.Open(context.Background(), tick.Config{Poller: pollerdef.Of(p), Store: &lease.Counting{Store: memstore.New(nil)}, App: "test", Owner: "test/1",
-		Settings: appsettings.Settings{Driver: source.Postgres, DSN: dsn, BatchSize: 10, LeaseTTL: lease.DefaultTTL,
+		Settings: appsettings.Settings{Driver: postgres.Name, DSN: dsn, BatchSize: 10, LeaseTTL: lease.DefaultTTL,
 			HeartbeatInterval: lease.DefaultTTL / 4, TickBudget: time.Hour, Slot: slot, Publication: slot}})
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/memstore"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 	"github.com/pseudotrigger/pseudotrigger/internal/tick"
@@ -107,7 +108,7 @@ func TestPostgresToQueue(t *testing.T) {
 		poller.WithColumns("id", "customer", "amount", "updated_at"), poller.WithKey("id"), poller.WithCursorColumn("updated_at"))
 	st := &lease.Counting{Store: memstore.New(nil)}
 	r, err := tick.Open(context.Background(), tick.Config{Poller: pollerdef.Of(p), Store: st, App: "test", Owner: "test/1",
-		Settings: appsettings.Settings{Driver: source.Postgres, DSN: dsn, BatchSize: 100, LeaseTTL: lease.DefaultTTL,
+		Settings: appsettings.Settings{Driver: postgres.Name, DSN: dsn, BatchSize: 100, LeaseTTL: lease.DefaultTTL,
 			HeartbeatInterval: lease.DefaultTTL / 4, TickBudget: time.Hour, CheckpointInterval: 0, SettleLag: source.NoSettleLag}})
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/mysql"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/memstore"
 	"github.com/pseudotrigger/pseudotrigger/internal/tick"
@@ -125,9 +126,9 @@ type result struct {
 	batches     int
 	elapsed     time.Duration
 	// openTrx is what the source said of its last read's open-transaction bound
-	// (Source.OpenTrxBound), openTrxOK whether it has one (MySQL timestamp+pk), and openTrxActive
+	// (its Stats' open_trx detail), openTrxOK whether it has one (MySQL timestamp+pk), and openTrxActive
 	// and openTrxReads how many of the ticks that read it found it active.
-	openTrx       source.OpenTrx
+	openTrx       mysql.OpenTrx
 	openTrxOK     bool
 	openTrxActive int
 	openTrxReads  int
@@ -232,7 +233,7 @@ func (s scenario) run(ctx context.Context, d database, w workload, seed uint64, 
 		sum, err := runner.Tick(ctx, "")
 		res.ticks++
 		res.batches += sum.Batches
-		if o, ok := runner.Source.OpenTrxBound(); ok {
+		if o, ok := openTrxOf(runner.Source.Stats()); ok {
 			res.openTrx, res.openTrxOK = o, true
 			res.openTrxReads++
 			if o.Active {
@@ -566,4 +567,14 @@ func waitFor(ctx context.Context, timeout, interval time.Duration, what string, 
 			return fmt.Errorf("waiting for %s: %w", what, err)
 		}
 	}
+}
+
+// openTrxOf is the open-transaction bound a MySQL timestamp+pk source's stats show.
+func openTrxOf(st source.Stats) (mysql.OpenTrx, bool) {
+	for _, d := range st.Details {
+		if o, ok := d.Value.(mysql.OpenTrx); ok {
+			return o, true
+		}
+	}
+	return mysql.OpenTrx{}, false
 }

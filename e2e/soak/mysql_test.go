@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
+	gomysql "github.com/go-sql-driver/mysql"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/redact"
-	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/mysql"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 	"github.com/pseudotrigger/pseudotrigger/internal/tick"
@@ -45,7 +45,7 @@ func mysqlScenarios(w workload) []scenario {
 func TestLateCommitMySQL(t *testing.T) {
 	dsn := testenv.MySQL(t)
 	w := newWorkload(t)
-	cfg, err := mysql.ParseDSN(dsn)
+	cfg, err := gomysql.ParseDSN(dsn)
 	if err != nil {
 		t.Fatalf("%s: %v", redact.DSN(dsn), err)
 	}
@@ -91,7 +91,7 @@ func quoteMySQL(name string) string { return "`" + strings.ReplaceAll(name, "`",
 func (m mysqlDB) create(ctx context.Context, s scenario, cleanup func(func())) (*table, error) {
 	name := testenv.Name("soak-") + " " + strings.NewReplacer("timestamp+pk", "ts", "_", " ").Replace(s.name)
 	t := &table{quoted: quoteMySQL(name), name: name, columns: []string{"id", "version", "writer", "updated_at"},
-		driver: source.MySQL, dsn: m.dsn}
+		driver: mysql.Name, dsn: m.dsn}
 	if s.bound == boundLag {
 		t.dsn = m.noProcess
 	}
@@ -152,7 +152,7 @@ func (m mysqlDB) settled(ctx context.Context, t *table, s scenario, src tick.Sou
 	if !old {
 		return false, nil
 	}
-	if o, ok := src.OpenTrxBound(); ok && o.Active && newest.Valid {
+	if o, ok := openTrxOf(src.Stats()); ok && o.Active && newest.Valid {
 		return o.Bound.Add(-time.Second).After(newest.Time), nil
 	}
 	return true, nil

@@ -5,7 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 
-	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	pgsource "github.com/pseudotrigger/pseudotrigger/internal/source/postgres"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 	"github.com/pseudotrigger/pseudotrigger/internal/tick"
@@ -29,7 +29,7 @@ func (p postgres) create(ctx context.Context, _ scenario, cleanup func(func())) 
 	schema := testenv.Name("soak_")
 	q := `"` + schema + `"`
 	t := &table{quoted: q + ".events", name: "events", schema: schema,
-		columns: []string{"id", "version", "writer", "updated_at", "txid"}, driver: source.Postgres, dsn: p.dsn}
+		columns: []string{"id", "version", "writer", "updated_at", "txid"}, driver: pgsource.Name, dsn: p.dsn}
 	if _, err := p.conn.ExecContext(ctx, `CREATE SCHEMA `+q); err != nil {
 		return nil, fmt.Errorf("creating schema %s: %w", schema, err)
 	}

@@ -20,6 +20,8 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
@@ -97,13 +99,13 @@ type Setting struct {
 var Table = []Setting{
 	{"DB_DRIVER", "`sqlserver`, `postgres`, `mysql` (MySQL, MariaDB) or `sqlite`", "- (required)", func(s *Settings, v string, _ *pollerdef.Def) error {
 		switch {
-		case slices.Contains(source.Drivers(), v):
+		case slices.Contains(drivers.Names(), v):
 			s.Driver = v
 			return nil
 		case v == "":
-			return fmt.Errorf("missing: set it to one of %s", strings.Join(source.Drivers(), ", "))
+			return fmt.Errorf("missing: set it to one of %s", strings.Join(drivers.Names(), ", "))
 		}
-		return fmt.Errorf("%q is not one of %s", v, strings.Join(source.Drivers(), ", "))
+		return fmt.Errorf("%q is not one of %s", v, strings.Join(drivers.Names(), ", "))
 	}},
 	{"DB_CONNECTION", "the source DSN (SQL Server and PostgreSQL may use Entra ID, see below)", "- (required)", func(s *Settings, v string, _ *pollerdef.Def) error {
 		if s.DSN = v; v == "" {
@@ -255,7 +257,7 @@ func logicalName(name *string, v, what string) error {
 	if v == "" {
 		return nil
 	}
-	if err := source.CheckSlotName(what, v); err != nil {
+	if err := postgres.CheckSlotName(what, v); err != nil {
 		return err
 	}
 	*name = v
@@ -356,13 +358,13 @@ func Load(p *pollerdef.Def, getenv func(string) string) (Settings, error) {
 
 // Config is the source.Config that opens p's source with these settings: the one place the
 // poller's definition meets its settings (the settle lag, the slot and publication, and the
-// keep-up distance: a quarter of {P}_CDC_MAX_RETAINED, at most source.DefaultKeepUp).
+// keep-up distance: a quarter of {P}_CDC_MAX_RETAINED, at most postgres.DefaultKeepUp).
 func (s Settings) Config(p *pollerdef.Def) source.Config {
 	def := p.Source()
 	def.SettleLag = s.SettleLag
 	def.Slot, def.Publication = s.Slot, s.Publication
 	if s.MaxRetained > 0 { // keep up well before the status calls the retained WAL too much
-		def.KeepUp = min(source.DefaultKeepUp, s.MaxRetained/4)
+		def.KeepUp = min(postgres.DefaultKeepUp, s.MaxRetained/4)
 	}
 	return source.Config{Poller: p.Name(), Driver: s.Driver, DSN: s.DSN, Definition: def}
 }

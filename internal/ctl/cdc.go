@@ -2,22 +2,23 @@ package ctl
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
-	"github.com/pseudotrigger/pseudotrigger/internal/pollerstatus"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
-// cdcCmd is `pollerctl cdc enable|disable POLLER`: it creates (or drops) what a logical poller
-// reads, its publication and its replication slot, with the poller's own settings
-// ({P}_DB_CONNECTION, {P}_CDC_SLOT, {P}_CDC_PUBLICATION). The SQL is package source's
-// (source.CDC); this is the plan shown, the guardrails and the messages.
+// cdcCmd is `pollerctl cdc enable|disable POLLER`: it creates (or drops) what a poller's change
+// stream reads, set up on purpose (a logical poller's publication and replication slot), with
+// the poller's own settings ({P}_DB_CONNECTION, {P}_CDC_SLOT, {P}_CDC_PUBLICATION). What to run
+// and what it means is the poller's driver's (source.CDCAdmin); this is the plan shown, the
+// guardrails and the messages.
 func cdcCmd(ctx context.Context, args []string, env Env) error {
 	if len(args) == 0 {
 		return usagef("cdc needs a subcommand: enable or disable (pollerctl cdc enable POLLER [--yes])")
@@ -31,29 +32,67 @@ func cdcCmd(ctx context.Context, args []string, env Env) error {
 	return usagef("unknown cdc subcommand %q (enable, disable)", args[0])
 }
 
-// openCDC connects to a logical poller's database with pollerctl's settings.
-func (env Env) openCDC(ctx context.Context, name, cmd string) (*pollerdef.Def, *source.CDC, appsettings.Settings, error) {
+// cdcAdmin is the administration of the poller's change-stream set-up, when its cursor kind
+// has one.
+func cdcAdmin(d *pollerdef.Def) (source.CDCAdmin, bool) {
+	return drivers.CDCAdmin(d.Source().Cursor.Kind)
+}
+
+// openCDC connects to the database of a poller whose change stream reads a set-up, with
+// pollerctl's settings.
+func (env Env) openCDC(ctx context.Context, name, cmd string) (*pollerdef.Def, source.CDCSetup, error) {
 	d, ok := env.definition(name)
 	if !ok {
-		return nil, nil, appsettings.Settings{}, usagef("poller %q is not registered in this build", name)
+		return nil, nil, usagef("poller %q is not registered in this build", name)
 	}
 	if err := d.Err(); err != nil {
-		return nil, nil, appsettings.Settings{}, usagef("%v", err)
+		return nil, nil, usagef("%v", err)
 	}
-	if kind := d.Source().Cursor.Kind; kind != state.KindLogical {
-		return nil, nil, appsettings.Settings{}, usagef("poller %q has a %s cursor: cdc %s is for pollers whose cursor kind is logical (PostgreSQL logical decoding)", name, kind, cmd)
+	if _, ok := cdcAdmin(d); !ok {
+		return nil, nil, usagef("poller %q has a %s cursor: cdc %s is for pollers whose cursor kind is %s", name, d.Source().Cursor.Kind, cmd, drivers.CDCKinds())
 	}
 	s, err := appsettings.Load(d, env.Getenv)
-	if err != nil && (s.Driver == "" || s.DSN == "" || s.Slot == "" || s.Publication == "") {
-		return nil, nil, s, usagef("cdc %s uses the poller's settings: %v", cmd, err)
+	if err != nil && (s.Driver == "" || s.DSN == "") {
+		return nil, nil, usagef("cdc %s uses the poller's settings: %v", cmd, err)
 	}
 	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	cdc, err := source.OpenCDC(octx, s.Config(d))
+	cdc, err := drivers.OpenCDC(octx, s.Config(d))
 	if err != nil {
-		return nil, nil, s, refusedf("%v; nothing was changed", err)
+		return nil, nil, refusedf("%v; nothing was changed", err)
 	}
-	return d, cdc, s, nil
+	return d, cdc, nil
+}
+
+// printCDCPlan shows what enable or disable would do: the set-up, the steps, what is kept and the
+// problems; problems refuse it ("nothing was <undone>").
+func printCDCPlan(env Env, cmd, name string, cdc source.CDCSetup, plan source.CDCPlan, undone string) error {
+	fmt.Fprintf(env.Out, "cdc %s %s (%s)\n", cmd, name, cdc)
+	for _, l := range plan.Info {
+		fmt.Fprintln(env.Out, l)
+	}
+	fmt.Fprintln(env.Out, "  steps:")
+	if len(plan.Steps) == 0 {
+		none := "    none"
+		if plan.None != "" {
+			none += ": " + plan.None
+		}
+		fmt.Fprintln(env.Out, none)
+	}
+	for _, s := range plan.Steps {
+		fmt.Fprintf(env.Out, "    %s\n", s)
+	}
+	if plan.Kept != "" {
+		fmt.Fprintf(env.Out, "  kept: %s\n", plan.Kept)
+	}
+	if len(plan.Problems) > 0 {
+		fmt.Fprintln(env.Out, "  refused:")
+		for _, p := range plan.Problems {
+			fmt.Fprintf(env.Out, "    - %s\n", p)
+		}
+		return refusedf("cdc %s %s: %d problem(s) above; nothing was %s", cmd, name, len(plan.Problems), undone)
+	}
+	return nil
 }
 
 func cdcEnable(ctx context.Context, args []string, env Env) error {
@@ -68,79 +107,42 @@ func cdcEnable(ctx context.Context, args []string, env Env) error {
 		return usagef("cdc enable takes one poller name")
 	}
 	name := pos[0]
-	_, cdc, _, err := env.openCDC(ctx, name, "enable")
+	_, cdc, err := env.openCDC(ctx, name, "enable")
 	if err != nil {
 		return err
 	}
 	defer cdc.Close()
-	info, err := cdc.Inspect(ctx)
+	plan, err := cdc.PlanEnable(ctx)
 	if err != nil {
 		return err
 	}
-	plan := cdc.PlanEnable(info)
-	fmt.Fprintf(env.Out, "cdc enable %s (%s)\n", name, cdc)
-	printCDCInfo(env, cdc, info)
-	fmt.Fprintln(env.Out, "  steps:")
-	if len(plan.Steps) == 0 {
-		fmt.Fprintln(env.Out, "    none: the publication and the slot exist and fit")
-	}
-	for _, s := range plan.Steps {
-		fmt.Fprintf(env.Out, "    %s\n", s)
-	}
-	if len(plan.Problems) > 0 {
-		fmt.Fprintln(env.Out, "  refused:")
-		for _, p := range plan.Problems {
-			fmt.Fprintf(env.Out, "    - %s\n", p)
-		}
-		return refusedf("cdc enable %s: %d problem(s) above; nothing was created", name, len(plan.Problems))
+	if err := printCDCPlan(env, "enable", name, cdc, plan, "created"); err != nil {
+		return err
 	}
 	if len(plan.Steps) == 0 {
-		fmt.Fprintf(env.Out, "%s is enabled already: nothing to do\n", name)
+		fmt.Fprintf(env.Out, "%s %s: nothing to do\n", name, plan.Nothing)
 		return nil
 	}
-	if !info.Slot.Exists {
-		fmt.Fprintf(env.Out, "  note: from the moment the slot exists PostgreSQL keeps every WAL segment it has not confirmed. The poller\n"+
-			"  advances it after each commit; a slot nobody advances fills the server's disk. If %s goes away, run\n"+
-			"  `pollerctl cdc disable %s --yes` first.\n", name, name)
-	}
+	fmt.Fprint(env.Out, plan.Note)
 	if !yes.given() {
 		fmt.Fprintln(env.Out, "dry run: nothing created. Add --yes to create.")
 		return nil
 	}
 	done, err := cdc.Enable(ctx)
-	if done.CreatedPublication {
-		fmt.Fprintf(env.Out, "created publication %s\n", cdc.Publication())
+	for _, l := range done {
+		fmt.Fprintln(env.Out, l)
 	}
 	if err != nil {
 		return refusedf("%v", err)
 	}
-	if done.CreatedSlot {
-		fmt.Fprintf(env.Out, "created replication slot %s at %s\n", cdc.Slot(), done.Slot.ConfirmedFlush)
+	var checkpoint *state.Cursor // none, as far as the state says
+	if st, err := env.store(); err != nil {
+		return nil
+	} else if cur, err := env.operator(st, name).Read(ctx); err == nil && cur.Doc != nil {
+		checkpoint = cur.Doc.Checkpoint.Cursor
 	}
-	env.warnBehindSlot(ctx, name, done.Slot)
+	fmt.Fprint(env.Out, cdc.Enabled(checkpoint))
 	return nil
-}
-
-// warnBehindSlot says when the poller's checkpoint is behind its slot (a new slot starts at the
-// current WAL): the poller cannot read from its checkpoint, and a reset starts it at the slot.
-func (env Env) warnBehindSlot(ctx context.Context, name string, slot source.SlotState) {
-	st, err := env.store()
-	if err != nil {
-		return
-	}
-	cur, err := env.operator(st, name).Read(ctx)
-	doc := cur.Doc
-	if err != nil || doc == nil || doc.Checkpoint.Cursor == nil {
-		fmt.Fprintf(env.Out, "%s has no checkpoint yet: its first tick reads from the slot's position, the changes committed from now on\n", name)
-		return
-	}
-	at, err := source.CursorPosition(doc.Checkpoint.Cursor)
-	confirmed, ok := slot.Confirmed()
-	if err != nil || !ok || !at.Before(confirmed) {
-		return
-	}
-	fmt.Fprintf(env.Out, "warning: %s's checkpoint %s is before the slot's position %s: the changes between cannot be read.\n"+
-		"To start it at the slot: pollerctl reset %s --to-beginning --yes\n", name, at, confirmed, name)
 }
 
 func cdcDisable(ctx context.Context, args []string, env Env) error {
@@ -154,12 +156,12 @@ func cdcDisable(ctx context.Context, args []string, env Env) error {
 		return usagef("cdc disable takes one poller name")
 	}
 	name := pos[0]
-	_, cdc, _, err := env.openCDC(ctx, name, "disable")
+	_, cdc, err := env.openCDC(ctx, name, "disable")
 	if err != nil {
 		return err
 	}
 	defer cdc.Close()
-	// The lease: a tick reading the slot while it goes would fail; refuse, as a reset does.
+	// The lease: a tick reading the stream while its set-up goes would fail; refuse, as a reset does.
 	var doc *state.Doc
 	if st, err := env.store(); err == nil {
 		op := env.operator(st, name)
@@ -174,45 +176,22 @@ func cdcDisable(ctx context.Context, args []string, env Env) error {
 	} else {
 		fmt.Fprintf(env.Out, "note: %v: the poller's lease cannot be checked\n", err)
 	}
-	info, err := cdc.Inspect(ctx)
+	at := "(no checkpoint yet)"
+	if doc != nil && doc.Checkpoint.Cursor != nil {
+		at = cursorText(doc.Checkpoint.Cursor)
+	}
+	plan, err := cdc.PlanDisable(ctx, at)
 	if err != nil {
 		return err
 	}
-	plan := cdc.PlanDisable(info)
-	fmt.Fprintf(env.Out, "cdc disable %s (%s)\n", name, cdc)
-	printCDCInfo(env, cdc, info)
-	fmt.Fprintln(env.Out, "  steps:")
-	if len(plan.Steps) == 0 {
-		fmt.Fprintln(env.Out, "    none")
-	}
-	for _, s := range plan.Steps {
-		fmt.Fprintf(env.Out, "    %s\n", s)
-	}
-	if plan.Keep != "" {
-		fmt.Fprintf(env.Out, "  kept: %s\n", plan.Keep)
-	}
-	if len(plan.Problems) > 0 {
-		fmt.Fprintln(env.Out, "  refused:")
-		for _, p := range plan.Problems {
-			fmt.Fprintf(env.Out, "    - %s\n", p)
-		}
-		return refusedf("cdc disable %s: %d problem(s) above; nothing was dropped", name, len(plan.Problems))
+	if err := printCDCPlan(env, "disable", name, cdc, plan, "dropped"); err != nil {
+		return err
 	}
 	if len(plan.Steps) == 0 {
-		fmt.Fprintf(env.Out, "%s has no slot or publication of its own to drop: nothing to do\n", name)
+		fmt.Fprintf(env.Out, "%s %s: nothing to do\n", name, plan.Nothing)
 		return nil
 	}
-	if info.Slot.Exists {
-		at := "(no checkpoint yet)"
-		if doc != nil && doc.Checkpoint.Cursor != nil {
-			at = cursorText(doc.Checkpoint.Cursor)
-		}
-		fmt.Fprintf(env.Out, "  lost: the slot's stream. Every change after the poller's checkpoint %s that it has not delivered\n"+
-			"  can no longer be read, and PostgreSQL frees the WAL the slot keeps (%s). %s's ticks fail until\n"+
-			"  `pollerctl cdc enable %s --yes` makes a new slot, which starts at the WAL of that moment: then\n"+
-			"  `pollerctl reset %s --to-beginning --yes` starts the poller there (the changes in between are not delivered).\n",
-			at, bytesText(info.Slot.RetainedBytes), name, name, name)
-	}
+	fmt.Fprint(env.Out, plan.Note)
 	if !g.yes.given() {
 		fmt.Fprintln(env.Out, "dry run: nothing dropped. Add --yes to drop.")
 		return nil
@@ -221,70 +200,77 @@ func cdcDisable(ctx context.Context, args []string, env Env) error {
 		return err
 	}
 	done, err := cdc.Disable(ctx)
-	if done.DroppedSlot {
-		fmt.Fprintf(env.Out, "dropped replication slot %s\n", cdc.Slot())
+	for _, l := range done {
+		fmt.Fprintln(env.Out, l)
 	}
 	if err != nil {
 		return refusedf("%v", err)
 	}
-	if done.DroppedPublication {
-		fmt.Fprintf(env.Out, "dropped publication %s\n", cdc.Publication())
+	return nil
+}
+
+// checkStreamReset applies the reset rule of a poller whose change stream reads a set-up: its
+// driver says whether the new checkpoint c (nil: the beginning) can be read, and what it means.
+// Other pollers pass.
+func (env Env) checkStreamReset(ctx context.Context, d *pollerdef.Def, c *state.Cursor, what string) error {
+	if _, ok := cdcAdmin(d); !ok {
+		return nil
+	}
+	_, cdc, err := env.openCDC(ctx, d.Name(), "reset")
+	if err != nil {
+		return err
+	}
+	defer cdc.Close()
+	note, err := cdc.CheckReset(ctx, c, what)
+	switch {
+	case errors.Is(err, source.ErrCursor):
+		return usagef("%v", err)
+	case err != nil:
+		return err
+	case note != "":
+		fmt.Fprintf(env.Out, "note: %s\n", note)
 	}
 	return nil
 }
 
-// printCDCInfo shows the set-up: server, role and privileges, table and replica identity, the
-// publication and the slot.
-func printCDCInfo(env Env, cdc *source.CDC, info source.CDCInfo) {
-	yn := func(b bool) string {
-		if b {
-			return "yes"
-		}
-		return "NO"
+// cloneStream decides the clone of a poller whose change stream reads a set-up: NEW reads its
+// own ({NEW}_CDC_SLOT, {NEW}_CDC_PUBLICATION, by default named after NEW), which `pollerctl cdc
+// enable NEW --yes` makes; its driver says where NEW starts (Cloned). It returns NEW's
+// fingerprint (its set-up is part of it), its checkpoint cursor and what it reads.
+func (env Env) cloneStream(ctx context.Context, orig *pollerdef.Def, to string, d *state.Doc, fromSlotStart bool) (string, *state.Cursor, string, error) {
+	from := orig.Name()
+	s, err := appsettings.Load(orig, env.Getenv)
+	if err != nil && (s.Driver == "" || s.DSN == "") {
+		return "", nil, "", usagef("cloning logical poller %s reads its slot, which needs its settings: %v", from, err)
 	}
-	fmt.Fprintf(env.Out, "  %-12s %s\n", "wal_level", info.WALLevel)
-	fmt.Fprintf(env.Out, "  %-12s %s (superuser %s, REPLICATION %s)\n", "role", info.User, yn(info.Superuser), yn(info.Replication))
-	fmt.Fprintln(env.Out, "  privileges:")
-	if info.TableExists {
-		for _, n := range info.Needs() {
-			line := fmt.Sprintf("    [%s] %s, %s", map[bool]string{true: "ok", false: "missing"}[n.Has], n.What, n.For)
-			if !n.Has {
-				line += ": " + n.Fix
-			}
-			fmt.Fprintln(env.Out, line)
-		}
-		fmt.Fprintf(env.Out, "  %-12s %s: %s\n", "table", info.TableName, info.IdentityMeaning())
-	} else {
-		fmt.Fprintf(env.Out, "  %-12s %s does not exist (or the role cannot see it)\n", "table", cdc.Table())
+	// NEW's definition: its own when this build has it, else the original's; its own slot.
+	def, p := orig.Source(), appsettings.Prefix(to)
+	if t, ok := env.definition(to); ok {
+		def = t.Source()
 	}
-	pub := info.Publication
-	switch {
-	case !pub.Exists:
-		fmt.Fprintf(env.Out, "  %-12s %s: does not exist\n", "publication", pub.Name)
-	default:
-		fmt.Fprintf(env.Out, "  %-12s %s: exists, publishes %s of %s\n", "publication", pub.Name, strings.Join(pub.Publishes, ", "),
-			map[bool]string{true: "this table", false: "other tables, not this one"}[pub.Covers])
+	if def.Slot, def.Publication, err = appsettings.CDCNames(to, env.Getenv); err != nil {
+		return "", nil, "", usagef("%v", err)
 	}
-	fmt.Fprintf(env.Out, "  %-12s %s\n", "slot", slotText(info.Slot))
-}
-
-// slotText describes a slot in one line.
-func slotText(s source.SlotState) string {
-	if !s.Exists {
-		return s.Name + ": does not exist"
+	if def.Slot == s.Slot || def.Publication == s.Publication {
+		return "", nil, "", usagef("%s would share %s's slot %s or publication %s: a slot is one reader's stream; leave %s_CDC_SLOT and %s_CDC_PUBLICATION unset (their defaults are %s's own) or name others",
+			to, from, s.Slot, s.Publication, p, p, to)
 	}
-	active := "inactive"
-	if s.Active {
-		active = "active"
+	loc, err := drivers.ParseLocation(s.Driver, s.DSN)
+	if err != nil {
+		return "", nil, "", usagef("%s_DB_CONNECTION: %v", appsettings.Prefix(from), err)
 	}
-	return fmt.Sprintf("%s: %s slot, plugin %s, database %s, %s, confirmed %s, retains %s", s.Name, s.Type, s.Plugin, s.Database, active,
-		orDash(s.ConfirmedFlush), bytesText(s.RetainedBytes))
-}
-
-// bytesText renders a byte count for people (binary units).
-func bytesText(n *int64) string {
-	if n == nil {
-		return "an unknown amount of WAL"
+	fingerprint := source.Fingerprint(s.Driver, loc, def)
+	cdc, err := drivers.OpenCDC(ctx, source.Config{Poller: to, Driver: s.Driver, DSN: s.DSN, Definition: def})
+	if err != nil {
+		return "", nil, "", refusedf("%v; nothing written", err)
 	}
-	return pollerstatus.BytesText(*n)
+	defer cdc.Close()
+	cloned, err := cdc.Clone(ctx, s.Config(orig), d.Checkpoint.Cursor, fromSlotStart)
+	for _, n := range cloned.Notes {
+		fmt.Fprintln(env.Out, n)
+	}
+	if err != nil {
+		return "", nil, "", err
+	}
+	return fingerprint, cloned.Cursor, cloned.Reads, nil
 }

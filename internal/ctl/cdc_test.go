@@ -18,8 +18,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/deadletter"
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
-	"github.com/pseudotrigger/pseudotrigger/internal/pollerstatus"
-	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/blobstore"
@@ -134,9 +133,9 @@ func (w *cdcWorld) exists(name string) (slot, pub bool) {
 	return slot, pub
 }
 
-func (w *cdcWorld) confirmed(slot string) source.Position {
+func (w *cdcWorld) confirmed(slot string) postgres.Position {
 	w.t.Helper()
-	st, err := source.SlotStatus(ctx, w.db, slot)
+	st, err := postgres.SlotStatus(ctx, w.db, slot)
 	if err != nil || !st.Exists {
 		w.t.Fatalf("slot %s: %+v %v", slot, st, err)
 	}
@@ -237,7 +236,7 @@ func TestLogicalResetCloneStatus(t *testing.T) {
 		if d := w.doc("lg"); d.Lease.FencingToken != before.Lease.FencingToken {
 			t.Fatal("a refused reset wrote the state")
 		}
-		later := source.Position{LSN: at.LSN + 16, Changes: 2}
+		later := postgres.Position{LSN: at.LSN + 16, Changes: 2}
 		w.must(ctl.ExitOK, []string{"reset", "lg", "--to-cursor", later.String(), "--yes"}, "is at or after replication slot")
 		if c := w.doc("lg").Checkpoint.Cursor; c == nil || string(c.Value) != `"`+later.String()+`"` || c.Kind != state.KindLogical {
 			t.Fatalf("after the reset: %+v", c)
@@ -245,12 +244,19 @@ func TestLogicalResetCloneStatus(t *testing.T) {
 
 		// The status shows the slot, and JSON carries it.
 		w.run("status", "lg", "--json")
-		var rows []pollerstatus.Row
+		var rows []struct {
+			Slot *struct {
+				postgres.SlotState
+				From             string `json:"from"`
+				MaxRetainedBytes int64  `json:"max_retained_bytes"`
+			} `json:"slot"`
+			Probe *json.RawMessage `json:"probe"`
+		}
 		if err := json.Unmarshal(w.out.Bytes(), &rows); err != nil || len(rows) != 1 {
 			t.Fatalf("status --json: %v\n%s", err, w.out.String())
 		}
 		if s := rows[0].Slot; s == nil || s.Name != slot || s.From != "probe" || s.RetainedBytes == nil || s.MaxRetainedBytes != appsettings.DefaultMaxRetained {
-			t.Fatalf("status: slot %+v (probe %+v)", rows[0].Slot, rows[0].Probe)
+			t.Fatalf("status: slot %+v (probe %s)", rows[0].Slot, *rows[0].Probe)
 		}
 		w.run("status", "lg")
 		if !strings.Contains(w.out.String(), "lg: replication slot "+slot+": keeps ") {
@@ -291,7 +297,7 @@ func TestLogicalDeadLetterReplay(t *testing.T) {
 		w.must(ctl.ExitOK, []string{"cdc", "enable", "lg", "--yes"})
 		w.must(ctl.ExitOK, []string{"reset", "lg", "--to-beginning", "--yes"})
 		w.exec("INSERT INTO " + w.table + " VALUES (1, 'now'), (3, 'back')")
-		pos := source.Position{LSN: 0x100}.Cursor()
+		pos := postgres.Position{LSN: 0x100}.Cursor()
 		key := func(id int) map[string]json.RawMessage {
 			return map[string]json.RawMessage{"id": json.RawMessage(fmt.Sprint(id))}
 		}

@@ -23,6 +23,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/scaffold"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
 )
@@ -234,7 +235,7 @@ func (env Env) fingerprint(d *pollerdef.Def) (string, error) {
 	if s.Driver == "" || s.DSN == "" {
 		return "", usagef("%s_DB_DRIVER and %s_DB_CONNECTION must be set: the reset records the configured source's fingerprint", p, p)
 	}
-	loc, err := source.ParseLocation(s.Driver, s.DSN)
+	loc, err := drivers.ParseLocation(s.Driver, s.DSN)
 	if err != nil {
 		return "", usagef("%s_DB_CONNECTION: %v", p, err)
 	}

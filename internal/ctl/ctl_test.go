@@ -20,6 +20,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/blobstore"
@@ -118,7 +119,7 @@ func (w *world) doc() *state.Doc {
 // manager is a ticking worker's lease manager, with the configured source's fingerprint.
 func (w *world) manager(owner string) *lease.Manager {
 	w.t.Helper()
-	loc, _ := source.ParseLocation("sqlite", settings["ORDERS_DB_CONNECTION"])
+	loc, _ := drivers.ParseLocation("sqlite", settings["ORDERS_DB_CONNECTION"])
 	m, err := lease.New(w.st, lease.Config{Poller: "orders", Blob: w.blob(), Owner: owner, Fingerprint: source.Fingerprint("sqlite", loc, orders.Source()), Clock: w.clk})
 	if err != nil {
 		w.t.Fatal(err)
@@ -319,7 +320,7 @@ func TestCorruptDocument(t *testing.T) {
 }
 
 func (w *world) managerFingerprint() string {
-	loc, _ := source.ParseLocation("sqlite", settings["ORDERS_DB_CONNECTION"])
+	loc, _ := drivers.ParseLocation("sqlite", settings["ORDERS_DB_CONNECTION"])
 	return source.Fingerprint("sqlite", loc, orders.Source())
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
 )
@@ -45,7 +46,7 @@ func reset(ctx context.Context, args []string, env Env) error {
 		return err
 	}
 	if registered {
-		if err := env.checkSlotReset(ctx, d, to.cp.Cursor, to.what); err != nil {
+		if err := env.checkStreamReset(ctx, d, to.cp.Cursor, to.what); err != nil {
 			return err
 		}
 	}
@@ -230,7 +231,7 @@ func (env Env) openSource(ctx context.Context, d *pollerdef.Def, what string) (*
 	defer cancel()
 	cfg := s.Config(d)
 	cfg.MaxOpenConns = 1
-	src, err := source.Open(octx, cfg)
+	src, err := drivers.Open(octx, cfg)
 	if err != nil {
 		return nil, usagef("%s is checked against the source's column types, but the source cannot be opened: %v; nothing written", what, err)
 	}
@@ -296,52 +297,4 @@ func printPlan(env Env, name, blob string, cur lease.Current, next state.Doc) {
 	fmt.Fprintf(env.Out, "  %-14s %-48s %s\n", "last batch", oldBatch, orDash(next.Checkpoint.LastSuccessfulBatchID))
 	fmt.Fprintf(env.Out, "  %-14s %-48s %d\n", "fencing token", oldToken, next.Lease.FencingToken)
 	fmt.Fprintf(env.Out, "  %-14s %-48s %s\n", "fingerprint", truncate(oldFP, 46), next.SourceFingerprint)
-}
-
-// checkSlotReset applies a logical poller's reset rule: the new checkpoint c (nil: the
-// beginning) may not be before its replication slot's confirmed position, since the WAL before
-// it is gone and the changes there can no longer be read. For a logical poller the beginning is
-// where the slot is now; the plan says so. Other cursor kinds pass.
-func (env Env) checkSlotReset(ctx context.Context, d *pollerdef.Def, c *state.Cursor, what string) error {
-	if d.Source().Cursor.Kind != state.KindLogical {
-		return nil
-	}
-	_, cdc, _, err := env.openCDC(ctx, d.Name(), "reset")
-	if err != nil {
-		return err
-	}
-	defer cdc.Close()
-	slot, err := source.SlotStatus(ctx, cdc.DB(), cdc.Slot())
-	if err != nil {
-		return err
-	}
-	name := d.Name()
-	confirmed, known := slot.Confirmed()
-	switch {
-	case !slot.Exists && c == nil:
-		fmt.Fprintf(env.Out, "note: replication slot %s does not exist yet: %s starts where `pollerctl cdc enable %s --yes` makes it (the WAL of that moment)\n", slot.Name, name, name)
-		return nil
-	case !slot.Exists:
-		return refusedf("%s: replication slot %s does not exist, so no position can be served: run `pollerctl cdc enable %s --yes`, then reset with --to-beginning (a new slot starts at the WAL of that moment); nothing written", what, slot.Name, name)
-	case !known:
-		return refusedf("%s: replication slot %s has no confirmed position yet; run the reset again in a moment; nothing written", what, slot.Name)
-	case c == nil:
-		fmt.Fprintf(env.Out, "note: for a logical poller the beginning is where its slot %s is now, %s: the changes before it are gone from the slot and are not delivered\n", slot.Name, confirmed)
-		return nil
-	}
-	at, err := source.CursorPosition(c)
-	if err != nil {
-		return usagef("%s: %v; nothing written", what, err)
-	}
-	if at.Before(confirmed) {
-		return refusedf("%s: position %s is before replication slot %s's confirmed position %s: that WAL is gone, and the changes before it can no longer be read. "+
-			"The earliest position is %s (pollerctl reset %s --to-cursor %s), which --to-beginning also means for a logical poller; nothing written",
-			what, at, slot.Name, confirmed, confirmed, name, confirmed)
-	}
-	if end, err := source.ParsePosition(slot.WALEnd); err == nil && end.LSN < at.LSN {
-		return refusedf("%s: position %s is past the end of the WAL (%s): no change is there yet, and every change committed before it would be skipped without a word; "+
-			"positions come from the poller's checkpoints, its tick errors and pollerctl status; nothing written", what, at, end)
-	}
-	fmt.Fprintf(env.Out, "note: position %s is at or after replication slot %s's confirmed position %s: it can be read\n", at, slot.Name, confirmed)
-	return nil
 }

@@ -11,7 +11,7 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerstatus"
-	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
@@ -110,19 +110,10 @@ func statusTable(env Env, rows []Row) error {
 		if r.Probe != nil && r.Probe.Skipped != "" {
 			fmt.Fprintf(env.Out, "%s: the source was not probed: %s\n", r.Poller, r.Probe.Skipped)
 		}
-		if text, bad := pollerstatus.SlotText(r.Slot); text != "" {
-			mark := ""
-			if bad {
-				mark = " (PAST THE LIMIT)"
+		for _, d := range r.Shown() { // what the source's driver says of it: a replication slot, ...
+			if d.Text != "" {
+				fmt.Fprintf(env.Out, "%s: %s\n", r.Poller, d.Line)
 			}
-			fmt.Fprintf(env.Out, "%s: replication slot %s%s\n", r.Poller, text, mark)
-		}
-		if text, weak := pollerstatus.OpenTrxText(r.Probe); text != "" {
-			mark := ""
-			if weak {
-				mark = " (NOT SAFE FROM TRANSACTIONS LONGER THAN THE SETTLE LAG)"
-			}
-			fmt.Fprintf(env.Out, "%s: late commits: %s%s\n", r.Poller, text, mark)
 		}
 		if ops := pollerstatus.OpsText(r.HistoryOps); ops != "" {
 			fmt.Fprintf(env.Out, "%s: changes delivered in the last %d ticks: %s\n", r.Poller, len(r.History), ops)
@@ -140,7 +131,7 @@ func (env Env) statusConfig(probe bool) pollerstatus.Config {
 	cfg := pollerstatus.Config{App: env.App, Margin: env.Margin, Now: env.Clock.Now}
 	for _, d := range env.Pollers {
 		s, _ := appsettings.Load(d, env.Getenv)
-		cfg.Registered = append(cfg.Registered, pollerstatus.RegisteredFrom(d.Name(), s, d.Err()))
+		cfg.Registered = append(cfg.Registered, pollerstatus.RegisteredFrom(d, s, d.Err()))
 	}
 	if probe {
 		cfg.Probe = env.probe
@@ -164,7 +155,7 @@ func (env Env) probe(ctx context.Context, name string, doc *state.Doc) pollersta
 		}
 		cfg := s.Config(d)
 		cfg.MaxOpenConns = 1
-		src, err := source.Open(ctx, cfg)
+		src, err := drivers.Open(ctx, cfg)
 		if err != nil {
 			return nil, "", nil, err
 		}

@@ -12,6 +12,8 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerstatus"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/mysql"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 )
@@ -45,7 +47,7 @@ func TestMySQLProbeShowsLateCommitBound(t *testing.T) {
 		{"without PROCESS", testenv.MySQLUser(t, db, dsn, "SELECT"), true, "settle lag only: the role cannot read information_schema.innodb_trx"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			src, err := source.Open(context.Background(), source.Config{Poller: "orders", Driver: source.MySQL, DSN: c.dsn, Definition: def})
+			src, err := drivers.Open(context.Background(), source.Config{Poller: "orders", Driver: mysql.Name, DSN: c.dsn, Definition: def})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -59,16 +61,17 @@ func TestMySQLProbeShowsLateCommitBound(t *testing.T) {
 			)
 			for deadline := time.Now().Add(20 * time.Second); ; {
 				p = pollerstatus.ProbeSource(context.Background(), src, "state/test/orders.json", nil, time.Now)
-				if !p.OK || p.OpenTrx == nil {
+				if !p.OK || len(p.Details) != 1 || p.Details[0].Key != "open_trx" {
 					t.Fatalf("probe %+v: want ok, with open_trx", p)
 				}
-				text, weak = pollerstatus.OpenTrxText(&p)
-				fresh := p.OpenTrx.Active && p.OpenTrx.Reason == "" // not an older bound, nor none trusted yet
+				o := p.Details[0].Value.(mysql.OpenTrx)
+				text, weak = p.Details[0].Text, p.Details[0].Bad
+				fresh := o.Active && o.Reason == "" // not an older bound, nor none trusted yet
 				if weak == c.weak && strings.HasPrefix(text, c.want) && (fresh || c.weak && strings.Contains(text, "GRANT PROCESS ON *.* TO '")) {
 					break
 				}
 				if time.Now().After(deadline) {
-					t.Fatalf("OpenTrxText = %q, %v; want %q..., weak %v", text, weak, c.want, c.weak)
+					t.Fatalf("late commits %q, %v; want %q..., weak %v", text, weak, c.want, c.weak)
 				}
 				time.Sleep(100 * time.Millisecond) // polling the probe, with a deadline
 			}

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/tick"
 )
@@ -103,13 +104,9 @@ type pollerCard struct {
 	// Ops are the rows the history's ticks delivered, by op ("120 insert · 4 delete"); LastOps
 	// the newest tick's that counted any. "" when none was counted.
 	Ops, LastOps string
-	// SlotText describes a logical poller's replication slot; SlotBad: past its limit.
-	SlotText string
-	SlotBad  bool
-	// LateCommits says how a MySQL timestamp+pk poller's reads are kept behind late commits
-	// (OpenTrxText); LateCommitsWeak: by the settle lag alone.
-	LateCommits     string
-	LateCommitsWeak bool
+	// Details are what the source's driver shows of the poller (Row.Shown): a logical poller's
+	// replication slot, how a MySQL timestamp+pk poller's reads are kept behind late commits.
+	Details []source.Detail
 }
 
 // NewPage makes a report ready for the page: one card per poller, most urgent first.
@@ -185,8 +182,7 @@ func NewPage(rep Report) PageData {
 				break
 			}
 		}
-		c.SlotText, c.SlotBad = SlotText(r.Slot)
-		c.LateCommits, c.LateCommitsWeak = OpenTrxText(r.Probe)
+		c.Details = r.Shown()
 		if r.Blocked {
 			d.Blocked++
 		}
@@ -348,43 +344,4 @@ func OpsText(ops map[string]int) string {
 		parts = append(parts, strconv.Itoa(ops[op])+" "+op)
 	}
 	return strings.Join(parts, " · ")
-}
-
-// OpenTrxText says, for pollerctl status and a card, how the probe found a MySQL timestamp+pk
-// poller's reads kept behind late commits ("" for other pollers, or without a probe), and whether
-// by the settle lag alone.
-func OpenTrxText(p *Probe) (string, bool) {
-	if p == nil || p.OpenTrx == nil {
-		return "", false
-	}
-	return p.OpenTrx.String(), !p.OpenTrx.Active
-}
-
-// SlotText describes a logical poller's slot for its card and for pollerctl status ("" when it
-// has none), and whether it keeps more WAL than its limit.
-func SlotText(s *Slot) (string, bool) {
-	if s == nil {
-		return "", false
-	}
-	if !s.Exists {
-		return s.Name + ": does not exist", true
-	}
-	kept := "unknown WAL"
-	bad := false
-	if s.RetainedBytes != nil {
-		kept = BytesText(*s.RetainedBytes) + " of WAL"
-		bad = s.MaxRetainedBytes > 0 && *s.RetainedBytes > s.MaxRetainedBytes
-	}
-	text := "keeps " + kept
-	if s.MaxRetainedBytes > 0 {
-		text += " (limit " + BytesText(s.MaxRetainedBytes) + ")"
-	}
-	if s.From == "last tick" {
-		return text + " · at the last tick", bad
-	}
-	active := "inactive"
-	if s.Active {
-		active = "active"
-	}
-	return s.Name + ": " + text + " · confirmed " + cmp.Or(s.ConfirmedFlush, "-") + " · " + active, bad
 }

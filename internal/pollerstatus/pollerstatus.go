@@ -13,8 +13,10 @@
 package pollerstatus
 
 import (
+	"bytes"
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -28,8 +30,10 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/deadletter"
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
 	"github.com/pseudotrigger/pseudotrigger/internal/liveness"
+	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/redact"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
 )
@@ -81,7 +85,7 @@ type Row struct {
 	Probe *Probe `json:"probe,omitempty"`
 
 	Cursor *state.Cursor `json:"cursor,omitempty"`
-	// LagSeconds is the age of the oldest row not yet delivered (source.Backlog.LagSeconds): 0
+	// LagSeconds is the age of the oldest row not yet delivered (source.Stats.LagSeconds): 0
 	// when nothing waits; nil when unknown (cursor kinds without time while rows wait, or nothing
 	// measured it). LagFrom says where it comes from: "probe" (measured now) or "last tick".
 	LagSeconds *float64 `json:"lag_seconds,omitempty"`
@@ -115,25 +119,62 @@ type Row struct {
 	// HistoryOps sums the rows the history's ticks delivered, by op (insert, update, delete,
 	// upsert); absent when none was counted.
 	HistoryOps map[string]int `json:"history_ops,omitempty"`
-	// Slot is a logical poller's replication slot: as the probe found it now, or the WAL it kept
-	// at the last tick that measured it; nil for the other cursor kinds.
-	Slot *Slot `json:"slot,omitempty"`
+	// Details are what the source's driver shows of the poller beyond its backlog (a logical
+	// poller's replication slot: as the probe found it now, or the WAL it kept at the last tick
+	// that measured it), each a member of the JSON here, under its key.
+	Details []source.Detail `json:"-"`
 	// Registered: this build has the poller (otherwise only its state blob was found).
 	Registered bool `json:"registered"`
 	// SettingsProblem is what is wrong with a registered poller's settings, if anything.
 	SettingsProblem string `json:"settings_problem,omitempty"`
 }
 
-// Slot is a logical poller's replication slot in its Row.
-type Slot struct {
-	// SlotState is the slot as the probe read it (pg_replication_slots); when From is "last
-	// tick" only Exists and RetainedBytes are known.
-	source.SlotState
-	// From is "probe" (read now) or "last tick" (the WAL kept when the newest tick that measured
-	// it ended).
-	From string `json:"from"`
-	// MaxRetainedBytes is {P}_CDC_MAX_RETAINED: more retained WAL than this is not ok.
-	MaxRetainedBytes int64 `json:"max_retained_bytes,omitempty"`
+// MarshalJSON writes the row with its details as members of its own, after history_ops, under
+// their keys.
+func (r Row) MarshalJSON() ([]byte, error) {
+	type plain Row
+	b, err := json.Marshal(plain(r))
+	if err != nil || len(r.Details) == 0 {
+		return b, err
+	}
+	// "registered" is the first member after them. The key occurs once: a quote inside a JSON
+	// string is always escaped, and nothing before it has a member of that name.
+	i := bytes.LastIndex(b, []byte(`,"registered":`))
+	if i < 0 {
+		return nil, errors.New("pollerstatus: a row's JSON has no registered member")
+	}
+	out, err := appendDetails(append([]byte(nil), b[:i]...), r.Details)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, b[i:]...), nil
+}
+
+// Shown are the details a row shows on the page and in pollerctl status: its own, then the
+// probe's that it does not replace (a row's detail replaces the probe's of the same key).
+func (r Row) Shown() []source.Detail {
+	out := slices.Clone(r.Details)
+	if r.Probe != nil {
+		for _, d := range r.Probe.Details {
+			if !slices.ContainsFunc(r.Details, func(o source.Detail) bool { return o.Key == d.Key }) {
+				out = append(out, d)
+			}
+		}
+	}
+	return out
+}
+
+// appendDetails appends each detail to b as a JSON member: a comma, its key and its value.
+func appendDetails(b []byte, details []source.Detail) ([]byte, error) {
+	for _, d := range details {
+		v, err := json.Marshal(d.Value)
+		if err != nil {
+			return nil, fmt.Errorf("pollerstatus: detail %s: %w", d.Key, err)
+		}
+		b = append(strconv.AppendQuote(append(b, ','), d.Key), ':')
+		b = append(b, v...)
+	}
+	return b, nil
 }
 
 // LastTick is the newest sign of a tick.
@@ -175,13 +216,25 @@ type Probe struct {
 	RowsWaiting   int64    `json:"rows_waiting"`
 	LagSeconds    *float64 `json:"lag_seconds,omitempty"`
 	DurationMS    int64    `json:"duration_ms"`
-	// Slot is a logical poller's replication slot as the probe read it (also when the probe then
-	// failed); nil for the other cursor kinds, or when it could not be read.
-	Slot *source.SlotState `json:"slot,omitempty"`
-	// OpenTrx is how a MySQL timestamp+pk poller's reads are kept behind late commits, as the
-	// probe's read found it: by the server's open transactions, or by the settle lag alone and
-	// why; nil for the other sources.
-	OpenTrx *source.OpenTrx `json:"open_trx,omitempty"`
+	// Details are what the source's driver showed of it as the probe read it (a logical
+	// poller's replication slot, also when the probe then failed; how a MySQL timestamp+pk
+	// poller's reads are kept behind late commits), each a member of the JSON here, under its
+	// key, after the others.
+	Details []source.Detail `json:"-"`
+}
+
+// MarshalJSON writes the probe with its details as members of its own, last.
+func (p Probe) MarshalJSON() ([]byte, error) {
+	type plain Probe
+	b, err := json.Marshal(plain(p))
+	if err != nil || len(p.Details) == 0 {
+		return b, err
+	}
+	out, err := appendDetails(b[:len(b)-1], p.Details)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, '}'), nil
 }
 
 // DeadLetters are a poller's dead letters: deadletter/{app}/{poller}/{batch_id}.json.
@@ -200,6 +253,9 @@ type Reader interface {
 // Registered is a poller this build has, with the settings that decide Row.Blocked.
 type Registered struct {
 	Name string
+	// Kind is its cursor kind: a driver that alone reads it may show details of its own
+	// (source.StatusReporter).
+	Kind string
 	// Poison is the poller's {P}_MAX_ATTEMPTS and {P}_ON_POISON; zero values mean the defaults.
 	Poison appsettings.Poison
 	// Problem is what is wrong with its settings ("" when nothing); redacted before it is shown.
@@ -210,15 +266,16 @@ type Registered struct {
 	Schedule         string
 	LivenessInterval time.Duration
 	MaxLag           time.Duration
-	// MaxRetained is a logical poller's {P}_CDC_MAX_RETAINED (appsettings.DefaultMaxRetained
-	// when 0): more WAL kept by its slot is not ok.
+	// MaxRetained is the poller's {P}_CDC_MAX_RETAINED (appsettings.DefaultMaxRetained when 0):
+	// more change log kept for it (a logical poller's slot's WAL) is not ok.
 	MaxRetained int64
 }
 
-// RegisteredFrom describes a registered poller from its settings and their error. Only the
-// poison and status settings are kept: nothing else of the settings (a DSN, a key) reaches a Row.
-func RegisteredFrom(name string, s appsettings.Settings, err error) Registered {
-	r := Registered{Name: name, Poison: s.Poison(), Schedule: s.Schedule,
+// RegisteredFrom describes a registered poller from its definition, its settings and their
+// error. Only the poison and status settings are kept: nothing else of the settings (a DSN, a
+// key) reaches a Row.
+func RegisteredFrom(p *pollerdef.Def, s appsettings.Settings, err error) Registered {
+	r := Registered{Name: p.Name(), Kind: p.Source().Cursor.Kind, Poison: s.Poison(), Schedule: s.Schedule,
 		LivenessInterval: s.LivenessInterval, MaxLag: s.MaxLag, MaxRetained: s.MaxRetained}
 	if err != nil {
 		r.Problem = err.Error()
@@ -313,8 +370,17 @@ func Read(ctx context.Context, st Reader, cfg Config, pollerName string) (r Row)
 		r.SettingsProblem = redact.Text(reg.Problem)
 	}
 	r.DeadLetters = deadLetters(ctx, st, cfg.App, pollerName)
-	var doc *state.Doc
-	defer func() { r.Health, r.HealthReason = verdict(&r, reg) }()
+	var (
+		doc *state.Doc
+		rep source.StatusReporter // the driver's part, once the document is read
+	)
+	defer func() {
+		if rep != nil { // with the row's last word on the rows waiting
+			r.Details = rep.StatusDetails(source.StatusInput{Poller: pollerName, SettingPrefix: appsettings.Prefix(pollerName), Probe: probeDetails(r.Probe),
+				History: r.History, RowsWaiting: r.RowsWaiting, MaxRetained: cmp.Or(reg.MaxRetained, appsettings.DefaultMaxRetained)})
+		}
+		r.Health, r.HealthReason = verdict(&r, reg)
+	}()
 
 	var ticks []LastTick
 	if m, b, err := liveness.Read(ctx, st, cfg.App, pollerName); err == nil && m != nil {
@@ -356,6 +422,7 @@ func Read(ctx context.Context, st Reader, cfg Config, pollerName string) (r Row)
 			ticks = append(ticks, t)
 		}
 	}
+	rep = reporter(reg.Kind, doc)
 	if registered && cfg.Probe != nil && reg.Problem == "" {
 		p := cfg.Probe(ctx, pollerName, doc)
 		p.Error, p.Skipped = redact.Text(p.Error), redact.Text(p.Skipped)
@@ -363,42 +430,53 @@ func Read(ctx context.Context, st Reader, cfg Config, pollerName string) (r Row)
 		if p.OK {
 			r.RowsWaiting, r.LagSeconds, r.LagFrom = p.RowsWaiting, p.LagSeconds, "probe"
 		}
-		if p.Slot != nil {
-			r.Slot = &Slot{SlotState: *p.Slot, From: "probe"}
-			if p.OK && slotAhead(*p.Slot, doc) != nil {
-				// The document was read before the slot: a tick may have committed and advanced
-				// the slot since. Judge with the document as it is after the slot was read.
-				if b, err := st.Get(ctx, r.Blob); err == nil {
-					if d, err := state.Decode(r.Blob, pollerName, b.Data); err == nil {
-						doc = d
-					}
-				}
-				if err := slotAhead(*p.Slot, doc); err != nil {
-					failed := ProbeFailed(err)
-					failed.DurationMS, failed.Slot = p.DurationMS, p.Slot
-					r.Probe = &failed
-					r.RowsWaiting, r.LagSeconds, r.LagFrom = -1, nil, ""
+		if p.OK && rep != nil && checkProbe(rep, p, doc) != nil {
+			// The document was read before the probe: a tick may have committed and moved what
+			// the probe read since (a slot). Judge with the document as it is after the probe.
+			if b, err := st.Get(ctx, r.Blob); err == nil {
+				if d, err := state.Decode(r.Blob, pollerName, b.Data); err == nil {
+					doc = d
 				}
 			}
+			if err := checkProbe(rep, p, doc); err != nil {
+				failed := ProbeFailed(err)
+				failed.DurationMS, failed.Details = p.DurationMS, p.Details
+				r.Probe = &failed
+				r.RowsWaiting, r.LagSeconds, r.LagFrom = -1, nil, ""
+			}
 		}
-	}
-	if r.Slot == nil {
-		r.Slot = lastTickSlot(r.History)
-	}
-	if r.Slot != nil {
-		r.Slot.MaxRetainedBytes = cmp.Or(reg.MaxRetained, appsettings.DefaultMaxRetained)
 	}
 	return r
 }
 
-// lastTickSlot is the WAL the slot kept at the newest tick that measured it; nil when none did.
-func lastTickSlot(history []state.Tick) *Slot {
-	for i := len(history) - 1; i >= 0; i-- {
-		if n := history[i].SlotRetainedBytes; n != nil {
-			return &Slot{SlotState: source.SlotState{Exists: true, RetainedBytes: n}, From: "last tick"}
-		}
+// reporter is the status part of the driver that alone reads the poller's cursor kind (kind,
+// else its checkpoint's), if it has one.
+func reporter(kind string, doc *state.Doc) source.StatusReporter {
+	if kind == "" && doc != nil && doc.Checkpoint.Cursor != nil {
+		kind = doc.Checkpoint.Cursor.Kind
 	}
-	return nil
+	d, ok := drivers.ForKind(kind)
+	if !ok {
+		return nil
+	}
+	rep, _ := d.(source.StatusReporter)
+	return rep
+}
+
+// checkProbe is the driver's judgement of what the probe found against doc's checkpoint.
+func checkProbe(rep source.StatusReporter, p Probe, doc *state.Doc) error {
+	if doc == nil {
+		return nil
+	}
+	return rep.CheckProbe(p.Details, doc.Checkpoint.Cursor, doc.PollerName)
+}
+
+// probeDetails are the details the probe found; nil without a probe.
+func probeDetails(p *Probe) []source.Detail {
+	if p == nil {
+		return nil
+	}
+	return p.Details
 }
 
 // historyOps sums the history's rows by op; nil when no tick counted any.
@@ -544,7 +622,7 @@ func verdict(r *Row, reg Registered) (string, string) {
 		return HealthStopped, fmt.Sprintf("no tick for %s (a running poller shows one within %s: its liveness interval plus three schedule periods): is the function app running, and the timer %s enabled?",
 			DurationText(r.LastTick.AgoSeconds), DurationText(within), name)
 	}
-	if h, why := slotVerdict(r); h != "" {
+	if h, why := detailVerdict(r); h != "" {
 		return h, why
 	}
 	maxLag := reg.MaxLag
@@ -615,39 +693,21 @@ func CursorText(c *state.Cursor) string {
 	return s
 }
 
-// slotVerdict judges a logical poller's slot once its ticks are otherwise fine: a slot that
-// keeps more WAL than {P}_CDC_MAX_RETAINED is failing when nothing reads it and it still grows
-// (inactive, and more than at the last tick that measured it), lagging otherwise. "" when fine.
-// (A missing slot, or one past the checkpoint, fails the probe: misconfigured, before this.)
-func slotVerdict(r *Row) (string, string) {
-	s := r.Slot
-	if s == nil || s.RetainedBytes == nil || s.MaxRetainedBytes <= 0 || *s.RetainedBytes <= s.MaxRetainedBytes {
-		return "", ""
+// detailVerdict is what the driver's details make of the poller's health once its ticks are
+// otherwise fine (a slot that keeps more WAL than allowed): the most urgent; "" when fine.
+func detailVerdict(r *Row) (string, string) {
+	worst := source.Fine
+	reason := ""
+	for _, d := range r.Details {
+		if d.Health > worst {
+			worst, reason = d.Health, d.Reason
+		}
 	}
-	p := appsettings.Prefix(r.Poller)
-	name := cmp.Or(s.Name, "the poller's slot")
-	kept := fmt.Sprintf("replication slot %s keeps %s of WAL, more than %s_CDC_MAX_RETAINED (%s)", name, BytesText(*s.RetainedBytes), p, BytesText(s.MaxRetainedBytes))
-	if s.From == "last tick" {
-		kept = "at the last tick that measured it, " + kept
+	switch worst {
+	case source.Failing:
+		return HealthFailing, reason
+	case source.Lagging:
+		return HealthLagging, reason
 	}
-	fix := "the server's disk fills with it. Let the poller catch up (rows waiting: " + waitingText(r.RowsWaiting) + "); a table that is not written while the database is, " +
-		"keeps the slot where it is until the next change of the table (any write to it lets the next tick advance it)"
-	if prev := lastTickSlot(r.History); s.From == "probe" && !s.Active && prev != nil && *s.RetainedBytes > *prev.RetainedBytes {
-		return HealthFailing, kept + ", and it grows while nothing reads it (inactive, " + BytesText(*prev.RetainedBytes) + " at the last tick): " + fix +
-			fmt.Sprintf(". If the poller is gone for good: pollerctl cdc disable %s --yes drops the slot", r.Poller)
-	}
-	return HealthLagging, kept + ": " + fix
-}
-
-// BytesText renders a byte count for people, in binary units ("1.5 GiB", "512 B").
-func BytesText(n int64) string {
-	const unit = 1024
-	if n < unit && n > -unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	f, i := float64(n), 0
-	for ; (f >= unit || f <= -unit) && i < 5; i++ {
-		f /= unit
-	}
-	return strconv.FormatFloat(f, 'f', 1, 64) + " " + []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB"}[i]
+	return "", ""
 }

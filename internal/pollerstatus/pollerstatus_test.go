@@ -11,10 +11,12 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/clock"
 	"github.com/pseudotrigger/pseudotrigger/internal/deadletter"
+	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerstatus"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/memstore"
+	"github.com/pseudotrigger/pseudotrigger/poller"
 )
 
 var ctx = context.Background()
@@ -76,7 +78,8 @@ func TestRows(t *testing.T) {
 	cfg := pollerstatus.Config{App: "test", Registered: []pollerstatus.Registered{
 		{Name: "orders", Poison: appsettings.Poison{MaxAttempts: 3, OnPoison: appsettings.Block}},
 		{Name: "ledger", Poison: appsettings.Poison{MaxAttempts: 3, OnPoison: appsettings.Quarantine}},
-		pollerstatus.RegisteredFrom("fresh", appsettings.Settings{}, errors.New(`FRESH_DB_DRIVER: missing; dsn postgres://u:hunter2@db/x`)),
+		pollerstatus.RegisteredFrom(pollerdef.Of(poller.New("fresh", "fresh", poller.Integer, func(context.Context, *poller.Batch[poller.Row]) error { return nil },
+			poller.WithCursorColumn("id"), poller.WithKey("id"))), appsettings.Settings{}, errors.New(`FRESH_DB_DRIVER: missing; dsn postgres://u:hunter2@db/x`)),
 	}}
 	rows, err := pollerstatus.All(ctx, st, cfg)
 	if err != nil {

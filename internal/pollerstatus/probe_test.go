@@ -15,8 +15,8 @@ type fakeSource struct{ rows int64 }
 
 func (fakeSource) Fingerprint() string             { return "" }
 func (fakeSource) CheckCursor(*state.Cursor) error { return nil }
-func (s fakeSource) Backlog(context.Context, *state.Cursor, int) (source.Backlog, error) {
-	return source.Backlog{Rows: s.rows}, nil
+func (s fakeSource) Backlog(context.Context, *state.Cursor, int) (source.Stats, error) {
+	return source.Stats{Rows: s.rows}, nil
 }
 
 // TestOpenAndProbe: a Skip skips the probe, any other error opening the source fails it (timed),

@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/poller"
 )
@@ -47,7 +49,7 @@ func (r Row) String() string {
 
 // Change is a delivered change as the checks see it.
 type Change struct {
-	Pos    string `json:"pos"` // the position just after it (source.Position's text)
+	Pos    string `json:"pos"` // the position just after it (postgres.Position's text)
 	Op     string `json:"op"`
 	ID     int64  `json:"id"`
 	HasRow bool   `json:"has_row"`
@@ -72,7 +74,7 @@ func FromRow(r poller.Row) (Change, error) {
 	if err != nil {
 		return Change{}, err
 	}
-	pos, err := source.CursorPosition((*state.Cursor)(&cur))
+	pos, err := postgres.CursorPosition((*state.Cursor)(&cur))
 	if err != nil {
 		return Change{}, err
 	}
@@ -137,7 +139,7 @@ func posText(c *state.Cursor) (string, error) {
 	if c == nil {
 		return "", nil
 	}
-	p, err := source.CursorPosition(c)
+	p, err := postgres.CursorPosition(c)
 	if err != nil {
 		return "", err
 	}
@@ -171,8 +173,8 @@ func (r *Recorder) Len() int {
 	return len(r.batches)
 }
 
-func mustPos(s string) source.Position {
-	p, err := source.ParsePosition(s)
+func mustPos(s string) postgres.Position {
+	p, err := postgres.ParsePosition(s)
 	if err != nil {
 		panic(err)
 	}
@@ -403,12 +405,12 @@ func (s *Setup) Flush(ctx context.Context) error {
 }
 
 // SlotLSN reads a slot's confirmed position.
-func (s *Setup) SlotLSN(ctx context.Context, slot string) (source.Position, error) {
+func (s *Setup) SlotLSN(ctx context.Context, slot string) (postgres.Position, error) {
 	var lsn string
 	if err := s.DB.QueryRowContext(ctx, "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1", slot).Scan(&lsn); err != nil {
-		return source.Position{}, fmt.Errorf("slot %s: %w", slot, err)
+		return postgres.Position{}, fmt.Errorf("slot %s: %w", slot, err)
 	}
-	return source.ParsePosition(lsn)
+	return postgres.ParsePosition(lsn)
 }
 
 // WitnessStream reads the whole stream from the witness slot (which nothing advanced) through
@@ -416,7 +418,7 @@ func (s *Setup) SlotLSN(ctx context.Context, slot string) (source.Position, erro
 // replaced by the witness.
 func (s *Setup) WitnessStream(ctx context.Context, cfg source.Config) ([]Change, error) {
 	cfg.Definition.Slot = s.Witness
-	src, err := source.Open(ctx, cfg)
+	src, err := drivers.Open(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -612,7 +614,7 @@ func (w *Workload) Stats() string {
 
 // Violation is a sample in which the slot was ahead of the checkpoint.
 type Violation struct {
-	Slot, Checkpoint source.Position
+	Slot, Checkpoint postgres.Position
 	HaveCheckpoint   bool
 	At               time.Time
 }
@@ -642,7 +644,7 @@ type Sampler struct {
 	Checkpoint func(ctx context.Context) (*state.Cursor, error)
 	// Start is the slot's position before anything was committed: without a checkpoint the
 	// slot must still be there.
-	Start source.Position
+	Start postgres.Position
 
 	mu         sync.Mutex
 	Samples    int
@@ -682,7 +684,7 @@ func (s *Sampler) Sample(ctx context.Context) {
 	if c == nil {
 		bad = s.Start.Before(slot)
 	} else {
-		cp, err := source.CursorPosition(c)
+		cp, err := postgres.CursorPosition(c)
 		if err != nil {
 			s.fail(ctx, err)
 			return
@@ -769,7 +771,7 @@ func (s *Setup) Verify(ctx context.Context, cfg source.Config, batches []Batch, 
 		}
 		return stream, repeats, problems
 	}
-	cp, err := source.CursorPosition(checkpoint)
+	cp, err := postgres.CursorPosition(checkpoint)
 	if err != nil {
 		return stream, repeats, append(problems, err.Error())
 	}

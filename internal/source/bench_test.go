@@ -12,6 +12,10 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/mysql"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sqlite"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 )
@@ -70,7 +74,7 @@ func BenchmarkKeysetScan(b *testing.B) {
 				rows, _ = conn.Query(ctx, `SELECT id, customer, amount::text, updated_at FROM `+table+` WHERE (updated_at, id) > ($1, $2) ORDER BY updated_at, id LIMIT $3`, ts, id, benchBatch)
 			}
 		}
-		compare(b, source.Postgres, dsn, table, hand, native)
+		compare(b, postgres.Name, dsn, table, hand, native)
 	})
 	b.Run("sqlite", func(b *testing.B) {
 		dir := os.Getenv("BENCH_DIR")
@@ -108,7 +112,7 @@ func BenchmarkKeysetScan(b *testing.B) {
 			}
 			return n
 		}
-		compare(b, source.SQLite, dsn, table, hand, nil)
+		compare(b, sqlite.Name, dsn, table, hand, nil)
 	})
 	b.Run("mysql", func(b *testing.B) {
 		table := "bench_orders_" + strconv.Itoa(benchRows())
@@ -120,12 +124,12 @@ func BenchmarkKeysetScan(b *testing.B) {
 			}
 			return n
 		}
-		compare(b, source.MySQL, dsn, table, hand, nil)
+		compare(b, mysql.Name, dsn, table, hand, nil)
 	})
 }
 
 func compare(b *testing.B, driver, dsn, table string, hand, native func() int) {
-	src, err := source.Open(context.Background(), source.Config{Poller: "bench", Driver: driver, DSN: dsn, Definition: source.Definition{
+	src, err := drivers.Open(context.Background(), source.Config{Poller: "bench", Driver: driver, DSN: dsn, Definition: source.Definition{
 		Table: source.Table{Name: table}, Columns: []string{"id", "customer", "amount", "updated_at"},
 		Cursor: source.Cursor{Kind: state.KindTimestampPK, Column: "updated_at"}, PK: []string{"id"},
 	}})

@@ -2,51 +2,261 @@ package source
 
 import (
 	"context"
+	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
-// A changeStream reads a database's own record of changes instead of the table in keyset order
-// (the cursor kinds logical and changetracking): its rows carry their op, deletes included, in
-// commit order. One file per kind; Open picks it from streams by the cursor kind.
-type changeStream interface {
-	// check says whether the database is set up for the stream (Open runs it after the table's
-	// columns are known); its errors name the fix, and nothing is created or written.
-	check(ctx context.Context) error
-	// fetch reads up to limit changes after the cursor (nil: from the stream's start).
-	fetch(ctx context.Context, after *state.Cursor, limit int) (*Batch, error)
-	// waiting counts the changes after the cursor, up to limit.
-	waiting(ctx context.Context, after *state.Cursor, limit int) (int64, error)
-	// checkCursor says whether a stored cursor is a position of this stream.
-	checkCursor(c *state.Cursor) error
-	// cursorFromText reads a position an operator typed.
-	cursorFromText(value string) (*state.Cursor, error)
-	// committed tells the stream that the checkpoint c is durable (the logical cursor advances
-	// its slot to it); it may do nothing.
-	committed(ctx context.Context, c *state.Cursor) error
+// A ChangeStreamer is a Driver that reads cursor kinds following the database's own record of
+// changes instead of the table in keyset order (PostgreSQL's logical, SQL Server's
+// changetracking).
+type ChangeStreamer interface {
+	// ChangeStream returns the reader of a change-stream cursor kind for the source l lays out;
+	// false when the driver has none for kind.
+	ChangeStream(kind string, l *Layout) (ChangeStream, bool)
 }
 
-// streams builds a source's change stream by cursor kind.
-var streams = map[string]func(s *Source) changeStream{}
+// A ChangeStream reads a database's own record of changes: its rows carry their op (Change),
+// deletes included, in commit order. Its errors name the poller and the table (Layout.Errorf).
+// It may also report measures of its own (Stats() Stats) and, for the status, what it reads
+// from besides the table (Inspector).
+type ChangeStream interface {
+	// Check says whether the database is set up for the stream (Open runs it after the table's
+	// columns are known); its errors name the fix, and nothing is created or written.
+	Check(ctx context.Context) error
+	// Fetch reads up to limit changes after the cursor (nil: from the stream's start).
+	Fetch(ctx context.Context, after *state.Cursor, limit int) (*Batch, error)
+	// Waiting counts the changes after the cursor, up to limit.
+	Waiting(ctx context.Context, after *state.Cursor, limit int) (int64, error)
+	// CheckCursor says whether a stored cursor is a position of this stream (an error wrapping
+	// ErrCursor when not).
+	CheckCursor(c *state.Cursor) error
+	// CursorFromText reads a position an operator typed.
+	CursorFromText(value string) (*state.Cursor, error)
+	// Committed tells the stream that the checkpoint c is durable (the logical cursor advances
+	// its slot to it); it may do nothing.
+	Committed(ctx context.Context, c *state.Cursor) error
+}
 
 // ErrBusy: another process is reading the change stream right now (PostgreSQL: the replication
-// slot is active for another connection). Nothing was read; the next tick tries again.
+// slot is active for another connection). Nothing was read; the next tick tries again. A stream
+// returns it as a *BusyError, which names that reader.
 var ErrBusy = errors.New("the change stream is being read by another process")
 
-// Committed tells the source that the checkpoint c is durable in the state blob. A logical
-// cursor advances its replication slot to c (never past it), so that PostgreSQL can recycle the
-// WAL before it; the other kinds do nothing. The tick calls it after each successful commit; a
-// holder whose commit was refused never calls it.
-func (s *Source) Committed(ctx context.Context, c *state.Cursor) error {
-	if s.stream == nil || c == nil {
-		return nil
-	}
-	return s.stream.committed(ctx, c)
+// A BusyError is ErrBusy (Err wraps it) with the reader that holds the stream, as the tick's
+// summary names it ("another reader of the replication slot").
+type BusyError struct {
+	Holder string
+	Err    error
 }
 
-// streamErr names the poller and table in a change stream's error.
-func (s *Source) streamErr(format string, args ...any) error {
-	return fmt.Errorf("source: poller %q, table %s: %s", s.poller, s.def.Table, fmt.Sprintf(format, args...))
+// Error is Err's text.
+func (e *BusyError) Error() string { return e.Err.Error() }
+
+// Unwrap is Err.
+func (e *BusyError) Unwrap() error { return e.Err }
+
+// ErrStreamAhead: a change stream's own position is past the checkpoint, so the changes between
+// were consumed by something else and cannot be read again (a driver's error, such as
+// PostgreSQL's ErrSlotAhead, says which and what to do).
+var ErrStreamAhead = errors.New("the change stream is past the checkpoint")
+
+// A Change is what a change-stream row carries besides its values; a driver's ChangeStream
+// makes them, and its rows with Layout.Row.
+type Change struct {
+	Op string // OpInsert, OpUpdate or OpDelete
+	// Cursor is the position just after this change, unless Pos gives it.
+	Cursor state.Cursor
+	// Pos, when not nil, makes the cursor just after this change when it is asked for (a
+	// stream whose positions cost to render, rows that are never asked).
+	Pos interface{ Cursor() state.Cursor }
+	// KeyOnly: a delete whose old row the database gave as its key columns only (the other
+	// values are nil): it has no row.
+	KeyOnly bool
+	// Unchanged marks the columns whose value the database did not send (PostgreSQL's unchanged
+	// TOAST values without REPLICA IDENTITY FULL); nil when none.
+	Unchanged []bool
+	// Text and Decode, when Text is not nil, hold the values as the database sent them (nil:
+	// NULL) and their decoders, by column: a value is decoded when it is read, so that a
+	// handler pays only for the values it uses (the row's raw values are then unused).
+	Text   [][]byte
+	Decode []func([]byte) (any, error)
+}
+
+// decode returns column i's value as the Go driver would have returned it; text that does not
+// decode (which the database never sends) is returned as a string.
+func (c *Change) decode(i int) any {
+	t := c.Text[i]
+	if t == nil {
+		return nil
+	}
+	v, err := c.Decode[i](t)
+	if err != nil {
+		return string(t)
+	}
+	return v
+}
+
+// A Layout is a source as Open found it, for its driver's change stream: its connection,
+// definition and columns, and what makes its rows, batches and errors. The slices it returns
+// are the source's own: read them, never change them.
+type Layout struct{ s *Source }
+
+// DB is the connection pool.
+func (l *Layout) DB() *sql.DB { return l.s.db }
+
+// Poller is the poller's name.
+func (l *Layout) Poller() string { return l.s.poller }
+
+// Definition is the source's definition.
+func (l *Layout) Definition() Definition { return l.s.def }
+
+// Driver is the source's driver.
+func (l *Layout) Driver() Driver { return l.s.dl }
+
+// Table is the table's name, quoted.
+func (l *Layout) Table() string { return QuoteTable(l.s.dl, l.s.def.Table) }
+
+// Columns are the names of the columns a row holds, in order.
+func (l *Layout) Columns() []string { return l.s.names }
+
+// KeyColumns are the key columns, in the order of a cursor's, and KeyIndex their places in a
+// row.
+func (l *Layout) KeyColumns() []string { return l.s.keyCols }
+
+// KeyIndex gives the place in a row of each key column (KeyColumns' order).
+func (l *Layout) KeyIndex() []int { return l.s.keyIdx }
+
+// DecodeKey reads key column j's value from a cursor into a query argument.
+func (l *Layout) DecodeKey(j int, raw json.RawMessage) (any, error) { return l.s.codecs[j].Decode(raw) }
+
+// EncodeKey renders key column j's value, as the Go driver returned it, as a cursor holds it.
+func (l *Layout) EncodeKey(j int, v any) (json.RawMessage, error) {
+	return l.s.codecs[j].Encode(normalize(&l.s.cols[l.s.keyIdx[j]], v))
+}
+
+// Row makes a row of the source: raw are its values as the Go driver returned them, in
+// Columns' order (nil when ch carries them as Text).
+func (l *Layout) Row(raw []any, ch *Change) Row { return Row{src: l.s, raw: raw, ch: ch} }
+
+// Batch makes an empty batch of the source, read after from.
+func (l *Layout) Batch(from *state.Cursor) *Batch { return &Batch{src: l.s, From: from} }
+
+// Errorf is an error that names the poller and the table.
+func (l *Layout) Errorf(format string, args ...any) error {
+	return fmt.Errorf("source: poller %q, table %s: %s", l.s.poller, l.s.def.Table, fmt.Sprintf(format, args...))
+}
+
+// SchemaErr is an error wrapping ErrSchema that names the poller, the table and the column
+// ("" for none).
+func (l *Layout) SchemaErr(column, format string, args ...any) error {
+	return l.s.schemaErr(column, format, args...)
+}
+
+// streamReader reads a source through its driver's change stream.
+type streamReader struct{ ChangeStream }
+
+func (r streamReader) fetch(ctx context.Context, after *state.Cursor, limit int) (*Batch, error) {
+	return r.Fetch(ctx, after, limit)
+}
+
+func (r streamReader) waiting(ctx context.Context, after *state.Cursor, limit int) (int64, error) {
+	return r.Waiting(ctx, after, limit)
+}
+
+func (r streamReader) oldest(ctx context.Context, after *state.Cursor) (*Batch, error) {
+	return r.Fetch(ctx, after, 1)
+}
+
+func (r streamReader) refresh(context.Context) error     { return nil }
+func (r streamReader) checkCursor(c *state.Cursor) error { return r.CheckCursor(c) }
+
+func (r streamReader) committed(ctx context.Context, c *state.Cursor) error {
+	return r.Committed(ctx, c)
+}
+
+func (r streamReader) stats() Stats {
+	if s, ok := r.ChangeStream.(interface{ Stats() Stats }); ok {
+		return s.Stats()
+	}
+	return Stats{}
+}
+
+// Replaying a dead-lettered change of a change-stream cursor (logical, changetracking). Its
+// cursor is a position in the stream, not the row's key, so FetchKeyOf cannot find the row; the
+// letter's key does. What is delivered brings the consumer to the row's current state, in the
+// op the stream would use:
+//   - an insert or update whose row still exists: the row as it is now, as an update;
+//   - a delete whose row is still gone: a delete built from the key (key only: the old row, if
+//     the letter has it, stays in the letter);
+//   - otherwise the change was superseded by a later one in the stream (a delete after the
+//     insert, an insert after the delete), which the poller delivers, or has delivered, after
+//     it: replaying the old change would undo the newer one, so nothing is delivered for it.
+
+// ReplayChange returns the row a dead-lettered change (op, key as the letter holds it, cursor)
+// is replayed as, or nil and why when it was superseded. It only reads.
+func (s *Source) ReplayChange(ctx context.Context, op string, key map[string]json.RawMessage, cursor state.Cursor) (*Row, string, error) {
+	if _, ok := s.reader.(streamReader); !ok {
+		return nil, "", fmt.Errorf("source: poller %q: ReplayChange is for change-stream cursors (logical, changetracking); this one is %s: use FetchKeyOf", s.poller, s.def.Cursor.Kind)
+	}
+	args := make([]any, len(s.def.PK))
+	var preds []string
+	for i, k := range s.def.PK {
+		raw, ok := key[k]
+		if !ok {
+			return nil, "", fmt.Errorf("source: poller %q: the dead letter's key lacks column %q (it has %s)", s.poller, k, keyNames(key))
+		}
+		v, err := s.codecs[i].Decode(raw)
+		if err != nil {
+			return nil, "", fmt.Errorf("source: poller %q: the dead letter's key column %q: value %s: %v", s.poller, k, raw, err)
+		}
+		args[i] = v
+		preds = append(preds, s.dl.Quote(k)+" = "+s.dl.Placeholder(i+1))
+	}
+	q := "SELECT " + strings.Join(QuoteAll(s.dl, s.def.selected()), ", ") + " FROM " + QuoteTable(s.dl, s.def.Table) + " WHERE " + strings.Join(preds, " AND ")
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, "", fmt.Errorf("source: poller %q, table %s: reading a row by key: %w", s.poller, s.def.Table, err)
+	}
+	b, err := s.scan(rows, nil, 1)
+	if err != nil {
+		return nil, "", err
+	}
+	exists := len(b.Rows) > 0
+	switch op {
+	case OpInsert, OpUpdate:
+		if !exists {
+			return nil, "the row is gone: a later delete supersedes this " + op, nil
+		}
+		r := b.Rows[0]
+		r.ch = &Change{Op: OpUpdate, Cursor: cursor}
+		return &r, "", nil
+	case OpDelete:
+		if exists {
+			return nil, "the row exists again: a later insert supersedes this delete", nil
+		}
+		raw := make([]any, len(s.cols))
+		for i := range s.def.PK {
+			raw[s.keyIdx[i]] = args[i]
+		}
+		return &Row{src: s, raw: raw, ch: &Change{Op: OpDelete, Cursor: cursor, KeyOnly: true}}, "", nil
+	}
+	return nil, "", fmt.Errorf("source: poller %q: a dead-lettered change of a %s cursor has op %q, not insert, update or delete", s.poller, s.def.Cursor.Kind, op)
+}
+
+func keyNames(key map[string]json.RawMessage) string {
+	names := make([]string, 0, len(key))
+	for k := range key {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
 }

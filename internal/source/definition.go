@@ -11,14 +11,6 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
-// Drivers.
-const (
-	SQLServer = "sqlserver"
-	Postgres  = "postgres"
-	SQLite    = "sqlite"
-	MySQL     = "mysql" // MySQL, MariaDB, Azure Database for MySQL
-)
-
 // DefaultSettleLag is how far behind the database's clock a timestamp+pk cursor reads unless
 // the poller says otherwise: longer than any write transaction on the table should stay open.
 const DefaultSettleLag = 10 * time.Second
@@ -70,6 +62,7 @@ type Table struct {
 	Name   string
 }
 
+// String is the table's name, schema-qualified when it has a schema.
 func (t Table) String() string {
 	if t.Schema == "" {
 		return t.Name
@@ -117,15 +110,15 @@ func (d Definition) selected() []string {
 	return cols
 }
 
-// validate checks the definition for driver; errors wrap ErrDefinition and name the poller and
-// the part at fault.
-func (d Definition) validate(poller, driver string) error {
-	fail := func(format string, args ...any) error {
-		return fmt.Errorf("source: poller %q: %w: %s", poller, ErrDefinition, fmt.Sprintf(format, args...))
+// validate checks the definition for the driver of ds named driver, which it returns; errors
+// wrap ErrDefinition and name the poller and the part at fault.
+func (d Definition) validate(poller string, ds Drivers, driver string) (Driver, error) {
+	fail := func(format string, args ...any) (Driver, error) {
+		return nil, fmt.Errorf("source: poller %q: %w: %s", poller, ErrDefinition, fmt.Sprintf(format, args...))
 	}
-	dl, ok := dialects[driver]
+	dl, ok := ds.Lookup(driver)
 	if !ok {
-		return fail("driver %q is not one of %s", driver, strings.Join(Drivers(), ", "))
+		return fail("driver %q is not one of %s", driver, strings.Join(ds.Names(), ", "))
 	}
 	if d.Table.Schema != "" {
 		if err := checkIdent(d.Table.Schema); err != nil {
@@ -159,24 +152,14 @@ func (d Definition) validate(poller, driver string) error {
 	if !slices.Contains(state.Kinds, d.Cursor.Kind) {
 		return fail("table %s: cursor kind %q is not one of %s", d.Table, d.Cursor.Kind, strings.Join(state.Kinds, ", "))
 	}
-	if !dl.supports(d.Cursor.Kind) {
-		var can []string
-		for name, other := range dialects {
-			if other.supports(d.Cursor.Kind) {
-				can = append(can, name)
-			}
-		}
-		slices.Sort(can)
-		return fail("table %s: cursor kind %s needs %s, not %s", d.Table, d.Cursor.Kind, strings.Join(can, " or "), driver)
+	if !dl.Supports(d.Cursor.Kind) {
+		return fail("table %s: cursor kind %s needs %s, not %s", d.Table, d.Cursor.Kind, strings.Join(ds.reading(d.Cursor.Kind), " or "), driver)
 	}
 	if d.Cursor.Kind == state.KindTimestampPK && len(d.keyColumns()) < 2 {
 		return fail("table %s: a timestamp+pk cursor needs a key column other than %q as its tiebreaker", d.Table, d.Cursor.Column)
 	}
-	if d.Cursor.Kind == state.KindLogical {
-		if err := CheckSlotName("slot", d.Slot); err != nil {
-			return fail("table %s: %v", d.Table, err)
-		}
-		if err := CheckSlotName("publication", d.Publication); err != nil {
+	if dc, ok := dl.(DefinitionChecker); ok {
+		if err := dc.CheckDefinition(d); err != nil {
 			return fail("table %s: %v", d.Table, err)
 		}
 	}
@@ -186,7 +169,7 @@ func (d Definition) validate(poller, driver string) error {
 	if strings.Contains(d.Filter, ";") {
 		return fail("table %s: the filter must be one predicate, without ';'", d.Table)
 	}
-	return nil
+	return dl, nil
 }
 
 // checkIdent accepts identifiers with letters, digits, spaces and the punctuation real schemas
@@ -209,24 +192,6 @@ func checkIdent(s string) error {
 		case strings.ContainsRune(" _-$#@'\"[]`.", r):
 		default:
 			return fmt.Errorf("identifier contains %q, which is not allowed", r)
-		}
-	}
-	return nil
-}
-
-// CheckSlotName (what: "slot" or "publication") accepts what PostgreSQL accepts as a replication slot name (lower-case letters,
-// digits and '_', at most 63), which this package also asks of publication names so that both
-// can be written into SQL without quoting surprises.
-func CheckSlotName(what, name string) error {
-	if name == "" {
-		return fmt.Errorf("no %s name", what)
-	}
-	if len(name) > 63 {
-		return fmt.Errorf("%s name %q is longer than 63 bytes", what, name)
-	}
-	for _, r := range name {
-		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_') {
-			return fmt.Errorf("%s name %q may hold only lower-case letters, digits and '_'", what, name)
 		}
 	}
 	return nil

@@ -1,12 +1,28 @@
 // Package source reads a SQL table for a poller, in keyset order or from the database's change
-// stream: SQL Server / Azure SQL (go-mssqldb, with Entra ID through its azuread driver),
-// PostgreSQL (pgx, with Entra ID through an azidentity token as the password: pgentra.go),
-// MySQL / MariaDB (go-sql-driver/mysql, Entra ID likewise: mysqlentra.go) and SQLite (modernc,
-// no cgo).
+// stream. It is the portable part: the definition, Source, Row and Batch, the keyset queries,
+// value normalization and key codecs, the errors and the Stats a source reports. It names no
+// database and imports no database driver: each database is a package of its own that
+// implements the Driver interface declared here, and package drivers is the one place that lists
+// them and opens a source with the one a poller's settings name:
+//
+//	postgres   PostgreSQL, Azure Database for PostgreSQL (pgx; Entra ID: package entra): the xid
+//	           and logical cursors, the slot and publication pollerctl cdc administers
+//	mysql      MySQL, MariaDB, Azure Database for MySQL (go-sql-driver/mysql; Entra ID: package
+//	           entra): the bound behind open write transactions (ReadBound)
+//	sqlserver  SQL Server, Azure SQL (go-mssqldb, Entra ID through its azuread driver): the
+//	           rowversion and changetracking cursors
+//	sqlite     SQLite (modernc, no cgo): TEXT timestamps in one fixed-width layout
+//
+// What every database must answer (quoting, placeholders, LIMIT, the keyset predicate, the upper
+// bound, the stamp check, type classes, key codecs, opening a pool, reading a DSN's location) is
+// the Driver interface; what only some have, a driver adds through an optional interface that
+// this package discovers: ChangeStreamer (a change stream, read through a Layout of the source),
+// ReadBounder, DefinitionChecker, UUIDReader, and for pollerctl and the status CDCAdmin and
+// StatusReporter. The conformance suite every driver passes is package sourcetest.
 //
 // A poller declares a Definition: the table, the columns each row carries, the cursor kind and
 // column, the key columns, and optionally a fixed filter written in its Go code. Identifiers are
-// validated (';', comment markers and control characters are refused) and quoted per dialect;
+// validated (';', comment markers and control characters are refused) and quoted per database;
 // every value is a bound parameter.
 //
 // # Cursor kinds
@@ -28,9 +44,9 @@
 // settle lag (DefaultSettleLag, 10 s, measured on the database's clock) is longer than any write
 // transaction on the table; the conformance suite shows both the case it covers and, with no
 // lag, the row it loses. On MySQL a timestamp+pk read is also kept behind the oldest open write
-// transaction, from information_schema.innodb_trx when the role has PROCESS (mysqltrx.go), so it
-// is safe whatever the longest transaction; Source.OpenTrxBound says whether it was. integer
-// cursors suit append-only tables written in key order.
+// transaction, from information_schema.innodb_trx when the role has PROCESS (package mysql's
+// ReadBound), so it is safe whatever the longest transaction; Stats.LateCommits says whether it
+// was. integer cursors suit append-only tables written in key order.
 //
 // On SQLite a timestamp cursor column is TEXT in the fixed-width UTC layout
 // YYYY-MM-DDTHH:MM:SS.ffffffZ, so that text order is time order. On SQL Server datetime2 columns
@@ -40,12 +56,12 @@
 // # Change streams: logical and changetracking
 //
 // Two cursor kinds read the database's own record of changes instead of the table: logical
-// (PostgreSQL logical decoding through a replication slot and a publication, logical.go) and
-// changetracking (SQL Server Change Tracking, changetracking.go). They have no cursor column; the
-// key columns are the rows' identity. Their rows carry their op (Row.Op: insert, update, delete;
-// the keyset kinds say upsert), a delete carries its key and, where the database gives it, the old
-// row (Row.HasRow), and they arrive in commit order, deletes included. Each reader is a
-// changeStream (changes.go); the tick calls Source.Committed after each commit, which advances a
+// (PostgreSQL logical decoding through a replication slot and a publication, package postgres)
+// and changetracking (SQL Server Change Tracking, package sqlserver). They have no cursor column;
+// the key columns are the rows' identity. Their rows carry their op (Row.Op: insert, update,
+// delete; the keyset kinds say upsert), a delete carries its key and, where the database gives
+// it, the old row (Row.HasRow), and they arrive in commit order, deletes included. Each reader is
+// its driver's ChangeStream; the tick calls Source.Committed after each commit, which advances a
 // logical cursor's slot up to the checkpoint. A change stream takes no filter.
 //
 // # Change Tracking
@@ -65,7 +81,7 @@
 // Change Tracking on the database and the table, ALLOW_SNAPSHOT_ISOLATION, the VIEW CHANGE
 // TRACKING permission and that the key is the primary key, each with its fix (ErrNotTracked). A
 // quiet table's checkpoint is moved up to the current version before it can expire. The reasoning
-// is changetracking.go's comment.
+// is package sqlserver's changetracking.go's comment.
 //
 // # Rows the cursor cannot reach
 //

@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"strings"
 )
 
@@ -12,15 +11,6 @@ import (
 type Location struct {
 	Server   string // host[:port][\instance]; empty for SQLite
 	Database string // database name; the file path for SQLite
-}
-
-// ParseLocation reads the server and database out of a DSN.
-func ParseLocation(driver, dsn string) (Location, error) {
-	dl, ok := dialects[driver]
-	if !ok {
-		return Location{}, fmt.Errorf("unknown driver %q", driver)
-	}
-	return dl.location(dsn)
 }
 
 // Fingerprint is "sha256:" and the hex SHA-256 of a canonical form of the source: driver,

@@ -25,44 +25,12 @@ import (
 type Row struct {
 	src *Source
 	raw []any
-	ch  *change // what a change-stream cursor read (logical, changetracking); nil for a keyset row
-}
-
-// change is what a change-stream row carries besides its values.
-type change struct {
-	op     string
-	cursor state.Cursor // the position just after this change (changetracking)
-	pos    Position     // the same for a logical change, made into a cursor when asked
-	// keyOnly: a delete whose old row the database gave as its key columns only (the other
-	// values are nil): it has no row.
-	keyOnly bool
-	// unchanged marks the columns whose value the database did not send (PostgreSQL's unchanged
-	// TOAST values without REPLICA IDENTITY FULL); nil when none.
-	unchanged []bool
-	// text and dec, when text is not nil, hold a logical change's values as PostgreSQL sent them
-	// (nil: NULL) and their decoders, by column: a value is decoded when it is read, so that a
-	// handler pays only for the values it uses (raw is then unused).
-	text [][]byte
-	dec  []func([]byte) (any, error)
-}
-
-// decode returns column i's value as the driver would have returned it; text that does not
-// decode (which PostgreSQL never sends) is returned as a string.
-func (c *change) decode(i int) any {
-	t := c.text[i]
-	if t == nil {
-		return nil
-	}
-	v, err := c.dec[i](t)
-	if err != nil {
-		return string(t)
-	}
-	return v
+	ch  *Change // what a change-stream cursor read (logical, changetracking); nil for a keyset row
 }
 
 // value returns column i's normalized value.
 func (r Row) value(i int) any {
-	if r.ch != nil && r.ch.text != nil {
+	if r.ch != nil && r.ch.Text != nil {
 		return normalize(&r.src.cols[i], r.ch.decode(i))
 	}
 	return normalize(&r.src.cols[i], r.raw[i])
@@ -112,22 +80,22 @@ func (r Row) Op() string {
 	if r.ch == nil {
 		return OpUpsert
 	}
-	return r.ch.op
+	return r.ch.Op
 }
 
 // HasRow reports whether the row carries its columns' values: false for a delete of which the
 // database gave only the key (Key still has it). A delete with the old row has it.
-func (r Row) HasRow() bool { return r.ch == nil || !r.ch.keyOnly }
+func (r Row) HasRow() bool { return r.ch == nil || !r.ch.KeyOnly }
 
 // Unchanged lists the columns whose value the change did not carry (PostgreSQL sends an
 // unchanged TOAST value of an update as "unchanged" unless the table has REPLICA IDENTITY FULL):
 // Get returns nil for them and MarshalJSON leaves them out. Empty for every other row.
 func (r Row) Unchanged() []string {
-	if r.ch == nil || r.ch.unchanged == nil {
+	if r.ch == nil || r.ch.Unchanged == nil {
 		return nil
 	}
 	var out []string
-	for i, u := range r.ch.unchanged {
+	for i, u := range r.ch.Unchanged {
 		if u {
 			out = append(out, r.src.cols[i].name)
 		}
@@ -135,20 +103,20 @@ func (r Row) Unchanged() []string {
 	return out
 }
 
-func (r Row) unchanged(i int) bool { return r.ch != nil && r.ch.unchanged != nil && r.ch.unchanged[i] }
+func (r Row) unchanged(i int) bool { return r.ch != nil && r.ch.Unchanged != nil && r.ch.Unchanged[i] }
 
 // Cursor returns the cursor just after this row: what a checkpoint records.
 func (r Row) Cursor() (state.Cursor, error) {
-	if r.ch != nil && r.ch.pos.LSN != 0 {
-		return r.ch.pos.Cursor(), nil
+	if r.ch != nil && r.ch.Pos != nil {
+		return r.ch.Pos.Cursor(), nil
 	}
 	if r.ch != nil {
-		return r.ch.cursor, nil
+		return r.ch.Cursor, nil
 	}
 	s := r.src
 	c := state.Cursor{Kind: s.def.Cursor.Kind}
 	for j, idx := range s.keyIdx {
-		raw, err := s.codecs[j].encode(r.value(idx))
+		raw, err := s.codecs[j].Encode(r.value(idx))
 		if err != nil {
 			key, _ := json.Marshal(r.Key())
 			fix := ""

@@ -25,12 +25,29 @@ var (
 	ErrNullCursor = errors.New("NULL in a cursor or key column")
 	// ErrCursor: a stored cursor does not fit this source (kind or key columns differ).
 	ErrCursor = errors.New("cursor does not fit the source")
+	// ErrMisconfigured: what a retry cannot cure: the database's set-up for the cursor, or the
+	// checkpoint, needs a change (the error says which). A driver's own errors of that kind
+	// match it (Mark).
+	ErrMisconfigured = errors.New("the source needs a change")
 )
+
+// Mark returns err such that errors.Is also finds each of kinds in it, its text unchanged: how
+// a driver's own error says to the portable code what kind of error it is (PostgreSQL's
+// ErrSlotAhead is ErrStreamAhead and ErrMisconfigured).
+func Mark(err error, kinds ...error) error { return &marked{err, kinds} }
+
+type marked struct {
+	err   error
+	kinds []error
+}
+
+func (m *marked) Error() string   { return m.err.Error() }
+func (m *marked) Unwrap() []error { return append([]error{m.err}, m.kinds...) }
 
 // Config opens a source.
 type Config struct {
 	Poller     string
-	Driver     string // sqlserver, postgres or sqlite
+	Driver     string // the name of the driver (Driver.Name)
 	DSN        string
 	Definition Definition
 	// MaxOpenConns bounds the connection pool; default 4.
@@ -40,7 +57,7 @@ type Config struct {
 // Source reads a table in keyset order. It is safe for concurrent use.
 type Source struct {
 	poller      string
-	dl          dialect
+	dl          Driver
 	def         Definition
 	db          *sql.DB
 	fingerprint string
@@ -48,27 +65,33 @@ type Source struct {
 	cols        []column
 	keyIdx      []int      // positions in cols of the keyset columns, cursor first
 	keyCols     []string   // their names
-	codecs      []keyCodec // one per key column
-	q           queries
-	flavor      tsFlavor      // how a timestamp cursor compares with the database's clock
-	stream      changeStream  // the change-stream cursor kinds' reader; nil for keyset kinds
-	openTrx     *openTrxBound // a MySQL timestamp+pk cursor's commit-safe bound (mysqltrx.go); else nil
+	codecs      []KeyCodec // one per key column
+	names       []string   // the columns' names, in row order
+	q           queries    // the keyset queries, and the stamp check (keyset kinds only)
+	flavor      TSFlavor   // how a timestamp cursor compares with the database's clock
+	reader      reader     // reads the rows: keyset, or the driver's change stream
+	bound       ReadBound  // a keyset read's bound below the transactions still open, if the driver keeps one
 }
 
-type column struct {
-	name   string
-	dl     dialect
-	dbType string
-	class  class
-	flavor tsFlavor
-	scale  int
-	pass   bool // the driver's value is already what a Row holds
+// A reader reads a source's rows: in keyset order (keyset) or through the driver's change
+// stream (streamReader).
+type reader interface {
+	fetch(ctx context.Context, after *state.Cursor, limit int) (*Batch, error)
+	waiting(ctx context.Context, after *state.Cursor, limit int) (int64, error)
+	// oldest reads the first row that waits after the cursor.
+	oldest(ctx context.Context, after *state.Cursor) (*Batch, error)
+	// refresh reads what Stats reports of the reads but that they do not read each time.
+	refresh(ctx context.Context) error
+	checkCursor(c *state.Cursor) error
+	committed(ctx context.Context, c *state.Cursor) error
+	stats() Stats
 }
 
-// Open connects, checks the table against the definition, and prepares the queries. Errors name
+// Open connects with the driver of ds that cfg.Driver names, checks the table against the
+// definition, and prepares the queries (package drivers opens with every driver). Errors name
 // the poller, the table and the column at fault; DSNs in them are redacted.
-func Open(ctx context.Context, cfg Config) (*Source, error) {
-	c, err := connect(ctx, cfg)
+func Open(ctx context.Context, ds Drivers, cfg Config) (*Source, error) {
+	c, err := connect(ctx, ds, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -81,8 +104,8 @@ func Open(ctx context.Context, cfg Config) (*Source, error) {
 		fingerprint: Fingerprint(cfg.Driver, c.loc, d),
 		describe:    c.describe,
 	}
-	if ot, ok := openTrxBounded(c.dl, d); ok {
-		s.openTrx = ot.openTrx(cfg.DSN)
+	if rb, ok := c.dl.(ReadBounder); ok && !d.changes() {
+		s.bound, _ = rb.ReadBound(cfg.DSN, d)
 	}
 	if err := s.check(ctx); err != nil {
 		c.db.Close()
@@ -91,27 +114,37 @@ func Open(ctx context.Context, cfg Config) (*Source, error) {
 	return s, nil
 }
 
-// conn is a connected source database: what Open and OpenCDC start from.
+// Connect validates cfg's definition, opens its connection pool with the driver of ds that
+// cfg.Driver names (cfg.MaxOpenConns connections, default 4) and checks that the database
+// answers; describe names the driver, server, database and table, without secrets. It checks
+// nothing of the table: what a driver's administration of a set-up (CDCAdmin) starts from.
+// Errors name the poller; DSNs in them are redacted.
+func Connect(ctx context.Context, ds Drivers, cfg Config) (db *sql.DB, describe string, err error) {
+	c, err := connect(ctx, ds, cfg)
+	return c.db, c.describe, err
+}
+
+// conn is a connected source database: what Open and Connect start from.
 type conn struct {
 	db       *sql.DB
-	dl       dialect
+	dl       Driver
 	loc      Location
 	describe string // "driver server/database table T", without secrets
 }
 
 // connect validates cfg's definition, opens its connection pool (cfg.MaxOpenConns, default 4)
 // and checks that the database answers. Errors name the poller; DSNs in them are redacted.
-func connect(ctx context.Context, cfg Config) (conn, error) {
+func connect(ctx context.Context, ds Drivers, cfg Config) (conn, error) {
 	d := cfg.Definition
-	if err := d.validate(cfg.Poller, cfg.Driver); err != nil {
+	dl, err := d.validate(cfg.Poller, ds, cfg.Driver)
+	if err != nil {
 		return conn{}, err
 	}
-	dl := dialects[cfg.Driver]
-	loc, err := dl.location(cfg.DSN)
+	loc, err := dl.Location(cfg.DSN)
 	if err != nil {
 		return conn{}, fmt.Errorf("source: poller %q: %w", cfg.Poller, err)
 	}
-	db, err := dl.open(cfg.DSN)
+	db, err := dl.Open(cfg.DSN)
 	if err != nil {
 		return conn{}, fmt.Errorf("source: poller %q: %w: %s: %v", cfg.Poller, ErrConnect, redact.DSN(cfg.DSN), err)
 	}
@@ -149,7 +182,7 @@ func (s *Source) schemaErr(column, format string, args ...any) error {
 // check reads the column types with a query that returns no rows, names what is missing, checks
 // the cursor and key types, and that no cursor or key value is NULL.
 func (s *Source) check(ctx context.Context) error {
-	table := quoteTable(s.dl, s.def.Table)
+	table := QuoteTable(s.dl, s.def.Table)
 	cols := s.def.selected()
 	// Name what is missing from the table's own column list (SQLite would read a double-quoted
 	// name that matches no column as a string literal, so a failing query cannot be relied on).
@@ -163,39 +196,71 @@ func (s *Source) check(ctx context.Context) error {
 		return s.schemaErr("", "listing columns: %v", err)
 	}
 	for _, c := range cols {
-		if !slices.Contains(have, c) && (!s.dl.caseless() || !slices.ContainsFunc(have, func(h string) bool { return strings.EqualFold(h, c) })) {
+		if !slices.Contains(have, c) && (!s.dl.Caseless() || !slices.ContainsFunc(have, func(h string) bool { return strings.EqualFold(h, c) })) {
 			return s.schemaErr(c, "no such column (the table has %s)", strings.Join(have, ", "))
 		}
 	}
-	rows, err := s.db.QueryContext(ctx, "SELECT "+strings.Join(quoteAll(s.dl, cols), ", ")+" FROM "+table+" WHERE 1=0")
+	rows, err := s.db.QueryContext(ctx, "SELECT "+strings.Join(QuoteAll(s.dl, cols), ", ")+" FROM "+table+" WHERE 1=0")
 	if err != nil {
 		return s.schemaErr("", "the columns cannot be read: %v", err)
 	}
-	types, err := rows.ColumnTypes()
+	cts, err := rows.ColumnTypes()
 	rows.Close()
 	if err != nil {
 		return s.schemaErr("", "reading column types: %v", err)
 	}
-	s.cols = make([]column, len(types))
-	for i, ct := range types {
-		s.cols[i] = newColumn(s.dl, cols[i], ct.DatabaseTypeName())
+	types := make([]string, len(cts))
+	for i, ct := range cts {
+		types[i] = ct.DatabaseTypeName()
 	}
+	if err := s.lay(types); err != nil {
+		return err
+	}
+
+	for _, k := range s.keyCols {
+		var one int
+		err := s.db.QueryRowContext(ctx, s.dl.Limit("1", " FROM "+table+" WHERE "+s.dl.Quote(k)+" IS NULL", "1")).Scan(&one)
+		switch {
+		case err == nil:
+			return fmt.Errorf("source: poller %q, table %s, column %q: %w: rows with NULL there would never be read; make the column NOT NULL",
+				s.poller, s.def.Table, k, ErrNullCursor)
+		case !errors.Is(err, sql.ErrNoRows):
+			return s.schemaErr(k, "checking for NULLs: %v", err)
+		}
+	}
+	if r, ok := s.reader.(streamReader); ok {
+		return r.Check(ctx)
+	}
+	return s.CheckStamps(ctx)
+}
+
+// lay lays the source out from its columns' database types (DatabaseTypeName, SQLite: as
+// declared; in the order of the definition's columns, keys added): each column's class, the
+// key's columns and codecs, checking that the cursor and key types fit, the keyset queries, and
+// the reader.
+func (s *Source) lay(types []string) error {
+	cols := s.def.selected()
+	s.cols = make([]column, len(types))
+	for i, t := range types {
+		s.cols[i] = newColumn(s.dl, cols[i], t)
+	}
+	s.names = cols
 
 	s.keyCols = s.def.keyColumns()
 	for i, k := range s.keyCols {
 		idx := slices.Index(cols, k)
 		c := &s.cols[idx]
 		if i == 0 && s.def.changes() {
-			s.flavor = tsNone
+			s.flavor = TSNone
 		} else if i == 0 {
-			if err := cursorTypeFits(s.def.Cursor.Kind, c.class, c.flavor); err != nil {
-				return s.schemaErr(k, "type %s: %v", c.dbType, err)
+			if err := cursorTypeFits(s.def.Cursor.Kind, c.Class, c.Flavor); err != nil {
+				return s.schemaErr(k, "type %s: %v", c.DBType, err)
 			}
-			s.flavor = c.flavor
+			s.flavor = c.Flavor
 		}
 		kc := *c
-		if i > 0 && kc.flavor == tsText {
-			kc.flavor = tsNone // a TEXT tiebreaker orders as text: only the cursor column holds times
+		if i > 0 && kc.Flavor == TSText {
+			kc.Flavor = TSNone // a TEXT tiebreaker orders as text: only the cursor column holds times
 		}
 		codec, err := codecFor(&kc)
 		if err != nil {
@@ -205,44 +270,60 @@ func (s *Source) check(ctx context.Context) error {
 		s.codecs = append(s.codecs, codec)
 	}
 	if !s.def.changes() {
-		s.q = buildQueries(s.dl, s.def, s.flavor)
+		s.q = buildQueries(s.dl, s.def, s.flavor, s.bound != nil)
+		s.reader = &keyset{s}
+		return nil
 	}
+	var stream ChangeStream
+	if cs, ok := s.dl.(ChangeStreamer); ok {
+		stream, _ = cs.ChangeStream(s.def.Cursor.Kind, &Layout{s})
+	}
+	if stream == nil {
+		return fmt.Errorf("source: poller %q: driver %s has no reader of %s cursors", s.poller, s.dl.Name(), s.def.Cursor.Kind)
+	}
+	s.reader = streamReader{stream}
+	return nil
+}
 
-	for _, k := range s.keyCols {
-		var one int
-		err := s.db.QueryRowContext(ctx, s.dl.limit("1", " FROM "+table+" WHERE "+s.dl.quote(k)+" IS NULL", "1")).Scan(&one)
-		switch {
-		case err == nil:
-			return fmt.Errorf("source: poller %q, table %s, column %q: %w: rows with NULL there would never be read; make the column NOT NULL",
-				s.poller, s.def.Table, k, ErrNullCursor)
-		case !errors.Is(err, sql.ErrNoRows):
-			return s.schemaErr(k, "checking for NULLs: %v", err)
-		}
+// Offline lays out a source of cfg with drv as Open does, from its columns' database types
+// (DatabaseTypeName, by column name) instead of the database's answer, and runs nothing: no
+// connection, no check of the table, the data or a change stream's set-up. It is for a driver's
+// unit tests and golden SQL (Queries), without a server.
+func Offline(drv Driver, cfg Config, types map[string]string) (*Source, *Layout, error) {
+	if _, err := cfg.Definition.validate(cfg.Poller, Drivers{drv}, cfg.Driver); err != nil {
+		return nil, nil, err
 	}
-	if s.def.changes() {
-		s.stream = streams[s.def.Cursor.Kind](s)
-		return s.stream.check(ctx)
+	s := &Source{poller: cfg.Poller, dl: drv, def: cfg.Definition, describe: drv.Name() + " (offline) table " + cfg.Definition.Table.String()}
+	if rb, ok := drv.(ReadBounder); ok && !s.def.changes() {
+		s.bound, _ = rb.ReadBound(cfg.DSN, s.def)
 	}
-	return s.CheckStamps(ctx)
+	var ordered []string
+	for _, c := range s.def.selected() {
+		ordered = append(ordered, types[c])
+	}
+	if err := s.lay(ordered); err != nil {
+		return nil, nil, err
+	}
+	return s, &Layout{s}, nil
 }
 
 // cursorTypeFits says whether a column of class cl can carry a cursor of kind.
-func cursorTypeFits(kind string, cl class, fl tsFlavor) error {
+func cursorTypeFits(kind string, cl Class, fl TSFlavor) error {
 	switch kind {
 	case state.KindTimestampPK:
-		if fl == tsUnsupported || (cl != classTime && fl != tsText) {
+		if fl == TSUnsupported || (cl != ClassTime && fl != TSText) {
 			return errors.New("a timestamp+pk cursor needs a timestamp column (timestamptz/timestamp, datetime2/datetimeoffset, or SQLite TEXT as YYYY-MM-DDTHH:MM:SS.ffffffZ)")
 		}
 	case state.KindInteger:
-		if cl != classInt {
+		if cl != ClassInt {
 			return errors.New("an integer cursor needs an integer column")
 		}
 	case state.KindRowversion:
-		if cl != classRowversion && cl != classBinary {
+		if cl != ClassRowversion && cl != ClassBinary {
 			return errors.New("a rowversion cursor needs a rowversion column")
 		}
 	case state.KindXID:
-		if cl != classXID8 {
+		if cl != ClassXID8 {
 			return errors.New("an xid cursor needs an xid8 column (DEFAULT pg_current_xact_id())")
 		}
 	}
@@ -255,8 +336,24 @@ func (s *Source) Fingerprint() string { return s.fingerprint }
 // String describes the source without secrets.
 func (s *Source) String() string { return s.describe }
 
-// Queries returns the SQL texts of the keyset reads: from the beginning and after a cursor.
-func (s *Source) Queries() (fetchFirst, fetchAfter string) { return s.q.FetchFirst, s.q.FetchAfter }
+// Queries are the SQL texts of a source's keyset reads, with placeholders: for people and for
+// golden tests (Offline). Every read's texts are empty for a change stream.
+type Queries struct {
+	FetchFirst, FetchAfter string // from the beginning, and after a cursor
+	// BacklogFirst and BacklogAfter read what waits: as the fetches, without the bounds on
+	// transactions still open.
+	BacklogFirst, BacklogAfter string
+	// StampCheck finds a row the cursor can never reach (CheckStamps), with StampArg; "" when
+	// the cursor has nothing to check.
+	StampCheck string
+	StampArg   any
+}
+
+// Queries returns the SQL texts of the source's keyset reads.
+func (s *Source) Queries() Queries {
+	return Queries{FetchFirst: s.q.FetchFirst, FetchAfter: s.q.FetchAfter, BacklogFirst: s.q.BacklogFirst, BacklogAfter: s.q.BacklogAfter,
+		StampCheck: s.q.StampCheck, StampArg: s.q.stampArg}
+}
 
 // DB returns the connection pool.
 func (s *Source) DB() *sql.DB { return s.db }
@@ -284,7 +381,7 @@ func (s *Source) keyArgs(after *state.Cursor) ([]any, error) {
 				return fail("the stored cursor's tiebreaker lacks column %q", k)
 			}
 		}
-		v, err := s.codecs[i].decode(raw)
+		v, err := s.codecs[i].Decode(raw)
 		if err != nil {
 			return fail("column %q: value %s: %v", k, raw, err)
 		}
@@ -294,89 +391,32 @@ func (s *Source) keyArgs(after *state.Cursor) ([]any, error) {
 }
 
 // Waiting counts the rows waiting after the cursor (nil: the beginning), as Backlog defines
-// them, up to limit: a keyset read of at most limit rows, counted by the database.
+// them, up to limit: a read of at most limit rows, counted by the database.
 func (s *Source) Waiting(ctx context.Context, after *state.Cursor, limit int) (int64, error) {
 	if limit <= 0 {
 		return 0, fmt.Errorf("source: poller %q: count limit %d must be positive", s.poller, limit)
 	}
-	if s.stream != nil {
-		return s.stream.waiting(ctx, after, limit)
-	}
-	q, args, err := s.fetchQuery(ctx, after, limit, true)
-	if err != nil {
-		return 0, err
-	}
-	var n int64
-	if err := s.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM ("+q+") w", args...).Scan(&n); err != nil {
-		return 0, fmt.Errorf("source: poller %q, table %s: counting waiting rows: %w", s.poller, s.def.Table, err)
-	}
-	return n, nil
+	return s.reader.waiting(ctx, after, limit)
 }
 
-// Fetch returns up to limit rows after the cursor (nil: from the beginning), in keyset order,
-// within the safe upper bound.
+// Fetch returns up to limit rows after the cursor (nil: from the beginning), in keyset order
+// (or the change stream's), within the safe upper bound.
 func (s *Source) Fetch(ctx context.Context, after *state.Cursor, limit int) (*Batch, error) {
-	return s.fetch(ctx, after, limit, false)
-}
-
-// fetch is Fetch; backlog reads what waits instead (queries.BacklogFirst and BacklogAfter).
-func (s *Source) fetch(ctx context.Context, after *state.Cursor, limit int, backlog bool) (*Batch, error) {
 	if limit <= 0 {
 		return nil, fmt.Errorf("source: poller %q: batch size %d must be positive", s.poller, limit)
 	}
-	if s.stream != nil {
-		return s.stream.fetch(ctx, after, limit)
-	}
-	q, args, err := s.fetchQuery(ctx, after, limit, backlog)
-	if err != nil {
-		return nil, err
-	}
-	rows, err := s.db.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("source: poller %q, table %s: fetch: %w", s.poller, s.def.Table, err)
-	}
-	return s.scan(rows, after, limit)
+	return s.reader.fetch(ctx, after, limit)
 }
 
-// fetchQuery returns the query that reads up to limit rows after the cursor, and its arguments;
-// backlog: the query that reads what waits (queries.BacklogFirst and BacklogAfter).
-func (s *Source) fetchQuery(ctx context.Context, after *state.Cursor, limit int, backlog bool) (string, []any, error) {
-	first, then := s.q.FetchFirst, s.q.FetchAfter
-	if backlog {
-		first, then = s.q.BacklogFirst, s.q.BacklogAfter
+// Committed tells the source that the checkpoint c is durable in the state blob. A logical
+// cursor advances its replication slot to c (never past it), so that PostgreSQL can recycle the
+// WAL before it; the other kinds do nothing. The tick calls it after each successful commit; a
+// holder whose commit was refused never calls it.
+func (s *Source) Committed(ctx context.Context, c *state.Cursor) error {
+	if c == nil {
+		return nil
 	}
-	q, args := first, []any(nil)
-	if after != nil {
-		keys, err := s.keyArgs(after)
-		if err != nil {
-			return "", nil, err
-		}
-		q, args = then, keys
-		if s.q.keyOrder != nil {
-			args = make([]any, len(s.q.keyOrder))
-			for i, k := range s.q.keyOrder {
-				args[i] = keys[k]
-			}
-		}
-	}
-	args = append(args, s.q.boundArgs...)
-	if s.openTrx != nil && !backlog {
-		bound, err := s.openTrx.arg(ctx, s.db)
-		if err != nil {
-			return "", nil, fmt.Errorf("source: poller %q, table %s: %w", s.poller, s.def.Table, err)
-		}
-		args = append(args, bound)
-	}
-	return q, append(args, limit), nil
-}
-
-// OpenTrxBound says how the last read of a MySQL timestamp+pk source was kept behind
-// transactions still open (see OpenTrx); ok is false for other sources and before any read.
-func (s *Source) OpenTrxBound() (o OpenTrx, ok bool) {
-	if s.openTrx == nil {
-		return o, false
-	}
-	return s.openTrx.current()
+	return s.reader.committed(ctx, c)
 }
 
 // FetchKeyOf reads the row with the primary key of c (a row's cursor, as Row.Cursor gives it) as
@@ -395,12 +435,12 @@ func (s *Source) FetchKeyOf(ctx context.Context, c *state.Cursor) (*Batch, error
 			return nil, fmt.Errorf("source: poller %q: primary key column %q is not in the cursor", s.poller, pk)
 		}
 		pkArgs = append(pkArgs, args[i])
-		preds = append(preds, s.dl.quote(pk)+" = "+s.dl.placeholder(len(pkArgs)))
+		preds = append(preds, s.dl.Quote(pk)+" = "+s.dl.Placeholder(len(pkArgs)))
 	}
 	if f := strings.TrimSpace(s.def.Filter); f != "" {
 		preds = append(preds, "("+f+")")
 	}
-	q := "SELECT " + strings.Join(quoteAll(s.dl, s.def.selected()), ", ") + " FROM " + quoteTable(s.dl, s.def.Table) + " WHERE " + strings.Join(preds, " AND ")
+	q := "SELECT " + strings.Join(QuoteAll(s.dl, s.def.selected()), ", ") + " FROM " + QuoteTable(s.dl, s.def.Table) + " WHERE " + strings.Join(preds, " AND ")
 	rows, err := s.db.QueryContext(ctx, q, pkArgs...)
 	if err != nil {
 		return nil, fmt.Errorf("source: poller %q, table %s: reading a row by key: %w", s.poller, s.def.Table, err)
@@ -435,10 +475,10 @@ func (s *Source) scan(rows *sql.Rows, after *state.Cursor, limit int) (*Batch, e
 			}
 		}
 		r := Row{src: s, raw: vals}
-		if s.flavor == tsText {
+		if s.flavor == TSText {
 			// Every row, not only the last (whose cursor the batch records): a value out of the
 			// fixed-width layout sorts out of time order, and rows like it sort behind the cursor.
-			if v, ok := vals[s.keyIdx[0]].(string); !ok || !fixedWidth(v) {
+			if v, ok := vals[s.keyIdx[0]].(string); !ok || !FixedWidth(v) {
 				if _, err := r.Cursor(); err != nil {
 					return nil, err
 				}
@@ -501,11 +541,7 @@ func (s *Source) CheckCursor(c *state.Cursor) error {
 	if c == nil {
 		return nil
 	}
-	if s.stream != nil {
-		return s.stream.checkCursor(c)
-	}
-	_, err := s.keyArgs(c)
-	return err
+	return s.reader.checkCursor(c)
 }
 
 // CursorFromText builds a cursor of this source's kind from what an operator typed: value for
@@ -517,11 +553,11 @@ func (s *Source) CursorFromText(value string, keys map[string]string) (*state.Cu
 	fail := func(format string, args ...any) (*state.Cursor, error) {
 		return nil, fmt.Errorf("source: poller %q: %w: %s", s.poller, ErrCursor, fmt.Sprintf(format, args...))
 	}
-	if s.stream != nil {
+	if stream, ok := s.reader.(streamReader); ok {
 		if len(keys) > 0 {
 			return fail("a %s cursor is a position in the change stream alone: give no key values", s.def.Cursor.Kind)
 		}
-		return s.stream.cursorFromText(value)
+		return stream.CursorFromText(value)
 	}
 	for k := range keys {
 		if !slices.Contains(s.keyCols[1:], k) {
@@ -539,10 +575,10 @@ func (s *Source) CursorFromText(value string, keys map[string]string) (*state.Cu
 		}
 		raw, err := s.rawFromText(i, text)
 		if err != nil {
-			return fail("column %q (%s): %q: %v", k, s.cols[s.keyIdx[i]].dbType, text, err)
+			return fail("column %q (%s): %q: %v", k, s.cols[s.keyIdx[i]].DBType, text, err)
 		}
-		if _, err := s.codecs[i].decode(raw); err != nil {
-			return fail("column %q (%s): %q: %v", k, s.cols[s.keyIdx[i]].dbType, text, err)
+		if _, err := s.codecs[i].Decode(raw); err != nil {
+			return fail("column %q (%s): %q: %v", k, s.cols[s.keyIdx[i]].DBType, text, err)
 		}
 		if i == 0 {
 			c.Value = raw
@@ -562,18 +598,18 @@ func (s *Source) CursorFromText(value string, keys map[string]string) (*state.Cu
 // rawFromText renders an operator's text for key column i as the JSON its codec decodes.
 func (s *Source) rawFromText(i int, text string) (json.RawMessage, error) {
 	col := s.cols[s.keyIdx[i]]
-	switch col.class {
-	case classInt:
+	switch col.Class {
+	case ClassInt:
 		if _, err := strconv.ParseInt(text, 10, 64); err != nil {
 			return nil, errors.New("not a whole number")
 		}
 		return json.RawMessage(text), nil
-	case classXID8:
+	case ClassXID8:
 		if _, err := strconv.ParseUint(text, 10, 64); err != nil {
 			return nil, errors.New("not a transaction id (decimal digits)")
 		}
 		return json.RawMessage(text), nil
-	case classRowversion, classBinary:
+	case ClassRowversion, ClassBinary:
 		if len(text) != 18 || !strings.HasPrefix(text, "0x") {
 			return nil, errors.New("not a rowversion like 0x00000000000007D1")
 		}
@@ -581,7 +617,7 @@ func (s *Source) rawFromText(i int, text string) (json.RawMessage, error) {
 			return nil, errors.New("not a rowversion like 0x00000000000007D1")
 		}
 		return json.Marshal("0x" + strings.ToUpper(text[2:]))
-	case classTime:
+	case ClassTime:
 		t, err := time.Parse(time.RFC3339Nano, text)
 		if err != nil {
 			return nil, errors.New("not an RFC 3339 timestamp like 2026-04-07T01:23:45.123456Z")

@@ -66,7 +66,7 @@ func (s *Source) CheckStamps(ctx context.Context) error {
 		value = fmt.Sprint(v)
 	}
 	var why string
-	if s.flavor == tsText {
+	if s.flavor == TSText {
 		why = "which is not in the fixed-width UTC layout YYYY-MM-DDTHH:MM:SS.ffffffZ (like 2026-11-23T03:40:32.287000Z) that the column needs: " +
 			"the cursor compares it as text, and only that layout sorts in time order, so the read passes it by"
 	} else {

@@ -9,47 +9,71 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
-// class is what a column's database type is, as far as encoding its values goes.
-type class int
+// A Class is what a column's database type is, as far as encoding its values goes.
+type Class int
 
+// The classes.
 const (
-	classOther      class = iota // passed through as the driver returns it
-	classInt                     // integers
-	classText                    // character strings
-	classDecimal                 // exact numerics: rendered as strings
-	classFloat                   // approximate numerics
-	classTime                    // date and time types
-	classBinary                  // bytes: base64 in JSON
-	classUUID                    // uniqueidentifier, uuid: canonical text
-	classJSON                    // json, jsonb: raw JSON
-	classXID8                    // PostgreSQL xid8: decimal digits
-	classRowversion              // SQL Server rowversion / timestamp
-	classBool
+	ClassOther      Class = iota // passed through as the driver returns it
+	ClassInt                     // integers
+	ClassText                    // character strings
+	ClassDecimal                 // exact numerics: rendered as strings
+	ClassFloat                   // approximate numerics
+	ClassTime                    // date and time types
+	ClassBinary                  // bytes: base64 in JSON
+	ClassUUID                    // uniqueidentifier, uuid: canonical text
+	ClassJSON                    // json, jsonb: raw JSON
+	ClassXID8                    // PostgreSQL xid8: decimal digits
+	ClassRowversion              // SQL Server rowversion / timestamp
+	ClassBool
+)
+
+// A TSFlavor says how a timestamp cursor column compares with the database's clock.
+type TSFlavor int
+
+// The flavors.
+const (
+	TSNone        TSFlavor = iota // not a timestamp cursor
+	TSWithZone                    // timestamptz, datetimeoffset
+	TSUTC                         // timestamp without time zone, datetime2, datetime: assumed UTC
+	TSText                        // SQLite TEXT in the fixed-width UTC layout
+	TSUnsupported                 // a timestamp type the driver cannot bound
 )
 
 var declaredScale = regexp.MustCompile(`\(\s*\d+\s*,\s*(\d+)\s*\)`)
 
+// column is one column a source reads.
+type column struct {
+	name string
+	ColumnType
+	dl    Driver
+	scale int  // the declared scale; -1: none
+	pass  bool // the driver's value is already what a Row holds
+}
+
 // newColumn describes column name, whose DatabaseTypeName (SQLite: the declared type) is dbType,
-// in dialect dl: its class, how a timestamp compares with the database's clock, its declared
+// in driver dl: its class, how a timestamp compares with the database's clock, its declared
 // scale (-1: none), and whether the driver's values need normalizing.
-func newColumn(dl dialect, name, dbType string) column {
+func newColumn(dl Driver, name, dbType string) column {
 	t := strings.ToUpper(strings.TrimSpace(dbType))
 	base := t
 	if i := strings.IndexByte(base, '('); i >= 0 {
 		base = strings.TrimSpace(base[:i])
 	}
-	c := column{name: name, dl: dl, dbType: dbType, scale: -1}
+	c := column{name: name, dl: dl, ColumnType: ColumnType{DBType: dbType}, scale: -1}
 	if m := declaredScale.FindStringSubmatch(t); m != nil {
 		c.scale, _ = strconv.Atoi(m[1])
 	}
-	c.class, c.flavor = dl.classify(base)
-	switch c.class {
-	case classBool, classBinary, classOther:
+	c.Class, c.Flavor = dl.Classify(base)
+	switch c.Class {
+	case ClassBool, ClassBinary, ClassOther:
 		c.pass = true
-	case classInt, classFloat, classText:
-		c.pass = dl.scalars() // else normalize widens
+	case ClassInt, ClassFloat, ClassText:
+		c.pass = dl.Scalars() // else normalize widens
 	}
 	return c
 }
@@ -86,8 +110,8 @@ func normalizeErr(c *column, v any) (any, error) {
 		}
 		return x, nil
 	}
-	switch c.class {
-	case classInt: // an integer as digits (go-sql-driver's binary protocol, BIGINT UNSIGNED)
+	switch c.Class {
+	case ClassInt: // an integer as digits (go-sql-driver's binary protocol, BIGINT UNSIGNED)
 		var s string
 		switch x := v.(type) {
 		case []byte:
@@ -101,7 +125,7 @@ func normalizeErr(c *column, v any) (any, error) {
 			return n, nil
 		}
 		return strconv.ParseUint(s, 10, 64)
-	case classDecimal:
+	case ClassDecimal:
 		switch x := v.(type) {
 		case string:
 			return v, nil
@@ -112,28 +136,31 @@ func normalizeErr(c *column, v any) (any, error) {
 		case float64: // SQLite stores DECIMAL as REAL: render at the declared scale
 			return formatScaled(x, c.scale), nil
 		}
-	case classUUID:
+	case ClassUUID:
 		switch x := v.(type) {
 		case string:
 			return strings.ToLower(x), nil
 		case []byte:
-			return c.dl.uuid(x)
+			if u, ok := c.dl.(UUIDReader); ok {
+				return u.UUID(x)
+			}
+			return string(x), nil
 		}
-	case classJSON:
+	case ClassJSON:
 		switch x := v.(type) {
 		case []byte:
 			return json.RawMessage(x), nil
 		case string:
 			return json.RawMessage(x), nil
 		}
-	case classXID8:
+	case ClassXID8:
 		switch x := v.(type) {
 		case string:
 			return v, nil
 		case int64:
 			return strconv.FormatInt(x, 10), nil
 		}
-	case classText:
+	case ClassText:
 		if b, ok := v.([]byte); ok {
 			return string(b), nil
 		}
@@ -144,69 +171,63 @@ func normalizeErr(c *column, v any) (any, error) {
 	return v, nil
 }
 
-// keyCodec encodes a key column's value into the state document's cursor and back into a query
-// argument, exactly.
-type keyCodec struct {
-	encode func(v any) (json.RawMessage, error)
-	decode func(raw json.RawMessage) (any, error)
-}
-
 var errKeyType = errors.New("cannot be a cursor or key column")
 
-// codecFor picks the codec for a key column: the dialect's own, or one of the generic ones.
-func codecFor(c *column) (keyCodec, error) {
-	if k, ok := c.dl.keyCodec(c); ok {
+// codecFor picks the codec for a key column: the driver's own, or one of the generic ones.
+func codecFor(c *column) (KeyCodec, error) {
+	if k, ok := c.dl.KeyCodec(c.ColumnType); ok {
 		return k, nil
 	}
 	switch {
-	case c.class == classInt:
+	case c.Class == ClassInt:
 		return intCodec, nil
-	case c.class == classText || c.class == classUUID:
+	case c.Class == ClassText || c.Class == ClassUUID:
 		return textCodec, nil
-	case c.class == classTime && c.flavor != tsUnsupported:
-		return timeCodec, nil
+	case c.Class == ClassTime && c.Flavor != TSUnsupported:
+		return TimeCodec, nil
 	}
-	return keyCodec{}, fmt.Errorf("type %s %w", c.dbType, errKeyType)
+	return KeyCodec{}, fmt.Errorf("type %s %w", c.DBType, errKeyType)
 }
 
-var intCodec = keyCodec{
-	encode: func(v any) (json.RawMessage, error) {
+var intCodec = KeyCodec{
+	Encode: func(v any) (json.RawMessage, error) {
 		n, ok := v.(int64)
 		if !ok {
 			return nil, fmt.Errorf("an integer column returned %T", v)
 		}
 		return strconv.AppendInt(nil, n, 10), nil
 	},
-	decode: func(raw json.RawMessage) (any, error) {
+	Decode: func(raw json.RawMessage) (any, error) {
 		return strconv.ParseInt(string(raw), 10, 64)
 	},
 }
 
-var textCodec = keyCodec{
-	encode: func(v any) (json.RawMessage, error) {
+var textCodec = KeyCodec{
+	Encode: func(v any) (json.RawMessage, error) {
 		s, ok := v.(string)
 		if !ok {
 			return nil, fmt.Errorf("a text column returned %T", v)
 		}
 		return json.Marshal(s)
 	},
-	decode: func(raw json.RawMessage) (any, error) {
+	Decode: func(raw json.RawMessage) (any, error) {
 		var s string
 		err := json.Unmarshal(raw, &s)
 		return s, err
 	},
 }
 
-// timeCodec carries a timestamp as RFC 3339 in UTC at full precision.
-var timeCodec = keyCodec{
-	encode: func(v any) (json.RawMessage, error) {
+// TimeCodec carries a timestamp as RFC 3339 in UTC at full precision (a driver's own codec may
+// build on it).
+var TimeCodec = KeyCodec{
+	Encode: func(v any) (json.RawMessage, error) {
 		t, ok := v.(time.Time)
 		if !ok {
 			return nil, fmt.Errorf("a timestamp column returned %T", v)
 		}
 		return json.Marshal(t.UTC().Format(time.RFC3339Nano))
 	},
-	decode: func(raw json.RawMessage) (any, error) {
+	Decode: func(raw json.RawMessage) (any, error) {
 		var s string
 		if err := json.Unmarshal(raw, &s); err != nil {
 			return nil, err
@@ -258,4 +279,14 @@ func noNegativeZero(s string) string {
 		return s[1:]
 	}
 	return s
+}
+
+// FixedWidth reports whether s is a timestamp in state.TimeLayout exactly: the only text whose
+// order is its time order, which a TSText cursor column must hold.
+func FixedWidth(s string) bool {
+	if len(s) != len(state.TimeLayout) {
+		return false
+	}
+	_, err := time.Parse(state.TimeLayout, s)
+	return err == nil
 }

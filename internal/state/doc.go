@@ -142,9 +142,9 @@ type Tick struct {
 	RowsWaiting int64 `json:"rows_waiting"`
 	// Ops counts the delivered rows by op (insert, update, delete, upsert); absent when none.
 	Ops map[string]int `json:"ops,omitempty"`
-	// SlotRetainedBytes is, for a logical cursor, the WAL its replication slot keeps
-	// (pg_current_wal_lsn() - restart_lsn) when the tick ended; absent when not measured.
-	SlotRetainedBytes *int64 `json:"slot_retained_bytes,omitempty"`
+	// RetainedBytes is the change log the source's database keeps for the poller (a replication
+	// slot's WAL) when the tick ended; absent when it keeps none or it was not measured.
+	RetainedBytes *int64 `json:"slot_retained_bytes,omitempty"`
 }
 
 // AddHistory appends t to the document's history, dropping the oldest entries beyond HistoryLen.

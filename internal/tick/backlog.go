@@ -30,9 +30,9 @@ func (t *tickRun) observe(cursor *state.Cursor, outcome Outcome) {
 	if err != nil {
 		sum.RowsWaiting = -1
 	} else {
-		sum.RowsWaiting, sum.LagSeconds, sum.SlotRetainedBytes = b.Rows, b.LagSeconds(t.clk.Now()), b.SlotRetainedBytes
+		sum.RowsWaiting, sum.LagSeconds, sum.RetainedBytes = b.Rows, b.LagSeconds(t.clk.Now()), b.RetainedBytes
 	}
 	now := t.clk.Now()
 	t.l.AddHistory(state.Tick{At: state.At(now), Outcome: string(outcome), Rows: sum.Rows, LagSeconds: sum.LagSeconds,
-		RowsWaiting: sum.RowsWaiting, Ops: sum.Ops, SlotRetainedBytes: sum.SlotRetainedBytes})
+		RowsWaiting: sum.RowsWaiting, Ops: sum.Ops, RetainedBytes: sum.RetainedBytes})
 }

@@ -43,6 +43,8 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/blobstore"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 	"github.com/pseudotrigger/pseudotrigger/internal/tick"
@@ -164,7 +166,7 @@ func noop(context.Context, *poller.Batch[poller.Row]) error { return nil }
 
 // lgSettings: batches of 500, the default checkpoint interval, the default lease.
 func lgSettings(dsn, slot, pub string) appsettings.Settings {
-	return appsettings.Settings{Driver: source.Postgres, DSN: dsn, BatchSize: 500, LeaseTTL: lease.DefaultTTL, HeartbeatInterval: lease.DefaultTTL / 4,
+	return appsettings.Settings{Driver: postgres.Name, DSN: dsn, BatchSize: 500, LeaseTTL: lease.DefaultTTL, HeartbeatInterval: lease.DefaultTTL / 4,
 		TickBudget: time.Hour, CheckpointInterval: appsettings.DefaultCheckpointInterval, SettleLag: source.DefaultSettleLag,
 		Slot: slot, Publication: pub}
 }
@@ -173,7 +175,7 @@ func lgSettings(dsn, slot, pub string) appsettings.Settings {
 func (e *lgEnv) runner(p *poller.Poller, s appsettings.Settings) *tick.Runner {
 	e.tb.Helper()
 	d := pollerdef.Of(p)
-	src, err := source.Open(context.Background(), s.Config(d))
+	src, err := drivers.Open(context.Background(), s.Config(d))
 	if err != nil {
 		e.tb.Fatal(err)
 	}

@@ -11,6 +11,8 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/blobstore"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 	"github.com/pseudotrigger/pseudotrigger/internal/tick"
@@ -41,9 +43,9 @@ func catchUp(b *testing.B, interval time.Duration) {
 	db, dsn := testenv.PostgresOrdersTable(b, table, rows)
 	p := poller.New("orders", table, poller.TimestampPK, func(context.Context, *poller.Batch[poller.Row]) error { return nil },
 		poller.WithColumns("id", "customer", "amount", "updated_at"), poller.WithKey("id"), poller.WithCursorColumn("updated_at"))
-	settings := appsettings.Settings{Driver: source.Postgres, DSN: dsn, BatchSize: 1000, LeaseTTL: lease.DefaultTTL, HeartbeatInterval: lease.DefaultTTL / 4,
+	settings := appsettings.Settings{Driver: postgres.Name, DSN: dsn, BatchSize: 1000, LeaseTTL: lease.DefaultTTL, HeartbeatInterval: lease.DefaultTTL / 4,
 		TickBudget: time.Hour, CheckpointInterval: interval, SettleLag: source.DefaultSettleLag}
-	src, err := source.Open(context.Background(), source.Config{Poller: "orders", Driver: source.Postgres, DSN: dsn, Definition: pollerdef.Of(p).Source()})
+	src, err := drivers.Open(context.Background(), source.Config{Poller: "orders", Driver: postgres.Name, DSN: dsn, Definition: pollerdef.Of(p).Source()})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -11,7 +11,8 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
-	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/memstore"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 	"github.com/pseudotrigger/pseudotrigger/internal/tick"
@@ -25,7 +26,7 @@ func TestLogicalSetupWritesNothing(t *testing.T) {
 	db, dsn, table, slot := testenv.PostgresLogical(t, "CREATE TABLE %s (id bigint PRIMARY KEY, name text NOT NULL)")
 	p := poller.New("cdc", table, poller.Logical, func(context.Context, *poller.Batch[poller.Row]) error { return nil },
 		poller.WithColumns("id", "name"), poller.WithKey("id"))
-	settings := appsettings.Settings{Driver: source.Postgres, DSN: dsn, BatchSize: 10, LeaseTTL: lease.DefaultTTL,
+	settings := appsettings.Settings{Driver: postgres.Name, DSN: dsn, BatchSize: 10, LeaseTTL: lease.DefaultTTL,
 		HeartbeatInterval: lease.DefaultTTL / 4, TickBudget: time.Hour, Slot: slot, Publication: slot}
 	st := &lease.Counting{Store: memstore.New(nil)}
 	for name, mutate := range map[string]func(s *appsettings.Settings){
@@ -35,7 +36,7 @@ func TestLogicalSetupWritesNothing(t *testing.T) {
 		s := settings
 		mutate(&s)
 		_, err := tick.Open(context.Background(), tick.Config{Poller: pollerdef.Of(p), Store: st, App: "test", Owner: "test/1", Settings: s})
-		if !errors.Is(err, source.ErrNotEnabled) || !strings.Contains(err.Error(), "pollerctl cdc enable cdc --yes") {
+		if !errors.Is(err, postgres.ErrNotEnabled) || !strings.Contains(err.Error(), "pollerctl cdc enable cdc --yes") {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
@@ -49,7 +50,7 @@ func TestLogicalSetupWritesNothing(t *testing.T) {
 	}
 	defer r.Close()
 	sum, err := r.Tick(context.Background(), "")
-	if err != nil || sum.Rows != 3 || sum.Ops["insert"] != 2 || sum.Ops["delete"] != 1 || sum.SlotRetainedBytes == nil || sum.RowsWaiting != 0 {
+	if err != nil || sum.Rows != 3 || sum.Ops["insert"] != 2 || sum.Ops["delete"] != 1 || sum.RetainedBytes == nil || sum.RowsWaiting != 0 {
 		t.Fatalf("tick: %+v, %v", sum, err)
 	}
 	if sum, err := r.Tick(context.Background(), ""); err != nil || sum.Outcome != tick.Idle {
@@ -73,11 +74,11 @@ func TestLogicalKeepUp(t *testing.T) {
 		}
 		return nil
 	}, poller.WithColumns("id", "name"), poller.WithKey("id"))
-	settings := appsettings.Settings{Driver: source.Postgres, DSN: dsn, BatchSize: 10, LeaseTTL: lease.DefaultTTL,
+	settings := appsettings.Settings{Driver: postgres.Name, DSN: dsn, BatchSize: 10, LeaseTTL: lease.DefaultTTL,
 		HeartbeatInterval: lease.DefaultTTL / 4, TickBudget: time.Hour, Slot: slot, Publication: slot}
 	cfg := settings.Config(pollerdef.Of(p))
 	cfg.Definition.KeepUp = 256 << 10
-	src, err := source.Open(context.Background(), cfg)
+	src, err := drivers.Open(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

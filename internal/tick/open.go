@@ -10,6 +10,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
@@ -35,7 +36,7 @@ func Open(ctx context.Context, c Config) (*Runner, error) {
 	src := c.Source
 	if src == nil {
 		var err error
-		if src, err = source.Open(ctx, c.Settings.Config(c.Poller)); err != nil {
+		if src, err = drivers.Open(ctx, c.Settings.Config(c.Poller)); err != nil {
 			return nil, err
 		}
 	}

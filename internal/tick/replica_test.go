@@ -19,6 +19,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/replicacheck"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/blobstore"
@@ -72,7 +73,7 @@ func newReplicaWorld(t *testing.T, batch int) *replicaWorld {
 }
 
 func (w *replicaWorld) settings() appsettings.Settings {
-	return appsettings.Settings{Driver: source.Postgres, DSN: w.dsn, BatchSize: w.batch, LeaseTTL: lease.DefaultTTL,
+	return appsettings.Settings{Driver: postgres.Name, DSN: w.dsn, BatchSize: w.batch, LeaseTTL: lease.DefaultTTL,
 		HeartbeatInterval: lease.DefaultTTL / 4, TickBudget: 5 * time.Millisecond, CheckpointInterval: 0,
 		MaxAttempts: 1000, Slot: w.setup.Slot, Publication: w.setup.Publication}
 }
@@ -138,17 +139,17 @@ func (e *tickErrors) staleView(err error) bool {
 	if m == nil {
 		return false
 	}
-	slot, perr := source.ParsePosition(m[1])
+	slot, perr := postgres.ParsePosition(m[1])
 	cp, cerr := e.w.checkpoint(context.Background())
 	if perr != nil || cerr != nil || cp == nil {
 		return false
 	}
-	pos, perr := source.CursorPosition(cp)
+	pos, perr := postgres.CursorPosition(cp)
 	return perr == nil && slot.LSN <= pos.LSN
 }
 
 func (e *tickErrors) add(owner string, err error) {
-	stale := errors.Is(err, source.ErrSlotAhead) && e.staleView(err)
+	stale := errors.Is(err, postgres.ErrSlotAhead) && e.staleView(err)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	switch {
@@ -166,7 +167,7 @@ func (e *tickErrors) add(owner string, err error) {
 	case errors.Is(err, source.ErrBusy):
 		e.busy++ // a fetch under the lease met another runner's peek of the slot
 		return
-	case errors.Is(err, source.ErrSlotAhead):
+	case errors.Is(err, postgres.ErrSlotAhead):
 		e.slotAhead++
 	default:
 		e.other++
@@ -322,7 +323,7 @@ func TestLogicalReplica(t *testing.T) {
 	if err != nil || cp == nil {
 		t.Fatalf("checkpoint %v, %v", cp, err)
 	}
-	cpPos, _ := source.CursorPosition(cp)
+	cpPos, _ := postgres.CursorPosition(cp)
 	if len(stream) > 0 && cpPos.String() != stream[len(stream)-1].Pos {
 		t.Errorf("the checkpoint is %s, the stream ends at %s", cpPos, stream[len(stream)-1].Pos)
 	}
@@ -401,7 +402,7 @@ func TestLogicalReplicaStalePeek(t *testing.T) {
 	}
 	cp, _ := w.checkpoint(ctx)
 	slot, _ := w.setup.SlotLSN(ctx, w.setup.Slot)
-	cpPos, _ := source.CursorPosition(cp)
+	cpPos, _ := postgres.CursorPosition(cp)
 	if slot.LSN > cpPos.LSN {
 		t.Fatalf("the slot %s is past the checkpoint %s", slot, cpPos)
 	}

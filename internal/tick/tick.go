@@ -4,11 +4,11 @@
 //
 // Costs: an idle tick is one blob read and one SQL round trip, and writes nothing (the handler
 // writes a liveness mark at most once per {P}_LIVENESS_INTERVAL, see package liveness); when the
-// read may have been held back by a transaction still open (xid and rowversion cursors, a MySQL
-// timestamp read bounded by an open write transaction: source.MayHoldBack), it also counts what
-// waits behind it (one or two queries), so that a held transaction shows as rows waiting and
-// lag, not as an idle poller. A MySQL timestamp+pk source also reads its open-transaction bound,
-// at most once a second per process (four round trips: source.OpenTrx). A tick that
+// read may have been held back by a transaction still open (source.Stats.HoldBack), it also
+// counts what waits behind it (one or two queries), so that a held transaction shows as rows
+// waiting and lag, not as an idle poller. A source whose driver keeps reads behind the server's
+// open transactions also reads them (source.ReadBound: at most once a second per process). A
+// tick that
 // delivers B batches writes at most B+1 times: the acquire, at most one commit per batch (every
 // CheckpointInterval, only when another batch follows), and the final commit, which also
 // releases the lease. The next batch is fetched while the current one is handled. A tick that
@@ -70,7 +70,7 @@ type Summary struct {
 	Holder       string        `json:"lease_holder,omitempty"`
 	Attempt      int64         `json:"attempt,omitempty"`
 	// LagSeconds is the age of the oldest row still waiting at the tick's end
-	// (source.Backlog.LagSeconds): 0 when nothing waits, nil when not measured (the lease was held
+	// (source.Stats.LagSeconds): 0 when nothing waits, nil when not measured (the lease was held
 	// elsewhere, the tick failed before it, or the cursor kind has no time and rows wait).
 	LagSeconds *float64 `json:"lag_seconds,omitempty"`
 	// RowsWaiting counts the rows after the cursor at the tick's end, up to WaitingCap; -1 when
@@ -78,11 +78,11 @@ type Summary struct {
 	RowsWaiting int64 `json:"rows_waiting"`
 	// Ops counts the delivered rows by op (insert, update, delete; upsert for keyset cursors).
 	Ops map[string]int `json:"ops,omitempty"`
-	// SlotRetainedBytes is, for a logical cursor, the WAL its replication slot keeps at the
-	// tick's end (measured with the backlog).
-	SlotRetainedBytes *int64 `json:"slot_retained_bytes,omitempty"`
-	// LateCommitBound says, for a MySQL timestamp+pk poller, how its reads were kept behind late
-	// commits (source.OpenTrx's text).
+	// RetainedBytes is the change log the source's database keeps for the poller at the tick's
+	// end (source.Stats.RetainedBytes, measured with the backlog).
+	RetainedBytes *int64 `json:"slot_retained_bytes,omitempty"`
+	// LateCommitBound says how the source's reads were kept behind late commits, when it has
+	// more to say than its settle lag (source.Stats.LateCommits).
 	LateCommitBound string `json:"late_commit_bound,omitempty"`
 	DeadLettered    int    `json:"dead_lettered,omitempty"` // rows quarantined into a dead letter
 	DeadLetter      string `json:"dead_letter,omitempty"`   // the last dead letter written
@@ -95,23 +95,20 @@ type Source interface {
 	Fetch(ctx context.Context, after *state.Cursor, limit int) (*source.Batch, error)
 	// Fingerprint names the source's definition, for batch ids and dead letters.
 	Fingerprint() string
-	// Backlog measures what waits after the cursor (a count up to limit and the oldest row).
-	Backlog(ctx context.Context, after *state.Cursor, limit int) (source.Backlog, error)
+	// Backlog measures what waits after the cursor (a count up to limit and the oldest row),
+	// with the rest of the source's Stats.
+	Backlog(ctx context.Context, after *state.Cursor, limit int) (source.Stats, error)
 	// CheckStamps looks for rows the cursor could never reach (run at most once per
 	// StampCheckEvery).
 	CheckStamps(ctx context.Context) error
-	// Committed says the checkpoint c is in the state blob: a logical cursor advances its
-	// replication slot to it. Called only after a commit that succeeded.
+	// Committed says the checkpoint c is in the state blob: a change stream may move its own
+	// position to it (a logical cursor's replication slot). Called only after a commit that
+	// succeeded.
 	Committed(ctx context.Context, c *state.Cursor) error
-	// SlotRetained is a logical cursor's replication slot's retained WAL at its last read (nil
-	// for the other kinds): every tick's log line carries it, so that an alert sees a stuck poller.
-	SlotRetained() *int64
-	// OpenTrxBound says how a MySQL timestamp+pk source's last read was kept behind late
-	// commits (ok false for other sources).
-	OpenTrxBound() (source.OpenTrx, bool)
-	// MayHoldBack says whether the last read may have been held back by a transaction still
-	// open, with committed rows waiting behind it.
-	MayHoldBack() bool
+	// Stats reports the last read without reading: whether a transaction still open may have
+	// held it back, the change log the database keeps (every tick's log line carries it, so that
+	// an alert sees a stuck poller), how reads are kept behind late commits.
+	Stats() source.Stats
 }
 
 var _ Source = (*source.Source)(nil)
@@ -236,13 +233,14 @@ func (t *tickRun) run() error {
 	}
 	t0 := t.clk.Now()
 	first, err := r.Source.Fetch(t.ctx, cursor, r.Settings.BatchSize) // never cancelled midway: see deliver
-	if errors.Is(err, source.ErrBusy) {                               // another process's tick is reading the slot: as a held lease
-		t.sum.Outcome, t.sum.Holder = LeaseHeld, "another reader of the replication slot"
+	if busy, ok := errors.AsType[*source.BusyError](err); ok {        // another process's tick is reading the change stream: as a held lease
+		t.sum.Outcome, t.sum.Holder = LeaseHeld, busy.Holder
 		return nil
 	}
-	if errors.Is(err, source.ErrSlotAhead) && t.raced(snap) {
-		// The checkpoint read in step 1 was stale: another owner committed and advanced the slot
-		// since. This tick would have lost the acquire; it is not the loss the error reports.
+	if errors.Is(err, source.ErrStreamAhead) && t.raced(snap) {
+		// The checkpoint read in step 1 was stale: another owner committed and moved the
+		// stream's position since. This tick would have lost the acquire; it is not the loss the
+		// error reports.
 		t.sum.Outcome, t.sum.Holder = LeaseHeld, "another owner, which committed after this tick read the state"
 		return nil
 	}
@@ -250,14 +248,15 @@ func (t *tickRun) run() error {
 		return err
 	}
 	firstDur := t.clk.Now().Sub(t0)
-	// No rows and no place to move to: idle. (No rows but a place is a logical cursor's
-	// keep-up: the tick takes the lease and commits the move, see source.DefaultKeepUp.) Nothing
-	// waits, unless the read was held back by a transaction still open: then what waits behind
-	// it is measured, so that the tick shows it (and its lag) instead of an idle poller.
+	// No rows and no place to move to: idle. (No rows but a place is a change stream's keep-up,
+	// which keeps its position from falling behind while the table is quiet: the tick takes the
+	// lease and commits the move.) Nothing waits, unless the read was held back by a transaction
+	// still open: then what waits behind it is measured, so that the tick shows it (and its lag)
+	// instead of an idle poller.
 	if len(first.Rows) == 0 && first.To == nil {
 		zero := 0.0
 		t.sum.Outcome, t.sum.RowsWaiting, t.sum.LagSeconds = Idle, 0, &zero
-		if r.Source.MayHoldBack() {
+		if r.Source.Stats().HoldBack {
 			if b, err := r.Source.Backlog(t.ctx, cursor, WaitingCap); err != nil {
 				t.sum.RowsWaiting, t.sum.LagSeconds = -1, nil
 			} else {
@@ -339,14 +338,15 @@ func (t *tickRun) finish(err error) (Summary, error) {
 	if len(sum.Ops) > 0 {
 		attrs = append(attrs, "ops", sum.Ops)
 	}
-	if sum.SlotRetainedBytes == nil { // not measured with a backlog: idle, lease held, failed
-		sum.SlotRetainedBytes = t.r.Source.SlotRetained()
+	st := t.r.Source.Stats()
+	if sum.RetainedBytes == nil { // not measured with a backlog: idle, lease held, failed
+		sum.RetainedBytes = st.RetainedBytes
 	}
-	if sum.SlotRetainedBytes != nil {
-		attrs = append(attrs, "slot_retained_bytes", *sum.SlotRetainedBytes)
+	if sum.RetainedBytes != nil {
+		attrs = append(attrs, "slot_retained_bytes", *sum.RetainedBytes)
 	}
-	if o, ok := t.r.Source.OpenTrxBound(); ok {
-		sum.LateCommitBound = o.String()
+	if st.LateCommits != "" {
+		sum.LateCommitBound = st.LateCommits
 		attrs = append(attrs, "late_commit_bound", sum.LateCommitBound)
 	}
 	if sum.DeadLettered > 0 {

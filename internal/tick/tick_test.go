@@ -18,6 +18,8 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sqlite"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/memstore"
@@ -51,7 +53,7 @@ func newEnv(t *testing.T, batchSize int) *env {
 		t.Fatal(err)
 	}
 	e := &env{t: t, db: db, dsn: dsn, st: &lease.Counting{Store: memstore.New(nil)}, batch: batchSize}
-	e.src, err = source.Open(ctx, source.Config{Poller: "orders", Driver: source.SQLite, DSN: dsn, Definition: definition()})
+	e.src, err = drivers.Open(ctx, source.Config{Poller: "orders", Driver: sqlite.Name, DSN: dsn, Definition: definition()})
 	if err != nil {
 		t.Fatal(err)
 	}

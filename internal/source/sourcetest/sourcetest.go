@@ -1,6 +1,9 @@
-// Package sourcetest is the conformance suite every source driver passes: SQLite and
-// PostgreSQL always (scripts/test.sh starts a PostgreSQL), MySQL always (scripts/test.sh starts a
-// MariaDB; the GitHub workflow also runs a MySQL 8), SQL Server when MSSQL_TEST_DSN is set.
+// Package sourcetest is the conformance suite every source driver passes, run from each driver
+// package's tests against its database: SQLite and PostgreSQL always (scripts/test.sh starts a
+// PostgreSQL), MySQL always (scripts/test.sh starts a MariaDB; the GitHub workflow also runs a
+// MySQL 8), SQL Server when MSSQL_TEST_DSN is set. It opens sources through package drivers, as
+// the product does; each database's own set-up SQL (its table, its types) is in the harness.
+// Golden renders a driver's keyset SQL for its golden files.
 package sourcetest
 
 import (
@@ -18,17 +21,34 @@ import (
 	"github.com/golang-sql/civil"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/mysql"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sqlite"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sqlserver"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 )
 
 // Harness is one database to run the suite against.
 type Harness struct {
-	Driver string  // source.SQLServer, source.Postgres, source.MySQL or source.SQLite
+	Driver string  // sqlserver.Name, postgres.Name, mysql.Name or sqlite.Name
 	DSN    string  // what the source opens
 	DB     *sql.DB // the test's own connection, for set-up
 	// ConcurrentWriters: a transaction can stay open while others commit (not SQLite).
 	ConcurrentWriters bool
+}
+
+// DB opens a harness's own connection, for set-up, with the Go driver of that name (sql.Open's),
+// and closes it when the test ends.
+func DB(t *testing.T, goDriver, dsn string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open(goDriver, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
 }
 
 // Run runs the whole suite.
@@ -50,9 +70,9 @@ var ctx = context.Background()
 // q quotes an identifier for the harness's dialect.
 func (h Harness) q(s string) string {
 	switch h.Driver {
-	case source.SQLServer:
+	case sqlserver.Name:
 		return "[" + strings.ReplaceAll(s, "]", "]]") + "]"
-	case source.MySQL:
+	case mysql.Name:
 		return "`" + strings.ReplaceAll(s, "`", "``") + "`"
 	}
 	return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
@@ -60,9 +80,9 @@ func (h Harness) q(s string) string {
 
 func (h Harness) ph(i int) string {
 	switch h.Driver {
-	case source.SQLServer:
+	case sqlserver.Name:
 		return fmt.Sprintf("@p%d", i)
-	case source.Postgres:
+	case postgres.Name:
 		return fmt.Sprintf("$%d", i)
 	}
 	return "?"
@@ -78,9 +98,9 @@ func (h Harness) exec(t testing.TB, query string, args ...any) {
 // ts converts a time to the argument the dialect stores in its timestamp column.
 func (h Harness) ts(tm time.Time) any {
 	switch h.Driver {
-	case source.SQLite:
+	case sqlite.Name:
 		return tm.UTC().Format("2006-01-02T15:04:05.000000Z")
-	case source.SQLServer:
+	case sqlserver.Name:
 		return civil.DateTimeOf(tm.UTC())
 	}
 	return tm.UTC()
@@ -93,19 +113,19 @@ func (h Harness) orders(t testing.TB) string {
 	name := testenv.Name("orders_")
 	var ddl []string
 	switch h.Driver {
-	case source.Postgres:
+	case postgres.Name:
 		ddl = []string{
 			`CREATE TABLE ` + name + ` (id BIGINT PRIMARY KEY, customer VARCHAR(100) NOT NULL, amount DECIMAL(12,2) NOT NULL,
 			  updated_at TIMESTAMPTZ(6) NOT NULL, txid XID8 NOT NULL DEFAULT pg_current_xact_id())`,
 			`CREATE INDEX ON ` + name + ` (updated_at, id)`,
 			`CREATE INDEX ON ` + name + ` (txid, id)`,
 		}
-	case source.MySQL:
+	case mysql.Name:
 		ddl = []string{
 			`CREATE TABLE ` + name + ` (id BIGINT PRIMARY KEY, customer VARCHAR(100) NOT NULL, amount DECIMAL(12,2) NOT NULL,
 			  updated_at DATETIME(6) NOT NULL, KEY ix_ts (updated_at, id))`,
 		}
-	case source.SQLServer:
+	case sqlserver.Name:
 		ddl = []string{
 			`CREATE TABLE ` + name + ` (id BIGINT PRIMARY KEY, customer NVARCHAR(100) NOT NULL, amount DECIMAL(12,2) NOT NULL,
 			  updated_at DATETIME2(7) NOT NULL, rv ROWVERSION)`,
@@ -158,7 +178,7 @@ func (h Harness) insert(t testing.TB, exec func(string, ...any) (sql.Result, err
 
 func (h Harness) open(t testing.TB, def source.Definition) *source.Source {
 	t.Helper()
-	s, err := source.Open(ctx, source.Config{Poller: "orders", Driver: h.Driver, DSN: h.DSN, Definition: def})
+	s, err := drivers.Open(ctx, source.Config{Poller: "orders", Driver: h.Driver, DSN: h.DSN, Definition: def})
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
@@ -185,14 +205,14 @@ func ordersDef(table, kind string) source.Definition {
 	return d
 }
 
-// kinds are the cursor kinds the harness's driver supports.
+// kinds are the keyset cursor kinds the harness's driver supports.
 func (h Harness) kinds() []string {
-	k := []string{state.KindTimestampPK, state.KindInteger}
-	switch h.Driver {
-	case source.Postgres:
-		k = append(k, state.KindXID)
-	case source.SQLServer:
-		k = append(k, state.KindRowversion)
+	drv, _ := drivers.All().Lookup(h.Driver)
+	var k []string
+	for _, kind := range []string{state.KindTimestampPK, state.KindInteger, state.KindXID, state.KindRowversion} {
+		if drv != nil && drv.Supports(kind) {
+			k = append(k, kind)
+		}
 	}
 	return k
 }
@@ -457,7 +477,7 @@ func (h Harness) testUpdatesAndDeletes(t *testing.T) {
 	}
 	h.insert(t, h.DB.Exec, table, rows)
 	kinds := []string{state.KindTimestampPK}
-	if h.Driver == source.Postgres {
+	if h.Driver == postgres.Name {
 		kinds = append(kinds, state.KindXID)
 	}
 	for _, kind := range kinds {
@@ -496,18 +516,18 @@ func (h Harness) testTypes(t *testing.T) {
 	args := []any{}
 	cols := []string{"id", "d", "big", "ts", "bin", "u", "j", "n", "t", "f", "b", "i4", "i2", "r"}
 	switch h.Driver {
-	case source.Postgres:
+	case postgres.Name:
 		ddl = `CREATE TABLE ` + name + ` (id BIGINT PRIMARY KEY, d NUMERIC(12,2), big NUMERIC(38,10), ts TIMESTAMPTZ(6) NOT NULL, bin BYTEA, u UUID, j JSONB, n INT, t TEXT, f DOUBLE PRECISION, b BOOLEAN, i4 INT, i2 SMALLINT, r REAL)`
 		insert = `INSERT INTO ` + name + ` VALUES (1, 12.50, 12345678901234567890.0123456789, $1, '\xdeadbeef', 'A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11', '{"a": [1, 2]}', NULL, 'grüße "q"', 1.5, true, 7, 3, 0.25)`
 		args = append(args, ts)
 		want = `{"id":1,"d":"12.50","big":"12345678901234567890.0123456789","ts":"2026-04-07T01:23:45.123456Z","bin":"3q2+7w==","u":"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11","j":{"a":[1,2]},"n":null,"t":"grüße \"q\"","f":1.5,"b":true,"i4":7,"i2":3,"r":0.25}`
-	case source.SQLServer:
+	case sqlserver.Name:
 		ts = ts.Add(700 * time.Nanosecond) // datetime2(7): 100 ns
 		ddl = `CREATE TABLE ` + name + ` (id BIGINT PRIMARY KEY, d DECIMAL(12,2), big DECIMAL(38,10), ts DATETIME2(7) NOT NULL, bin VARBINARY(16), u UNIQUEIDENTIFIER, j NVARCHAR(100), n INT, t NVARCHAR(100), f FLOAT, b BIT, i4 INT, i2 SMALLINT, r REAL)`
 		insert = `INSERT INTO ` + name + ` VALUES (1, 12.50, 1234567890123456789012345678.0123456789, @p1, 0xDEADBEEF, 'A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11', N'{"a": [1, 2]}', NULL, N'grüße "q"', 1.5, 1, 7, 3, 0.25)`
 		args = append(args, civil.DateTimeOf(ts))
 		want = `{"id":1,"d":"12.50","big":"1234567890123456789012345678.0123456789","ts":"2026-04-07T01:23:45.1234567Z","bin":"3q2+7w==","u":"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11","j":"{\"a\": [1, 2]}","n":null,"t":"grüße \"q\"","f":1.5,"b":true,"i4":7,"i2":3,"r":0.25}`
-	case source.MySQL:
+	case mysql.Name:
 		// The issue's list: DECIMAL(38,10), DATETIME(6) (the cursor), TIMESTAMP(6), JSON,
 		// BINARY(16), VARBINARY, utf8mb4 text with an emoji, NULL, BIGINT UNSIGNED near its
 		// maximum (a JSON number, exact), next to the columns every driver has.
@@ -582,14 +602,14 @@ func (h Harness) testTypes(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantU, wantT := "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11", `grüße "q"`
-	if h.Driver == source.MySQL { // a UUID kept in BINARY(16): its 16 bytes
+	if h.Driver == mysql.Name { // a UUID kept in BINARY(16): its 16 bytes
 		wantU, wantT = "\xa0\xee\xbc\x99\x9c\x0b\x4e\xf8\xbb\x6d\x6b\xb9\xbd\x38\x0a\x11", `grüße "q" 😀`
 	}
 	if dst.ID != 1 || dst.D != "12.50" || dst.Float != 12.5 || !dst.TS.Equal(ts) || string(dst.Bin) != "\xde\xad\xbe\xef" ||
 		dst.U != wantU || dst.N != nil || dst.T != wantT || dst.I4 != 7 || dst.I2 != 3 || dst.R != 0.25 {
 		t.Fatalf("decoded %+v", dst)
 	}
-	if h.Driver == source.MySQL {
+	if h.Driver == mysql.Name {
 		h.mysqlTypes(t, b.Rows[0])
 	}
 
@@ -708,7 +728,7 @@ func (h Harness) testRefusals(t *testing.T) {
 		{"timestamp cursor on a number", func(d *source.Definition) { d.Cursor.Column = "amount" }, source.ErrSchema, []string{`"amount"`, "timestamp"}},
 		{"wrong driver kind", func(d *source.Definition) {
 			d.Cursor.Kind = state.KindXID
-			if h.Driver == source.Postgres {
+			if h.Driver == postgres.Name {
 				d.Cursor.Kind = state.KindRowversion
 			}
 		}, source.ErrDefinition, []string{"needs"}},
@@ -716,7 +736,7 @@ func (h Harness) testRefusals(t *testing.T) {
 	for _, c := range cases {
 		def := ordersDef(table, state.KindTimestampPK)
 		c.mutate(&def)
-		_, err := source.Open(ctx, source.Config{Poller: "orders", Driver: h.Driver, DSN: h.DSN, Definition: def})
+		_, err := drivers.Open(ctx, source.Config{Poller: "orders", Driver: h.Driver, DSN: h.DSN, Definition: def})
 		if !errors.Is(err, c.sentinel) {
 			t.Errorf("%s: got %v, want %v", c.name, err, c.sentinel)
 			continue
@@ -737,7 +757,7 @@ func (h Harness) testRefusals(t *testing.T) {
 	h.exec(t, "CREATE TABLE "+nullable+" (id BIGINT PRIMARY KEY, seq BIGINT)")
 	t.Cleanup(func() { _, _ = h.DB.ExecContext(context.Background(), "DROP TABLE "+nullable) })
 	h.exec(t, "INSERT INTO "+nullable+" VALUES (1, 1), (2, NULL)")
-	_, err := source.Open(ctx, source.Config{Poller: "orders", Driver: h.Driver, DSN: h.DSN, Definition: source.Definition{
+	_, err := drivers.Open(ctx, source.Config{Poller: "orders", Driver: h.Driver, DSN: h.DSN, Definition: source.Definition{
 		Table: source.Table{Name: nullable}, Columns: []string{"id"}, Cursor: source.Cursor{Kind: state.KindInteger, Column: "seq"}, PK: []string{"id"},
 	}})
 	if !errors.Is(err, source.ErrNullCursor) || !strings.Contains(err.Error(), `"seq"`) || !strings.Contains(err.Error(), nullable) {
@@ -847,9 +867,9 @@ func (h Harness) testIntKeys(t *testing.T) {
 // a future timestamptz is only early, not unreachable.
 func (h Harness) testUnreachableRows(t *testing.T) {
 	switch h.Driver {
-	case source.SQLite:
+	case sqlite.Name:
 		h.unreachableSQLite(t)
-	case source.Postgres, source.SQLServer, source.MySQL:
+	case postgres.Name, sqlserver.Name, mysql.Name:
 		h.unreachableFuture(t)
 	default:
 		t.Skipf("no stamp hazard known for %s", h.Driver)
@@ -869,7 +889,7 @@ func (h Harness) unreachable(t *testing.T, err error, def source.Definition, key
 			t.Errorf("the error does not contain %s: %v", want, err)
 		}
 	}
-	if _, err := source.Open(ctx, source.Config{Poller: "orders", Driver: h.Driver, DSN: h.DSN, Definition: def}); !errors.Is(err, source.ErrUnreachableRow) {
+	if _, err := drivers.Open(ctx, source.Config{Poller: "orders", Driver: h.Driver, DSN: h.DSN, Definition: def}); !errors.Is(err, source.ErrUnreachableRow) {
 		t.Fatalf("Open with the bad row: %v, want ErrUnreachableRow", err)
 	}
 	h.open(t, ordersDef(def.Table.Name, state.KindInteger)).Close() // nothing to check there
@@ -927,7 +947,7 @@ func (h Harness) unreachableSQLite(t *testing.T) {
 	}
 	only43 := def
 	only43.Filter = "id = 43"
-	_, err := source.Open(ctx, source.Config{Poller: "orders", Driver: h.Driver, DSN: h.DSN, Definition: only43})
+	_, err := drivers.Open(ctx, source.Config{Poller: "orders", Driver: h.Driver, DSN: h.DSN, Definition: only43})
 	h.unreachable(t, err, only43, `{"id":43}`, now)
 
 	// The rewrite the error suggests: a fresh stamp in the layout, which the read then delivers.
@@ -957,12 +977,12 @@ func (h Harness) unreachableFuture(t *testing.T) {
 	plus := func(n int, unit string) string {
 		return "DATEADD(" + unit + ", " + fmt.Sprint(n) + ", SYSUTCDATETIME())"
 	}
-	if h.Driver == source.MySQL {
+	if h.Driver == mysql.Name {
 		plus = func(n int, unit string) string {
 			return fmt.Sprintf("UTC_TIMESTAMP(6) + INTERVAL %d %s", n, strings.ToUpper(unit))
 		}
 	}
-	if h.Driver == source.Postgres {
+	if h.Driver == postgres.Name {
 		// timestamptz ahead of now is only early (clock skew, read late): not an error.
 		h.exec(t, "INSERT INTO "+table+" (id, customer, amount, updated_at) VALUES (40, 'c', 1, now() + interval '2 hours')")
 		if err := h.open(t, ordersDef(table, state.KindTimestampPK)).CheckStamps(ctx); err != nil {
@@ -997,9 +1017,9 @@ func (h Harness) unreachableFuture(t *testing.T) {
 	}
 	var fix string
 	switch h.Driver {
-	case source.Postgres:
+	case postgres.Name:
 		fix = `UPDATE "` + table + `" SET "updated_at" = now() AT TIME ZONE 'UTC' WHERE "updated_at" > (now() AT TIME ZONE 'UTC') + interval '10 minutes'`
-	case source.MySQL:
+	case mysql.Name:
 		fix = "UPDATE `" + table + "` SET `updated_at` = UTC_TIMESTAMP(6) WHERE `updated_at` > UTC_TIMESTAMP(6) + INTERVAL 10 MINUTE"
 	default:
 		fix = "UPDATE [" + table + "] SET [updated_at] = SYSUTCDATETIME() WHERE [updated_at] > DATEADD(minute, 10, SYSUTCDATETIME())"

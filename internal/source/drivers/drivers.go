@@ -1,0 +1,85 @@
+// Package drivers is the one place that lists the databases a poller can read, by the name its
+// {P}_DB_DRIVER setting gives, and opens a source with the one a poller's settings name. Each
+// database is a package of its own under internal/source; nothing registers itself.
+package drivers
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/mysql"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sqlite"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sqlserver"
+)
+
+// All returns every driver.
+func All() source.Drivers {
+	return source.Drivers{postgres.Driver{}, mysql.Driver{}, sqlserver.Driver{}, sqlite.Driver{}}
+}
+
+// Names lists the drivers' names, sorted: what {P}_DB_DRIVER may say.
+func Names() []string { return All().Names() }
+
+// Open opens the source cfg describes with the driver cfg.Driver names (source.Open).
+func Open(ctx context.Context, cfg source.Config) (*source.Source, error) {
+	return source.Open(ctx, All(), cfg)
+}
+
+// ParseLocation reads the server and database out of a DSN of the named driver.
+func ParseLocation(driver, dsn string) (source.Location, error) {
+	return All().Location(driver, dsn)
+}
+
+// ForKind returns the driver that alone reads cursor kind (a change stream's kind, xid,
+// rowversion); false when none does, or several do.
+func ForKind(kind string) (source.Driver, bool) {
+	var found source.Driver
+	for _, d := range All() {
+		if d.Supports(kind) {
+			if found != nil {
+				return nil, false
+			}
+			found = d
+		}
+	}
+	return found, found != nil
+}
+
+// CDCAdmin returns the administration of the change-stream set-up of cursor kind (pollerctl
+// cdc), when a driver has one for it.
+func CDCAdmin(kind string) (source.CDCAdmin, bool) {
+	for _, d := range All() {
+		if a, ok := d.(source.CDCAdmin); ok {
+			if k, _ := a.CDCKind(); k == kind {
+				return a, true
+			}
+		}
+	}
+	return nil, false
+}
+
+// OpenCDC connects to the database of a poller whose cursor kind has a set-up pollerctl cdc
+// administers (CDCAdmin), with the driver its settings name.
+func OpenCDC(ctx context.Context, cfg source.Config) (source.CDCSetup, error) {
+	a, ok := CDCAdmin(cfg.Definition.Cursor.Kind)
+	if !ok {
+		return nil, fmt.Errorf("source: poller %q: a %s cursor has no set-up to administer", cfg.Poller, cfg.Definition.Cursor.Kind)
+	}
+	return a.OpenCDC(ctx, All(), cfg)
+}
+
+// CDCKinds names the cursor kinds whose set-up pollerctl cdc administers, for messages:
+// "logical (PostgreSQL logical decoding)".
+func CDCKinds() string {
+	var out []string
+	for _, d := range All() {
+		if a, ok := d.(source.CDCAdmin); ok {
+			kind, what := a.CDCKind()
+			out = append(out, kind+" ("+what+")")
+		}
+	}
+	return strings.Join(out, ", ")
+}

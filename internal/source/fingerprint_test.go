@@ -1,0 +1,68 @@
+package source_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sqlserver"
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
+)
+
+func TestFingerprint(t *testing.T) {
+	def := source.Definition{Table: source.Table{Schema: "dbo", Name: "orders"}, Columns: []string{"id", "customer"},
+		Cursor: source.Cursor{Kind: state.KindTimestampPK, Column: "updated_at"}, PK: []string{"id"}}
+	fp := func(driver, dsn string, d source.Definition) string {
+		t.Helper()
+		loc, err := drivers.ParseLocation(driver, dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return source.Fingerprint(driver, loc, d)
+	}
+	base := fp(sqlserver.Name, "sqlserver://app:secret1@db.example.com:1433?database=shop", def)
+	if !strings.HasPrefix(base, "sha256:") || len(base) != len("sha256:")+64 {
+		t.Fatalf("fingerprint %q", base)
+	}
+	same := map[string]string{
+		"password changed":      fp(sqlserver.Name, "sqlserver://app:other-secret@db.example.com:1433?database=shop", def),
+		"user changed":          fp(sqlserver.Name, "sqlserver://reader:x@db.example.com:1433?database=shop", def),
+		"host case":             fp(sqlserver.Name, "sqlserver://app:secret1@DB.example.com:1433?database=shop", def),
+		"managed identity auth": fp(sqlserver.Name, "sqlserver://db.example.com:1433?database=shop&fedauth=ActiveDirectoryManagedIdentity&user+id=abc", def),
+	}
+	for name, got := range same {
+		if got != base {
+			t.Errorf("%s changed the fingerprint", name)
+		}
+	}
+	changed := func(mutate func(d *source.Definition)) source.Definition {
+		d := def
+		d.Columns = append([]string(nil), def.Columns...)
+		d.PK = append([]string(nil), def.PK...)
+		mutate(&d)
+		return d
+	}
+	differ := map[string]string{
+		"table":    fp(sqlserver.Name, "sqlserver://app:secret1@db.example.com:1433?database=shop", changed(func(d *source.Definition) { d.Table.Name = "orders2" })),
+		"schema":   fp(sqlserver.Name, "sqlserver://app:secret1@db.example.com:1433?database=shop", changed(func(d *source.Definition) { d.Table.Schema = "sales" })),
+		"column":   fp(sqlserver.Name, "sqlserver://app:secret1@db.example.com:1433?database=shop", changed(func(d *source.Definition) { d.Columns = append(d.Columns, "amount") })),
+		"cursor":   fp(sqlserver.Name, "sqlserver://app:secret1@db.example.com:1433?database=shop", changed(func(d *source.Definition) { d.Cursor.Column = "created_at" })),
+		"kind":     fp(sqlserver.Name, "sqlserver://app:secret1@db.example.com:1433?database=shop", changed(func(d *source.Definition) { d.Cursor = source.Cursor{Kind: state.KindInteger, Column: "id"} })),
+		"pk":       fp(sqlserver.Name, "sqlserver://app:secret1@db.example.com:1433?database=shop", changed(func(d *source.Definition) { d.PK = []string{"id", "region"} })),
+		"filter":   fp(sqlserver.Name, "sqlserver://app:secret1@db.example.com:1433?database=shop", changed(func(d *source.Definition) { d.Filter = "x = 1" })),
+		"database": fp(sqlserver.Name, "sqlserver://app:secret1@db.example.com:1433?database=shop2", def),
+		"server":   fp(sqlserver.Name, "sqlserver://app:secret1@db2.example.com:1433?database=shop", def),
+		"driver":   fp("postgres", "postgres://app:secret1@db.example.com:1433/shop", def),
+	}
+	for name, got := range differ {
+		if got == base {
+			t.Errorf("a %s change kept the fingerprint", name)
+		}
+	}
+	// The settle lag is operational, not what is read.
+	if fp(sqlserver.Name, "sqlserver://app:secret1@db.example.com:1433?database=shop", changed(func(d *source.Definition) { d.SettleLag = time.Minute })) != base {
+		t.Error("the settle lag changed the fingerprint")
+	}
+}

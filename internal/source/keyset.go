@@ -1,0 +1,224 @@
+package source
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
+)
+
+// A ReadBounder is a Driver that keeps some reads behind the transactions the server says are
+// still open, besides the settle lag (MySQL's timestamp+pk reads, from
+// information_schema.innodb_trx).
+type ReadBounder interface {
+	// ReadBound returns the bound of the keyset reads of d by the role of dsn; false when they
+	// take none.
+	ReadBound(dsn string, d Definition) (ReadBound, bool)
+}
+
+// A ReadBound is an upper bound on the cursor column below the transactions still open: each
+// read takes it as an argument (cursor < Arg).
+type ReadBound interface {
+	// Arg is the bound for a read: the rows stamped at or after it wait.
+	Arg(ctx context.Context, db *sql.DB) (any, error)
+	// Stats says how the last read was bounded (HoldBack, LateCommits, Details); the zero
+	// Stats before any read.
+	Stats() Stats
+}
+
+// keyset reads a table in keyset order: every cursor kind that is not a change stream.
+type keyset struct{ s *Source }
+
+func (k *keyset) fetch(ctx context.Context, after *state.Cursor, limit int) (*Batch, error) {
+	return k.read(ctx, after, limit, false)
+}
+
+func (k *keyset) oldest(ctx context.Context, after *state.Cursor) (*Batch, error) {
+	return k.read(ctx, after, 1, true)
+}
+
+// read is fetch; backlog reads what waits instead (queries.BacklogFirst and BacklogAfter).
+func (k *keyset) read(ctx context.Context, after *state.Cursor, limit int, backlog bool) (*Batch, error) {
+	s := k.s
+	q, args, err := k.query(ctx, after, limit, backlog)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("source: poller %q, table %s: fetch: %w", s.poller, s.def.Table, err)
+	}
+	return s.scan(rows, after, limit)
+}
+
+func (k *keyset) waiting(ctx context.Context, after *state.Cursor, limit int) (int64, error) {
+	s := k.s
+	q, args, err := k.query(ctx, after, limit, true)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	if err := s.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM ("+q+") w", args...).Scan(&n); err != nil {
+		return 0, fmt.Errorf("source: poller %q, table %s: counting waiting rows: %w", s.poller, s.def.Table, err)
+	}
+	return n, nil
+}
+
+// query returns the query that reads up to limit rows after the cursor, and its arguments;
+// backlog: the query that reads what waits (queries.BacklogFirst and BacklogAfter).
+func (k *keyset) query(ctx context.Context, after *state.Cursor, limit int, backlog bool) (string, []any, error) {
+	s := k.s
+	first, then := s.q.FetchFirst, s.q.FetchAfter
+	if backlog {
+		first, then = s.q.BacklogFirst, s.q.BacklogAfter
+	}
+	q, args := first, []any(nil)
+	if after != nil {
+		keys, err := s.keyArgs(after)
+		if err != nil {
+			return "", nil, err
+		}
+		q, args = then, keys
+		if s.q.keyOrder != nil {
+			args = make([]any, len(s.q.keyOrder))
+			for i, k := range s.q.keyOrder {
+				args[i] = keys[k]
+			}
+		}
+	}
+	args = append(args, s.q.boundArgs...)
+	if s.bound != nil && !backlog {
+		bound, err := k.boundArg(ctx)
+		if err != nil {
+			return "", nil, err
+		}
+		args = append(args, bound)
+	}
+	return q, append(args, limit), nil
+}
+
+// boundArg is the read bound's argument for a read.
+func (k *keyset) boundArg(ctx context.Context) (any, error) {
+	s := k.s
+	bound, err := s.bound.Arg(ctx, s.db)
+	if err != nil {
+		return nil, fmt.Errorf("source: poller %q, table %s: %w", s.poller, s.def.Table, err)
+	}
+	return bound, nil
+}
+
+// refresh reads the read bound, if the source has one, so that Stats says it as it is now.
+func (k *keyset) refresh(ctx context.Context) error {
+	if k.s.bound == nil {
+		return nil
+	}
+	_, err := k.boundArg(ctx)
+	return err
+}
+
+func (k *keyset) checkCursor(c *state.Cursor) error {
+	_, err := k.s.keyArgs(c)
+	return err
+}
+
+func (k *keyset) committed(context.Context, *state.Cursor) error { return nil }
+
+func (k *keyset) stats() Stats {
+	var st Stats
+	if k.s.bound != nil {
+		st = k.s.bound.Stats()
+	}
+	st.HoldBack = st.HoldBack || k.s.q.holdsBack
+	return st
+}
+
+// queries are the SQL texts one source runs. Arguments, in order: the key values (the *After
+// queries only), boundArgs (the upper bound's argument, if it takes one), the read bound's
+// (readBound only, never the backlog's) and the row limit (fetch only). StampCheck (see CheckStamps) takes one argument, stampArg, and is empty when the
+// cursor has no stamps to check; stampFix then says how to stamp the column.
+type queries struct {
+	FetchFirst string
+	FetchAfter string
+	// BacklogFirst and BacklogAfter read what waits: as the fetches, but without the bound on
+	// transactions still open (xid, rowversion, a read bound), so
+	// that rows committed behind a long transaction count as waiting, and age, instead of looking
+	// delivered. They keep the settle lag, and take the same arguments but the read bound's.
+	BacklogFirst string
+	BacklogAfter string
+	StampCheck   string
+	keyOrder     []int // the key values' order in the *After queries' markers (nil: as the keys)
+	boundArgs    []any
+	readBound    bool // the fetches take the read bound's argument after boundArgs (ReadBound)
+	holdsBack    bool // the upper bound is the oldest open transaction (Bound.OpenTrx)
+	stampArg     any
+	stampFix     string
+}
+
+// buildQueries renders the keyset queries for a definition with a driver; flavor says how the
+// cursor column is bounded by the database's clock (timestamp+pk only), readBound whether the
+// fetches take a read bound (ReadBound).
+func buildQueries(dl Driver, d Definition, flavor TSFlavor, readBound bool) queries {
+	qkeys := QuoteAll(dl, d.keyColumns())
+	cols := strings.Join(QuoteAll(dl, d.selected()), ", ")
+	table := QuoteTable(dl, d.Table)
+	filter := ""
+	if f := strings.TrimSpace(d.Filter); f != "" {
+		filter = "(" + f + ")"
+	}
+
+	q := queries{readBound: readBound}
+	// render builds one query; after says whether it has the keyset predicate, backlog whether it
+	// leaves out the bounds on open transactions.
+	render := func(after, backlog bool) (string, []any) {
+		n := 0
+		next := func() string { n++; return dl.Placeholder(n) }
+		var preds []string
+		if after {
+			params := make([]string, len(qkeys))
+			for i := range params {
+				params[i] = next()
+			}
+			pred, order := dl.Keyset(d.Cursor.Kind, qkeys, params)
+			preds, q.keyOrder = append(preds, pred), order
+		}
+		b := dl.UpperBound(d.Cursor.Kind, flavor, qkeys[0], d.settleLag(), next)
+		q.holdsBack = b.OpenTrx
+		if backlog && b.OpenTrx {
+			b = Bound{} // this bound is the open transactions (and takes no argument)
+		}
+		var args []any
+		if b.Arg != nil {
+			args = []any{b.Arg}
+		}
+		trx := ""
+		if q.readBound && !backlog {
+			trx = qkeys[0] + " < " + next()
+		}
+		for _, p := range []string{b.Pred, trx, filter} {
+			if p != "" {
+				preds = append(preds, p)
+			}
+		}
+		from := " FROM " + table
+		if len(preds) > 0 {
+			from += " WHERE " + strings.Join(preds, " AND ")
+		}
+		limit := next()
+		return dl.Limit(cols, from+" ORDER BY "+strings.Join(qkeys, ", "), limit), args
+	}
+	q.FetchFirst, q.boundArgs = render(false, false)
+	q.FetchAfter, _ = render(true, false)
+	q.BacklogFirst, _ = render(false, true)
+	q.BacklogAfter, _ = render(true, true)
+	if d.Cursor.Kind == state.KindTimestampPK {
+		if pred, arg, fix := dl.StampCheck(flavor, table, qkeys[0], dl.Placeholder(1)); pred != "" {
+			if filter != "" {
+				pred += " AND " + filter
+			}
+			q.StampCheck, q.stampArg, q.stampFix = dl.Limit(strings.Join(qkeys, ", "), " FROM "+table+" WHERE "+pred, "1"), arg, fix
+		}
+	}
+	return q
+}

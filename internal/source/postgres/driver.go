@@ -1,0 +1,144 @@
+// Package postgres is the source driver for PostgreSQL and Azure Database for PostgreSQL, through
+// pgx: its SQL and types, the xid cursor, its sign-in with Entra ID (entra.go), and the logical
+// cursor, which reads the table's changes through logical decoding (logical.go, position.go),
+// with the set-up pollerctl cdc makes for it (cdc.go, cdc_admin.go) and what the status shows of
+// its replication slot (status.go).
+package postgres
+
+import (
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/redact"
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/entra"
+)
+
+// Name is the driver's name in a poller's settings ({P}_DB_DRIVER).
+const Name = "postgres"
+
+// Driver is PostgreSQL through pgx.
+type Driver struct{ source.Defaults }
+
+// Open is pgx's database/sql driver; a DSN with fedauth (Entra ID, see entra.go) gets a pool
+// whose every new connection signs in with a fresh access token, over TLS only.
+func (Driver) Open(dsn string) (*sql.DB, error) { return openPostgres(dsn, entra.Deps{}) }
+
+// Name is "postgres".
+func (Driver) Name() string { return Name }
+
+// Caseless: PostgreSQL column names are case-sensitive once quoted.
+func (Driver) Caseless() bool { return false }
+
+// Placeholder is $i.
+func (Driver) Placeholder(i int) string { return "$" + strconv.Itoa(i) }
+
+// Supports xid and logical cursors besides the kinds every database has.
+func (p Driver) Supports(kind string) bool {
+	return kind == state.KindXID || kind == state.KindLogical || p.Defaults.Supports(kind)
+}
+
+// Location is the DSN's host and port, and its database.
+func (Driver) Location(dsn string) (source.Location, error) {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return source.Location{}, fmt.Errorf("the postgres connection string is not valid (%s)", redact.DSN(dsn))
+	}
+	return source.Location{Server: fmt.Sprintf("%s:%d", strings.ToLower(cfg.Host), cfg.Port), Database: cfg.Database}, nil
+}
+
+// Keyset compares row values; an xid cursor's argument is its decimal text.
+func (p Driver) Keyset(kind string, keys, params []string) (string, []int) {
+	if kind == state.KindXID {
+		params[0] += "::text::xid8" // the argument is the xid8's decimal text
+	}
+	return p.Defaults.Keyset(kind, keys, params)
+}
+
+// UpperBound: an xid cursor reads below the oldest transaction still open; a timestamp cursor
+// rows older than the database's clock minus the settle lag.
+func (Driver) UpperBound(kind string, fl source.TSFlavor, col string, lag time.Duration, next func() string) source.Bound {
+	switch {
+	case kind == state.KindXID:
+		return source.Bound{Pred: col + " < pg_snapshot_xmin(pg_current_snapshot())", OpenTrx: true}
+	case kind != state.KindTimestampPK:
+		return source.Bound{}
+	case fl == source.TSWithZone:
+		return source.Bound{Pred: col + " < now() - make_interval(secs => " + next() + ")", Arg: lag.Seconds()}
+	}
+	return source.Bound{Pred: col + " < (now() AT TIME ZONE 'UTC') - make_interval(secs => " + next() + ")", Arg: lag.Seconds()}
+}
+
+// StampCheck: a timestamp without time zone more than FutureTolerance ahead of the UTC clock.
+func (Driver) StampCheck(fl source.TSFlavor, table, col, param string) (string, any, string) {
+	if fl != source.TSUTC {
+		return "", nil, ""
+	}
+	return col + " > (now() AT TIME ZONE 'UTC') + make_interval(secs => " + param + ")", source.FutureTolerance.Seconds(),
+		"Make the column timestamptz, or stamp it with now() AT TIME ZONE 'UTC' (DEFAULT (now() AT TIME ZONE 'UTC')), not now() or CURRENT_TIMESTAMP in a non-UTC session; " +
+			fmt.Sprintf("to deliver such rows now rather than when the clock reaches them: UPDATE %s SET %s = now() AT TIME ZONE 'UTC' WHERE %s > (now() AT TIME ZONE 'UTC') + interval '%d minutes'",
+				table, col, col, int(source.FutureTolerance.Minutes()))
+}
+
+// Classify maps pgx's DatabaseTypeName ("INT8", "TIMESTAMPTZ", ...).
+func (Driver) Classify(base string) (source.Class, source.TSFlavor) {
+	switch base {
+	case "INT2", "INT4", "INT8":
+		return source.ClassInt, source.TSNone
+	case "TEXT", "VARCHAR", "BPCHAR", "NAME", "CHAR":
+		return source.ClassText, source.TSNone
+	case "NUMERIC":
+		return source.ClassDecimal, source.TSNone
+	case "FLOAT4", "FLOAT8":
+		return source.ClassFloat, source.TSNone
+	case "TIMESTAMPTZ":
+		return source.ClassTime, source.TSWithZone
+	case "TIMESTAMP":
+		return source.ClassTime, source.TSUTC
+	case "DATE", "TIME", "TIMETZ":
+		return source.ClassTime, source.TSUnsupported
+	case "BYTEA":
+		return source.ClassBinary, source.TSNone
+	case "UUID":
+		return source.ClassUUID, source.TSNone
+	case "JSON", "JSONB":
+		return source.ClassJSON, source.TSNone
+	case "XID8":
+		return source.ClassXID8, source.TSNone
+	case "BOOL":
+		return source.ClassBool, source.TSNone
+	}
+	return source.ClassOther, source.TSNone
+}
+
+// KeyCodec carries an xid8 key as its decimal digits.
+func (Driver) KeyCodec(c source.ColumnType) (source.KeyCodec, bool) {
+	return xid8Codec, c.Class == source.ClassXID8
+}
+
+// xid8Codec carries a transaction id as decimal digits: the driver returns it as text.
+var xid8Codec = source.KeyCodec{
+	Encode: func(v any) (json.RawMessage, error) {
+		s, ok := v.(string)
+		if !ok || s == "" || strings.Trim(s, "0123456789") != "" {
+			return nil, fmt.Errorf("an xid8 column returned %v", v)
+		}
+		return json.RawMessage(s), nil
+	},
+	Decode: func(raw json.RawMessage) (any, error) {
+		s := string(raw)
+		if _, err := strconv.ParseUint(s, 10, 64); err != nil {
+			return nil, fmt.Errorf("xid8 %s: %w", s, err)
+		}
+		return s, nil
+	},
+}

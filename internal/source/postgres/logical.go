@@ -1,0 +1,955 @@
+package postgres
+
+// The logical cursor: PostgreSQL logical decoding of the poller's table, read over ordinary SQL.
+//
+// A replication slot (plugin pgoutput) and a publication of the table, both made by `pollerctl
+// cdc enable`, give the table's committed changes in commit order: inserts, updates and deletes,
+// never a rolled-back change, never a change of a transaction still open. Each fetch peeks
+// (pg_logical_slot_peek_binary_changes, which consumes nothing) from the slot's confirmed
+// position and decodes the pgoutput messages with pglogrepl; the slot moves only when the tick
+// calls Committed after a successful commit of the state blob, and only up to that checkpoint
+// (pg_replication_slot_advance). The blob is the truth: a holder whose commit was refused never
+// advances, and a late advance by an old holder only trails the newest checkpoint.
+//
+// Positions (see Position): a transaction is done when the checkpoint's LSN is past the start of
+// its commit record; inside a transaction larger than a batch the checkpoint counts the changes
+// done, so a tick (or a process after a crash) resumes in the middle of it. A transaction is
+// decoded whole by every peek that reaches it, so the decoded changes are kept in memory between
+// fetches (cache) and a transaction of 10,000 changes read in batches of 100 is decoded once per
+// process, not once per batch.
+//
+// What a change carries:
+//   - insert: the new row. update: the new row; a column whose value PostgreSQL did not send (an
+//     unchanged TOAST value) is taken from the old row under REPLICA IDENTITY FULL, and otherwise
+//     listed by Row.Unchanged and left out of the row.
+//   - delete: the key; the old row too under REPLICA IDENTITY FULL (Row.HasRow).
+//   - an update that changes the key is delivered as a delete of the old key and an insert of the
+//     new row, so that applying the changes in order to a map keyed by the key is exact.
+//   - TRUNCATE stops the poller (ErrTruncate): its rows cannot be delivered one by one; the error
+//     says how to skip it once the consumer has dealt with it.
+//   - a schema change that removes a column the poller reads or changes its type stops the
+//     poller at that change (ErrSchema, naming the column).
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
+)
+
+var (
+	// ErrNotEnabled: the database is not set up for the logical cursor (wal_level, the slot, the
+	// publication, a privilege, the replica identity); the error names the fix.
+	ErrNotEnabled = source.Mark(errors.New("logical decoding is not set up for the poller"), source.ErrMisconfigured)
+	// ErrTruncate: the table was truncated; the poller stops there (see the error for the way on).
+	ErrTruncate = source.Mark(errors.New("the table was truncated"), source.ErrMisconfigured)
+	// ErrSlotAhead: the replication slot is past the checkpoint: changes between were consumed
+	// by something else and cannot be read again.
+	ErrSlotAhead = source.Mark(errors.New("the replication slot is past the checkpoint"), source.ErrStreamAhead, source.ErrMisconfigured)
+)
+
+type logical struct {
+	lay     *source.Layout
+	poller  string
+	def     source.Definition
+	slot    string
+	pub     string
+	table   string // the quoted table name, for to_regclass and messages
+	types   *pgtype.Map
+	typesMu sync.Mutex // types is not safe for concurrent use, and rows decode when read
+
+	relOID  uint32            // the table's oid: its changes carry it
+	colOIDs map[string]uint32 // the type of each column the poller reads, by name, now
+	// messages: the server (PostgreSQL 14 or later) sends logical decoding messages, which
+	// keep-up uses; keepUp is the distance behind the WAL's end that makes an idle fetch write one.
+	messages bool
+	keepUp   int64
+
+	peekMu sync.Mutex // one peek at a time: the slot serves one reader, and the cache's decoder is reused
+	mu     sync.Mutex
+	cache  *peeked // the last peek, decoded
+	ask    int     // the rows the last peek asked for: a catch-up keeps asking for at least as many
+}
+
+// maxAsk bounds the rows one peek asks for (each is a pgoutput message held in memory once
+// decoded: a few hundred MB at most).
+const maxAsk = 1 << 18
+
+// peeked is one peek's decoded stream.
+type peeked struct {
+	from     pglogrepl.LSN // the slot's confirmed position: the stream starts there
+	behind   int64         // how far the slot's confirmed position is behind the WAL's end, in bytes
+	retained int64         // the WAL the slot keeps (from its restart position), in bytes
+	// rows are the table's changes in stream order; each one's cursor is after it. A nil one
+	// is a place that is not a change: a stop (see stops), or a keep-up mark, a position the
+	// cursor may move to with nothing to deliver.
+	rows     []*change
+	pos      []Position // pos[i] is rows[i]'s cursor
+	complete bool       // the peek reached the end of the stream as it was then
+	at       time.Time  // when it was read
+	first    Position   // its changes before first were dropped (see continues)
+	// flushed is the WAL flushed before it was read: a complete peek read every transaction that
+	// committed up to there (the server decodes up to its flush position, no earlier).
+	flushed pglogrepl.LSN
+	asked   int      // the rows the peek asked for
+	msgs    int      // the messages decoded
+	d       *decoder // the decoder's state after them, for a longer peek from the same position
+	// stops are the changes the poller cannot deliver (a truncate, a change without a column
+	// it reads), by index in rows (whose entry there is a placeholder): a fetch delivers the rows
+	// before one, and then returns its error until the poller is reset past it.
+	stops map[int]error
+}
+
+// freshFor is how long a peek that reached the end of the stream answers a count without peeking
+// again: the tick counts right after its last fetch, and a peek would send the whole stream
+// again (the slot moves only at commits); later, a count must see what has come since. A fetch
+// always peeks for what it lacks.
+const freshFor = 250 * time.Millisecond
+
+// covers reports whether p holds every change after pos that it read (pos is not before the
+// changes it dropped, nor, for a checkpoint, before the slot it was read from).
+func (p *peeked) covers(resume bool, pos Position) bool {
+	return p != nil && !pos.Before(p.first) && (!resume || p.from <= pos.LSN)
+}
+
+// fresh reports whether p reached the end of the stream less than freshFor ago.
+func (p *peeked) fresh() bool { return p.complete && time.Since(p.at) < freshFor }
+
+// stop returns the error of the first stop in rows[i:j] and its index, or j and nil.
+func (p *peeked) stop(i, j int) (int, error) {
+	for k := i; k < j && len(p.stops) > 0; k++ {
+		if err, ok := p.stops[k]; ok {
+			return k, err
+		}
+	}
+	return j, nil
+}
+
+// DefaultKeepUp is how far (in WAL bytes) a logical cursor's slot may fall behind the end of the
+// WAL while its table is quiet before an idle tick moves it on (see keepUp).
+const DefaultKeepUp int64 = 64 << 20
+
+// ChangeStream reads the logical cursor kind.
+func (Driver) ChangeStream(kind string, l *source.Layout) (source.ChangeStream, bool) {
+	if kind != state.KindLogical {
+		return nil, false
+	}
+	return newLogical(l), true
+}
+
+func newLogical(lay *source.Layout) *logical {
+	d := lay.Definition()
+	keepUp := d.KeepUp
+	if keepUp <= 0 {
+		keepUp = DefaultKeepUp
+	}
+	return &logical{lay: lay, poller: lay.Poller(), def: d, slot: d.Slot, pub: d.Publication, table: lay.Table(), types: pgtype.NewMap(), keepUp: keepUp}
+}
+
+func (l *logical) fail(format string, args ...any) error {
+	return fmt.Errorf("source: poller %q, table %s: %w: %s", l.poller, l.def.Table, ErrNotEnabled, fmt.Sprintf(format, args...))
+}
+
+// change is a decoded change: what its row carries, and its position.
+type change struct {
+	source.Change
+	pos Position
+}
+
+// Check reads, in one query, what the cursor needs: wal_level, the role's REPLICATION, the
+// slot, the publication and whether it covers the table, the replica identity and its columns.
+func (l *logical) Check(ctx context.Context) error {
+	const q = `SELECT current_setting('wal_level'), current_setting('server_version_num')::int >= 140000, current_user::text, r.rolsuper OR r.rolreplication,
+  c.oid, c.relreplident::text,
+  s.slot_name IS NOT NULL, COALESCE(s.plugin, ''), COALESCE(s.slot_type, ''), COALESCE(s.database = current_database(), false),
+  p.oid IS NOT NULL, COALESCE(p.pubinsert AND p.pubupdate AND p.pubdelete AND p.pubtruncate, false),
+  EXISTS (SELECT 1 FROM pg_publication_tables pt WHERE pt.pubname = $2 AND pt.schemaname = n.nspname AND pt.tablename = c.relname),
+  COALESCE((SELECT array_to_json(array_agg(a.attname::text ORDER BY array_position(i.indkey::int2[], a.attnum)))::text
+    FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey::int2[])
+    WHERE i.indrelid = c.oid AND (CASE c.relreplident WHEN 'i' THEN i.indisreplident ELSE i.indisprimary END)), '[]'),
+  COALESCE((SELECT json_object_agg(a.attname, a.atttypid::int8)::text FROM pg_attribute a
+    WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped), '{}')
+FROM pg_roles r
+LEFT JOIN pg_class c ON c.oid = to_regclass($3)
+LEFT JOIN pg_namespace n ON n.oid = c.relnamespace
+LEFT JOIN pg_replication_slots s ON s.slot_name = $1
+LEFT JOIN pg_publication p ON p.pubname = $2
+WHERE r.rolname = current_user`
+	var (
+		walLevel, user, ident, identCols, types, plugin, slotType    string
+		replication, slotExists, slotHere, pubExists, pubAll, pubHas bool
+		messages                                                     bool
+		oid                                                          sql.NullInt64
+	)
+	err := l.lay.DB().QueryRowContext(ctx, q, l.slot, l.pub, l.table).Scan(&walLevel, &messages, &user, &replication, &oid, &ident,
+		&slotExists, &plugin, &slotType, &slotHere, &pubExists, &pubAll, &pubHas, &identCols, &types)
+	if err != nil {
+		return l.lay.Errorf("checking the logical decoding set-up: %v", err)
+	}
+	enable := fmt.Sprintf("run `pollerctl cdc enable %s --yes`, which creates the publication and the slot", l.poller)
+	switch {
+	case walLevel != "logical":
+		return l.fail("the server's wal_level is %q; logical decoding needs wal_level = logical (ALTER SYSTEM SET wal_level = logical, then restart the server; on Azure Database for PostgreSQL Flexible Server set the server parameter wal_level to LOGICAL and restart)", walLevel)
+	case !replication:
+		return l.fail("the role %q has neither REPLICATION nor SUPERUSER, and reading a replication slot needs one: ALTER ROLE %s WITH REPLICATION (as a superuser or, on Azure, the server's admin)", user, quoteIdentPG(user))
+	case !oid.Valid:
+		return l.lay.SchemaErr("", "the table does not exist")
+	case !slotExists:
+		return l.fail("replication slot %q does not exist: %s", l.slot, enable)
+	case slotType != "logical" || plugin != "pgoutput":
+		return l.fail("replication slot %q is a %s slot with plugin %q, not a logical slot with pgoutput: drop it or set {P}_CDC_SLOT to another name, then %s", l.slot, slotType, plugin, enable)
+	case !slotHere:
+		return l.fail("replication slot %q belongs to another database: set {P}_CDC_SLOT to another name, then %s", l.slot, enable)
+	case !pubExists:
+		return l.fail("publication %q does not exist: %s", l.pub, enable)
+	case !pubHas:
+		return l.fail("publication %q does not include the table: ALTER PUBLICATION %s ADD TABLE %s", l.pub, l.pub, l.table)
+	case !pubAll:
+		return l.fail("publication %q does not publish every operation; a truncate or a delete it left out would be lost silently: ALTER PUBLICATION %s SET (publish = 'insert, update, delete, truncate')", l.pub, l.pub)
+	}
+	var keyCols []string
+	if err := json.Unmarshal([]byte(identCols), &keyCols); err != nil {
+		return l.lay.Errorf("reading the replica identity's columns %s: %v", identCols, err)
+	}
+	full := fmt.Sprintf("ALTER TABLE %s REPLICA IDENTITY FULL (deletes then carry the old row too)", l.table)
+	switch ident {
+	case "f":
+	case "n":
+		return l.fail("the table has REPLICA IDENTITY NOTHING: its updates and deletes carry no key: %s", full)
+	default:
+		what := "primary key"
+		if ident == "i" {
+			what = "replica identity index"
+		}
+		if len(keyCols) == 0 {
+			return l.fail("the table has no primary key, so its deletes carry no key: add one, or %s", full)
+		}
+		if !slices.Equal(sortedCopy(keyCols), sortedCopy(l.def.PK)) {
+			return l.fail("the poller's key (%s) is not the table's %s (%s), which is all a delete carries: make the key %s, or %s",
+				strings.Join(l.def.PK, ", "), what, strings.Join(keyCols, ", "), strings.Join(keyCols, ", "), full)
+		}
+	}
+	var oids map[string]uint32
+	if err := json.Unmarshal([]byte(types), &oids); err != nil {
+		return l.lay.Errorf("reading the column types %s: %v", types, err)
+	}
+	l.relOID, l.colOIDs, l.messages = uint32(oid.Int64), oids, messages
+	return nil
+}
+
+func sortedCopy(s []string) []string {
+	c := slices.Clone(s)
+	slices.Sort(c)
+	return c
+}
+
+func quoteIdentPG(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
+
+// position reads a stored cursor; nil is the beginning of the stream (wherever the slot is).
+func (l *logical) position(after *state.Cursor) (Position, error) {
+	if after == nil {
+		return Position{}, nil
+	}
+	p, err := CursorPosition(after)
+	if err != nil {
+		return Position{}, fmt.Errorf("source: poller %q: %w: %v", l.poller, source.ErrCursor, err)
+	}
+	return p, nil
+}
+
+func (l *logical) CheckCursor(c *state.Cursor) error {
+	_, err := l.position(c)
+	return err
+}
+
+func (l *logical) CursorFromText(value string) (*state.Cursor, error) {
+	p, err := ParsePosition(strings.TrimSpace(value))
+	if err != nil {
+		return nil, fmt.Errorf("source: poller %q: %w: %v", l.poller, source.ErrCursor, err)
+	}
+	c := p.Cursor()
+	return &c, nil
+}
+
+// Fetch serves the changes after the cursor from the last peek when it holds a whole batch of
+// them, and peeks again otherwise.
+func (l *logical) Fetch(ctx context.Context, after *state.Cursor, limit int) (*source.Batch, error) {
+	pos, err := l.position(after)
+	if err != nil {
+		return nil, err
+	}
+	p, i, err := l.read(ctx, after != nil, pos, limit, true)
+	if err != nil {
+		return nil, err
+	}
+	j, stop := p.stop(i, i+min(len(p.rows)-i, limit))
+	if j == i && stop != nil {
+		return nil, stop
+	}
+	b := l.lay.Batch(after)
+	for _, c := range p.rows[i:j] {
+		if c != nil { // not a keep-up mark
+			b.Rows = append(b.Rows, l.lay.Row(nil, &c.Change))
+		}
+	}
+	if j > i {
+		c := p.pos[j-1].Cursor()
+		b.To = &c
+	}
+	return b, nil
+}
+
+// Waiting counts the changes after the cursor, up to limit.
+func (l *logical) Waiting(ctx context.Context, after *state.Cursor, limit int) (int64, error) {
+	pos, err := l.position(after)
+	if err != nil {
+		return 0, err
+	}
+	resume := after != nil
+	l.mu.Lock()
+	p := l.cache
+	l.mu.Unlock()
+	if p.covers(resume, pos) && p.fresh() {
+		return int64(min(len(p.rows)-p.after(pos), limit)), nil
+	}
+	p, i, err := l.read(ctx, resume, pos, limit, false)
+	if err != nil {
+		return 0, err
+	}
+	return int64(min(len(p.rows)-i, limit)), nil
+}
+
+// read returns a decoded stream holding the changes after pos and the index of the first of
+// them: the cached one when it holds limit of them, else a new peek, asked for more rows until it holds limit changes or reaches the end of
+// the stream. keepUp (a fetch, not a count) lets it write a keep-up message when nothing waits
+// and the slot is far behind.
+//
+// A peek always starts at the slot, which moves only at commits, and returns the same messages
+// from there each time: the ask grows (to the rest of the WAL behind the slot, see grow) while it
+// is not enough and is kept between fetches, a longer peek from the same position decodes only the messages past the last one's
+// end (continuing its decoder), and the changes before pos are dropped from the cache then, so
+// that it holds at most about maxAsk messages' changes.
+func (l *logical) read(ctx context.Context, resume bool, pos Position, limit int, keepUp bool) (*peeked, int, error) {
+	l.mu.Lock()
+	p := l.cache
+	l.mu.Unlock()
+	if p.covers(resume, pos) {
+		if i := p.after(pos); len(p.rows)-i >= limit {
+			return p, i, nil
+		}
+	}
+	if p.covers(resume, pos) && p.complete && time.Since(p.at) < time.Second {
+		// It read the whole stream a moment ago: unless WAL was flushed since, there is nothing
+		// more, which one cheap query says instead of peeking (and sending) the stream again.
+		var flushed string
+		if err := l.lay.DB().QueryRowContext(ctx, "SELECT pg_current_wal_flush_lsn()::text").Scan(&flushed); err == nil && flushed == p.flushed.String() {
+			return p, p.after(pos), nil
+		}
+	}
+	l.peekMu.Lock()
+	defer l.peekMu.Unlock()
+	base := 4*limit + 64 // pgoutput sends a begin and a commit around each transaction's changes
+	l.mu.Lock()
+	ask, prev := max(base, l.ask), l.cache
+	l.mu.Unlock()
+	if !prev.covers(resume, pos) {
+		prev = nil
+	}
+	if prev != nil && ask <= prev.msgs {
+		ask = prev.grow(base) // the same ask would read the same messages again
+	}
+	kept := false
+	for {
+		p, err := l.peek(ctx, ask, prev, pos)
+		if err != nil {
+			l.mu.Lock()
+			l.cache = nil // its decoder may have moved on
+			l.mu.Unlock()
+			return nil, 0, err
+		}
+		prev = p
+		if resume && p.from > pos.LSN {
+			return nil, 0, fmt.Errorf("source: poller %q, table %s: %w: slot %q is at %s, the checkpoint at %s; the changes between were consumed by something else (the slot dropped and made again by pollerctl cdc disable and enable, a pg_replication_slot_advance or pg_logical_slot_get_changes by hand, another poller sharing the slot) and cannot be read again. To go on from the slot's position: pollerctl reset %s --to-cursor %s --yes",
+				l.poller, l.def.Table, ErrSlotAhead, l.slot, p.from, pos, l.poller, p.from)
+		}
+		l.mu.Lock()
+		l.cache, l.ask = p, min(max(ask, p.asked), maxAsk)
+		l.mu.Unlock()
+		i := p.after(pos)
+		if keepUp && i == len(p.rows) && p.complete && !kept && l.messages && p.behind >= l.keepUp {
+			// Nothing of the table after the checkpoint, and the slot far behind the WAL: the
+			// slot moves only to positions the stream gives, and a quiet table gives none. Write
+			// a logical decoding message (its own little transaction) and read again: its commit
+			// is a position the cursor can move to, and the tick commits it and advances the slot.
+			if err := l.emitKeepUp(ctx); err != nil {
+				return nil, 0, err
+			}
+			kept = true
+			continue
+		}
+		if len(p.rows)-i >= limit || p.complete {
+			return p, i, nil
+		}
+		ask = p.grow(base)
+	}
+}
+
+// grow is the ask for the peek after p, which did not reach the end of the stream: enough for
+// the rest of the WAL behind the slot at the density of messages p found (so that a catch-up
+// reads its messages about once more, not once per batch), at least eight times p's, and at most
+// maxAsk more than p's.
+func (p *peeked) grow(base int) int {
+	more := max(7*p.msgs, base)
+	if used := int64(p.d.lastEnd) - int64(p.from); p.msgs > 0 && used > 0 {
+		perMsg := float64(used) / float64(p.msgs)
+		more = max(more, int(float64(p.behind-used)/perMsg*1.1)+base)
+	}
+	return p.msgs + min(more, maxAsk)
+}
+
+// keepUpPrefix marks the logical decoding messages keep-up writes.
+const keepUpPrefix = "pseudotrigger"
+
+// emitKeepUp writes a transactional logical decoding message, committed with synchronous_commit
+// on so that the next peek reads it.
+func (l *logical) emitKeepUp(ctx context.Context) error {
+	_, err := l.lay.DB().ExecContext(ctx, `DO $$BEGIN SET LOCAL synchronous_commit = on; PERFORM pg_logical_emit_message(true, '`+keepUpPrefix+`', 'keep-up'); END$$`)
+	if err != nil {
+		return l.lay.Errorf("writing a keep-up message for slot %q (it is far behind the WAL while the table is quiet): %v", l.slot, err)
+	}
+	return nil
+}
+
+// after is the index of the first change after pos.
+func (p *peeked) after(pos Position) int {
+	i, _ := slices.BinarySearchFunc(p.pos, pos, func(e, t Position) int {
+		if t.Before(e) {
+			return 1
+		}
+		return -1
+	})
+	return i
+}
+
+// peekQuery reads the slot's position, the WAL flushed before the peek (a volatile function in a
+// sub-select: evaluated before the lateral peek, never pulled up), how far the slot is behind the
+// WAL's end, the rows asked for (at least $2, more when the slot is far behind), and the
+// stream, in one round trip: one row with no data when there is nothing to read, none when the
+// slot is gone.
+// Servers before PostgreSQL 14 do not know pgoutput's messages option (peekQuery13).
+const peekQuery = `SELECT s.confirmed_flush_lsn::text, s.flushed::text, s.behind, s.retained, s.ask, c.data
+FROM (SELECT slot_name, confirmed_flush_lsn, pg_current_wal_flush_lsn() AS flushed,
+    (pg_current_wal_lsn() - confirmed_flush_lsn)::int8 AS behind,
+    (pg_current_wal_lsn() - restart_lsn)::int8 AS retained,
+    GREATEST($2::int, LEAST($4::int, ((pg_current_wal_lsn() - confirmed_flush_lsn) / $5)::int)) AS ask
+  FROM pg_replication_slots) s
+LEFT JOIN LATERAL pg_logical_slot_peek_binary_changes(s.slot_name, NULL, s.ask, 'proto_version', '1', 'publication_names', $3, 'messages', 'true') c ON true
+WHERE s.slot_name = $1`
+
+// peekBytesPerMessage is the WAL per pgoutput message that a peek's ask assumes at most: a peek
+// asks for (WAL behind the slot / peekBytesPerMessage) messages, up to maxAsk, so that a
+// catch-up reads its backlog in one peek rather than growing towards it (a real message takes
+// 60 bytes of WAL or more). An idle slot is a few bytes behind: a small ask.
+const peekBytesPerMessage = 32
+
+var peekQuery13 = strings.Replace(peekQuery, ", 'messages', 'true'", "", 1)
+
+// peek reads up to about ask rows of the stream from the slot's position and decodes them. A
+// slot being read by another connection is retried a few times, then is ErrBusy.
+func (l *logical) peek(ctx context.Context, ask int, prev *peeked, pos Position) (*peeked, error) {
+	for try := 0; ; try++ {
+		p, err := l.peekOnce(ctx, ask, prev, pos)
+		if !errors.Is(err, source.ErrBusy) || try == 4 {
+			return p, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(time.Duration(25<<try) * time.Millisecond):
+		}
+	}
+}
+
+func (l *logical) peekOnce(ctx context.Context, ask int, prev *peeked, pos Position) (*peeked, error) {
+	q := peekQuery
+	if !l.messages {
+		q = peekQuery13
+	}
+	rows, err := l.lay.DB().QueryContext(ctx, q, l.slot, ask, l.pub, maxAsk, peekBytesPerMessage)
+	if err != nil {
+		return nil, l.peekErr(err)
+	}
+	defer rows.Close()
+	p := &peeked{at: time.Now()}
+	var d *decoder
+	skip := 0 // messages prev decoded already, when this peek starts where it did
+	var from, flushed string
+	var data []byte
+	for rows.Next() {
+		if err := rows.Scan(&from, &flushed, &p.behind, &p.retained, &p.asked, &data); err != nil {
+			return nil, l.peekErr(err)
+		}
+		if d == nil {
+			if p.from, err = pglogrepl.ParseLSN(from); err != nil {
+				return nil, l.lay.Errorf("slot %q: confirmed position %q: %v", l.slot, from, err)
+			}
+			if p.flushed, err = pglogrepl.ParseLSN(flushed); err != nil {
+				return nil, l.lay.Errorf("the WAL's flush position %q: %v", flushed, err)
+			}
+			d, skip = p.continues(prev, pos, l)
+		}
+		if data == nil { // the one row of an empty stream
+			continue
+		}
+		if p.msgs++; p.msgs <= skip {
+			continue // the same message as the previous peek's: decoded already
+		}
+		if err := d.message(data); err != nil {
+			return nil, err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, l.peekErr(err)
+	}
+	if d == nil {
+		return nil, l.fail("replication slot %q does not exist (any more): run `pollerctl cdc enable %s --yes`; if the poller had a checkpoint, the changes since are lost with the slot and it must be reset", l.slot, l.poller)
+	}
+	p.complete = p.msgs < p.asked
+	return p, nil
+}
+
+// continues starts p from prev's decoded stream when prev read from the same position (the
+// stream from a position is always the same, so its first prev.msgs messages are prev's), and
+// returns the decoder to go on with and the messages to skip (prev's); else a new decoder and 0.
+// prev's changes up to pos are left out (the
+// reader is past them). prev is left as it was: p shares its rows' arrays only up to their
+// length, and has its own map and decoder.
+func (p *peeked) continues(prev *peeked, pos Position, l *logical) (d *decoder, skip int) {
+	if prev == nil || prev.from != p.from || prev.d == nil {
+		n := min(max(p.asked, 1024), 1<<16)
+		p.rows, p.pos = make([]*change, 0, n), make([]Position, 0, n)
+		p.d = &decoder{l: l, p: p}
+		return p.d, 0
+	}
+	i := prev.after(pos)
+	p.first = prev.first
+	if i > 0 {
+		p.first = prev.pos[i-1]
+	}
+	n := len(prev.rows)
+	p.rows, p.pos = prev.rows[i:n:n], prev.pos[i:n:n]
+	for k, err := range prev.stops {
+		if k >= i {
+			if p.stops == nil {
+				p.stops = map[int]error{}
+			}
+			p.stops[k-i] = err
+		}
+	}
+	dc := *prev.d
+	dc.changes, dc.texts = nil, nil // prev's blocks stay prev's
+	if dc.tx != nil {
+		tx := *dc.tx
+		tx.entries = slices.Clone(tx.entries)
+		dc.tx = &tx
+	}
+	dc.p = p
+	p.d = &dc
+	return p.d, prev.msgs
+}
+
+// peekErr names the fix for what a peek can fail on.
+func (l *logical) peekErr(err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		enable := fmt.Sprintf("run `pollerctl cdc enable %s --yes`", l.poller)
+		switch {
+		case pe.Code == "55006": // object_in_use
+			return &source.BusyError{Holder: "another reader of the replication slot",
+				Err: fmt.Errorf("source: poller %q, slot %q: %w (%s)", l.poller, l.slot, source.ErrBusy, pe.Message)}
+		case pe.Code == "42704" && strings.Contains(pe.Message, "publication"):
+			return l.fail("%s: %s", pe.Message, enable)
+		case pe.Code == "42704":
+			return l.fail("%s: %s", pe.Message, enable)
+		case pe.Code == "42501":
+			return l.fail("%s: ALTER ROLE <the poller's role> WITH REPLICATION", pe.Message)
+		case pe.Code == "55000":
+			return l.fail("%s", pe.Message)
+		}
+	}
+	return l.lay.Errorf("reading replication slot %q: %v", l.slot, err)
+}
+
+// Committed advances the slot to the checkpoint c, never backwards (an advance that would not
+// move it is skipped in the query: PostgreSQL refuses one below the slot's position). The cache
+// stays: it starts at the old position, and the next peek, from the new one, replaces it.
+func (l *logical) Committed(ctx context.Context, c *state.Cursor) error {
+	pos, err := l.position(c)
+	if err != nil {
+		return err
+	}
+	_, err = l.lay.DB().ExecContext(ctx, `SELECT pg_replication_slot_advance($1, $2::pg_lsn) FROM pg_replication_slots
+WHERE slot_name = $1 AND confirmed_flush_lsn < $2::pg_lsn`, l.slot, pos.LSN.String())
+	if err != nil {
+		return fmt.Errorf("source: poller %q: advancing replication slot %q to %s: %w", l.poller, l.slot, pos.LSN, l.peekErr(err))
+	}
+	return nil
+}
+
+// Stats says the WAL the slot kept at the last peek, in bytes (none before any): every tick
+// peeks, so its log line can say it without another query, idle and failing ticks included.
+func (l *logical) Stats() source.Stats {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.cache == nil {
+		return source.Stats{}
+	}
+	n := l.cache.retained
+	return source.Stats{RetainedBytes: &n}
+}
+
+// decoder turns pgoutput messages into rows.
+type decoder struct {
+	l       *logical
+	p       *peeked
+	rel     []relCol                    // the table's columns as the stream last described them; nil before
+	dec     []func([]byte) (any, error) // their decoders, by Row column (Change.Decode)
+	lastEnd pglogrepl.LSN               // the end of the last transaction decoded
+	changes []change                    // newChange's blocks
+	texts   [][]byte
+	missing string // a column the poller reads that the last description lacks
+	tx      *txn
+}
+
+// relCol is a column of the table in a relation message: where it goes in a Row (-1: not read)
+// and how its text is decoded.
+type relCol struct {
+	idx    int
+	decode func(src []byte) (any, error)
+}
+
+// txn is the transaction being decoded.
+type txn struct {
+	commit  pglogrepl.LSN
+	at      time.Time
+	entries []entry
+	keepUp  bool // it carries a keep-up message: its end is a place to move to
+}
+
+// entry is a change of the transaction: a row, or a stop (a change the poller cannot deliver),
+// whose error is made once its position is known; neither: a keep-up mark.
+type entry struct {
+	ch   *change
+	stop func(at Position) error
+}
+
+func (d *decoder) message(data []byte) error {
+	m, err := pglogrepl.Parse(data)
+	if err != nil {
+		return d.l.lay.Errorf("decoding a pgoutput message: %v", err)
+	}
+	switch m := m.(type) {
+	case *pglogrepl.RelationMessage:
+		if m.RelationID == d.l.relOID {
+			return d.relation(m)
+		}
+	case *pglogrepl.BeginMessage:
+		d.tx = &txn{commit: m.FinalLSN, at: m.CommitTime}
+	case *pglogrepl.InsertMessage:
+		if m.RelationID == d.l.relOID {
+			return d.add(source.OpInsert, m.Tuple, nil, false)
+		}
+	case *pglogrepl.UpdateMessage:
+		if m.RelationID == d.l.relOID {
+			return d.update(m)
+		}
+	case *pglogrepl.DeleteMessage:
+		if m.RelationID == d.l.relOID {
+			return d.add(source.OpDelete, m.OldTuple, nil, m.OldTupleType == pglogrepl.UpdateMessageTupleTypeKey)
+		}
+	case *pglogrepl.TruncateMessage:
+		if slices.Contains(m.RelationIDs, d.l.relOID) {
+			return d.truncate()
+		}
+	case *pglogrepl.LogicalDecodingMessage:
+		if m.Transactional && m.Prefix == keepUpPrefix && d.tx != nil {
+			d.tx.keepUp = true
+		}
+	case *pglogrepl.CommitMessage:
+		d.lastEnd = m.TransactionEndLSN
+		d.commit(m.TransactionEndLSN)
+	}
+	return nil
+}
+
+// relation maps the stream's columns onto the Row's. A column the poller reads that the stream
+// lacks (dropped or renamed) makes each change of the table a stop, which names it. A column
+// whose type changed is decoded with the type it had when the change was written.
+func (d *decoder) relation(m *pglogrepl.RelationMessage) error {
+	names := d.l.lay.Columns()
+	rel := make([]relCol, len(m.Columns))
+	seen := make([]bool, len(names))
+	for j, c := range m.Columns {
+		rel[j].idx = -1
+		for i := range names {
+			if names[i] == c.Name {
+				rel[j].idx, seen[i] = i, true
+				rel[j].decode = textDecoder(d.l.types, &d.l.typesMu, c.DataType)
+			}
+		}
+	}
+	d.dec = make([]func([]byte) (any, error), len(names))
+	for _, rc := range rel {
+		if rc.idx >= 0 {
+			d.dec[rc.idx] = rc.decode
+		}
+	}
+	d.missing = ""
+	for i, ok := range seen {
+		if !ok {
+			d.missing = names[i]
+			break
+		}
+	}
+	d.rel = rel
+	return nil
+}
+
+// where names the transaction being decoded, for errors.
+func (d *decoder) where() string {
+	if d.tx == nil {
+		return "the start of the stream"
+	}
+	return fmt.Sprintf("the transaction committed at LSN %s (%s)", d.tx.commit, d.tx.at.UTC().Format(time.RFC3339))
+}
+
+// stop adds a change the poller cannot deliver; why gets the position just past it.
+func (d *decoder) stop(why func(at Position) error) error {
+	if d.tx == nil {
+		return d.l.lay.Errorf("a change came outside a transaction (protocol error)")
+	}
+	d.tx.entries = append(d.tx.entries, entry{stop: why})
+	return nil
+}
+
+func (d *decoder) truncate() error {
+	l, where := d.l, d.where()
+	return d.stop(func(at Position) error {
+		return fmt.Errorf("source: poller %q, table %s: %w in %s: the rows it removed cannot be delivered one by one, so the poller stops here, after the changes before it. Clear what you built from the table, then skip the truncate: pollerctl reset %s --to-cursor %s --yes",
+			l.poller, l.def.Table, ErrTruncate, where, l.poller, at)
+	})
+}
+
+// schemaStop is the stop for a change that lacks a column the poller reads.
+func (d *decoder) schemaStop() error {
+	l, where, col := d.l, d.where(), d.missing
+	return d.stop(func(at Position) error {
+		return fmt.Errorf("source: poller %q, table %s, column %q: %w: the change in %s has no such column (it was dropped or renamed); the poller stops before it. Take the column out of the poller's columns (a new definition: pollerctl reset %s --to-beginning), or add the column back; to skip only this change: pollerctl reset %s --to-cursor %s --yes",
+			l.poller, l.def.Table, col, source.ErrSchema, where, l.poller, l.poller, at)
+	})
+}
+
+// update adds an update, or a delete and an insert when it changed the key.
+func (d *decoder) update(m *pglogrepl.UpdateMessage) error {
+	if m.OldTuple != nil && d.keyChanged(m.OldTuple, m.NewTuple) {
+		if err := d.add(source.OpDelete, m.OldTuple, nil, m.OldTupleType == pglogrepl.UpdateMessageTupleTypeKey); err != nil {
+			return err
+		}
+		return d.add(source.OpInsert, m.NewTuple, m.OldTuple, false)
+	}
+	var old *pglogrepl.TupleData
+	if m.OldTupleType == pglogrepl.UpdateMessageTupleTypeOld {
+		old = m.OldTuple
+	}
+	return d.add(source.OpUpdate, m.NewTuple, old, false)
+}
+
+// keyChanged compares the key columns' text in two tuples.
+func (d *decoder) keyChanged(old, cur *pglogrepl.TupleData) bool {
+	l, names := d.l, d.l.lay.Columns()
+	for j, rc := range d.rel {
+		if rc.idx < 0 || !slices.Contains(l.def.PK, names[rc.idx]) || j >= len(old.Columns) || j >= len(cur.Columns) {
+			continue
+		}
+		o, n := old.Columns[j], cur.Columns[j]
+		if o.DataType != n.DataType || string(o.Data) != string(n.Data) {
+			return true
+		}
+	}
+	return false
+}
+
+// add decodes a tuple into a Row of op. old, when not nil, is the old row under REPLICA
+// IDENTITY FULL, which supplies the values PostgreSQL left out (unchanged TOAST); keyOnly marks
+// a delete that carries only its key.
+func (d *decoder) add(op string, tup, old *pglogrepl.TupleData, keyOnly bool) error {
+	l, n := d.l, len(d.l.lay.Columns())
+	if d.tx == nil || d.rel == nil || tup == nil {
+		return l.lay.Errorf("a %s change came outside a transaction or before the table's description (protocol error)", op)
+	}
+	if d.missing != "" {
+		return d.schemaStop()
+	}
+	if len(tup.Columns) != len(d.rel) {
+		return l.lay.Errorf("a %s change has %d columns, the table's description %d (protocol error)", op, len(tup.Columns), len(d.rel))
+	}
+	ch := d.newChange(n)
+	ch.Op, ch.KeyOnly, ch.Decode = op, keyOnly, d.dec
+	for j, rc := range d.rel {
+		if rc.idx < 0 {
+			continue
+		}
+		col := tup.Columns[j]
+		if col.DataType == pglogrepl.TupleDataTypeToast && old != nil && j < len(old.Columns) {
+			col = old.Columns[j]
+		}
+		switch col.DataType {
+		case pglogrepl.TupleDataTypeNull:
+		case pglogrepl.TupleDataTypeToast:
+			if ch.Unchanged == nil {
+				ch.Unchanged = make([]bool, n)
+			}
+			ch.Unchanged[rc.idx] = true
+		default:
+			ch.Text[rc.idx] = col.Data // decoded when read (Change.Decode)
+		}
+	}
+	for j, idx := range l.lay.KeyIndex() {
+		if ch.Text[idx] == nil {
+			return fmt.Errorf("source: poller %q, table %s, column %q: %w: a %s change in %s carries no value for the key column", l.poller, l.def.Table, l.lay.KeyColumns()[j], source.ErrNullCursor, op, d.where())
+		}
+	}
+	d.tx.entries = append(d.tx.entries, entry{ch: ch})
+	return nil
+}
+
+// newChange returns a zero change with room for n values, from blocks allocated for many changes
+// at once (a catch-up decodes hundreds of thousands).
+func (d *decoder) newChange(n int) *change {
+	if len(d.changes) == 0 {
+		d.changes = make([]change, 256)
+	}
+	if len(d.texts) < n {
+		d.texts = make([][]byte, 256*n)
+	}
+	ch := &d.changes[0]
+	d.changes = d.changes[1:]
+	ch.Text, d.texts = d.texts[:n:n], d.texts[n:]
+	return ch
+}
+
+// commit gives the transaction's changes their positions and adds them to the stream: the last
+// one ends the transaction, the others count the changes done inside it.
+func (d *decoder) commit(end pglogrepl.LSN) {
+	tx := d.tx
+	d.tx = nil
+	if tx == nil {
+		return
+	}
+	if tx.keepUp && len(tx.entries) == 0 {
+		tx.entries = append(tx.entries, entry{}) // a mark: no row, a position
+	}
+	last := len(tx.entries) - 1
+	for i, e := range tx.entries {
+		at := Position{LSN: tx.commit, Changes: i + 1}
+		if i == last {
+			at = Position{LSN: end}
+		}
+		switch {
+		case e.stop != nil:
+			if d.p.stops == nil {
+				d.p.stops = map[int]error{}
+			}
+			d.p.stops[len(d.p.rows)] = e.stop(at)
+		case e.ch != nil:
+			e.ch.pos = at
+			e.ch.Pos = &e.ch.pos
+		}
+		d.p.rows = append(d.p.rows, e.ch)
+		d.p.pos = append(d.p.pos, at)
+	}
+}
+
+// textDecoder turns a column's text (pgoutput sends values as text) into what pgx's
+// database/sql driver returns for the type (its stdlib Rows.Next), so that a logical row holds
+// the values a keyset read of the same row would. Rows decode their values when read, from any
+// goroutine: the common types are parsed here without shared state, the others through pgx's
+// type map, which is not safe for concurrent use, under a lock.
+func textDecoder(m *pgtype.Map, mu *sync.Mutex, oid uint32) func([]byte) (any, error) {
+	switch oid {
+	case pgtype.BoolOID:
+		return func(src []byte) (any, error) { return len(src) > 0 && src[0] == 't', nil }
+	case pgtype.Int2OID, pgtype.Int4OID, pgtype.Int8OID:
+		return func(src []byte) (any, error) { return strconv.ParseInt(string(src), 10, 64) }
+	case pgtype.Float4OID, pgtype.Float8OID:
+		bits := 64
+		if oid == pgtype.Float4OID {
+			bits = 32 // as the driver does: a float32, widened
+		}
+		return func(src []byte) (any, error) {
+			switch string(src) {
+			case "NaN":
+				return math.NaN(), nil
+			case "Infinity":
+				return math.Inf(1), nil
+			case "-Infinity":
+				return math.Inf(-1), nil
+			}
+			return strconv.ParseFloat(string(src), bits)
+		}
+	case pgtype.JSONOID, pgtype.JSONBOID, pgtype.XMLOID:
+		return func(src []byte) (any, error) { return slices.Clone(src), nil }
+	case pgtype.TextOID, pgtype.VarcharOID, pgtype.BPCharOID, pgtype.NameOID, pgtype.NumericOID, pgtype.UUIDOID:
+		return func(src []byte) (any, error) { return string(src), nil }
+	case pgtype.ByteaOID, pgtype.DateOID, pgtype.TimestampOID, pgtype.TimestamptzOID, pgtype.CIDOID, pgtype.OIDOID, pgtype.XIDOID:
+	default:
+		return func(src []byte) (any, error) { return string(src), nil }
+	}
+	return func(src []byte) (any, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch oid {
+		case pgtype.ByteaOID:
+			var v []byte
+			err := m.PlanScan(oid, pgtype.TextFormatCode, &v).Scan(src, &v)
+			return v, err
+		case pgtype.DateOID:
+			var v pgtype.Date
+			if err := m.PlanScan(oid, pgtype.TextFormatCode, &v).Scan(src, &v); err != nil {
+				return nil, err
+			}
+			return v.Value()
+		case pgtype.TimestampOID:
+			var v pgtype.Timestamp
+			if err := m.PlanScan(oid, pgtype.TextFormatCode, &v).Scan(src, &v); err != nil {
+				return nil, err
+			}
+			return v.Value()
+		case pgtype.TimestamptzOID:
+			var v pgtype.Timestamptz
+			if err := m.PlanScan(oid, pgtype.TextFormatCode, &v).Scan(src, &v); err != nil {
+				return nil, err
+			}
+			return v.Value()
+		}
+		var v pgtype.Uint32
+		if err := m.PlanScan(oid, pgtype.TextFormatCode, &v).Scan(src, &v); err != nil {
+			return nil, err
+		}
+		return v.Value()
+	}
+}

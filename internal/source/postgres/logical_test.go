@@ -1,0 +1,474 @@
+package postgres_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres"
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
+	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
+)
+
+// logicalTable makes a table, its publication and a slot and returns the database, the table's
+// name and a Config reading it with a logical cursor.
+func logicalTable(t *testing.T, ddl string) (*sql.DB, string, source.Config) {
+	t.Helper()
+	db, dsn, table, slot := testenv.PostgresLogical(t, ddl)
+	return db, table, source.Config{Poller: "lg", Driver: postgres.Name, DSN: dsn, Definition: source.Definition{
+		Table: source.Table{Name: table}, Columns: []string{"id", "name", "note"}, PK: []string{"id"},
+		Cursor: source.Cursor{Kind: state.KindLogical}, Slot: slot, Publication: slot,
+	}}
+}
+
+const logicalDDL = "CREATE TABLE %s (id bigint PRIMARY KEY, name text NOT NULL, note text)"
+
+func exec(t *testing.T, db *sql.DB, qs ...string) {
+	t.Helper()
+	testenv.ExecFlushed(t, db, qs...)
+}
+
+// change is a delivered change as a test sees it.
+type change struct {
+	op   string
+	id   int64
+	row  map[string]any // nil without a row
+	pos  string
+	skip []string // Unchanged
+}
+
+// drain fetches batches of size after c until none is left, telling the source each batch is
+// committed when commit is set, and returns the changes and the last cursor.
+func drain(t *testing.T, src *source.Source, c *state.Cursor, size int, commit bool) ([]change, *state.Cursor) {
+	t.Helper()
+	ctx := context.Background()
+	var out []change
+	for {
+		b, err := src.Fetch(ctx, c, size)
+		if err != nil {
+			t.Fatalf("fetch after %v: %v", c, err)
+		}
+		if len(b.Rows) == 0 {
+			return out, c
+		}
+		if len(b.Rows) > size {
+			t.Fatalf("a batch of %d rows, asked for %d", len(b.Rows), size)
+		}
+		for _, r := range b.Rows {
+			cur, _ := r.Cursor()
+			ch := change{op: r.Op(), id: r.Key()["id"].(int64), pos: string(cur.Value), skip: r.Unchanged()}
+			if r.HasRow() {
+				ch.row = map[string]any{}
+				for i, col := range b.Columns() {
+					ch.row[col] = r.Values()[i]
+				}
+				for _, u := range r.Unchanged() {
+					delete(ch.row, u)
+				}
+			}
+			out = append(out, ch)
+		}
+		c = b.To
+		if commit {
+			if err := src.Committed(ctx, c); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// apply applies changes in order to a map keyed by id.
+func apply(t *testing.T, m map[int64]map[string]any, changes []change) {
+	t.Helper()
+	for _, c := range changes {
+		switch c.op {
+		case source.OpInsert, source.OpUpdate:
+			row := c.row
+			if old, ok := m[c.id]; ok && len(c.skip) > 0 {
+				for _, u := range c.skip {
+					row[u] = old[u]
+				}
+			}
+			m[c.id] = row
+		case source.OpDelete:
+			if _, ok := m[c.id]; !ok {
+				t.Errorf("delete of %d, which the replica does not have", c.id)
+			}
+			delete(m, c.id)
+		default:
+			t.Errorf("op %q", c.op)
+		}
+	}
+}
+
+// tableMap reads the table as the replica should be.
+func tableMap(t *testing.T, db *sql.DB, table string) map[int64]map[string]any {
+	t.Helper()
+	rows, err := db.Query("SELECT id, name, note FROM " + table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	out := map[int64]map[string]any{}
+	for rows.Next() {
+		var id int64
+		var name string
+		var note sql.NullString
+		if err := rows.Scan(&id, &name, &note); err != nil {
+			t.Fatal(err)
+		}
+		var n any
+		if note.Valid {
+			n = note.String
+		}
+		out[id] = map[string]any{"id": id, "name": name, "note": n}
+	}
+	return out
+}
+
+func sameMaps(t *testing.T, got, want map[int64]map[string]any) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Errorf("replica has %d rows, the table %d", len(got), len(want))
+	}
+	for id, w := range want {
+		g, ok := got[id]
+		if !ok {
+			t.Errorf("row %d missing from the replica", id)
+			continue
+		}
+		if fmt.Sprint(g) != fmt.Sprint(w) {
+			t.Errorf("row %d: replica %v, table %v", id, g, w)
+		}
+	}
+}
+
+// slotPosition reads the slot's confirmed position.
+func slotPosition(t *testing.T, db *sql.DB, slot string) postgres.Position {
+	t.Helper()
+	var lsn string
+	if err := db.QueryRow("SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1", slot).Scan(&lsn); err != nil {
+		t.Fatal(err)
+	}
+	p, err := postgres.ParsePosition(lsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestLogicalOps: inserts, updates (one of the key), deletes and a rolled-back transaction, read
+// in batches of 2 with the slot advanced after each: the ops are right, a delete carries its key
+// and no row, nothing rolled back arrives, and the changes applied in order give the table.
+func TestLogicalOps(t *testing.T) {
+	db, table, cfg := logicalTable(t, logicalDDL)
+	ctx := context.Background()
+	src, err := drivers.Open(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	exec(t, db, "INSERT INTO "+table+" VALUES (1,'a',NULL),(2,'b','x'),(3,'c',NULL)")
+	exec(t, db, "UPDATE "+table+" SET name='b2' WHERE id=2", "DELETE FROM "+table+" WHERE id=3")
+	tx, _ := db.Begin()
+	tx.Exec("INSERT INTO " + table + " VALUES (99,'rolled back',NULL)")
+	tx.Rollback()
+	exec(t, db, "CREATE TEMP TABLE IF NOT EXISTS nothing (x int)") // any flushed commit after the rollback
+	exec(t, db, "UPDATE "+table+" SET id=10 WHERE id=1")           // a key change
+	changes, last := drain(t, src, nil, 2, true)
+	var ops []string
+	for _, c := range changes {
+		ops = append(ops, fmt.Sprintf("%s %d", c.op, c.id))
+	}
+	if got, want := strings.Join(ops, ", "), "insert 1, insert 2, insert 3, update 2, delete 3, delete 1, insert 10"; got != want {
+		t.Fatalf("changes: %s\nwant:    %s", got, want)
+	}
+	if changes[4].row != nil {
+		t.Errorf("a delete under REPLICA IDENTITY DEFAULT has a row: %v", changes[4].row)
+	}
+	seen := map[string]bool{}
+	for _, c := range changes {
+		if seen[c.pos] {
+			t.Errorf("two changes at position %s", c.pos)
+		}
+		seen[c.pos] = true
+	}
+	m := map[int64]map[string]any{}
+	apply(t, m, changes)
+	sameMaps(t, m, tableMap(t, db, table))
+
+	// The slot is at the checkpoint, not past it; a new source resumes there with nothing.
+	cp, err := postgres.CursorPosition(last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sp := slotPosition(t, db, cfg.Definition.Slot); cp.Before(sp) || sp != cp {
+		t.Errorf("slot at %s, checkpoint %s", sp, cp)
+	}
+	src2, err := drivers.Open(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src2.Close()
+	if more, _ := drain(t, src2, last, 2, false); len(more) != 0 {
+		t.Errorf("after the checkpoint: %v", more)
+	}
+	if n, err := src2.Waiting(ctx, last, 10); err != nil || n != 0 {
+		t.Errorf("waiting %d, %v", n, err)
+	}
+}
+
+// TestLogicalBigTransaction: a transaction of 10,000 changes read in batches of 100, the process
+// "restarting" (a new Source from the checkpoint) in the middle of it: every change once, in
+// order, and the slot never past the checkpoint.
+func TestLogicalBigTransaction(t *testing.T) {
+	db, table, cfg := logicalTable(t, logicalDDL)
+	ctx := context.Background()
+	exec(t, db, "INSERT INTO "+table+" SELECT g, 'n'||g, NULL FROM generate_series(1, 10000) g")
+	src, err := drivers.Open(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c *state.Cursor
+	var got []int64
+	for len(got) < 5050 {
+		b, err := src.Fetch(ctx, c, 100)
+		if err != nil || len(b.Rows) == 0 {
+			t.Fatalf("fetch: %d rows, %v", len(b.Rows), err)
+		}
+		for _, r := range b.Rows {
+			got = append(got, r.Key()["id"].(int64))
+		}
+		c = b.To
+		if err := src.Committed(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+		if sp, cp := slotPosition(t, db, cfg.Definition.Slot), mustPos(t, c); cp.Before(sp) {
+			t.Fatalf("slot %s past the checkpoint %s", sp, cp)
+		}
+	}
+	if p := mustPos(t, c); p.Changes != len(got) {
+		t.Fatalf("mid-transaction checkpoint %s after %d changes", p, len(got))
+	}
+	src.Close()
+	src2, err := drivers.Open(ctx, cfg) // the restart
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src2.Close()
+	rest, _ := drain(t, src2, c, 100, true)
+	for _, r := range rest {
+		got = append(got, r.id)
+	}
+	if len(got) != 10000 {
+		t.Fatalf("%d changes, want 10000", len(got))
+	}
+	for i, id := range got {
+		if id != int64(i+1) {
+			t.Fatalf("change %d is id %d", i, id)
+		}
+	}
+}
+
+func mustPos(t *testing.T, c *state.Cursor) postgres.Position {
+	t.Helper()
+	p, err := postgres.CursorPosition(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestLogicalToast: an update that leaves a TOASTed value alone does not carry it: listed as
+// unchanged under REPLICA IDENTITY DEFAULT, taken from the old row under FULL.
+func TestLogicalToast(t *testing.T) {
+	for _, full := range []bool{false, true} {
+		t.Run(fmt.Sprintf("full=%v", full), func(t *testing.T) {
+			db, table, cfg := logicalTable(t, logicalDDL)
+			if full {
+				exec(t, db, "ALTER TABLE "+table+" REPLICA IDENTITY FULL")
+			}
+			// Random text does not compress below the threshold.
+			exec(t, db, "INSERT INTO "+table+" SELECT 1, 'a', string_agg(md5(random()::text), '') FROM generate_series(1, 20000)")
+			exec(t, db, "UPDATE "+table+" SET name = 'b' WHERE id = 1")
+			src, err := drivers.Open(context.Background(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer src.Close()
+			changes, _ := drain(t, src, nil, 10, false)
+			if len(changes) != 2 || changes[1].op != source.OpUpdate {
+				t.Fatalf("changes %v", changes)
+			}
+			up := changes[1]
+			if full {
+				if len(up.skip) != 0 || up.row["note"] != changes[0].row["note"] {
+					t.Errorf("FULL: unchanged %v, note carried: %v", up.skip, up.row["note"] == changes[0].row["note"])
+				}
+			} else if fmt.Sprint(up.skip) != "[note]" || up.row["note"] != nil {
+				t.Errorf("DEFAULT: unchanged %v, row %v", up.skip, up.row)
+			}
+			m := map[int64]map[string]any{}
+			apply(t, m, changes)
+			sameMaps(t, m, tableMap(t, db, table))
+		})
+	}
+}
+
+// TestLogicalStops: a truncate and a dropped column stop the poller at that change, after the
+// changes before it, with errors naming the way on, which works.
+func TestLogicalStops(t *testing.T) {
+	db, table, cfg := logicalTable(t, logicalDDL)
+	ctx := context.Background()
+	src, err := drivers.Open(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	exec(t, db, "INSERT INTO "+table+" VALUES (1,'a',NULL)", "TRUNCATE "+table, "INSERT INTO "+table+" VALUES (2,'b',NULL)")
+	b, err := src.Fetch(ctx, nil, 10)
+	if err != nil || len(b.Rows) != 1 {
+		t.Fatalf("before the truncate: %v, %v", b, err)
+	}
+	_, err = src.Fetch(ctx, b.To, 10)
+	if !errors.Is(err, postgres.ErrTruncate) || !strings.Contains(err.Error(), "pollerctl reset lg --to-cursor ") {
+		t.Fatalf("truncate: %v", err)
+	}
+	skip := strings.Fields(err.Error()[strings.Index(err.Error(), "--to-cursor ")+len("--to-cursor "):])[0]
+	c, err := src.CursorFromText(skip, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, err := src.Fetch(ctx, c, 10)
+	if err != nil || len(after.Rows) != 1 || after.Rows[0].Key()["id"] != int64(2) {
+		t.Fatalf("after skipping the truncate: %v, %v", after, err)
+	}
+
+	exec(t, db, "ALTER TABLE "+table+" DROP COLUMN note", "INSERT INTO "+table+" VALUES (3,'c')")
+	_, err = src.Fetch(ctx, after.To, 10)
+	if !errors.Is(err, source.ErrSchema) || !strings.Contains(err.Error(), `column "note"`) {
+		t.Fatalf("dropped column: %v", err)
+	}
+}
+
+// TestLogicalSetupErrors: each missing piece is an error naming the fix, and Open creates
+// nothing.
+func TestLogicalSetupErrors(t *testing.T) {
+	db, table, cfg := logicalTable(t, logicalDDL)
+	ctx := context.Background()
+	open := func(c source.Config) error {
+		src, err := drivers.Open(ctx, c)
+		if err == nil {
+			src.Close()
+		}
+		return err
+	}
+	slots := func() int {
+		var n int
+		db.QueryRow("SELECT count(*) FROM pg_replication_slots").Scan(&n)
+		return n
+	}
+	before := slots()
+	noSlot := cfg
+	noSlot.Definition.Slot = "no_such_slot"
+	noPub := cfg
+	noPub.Definition.Publication = "no_such_pub"
+	otherPub := strings.ToLower(table) + "_other"
+	exec(t, db, "CREATE PUBLICATION "+otherPub)
+	t.Cleanup(func() { db.Exec("DROP PUBLICATION " + otherPub) })
+	notIn := cfg
+	notIn.Definition.Publication = otherPub
+	badKey := cfg
+	badKey.Definition.PK = []string{"name"}
+	for name, c := range map[string]struct {
+		cfg  source.Config
+		want string
+	}{
+		"slot":        {noSlot, `replication slot "no_such_slot" does not exist: run ` + "`pollerctl cdc enable lg --yes`"},
+		"publication": {noPub, `publication "no_such_pub" does not exist`},
+		"not in":      {notIn, "does not include the table: ALTER PUBLICATION " + otherPub + " ADD TABLE"},
+		"key":         {badKey, "the poller's key (name) is not the table's primary key (id)"},
+	} {
+		err := open(c.cfg)
+		if !errors.Is(err, postgres.ErrNotEnabled) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v\nwant it to say: %s", name, err, c.want)
+		}
+	}
+	exec(t, db, "ALTER TABLE "+table+" REPLICA IDENTITY NOTHING")
+	if err := open(cfg); !errors.Is(err, postgres.ErrNotEnabled) || !strings.Contains(err.Error(), "REPLICA IDENTITY FULL") {
+		t.Errorf("identity nothing: %v", err)
+	}
+	exec(t, db, "ALTER TABLE "+table+" REPLICA IDENTITY DEFAULT")
+
+	role := strings.ToLower(table) + "_r"
+	exec(t, db, "CREATE ROLE "+role+" LOGIN", "GRANT SELECT ON "+table+" TO "+role)
+	t.Cleanup(func() { db.Exec("DROP OWNED BY " + role); db.Exec("DROP ROLE " + role) })
+	noRepl := cfg
+	noRepl.DSN = strings.Replace(cfg.DSN, "postgres@", role+"@", 1)
+	if err := open(noRepl); !errors.Is(err, postgres.ErrNotEnabled) || !strings.Contains(err.Error(), "ALTER ROLE "+`"`+role+`"`+" WITH REPLICATION") {
+		t.Errorf("no REPLICATION: %v", err)
+	}
+	if slots() != before {
+		t.Errorf("Open created a slot: %d, before %d", slots(), before)
+	}
+}
+
+// TestLogicalValuesAsKeyset: a logical change holds, type for type, the values a keyset read of
+// the same row gives (pgoutput sends text; the driver reads binary), NULLs included, and its
+// JSON is the same.
+func TestLogicalValuesAsKeyset(t *testing.T) {
+	db, table, cfg := logicalTable(t, `CREATE TABLE %s (id bigint PRIMARY KEY, i2 smallint, i4 int, f4 real, f8 double precision,
+		num numeric(38,10), b bool, t text, vc varchar(20), u uuid, j json, jb jsonb, by bytea, ts timestamp(6), tz timestamptz(6),
+		d date, x xid8)`)
+	cols := []string{"id", "i2", "i4", "f4", "f8", "num", "b", "t", "vc", "u", "j", "jb", "by", "ts", "tz", "d", "x"}
+	exec(t, db, `INSERT INTO `+table+` VALUES
+		(1, -32768, 2147483647, 1.1, 2.2250738585072014e-308, 12345678901234567890.0123456789, true, 'emoji 😀 "quoted"', 'vc',
+		 'A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11', '{"a": [1, 2.50]}', '{"b": null}', '\x00ff10', '2026-11-23 10:00:00.123456',
+		 '2026-11-23 10:00:00.654321+02', '2026-11-23', '123456789012'),
+		(2, NULL, NULL, 'NaN', '-Infinity', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)`)
+	cfg.Definition.Columns = cols
+	ctx := context.Background()
+	lsrc, err := drivers.Open(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lsrc.Close()
+	kcfg := cfg
+	kcfg.Definition.Cursor = source.Cursor{Kind: state.KindInteger, Column: "id"}
+	kcfg.Definition.Slot, kcfg.Definition.Publication = "", ""
+	ksrc, err := drivers.Open(ctx, kcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ksrc.Close()
+	lb, err := lsrc.Fetch(ctx, nil, 10)
+	if err != nil || len(lb.Rows) != 2 {
+		t.Fatalf("logical: %v %v", lb, err)
+	}
+	kb, err := ksrc.Fetch(ctx, nil, 10)
+	if err != nil || len(kb.Rows) != 2 {
+		t.Fatalf("keyset: %v %v", kb, err)
+	}
+	for r := range 2 {
+		lv, kv := lb.Rows[r].Values(), kb.Rows[r].Values()
+		for i, c := range cols {
+			if l, k := fmt.Sprintf("%T %#v", lv[i], lv[i]), fmt.Sprintf("%T %#v", kv[i], kv[i]); l != k {
+				if lt, ok := lv[i].(time.Time); ok && lt.Equal(kv[i].(time.Time)) && lt.Location() == kv[i].(time.Time).Location() {
+					continue
+				}
+				t.Errorf("row %d, column %s: logical %s, keyset %s", r+1, c, l, k)
+			}
+		}
+		lj, _ := lb.Rows[r].MarshalJSON()
+		kj, _ := kb.Rows[r].MarshalJSON()
+		if string(lj) != string(kj) {
+			t.Errorf("row %d JSON:\nlogical %s\nkeyset  %s", r+1, lj, kj)
+		}
+	}
+}

@@ -1,0 +1,142 @@
+// Package sqlite is the source driver for SQLite, through modernc.org/sqlite (pure Go): its
+// SQL, its type affinities, and its TEXT timestamps, which compare in time order only in one
+// fixed-width layout.
+package sqlite
+
+import (
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	_ "modernc.org/sqlite" // no cgo
+
+	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
+)
+
+// Driver is SQLite through modernc.org/sqlite (no cgo). A timestamp cursor column is TEXT in the
+// fixed-width UTC layout state.TimeLayout, whose text order is time order.
+type Driver struct{ source.Defaults }
+
+// Name is the driver's name in a poller's settings ({P}_DB_DRIVER).
+const Name = "sqlite"
+
+// stampPattern is the GLOB every SQLite TEXT cursor value must match (state.TimeLayout).
+const stampPattern = "[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]T[0-9][0-9]:[0-9][0-9]:[0-9][0-9].[0-9][0-9][0-9][0-9][0-9][0-9]Z"
+
+// StampExpr is the SQLite expression that stamps a TEXT cursor column in the fixed-width
+// layout: strftime's %f has milliseconds, padded to six digits ("2026-11-23T03:40:32.287000Z").
+const StampExpr = "strftime('%Y-%m-%dT%H:%M:%f000Z','now')"
+
+// Open adds a busy time-out, so that a writer does not fail reads at once.
+func (Driver) Open(dsn string) (*sql.DB, error) { return sql.Open("sqlite", sqliteDSN(dsn)) }
+
+// Name is "sqlite".
+func (Driver) Name() string { return Name }
+
+func sqliteDSN(dsn string) string {
+	if !strings.Contains(dsn, "busy_timeout") {
+		sep := "?"
+		if strings.Contains(dsn, "?") {
+			sep = "&"
+		}
+		dsn += sep + "_pragma=busy_timeout(10000)"
+	}
+	return dsn
+}
+
+// Location: no server; the database is the file's path.
+func (Driver) Location(dsn string) (source.Location, error) {
+	path := strings.TrimPrefix(dsn, "file:")
+	if i := strings.IndexByte(path, '?'); i >= 0 {
+		path = path[:i]
+	}
+	if path == "" || path == ":memory:" {
+		return source.Location{Database: path}, nil
+	}
+	return source.Location{Database: filepath.Clean(path)}, nil
+}
+
+// Caseless: SQLite matches column names whatever their case.
+func (Driver) Caseless() bool { return true }
+
+// Placeholder is "?".
+func (Driver) Placeholder(int) string { return "?" }
+
+// UpperBound: 'now' has millisecond resolution; padding to six digits keeps the fixed-width text
+// comparable with stored YYYY-MM-DDTHH:MM:SS.ffffffZ values. The scalar subquery is evaluated
+// once per statement, not once per row.
+func (Driver) UpperBound(kind string, _ source.TSFlavor, col string, lag time.Duration, next func() string) source.Bound {
+	if kind != state.KindTimestampPK {
+		return source.Bound{}
+	}
+	return source.Bound{Pred: col + " < (SELECT strftime('%Y-%m-%dT%H:%M:%f', 'now', " + next() + ") || '000Z')", Arg: fmt.Sprintf("-%.3f seconds", lag.Seconds())}
+}
+
+// StampCheck: a TEXT value not in the fixed-width layout. A full scan.
+func (Driver) StampCheck(fl source.TSFlavor, table, col, param string) (string, any, string) {
+	if fl != source.TSText {
+		return "", nil, ""
+	}
+	return "NOT (" + col + " GLOB " + param + ")", stampPattern,
+		"Stamp the column with " + StampExpr + " (DEFAULT (" + StampExpr + ")), never CURRENT_TIMESTAMP or datetime('now'), " +
+			"and rewrite such rows to a fresh stamp, which delivers them: UPDATE " + table + " SET " + col + " = " + StampExpr +
+			" WHERE " + col + " NOT GLOB '" + stampPattern + "'"
+}
+
+// Classify applies SQLite's type affinity rules to the declared type.
+func (Driver) Classify(base string) (source.Class, source.TSFlavor) {
+	switch {
+	case strings.Contains(base, "INT"):
+		return source.ClassInt, source.TSNone
+	case base == "DATETIME" || base == "TIMESTAMP":
+		return source.ClassText, source.TSText
+	case strings.Contains(base, "CHAR") || strings.Contains(base, "CLOB") || strings.Contains(base, "TEXT"):
+		return source.ClassText, source.TSText
+	case base == "BLOB" || base == "":
+		return source.ClassBinary, source.TSNone
+	case strings.Contains(base, "DEC") || strings.Contains(base, "NUMERIC"):
+		return source.ClassDecimal, source.TSNone
+	case strings.Contains(base, "REAL") || strings.Contains(base, "FLOA") || strings.Contains(base, "DOUB"):
+		return source.ClassFloat, source.TSNone
+	case strings.Contains(base, "BOOL"):
+		return source.ClassBool, source.TSNone
+	}
+	return source.ClassOther, source.TSNone
+}
+
+// KeyCodec carries a TEXT timestamp cursor verbatim (textTimeCodec).
+func (Driver) KeyCodec(c source.ColumnType) (source.KeyCodec, bool) {
+	return textTimeCodec, c.Flavor == source.TSText
+}
+
+// textTimeCodec carries a SQLite TEXT timestamp verbatim (its text order is its time order), and
+// refuses text that is not in the fixed-width layout, whose place in that order would be wrong.
+var textTimeCodec = source.KeyCodec{
+	Encode: func(v any) (json.RawMessage, error) {
+		s, ok := v.(string)
+		if !ok {
+			// SQLite sorts numbers and blobs apart from text: such a row is out of time order.
+			return nil, fmt.Errorf("%w: a TEXT timestamp column holds %T %v, not text in the fixed-width UTC layout YYYY-MM-DDTHH:MM:SS.ffffffZ",
+				source.ErrUnreachableRow, v, v)
+		}
+		if !source.FixedWidth(s) {
+			return nil, fmt.Errorf("%w: value %q is not in the fixed-width UTC layout YYYY-MM-DDTHH:MM:SS.ffffffZ, the only text whose order is time order",
+				source.ErrUnreachableRow, s)
+		}
+		return json.Marshal(s)
+	},
+	Decode: func(raw json.RawMessage) (any, error) {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return nil, err
+		}
+		if !source.FixedWidth(s) {
+			return nil, fmt.Errorf("%q is not a timestamp in the fixed-width layout YYYY-MM-DDTHH:MM:SS.ffffffZ (text that compares in time order)", s)
+		}
+		return s, nil
+	},
+}

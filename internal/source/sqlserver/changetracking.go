@@ -1,0 +1,630 @@
+package sqlserver
+
+// The changetracking cursor: SQL Server Change Tracking of the poller's table.
+//
+// Change Tracking records, for every committed insert, update and delete of a tracked table, the
+// row's primary key and the commit's version: a database-wide number that grows by one for each
+// committing transaction that changed a tracked table, given at commit. CHANGETABLE(CHANGES t,
+// @base) returns one row per key changed after version @base: its latest version
+// (SYS_CHANGE_VERSION) and its net operation since @base (SYS_CHANGE_OPERATION): I when the row
+// did not exist at @base, D when it does not exist now, U otherwise; a row deleted and inserted
+// again with the same key is a U, a row inserted and deleted after @base a D, and a change of
+// the key a D of the old key and an I of the new one. A rolled-back change is never there.
+//
+// # One read
+//
+// Each fetch reads CHANGE_TRACKING_CURRENT_VERSION() as the upper bound, then, in one
+// snapshot-isolation transaction begun after it (ALLOW_SNAPSHOT_ISOLATION must be ON), the
+// table's CHANGE_TRACKING_MIN_VALID_VERSION, checks the checkpoint against it, and selects TOP
+// (@n) rows of CHANGETABLE(CHANGES t, @base) with SYS_CHANGE_VERSION <= the bound, LEFT JOINed
+// to the table on the key for the current values, ORDER BY SYS_CHANGE_VERSION and the key. The
+// snapshot makes the changes and the joined values agree: an I or a U finds its row as it is
+// after that version, and a D finds none. (Should an I or a U find no row all the same, the row
+// is gone now: it is delivered as a delete of its key, which is what applying it must do.)
+//
+// Versions are given at commit, in commit order, and a transaction's changes all share its
+// version: every version at or below a version the read has seen is complete in the snapshot,
+// so there is no late-commit problem. The bound is read before the snapshot begins, so every
+// version up to it committed before the snapshot and is complete in it too: a read that finds
+// nothing up to the bound knows that nothing of the table changed up to it.
+//
+// # The cursor
+//
+// Value is a version (a JSON number). Without a tiebreaker the position is a version boundary:
+// every change up to and including version Value is done, and the next read is
+// CHANGES(t, Value). With a tiebreaker (the key columns, encoded as the keyset kinds encode
+// them) the position is inside version Value: every change before it is done, and of its
+// changes those whose key sorts at or before the tiebreaker; the next read is
+// CHANGES(t, Value-1) with (SYS_CHANGE_VERSION, key) > (Value, tiebreaker). That is how a
+// transaction that changed more rows than a batch holds is read over several batches, and
+// resumed exactly after a crash: never a skip, never a repeat, since each read returns only rows
+// strictly after the position in (version, key) order, and each row's cursor is its own
+// (version, key). A key read inside version v and changed again later comes again at its new
+// version (a new change); a key not yet read whose change at v was overwritten later comes at
+// its later version with its net op (relative to v-1, where the consumer's knowledge stands).
+//
+// Each row's cursor is (its version, its key). When a batch holds fewer rows than asked, its
+// read reached the bound, so the last row's version is complete: that row's cursor (and the
+// batch's To) is the boundary Value = its version, which spares the next read a re-scan of that
+// version and keeps an idle checkpoint on a boundary. The id a sink derives from poller, key and
+// cursor Value therefore differs for two changes of the same key (they have two versions) and
+// stays the same when a change is delivered again.
+//
+// # Expiry
+//
+// Change Tracking forgets changes older than the database's CHANGE_RETENTION (auto cleanup),
+// and a TRUNCATE TABLE forgets all of them; the table's CHANGE_TRACKING_MIN_VALID_VERSION then
+// rises. A checkpoint whose read would start below it (its base: Value, or Value-1 inside a
+// version) may have lost changes, which CHANGETABLE would silently leave out: every fetch and
+// every count checks it first and fails with ErrExpired, naming both versions and the reset
+// (`pollerctl reset P --to-beginning`, after which the rows changed meanwhile must be re-read
+// from the table). A checkpoint ahead of CHANGE_TRACKING_CURRENT_VERSION() (a database restored
+// or recreated, a version typed wrong) is refused too (ErrCursor). The beginning (no
+// checkpoint) is the table's minimum valid version: every change still kept.
+//
+// # A quiet table in a busy database
+//
+// An idle tick writes nothing, so the checkpoint of a quiet table would stay where it is while
+// the minimum valid version moves on with the retention and other tables' commits, until the
+// checkpoint expired although nothing of the table was lost. So a fetch that finds nothing after
+// the checkpoint, up to the bound, returns no rows but a To at the bound (a version boundary:
+// nothing of the table changed up to it) when the checkpoint has come closer to the minimum valid
+// version than to the current one: about half the retention has passed over it. The tick commits
+// that move as it commits a logical cursor's keep-up (two blob writes). The rule needs no clock
+// and no permission beyond the cursor's: its writes are about two per retention period on a busy
+// database, and a number that grows with the log of the versions while cleanup has not yet moved
+// the minimum. A stopped poller still expires after the retention: a loud error.
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	mssql "github.com/microsoft/go-mssqldb"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
+)
+
+var (
+	// ErrNotTracked: the database or the table is not set up for the changetracking cursor
+	// (Change Tracking, snapshot isolation, the VIEW CHANGE TRACKING permission, the key); the
+	// error names the statement that fixes it.
+	ErrNotTracked = source.Mark(errors.New("SQL Server Change Tracking is not set up for the poller"), source.ErrMisconfigured)
+	// ErrExpired: a changetracking checkpoint is older than CHANGE_TRACKING_MIN_VALID_VERSION:
+	// Change Tracking has forgotten changes after it (retention cleanup, or a TRUNCATE TABLE),
+	// so they cannot be delivered. The poller stops; the error names the reset. It also wraps
+	// ErrCursor.
+	ErrExpired = errors.New("the checkpoint is older than the changes SQL Server Change Tracking still keeps")
+)
+
+type changeTracking struct {
+	l         *source.Layout
+	table     string // the quoted table name: in the SQL, and bound as OBJECT_ID's argument
+	q         ctQueries
+	retention string // the database's CHANGE_RETENTION as check read it ("2 DAYS"), for errors
+}
+
+// ChangeStream reads the changetracking cursor kind.
+func (Driver) ChangeStream(kind string, l *source.Layout) (source.ChangeStream, bool) {
+	if kind != state.KindChangeTracking {
+		return nil, false
+	}
+	return newChangeTracking(l), true
+}
+
+func newChangeTracking(l *source.Layout) *changeTracking {
+	d := l.Definition()
+	return &changeTracking{l: l, table: l.Table(), q: buildCTQueries(l.Driver(), d.Table, l.Columns(), d.PK)}
+}
+
+// ctQueries are the SQL texts of the changetracking cursor.
+//
+//   - Check (argument: the quoted table name) reads the set-up in one round trip.
+//   - Current: CHANGE_TRACKING_CURRENT_VERSION(), the read's bound, before its transaction.
+//   - MinValid (the quoted table name): the table's CHANGE_TRACKING_MIN_VALID_VERSION, in the
+//     read's snapshot transaction.
+//   - FetchFrom (base, bound, limit): the changes after the version boundary base.
+//   - FetchAfter (base = version-1, version, the key values, bound, limit): the changes after a
+//     position inside a version.
+//   - WaitingFrom and WaitingAfter: the same reads, counted.
+type ctQueries struct {
+	Check, Current, MinValid  string
+	FetchFrom, FetchAfter     string
+	WaitingFrom, WaitingAfter string
+}
+
+func buildCTQueries(dl source.Driver, t source.Table, cols, keys []string) ctQueries {
+	table := source.QuoteTable(dl, t)
+	var sel []string
+	for _, c := range cols {
+		if slices.Contains(keys, c) {
+			sel = append(sel, "ct."+dl.Quote(c))
+		} else {
+			sel = append(sel, "t."+dl.Quote(c))
+		}
+	}
+	var on, order []string
+	ctKeys := make([]string, len(keys))
+	for i, k := range keys {
+		on = append(on, "t."+dl.Quote(k)+" = ct."+dl.Quote(k))
+		ctKeys[i] = "ct." + dl.Quote(k)
+	}
+	order = append([]string{"ct.SYS_CHANGE_VERSION"}, ctKeys...)
+	found := "CASE WHEN t." + dl.Quote(keys[0]) + " IS NULL THEN 0 ELSE 1 END"
+	selectList := "ct.SYS_CHANGE_VERSION, ct.SYS_CHANGE_OPERATION, " + found + ", " + strings.Join(sel, ", ")
+	join := " LEFT JOIN " + table + " AS t ON " + strings.Join(on, " AND ")
+
+	// render builds a read: from a version boundary, or after a position inside a version.
+	render := func(inside bool) (from, where string, limit string) {
+		n := 1
+		next := func() string { n++; return dl.Placeholder(n) }
+		from = " FROM CHANGETABLE(CHANGES " + table + ", " + dl.Placeholder(1) + ") AS ct"
+		var preds []string
+		if inside {
+			params := []string{next()}
+			for range keys {
+				params = append(params, next())
+			}
+			pred, _ := dl.Keyset(state.KindChangeTracking, order, params)
+			preds = append(preds, pred)
+		}
+		preds = append(preds, "ct.SYS_CHANGE_VERSION <= "+next())
+		return from, " WHERE " + strings.Join(preds, " AND "), next()
+	}
+	q := ctQueries{
+		Check:    ctCheckQuery,
+		Current:  "SELECT CHANGE_TRACKING_CURRENT_VERSION()",
+		MinValid: "SELECT CHANGE_TRACKING_MIN_VALID_VERSION(OBJECT_ID(" + dl.Placeholder(1) + "))",
+	}
+	for _, inside := range []bool{false, true} {
+		from, where, limit := render(inside)
+		fetch := dl.Limit(selectList, from+join+where+" ORDER BY "+strings.Join(order, ", "), limit)
+		count := "SELECT COUNT(*) FROM (" + dl.Limit("ct.SYS_CHANGE_VERSION", from+where, limit) + ") w"
+		if inside {
+			q.FetchAfter, q.WaitingAfter = fetch, count
+		} else {
+			q.FetchFrom, q.WaitingFrom = fetch, count
+		}
+	}
+	return q
+}
+
+// ctCheckQuery reads, for the table named by @p1 (quoted), everything the cursor needs: the
+// database's name, the user, whether the table exists, Change Tracking on the database (and its
+// retention) and on the table, snapshot isolation, the VIEW CHANGE TRACKING permission, and the
+// primary key's columns in order (JSON).
+const ctCheckQuery = `SELECT DB_NAME(), USER_NAME(), CASE WHEN OBJECT_ID(@p1) IS NULL THEN 0 ELSE 1 END,
+  CASE WHEN CHANGE_TRACKING_CURRENT_VERSION() IS NOT NULL OR EXISTS (SELECT 1 FROM sys.change_tracking_databases WHERE database_id = DB_ID()) THEN 1 ELSE 0 END,
+  (SELECT CONCAT(retention_period, ' ', retention_period_units_desc) FROM sys.change_tracking_databases WHERE database_id = DB_ID()),
+  CASE WHEN EXISTS (SELECT 1 FROM sys.change_tracking_tables WHERE object_id = OBJECT_ID(@p1)) THEN 1 ELSE 0 END,
+  (SELECT snapshot_isolation_state_desc FROM sys.databases WHERE database_id = DB_ID()),
+  COALESCE(HAS_PERMS_BY_NAME(@p1, 'OBJECT', 'VIEW CHANGE TRACKING'), 0),
+  (SELECT c.name AS [name] FROM sys.indexes i
+    JOIN sys.index_columns ic ON ic.object_id = i.object_id AND ic.index_id = i.index_id
+    JOIN sys.columns c ON c.object_id = ic.object_id AND c.column_id = ic.column_id
+    WHERE i.object_id = OBJECT_ID(@p1) AND i.is_primary_key = 1 AND ic.key_ordinal > 0
+    ORDER BY ic.key_ordinal FOR JSON PATH)`
+
+// ctSetup is what ctCheckQuery reads.
+type ctSetup struct {
+	database, user string
+	dbTracked      bool
+	retention      string
+	tableTracked   bool
+	snapshot       string // sys.databases.snapshot_isolation_state_desc: ON, OFF, IN_TRANSITION_TO_ON...
+	viewCT         bool
+	pk             []string // the table's primary key columns, in order; nil when it has none
+}
+
+// problems lists what keeps the cursor from working, each with the statement that fixes it, in
+// the order to run them; none when the set-up is complete. poller is the poller's key.
+func (st ctSetup) problems(dl source.Driver, table string, poller []string) []string {
+	var out []string
+	db := dl.Quote(st.database)
+	if !st.dbTracked {
+		out = append(out, fmt.Sprintf("Change Tracking is off in database %s: ALTER DATABASE %s SET CHANGE_TRACKING = ON (CHANGE_RETENTION = 2 DAYS, AUTO_CLEANUP = ON) (the retention must outlast the longest time the poller may be stopped or idle)", db, db))
+	}
+	if !st.tableTracked {
+		out = append(out, fmt.Sprintf("Change Tracking is off for the table: ALTER TABLE %s ENABLE CHANGE_TRACKING", table))
+	}
+	if st.snapshot != "ON" {
+		now := st.snapshot
+		if now == "" {
+			now = "unknown"
+		}
+		out = append(out, fmt.Sprintf("database %s does not allow snapshot isolation (ALLOW_SNAPSHOT_ISOLATION is %s), which the reads need so that the change versions and the rows agree: ALTER DATABASE %s SET ALLOW_SNAPSHOT_ISOLATION ON", db, now, db))
+	}
+	if !st.viewCT {
+		out = append(out, fmt.Sprintf("the user %s lacks the VIEW CHANGE TRACKING permission on the table: GRANT VIEW CHANGE TRACKING ON %s TO %s", dl.Quote(st.user), table, dl.Quote(st.user)))
+	}
+	switch {
+	case len(st.pk) == 0:
+		out = append(out, fmt.Sprintf("the table has no primary key, which Change Tracking needs: add one (ALTER TABLE %s ADD CONSTRAINT ... PRIMARY KEY (%s)) and make it the poller's key", table, strings.Join(source.QuoteAll(dl, poller), ", ")))
+	case !sameColumns(st.pk, poller):
+		out = append(out, fmt.Sprintf("the poller's key (%s) is not the table's primary key (%s), which is all CHANGETABLE returns of a change: make the poller's key %s",
+			strings.Join(poller, ", "), strings.Join(st.pk, ", "), strings.Join(st.pk, ", ")))
+	}
+	return out
+}
+
+// sameColumns: the same column names, in any order, ignoring case (SQL Server's catalog
+// collation usually does).
+func sameColumns(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, x := range a {
+		if !slices.ContainsFunc(b, func(y string) bool { return strings.EqualFold(x, y) }) {
+			return false
+		}
+	}
+	return true
+}
+
+func (c *changeTracking) fail(problems ...string) error {
+	return fmt.Errorf("source: poller %q, table %s: %w: %s", c.l.Poller(), c.l.Definition().Table, ErrNotTracked, strings.Join(problems, "; "))
+}
+
+// Check reads the set-up in one query and names every problem with its fix. It creates nothing.
+func (c *changeTracking) Check(ctx context.Context) error {
+	var (
+		st                                    ctSetup
+		exists, dbOn, tableOn, view           int64
+		retention, snapshot, pk, user, dbName sql.NullString
+	)
+	err := c.l.DB().QueryRowContext(ctx, c.q.Check, c.table).Scan(&dbName, &user, &exists, &dbOn, &retention, &tableOn, &snapshot, &view, &pk)
+	if err != nil {
+		return c.l.Errorf("checking the Change Tracking set-up: %v", err)
+	}
+	if exists == 0 {
+		return c.l.SchemaErr("", "the table does not exist")
+	}
+	st = ctSetup{database: dbName.String, user: user.String, dbTracked: dbOn == 1, retention: retention.String,
+		tableTracked: tableOn == 1, snapshot: snapshot.String, viewCT: view == 1}
+	if pk.Valid && pk.String != "" {
+		var cols []struct {
+			Name string `json:"name"`
+		}
+		if err := json.Unmarshal([]byte(pk.String), &cols); err != nil {
+			return c.l.Errorf("reading the primary key's columns %s: %v", pk.String, err)
+		}
+		for _, col := range cols {
+			st.pk = append(st.pk, col.Name)
+		}
+	}
+	if p := st.problems(c.l.Driver(), c.table, c.l.Definition().PK); len(p) > 0 {
+		return c.fail(p...)
+	}
+	c.retention = st.retention
+	return nil
+}
+
+// ctPosition is a changetracking cursor read: a version boundary (key nil), or a position inside
+// version (key: the key values of the last change done there, as query arguments).
+type ctPosition struct {
+	version int64
+	key     []any
+}
+
+// base is the version the read after p passes to CHANGETABLE(CHANGES ...).
+func (p ctPosition) base() int64 {
+	if p.key != nil {
+		return p.version - 1
+	}
+	return p.version
+}
+
+// position reads a stored cursor, checking that it fits: its kind, a whole version, and either no
+// tiebreaker or one holding exactly the key columns, each a value of its column's type.
+func (c *changeTracking) position(cur *state.Cursor) (ctPosition, error) {
+	fail := func(format string, args ...any) (ctPosition, error) {
+		return ctPosition{}, fmt.Errorf("source: poller %q: %w: %s", c.l.Poller(), source.ErrCursor, fmt.Sprintf(format, args...))
+	}
+	if cur.Kind != state.KindChangeTracking {
+		return fail("the stored cursor is of kind %q, the source's is %q", cur.Kind, state.KindChangeTracking)
+	}
+	v, err := parseVersion(string(cur.Value))
+	if err != nil {
+		return fail("%v", err)
+	}
+	p := ctPosition{version: v}
+	if len(cur.Tiebreaker) == 0 {
+		return p, nil
+	}
+	if v < 1 {
+		return fail("a position inside version %d: versions inside which changes are read start at 1", v)
+	}
+	keys := c.l.KeyColumns()
+	if len(cur.Tiebreaker) != len(keys) {
+		return fail("the stored cursor's tiebreaker has %d columns, the table's key has %d (%s)", len(cur.Tiebreaker), len(keys), strings.Join(keys, ", "))
+	}
+	for i, k := range keys {
+		raw, ok := cur.Tiebreaker[k]
+		if !ok {
+			return fail("the stored cursor's tiebreaker lacks key column %q", k)
+		}
+		val, err := c.l.DecodeKey(i, raw)
+		if err != nil {
+			return fail("key column %q: value %s: %v", k, raw, err)
+		}
+		p.key = append(p.key, val)
+	}
+	return p, nil
+}
+
+// parseVersion reads a change version: a whole number, 0 or more.
+func parseVersion(s string) (int64, error) {
+	v, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+	if err != nil || v < 0 {
+		return 0, fmt.Errorf("%q is not a change version (a whole number, 0 or more, as CHANGE_TRACKING_CURRENT_VERSION() gives)", s)
+	}
+	return v, nil
+}
+
+// ctCursor is the cursor at version v: a boundary when key is nil, else inside v after key.
+func ctCursor(v int64, key map[string]json.RawMessage) state.Cursor {
+	return state.Cursor{Kind: state.KindChangeTracking, Value: json.RawMessage(strconv.FormatInt(v, 10)), Tiebreaker: key}
+}
+
+func (c *changeTracking) CheckCursor(cur *state.Cursor) error {
+	_, err := c.position(cur)
+	return err
+}
+
+// CursorFromText reads a version an operator typed: the boundary after it (every change up to
+// and including that version is done).
+func (c *changeTracking) CursorFromText(value string) (*state.Cursor, error) {
+	v, err := parseVersion(value)
+	if err != nil {
+		return nil, fmt.Errorf("source: poller %q: %w: %v", c.l.Poller(), source.ErrCursor, err)
+	}
+	cur := ctCursor(v, nil)
+	return &cur, nil
+}
+
+// Committed: the checkpoint in the state blob is all there is; Change Tracking keeps changes for
+// its retention whatever the readers did.
+func (c *changeTracking) Committed(context.Context, *state.Cursor) error { return nil }
+
+// ctRead is one read's query (the From or After form), its arguments but the limit (which the
+// reader appends), and the versions it was checked against.
+type ctRead struct {
+	query             string
+	args              []any
+	pos               *ctPosition // nil: the beginning
+	current, minValid int64
+}
+
+// read reads the bound, then runs do in a snapshot transaction after checking the cursor
+// against the versions.
+func (c *changeTracking) read(ctx context.Context, after *state.Cursor, from, inside string, do func(tx *sql.Tx, rd ctRead) error) error {
+	var p *ctPosition
+	if after != nil {
+		pos, err := c.position(after)
+		if err != nil {
+			return err
+		}
+		p = &pos
+	}
+	// The bound first, outside the snapshot: every version up to it is complete in the snapshot.
+	var current, minValid sql.NullInt64
+	if err := c.l.DB().QueryRowContext(ctx, c.q.Current).Scan(&current); err != nil {
+		return c.readErr("reading CHANGE_TRACKING_CURRENT_VERSION()", err)
+	}
+	tx, err := c.l.DB().BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelSnapshot})
+	if err != nil {
+		return c.readErr("starting the snapshot transaction", err)
+	}
+	defer tx.Rollback()
+	if err := tx.QueryRowContext(ctx, c.q.MinValid, c.table).Scan(&minValid); err != nil {
+		return c.readErr("reading CHANGE_TRACKING_MIN_VALID_VERSION", err)
+	}
+	args, in, err := c.args(p, current, minValid)
+	if err != nil {
+		return err
+	}
+	rd := ctRead{query: from, args: args, pos: p, current: current.Int64, minValid: minValid.Int64}
+	if in {
+		rd.query = inside
+	}
+	if err := do(tx, rd); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return c.readErr("ending the snapshot transaction", err)
+	}
+	return nil
+}
+
+// args checks the position p (nil: the beginning) against the database's current and minimum
+// valid versions and returns the read's arguments (but the limit), and whether the read is the
+// After form (inside a version) rather than the From form.
+func (c *changeTracking) args(p *ctPosition, current, minValid sql.NullInt64) ([]any, bool, error) {
+	switch {
+	case !current.Valid:
+		return nil, false, c.fail("Change Tracking is off in the database now (CHANGE_TRACKING_CURRENT_VERSION() is NULL); turn it back on and reset the poller: its changes since were not recorded")
+	case !minValid.Valid:
+		return nil, false, c.fail(fmt.Sprintf("CHANGE_TRACKING_MIN_VALID_VERSION of the table is NULL: Change Tracking is off for the table, or the user lacks VIEW CHANGE TRACKING on it (ALTER TABLE %s ENABLE CHANGE_TRACKING; GRANT VIEW CHANGE TRACKING ON %s TO <the poller's user>)", c.table, c.table))
+	}
+	if p == nil {
+		return []any{minValid.Int64, current.Int64}, false, nil
+	}
+	if p.base() < minValid.Int64 {
+		return nil, false, c.expired(*p, minValid.Int64)
+	}
+	if p.version > current.Int64 {
+		return nil, false, fmt.Errorf("source: poller %q, table %s: %w: the checkpoint is at change version %d, ahead of the database's CHANGE_TRACKING_CURRENT_VERSION() %d: the database was restored or recreated, or the version was typed wrong; the changes below it would be skipped. Reset the poller: pollerctl reset %s --to-beginning --yes (or --to-cursor <a version at or below %d>)",
+			c.l.Poller(), c.l.Definition().Table, source.ErrCursor, p.version, current.Int64, c.l.Poller(), current.Int64)
+	}
+	if p.key == nil {
+		return []any{p.version, current.Int64}, false, nil
+	}
+	args := append([]any{p.version - 1, p.version}, p.key...)
+	return append(args, current.Int64), true, nil
+}
+
+// expired is the error for a checkpoint older than the table's minimum valid version.
+func (c *changeTracking) expired(p ctPosition, minValid int64) error {
+	where := fmt.Sprintf("version %d", p.version)
+	if p.key != nil {
+		where = fmt.Sprintf("inside version %d", p.version)
+	}
+	retention := ""
+	if c.retention != "" {
+		retention = " after " + c.retention
+	}
+	return fmt.Errorf("source: poller %q, table %s: %w (%w): the checkpoint (%s) reads the changes after version %d, but the table's CHANGE_TRACKING_MIN_VALID_VERSION is %d: Change Tracking has forgotten changes in between (its cleanup drops them%s, and a TRUNCATE TABLE drops them all), and they cannot be delivered. The poller stops here rather than skip them. To go on from the oldest change still kept: pollerctl reset %s --to-beginning --yes; the rows changed meanwhile must then be re-read from the table (the consumer resynchronizes), since their changes are lost",
+		c.l.Poller(), c.l.Definition().Table, ErrExpired, source.ErrCursor, where, p.base(), minValid, retention, c.l.Poller())
+}
+
+// readErr names the fix when SQL Server refuses the snapshot transaction.
+func (c *changeTracking) readErr(what string, err error) error {
+	var me mssql.Error
+	if errors.As(err, &me) && me.Number == 3952 { // snapshot isolation not allowed in the database
+		return c.fail(fmt.Sprintf("%s: ALTER DATABASE <the database> SET ALLOW_SNAPSHOT_ISOLATION ON", me.Message))
+	}
+	return c.l.Errorf("%s: %v", what, err)
+}
+
+// Fetch reads up to limit changes after the cursor.
+func (c *changeTracking) Fetch(ctx context.Context, after *state.Cursor, limit int) (*source.Batch, error) {
+	b := c.l.Batch(after)
+	var last *source.Change
+	err := c.read(ctx, after, c.q.FetchFrom, c.q.FetchAfter, func(tx *sql.Tx, rd ctRead) error {
+		rows, err := tx.QueryContext(ctx, rd.query, append(rd.args, limit)...)
+		if err != nil {
+			return c.readErr("reading the changes", err)
+		}
+		defer rows.Close()
+		b.Rows = make([]source.Row, 0, min(limit, 1024))
+		n := len(c.l.Columns())
+		ptrs := make([]any, n+3)
+		for rows.Next() {
+			var (
+				version int64
+				op      string
+				found   int64
+			)
+			vals := make([]any, n)
+			ptrs[0], ptrs[1], ptrs[2] = &version, &op, &found
+			for i := range vals {
+				ptrs[i+3] = &vals[i]
+			}
+			if err := rows.Scan(ptrs...); err != nil {
+				return c.l.Errorf("reading the changes: %v", err)
+			}
+			r, ch, err := c.row(version, op, found == 1, vals)
+			if err != nil {
+				return err
+			}
+			b.Rows, last = append(b.Rows, r), ch
+		}
+		if err := rows.Err(); err != nil {
+			return c.readErr("reading the changes", err)
+		}
+		if len(b.Rows) == 0 && ctKeepUp(rd.pos, rd.current, rd.minValid) {
+			to := ctCursor(rd.current, nil)
+			b.To = &to
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if last != nil {
+		b.To = seal(last, len(b.Rows), limit)
+	}
+	return b, nil
+}
+
+// ctKeepUp says whether a read that found nothing after p, up to current, moves the checkpoint
+// to current: when p has come closer to the minimum valid version than to the current one (see
+// the file's comment). Never from the beginning, which follows the minimum valid version anyway.
+func ctKeepUp(p *ctPosition, current, minValid int64) bool {
+	if p == nil || current <= p.version {
+		return false
+	}
+	base := p.base()
+	return base-minValid < current-base
+}
+
+// seal is the To of a batch of n rows whose last row's change is last: that row's cursor, made
+// a version boundary when the batch holds fewer rows than limit (the read reached the bound, so
+// the last row's version is complete).
+func seal(last *source.Change, n, limit int) *state.Cursor {
+	if n < limit {
+		last.Cursor.Tiebreaker = nil
+	}
+	to := last.Cursor
+	return &to
+}
+
+// row makes a Row of one change: op its SYS_CHANGE_OPERATION, found whether the table has the
+// row now, vals the columns in the source's order (the key from CHANGETABLE, the rest from the
+// table). Its cursor is inside version, after its key.
+func (c *changeTracking) row(version int64, op string, found bool, vals []any) (source.Row, *source.Change, error) {
+	l := c.l
+	kind, keyOnly, err := ctOp(op, found)
+	if err != nil {
+		return source.Row{}, nil, l.Errorf("the change at version %d: %v", version, err)
+	}
+	keyIdx, keyCols := l.KeyIndex(), l.KeyColumns()
+	if keyOnly {
+		for i := range vals {
+			if !slices.Contains(keyIdx, i) {
+				vals[i] = nil
+			}
+		}
+	}
+	ch := &source.Change{Op: kind, KeyOnly: keyOnly}
+	key := make(map[string]json.RawMessage, len(keyIdx))
+	for j, idx := range keyIdx {
+		if vals[idx] == nil {
+			return source.Row{}, nil, fmt.Errorf("source: poller %q, table %s, column %q: %w: the change at version %d carries no key", l.Poller(), l.Definition().Table, keyCols[j], source.ErrNullCursor, version)
+		}
+		raw, err := l.EncodeKey(j, vals[idx])
+		if err != nil {
+			return source.Row{}, nil, fmt.Errorf("source: poller %q, table %s, column %q: the change at version %d: %w", l.Poller(), l.Definition().Table, keyCols[j], version, err)
+		}
+		key[keyCols[j]] = raw
+	}
+	ch.Cursor = ctCursor(version, key)
+	return l.Row(vals, ch), ch, nil
+}
+
+// ctOp maps SYS_CHANGE_OPERATION to a Row's op. An insert or an update whose row the table no
+// longer has (found false) is delivered as a delete of its key: the row is gone.
+func ctOp(op string, found bool) (kind string, keyOnly bool, err error) {
+	switch strings.TrimSpace(op) {
+	case "I":
+		kind = source.OpInsert
+	case "U":
+		kind = source.OpUpdate
+	case "D":
+		return source.OpDelete, true, nil
+	default:
+		return "", false, fmt.Errorf("unknown SYS_CHANGE_OPERATION %q", op)
+	}
+	if !found {
+		return source.OpDelete, true, nil
+	}
+	return kind, false, nil
+}
+
+// Waiting counts the changes after the cursor, up to limit, within the same bound as fetch.
+func (c *changeTracking) Waiting(ctx context.Context, after *state.Cursor, limit int) (int64, error) {
+	var n int64
+	err := c.read(ctx, after, c.q.WaitingFrom, c.q.WaitingAfter, func(tx *sql.Tx, rd ctRead) error {
+		if err := tx.QueryRowContext(ctx, rd.query, append(rd.args, limit)...).Scan(&n); err != nil {
+			return c.readErr("counting the changes", err)
+		}
+		return nil
+	})
+	return n, err
+}
