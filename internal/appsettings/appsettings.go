@@ -271,11 +271,11 @@ func cdcDefaults(slot, publication *string, getenv func(string) string, pollerNa
 	*publication = cmp.Or(*publication, *slot)
 }
 
-// CDCNames reads the replication slot and the publication of a logical poller called name,
-// {P}_CDC_SLOT and {P}_CDC_PUBLICATION, checked and defaulted as Load does: pollerctl clone reads
-// them for the new poller, which this build may not have yet. Every problem is reported, each
+// cdcNames reads the replication slot and the publication of a logical poller called name,
+// {P}_CDC_SLOT and {P}_CDC_PUBLICATION, checked and defaulted as Load does: a clone reads
+// them for the new poller, which this build may not have yet (CloneConfig). Every problem is reported, each
 // naming its setting (a *SettingError).
-func CDCNames(name string, getenv func(string) string) (slot, publication string, err error) {
+func cdcNames(name string, getenv func(string) string) (slot, publication string, err error) {
 	var errs []error
 	for _, n := range []struct {
 		suffix, what string
@@ -367,6 +367,46 @@ func (s Settings) Config(p *pollerdef.Def) source.Config {
 		def.KeepUp = min(postgres.DefaultKeepUp, s.MaxRetained/4)
 	}
 	return source.Config{Poller: p.Name(), Driver: s.Driver, DSN: s.DSN, Definition: def}
+}
+
+// Fingerprint is the fingerprint of p's source as its ticks record it (source.Fingerprint of
+// Config's definition), computed from these settings without connecting. Only the settings that
+// are part of the source must be usable: the driver and the DSN, and for a logical cursor its
+// slot; the error names the one at fault.
+func (s Settings) Fingerprint(p *pollerdef.Def) (string, error) {
+	pre := Prefix(p.Name())
+	if s.Driver == "" || s.DSN == "" {
+		return "", fmt.Errorf("%s_DB_DRIVER and %s_DB_CONNECTION must be set", pre, pre)
+	}
+	loc, err := drivers.ParseLocation(s.Driver, s.DSN)
+	if err != nil {
+		return "", fmt.Errorf("%s_DB_CONNECTION: %v", pre, err)
+	}
+	def := s.Config(p).Definition
+	if def.Cursor.Kind == state.KindLogical && def.Slot == "" {
+		return "", fmt.Errorf("%s_CDC_SLOT is not usable (the fingerprint names the slot)", pre)
+	}
+	return source.Fingerprint(s.Driver, loc, def), nil
+}
+
+// CloneConfig is the source.Config of poller to, a clone of the poller these settings are
+// orig's (pollerctl clone): the same database, with def (to's definition when this build has it,
+// else orig's). A logical clone reads its own slot and publication ({TO}_CDC_SLOT and
+// {TO}_CDC_PUBLICATION, checked and defaulted as Load does), never orig's: a slot is one reader's
+// stream. Errors name the setting at fault.
+func (s Settings) CloneConfig(orig *pollerdef.Def, to string, def source.Definition, getenv func(string) string) (source.Config, error) {
+	if def.Cursor.Kind == state.KindLogical {
+		var err error
+		if def.Slot, def.Publication, err = cdcNames(to, getenv); err != nil {
+			return source.Config{}, err
+		}
+		if def.Slot == s.Slot || def.Publication == s.Publication {
+			p := Prefix(to)
+			return source.Config{}, fmt.Errorf("%s would share %s's slot %s or publication %s: a slot is one reader's stream; leave %s_CDC_SLOT and %s_CDC_PUBLICATION unset (their defaults are %s's own) or name others",
+				to, orig.Name(), s.Slot, s.Publication, p, p, to)
+		}
+	}
+	return source.Config{Poller: to, Driver: s.Driver, DSN: s.DSN, Definition: def}, nil
 }
 
 // Poison is the one rule for a batch that keeps failing, from {P}_MAX_ATTEMPTS and

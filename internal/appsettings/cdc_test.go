@@ -57,12 +57,12 @@ func TestCDCNames(t *testing.T) {
 	} {
 		getenv := func(k string) string { return kv[k] }
 		s, _ := Load(logical, getenv)
-		slot, pub, err := CDCNames("orders-cdc", getenv)
+		slot, pub, err := cdcNames("orders-cdc", getenv)
 		if err != nil || slot != s.Slot || pub != s.Publication {
-			t.Errorf("%v: CDCNames %q %q %v, Load %q %q", kv, slot, pub, err, s.Slot, s.Publication)
+			t.Errorf("%v: cdcNames %q %q %v, Load %q %q", kv, slot, pub, err, s.Slot, s.Publication)
 		}
 	}
-	_, _, err := CDCNames("orders-cdc", func(k string) string {
+	_, _, err := cdcNames("orders-cdc", func(k string) string {
 		return map[string]string{"ORDERS_CDC_CDC_SLOT": "Bad-Name", "ORDERS_CDC_CDC_PUBLICATION": "also bad"}[k]
 	})
 	if !errors.Is(err, ErrSetting) || !strings.Contains(err.Error(), "ORDERS_CDC_CDC_SLOT: ") || !strings.Contains(err.Error(), "ORDERS_CDC_CDC_PUBLICATION: ") {

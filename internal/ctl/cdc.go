@@ -241,26 +241,23 @@ func (env Env) cloneStream(ctx context.Context, orig *pollerdef.Def, to string, 
 	from := orig.Name()
 	s, err := appsettings.Load(orig, env.Getenv)
 	if err != nil && (s.Driver == "" || s.DSN == "") {
-		return "", nil, "", usagef("cloning logical poller %s reads its slot, which needs its settings: %v", from, err)
+		return "", nil, "", usagef("cloning %s reads its change stream's set-up, which needs its settings: %v", from, err)
 	}
-	// NEW's definition: its own when this build has it, else the original's; its own slot.
-	def, p := orig.Source(), appsettings.Prefix(to)
+	// NEW's definition: its own when this build has it, else the original's; its own set-up.
+	def := orig.Source()
 	if t, ok := env.definition(to); ok {
 		def = t.Source()
 	}
-	if def.Slot, def.Publication, err = appsettings.CDCNames(to, env.Getenv); err != nil {
+	cfg, err := s.CloneConfig(orig, to, def, env.Getenv)
+	if err != nil {
 		return "", nil, "", usagef("%v", err)
-	}
-	if def.Slot == s.Slot || def.Publication == s.Publication {
-		return "", nil, "", usagef("%s would share %s's slot %s or publication %s: a slot is one reader's stream; leave %s_CDC_SLOT and %s_CDC_PUBLICATION unset (their defaults are %s's own) or name others",
-			to, from, s.Slot, s.Publication, p, p, to)
 	}
 	loc, err := drivers.ParseLocation(s.Driver, s.DSN)
 	if err != nil {
 		return "", nil, "", usagef("%s_DB_CONNECTION: %v", appsettings.Prefix(from), err)
 	}
-	fingerprint := source.Fingerprint(s.Driver, loc, def)
-	cdc, err := drivers.OpenCDC(ctx, source.Config{Poller: to, Driver: s.Driver, DSN: s.DSN, Definition: def})
+	fingerprint := source.Fingerprint(s.Driver, loc, cfg.Definition)
+	cdc, err := drivers.OpenCDC(ctx, cfg)
 	if err != nil {
 		return "", nil, "", refusedf("%v; nothing written", err)
 	}

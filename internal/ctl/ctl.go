@@ -22,8 +22,6 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/scaffold"
-	"github.com/pseudotrigger/pseudotrigger/internal/source"
-	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
 )
@@ -230,19 +228,10 @@ func (env Env) fingerprint(d *pollerdef.Def) (string, error) {
 	if err := d.Err(); err != nil { // a definition that could not be read: no fingerprint either
 		return "", usagef("%v", err)
 	}
-	p := appsettings.Prefix(d.Name())
 	s, _ := appsettings.Load(d, env.Getenv)
-	if s.Driver == "" || s.DSN == "" {
-		return "", usagef("%s_DB_DRIVER and %s_DB_CONNECTION must be set: the reset records the configured source's fingerprint", p, p)
-	}
-	loc, err := drivers.ParseLocation(s.Driver, s.DSN)
+	fp, err := s.Fingerprint(d)
 	if err != nil {
-		return "", usagef("%s_DB_CONNECTION: %v", p, err)
+		return "", usagef("%v: the reset records the configured source's fingerprint", err)
 	}
-	// The definition as the tick opens it: a logical poller's slot (a setting) is part of it.
-	def := s.Config(d).Definition
-	if def.Cursor.Kind == state.KindLogical && def.Slot == "" {
-		return "", usagef("%s_CDC_SLOT is not usable: the reset records the configured source's fingerprint, which names the slot", p)
-	}
-	return source.Fingerprint(s.Driver, loc, def), nil
+	return fp, nil
 }

@@ -182,7 +182,7 @@ func deadLetterReplay(ctx context.Context, args []string, env Env) error {
 		return letterErr(err)
 	}
 	fmt.Fprintf(env.Out, "replay %s: %d row(s) to %s's handler, read again from the source by key\n", deadletter.Name(env.App, name, id), len(letter.Rows), name)
-	if changeStream(d.Source().Cursor.Kind) {
+	if d.Source().Changes() {
 		fmt.Fprintln(env.Out, "  each as the row is now: an insert or update whose row exists goes as an update of the current row; a delete whose row is\n"+
 			"  still gone goes as a delete of the key (key only); a change that a later one of the same key undid is not replayed")
 	}
@@ -233,7 +233,7 @@ func deadLetterReplay(ctx context.Context, args []string, env Env) error {
 	var rows []source.Row
 	var gone []string
 	attempts := int64(0)
-	stream := changeStream(d.Source().Cursor.Kind)
+	stream := d.Source().Changes()
 	for _, r := range letter.Rows {
 		k, _ := json.Marshal(r.Key)
 		if stream {
@@ -349,10 +349,4 @@ func quarantineCmd(ctx context.Context, args []string, env Env) error {
 	}
 	fmt.Fprintf(env.Out, "%s will quarantine batch %s at its next tick\n", name, f.BatchID)
 	return nil
-}
-
-// changeStream reports whether a cursor kind reads a change stream (logical, changetracking):
-// its rows' cursors are stream positions, so a replay finds a row by its letter's key.
-func changeStream(kind string) bool {
-	return kind == state.KindLogical || kind == state.KindChangeTracking
 }

@@ -9,7 +9,8 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/deadletter"
 	"github.com/pseudotrigger/pseudotrigger/internal/liveness"
-	"github.com/pseudotrigger/pseudotrigger/internal/state"
+	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
 )
 
@@ -82,15 +83,7 @@ func deleteCmd(ctx context.Context, args []string, env Env) error {
 		fmt.Fprintf(env.Out, "  %s (its liveness mark)\n", markBlob)
 	}
 	if d, registered := env.definition(name); registered && cur.Blob != nil {
-		switch d.Source().Cursor.Kind {
-		case state.KindLogical:
-			fmt.Fprintf(env.Out, "WARNING: %s is in this build: its next tick starts where its replication slot is, and delivers again the changes the slot still holds.\n"+
-				"Its slot and publication are not dropped by a delete and keep WAL while nothing reads them: to remove the poller, run `pollerctl cdc disable %s --yes` first.\n", name, name)
-		case state.KindChangeTracking:
-			fmt.Fprintf(env.Out, "WARNING: %s is in this build: its next tick starts at the oldest version Change Tracking still keeps, and delivers those changes again.\n", name)
-		default:
-			fmt.Fprintf(env.Out, "WARNING: %s is in this build: its next tick starts over from the beginning of its table and delivers every row again.\n", name)
-		}
+		fmt.Fprint(env.Out, restartWarning(d.Source().Cursor.Kind, name))
 	}
 	if !g.yes.given() {
 		fmt.Fprintln(env.Out, "dry run: nothing deleted. Add --yes to delete.")
@@ -124,4 +117,17 @@ func deleteCmd(ctx context.Context, args []string, env Env) error {
 		}
 	}
 	return nil
+}
+
+// restartWarning says where a poller of this build starts again once its state is deleted: where
+// its driver says for a kind of its own (a change stream), else at the beginning of its table.
+func restartWarning(kind, name string) string {
+	if drv, ok := drivers.ForKind(kind); ok {
+		if r, ok := drv.(source.Restarter); ok {
+			if w := r.Restart(kind, name); w != "" {
+				return w
+			}
+		}
+	}
+	return fmt.Sprintf("WARNING: %s is in this build: its next tick starts over from the beginning of its table and delivers every row again.\n", name)
 }

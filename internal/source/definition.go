@@ -44,9 +44,10 @@ type Definition struct {
 	KeepUp int64
 }
 
-// changes reports whether the cursor reads a change stream (logical, changetracking) rather than
-// the table in keyset order: it has no cursor column, and every row carries its op.
-func (d Definition) changes() bool {
+// Changes reports whether the cursor reads a change stream (logical, changetracking) rather than
+// the table in keyset order: it has no cursor column, every row carries its op, and a row's
+// cursor is a position in the stream, not the row's own values.
+func (d Definition) Changes() bool {
 	return d.Cursor.Kind == state.KindLogical || d.Cursor.Kind == state.KindChangeTracking
 }
 
@@ -87,7 +88,7 @@ func (d Definition) settleLag() time.Duration {
 // keyColumns are the keyset's columns in order: the cursor column, then the key columns that are
 // not the cursor column. A change-stream cursor has no cursor column: the key columns.
 func (d Definition) keyColumns() []string {
-	if d.changes() {
+	if d.Changes() {
 		return slices.Clone(d.PK)
 	}
 	keys := []string{d.Cursor.Column}
@@ -128,10 +129,10 @@ func (d Definition) validate(poller string, ds Drivers, driver string) (Driver, 
 	if err := checkIdent(d.Table.Name); err != nil {
 		return fail("table %q: %v", d.Table.Name, err)
 	}
-	if d.Cursor.Column == "" && !d.changes() {
+	if d.Cursor.Column == "" && !d.Changes() {
 		return fail("table %s: no cursor column", d.Table)
 	}
-	if d.Cursor.Column != "" && d.changes() {
+	if d.Cursor.Column != "" && d.Changes() {
 		return fail("table %s: a %s cursor reads the database's change stream and takes no cursor column (%q)", d.Table, d.Cursor.Kind, d.Cursor.Column)
 	}
 	if len(d.PK) == 0 {
@@ -163,7 +164,7 @@ func (d Definition) validate(poller string, ds Drivers, driver string) (Driver, 
 			return fail("table %s: %v", d.Table, err)
 		}
 	}
-	if d.changes() && strings.TrimSpace(d.Filter) != "" {
+	if d.Changes() && strings.TrimSpace(d.Filter) != "" {
 		return fail("table %s: a %s cursor delivers every change of the table and takes no filter (filter the rows in the handler)", d.Table, d.Cursor.Kind)
 	}
 	if strings.Contains(d.Filter, ";") {

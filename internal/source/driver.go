@@ -64,6 +64,14 @@ type DefinitionChecker interface {
 	CheckDefinition(d Definition) error
 }
 
+// A Restarter is a Driver that says where a poller of a cursor kind of its own starts again when
+// its state document is deleted (a change stream restarts where the database's record of changes
+// is, not at the beginning of the table): the line pollerctl delete warns with, naming the
+// poller; "" for the kinds whose poller starts over from the beginning of its table.
+type Restarter interface {
+	Restart(kind, poller string) string
+}
+
 // A UUIDReader is a Driver whose UUID columns come as 16 bytes in an order of their own (SQL
 // Server's uniqueidentifier): UUID gives their canonical text. Other drivers' bytes are taken
 // as the text itself.

@@ -104,7 +104,7 @@ func Open(ctx context.Context, ds Drivers, cfg Config) (*Source, error) {
 		fingerprint: Fingerprint(cfg.Driver, c.loc, d),
 		describe:    c.describe,
 	}
-	if rb, ok := c.dl.(ReadBounder); ok && !d.changes() {
+	if rb, ok := c.dl.(ReadBounder); ok && !d.Changes() {
 		s.bound, _ = rb.ReadBound(cfg.DSN, d)
 	}
 	if err := s.check(ctx); err != nil {
@@ -250,7 +250,7 @@ func (s *Source) lay(types []string) error {
 	for i, k := range s.keyCols {
 		idx := slices.Index(cols, k)
 		c := &s.cols[idx]
-		if i == 0 && s.def.changes() {
+		if i == 0 && s.def.Changes() {
 			s.flavor = TSNone
 		} else if i == 0 {
 			if err := cursorTypeFits(s.def.Cursor.Kind, c.Class, c.Flavor); err != nil {
@@ -269,7 +269,7 @@ func (s *Source) lay(types []string) error {
 		s.keyIdx = append(s.keyIdx, idx)
 		s.codecs = append(s.codecs, codec)
 	}
-	if !s.def.changes() {
+	if !s.def.Changes() {
 		s.q = buildQueries(s.dl, s.def, s.flavor, s.bound != nil)
 		s.reader = &keyset{s}
 		return nil
@@ -294,7 +294,7 @@ func Offline(drv Driver, cfg Config, types map[string]string) (*Source, *Layout,
 		return nil, nil, err
 	}
 	s := &Source{poller: cfg.Poller, dl: drv, def: cfg.Definition, describe: drv.Name() + " (offline) table " + cfg.Definition.Table.String()}
-	if rb, ok := drv.(ReadBounder); ok && !s.def.changes() {
+	if rb, ok := drv.(ReadBounder); ok && !s.def.Changes() {
 		s.bound, _ = rb.ReadBound(cfg.DSN, s.def)
 	}
 	var ordered []string

@@ -167,6 +167,10 @@ func (b *openTrxBound) Stats() source.Stats {
 	return source.Stats{HoldBack: o.Active && (o.Reason != "" || o.OldestThread != 0 || o.OldestSeconds != 0), LateCommits: o.String(), Details: []source.Detail{o.Detail()}}
 }
 
+// OpenTrxDetail is the member of the status JSON (a probe) that says how a timestamp+pk
+// poller's reads are kept behind late commits.
+const OpenTrxDetail = "open_trx"
+
 // Detail is the bound as the status shows it: the page's late commits row, pollerctl status's
 // line, marked when the reads are bounded by the settle lag alone.
 func (o OpenTrx) Detail() source.Detail {
@@ -175,7 +179,7 @@ func (o OpenTrx) Detail() source.Detail {
 	if !o.Active {
 		line += " (NOT SAFE FROM TRANSACTIONS LONGER THAN THE SETTLE LAG)"
 	}
-	return source.Detail{Key: "open_trx", Value: o, Label: "late commits", Class: "latecommits", Text: text, Line: line, Bad: !o.Active}
+	return source.Detail{Key: OpenTrxDetail, Value: o, Label: "late commits", Class: "latecommits", Text: text, Line: line, Bad: !o.Active}
 }
 
 // arg is the bound's argument for a read: the bound, or openTrxNone when there is none. It reads

@@ -484,6 +484,16 @@ func (c *CDC) Disable(ctx context.Context) (Disabled, error) {
 	return done, nil
 }
 
+// Restart says where a logical poller starts again when its state is deleted: where its
+// replication slot is, which a delete leaves behind.
+func (Driver) Restart(kind, poller string) string {
+	if kind != state.KindLogical {
+		return ""
+	}
+	return fmt.Sprintf("WARNING: %s is in this build: its next tick starts where its replication slot is, and delivers again the changes the slot still holds.\n"+
+		"Its slot and publication are not dropped by a delete and keep WAL while nothing reads them: to remove the poller, run `pollerctl cdc disable %s --yes` first.\n", poller, poller)
+}
+
 // CheckDefinition checks a logical cursor's slot and publication names (CheckSlotName).
 func (Driver) CheckDefinition(d source.Definition) error {
 	if d.Cursor.Kind != state.KindLogical {

@@ -116,6 +116,10 @@ func lastRetained(history []state.Tick) *int64 {
 	return nil
 }
 
+// SlotDetail is the member of the status JSON (a poller's row and its probe) that holds a
+// logical poller's replication slot.
+const SlotDetail = "slot"
+
 // detail is the slot as the page's card and pollerctl status show it, marked when it keeps more
 // WAL than its limit.
 func (v slotView) detail() source.Detail {
@@ -124,7 +128,7 @@ func (v slotView) detail() source.Detail {
 	if bad {
 		line += " (PAST THE LIMIT)"
 	}
-	return source.Detail{Key: "slot", Value: v, Label: "replication slot", Class: "slot", Text: text, Line: line, Bad: bad}
+	return source.Detail{Key: SlotDetail, Value: v, Label: "replication slot", Class: "slot", Text: text, Line: line, Bad: bad}
 }
 
 // text describes the slot, and says whether it keeps more WAL than its limit.

@@ -118,6 +118,15 @@ func (Driver) ChangeStream(kind string, l *source.Layout) (source.ChangeStream, 
 	return newChangeTracking(l), true
 }
 
+// Restart says where a changetracking poller starts again when its state is deleted: at the
+// oldest version Change Tracking still keeps.
+func (Driver) Restart(kind, poller string) string {
+	if kind != state.KindChangeTracking {
+		return ""
+	}
+	return fmt.Sprintf("WARNING: %s is in this build: its next tick starts at the oldest version Change Tracking still keeps, and delivers those changes again.\n", poller)
+}
+
 func newChangeTracking(l *source.Layout) *changeTracking {
 	d := l.Definition()
 	return &changeTracking{l: l, table: l.Table(), q: buildCTQueries(l.Driver(), d.Table, l.Columns(), d.PK)}
