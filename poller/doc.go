@@ -4,7 +4,7 @@
 //
 // A poller is a table, the row type its rows decode into, a [CursorKind] and a handler. This page
 // goes from nothing to a poller that runs and is tested; the guide is docs/pollers.md
-// ([Writing pollers]), and the examples here run with `go test`.
+// ([Writing pollers]), and the examples below run with `go test`.
 //
 // # The row type
 //
@@ -89,8 +89,8 @@
 //
 // # Examples
 //
-// The examples run real ticks with pollertest: [New] (a first poller; a failed batch comes
-// again), [Batch], [Row] and its [Row.Decode] and [Row.MarshalJSON], [Cursor], [CursorKind],
+// The examples (example_test.go; pkg.go.dev shows each beside its name) run real ticks with
+// pollertest: [New] (a first poller; a failed batch comes again), [Batch], [Row] and its [Row.Decode] and [Row.MarshalJSON], [Cursor], [CursorKind],
 // [WithBatchSize], [WithSettleLag], [WithFilter] and [WithSetup]. Package pollertest has a
 // poller's test and a declared poller's (a poller.json, no Go); package sink, a poller whose
 // handler is a webhook sink, and the messages sinks send.
