@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -32,20 +33,21 @@ func ExampleHandler() {
 		received []string
 	)
 	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
 		var c sink.Change
-		if err := json.NewDecoder(r.Body).Decode(&c); err != nil {
+		if err := json.Unmarshal(body, &c); err != nil {
 			http.Error(w, "bad request", http.StatusBadRequest) // any non-2xx fails the batch
 			return
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		received = append(received, fmt.Sprintf("%s %s key=%v\n  Content-Type: %s\n  Idempotency-Key: %s (the id: %v)\n  X-Fencing-Token: %s\n  X-Api-Key: %s",
-			r.Method, c.Op, c.Key["id"], r.Header.Get("Content-Type"), r.Header.Get("Idempotency-Key"), r.Header.Get("Idempotency-Key") == c.ID,
-			r.Header.Get("X-Fencing-Token"), r.Header.Get("X-Api-Key")))
+		received = append(received, fmt.Sprintf("%s %s\n  Content-Type: %s\n  Idempotency-Key: %s\n  X-Fencing-Token: %s\n  X-Api-Key: %s\n  %s",
+			r.Method, r.URL.Path, r.Header.Get("Content-Type"), r.Header.Get("Idempotency-Key"), r.Header.Get("X-Fencing-Token"),
+			r.Header.Get("X-Api-Key"), strings.Replace(string(body), c.BatchID, "<batch id>", 1)))
 	}))
 	defer hook.Close()
 
-	s := sink.MustNew(sink.Config{Type: sink.Webhook, URL: "%ORDERS_HOOK_URL%",
+	s := sink.MustNew(sink.Config{Type: sink.Webhook, URL: "%ORDERS_HOOK_URL%/changes",
 		Headers: map[string]string{"X-Api-Key": "%ORDERS_HOOK_KEY%"}})
 	p := poller.New("orders-hook", "orders", poller.TimestampPK, sink.Handler[orders.Order](s),
 		poller.WithSetup(s.Setup), poller.WithTarget(s.String))
@@ -63,16 +65,18 @@ func ExampleHandler() {
 		fmt.Println(r)
 	}
 	// Output:
-	// POST upsert key=1
+	// POST /changes
 	//   Content-Type: application/json
-	//   Idempotency-Key: 72a68517e55e936786772be8be485d06 (the id: true)
+	//   Idempotency-Key: 72a68517e55e936786772be8be485d06
 	//   X-Fencing-Token: 1
 	//   X-Api-Key: k1
-	// POST upsert key=2
+	//   {"id":"72a68517e55e936786772be8be485d06","poller":"orders-hook","op":"upsert","key":{"id":1},"row":{"id":1,"customer":"ada","amount":"9.50","updated_at":"2025-01-01T09:00:00.000000Z"},"cursor":{"kind":"timestamp+pk","value":"2025-01-01T09:00:00.000000Z","tiebreaker":{"id":1}},"batch_id":"<batch id>","fencing_token":1,"attempt":1}
+	// POST /changes
 	//   Content-Type: application/json
-	//   Idempotency-Key: b3982d05f7c7241e8515f16f8a420721 (the id: true)
+	//   Idempotency-Key: b3982d05f7c7241e8515f16f8a420721
 	//   X-Fencing-Token: 1
 	//   X-Api-Key: k1
+	//   {"id":"b3982d05f7c7241e8515f16f8a420721","poller":"orders-hook","op":"upsert","key":{"id":2},"row":{"id":2,"customer":"grace","amount":"1.00","updated_at":"2025-01-01T10:00:00.000000Z"},"cursor":{"kind":"timestamp+pk","value":"2025-01-01T10:00:00.000000Z","tiebreaker":{"id":2}},"batch_id":"<batch id>","fencing_token":1,"attempt":1}
 }
 
 // Messages renders a batch as a sink sends it: one JSON message per row, a Change. Its id comes
