@@ -1,6 +1,18 @@
 // Package handler is the Azure Functions custom handler: an http.Handler that answers the host's
 // start-up probe and runs one tick per timer invocation of a poller.
 //
+// The binary (cmd/handler) is, apart from signals and a graceful Drain, this:
+//
+//	all, err := declared.Load(declared.Root(os.Getenv), pollers.All()) // Go and declared pollers
+//	if err != nil {
+//		return err // a name declared twice
+//	}
+//	app := handler.New(handler.Options{Pollers: all}) // settings from os.Getenv, logs to stdout
+//	return http.ListenAndServe("127.0.0.1:"+os.Getenv("FUNCTIONS_CUSTOMHANDLER_PORT"), app.Routes())
+//
+// A poller author never changes it: adding a poller to pollers.All (or a poller.json folder) is
+// enough. Its settings are the app settings docs/contract.md lists.
+//
 // The host POSTs {"Data":{...},"Metadata":{...}} to /{FunctionName} on
 // 127.0.0.1:$FUNCTIONS_CUSTOMHANDLER_PORT and expects a JSON reply
 // {"Outputs":{},"Logs":[...],"ReturnValue":...}. A failed tick answers 500 with {"error": ...};

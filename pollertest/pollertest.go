@@ -1,6 +1,6 @@
 // Package pollertest runs a poller's ticks in a test as the app runs them: the real tick (lease,
-// keyset reads, checkpoint) over an SQLite database, an in-memory state store and a fake clock.
-// A poller's first test:
+// keyset reads, checkpoint) over an SQLite database, an in-memory state store and a fake clock,
+// so that a poller's test needs no server. A poller's first test:
 //
 //	func TestOrders(t *testing.T) {
 //		h := pollertest.New(t, orders.New())
@@ -10,6 +10,21 @@
 //			t.Fatalf("delivered %+v", got)
 //		}
 //	}
+//
+// [New] takes app settings as "NAME=value": the poller's own (a webhook's URL) and the tuning
+// every poller reads ("ORDERS_BATCH_SIZE=2"). [Harness.Insert] creates the table from the first
+// row's fields (or create it with your own SQL on [Harness.DB], when its types matter).
+// [Harness.Tick] runs one tick and fails the test if it fails; [Harness.TickErr] returns a
+// failing tick's error, for a handler that fails: its batch comes again on the next tick, as
+// attempt 2. [Rows] and [Harness.Deliveries] say what the handler got; [Result] says what a
+// tick did and where the checkpoint is. [Setup] tests a poller's setup alone; [Sample] makes rows
+// of any row type. SQLite has TimestampPK and Integer cursors only: New skips the test of a
+// poller of another kind.
+//
+// A declared poller (a poller.json, no Go) is tested the same way: declared.Parse and
+// Spec.Poller (package internal/declared) make its poller from the file's bytes, and a webhook
+// sink can post to an httptest.Server (Example_declared). The examples are runnable tests; an
+// Example has no *testing.T, so they pass internal/panictb's stand-in where a test passes its t.
 package pollertest
 
 import (

@@ -18,6 +18,14 @@
 //		poller.WithSetup(s.Setup), poller.WithTarget(s.String))
 //
 // and a declared poller (a <name>/poller.json) names it in its "sink" object, which is a Config.
+//
+// [New] checks a definition without connecting; [Sink.Setup], which poller.WithSetup runs before
+// the poller's first tick, resolves its connection from the app settings as a Functions binding
+// does (Config.Connection) and creates the client, still sending nothing; [Messages] renders a
+// batch as the service receives it. A poller with a webhook sink runs in a test with package
+// pollertest against an httptest.Server (the example of [Handler]); for the other services the
+// examples build the messages ([Messages], [ChangeID]) and set the sinks up without sending
+// ([Sink.Setup]). docs/sinks.md compares the services, their ids, ordering and limits.
 package sink
 
 import (

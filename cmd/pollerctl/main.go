@@ -1,4 +1,5 @@
-// Command pollerctl shows every poller's state and moves one on purpose (see package ctl):
+// Command pollerctl shows every poller's state and moves one on purpose (see package ctl).
+// Usage:
 //
 //	pollerctl status [POLLER] [--json] [--no-probe]
 //	pollerctl reset POLLER --to-beginning | --to-cursor VALUE --pk K=V | --from-file F | --from-backup NAME|latest  [--yes]

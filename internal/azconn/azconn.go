@@ -1,5 +1,5 @@
 // Package azconn resolves an Azure service connection from app settings the way Azure Functions
-// bindings do: a connection name X is either the setting X (a connection string) or, identity
+// bindings do. A connection name X is either the setting X (a connection string) or, identity
 // based, X__<endpoint setting> (X__blobServiceUri, X__queueServiceUri,
 // X__fullyQualifiedNamespace, X__topicEndpointUri...) with X__credential=managedidentity and
 // X__clientId picking the managed identity. The state store and every sink use it, so the rule

@@ -1,4 +1,4 @@
-// Package deadletter stores the rows a poller gave up on: one JSON blob per quarantined batch,
+// Package deadletter stores the rows a poller gave up on. Each quarantined batch is one JSON blob,
 // deadletter/{app}/{poller}/{batch_id}.json in the state container, holding each failing row
 // with its key, its cursor, the row as the handler was given it, the error and the attempts.
 //

@@ -1,4 +1,4 @@
-// Package devhost stands in for the Azure Functions host on a developer's machine: it reads
+// Package devhost stands in for the Azure Functions host on a developer's machine. It reads
 // local.settings.json and every */function.json, starts the custom handler with those settings,
 // and POSTs the host's timer invocation to /{function} on each NCRONTAB schedule. It can also
 // keep writing rows to the example's SQLite orders table, and prints one line of progress per

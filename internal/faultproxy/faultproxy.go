@@ -1,5 +1,5 @@
-// Package faultproxy is an HTTP proxy for tests that stands between a handler and the blob
-// service (Azurite) and injects the faults a real network and storage service produce: it can
+// Package faultproxy is an HTTP proxy for tests that injects the faults a real network and
+// storage service produce. It stands between a handler and the blob service (Azurite) and can
 // delay a request, reset its connection, answer 503 Server Busy without forwarding it, or forward
 // it and then drop the reply, so the write lands but the client never learns it.
 //

@@ -1,6 +1,6 @@
 // Package liveness keeps each poller's liveness mark: a small blob, liveness/{app}/{poller}.json
 // in the state container, that says when the poller's timer last ran a tick and how that tick
-// ended, including the ticks that write nothing to the state document (idle ticks, and ticks
+// ended. It covers the ticks that write nothing to the state document too (idle ticks, and ticks
 // that fail before they take the lease: a database that cannot be reached, a cursor that no
 // longer fits, a fingerprint mismatch, bad settings). Ticks never read it; the status does.
 //

@@ -1,6 +1,6 @@
 // Package replicacheck is the test kit of the logical cursor's replica tests (internal/tick's
-// and e2e's TestLogicalReplica*): a table with its publication, the poller's slot and a witness
-// slot; writers that insert, update (the key too) and delete in concurrent transactions, some
+// and e2e's TestLogicalReplica*). It holds a table with its publication, the poller's slot and a
+// witness slot; writers that insert, update (the key too) and delete in concurrent transactions, some
 // held open, some rolled back; the changes a handler records; and the checks that the changes
 // delivered rebuild the table exactly and that the slot never runs ahead of the checkpoint.
 //
