@@ -239,5 +239,5 @@ cat <<NEXT
        https://$app.azurewebsites.net/api/status?code=<key>
      with the key from
        az functionapp function keys list -g $group -n $app --function-name status --query default -o tsv
-     or the function app's Log stream, or the README's queries in Application Insights' Logs.
+     or the function app's Log stream, or the queries of docs/operations.md in Application Insights' Logs.
 NEXT

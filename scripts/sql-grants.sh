@@ -194,7 +194,7 @@ cat <<'SQL'
 -- The xid cursor reads pg_current_snapshot(), available to every role; the logical cursor also
 -- needs REPLICATION (and wal_level=logical on the server). The PostgreSQL DSN then signs in with
 -- the identity's token: user=<IDENTITY_NAME> fedauth=ActiveDirectoryManagedIdentity
--- azure_client_id=<its client id> sslmode=require (README: Azure Database for PostgreSQL).
+-- azure_client_id=<its client id> sslmode=require (docs/postgres.md: Signing in with Microsoft Entra ID).
 
 -- MySQL (Azure Database for MySQL Flexible Server; scripts/sql-grants.sh --mysql [--client-id ID]
 -- prints these runnable). As the server's Microsoft Entra admin:
@@ -204,5 +204,5 @@ my_grants "$@" | sed 's/^/--   /'
 cat <<'SQL'
 -- The tables are DATABASE.TABLE. The MySQL DSN then signs in with the identity's token:
 -- <IDENTITY_NAME>@tcp(<server>.mysql.database.azure.com:3306)/<database>?tls=true
--- &fedauth=ActiveDirectoryManagedIdentity&azure_client_id=<its client id> (README: MySQL).
+-- &fedauth=ActiveDirectoryManagedIdentity&azure_client_id=<its client id> (docs/mysql.md: Signing in with Microsoft Entra ID).
 SQL

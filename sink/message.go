@@ -13,7 +13,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/poller"
 )
 
-// Change is the message a sink sends per row (../CONTRACT.md, "Rows as delivered"). Consumers
+// Change is the message a sink sends per row (docs/contract.md, "Sink messages"). Consumers
 // deduplicate on ID, which is also the Service Bus MessageID, the Event Hubs event's MessageID
 // and the CloudEvent id.
 type Change struct {

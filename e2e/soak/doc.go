@@ -21,7 +21,7 @@
 // A committed row (or committed update) that was never delivered is missed. A rolled-back row is
 // not in the table, so it is never counted as missed, and delivering one would fail the test.
 //
-// What it shows, on the cursor kinds of DESIGN.md §4:
+// What it shows, on the cursor kinds of docs/sources.md (late commits):
 //
 //   - xid misses nothing: the bound pg_snapshot_xmin(pg_current_snapshot()) keeps the reader
 //     behind every transaction that is still open, however long it stays open.

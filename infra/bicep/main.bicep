@@ -224,7 +224,7 @@ module sinkAccess 'modules/sink.bicep' = [for s in sinks: {
 
 var stateBlobEndpoint = 'https://${stateStorageName}.blob.${environment().suffixes.storage}'
 
-// The app settings the README documents, every storage and telemetry connection by identity.
+// The app settings docs/contract.md documents, every storage and telemetry connection by identity.
 var baseSettings = {
   AzureWebJobsStorage__accountName: hostStorageName
   AzureWebJobsStorage__credential: 'managedidentity'

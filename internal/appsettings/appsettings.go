@@ -1,6 +1,6 @@
 // Package appsettings holds the app settings of a poller, {P}_..., where {P} is the poller's name
 // in upper case with '-' as '_' (orders -> ORDERS). Each setting is defined once, in Table: its
-// name, meaning and default, and how it is read and checked. The README's settings table and
+// name, meaning and default, and how it is read and checked. The settings table of docs/contract.md and
 // `pollerctl new`'s list are made from the same rows (a test compares them).
 package appsettings
 
@@ -88,8 +88,8 @@ const (
 // Setting is one app setting of every poller, {P}_<Suffix>.
 type Setting struct {
 	Suffix  string
-	Meaning string // as the README's settings table says it
-	Default string // as the README's settings table says it
+	Meaning string // as docs/contract.md's settings table says it
+	Default string // as docs/contract.md's settings table says it
 	// read sets the setting's field from v (trimmed; "" when unset), or returns the problem.
 	read func(s *Settings, v string, p *pollerdef.Def) error
 }

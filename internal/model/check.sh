@@ -4,7 +4,7 @@
 # of which spin must refute with a trail that breaks the property named for it. Prints one table
 # row per run (spin's own counts) and, for each control, the trail's narrative (spin -t -p,
 # the model's "@" lines). Exits 0 only when every property holds and every control is refuted
-# for the expected reason. See README.md.
+# for the expected reason. See internal/model/README.md.
 #
 # Environment:
 #   JOBS=n      runs at once (default 2)

@@ -93,7 +93,7 @@ func scaffoldDeclared(env Env, root, name, sinkType string) error {
 Next:
   1. Edit %[1]s/poller.json: the table, its columns, key and cursor ("source"), and the sink's
      target ("sink"); poller.schema.json describes every field, and editors validate against it.
-  2. Set the source's app settings (README: Poller settings; %[3]s_SCHEDULE is read by the host, e.g. %[4]q):
+  2. Set the source's app settings (docs/contract.md: App settings; %[3]s_SCHEDULE is read by the host, e.g. %[4]q):
 `, name, entry, prefix, schedule)
 	for _, st := range appsettings.Table {
 		fmt.Fprintf(env.Out, "       %-*s default: %s\n", len(prefix)+20, prefix+"_"+st.Suffix, plain(st.Default))

@@ -166,7 +166,7 @@ Next:
      %[3]s_DB_DRIVER, %[3]s_DB_CONNECTION and %[3]s_SCHEDULE app settings): its driver, server and
      database are placeholders (EDIT-ME); for postgres or sqlite give connection instead of server
      and database (a Key Vault reference, never a literal secret).
-  3. For local runs, add to local.settings.json "Values" the settings (README: Poller settings;
+  3. For local runs, add to local.settings.json "Values" the settings (docs/contract.md: App settings;
      %[3]s_SCHEDULE is read by the host, e.g. %[5]q):
 `, name, data.Pkg, data.Prefix, entry, schedule)
 	for _, st := range appsettings.Table {
@@ -228,7 +228,7 @@ func writeAll(dirs []string, rendered map[string][]byte, changed map[string][2][
 	return nil
 }
 
-// plain is a README table cell as terminal text: without the backquotes.
+// plain is a settings table cell (docs/contract.md) as terminal text: without the backquotes.
 func plain(cell string) string { return strings.ReplaceAll(cell, "`", "") }
 
 // addToAll adds pkg.New() as the last poller of the list that func All returns, and the import of
@@ -371,7 +371,7 @@ type Row struct {
 }
 
 // New returns the {{.Name}} poller: its function is {{.Name}}/function.json, its settings
-// {{.Prefix}}_... (README: Poller settings). Options set its defaults (poller.WithBatchSize,
+// {{.Prefix}}_... (docs/contract.md: App settings). Options set its defaults (poller.WithBatchSize,
 // poller.WithSettleLag) and its setup (poller.WithSetup).
 func New() *poller.Poller {
 	return poller.New("{{.Name}}", "{{.Pkg}}", poller.TimestampPK, handle)

@@ -315,7 +315,7 @@ func (t *tickRun) releaseIfHeld() {
 }
 
 // finish completes the summary and writes the tick's log line: one per tick, for "is it keeping
-// up" and "why did it stop" (README's queries).
+// up" and "why did it stop" (the queries of docs/operations.md).
 func (t *tickRun) finish(err error) (Summary, error) {
 	sum := &t.sum
 	sum.DurationMS = t.clk.Now().Sub(t.start).Milliseconds()

@@ -288,7 +288,7 @@ resource slotRetained 'Microsoft.Insights/scheduledQueryRules@2023-12-01' = {
   kind: 'LogAlert'
   properties: {
     displayName: '${name}: a replication slot keeps more than ${slotRetainedThresholdBytes} bytes of WAL'
-    description: 'The latest tick of the logical poller named in the alert reports slot_retained_bytes above ${slotRetainedThresholdBytes}: its replication slot keeps that much WAL on the database server, whose disk it fills. The poller is behind or failing (pollerctl status POLLER), or its table is quiet while the database is busy (a write to the table lets the next tick advance the slot). A poller removed without pollerctl cdc disable leaves its slot behind: see the README, change data capture.'
+    description: 'The latest tick of the logical poller named in the alert reports slot_retained_bytes above ${slotRetainedThresholdBytes}: its replication slot keeps that much WAL on the database server, whose disk it fills. The poller is behind or failing (pollerctl status POLLER), or its table is quiet while the database is busy (a write to the table lets the next tick advance the slot). A poller removed without pollerctl cdc disable leaves its slot behind: see docs/cdc.md.'
     severity: slotRetainedSeverity
     enabled: true
     scopes: [
