@@ -342,13 +342,6 @@ func TestMySQLKeysetIsARange(t *testing.T) {
 	}
 }
 
-// TestConformanceMySQL runs the suite on the MariaDB scripts/test.sh starts (MySQL 8 in the
-// GitHub workflow). The harness's own connection writes times as UTC, as the source reads them.
-func TestConformanceMySQL(t *testing.T) {
-	dsn := testenv.MySQL(t)
-	sourcetest.Run(t, sourcetest.Harness{Driver: mysql.Name, DSN: dsn, DB: sourcetest.DB(t, "mysql", dsn+"?parseTime=true&loc=UTC&time_zone=%27%2B00%3A00%27"), ConcurrentWriters: true})
-}
-
 // TestGoldenSQL pins the exact SQL of each cursor kind (go test -run Golden -update rewrites
 // testdata/golden).
 func TestGoldenSQL(t *testing.T) {

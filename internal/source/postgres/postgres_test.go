@@ -9,15 +9,9 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcetest"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
-	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden SQL files")
-
-func TestConformancePostgres(t *testing.T) {
-	dsn := testenv.Postgres(t)
-	sourcetest.Run(t, sourcetest.Harness{Driver: postgres.Name, DSN: dsn, DB: sourcetest.DB(t, "pgx", dsn), ConcurrentWriters: true})
-}
 
 // TestGoldenSQL pins the exact SQL of each cursor kind (go test -run Golden -update rewrites
 // testdata/golden).

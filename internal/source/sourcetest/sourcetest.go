@@ -1,9 +1,10 @@
 // Package sourcetest is the conformance suite every source driver passes, run from each driver
-// package's tests against its database: SQLite and PostgreSQL always (scripts/test.sh starts a
-// PostgreSQL), MySQL always (scripts/test.sh starts a MariaDB; the GitHub workflow also runs a
-// MySQL 8), SQL Server when MSSQL_TEST_DSN is set. It opens sources through package drivers, as
-// the product does; each database's own set-up SQL (its table, its types) is in the harness.
-// Golden renders a driver's keyset SQL for its golden files.
+// package's tests against its database. It names no database: a driver package's test gives it
+// a Harness, which carries the driver under test (its quoting and placeholders write the suite's
+// own SQL too) and the driver's Fixture: the DDL of the suite's tables in the database's types,
+// how a timestamp is passed, and the database's quirks. Another database is its driver package
+// and that package's fixture, not an edit here. The suite opens sources through package drivers,
+// as the product does. Golden renders a driver's keyset SQL for its golden files.
 package sourcetest
 
 import (
@@ -18,25 +19,98 @@ import (
 	"testing"
 	"time"
 
-	"github.com/golang-sql/civil"
-
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
-	"github.com/pseudotrigger/pseudotrigger/internal/source/mysql"
-	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres"
-	"github.com/pseudotrigger/pseudotrigger/internal/source/sqlite"
-	"github.com/pseudotrigger/pseudotrigger/internal/source/sqlserver"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 )
 
 // Harness is one database to run the suite against.
 type Harness struct {
-	Driver string  // sqlserver.Name, postgres.Name, mysql.Name or sqlite.Name
-	DSN    string  // what the source opens
-	DB     *sql.DB // the test's own connection, for set-up
-	// ConcurrentWriters: a transaction can stay open while others commit (not SQLite).
+	Driver  source.Driver // the driver under test, as package drivers lists it
+	DSN     string        // what the source opens
+	DB      *sql.DB       // the test's own connection, for set-up
+	Fixture Fixture       // what the suite needs to know of the database
+}
+
+// A Fixture is what the suite needs to know of a database that its driver does not say. Each
+// driver package's test supplies its own; the zero value of an optional field means the
+// database has no such thing.
+type Fixture struct {
+	// Orders is the DDL that creates the orders table name: id BIGINT PRIMARY KEY,
+	// customer VARCHAR(100) NOT NULL, amount DECIMAL(12,2) NOT NULL, updated_at NOT NULL (the
+	// database's timestamp, which the timestamp+pk cursor reads, indexed with id), and the
+	// column of the Committed cursor, if any.
+	Orders func(name string) []string
+	// Timestamp is the argument that stores tm in the orders table's updated_at (nil: tm in
+	// UTC, as a time.Time).
+	Timestamp func(tm time.Time) any
+	// Committed is the database's cursor kind that reads in commit order, if it has one.
+	Committed *Committed
+	// ConcurrentWriters: a transaction can stay open while others commit.
 	ConcurrentWriters bool
+	// Types is the table of testTypes, named name, with the one row it reads; ts is the time
+	// its ts column holds, to the microsecond.
+	Types func(t testing.TB, db *sql.DB, name string, ts time.Time) TypesTable
+	// TextStamps or FutureStamps is how the database's timestamp cursor column can hold a row
+	// the cursor never reaches (testUnreachableRows); neither: none is known.
+	TextStamps   *TextStamps
+	FutureStamps *FutureStamps
+}
+
+// Committed is a cursor kind that follows commit order (a transaction id, a row version): a
+// row still being written is above its bound on open transactions until it commits, so a late
+// commit is never skipped.
+type Committed struct {
+	Kind   string // the cursor kind
+	Column string // its column in the orders table
+	// Behind is a query counting the rows of table not yet below the kind's bound on open
+	// transactions; the suite waits for none before it reads.
+	Behind func(table string) string
+	// Update is the SET clause an update must carry to move a row to the end of this cursor;
+	// "" leaves the kind out of testUpdatesAndDeletes.
+	Update string
+}
+
+// TypesTable is the table testTypes reads: columns id (the key), d DECIMAL(12,2), big (38
+// digits, 10 decimals), ts (the timestamp cursor, NOT NULL), bin (binary), u (a UUID), j
+// (JSON), n (INT), t (text), f (double), b (boolean), i4 INT, i2 SMALLINT and r REAL in the
+// database's types, then any of its own (More); and its one row: 1, 12.50,
+// 12345678901234567890.0123456789 or more digits, TS, DE AD BE EF,
+// A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11, {"a": [1, 2]}, NULL, grüße "q", 1.5, true, 7, 3, 0.25.
+type TypesTable struct {
+	DDL    string    // creates the table
+	Insert string    // inserts the row
+	Args   []any     // Insert's arguments
+	TS     time.Time // the row's ts, which the cursor must keep at full precision
+	More   []string  // the database's own columns
+	JSON   string    // the row as Row.MarshalJSON writes it
+	UUID   string    // what u decodes into a string as, when not its canonical text
+	Text   string    // what t decodes into a string as, when not grüße "q"
+	// Check decodes and checks the database's own columns of the row (nil: none).
+	Check func(t *testing.T, row source.Row)
+}
+
+// TextStamps: the timestamp cursor column is text in the fixed-width UTC layout
+// YYYY-MM-DDTHH:MM:SS.ffffffZ, where a value out of the layout sorts out of time order.
+type TextStamps struct {
+	Stamp string                    // the SQL that stamps the database's now in the layout
+	Fix   func(table string) string // the UPDATE the error suggests for table
+}
+
+// FutureStamps: a timestamp cursor column without a time zone is read as UTC, and a row
+// stamped in local time east of UTC lies ahead of the database's clock: more than
+// source.FutureTolerance ahead is an error.
+type FutureStamps struct {
+	// Ahead is the SQL of the database's UTC clock plus n units (hour, minute), for the
+	// orders table's updated_at.
+	Ahead func(n int, unit string) string
+	Fix   func(table string) string // the UPDATE the error suggests for table
+	// Zoned, when the orders table's updated_at has a time zone (a future value there is
+	// early, not unreachable), is a value two hours ahead in it; NaiveOrders then creates
+	// the orders table, with updated_at without a time zone, that Ahead and Fix are for.
+	Zoned       string
+	NaiveOrders func(name string) []string
 }
 
 // DB opens a harness's own connection, for set-up, with the Go driver of that name (sql.Open's),
@@ -67,26 +141,11 @@ func Run(t *testing.T, h Harness) {
 
 var ctx = context.Background()
 
-// q quotes an identifier for the harness's dialect.
-func (h Harness) q(s string) string {
-	switch h.Driver {
-	case sqlserver.Name:
-		return "[" + strings.ReplaceAll(s, "]", "]]") + "]"
-	case mysql.Name:
-		return "`" + strings.ReplaceAll(s, "`", "``") + "`"
-	}
-	return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
-}
+// q quotes an identifier as the driver does.
+func (h Harness) q(s string) string { return h.Driver.Quote(s) }
 
-func (h Harness) ph(i int) string {
-	switch h.Driver {
-	case sqlserver.Name:
-		return fmt.Sprintf("@p%d", i)
-	case postgres.Name:
-		return fmt.Sprintf("$%d", i)
-	}
-	return "?"
-}
+// ph is the driver's i-th (1-based) parameter marker.
+func (h Harness) ph(i int) string { return h.Driver.Placeholder(i) }
 
 func (h Harness) exec(t testing.TB, query string, args ...any) {
 	t.Helper()
@@ -95,54 +154,29 @@ func (h Harness) exec(t testing.TB, query string, args ...any) {
 	}
 }
 
-// ts converts a time to the argument the dialect stores in its timestamp column.
-func (h Harness) ts(tm time.Time) any {
-	switch h.Driver {
-	case sqlite.Name:
-		return tm.UTC().Format("2006-01-02T15:04:05.000000Z")
-	case sqlserver.Name:
-		return civil.DateTimeOf(tm.UTC())
-	}
-	return tm.UTC()
-}
-
-// orders creates an orders table (the example poller's shape plus the driver's transaction-order
-// column: xid8 on PostgreSQL, rowversion on SQL Server) and drops it after the test.
-func (h Harness) orders(t testing.TB) string {
+// create runs ddl, which creates table, and drops the table after the test.
+func (h Harness) create(t testing.TB, table string, ddl ...string) {
 	t.Helper()
-	name := testenv.Name("orders_")
-	var ddl []string
-	switch h.Driver {
-	case postgres.Name:
-		ddl = []string{
-			`CREATE TABLE ` + name + ` (id BIGINT PRIMARY KEY, customer VARCHAR(100) NOT NULL, amount DECIMAL(12,2) NOT NULL,
-			  updated_at TIMESTAMPTZ(6) NOT NULL, txid XID8 NOT NULL DEFAULT pg_current_xact_id())`,
-			`CREATE INDEX ON ` + name + ` (updated_at, id)`,
-			`CREATE INDEX ON ` + name + ` (txid, id)`,
-		}
-	case mysql.Name:
-		ddl = []string{
-			`CREATE TABLE ` + name + ` (id BIGINT PRIMARY KEY, customer VARCHAR(100) NOT NULL, amount DECIMAL(12,2) NOT NULL,
-			  updated_at DATETIME(6) NOT NULL, KEY ix_ts (updated_at, id))`,
-		}
-	case sqlserver.Name:
-		ddl = []string{
-			`CREATE TABLE ` + name + ` (id BIGINT PRIMARY KEY, customer NVARCHAR(100) NOT NULL, amount DECIMAL(12,2) NOT NULL,
-			  updated_at DATETIME2(7) NOT NULL, rv ROWVERSION)`,
-			`CREATE INDEX ix_` + name + `_ts ON ` + name + ` (updated_at, id)`,
-			`CREATE UNIQUE INDEX ix_` + name + `_rv ON ` + name + ` (rv)`,
-		}
-	default:
-		ddl = []string{
-			`CREATE TABLE ` + name + ` (id BIGINT PRIMARY KEY, customer VARCHAR(100) NOT NULL, amount DECIMAL(12,2) NOT NULL,
-			  updated_at TEXT NOT NULL)`,
-			`CREATE INDEX ix_` + name + `_ts ON ` + name + ` (updated_at, id)`,
-		}
-	}
 	for _, s := range ddl {
 		h.exec(t, s)
 	}
-	t.Cleanup(func() { _, _ = h.DB.ExecContext(context.Background(), "DROP TABLE "+name) })
+	t.Cleanup(func() { _, _ = h.DB.ExecContext(context.Background(), "DROP TABLE "+table) })
+}
+
+// ts converts a time to the argument the database stores in the orders table's updated_at.
+func (h Harness) ts(tm time.Time) any {
+	if h.Fixture.Timestamp == nil {
+		return tm.UTC()
+	}
+	return h.Fixture.Timestamp(tm)
+}
+
+// orders creates an orders table (the example poller's shape plus the column of the database's
+// commit-order cursor, if it has one) and drops it after the test.
+func (h Harness) orders(t testing.TB) string {
+	t.Helper()
+	name := testenv.Name("orders_")
+	h.create(t, name, h.Fixture.Orders(name)...)
 	return name
 }
 
@@ -156,7 +190,7 @@ type order struct {
 // insert adds orders in multi-row statements, through exec (the test's DB or an open tx).
 func (h Harness) insert(t testing.TB, exec func(string, ...any) (sql.Result, error), table string, rows []order) {
 	t.Helper()
-	const per = 400 // 1,600 parameters: under SQL Server's 2,100
+	const per = 400 // 1,600 parameters: under 2,100, the fewest a database here takes in a statement
 	for start := 0; start < len(rows); start += per {
 		chunk := rows[start:min(start+per, len(rows))]
 		var sb strings.Builder
@@ -176,9 +210,14 @@ func (h Harness) insert(t testing.TB, exec func(string, ...any) (sql.Result, err
 	}
 }
 
+// openErr opens a source of def through package drivers, as the product does.
+func (h Harness) openErr(def source.Definition) (*source.Source, error) {
+	return drivers.Open(ctx, source.Config{Poller: "orders", Driver: h.Driver.Name(), DSN: h.DSN, Definition: def})
+}
+
 func (h Harness) open(t testing.TB, def source.Definition) *source.Source {
 	t.Helper()
-	s, err := drivers.Open(ctx, source.Config{Poller: "orders", Driver: h.Driver, DSN: h.DSN, Definition: def})
+	s, err := h.openErr(def)
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
@@ -186,35 +225,38 @@ func (h Harness) open(t testing.TB, def source.Definition) *source.Source {
 	return s
 }
 
-func ordersDef(table, kind string) source.Definition {
+// ordersDef reads an orders table with a cursor of kind.
+func (h Harness) ordersDef(table, kind string) source.Definition {
 	d := source.Definition{
 		Table:   source.Table{Name: table},
 		Columns: []string{"id", "customer", "amount", "updated_at"},
 		PK:      []string{"id"},
 	}
-	switch kind {
-	case state.KindTimestampPK:
+	switch c := h.Fixture.Committed; {
+	case kind == state.KindTimestampPK:
 		d.Cursor = source.Cursor{Kind: kind, Column: "updated_at"}
-	case state.KindInteger:
+	case kind == state.KindInteger:
 		d.Cursor = source.Cursor{Kind: kind, Column: "id"}
-	case state.KindXID:
-		d.Cursor = source.Cursor{Kind: kind, Column: "txid"}
-	case state.KindRowversion:
-		d.Cursor = source.Cursor{Kind: kind, Column: "rv"}
+	case c != nil && kind == c.Kind:
+		d.Cursor = source.Cursor{Kind: kind, Column: c.Column}
 	}
 	return d
 }
 
-// kinds are the keyset cursor kinds the harness's driver supports.
+// kinds are the keyset cursor kinds the suite reads the orders table with: those every
+// database has and the database's commit-order kind.
 func (h Harness) kinds() []string {
-	drv, _ := drivers.All().Lookup(h.Driver)
-	var k []string
-	for _, kind := range []string{state.KindTimestampPK, state.KindInteger, state.KindXID, state.KindRowversion} {
-		if drv != nil && drv.Supports(kind) {
-			k = append(k, kind)
-		}
+	k := []string{state.KindTimestampPK, state.KindInteger}
+	if c := h.Fixture.Committed; c != nil {
+		k = append(k, c.Kind)
 	}
 	return k
+}
+
+// inCommitOrder says whether kind is the database's commit-order kind (Fixture.Committed).
+func (h Harness) inCommitOrder(kind string) bool {
+	c := h.Fixture.Committed
+	return c != nil && kind == c.Kind
 }
 
 // reader drains a source the way the poller does: each batch's cursor goes through the state
@@ -308,7 +350,7 @@ func tenThousand() []order {
 func (h Harness) testKeysetOrder(t *testing.T) {
 	table := h.orders(t)
 	rows := tenThousand()
-	// Insert in a few transactions so that xid and rowversion have ties and runs as well.
+	// Insert in a few transactions so that a commit-order cursor has ties and runs as well.
 	for i := 0; i < len(rows); i += 2500 {
 		tx, err := h.DB.BeginTx(ctx, nil)
 		if err != nil {
@@ -321,7 +363,7 @@ func (h Harness) testKeysetOrder(t *testing.T) {
 	}
 	for _, kind := range h.kinds() {
 		h.settle(t, table, kind)
-		def := ordersDef(table, kind)
+		def := h.ordersDef(table, kind)
 		keys := append([]string{def.Cursor.Column}, "id")
 		if kind == state.KindInteger {
 			keys = keys[:1]
@@ -337,22 +379,17 @@ func (h Harness) testKeysetOrder(t *testing.T) {
 	}
 }
 
-// settle waits until every committed row of table is inside a kind's bound on open
-// transactions (xid: below the oldest running transaction; rowversion: below the oldest active
-// rowversion). Other tests' transactions on the same server, in any database (the late-commit
-// soak holds some open on purpose), keep that bound back for a while; a reader then rightly
-// delivers nothing yet, which is not what the test is about. Other kinds: no wait.
+// settle waits until every committed row of table is inside the bound on open transactions of
+// the database's commit-order kind (Committed.Behind counts the rows outside it). Other tests'
+// transactions on the same server, in any database (the late-commit soak holds some open on
+// purpose), keep that bound back for a while; a reader then rightly delivers nothing yet, which
+// is not what the test is about. Other kinds: no wait.
 func (h Harness) settle(t *testing.T, table, kind string) {
 	t.Helper()
-	var q string
-	switch kind {
-	case state.KindXID:
-		q = "SELECT COUNT(*) FROM " + table + " WHERE txid >= pg_snapshot_xmin(pg_current_snapshot())"
-	case state.KindRowversion:
-		q = "SELECT COUNT(*) FROM " + table + " WHERE rv >= MIN_ACTIVE_ROWVERSION()"
-	default:
+	if !h.inCommitOrder(kind) {
 		return
 	}
+	q := h.Fixture.Committed.Behind(table)
 	for deadline := time.Now().Add(time.Minute); ; {
 		var n int
 		if err := h.DB.QueryRowContext(ctx, q).Scan(&n); err != nil {
@@ -378,11 +415,12 @@ func firstDiff(a, b []int64) int {
 }
 
 // testLateCommit: a transaction inserts a row with an early cursor value and stays open while
-// the poller reads past it. xid and rowversion deliver it after the commit, always;
-// timestamp+pk delivers it when the settle lag covers the transaction, and misses it with no lag.
+// the poller reads past it. A commit-order cursor (Fixture.Committed) delivers it after the
+// commit, always; timestamp+pk delivers it when the settle lag covers the transaction, and misses
+// it with no lag.
 func (h Harness) testLateCommit(t *testing.T) {
-	if !h.ConcurrentWriters {
-		t.Skipf("%s serialises writers: a transaction cannot stay open while others commit", h.Driver)
+	if !h.Fixture.ConcurrentWriters {
+		t.Skipf("%s serialises writers: a transaction cannot stay open while others commit", h.Driver.Name())
 	}
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	scenario := func(t *testing.T, kind string, lag time.Duration) (delivered bool) {
@@ -408,7 +446,7 @@ func (h Harness) testLateCommit(t *testing.T) {
 		}
 		h.insert(t, h.DB.Exec, table, after)
 
-		def := ordersDef(table, kind)
+		def := h.ordersDef(table, kind)
 		def.SettleLag = lag
 		r := &reader{t: t, src: h.open(t, def)}
 		seen := map[int64]bool{}
@@ -418,7 +456,7 @@ func (h Harness) testLateCommit(t *testing.T) {
 		if seen[1000] {
 			t.Fatal("the uncommitted row was read")
 		}
-		if kind == state.KindXID || kind == state.KindRowversion {
+		if h.inCommitOrder(kind) {
 			// The rows committed behind the open transaction wait for it: they are the backlog,
 			// not nothing (a transaction held open must show, not look like an idle poller).
 			b, err := r.src.Backlog(ctx, r.cursor, 100)
@@ -444,14 +482,14 @@ func (h Harness) testLateCommit(t *testing.T) {
 		return seen[1000]
 	}
 	for _, kind := range h.kinds() {
-		switch kind {
-		case state.KindXID, state.KindRowversion:
+		switch {
+		case h.inCommitOrder(kind):
 			t.Run(kind, func(t *testing.T) {
 				if !scenario(t, kind, 0) {
 					t.Fatalf("%s missed a row that committed late", kind)
 				}
 			})
-		case state.KindTimestampPK:
+		case kind == state.KindTimestampPK:
 			t.Run("timestamp+pk lag longer than the transaction", func(t *testing.T) {
 				if !scenario(t, kind, 30*time.Second) {
 					t.Fatal("timestamp+pk with a 30 s lag missed a row whose transaction stayed open less than that")
@@ -477,20 +515,20 @@ func (h Harness) testUpdatesAndDeletes(t *testing.T) {
 	}
 	h.insert(t, h.DB.Exec, table, rows)
 	kinds := []string{state.KindTimestampPK}
-	if h.Driver == postgres.Name {
-		kinds = append(kinds, state.KindXID)
+	if c := h.Fixture.Committed; c != nil && c.Update != "" {
+		kinds = append(kinds, c.Kind)
 	}
 	for _, kind := range kinds {
 		h.settle(t, table, kind)
-		r := &reader{t: t, src: h.open(t, ordersDef(table, kind))}
+		r := &reader{t: t, src: h.open(t, h.ordersDef(table, kind))}
 		if got := r.drain(6); len(got) != 20 {
 			t.Fatalf("%s: first pass delivered %d rows, want 20", kind, len(got))
 		}
 		// An update moves the row to the end: its cursor column changes.
 		set := "updated_at = " + h.ph(1)
 		args := []any{h.ts(base.Add(30 * time.Minute))}
-		if kind == state.KindXID {
-			set = "txid = pg_current_xact_id()" // an update must set it: a trigger or the application
+		if h.inCommitOrder(kind) {
+			set = h.Fixture.Committed.Update // an update must set it: a trigger or the application
 			args = nil
 		}
 		h.exec(t, "UPDATE "+table+" SET customer = 'changed', "+set+" WHERE id = 5", args...)
@@ -501,7 +539,7 @@ func (h Harness) testUpdatesAndDeletes(t *testing.T) {
 	}
 	// Deletes are not seen: a deleted row is simply never (again) delivered, and nothing fails.
 	h.exec(t, "DELETE FROM "+table+" WHERE id IN (3, 5)")
-	r := &reader{t: t, src: h.open(t, ordersDef(table, state.KindTimestampPK))}
+	r := &reader{t: t, src: h.open(t, h.ordersDef(table, state.KindTimestampPK))}
 	got := r.drain(100)
 	if len(got) != 18 || slices.Contains(got, 3) || slices.Contains(got, 5) {
 		t.Fatalf("after deletes: %v", got)
@@ -511,57 +549,14 @@ func (h Harness) testUpdatesAndDeletes(t *testing.T) {
 // testTypes: every supported type comes back exact in JSON, and decodes into a struct.
 func (h Harness) testTypes(t *testing.T) {
 	name := testenv.Name("types_")
-	ts := time.Date(2026, 4, 7, 1, 23, 45, 123456000, time.UTC)
-	var ddl, insert, want string
-	args := []any{}
-	cols := []string{"id", "d", "big", "ts", "bin", "u", "j", "n", "t", "f", "b", "i4", "i2", "r"}
-	switch h.Driver {
-	case postgres.Name:
-		ddl = `CREATE TABLE ` + name + ` (id BIGINT PRIMARY KEY, d NUMERIC(12,2), big NUMERIC(38,10), ts TIMESTAMPTZ(6) NOT NULL, bin BYTEA, u UUID, j JSONB, n INT, t TEXT, f DOUBLE PRECISION, b BOOLEAN, i4 INT, i2 SMALLINT, r REAL)`
-		insert = `INSERT INTO ` + name + ` VALUES (1, 12.50, 12345678901234567890.0123456789, $1, '\xdeadbeef', 'A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11', '{"a": [1, 2]}', NULL, 'grüße "q"', 1.5, true, 7, 3, 0.25)`
-		args = append(args, ts)
-		want = `{"id":1,"d":"12.50","big":"12345678901234567890.0123456789","ts":"2026-04-07T01:23:45.123456Z","bin":"3q2+7w==","u":"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11","j":{"a":[1,2]},"n":null,"t":"grüße \"q\"","f":1.5,"b":true,"i4":7,"i2":3,"r":0.25}`
-	case sqlserver.Name:
-		ts = ts.Add(700 * time.Nanosecond) // datetime2(7): 100 ns
-		ddl = `CREATE TABLE ` + name + ` (id BIGINT PRIMARY KEY, d DECIMAL(12,2), big DECIMAL(38,10), ts DATETIME2(7) NOT NULL, bin VARBINARY(16), u UNIQUEIDENTIFIER, j NVARCHAR(100), n INT, t NVARCHAR(100), f FLOAT, b BIT, i4 INT, i2 SMALLINT, r REAL)`
-		insert = `INSERT INTO ` + name + ` VALUES (1, 12.50, 1234567890123456789012345678.0123456789, @p1, 0xDEADBEEF, 'A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11', N'{"a": [1, 2]}', NULL, N'grüße "q"', 1.5, 1, 7, 3, 0.25)`
-		args = append(args, civil.DateTimeOf(ts))
-		want = `{"id":1,"d":"12.50","big":"1234567890123456789012345678.0123456789","ts":"2026-04-07T01:23:45.1234567Z","bin":"3q2+7w==","u":"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11","j":"{\"a\": [1, 2]}","n":null,"t":"grüße \"q\"","f":1.5,"b":true,"i4":7,"i2":3,"r":0.25}`
-	case mysql.Name:
-		// The issue's list: DECIMAL(38,10), DATETIME(6) (the cursor), TIMESTAMP(6), JSON,
-		// BINARY(16), VARBINARY, utf8mb4 text with an emoji, NULL, BIGINT UNSIGNED near its
-		// maximum (a JSON number, exact), next to the columns every driver has.
-		//
-		// JSON differs by server. MySQL 8 has a JSON type: go-sql-driver reports it as JSON and
-		// the row carries the value itself ({"a":[1,2]}, as encoding/json writes it). MariaDB's
-		// JSON is an alias of LONGTEXT with a json_valid CHECK: the driver reports TEXT and the
-		// row carries the stored text as a JSON string, exactly, as SQL Server's NVARCHAR JSON
-		// does. Decoding into a json.RawMessage field gives the same bytes on both.
-		ddl = `CREATE TABLE ` + name + ` (id BIGINT PRIMARY KEY, d DECIMAL(12,2), big DECIMAL(38,10), ts DATETIME(6) NOT NULL, bin BINARY(4), u BINARY(16), j JSON, n INT, t VARCHAR(100) CHARACTER SET utf8mb4, f DOUBLE, b BOOLEAN, i4 INT, i2 SMALLINT, r FLOAT,
-		  tz TIMESTAMP(6) NULL, vb VARBINARY(32), ub BIGINT UNSIGNED, KEY (ts, id))`
-		insert = `INSERT INTO ` + name + ` VALUES (1, 12.50, 1234567890123456789012345678.0123456789, ?, x'deadbeef', x'a0eebc999c0b4ef8bb6d6bb9bd380a11', '{"a": [1, 2]}', NULL, 'grüße "q" 😀', 1.5, true, 7, 3, 0.25,
-		  ?, x'00ff10', 18446744073709551610)`
-		args = append(args, ts, mysqlTZ)
-		j := `{"a":[1,2]}`
-		if h.mariaDB(t) {
-			j = `"{\"a\": [1, 2]}"`
-		}
-		want = `{"id":1,"d":"12.50","big":"1234567890123456789012345678.0123456789","ts":"2026-04-07T01:23:45.123456Z","bin":"3q2+7w==","u":"oO68mZwLTvi7bWu5vTgKEQ==","j":` + j + `,"n":null,"t":"grüße \"q\" 😀","f":1.5,"b":1,"i4":7,"i2":3,"r":0.25,` +
-			`"tz":"2026-11-23T23:59:59.000001Z","vb":"AP8Q","ub":18446744073709551610}`
-		cols = append(cols, "tz", "vb", "ub")
-	default:
-		ddl = `CREATE TABLE ` + name + ` (id INTEGER PRIMARY KEY, d DECIMAL(12,2), big TEXT, ts TEXT NOT NULL, bin BLOB, u TEXT, j TEXT, n INTEGER, t TEXT, f REAL, b BOOLEAN, i4 INT, i2 SMALLINT, r REAL)`
-		insert = `INSERT INTO ` + name + ` VALUES (1, 12.50, '12345678901234567890.0123456789', ?, x'deadbeef', 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', '{"a": [1, 2]}', NULL, 'grüße "q"', 1.5, 1, 7, 3, 0.25)`
-		args = append(args, ts.Format("2006-01-02T15:04:05.000000Z"))
-		want = `{"id":1,"d":"12.50","big":"12345678901234567890.0123456789","ts":"2026-04-07T01:23:45.123456Z","bin":"3q2+7w==","u":"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11","j":"{\"a\": [1, 2]}","n":null,"t":"grüße \"q\"","f":1.5,"b":1,"i4":7,"i2":3,"r":0.25}`
-	}
-	h.exec(t, ddl)
-	t.Cleanup(func() { _, _ = h.DB.ExecContext(context.Background(), "DROP TABLE "+name) })
-	h.exec(t, insert, args...)
+	tt := h.Fixture.Types(t, h.DB, name, time.Date(2026, 4, 7, 1, 23, 45, 123456000, time.UTC))
+	ts := tt.TS
+	h.create(t, name, tt.DDL)
+	h.exec(t, tt.Insert, tt.Args...)
 
 	src := h.open(t, source.Definition{
 		Table:     source.Table{Name: name},
-		Columns:   cols,
+		Columns:   append([]string{"id", "d", "big", "ts", "bin", "u", "j", "n", "t", "f", "b", "i4", "i2", "r"}, tt.More...),
 		Cursor:    source.Cursor{Kind: state.KindTimestampPK, Column: "ts"},
 		PK:        []string{"id"},
 		SettleLag: time.Second,
@@ -577,8 +572,8 @@ func (h Harness) testTypes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(got) != want {
-		t.Fatalf("JSON of the row:\n got %s\nwant %s", got, want)
+	if string(got) != tt.JSON {
+		t.Fatalf("JSON of the row:\n got %s\nwant %s", got, tt.JSON)
 	}
 	if !json.Valid(got) {
 		t.Fatalf("invalid JSON: %s", got)
@@ -602,15 +597,18 @@ func (h Harness) testTypes(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantU, wantT := "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11", `grüße "q"`
-	if h.Driver == mysql.Name { // a UUID kept in BINARY(16): its 16 bytes
-		wantU, wantT = "\xa0\xee\xbc\x99\x9c\x0b\x4e\xf8\xbb\x6d\x6b\xb9\xbd\x38\x0a\x11", `grüße "q" 😀`
+	if tt.UUID != "" {
+		wantU = tt.UUID
+	}
+	if tt.Text != "" {
+		wantT = tt.Text
 	}
 	if dst.ID != 1 || dst.D != "12.50" || dst.Float != 12.5 || !dst.TS.Equal(ts) || string(dst.Bin) != "\xde\xad\xbe\xef" ||
 		dst.U != wantU || dst.N != nil || dst.T != wantT || dst.I4 != 7 || dst.I2 != 3 || dst.R != 0.25 {
 		t.Fatalf("decoded %+v", dst)
 	}
-	if h.Driver == mysql.Name {
-		h.mysqlTypes(t, b.Rows[0])
+	if tt.Check != nil {
+		tt.Check(t, b.Rows[0])
 	}
 
 	// The cursor keeps the timestamp's full precision, and resuming from it reads nothing more.
@@ -626,57 +624,12 @@ func (h Harness) testTypes(t *testing.T) {
 	}
 }
 
-// mysqlTZ is the TIMESTAMP(6) of testTypes' MySQL row: a microsecond past a day's last second.
-var mysqlTZ = time.Date(2026, 11, 23, 23, 59, 59, 1000, time.UTC)
-
-// mysqlTypes decodes the MySQL-only columns of testTypes' row: TIMESTAMP(6) at full precision,
-// VARBINARY's bytes, BIGINT UNSIGNED near its maximum into uint64, string and float64 exactly
-// (and into int64: an overflow error, not a wrapped number), DECIMAL(38,10) as its digits, JSON
-// into a json.RawMessage as the server keeps its text (both: {"a": [1, 2]}).
-func (h Harness) mysqlTypes(t *testing.T, row source.Row) {
-	var dst struct {
-		TZ     time.Time       `db:"tz"`
-		VB     []byte          `db:"vb"`
-		UB     uint64          `db:"ub"`
-		UBText string          `db:"ub"`
-		UBF    float64         `db:"ub"`
-		Big    string          `db:"big"`
-		J      json.RawMessage `db:"j"`
-		T      string          `db:"t"`
-	}
-	if err := row.Decode(&dst); err != nil {
-		t.Fatal(err)
-	}
-	if !dst.TZ.Equal(mysqlTZ) || dst.TZ.Location() != time.UTC || string(dst.VB) != "\x00\xff\x10" ||
-		dst.UB != 18446744073709551610 || dst.UBText != "18446744073709551610" || dst.UBF != 18446744073709551610 ||
-		dst.Big != "1234567890123456789012345678.0123456789" || string(dst.J) != `{"a": [1, 2]}` || dst.T != "grüße \"q\" 😀" {
-		t.Fatalf("decoded %+v", dst)
-	}
-	var signed struct {
-		UB int64 `db:"ub"`
-	}
-	if err := row.Decode(&signed); err == nil || !strings.Contains(err.Error(), "overflows int64") {
-		t.Fatalf("BIGINT UNSIGNED 18446744073709551610 into an int64: %d, %v; want an overflow error", signed.UB, err)
-	}
-}
-
-// mariaDB reports whether the MySQL harness's server is MariaDB (not MySQL).
-func (h Harness) mariaDB(t testing.TB) bool {
-	t.Helper()
-	var v string
-	if err := h.DB.QueryRowContext(ctx, "SELECT VERSION()").Scan(&v); err != nil {
-		t.Fatal(err)
-	}
-	return strings.Contains(strings.ToLower(v), "mariadb")
-}
-
 // testOddIdentifiers: spaces, quotes, brackets and mixed case in table and column names.
 func (h Harness) testOddIdentifiers(t *testing.T) {
 	table := "Order Details \"x\" [y] " + testenv.Name("")
 	cols := []string{"Row ID", `Customer "Name"`, "[weird]", "MixedCase", "it's"}
-	h.exec(t, "CREATE TABLE "+h.q(table)+" ("+h.q(cols[0])+" BIGINT PRIMARY KEY, "+h.q(cols[1])+" VARCHAR(50), "+
+	h.create(t, h.q(table), "CREATE TABLE "+h.q(table)+" ("+h.q(cols[0])+" BIGINT PRIMARY KEY, "+h.q(cols[1])+" VARCHAR(50), "+
 		h.q(cols[2])+" VARCHAR(50), "+h.q(cols[3])+" INT, "+h.q(cols[4])+" VARCHAR(10))")
-	t.Cleanup(func() { _, _ = h.DB.ExecContext(context.Background(), "DROP TABLE "+h.q(table)) })
 	for i := 1; i <= 5; i++ {
 		h.exec(t, fmt.Sprintf("INSERT INTO %s VALUES (%d, 'n%d', 'w', %d, 'x')", h.q(table), i, i, i))
 	}
@@ -728,15 +681,15 @@ func (h Harness) testRefusals(t *testing.T) {
 		{"timestamp cursor on a number", func(d *source.Definition) { d.Cursor.Column = "amount" }, source.ErrSchema, []string{`"amount"`, "timestamp"}},
 		{"wrong driver kind", func(d *source.Definition) {
 			d.Cursor.Kind = state.KindXID
-			if h.Driver == postgres.Name {
+			if h.Driver.Supports(state.KindXID) {
 				d.Cursor.Kind = state.KindRowversion
 			}
 		}, source.ErrDefinition, []string{"needs"}},
 	}
 	for _, c := range cases {
-		def := ordersDef(table, state.KindTimestampPK)
+		def := h.ordersDef(table, state.KindTimestampPK)
 		c.mutate(&def)
-		_, err := drivers.Open(ctx, source.Config{Poller: "orders", Driver: h.Driver, DSN: h.DSN, Definition: def})
+		_, err := h.openErr(def)
 		if !errors.Is(err, c.sentinel) {
 			t.Errorf("%s: got %v, want %v", c.name, err, c.sentinel)
 			continue
@@ -754,18 +707,17 @@ func (h Harness) testRefusals(t *testing.T) {
 
 	// A NULL in the cursor column would be skipped by every keyset read: refused.
 	nullable := testenv.Name("nullable_")
-	h.exec(t, "CREATE TABLE "+nullable+" (id BIGINT PRIMARY KEY, seq BIGINT)")
-	t.Cleanup(func() { _, _ = h.DB.ExecContext(context.Background(), "DROP TABLE "+nullable) })
+	h.create(t, nullable, "CREATE TABLE "+nullable+" (id BIGINT PRIMARY KEY, seq BIGINT)")
 	h.exec(t, "INSERT INTO "+nullable+" VALUES (1, 1), (2, NULL)")
-	_, err := drivers.Open(ctx, source.Config{Poller: "orders", Driver: h.Driver, DSN: h.DSN, Definition: source.Definition{
+	_, err := h.openErr(source.Definition{
 		Table: source.Table{Name: nullable}, Columns: []string{"id"}, Cursor: source.Cursor{Kind: state.KindInteger, Column: "seq"}, PK: []string{"id"},
-	}})
+	})
 	if !errors.Is(err, source.ErrNullCursor) || !strings.Contains(err.Error(), `"seq"`) || !strings.Contains(err.Error(), nullable) {
 		t.Fatalf("NULL cursor values: %v", err)
 	}
 
 	// A stored cursor of another kind or shape is refused, not misread.
-	src := h.open(t, ordersDef(table, state.KindTimestampPK))
+	src := h.open(t, h.ordersDef(table, state.KindTimestampPK))
 	for _, bad := range []*state.Cursor{
 		{Kind: state.KindInteger, Value: json.RawMessage("5")},
 		{Kind: state.KindTimestampPK, Value: json.RawMessage(`"2026-01-01T00:00:00Z"`)},
@@ -780,7 +732,7 @@ func (h Harness) testRefusals(t *testing.T) {
 
 func (h Harness) testPending(t *testing.T) {
 	table := h.orders(t)
-	src := h.open(t, ordersDef(table, state.KindTimestampPK))
+	src := h.open(t, h.ordersDef(table, state.KindTimestampPK))
 	if n, err := src.Waiting(ctx, nil, 1); err != nil || n != 0 {
 		t.Fatalf("empty table: waiting %d, %v", n, err)
 	}
@@ -818,7 +770,7 @@ func (h Harness) testPending(t *testing.T) {
 // gives an empty batch.
 func (h Harness) testFetchKeyOf(t *testing.T) {
 	table := h.orders(t)
-	src := h.open(t, ordersDef(table, state.KindTimestampPK))
+	src := h.open(t, h.ordersDef(table, state.KindTimestampPK))
 	h.insert(t, h.DB.Exec, table, []order{
 		{ID: 1, Customer: "a", Amount: "1.00", Updated: time.Now().Add(-time.Hour)},
 		{ID: 2, Customer: "b", Amount: "2.00", Updated: time.Now().Add(-time.Hour)},
@@ -845,8 +797,7 @@ func (h Harness) testFetchKeyOf(t *testing.T) {
 // testIntKeys: an INT (int4) key column, as many real tables have, works as cursor and tiebreaker.
 func (h Harness) testIntKeys(t *testing.T) {
 	name := testenv.Name("intkeys_")
-	h.exec(t, "CREATE TABLE "+name+" (id INT PRIMARY KEY, seq SMALLINT NOT NULL)")
-	t.Cleanup(func() { _, _ = h.DB.ExecContext(context.Background(), "DROP TABLE "+name) })
+	h.create(t, name, "CREATE TABLE "+name+" (id INT PRIMARY KEY, seq SMALLINT NOT NULL)")
 	for i := 1; i <= 9; i++ {
 		h.exec(t, fmt.Sprintf("INSERT INTO %s VALUES (%d, %d)", name, i, i%3))
 	}
@@ -860,19 +811,20 @@ func (h Harness) testIntKeys(t *testing.T) {
 
 // testUnreachableRows: a row stamped so that the cursor can never reach it is a loud error
 // (ErrUnreachableRow) naming the row's key and value and the fix, at Open and from CheckStamps,
-// never a silent skip; the UPDATE the error suggests clears it and delivers the row. SQLite: a
-// TEXT value not in the fixed-width layout (CURRENT_TIMESTAMP's "2026-11-23 03:40:32" sorts
-// before the cursor of its day). PostgreSQL and SQL Server: a timestamp without a time zone more
-// than source.FutureTolerance ahead of the database's UTC clock (a local-time stamp east of UTC);
-// a future timestamptz is only early, not unreachable.
+// never a silent skip; the UPDATE the error suggests clears it and delivers the row. Text
+// stamps (Fixture.TextStamps): a value not in the fixed-width layout (CURRENT_TIMESTAMP's
+// "2026-11-23 03:40:32" sorts before the cursor of its day). Future stamps
+// (Fixture.FutureStamps): a timestamp without a time zone more than source.FutureTolerance ahead
+// of the database's UTC clock (a local-time stamp east of UTC); a future value with a time zone
+// is only early, not unreachable.
 func (h Harness) testUnreachableRows(t *testing.T) {
-	switch h.Driver {
-	case sqlite.Name:
-		h.unreachableSQLite(t)
-	case postgres.Name, sqlserver.Name, mysql.Name:
-		h.unreachableFuture(t)
+	switch f := h.Fixture; {
+	case f.TextStamps != nil:
+		h.unreachableText(t, *f.TextStamps)
+	case f.FutureStamps != nil:
+		h.unreachableFuture(t, *f.FutureStamps)
 	default:
-		t.Skipf("no stamp hazard known for %s", h.Driver)
+		t.Skipf("no stamp hazard known for %s", h.Driver.Name())
 	}
 }
 
@@ -889,17 +841,18 @@ func (h Harness) unreachable(t *testing.T, err error, def source.Definition, key
 			t.Errorf("the error does not contain %s: %v", want, err)
 		}
 	}
-	if _, err := drivers.Open(ctx, source.Config{Poller: "orders", Driver: h.Driver, DSN: h.DSN, Definition: def}); !errors.Is(err, source.ErrUnreachableRow) {
+	if _, err := h.openErr(def); !errors.Is(err, source.ErrUnreachableRow) {
 		t.Fatalf("Open with the bad row: %v, want ErrUnreachableRow", err)
 	}
-	h.open(t, ordersDef(def.Table.Name, state.KindInteger)).Close() // nothing to check there
+	h.open(t, h.ordersDef(def.Table.Name, state.KindInteger)).Close() // nothing to check there
 }
 
-func (h Harness) unreachableSQLite(t *testing.T) {
+// unreachableText: text stamps out of the fixed-width layout.
+func (h Harness) unreachableText(t *testing.T, text TextStamps) {
 	table := h.orders(t)
 	day := time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC)
 	h.insert(t, h.DB.Exec, table, []order{{ID: 1, Customer: "c", Amount: "1.00", Updated: day.Add(time.Hour)}, {ID: 2, Customer: "c", Amount: "1.00", Updated: day.Add(2 * time.Hour)}})
-	def := ordersDef(table, state.KindTimestampPK)
+	def := h.ordersDef(table, state.KindTimestampPK)
 	def.SettleLag = source.NoSettleLag
 	r := &reader{t: t, src: h.open(t, def)} // a clean table opens
 	if err := r.src.CheckStamps(ctx); err != nil {
@@ -933,10 +886,7 @@ func (h Harness) unreachableSQLite(t *testing.T) {
 	if n, err := r.src.Waiting(ctx, r.cursor, 1); err != nil || n != 0 {
 		t.Fatalf("waiting: %d, %v", n, err)
 	}
-	q := func(s string) string { return `"` + s + `"` }
-	const stamp = "strftime('%Y-%m-%dT%H:%M:%f000Z','now')"
-	fix := "UPDATE " + q(table) + " SET " + q("updated_at") + " = " + stamp + " WHERE " + q("updated_at") +
-		" NOT GLOB '[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]T[0-9][0-9]:[0-9][0-9]:[0-9][0-9].[0-9][0-9][0-9][0-9][0-9][0-9]Z'"
+	stamp, fix := text.Stamp, text.Fix(table)
 	h.unreachable(t, r.src.CheckStamps(ctx), def, `{"id":42}`, bad, "DEFAULT ("+stamp+")", "YYYY-MM-DDTHH:MM:SS.ffffffZ", fix)
 
 	// CURRENT_TIMESTAMP itself, found through a definition whose filter leaves only that row.
@@ -947,7 +897,7 @@ func (h Harness) unreachableSQLite(t *testing.T) {
 	}
 	only43 := def
 	only43.Filter = "id = 43"
-	_, err := drivers.Open(ctx, source.Config{Poller: "orders", Driver: h.Driver, DSN: h.DSN, Definition: only43})
+	_, err := h.openErr(only43)
 	h.unreachable(t, err, only43, `{"id":43}`, now)
 
 	// The rewrite the error suggests: a fresh stamp in the layout, which the read then delivers.
@@ -970,36 +920,23 @@ func (h Harness) unreachableSQLite(t *testing.T) {
 	}
 }
 
-// unreachableFuture: PostgreSQL timestamp and SQL Server datetime2 rows more than
+// unreachableFuture: rows of a timestamp column without a time zone more than
 // source.FutureTolerance ahead of the database's UTC clock.
-func (h Harness) unreachableFuture(t *testing.T) {
-	table := h.orders(t) // updated_at is timestamptz on PostgreSQL, datetime2 on SQL Server
-	plus := func(n int, unit string) string {
-		return "DATEADD(" + unit + ", " + fmt.Sprint(n) + ", SYSUTCDATETIME())"
-	}
-	if h.Driver == mysql.Name {
-		plus = func(n int, unit string) string {
-			return fmt.Sprintf("UTC_TIMESTAMP(6) + INTERVAL %d %s", n, strings.ToUpper(unit))
-		}
-	}
-	if h.Driver == postgres.Name {
-		// timestamptz ahead of now is only early (clock skew, read late): not an error.
-		h.exec(t, "INSERT INTO "+table+" (id, customer, amount, updated_at) VALUES (40, 'c', 1, now() + interval '2 hours')")
-		if err := h.open(t, ordersDef(table, state.KindTimestampPK)).CheckStamps(ctx); err != nil {
-			t.Fatalf("a future timestamptz: %v", err)
+func (h Harness) unreachableFuture(t *testing.T, fs FutureStamps) {
+	table := h.orders(t)
+	if fs.Zoned != "" {
+		// A zoned timestamp ahead of now is only early (clock skew, read late): not an error.
+		h.exec(t, "INSERT INTO "+table+" (id, customer, amount, updated_at) VALUES (40, 'c', 1, "+fs.Zoned+")")
+		if err := h.open(t, h.ordersDef(table, state.KindTimestampPK)).CheckStamps(ctx); err != nil {
+			t.Fatalf("a future zoned timestamp: %v", err)
 		}
 		table = testenv.Name("naive_")
-		h.exec(t, "CREATE TABLE "+table+" (id BIGINT PRIMARY KEY, customer VARCHAR(100) NOT NULL, amount DECIMAL(12,2) NOT NULL, updated_at TIMESTAMP(6) NOT NULL)")
-		h.exec(t, "CREATE INDEX ON "+table+" (updated_at, id)")
-		t.Cleanup(func() { _, _ = h.DB.ExecContext(context.Background(), "DROP TABLE "+table) })
-		plus = func(n int, unit string) string {
-			return fmt.Sprintf("(now() AT TIME ZONE 'UTC') + interval '%d %ss'", n, unit)
-		}
+		h.create(t, table, fs.NaiveOrders(table)...)
 	}
-	h.exec(t, "INSERT INTO "+table+" (id, customer, amount, updated_at) VALUES (1, 'c', 1, "+plus(-1, "hour")+")")
+	h.exec(t, "INSERT INTO "+table+" (id, customer, amount, updated_at) VALUES (1, 'c', 1, "+fs.Ahead(-1, "hour")+")")
 	// Within the tolerance: clock skew between writers, not a time zone.
-	h.exec(t, "INSERT INTO "+table+" (id, customer, amount, updated_at) VALUES (2, 'c', 1, "+plus(5, "minute")+")")
-	def := ordersDef(table, state.KindTimestampPK)
+	h.exec(t, "INSERT INTO "+table+" (id, customer, amount, updated_at) VALUES (2, 'c', 1, "+fs.Ahead(5, "minute")+")")
+	def := h.ordersDef(table, state.KindTimestampPK)
 	def.SettleLag = source.NoSettleLag
 	r := &reader{t: t, src: h.open(t, def)}
 	if err := r.src.CheckStamps(ctx); err != nil {
@@ -1010,20 +947,12 @@ func (h Harness) unreachableFuture(t *testing.T) {
 	}
 
 	// Stamped in local time two hours east of UTC.
-	h.exec(t, "INSERT INTO "+table+" (id, customer, amount, updated_at) VALUES (42, 'c', 1, "+plus(2, "hour")+")")
+	h.exec(t, "INSERT INTO "+table+" (id, customer, amount, updated_at) VALUES (42, 'c', 1, "+fs.Ahead(2, "hour")+")")
 	var stamped time.Time
 	if err := h.DB.QueryRowContext(ctx, "SELECT updated_at FROM "+table+" WHERE id = 42").Scan(&stamped); err != nil {
 		t.Fatal(err)
 	}
-	var fix string
-	switch h.Driver {
-	case postgres.Name:
-		fix = `UPDATE "` + table + `" SET "updated_at" = now() AT TIME ZONE 'UTC' WHERE "updated_at" > (now() AT TIME ZONE 'UTC') + interval '10 minutes'`
-	case mysql.Name:
-		fix = "UPDATE `" + table + "` SET `updated_at` = UTC_TIMESTAMP(6) WHERE `updated_at` > UTC_TIMESTAMP(6) + INTERVAL 10 MINUTE"
-	default:
-		fix = "UPDATE [" + table + "] SET [updated_at] = SYSUTCDATETIME() WHERE [updated_at] > DATEADD(minute, 10, SYSUTCDATETIME())"
-	}
+	fix := fs.Fix(table)
 	h.unreachable(t, r.src.CheckStamps(ctx), def, `{"id":42}`, stamped.Format("2006-01-02T15:04:05.999999"), "local time", fix)
 
 	// The rewrite the error suggests delivers the row now, not two hours late.

@@ -2,7 +2,6 @@ package sqlite_test
 
 import (
 	"flag"
-	"path/filepath"
 	"testing"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
@@ -12,11 +11,6 @@ import (
 )
 
 var update = flag.Bool("update", false, "rewrite the golden SQL files")
-
-func TestConformance(t *testing.T) {
-	dsn := filepath.Join(t.TempDir(), "source.db") + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)"
-	sourcetest.Run(t, sourcetest.Harness{Driver: sqlite.Name, DSN: dsn, DB: sourcetest.DB(t, "sqlite", dsn)})
-}
 
 // TestGoldenSQL pins the exact SQL of each cursor kind (go test -run Golden -update rewrites
 // testdata/golden).

@@ -16,13 +16,6 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden SQL files")
 
-// TestConformanceSQLServer runs the source conformance suite against the SQL Server of
-// MSSQL_TEST_DSN (skipped without it; .github/workflows/ci.yml's SQL Server job sets it).
-func TestConformanceSQLServer(t *testing.T) {
-	dsn := testenv.SQLServer(t)
-	sourcetest.Run(t, sourcetest.Harness{Driver: sqlserver.Name, DSN: dsn, DB: sourcetest.DB(t, "sqlserver", dsn), ConcurrentWriters: true})
-}
-
 // TestChangeTrackingSQLServer runs the changetracking cursor's conformance suite against the SQL
 // Server of MSSQL_TEST_DSN (skipped without it; .github/workflows/ci.yml's SQL Server job sets it).
 func TestChangeTrackingSQLServer(t *testing.T) {

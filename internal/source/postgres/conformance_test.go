@@ -1,0 +1,67 @@
+package postgres_test
+
+import (
+	"database/sql"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcetest"
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
+	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
+)
+
+func TestConformancePostgres(t *testing.T) {
+	dsn := testenv.Postgres(t)
+	sourcetest.Run(t, sourcetest.Harness{Driver: postgres.Driver{}, DSN: dsn, DB: sourcetest.DB(t, "pgx", dsn), Fixture: fixture})
+}
+
+// fixture is PostgreSQL's side of the conformance suite: orders stamped in timestamptz, with the
+// xid8 column the xid cursor reads (it reads in commit order, below the oldest running
+// transaction), and the hazard of a timestamp column without a time zone.
+var fixture = sourcetest.Fixture{
+	Orders: func(name string) []string {
+		return []string{
+			`CREATE TABLE ` + name + ` (id BIGINT PRIMARY KEY, customer VARCHAR(100) NOT NULL, amount DECIMAL(12,2) NOT NULL,
+			  updated_at TIMESTAMPTZ(6) NOT NULL, txid XID8 NOT NULL DEFAULT pg_current_xact_id())`,
+			`CREATE INDEX ON ` + name + ` (updated_at, id)`,
+			`CREATE INDEX ON ` + name + ` (txid, id)`,
+		}
+	},
+	Committed: &sourcetest.Committed{
+		Kind:   state.KindXID,
+		Column: "txid",
+		Behind: func(table string) string {
+			return "SELECT COUNT(*) FROM " + table + " WHERE txid >= pg_snapshot_xmin(pg_current_snapshot())"
+		},
+		Update: "txid = pg_current_xact_id()",
+	},
+	ConcurrentWriters: true,
+	Types: func(_ testing.TB, _ *sql.DB, name string, ts time.Time) sourcetest.TypesTable {
+		return sourcetest.TypesTable{
+			DDL:    `CREATE TABLE ` + name + ` (id BIGINT PRIMARY KEY, d NUMERIC(12,2), big NUMERIC(38,10), ts TIMESTAMPTZ(6) NOT NULL, bin BYTEA, u UUID, j JSONB, n INT, t TEXT, f DOUBLE PRECISION, b BOOLEAN, i4 INT, i2 SMALLINT, r REAL)`,
+			Insert: `INSERT INTO ` + name + ` VALUES (1, 12.50, 12345678901234567890.0123456789, $1, '\xdeadbeef', 'A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11', '{"a": [1, 2]}', NULL, 'grüße "q"', 1.5, true, 7, 3, 0.25)`,
+			Args:   []any{ts},
+			TS:     ts,
+			JSON:   `{"id":1,"d":"12.50","big":"12345678901234567890.0123456789","ts":"2026-04-07T01:23:45.123456Z","bin":"3q2+7w==","u":"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11","j":{"a":[1,2]},"n":null,"t":"grüße \"q\"","f":1.5,"b":true,"i4":7,"i2":3,"r":0.25}`,
+		}
+	},
+	// The orders table's timestamptz ahead of now is only early; a timestamp column stamped in
+	// local time east of UTC is the hazard.
+	FutureStamps: &sourcetest.FutureStamps{
+		Zoned: "now() + interval '2 hours'",
+		NaiveOrders: func(name string) []string {
+			return []string{
+				"CREATE TABLE " + name + " (id BIGINT PRIMARY KEY, customer VARCHAR(100) NOT NULL, amount DECIMAL(12,2) NOT NULL, updated_at TIMESTAMP(6) NOT NULL)",
+				"CREATE INDEX ON " + name + " (updated_at, id)",
+			}
+		},
+		Ahead: func(n int, unit string) string {
+			return fmt.Sprintf("(now() AT TIME ZONE 'UTC') + interval '%d %ss'", n, unit)
+		},
+		Fix: func(table string) string {
+			return `UPDATE "` + table + `" SET "updated_at" = now() AT TIME ZONE 'UTC' WHERE "updated_at" > (now() AT TIME ZONE 'UTC') + interval '10 minutes'`
+		},
+	},
+}
