@@ -27,15 +27,15 @@ import (
 
 // Harness is one database to run the suite against.
 type Harness struct {
-	Driver  source.Driver // the driver under test, as package drivers lists it
+	Driver  source.Driver // the driver under test: sources open through package drivers by its Name
 	DSN     string        // what the source opens
 	DB      *sql.DB       // the test's own connection, for set-up
 	Fixture Fixture       // what the suite needs to know of the database
 }
 
 // A Fixture is what the suite needs to know of a database that its driver does not say. Each
-// driver package's test supplies its own; the zero value of an optional field means the
-// database has no such thing.
+// driver package's test supplies its own. Orders and Types are required; the zero value of
+// another field says the database has no such thing (Timestamp: see there).
 type Fixture struct {
 	// Orders is the DDL that creates the orders table name: id BIGINT PRIMARY KEY,
 	// customer VARCHAR(100) NOT NULL, amount DECIMAL(12,2) NOT NULL, updated_at NOT NULL (the
@@ -72,12 +72,11 @@ type Committed struct {
 	Update string
 }
 
-// TypesTable is the table testTypes reads: columns id (the key), d DECIMAL(12,2), big (38
-// digits, 10 decimals), ts (the timestamp cursor, NOT NULL), bin (binary), u (a UUID), j
-// (JSON), n (INT), t (text), f (double), b (boolean), i4 INT, i2 SMALLINT and r REAL in the
-// database's types, then any of its own (More); and its one row: 1, 12.50,
-// 12345678901234567890.0123456789 or more digits, TS, DE AD BE EF,
-// A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11, {"a": [1, 2]}, NULL, grüße "q", 1.5, true, 7, 3, 0.25.
+// TypesTable is testTypes' table and its one row, in the database's types: id 1 (the key), d
+// 12.50 (DECIMAL(12,2)), big (DECIMAL(38,10), with its ten decimals .0123456789), ts TS (the
+// timestamp cursor, NOT NULL), bin DE AD BE EF, u the UUID A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11,
+// j the JSON {"a": [1, 2]}, n NULL (INT), t grüße "q" (text), f 1.5 (a double), b true (a
+// boolean or bit), i4 7 (INT), i2 3 (SMALLINT), r 0.25 (REAL); then columns of its own (More).
 type TypesTable struct {
 	DDL    string    // creates the table
 	Insert string    // inserts the row
