@@ -12,6 +12,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 )
 
+// TestConformancePostgres runs the source conformance suite against the PostgreSQL scripts/test.sh starts.
 func TestConformancePostgres(t *testing.T) {
 	dsn := testenv.Postgres(t)
 	sourcetest.Run(t, sourcetest.Harness{Driver: postgres.Driver{}, DSN: dsn, DB: sourcetest.DB(t, "pgx", dsn), Fixture: fixture})

@@ -189,7 +189,7 @@ type order struct {
 // insert adds orders in multi-row statements, through exec (the test's DB or an open tx).
 func (h Harness) insert(t testing.TB, exec func(string, ...any) (sql.Result, error), table string, rows []order) {
 	t.Helper()
-	const per = 400 // 1,600 parameters: under 2,100, the fewest a database here takes in a statement
+	const per = 400 // 1,600 parameters: under 2,100, the fewest a supported database takes in one
 	for start := 0; start < len(rows); start += per {
 		chunk := rows[start:min(start+per, len(rows))]
 		var sb strings.Builder
@@ -231,13 +231,13 @@ func (h Harness) ordersDef(table, kind string) source.Definition {
 		Columns: []string{"id", "customer", "amount", "updated_at"},
 		PK:      []string{"id"},
 	}
-	switch c := h.Fixture.Committed; {
+	switch {
 	case kind == state.KindTimestampPK:
 		d.Cursor = source.Cursor{Kind: kind, Column: "updated_at"}
 	case kind == state.KindInteger:
 		d.Cursor = source.Cursor{Kind: kind, Column: "id"}
-	case c != nil && kind == c.Kind:
-		d.Cursor = source.Cursor{Kind: kind, Column: c.Column}
+	case h.inCommitOrder(kind):
+		d.Cursor = source.Cursor{Kind: kind, Column: h.Fixture.Committed.Column}
 	}
 	return d
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sqlite"
 )
 
+// TestConformance runs the source conformance suite against a SQLite file of its own (WAL).
 func TestConformance(t *testing.T) {
 	dsn := filepath.Join(t.TempDir(), "source.db") + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)"
 	sourcetest.Run(t, sourcetest.Harness{Driver: sqlite.Driver{}, DSN: dsn, DB: sourcetest.DB(t, "sqlite", dsn), Fixture: fixture})
