@@ -10,6 +10,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
+	"github.com/pseudotrigger/pseudotrigger/poller"
 )
 
 // authorAPI is every name package poller exports, as `go doc -all` lists them: what a poller
@@ -165,5 +168,15 @@ func TestNoExportedAlias(t *testing.T) {
 	}
 	if types == 0 {
 		t.Fatal("no exported type found")
+	}
+}
+
+// TestCursorKindsAreTheStatesKinds: the cursor kinds an author writes are spelled as the state
+// document and the runtime spell them, each of them and no other.
+func TestCursorKindsAreTheStatesKinds(t *testing.T) {
+	got := []string{string(poller.TimestampPK), string(poller.Integer), string(poller.RowVersion),
+		string(poller.XID), string(poller.Logical), string(poller.ChangeTracking)}
+	if !slices.Equal(got, state.Kinds) {
+		t.Errorf("poller's cursor kinds are %q, the state document's %q", got, state.Kinds)
 	}
 }

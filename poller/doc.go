@@ -24,7 +24,7 @@
 //
 //	func deliver(ctx context.Context, b *poller.Batch[Order]) error {
 //		for _, o := range b.Rows { // in (updated_at, id) order
-//			// ... send o on, keyed on b.ID or o.ID to be idempotent
+//			// ... send o on, idempotent on its key and cursor (o.ID, o.UpdatedAt)
 //		}
 //		return nil // commits: the checkpoint moves past these rows
 //	}

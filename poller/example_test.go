@@ -52,7 +52,8 @@ func ExampleNew() {
 
 // A handler that returns an error (or panics) leaves its batch uncommitted: the next tick hands
 // over the same rows again, with the same ID and Attempt + 1. Make what the handler does
-// idempotent, keyed on the batch ID or the rows' keys.
+// idempotent, keyed on each row's key and cursor value (the batch ID is only a first check: a
+// row changed in between makes the retry another batch).
 func ExampleNew_failedBatch() {
 	type Event struct {
 		Seq  int64  `db:"seq,key,cursor"`

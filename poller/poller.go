@@ -8,32 +8,32 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
-	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
 // CursorKind is how a poller finds the rows after its checkpoint.
 type CursorKind string
 
-// The cursor kinds (the package doc of internal/source compares them).
+// The cursor kinds; docs/sources.md compares them and gives each database's recipe.
 const (
 	// TimestampPK reads in (timestamp column, key) order, only rows older than the database's
 	// clock minus the settle lag ({P}_SETTLE_LAG). Every driver.
-	TimestampPK CursorKind = state.KindTimestampPK
-	// Integer reads in (increasing integer column, key) order; for append-only tables written in
-	// key order. Every driver.
-	Integer CursorKind = state.KindInteger
+	TimestampPK CursorKind = "timestamp+pk"
+	// Integer reads in (increasing integer column, key) order; for tables whose writers take
+	// their numbers in commit order (an append-only table written in key order, or a counter
+	// row). Every driver.
+	Integer CursorKind = "integer"
 	// RowVersion reads a SQL Server rowversion column, safe against late commits.
-	RowVersion CursorKind = state.KindRowversion
-	// XID reads a PostgreSQL xid8 column (DEFAULT pg_current_xact_id()), safe against late
-	// commits.
-	XID CursorKind = state.KindXID
+	RowVersion CursorKind = "rowversion"
+	// XID reads a PostgreSQL xid8 column stamped with pg_current_xact_id() on INSERT and UPDATE
+	// (a trigger), safe against late commits.
+	XID CursorKind = "xid"
 	// Logical reads PostgreSQL's logical decoding of the table (a replication slot and a
 	// publication, which `pollerctl cdc enable` creates): inserts, updates and deletes in commit
 	// order, nothing running between ticks. No cursor column.
-	Logical CursorKind = state.KindLogical
+	Logical CursorKind = "logical"
 	// ChangeTracking reads SQL Server Change Tracking of the table: inserts, updates and deletes
 	// by change version. No cursor column.
-	ChangeTracking CursorKind = state.KindChangeTracking
+	ChangeTracking CursorKind = "changetracking"
 )
 
 // changes reports whether kind reads a change stream, which has no cursor column.
@@ -44,7 +44,10 @@ func (k CursorKind) changes() bool { return k == Logical || k == ChangeTracking 
 type Batch[T any] struct {
 	Poller string
 	// ID is deterministic: the same poller, source and cursor range always give the same ID, so
-	// a redelivered batch has the ID it had the first time. Use it as an idempotency key.
+	// a retry of the same rows carries the ID it had the first time. A row updated, deleted or
+	// inserted inside the range in between makes the retry end elsewhere, under another ID:
+	// deduplicate on each row's key and cursor value (Row.Key, Row.Cursor; a sink message's id),
+	// with ID as a cheap first check.
 	ID string
 	// FencingToken is the lease's token; pass it to sinks that can refuse older tokens.
 	FencingToken int64

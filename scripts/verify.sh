@@ -20,7 +20,6 @@ long=
 case "${1:-}" in
   --long) long=1 ;;
   "") ;;
-  -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
   *) die "unknown argument $1 (use --long, or nothing)" ;;
 esac
 if [ -n "$long" ]; then

@@ -107,13 +107,13 @@ var Table = []Setting{
 		}
 		return fmt.Errorf("%q is not one of %s", v, strings.Join(drivers.Names(), ", "))
 	}},
-	{"DB_CONNECTION", "the source DSN (SQL Server and PostgreSQL may use Entra ID, see below)", "- (required)", func(s *Settings, v string, _ *pollerdef.Def) error {
+	{"DB_CONNECTION", "the source DSN (SQL Server, PostgreSQL and MySQL may use Entra ID, see below)", "- (required)", func(s *Settings, v string, _ *pollerdef.Def) error {
 		if s.DSN = v; v == "" {
 			return errors.New("missing: set it to the source database's connection string")
 		}
 		return nil
 	}},
-	{"SCHEDULE", "NCRONTAB (six fields, seconds first), read by the Functions host as `%{P}_SCHEDULE%` in `{p}/function.json`", "- (the host needs it; `pollerctl new`, `local.settings.json.example` and `main.bicepparam` set it)", func(s *Settings, v string, _ *pollerdef.Def) error {
+	{"SCHEDULE", "NCRONTAB (six fields, seconds first), read by the Functions host as `%{P}_SCHEDULE%` in `{p}/function.json`", "- (the host needs it: `main.bicepparam` sets it on deploy, `local.settings.json` locally)", func(s *Settings, v string, _ *pollerdef.Def) error {
 		if s.Schedule = v; v == "" {
 			return nil
 		}

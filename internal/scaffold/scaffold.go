@@ -164,7 +164,7 @@ Next:
        go test ./pollers/%[1]s/
   2. Edit the %[1]s entry of the pollers array in infra/bicep/main.bicepparam (the deployment's
      %[3]s_DB_DRIVER, %[3]s_DB_CONNECTION and %[3]s_SCHEDULE app settings): its driver, server and
-     database are placeholders (EDIT-ME); for postgres or sqlite give connection instead of server
+     database are placeholders (EDIT-ME); for postgres, mysql or sqlite give connection instead of server
      and database (a Key Vault reference, never a literal secret).
   3. For local runs, add to local.settings.json "Values" the settings (docs/contract.md: App settings;
      %[3]s_SCHEDULE is read by the host, e.g. %[5]q):
@@ -339,7 +339,7 @@ func pollerEntry(name, schedule, indent, nl string) string {
 		in + "{",
 		in + "  name: '" + name + "'",
 		in + "  // EDIT-ME (added by pollerctl new): the source database. For sqlserver, server and database",
-		in + "  // (the app's identity signs in); for postgres or sqlite, connection instead (a Key Vault",
+		in + "  // (the app's identity signs in); for postgres, mysql or sqlite, connection instead (a Key Vault",
 		in + "  // reference, never a literal secret).",
 		in + "  driver: 'sqlserver'",
 		in + "  server: 'EDIT-ME.database.windows.net'",
@@ -377,8 +377,8 @@ func New() *poller.Poller {
 	return poller.New("{{.Name}}", "{{.Pkg}}", poller.TimestampPK, handle)
 }
 
-// handle processes one batch. Delivery is at least once: make the effect idempotent on b.ID (or
-// each row's key), and pass b.FencingToken to sinks that can refuse a stale writer. Returning an
+// handle processes one batch. Delivery is at least once: make the effect idempotent on each
+// row's key and cursor value (b.ID is a cheap first check), and pass b.FencingToken to sinks that can refuse a stale writer. Returning an
 // error leaves the batch uncommitted; it comes again with b.Attempt + 1.
 func handle(ctx context.Context, b *poller.Batch[Row]) error {
 	for _, r := range b.Rows {

@@ -2,6 +2,15 @@
 # Shared by scripts/*.sh: install and start the local servers on free 127.0.0.1 ports, and stop
 # them again on exit, also on failure or Ctrl-C. Source it, then call the start_* functions.
 
+# -h or --help as the script's first argument prints the script's header comment (what it does and
+# how to call it) and exits, before anything is installed or started.
+case "${1:-}" in
+-h | --help)
+  awk 'NR == 1 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"
+  exit 0
+  ;;
+esac
+
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 RUN_DIR=${RUN_DIR:-$ROOT/.test}
 mkdir -p "$RUN_DIR"
