@@ -32,6 +32,9 @@ type ReadBound interface {
 type keyset struct{ s *Source }
 
 func (k *keyset) fetch(ctx context.Context, after *state.Cursor, limit int) (*Batch, error) {
+	if k.s.dupCheck {
+		return k.fetchChecked(ctx, after, limit)
+	}
 	return k.read(ctx, after, limit, false)
 }
 

@@ -71,6 +71,8 @@ type Source struct {
 	flavor      TSFlavor   // how a timestamp cursor compares with the database's clock
 	reader      reader     // reads the rows: keyset, or the driver's change stream
 	bound       ReadBound  // a keyset read's bound below the transactions still open, if the driver keeps one
+	dupCheck    bool       // the catalog cannot confirm the key is unique: each fetch checks its rows (keys.go)
+	dupWhy      string     // why it cannot, for the error
 }
 
 // A reader reads a source's rows: in keyset order (keyset) or through the driver's change
@@ -230,6 +232,9 @@ func (s *Source) check(ctx context.Context) error {
 	}
 	if r, ok := s.reader.(streamReader); ok {
 		return r.Check(ctx)
+	}
+	if err := s.checkKey(ctx); err != nil {
+		return err
 	}
 	return s.CheckStamps(ctx)
 }
