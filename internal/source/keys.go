@@ -316,7 +316,7 @@ func (k *keyset) checkpointRepeated(ctx context.Context, after *state.Cursor) er
 	for i, idx := range s.keyIdx {
 		raw[idx] = vals[i]
 	}
-	return s.repeated(raw, "a row with the checkpoint's values besides the row delivered with them (it is behind the checkpoint, where no read reaches it)")
+	return s.repeated(raw, "the checkpoint's row and another row at the checkpoint (where no read reaches it)")
 }
 
 // repeated is the error of a repeat found at fetch, raw being a row's values.

@@ -32,6 +32,8 @@ var fixture = sourcetest.Fixture{
 		}
 	},
 	ConcurrentWriters: true,
+	Stamp:             "DATETIME(6)",
+	Schema:            database,
 	Types:             typesTable,
 	FutureStamps: &sourcetest.FutureStamps{
 		Ahead: func(n int, unit string) string {
@@ -116,4 +118,14 @@ func mariaDB(t testing.TB, db *sql.DB) bool {
 		t.Fatal(err)
 	}
 	return strings.Contains(strings.ToLower(v), "mariadb")
+}
+
+// database is the test connection's database: the schema its tables are in.
+func database(t testing.TB, db *sql.DB) string {
+	t.Helper()
+	var name string
+	if err := db.QueryRow("SELECT DATABASE()").Scan(&name); err != nil {
+		t.Fatal(err)
+	}
+	return name
 }

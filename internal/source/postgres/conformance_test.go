@@ -39,6 +39,8 @@ var fixture = sourcetest.Fixture{
 		Update: "txid = pg_current_xact_id()",
 	},
 	ConcurrentWriters: true,
+	Stamp:             "TIMESTAMPTZ(6)",
+	Schema:            func(testing.TB, *sql.DB) string { return "public" },
 	Types: func(_ testing.TB, _ *sql.DB, name string, ts time.Time) sourcetest.TypesTable {
 		return sourcetest.TypesTable{
 			DDL:    `CREATE TABLE ` + name + ` (id BIGINT PRIMARY KEY, d NUMERIC(12,2), big NUMERIC(38,10), ts TIMESTAMPTZ(6) NOT NULL, bin BYTEA, u UUID, j JSONB, n INT, t TEXT, f DOUBLE PRECISION, b BOOLEAN, i4 INT, i2 SMALLINT, r REAL)`,

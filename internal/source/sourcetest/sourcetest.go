@@ -56,6 +56,12 @@ type Fixture struct {
 	// the cursor never reaches (testUnreachableRows); neither: none is known.
 	TextStamps   *TextStamps
 	FutureStamps *FutureStamps
+	// Stamp is the type of the orders table's updated_at, for the tables testKeys makes with and
+	// without keys (required).
+	Stamp string
+	// Schema is the schema (MySQL: the database) the test's tables are in, which testKeys names
+	// them with (required).
+	Schema func(t testing.TB, db *sql.DB) string
 }
 
 // Committed is a cursor kind that follows commit order (a transaction id, a row version): a
@@ -136,6 +142,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("FetchKeyOf", h.testFetchKeyOf)
 	t.Run("IntKeys", h.testIntKeys)
 	t.Run("UnreachableRows", h.testUnreachableRows)
+	t.Run("Keys", h.testKeys)
 }
 
 var ctx = context.Background()

@@ -45,6 +45,8 @@ var fixture = sourcetest.Fixture{
 		// every update by itself; there is no SET clause to give).
 	},
 	ConcurrentWriters: true,
+	Stamp:             "DATETIME2(7)",
+	Schema:            func(testing.TB, *sql.DB) string { return "dbo" },
 	Types: func(_ testing.TB, _ *sql.DB, name string, ts time.Time) sourcetest.TypesTable {
 		ts = ts.Add(700 * time.Nanosecond) // datetime2(7): 100 ns
 		return sourcetest.TypesTable{
