@@ -33,6 +33,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -145,7 +146,9 @@ func appSettings(settings []string) (getenv func(string) string, err error) {
 // Insert writes rows (structs with `db` tags, such as the poller's row type) into the poller's
 // table, creating it on first use from the first row's fields: integers and booleans INTEGER,
 // floats REAL, []byte BLOB, others TEXT; time.Time is written as TEXT in the fixed-width UTC
-// layout SQLite cursors read (YYYY-MM-DDTHH:MM:SS.ffffffZ).
+// layout SQLite cursors read (YYYY-MM-DDTHH:MM:SS.ffffffZ). The poller's key columns are its
+// primary key (a poller refuses a key that is not unique), so a row whose key is already
+// there fails the test: write an update with SQL on DB.
 func (h *Harness) Insert(rows ...any) {
 	h.t.Helper()
 	table := h.p.Source().Table.Name
@@ -153,6 +156,17 @@ func (h *Harness) Insert(rows ...any) {
 		cols, decls, args := columnsOf(reflect.Indirect(reflect.ValueOf(row)))
 		if len(cols) == 0 {
 			h.t.Fatalf("pollertest: Insert(%T): not a struct with db-tagged fields", row)
+		}
+		// The poller's key columns are the table's primary key: a poller refuses a key that does
+		// not tell the rows apart.
+		var pk []string
+		for _, k := range h.p.Source().PK {
+			if slices.Contains(cols, quote(k)) {
+				pk = append(pk, quote(k))
+			}
+		}
+		if len(pk) == len(h.p.Source().PK) {
+			decls = append(decls, "PRIMARY KEY ("+strings.Join(pk, ", ")+")")
 		}
 		create := fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (%s)", quote(table), strings.Join(decls, ", "))
 		if _, err := h.DB.Exec(create); err != nil {
