@@ -172,7 +172,7 @@ func (s *Source) keyFix(dups bool) string {
 	if len(s.keyCols) > len(s.def.PK) {
 		fix += fmt.Sprintf("; any unique index over columns among (%s) will do", strings.Join(s.keyCols, ", "))
 	}
-	return fix + "; or choose key columns (PK) whose values are unique"
+	return fix + "; or choose key columns whose values are unique (poller.WithKey, or \"key\" in poller.json)"
 }
 
 // findDuplicate looks for one repeated (cursor, key...) among the first DupScan rows in key
@@ -244,8 +244,46 @@ func (s *Source) keyText(vals []any) string {
 // calls equal but whose bytes differ ('a' and 'A' in a case-insensitive MySQL collation) are not
 // seen as repeats.
 
-// fetchChecked is fetch with the detection on.
+// fetchChecked is fetch with the detection on. The source remembers the repeat it finds, with
+// the cursor it read after, until a fetch after that cursor finds none: Backlog after that
+// cursor fails with it, so that the status probe (which reads the backlog after the checkpoint)
+// says the poller is misconfigured, as its ticks find it.
 func (k *keyset) fetchChecked(ctx context.Context, after *state.Cursor, limit int) (*Batch, error) {
+	at := cursorKey(after)
+	b, err := k.fetchRepeats(ctx, after, limit)
+	switch {
+	case errors.Is(err, ErrKeyNotUnique):
+		k.s.repeat.Store(&repeatSeen{after: at, err: err})
+	case err == nil:
+		if seen := k.s.repeat.Load(); seen != nil && seen.after == at {
+			k.s.repeat.CompareAndSwap(seen, nil)
+		}
+	}
+	return b, err
+}
+
+// repeatSeen is the repeat a fetch found (fetchChecked) and the cursor it read after.
+type repeatSeen struct {
+	after string // cursorKey
+	err   error
+}
+
+// cursorKey renders a cursor for comparing: its JSON (compact, the tiebreaker's keys sorted).
+func cursorKey(c *state.Cursor) string {
+	b, _ := json.Marshal(c)
+	return string(b)
+}
+
+// repeatAt is the repeat the last fetch after cursor c found, if it found one.
+func (s *Source) repeatAt(c *state.Cursor) error {
+	if seen := s.repeat.Load(); seen != nil && seen.after == cursorKey(c) {
+		return seen.err
+	}
+	return nil
+}
+
+// fetchRepeats reads a batch, one row more, and checks it for repeats.
+func (k *keyset) fetchRepeats(ctx context.Context, after *state.Cursor, limit int) (*Batch, error) {
 	s := k.s
 	b, err := k.read(ctx, after, limit+1, false)
 	if err != nil {

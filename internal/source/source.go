@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/redact"
@@ -63,16 +64,17 @@ type Source struct {
 	fingerprint string
 	describe    string
 	cols        []column
-	keyIdx      []int      // positions in cols of the keyset columns, cursor first
-	keyCols     []string   // their names
-	codecs      []KeyCodec // one per key column
-	names       []string   // the columns' names, in row order
-	q           queries    // the keyset queries, and the stamp check (keyset kinds only)
-	flavor      TSFlavor   // how a timestamp cursor compares with the database's clock
-	reader      reader     // reads the rows: keyset, or the driver's change stream
-	bound       ReadBound  // a keyset read's bound below the transactions still open, if the driver keeps one
-	dupCheck    bool       // the catalog cannot confirm the key is unique: each fetch checks its rows (keys.go)
-	dupWhy      string     // why it cannot, for the error
+	keyIdx      []int                      // positions in cols of the keyset columns, cursor first
+	keyCols     []string                   // their names
+	codecs      []KeyCodec                 // one per key column
+	names       []string                   // the columns' names, in row order
+	q           queries                    // the keyset queries, and the stamp check (keyset kinds only)
+	flavor      TSFlavor                   // how a timestamp cursor compares with the database's clock
+	reader      reader                     // reads the rows: keyset, or the driver's change stream
+	bound       ReadBound                  // a keyset read's bound below the transactions still open, if the driver keeps one
+	dupCheck    bool                       // the catalog cannot confirm the key is unique: each fetch checks its rows (keys.go)
+	dupWhy      string                     // why it cannot, for the error
+	repeat      atomic.Pointer[repeatSeen] // the repeat the last checked fetch found (dupCheck only)
 }
 
 // A reader reads a source's rows: in keyset order (keyset) or through the driver's change

@@ -59,8 +59,14 @@ func (s *Source) Stats() Stats { return s.reader.stats() }
 
 // Backlog measures what waits after the cursor (nil: the beginning): it counts the rows up to
 // limit and reads the first of them, two bounded queries, and reports them with the rest of the
-// source's Stats as the count found them.
+// source's Stats as the count found them. When the last fetch after the same cursor found the
+// key repeated (a key the catalog cannot confirm, see fetchChecked), it fails with that error.
 func (s *Source) Backlog(ctx context.Context, after *state.Cursor, limit int) (Stats, error) {
+	// A key the last fetch after this cursor found repeated: what waits cannot be read (a
+	// view's key, see fetchChecked).
+	if err := s.repeatAt(after); err != nil {
+		return s.reader.stats(), err
+	}
 	// Not a bound on what waits, but read so that the stats say it now (a MySQL timestamp's
 	// open-transaction bound).
 	if err := s.reader.refresh(ctx); err != nil {
