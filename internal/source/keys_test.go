@@ -1,0 +1,68 @@
+package source_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/mysql"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sqlite"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sqlserver"
+)
+
+// TestJudgeKey: the one rule on a table's unique indexes: a primary key or plain unique index
+// over a subset of the cursor and key columns makes them unique; a partial one does not; an
+// expression index leaves it unknown; names match whatever their case only when caseless.
+func TestJudgeKey(t *testing.T) {
+	pk := source.UniqueIndex{Name: "orders_pkey", Primary: true, Columns: []string{"id"}}
+	pair := source.UniqueIndex{Name: "ux_pair", Columns: []string{"updated_at", "id"}}
+	partial := source.UniqueIndex{Name: "ux_live", Columns: []string{"id"}, Partial: true}
+	expr := source.UniqueIndex{Name: "ux_lower", Expression: true}
+	other := source.UniqueIndex{Name: "ux_email", Columns: []string{"email"}}
+	cols := []string{"updated_at", "id"}
+	for _, c := range []struct {
+		name     string
+		indexes  []source.UniqueIndex
+		cols     []string
+		caseless bool
+		want     source.KeyVerdict
+		by       string
+	}{
+		{"none", nil, cols, false, source.KeyNotUnique, ""},
+		{"primary key", []source.UniqueIndex{other, pk}, cols, false, source.KeyUnique, "primary key orders_pkey (id)"},
+		{"cursor and key", []source.UniqueIndex{pair}, cols, false, source.KeyUnique, "unique index ux_pair (updated_at, id)"},
+		{"more than the columns", []source.UniqueIndex{pair}, []string{"id"}, false, source.KeyNotUnique, ""},
+		{"another column's", []source.UniqueIndex{other}, cols, false, source.KeyNotUnique, ""},
+		{"partial", []source.UniqueIndex{partial}, cols, false, source.KeyNotUnique, ""},
+		{"expression", []source.UniqueIndex{partial, expr}, cols, false, source.KeyUnknown, "ux_lower"},
+		{"expression and a key", []source.UniqueIndex{expr, pk}, cols, false, source.KeyUnique, "orders_pkey"},
+		{"case, caseless", []source.UniqueIndex{pk}, []string{"UPDATED_AT", "ID"}, true, source.KeyUnique, "orders_pkey"},
+		{"case, not caseless", []source.UniqueIndex{pk}, []string{"UPDATED_AT", "ID"}, false, source.KeyNotUnique, ""},
+	} {
+		u := source.JudgeKey(c.indexes, c.cols, c.caseless)
+		if u.Verdict != c.want || (c.by != "" && !strings.Contains(u.By+u.Why, c.by)) {
+			t.Errorf("%s: %+v (%s), want %s with %q", c.name, u, u.Verdict, c.want, c.by)
+		}
+	}
+}
+
+// TestUniqueIndexSQL: the fix each database's error names, schema-qualified or not.
+func TestUniqueIndexSQL(t *testing.T) {
+	sales := source.Table{Schema: "Sales", Name: "Order Lines"}
+	for _, c := range []struct {
+		d    source.Driver
+		t    source.Table
+		want string
+	}{
+		{postgres.Driver{}, sales, `CREATE UNIQUE INDEX "ux_Order Lines_id_line" ON "Sales"."Order Lines" ("id", "line")`},
+		{mysql.Driver{}, sales, "CREATE UNIQUE INDEX `ux_Order Lines_id_line` ON `Sales`.`Order Lines` (`id`, `line`)"},
+		{sqlserver.Driver{}, sales, `CREATE UNIQUE INDEX [ux_Order Lines_id_line] ON [Sales].[Order Lines] ([id], [line])`},
+		{sqlite.Driver{}, sales, `CREATE UNIQUE INDEX "Sales"."ux_Order Lines_id_line" ON "Order Lines" ("id", "line")`},
+		{sqlite.Driver{}, source.Table{Name: "t"}, `CREATE UNIQUE INDEX "ux_t_id_line" ON "t" ("id", "line")`},
+	} {
+		if got := source.UniqueIndexSQL(c.d, c.t, []string{"id", "line"}); got != c.want {
+			t.Errorf("%s: %s\nwant %s", c.d.Name(), got, c.want)
+		}
+	}
+}
