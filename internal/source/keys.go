@@ -112,7 +112,7 @@ type IndexWriter interface {
 func UniqueIndexSQL(d Driver, t Table, cols []string) string {
 	name := "ux_" + t.Name + "_" + strings.Join(cols, "_")
 	if len(name) > 60 {
-		name = name[:60]
+		name = strings.ToValidUTF8(name[:60], "") // not half a character
 	}
 	if w, ok := d.(IndexWriter); ok {
 		return w.CreateUniqueIndex(t, name, cols)

@@ -3,6 +3,7 @@ package source_test
 import (
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/mysql"
@@ -64,5 +65,10 @@ func TestUniqueIndexSQL(t *testing.T) {
 		if got := source.UniqueIndexSQL(c.d, c.t, []string{"id", "line"}); got != c.want {
 			t.Errorf("%s: %s\nwant %s", c.d.Name(), got, c.want)
 		}
+	}
+	// A long name is cut to 60 bytes, never inside a character.
+	long := source.UniqueIndexSQL(postgres.Driver{}, source.Table{Name: strings.Repeat("ü", 40)}, []string{"id"})
+	if name := strings.Split(long, `"`)[1]; len(name) > 60 || !utf8.ValidString(name) {
+		t.Errorf("a long name: %q", name)
 	}
 }
