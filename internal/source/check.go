@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // A Verdict is what a setup check found: ok, a problem, or that it cannot tell.
@@ -304,6 +305,32 @@ func (s *Source) CheckSetup(ctx context.Context) ([]Finding, error) {
 		return nil, fmt.Errorf("source: poller %q, table %s: checking the set-up: %w", s.poller, s.def.Table, err)
 	}
 	return fs, nil
+}
+
+// setupCache keeps a source's setup findings: SetupProblems checks again only while they hold a
+// problem.
+type setupCache struct {
+	mu    sync.Mutex
+	found []Finding
+	done  bool
+}
+
+// SetupProblems is the setup check of the open source (CheckSetup) as the handler runs it: the
+// first call checks, and so does each later call while the last check found a problem (so that a
+// fix shows); a clean check is kept for the life of the source (its set-up is not checked on
+// every tick). It returns every finding and whether this call checked.
+func (s *Source) SetupProblems(ctx context.Context) (found []Finding, checked bool, err error) {
+	s.setup.mu.Lock()
+	defer s.setup.mu.Unlock()
+	if s.setup.done && Problems(s.setup.found) == 0 {
+		return s.setup.found, false, nil
+	}
+	fs, err := s.CheckSetup(ctx)
+	if err != nil {
+		return nil, true, err
+	}
+	s.setup.found, s.setup.done = fs, true
+	return fs, true, nil
 }
 
 // checkSetup runs the driver's checks, with the portable ones at their place.

@@ -71,6 +71,7 @@ type Source struct {
 	flavor      TSFlavor   // how a timestamp cursor compares with the database's clock
 	reader      reader     // reads the rows: keyset, or the driver's change stream
 	bound       ReadBound  // a keyset read's bound below the transactions still open, if the driver keeps one
+	setup       setupCache // the setup check's findings (SetupProblems)
 }
 
 // A reader reads a source's rows: in keyset order (keyset) or through the driver's change
