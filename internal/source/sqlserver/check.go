@@ -73,8 +73,7 @@ func (dr Driver) CheckSetup(ctx context.Context, db *sql.DB, d source.Definition
 	if err != nil {
 		return nil, err
 	}
-	create := fmt.Sprintf("CREATE INDEX %s ON %s (%s)", dr.Quote("ix_"+source.IndexName(d)), table, strings.Join(source.QuoteAll(dr, source.KeysetColumns(d)), ", "))
-	fs = append(fs, source.IndexFinding(d, ix, true, create))
+	fs = append(fs, source.IndexFinding(d, ix, true, dr.createIndex(d)))
 
 	var col *msColumn
 	if i := slices.IndexFunc(cols, func(c msColumn) bool { return strings.EqualFold(c.name, d.Cursor.Column) }); i >= 0 {
@@ -84,12 +83,23 @@ func (dr Driver) CheckSetup(ctx context.Context, db *sql.DB, d source.Definition
 	if err != nil {
 		return nil, err
 	}
-	var fix []string
-	if d.Cursor.Kind != state.KindRowversion {
-		fix = dr.stampFix(d, col, st.Insert != source.VerdictOK, st.Update != source.VerdictOK)
-	}
-	fs = append(fs, source.StampFinding(d.Cursor.Column, st, fix))
+	fs = append(fs, source.StampFinding(d.Cursor.Column, st, dr.stampFixFor(d, col, st)))
 	return append(fs, dr.privileges(ctx, db, d)), nil
+}
+
+// createIndex makes the index the keyset read seeks on.
+func (dr Driver) createIndex(d source.Definition) string {
+	return fmt.Sprintf("CREATE INDEX %s ON %s (%s)", dr.Quote("ix_"+source.IndexName(d)), source.QuoteTable(dr, d.Table),
+		strings.Join(source.QuoteAll(dr, source.KeysetColumns(d)), ", "))
+}
+
+// stampFixFor is the fix of what st found not stamped (none for a rowversion, stamped by its
+// type).
+func (dr Driver) stampFixFor(d source.Definition, col *msColumn, st source.Stamping) []string {
+	if d.Cursor.Kind == state.KindRowversion {
+		return nil
+	}
+	return dr.stampFix(d, col, st.Insert != source.VerdictOK, st.Update != source.VerdictOK)
 }
 
 func msColumns(ctx context.Context, db *sql.DB, table string) ([]msColumn, error) {
