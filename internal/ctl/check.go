@@ -17,7 +17,7 @@ import (
 type problems struct{ n, pollers int }
 
 func (p problems) Error() string {
-	return fmt.Sprintf("check: %d problem(s) in %d poller(s); each is shown above with the SQL that fixes it", p.n, p.pollers)
+	return fmt.Sprintf("check: %d problem(s) in %d poller(s) (see above: each with its fix)", p.n, p.pollers)
 }
 
 // checkCmd is `pollerctl check [POLLER] [--fix [--yes]]`: it checks each poller's source set-up
@@ -71,13 +71,13 @@ func (env Env) checkOne(ctx context.Context, d *pollerdef.Def, fix, yes bool) (i
 	name := d.Name()
 	if err := d.Err(); err != nil {
 		fmt.Fprintf(env.Out, "check %s\n", name)
-		printFinding(env, source.Finding{Check: "definition", Verdict: source.VerdictProblem, Detail: err.Error()})
+		printFinding(env, source.Finding{Check: "definition", Verdict: source.VerdictProblem, Detail: err.Error()}, "")
 		return 1, nil
 	}
 	s, err := appsettings.Load(d, env.Getenv)
 	if err != nil && (s.Driver == "" || s.DSN == "") {
 		fmt.Fprintf(env.Out, "check %s\n", name)
-		printFinding(env, source.Finding{Check: "settings", Verdict: source.VerdictProblem, Detail: fmt.Sprintf("%v (pollerctl's environment: the shell, or local.settings.json in this folder)", err)})
+		printFinding(env, source.Finding{Check: "settings", Verdict: source.VerdictProblem, Detail: fmt.Sprintf("%v (pollerctl's environment: the shell, or local.settings.json in this folder)", err)}, "")
 		return 1, nil
 	}
 	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -85,7 +85,7 @@ func (env Env) checkOne(ctx context.Context, d *pollerdef.Def, fix, yes bool) (i
 	setup, err := drivers.CheckSetup(octx, s.Config(d))
 	if err != nil {
 		fmt.Fprintf(env.Out, "check %s\n", name)
-		printFinding(env, source.Finding{Check: "connect", Verdict: source.VerdictProblem, Detail: err.Error()})
+		printFinding(env, source.Finding{Check: "connect", Verdict: source.VerdictProblem, Detail: err.Error()}, "")
 		return 1, nil
 	}
 	defer setup.Close()
@@ -134,25 +134,24 @@ func (env Env) checkOne(ctx context.Context, d *pollerdef.Def, fix, yes bool) (i
 func printFindings(env Env, name string, setup *source.Setup) {
 	fmt.Fprintf(env.Out, "check %s (%s)\n", name, setup)
 	for _, f := range setup.Findings {
-		printFinding(env, f)
+		printFinding(env, f, setup.ScriptOf(f))
 	}
 }
 
-// printFinding prints one check's line; a problem's fix follows, indented.
-func printFinding(env Env, f source.Finding) {
+// printFinding prints one check's line; a problem's fix (script, as the database's client runs
+// it) follows, indented.
+func printFinding(env Env, f source.Finding, script string) {
 	line := fmt.Sprintf("  %-12s %s", f.Verdict, f.Check)
 	if f.Detail != "" {
 		line += ": " + f.Detail
 	}
 	fmt.Fprintln(env.Out, line)
-	if f.Verdict != source.VerdictProblem || len(f.Fix) == 0 {
+	if f.Verdict != source.VerdictProblem || script == "" {
 		return
 	}
 	fmt.Fprintln(env.Out, "               fix:")
-	for _, q := range f.Fix {
-		for l := range strings.SplitSeq(q, "\n") {
-			fmt.Fprintf(env.Out, "                 %s\n", l)
-		}
+	for l := range strings.SplitSeq(strings.TrimSuffix(script, "\n"), "\n") {
+		fmt.Fprintf(env.Out, "                 %s\n", l)
 	}
 }
 

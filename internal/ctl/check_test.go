@@ -49,10 +49,10 @@ func TestCheck(t *testing.T) {
 	}
 	contains(out, "check shop (sqlite ", "  ok           table: orders\n", "  ok           columns: id, amount, updated_at\n",
 		"  problem      keyset index: no index leads with (updated_at, id)",
-		"               fix:\n                 CREATE INDEX \"orders_updated_at_id\" ON \"orders\" (\"updated_at\", \"id\")\n",
+		"               fix:\n                 CREATE INDEX \"orders_updated_at_id\" ON \"orders\" (\"updated_at\", \"id\");\n",
 		"  problem      stamped on insert and update: column updated_at: no UPDATE trigger stamps it: every UPDATE after the insert is never delivered",
 		"                 CREATE TRIGGER \"orders_stamp_updated_at_update\" AFTER UPDATE ON \"orders\" FOR EACH ROW\n",
-		"  ok           privileges", "pollerctl: check: 2 problem(s) in 1 poller(s)")
+		"  ok           privileges", "pollerctl: check: 2 problem(s) in 1 poller(s) (see above: each with its fix)")
 
 	out, code = run("check", "shop", "--fix")
 	if code != ctl.ExitRefused {

@@ -204,6 +204,14 @@ func (s *Setup) Script() string {
 	return s.sc.Script(fix)
 }
 
+// ScriptOf is one finding's fix as the database's client runs it ("" when none).
+func (s *Setup) ScriptOf(f Finding) string {
+	if len(f.Fix) == 0 {
+		return ""
+	}
+	return s.sc.Script(f.Fix)
+}
+
 // InTransaction says whether Apply runs the fixes in one transaction.
 func (s *Setup) InTransaction() bool { return s.sc.DDLInTransaction() }
 
