@@ -21,7 +21,7 @@ func TestOpenLogsSetupProblems(t *testing.T) {
 	e := newEnv(t, 10)
 	var out testenv.Buffer
 	r, err := tick.Open(ctx, tick.Config{Poller: pollerdef.Of(ordersPoller((&recorder{}).handle)), Store: e.st, App: "test", Owner: "o/1", Source: e.src,
-		Logger: slog.New(slog.NewJSONHandler(&out, nil)),
+		Logger:   slog.New(slog.NewJSONHandler(&out, nil)),
 		Settings: appsettings.Settings{BatchSize: 10, LeaseTTL: lease.DefaultTTL, HeartbeatInterval: lease.DefaultTTL / 4, TickBudget: time.Minute}})
 	if err != nil {
 		t.Fatal(err)

@@ -286,9 +286,9 @@ func (dr Driver) stampFix(d source.Definition, typ string, insertToo bool) []str
 // privileges: SELECT on the table and USAGE on its schema; a logical cursor's REPLICATION.
 func (dr Driver) privileges(ctx context.Context, db *sql.DB, d source.Definition, oid int64) []source.Finding {
 	var (
-		user              string
-		sel, usage, repl  bool
-		schema            string
+		user             string
+		sel, usage, repl bool
+		schema           string
 	)
 	err := db.QueryRowContext(ctx, `SELECT current_user, has_table_privilege(c.oid, 'SELECT'), has_schema_privilege(c.relnamespace, 'USAGE'), n.nspname,
   (SELECT r.rolreplication OR r.rolsuper FROM pg_roles r WHERE r.rolname = current_user)
