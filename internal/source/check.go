@@ -217,7 +217,7 @@ func (s *Setup) InTransaction() bool { return s.sc.DDLInTransaction() }
 
 // Check checks again, replacing Findings.
 func (s *Setup) Check(ctx context.Context) error {
-	fs, err := checkSetup(ctx, s.c.dl, s.sc, s.c.db, s.cfg.Definition)
+	fs, err := checkSetup(ctx, s.sc, s.c.db, s.cfg.Definition)
 	if err != nil {
 		return fmt.Errorf("source: poller %q, table %s: checking the set-up: %w", s.cfg.Poller, s.cfg.Definition.Table, err)
 	}
@@ -308,7 +308,7 @@ func (s *Source) CheckSetup(ctx context.Context) ([]Finding, error) {
 	if !ok {
 		return nil, nil
 	}
-	fs, err := checkSetup(ctx, s.dl, sc, s.db, s.def)
+	fs, err := checkSetup(ctx, sc, s.db, s.def)
 	if err != nil {
 		return nil, fmt.Errorf("source: poller %q, table %s: checking the set-up: %w", s.poller, s.def.Table, err)
 	}
@@ -342,7 +342,7 @@ func (s *Source) SetupProblems(ctx context.Context) (found []Finding, checked bo
 }
 
 // checkSetup runs the driver's checks, with the portable ones at their place.
-func checkSetup(ctx context.Context, _ Driver, sc SetupChecker, db *sql.DB, d Definition) ([]Finding, error) {
+func checkSetup(ctx context.Context, sc SetupChecker, db *sql.DB, d Definition) ([]Finding, error) {
 	fs, err := sc.CheckSetup(ctx, db, d)
 	if err != nil {
 		return nil, err
