@@ -1,6 +1,7 @@
 package mysql_test
 
 import (
+	"context"
 	"database/sql"
 	"strings"
 	"testing"
@@ -64,6 +65,22 @@ func TestCheckSetup(t *testing.T) {
 		sourcetest.Expect(t, s, source.CheckColumns, source.VerdictProblem, nil, "ADD COLUMN `version` BIGINT NOT NULL DEFAULT 0")
 		sourcetest.Expect(t, s, source.CheckStamped, source.VerdictProblem, nil, "BEFORE INSERT", "BEFORE UPDATE", "LAST_INSERT_ID(n + 1)")
 		sourcetest.FixAndRecheck(t, s)
+	})
+	t.Run("a fix that fails half way", func(t *testing.T) {
+		// MySQL commits each DDL statement: the statements before the failing one stay, and say so.
+		tb := checkTable(t, db, base+", updated_at DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6))",
+			"CREATE TABLE @_other (id INT)", "CREATE TRIGGER @_stamp_updated_at_update BEFORE UPDATE ON @_other FOR EACH ROW SET NEW.id = 1")
+		t.Cleanup(func() { db.Exec("DROP TABLE IF EXISTS " + tb.Name + "_other") })
+		s := sourcetest.Setup(t, drv, dsn, tb, state.KindTimestampPK, "updated_at")
+		ran, err := s.Apply(context.Background())
+		if err == nil || len(ran) != 1 || !strings.HasPrefix(ran[0], "CREATE INDEX") {
+			t.Fatalf("the trigger's name is taken: want the index to have run and the trigger to fail; ran %q, %v", ran, err)
+		}
+		if err := s.Check(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		sourcetest.Expect(t, s, source.CheckIndex, source.VerdictOK, nil)
+		sourcetest.Expect(t, s, source.CheckStamped, source.VerdictProblem, nil)
 	})
 	t.Run("a view", func(t *testing.T) {
 		tb := checkTable(t, db, base+", updated_at TIMESTAMP(6) NOT NULL)", "CREATE VIEW @_v AS SELECT * FROM @")

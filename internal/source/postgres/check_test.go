@@ -1,6 +1,7 @@
 package postgres_test
 
 import (
+	"context"
 	"database/sql"
 	"net/url"
 	"strings"
@@ -105,6 +106,23 @@ func TestCheckSetup(t *testing.T) {
 		sourcetest.Expect(t, s, source.CheckTable, source.VerdictUnknown, []string{"is a view"})
 		if n := source.Problems(s.Findings); n != 0 {
 			t.Fatalf("a view: %d problems, want none (cannot tell): %+v", n, s.Findings)
+		}
+	})
+	t.Run("a logical poller not enabled", func(t *testing.T) {
+		tb := checkTable(t, db, base+`)`)
+		slot := strings.ToLower(tb.Name)
+		def := source.Definition{Table: tb, Columns: []string{"id", "amount"}, Cursor: source.Cursor{Kind: state.KindLogical}, PK: []string{"id"}, Slot: slot, Publication: slot}
+		s, err := source.CheckSetup(context.Background(), source.Drivers{drv}, source.Config{Poller: "chk", Driver: postgres.Name, DSN: dsn, Definition: def})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		sourcetest.Expect(t, s, source.CheckCDC, source.VerdictProblem, []string{"not enabled: run `pollerctl cdc enable chk --yes`"})
+		sourcetest.Expect(t, s, source.CheckPrivileges, source.VerdictOK, nil)
+		for _, f := range s.Findings {
+			if f.Check == source.CheckIndex || f.Check == source.CheckStamped {
+				t.Errorf("a change stream has no cursor column to check: %+v", f)
+			}
 		}
 	})
 	t.Run("a role without SELECT", func(t *testing.T) {
