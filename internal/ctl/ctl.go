@@ -2,8 +2,8 @@
 // speaks to the state store only through compare-and-swap writes, so it never races a live tick
 // silently: a tick that slipped in makes the command fail cleanly instead.
 //
-// Exit codes: 0 done (or a dry run shown), 1 refused by a guardrail or failed, 2 bad usage or
-// input.
+// Exit codes: 0 done (or a dry run shown), 1 refused by a guardrail or failed (check: a set-up
+// problem found), 2 bad usage or input, 3 (status) a poller is not ok.
 package ctl
 
 import (
@@ -93,6 +93,9 @@ const help = `pollerctl: see every poller's state and move one on purpose.
   pollerctl cdc enable POLLER [--yes]                     (logical pollers: create the publication and the replication slot)
   pollerctl cdc disable POLLER [--yes | --yes=POLLER] [--wait]
                   (drop them: the slot's unread changes are lost, and PostgreSQL frees the WAL it kept)
+  pollerctl check [POLLER] [--fix [--yes]]                (exit 1 when a set-up has a problem)
+                  (each poller's table: columns, cursor stamped on INSERT and UPDATE, keyset index, privileges;
+                   --fix prints the SQL that fixes the problems, --yes runs it)
 
 Writes are dry runs unless --yes is given. A reset backs the old document up to
 backups/{app}/{poller}/{utc}.json first, refuses while another owner's lease is live (--wait waits
@@ -102,7 +105,8 @@ Settings are the handler's: StateStorage (or AzureWebJobsStorage), STATE_CONTAIN
 POLLER_APP_NAME, {P}_DB_DRIVER, {P}_DB_CONNECTION, read from the environment and, run in the app
 folder, from local.settings.json's Values (the environment wins, as with Core Tools). Every
 command but new says first, on stderr, which app, state store and settings it uses.
-Exit codes: 0 done, 1 refused by a guardrail, 2 bad usage or input, 3 (status) a poller is not ok.
+Exit codes: 0 done, 1 refused by a guardrail (check: a problem found), 2 bad usage or input, 3 (status) a
+poller is not ok.
 `
 
 // Run runs one command and returns its exit code.
@@ -146,8 +150,10 @@ func Run(ctx context.Context, args []string, env Env) int {
 		err = quarantineCmd(ctx, args[1:], env)
 	case "cdc":
 		err = cdcCmd(ctx, args[1:], env)
+	case "check":
+		err = checkCmd(ctx, args[1:], env)
 	default:
-		err = usagef("unknown command %q (status, reset, clone, delete, backups, new, deadletter, quarantine, cdc; see pollerctl --help)", args[0])
+		err = usagef("unknown command %q (status, reset, clone, delete, backups, new, deadletter, quarantine, cdc, check; see pollerctl --help)", args[0])
 	}
 	var u usage
 	var sick unhealthy

@@ -107,6 +107,12 @@ func statusTable(env Env, rows []Row) error {
 		if r.HealthReason != "" {
 			fmt.Fprintf(env.Out, "%s: %s: %s\n", r.Poller, r.Health, r.HealthReason)
 		}
+		for _, w := range r.SetupWarnings {
+			fmt.Fprintf(env.Out, "%s: set-up problem: %s: %s\n", r.Poller, w.Check, w.Detail)
+			for _, q := range w.Fix {
+				fmt.Fprintf(env.Out, "%s:   fix: %s\n", r.Poller, oneLine(q))
+			}
+		}
 		if r.Probe != nil && r.Probe.Skipped != "" {
 			fmt.Fprintf(env.Out, "%s: the source was not probed: %s\n", r.Poller, r.Probe.Skipped)
 		}

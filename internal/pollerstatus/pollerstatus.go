@@ -60,6 +60,10 @@ const (
 	// HealthStopped: no tick for longer than its liveness interval plus three schedule periods,
 	// none ever, or it is not in this build (only its state is left).
 	HealthStopped = "stopped"
+	// HealthDegraded: its ticks succeed, but something needs attention before rows are missed
+	// or left behind: its source's set-up has a problem (setup_warnings: a cursor column an
+	// UPDATE does not stamp, a missing index), or it has dead letters.
+	HealthDegraded = "degraded"
 	// HealthLagging: its ticks succeed, but the oldest row waiting is older than {P}_MAX_LAG.
 	HealthLagging = "lagging"
 	// HealthOK: its ticks succeed and it keeps up.
@@ -67,7 +71,7 @@ const (
 )
 
 // Healths lists the health values, most urgent first.
-var Healths = []string{HealthBlocked, HealthMisconfigured, HealthFailing, HealthStopped, HealthLagging, HealthOK}
+var Healths = []string{HealthBlocked, HealthMisconfigured, HealthFailing, HealthStopped, HealthDegraded, HealthLagging, HealthOK}
 
 // Row is one poller's status.
 type Row struct {
@@ -127,6 +131,11 @@ type Row struct {
 	Registered bool `json:"registered"`
 	// SettingsProblem is what is wrong with a registered poller's settings, if anything.
 	SettingsProblem string `json:"settings_problem,omitempty"`
+	// SetupWarnings are the problems the probe's setup check found in the source's set-up (a
+	// cursor column an UPDATE does not stamp, no index for the keyset read, a missing
+	// privilege), each with the SQL that fixes it (pollerctl check NAME --fix): the poller is
+	// degraded while there are any.
+	SetupWarnings []source.Finding `json:"setup_warnings,omitempty"`
 }
 
 // MarshalJSON writes the row with its details as members of its own, after history_ops, under
@@ -216,6 +225,9 @@ type Probe struct {
 	RowsWaiting   int64    `json:"rows_waiting"`
 	LagSeconds    *float64 `json:"lag_seconds,omitempty"`
 	DurationMS    int64    `json:"duration_ms"`
+	// SetupWarnings are the problems of the source's set-up (source.Source.SetupProblems), each
+	// with its fix; the row shows them.
+	SetupWarnings []source.Finding `json:"-"`
 	// Details are what the source's driver showed of it as the probe read it (a logical
 	// poller's replication slot, also when the probe then failed; how a MySQL timestamp+pk
 	// poller's reads are kept behind late commits), each a member of the JSON here, under its
@@ -429,6 +441,7 @@ func Read(ctx context.Context, st Reader, cfg Config, pollerName string) (r Row)
 		r.Probe = &p
 		if p.OK {
 			r.RowsWaiting, r.LagSeconds, r.LagFrom = p.RowsWaiting, p.LagSeconds, "probe"
+			r.SetupWarnings = p.SetupWarnings
 		}
 		if p.OK && rep != nil && checkProbe(rep, p, doc) != nil {
 			// The document was read before the probe: a tick may have committed and moved what
@@ -625,6 +638,9 @@ func verdict(r *Row, reg Registered) (string, string) {
 	if h, why := detailVerdict(r); h != "" {
 		return h, why
 	}
+	if len(r.SetupWarnings) > 0 {
+		return HealthDegraded, SetupText(name, r.SetupWarnings)
+	}
 	maxLag := reg.MaxLag
 	if maxLag <= 0 {
 		maxLag = appsettings.DefaultMaxLag
@@ -634,6 +650,16 @@ func verdict(r *Row, reg Registered) (string, string) {
 			DurationText(*r.LagSeconds), appsettings.Prefix(name), maxLag, waitingText(r.RowsWaiting))
 	}
 	return HealthOK, ""
+}
+
+// SetupText says what the setup warnings are and where their fixes are, for the health reason.
+func SetupText(poller string, ws []source.Finding) string {
+	var parts []string
+	for _, w := range ws {
+		parts = append(parts, w.Check+": "+w.Detail)
+	}
+	return fmt.Sprintf("the source's set-up has %d problem(s): %s. The SQL that fixes them: pollerctl check %s --fix",
+		len(ws), strings.Join(parts, "; "), poller)
 }
 
 // DurationText renders seconds for people as a Go duration: tenths below a minute, whole seconds

@@ -36,6 +36,32 @@ type stampChecker interface {
 	CheckStamps(ctx context.Context) error
 }
 
+// setupProber is the optional setup check of a source (source.Source has it): run when the
+// source is first opened in a process, and again while it finds a problem.
+type setupProber interface {
+	SetupProblems(ctx context.Context) ([]source.Finding, bool, error)
+}
+
+// setupWarnings are the problems of the source's set-up; nil when none (or the check failed:
+// a check is advice, never the probe's failure).
+func setupWarnings(ctx context.Context, src Source) []source.Finding {
+	sp, ok := src.(setupProber)
+	if !ok {
+		return nil
+	}
+	found, _, err := sp.SetupProblems(ctx)
+	if err != nil {
+		return nil
+	}
+	var out []source.Finding
+	for _, f := range found {
+		if f.Verdict == source.VerdictProblem {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
 // ProbeSource looks at an open source the way the next tick will, without writing anything: the
 // state document (doc, nil when none, stored as blob) must be this source's (fingerprint), its
 // cursor must fit the source's key types, no row may sit where the cursor can never reach it, and
@@ -76,7 +102,7 @@ func ProbeSource(ctx context.Context, src Source, blob string, doc *state.Doc, n
 			return ProbeFailed(err)
 		}
 		details = append(details, b.Details...)
-		return Probe{OK: true, RowsWaiting: b.Rows, LagSeconds: b.LagSeconds(now())}
+		return Probe{OK: true, RowsWaiting: b.Rows, LagSeconds: b.LagSeconds(now()), SetupWarnings: setupWarnings(ctx, src)}
 	}()
 	p.DurationMS = now().Sub(start).Milliseconds()
 	p.Details = details

@@ -75,6 +75,7 @@ type Source struct {
 	dupCheck    bool                       // the catalog cannot confirm the key is unique: each fetch checks its rows (keys.go)
 	dupWhy      string                     // why it cannot, for the error
 	repeat      atomic.Pointer[repeatSeen] // the repeat the last checked fetch found (dupCheck only)
+	setup       setupCache                 // the setup check's findings (SetupProblems)
 }
 
 // A reader reads a source's rows: in keyset order (keyset) or through the driver's change

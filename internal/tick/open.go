@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
 	"github.com/pseudotrigger/pseudotrigger/internal/clock"
@@ -54,7 +55,35 @@ func Open(ctx context.Context, c Config) (*Runner, error) {
 	if c.Source == nil {
 		r.close = src.Close
 	}
+	logSetup(ctx, src, name, c.Logger)
 	return r, nil
+}
+
+// logSetup checks the source's set-up once, as the source is opened in this process (never on a
+// tick), and logs what is not ok: a problem as a warning with its fix, what it cannot tell as
+// information. The status shows the problems too (pollerstatus, through the probe). A check
+// that fails is logged and changes nothing.
+func logSetup(ctx context.Context, src *source.Source, poller string, log *slog.Logger) {
+	if log == nil {
+		return
+	}
+	found, checked, err := src.SetupProblems(ctx)
+	if err != nil {
+		log.Warn("the source's set-up could not be checked", "poller", poller, "error", err.Error())
+		return
+	}
+	if !checked {
+		return
+	}
+	for _, f := range found {
+		switch f.Verdict {
+		case source.VerdictProblem:
+			log.Warn("source set-up problem: "+f.Check, "poller", poller, "check", f.Check, "detail", f.Detail,
+				"fix", strings.Join(f.Fix, ";\n"), "see", "pollerctl check "+poller+" --fix")
+		case source.VerdictUnknown:
+			log.Info("source set-up: cannot tell "+f.Check, "poller", poller, "check", f.Check, "detail", f.Detail)
+		}
+	}
 }
 
 // Close closes the source Open opened.

@@ -83,3 +83,9 @@ func CDCKinds() string {
 	}
 	return strings.Join(out, ", ")
 }
+
+// CheckSetup connects to the database of the poller cfg describes and checks its table set-up
+// (source.CheckSetup), with the driver cfg.Driver names.
+func CheckSetup(ctx context.Context, cfg source.Config) (*source.Setup, error) {
+	return source.CheckSetup(ctx, All(), cfg)
+}

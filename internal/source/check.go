@@ -1,0 +1,403 @@
+package source
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// A Verdict is what a setup check found: ok, a problem, or that it cannot tell.
+type Verdict string
+
+// The verdicts of a Finding.
+const (
+	VerdictOK      Verdict = "ok"
+	VerdictProblem Verdict = "problem"
+	// VerdictUnknown: the catalog does not say (a view, a trigger whose body cannot be read): not
+	// a pass, not a fail.
+	VerdictUnknown Verdict = "cannot tell"
+)
+
+// The checks a setup check makes, in the order they are printed (a driver's findings come in
+// this order, the portable ones at their place).
+const (
+	CheckTable   = "table"   // the table exists (a view: cannot tell the rest)
+	CheckColumns = "columns" // the definition's columns exist
+	// CheckUniqueKey: the key columns are unique. Issue 26 item 1 (source.KeyChecker) adds it at
+	// the merge, right after the columns (see checkSetup).
+	CheckUniqueKey  = "unique key"
+	CheckIndex      = "keyset index"                 // an index leads with (cursor, key columns...)
+	CheckStamped    = "stamped on insert and update" // the cursor column moves on every write
+	CheckPrivileges = "privileges"                   // what the poller's login needs
+	CheckCDC        = "change stream set-up"         // pollerctl cdc enable's plan has no problem
+)
+
+// A Finding is one check's verdict on a poller's source set-up.
+type Finding struct {
+	Check   string  `json:"check"`
+	Verdict Verdict `json:"verdict"`
+	// Detail says what is wrong (or what was seen, or why it cannot tell), for people.
+	Detail string `json:"detail,omitempty"`
+	// Fix are the statements that fix a problem, for this table in the database's dialect, in
+	// the order they run; none when the fix is not SQL the check can write (Detail says what to
+	// do).
+	Fix []string `json:"fix,omitempty"`
+}
+
+// A SetupChecker is a Driver that checks a poller's table set-up from its catalog (never from a
+// plan over a small table): the table and the definition's columns exist, the cursor column is
+// stamped on INSERT and UPDATE, an index serves the keyset read, the login has the privileges
+// the cursor kind needs. Each problem carries the SQL that fixes it.
+type SetupChecker interface {
+	// CheckSetup returns the findings on d's table in db, in the order of the Check constants
+	// (CheckTable, CheckColumns, CheckIndex, CheckStamped, CheckPrivileges); an error only when
+	// the catalog cannot be read at all.
+	CheckSetup(ctx context.Context, db *sql.DB, d Definition) ([]Finding, error)
+	// Script renders fix statements as the database's own client runs them (a file of SQL).
+	Script(stmts []string) string
+	// DDLInTransaction says whether DDL runs in a transaction (else each statement commits).
+	DDLInTransaction() bool
+}
+
+// Problems counts the findings that are problems.
+func Problems(fs []Finding) int {
+	n := 0
+	for _, f := range fs {
+		if f.Verdict == VerdictProblem {
+			n++
+		}
+	}
+	return n
+}
+
+// Fixes are the problems' fix statements, in order.
+func Fixes(fs []Finding) []string {
+	var out []string
+	for _, f := range fs {
+		if f.Verdict == VerdictProblem {
+			out = append(out, f.Fix...)
+		}
+	}
+	return out
+}
+
+// KeysetColumns are the columns a keyset read orders by: the cursor column, then the key
+// columns that are not it; a change stream's kinds have none (nil).
+func KeysetColumns(d Definition) []string {
+	if d.Changes() {
+		return nil
+	}
+	return d.keyColumns()
+}
+
+// IndexServes says whether one of the indexes (each its columns in order; "" for an
+// expression) leads with the keyset's columns in that order, which a keyset read seeks on.
+func IndexServes(indexes [][]string, keys []string, caseless bool) bool {
+	eq := func(a, b string) bool { return a == b || caseless && strings.EqualFold(a, b) }
+	return slices.ContainsFunc(indexes, func(ix []string) bool {
+		if len(ix) < len(keys) {
+			return false
+		}
+		for i, k := range keys {
+			if !eq(ix[i], k) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// IndexFinding judges indexes (IndexServes) for d's keyset; create is the statement that makes
+// the index (named IndexName) when none serves.
+func IndexFinding(d Definition, indexes [][]string, caseless bool, create string) Finding {
+	keys := KeysetColumns(d)
+	f := Finding{Check: CheckIndex, Verdict: VerdictOK, Detail: "an index leads with (" + strings.Join(keys, ", ") + ")"}
+	if !IndexServes(indexes, keys, caseless) {
+		f.Verdict, f.Fix = VerdictProblem, []string{create}
+		f.Detail = fmt.Sprintf("no index leads with (%s), in that order: each tick's read scans the table", strings.Join(keys, ", "))
+	}
+	return f
+}
+
+// IndexName is the name the fix gives the keyset's index: table_cursor_key....
+func IndexName(d Definition) string {
+	return d.Table.Name + "_" + strings.Join(KeysetColumns(d), "_")
+}
+
+// StampName is the name the fixes give what stamps the cursor column (a trigger, its function):
+// table_stamp_column.
+func StampName(d Definition) string { return d.Table.Name + "_stamp_" + d.Cursor.Column }
+
+// CounterName is the one-row counter table of an integer cursor's fix: table_column_counter.
+func CounterName(d Definition) string { return d.Table.Name + "_" + d.Cursor.Column + "_counter" }
+
+// Stamping is what a driver read of how the cursor column is written.
+type Stamping struct {
+	Insert, Update Verdict // each: ok, problem, or cannot tell
+	// Why says, for each side not ok, what was seen ("only a default", "a trigger whose body
+	// cannot be read").
+	Why []string
+}
+
+// StampFinding turns a driver's reading into the finding, with fix (what stamps the sides not
+// ok) for a problem.
+func StampFinding(col string, st Stamping, fix []string) Finding {
+	f := Finding{Check: CheckStamped, Verdict: VerdictOK, Detail: "column " + col + " is stamped on every INSERT and UPDATE"}
+	switch {
+	case st.Insert == VerdictProblem || st.Update == VerdictProblem:
+		f.Verdict, f.Fix = VerdictProblem, fix
+	case st.Insert == VerdictUnknown || st.Update == VerdictUnknown:
+		f.Verdict = VerdictUnknown
+	default:
+		return f
+	}
+	f.Detail = "column " + col + ": " + strings.Join(st.Why, "; ")
+	return f
+}
+
+// CheckSetup connects with the driver of ds that cfg.Driver names and checks the poller's table
+// set-up (SetupChecker), adding the change stream's (CDCAdmin's plan, as pollerctl cdc enable
+// reads it). The Setup it returns stays connected, to apply the fixes (Apply) and check again;
+// close it.
+func CheckSetup(ctx context.Context, ds Drivers, cfg Config) (*Setup, error) {
+	c, err := connect(ctx, ds, cfg)
+	if err != nil {
+		return nil, err
+	}
+	sc, ok := c.dl.(SetupChecker)
+	if !ok {
+		c.db.Close()
+		return nil, fmt.Errorf("source: poller %q: driver %s has no setup check", cfg.Poller, c.dl.Name())
+	}
+	s := &Setup{c: c, sc: sc, ds: ds, cfg: cfg}
+	if err := s.Check(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// A Setup is a connected check of one poller's table set-up.
+type Setup struct {
+	c        conn
+	sc       SetupChecker
+	ds       Drivers
+	cfg      Config
+	Findings []Finding
+}
+
+// String describes the database and the table, without secrets.
+func (s *Setup) String() string { return s.c.describe }
+
+// Close closes the connection.
+func (s *Setup) Close() error { return s.c.db.Close() }
+
+// Script is the problems' fixes as the database's client runs them ("" when none).
+func (s *Setup) Script() string {
+	fix := Fixes(s.Findings)
+	if len(fix) == 0 {
+		return ""
+	}
+	return s.sc.Script(fix)
+}
+
+// ScriptOf is one finding's fix as the database's client runs it ("" when none).
+func (s *Setup) ScriptOf(f Finding) string {
+	if len(f.Fix) == 0 {
+		return ""
+	}
+	return s.sc.Script(f.Fix)
+}
+
+// InTransaction says whether Apply runs the fixes in one transaction.
+func (s *Setup) InTransaction() bool { return s.sc.DDLInTransaction() }
+
+// Check checks again, replacing Findings.
+func (s *Setup) Check(ctx context.Context) error {
+	fs, err := checkSetup(ctx, s.sc, s.c.db, s.cfg.Definition)
+	if err != nil {
+		return fmt.Errorf("source: poller %q, table %s: checking the set-up: %w", s.cfg.Poller, s.cfg.Definition.Table, err)
+	}
+	if f, ok := s.cdc(ctx); ok {
+		fs = append(fs, f)
+	}
+	s.Findings = fs
+	return nil
+}
+
+// cdc is the change stream's finding, when the poller's kind has a set-up made on purpose: the
+// problems pollerctl cdc enable's plan reports, or that it is not enabled yet.
+func (s *Setup) cdc(ctx context.Context) (Finding, bool) {
+	var admin CDCAdmin
+	for _, d := range s.ds {
+		if a, ok := d.(CDCAdmin); ok {
+			if k, _ := a.CDCKind(); k == s.cfg.Definition.Cursor.Kind {
+				admin = a
+			}
+		}
+	}
+	if admin == nil {
+		return Finding{}, false
+	}
+	f := Finding{Check: CheckCDC, Verdict: VerdictOK}
+	setup, err := admin.OpenCDC(ctx, s.ds, s.cfg)
+	if err != nil {
+		f.Verdict, f.Detail = VerdictUnknown, err.Error()
+		return f, true
+	}
+	defer setup.Close()
+	plan, err := setup.PlanEnable(ctx)
+	switch {
+	case err != nil:
+		f.Verdict, f.Detail = VerdictUnknown, err.Error()
+	case len(plan.Problems) > 0:
+		f.Verdict, f.Detail = VerdictProblem, strings.Join(plan.Problems, "; ")
+	case len(plan.Steps) > 0:
+		f.Verdict = VerdictProblem
+		f.Detail = fmt.Sprintf("not enabled: run `pollerctl cdc enable %s --yes` (%s)", s.cfg.Poller, strings.Join(plan.Steps, "; "))
+	default:
+		f.Detail = plan.None
+	}
+	return f, true
+}
+
+// Apply runs the problems' fixes: in one transaction where the database runs DDL in one, else
+// one by one, stopping at the first that fails. It returns the statements that ran (committed,
+// or with a transaction rolled back: none).
+func (s *Setup) Apply(ctx context.Context) (ran []string, err error) {
+	fix := Fixes(s.Findings)
+	if !s.sc.DDLInTransaction() {
+		for _, q := range fix {
+			if _, err := s.c.db.ExecContext(ctx, q); err != nil {
+				return ran, fmt.Errorf("%s: %w", firstLine(q), err)
+			}
+			ran = append(ran, q)
+		}
+		return ran, nil
+	}
+	tx, err := s.c.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback()
+	for _, q := range fix {
+		if _, err := tx.ExecContext(ctx, q); err != nil {
+			return nil, fmt.Errorf("%s: %w (rolled back: nothing was changed)", firstLine(q), err)
+		}
+		ran = append(ran, q)
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("commit: %w (nothing was changed)", err)
+	}
+	return ran, nil
+}
+
+func firstLine(q string) string {
+	l, _, _ := strings.Cut(q, "\n")
+	return l
+}
+
+// CheckSetup checks the open source's table set-up (SetupChecker; none when its driver has no
+// check): what the handler runs once when it first opens a poller's source. The change stream's
+// set-up is not among them: Open checked it.
+func (s *Source) CheckSetup(ctx context.Context) ([]Finding, error) {
+	sc, ok := s.dl.(SetupChecker)
+	if !ok {
+		return nil, nil
+	}
+	fs, err := checkSetup(ctx, sc, s.db, s.def)
+	if err != nil {
+		return nil, fmt.Errorf("source: poller %q, table %s: checking the set-up: %w", s.poller, s.def.Table, err)
+	}
+	return fs, nil
+}
+
+// setupCache keeps a source's setup findings: SetupProblems checks again only while they hold a
+// problem.
+type setupCache struct {
+	mu    sync.Mutex
+	found []Finding
+	done  bool
+}
+
+// SetupProblems is the setup check of the open source (CheckSetup) as the handler runs it: the
+// first call checks, and so does each later call while the last check found a problem (so that a
+// fix shows); a clean check is kept for the life of the source (its set-up is not checked on
+// every tick). It returns every finding and whether this call checked.
+func (s *Source) SetupProblems(ctx context.Context) (found []Finding, checked bool, err error) {
+	s.setup.mu.Lock()
+	defer s.setup.mu.Unlock()
+	if s.setup.done && Problems(s.setup.found) == 0 {
+		return s.setup.found, false, nil
+	}
+	fs, err := s.CheckSetup(ctx)
+	if err != nil {
+		return nil, true, err
+	}
+	s.setup.found, s.setup.done = fs, true
+	return fs, true, nil
+}
+
+// checkSetup runs the driver's checks, with the portable ones at their place.
+func checkSetup(ctx context.Context, sc SetupChecker, db *sql.DB, d Definition) ([]Finding, error) {
+	fs, err := sc.CheckSetup(ctx, db, d)
+	if err != nil {
+		return nil, err
+	}
+	// The unique-key check (issue 26 item 1, KeyChecker.UniqueKey) goes here, after the columns
+	// finding, when the table and its columns were found.
+	return fs, nil
+}
+
+// ColumnsFinding is the columns' finding: missing lists the definition's columns the table
+// lacks, have the table's; addCursor is the fix that adds the cursor column when it is the one
+// missing (nil: none is safe, say what to do).
+func ColumnsFinding(d Definition, missing, have []string, addCursor []string) Finding {
+	if len(missing) == 0 {
+		return Finding{Check: CheckColumns, Verdict: VerdictOK, Detail: strings.Join(d.selected(), ", ")}
+	}
+	f := Finding{Check: CheckColumns, Verdict: VerdictProblem}
+	var other []string
+	for _, m := range missing {
+		if m == d.Cursor.Column && !d.Changes() {
+			f.Fix = addCursor
+			continue
+		}
+		other = append(other, m)
+	}
+	var parts []string
+	if len(f.Fix) > 0 {
+		parts = append(parts, "no cursor column "+d.Cursor.Column+" (the fix adds it, NOT NULL with a default)")
+	} else if slices.Contains(missing, d.Cursor.Column) && !d.Changes() {
+		parts = append(parts, "no cursor column "+d.Cursor.Column+": add it as docs/sources.md's recipe for a "+d.Cursor.Kind+" cursor says")
+	}
+	if len(other) > 0 {
+		parts = append(parts, fmt.Sprintf("no column %s (the table has %s): add it, or take it out of the poller's definition", strings.Join(other, ", "), strings.Join(have, ", ")))
+	}
+	f.Detail = strings.Join(parts, "; ")
+	return f
+}
+
+// Missing lists the definition's columns (with the key's) that have lacks.
+func Missing(d Definition, have []string, caseless bool) []string {
+	var out []string
+	for _, c := range d.selected() {
+		if !slices.ContainsFunc(have, func(h string) bool { return h == c || caseless && strings.EqualFold(h, c) }) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// JoinStatements renders statements as a client that ends each with a semicolon runs them.
+func JoinStatements(stmts []string) string {
+	var b strings.Builder
+	for _, s := range stmts {
+		b.WriteString(s)
+		b.WriteString(";\n")
+	}
+	return b.String()
+}

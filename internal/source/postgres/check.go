@@ -1,0 +1,320 @@
+package postgres
+
+// pollerctl check and the handler's first look at a source: PostgreSQL's catalog (SetupChecker).
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
+)
+
+// Script: psql runs each statement ended by a semicolon.
+func (Driver) Script(stmts []string) string { return source.JoinStatements(stmts) }
+
+// DDLInTransaction: PostgreSQL's DDL is transactional.
+func (Driver) DDLInTransaction() bool { return true }
+
+// pgColumn is a column as pg_attribute has it.
+type pgColumn struct {
+	name, typ, def string
+	identity       bool
+}
+
+// CheckSetup reads pg_class, pg_attribute, pg_index, pg_trigger and the privileges.
+func (dr Driver) CheckSetup(ctx context.Context, db *sql.DB, d source.Definition) ([]source.Finding, error) {
+	table := source.QuoteTable(dr, d.Table)
+	var (
+		oid     sql.NullInt64
+		relkind string
+	)
+	err := db.QueryRowContext(ctx, `SELECT c.oid, c.relkind::text FROM pg_class c WHERE c.oid = to_regclass($1)`, table).Scan(&oid, &relkind)
+	if err == sql.ErrNoRows {
+		return []source.Finding{{Check: source.CheckTable, Verdict: source.VerdictProblem,
+			Detail: fmt.Sprintf("no table %s (or it is not on the login's search_path): check the poller's table name and schema", d.Table)}}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var fs []source.Finding
+	view := relkind == "v" || relkind == "m" || relkind == "f"
+	if view {
+		fs = append(fs, source.Finding{Check: source.CheckTable, Verdict: source.VerdictUnknown,
+			Detail: fmt.Sprintf("%s is a view or a foreign table: its stamping and indexes are its underlying tables', which the check does not follow", d.Table)})
+	} else {
+		fs = append(fs, source.Finding{Check: source.CheckTable, Verdict: source.VerdictOK, Detail: d.Table.String()})
+	}
+
+	cols, err := pgColumns(ctx, db, oid.Int64)
+	if err != nil {
+		return nil, err
+	}
+	var have []string
+	for _, c := range cols {
+		have = append(have, c.name)
+	}
+	missing := source.Missing(d, have, false)
+	add := dr.addCursor(d)
+	if view {
+		add = nil
+	}
+	fs = append(fs, source.ColumnsFinding(d, missing, have, add))
+	if slices.ContainsFunc(missing, func(m string) bool { return m != d.Cursor.Column || d.Changes() }) {
+		return append(fs, dr.privileges(ctx, db, d, oid.Int64)...), nil // the rest would judge a definition that does not fit
+	}
+
+	if !d.Changes() && !view {
+		ix, err := pgIndexes(ctx, db, oid.Int64)
+		if err != nil {
+			return nil, err
+		}
+		create := fmt.Sprintf("CREATE INDEX %s ON %s (%s)", dr.Quote(source.IndexName(d)), table, strings.Join(source.QuoteAll(dr, source.KeysetColumns(d)), ", "))
+		fs = append(fs, source.IndexFinding(d, ix, false, create))
+
+		var col *pgColumn
+		if i := slices.IndexFunc(cols, func(c pgColumn) bool { return c.name == d.Cursor.Column }); i >= 0 {
+			col = &cols[i]
+		}
+		st, err := dr.stamping(ctx, db, d, oid.Int64, col)
+		if err != nil {
+			return nil, err
+		}
+		typ := "timestamptz"
+		if col != nil {
+			typ = col.typ
+		}
+		fs = append(fs, source.StampFinding(d.Cursor.Column, st, dr.stampFix(d, typ, st.Insert != source.VerdictOK)))
+	}
+	return append(fs, dr.privileges(ctx, db, d, oid.Int64)...), nil
+}
+
+func pgColumns(ctx context.Context, db *sql.DB, oid int64) ([]pgColumn, error) {
+	rows, err := db.QueryContext(ctx, `SELECT a.attname, format_type(a.atttypid, a.atttypmod), COALESCE(pg_get_expr(d.adbin, d.adrelid), ''), a.attidentity <> ''
+FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum`, oid)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []pgColumn
+	for rows.Next() {
+		var c pgColumn
+		if err := rows.Scan(&c.name, &c.typ, &c.def, &c.identity); err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// pgIndexes lists the table's valid, whole-table B-tree indexes, each its columns in order (""
+// for an expression).
+func pgIndexes(ctx context.Context, db *sql.DB, oid int64) ([][]string, error) {
+	rows, err := db.QueryContext(ctx, `SELECT array_to_string(ARRAY(
+  SELECT COALESCE(a.attname, '') FROM unnest(i.indkey::int2[]) WITH ORDINALITY AS k(n, o)
+  LEFT JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.n ORDER BY k.o), chr(31))
+FROM pg_index i JOIN pg_class ic ON ic.oid = i.indexrelid JOIN pg_am am ON am.oid = ic.relam
+WHERE i.indrelid = $1 AND i.indisvalid AND i.indpred IS NULL AND am.amname = 'btree'`, oid)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out [][]string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			return nil, err
+		}
+		out = append(out, strings.Split(s, "\x1f"))
+	}
+	return out, rows.Err()
+}
+
+// A constant default (a literal, perhaps cast) stamps nothing.
+var pgConstant = regexp.MustCompile(`^\(?('([^']|'')*'|-?[0-9.]+|NULL)\)?(::[a-z0-9 ()_"]+)*$`)
+
+// The trigger types' bits (pg_trigger.tgtype).
+const (
+	tgRow    = 1
+	tgBefore = 2
+	tgInsert = 4
+	tgUpdate = 16
+)
+
+// stamping reads how the cursor column is written: its default, and the triggers that assign
+// NEW.column (col nil: the column is missing, as the fix adds it: a stamping default).
+func (dr Driver) stamping(ctx context.Context, db *sql.DB, d source.Definition, oid int64, col *pgColumn) (source.Stamping, error) {
+	st := source.Stamping{Insert: source.VerdictProblem, Update: source.VerdictProblem}
+	if col == nil {
+		if d.Cursor.Kind == state.KindInteger {
+			st.Why = append(st.Why, "the column the fix adds starts at 0: a counter must stamp every INSERT and UPDATE")
+			return st, nil
+		}
+		st.Insert = source.VerdictOK
+		st.Why = append(st.Why, "the column the fix adds has a default, which stamps inserts only: an UPDATE needs the trigger")
+		return st, nil
+	}
+	if col.def != "" && !pgConstant.MatchString(col.def) {
+		st.Insert = source.VerdictOK
+	}
+	rows, err := db.QueryContext(ctx, `SELECT t.tgname, t.tgtype, t.tgattr::text <> '' OR t.tgqual IS NOT NULL, l.lanname, COALESCE(p.prosrc, '')
+FROM pg_trigger t JOIN pg_proc p ON p.oid = t.tgfoid JOIN pg_language l ON l.oid = p.prolang
+WHERE t.tgrelid = $1 AND NOT t.tgisinternal AND t.tgenabled <> 'D'`, oid)
+	if err != nil {
+		return st, err
+	}
+	defer rows.Close()
+	assigns := regexp.MustCompile(`(?is)(\bNEW\s*\.\s*"?` + regexp.QuoteMeta(col.name) + `"?\s*:?=)|(\bINTO\s+NEW\s*\.\s*"?` + regexp.QuoteMeta(col.name) + `"?)`)
+	var unread []string
+	for rows.Next() {
+		var (
+			name, lang, body string
+			typ              int
+			conditional      bool
+		)
+		if err := rows.Scan(&name, &typ, &conditional, &lang, &body); err != nil {
+			return st, err
+		}
+		if typ&tgRow == 0 || typ&tgBefore == 0 || typ&(tgInsert|tgUpdate) == 0 {
+			continue // only a BEFORE row trigger assigns NEW
+		}
+		readable := lang == "plpgsql" || lang == "sql"
+		switch {
+		case readable && !conditional && assigns.MatchString(body):
+			if typ&tgInsert != 0 {
+				st.Insert = source.VerdictOK
+			}
+			if typ&tgUpdate != 0 {
+				st.Update = source.VerdictOK
+			}
+		case !readable || conditional && assigns.MatchString(body):
+			unread = append(unread, name)
+			for _, side := range []struct {
+				bit int
+				v   *source.Verdict
+			}{{tgInsert, &st.Insert}, {tgUpdate, &st.Update}} {
+				if typ&side.bit != 0 && *side.v == source.VerdictProblem {
+					*side.v = source.VerdictUnknown
+				}
+			}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return st, err
+	}
+	if col.identity || strings.HasPrefix(col.def, "nextval(") {
+		if st.Update == source.VerdictProblem {
+			st.Update = source.VerdictUnknown
+			st.Why = append(st.Why, "an identity or serial column never changes on UPDATE: right only for an append-only table (else use docs/postgres.md's integer recipe)")
+		}
+	}
+	if len(unread) > 0 {
+		st.Why = append(st.Why, "trigger "+strings.Join(unread, ", ")+" may stamp it: its function is not PL/pgSQL or SQL, or it fires only for some columns or rows, which the check cannot read")
+	}
+	if st.Insert == source.VerdictProblem {
+		st.Why = append(st.Why, "no default or BEFORE INSERT trigger stamps it: rows inserted without it are never delivered")
+	}
+	if st.Update == source.VerdictProblem {
+		why := "no BEFORE UPDATE trigger assigns it"
+		if col.def != "" {
+			why = "only a default (" + col.def + ") stamps it, on INSERT; no BEFORE UPDATE trigger assigns it"
+		}
+		st.Why = append(st.Why, why+": every UPDATE after the insert is never delivered")
+	}
+	return st, nil
+}
+
+// stampExpr is what the trigger stamps a cursor column of type typ with.
+func stampExpr(kind, typ string) string {
+	switch {
+	case kind == state.KindXID:
+		return "pg_current_xact_id()"
+	case typ == "timestamp without time zone" || strings.HasPrefix(typ, "timestamp(") && !strings.Contains(typ, "with time zone"):
+		return "clock_timestamp() AT TIME ZONE 'UTC'"
+	}
+	return "clock_timestamp()"
+}
+
+// addCursor is the fix that adds the missing cursor column, as docs/postgres.md's recipes do.
+func (dr Driver) addCursor(d source.Definition) []string {
+	table, col := source.QuoteTable(dr, d.Table), dr.Quote(d.Cursor.Column)
+	switch d.Cursor.Kind {
+	case state.KindTimestampPK:
+		return []string{"ALTER TABLE " + table + " ADD COLUMN " + col + " TIMESTAMPTZ(6) NOT NULL DEFAULT clock_timestamp()"}
+	case state.KindXID:
+		return []string{"ALTER TABLE " + table + " ADD COLUMN " + col + " XID8 NOT NULL DEFAULT pg_current_xact_id()"}
+	case state.KindInteger:
+		return []string{"ALTER TABLE " + table + " ADD COLUMN " + col + " BIGINT NOT NULL DEFAULT 0"}
+	}
+	return nil
+}
+
+// inSchema quotes name in the table's schema, if it has one.
+func (dr Driver) inSchema(d source.Definition, name string) string {
+	return source.QuoteTable(dr, source.Table{Schema: d.Table.Schema, Name: name})
+}
+
+// stampFix makes a BEFORE trigger that stamps the cursor column on UPDATE (and on INSERT too,
+// when inserts are not stamped yet); an integer cursor takes its values from a one-row counter.
+func (dr Driver) stampFix(d source.Definition, typ string, insertToo bool) []string {
+	table, col := source.QuoteTable(dr, d.Table), dr.Quote(d.Cursor.Column)
+	fn := dr.inSchema(d, source.StampName(d))
+	events := "UPDATE"
+	if insertToo || d.Cursor.Kind == state.KindInteger {
+		events = "INSERT OR UPDATE"
+	}
+	var pre []string
+	assign := "  NEW." + col + " := " + stampExpr(d.Cursor.Kind, typ) + ";\n"
+	if d.Cursor.Kind == state.KindInteger {
+		counter := dr.inSchema(d, source.CounterName(d))
+		pre = []string{
+			"CREATE TABLE IF NOT EXISTS " + counter + " (n BIGINT NOT NULL)",
+			"INSERT INTO " + counter + " (n) SELECT COALESCE(MAX(" + col + "), 0) FROM " + table + " WHERE NOT EXISTS (SELECT 1 FROM " + counter + ")",
+		}
+		assign = "  UPDATE " + counter + " SET n = n + 1 RETURNING n INTO NEW." + col + ";\n"
+	}
+	return append(pre,
+		"CREATE OR REPLACE FUNCTION "+fn+"() RETURNS trigger LANGUAGE plpgsql AS $$\nBEGIN\n"+assign+"  RETURN NEW;\nEND $$",
+		"CREATE TRIGGER "+dr.Quote(source.StampName(d))+" BEFORE "+events+" ON "+table+" FOR EACH ROW EXECUTE FUNCTION "+fn+"()")
+}
+
+// privileges: SELECT on the table and USAGE on its schema; a logical cursor's REPLICATION.
+func (dr Driver) privileges(ctx context.Context, db *sql.DB, d source.Definition, oid int64) []source.Finding {
+	var (
+		user             string
+		sel, usage, repl bool
+		schema           string
+	)
+	err := db.QueryRowContext(ctx, `SELECT current_user, has_table_privilege(c.oid, 'SELECT'), has_schema_privilege(c.relnamespace, 'USAGE'), n.nspname,
+  (SELECT r.rolreplication OR r.rolsuper FROM pg_roles r WHERE r.rolname = current_user)
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = $1`, oid).Scan(&user, &sel, &usage, &schema, &repl)
+	f := source.Finding{Check: source.CheckPrivileges, Verdict: source.VerdictOK, Detail: "role " + user + " may read the table"}
+	if err != nil {
+		f.Verdict, f.Detail = source.VerdictUnknown, "reading the privileges: "+err.Error()
+		return []source.Finding{f}
+	}
+	role := dr.Quote(user)
+	var lack []string
+	if !usage {
+		lack = append(lack, "USAGE on schema "+schema)
+		f.Fix = append(f.Fix, "GRANT USAGE ON SCHEMA "+dr.Quote(schema)+" TO "+role)
+	}
+	if !sel {
+		lack = append(lack, "SELECT on "+d.Table.String())
+		f.Fix = append(f.Fix, "GRANT SELECT ON "+source.QuoteTable(dr, d.Table)+" TO "+role)
+	}
+	if d.Cursor.Kind == state.KindLogical && !repl {
+		lack = append(lack, "the REPLICATION attribute (logical cursor)")
+		f.Fix = append(f.Fix, "ALTER ROLE "+role+" WITH REPLICATION")
+	}
+	if len(lack) > 0 {
+		f.Verdict = source.VerdictProblem
+		f.Detail = "role " + user + " lacks " + strings.Join(lack, ", ") + " (run the fix as the table's owner or an admin)"
+	}
+	return []source.Finding{f}
+}

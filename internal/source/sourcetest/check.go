@@ -1,0 +1,70 @@
+package sourcetest
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
+)
+
+// Setup checks the set-up of table (its key id, cursor kind on column col) in the database of
+// dsn with drv, as pollerctl check does; the Setup closes with the test.
+func Setup(t testing.TB, drv source.Driver, dsn string, table source.Table, kind, col string) *source.Setup {
+	t.Helper()
+	def := source.Definition{Table: table, Columns: []string{"id", "amount"}, Cursor: source.Cursor{Kind: kind, Column: col}, PK: []string{"id"}}
+	if kind == state.KindLogical || kind == state.KindChangeTracking {
+		def.Cursor.Column = ""
+	}
+	s, err := source.CheckSetup(context.Background(), source.Drivers{drv}, source.Config{Poller: "chk", Driver: drv.Name(), DSN: dsn, Definition: def})
+	if err != nil {
+		t.Fatalf("checking %s: %v", table, err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// Expect fails unless the check's finding has the verdict, its detail contains each of detail's
+// texts, and its fix each of fix's.
+func Expect(t testing.TB, s *source.Setup, check string, v source.Verdict, detail []string, fix ...string) source.Finding {
+	t.Helper()
+	for _, f := range s.Findings {
+		if f.Check != check {
+			continue
+		}
+		joined := strings.Join(f.Fix, "\n")
+		if f.Verdict != v {
+			t.Errorf("%s: %s: %s (%s), want %s", s, check, f.Verdict, f.Detail, v)
+		}
+		for _, d := range detail {
+			if !strings.Contains(f.Detail, d) {
+				t.Errorf("%s: %s: detail %q lacks %q", s, check, f.Detail, d)
+			}
+		}
+		for _, x := range fix {
+			if !strings.Contains(joined, x) {
+				t.Errorf("%s: %s: fix\n%s\nlacks %q", s, check, joined, x)
+			}
+		}
+		return f
+	}
+	t.Errorf("%s: no %s finding among %+v", s, check, s.Findings)
+	return source.Finding{}
+}
+
+// FixAndRecheck applies the fixes (as pollerctl check --fix --yes) and checks that none is
+// left a problem.
+func FixAndRecheck(t testing.TB, s *source.Setup) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := s.Apply(ctx); err != nil {
+		t.Fatalf("%s: applying the fixes:\n%s\n%v", s, s.Script(), err)
+	}
+	if err := s.Check(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := source.Problems(s.Findings); n > 0 {
+		t.Fatalf("%s: %d problems left after the fix: %+v", s, n, s.Findings)
+	}
+}

@@ -1,0 +1,332 @@
+package sqlserver
+
+// pollerctl check and the handler's first look at a source: SQL Server's catalog views
+// (SetupChecker).
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
+)
+
+// Script: sqlcmd runs each statement in a batch of its own, ended by GO.
+func (Driver) Script(stmts []string) string {
+	var b strings.Builder
+	for _, s := range stmts {
+		b.WriteString(s)
+		b.WriteString(";\nGO\n")
+	}
+	return b.String()
+}
+
+// DDLInTransaction: SQL Server's DDL is transactional.
+func (Driver) DDLInTransaction() bool { return true }
+
+type msColumn struct {
+	name, typ, def string
+	identity       bool
+}
+
+// CheckSetup reads sys.objects, sys.columns, sys.indexes, sys.triggers and the permissions.
+func (dr Driver) CheckSetup(ctx context.Context, db *sql.DB, d source.Definition) ([]source.Finding, error) {
+	table := source.QuoteTable(dr, d.Table)
+	var typ string
+	err := db.QueryRowContext(ctx, "SELECT RTRIM(type) FROM sys.objects WHERE object_id = OBJECT_ID(@p1)", table).Scan(&typ)
+	if err == sql.ErrNoRows {
+		return []source.Finding{{Check: source.CheckTable, Verdict: source.VerdictProblem,
+			Detail: fmt.Sprintf("no table %s that the user can see: check the poller's table name and schema, or grant the user SELECT on it", d.Table)}}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	view := typ == "V"
+	fs := []source.Finding{{Check: source.CheckTable, Verdict: source.VerdictOK, Detail: d.Table.String()}}
+	if view {
+		fs[0] = source.Finding{Check: source.CheckTable, Verdict: source.VerdictUnknown,
+			Detail: fmt.Sprintf("%s is a view: its stamping and indexes are its underlying tables', which the check does not follow", d.Table)}
+	}
+	cols, err := msColumns(ctx, db, table)
+	if err != nil {
+		return nil, err
+	}
+	var have []string
+	for _, c := range cols {
+		have = append(have, c.name)
+	}
+	missing := source.Missing(d, have, true)
+	add := dr.addCursor(d)
+	if view {
+		add = nil
+	}
+	fs = append(fs, source.ColumnsFinding(d, missing, have, add))
+	if view || d.Changes() || slices.ContainsFunc(missing, func(m string) bool { return !strings.EqualFold(m, d.Cursor.Column) }) {
+		return append(fs, dr.privileges(ctx, db, d)), nil
+	}
+
+	ix, err := msIndexes(ctx, db, table)
+	if err != nil {
+		return nil, err
+	}
+	fs = append(fs, source.IndexFinding(d, ix, true, dr.createIndex(d)))
+
+	var col *msColumn
+	if i := slices.IndexFunc(cols, func(c msColumn) bool { return strings.EqualFold(c.name, d.Cursor.Column) }); i >= 0 {
+		col = &cols[i]
+	}
+	st, err := dr.stamping(ctx, db, d, table, col)
+	if err != nil {
+		return nil, err
+	}
+	fs = append(fs, source.StampFinding(d.Cursor.Column, st, dr.stampFixFor(d, col, st)))
+	return append(fs, dr.privileges(ctx, db, d)), nil
+}
+
+// createIndex makes the index the keyset read seeks on.
+func (dr Driver) createIndex(d source.Definition) string {
+	return fmt.Sprintf("CREATE INDEX %s ON %s (%s)", dr.Quote("ix_"+source.IndexName(d)), source.QuoteTable(dr, d.Table),
+		strings.Join(source.QuoteAll(dr, source.KeysetColumns(d)), ", "))
+}
+
+// stampFixFor is the fix of what st found not stamped (none for a rowversion, stamped by its
+// type).
+func (dr Driver) stampFixFor(d source.Definition, col *msColumn, st source.Stamping) []string {
+	if d.Cursor.Kind == state.KindRowversion {
+		return nil
+	}
+	return dr.stampFix(d, col, st.Insert != source.VerdictOK, st.Update != source.VerdictOK)
+}
+
+func msColumns(ctx context.Context, db *sql.DB, table string) ([]msColumn, error) {
+	rows, err := db.QueryContext(ctx, `SELECT c.name, t.name, COALESCE(OBJECT_DEFINITION(c.default_object_id), ''), c.is_identity
+FROM sys.columns c JOIN sys.types t ON t.user_type_id = c.user_type_id WHERE c.object_id = OBJECT_ID(@p1) ORDER BY c.column_id`, table)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []msColumn
+	for rows.Next() {
+		var c msColumn
+		if err := rows.Scan(&c.name, &c.typ, &c.def, &c.identity); err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// msIndexes lists the table's unfiltered B-tree indexes, each its key columns in order; a
+// nonclustered index ends with the clustered index's key.
+func msIndexes(ctx context.Context, db *sql.DB, table string) ([][]string, error) {
+	rows, err := db.QueryContext(ctx, `SELECT i.index_id, i.type, c.name
+FROM sys.indexes i JOIN sys.index_columns ic ON ic.object_id = i.object_id AND ic.index_id = i.index_id
+JOIN sys.columns c ON c.object_id = ic.object_id AND c.column_id = ic.column_id
+WHERE i.object_id = OBJECT_ID(@p1) AND i.has_filter = 0 AND i.type IN (1, 2) AND ic.key_ordinal > 0
+ORDER BY i.index_id, ic.key_ordinal`, table)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var (
+		ids       []int
+		cols      = map[int][]string{}
+		clustered []string
+	)
+	for rows.Next() {
+		var (
+			id, typ int
+			c       string
+		)
+		if err := rows.Scan(&id, &typ, &c); err != nil {
+			return nil, err
+		}
+		if _, ok := cols[id]; !ok {
+			ids = append(ids, id)
+		}
+		cols[id] = append(cols[id], c)
+		if typ == 1 {
+			clustered = append(clustered, c)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	var out [][]string
+	for _, id := range ids {
+		ix := cols[id]
+		if id != 1 {
+			ix = append(ix, clustered...)
+		}
+		out = append(out, ix)
+	}
+	return out, nil
+}
+
+// stamping reads how the cursor column is written: rowversion by its type; a default that is
+// not a literal stamps inserts; an AFTER trigger whose body SETs the column stamps its events
+// (col nil: the column is missing, as the fix adds it).
+func (dr Driver) stamping(ctx context.Context, db *sql.DB, d source.Definition, table string, col *msColumn) (source.Stamping, error) {
+	ok := source.Stamping{Insert: source.VerdictOK, Update: source.VerdictOK}
+	st := source.Stamping{Insert: source.VerdictProblem, Update: source.VerdictProblem}
+	switch {
+	case d.Cursor.Kind == state.KindRowversion:
+		if col == nil || col.typ == "timestamp" || col.typ == "rowversion" {
+			return ok, nil
+		}
+		st.Why = append(st.Why, "a "+col.typ+" column is not a rowversion, which SQL Server stamps itself")
+		return st, nil
+	case col == nil && d.Cursor.Kind == state.KindInteger:
+		st.Why = append(st.Why, "the column the fix adds starts at 0: a counter must stamp every INSERT and UPDATE")
+		return st, nil
+	case col == nil:
+		st.Insert = source.VerdictOK
+		st.Why = append(st.Why, "the column the fix adds has a default, which stamps inserts only: an UPDATE needs the trigger")
+		return st, nil
+	}
+	if col.def != "" && !regexp.MustCompile(`^\(*(N?'([^']|'')*'|[-+]?[0-9.]+|NULL)\)*$`).MatchString(col.def) {
+		st.Insert = source.VerdictOK
+	}
+	rows, err := db.QueryContext(ctx, `SELECT t.name, COALESCE(OBJECT_DEFINITION(t.object_id), ''), te.type_desc
+FROM sys.triggers t JOIN sys.trigger_events te ON te.object_id = t.object_id
+WHERE t.parent_id = OBJECT_ID(@p1) AND t.is_disabled = 0`, table)
+	if err != nil {
+		return st, err
+	}
+	defer rows.Close()
+	q := regexp.QuoteMeta(col.name)
+	sets := regexp.MustCompile(`(?is)\bSET\s+(?:[^;]*?,\s*)?(?:\w+\.)?(\[` + q + `\]|\b` + q + `\b)\s*=`)
+	conditional := regexp.MustCompile(`(?i)\bUPDATE\s*\(|\bCOLUMNS_UPDATED\s*\(`)
+	var unread []string
+	for rows.Next() {
+		var name, body, event string
+		if err := rows.Scan(&name, &body, &event); err != nil {
+			return st, err
+		}
+		v := source.VerdictOK
+		switch {
+		case body == "": // WITH ENCRYPTION
+			v = source.VerdictUnknown
+			unread = append(unread, name)
+		case !sets.MatchString(body):
+			continue
+		case conditional.MatchString(body):
+			v = source.VerdictUnknown
+			unread = append(unread, name)
+		}
+		for _, side := range []struct {
+			event string
+			v     *source.Verdict
+		}{{"INSERT", &st.Insert}, {"UPDATE", &st.Update}} {
+			if event == side.event && *side.v != source.VerdictOK {
+				*side.v = v
+			}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return st, err
+	}
+	if len(unread) > 0 {
+		st.Why = append(st.Why, "trigger "+strings.Join(unread, ", ")+" may stamp it: its body is encrypted or stamps only when some columns change, which the check cannot read")
+	}
+	if col.identity && st.Update == source.VerdictProblem {
+		st.Update = source.VerdictUnknown
+		st.Why = append(st.Why, "an IDENTITY column never changes on UPDATE: right only for an append-only table (else use rowversion)")
+	}
+	if st.Insert == source.VerdictProblem {
+		st.Why = append(st.Why, "no default or INSERT trigger stamps it")
+	}
+	if st.Update == source.VerdictProblem {
+		why := "no UPDATE trigger stamps it"
+		if col.def != "" {
+			why = "only a default " + col.def + " stamps it, on INSERT; no UPDATE trigger does"
+		}
+		st.Why = append(st.Why, why+": every UPDATE after the insert is never delivered")
+	}
+	return st, nil
+}
+
+// addCursor is the fix that adds the missing cursor column, as docs/sqlserver.md's recipes do.
+func (dr Driver) addCursor(d source.Definition) []string {
+	table, col := source.QuoteTable(dr, d.Table), dr.Quote(d.Cursor.Column)
+	df := dr.Quote("df_" + d.Table.Name + "_" + d.Cursor.Column)
+	switch d.Cursor.Kind {
+	case state.KindTimestampPK:
+		return []string{"ALTER TABLE " + table + " ADD " + col + " DATETIME2(7) NOT NULL CONSTRAINT " + df + " DEFAULT SYSUTCDATETIME()"}
+	case state.KindInteger:
+		return []string{"ALTER TABLE " + table + " ADD " + col + " BIGINT NOT NULL CONSTRAINT " + df + " DEFAULT 0"}
+	case state.KindRowversion:
+		return []string{"ALTER TABLE " + table + " ADD " + col + " ROWVERSION"}
+	}
+	return nil
+}
+
+// stampFix makes an AFTER trigger that stamps the cursor column on INSERT and UPDATE (those not
+// stamped yet); an integer cursor takes its values from a one-row counter.
+func (dr Driver) stampFix(d source.Definition, col *msColumn, insert, update bool) []string {
+	table, qcol := source.QuoteTable(dr, d.Table), dr.Quote(d.Cursor.Column)
+	var on []string
+	for _, k := range d.PK {
+		on = append(on, "o."+dr.Quote(k)+" = i."+dr.Quote(k))
+	}
+	expr := "SYSUTCDATETIME()"
+	if col != nil && col.typ == "datetimeoffset" {
+		expr = "SYSDATETIMEOFFSET()"
+	}
+	join := "  FROM " + table + " AS o JOIN inserted AS i ON " + strings.Join(on, " AND ") + ";\n"
+	body := "  UPDATE o SET " + qcol + " = " + expr + "\n" + join
+	var out []string
+	if d.Cursor.Kind == state.KindInteger {
+		counter := source.QuoteTable(dr, source.Table{Schema: d.Table.Schema, Name: source.CounterName(d)})
+		lit := "N'" + strings.ReplaceAll(counter, "'", "''") + "'"
+		out = append(out,
+			"IF OBJECT_ID("+lit+") IS NULL CREATE TABLE "+counter+" (n BIGINT NOT NULL)",
+			"INSERT INTO "+counter+" (n) SELECT COALESCE(MAX("+qcol+"), 0) FROM "+table+" WHERE NOT EXISTS (SELECT 1 FROM "+counter+")")
+		body = "  DECLARE @n BIGINT;\n  UPDATE " + counter + " SET @n = n = n + 1;\n  UPDATE o SET " + qcol + " = @n\n" + join
+	}
+	var events []string
+	if insert {
+		events = append(events, "INSERT")
+	}
+	if update {
+		events = append(events, "UPDATE")
+	}
+	if len(events) == 0 {
+		return out
+	}
+	name := source.QuoteTable(dr, source.Table{Schema: d.Table.Schema, Name: source.StampName(d)})
+	return append(out, "CREATE TRIGGER "+name+" ON "+table+" AFTER "+strings.Join(events, ", ")+" AS\nBEGIN\n  SET NOCOUNT ON;\n"+body+"END")
+}
+
+// privileges: SELECT on the table; a changetracking cursor's VIEW CHANGE TRACKING.
+func (dr Driver) privileges(ctx context.Context, db *sql.DB, d source.Definition) source.Finding {
+	table := source.QuoteTable(dr, d.Table)
+	var (
+		user     string
+		sel, vct int
+	)
+	err := db.QueryRowContext(ctx, `SELECT USER_NAME(), COALESCE(HAS_PERMS_BY_NAME(@p1, 'OBJECT', 'SELECT'), 0), COALESCE(HAS_PERMS_BY_NAME(@p1, 'OBJECT', 'VIEW CHANGE TRACKING'), 0)`, table).Scan(&user, &sel, &vct)
+	f := source.Finding{Check: source.CheckPrivileges, Verdict: source.VerdictOK, Detail: "user " + user + " may read the table"}
+	if err != nil {
+		f.Verdict, f.Detail = source.VerdictUnknown, "reading the permissions: "+err.Error()
+		return f
+	}
+	var lack []string
+	if sel == 0 {
+		lack = append(lack, "SELECT")
+		f.Fix = append(f.Fix, "GRANT SELECT ON "+table+" TO "+dr.Quote(user))
+	}
+	if d.Cursor.Kind == state.KindChangeTracking && vct == 0 {
+		lack = append(lack, "VIEW CHANGE TRACKING")
+		f.Fix = append(f.Fix, "GRANT VIEW CHANGE TRACKING ON "+table+" TO "+dr.Quote(user))
+	}
+	if len(lack) > 0 {
+		f.Verdict = source.VerdictProblem
+		f.Detail = "user " + user + " lacks " + strings.Join(lack, " and ") + " on the table (run the fix as the table's owner)"
+	}
+	return f
+}
