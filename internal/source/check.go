@@ -347,9 +347,62 @@ func checkSetup(ctx context.Context, sc SetupChecker, db *sql.DB, d Definition) 
 	if err != nil {
 		return nil, err
 	}
-	// The unique-key check (issue 26 item 1, KeyChecker.UniqueKey) goes here, after the columns
-	// finding, when the table and its columns were found.
-	return fs, nil
+	// The unique key, after the columns' finding, when the table and its columns were found.
+	at := slices.IndexFunc(fs, func(f Finding) bool { return f.Check == CheckColumns })
+	drv, ok := sc.(Driver)
+	if !ok || at < 0 || fs[at].Verdict != VerdictOK || KeysetColumns(d) == nil {
+		return fs, nil
+	}
+	f, err := keyFinding(ctx, drv, db, d)
+	if err != nil {
+		return nil, err
+	}
+	return slices.Insert(fs, at+1, f), nil
+}
+
+// keyFinding is the unique key's finding (KeyChecker, as Open asks it): a problem names one
+// repeated key among the first DupScan rows, if there is one, and its fix is the unique index;
+// while rows repeat, the fix is left to people (creating the index would fail).
+func keyFinding(ctx context.Context, drv Driver, db *sql.DB, d Definition) (Finding, error) {
+	keys := KeysetColumns(d)
+	f := Finding{Check: CheckUniqueKey, Verdict: VerdictUnknown}
+	kc, ok := drv.(KeyChecker)
+	if !ok {
+		f.Detail = "the " + drv.Name() + " driver cannot read keys from its catalog: each fetch checks its rows for a repeated key"
+		return f, nil
+	}
+	u, err := kc.UniqueKey(ctx, db, d.Table, keys)
+	if err != nil {
+		return Finding{}, fmt.Errorf("reading the table's keys from the catalog: %w", err)
+	}
+	switch u.Verdict {
+	case KeyUnique:
+		f.Verdict, f.Detail = VerdictOK, u.By
+		return f, nil
+	case KeyUnknown:
+		f.Detail = u.Why + ": each fetch checks its rows for a repeated key"
+		return f, nil
+	}
+	f.Verdict = VerdictProblem
+	f.Detail = fmt.Sprintf("no primary key or unique index covers the key columns (%s): rows that share them are skipped when a batch ends between them", strings.Join(keys, ", "))
+	vals, n, err := duplicateKey(ctx, db, drv, d.Table, keys)
+	if err != nil {
+		return Finding{}, fmt.Errorf("looking for a repeated key: %w", err)
+	}
+	create := UniqueIndexSQL(drv, d.Table, d.PK)
+	if vals == nil {
+		f.Fix = []string{create}
+		return f, nil
+	}
+	shown := make([]string, len(vals))
+	for i, v := range vals {
+		if b, ok := v.([]byte); ok {
+			v = string(b)
+		}
+		shown[i] = fmt.Sprintf("%s=%v", keys[i], v)
+	}
+	f.Detail += fmt.Sprintf("; %d rows have %s: remove the repeats, then %s, or choose key columns whose values are unique", n, strings.Join(shown, " "), create)
+	return f, nil
 }
 
 // ColumnsFinding is the columns' finding: missing lists the definition's columns the table

@@ -181,24 +181,37 @@ func (s *Source) keyFix(dups bool) string {
 // runs only for a poller it is about to refuse). It returns the values as the error shows them
 // ("" when none) and how many rows share them.
 func (s *Source) findDuplicate(ctx context.Context) (string, int64, error) {
-	keys := strings.Join(QuoteAll(s.dl, s.keyCols), ", ")
-	inner := s.dl.Limit(keys, " FROM "+QuoteTable(s.dl, s.def.Table)+" ORDER BY "+keys, fmt.Sprint(DupScan))
-	q := s.dl.Limit(keys+", COUNT(*)", " FROM ("+inner+") d GROUP BY "+keys+" HAVING COUNT(*) > 1", "1")
-	vals := make([]any, len(s.keyCols)+1)
+	vals, n, err := duplicateKey(ctx, s.db, s.dl, s.def.Table, s.keyCols)
+	switch {
+	case err != nil:
+		return "", 0, fmt.Errorf("source: poller %q, table %s: looking for a repeated key: %w", s.poller, s.def.Table, err)
+	case vals == nil:
+		return "", 0, nil
+	}
+	return s.keyText(vals), n, nil
+}
+
+// duplicateKey is findDuplicate's query for driver d: the values of one repeated (keyCols...)
+// among the first DupScan rows of t in key order (nil when none), and how many rows share them.
+func duplicateKey(ctx context.Context, db *sql.DB, d Driver, t Table, keyCols []string) ([]any, int64, error) {
+	keys := strings.Join(QuoteAll(d, keyCols), ", ")
+	inner := d.Limit(keys, " FROM "+QuoteTable(d, t)+" ORDER BY "+keys, fmt.Sprint(DupScan))
+	q := d.Limit(keys+", COUNT(*)", " FROM ("+inner+") d GROUP BY "+keys+" HAVING COUNT(*) > 1", "1")
+	vals := make([]any, len(keyCols)+1)
 	ptrs := make([]any, len(vals))
 	for i := range vals {
 		ptrs[i] = &vals[i]
 	}
 	var n int64
 	ptrs[len(vals)-1] = &n
-	err := s.db.QueryRowContext(ctx, q).Scan(ptrs...)
+	err := db.QueryRowContext(ctx, q).Scan(ptrs...)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		return "", 0, nil
+		return nil, 0, nil
 	case err != nil:
-		return "", 0, fmt.Errorf("source: poller %q, table %s: looking for a repeated key: %w", s.poller, s.def.Table, err)
+		return nil, 0, err
 	}
-	return s.keyText(vals[:len(s.keyCols)]), n, nil
+	return vals[:len(keyCols)], n, nil
 }
 
 // keyText renders the key columns' values, as read, for people: {"updated_at":"...","id":7}.
