@@ -100,6 +100,7 @@ type pollerCard struct {
 	Attempts     string
 	DeadIDs      []string
 	DeadMore     int
+	DeadOldest   string // the oldest dead letter's age, for people
 	Spark        sparkline
 	// Ops are the rows the history's ticks delivered, by op ("120 insert · 4 delete"); LastOps
 	// the newest tick's that counted any. "" when none was counted.
@@ -171,6 +172,9 @@ func NewPage(rep Report) PageData {
 			}
 		}
 		c.DeadIDs = r.DeadLetters.BatchIDs
+		if a := r.DeadLetters.OldestAgeSeconds; a != nil {
+			c.DeadOldest = DurationText(*a)
+		}
 		if len(c.DeadIDs) > maxDeadLetterIDs {
 			c.DeadIDs, c.DeadMore = c.DeadIDs[:maxDeadLetterIDs], len(c.DeadIDs)-maxDeadLetterIDs
 		}

@@ -60,6 +60,9 @@ const (
 	// HealthStopped: no tick for longer than its liveness interval plus three schedule periods,
 	// none ever, or it is not in this build (only its state is left).
 	HealthStopped = "stopped"
+	// HealthDegraded: its ticks succeed, but something needs someone: unresolved dead letters
+	// (rows it gave up on, until they are replayed or discarded); a failing setup check.
+	HealthDegraded = "degraded"
 	// HealthLagging: its ticks succeed, but the oldest row waiting is older than {P}_MAX_LAG.
 	HealthLagging = "lagging"
 	// HealthOK: its ticks succeed and it keeps up.
@@ -67,7 +70,7 @@ const (
 )
 
 // Healths lists the health values, most urgent first.
-var Healths = []string{HealthBlocked, HealthMisconfigured, HealthFailing, HealthStopped, HealthLagging, HealthOK}
+var Healths = []string{HealthBlocked, HealthMisconfigured, HealthFailing, HealthStopped, HealthDegraded, HealthLagging, HealthOK}
 
 // Row is one poller's status.
 type Row struct {
@@ -237,11 +240,17 @@ func (p Probe) MarshalJSON() ([]byte, error) {
 	return append(out, '}'), nil
 }
 
-// DeadLetters are a poller's dead letters: deadletter/{app}/{poller}/{batch_id}.json.
+// DeadLetters are a poller's dead letters: deadletter/{app}/{poller}/{batch_id}.json. While
+// there are any, the poller is degraded.
 type DeadLetters struct {
 	Count    int      `json:"count"`
-	BatchIDs []string `json:"batch_ids"`         // sorted
-	Problem  string   `json:"problem,omitempty"` // listing them failed
+	BatchIDs []string `json:"batch_ids"` // sorted
+	// OldestAgeSeconds is how long ago the oldest was written (the store's listing, on its
+	// clock); nil when there are none or the store's listing has no times.
+	OldestAgeSeconds *float64 `json:"oldest_age_seconds,omitempty"`
+	// List is the command that lists them, when there are any.
+	List    string `json:"list,omitempty"`
+	Problem string `json:"problem,omitempty"` // listing them failed
 }
 
 // Reader is what the rows need of the state store: reads and listings. store.Store satisfies it.
@@ -622,7 +631,15 @@ func verdict(r *Row, reg Registered) (string, string) {
 		return HealthStopped, fmt.Sprintf("no tick for %s (a running poller shows one within %s: its liveness interval plus three schedule periods): is the function app running, and the timer %s enabled?",
 			DurationText(r.LastTick.AgoSeconds), DurationText(within), name)
 	}
-	if h, why := detailVerdict(r); h != "" {
+	h, why := detailVerdict(r)
+	if h == HealthFailing {
+		return h, why
+	}
+	if r.DeadLetters.Count > 0 {
+		return HealthDegraded, r.DeadLetters.Text() + ": rows it gave up on, never delivered. Fix what failed them, then replay them (pollerctl deadletter replay " +
+			name + " BATCH_ID) or discard them (pollerctl deadletter discard " + name + " BATCH_ID)"
+	}
+	if h != "" {
 		return h, why
 	}
 	maxLag := reg.MaxLag
@@ -653,27 +670,39 @@ func waitingText(n int64) string {
 	return fmt.Sprint(n)
 }
 
+// deadLetters lists a poller's dead letters in one listing: it reads none of them, whatever
+// their number (the oldest one's age comes from the listing's times).
 func deadLetters(ctx context.Context, st Reader, app, pollerName string) DeadLetters {
-	ids, err := deadletter.List(ctx, readOnly{st}, app, pollerName)
+	sum, err := deadletter.Summarize(ctx, st, app, pollerName)
 	if err != nil {
 		return DeadLetters{BatchIDs: []string{}, Problem: redact.Text(err.Error())}
 	}
-	slices.Sort(ids)
-	return DeadLetters{Count: len(ids), BatchIDs: ids}
+	d := DeadLetters{Count: len(sum.BatchIDs), BatchIDs: sum.BatchIDs}
+	if d.Count > 0 {
+		d.List = deadletter.ListCommand(pollerName)
+		if sum.OldestAge != nil {
+			age := sum.OldestAge.Seconds()
+			d.OldestAgeSeconds = &age
+		}
+	}
+	return d
 }
 
-// errReadOnly: the status never writes.
-var errReadOnly = errors.New("pollerstatus: the status only reads")
-
-// readOnly gives a Reader the shape of a store.Store (deadletter.List asks for one) whose writes
-// fail.
-type readOnly struct{ Reader }
-
-func (readOnly) Put(context.Context, string, []byte, store.Condition) (store.Written, error) {
-	return store.Written{}, errReadOnly
+// Text says how many dead letters there are, how old the oldest is and how to list them; "" when
+// there are none.
+func (d DeadLetters) Text() string {
+	if d.Count == 0 {
+		return ""
+	}
+	s := fmt.Sprintf("%d dead letter", d.Count)
+	if d.Count > 1 {
+		s += "s"
+	}
+	if d.OldestAgeSeconds != nil {
+		s += ", the oldest written " + DurationText(*d.OldestAgeSeconds) + " ago"
+	}
+	return s + " (list them: " + d.List + ")"
 }
-
-func (readOnly) Delete(context.Context, string, store.Condition) error { return errReadOnly }
 
 // CursorText renders a cursor for people: its value, then each tiebreaker column=value in
 // column order; "(beginning)" for nil.
