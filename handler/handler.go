@@ -77,7 +77,16 @@ type pollerState struct {
 
 	recentMu sync.Mutex
 	recent   *recentTick // this process's last tick of the poller
+
+	lettersMu sync.Mutex
+	lettersAt time.Time // when this process last listed the poller's dead letters (zero: never)
+	letters   int       // how many it found
 }
+
+// deadLettersEvery is how often the handler lists a poller's dead letters (and right after a tick
+// that wrote one): while there are any, each listing logs a "dead letters" line, which the
+// dead-letters alert rule counts (its window, 15 minutes by default, holds three of them).
+const deadLettersEvery = 5 * time.Minute
 
 // recentTick is how this process's last tick of a poller ended, for the status it serves.
 type recentTick struct {
@@ -289,7 +298,43 @@ func (a *App) tick(ctx context.Context, ps *pollerState, invID string) (tick.Sum
 		a.marker.Record(ctx, liveness.Tick{Poller: ps.def.Name(), Outcome: outcome, Err: err, RowsWaiting: rt.rowsWaiting, LagSeconds: sum.LagSeconds,
 			WroteState: err == nil && sum.Outcome == tick.Committed, Interval: ps.settings.LivenessInterval})
 	}
+	a.checkDeadLetters(ctx, ps, sum.DeadLettered > 0)
 	return sum, err
+}
+
+// checkDeadLetters lists the poller's dead letters (one listing, no letter read) when
+// deadLettersEvery has passed since this process last did, or wrote is set (the tick just wrote
+// one), and logs a "dead letters" line while there are any: their count, the oldest one's age and
+// the command that lists them. The line after the last of them were resolved says count 0.
+func (a *App) checkDeadLetters(ctx context.Context, ps *pollerState, wrote bool) {
+	lister, ok := a.store.(deadletter.Lister)
+	if !ok || a.storeErr != nil || ps.err != nil {
+		return
+	}
+	now := a.clock.Now()
+	ps.lettersMu.Lock()
+	defer ps.lettersMu.Unlock()
+	if !wrote && !ps.lettersAt.IsZero() && now.Sub(ps.lettersAt) < deadLettersEvery {
+		return
+	}
+	name := ps.def.Name()
+	sum, err := deadletter.Summarize(context.WithoutCancel(ctx), lister, a.appName, name)
+	if err != nil {
+		a.log.Warn("dead letters not listed", "poller", name, "error", redact.Text(err.Error()))
+		return
+	}
+	prev := ps.letters
+	ps.lettersAt, ps.letters = now, len(sum.BatchIDs)
+	switch {
+	case ps.letters > 0:
+		attrs := []any{"poller", name, "count", ps.letters, "list", deadletter.ListCommand(name)}
+		if sum.OldestAge != nil {
+			attrs = append(attrs, "oldest_age_seconds", sum.OldestAge.Seconds())
+		}
+		a.log.Warn("dead letters", attrs...)
+	case prev > 0:
+		a.log.Info("dead letters", "poller", name, "count", 0)
+	}
 }
 
 func (a *App) runTick(ctx context.Context, ps *pollerState, invID string) (tick.Summary, error) {
