@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/azconn"
+	"github.com/pseudotrigger/pseudotrigger/internal/redact"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
@@ -66,7 +67,7 @@ func New(s Settings, opts *Options) (*Store, error) {
 		c, err = container.NewClientFromConnectionString(s.ConnectionString, s.Container, copts)
 		if err != nil {
 			// The SDK's message may quote the string; do not pass it on.
-			return nil, fmt.Errorf("%s: the connection string is not valid (%s)", s.Setting, azconn.Redact(s.ConnectionString))
+			return nil, fmt.Errorf("%s: the connection string is not valid (%s)", s.Setting, redact.ConnectionString(s.ConnectionString))
 		}
 	case s.ServiceURL != "":
 		cred := opts.Credential
