@@ -110,6 +110,8 @@ type Options struct {
 	// NoProbe leaves the status function's rows without a live probe of the sources (unit
 	// tests of the page that open no source).
 	NoProbe bool
+	// Environ lists the settings' names, to warn of a misspelt one (default: the environment's).
+	Environ func() []string
 }
 
 // New reads the settings of the state store and of every poller and logs what is wrong. A bad
@@ -180,7 +182,28 @@ func New(o Options) *App {
 		}
 		a.pollers[d.Name()] = ps
 	}
+	a.warnMisspelt(o)
 	return a
+}
+
+// warnMisspelt logs each setting whose name looks like a poller setting's but is none (a slip
+// that would leave a default in force), with the name meant.
+func (a *App) warnMisspelt(o Options) {
+	var keys, names []string
+	if o.Environ != nil {
+		keys = o.Environ()
+	} else {
+		for _, kv := range os.Environ() {
+			k, _, _ := strings.Cut(kv, "=")
+			keys = append(keys, k)
+		}
+	}
+	for _, d := range o.Pollers {
+		names = append(names, d.Name())
+	}
+	for _, w := range appsettings.Misspelt(keys, names) {
+		a.log.Warn("setting not used: "+w, "setting", strings.Fields(w)[0])
+	}
 }
 
 func hostname() string {

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerstatus"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
+	"github.com/pseudotrigger/pseudotrigger/internal/suggest"
 )
 
 // Row is one poller in `status`: pollerstatus computes it, for this command and for the
@@ -47,7 +49,8 @@ func status(ctx context.Context, args []string, env Env) error {
 	}
 	if len(pos) == 1 {
 		if !slices.Contains(pollers, pos[0]) {
-			return usagef("no poller %q: it is neither registered in this build nor has state under state/%s/", pos[0], env.App)
+			return usagef("no poller %q: it is neither registered in this build nor has state under state/%s/%s", pos[0], env.App,
+				suggest.DidYouMean(pos[0], pollers, strconv.Quote))
 		}
 		pollers = []string{pos[0]}
 	}
