@@ -95,6 +95,22 @@ type Setting struct {
 	read func(s *Settings, v string, p *pollerdef.Def) error
 }
 
+// onlyFor are the settings that apply to some cursor kinds only (each refuses a value for the
+// others); every other setting applies to every poller.
+var onlyFor = map[string][]string{
+	"SETTLE_LAG":       {state.KindTimestampPK},
+	"CDC_SLOT":         {state.KindLogical},
+	"CDC_PUBLICATION":  {state.KindLogical},
+	"CDC_MAX_RETAINED": {state.KindLogical},
+}
+
+// AppliesTo reports whether the setting means anything for a poller whose cursor is of kind
+// (what `pollerctl new` prints, and the only settings such a poller accepts a value for).
+func (st Setting) AppliesTo(kind string) bool {
+	kinds, ok := onlyFor[st.Suffix]
+	return !ok || slices.Contains(kinds, kind)
+}
+
 // Table is every poller setting, in the order they are read (a default may depend on an earlier
 // setting's value).
 var Table = []Setting{
