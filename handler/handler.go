@@ -75,9 +75,6 @@ type pollerState struct {
 	mu     sync.Mutex
 	runner *tick.Runner // opened on first use
 
-	recentMu sync.Mutex
-	recent   *recentTick // this process's last tick of the poller
-
 	lettersMu sync.Mutex
 	lettersAt time.Time // when this process last listed the poller's dead letters (zero: never)
 	letters   int       // how many it found
@@ -87,15 +84,6 @@ type pollerState struct {
 // that wrote one): while there are any, each listing logs a "dead letters" line, which the
 // dead-letters alert rule counts (its window, 15 minutes by default, holds three of them).
 const deadLettersEvery = 5 * time.Minute
-
-// recentTick is how this process's last tick of a poller ended, for the status it serves.
-type recentTick struct {
-	at          time.Time
-	outcome     string
-	err         string
-	rowsWaiting int64
-	lag         *float64
-}
 
 // Options configure an App. Zero values take the defaults.
 type Options struct {
@@ -307,18 +295,12 @@ func (a *App) tick(ctx context.Context, ps *pollerState, invID string) (tick.Sum
 	case err != nil && sum.Outcome != tick.Blocked:
 		outcome = string(tick.Failed)
 	}
-	rt := &recentTick{at: a.clock.Now(), outcome: outcome, rowsWaiting: sum.RowsWaiting, lag: sum.LagSeconds}
+	rowsWaiting := sum.RowsWaiting
 	if sum.Poller == "" {
-		rt.rowsWaiting = -1
+		rowsWaiting = -1
 	}
-	if err != nil {
-		rt.err = err.Error()
-	}
-	ps.recentMu.Lock()
-	ps.recent = rt
-	ps.recentMu.Unlock()
 	if a.marker != nil {
-		a.marker.Record(ctx, liveness.Tick{Poller: ps.def.Name(), Outcome: outcome, Err: err, RowsWaiting: rt.rowsWaiting, LagSeconds: sum.LagSeconds,
+		a.marker.Record(ctx, liveness.Tick{Poller: ps.def.Name(), Outcome: outcome, Err: err, RowsWaiting: rowsWaiting, LagSeconds: sum.LagSeconds,
 			WroteState: err == nil && sum.Outcome == tick.Committed, Interval: ps.settings.LivenessInterval})
 	}
 	a.checkDeadLetters(ctx, ps, sum.DeadLettered > 0)

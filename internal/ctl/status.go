@@ -74,14 +74,8 @@ func statusTable(env Env, rows []Row) error {
 	tw := tabwriter.NewWriter(env.Out, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "POLLER\tHEALTH\tLAST TICK\tLAG\tWAITING\tCURSOR\tTOKEN\tLEASE\tLAST BATCH\tFAILURES")
 	for _, r := range rows {
-		lastTick := "never"
-		if t := r.LastTick; t != nil {
-			lastTick = pollerstatus.DurationText(t.AgoSeconds) + " ago " + t.Outcome
-		}
-		lag := "-"
-		if r.LagSeconds != nil {
-			lag = pollerstatus.DurationText(*r.LagSeconds)
-		}
+		lastTick := r.LastTick.Text()
+		lag := pollerstatus.LagText(r)
 		waiting := "-"
 		if r.RowsWaiting >= 0 {
 			waiting = fmt.Sprint(r.RowsWaiting)

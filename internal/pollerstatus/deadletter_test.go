@@ -130,3 +130,25 @@ func TestDeadLettersAgeAzurite(t *testing.T) {
 		t.Fatalf("dead letters %+v (oldest %v)", d, d.OldestAgeSeconds)
 	}
 }
+
+// TestLagText: one rendering of the lag for the page and pollerctl status: never a made-up 0 for
+// a cursor with no clock in it.
+func TestLagText(t *testing.T) {
+	xid := &state.Cursor{Kind: state.KindXID, Value: []byte(`"100"`)}
+	ts := &state.Cursor{Kind: state.KindTimestampPK, Value: []byte(`"2026-11-22T12:00:00Z"`)}
+	for _, c := range []struct {
+		r    pollerstatus.Row
+		want string
+	}{
+		{pollerstatus.Row{Cursor: xid, RowsWaiting: 5}, "unknown (the xid cursor has no clock: see the rows waiting)"},
+		{pollerstatus.Row{Cursor: xid, RowsWaiting: -1}, "unknown (the xid cursor has no clock: see the rows waiting)"},
+		{pollerstatus.Row{Cursor: xid, RowsWaiting: 0, LagSeconds: ptr(0)}, "0s (nothing waits)"},
+		{pollerstatus.Row{Cursor: ts, RowsWaiting: 3, LagSeconds: ptr(2.5)}, "2.5s"},
+		{pollerstatus.Row{Cursor: ts, RowsWaiting: -1}, "-"},
+		{pollerstatus.Row{RowsWaiting: -1}, "-"},
+	} {
+		if got := pollerstatus.LagText(c.r); got != c.want {
+			t.Errorf("LagText(%s, %d waiting, lag %v) = %q, want %q", pollerstatus.CursorText(c.r.Cursor), c.r.RowsWaiting, c.r.LagSeconds, got, c.want)
+		}
+	}
+}

@@ -180,15 +180,17 @@ func appendDetails(b []byte, details []source.Detail) ([]byte, error) {
 	return b, nil
 }
 
-// LastTick is the newest sign of a tick.
+// LastTick is the newest sign of a tick in the state container. It is one rule for every reader
+// (the status function of any instance, pollerctl status): no reader's own memory of the ticks
+// it ran takes part, so they all show the same last tick.
 type LastTick struct {
-	// AgoSeconds is how long ago, on the clock of whoever recorded it: the storage service's
-	// (its blob's Last-Modified against the read's Date) or this process's own.
+	// AgoSeconds is how long ago, on the storage service's clock (its blob's Last-Modified
+	// against the read's Date).
 	AgoSeconds float64 `json:"ago_seconds"`
 	Outcome    string  `json:"outcome"` // idle, lease_held, committed, failed, blocked, misconfigured
 	Error      string  `json:"error,omitempty"`
-	// From: "state" (the state document's last write by a tick), "liveness" (the poller's
-	// liveness mark) or "process" (the handler that answers this status ran it).
+	// From: "state" (the state document's last write by a tick) or "liveness" (the poller's
+	// liveness mark).
 	From string `json:"from"`
 	// ExpectedWithinSeconds is how recent a running poller's last tick always is: its liveness
 	// interval plus three schedule periods. An older one makes the poller stopped.
@@ -198,9 +200,20 @@ type LastTick struct {
 	lag         *float64
 }
 
-// NewLastTick makes a LastTick with the backlog its tick measured (rowsWaiting -1: none).
-func NewLastTick(agoSeconds float64, outcome, err, from string, rowsWaiting int64, lag *float64) LastTick {
-	return LastTick{AgoSeconds: agoSeconds, Outcome: outcome, Error: err, From: from, rowsWaiting: rowsWaiting, lag: lag}
+// Text renders the last tick for people, the same on the page and in pollerctl status: how long
+// ago, its outcome and where it was read; "none recorded" for nil.
+func (t *LastTick) Text() string {
+	if t == nil {
+		return "none recorded"
+	}
+	s := DurationText(t.AgoSeconds) + " ago · " + t.Outcome
+	switch t.From {
+	case "liveness":
+		s += " (liveness mark)"
+	case "state":
+		s += " (state document)"
+	}
+	return s
 }
 
 // Failed reports whether the tick failed.
@@ -301,9 +314,6 @@ type Config struct {
 	// Probe, if set, looks at a registered poller's source live (ProbeSource does the looking);
 	// doc is its state document (nil when none). Without it the rows carry no probe.
 	Probe func(ctx context.Context, pollerName string, doc *state.Doc) Probe
-	// Recent, if set, returns this process's own record of a poller's last tick (the handler
-	// answering the status ran it), which is more recent than any mark it wrote.
-	Recent func(pollerName string) (LastTick, bool)
 	// Now is the clock for the schedule's periods (default time.Now).
 	Now func() time.Time
 }
@@ -395,12 +405,6 @@ func Read(ctx context.Context, st Reader, cfg Config, pollerName string) (r Row)
 	if m, b, err := liveness.Read(ctx, st, cfg.App, pollerName); err == nil && m != nil {
 		ticks = append(ticks, LastTick{AgoSeconds: ago(b), Outcome: m.Outcome, Error: redact.Text(m.Error), From: "liveness",
 			rowsWaiting: m.RowsWaiting, lag: m.LagSeconds})
-	}
-	if cfg.Recent != nil {
-		if t, ok := cfg.Recent(pollerName); ok {
-			t.Error = redact.Text(t.Error)
-			ticks = append(ticks, t)
-		}
 	}
 	defer func() {
 		r.LastTick = newest(ticks)
@@ -562,19 +566,11 @@ func ago(b store.Blob) float64 {
 	return max(b.Date.Sub(b.LastModified).Seconds(), 0)
 }
 
-// newest returns the most recent of the ticks, or nil. The blobs' ages have the storage
-// service's one-second resolution, so this process's own record wins a tie within a second: it
-// is the same tick, told more precisely.
+// newest returns the most recent of the ticks, or nil; of two as recent, the first.
 func newest(ticks []LastTick) *LastTick {
-	age := func(t *LastTick) float64 {
-		if t.From == "process" {
-			return t.AgoSeconds - 1
-		}
-		return t.AgoSeconds
-	}
 	var best *LastTick
 	for i := range ticks {
-		if best == nil || age(&ticks[i]) < age(best) {
+		if best == nil || ticks[i].AgoSeconds < best.AgoSeconds {
 			best = &ticks[i]
 		}
 	}

@@ -62,10 +62,10 @@ func TestRule(t *testing.T) {
 func TestConnectionString(t *testing.T) {
 	for in, want := range map[string]string{
 		"DefaultEndpointsProtocol=https;AccountName=a;AccountKey=abc==;EndpointSuffix=core.windows.net": "DefaultEndpointsProtocol=https;AccountName=a;AccountKey=REDACTED;EndpointSuffix=core.windows.net",
-		"AccountName=a;AcountKey=abc==":                            "AccountName=a;AcountKey=REDACTED",
-		"BlobEndpoint=https://a.blob.core.windows.net;bare-secret": "BlobEndpoint=https://a.blob.core.windows.net;REDACTED",
+		"AccountName=a;AcountKey=abc==":                                                 "AccountName=a;AcountKey=REDACTED",
+		"BlobEndpoint=https://a.blob.core.windows.net;bare-secret":                      "BlobEndpoint=https://a.blob.core.windows.net;REDACTED",
 		"BlobEndpoint=https://a.blob.core.windows.net;SharedAccessSignature=sv=1&sig=x": "BlobEndpoint=https://a.blob.core.windows.net;SharedAccessSignature=REDACTED",
-		"UseDevelopmentStorage=true": "UseDevelopmentStorage=true",
+		"UseDevelopmentStorage=true":                                                    "UseDevelopmentStorage=true",
 	} {
 		got := redact.ConnectionString(in)
 		if got != want {
