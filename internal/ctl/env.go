@@ -21,7 +21,8 @@ func (env Env) announce(ctx context.Context) {
 	}
 	storeName := env.StoreName
 	if storeName == "" && env.StoreErr != nil {
-		storeName = "not usable: " + env.StoreErr.Error()
+		// Why is the command's error, printed once, after this line.
+		storeName = "not usable"
 	}
 	source := env.Source
 	if source == "" {

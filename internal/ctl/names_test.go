@@ -2,6 +2,7 @@ package ctl_test
 
 import (
 	"bytes"
+	"errors"
 	"strings"
 	"testing"
 
@@ -47,5 +48,20 @@ func TestMisspeltSettingWarned(t *testing.T) {
 	if !strings.Contains(errOut.String(), "pollerctl: warning: ORDERS_BATCHSIZE is not a setting: did you mean ORDERS_BATCH_SIZE?\n") ||
 		strings.Count(errOut.String(), "warning") != 1 {
 		t.Fatalf("stderr:\n%s", errOut.String())
+	}
+}
+
+// TestStoreErrorOnce: a state store that is not usable is said once: the first line says it is
+// not usable, the command's error says why (before, both quoted the whole error).
+func TestStoreErrorOnce(t *testing.T) {
+	var out, errOut bytes.Buffer
+	why := "no state storage configured: set StateStorage"
+	code := ctl.Run(ctx, []string{"status"}, ctl.Env{
+		StoreErr: errors.New(why), App: "test", Getenv: func(string) string { return "" },
+		Pollers: []*pollerdef.Def{orders}, Out: &out, Err: &errOut, In: strings.NewReader(""),
+	})
+	all := errOut.String() + out.String()
+	if code != ctl.ExitUsage || strings.Count(all, why) != 1 || !strings.Contains(errOut.String(), "state store not usable") {
+		t.Fatalf("exit %d\nstderr:\n%s\nstdout:\n%s", code, errOut.String(), out.String())
 	}
 }
