@@ -303,3 +303,22 @@ func TestJSSyntax(t *testing.T) {
 		}
 	}
 }
+
+// TestContractHealths: the status JSON's health row in docs/contract.md lists exactly the health
+// values the code has, in their order (most urgent first).
+func TestContractHealths(t *testing.T) {
+	for _, line := range readLines(t, "docs/contract.md") {
+		if !strings.HasPrefix(line, "| `health` |") {
+			continue
+		}
+		var got []string
+		for _, n := range inlineCode.FindAllString(strings.SplitN(line, "(", 2)[0], -1) {
+			got = append(got, strings.Trim(n, "`"))
+		}
+		if got = got[1:]; !slices.Equal(got, pollerstatus.Healths) {
+			t.Errorf("docs/contract.md's health row lists %v; the code has %v", got, pollerstatus.Healths)
+		}
+		return
+	}
+	t.Fatal("docs/contract.md has no health row")
+}

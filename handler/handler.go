@@ -75,18 +75,15 @@ type pollerState struct {
 	mu     sync.Mutex
 	runner *tick.Runner // opened on first use
 
-	recentMu sync.Mutex
-	recent   *recentTick // this process's last tick of the poller
+	lettersMu sync.Mutex
+	lettersAt time.Time // when this process last listed the poller's dead letters (zero: never)
+	letters   int       // how many it found
 }
 
-// recentTick is how this process's last tick of a poller ended, for the status it serves.
-type recentTick struct {
-	at          time.Time
-	outcome     string
-	err         string
-	rowsWaiting int64
-	lag         *float64
-}
+// deadLettersEvery is how often the handler lists a poller's dead letters (and right after a tick
+// that wrote one): while there are any, each listing logs a "dead letters" line, which the
+// dead-letters alert rule counts (its window, 15 minutes by default, holds three of them).
+const deadLettersEvery = 5 * time.Minute
 
 // Options configure an App. Zero values take the defaults.
 type Options struct {
@@ -101,6 +98,8 @@ type Options struct {
 	// NoProbe leaves the status function's rows without a live probe of the sources (unit
 	// tests of the page that open no source).
 	NoProbe bool
+	// Environ lists the settings' names, to warn of a misspelt one (default: the environment's).
+	Environ func() []string
 }
 
 // New reads the settings of the state store and of every poller and logs what is wrong. A bad
@@ -171,7 +170,28 @@ func New(o Options) *App {
 		}
 		a.pollers[d.Name()] = ps
 	}
+	a.warnMisspelt(o)
 	return a
+}
+
+// warnMisspelt logs each setting whose name looks like a poller setting's but is none (a slip
+// that would leave a default in force), with the name meant.
+func (a *App) warnMisspelt(o Options) {
+	var keys, names []string
+	if o.Environ != nil {
+		keys = o.Environ()
+	} else {
+		for _, kv := range os.Environ() {
+			k, _, _ := strings.Cut(kv, "=")
+			keys = append(keys, k)
+		}
+	}
+	for _, d := range o.Pollers {
+		names = append(names, d.Name())
+	}
+	for _, w := range appsettings.Misspelt(keys, names) {
+		a.log.Warn("setting not used: "+w, "setting", strings.Fields(w)[0])
+	}
 }
 
 func hostname() string {
@@ -275,21 +295,51 @@ func (a *App) tick(ctx context.Context, ps *pollerState, invID string) (tick.Sum
 	case err != nil && sum.Outcome != tick.Blocked:
 		outcome = string(tick.Failed)
 	}
-	rt := &recentTick{at: a.clock.Now(), outcome: outcome, rowsWaiting: sum.RowsWaiting, lag: sum.LagSeconds}
+	rowsWaiting := sum.RowsWaiting
 	if sum.Poller == "" {
-		rt.rowsWaiting = -1
+		rowsWaiting = -1
 	}
-	if err != nil {
-		rt.err = err.Error()
-	}
-	ps.recentMu.Lock()
-	ps.recent = rt
-	ps.recentMu.Unlock()
 	if a.marker != nil {
-		a.marker.Record(ctx, liveness.Tick{Poller: ps.def.Name(), Outcome: outcome, Err: err, RowsWaiting: rt.rowsWaiting, LagSeconds: sum.LagSeconds,
+		a.marker.Record(ctx, liveness.Tick{Poller: ps.def.Name(), Outcome: outcome, Err: err, RowsWaiting: rowsWaiting, LagSeconds: sum.LagSeconds,
 			WroteState: err == nil && sum.Outcome == tick.Committed, Interval: ps.settings.LivenessInterval})
 	}
+	a.checkDeadLetters(ctx, ps, sum.DeadLettered > 0)
 	return sum, err
+}
+
+// checkDeadLetters lists the poller's dead letters (one listing, no letter read) when
+// deadLettersEvery has passed since this process last did, or wrote is set (the tick just wrote
+// one), and logs a "dead letters" line while there are any: their count, the oldest one's age and
+// the command that lists them. The line after the last of them were resolved says count 0.
+func (a *App) checkDeadLetters(ctx context.Context, ps *pollerState, wrote bool) {
+	lister, ok := a.store.(deadletter.Lister)
+	if !ok || a.storeErr != nil || ps.err != nil {
+		return
+	}
+	now := a.clock.Now()
+	ps.lettersMu.Lock()
+	defer ps.lettersMu.Unlock()
+	if !wrote && !ps.lettersAt.IsZero() && now.Sub(ps.lettersAt) < deadLettersEvery {
+		return
+	}
+	name := ps.def.Name()
+	sum, err := deadletter.Summarize(context.WithoutCancel(ctx), lister, a.appName, name)
+	if err != nil {
+		a.log.Warn("dead letters not listed", "poller", name, "error", redact.Text(err.Error()))
+		return
+	}
+	prev := ps.letters
+	ps.lettersAt, ps.letters = now, len(sum.BatchIDs)
+	switch {
+	case ps.letters > 0:
+		attrs := []any{"poller", name, "count", ps.letters, "list", deadletter.ListCommand(name)}
+		if sum.OldestAge != nil {
+			attrs = append(attrs, "oldest_age_seconds", sum.OldestAge.Seconds())
+		}
+		a.log.Warn("dead letters", attrs...)
+	case prev > 0:
+		a.log.Info("dead letters", "poller", name, "count", 0)
+	}
 }
 
 func (a *App) runTick(ctx context.Context, ps *pollerState, invID string) (tick.Summary, error) {

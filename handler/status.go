@@ -86,7 +86,7 @@ func (a *App) status(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *App) statusConfig() pollerstatus.Config {
-	cfg := pollerstatus.Config{App: a.appName, Recent: a.recent, Now: a.clock.Now}
+	cfg := pollerstatus.Config{App: a.appName, Now: a.clock.Now}
 	if !a.noProbe {
 		cfg.Probe = a.probe
 	}
@@ -110,21 +110,6 @@ func (a *App) probe(ctx context.Context, name string, doc *state.Doc) pollerstat
 		}
 		return src, r.Lease.Config().Blob, nil, nil
 	})
-}
-
-// recent is this process's own record of a poller's last tick.
-func (a *App) recent(name string) (pollerstatus.LastTick, bool) {
-	ps, ok := a.pollers[name]
-	if !ok {
-		return pollerstatus.LastTick{}, false
-	}
-	ps.recentMu.Lock()
-	rt := ps.recent
-	ps.recentMu.Unlock()
-	if rt == nil {
-		return pollerstatus.LastTick{}, false
-	}
-	return pollerstatus.NewLastTick(a.clock.Now().Sub(rt.at).Seconds(), rt.outcome, rt.err, "process", rt.rowsWaiting, rt.lag), true
 }
 
 // prefersHTML reports whether the request's Accept header ranks text/html (or XHTML) above

@@ -321,7 +321,7 @@ func checkPage(t *testing.T, body string) {
 
 	ledger := section(t, body, "ledger")
 	checkSpark(t, ledger, "rows waiting", ledgerTicks-1) // the tick that did not count is left out
-	for _, want := range []string{"no lag for this cursor kind (integer)", "99000", "4 failed of 5 allowed (on poison: quarantine)",
+	for _, want := range []string{"unknown (the integer cursor has no clock: see the rows waiting)", "99000", "4 failed of 5 allowed (on poison: quarantine)",
 		"none recorded", "no tick recorded yet", `data-failed="4"`, "4 failed ticks"} {
 		if !strings.Contains(ledger, want) {
 			t.Errorf("ledger does not show %q", want)

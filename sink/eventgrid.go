@@ -11,6 +11,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/eventgrid/azeventgrid"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/azconn"
+	"github.com/pseudotrigger/pseudotrigger/internal/redact"
 )
 
 // eventGridMax is Event Grid's limit for one event and for one publish request: 1 MB.
@@ -45,7 +46,7 @@ func newEventGrid(cfg Config, getenv func(string) string, opts azcore.ClientOpti
 		p := azconn.ParseConnectionString(cs)
 		g.endpoint = p["endpoint"]
 		if err := azconn.CheckServiceURL(g.endpoint, "https://TOPIC.REGION-1.eventgrid.azure.net/api/events"); err != nil || p["accesskey"] == "" {
-			return nil, fmt.Errorf("%s: not a connection string Endpoint=https://TOPIC.REGION-1.eventgrid.azure.net/api/events;AccessKey=KEY (%s)", conn.Setting, azconn.Redact(cs))
+			return nil, fmt.Errorf("%s: not a connection string Endpoint=https://TOPIC.REGION-1.eventgrid.azure.net/api/events;AccessKey=KEY (%s)", conn.Setting, redact.ConnectionString(cs))
 		}
 		g.c, err = azeventgrid.NewClientWithSharedKeyCredential(g.endpoint, azcore.NewKeyCredential(p["accesskey"]), copts)
 		if err != nil {

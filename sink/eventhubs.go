@@ -9,6 +9,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/azconn"
+	"github.com/pseudotrigger/pseudotrigger/internal/redact"
 )
 
 // eventHubs sends an event per row (or per batch) to an event hub. Each event's partition key is
@@ -69,7 +70,7 @@ func newEventHubs(cfg Config, getenv func(string) string, opts azcore.ClientOpti
 		}
 		// The SDK's parse errors name keys and the endpoint only, never a key's value.
 		if eh.pc, err = azeventhubs.NewProducerClientFromConnectionString(cs, hub, popts); err != nil {
-			return nil, fmt.Errorf("%s: the connection string is not valid (%s): %v", conn.Setting, azconn.Redact(cs), err)
+			return nil, fmt.Errorf("%s: the connection string is not valid (%s): %v", conn.Setting, redact.ConnectionString(cs), err)
 		}
 	} else {
 		cred, err := conn.Identity.TokenCredential(conn.Setting)

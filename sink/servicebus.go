@@ -11,6 +11,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/azconn"
+	"github.com/pseudotrigger/pseudotrigger/internal/redact"
 )
 
 // serviceBus sends a message per row (or per batch) to a Service Bus queue or topic, in message
@@ -73,7 +74,7 @@ func newServiceBus(cfg Config, getenv func(string) string, opts azcore.ClientOpt
 	if cs := conn.ConnectionString; cs != "" {
 		// The SDK's parse errors name keys and the endpoint only, never a key's value.
 		if sb.client, err = azservicebus.NewClientFromConnectionString(cs, copts); err != nil {
-			return nil, fmt.Errorf("%s: the connection string is not valid (%s): %v", conn.Setting, azconn.Redact(cs), err)
+			return nil, fmt.Errorf("%s: the connection string is not valid (%s): %v", conn.Setting, redact.ConnectionString(cs), err)
 		}
 	} else {
 		cred, err := conn.Identity.TokenCredential(conn.Setting)

@@ -12,6 +12,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/queueerror"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/azconn"
+	"github.com/pseudotrigger/pseudotrigger/internal/redact"
 )
 
 // DevelopmentQueueConnectionString is Azurite's public account with its queue service on the
@@ -59,11 +60,11 @@ func QueueClient(getenv func(string) string, connection, queue string, opts *azq
 		if strings.EqualFold(p["usedevelopmentstorage"], "true") {
 			cs = DevelopmentQueueConnectionString
 		} else if p["queueendpoint"] == "" && p["accountname"] == "" {
-			return nil, conn, fmt.Errorf("%s: the connection string names no AccountName or QueueEndpoint (%s)", conn.Setting, azconn.Redact(cs))
+			return nil, conn, fmt.Errorf("%s: the connection string names no AccountName or QueueEndpoint (%s)", conn.Setting, redact.ConnectionString(cs))
 		}
 		q, err := azqueue.NewQueueClientFromConnectionString(cs, queue, opts)
 		if err != nil {
-			return nil, conn, fmt.Errorf("%s: the connection string is not valid (%s)", conn.Setting, azconn.Redact(cs))
+			return nil, conn, fmt.Errorf("%s: the connection string is not valid (%s)", conn.Setting, redact.ConnectionString(cs))
 		}
 		return q, conn, nil
 	}

@@ -38,7 +38,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	root := repoRoot()
-	getenv, source, err := settings(root)
+	getenv, source, keys, err := settings(root)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "pollerctl:", err)
 		os.Exit(ctl.ExitUsage)
@@ -62,6 +62,7 @@ func main() {
 		In:      os.Stdin,
 		Root:    root,
 	}
+	env.Settings = keys
 	// A terminal answers the termios ioctl; /dev/null and pipes do not.
 	if _, err := unix.IoctlGetTermios(int(os.Stdin.Fd()), unix.TCGETS); err == nil {
 		env.Terminal = true
@@ -78,8 +79,13 @@ func main() {
 
 // settings returns pollerctl's settings: the environment over the Values of local.settings.json
 // in the working directory or, failing that, at the repository root; and says where they came
-// from. A local.settings.json that does not parse is an error naming it.
-func settings(root string) (func(string) string, string, error) {
+// from, and their names. A local.settings.json that does not parse is an error naming it.
+func settings(root string) (func(string) string, string, []string, error) {
+	var keys []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		keys = append(keys, k)
+	}
 	candidates := []string{"local.settings.json"}
 	if root != "" {
 		candidates = append(candidates, filepath.Join(root, "local.settings.json"))
@@ -90,7 +96,10 @@ func settings(root string) (func(string) string, string, error) {
 		}
 		values, err := devhost.LoadSettings(p)
 		if err != nil {
-			return nil, "", err
+			return nil, "", nil, err
+		}
+		for k := range values {
+			keys = append(keys, k)
 		}
 		abs, _ := filepath.Abs(p)
 		return func(k string) string {
@@ -98,9 +107,9 @@ func settings(root string) (func(string) string, string, error) {
 				return v
 			}
 			return values[k]
-		}, "the environment and " + abs, nil
+		}, "the environment and " + abs, keys, nil
 	}
-	return os.Getenv, "the environment (no local.settings.json here)", nil
+	return os.Getenv, "the environment (no local.settings.json here)", keys, nil
 }
 
 // repoRoot finds the directory of the go.mod declaring this module, from the working directory up.

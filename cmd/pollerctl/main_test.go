@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -40,22 +41,26 @@ func TestSettings(t *testing.T) {
 	t.Setenv("PT_TEST_B", "from env")
 
 	t.Chdir(sub)
-	getenv, source, err := settings("")
+	getenv, source, _, err := settings("")
 	if err != nil || getenv("PT_TEST_A") != "" || !strings.Contains(source, "no local.settings.json") {
 		t.Fatalf("without a file or a root: %q, %q, %v", getenv("PT_TEST_A"), source, err)
 	}
-	getenv, source, err = settings(root)
+	getenv, source, keys, err := settings(root)
 	if err != nil || getenv("PT_TEST_A") != "from root" || getenv("PT_TEST_B") != "from env" || !strings.Contains(source, filepath.Join(root, "local.settings.json")) {
 		t.Fatalf("the root's file: A=%q B=%q, %q, %v", getenv("PT_TEST_A"), getenv("PT_TEST_B"), source, err)
 	}
+	// The names it sees, for the misspelt-setting warnings: the file's and the environment's.
+	if !slices.Contains(keys, "PT_TEST_A") || !slices.Contains(keys, "PT_TEST_B") || !slices.Contains(keys, "PATH") {
+		t.Fatalf("the settings' names: %v", keys)
+	}
 	writeSettings(t, sub, map[string]string{"PT_TEST_A": "from here"})
-	if getenv, _, err = settings(root); err != nil || getenv("PT_TEST_A") != "from here" {
+	if getenv, _, _, err = settings(root); err != nil || getenv("PT_TEST_A") != "from here" {
 		t.Fatalf("the working directory's file comes first: %q, %v", getenv("PT_TEST_A"), err)
 	}
 	if err := os.WriteFile(filepath.Join(sub, "local.settings.json"), []byte("{"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := settings(root); err == nil || !strings.Contains(err.Error(), "local.settings.json") {
+	if _, _, _, err := settings(root); err == nil || !strings.Contains(err.Error(), "local.settings.json") {
 		t.Fatalf("a file that does not parse: %v", err)
 	}
 }
@@ -171,7 +176,7 @@ func TestPollerctlProcess(t *testing.T) {
 	if out, _, code := run(root, nil, "delete", "exp"); code != 2 || !strings.Contains(out, blob) {
 		t.Fatalf("delete of nothing: exit %d\n%s", code, out)
 	}
-	if out, _, code := run(root, nil, "backups", "nope"); code != 2 || !strings.Contains(out, "backups/"+app+"/nope/") {
+	if out, _, code := run(root, nil, "backups", "nope"); code != 2 || !strings.Contains(out, `no poller "nope"`) || !strings.Contains(out, "no state, backups or dead letters") {
 		t.Fatalf("backups of none: exit %d\n%s", code, out)
 	}
 }

@@ -451,7 +451,7 @@ func TestModuleParams(t *testing.T) {
 	}
 }
 
-// alertQueries returns the four queries in modules/alerts.bicep (multi-line strings) by variable name.
+// alertQueries returns the five queries in modules/alerts.bicep (multi-line strings) by variable name.
 func alertQueries(t *testing.T, alerts string) map[string]string {
 	t.Helper()
 	q := regexp.MustCompile(`(?s)var (\w+Query) = (?:replace\()?'''(.*?)'''`)
@@ -459,20 +459,20 @@ func alertQueries(t *testing.T, alerts string) map[string]string {
 	for _, m := range q.FindAllStringSubmatch(alerts, -1) {
 		out[m[1]] = m[2]
 	}
-	if len(out) != 4 {
-		t.Fatalf("modules/alerts.bicep has %d queries, want 4 (failedTicksQuery, lagQuery, blockedQuery, slotRetainedQuery)", len(out))
+	if len(out) != 5 {
+		t.Fatalf("modules/alerts.bicep has %d queries, want 5 (failedTicksQuery, lagQuery, blockedQuery, slotRetainedQuery, deadLettersQuery)", len(out))
 	}
 	return out
 }
 
-// TestAlertRules: four log search alert rules on a stable API version, scoped to Application
+// TestAlertRules: five log search alert rules on a stable API version, scoped to Application
 // Insights, each notifying the action group parameter, split by poller, with thresholds,
 // severities, frequency and window from parameters, and queries over the handler's JSON lines.
 func TestAlertRules(t *testing.T) {
 	alerts := read(t, "modules/alerts.bicep")
 	decl := params(alerts)
 	for _, p := range []string{"insightsId", "actionGroupId", "failedTicksInARow", "lagThresholdSeconds", "evaluationFrequency",
-		"windowSize", "failedTicksWindowSize", "failedTicksSeverity", "lagSeverity", "blockedSeverity", "slotRetainedThresholdBytes", "slotRetainedSeverity"} {
+		"windowSize", "failedTicksWindowSize", "failedTicksSeverity", "lagSeverity", "blockedSeverity", "slotRetainedThresholdBytes", "slotRetainedSeverity", "deadLettersSeverity"} {
 		if _, ok := decl[p]; !ok {
 			t.Errorf("modules/alerts.bicep lacks the parameter %s", p)
 		}
@@ -501,8 +501,8 @@ func TestAlertRules(t *testing.T) {
 		}
 		rules[name] = alerts[s:e]
 	}
-	if len(rules) != 4 {
-		t.Fatalf("modules/alerts.bicep has %d scheduledQueryRules, want 4", len(rules))
+	if len(rules) != 5 {
+		t.Fatalf("modules/alerts.bicep has %d scheduledQueryRules, want 5", len(rules))
 	}
 	type want struct {
 		query, severity, window, threshold string
@@ -513,6 +513,7 @@ func TestAlertRules(t *testing.T) {
 		"lag":          {"lagQuery", "lagSeverity", "windowSize", "lagThresholdSeconds", []string{"poller"}},
 		"blocked":      {"blockedQuery", "blockedSeverity", "windowSize", "0", []string{"poller", "batch_id"}},
 		"slotRetained": {"slotRetainedQuery", "slotRetainedSeverity", "windowSize", "slotRetainedThresholdBytes", []string{"poller"}},
+		"deadLetters":  {"deadLettersQuery", "deadLettersSeverity", "windowSize", "0", []string{"poller"}},
 	}
 	queries := alertQueries(t, alerts)
 	for name, w := range wants {
@@ -556,6 +557,10 @@ func TestAlertRules(t *testing.T) {
 		t.Error("the slot rule must compare the maximum of slot_retained_bytes with slotRetainedThresholdBytes")
 	}
 
+	if !strings.Contains(rules["deadLetters"], "metricMeasureColumn: 'dead_letters'") || !strings.Contains(rules["deadLetters"], "timeAggregation: 'Maximum'") {
+		t.Error("the dead-letters rule must compare the maximum of dead_letters (the latest line's count) with 0")
+	}
+
 	// The queries: the handler's JSON lines in traces.message, by their own fields.
 	for name, q := range queries {
 		for _, s := range []string{"\ntraces\n", "| extend line = parse_json(message)", "poller = tostring(line.poller)", "where isnotempty(poller)"} {
@@ -580,6 +585,9 @@ func TestAlertRules(t *testing.T) {
 		"blockedQuery": {`where tostring(line.msg) == "poller blocked"`, "batch_id = tostring(line.batch_id)"},
 		"slotRetainedQuery": {`where tostring(line.msg) == "tick"`, "slot_retained_bytes = tolong(line.slot_retained_bytes)",
 			"isnotnull(slot_retained_bytes)", "arg_max(timestamp, slot_retained_bytes) by poller"},
+		// The latest line wins: a count 0 line after the letters were resolved ends the alert.
+		"deadLettersQuery": {`where tostring(line.msg) == "dead letters"`, "dead_letters = tolong(line.count)",
+			"arg_max(timestamp, dead_letters, oldest_age_seconds) by poller"},
 	} {
 		for _, want := range s {
 			if !strings.Contains(queries[name], want) {

@@ -72,7 +72,7 @@ param tags object = {}
 // Alerts (modules/alerts.bicep): log search alert rules over the handler's JSON lines in
 // Application Insights, split by poller.
 
-@description('Create the alert rules: a poller failing failedTicksInARow ticks in a row, lagging more than lagThresholdSeconds, blocked on a poison batch, or (logical pollers) its replication slot keeping more than slotRetainedThresholdBytes of WAL.')
+@description('Create the alert rules: a poller failing failedTicksInARow ticks in a row, lagging more than lagThresholdSeconds, blocked on a poison batch, with unresolved dead letters (degraded), or (logical pollers) its replication slot keeping more than slotRetainedThresholdBytes of WAL.')
 param alertsEnabled bool = true
 
 @description('Resource id of the action group the alert rules notify (/subscriptions/.../providers/Microsoft.Insights/actionGroups/NAME). Empty: the rules are created without actions and their alerts show only in Azure Monitor > Alerts.')
@@ -94,7 +94,7 @@ param slotRetainedThresholdBytes int = 1073741824
 @description('How often the alert rules run their queries (ISO 8601).')
 param alertEvaluationFrequency string = 'PT5M'
 
-@description('The time range of the lag and poison-batch rules (ISO 8601, at least alertEvaluationFrequency).')
+@description('The time range of the lag, poison-batch and dead-letters rules (ISO 8601, at least alertEvaluationFrequency).')
 param alertWindowSize string = 'PT15M'
 
 @description('The time range of the failed-ticks rule: it must hold failedTicksInARow ticks of the slowest poller (ISO 8601, at least alertEvaluationFrequency).')
@@ -114,6 +114,11 @@ param lagSeverity int = 2
 @minValue(0)
 @maxValue(4)
 param blockedSeverity int = 1
+
+@description('Severity of the dead-letters alert (a poller with unresolved dead letters: degraded), 0 (critical) to 4 (verbose).')
+@minValue(0)
+@maxValue(4)
+param deadLettersSeverity int = 2
 
 var suffix = uniqueString(resourceGroup().id, appName)
 var hostStorageName = 'st${suffix}'
@@ -189,6 +194,7 @@ module alerts 'modules/alerts.bicep' = if (alertsEnabled) {
     failedTicksSeverity: failedTicksSeverity
     lagSeverity: lagSeverity
     blockedSeverity: blockedSeverity
+    deadLettersSeverity: deadLettersSeverity
     tags: tags
   }
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
+	"github.com/pseudotrigger/pseudotrigger/internal/suggest"
 )
 
 // Settings are one poller's app settings, validated.
@@ -92,6 +93,22 @@ type Setting struct {
 	Default string // as docs/contract.md's settings table says it
 	// read sets the setting's field from v (trimmed; "" when unset), or returns the problem.
 	read func(s *Settings, v string, p *pollerdef.Def) error
+}
+
+// onlyFor are the settings that apply to some cursor kinds only (each refuses a value for the
+// others); every other setting applies to every poller.
+var onlyFor = map[string][]string{
+	"SETTLE_LAG":       {state.KindTimestampPK},
+	"CDC_SLOT":         {state.KindLogical},
+	"CDC_PUBLICATION":  {state.KindLogical},
+	"CDC_MAX_RETAINED": {state.KindLogical},
+}
+
+// AppliesTo reports whether the setting means anything for a poller whose cursor is of kind
+// (what `pollerctl new` prints, and the only settings such a poller accepts a value for).
+func (st Setting) AppliesTo(kind string) bool {
+	kinds, ok := onlyFor[st.Suffix]
+	return !ok || slices.Contains(kinds, kind)
 }
 
 // Table is every poller setting, in the order they are read (a default may depend on an earlier
@@ -496,4 +513,60 @@ func SchedulePeriod(expr string, at time.Time) time.Duration {
 		t = n
 	}
 	return longest
+}
+
+// Misspelt returns a warning for each setting name among keys (the environment's, or
+// local.settings.json's Values) that looks like a poller setting but is none, so a slip does not
+// leave a default silently in force: a known poller's prefix with a suffix near a known one
+// (ORDERS_BATCHSIZE: did you mean ORDERS_BATCH_SIZE?), or a known suffix after a prefix that is
+// no poller's (ORDRES_BATCH_SIZE), with the nearest poller's setting when there is one. Names
+// with "__" (a connection's settings) are left alone. Sorted, one per name.
+func Misspelt(keys, pollerNames []string) []string {
+	var suffixes, prefixes, valid []string
+	for _, st := range Table {
+		suffixes = append(suffixes, st.Suffix)
+	}
+	for _, n := range pollerNames {
+		p := Prefix(n)
+		prefixes = append(prefixes, p)
+		for _, s := range suffixes {
+			valid = append(valid, p+"_"+s)
+		}
+	}
+	var out []string
+	for _, k := range keys {
+		if slices.Contains(valid, k) || strings.Contains(k, "__") {
+			continue
+		}
+		if w := misspelt(k, prefixes, suffixes); w != "" && !slices.Contains(out, w) {
+			out = append(out, w)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func misspelt(k string, prefixes, suffixes []string) string {
+	// A known poller's prefix with a suffix that is a slip from a known one.
+	for _, p := range prefixes {
+		rest, ok := strings.CutPrefix(k, p+"_")
+		if !ok {
+			continue
+		}
+		if s, ok := suggest.Closest(rest, suffixes); ok && s != rest {
+			return fmt.Sprintf("%s is not a setting: did you mean %s_%s?", k, p, s)
+		}
+	}
+	// A known suffix after a prefix that is no poller's.
+	for _, s := range suffixes {
+		p, ok := strings.CutSuffix(k, "_"+s)
+		if !ok || p == "" || slices.Contains(prefixes, p) {
+			continue
+		}
+		if near, ok := suggest.Closest(p, prefixes); ok {
+			return fmt.Sprintf("%s is set, but no poller's settings start with %s_: did you mean %s_%s?", k, p, near, s)
+		}
+		return fmt.Sprintf("%s is set, but no poller's settings start with %s_ (the pollers' prefixes: %s)", k, p, strings.Join(prefixes, ", "))
+	}
+	return ""
 }

@@ -5,7 +5,7 @@
 // X__clientId picking the managed identity. The state store and every sink use it, so the rule
 // is written once.
 //
-// Nothing here logs; String and Redact show a connection without its secrets.
+// Nothing here logs; String shows a connection without its secrets (redact.ConnectionString).
 package azconn
 
 import (
@@ -19,6 +19,8 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/redact"
 )
 
 // Retry bounds an Azure SDK client's retries (zero fields take these defaults: 3 retries, 200 ms
@@ -159,7 +161,7 @@ func CheckServiceURL(raw, example string) error {
 // String describes the connection without its secrets.
 func (c Conn) String() string {
 	if c.ConnectionString != "" {
-		return c.Setting + ": connection string " + Redact(c.ConnectionString)
+		return c.Setting + ": connection string " + redact.ConnectionString(c.ConnectionString)
 	}
 	return c.Setting + ": " + c.Endpoint + " with " + c.Identity.String()
 }
@@ -175,34 +177,4 @@ func ParseConnectionString(cs string) map[string]string {
 		out[strings.ToLower(strings.TrimSpace(k))] = strings.TrimSpace(v)
 	}
 	return out
-}
-
-// harmless are the connection string keys whose values are shown: what locates the service.
-var harmless = map[string]bool{
-	"defaultendpointsprotocol": true, "accountname": true, "blobendpoint": true, "queueendpoint": true,
-	"tableendpoint": true, "fileendpoint": true, "endpointsuffix": true, "usedevelopmentstorage": true,
-	"developmentstorageproxyuri": true, "endpoint": true, "entitypath": true, "sharedaccesskeyname": true,
-	"usedevelopmentemulator": true,
-}
-
-// Redact returns a connection string fit for messages: only the values of keys known to be
-// harmless (protocol, account name, endpoints, entity path, key name, the development shorthands)
-// are shown; every other value, a misspelt key's included, and every part without a key are
-// REDACTED.
-func Redact(cs string) string {
-	parts := strings.Split(cs, ";")
-	for i, part := range parts {
-		if strings.TrimSpace(part) == "" {
-			continue
-		}
-		k, _, ok := strings.Cut(part, "=")
-		if !ok {
-			parts[i] = "REDACTED"
-			continue
-		}
-		if !harmless[strings.ToLower(strings.TrimSpace(k))] {
-			parts[i] = k + "=REDACTED"
-		}
-	}
-	return strings.Join(parts, ";")
 }

@@ -96,6 +96,9 @@ func backupsCmd(ctx context.Context, args []string, env Env) error {
 		return err
 	}
 	name := pos[0]
+	if err := env.knownPoller(ctx, name); err != nil {
+		return err
+	}
 	names, letters, err := listBackups(ctx, env, st, name)
 	if err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
@@ -12,6 +13,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
+	"github.com/pseudotrigger/pseudotrigger/internal/suggest"
 )
 
 // cdcCmd is `pollerctl cdc enable|disable POLLER`: it creates (or drops) what a poller's change
@@ -43,7 +45,7 @@ func cdcAdmin(d *pollerdef.Def) (source.CDCAdmin, bool) {
 func (env Env) openCDC(ctx context.Context, name, cmd string) (*pollerdef.Def, source.CDCSetup, error) {
 	d, ok := env.definition(name)
 	if !ok {
-		return nil, nil, usagef("poller %q is not registered in this build", name)
+		return nil, nil, usagef("poller %q is not registered in this build%s", name, suggest.DidYouMean(name, env.names(), strconv.Quote))
 	}
 	if err := d.Err(); err != nil {
 		return nil, nil, usagef("%v", err)

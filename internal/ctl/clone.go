@@ -29,6 +29,9 @@ func clone(ctx context.Context, args []string, env Env) error {
 		return usagef("clone POLLER --to NEW")
 	}
 	from := pos[0]
+	if err := env.knownPoller(ctx, from); err != nil {
+		return err
+	}
 	if err := pollerdef.CheckName(*to); err != nil {
 		return usagef("--to: %v", err)
 	}

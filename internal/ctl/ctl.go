@@ -58,6 +58,9 @@ type Env struct {
 	Actor     string // who runs the command, recorded as the lease owner of a reset
 	// Margin is the lease expiry margin (default lease.DefaultMargin).
 	Margin time.Duration
+	// Settings are the names of the settings pollerctl sees (the environment's and
+	// local.settings.json's): a misspelt poller setting among them is warned of on Err.
+	Settings []string
 }
 
 // refusal is a guardrail saying no (exit 1); usage is bad usage or input (exit 2).

@@ -53,6 +53,9 @@ func deadLetterList(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
+	if err := env.knownPoller(ctx, pos[0]); err != nil {
+		return err
+	}
 	ids, err := deadletter.List(ctx, st, env.App, pos[0])
 	if err != nil {
 		return err
@@ -88,7 +91,7 @@ func deadLetterList(ctx context.Context, args []string, env Env) error {
 }
 
 func deadLetterShow(ctx context.Context, args []string, env Env) error {
-	name, id, _, err := letterArgs("show", args, env, nil)
+	name, id, _, err := letterArgs(ctx, "show", args, env, nil)
 	if err != nil {
 		return err
 	}
@@ -106,7 +109,7 @@ func deadLetterShow(ctx context.Context, args []string, env Env) error {
 }
 
 // letterArgs parses POLLER BATCH_ID [--yes] for show, replay and discard.
-func letterArgs(cmd string, args []string, env Env, yes *yesFlag) (string, string, *flag.FlagSet, error) {
+func letterArgs(ctx context.Context, cmd string, args []string, env Env, yes *yesFlag) (string, string, *flag.FlagSet, error) {
 	fs := flag.NewFlagSet("deadletter "+cmd, flag.ContinueOnError)
 	if yes != nil {
 		fs.Var(yes, "yes", "do it (default: dry run)")
@@ -118,7 +121,7 @@ func letterArgs(cmd string, args []string, env Env, yes *yesFlag) (string, strin
 	if len(pos) != 2 {
 		return "", "", fs, usagef("deadletter %s takes a poller name and a batch id (pollerctl deadletter list POLLER shows them)", cmd)
 	}
-	return pos[0], pos[1], fs, nil
+	return pos[0], pos[1], fs, env.knownPoller(ctx, pos[0])
 }
 
 func letterErr(err error) error {
@@ -130,7 +133,7 @@ func letterErr(err error) error {
 
 func deadLetterDiscard(ctx context.Context, args []string, env Env) error {
 	var yes yesFlag
-	name, id, _, err := letterArgs("discard", args, env, &yes)
+	name, id, _, err := letterArgs(ctx, "discard", args, env, &yes)
 	if err != nil {
 		return err
 	}
@@ -165,7 +168,7 @@ func deadLetterDiscard(ctx context.Context, args []string, env Env) error {
 // deleted; on failure it stays.
 func deadLetterReplay(ctx context.Context, args []string, env Env) error {
 	var yes yesFlag
-	name, id, _, err := letterArgs("replay", args, env, &yes)
+	name, id, _, err := letterArgs(ctx, "replay", args, env, &yes)
 	if err != nil {
 		return err
 	}
@@ -303,6 +306,9 @@ func quarantineCmd(ctx context.Context, args []string, env Env) error {
 		return usagef("quarantine takes one poller name")
 	}
 	name := pos[0]
+	if err := env.knownPoller(ctx, name); err != nil {
+		return err
+	}
 	st, err := env.store()
 	if err != nil {
 		return err

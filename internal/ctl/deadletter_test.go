@@ -6,7 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/ctl"
 	"github.com/pseudotrigger/pseudotrigger/internal/deadletter"
+	"github.com/pseudotrigger/pseudotrigger/internal/liveness"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
 )
@@ -23,6 +25,13 @@ func TestDeadLetterListShowDiscard(t *testing.T) {
 				Data: json.RawMessage(`{"id":17}`), Error: "webhook answered 500", Attempts: 5}}}
 		if _, err := deadletter.Write(ctx, w.st, w.app, letter); err != nil {
 			t.Fatal(err)
+		}
+		// A ticking poller with a dead letter is degraded: status says so and exits 3.
+		marker := &liveness.Marker{Store: w.st, App: w.app, Owner: "test/1", Clock: w.clk}
+		marker.Record(ctx, liveness.Tick{Poller: "orders", Outcome: "idle", LagSeconds: new(float64)})
+		if code := w.run("status", "orders"); code != ctl.ExitUnhealthy || !strings.Contains(w.out.String(), "DEGRADED") ||
+			!strings.Contains(w.out.String(), "orders: degraded: 1 dead letter, the oldest written ") || !strings.Contains(w.out.String(), "(list them: pollerctl deadletter list orders)") {
+			t.Fatalf("status with a dead letter: exit %d\n%s", code, w.out.String())
 		}
 		if code := w.run("deadletter", "list", "orders"); code != 0 || !strings.Contains(w.out.String(), letter.BatchID) ||
 			!strings.Contains(w.out.String(), `{"id":17}`) || !strings.Contains(w.out.String(), "webhook answered 500") {
@@ -46,6 +55,9 @@ func TestDeadLetterListShowDiscard(t *testing.T) {
 		}
 		if _, err := w.st.Get(ctx, name); !errors.Is(err, store.ErrNotFound) {
 			t.Fatalf("after discard: %v", err)
+		}
+		if code := w.run("status", "orders"); code != 0 || strings.Contains(w.out.String(), "dead letter") {
+			t.Fatalf("status once the letter is discarded: exit %d\n%s", code, w.out.String())
 		}
 		backups, err := w.st.List(ctx, "backups/"+w.app+"/orders/deadletter-"+letter.BatchID)
 		if err != nil || len(backups) != 1 {

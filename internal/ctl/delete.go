@@ -28,6 +28,9 @@ func deleteCmd(ctx context.Context, args []string, env Env) error {
 		return usagef("delete takes one poller name")
 	}
 	name := pos[0]
+	if err := env.knownPoller(ctx, name); err != nil {
+		return err
+	}
 	st, err := env.store()
 	if err != nil {
 		return err

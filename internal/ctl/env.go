@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
+	"github.com/pseudotrigger/pseudotrigger/internal/suggest"
 )
 
 // announce says, on env.Err, which app, state store and settings the command works with, so that
@@ -18,13 +21,17 @@ func (env Env) announce(ctx context.Context) {
 	}
 	storeName := env.StoreName
 	if storeName == "" && env.StoreErr != nil {
-		storeName = "not usable: " + env.StoreErr.Error()
+		// Why is the command's error, printed once, after this line.
+		storeName = "not usable"
 	}
 	source := env.Source
 	if source == "" {
 		source = "the environment"
 	}
 	fmt.Fprintf(env.Err, "pollerctl: app %q · state store %s · settings from %s\n", env.App, storeName, source)
+	for _, w := range appsettings.Misspelt(env.Settings, env.names()) {
+		fmt.Fprintf(env.Err, "pollerctl: warning: %s\n", w)
+	}
 	if env.Store == nil {
 		return
 	}
@@ -53,4 +60,38 @@ func otherApps(ctx context.Context, env Env) []string {
 	}
 	slices.Sort(apps)
 	return apps
+}
+
+// names are the names of this build's pollers.
+func (env Env) names() []string {
+	out := make([]string, len(env.Pollers))
+	for i, d := range env.Pollers {
+		out[i] = d.Name()
+	}
+	return out
+}
+
+// knownPoller returns nil when name is a poller pollerctl can work on: this build has it, or the
+// state container has its state, backups or dead letters. Otherwise a usage error says so, with
+// the name meant when one is near (a slip in the name would otherwise list nothing, or act on
+// nothing, without a word).
+func (env Env) knownPoller(ctx context.Context, name string) error {
+	names := env.names()
+	if slices.Contains(names, name) || env.Store == nil {
+		return nil
+	}
+	for _, prefix := range []string{state.Blob(env.App, name), "backups/" + env.App + "/" + name + "/", "deadletter/" + env.App + "/" + name + "/"} {
+		if found, err := env.Store.List(ctx, prefix); err != nil || len(found) > 0 {
+			return nil // a listing that fails is the command's own to report
+		}
+	}
+	if stored, err := env.Store.List(ctx, state.Prefix(env.App)); err == nil {
+		for _, n := range stored {
+			if p, ok := strings.CutSuffix(strings.TrimPrefix(n, state.Prefix(env.App)), ".json"); ok && !strings.Contains(p, "/") && !slices.Contains(names, p) {
+				names = append(names, p)
+			}
+		}
+	}
+	return usagef("no poller %q in app %q: this build has none of that name, and the state container holds no state, backups or dead letters for it%s",
+		name, env.App, suggest.DidYouMean(name, names, strconv.Quote))
 }

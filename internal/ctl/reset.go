@@ -39,6 +39,9 @@ func reset(ctx context.Context, args []string, env Env) error {
 	}
 	d, registered := env.definition(f.name)
 	if !registered && !f.restores() {
+		if err := env.knownPoller(ctx, f.name); err != nil {
+			return err
+		}
 		return usagef("poller %q is not registered in this build: only --from-file or --from-backup can reset it", f.name)
 	}
 	to, err := f.target(ctx, env, st, d, registered)

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerstatus"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
+	"github.com/pseudotrigger/pseudotrigger/internal/suggest"
 )
 
 // Row is one poller in `status`: pollerstatus computes it, for this command and for the
@@ -47,7 +49,8 @@ func status(ctx context.Context, args []string, env Env) error {
 	}
 	if len(pos) == 1 {
 		if !slices.Contains(pollers, pos[0]) {
-			return usagef("no poller %q: it is neither registered in this build nor has state under state/%s/", pos[0], env.App)
+			return usagef("no poller %q: it is neither registered in this build nor has state under state/%s/%s", pos[0], env.App,
+				suggest.DidYouMean(pos[0], pollers, strconv.Quote))
 		}
 		pollers = []string{pos[0]}
 	}
@@ -71,14 +74,8 @@ func statusTable(env Env, rows []Row) error {
 	tw := tabwriter.NewWriter(env.Out, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "POLLER\tHEALTH\tLAST TICK\tLAG\tWAITING\tCURSOR\tTOKEN\tLEASE\tLAST BATCH\tFAILURES")
 	for _, r := range rows {
-		lastTick := "never"
-		if t := r.LastTick; t != nil {
-			lastTick = pollerstatus.DurationText(t.AgoSeconds) + " ago " + t.Outcome
-		}
-		lag := "-"
-		if r.LagSeconds != nil {
-			lag = pollerstatus.DurationText(*r.LagSeconds)
-		}
+		lastTick := r.LastTick.Text()
+		lag := pollerstatus.LagText(r)
 		waiting := "-"
 		if r.RowsWaiting >= 0 {
 			waiting = fmt.Sprint(r.RowsWaiting)

@@ -14,7 +14,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
@@ -133,20 +135,67 @@ func Decode(data []byte) (*Letter, error) {
 	return &l, nil
 }
 
+// Lister is what List and Summarize need of a store.
+type Lister interface {
+	List(ctx context.Context, prefix string) ([]string, error)
+}
+
 // List returns the batch ids of a poller's letters, sorted.
-func List(ctx context.Context, st store.Store, app, poller string) ([]string, error) {
-	names, err := st.List(ctx, Prefix(app, poller))
-	if err != nil {
-		return nil, fmt.Errorf("listing %s: %w", Prefix(app, poller), err)
-	}
-	ids := make([]string, 0, len(names))
-	for _, n := range names {
-		if id, ok := strings.CutSuffix(strings.TrimPrefix(n, Prefix(app, poller)), ".json"); ok && !strings.Contains(id, "/") {
-			ids = append(ids, id)
+func List(ctx context.Context, st Lister, app, poller string) ([]string, error) {
+	s, err := Summarize(ctx, st, app, poller)
+	return s.BatchIDs, err
+}
+
+// Summary is what one listing tells of a poller's letters, without reading any of them.
+type Summary struct {
+	BatchIDs []string // sorted
+	// OldestAge is how long before the listing the oldest letter was last written, on the
+	// storage service's clock; nil when the store's listing has no times (store.TimedLister).
+	OldestAge *time.Duration
+}
+
+// Summarize lists a poller's letters in one listing (no letter is read, whatever their number):
+// their batch ids and, where the store's listing has times, the oldest one's age.
+func Summarize(ctx context.Context, st Lister, app, poller string) (Summary, error) {
+	prefix := Prefix(app, poller)
+	var l store.Listing
+	if tl, ok := st.(store.TimedLister); ok {
+		var err error
+		if l, err = tl.ListTimed(ctx, prefix); err != nil {
+			return Summary{}, fmt.Errorf("listing %s: %w", prefix, err)
+		}
+	} else {
+		names, err := st.List(ctx, prefix)
+		if err != nil {
+			return Summary{}, fmt.Errorf("listing %s: %w", prefix, err)
+		}
+		for _, n := range names {
+			l.Blobs = append(l.Blobs, store.Listed{Name: n})
 		}
 	}
-	return ids, nil
+	s := Summary{BatchIDs: make([]string, 0, len(l.Blobs))}
+	var oldest time.Time
+	for _, b := range l.Blobs {
+		id, ok := strings.CutSuffix(strings.TrimPrefix(b.Name, prefix), ".json")
+		if !ok || strings.Contains(id, "/") {
+			continue
+		}
+		s.BatchIDs = append(s.BatchIDs, id)
+		if !b.LastModified.IsZero() && (oldest.IsZero() || b.LastModified.Before(oldest)) {
+			oldest = b.LastModified
+		}
+	}
+	slices.Sort(s.BatchIDs)
+	if len(s.BatchIDs) > 0 && !oldest.IsZero() && !l.Date.IsZero() {
+		age := max(l.Date.Sub(oldest), 0)
+		s.OldestAge = &age
+	}
+	return s, nil
 }
+
+// ListCommand is the command that lists a poller's dead letters (the status and the handler's
+// log name it).
+func ListCommand(poller string) string { return "pollerctl deadletter list " + poller }
 
 // Delete removes a letter if it is still the one read (etag).
 func Delete(ctx context.Context, st store.Store, app, poller, batchID, etag string) error {

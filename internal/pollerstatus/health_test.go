@@ -100,14 +100,14 @@ func TestHealth(t *testing.T) {
 	probe = pollerstatus.Probe{OK: true, RowsWaiting: 3, LagSeconds: ptr(2)}
 	check("caught up", pollerstatus.HealthOK)
 
-	// This process's own record of its last tick beats older signals.
-	clk.Advance(2 * time.Second)
-	cfg.Recent = func(string) (pollerstatus.LastTick, bool) {
-		return pollerstatus.NewLastTick(0.5, "failed", "source: connect: "+errors.New("Password=hunter2;").Error(), "process", -1, nil), true
+	// A newer failed tick's liveness mark beats the older state document, its error redacted.
+	clk.Advance(liveness.ErrorEvery)
+	if !marker.Record(ctx, liveness.Tick{Poller: "orders", Outcome: "failed", Err: errors.New("source: connect: Password=hunter2;"), RowsWaiting: -1, Interval: time.Minute}) {
+		t.Fatal("a failed tick with a new error after ErrorEvery must write a mark")
 	}
-	r = check("this process's tick failed", pollerstatus.HealthFailing, "REDACTED")
-	if r.LastTick.From != "process" || strings.Contains(r.HealthReason, "hunter2") {
-		t.Fatalf("process: %+v %s", r.LastTick, r.HealthReason)
+	r = check("a newer failed tick", pollerstatus.HealthFailing, "REDACTED")
+	if r.LastTick.From != "liveness" || strings.Contains(r.HealthReason, "hunter2") {
+		t.Fatalf("newer mark: %+v %s", r.LastTick, r.HealthReason)
 	}
 }
 

@@ -35,6 +35,22 @@ func NewReport(ctx context.Context, st Reader, cfg Config) (Report, error) {
 	return Report{App: cfg.App, Pollers: rows, GeneratedAt: state.At(cfg.now())}, nil
 }
 
+// LagText renders a row's lag for people, the same on the page and in pollerctl status: "0s
+// (nothing waits)", the age of the oldest row waiting, "unknown" with why when rows wait behind
+// a cursor with no clock in it (integer, xid, rowversion, a change stream's position: the rows
+// waiting say how far behind it is), and "-" when nothing measured it. Never a made-up 0.
+func LagText(r Row) string {
+	switch {
+	case r.LagSeconds != nil && *r.LagSeconds == 0 && r.RowsWaiting == 0:
+		return "0s (nothing waits)"
+	case r.LagSeconds != nil:
+		return DurationText(*r.LagSeconds)
+	case r.Cursor != nil && r.Cursor.Kind != state.KindTimestampPK && r.RowsWaiting != 0:
+		return "unknown (the " + r.Cursor.Kind + " cursor has no clock: see the rows waiting)"
+	}
+	return "-"
+}
+
 // NotOK counts the rows whose health is not ok.
 func NotOK(rows []Row) int {
 	n := 0
@@ -100,6 +116,7 @@ type pollerCard struct {
 	Attempts     string
 	DeadIDs      []string
 	DeadMore     int
+	DeadOldest   string // the oldest dead letter's age, for people
 	Spark        sparkline
 	// Ops are the rows the history's ticks delivered, by op ("120 insert · 4 delete"); LastOps
 	// the newest tick's that counted any. "" when none was counted.
@@ -115,36 +132,18 @@ func NewPage(rep Report) PageData {
 	d := PageData{App: rep.App, GeneratedAt: now.UTC().Format(time.RFC3339), Refresh: refreshSeconds}
 	counts := map[string]int{}
 	for _, r := range rep.Pollers {
-		c := pollerCard{Row: r, CursorText: CursorText(r.Cursor), Lag: "-", RowsWaiting: waiting(r.RowsWaiting), LastCommit: "-", Attempts: "none"}
+		c := pollerCard{Row: r, CursorText: CursorText(r.Cursor), RowsWaiting: waiting(r.RowsWaiting), LastCommit: "-", Attempts: "none"}
 		if r.Cursor != nil {
 			c.CursorKind = r.Cursor.Kind
 		}
-		switch {
-		case r.LagSeconds != nil && *r.LagSeconds == 0 && r.RowsWaiting == 0:
-			c.Lag = "0s (nothing waits)"
-		case r.LagSeconds != nil:
-			c.Lag = DurationText(*r.LagSeconds)
-		case r.Cursor != nil && r.Cursor.Kind != state.KindTimestampPK && r.RowsWaiting != 0:
-			c.Lag = "no lag for this cursor kind (" + r.Cursor.Kind + "): see the rows waiting"
-		}
+		c.Lag = LagText(r)
 		switch r.LagFrom {
 		case "probe":
 			c.LagFrom = "measured now"
 		case "last tick":
 			c.LagFrom = "at the last tick"
 		}
-		c.LastTickText = "none recorded"
-		if t := r.LastTick; t != nil {
-			c.LastTickText = DurationText(t.AgoSeconds) + " ago · " + t.Outcome
-			switch t.From {
-			case "liveness":
-				c.LastTickText += " (liveness mark)"
-			case "state":
-				c.LastTickText += " (state document)"
-			case "process":
-				c.LastTickText += " (this instance)"
-			}
-		}
+		c.LastTickText = r.LastTick.Text()
 		switch {
 		case r.LeaseOwner == "":
 			c.Lease, c.LeaseClass = "free", "free"
@@ -171,6 +170,9 @@ func NewPage(rep Report) PageData {
 			}
 		}
 		c.DeadIDs = r.DeadLetters.BatchIDs
+		if a := r.DeadLetters.OldestAgeSeconds; a != nil {
+			c.DeadOldest = DurationText(*a)
+		}
 		if len(c.DeadIDs) > maxDeadLetterIDs {
 			c.DeadIDs, c.DeadMore = c.DeadIDs[:maxDeadLetterIDs], len(c.DeadIDs)-maxDeadLetterIDs
 		}

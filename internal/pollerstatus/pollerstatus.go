@@ -60,9 +60,10 @@ const (
 	// HealthStopped: no tick for longer than its liveness interval plus three schedule periods,
 	// none ever, or it is not in this build (only its state is left).
 	HealthStopped = "stopped"
-	// HealthDegraded: its ticks succeed, but something needs attention before rows are missed
-	// or left behind: its source's set-up has a problem (setup_warnings: a cursor column an
-	// UPDATE does not stamp, a missing index), or it has dead letters.
+	// HealthDegraded: its ticks succeed, but something needs someone before rows are left behind
+	// or missed: unresolved dead letters (rows it gave up on, until they are replayed or
+	// discarded), or a problem in its source's set-up (setup_warnings: a cursor column an UPDATE
+	// does not stamp, a missing index).
 	HealthDegraded = "degraded"
 	// HealthLagging: its ticks succeed, but the oldest row waiting is older than {P}_MAX_LAG.
 	HealthLagging = "lagging"
@@ -186,15 +187,17 @@ func appendDetails(b []byte, details []source.Detail) ([]byte, error) {
 	return b, nil
 }
 
-// LastTick is the newest sign of a tick.
+// LastTick is the newest sign of a tick in the state container. It is one rule for every reader
+// (the status function of any instance, pollerctl status): no reader's own memory of the ticks
+// it ran takes part, so they all show the same last tick.
 type LastTick struct {
-	// AgoSeconds is how long ago, on the clock of whoever recorded it: the storage service's
-	// (its blob's Last-Modified against the read's Date) or this process's own.
+	// AgoSeconds is how long ago, on the storage service's clock (its blob's Last-Modified
+	// against the read's Date).
 	AgoSeconds float64 `json:"ago_seconds"`
 	Outcome    string  `json:"outcome"` // idle, lease_held, committed, failed, blocked, misconfigured
 	Error      string  `json:"error,omitempty"`
-	// From: "state" (the state document's last write by a tick), "liveness" (the poller's
-	// liveness mark) or "process" (the handler that answers this status ran it).
+	// From: "state" (the state document's last write by a tick) or "liveness" (the poller's
+	// liveness mark).
 	From string `json:"from"`
 	// ExpectedWithinSeconds is how recent a running poller's last tick always is: its liveness
 	// interval plus three schedule periods. An older one makes the poller stopped.
@@ -204,9 +207,20 @@ type LastTick struct {
 	lag         *float64
 }
 
-// NewLastTick makes a LastTick with the backlog its tick measured (rowsWaiting -1: none).
-func NewLastTick(agoSeconds float64, outcome, err, from string, rowsWaiting int64, lag *float64) LastTick {
-	return LastTick{AgoSeconds: agoSeconds, Outcome: outcome, Error: err, From: from, rowsWaiting: rowsWaiting, lag: lag}
+// Text renders the last tick for people, the same on the page and in pollerctl status: how long
+// ago, its outcome and where it was read; "none recorded" for nil.
+func (t *LastTick) Text() string {
+	if t == nil {
+		return "none recorded"
+	}
+	s := DurationText(t.AgoSeconds) + " ago · " + t.Outcome
+	switch t.From {
+	case "liveness":
+		s += " (liveness mark)"
+	case "state":
+		s += " (state document)"
+	}
+	return s
 }
 
 // Failed reports whether the tick failed.
@@ -249,11 +263,17 @@ func (p Probe) MarshalJSON() ([]byte, error) {
 	return append(out, '}'), nil
 }
 
-// DeadLetters are a poller's dead letters: deadletter/{app}/{poller}/{batch_id}.json.
+// DeadLetters are a poller's dead letters: deadletter/{app}/{poller}/{batch_id}.json. While
+// there are any, the poller is degraded.
 type DeadLetters struct {
 	Count    int      `json:"count"`
-	BatchIDs []string `json:"batch_ids"`         // sorted
-	Problem  string   `json:"problem,omitempty"` // listing them failed
+	BatchIDs []string `json:"batch_ids"` // sorted
+	// OldestAgeSeconds is how long ago the oldest was written (the store's listing, on its
+	// clock); nil when there are none or the store's listing has no times.
+	OldestAgeSeconds *float64 `json:"oldest_age_seconds,omitempty"`
+	// List is the command that lists them, when there are any.
+	List    string `json:"list,omitempty"`
+	Problem string `json:"problem,omitempty"` // listing them failed
 }
 
 // Reader is what the rows need of the state store: reads and listings. store.Store satisfies it.
@@ -304,9 +324,6 @@ type Config struct {
 	// Probe, if set, looks at a registered poller's source live (ProbeSource does the looking);
 	// doc is its state document (nil when none). Without it the rows carry no probe.
 	Probe func(ctx context.Context, pollerName string, doc *state.Doc) Probe
-	// Recent, if set, returns this process's own record of a poller's last tick (the handler
-	// answering the status ran it), which is more recent than any mark it wrote.
-	Recent func(pollerName string) (LastTick, bool)
 	// Now is the clock for the schedule's periods (default time.Now).
 	Now func() time.Time
 }
@@ -398,12 +415,6 @@ func Read(ctx context.Context, st Reader, cfg Config, pollerName string) (r Row)
 	if m, b, err := liveness.Read(ctx, st, cfg.App, pollerName); err == nil && m != nil {
 		ticks = append(ticks, LastTick{AgoSeconds: ago(b), Outcome: m.Outcome, Error: redact.Text(m.Error), From: "liveness",
 			rowsWaiting: m.RowsWaiting, lag: m.LagSeconds})
-	}
-	if cfg.Recent != nil {
-		if t, ok := cfg.Recent(pollerName); ok {
-			t.Error = redact.Text(t.Error)
-			ticks = append(ticks, t)
-		}
 	}
 	defer func() {
 		r.LastTick = newest(ticks)
@@ -566,19 +577,11 @@ func ago(b store.Blob) float64 {
 	return max(b.Date.Sub(b.LastModified).Seconds(), 0)
 }
 
-// newest returns the most recent of the ticks, or nil. The blobs' ages have the storage
-// service's one-second resolution, so this process's own record wins a tie within a second: it
-// is the same tick, told more precisely.
+// newest returns the most recent of the ticks, or nil; of two as recent, the first.
 func newest(ticks []LastTick) *LastTick {
-	age := func(t *LastTick) float64 {
-		if t.From == "process" {
-			return t.AgoSeconds - 1
-		}
-		return t.AgoSeconds
-	}
 	var best *LastTick
 	for i := range ticks {
-		if best == nil || age(&ticks[i]) < age(best) {
+		if best == nil || ticks[i].AgoSeconds < best.AgoSeconds {
 			best = &ticks[i]
 		}
 	}
@@ -635,11 +638,19 @@ func verdict(r *Row, reg Registered) (string, string) {
 		return HealthStopped, fmt.Sprintf("no tick for %s (a running poller shows one within %s: its liveness interval plus three schedule periods): is the function app running, and the timer %s enabled?",
 			DurationText(r.LastTick.AgoSeconds), DurationText(within), name)
 	}
-	if h, why := detailVerdict(r); h != "" {
+	h, why := detailVerdict(r)
+	if h == HealthFailing {
 		return h, why
+	}
+	if r.DeadLetters.Count > 0 {
+		return HealthDegraded, r.DeadLetters.Text() + ": rows it gave up on, never delivered. Fix what failed them, then replay them (pollerctl deadletter replay " +
+			name + " BATCH_ID) or discard them (pollerctl deadletter discard " + name + " BATCH_ID)"
 	}
 	if len(r.SetupWarnings) > 0 {
 		return HealthDegraded, SetupText(name, r.SetupWarnings)
+	}
+	if h != "" {
+		return h, why
 	}
 	maxLag := reg.MaxLag
 	if maxLag <= 0 {
@@ -679,27 +690,39 @@ func waitingText(n int64) string {
 	return fmt.Sprint(n)
 }
 
+// deadLetters lists a poller's dead letters in one listing: it reads none of them, whatever
+// their number (the oldest one's age comes from the listing's times).
 func deadLetters(ctx context.Context, st Reader, app, pollerName string) DeadLetters {
-	ids, err := deadletter.List(ctx, readOnly{st}, app, pollerName)
+	sum, err := deadletter.Summarize(ctx, st, app, pollerName)
 	if err != nil {
 		return DeadLetters{BatchIDs: []string{}, Problem: redact.Text(err.Error())}
 	}
-	slices.Sort(ids)
-	return DeadLetters{Count: len(ids), BatchIDs: ids}
+	d := DeadLetters{Count: len(sum.BatchIDs), BatchIDs: sum.BatchIDs}
+	if d.Count > 0 {
+		d.List = deadletter.ListCommand(pollerName)
+		if sum.OldestAge != nil {
+			age := sum.OldestAge.Seconds()
+			d.OldestAgeSeconds = &age
+		}
+	}
+	return d
 }
 
-// errReadOnly: the status never writes.
-var errReadOnly = errors.New("pollerstatus: the status only reads")
-
-// readOnly gives a Reader the shape of a store.Store (deadletter.List asks for one) whose writes
-// fail.
-type readOnly struct{ Reader }
-
-func (readOnly) Put(context.Context, string, []byte, store.Condition) (store.Written, error) {
-	return store.Written{}, errReadOnly
+// Text says how many dead letters there are, how old the oldest is and how to list them; "" when
+// there are none.
+func (d DeadLetters) Text() string {
+	if d.Count == 0 {
+		return ""
+	}
+	s := fmt.Sprintf("%d dead letter", d.Count)
+	if d.Count > 1 {
+		s += "s"
+	}
+	if d.OldestAgeSeconds != nil {
+		s += ", the oldest written " + DurationText(*d.OldestAgeSeconds) + " ago"
+	}
+	return s + " (list them: " + d.List + ")"
 }
-
-func (readOnly) Delete(context.Context, string, store.Condition) error { return errReadOnly }
 
 // CursorText renders a cursor for people: its value, then each tiebreaker column=value in
 // column order; "(beginning)" for nil.

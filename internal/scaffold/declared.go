@@ -32,7 +32,8 @@ func scaffoldDeclared(env Env, root, name, sinkType string) error {
 	cfg := sink.Config{Type: sinkType, Connection: prefix + "_SINK"}
 	switch sinkType {
 	case sink.Webhook:
-		cfg = sink.Config{Type: sinkType, URL: "%" + prefix + "_WEBHOOK_URL%", Mode: sink.ModeBatch}
+		// The documented default mode (docs/sinks.md): a POST per row.
+		cfg = sink.Config{Type: sinkType, URL: "%" + prefix + "_WEBHOOK_URL%"}
 	case sink.StorageQueue, sink.ServiceBus:
 		cfg.Queue = entity
 	case sink.EventHubs:
@@ -75,6 +76,14 @@ func scaffoldDeclared(env Env, root, name, sinkType string) error {
 	if added {
 		changed[paramsPath] = [2][]byte{params, newParams}
 	}
+	var extra []string
+	if sinkType == sink.Webhook {
+		extra = []string{prefix + "_WEBHOOK_URL"}
+	}
+	example, err := exampleChange(root, prefix, schedule, extra, changed)
+	if err != nil {
+		return err
+	}
 	rendered := map[string][]byte{
 		filepath.Join(fnDir, "function.json"): fn.Bytes(),
 		filepath.Join(fnDir, declared.File):   body,
@@ -93,13 +102,12 @@ func scaffoldDeclared(env Env, root, name, sinkType string) error {
 Next:
   1. Edit %[1]s/poller.json: the table, its columns, key and cursor ("source"), and the sink's
      target ("sink"); poller.schema.json describes every field, and editors validate against it.
-  2. Set the source's app settings (docs/contract.md: App settings; %[3]s_SCHEDULE is read by the host, e.g. %[4]q):
-`, name, entry, prefix, schedule)
-	for _, st := range appsettings.Table {
-		fmt.Fprintf(env.Out, "       %-*s default: %s\n", len(prefix)+20, prefix+"_"+st.Suffix, plain(st.Default))
-	}
+  2. Set the source's app settings: for local runs, %[5]s
+     Its settings (docs/contract.md: App settings; %[3]s_SCHEDULE is read by the host, e.g. %[4]q):
+`, name, entry, prefix, schedule, example)
+	printSettings(env, prefix, spec.Source.Cursor.Kind)
 	if sinkType == sink.Webhook {
-		fmt.Fprintf(env.Out, "  3. Set %s_WEBHOOK_URL, the URL the batches are POSTed to (the sink reads it as %%%s_WEBHOOK_URL%%).\n", prefix, prefix)
+		fmt.Fprintf(env.Out, "  3. Set %s_WEBHOOK_URL, the URL each changed row is POSTed to, one POST per row (the sink reads it as %%%s_WEBHOOK_URL%%; \"mode\": \"batch\" in the sink sends one POST per batch instead).\n", prefix, prefix)
 		return nil
 	}
 	fmt.Fprintf(env.Out, `  3. Set the sink's connection %[1]s: either %[1]s (a connection string; locally) or, in Azure,

@@ -8,6 +8,7 @@ package scaffold
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"go/ast"
@@ -22,10 +23,12 @@ import (
 	"strconv"
 	"strings"
 	"text/template"
+	"unicode"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
 	"github.com/pseudotrigger/pseudotrigger/internal/bicep"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/sink"
 )
 
@@ -147,6 +150,10 @@ func Run(args []string, env Env) error {
 	if added {
 		changed[paramsPath] = [2][]byte{params, newParams}
 	}
+	example, err := exampleChange(root, data.Prefix, schedule, nil, changed)
+	if err != nil {
+		return err
+	}
 
 	if err := writeAll([]string{pkgDir, fnDir}, rendered, changed); err != nil {
 		return err
@@ -166,13 +173,122 @@ Next:
      %[3]s_DB_DRIVER, %[3]s_DB_CONNECTION and %[3]s_SCHEDULE app settings): its driver, server and
      database are placeholders (EDIT-ME); for postgres, mysql or sqlite give connection instead of server
      and database (a Key Vault reference, never a literal secret).
-  3. For local runs, add to local.settings.json "Values" the settings (docs/contract.md: App settings;
-     %[3]s_SCHEDULE is read by the host, e.g. %[5]q):
-`, name, data.Pkg, data.Prefix, entry, schedule)
-	for _, st := range appsettings.Table {
-		fmt.Fprintf(env.Out, "       %-*s default: %s\n", len(data.Prefix)+20, data.Prefix+"_"+st.Suffix, plain(st.Default))
-	}
+  3. For local runs, %[6]s
+     Its settings (docs/contract.md: App settings; %[3]s_SCHEDULE is read by the host, e.g. %[5]q):
+`, name, data.Pkg, data.Prefix, entry, schedule, example)
+	printSettings(env, data.Prefix, state.KindTimestampPK)
 	return nil
+}
+
+// printSettings lists the settings that apply to a poller whose cursor is of kind, with their
+// defaults (a keyset poller is not shown the change-stream settings, which it would refuse).
+func printSettings(env Env, prefix, kind string) {
+	for _, st := range appsettings.Table {
+		if st.AppliesTo(kind) {
+			fmt.Fprintf(env.Out, "       %-*s default: %s\n", len(prefix)+20, prefix+"_"+st.Suffix, plain(st.Default))
+		}
+	}
+}
+
+// exampleFile is the settings file's example, which dev.sh copies to local.settings.json and
+// whose keys devhost takes when local.settings.json lacks them.
+const exampleFile = "local.settings.json.example"
+
+// exampleChange adds the new poller's required settings to local.settings.json.example (its
+// schedule, and an empty driver, DSN and each of extra to fill in) in changed, and returns what
+// to tell the user about local.settings.json.
+func exampleChange(root, prefix, schedule string, extra []string, changed map[string][2][]byte) (string, error) {
+	path := filepath.Join(root, exampleFile)
+	old, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return fmt.Sprintf("add %[1]s_DB_DRIVER, %[1]s_DB_CONNECTION and %[1]s_SCHEDULE to local.settings.json \"Values\" (there is no %[2]s here to add them to).", prefix, exampleFile), nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("reading %s: %w", path, err)
+	}
+	kv := [][2]string{{prefix + "_DB_DRIVER", ""}, {prefix + "_DB_CONNECTION", ""}, {prefix + "_SCHEDULE", schedule}}
+	for _, k := range extra {
+		kv = append(kv, [2]string{k, ""})
+	}
+	updated, keys, err := addValues(old, kv)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", path, err)
+	}
+	if len(keys) == 0 {
+		return fmt.Sprintf("%s already sets the %s_ settings: copy them into local.settings.json \"Values\".", exampleFile, prefix), nil
+	}
+	changed[path] = [2][]byte{old, updated}
+	return fmt.Sprintf("copy the keys added to %s (%s) into local.settings.json \"Values\" and fill in the empty ones (devhost and dev.sh use the example's values for keys your file lacks, and the poller then fails naming the empty setting).", exampleFile, strings.Join(keys, ", ")), nil
+}
+
+// addValues adds the key/value pairs a local.settings.json(.example) does not have to its
+// "Values" object, as the file's last members, keeping the rest of the file as it is; it returns
+// the file and the keys added.
+func addValues(file []byte, kv [][2]string) ([]byte, []string, error) {
+	var parsed struct {
+		Values map[string]string
+	}
+	if err := json.Unmarshal(file, &parsed); err != nil {
+		return nil, nil, fmt.Errorf("not JSON: %w", err)
+	}
+	i := bytes.Index(file, []byte(`"Values"`))
+	if i < 0 || parsed.Values == nil {
+		return nil, nil, errors.New(`no "Values" object`)
+	}
+	open := bytes.IndexByte(file[i:], '{')
+	if open < 0 {
+		return nil, nil, errors.New(`no "Values" object`)
+	}
+	end := closing(file, i+open)
+	if end < 0 {
+		return nil, nil, errors.New(`"Values" is not closed`)
+	}
+	// After the object's last member: the last non-space byte before its closing brace.
+	last := bytes.LastIndexFunc(file[:end], func(r rune) bool { return !unicode.IsSpace(r) })
+	var add bytes.Buffer
+	var keys []string
+	for _, p := range kv {
+		if _, ok := parsed.Values[p[0]]; ok {
+			continue
+		}
+		k, _ := json.Marshal(p[0])
+		v, _ := json.Marshal(p[1])
+		if file[last] != '{' || add.Len() > 0 {
+			add.WriteString(",")
+		}
+		fmt.Fprintf(&add, "\n    %s: %s", k, v)
+		keys = append(keys, p[0])
+	}
+	if len(keys) == 0 {
+		return file, nil, nil
+	}
+	out := slices.Concat(file[:last+1], add.Bytes(), file[last+1:])
+	if err := json.Unmarshal(out, &parsed); err != nil {
+		return nil, nil, fmt.Errorf("adding %v would break it: %w", keys, err)
+	}
+	return out, keys, nil
+}
+
+// closing returns the index of the brace that closes the object opening at open, skipping
+// strings; -1 when there is none.
+func closing(b []byte, open int) int {
+	depth, inString := 0, false
+	for i := open; i < len(b); i++ {
+		switch c := b[i]; {
+		case inString && c == '\\':
+			i++
+		case c == '"':
+			inString = !inString
+		case inString:
+		case c == '{':
+			depth++
+		case c == '}':
+			if depth--; depth == 0 {
+				return i
+			}
+		}
+	}
+	return -1
 }
 
 // paramsWithEntry reads main.bicepparam and returns its path, its content and its content with

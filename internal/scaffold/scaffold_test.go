@@ -220,7 +220,7 @@ func unformatted(t *testing.T, dir string) []string {
 func miniRepo(t *testing.T, params *string) string {
 	t.Helper()
 	dir := t.TempDir()
-	files := map[string]string{"pollers/pollers.go": "", "infra/bicep/main.bicepparam": ""}
+	files := map[string]string{"pollers/pollers.go": "", "infra/bicep/main.bicepparam": "", "local.settings.json.example": ""}
 	for name := range files {
 		b, err := os.ReadFile(filepath.Join("../..", name))
 		if err != nil {

@@ -151,7 +151,7 @@ func connect(ctx context.Context, ds Drivers, cfg Config) (conn, error) {
 	}
 	db, err := dl.Open(cfg.DSN)
 	if err != nil {
-		return conn{}, fmt.Errorf("source: poller %q: %w: %s: %v", cfg.Poller, ErrConnect, redact.DSN(cfg.DSN), err)
+		return conn{}, fmt.Errorf("source: poller %q: %w: %s: %s", cfg.Poller, ErrConnect, redact.DSN(cfg.DSN), redactErr(err, cfg.DSN))
 	}
 	maxConns := cfg.MaxOpenConns
 	if maxConns <= 0 {

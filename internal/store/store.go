@@ -70,3 +70,23 @@ type Store interface {
 	// List returns the names of the blobs that start with prefix, sorted.
 	List(ctx context.Context, prefix string) ([]string, error)
 }
+
+// Listed is one blob of a timed listing.
+type Listed struct {
+	Name         string
+	LastModified time.Time // the service's clock when the blob was last written (1 s resolution)
+}
+
+// Listing is what a timed listing returned: the blobs, sorted by name, and the service's clock
+// when it answered, so that an age is judged on one clock.
+type Listing struct {
+	Blobs []Listed
+	Date  time.Time
+}
+
+// TimedLister is a store whose listing also says when each blob was last written, in the same
+// requests as List (no blob is read). Both stores here implement it; callers that can do without
+// the times ask for it with a type assertion.
+type TimedLister interface {
+	ListTimed(ctx context.Context, prefix string) (Listing, error)
+}

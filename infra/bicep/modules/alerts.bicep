@@ -1,4 +1,4 @@
-// Four log search alert rules over the handler's own log lines, split by poller so each alert
+// Five log search alert rules over the handler's own log lines, split by poller so each alert
 // names the poller (and, for a poison batch, the batch).
 //
 // Where the lines are: the handler writes one slog JSON line per tick, per batch and per blocked
@@ -70,6 +70,11 @@ param blockedSeverity int = 1
 @maxValue(4)
 param slotRetainedSeverity int = 1
 
+@description('Severity of "a poller has unresolved dead letters" (rows it gave up on, never delivered: the poller is degraded).')
+@minValue(0)
+@maxValue(4)
+param deadLettersSeverity int = 2
+
 param tags object = {}
 
 var actionGroups = empty(actionGroupId) ? [] : [actionGroupId]
@@ -130,6 +135,21 @@ traces
 | extend poller = tostring(line.poller), slot_retained_bytes = tolong(line.slot_retained_bytes)
 | where isnotempty(poller) and isnotnull(slot_retained_bytes)
 | summarize arg_max(timestamp, slot_retained_bytes) by poller
+'''
+
+// Each poller's latest "dead letters" line in the window. While a poller has unresolved dead
+// letters (rows {P}_ON_POISON=quarantine gave up on: its status is degraded) the handler lists
+// them at most every five minutes and logs the line with their count; the first listing after
+// they are all replayed or discarded logs count 0. So the rule fires while the latest count is
+// above 0, and resolves on the count 0 line or when the window holds no line at all.
+var deadLettersQuery = '''
+traces
+| where message has "dead letters"
+| extend line = parse_json(message)
+| where tostring(line.msg) == "dead letters"
+| extend poller = tostring(line.poller), dead_letters = tolong(line.count), oldest_age_seconds = todouble(line.oldest_age_seconds)
+| where isnotempty(poller) and isnotnull(dead_letters)
+| summarize arg_max(timestamp, dead_letters, oldest_age_seconds) by poller
 '''
 
 resource failedTicks 'Microsoft.Insights/scheduledQueryRules@2023-12-01' = {
@@ -313,6 +333,52 @@ resource slotRetained 'Microsoft.Insights/scheduledQueryRules@2023-12-01' = {
           ]
           operator: 'GreaterThan'
           threshold: slotRetainedThresholdBytes
+          failingPeriods: {
+            numberOfEvaluationPeriods: 1
+            minFailingPeriodsToAlert: 1
+          }
+        }
+      ]
+    }
+    autoMitigate: true
+    actions: {
+      actionGroups: actionGroups
+    }
+  }
+}
+
+resource deadLetters 'Microsoft.Insights/scheduledQueryRules@2023-12-01' = {
+  name: 'alert-${name}-dead-letters'
+  location: location
+  tags: tags
+  kind: 'LogAlert'
+  properties: {
+    displayName: '${name}: a poller has unresolved dead letters'
+    description: 'The poller named in the alert quarantined rows ({P}_ON_POISON=quarantine) that are not delivered until someone replays or discards them; its status is degraded. pollerctl deadletter list POLLER lists them, pollerctl deadletter show POLLER BATCH_ID shows each row and its error; fix the cause, then pollerctl deadletter replay or discard each. See docs/pollerctl.md, poison batches and dead letters.'
+    severity: deadLettersSeverity
+    enabled: true
+    scopes: [
+      insightsId
+    ]
+    evaluationFrequency: evaluationFrequency
+    windowSize: windowSize
+    criteria: {
+      allOf: [
+        {
+          query: deadLettersQuery
+          timeAggregation: 'Maximum'
+          metricMeasureColumn: 'dead_letters'
+          dimensions: [
+            {
+              name: 'poller'
+              operator: 'Include'
+              values: [
+                '*'
+              ]
+            }
+          ]
+          operator: 'GreaterThan'
+          threshold: 0
           failingPeriods: {
             numberOfEvaluationPeriods: 1
             minFailingPeriodsToAlert: 1

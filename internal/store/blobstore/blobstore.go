@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/azconn"
+	"github.com/pseudotrigger/pseudotrigger/internal/redact"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
@@ -66,7 +67,7 @@ func New(s Settings, opts *Options) (*Store, error) {
 		c, err = container.NewClientFromConnectionString(s.ConnectionString, s.Container, copts)
 		if err != nil {
 			// The SDK's message may quote the string; do not pass it on.
-			return nil, fmt.Errorf("%s: the connection string is not valid (%s)", s.Setting, azconn.Redact(s.ConnectionString))
+			return nil, fmt.Errorf("%s: the connection string is not valid (%s)", s.Setting, redact.ConnectionString(s.ConnectionString))
 		}
 	case s.ServiceURL != "":
 		cred := opts.Credential
@@ -196,21 +197,43 @@ func mapErr(op, name string, err error, conditional bool) error {
 // List returns the names of the blobs that start with prefix, sorted (the service lists in
 // name order). A missing container lists nothing.
 func (s *Store) List(ctx context.Context, prefix string) ([]string, error) {
+	l, err := s.ListTimed(ctx, prefix)
+	if err != nil {
+		return nil, err
+	}
 	var names []string
+	for _, b := range l.Blobs {
+		names = append(names, b.Name)
+	}
+	return names, nil
+}
+
+// ListTimed is List with each blob's Last-Modified, as the listing reports it, and the service's
+// Date of its first page. A missing container lists nothing.
+func (s *Store) ListTimed(ctx context.Context, prefix string) (store.Listing, error) {
+	var l store.Listing
 	pager := s.c.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{Prefix: &prefix})
 	for pager.More() {
 		page, err := pager.NextPage(ctx)
 		if bloberror.HasCode(err, bloberror.ContainerNotFound) {
-			return nil, nil
+			return store.Listing{}, nil
 		}
 		if err != nil {
-			return nil, mapErr("list", prefix, err, false)
+			return store.Listing{}, mapErr("list", prefix, err, false)
+		}
+		if l.Date.IsZero() && page.Date != nil {
+			l.Date = page.Date.UTC()
 		}
 		for _, b := range page.Segment.BlobItems {
-			if b.Name != nil {
-				names = append(names, *b.Name)
+			if b.Name == nil {
+				continue
 			}
+			item := store.Listed{Name: *b.Name}
+			if b.Properties != nil && b.Properties.LastModified != nil {
+				item.LastModified = b.Properties.LastModified.UTC()
+			}
+			l.Blobs = append(l.Blobs, item)
 		}
 	}
-	return names, nil
+	return l, nil
 }

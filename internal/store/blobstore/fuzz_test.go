@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pseudotrigger/pseudotrigger/internal/azconn"
+	"github.com/pseudotrigger/pseudotrigger/internal/redact"
 )
 
 // FuzzConnectionString: a StateStorage connection string carrying a key, among arbitrary other
@@ -39,7 +39,7 @@ func FuzzConnectionString(f *testing.F) {
 		} else if shown := s.String(); strings.Contains(shown, key) {
 			t.Fatalf("the description shows the key: %s", shown)
 		}
-		if r := azconn.Redact(cs); strings.Contains(r, key) {
+		if r := redact.ConnectionString(cs); strings.Contains(r, key) {
 			t.Fatalf("Redact shows the key: %s", r)
 		}
 	})

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pseudotrigger/pseudotrigger/internal/azconn"
+	"github.com/pseudotrigger/pseudotrigger/internal/redact"
 )
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -77,7 +77,7 @@ func TestSecretsNeverShown(t *testing.T) {
 	sas := "BlobEndpoint=https://acct1.blob.core.windows.net;SharedAccessSignature=sv=2024-01-01&sig=c2VjcmV0LXNpZw%3D%3D"
 	for _, cs := range []string{realCS, sas, DevelopmentConnectionString} {
 		s := Settings{Setting: "StateStorage", ConnectionString: cs, Container: "db-state"}
-		for _, shown := range []string{s.String(), azconn.Redact(cs)} {
+		for _, shown := range []string{s.String(), redact.ConnectionString(cs)} {
 			for _, secret := range []string{"c2VjcmV0LWtleQ==", "c2VjcmV0LXNpZw", "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq"} {
 				if strings.Contains(shown, secret) {
 					t.Errorf("a secret is shown: %s", shown)
@@ -89,7 +89,7 @@ func TestSecretsNeverShown(t *testing.T) {
 		t.Errorf("description lacks the endpoint: %s", got)
 	}
 	// Only harmless values survive Redact: misspelt keys and bare parts are redacted too.
-	if got := azconn.Redact("AccountName=a1b;0AccountKey=c2VjcmV0LWtleQ==;bare-secret;BlobEndpoint=https://a1b.blob.core.windows.net"); got !=
+	if got := redact.ConnectionString("AccountName=a1b;0AccountKey=c2VjcmV0LWtleQ==;bare-secret;BlobEndpoint=https://a1b.blob.core.windows.net"); got !=
 		"AccountName=a1b;0AccountKey=REDACTED;REDACTED;BlobEndpoint=https://a1b.blob.core.windows.net" {
 		t.Errorf("Redact: %s", got)
 	}

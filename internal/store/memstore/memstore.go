@@ -108,17 +108,30 @@ func (s *Store) Delete(ctx context.Context, name string, cond store.Condition) e
 
 // List returns the sorted names that start with prefix.
 func (s *Store) List(ctx context.Context, prefix string) ([]string, error) {
-	if err := ctx.Err(); err != nil {
+	l, err := s.ListTimed(ctx, prefix)
+	if err != nil {
 		return nil, err
+	}
+	var names []string
+	for _, b := range l.Blobs {
+		names = append(names, b.Name)
+	}
+	return names, nil
+}
+
+// ListTimed is List with each blob's Last-Modified and the store's clock.
+func (s *Store) ListTimed(ctx context.Context, prefix string) (store.Listing, error) {
+	if err := ctx.Err(); err != nil {
+		return store.Listing{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var names []string
-	for n := range s.blobs {
+	l := store.Listing{Date: s.now()}
+	for n, e := range s.blobs {
 		if strings.HasPrefix(n, prefix) {
-			names = append(names, n)
+			l.Blobs = append(l.Blobs, store.Listed{Name: n, LastModified: e.lastModified})
 		}
 	}
-	sort.Strings(names)
-	return names, nil
+	sort.Slice(l.Blobs, func(i, j int) bool { return l.Blobs[i].Name < l.Blobs[j].Name })
+	return l, nil
 }

@@ -203,6 +203,28 @@ func list(t *testing.T, su suite) {
 	if got, err := s.List(ctx, su.prefix+"nothing-here/"); err != nil || len(got) != 0 {
 		t.Fatalf("an empty su.prefix listed %v, %v", got, err)
 	}
+	tl, ok := s.(store.TimedLister)
+	if !ok {
+		return
+	}
+	b, err := s.Get(ctx, base+"a.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := tl.ListTimed(ctx, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, x := range l.Blobs {
+		names = append(names, x.Name)
+		if x.Name == base+"a.json" && !x.LastModified.Equal(b.LastModified) {
+			t.Errorf("ListTimed: %s last modified %v, Get says %v", x.Name, x.LastModified, b.LastModified)
+		}
+	}
+	if fmt.Sprint(names) != fmt.Sprint(want) || l.Date.IsZero() || l.Date.Before(b.LastModified) {
+		t.Fatalf("ListTimed(%q) = %v at %v, want %v at or after %v", base, names, l.Date, want, b.LastModified)
+	}
 }
 
 func raceCreate(t *testing.T, su suite) {
