@@ -18,6 +18,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -143,7 +144,16 @@ func run() error {
 		return nil
 	}
 
-	all, err := devhost.Functions(*appRoot, values)
+	// As under the Functions host, a schedule's %SETTING% may come from the environment alone.
+	settings := maps.Clone(values)
+	for _, kv := range os.Environ() {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			if _, set := settings[k]; !set {
+				settings[k] = v
+			}
+		}
+	}
+	all, err := devhost.Functions(*appRoot, settings)
 	if err != nil {
 		return err
 	}
@@ -212,7 +222,7 @@ func run() error {
 
 	var totals sync.Map // function -> rows delivered
 	for _, fn := range fns {
-		q, err := devhost.StorageQueue(root, fn.Name, values)
+		q, err := devhost.StorageQueue(root, fn.Name, settings)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "devhost: %s: the queue's depth is not shown: %v\n", fn.Name, err)
 		} else if q != nil {

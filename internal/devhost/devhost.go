@@ -35,7 +35,7 @@ type Function struct {
 }
 
 // ErrNoSchedule: a function's schedule names a setting that is not set.
-var ErrNoSchedule = errors.New("schedule setting not set")
+var ErrNoSchedule = errors.New("no schedule")
 
 // LoadSettings reads the Values of local.settings.json.
 func LoadSettings(path string) (map[string]string, error) {
