@@ -25,6 +25,8 @@
 #                             the same in a throwaway MariaDB started for the run (Debian's
 #                             mariadb-server is installed when missing), on a free port, under the
 #                             app name local-mariadb-PORT (a new server each run, so new checkpoints)
+#   DEV_BLOB_PORT=20000 DEV_QUEUE_PORT=20001 scripts/dev.sh
+#                             Azurite on other ports than 10000 and 10001 (UseDevelopmentStorage=true's)
 set -euo pipefail
 # shellcheck source=scripts/lib/services.sh
 source "$(dirname "$0")/lib/services.sh"
@@ -172,8 +174,8 @@ azurite() {
   printf -v "port_$service" %s "$port"
 }
 port_blob="" port_queue=""
-azurite blob 10000 "/devstoreaccount1?comp=list"
-azurite queue 10001 "/devstoreaccount1?comp=list"
+azurite blob "${DEV_BLOB_PORT:-10000}" "/devstoreaccount1?comp=list"
+azurite queue "${DEV_QUEUE_PORT:-10001}" "/devstoreaccount1?comp=list"
 if [ "$port_blob" != 10000 ] || [ "$port_queue" != 10001 ]; then
   cs="DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==;BlobEndpoint=http://127.0.0.1:$port_blob/devstoreaccount1;QueueEndpoint=http://127.0.0.1:$port_queue/devstoreaccount1;"
   export StateStorage="$cs" AzureWebJobsStorage="$cs" ChangesQueue="$cs"

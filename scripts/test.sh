@@ -20,17 +20,19 @@ need go "install Go 1.26 or newer"
 log "checking formatting, go vet and staticcheck ..."
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './node_modules/*'))
 [ -z "$unformatted" ] || die "gofmt would change: $unformatted (run gofmt -w)"
-go vet ./...
-go run "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION" ./...
+# Each long step runs through run_child (services.sh): Ctrl-C or kill PID stops it at once, with
+# the servers, instead of when it finishes.
+run_child go vet ./...
+run_child go run "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION" ./...
 
 install_spin
 log "checking the model of the lease protocol and its negative controls (internal/model/check.sh) ..."
-internal/model/check.sh >"$RUN_DIR/model.txt" 2>&1 || { cat "$RUN_DIR/model.txt" >&2; die "internal/model/check.sh failed"; }
+run_child internal/model/check.sh >"$RUN_DIR/model.txt" 2>&1 || { cat "$RUN_DIR/model.txt" >&2; die "internal/model/check.sh failed"; }
 sed -n '/^run /,/^$/p' "$RUN_DIR/model.txt" >&2
 
 start_azurite # installs node_modules first, which the Bicep check needs too
 log "checking the Bicep syntax ..."
-node scripts/check-bicep.mjs
+run_child node scripts/check-bicep.mjs
 start_postgres
 start_mariadb
 install_chromium
@@ -38,7 +40,7 @@ install_chromium
 args=(-race -timeout 30m)
 [ -n "${SHORT:-}" ] && args+=(-short)
 log "go test ${args[*]} ./... $*"
-go test "${args[@]}" ./... "$@"
+run_child go test "${args[@]}" ./... "$@"
 
 # Every fuzz target, briefly (their seed corpora already ran above as ordinary tests).
 FUZZTIME=${FUZZTIME:-5s}
@@ -47,7 +49,7 @@ if [ $# -eq 0 ] && [ "$FUZZTIME" != 0 ]; then
     grep -qs "^func $target(" "$pkg"/*_test.go || die "fuzz target $target is not in ./$pkg (moved? update the list in scripts/test.sh)"
     log "fuzzing $target in ./$pkg for $FUZZTIME ..."
     for try in 1 2; do
-      go test -run '^$' -fuzz "^$target\$" -fuzztime "$FUZZTIME" "./$pkg/" >"$RUN_DIR/fuzz-$target.log" 2>&1 && break
+      run_child go test -run '^$' -fuzz "^$target\$" -fuzztime "$FUZZTIME" "./$pkg/" >"$RUN_DIR/fuzz-$target.log" 2>&1 && break
       # Go 1.26's fuzz coordinator can report a bare "context deadline exceeded" as the
       # -fuzztime window closes, with no input found (go.dev/issue/75804, fixed in Go 1.27):
       # that, and only that, is run again, once.
