@@ -4,7 +4,7 @@
 # and the timers: fired by `func start` when Azure Functions Core Tools is on PATH, otherwise by
 # cmd/devhost, which POSTs the host's timer invocations on each function's schedule. Each step
 # says what it does and how long it may take the first time (the first build compiles several
-# hundred packages: a few minutes, with a count every 5 s); then a line per tick, with the depth
+# hundred packages: a few minutes, with a count as it goes); then a line per tick, with the depth
 # of the pollers' storage queues. Ctrl-C (or kill PID, or closing its output) stops it all. One
 # run per checkout: a second is refused, naming the first one's pid. A local.settings.json
 # lacking keys the .example sets (made before a poller was added) is told by devhost, which
@@ -139,7 +139,7 @@ esac
 if [ -x node_modules/.bin/azurite-blob ]; then
   step "Azurite, the local Azure Storage (blob: checkpoints; queue: the queue sinks): starting it (~2 s) ..."
 else
-  step "Azurite, the local Azure Storage (blob: checkpoints; queue: the queue sinks): installing it into node_modules with npm ci (~30 s, once), then starting it ..."
+  step "Azurite, the local Azure Storage (blob: checkpoints; queue: the queue sinks): installing it into node_modules with npm ci (about a minute, once), then starting it ..."
 fi
 install_azurite
 mkdir -p .dev/azurite
@@ -201,7 +201,11 @@ log "pollerctl for this run, from another shell in this folder: ${pollerctl_env:
 if command -v func >/dev/null 2>&1; then
   step "Azure Functions Core Tools found: func start fires the timers; devhost writes orders (started in $((SECONDS - began))s)"
   start_child bin/devhost -root "$app_root" -writer-only
-  run_child env -C "$app_root" func start
+  if [ "$app_root" = . ]; then
+    run_child func start
+  else
+    run_child func start --script-root "$app_root"
+  fi
 else
   step "starting the handler; devhost fires the timers (func, Azure Functions Core Tools, is not on PATH). Ready in $((SECONDS - began))s; the first tick within 5 s:"
   run_child bin/devhost -root "$app_root" -write-orders
