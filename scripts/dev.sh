@@ -197,7 +197,14 @@ if [ "${DEV_DRIVER:-sqlite}" = postgres ]; then
     || die "pollerctl cdc enable orders-changes failed (its report is above)"
 fi
 
-log "pollerctl for this run, from another shell in this folder: ${pollerctl_env:+$pollerctl_env }bin/pollerctl status"
+if [ -n "$pollerctl_env" ]; then
+  # The settings this run changed, in a file (the Azurite connection string holds its key, which
+  # stays out of the output).
+  (umask 077 && printf 'export %s\n' "$pollerctl_env" >.dev/pollerctl.env)
+  log "pollerctl for this run, from another shell in this folder: (. .dev/pollerctl.env && bin/pollerctl status)"
+else
+  log "pollerctl for this run, from another shell in this folder: bin/pollerctl status"
+fi
 if command -v func >/dev/null 2>&1; then
   step "Azure Functions Core Tools found: func start fires the timers; devhost writes orders (started in $((SECONDS - began))s)"
   start_child bin/devhost -root "$app_root" -writer-only

@@ -301,6 +301,12 @@ func TestDevShPostgresLogical(t *testing.T) {
 	if regexp.MustCompile(`FAILED|error:`).MatchString(out) {
 		t.Errorf("a failure:\n%s", out)
 	}
+	if strings.Contains(out, "AccountKey") {
+		t.Errorf("the storage account key was printed:\n%s", out)
+	}
+	if !strings.Contains(out, "pollerctl for this run, from another shell in this folder: (. .dev/pollerctl.env && bin/pollerctl status)") {
+		t.Errorf("no pollerctl command for the run:\n%s", out)
+	}
 	m := pgPort.FindStringSubmatch(out)
 	if m == nil {
 		t.Fatalf("no PostgreSQL port in:\n%s", out)
