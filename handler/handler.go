@@ -157,8 +157,11 @@ func New(o Options) *App {
 			a.log.Error("poller not usable: its invocations will fail", "poller", d.Name(), "error", ps.err.Error())
 		} else {
 			if ps.settings.Schedule == "" {
+				// The host leaves this function out (it cannot resolve its schedule) and runs the
+				// others: an error of this poller alone, naming the setting.
 				p := appsettings.Prefix(d.Name())
-				a.log.Warn("no schedule: the Functions host cannot resolve %"+p+"_SCHEDULE% in "+d.Name()+"/function.json, so it runs no timer for this poller",
+				a.log.Error("poller not scheduled: "+p+"_SCHEDULE is not set, so the Functions host cannot resolve %"+p+"_SCHEDULE% in "+
+					d.Name()+"/function.json and runs no timer for this poller (the others run): set "+p+"_SCHEDULE to an NCRONTAB schedule, e.g. */10 * * * * *",
 					"poller", d.Name(), "setting", p+"_SCHEDULE")
 			}
 			attrs := []any{"poller", d.Name(), "driver", ps.settings.Driver, "source", redact.DSN(ps.settings.DSN),

@@ -209,3 +209,50 @@ func TestTickLogLine(t *testing.T) {
 		t.Fatalf("batch lines %v", batches)
 	}
 }
+
+// TestMissingScheduleFailsThatPollerAlone: two pollers on one table, one without {P}_SCHEDULE.
+// The handler logs one error for it, naming the setting and the fix; the other is not named and
+// ticks as usual.
+func TestMissingScheduleFailsThatPollerAlone(t *testing.T) {
+	dsn := filepath.Join(t.TempDir(), "o.db")
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`CREATE TABLE orders (id BIGINT PRIMARY KEY, updated_at TEXT NOT NULL);
+		INSERT INTO orders VALUES (1, '2026-01-01T00:00:00.000000Z')`); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{
+		"TIMED_DB_DRIVER": "sqlite", "TIMED_DB_CONNECTION": dsn, "TIMED_SCHEDULE": "*/5 * * * * *",
+		"UNTIMED_DB_DRIVER": "sqlite", "UNTIMED_DB_CONNECTION": dsn,
+	}
+	logs := &testenv.Buffer{}
+	delivered := new(int)
+	app := handler.New(handler.Options{
+		Getenv:  func(k string) string { return env[k] },
+		Logger:  slog.New(slog.NewJSONHandler(logs, nil)),
+		Pollers: pollerdef.OfAll([]*poller.Poller{def("timed", delivered), def("untimed", new(int))}),
+		Store:   memstore.New(nil),
+	})
+	srv := httptest.NewServer(app.Routes())
+	defer srv.Close()
+	var errs []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("a log line is not JSON: %q", line)
+		}
+		if m["level"] == "ERROR" {
+			errs = append(errs, m)
+		}
+	}
+	if len(errs) != 1 || errs[0]["poller"] != "untimed" || errs[0]["setting"] != "UNTIMED_SCHEDULE" ||
+		!strings.Contains(errs[0]["msg"].(string), "set UNTIMED_SCHEDULE to an NCRONTAB schedule") {
+		t.Fatalf("want one error, for untimed, naming UNTIMED_SCHEDULE; the log:\n%s", logs.String())
+	}
+	if status, m, _ := post(t, srv.URL+"/timed", body); status != 200 || m["ReturnValue"].(map[string]any)["outcome"] != "committed" || *delivered != 1 {
+		t.Fatalf("the scheduled poller: %d %v (delivered %d)", status, m, *delivered)
+	}
+}

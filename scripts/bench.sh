@@ -28,6 +28,14 @@ what=${1:-all}
 # the same, for the code under test and its baseline alike.
 export GOGC=${GOGC:-400}
 
+# gotest FILE ARGS... runs go test ARGS in a process group of its own (run_child: a signal stops
+# it and the benchmark binaries at once, not when they finish), its output shown and appended to
+# FILE.
+gotest() {
+  local out=$1
+  shift
+  run_child bash -c 'set -o pipefail; go test "$@" | tee -a "$0"' "$out" "$@"
+}
 median_of() { # median of the numbers on stdin
   sort -g | awk '{a[NR] = $1} END {if (NR) print a[int((NR + 1) / 2)]}'
 }
@@ -39,7 +47,8 @@ if [ "$what" = lease ] || [ "$what" = all ]; then
   [ -n "${AZURITE_CONNECTION_STRING:-}" ] || start_azurite
   out="$RUN_DIR/bench-lease.txt"
   log "go test -run '^\$' -bench BenchmarkLeaseCycle -benchtime 300x -count $COUNT ./internal/lease/"
-  go test -run '^$' -bench BenchmarkLeaseCycle -benchtime 300x -count "$COUNT" ./internal/lease/ | tee "$out"
+  : >"$out"
+  gotest "$out" -run '^$' -bench BenchmarkLeaseCycle -benchtime 300x -count "$COUNT" ./internal/lease/
   echo
   echo "Lease protocol on Azurite (median over $COUNT runs of each run's p50):"
   get=$(metric "$out" BenchmarkLeaseCycle baseline-get-p50-ms | median_of)
@@ -68,7 +77,8 @@ if [ "$what" = source ] || [ "$what" = all ]; then
   mkdir -p "$BENCH_DIR"
   out="$RUN_DIR/bench-source.txt"
   log "go test -run '^\$' -bench BenchmarkKeysetScan -benchtime 3x -count $COUNT ./internal/source/ (creates ${BENCH_ROWS:-1000000} rows first)"
-  go test -run '^$' -bench BenchmarkKeysetScan -benchtime 3x -count "$COUNT" -timeout 60m ./internal/source/ | tee "$out"
+  : >"$out"
+  gotest "$out" -run '^$' -bench BenchmarkKeysetScan -benchtime 3x -count "$COUNT" -timeout 60m ./internal/source/
   echo
   echo "Source keyset scan, ${BENCH_ROWS:-1000000} rows in batches of 1,000 (median over $COUNT runs; target >= 0.90):"
   printf '%-10s %14s %18s %18s %16s\n' driver source-rows/s handwritten-rows/s source/handwritten source/pgx-native
@@ -86,7 +96,8 @@ if [ "$what" = tick ] || [ "$what" = all ]; then
   [ -n "${PG_TEST_DSN:-}" ] || start_postgres
   out="$RUN_DIR/bench-tick.txt"
   log "go test -run '^\$' -bench BenchmarkCatchUp -benchtime 3x -count $COUNT ./internal/tick/"
-  go test -run '^$' -bench BenchmarkCatchUp -benchtime 3x -count "$COUNT" -timeout 60m ./internal/tick/ | tee "$out"
+  : >"$out"
+  gotest "$out" -run '^$' -bench BenchmarkCatchUp -benchtime 3x -count "$COUNT" -timeout 60m ./internal/tick/
   echo
   echo "Catch-up of ${CATCHUP_ROWS:-200000} PostgreSQL rows, batches of 1,000, no-op handler (median over $COUNT runs; target >= 0.90):"
   printf '%-26s %12s %18s %16s %14s %15s %11s %12s\n' mode tick-rows/s handwritten-rows/s tick/handwritten batches/tick blob-writes/tick blob-reads idle-writes
@@ -107,7 +118,8 @@ if [ "$what" = status ] || [ "$what" = all ]; then
   [ -n "${AZURITE_CONNECTION_STRING:-}" ] || start_azurite
   out="$RUN_DIR/bench-status.txt"
   log "go test -run '^\$' -bench BenchmarkStatus20Pollers -benchtime 30x -count $COUNT ./handler/"
-  go test -run '^$' -bench BenchmarkStatus20Pollers -benchtime 30x -count "$COUNT" ./handler/ | tee "$out"
+  : >"$out"
+  gotest "$out" -run '^$' -bench BenchmarkStatus20Pollers -benchtime 30x -count "$COUNT" ./handler/
   echo
   echo "The status function, 20 pollers on SQLite sources, one failing, state on Azurite (median over $COUNT runs):"
   sp=$(metric "$out" BenchmarkStatus20Pollers/state-only p50-ms | median_of)
@@ -122,7 +134,8 @@ if [ "$what" = sink ] || [ "$what" = all ]; then
   [ -n "${PG_TEST_DSN:-}" ] || start_postgres
   out="$RUN_DIR/bench-sink.txt"
   log "SINK_ROWS=${SINK_ROWS:-10000} go test -run '^\$' -bench BenchmarkSinkCatchUp -benchtime 3x -count $COUNT ./sink/"
-  SINK_ROWS=${SINK_ROWS:-10000} go test -run '^$' -bench BenchmarkSinkCatchUp -benchtime 3x -count "$COUNT" ./sink/ | tee "$out"
+  : >"$out"
+  SINK_ROWS=${SINK_ROWS:-10000} gotest "$out" -run '^$' -bench BenchmarkSinkCatchUp -benchtime 3x -count "$COUNT" ./sink/
   echo
   echo "Sinks: PostgreSQL rows through a poller's tick against a hand-written keyset loop making the same"
   echo "call per row at the same concurrency (median over $COUNT runs; target >= 0.9; blob writes <= batches + 1):"
@@ -142,7 +155,8 @@ if [ "$what" = handler ] || [ "$what" = all ]; then
   [ -n "${AZURITE_CONNECTION_STRING:-}" ] || start_azurite
   out="$RUN_DIR/bench-handler.txt"
   log "go test -run '^\$' -bench BenchmarkHandlerStartup -benchtime 1x -count $COUNT ./e2e/"
-  go test -run '^$' -bench BenchmarkHandlerStartup -benchtime 1x -count "$COUNT" ./e2e/ | tee "$out"
+  : >"$out"
+  gotest "$out" -run '^$' -bench BenchmarkHandlerStartup -benchtime 1x -count "$COUNT" ./e2e/
   echo
   echo "Handler process (median over $COUNT runs of 20 starts; targets < 50 ms, < 40 MB):"
   echo "start to first answered GET /: $(metric "$out" BenchmarkHandlerStartup start-to-ready-p50-ms | median_of) ms"
@@ -154,9 +168,10 @@ if [ "$what" = logical ] || [ "$what" = all ]; then
   [ -n "${PG_TEST_DSN:-}" ] || start_postgres
   out="$RUN_DIR/bench-logical.txt"
   log "go test -run '^\$' -bench 'BenchmarkLogical(CatchUp|IdleTick|Latency)' (3x, 10x, 1x) -count $COUNT ./internal/tick/"
-  go test -run '^$' -bench BenchmarkLogicalCatchUp -benchtime 3x -count "$COUNT" -timeout 60m ./internal/tick/ | tee "$out"
-  go test -run '^$' -bench BenchmarkLogicalIdleTick -benchtime 10x -count "$COUNT" ./internal/tick/ | tee -a "$out"
-  go test -run '^$' -bench BenchmarkLogicalLatency -benchtime 1x -count "$COUNT" ./internal/tick/ | tee -a "$out"
+  : >"$out"
+  gotest "$out" -run '^$' -bench BenchmarkLogicalCatchUp -benchtime 3x -count "$COUNT" -timeout 60m ./internal/tick/
+  gotest "$out" -run '^$' -bench BenchmarkLogicalIdleTick -benchtime 10x -count "$COUNT" ./internal/tick/
+  gotest "$out" -run '^$' -bench BenchmarkLogicalLatency -benchtime 1x -count "$COUNT" ./internal/tick/
   echo
   m() { metric "$out" "$1" "$2" | median_of; }
   rows=${LOGICAL_ROWS:-50000}

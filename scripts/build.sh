@@ -1,8 +1,61 @@
 #!/usr/bin/env bash
 # Builds the custom handler to bin/handler for this machine, or for Azure with
 #   GOOS=linux GOARCH=amd64 scripts/build.sh
+# More commands go to bin/ with the same flags, in the same go build (what they share is compiled
+# once, and later builds of any of them find it in Go's build cache):
+#   scripts/build.sh ./cmd/devhost ./cmd/pollerctl
+# BUILD_PROGRESS=1 says how many packages have been compiled so far: on a terminal in one line it
+# rewrites, otherwise every 5 s, then every 30 s (a first build on a fresh machine compiles
+# several hundred: a few minutes; later builds take seconds).
 set -euo pipefail
+case "${1:-}" in -h | --help) sed -n '2,9s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 cd "$(dirname "$0")/.."
 mkdir -p bin
-CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o bin/handler ./cmd/handler
-echo "built bin/handler (${GOOS:-$(go env GOOS)}/${GOARCH:-$(go env GOARCH)})"
+flags=(-trimpath -ldflags "-s -w")
+if [ $# -eq 0 ]; then
+  out=(-o bin/handler)
+else
+  out=(-o bin/)
+fi
+
+if [ -z "${BUILD_PROGRESS:-}" ]; then
+  CGO_ENABLED=0 go build "${flags[@]}" "${out[@]}" ./cmd/handler "$@"
+else
+  # go build -v names each package as it compiles it; they are counted, not listed. Anything
+  # else it prints (a compile error) is passed on as it is.
+  total=$(CGO_ENABLED=0 go list -deps ./cmd/handler "$@" 2>/dev/null | grep -c . || true)
+  start=$SECONDS
+  set +e
+  CGO_ENABLED=0 go build -v "${flags[@]}" "${out[@]}" ./cmd/handler "$@" 2>&1 | {
+    n=0 last=$SECONDS pkg="" every=5 tty=""
+    [ -t 2 ] && tty=1
+    while IFS= read -r line; do
+      if [[ $line =~ ^[A-Za-z0-9._~/-]+$ ]]; then
+        n=$((n + 1)) pkg=$line
+        if [ -n "$tty" ]; then # one line, rewritten
+          printf '\r  ... %d of at most %d packages compiled (%ds; now %s)\033[K' "$n" "$total" "$((SECONDS - start))" "$pkg" >&2
+        elif ((SECONDS - last >= every)); then
+          printf '  ... %d of at most %d packages compiled (%ds; now %s)\n' "$n" "$total" "$((SECONDS - start))" "$pkg" >&2
+          last=$SECONDS
+          # A few lines, not hundreds: every 5 s for the first half minute, then every 30 s.
+          ((SECONDS - start < 30)) || every=30
+        fi
+      else
+        [ -z "$tty" ] || printf '\r\033[K' >&2
+        printf '%s\n' "$line" >&2
+      fi
+    done
+    [ -z "$tty" ] || printf '\r\033[K' >&2
+    if ((n > 0)); then
+      printf '  compiled %d packages in %ds (the rest came from the build cache)\n' "$n" "$((SECONDS - start))" >&2
+    else
+      printf '  nothing to compile: everything came from the build cache\n' >&2
+    fi
+  }
+  rc=${PIPESTATUS[0]}
+  set -e
+  [ "$rc" = 0 ] || exit "$rc"
+fi
+built=bin/handler
+for p in "$@"; do built+=", bin/${p##*/}"; done
+echo "built $built (${GOOS:-$(go env GOOS)}/${GOARCH:-$(go env GOARCH)})"

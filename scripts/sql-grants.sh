@@ -122,9 +122,9 @@ my_principal() {
   fi
 }
 
-# my_grants prints SELECT on each table (DATABASE.TABLE; a bare TABLE is in the database the
-# client has selected): all a poller reads; and PROCESS unless --no-process, for the open
-# transactions a timestamp+pk cursor stays behind (information_schema.innodb_trx).
+# my_grants prints SELECT on each table (DATABASE.TABLE): all a poller reads; and PROCESS unless
+# --no-process, for the open transactions a timestamp+pk cursor stays behind
+# (information_schema.innodb_trx).
 my_grants() {
   local table
   for table in "$@"; do
@@ -138,6 +138,15 @@ my_grants() {
 }
 
 if [ "$mysql" = 1 ]; then
+  # A bare TABLE would be granted in whatever database the admin's client has selected (or be
+  # refused by MySQL with "No database selected"): the database is required.
+  for table in "$@"; do
+    case "$table" in
+      ?*.?*) ;;
+      *) echo "sql-grants.sh: --mysql: $table lacks its DATABASE: write DATABASE.TABLE (e.g. shop.$table), the database the poller's {P}_DB_CONNECTION names" >&2
+        exit 2 ;;
+    esac
+  done
   if [ "$principal" = 1 ]; then
     echo "-- Azure Database for MySQL Flexible Server, as its Microsoft Entra admin:"
     my_principal

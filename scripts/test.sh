@@ -9,6 +9,8 @@
 #   scripts/test.sh -run Lease      extra arguments go to go test
 #   SHORT=1 scripts/test.sh         go test -short (fewer repetitions)
 #   FUZZTIME=1m scripts/test.sh     run each fuzz target longer (default 5s; 0 skips them)
+#   SKIP_CHECKS=1 scripts/test.sh   the servers and go test only: no gofmt, vet, staticcheck,
+#                                   model or Bicep check (a quick rerun; CI runs them all)
 set -euo pipefail
 source "$(dirname "$0")/lib/services.sh"
 cd "$ROOT"
@@ -17,20 +19,26 @@ STATICCHECK_VERSION=v0.8.2
 
 need go "install Go 1.26 or newer"
 
-log "checking formatting, go vet and staticcheck ..."
-unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './node_modules/*'))
-[ -z "$unformatted" ] || die "gofmt would change: $unformatted (run gofmt -w)"
-go vet ./...
-go run "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION" ./...
+if [ -z "${SKIP_CHECKS:-}" ]; then
+  log "checking formatting, go vet and staticcheck ..."
+  unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './node_modules/*'))
+  [ -z "$unformatted" ] || die "gofmt would change: $unformatted (run gofmt -w)"
+  # Each long step runs through run_child (services.sh): Ctrl-C or kill PID stops it at once, with
+  # the servers, instead of when it finishes.
+  run_child go vet ./...
+  run_child go run "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION" ./...
 
-install_spin
-log "checking the model of the lease protocol and its negative controls (internal/model/check.sh) ..."
-internal/model/check.sh >"$RUN_DIR/model.txt" 2>&1 || { cat "$RUN_DIR/model.txt" >&2; die "internal/model/check.sh failed"; }
-sed -n '/^run /,/^$/p' "$RUN_DIR/model.txt" >&2
+  install_spin
+  log "checking the model of the lease protocol and its negative controls (internal/model/check.sh) ..."
+  run_child internal/model/check.sh >"$RUN_DIR/model.txt" 2>&1 || { cat "$RUN_DIR/model.txt" >&2; die "internal/model/check.sh failed"; }
+  sed -n '/^run /,/^$/p' "$RUN_DIR/model.txt" >&2
+fi
 
 start_azurite # installs node_modules first, which the Bicep check needs too
-log "checking the Bicep syntax ..."
-node scripts/check-bicep.mjs
+if [ -z "${SKIP_CHECKS:-}" ]; then
+  log "checking the Bicep syntax ..."
+  run_child node scripts/check-bicep.mjs
+fi
 start_postgres
 start_mariadb
 install_chromium
@@ -38,7 +46,7 @@ install_chromium
 args=(-race -timeout 30m)
 [ -n "${SHORT:-}" ] && args+=(-short)
 log "go test ${args[*]} ./... $*"
-go test "${args[@]}" ./... "$@"
+run_child go test "${args[@]}" ./... "$@"
 
 # Every fuzz target, briefly (their seed corpora already ran above as ordinary tests).
 FUZZTIME=${FUZZTIME:-5s}
@@ -47,7 +55,7 @@ if [ $# -eq 0 ] && [ "$FUZZTIME" != 0 ]; then
     grep -qs "^func $target(" "$pkg"/*_test.go || die "fuzz target $target is not in ./$pkg (moved? update the list in scripts/test.sh)"
     log "fuzzing $target in ./$pkg for $FUZZTIME ..."
     for try in 1 2; do
-      go test -run '^$' -fuzz "^$target\$" -fuzztime "$FUZZTIME" "./$pkg/" >"$RUN_DIR/fuzz-$target.log" 2>&1 && break
+      run_child go test -run '^$' -fuzz "^$target\$" -fuzztime "$FUZZTIME" "./$pkg/" >"$RUN_DIR/fuzz-$target.log" 2>&1 && break
       # Go 1.26's fuzz coordinator can report a bare "context deadline exceeded" as the
       # -fuzztime window closes, with no input found (go.dev/issue/75804, fixed in Go 1.27):
       # that, and only that, is run again, once.

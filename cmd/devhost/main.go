@@ -1,8 +1,10 @@
 // Command devhost runs the custom handler locally the way the Functions host would, firing every
 // timer function on its schedule (see package devhost). scripts/dev.sh is the usual way in.
 //
-//	devhost [-settings local.settings.json] [-example local.settings.json.example] [-handler bin/handler] [-write-orders] [-writer-only]
+//	devhost [-settings local.settings.json] [-example local.settings.json.example] [-handler bin/handler] [-root DIR] [-write-orders] [-writer-only] [-create-orders]
 //
+// A function whose schedule setting is missing is named with the setting and left out, as the
+// Functions host does; the others run.
 // Settings are local.settings.json's Values with the environment winning for any key both set,
 // as with Core Tools; keys the example sets and local.settings.json lacks (a file made before a
 // poller was added) are named, and the example's values are used for this run. For a declared
@@ -16,6 +18,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -31,6 +34,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
 
 	_ "github.com/go-sql-driver/mysql"
+	_ "github.com/jackc/pgx/v5/stdlib"
 	_ "modernc.org/sqlite"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/redact"
@@ -53,6 +57,8 @@ func run() error {
 	handlerPath := flag.String("handler", "bin/handler", "the custom handler binary")
 	writeOrders := flag.Bool("write-orders", false, "keep inserting and updating rows in the orders table of ORDERS_DB_CONNECTION (ORDERS_DB_DRIVER sqlite or mysql)")
 	writerOnly := flag.Bool("writer-only", false, "only write orders (when func start fires the timers)")
+	createOnly := flag.Bool("create-orders", false, "create the orders table of ORDERS_DB_CONNECTION when it is missing, and exit")
+	appRoot := flag.String("root", ".", "the app's root: its */function.json folders and declared pollers' poller.json (AzureWebJobsScriptRoot)")
 	flag.Parse()
 
 	values, err := devhost.LoadSettings(*settingsPath)
@@ -74,12 +80,15 @@ func run() error {
 		}
 	}
 	devhost.Overlay(values, os.LookupEnv) // the environment wins, as with Core Tools
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// SIGHUP (the terminal went) and SIGPIPE (the reader of our output went: dev.sh | head) stop
+	// the run as Ctrl-C does, the handler first; without them a write to a closed pipe would kill
+	// devhost and leave the handler running.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE)
 	defer stop()
 
 	var writer *devhost.Writer
 	var wg sync.WaitGroup
-	if *writeOrders || *writerOnly {
+	if *writeOrders || *writerOnly || *createOnly {
 		// The example poller's own settings, read as the handler reads them.
 		s, _ := appsettings.Load(pollerdef.Of(orders.New()), func(k string) string { return values[k] })
 		driver, dsn := s.Driver, s.DSN
@@ -101,8 +110,11 @@ func run() error {
 			}
 			db, err = sql.Open("mysql", dsn)
 			layout = devhost.MySQLTimeLayout
+		case "postgres":
+			// The PostgreSQL dev.sh starts (DEV_DRIVER=postgres), or one of the developer's.
+			db, err = sql.Open("pgx", dsn)
 		default:
-			return errors.New("-write-orders needs ORDERS_DB_DRIVER=sqlite or mysql in " + *settingsPath + " (or the environment)")
+			return errors.New("-write-orders needs ORDERS_DB_DRIVER=sqlite, mysql or postgres in " + *settingsPath + " (or the environment)")
 		}
 		if err != nil {
 			return err
@@ -111,7 +123,11 @@ func run() error {
 		if err := devhost.CreateOrdersFor(ctx, db, driver); err != nil {
 			return fmt.Errorf("creating the orders table: %w", redactedErr(err))
 		}
-		writer = &devhost.Writer{DB: db, Layout: layout}
+		if *createOnly {
+			fmt.Printf("the orders table is in %s %s\n", driver, redact.DSN(dsn))
+			return nil
+		}
+		writer = &devhost.Writer{DB: db, Layout: layout, Dollar: driver == "postgres"}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -128,25 +144,50 @@ func run() error {
 		return nil
 	}
 
-	fns, err := devhost.Functions(".", values)
+	// As under the Functions host, a schedule's %SETTING% may come from the environment alone.
+	settings := maps.Clone(values)
+	for _, kv := range os.Environ() {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			if _, set := settings[k]; !set {
+				settings[k] = v
+			}
+		}
+	}
+	all, err := devhost.Functions(*appRoot, settings)
 	if err != nil {
 		return err
 	}
+	if len(all) == 0 {
+		return errors.New("no */function.json with a timerTrigger found in " + *appRoot)
+	}
+	// A function without a usable schedule is left out, named with the setting; the others run.
+	var fns []devhost.Function
+	for _, fn := range all {
+		if fn.Err != nil {
+			fmt.Fprintf(os.Stderr, "devhost: %s is not run: %v\n", fn.Name, fn.Err)
+			continue
+		}
+		fns = append(fns, fn)
+	}
 	if len(fns) == 0 {
-		return errors.New("no */function.json with a timerTrigger found here")
+		return errors.New("no timer function has a schedule: see the lines above")
 	}
 	port, err := freePort()
 	if err != nil {
 		return err
 	}
-	root, err := os.Getwd()
+	cwd, err := os.Getwd()
 	if err != nil {
 		return err
 	}
-	// The handler runs in the app's root, as under the Functions host, and finds the declared
-	// pollers' poller.json there (AzureWebJobsScriptRoot, else its working directory).
+	root, err := filepath.Abs(*appRoot)
+	if err != nil {
+		return err
+	}
+	// The handler runs in the working directory (relative SQLite paths), and finds the declared
+	// pollers' poller.json in the app's root (AzureWebJobsScriptRoot), as under the Functions host.
 	h := exec.Command(*handlerPath)
-	h.Dir = root
+	h.Dir = cwd
 	h.Env = os.Environ()
 	if _, ok := values["AzureWebJobsScriptRoot"]; !ok && os.Getenv("AzureWebJobsScriptRoot") == "" {
 		h.Env = append(h.Env, "AzureWebJobsScriptRoot="+root)
@@ -181,7 +222,7 @@ func run() error {
 
 	var totals sync.Map // function -> rows delivered
 	for _, fn := range fns {
-		q, err := devhost.StorageQueue(root, fn.Name, values)
+		q, err := devhost.StorageQueue(root, fn.Name, settings)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "devhost: %s: the queue's depth is not shown: %v\n", fn.Name, err)
 		} else if q != nil {
@@ -190,7 +231,7 @@ func run() error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			fire(ctx, base, fn, writer, q, &totals)
+			fire(ctx, base, fn, writer, q, &totals, logPath)
 		}()
 	}
 	<-ctx.Done()
@@ -207,7 +248,7 @@ func run() error {
 	return nil
 }
 
-func fire(ctx context.Context, base string, fn devhost.Function, writer *devhost.Writer, q *devhost.Queue, totals *sync.Map) {
+func fire(ctx context.Context, base string, fn devhost.Function, writer *devhost.Writer, q *devhost.Queue, totals *sync.Map, logPath string) {
 	sched, _ := appsettings.ParseSchedule(fn.Schedule)
 	var last time.Time
 	for {
@@ -225,14 +266,14 @@ func fire(ctx context.Context, base string, fn devhost.Function, writer *devhost
 		if ctx.Err() != nil {
 			return
 		}
-		progress(ctx, fn, r, writer, q, totals)
+		progress(ctx, fn, r, writer, q, totals, logPath)
 	}
 }
 
-func progress(ctx context.Context, fn devhost.Function, r devhost.Result, writer *devhost.Writer, q *devhost.Queue, totals *sync.Map) {
+func progress(ctx context.Context, fn devhost.Function, r devhost.Result, writer *devhost.Writer, q *devhost.Queue, totals *sync.Map, logPath string) {
 	stamp := time.Now().Format("15:04:05")
 	if r.Status != http.StatusOK {
-		fmt.Printf("%s %-12s FAILED (%d): %s\n", stamp, fn.Name, r.Status, r.Error)
+		fmt.Println(devhost.FailedLine(stamp, fn.Name, r, logPath))
 		return
 	}
 	s := r.Summary

@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
@@ -178,5 +180,51 @@ func TestPollerctlProcess(t *testing.T) {
 	}
 	if out, _, code := run(root, nil, "backups", "nope"); code != 2 || !strings.Contains(out, `no poller "nope"`) || !strings.Contains(out, "no state, backups or dead letters") {
 		t.Fatalf("backups of none: exit %d\n%s", code, out)
+	}
+}
+
+// TestPollerctlUnreachableStore: StateStorage names an Azurite address where nothing listens.
+// pollerctl says so once, naming the setting and the address, says how to start Azurite, and
+// exits with 4 at once (before, the SDK retried for seconds and the command ended with a long
+// request error and exit 1).
+func TestPollerctlUnreachableStore(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "pollerctl")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nothing listens there now
+	dir := t.TempDir()
+	cs := "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==;BlobEndpoint=http://" + addr + "/devstoreaccount1;"
+	writeSettings(t, dir, map[string]string{"StateStorage": cs, "POLLER_APP_NAME": "local"})
+	for _, args := range [][]string{{"status"}, {"backups", "orders"}} {
+		cmd := exec.Command(bin, args...)
+		cmd.Dir = dir
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir}
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		began := time.Now()
+		_ = cmd.Run()
+		took := time.Since(began)
+		errOut := stderr.String()
+		if code := cmd.ProcessState.ExitCode(); code != 4 {
+			t.Fatalf("%v: exit %d, want 4\n%s%s", args, code, stdout.String(), errOut)
+		}
+		if took > 2*blobstore.ReachTimeout {
+			t.Errorf("%v took %v: the refused connection was retried", args, took)
+		}
+		for _, want := range []string{"pollerctl: the state store is not reachable: StateStorage: cannot connect to " + addr,
+			"StateStorage points at Azurite", "scripts/dev.sh", "npx azurite"} {
+			if strings.Count(errOut, want) != 1 {
+				t.Errorf("%v: want %q once in:\n%s", args, want, errOut)
+			}
+		}
+		if strings.Contains(errOut, "RESPONSE") || strings.Contains(errOut+stdout.String(), "AccountKey") {
+			t.Errorf("%v: an SDK error or the key was printed:\n%s", args, errOut)
+		}
 	}
 }

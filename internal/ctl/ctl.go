@@ -34,6 +34,10 @@ const (
 	// ExitUnhealthy is status's when a poller shown is not ok (its health), so that scripts and
 	// scheduled checks can alert on it.
 	ExitUnhealthy = 3
+	// ExitUnreachable: the state store's address refuses connections or does not answer
+	// (Azurite not started, or no network path to the storage account); said once, with how to
+	// start it or reach it.
+	ExitUnreachable = 4
 )
 
 // Env is what a command runs with.
@@ -108,8 +112,9 @@ Settings are the handler's: StateStorage (or AzureWebJobsStorage), STATE_CONTAIN
 POLLER_APP_NAME, {P}_DB_DRIVER, {P}_DB_CONNECTION, read from the environment and, run in the app
 folder, from local.settings.json's Values (the environment wins, as with Core Tools). Every
 command but new says first, on stderr, which app, state store and settings it uses.
-Exit codes: 0 done, 1 refused by a guardrail (check: a problem found), 2 bad usage or input, 3 (status) a
-poller is not ok.
+Exit codes: 0 done, 1 refused by a guardrail (check: a problem found), 2 bad usage or input, 3
+(status) a poller is not ok, 4 the state store is not reachable (Azurite not started, or no
+network path to the account).
 `
 
 // Run runs one command and returns its exit code.
@@ -131,6 +136,10 @@ func Run(ctx context.Context, args []string, env Env) int {
 		return ExitOK
 	}
 	if args[0] != "new" {
+		if err := env.unreachable(ctx); err != nil {
+			reportUnreachable(env, err)
+			return ExitUnreachable
+		}
 		env.announce(ctx)
 	}
 	var err error
@@ -168,6 +177,9 @@ func Run(ctx context.Context, args []string, env Env) int {
 	case errors.As(err, &u):
 		fmt.Fprintln(env.Out, "pollerctl:", err)
 		return ExitUsage
+	case refused(err):
+		reportUnreachable(env, err)
+		return ExitUnreachable
 	default:
 		fmt.Fprintln(env.Out, "pollerctl:", err)
 		return ExitRefused

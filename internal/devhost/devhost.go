@@ -9,8 +9,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
 	"io"
 	"net/http"
 	"os"
@@ -19,6 +19,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
 )
 
 // Function is a timer function found in a */function.json.
@@ -26,7 +28,14 @@ type Function struct {
 	Name     string // the folder name
 	Binding  string // the timer binding's name
 	Schedule string // resolved NCRONTAB expression
+	// Err says why the function has no timer (its schedule setting is missing or is not
+	// NCRONTAB): the Functions host leaves that function out and runs the others, and so does
+	// devhost.
+	Err error
 }
+
+// ErrNoSchedule: a function's schedule names a setting that is not set.
+var ErrNoSchedule = errors.New("no schedule")
 
 // LoadSettings reads the Values of local.settings.json.
 func LoadSettings(path string) (map[string]string, error) {
@@ -45,7 +54,9 @@ func LoadSettings(path string) (map[string]string, error) {
 
 var setting = regexp.MustCompile(`^%([^%]+)%$`)
 
-// Functions finds the timer functions under root and resolves %SETTING% schedules from values.
+// Functions finds the timer functions under root and resolves %SETTING% schedules from values. A
+// function whose schedule cannot be resolved or parsed is returned with Err set (naming the
+// setting), so that the caller runs the others; err is for a function.json that cannot be read.
 func Functions(root string, values map[string]string) ([]Function, error) {
 	paths, err := filepath.Glob(filepath.Join(root, "*", "function.json"))
 	if err != nil {
@@ -72,18 +83,22 @@ func Functions(root string, values map[string]string) ([]Function, error) {
 			if b.Type != "timerTrigger" {
 				continue
 			}
-			sched := b.Schedule
-			if m := setting.FindStringSubmatch(sched); m != nil {
+			fn := Function{Name: filepath.Base(filepath.Dir(p)), Binding: b.Name, Schedule: b.Schedule}
+			rel := filepath.ToSlash(filepath.Join(fn.Name, "function.json"))
+			if m := setting.FindStringSubmatch(fn.Schedule); m != nil {
 				v, ok := values[m[1]]
 				if !ok || strings.TrimSpace(v) == "" {
-					return nil, fmt.Errorf("%s: the schedule names %s, which local.settings.json does not set", p, m[1])
+					fn.Err = fmt.Errorf("%w: %s's schedule is %%%s%%, and %s is not set (in local.settings.json or the environment): set it, e.g. \"%s\": \"*/5 * * * * *\"",
+						ErrNoSchedule, rel, m[1], m[1], m[1])
 				}
-				sched = v
+				fn.Schedule = v
 			}
-			if _, err := appsettings.ParseSchedule(sched); err != nil {
-				return nil, fmt.Errorf("%s: schedule %q: %w", p, sched, err)
+			if fn.Err == nil {
+				if _, err := appsettings.ParseSchedule(fn.Schedule); err != nil {
+					fn.Err = fmt.Errorf("%s: schedule %q: %w", rel, fn.Schedule, err)
+				}
 			}
-			fns = append(fns, Function{Name: filepath.Base(filepath.Dir(p)), Binding: b.Name, Schedule: sched})
+			fns = append(fns, fn)
 		}
 	}
 	return fns, nil
@@ -136,4 +151,25 @@ func Invoke(ctx context.Context, base string, fn Function, body []byte) Result {
 		r.Error = strings.TrimSpace(string(raw))
 	}
 	return Result{Status: resp.StatusCode, Summary: r.ReturnValue, Error: r.Error}
+}
+
+// FailedReasonMax is how much of a failed tick's error a progress line shows.
+const FailedReasonMax = 160
+
+// FailedLine is the progress line of a failed invocation: one line, the reason's first line
+// shortened to FailedReasonMax characters, and where the full text is (the handler's log).
+func FailedLine(stamp, name string, r Result, logPath string) string {
+	reason, _, multi := strings.Cut(strings.TrimSpace(r.Error), "\n")
+	reason = strings.Join(strings.Fields(reason), " ")
+	if runes := []rune(reason); len(runes) > FailedReasonMax {
+		reason, multi = string(runes[:FailedReasonMax-1])+"…", true
+	}
+	if reason == "" {
+		reason = "no error text"
+	}
+	line := fmt.Sprintf("%s %-12s FAILED (%d): %s", stamp, name, r.Status, reason)
+	if multi {
+		line += " (the full error: " + logPath + ")"
+	}
+	return line
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 )
@@ -19,6 +20,8 @@ type Writer struct {
 	// Layout formats updated_at (in UTC): TimeLayout when empty (SQLite), MySQLTimeLayout for
 	// MySQL.
 	Layout string
+	// Dollar numbers the statements' parameters $1, $2... (PostgreSQL) instead of ?.
+	Dollar bool
 
 	mu     sync.Mutex
 	rows   int64
@@ -33,8 +36,8 @@ func CreateOrders(ctx context.Context, db *sql.DB) error { return CreateOrdersFo
 const MySQLTimeLayout = "2006-01-02 15:04:05.000000"
 
 // CreateOrdersFor creates the example orders table and its (updated_at, id) index if they are
-// missing, on driver "sqlite" (updated_at TEXT in TimeLayout) or "mysql" (MySQL or MariaDB:
-// updated_at DATETIME(6) in UTC).
+// missing, on driver "sqlite" (updated_at TEXT in TimeLayout), "mysql" (MySQL or MariaDB:
+// updated_at DATETIME(6) in UTC) or "postgres" (updated_at TIMESTAMPTZ; write it with Dollar).
 func CreateOrdersFor(ctx context.Context, db *sql.DB, driver string) error {
 	switch driver {
 	case "sqlite":
@@ -47,8 +50,13 @@ func CreateOrdersFor(ctx context.Context, db *sql.DB, driver string) error {
 		amount DECIMAL(12,2) NOT NULL, updated_at DATETIME(6) NOT NULL DEFAULT (UTC_TIMESTAMP(6)),
 		KEY ix_orders_updated_at_id (updated_at, id))`)
 		return err
+	case "postgres":
+		_, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS orders (id BIGINT PRIMARY KEY, customer VARCHAR(100) NOT NULL,
+		amount NUMERIC(12,2) NOT NULL, updated_at TIMESTAMPTZ NOT NULL);
+		CREATE INDEX IF NOT EXISTS ix_orders_updated_at_id ON orders (updated_at, id)`)
+		return err
 	}
-	return fmt.Errorf("the orders writer supports the drivers sqlite and mysql, not %q", driver)
+	return fmt.Errorf("the orders writer supports the drivers sqlite, mysql and postgres, not %q", driver)
 }
 
 // Run writes every interval until ctx ends: inserts new orders and updates an existing one.
@@ -76,13 +84,13 @@ func (w *Writer) Run(ctx context.Context, interval time.Duration, perTick int) e
 		for range perTick {
 			next++
 			amount := fmt.Sprintf("%d.%02d", rng.IntN(500), rng.IntN(100))
-			if _, err := tx.ExecContext(ctx, `INSERT INTO orders VALUES (?, ?, ?, ?)`, next, customers[rng.IntN(len(customers))], amount, stamp); err != nil {
+			if _, err := tx.ExecContext(ctx, w.sql(`INSERT INTO orders VALUES (?, ?, ?, ?)`), next, customers[rng.IntN(len(customers))], amount, stamp); err != nil {
 				tx.Rollback()
 				return err
 			}
 		}
 		if next > 1 { // an update moves an order to the end of the cursor order
-			if _, err := tx.ExecContext(ctx, `UPDATE orders SET amount = amount + 1, updated_at = ? WHERE id = ?`, stamp, 1+rng.Int64N(next-1)); err != nil {
+			if _, err := tx.ExecContext(ctx, w.sql(`UPDATE orders SET amount = amount + 1, updated_at = ? WHERE id = ?`), stamp, 1+rng.Int64N(next-1)); err != nil {
 				tx.Rollback()
 				return err
 			}
@@ -94,6 +102,24 @@ func (w *Writer) Run(ctx context.Context, interval time.Duration, perTick int) e
 		w.rows, w.newest = next, now
 		w.mu.Unlock()
 	}
+}
+
+// sql numbers the ? parameters of query $1, $2... when the writer is Dollar.
+func (w *Writer) sql(query string) string {
+	if !w.Dollar {
+		return query
+	}
+	var b strings.Builder
+	n := 0
+	for _, r := range query {
+		if r == '?' {
+			n++
+			fmt.Fprintf(&b, "$%d", n)
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 func (w *Writer) layout() string {

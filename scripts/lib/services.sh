@@ -16,24 +16,88 @@ RUN_DIR=${RUN_DIR:-$ROOT/.test}
 mkdir -p "$RUN_DIR"
 
 _pids=()
+_groups=()
 _stops=()
+# stop_services stops what the script started, newest first: the process groups run_child made
+# (SIGTERM to the whole group, so that the children of a go test or a devhost go too; up to 30 s
+# for them to finish their work, then SIGKILL), then the servers in _pids in reverse order (the
+# timers and the handler are gone before Azurite, which keeps their last writes), then the _stops.
 stop_services() {
-  local pid cmd
+  local pid cmd i
+  for ((i = ${#_groups[@]} - 1; i >= 0; i--)); do
+    _stop_group "${_groups[i]}"
+  done
+  for ((i = ${#_pids[@]} - 1; i >= 0; i--)); do
+    pid=${_pids[i]}
+    kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
   for cmd in "${_stops[@]}"; do
     eval "$cmd" >/dev/null 2>&1 || true
   done
-  for pid in "${_pids[@]}"; do
-    kill "$pid" 2>/dev/null || true
-  done
-  for pid in "${_pids[@]}"; do
-    wait "$pid" 2>/dev/null || true
-  done
+  _groups=()
   _pids=()
   _stops=()
 }
+# A signal ends the script at once, also while a child runs (run_child waits in the background,
+# and bash runs a trap during wait, not during a foreground child): INT from Ctrl-C, TERM from
+# kill PID, HUP when the terminal goes, PIPE when the output's reader has gone (| head).
 trap 'stop_services' EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
+trap 'exit 129' HUP
+trap 'exit 141' PIPE
+
+# start_child CMD [ARG...] starts CMD in the background in a process group of its own (setsid),
+# which stop_services stops (SIGTERM to the group, so that what CMD started goes too), and sets
+# CHILD_PID.
+start_child() {
+  local detach=()
+  command -v setsid >/dev/null 2>&1 && detach=(setsid)
+  "${detach[@]}" "$@" &
+  CHILD_PID=$!
+  _groups+=("$CHILD_PID")
+}
+
+# run_child CMD [ARG...] runs CMD as start_child does and waits for it, returning its exit status.
+# Unlike a foreground command, it lets the traps above run as soon as a signal comes (bash runs a
+# trap during wait, but only after a foreground child exits); stop_services then stops CMD and
+# everything it started.
+run_child() {
+  local pid rc=0 g keep=()
+  start_child "$@"
+  pid=$CHILD_PID
+  wait "$pid" || rc=$?
+  # A trapped signal ends the wait early (the EXIT trap stops the group); otherwise the child is
+  # done and leaves the list.
+  if ! _alive "$pid"; then
+    for g in "${_groups[@]}"; do [ "$g" = "$pid" ] || keep+=("$g"); done
+    _groups=("${keep[@]}")
+  fi
+  return "$rc"
+}
+
+# _stop_group PID sends SIGTERM to the process group PID leads, waits up to 30 s for its leader
+# to exit, then sends SIGKILL to what is left of the group.
+_stop_group() {
+  local pid=$1 i
+  [ -n "$pid" ] || return 0
+  kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || return 0
+  for ((i = 0; i < 300; i++)); do
+    _alive "$pid" || break
+    sleep 0.1
+  done
+  kill -KILL -- "-$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+}
+
+# _alive PID: the process runs (an exited child not yet waited for is a zombie, which kill -0
+# still finds).
+_alive() {
+  local st
+  st=$(ps -o stat= -p "$1" 2>/dev/null) || return 1
+  [ -n "$st" ] && [[ $st != Z* ]]
+}
 
 log() { printf '%s %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -47,7 +111,7 @@ free_port() {
 wait_port() {
   local port=$1 pid=$2 name=$3 logfile=$4 i
   for ((i = 0; i < 300; i++)); do
-    if ! kill -0 "$pid" 2>/dev/null; then
+    if ! _alive "$pid"; then
       log "$name exited during start-up; its log ($logfile):"
       tail -20 "$logfile" >&2
       return 1

@@ -46,6 +46,8 @@ type Options struct {
 type Store struct {
 	c        *container.Client
 	describe string
+	setting  string // the app setting the account came from
+	account  string // the account's name, when the settings name it
 }
 
 // New connects to the container the settings name. It sends no request.
@@ -84,7 +86,7 @@ func New(s Settings, opts *Options) (*Store, error) {
 	default:
 		return nil, ErrNotConfigured
 	}
-	return &Store{c: c, describe: s.String()}, nil
+	return &Store{c: c, describe: s.String(), setting: s.Setting, account: s.account()}, nil
 }
 
 // String describes the store without secrets.

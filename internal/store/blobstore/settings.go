@@ -159,3 +159,17 @@ func (s Settings) String() string {
 	auth := azconn.Identity{ClientID: s.ClientID, Credential: s.Credential}
 	return fmt.Sprintf("%s: %s with %s, container %s", s.Setting, s.ServiceURL, auth, s.Container)
 }
+
+// account is the storage account's name: the connection string's AccountName, else the first
+// label of the service URL's host (ACCOUNT.blob.core.windows.net); "" when neither says.
+func (s Settings) account() string {
+	if s.ConnectionString != "" {
+		return azconn.ParseConnectionString(s.ConnectionString)["accountname"]
+	}
+	if u, err := url.Parse(s.ServiceURL); err == nil {
+		if name, _, ok := strings.Cut(u.Hostname(), "."); ok {
+			return name
+		}
+	}
+	return ""
+}

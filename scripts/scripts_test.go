@@ -1,0 +1,452 @@
+// Package scripts_test runs the scripts as a developer does, as processes, and checks what they
+// print and that they stop everything they started when they end or are told to stop.
+package scripts_test
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
+)
+
+// repoRoot is the checkout these tests are in.
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+// checkout copies the repository's files (tracked and new, not the ignored ones) into a new
+// folder inside a mode-700 one, as a fresh clone in root's home, with node_modules linked (no
+// second npm ci), and returns it. dev.sh's .dev, lock and local.settings.json there are the
+// copy's own.
+func checkout(t *testing.T) string {
+	t.Helper()
+	root := repoRoot(t)
+	private := filepath.Join(t.TempDir(), "home")
+	dir := filepath.Join(private, "checkout")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(private, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("git", "-C", root, "ls-files", "-z", "--cached", "--others", "--exclude-standard").Output()
+	if err != nil {
+		t.Fatalf("git ls-files: %v", err)
+	}
+	for _, f := range strings.Split(strings.TrimRight(string(out), "\x00"), "\x00") {
+		src := filepath.Join(root, f)
+		info, err := os.Lstat(src)
+		if err != nil || !info.Mode().IsRegular() {
+			continue // deleted in the work tree, or a link
+		}
+		data, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dst := filepath.Join(dir, f)
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(dst, data, info.Mode().Perm()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(root, "node_modules", ".bin", "azurite-blob")); err == nil {
+		if err := os.Symlink(filepath.Join(root, "node_modules"), filepath.Join(dir, "node_modules")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// script is a script running as a process of its own (its own process group, so that the
+// test's signal goes to its pid alone, as a newcomer's kill PID does).
+type script struct {
+	t    *testing.T
+	cmd  *exec.Cmd
+	mu   sync.Mutex
+	out  strings.Builder
+	done chan struct{}
+	pipe io.ReadCloser
+}
+
+// start runs bash SCRIPT ARGS in dir with env added, collecting stdout and stderr together.
+func start(t *testing.T, dir string, env []string, args ...string) *script {
+	t.Helper()
+	s := &script{t: t, done: make(chan struct{})}
+	s.cmd = exec.Command("bash", args...)
+	s.cmd.Dir = dir
+	s.cmd.Env = append(os.Environ(), env...)
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.cmd.Stdout, s.cmd.Stderr = w, w
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	s.pipe = r
+	go func() {
+		sc := bufio.NewScanner(r)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			s.mu.Lock()
+			s.out.WriteString(sc.Text() + "\n")
+			s.mu.Unlock()
+		}
+	}()
+	go func() { _ = s.cmd.Wait(); close(s.done) }()
+	t.Cleanup(func() {
+		select {
+		case <-s.done:
+		default:
+			_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+			<-s.done
+		}
+	})
+	return s
+}
+
+func (s *script) output() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.out.String()
+}
+
+// waitFor polls the output until re matches, the script exits, or the deadline passes.
+func (s *script) waitFor(re *regexp.Regexp, within time.Duration) []string {
+	s.t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		if m := re.FindStringSubmatch(s.output()); m != nil {
+			return m
+		}
+		select {
+		case <-s.done:
+			s.t.Fatalf("the script ended before printing %q:\n%s", re, s.output())
+		default:
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("no %q within %v:\n%s", re, within, s.output())
+		}
+		time.Sleep(100 * time.Millisecond) // polling with a deadline
+	}
+}
+
+// exited waits for the script to exit within d and returns its exit code (-1 for a signal).
+func (s *script) exited(d time.Duration) int {
+	s.t.Helper()
+	select {
+	case <-s.done:
+		return s.cmd.ProcessState.ExitCode()
+	case <-time.After(d):
+		s.t.Fatalf("the script did not exit within %v of being told to stop:\n%s", d, s.output())
+	}
+	return 0
+}
+
+// descendants lists the processes below pid (by their parent pids in /proc), with their command
+// lines.
+func descendants(pid int) map[int]string {
+	parent := map[int]int{}
+	cmdline := map[int]string{}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces and parentheses.
+		rest := string(stat[strings.LastIndexByte(string(stat), ')')+1:])
+		f := strings.Fields(rest)
+		if len(f) < 2 || f[0] == "Z" {
+			continue
+		}
+		pp, _ := strconv.Atoi(f[1])
+		parent[p] = pp
+		c, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		cmdline[p] = strings.TrimSpace(strings.ReplaceAll(string(c), "\x00", " "))
+	}
+	out := map[int]string{}
+	var walk func(int)
+	walk = func(p int) {
+		for c, pp := range parent {
+			if pp == p {
+				if _, seen := out[c]; !seen {
+					out[c] = cmdline[c]
+					walk(c)
+				}
+			}
+		}
+	}
+	walk(pid)
+	return out
+}
+
+// alive reports whether pid runs with the same command line (not a zombie, not reused).
+func alive(pid int, cmdline string) bool {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	rest := string(stat[strings.LastIndexByte(string(stat), ')')+1:])
+	if f := strings.Fields(rest); len(f) > 0 && f[0] == "Z" {
+		return false
+	}
+	c, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	return strings.TrimSpace(strings.ReplaceAll(string(c), "\x00", " ")) == cmdline
+}
+
+// allGone waits until none of procs runs and nothing listens on ports, within d.
+func allGone(t *testing.T, procs map[int]string, ports []int, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		var left []string
+		for p, c := range procs {
+			if alive(p, c) {
+				left = append(left, fmt.Sprintf("%d %s", p, c))
+			}
+		}
+		for _, port := range ports {
+			if c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(port), time.Second); err == nil {
+				c.Close()
+				left = append(left, fmt.Sprintf("something listens on 127.0.0.1:%d", port))
+			}
+		}
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("left running %v after the script ended:\n%s", d, strings.Join(left, "\n"))
+		}
+		time.Sleep(100 * time.Millisecond) // polling with a deadline
+	}
+}
+
+func needServers(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs a script with its servers: not with -short")
+	}
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Skip("no Node.js: the scripts need it for Azurite")
+	}
+	if _, err := os.Stat(filepath.Join(repoRoot(t), "node_modules", ".bin", "azurite-blob")); err != nil {
+		if testenv.InCI() {
+			t.Fatal("node_modules lacks Azurite: scripts/test.sh installs it")
+		}
+		t.Skip("node_modules lacks Azurite: run npm ci (scripts/test.sh does)")
+	}
+}
+
+var pgPort = regexp.MustCompile(`PostgreSQL \S+ on 127\.0\.0\.1:(\d+)`)
+
+// TestDevShPostgresLogical: DEV_DRIVER=postgres scripts/dev.sh, from a fresh copy in a mode-700
+// folder, shows each step and the build, starts PostgreSQL, makes the logical poller's slot with
+// pollerctl cdc enable, and delivers rows through orders-changes (logical decoding) to its queue.
+// Then kill PID (SIGTERM to dev.sh's pid alone, not its group) stops it at once, and with it
+// devhost, the handler, Azurite and PostgreSQL, and frees its lock.
+func TestDevShPostgresLogical(t *testing.T) {
+	needServers(t)
+	if bins, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb"); len(bins) == 0 || os.Getuid() != 0 {
+		t.Skip("needs PostgreSQL's server binaries, started as root as scripts/test.sh does")
+	}
+	dir := checkout(t)
+	blob, queue := freePort(t), freePort(t)
+	s := start(t, dir, []string{"DEV_DRIVER=postgres", fmt.Sprintf("DEV_BLOB_PORT=%d", blob), fmt.Sprintf("DEV_QUEUE_PORT=%d", queue)}, "scripts/dev.sh")
+	s.waitFor(regexp.MustCompile(`\d\d:\d\d:\d\d orders-changes committed +rows +\d+ +batches +\d+ +token +\d+ +delivered +[1-9]\d*`), 5*time.Minute)
+	out := s.output()
+	for _, want := range []string{"[1/4] the orders table: a throwaway PostgreSQL with wal_level=logical", "[2/4] Azurite", "[3/4] building bin/handler, bin/devhost and bin/pollerctl",
+		"built bin/handler, bin/devhost, bin/pollerctl", "[4/4] starting the handler", "created replication slot pseudotrigger_local_postgres_",
+		"orders-changes sends to queue orders-logical"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("dev.sh did not print %q:\n%s", want, out)
+		}
+	}
+	if regexp.MustCompile(`FAILED|error:`).MatchString(out) {
+		t.Errorf("a failure:\n%s", out)
+	}
+	if strings.Contains(out, "AccountKey") {
+		t.Errorf("the storage account key was printed:\n%s", out)
+	}
+	if !strings.Contains(out, "pollerctl for this run, from another shell in this folder: (. .dev/pollerctl.env && bin/pollerctl status)") {
+		t.Errorf("no pollerctl command for the run:\n%s", out)
+	}
+	m := pgPort.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no PostgreSQL port in:\n%s", out)
+	}
+	port, _ := strconv.Atoi(m[1])
+	procs := descendants(s.cmd.Process.Pid)
+	if err := syscall.Kill(s.cmd.Process.Pid, syscall.SIGTERM); err != nil { // its pid only
+		t.Fatal(err)
+	}
+	if code := s.exited(45 * time.Second); code != 143 {
+		t.Errorf("exit %d after SIGTERM, want 143", code)
+	}
+	allGone(t, procs, []int{blob, queue, port}, 15*time.Second)
+	if _, err := os.Stat(filepath.Join(dir, ".dev", "dev.pid")); !os.IsNotExist(err) {
+		t.Errorf("the lock .dev/dev.pid is left: %v", err)
+	}
+}
+
+// TestDevShOneAtATimeAndClosedOutput: a lock left by a run that is gone is taken over, and said
+// so; a second dev.sh in the same checkout is refused, naming the first one's pid and how to
+// stop it, and leaves the first one's log alone; when the first one's output is closed (its
+// reader went, as with dev.sh | head), it stops, and everything it started with it.
+func TestDevShOneAtATimeAndClosedOutput(t *testing.T) {
+	needServers(t)
+	dir := checkout(t)
+	// A pid that is gone: a process that has exited.
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, ".dev"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	stale := strconv.Itoa(gone.Process.Pid)
+	if err := os.WriteFile(filepath.Join(dir, ".dev", "dev.pid"), []byte(stale+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	blob, queue := freePort(t), freePort(t)
+	env := []string{fmt.Sprintf("DEV_BLOB_PORT=%d", blob), fmt.Sprintf("DEV_QUEUE_PORT=%d", queue)}
+	first := start(t, dir, env, "scripts/dev.sh")
+	first.waitFor(regexp.MustCompile(`\d\d:\d\d:\d\d orders +committed`), 5*time.Minute)
+	if want := "taking over .dev/dev.pid: the run that held it (pid " + stale + ") is gone"; !strings.Contains(first.output(), want) {
+		t.Errorf("no %q in:\n%s", want, first.output())
+	}
+	logBefore, err := os.ReadFile(filepath.Join(dir, ".dev", "handler.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	second := start(t, dir, env, "scripts/dev.sh")
+	if code := second.exited(time.Minute); code == 0 {
+		t.Fatalf("a second dev.sh ran:\n%s", second.output())
+	}
+	pid := strconv.Itoa(first.cmd.Process.Pid)
+	for _, want := range []string{"scripts/dev.sh is already running in this checkout (pid " + pid, "kill " + pid} {
+		if !strings.Contains(second.output(), want) {
+			t.Errorf("the second dev.sh did not say %q:\n%s", want, second.output())
+		}
+	}
+	logAfter, err := os.ReadFile(filepath.Join(dir, ".dev", "handler.log"))
+	if err != nil || len(logAfter) < len(logBefore) || string(logAfter[:len(logBefore)]) != string(logBefore) {
+		t.Errorf("the second dev.sh wrote over the first one's handler log (%d bytes, then %d)", len(logBefore), len(logAfter))
+	}
+
+	// The reader of the first one's output goes away.
+	procs := descendants(first.cmd.Process.Pid)
+	first.pipe.Close()
+	first.exited(time.Minute)
+	allGone(t, procs, []int{blob, queue}, 15*time.Second)
+	if _, err := os.Stat(filepath.Join(dir, ".dev", "dev.pid")); !os.IsNotExist(err) {
+		t.Errorf("the lock .dev/dev.pid is left: %v", err)
+	}
+}
+
+// stopsOnSignal starts a script from the repository (RUN_DIR its own), waits for started, sends
+// sig to the script's pid alone and requires it, and every process it started, to be gone within
+// a few seconds, not when its foreground child would have finished.
+func stopsOnSignal(t *testing.T, started *regexp.Regexp, sig syscall.Signal, env []string, args ...string) string {
+	runDir := t.TempDir()
+	s := start(t, repoRoot(t), append([]string{"RUN_DIR=" + runDir}, env...), args...)
+	s.waitFor(started, 10*time.Minute)
+	var ports []int
+	for _, m := range regexp.MustCompile(`on 127\.0\.0\.1:(\d+)`).FindAllStringSubmatch(s.output(), -1) {
+		p, _ := strconv.Atoi(m[1])
+		ports = append(ports, p)
+	}
+	procs := descendants(s.cmd.Process.Pid)
+	if len(procs) == 0 {
+		t.Fatalf("no child of the script was running:\n%s", s.output())
+	}
+	began := time.Now()
+	if err := syscall.Kill(s.cmd.Process.Pid, sig); err != nil {
+		t.Fatal(err)
+	}
+	s.exited(45 * time.Second)
+	allGone(t, procs, ports, 15*time.Second)
+	t.Logf("%v: everything stopped %v after %v", args, time.Since(began).Round(time.Millisecond), sig)
+	return runDir
+}
+
+// TestTestShStopsOnSignal: scripts/test.sh, interrupted (SIGINT, as Ctrl-C; to its pid alone)
+// while go test builds and runs every package, stops go test and the servers at once. Before,
+// bash deferred the trap until the foreground go test ended. (SKIP_CHECKS: vet, staticcheck and
+// the model run as run_child does go test, and the whole scripts/test.sh runs them.)
+func TestTestShStopsOnSignal(t *testing.T) {
+	needServers(t)
+	// Run by scripts/test.sh, this test inherits SIGINT ignored (bash ignores it in the commands
+	// it runs in the background), and so would the script, whose trap could then not be set. A
+	// handler here makes the script start with SIGINT's default, as from a terminal.
+	sigint := make(chan os.Signal, 1)
+	signal.Notify(sigint, syscall.SIGINT)
+	defer signal.Stop(sigint)
+	stopsOnSignal(t, regexp.MustCompile(`go test -race -timeout 30m ./\.\.\. -run NONE`), syscall.SIGINT, []string{"SKIP_CHECKS=1"}, "scripts/test.sh", "-run", "NONE")
+}
+
+// TestBenchShStopsOnSignal: scripts/bench.sh killed with SIGTERM while its benchmark runs stops
+// the benchmark and Azurite at once (issue 28 item 6: it went on until its go test ended), so
+// the benchmark's results never arrive.
+func TestBenchShStopsOnSignal(t *testing.T) {
+	needServers(t)
+	runDir := stopsOnSignal(t, regexp.MustCompile(`go test -run '\^\$' -bench BenchmarkLeaseCycle`), syscall.SIGTERM,
+		[]string{"COUNT=50", "AZURITE_CONNECTION_STRING="}, "scripts/bench.sh", "lease") // its own Azurite, not test.sh's
+	if out, _ := os.ReadFile(filepath.Join(runDir, "bench-lease.txt")); strings.Contains(string(out), "\nok ") {
+		t.Errorf("the benchmark ran to its end:\n%s", out)
+	}
+}
+
+// TestSQLGrantsMySQLNeedsTheDatabase: --mysql refuses a table without its database, naming it,
+// and prints nothing to run.
+func TestSQLGrantsMySQLNeedsTheDatabase(t *testing.T) {
+	cmd := exec.Command("bash", "sql-grants.sh", "--mysql", "app_user", "shop.orders", "orders")
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if cmd.ProcessState.ExitCode() != 2 || stdout.Len() > 0 ||
+		!strings.Contains(stderr.String(), "sql-grants.sh: --mysql: orders lacks its DATABASE: write DATABASE.TABLE (e.g. shop.orders)") {
+		t.Fatalf("%v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+	}
+	out, err := exec.Command("bash", "sql-grants.sh", "--mysql", "app_user", "shop.orders").Output()
+	if err != nil || !strings.Contains(string(out), "GRANT SELECT ON shop.orders TO 'app_user'@'%';") {
+		t.Fatalf("%v\n%s", err, out)
+	}
+}
