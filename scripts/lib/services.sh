@@ -28,9 +28,7 @@ stop_services() {
     _stop_group "${_groups[i]}"
   done
   for ((i = ${#_pids[@]} - 1; i >= 0; i--)); do
-    pid=${_pids[i]}
-    kill "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
+    _stop_pid "${_pids[i]}"
   done
   for cmd in "${_stops[@]}"; do
     eval "$cmd" >/dev/null 2>&1 || true
@@ -88,6 +86,21 @@ _stop_group() {
     sleep 0.1
   done
   kill -KILL -- "-$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+}
+
+# _stop_pid PID sends SIGTERM to a server, waits up to 10 s for it to exit, then sends SIGKILL.
+# A server started inside $(...) (start_azurite_service) is not this shell's child, so wait
+# returns at once: the poll is what knows it is gone (an Azurite queue service busy with a
+# backlog outlived a bare kill and went on using a core).
+_stop_pid() {
+  local pid=$1 i
+  kill "$pid" 2>/dev/null || return 0
+  for ((i = 0; i < 100; i++)); do
+    _alive "$pid" || break
+    sleep 0.1
+  done
+  _alive "$pid" && kill -KILL "$pid" 2>/dev/null
   wait "$pid" 2>/dev/null || true
 }
 
@@ -181,8 +194,7 @@ stop_azurite() {
   local pids=${AZURITE_PID:-} p pid keep=()
   [ -n "$pids" ] || return 0
   for pid in $pids; do
-    kill "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
+    _stop_pid "$pid"
   done
   for p in "${_pids[@]}"; do
     case " $pids " in *" $p "*) ;; *) keep+=("$p") ;; esac
