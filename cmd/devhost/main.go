@@ -16,6 +16,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/pseudotrigger/pseudotrigger/internal/version"
 	"net"
 	"net/http"
 	"os"
@@ -41,6 +42,10 @@ import (
 )
 
 func main() {
+	if len(os.Args) == 2 && os.Args[1] == "--version" {
+		fmt.Println("devhost", version.String())
+		return
+	}
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "devhost:", err)
 		os.Exit(1)

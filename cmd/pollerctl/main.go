@@ -18,6 +18,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/pseudotrigger/pseudotrigger/internal/version"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -35,6 +36,10 @@ import (
 )
 
 func main() {
+	if len(os.Args) == 2 && os.Args[1] == "--version" {
+		fmt.Println("pollerctl", version.String())
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	root := repoRoot()
