@@ -2,7 +2,7 @@
 // Usage:
 //
 //	pollerctl status [POLLER] [--json] [--no-probe]
-//	pollerctl reset POLLER --to-beginning | --to-cursor VALUE --pk K=V | --from-file F | --from-backup NAME|latest  [--yes]
+//	pollerctl reset POLLER --to-beginning | --keep-cursor | --to-cursor VALUE --pk K=V | --from-file F | --from-backup NAME|latest  [--yes]
 //	pollerctl clone POLLER --to NEW [--yes]
 //	pollerctl delete POLLER [--yes] [--wait]
 //	pollerctl backups POLLER [--json]

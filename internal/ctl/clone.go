@@ -65,15 +65,16 @@ func clone(ctx context.Context, args []string, env Env) error {
 			return err
 		}
 	}
-	fingerprint, cp, reads := d.SourceFingerprint, d.Checkpoint, "the same source"
-	if stream {
+	fingerprint, source, cp, reads := d.SourceFingerprint, d.Source, d.Checkpoint, "the same source"
+	if stream { // its own slot: the clone's first tick records its parts
+		source = nil
 		if fingerprint, cp.Cursor, reads, err = env.cloneStream(ctx, orig, *to, d, *fromSlotStart); err != nil {
 			return err
 		}
 	}
 	op := env.operator(st, *to)
 	plan := op.Create(func(next *state.Doc, now time.Time) {
-		next.SourceFingerprint, next.Checkpoint = fingerprint, cp
+		next.SourceFingerprint, next.Source, next.Checkpoint = fingerprint, source, cp
 		next.Checkpoint.UpdatedAt = state.At(now)
 		// No tick of the clone has committed: its history says where it came from, so the status
 		// does not show the original's last commit as the clone's.

@@ -75,9 +75,10 @@ func usagef(format string, args ...any) error   { return usage{fmt.Sprintf(forma
 const help = `pollerctl: see every poller's state and move one on purpose.
 
   pollerctl status [POLLER] [--json] [--no-probe]          (exit 3 when a poller is not ok)
-  pollerctl reset POLLER (--to-beginning | --to-cursor VALUE [--pk COLUMN=VALUE ...] | --from-file FILE | --from-backup NAME|latest)
+  pollerctl reset POLLER (--to-beginning | --keep-cursor | --to-cursor VALUE [--pk COLUMN=VALUE ...] | --from-file FILE | --from-backup NAME|latest)
                   [--yes | --yes=POLLER] [--wait [--wait-timeout 2m]] [--production]
-                  (a logical poller's VALUE is a position like 0/16D3290, never before its slot's; --to-beginning: where the slot is)
+                  (--keep-cursor: accept a changed source definition and go on from the saved cursor, refused where it would mean nothing there;
+                   a logical poller's VALUE is a position like 0/16D3290, never before its slot's; --to-beginning: where the slot is)
   pollerctl clone POLLER --to NEW [--yes] [--from-slot-start]
                   (a logical poller's clone reads its own slot: run pollerctl cdc enable NEW --yes first)
   pollerctl delete POLLER [--yes | --yes=POLLER] [--wait [--wait-timeout 2m]] [--production]
@@ -222,16 +223,16 @@ func (env Env) definition(name string) (*pollerdef.Def, bool) {
 	return nil, false
 }
 
-// fingerprint computes the configured source's fingerprint from the poller's settings, without
-// connecting. Only the settings it needs must be usable.
-func (env Env) fingerprint(d *pollerdef.Def) (string, error) {
+// identity is the configured source as a tick records it (its fingerprint and parts), from the
+// poller's settings, without connecting. Only the settings it needs must be usable.
+func (env Env) identity(d *pollerdef.Def) (state.SourceDef, error) {
 	if err := d.Err(); err != nil { // a definition that could not be read: no fingerprint either
-		return "", usagef("%v", err)
+		return state.SourceDef{}, usagef("%v", err)
 	}
 	s, _ := appsettings.Load(d, env.Getenv)
-	fp, err := s.Fingerprint(d)
+	id, err := s.Identity(d)
 	if err != nil {
-		return "", usagef("%v: the reset records the configured source's fingerprint", err)
+		return state.SourceDef{}, usagef("%v: the reset records the configured source's fingerprint", err)
 	}
-	return fp, nil
+	return id, nil
 }
