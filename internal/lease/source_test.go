@@ -161,4 +161,3 @@ func TestDeleteKeepsTheLastToken(t *testing.T) {
 		}
 	})
 }
-
