@@ -22,6 +22,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
@@ -57,7 +58,15 @@ func main() {
 		fmt.Fprintln(os.Stderr, "pollerctl:", err)
 		os.Exit(ctl.ExitUsage)
 	}
+	seen := declared.Folders(appRoot)
+	for _, n := range declared.Folders(".") {
+		if !slices.Contains(seen, n) {
+			seen = append(seen, n)
+		}
+	}
 	env := ctl.Env{
+		Version: version.String(),
+		Seen:    seen,
 		App:     appsettings.AppName(getenv),
 		Getenv:  getenv,
 		Pollers: all,

@@ -58,6 +58,12 @@ type Env struct {
 	Actor     string // who runs the command, recorded as the lease owner of a reset
 	// Margin is the lease expiry margin (default lease.DefaultMargin).
 	Margin time.Duration
+	// Version is pollerctl's own version (package version): status names it beside the handler
+	// version a poller's state records when this build does not have the poller.
+	Version string
+	// Seen are the poller folders pollerctl can see (declared.Folders): listed even when this
+	// build does not have them, as pollers it does not know, never as leftovers.
+	Seen []string
 }
 
 // refusal is a guardrail saying no (exit 1); usage is bad usage or input (exit 2).
@@ -81,7 +87,7 @@ const help = `pollerctl: see every poller's state and move one on purpose.
                    a logical poller's VALUE is a position like 0/16D3290, never before its slot's; --to-beginning: where the slot is)
   pollerctl clone POLLER --to NEW [--yes] [--from-slot-start]
                   (a logical poller's clone reads its own slot: run pollerctl cdc enable NEW --yes first)
-  pollerctl delete POLLER [--yes | --yes=POLLER] [--wait [--wait-timeout 2m]] [--production]
+  pollerctl delete POLLER [--yes | --yes=POLLER] [--wait [--wait-timeout 2m]] [--production] [--force]
                   (its state, backed up first, and liveness mark; refused while it has dead letters)
   pollerctl backups POLLER [--json]                       (its state backups, newest first)
   pollerctl new NAME [--sink webhook|storagequeue|servicebus|eventhubs|eventgrid]
@@ -103,6 +109,10 @@ Settings are the handler's: StateStorage (or AzureWebJobsStorage), STATE_CONTAIN
 POLLER_APP_NAME, {P}_DB_DRIVER, {P}_DB_CONNECTION, read from the environment and, run in the app
 folder, from local.settings.json's Values (the environment wins, as with Core Tools). Every
 command but new says first, on stderr, which app, state store and settings it uses.
+status lists the pollers of this build, the poller folders here and the state under
+state/{app}/; one this build does not have (a newer app's) is "unknown", not judged, and delete,
+a restore (reset --from-file/--from-backup) and a clone over it need --force.
+pollerctl --version says which build it is (as the handler's and devhost's do).
 Exit codes: 0 done, 1 refused by a guardrail, 2 bad usage or input, 3 (status) a poller is not ok.
 `
 

@@ -54,6 +54,9 @@ func deleteCmd(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
+	if err := env.refuseUnknown(name, "Deleting its state", *g.force, cur.Doc); err != nil {
+		return err
+	}
 	if cur, err = awaitFree(ctx, env, op, cur, "a delete", *g.wait, *g.waitTimeout); err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package ctl_test
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -188,6 +189,72 @@ func TestDeleteKeepsTokensGoingUp(t *testing.T) {
 		}
 		if l := w.acquire("worker-2"); l.Token() != 3 {
 			t.Fatalf("the first tick after the delete took fencing token %d, want 3", l.Token())
+		}
+	})
+}
+
+// TestPollersThisBuildDoesNotHave: a pollerctl built before the app's last change lists the
+// poller folders it sees and the state it finds, shows a poller its build does not have as
+// unknown with both versions (never stopped, never "delete it"), and refuses to delete it, to
+// restore its state or to clone over it without --force.
+func TestPollersThisBuildDoesNotHave(t *testing.T) {
+	forEachStore(t, func(t *testing.T, w *world) {
+		run := func(args ...string) int {
+			t.Helper()
+			w.out.Reset()
+			if f, ok := w.clk.(*clock.Fake); ok {
+				f.Advance(time.Millisecond)
+			}
+			return ctl.Run(ctx, args, ctl.Env{
+				Store: w.st, App: w.app, Getenv: func(k string) string { return settings[k] }, Version: "v1.0.0 rev old",
+				Seen: []string{"orders", "invoices"}, Pollers: []*pollerdef.Def{orders}, Out: &w.out, In: strings.NewReader(""), Clock: w.clk, Actor: "pollerctl/test",
+			})
+		}
+		newer := &state.Doc{Version: 1, PollerName: "shipments", SourceFingerprint: "sha256:x", HandlerVersion: "v1.1.0 rev new",
+			Checkpoint: cp("2026-04-07T01:23:45.123456Z", 3), Lease: state.Lease{FencingToken: 4}}
+		data, err := state.Encode(newer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.st.Put(ctx, "state/"+w.app+"/shipments.json", data, store.IfNotExists()); err != nil {
+			t.Fatal(err)
+		}
+
+		run("status", "--no-probe")
+		out := w.out.String()
+		for _, want := range []string{
+			"invoices: unknown: not in this pollerctl's build (pollerctl v1.0.0 rev old; the handler that last wrote its state: not recorded)",
+			"shipments: unknown: not in this pollerctl's build (pollerctl v1.0.0 rev old; the handler that last wrote its state: v1.1.0 rev new)",
+		} {
+			if !strings.Contains(out, want) {
+				t.Fatalf("status lacks %q:\n%s", want, out)
+			}
+		}
+		for _, line := range strings.Split(out, "\n") {
+			if (strings.HasPrefix(line, "invoices") || strings.HasPrefix(line, "shipments")) && (strings.Contains(line, "STOPPED") || strings.Contains(line, "pollerctl delete")) {
+				t.Fatalf("a poller this build does not have is called stopped or a leftover: %q", line)
+			}
+		}
+
+		if code := run("delete", "shipments", "--yes"); code != ctl.ExitRefused || !strings.Contains(w.out.String(), "--force") ||
+			!strings.Contains(w.out.String(), "v1.1.0 rev new") {
+			t.Fatalf("delete of a poller this build does not have: %d\n%s", code, w.out.String())
+		}
+		if _, err := w.st.Get(ctx, "state/"+w.app+"/shipments.json"); err != nil {
+			t.Fatalf("the refused delete deleted: %v", err)
+		}
+		if code := run("clone", "orders", "--to", "invoices", "--yes"); code != ctl.ExitRefused || !strings.Contains(w.out.String(), "--force") {
+			t.Fatalf("clone over a poller folder this build does not have: %d\n%s", code, w.out.String())
+		}
+		file := t.TempDir() + "/saved.json"
+		if err := os.WriteFile(file, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if code := run("reset", "shipments", "--from-file", file, "--yes"); code != ctl.ExitRefused || !strings.Contains(w.out.String(), "--force") {
+			t.Fatalf("restore of a poller this build does not have: %d\n%s", code, w.out.String())
+		}
+		if code := run("delete", "shipments", "--yes", "--force"); code != 0 {
+			t.Fatalf("delete --force: %d\n%s", code, w.out.String())
 		}
 	})
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
+	"github.com/pseudotrigger/pseudotrigger/internal/pollerstatus"
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
 )
 
@@ -62,6 +64,7 @@ type guards struct {
 	wait        *bool
 	waitTimeout *time.Duration
 	production  *bool
+	force       *bool
 }
 
 // guardFlags defines --yes (what says what --yes does), --wait, --wait-timeout and --production.
@@ -71,7 +74,31 @@ func guardFlags(fs *flag.FlagSet, what string) guards {
 	g.wait = fs.Bool("wait", false, "wait for another owner's live lease to end")
 	g.waitTimeout = fs.Duration("wait-timeout", 2*time.Minute, "how long --wait waits")
 	g.production = fs.Bool("production", false, "treat the app as production")
+	g.force = fs.Bool("force", false, "act on a poller this pollerctl's build does not have")
 	return g
+}
+
+// refuseUnknown refuses what (a delete, a restore, a clone over it) of a poller this pollerctl's
+// build does not have, unless force: pollerctl may predate the deployed app, which may run it.
+// doc is its state document, if any: the handler version it records is named.
+func (env Env) refuseUnknown(name, what string, force bool, doc *state.Doc) error {
+	if _, ok := env.definition(name); ok || force {
+		return nil
+	}
+	handler := ""
+	if doc != nil {
+		handler = doc.HandlerVersion
+	}
+	return refusedf("%s %s. %s is refused: pollerctl cannot tell whether the app still runs it; add --force if you know it is gone",
+		name, pollerstatus.NotInBuild(name, env.version(), handler), what)
+}
+
+// version is pollerctl's own version (Env.Version), for messages.
+func (env Env) version() string {
+	if env.Version == "" {
+		return "of unknown version"
+	}
+	return env.Version
 }
 
 // confirm applies the production guardrail: type the poller's name, or --yes=POLLER.

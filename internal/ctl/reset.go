@@ -56,6 +56,9 @@ func reset(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
+	if err := env.refuseUnknown(f.name, "Restoring its state", *f.force, cur.Doc); err != nil {
+		return err
+	}
 	if f.keepCursor {
 		if to, err = env.keepCursor(ctx, op.Blob, d, cur, to); err != nil {
 			return err
