@@ -60,7 +60,10 @@ func reset(ctx context.Context, args []string, env Env) error {
 		return err
 	}
 	if f.keepCursor {
-		if to, err = env.keepCursor(ctx, op.Blob, d, cur, to); err != nil {
+		if to, err = env.keepCursor(ctx, op.Blob, d, cur, to); errors.Is(err, errNothingToAccept) {
+			fmt.Fprintf(env.Out, "%s's state is already for the configured source: nothing to accept, nothing written (a payload column added or removed needs no reset)\n", f.name)
+			return nil
+		} else if err != nil {
 			return err
 		}
 		if err := env.checkStreamReset(ctx, d, to.cp.Cursor, to.what); err != nil {
@@ -211,6 +214,9 @@ func (f resetFlags) restore(ctx context.Context, env Env, st store.Store, d *pol
 	return to, nil
 }
 
+// errNothingToAccept: --keep-cursor found the document already for the configured source.
+var errNothingToAccept = errors.New("nothing to accept")
+
 // keepCursor is the target of --keep-cursor: the document's own checkpoint under the configured
 // source (to's), refused where the saved cursor would mean nothing there, as
 // state.SourceDef.Diff rules: another table, cursor column or kind, a key its tiebreaker holds,
@@ -222,7 +228,7 @@ func (env Env) keepCursor(ctx context.Context, blob string, d *pollerdef.Def, cu
 		return to, refusedf("%s has no state (%s does not exist): there is no place to keep; its first tick starts at the beginning", name, blob)
 	}
 	if _, err := state.CheckSource(blob, doc, *to.source); err == nil {
-		return to, usagef("%s's state is already for the configured source: nothing to accept (a payload column added or removed needs no reset)", name)
+		return to, errNothingToAccept
 	}
 	if doc.Source == nil {
 		to.notes = append(to.notes, "The document does not record what its source was (it was written before that was recorded), so what changed cannot be named. "+

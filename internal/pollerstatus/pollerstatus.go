@@ -615,14 +615,14 @@ func expectedWithin(reg Registered, now time.Time) time.Duration {
 func verdict(r *Row, reg Registered, elsewhere string) (string, string) {
 	name := r.Poller
 	switch {
-	case !r.Registered && elsewhere != "":
-		return HealthUnknown, NotInBuild(name, elsewhere, r.HandlerVersion)
 	case r.State == StateCorrupt:
 		return HealthMisconfigured, "the state document does not decode, so every tick fails: " + r.Problem +
 			fmt.Sprintf(". Restore a backup: pollerctl backups %s, then pollerctl reset %s --from-backup latest", name, name)
 	case r.Blocked:
 		return HealthBlocked, fmt.Sprintf("batch %s failed %d times (limit %d); it is retried every tick and never skipped. To unblock: %s",
 			r.FailedBatchID, r.FailedAttempts, r.MaxAttempts, r.Unblock)
+	case !r.Registered && elsewhere != "":
+		return HealthUnknown, NotInBuild(name, elsewhere, r.HandlerVersion)
 	case !r.Registered:
 		return HealthStopped, fmt.Sprintf("not in this build: no function ticks it, only its state is left (pollerctl delete %s removes it)", name)
 	case r.SettingsProblem != "":
