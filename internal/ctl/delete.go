@@ -54,9 +54,6 @@ func deleteCmd(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
-	if err := env.refuseUnknown(name, "Deleting its state", *g.force, cur.Doc); err != nil {
-		return err
-	}
 	if cur, err = awaitFree(ctx, env, op, cur, "a delete", *g.wait, *g.waitTimeout); err != nil {
 		return err
 	}
@@ -88,9 +85,16 @@ func deleteCmd(ctx context.Context, args []string, env Env) error {
 	if d, registered := env.definition(name); registered && cur.Blob != nil {
 		fmt.Fprint(env.Out, restartWarning(d.Source().Cursor.Kind, name))
 	}
+	unknown := env.refuseUnknown(name, "Deleting its state", *g.force, cur.Doc)
 	if !g.yes.given() {
+		if unknown != nil {
+			fmt.Fprintf(env.Out, "%v\n", unknown)
+		}
 		fmt.Fprintln(env.Out, "dry run: nothing deleted. Add --yes to delete.")
 		return nil
+	}
+	if unknown != nil {
+		return unknown
 	}
 	if err := confirm(env, name, string(*g.yes), *g.production); err != nil {
 		return err

@@ -80,7 +80,8 @@ func guardFlags(fs *flag.FlagSet, what string) guards {
 
 // refuseUnknown refuses what (a delete, a restore, a clone over it) of a poller this pollerctl's
 // build does not have, unless force: pollerctl may predate the deployed app, which may run it.
-// doc is its state document, if any: the handler version it records is named.
+// doc is its state document, if any: the handler version it records is named. A dry run shows
+// the refusal and goes on; a write returns it.
 func (env Env) refuseUnknown(name, what string, force bool, doc *state.Doc) error {
 	if _, ok := env.definition(name); ok || force {
 		return nil

@@ -56,9 +56,7 @@ func reset(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
-	if err := env.refuseUnknown(f.name, "Restoring its state", *f.force, cur.Doc); err != nil {
-		return err
-	}
+	unknown := env.refuseUnknown(f.name, "Restoring its state", *f.force, cur.Doc)
 	if f.keepCursor {
 		if to, err = env.keepCursor(ctx, op.Blob, d, cur, to); errors.Is(err, errNothingToAccept) {
 			fmt.Fprintf(env.Out, "%s's state is already for the configured source: nothing to accept, nothing written (a payload column added or removed needs no reset)\n", f.name)
@@ -79,8 +77,14 @@ func reset(ctx context.Context, args []string, env Env) error {
 		fmt.Fprintln(env.Out, n)
 	}
 	if !f.yes.given() {
+		if unknown != nil {
+			fmt.Fprintf(env.Out, "%v\n", unknown)
+		}
 		fmt.Fprintln(env.Out, "dry run: nothing written. Add --yes to write.")
 		return nil
+	}
+	if unknown != nil {
+		return unknown
 	}
 	if err := confirm(env, f.name, string(*f.yes), *f.production); err != nil {
 		return err
