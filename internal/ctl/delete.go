@@ -86,15 +86,8 @@ func deleteCmd(ctx context.Context, args []string, env Env) error {
 		fmt.Fprint(env.Out, restartWarning(d.Source().Cursor.Kind, name))
 	}
 	unknown := env.refuseUnknown(name, "Deleting its state", *g.force, cur.Doc)
-	if !g.yes.given() {
-		if unknown != nil {
-			fmt.Fprintf(env.Out, "%v\n", unknown)
-		}
-		fmt.Fprintln(env.Out, "dry run: nothing deleted. Add --yes to delete.")
-		return nil
-	}
-	if unknown != nil {
-		return unknown
+	if done, err := env.dryRun(g.yes.given(), unknown, "dry run: nothing deleted. Add --yes to delete."); done {
+		return err
 	}
 	if err := confirm(env, name, string(*g.yes), *g.production); err != nil {
 		return err

@@ -94,6 +94,20 @@ func (env Env) refuseUnknown(name, what string, force bool, doc *state.Doc) erro
 		name, pollerstatus.NotInBuild(name, env.version(), handler), what)
 }
 
+// dryRun ends a command's dry run, or lets its write go on: without yes it shows refusal (a
+// guardrail that --yes would meet), says nothing was written, and is done; with yes it is done
+// when refusal refuses, returning it.
+func (env Env) dryRun(yes bool, refusal error, nothing string) (done bool, err error) {
+	if yes {
+		return refusal != nil, refusal
+	}
+	if refusal != nil {
+		fmt.Fprintln(env.Out, refusal)
+	}
+	fmt.Fprintln(env.Out, nothing)
+	return true, nil
+}
+
 // version is pollerctl's own version (Env.Version), for messages.
 func (env Env) version() string {
 	if env.Version == "" {

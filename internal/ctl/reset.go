@@ -58,13 +58,8 @@ func reset(ctx context.Context, args []string, env Env) error {
 	}
 	unknown := env.refuseUnknown(f.name, "Restoring its state", *f.force, cur.Doc)
 	if f.keepCursor {
-		if to, err = env.keepCursor(ctx, op.Blob, d, cur, to); errors.Is(err, errNothingToAccept) {
-			fmt.Fprintf(env.Out, "%s's state is already for the configured source: nothing to accept, nothing written (a payload column added or removed needs no reset)\n", f.name)
-			return nil
-		} else if err != nil {
-			return err
-		}
-		if err := env.checkStreamReset(ctx, d, to.cp.Cursor, to.what); err != nil {
+		var done bool
+		if to, done, err = env.keepCursor(ctx, op.Blob, d, cur, to); err != nil || done {
 			return err
 		}
 	}
@@ -76,15 +71,8 @@ func reset(ctx context.Context, args []string, env Env) error {
 	for _, n := range to.notes {
 		fmt.Fprintln(env.Out, n)
 	}
-	if !f.yes.given() {
-		if unknown != nil {
-			fmt.Fprintf(env.Out, "%v\n", unknown)
-		}
-		fmt.Fprintln(env.Out, "dry run: nothing written. Add --yes to write.")
-		return nil
-	}
-	if unknown != nil {
-		return unknown
+	if done, err := env.dryRun(f.yes.given(), unknown, "dry run: nothing written. Add --yes to write."); done {
+		return err
 	}
 	if err := confirm(env, f.name, string(*f.yes), *f.production); err != nil {
 		return err
@@ -218,21 +206,20 @@ func (f resetFlags) restore(ctx context.Context, env Env, st store.Store, d *pol
 	return to, nil
 }
 
-// errNothingToAccept: --keep-cursor found the document already for the configured source.
-var errNothingToAccept = errors.New("nothing to accept")
-
 // keepCursor is the target of --keep-cursor: the document's own checkpoint under the configured
 // source (to's), refused where the saved cursor would mean nothing there, as
 // state.SourceDef.Diff rules: another table, cursor column or kind, a key its tiebreaker holds,
-// another slot. The saved cursor is then checked against the table, as a tick would.
-func (env Env) keepCursor(ctx context.Context, blob string, d *pollerdef.Def, cur lease.Current, to target) (target, error) {
+// another slot. The saved cursor is then checked against the table, as a tick would, and so is a
+// change stream's position. done: the document is already for the configured source; nothing to do.
+func (env Env) keepCursor(ctx context.Context, blob string, d *pollerdef.Def, cur lease.Current, to target) (_ target, done bool, _ error) {
 	name := d.Name()
 	doc := cur.Doc
 	if doc == nil {
-		return to, refusedf("%s has no state (%s does not exist): there is no place to keep; its first tick starts at the beginning", name, blob)
+		return to, false, refusedf("%s has no state (%s does not exist): there is no place to keep; its first tick starts at the beginning", name, blob)
 	}
 	if _, err := state.CheckSource(blob, doc, *to.source); err == nil {
-		return to, errNothingToAccept
+		fmt.Fprintf(env.Out, "%s's state is already for the configured source: nothing to accept, nothing written (a payload column added or removed needs no reset)\n", name)
+		return to, true, nil
 	}
 	if doc.Source == nil {
 		to.notes = append(to.notes, "The document does not record what its source was (it was written before that was recorded), so what changed cannot be named. "+
@@ -248,15 +235,15 @@ func (env Env) keepCursor(ctx context.Context, blob string, d *pollerdef.Def, cu
 			to.notes = append(to.notes, fmt.Sprintf("accepted: %s: %s", c, c.Why))
 		}
 		if len(refused) > 0 {
-			return to, refusedf("--keep-cursor refused: the saved cursor would mean nothing under the configured definition:\n%s\n"+
+			return to, false, refusedf("--keep-cursor refused: the saved cursor would mean nothing under the configured definition:\n%s\n"+
 				"Start over instead: pollerctl reset %s --to-beginning --yes (or set the position yourself: --to-cursor VALUE)", strings.Join(refused, "\n"), name)
 		}
 	}
 	if err := env.checkCursor(ctx, d, doc.Checkpoint.Cursor, "--keep-cursor"); err != nil {
-		return to, err
+		return to, false, err
 	}
 	to.cp = doc.Checkpoint
-	return to, nil
+	return to, false, env.checkStreamReset(ctx, d, to.cp.Cursor, to.what)
 }
 
 // readSaved reads the file of --from-file or the backup of --from-backup, and says which it read.
