@@ -90,7 +90,7 @@ func (env Env) refuseUnknown(name, what string, force bool, doc *state.Doc) erro
 	if doc != nil {
 		handler = doc.HandlerVersion
 	}
-	return refusedf("%s %s. %s is refused: pollerctl cannot tell whether the app still runs it; add --force if you know it is gone",
+	return refusedf("%s is %s. %s is refused: pollerctl cannot tell whether the app still runs it; add --force if you know it is gone",
 		name, pollerstatus.NotInBuild(name, env.version(), handler), what)
 }
 

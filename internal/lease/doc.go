@@ -115,6 +115,7 @@
 //
 // # Costs
 //
-// Acquire is one read and one write; a heartbeat or a commit is one write; the release is folded
+// Acquire is one read and one write (and, the first time a poller's document is acquired, one
+// read of its tombstone); a heartbeat or a commit is one write; the release is folded
 // into the last commit (CommitAndRelease), so a tick of B batches costs B+1 writes.
 package lease
