@@ -25,6 +25,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/pseudotrigger/pseudotrigger/internal/version"
 	"log/slog"
 	"net/http"
 	"os"
@@ -368,7 +369,8 @@ func (a *App) runner(ctx context.Context, ps *pollerState) (*tick.Runner, error)
 	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	counted := &lease.Counting{Store: a.store}
-	r, err := tick.Open(octx, tick.Config{Poller: ps.def, Settings: ps.settings, Store: counted, App: a.appName, Owner: a.owner, Clock: a.clock, Logger: a.log})
+	r, err := tick.Open(octx, tick.Config{Poller: ps.def, Settings: ps.settings, Store: counted, App: a.appName, Owner: a.owner, Clock: a.clock, Logger: a.log,
+		Version: version.String()})
 	if err != nil {
 		return nil, err
 	}

@@ -11,7 +11,15 @@ set -euo pipefail
 case "${1:-}" in -h | --help) sed -n '2,9s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 cd "$(dirname "$0")/.."
 mkdir -p bin
-flags=(-trimpath -ldflags "-s -w")
+# The version --version prints and the state document records (internal/version): the build info's
+# VCS data when go build has it; these -X values when it has none (a build outside git, or with
+# -buildvcs=false), from git when there is one, else from SOURCE_REVISION (e.g. a CI variable).
+pkg=github.com/pseudotrigger/pseudotrigger/internal/version
+rev=$(git rev-parse HEAD 2>/dev/null || echo "${SOURCE_REVISION:-}")
+at=$(TZ=UTC git log -1 --date=format-local:%Y-%m-%dT%H:%M:%SZ --format=%cd 2>/dev/null || true)
+dirty=false
+if [ -n "$(git status --porcelain 2>/dev/null | head -1)" ]; then dirty=true; fi
+flags=(-trimpath -ldflags "-s -w -X $pkg.revision=$rev -X $pkg.time=$at -X $pkg.modified=$dirty")
 if [ $# -eq 0 ]; then
   out=(-o bin/handler)
 else
@@ -58,4 +66,4 @@ else
 fi
 built=bin/handler
 for p in "$@"; do built+=", bin/${p##*/}"; done
-echo "built $built (${GOOS:-$(go env GOOS)}/${GOARCH:-$(go env GOARCH)})"
+echo "built $built (${GOOS:-$(go env GOOS)}/${GOARCH:-$(go env GOARCH)}): $(bin/handler --version 2>/dev/null || echo "handler rev ${rev:-unknown}")"

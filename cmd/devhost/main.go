@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
+	"github.com/pseudotrigger/pseudotrigger/internal/version"
 
 	_ "github.com/go-sql-driver/mysql"
 	_ "github.com/jackc/pgx/v5/stdlib"
@@ -45,6 +46,10 @@ import (
 )
 
 func main() {
+	if len(os.Args) == 2 && os.Args[1] == "--version" {
+		fmt.Println("devhost", version.String())
+		return
+	}
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "devhost:", err)
 		os.Exit(1)

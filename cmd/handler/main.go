@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/pseudotrigger/pseudotrigger/internal/version"
 	"log/slog"
 	"net"
 	"net/http"
@@ -35,6 +36,10 @@ const grace = 20 * time.Second
 const gcPercent = 400
 
 func main() {
+	if len(os.Args) == 2 && os.Args[1] == "--version" {
+		fmt.Println("handler", version.String())
+		return
+	}
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(gcPercent)
 	}
@@ -77,7 +82,7 @@ func run(log *slog.Logger) error {
 	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	log.Info("listening", "addr", ln.Addr().String())
+	log.Info("listening", "addr", ln.Addr().String(), "version", version.String())
 
 	select {
 	case err := <-served:

@@ -2,7 +2,7 @@
 // Usage:
 //
 //	pollerctl status [POLLER] [--json] [--no-probe]
-//	pollerctl reset POLLER --to-beginning | --to-cursor VALUE --pk K=V | --from-file F | --from-backup NAME|latest  [--yes]
+//	pollerctl reset POLLER --to-beginning | --keep-cursor | --to-cursor VALUE --pk K=V | --from-file F | --from-backup NAME|latest  [--yes]
 //	pollerctl clone POLLER --to NEW [--yes]
 //	pollerctl delete POLLER [--yes] [--wait]
 //	pollerctl backups POLLER [--json]
@@ -18,9 +18,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/pseudotrigger/pseudotrigger/internal/version"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
@@ -35,6 +37,10 @@ import (
 )
 
 func main() {
+	if len(os.Args) == 2 && os.Args[1] == "--version" {
+		fmt.Println("pollerctl", version.String())
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	root := repoRoot()
@@ -52,7 +58,15 @@ func main() {
 		fmt.Fprintln(os.Stderr, "pollerctl:", err)
 		os.Exit(ctl.ExitUsage)
 	}
+	seen := declared.Folders(appRoot)
+	for _, n := range declared.Folders(".") {
+		if !slices.Contains(seen, n) {
+			seen = append(seen, n)
+		}
+	}
 	env := ctl.Env{
+		Version: version.String(),
+		Seen:    seen,
 		App:     appsettings.AppName(getenv),
 		Getenv:  getenv,
 		Pollers: all,

@@ -157,7 +157,11 @@ func TestPollerctlProcess(t *testing.T) {
 	if _, err := st.Get(ctx, blob); err != nil {
 		t.Fatalf("the dry run deleted the state: %v", err)
 	}
-	out, errOut, code = run(sub, nil, "delete", "exp", "--yes")
+	// exp is not in this build: the app may run it (a newer build), so a delete needs --force.
+	if out, _, code := run(sub, nil, "delete", "exp", "--yes"); code != 1 || !strings.Contains(out, "not in this pollerctl's build") || !strings.Contains(out, "--force") {
+		t.Fatalf("delete --yes of a poller this build does not have: exit %d\n%s", code, out)
+	}
+	out, errOut, code = run(sub, nil, "delete", "exp", "--yes", "--force")
 	if code != 0 || !strings.Contains(out, "deleted "+blob) {
 		t.Fatalf("delete --yes: exit %d\n%s\n%s", code, out, errOut)
 	}

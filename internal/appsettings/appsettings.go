@@ -386,24 +386,24 @@ func (s Settings) Config(p *pollerdef.Def) source.Config {
 	return source.Config{Poller: p.Name(), Driver: s.Driver, DSN: s.DSN, Definition: def}
 }
 
-// Fingerprint is the fingerprint of p's source as its ticks record it (source.Fingerprint of
-// Config's definition), computed from these settings without connecting. Only the settings that
-// are part of the source must be usable: the driver and the DSN, and for a logical cursor its
-// slot; the error names the one at fault.
-func (s Settings) Fingerprint(p *pollerdef.Def) (string, error) {
+// Identity is p's source as its ticks record it in the state document (source.Identify of
+// Config's definition; its Fingerprint is the fingerprint), computed from these settings without
+// connecting. Only the settings that are part of the source must be usable: the driver and the
+// DSN, and for a logical cursor its slot; the error names the one at fault.
+func (s Settings) Identity(p *pollerdef.Def) (state.SourceDef, error) {
 	pre := Prefix(p.Name())
 	if s.Driver == "" || s.DSN == "" {
-		return "", fmt.Errorf("%s_DB_DRIVER and %s_DB_CONNECTION must be set", pre, pre)
+		return state.SourceDef{}, fmt.Errorf("%s_DB_DRIVER and %s_DB_CONNECTION must be set", pre, pre)
 	}
 	loc, err := drivers.ParseLocation(s.Driver, s.DSN)
 	if err != nil {
-		return "", fmt.Errorf("%s_DB_CONNECTION: %v", pre, err)
+		return state.SourceDef{}, fmt.Errorf("%s_DB_CONNECTION: %v", pre, err)
 	}
 	def := s.Config(p).Definition
 	if def.Cursor.Kind == state.KindLogical && def.Slot == "" {
-		return "", fmt.Errorf("%s_CDC_SLOT is not usable (the fingerprint names the slot)", pre)
+		return state.SourceDef{}, fmt.Errorf("%s_CDC_SLOT is not usable (the fingerprint names the slot)", pre)
 	}
-	return source.Fingerprint(s.Driver, loc, def), nil
+	return source.Identify(s.Driver, loc, def), nil
 }
 
 // CloneConfig is the source.Config of poller to, a clone of the poller these settings are

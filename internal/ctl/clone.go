@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
@@ -20,6 +21,7 @@ func clone(ctx context.Context, args []string, env Env) error {
 	to := fs.String("to", "", "the new poller's name")
 	var yes yesFlag
 	fs.Var(&yes, "yes", "write (default: dry run)")
+	force := fs.Bool("force", false, "clone to a poller folder this pollerctl's build does not have")
 	fromSlotStart := fs.Bool("from-slot-start", false, "logical pollers: start the clone where its own slot is, accepting that it misses the changes the original has not delivered yet")
 	pos, err := parse(fs, args)
 	if err != nil {
@@ -37,6 +39,11 @@ func clone(ctx context.Context, args []string, env Env) error {
 	}
 	if *to == from {
 		return usagef("--to %q is the poller being cloned", *to)
+	}
+	if slices.Contains(env.Seen, *to) {
+		if err := env.refuseUnknown(*to, "Cloning over it", *force, nil); err != nil {
+			return err
+		}
 	}
 	st, err := env.store()
 	if err != nil {
@@ -68,15 +75,16 @@ func clone(ctx context.Context, args []string, env Env) error {
 			return err
 		}
 	}
-	fingerprint, cp, reads := d.SourceFingerprint, d.Checkpoint, "the same source"
-	if stream {
+	fingerprint, source, cp, reads := d.SourceFingerprint, d.Source, d.Checkpoint, "the same source"
+	if stream { // its own slot: the clone's first tick records its parts
+		source = nil
 		if fingerprint, cp.Cursor, reads, err = env.cloneStream(ctx, orig, *to, d, *fromSlotStart); err != nil {
 			return err
 		}
 	}
 	op := env.operator(st, *to)
 	plan := op.Create(func(next *state.Doc, now time.Time) {
-		next.SourceFingerprint, next.Checkpoint = fingerprint, cp
+		next.SourceFingerprint, next.Source, next.Checkpoint = fingerprint, source, cp
 		next.Checkpoint.UpdatedAt = state.At(now)
 		// No tick of the clone has committed: its history says where it came from, so the status
 		// does not show the original's last commit as the clone's.

@@ -65,6 +65,12 @@ type Env struct {
 	// Settings are the names of the settings pollerctl sees (the environment's and
 	// local.settings.json's): a misspelt poller setting among them is warned of on Err.
 	Settings []string
+	// Version is pollerctl's own version (package version): status names it beside the handler
+	// version a poller's state records when this build does not have the poller.
+	Version string
+	// Seen are the poller folders pollerctl can see (declared.Folders): listed even when this
+	// build does not have them, as pollers it does not know, never as leftovers.
+	Seen []string
 }
 
 // refusal is a guardrail saying no (exit 1); usage is bad usage or input (exit 2).
@@ -82,12 +88,13 @@ func usagef(format string, args ...any) error   { return usage{fmt.Sprintf(forma
 const help = `pollerctl: see every poller's state and move one on purpose.
 
   pollerctl status [POLLER] [--json] [--no-probe]          (exit 3 when a poller is not ok)
-  pollerctl reset POLLER (--to-beginning | --to-cursor VALUE [--pk COLUMN=VALUE ...] | --from-file FILE | --from-backup NAME|latest)
+  pollerctl reset POLLER (--to-beginning | --keep-cursor | --to-cursor VALUE [--pk COLUMN=VALUE ...] | --from-file FILE | --from-backup NAME|latest)
                   [--yes | --yes=POLLER] [--wait [--wait-timeout 2m]] [--production]
-                  (a logical poller's VALUE is a position like 0/16D3290, never before its slot's; --to-beginning: where the slot is)
+                  (--keep-cursor: accept a changed source definition and go on from the saved cursor, refused where it would mean nothing there;
+                   a logical poller's VALUE is a position like 0/16D3290, never before its slot's; --to-beginning: where the slot is)
   pollerctl clone POLLER --to NEW [--yes] [--from-slot-start]
                   (a logical poller's clone reads its own slot: run pollerctl cdc enable NEW --yes first)
-  pollerctl delete POLLER [--yes | --yes=POLLER] [--wait [--wait-timeout 2m]] [--production]
+  pollerctl delete POLLER [--yes | --yes=POLLER] [--wait [--wait-timeout 2m]] [--production] [--force]
                   (its state, backed up first, and liveness mark; refused while it has dead letters)
   pollerctl backups POLLER [--json]                       (its state backups, newest first)
   pollerctl new NAME [--sink webhook|storagequeue|servicebus|eventhubs|eventgrid]
@@ -112,6 +119,10 @@ Settings are the handler's: StateStorage (or AzureWebJobsStorage), STATE_CONTAIN
 POLLER_APP_NAME, {P}_DB_DRIVER, {P}_DB_CONNECTION, read from the environment and, run in the app
 folder, from local.settings.json's Values (the environment wins, as with Core Tools). Every
 command but new says first, on stderr, which app, state store and settings it uses.
+status lists the pollers of this build, the poller folders here and the state under
+state/{app}/; one this build does not have (a newer app's) is "unknown", not judged, and delete,
+a restore (reset --from-file/--from-backup) and a clone over it need --force.
+pollerctl --version says which build it is (as the handler's and devhost's do).
 Exit codes: 0 done, 1 refused by a guardrail (check: a problem found), 2 bad usage or input, 3
 (status) a poller is not ok, 4 the state store is not reachable (Azurite not started, or no
 network path to the account).
@@ -243,16 +254,16 @@ func (env Env) definition(name string) (*pollerdef.Def, bool) {
 	return nil, false
 }
 
-// fingerprint computes the configured source's fingerprint from the poller's settings, without
-// connecting. Only the settings it needs must be usable.
-func (env Env) fingerprint(d *pollerdef.Def) (string, error) {
+// identity is the configured source as a tick records it (its fingerprint and parts), from the
+// poller's settings, without connecting. Only the settings it needs must be usable.
+func (env Env) identity(d *pollerdef.Def) (state.SourceDef, error) {
 	if err := d.Err(); err != nil { // a definition that could not be read: no fingerprint either
-		return "", usagef("%v", err)
+		return state.SourceDef{}, usagef("%v", err)
 	}
 	s, _ := appsettings.Load(d, env.Getenv)
-	fp, err := s.Fingerprint(d)
+	id, err := s.Identity(d)
 	if err != nil {
-		return "", usagef("%v: the reset records the configured source's fingerprint", err)
+		return state.SourceDef{}, usagef("%v: the reset records the configured source's fingerprint", err)
 	}
-	return fp, nil
+	return id, nil
 }

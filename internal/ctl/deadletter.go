@@ -206,7 +206,8 @@ func deadLetterReplay(ctx context.Context, args []string, env Env) error {
 	}
 	defer r.Close()
 	src, m := r.Source.(*source.Source), r.Lease
-	if src.Fingerprint() != letter.SourceFingerprint {
+	// A letter written before the fingerprint's second form carries the first (FingerprintV1).
+	if id := src.Identity(); letter.SourceFingerprint != id.Fingerprint() && letter.SourceFingerprint != id.FingerprintV1() {
 		return refusedf("the dead letter was written for source %s, but %s is now configured for %s", letter.SourceFingerprint, name, src.Fingerprint())
 	}
 	snap, err := m.Read(ctx)

@@ -88,9 +88,9 @@ func deleteCmd(ctx context.Context, args []string, env Env) error {
 	if d, registered := env.definition(name); registered && cur.Blob != nil {
 		fmt.Fprint(env.Out, restartWarning(d.Source().Cursor.Kind, name))
 	}
-	if !g.yes.given() {
-		fmt.Fprintln(env.Out, "dry run: nothing deleted. Add --yes to delete.")
-		return nil
+	unknown := env.refuseUnknown(name, "Deleting its state", *g.force, cur.Doc)
+	if done, err := env.dryRun(g.yes.given(), unknown, "dry run: nothing deleted. Add --yes to delete."); done {
+		return err
 	}
 	if err := confirm(env, name, string(*g.yes), *g.production); err != nil {
 		return err

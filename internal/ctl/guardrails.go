@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
+	"github.com/pseudotrigger/pseudotrigger/internal/pollerstatus"
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
 )
 
@@ -62,6 +64,7 @@ type guards struct {
 	wait        *bool
 	waitTimeout *time.Duration
 	production  *bool
+	force       *bool
 }
 
 // guardFlags defines --yes (what says what --yes does), --wait, --wait-timeout and --production.
@@ -71,7 +74,46 @@ func guardFlags(fs *flag.FlagSet, what string) guards {
 	g.wait = fs.Bool("wait", false, "wait for another owner's live lease to end")
 	g.waitTimeout = fs.Duration("wait-timeout", 2*time.Minute, "how long --wait waits")
 	g.production = fs.Bool("production", false, "treat the app as production")
+	g.force = fs.Bool("force", false, "act on a poller this pollerctl's build does not have")
 	return g
+}
+
+// refuseUnknown refuses what (a delete, a restore, a clone over it) of a poller this pollerctl's
+// build does not have, unless force: pollerctl may predate the deployed app, which may run it.
+// doc is its state document, if any: the handler version it records is named. A dry run shows
+// the refusal and goes on; a write returns it.
+func (env Env) refuseUnknown(name, what string, force bool, doc *state.Doc) error {
+	if _, ok := env.definition(name); ok || force {
+		return nil
+	}
+	handler := ""
+	if doc != nil {
+		handler = doc.HandlerVersion
+	}
+	return refusedf("%s is %s. %s is refused: pollerctl cannot tell whether the app still runs it; add --force if you know it is gone",
+		name, pollerstatus.NotInBuild(name, env.version(), handler), what)
+}
+
+// dryRun ends a command's dry run, or lets its write go on: without yes it shows refusal (a
+// guardrail that --yes would meet), says nothing was written, and is done; with yes it is done
+// when refusal refuses, returning it.
+func (env Env) dryRun(yes bool, refusal error, nothing string) (done bool, err error) {
+	if yes {
+		return refusal != nil, refusal
+	}
+	if refusal != nil {
+		fmt.Fprintln(env.Out, refusal)
+	}
+	fmt.Fprintln(env.Out, nothing)
+	return true, nil
+}
+
+// version is pollerctl's own version (Env.Version), for messages.
+func (env Env) version() string {
+	if env.Version == "" {
+		return "of unknown version"
+	}
+	return env.Version
 }
 
 // confirm applies the production guardrail: type the poller's name, or --yes=POLLER.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
@@ -48,7 +49,7 @@ func reset(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
-	if registered {
+	if registered && !f.keepCursor {
 		if err := env.checkStreamReset(ctx, d, to.cp.Cursor, to.what); err != nil {
 			return err
 		}
@@ -58,14 +59,23 @@ func reset(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
+	unknown := env.refuseUnknown(f.name, "Restoring its state", *f.force, cur.Doc)
+	if f.keepCursor {
+		var done bool
+		if to, done, err = env.keepCursor(ctx, op.Blob, d, cur, to); err != nil || done {
+			return err
+		}
+	}
 	plan, err := op.Takeover(cur, to.saved, to.apply)
 	if err != nil {
 		return refusedf("%v", err) // the fencing token is exhausted
 	}
 	printPlan(env, f.name, op.Blob, cur, plan.Doc())
-	if !f.yes.given() {
-		fmt.Fprintln(env.Out, "dry run: nothing written. Add --yes to write.")
-		return nil
+	for _, n := range to.notes {
+		fmt.Fprintln(env.Out, n)
+	}
+	if done, err := env.dryRun(f.yes.given(), unknown, "dry run: nothing written. Add --yes to write."); done {
+		return err
 	}
 	if err := confirm(env, f.name, string(*f.yes), *f.production); err != nil {
 		return err
@@ -83,6 +93,7 @@ func reset(ctx context.Context, args []string, env Env) error {
 type resetFlags struct {
 	name        string
 	toBeginning bool
+	keepCursor  bool
 	toCursor    string
 	pks         pkFlags
 	fromFile    string
@@ -95,6 +106,7 @@ func parseReset(args []string) (resetFlags, error) {
 	var f resetFlags
 	fs := flag.NewFlagSet("reset", flag.ContinueOnError)
 	fs.BoolVar(&f.toBeginning, "to-beginning", false, "start over from the first row")
+	fs.BoolVar(&f.keepCursor, "keep-cursor", false, "accept the configured source definition and go on from the saved cursor")
 	fs.StringVar(&f.toCursor, "to-cursor", "", "the cursor value to resume after")
 	fs.Var(&f.pks, "pk", "COLUMN=VALUE of the cursor's tiebreaker (repeat for a composite key)")
 	fs.StringVar(&f.fromFile, "from-file", "", "a state document saved earlier (e.g. a backup)")
@@ -109,13 +121,13 @@ func parseReset(args []string) (resetFlags, error) {
 	}
 	f.name = pos[0]
 	modes := 0
-	for _, set := range []bool{f.toBeginning, f.toCursor != "", f.fromFile != "", f.fromBackup != ""} {
+	for _, set := range []bool{f.toBeginning, f.keepCursor, f.toCursor != "", f.fromFile != "", f.fromBackup != ""} {
 		if set {
 			modes++
 		}
 	}
 	if modes != 1 {
-		return f, usagef("give exactly one of --to-beginning, --to-cursor VALUE, --from-file FILE, --from-backup NAME|latest")
+		return f, usagef("give exactly one of --to-beginning, --keep-cursor, --to-cursor VALUE, --from-file FILE, --from-backup NAME|latest")
 	}
 	if len(f.pks) > 0 && f.toCursor == "" {
 		return f, usagef("--pk goes with --to-cursor")
@@ -129,16 +141,18 @@ func (f resetFlags) restores() bool { return f.fromFile != "" || f.fromBackup !=
 // target is where a reset puts the poller.
 type target struct {
 	cp          state.Checkpoint
-	fingerprint string     // of the source the checkpoint was taken on
-	saved       *state.Doc // the document restored (--from-file, --from-backup), else nil
-	what        string     // how messages name it: --to-beginning, --to-cursor VALUE, or the file or backup
+	fingerprint string           // of the source the checkpoint was taken on
+	source      *state.SourceDef // that source's parts; nil when unknown (a document restored from before they were recorded)
+	saved       *state.Doc       // the document restored (--from-file, --from-backup), else nil
+	what        string           // how messages name it: --to-beginning, --keep-cursor, --to-cursor VALUE, or the file or backup
+	notes       []string         // said after the plan (what --keep-cursor accepts)
 }
 
 // apply is the reset's change to the new document: the checkpoint and the fingerprint, and the
 // reset recorded in the tick history, which goes on across it, so that the status page's
 // sparkline and "last commit" tell what happened.
 func (t target) apply(d *state.Doc, now time.Time) {
-	d.SourceFingerprint = t.fingerprint
+	d.SourceFingerprint, d.Source = t.fingerprint, t.source
 	d.Checkpoint = t.cp
 	d.Checkpoint.UpdatedAt = state.At(now)
 	d.AddHistory(state.Tick{At: state.At(now), Outcome: "reset", RowsWaiting: -1})
@@ -150,11 +164,15 @@ func (f resetFlags) target(ctx context.Context, env Env, st store.Store, d *poll
 	if f.restores() {
 		return f.restore(ctx, env, st, d, registered)
 	}
-	fingerprint, err := env.fingerprint(d)
+	id, err := env.identity(d)
 	if err != nil {
 		return target{}, err
 	}
-	to := target{fingerprint: fingerprint, what: "--to-beginning"}
+	to := target{fingerprint: id.Fingerprint(), source: &id, what: "--to-beginning"}
+	if f.keepCursor { // the checkpoint is the document's: env.keepCursor, once it is read
+		to.what = "--keep-cursor"
+		return to, nil
+	}
 	if f.toCursor != "" {
 		if to.cp.Cursor, err = env.cursorFromText(ctx, d, f.toCursor, f.pks); err != nil {
 			return target{}, err
@@ -175,17 +193,60 @@ func (f resetFlags) restore(ctx context.Context, env Env, st store.Store, d *pol
 	if err != nil {
 		return target{}, usagef("%s: %v", origin, err)
 	}
-	to := target{cp: saved.Checkpoint, fingerprint: saved.SourceFingerprint, saved: saved, what: origin}
+	to := target{cp: saved.Checkpoint, fingerprint: saved.SourceFingerprint, source: saved.Source, saved: saved, what: origin}
 	if !registered {
 		return to, nil
 	}
-	if want, err := env.fingerprint(d); err == nil && want != to.fingerprint {
-		return target{}, refusedf("%s was saved for source %s, but the poller is now configured for %s: restoring it would read another source from a foreign cursor", origin, to.fingerprint, want)
+	if want, err := env.identity(d); err == nil {
+		if _, err := state.CheckSource(origin, saved, want); err != nil {
+			return target{}, refusedf("%s was saved for another source definition, so restoring it would read from a foreign cursor: %v", origin, err)
+		}
+		to.fingerprint, to.source = want.Fingerprint(), &want // an accepted older form moves on
 	}
 	if err := env.checkCursor(ctx, d, to.cp.Cursor, "--from-file "+origin); err != nil {
 		return target{}, err
 	}
 	return to, nil
+}
+
+// keepCursor is the target of --keep-cursor: the document's own checkpoint under the configured
+// source (to's), refused where the saved cursor would mean nothing there, as
+// state.SourceDef.Diff rules: another table, cursor column or kind, a key its tiebreaker holds,
+// another slot. The saved cursor is then checked against the table, as a tick would, and so is a
+// change stream's position. done: the document is already for the configured source; nothing to do.
+func (env Env) keepCursor(ctx context.Context, blob string, d *pollerdef.Def, cur lease.Current, to target) (_ target, done bool, _ error) {
+	name := d.Name()
+	doc := cur.Doc
+	if doc == nil {
+		return to, false, refusedf("%s has no state (%s does not exist): there is no place to keep; its first tick starts at the beginning", name, blob)
+	}
+	if _, err := state.CheckSource(blob, doc, *to.source); err == nil {
+		fmt.Fprintf(env.Out, "%s's state is already for the configured source: nothing to accept, nothing written (a payload column added or removed needs no reset)\n", name)
+		return to, true, nil
+	}
+	if doc.Source == nil {
+		to.notes = append(to.notes, "The document does not record what its source was (it was written before that was recorded), so what changed cannot be named. "+
+			"The saved cursor's kind and key columns were checked against the table; if the table, the database or the cursor column changed, it means nothing there: "+
+			"run pollerctl reset "+name+" --to-beginning instead.")
+	} else {
+		var refused []string
+		for _, c := range doc.Source.Diff(*to.source) {
+			if !c.KeepsCursor {
+				refused = append(refused, fmt.Sprintf("  %s: %s", c, c.Why))
+				continue
+			}
+			to.notes = append(to.notes, fmt.Sprintf("accepted: %s: %s", c, c.Why))
+		}
+		if len(refused) > 0 {
+			return to, false, refusedf("--keep-cursor refused: the saved cursor would mean nothing under the configured definition:\n%s\n"+
+				"Start over instead: pollerctl reset %s --to-beginning --yes (or set the position yourself: --to-cursor VALUE)", strings.Join(refused, "\n"), name)
+		}
+	}
+	if err := env.checkCursor(ctx, d, doc.Checkpoint.Cursor, "--keep-cursor"); err != nil {
+		return to, false, err
+	}
+	to.cp = doc.Checkpoint
+	return to, false, env.checkStreamReset(ctx, d, to.cp.Cursor, to.what)
 }
 
 // readSaved reads the file of --from-file or the backup of --from-backup, and says which it read.
@@ -283,21 +344,64 @@ func (env Env) checkCursor(ctx context.Context, d *pollerdef.Def, c *state.Curso
 	return nil
 }
 
-// printPlan shows the reset planned: the current document's checkpoint, token and fingerprint
-// beside the new one's.
+// printPlan shows the reset planned: the current document's checkpoint, token, source and
+// fingerprint beside the new one's, in aligned columns.
 func printPlan(env Env, name, blob string, cur lease.Current, next state.Doc) {
 	fmt.Fprintf(env.Out, "reset %s (%s)\n", name, blob)
-	oldCursor, oldBatch, oldToken, oldFP := "(no state yet)", "-", "-", "-"
+	oldCursor, oldBatch, oldToken, oldSource, oldFP := "(no state yet)", "-", "-", "-", "-"
 	if cur.Problem != nil {
 		oldCursor = "(corrupt: replaced from the file)"
 	}
 	if old := cur.Doc; old != nil {
 		oldCursor, oldBatch = cursorText(old.Checkpoint.Cursor), orDash(old.Checkpoint.LastSuccessfulBatchID)
-		oldToken, oldFP = strconv.FormatInt(old.Lease.FencingToken, 10), old.SourceFingerprint
+		oldToken, oldSource, oldFP = strconv.FormatInt(old.Lease.FencingToken, 10), sourceText(old.Source), shortFingerprint(old.SourceFingerprint)
 	}
-	fmt.Fprintf(env.Out, "  %-14s %-48s %s\n", "", "OLD", "NEW")
-	fmt.Fprintf(env.Out, "  %-14s %-48s %s\n", "cursor", oldCursor, cursorText(next.Checkpoint.Cursor))
-	fmt.Fprintf(env.Out, "  %-14s %-48s %s\n", "last batch", oldBatch, orDash(next.Checkpoint.LastSuccessfulBatchID))
-	fmt.Fprintf(env.Out, "  %-14s %-48s %d\n", "fencing token", oldToken, next.Lease.FencingToken)
-	fmt.Fprintf(env.Out, "  %-14s %-48s %s\n", "fingerprint", truncate(oldFP, 46), next.SourceFingerprint)
+	tw := tabwriter.NewWriter(env.Out, 0, 4, 2, ' ', 0)
+	for _, row := range [][3]string{
+		{"", "OLD", "NEW"},
+		{"cursor", oldCursor, cursorText(next.Checkpoint.Cursor)},
+		{"last batch", oldBatch, orDash(next.Checkpoint.LastSuccessfulBatchID)},
+		{"fencing token", oldToken, strconv.FormatInt(next.Lease.FencingToken, 10)},
+		{"source", oldSource, sourceText(next.Source)},
+		{"fingerprint", oldFP, shortFingerprint(next.SourceFingerprint)},
+	} {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", row[0], row[1], row[2])
+	}
+	tw.Flush()
+}
+
+// sourceText names a recorded source in one line: driver, server/database, table, cursor, key,
+// filter, slot. "-" when none is recorded.
+func sourceText(s *state.SourceDef) string {
+	if s == nil {
+		return "-"
+	}
+	table := s.Table
+	if s.Schema != "" {
+		table = s.Schema + "." + table
+	}
+	where := s.Database
+	if s.Server != "" {
+		where = s.Server + "/" + where
+	}
+	t := fmt.Sprintf("%s %s %s cursor %s", s.Driver, where, table, s.CursorKind)
+	if s.CursorColumn != "" {
+		t += " " + s.CursorColumn
+	}
+	t += " key " + strings.Join(s.Key, ",")
+	if s.Filter != "" {
+		t += " where " + s.Filter
+	}
+	if s.Slot != "" {
+		t += " slot " + s.Slot
+	}
+	return t
+}
+
+// shortFingerprint is a fingerprint's first 12 hex digits, enough to tell two apart.
+func shortFingerprint(fp string) string {
+	if len(fp) > len("sha256:")+12 {
+		return fp[:len("sha256:")+12]
+	}
+	return orDash(fp)
 }

@@ -49,7 +49,7 @@ func status(ctx context.Context, args []string, env Env) error {
 	}
 	if len(pos) == 1 {
 		if !slices.Contains(pollers, pos[0]) {
-			return usagef("no poller %q: it is neither registered in this build nor has state under state/%s/%s", pos[0], env.App,
+			return usagef("no poller %q: it is neither registered in this build, nor a poller folder here, nor has state under state/%s/%s", pos[0], env.App,
 				suggest.DidYouMean(pos[0], pollers, strconv.Quote))
 		}
 		pollers = []string{pos[0]}
@@ -110,6 +110,9 @@ func statusTable(env Env, rows []Row) error {
 				fmt.Fprintf(env.Out, "%s:   fix: %s\n", r.Poller, oneLine(q))
 			}
 		}
+		if r.Registered && r.HandlerVersion != "" && env.Version != "" && r.HandlerVersion != env.Version {
+			fmt.Fprintf(env.Out, "%s: its state was last written by handler %s; this pollerctl is %s\n", r.Poller, r.HandlerVersion, env.Version)
+		}
 		if r.Probe != nil && r.Probe.Skipped != "" {
 			fmt.Fprintf(env.Out, "%s: the source was not probed: %s\n", r.Poller, r.Probe.Skipped)
 		}
@@ -131,7 +134,7 @@ func statusTable(env Env, rows []Row) error {
 // and say so. A definition that cannot be read (a declared poller's bad poller.json) is the
 // app's own, wherever it is read: that poller is misconfigured, as the status function says.
 func (env Env) statusConfig(probe bool) pollerstatus.Config {
-	cfg := pollerstatus.Config{App: env.App, Margin: env.Margin, Now: env.Clock.Now}
+	cfg := pollerstatus.Config{App: env.App, Margin: env.Margin, Now: env.Clock.Now, Elsewhere: env.version(), Seen: env.Seen}
 	for _, d := range env.Pollers {
 		s, _ := appsettings.Load(d, env.Getenv)
 		cfg.Registered = append(cfg.Registered, pollerstatus.RegisteredFrom(d, s, d.Err()))

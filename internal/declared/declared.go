@@ -82,6 +82,43 @@ func Root(getenv func(string) string) string {
 	return "."
 }
 
+// Folders returns the names of the poller folders under root, sorted: each <name>/ whose
+// function.json has a timer trigger (a poller's function), and each pollers/<name>/ (a Go
+// poller's package). pollerctl lists them beside the pollers its build has, so that a poller it
+// predates is seen as one, not as a leftover. Unreadable folders are skipped: this only lists.
+func Folders(root string) []string {
+	var names []string
+	add := func(n string) {
+		if !slices.Contains(names, n) && pollerdef.CheckName(n) == nil {
+			names = append(names, n)
+		}
+	}
+	fns, _ := filepath.Glob(filepath.Join(root, "*", "function.json"))
+	for _, path := range fns {
+		type binding struct {
+			Type string `json:"type"`
+		}
+		var f struct {
+			Bindings []binding `json:"bindings"`
+		}
+		data, err := os.ReadFile(path)
+		if err != nil || json.Unmarshal(data, &f) != nil {
+			continue
+		}
+		if slices.ContainsFunc(f.Bindings, func(b binding) bool { return strings.EqualFold(b.Type, "timerTrigger") }) {
+			add(filepath.Base(filepath.Dir(path)))
+		}
+	}
+	pkgs, _ := os.ReadDir(filepath.Join(root, "pollers"))
+	for _, e := range pkgs {
+		if e.IsDir() {
+			add(e.Name())
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
 // Load returns the app's pollers as the runtime reads them: the Go pollers followed by the
 // pollers declared under root, in name order. A folder whose poller.json cannot be read gives a
 // pollerdef.Failed. A name that is both a Go poller and a folder with poller.json is an error

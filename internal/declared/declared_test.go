@@ -289,3 +289,29 @@ func kindStrings() []string {
 	}
 	return out
 }
+
+// TestFolders: the poller folders are the function folders with a timer trigger and the Go
+// pollers' packages; an HTTP function, a folder without function.json and a function.json that
+// does not parse are not.
+func TestFolders(t *testing.T) {
+	root := t.TempDir()
+	write := func(path, data string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, path)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, path), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("orders/function.json", `{"bindings": [{"type": "timerTrigger", "schedule": "%ORDERS_SCHEDULE%"}]}`)
+	write("invoices/function.json", `{"bindings": [{"type": "timerTrigger"}]}`)
+	write("invoices/poller.json", `{}`)
+	write("status/function.json", `{"bindings": [{"type": "httpTrigger"}]}`)
+	write("broken/function.json", `{`)
+	write("notes/readme.txt", `x`)
+	write("pollers/shipments/shipments.go", `package shipments`)
+	if got := Folders(root); strings.Join(got, " ") != "invoices orders shipments" {
+		t.Fatalf("Folders: %v", got)
+	}
+}

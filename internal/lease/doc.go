@@ -81,6 +81,21 @@
 // acquires at once. An operator's edit (a quarantine request) keeps the lease as it is, and a
 // created document (a clone) has none until its first tick acquires token 1.
 //
+// # Tokens never go backwards for a poller name
+//
+// An operator's delete first writes the document's token to the poller's tombstone
+// (tombstones/{app}/{poller}.json, state.Tombstone). A document that has never been acquired (no
+// blob yet, or a clone's token 0) is acquired one above the tombstone's token, and a takeover of
+// no document starts above it too: a sink that compares tokens never sees an older one again.
+//
+// # The source
+//
+// Read refuses a document written for another source (state.CheckSource: its fingerprint covers
+// what decides the order and the position, not the payload columns). It accepts, and logs once,
+// a document of the fingerprint's first form for the configured source, or one whose payload
+// columns differ; every acquire records the configured source and the handler's version, so the
+// document moves on to the current form with the tick's first write.
+//
 // # One writer per lease
 //
 // Heartbeats (from KeepAlive's goroutine), commits and the release all go through one mutex in
@@ -100,6 +115,7 @@
 //
 // # Costs
 //
-// Acquire is one read and one write; a heartbeat or a commit is one write; the release is folded
+// Acquire is one read and one write (and, the first time a poller's document is acquired, one
+// read of its tombstone); a heartbeat or a commit is one write; the release is folded
 // into the last commit (CommitAndRelease), so a tick of B batches costs B+1 writes.
 package lease

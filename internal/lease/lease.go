@@ -44,7 +44,13 @@ type Config struct {
 	Poller      string // poller name, as in the document
 	Blob        string // state blob name, state/{app}/{poller}.json
 	Owner       string // this process's owner id (NewOwnerID)
-	Fingerprint string // the configured source's fingerprint
+	Fingerprint string // the configured source's fingerprint; default Source's
+	// Source, if set, is the configured source in full: a document written for it is accepted
+	// when only its payload columns differ or it carries the first form of the fingerprint (both
+	// logged once), a mismatch names what changed, and every acquire records it (state.CheckSource).
+	Source *state.SourceDef
+	// Version is the handler's version, recorded in the document by every acquire.
+	Version string
 
 	TTL time.Duration // lease time to live; default 60 s
 	// HeartbeatInterval is how often KeepAlive extends the lease; default TTL/4, must be < TTL/3.
@@ -82,11 +88,16 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
+	if c.Fingerprint == "" && c.Source != nil {
+		c.Fingerprint = c.Source.Fingerprint()
+	}
 	switch {
 	case c.Poller == "" || c.Blob == "" || c.Owner == "":
 		return c, errors.New("lease: Poller, Blob and Owner are required")
 	case c.Fingerprint == "":
 		return c, errors.New("lease: Fingerprint is required")
+	case c.Source != nil && c.Fingerprint != c.Source.Fingerprint():
+		return c, errors.New("lease: Fingerprint is not Source's")
 	case c.Margin < time.Second:
 		return c, fmt.Errorf("lease: margin %v is below 1s, the resolution of the storage service's clock", c.Margin)
 	case c.TTL < 3*c.Margin:
@@ -120,6 +131,9 @@ func NewOwnerID(prefix string, r io.Reader) (string, error) {
 type Manager struct {
 	st  Store
 	cfg Config
+
+	mu    sync.Mutex
+	noted state.Accepted // what check last logged, so that idle ticks do not repeat it
 }
 
 // New validates cfg and returns a Manager.
@@ -157,10 +171,34 @@ func (m *Manager) Read(ctx context.Context) (Snapshot, error) {
 	if err != nil {
 		return Snapshot{}, err
 	}
-	if err := state.CheckFingerprint(m.cfg.Blob, doc, m.cfg.Fingerprint); err != nil {
+	if err := m.check(doc); err != nil {
 		return Snapshot{}, err
 	}
 	return Snapshot{Doc: doc, ETag: b.ETag, LastModified: b.LastModified, Date: b.Date}, nil
+}
+
+// check refuses a document written for another source (state.ErrFingerprintMismatch) and logs,
+// once, a difference it accepts (payload columns, the fingerprint's first form).
+func (m *Manager) check(doc *state.Doc) error {
+	c := m.cfg
+	if c.Source == nil {
+		if doc.SourceFingerprint == c.Fingerprint {
+			return nil
+		}
+		return &state.Error{Blob: c.Blob, Err: state.ErrFingerprintMismatch, Detail: fmt.Sprintf(
+			"the checkpoint was taken on source %s but the poller is now configured for %s; to start over: pollerctl reset %s --to-beginning --yes",
+			doc.SourceFingerprint, c.Fingerprint, c.Poller)}
+	}
+	accepted, err := state.CheckSource(c.Blob, doc, *c.Source)
+	if accepted != "" {
+		m.mu.Lock()
+		if m.noted != accepted {
+			m.noted = accepted
+			c.Logger.Info("source definition changed", "poller", c.Poller, "change", string(accepted))
+		}
+		m.mu.Unlock()
+	}
+	return err
 }
 
 // Holder returns the owner of a lease that is live on the storage service's clock: owned, not
@@ -201,7 +239,7 @@ func (m *Manager) Acquire(ctx context.Context, s Snapshot) (Result, error) {
 		cond store.Condition
 	)
 	if s.Doc == nil {
-		next = state.Doc{Version: state.Version, PollerName: c.Poller, SourceFingerprint: c.Fingerprint}
+		next = state.Doc{Version: state.Version, PollerName: c.Poller}
 		cond = store.IfNotExists()
 	} else {
 		if owner, live := m.Holder(s); live {
@@ -210,7 +248,25 @@ func (m *Manager) Acquire(ctx context.Context, s Snapshot) (Result, error) {
 		next = *s.Doc
 		cond = store.IfMatch(s.ETag)
 	}
-	token, err := nextToken(c.Blob, next.Lease.FencingToken)
+	// The configured source, in the fingerprint's current form (an older form accepted by Read
+	// moves on here), and who writes.
+	next.SourceFingerprint = c.Fingerprint
+	if c.Source != nil {
+		src := *c.Source
+		next.Source = &src
+	}
+	if c.Version != "" {
+		next.HandlerVersion = c.Version
+	}
+	current := next.Lease.FencingToken
+	if current == 0 { // never acquired: a document deleted before may have handed out tokens
+		t, _, err := lastToken(ctx, m.st, c.Blob)
+		if err != nil {
+			return Result{}, err
+		}
+		current = t.FencingToken
+	}
+	token, err := nextToken(c.Blob, current)
 	if err != nil {
 		return Result{}, err
 	}
@@ -251,6 +307,25 @@ func nextToken(blob string, current int64) (int64, error) {
 		return 0, fmt.Errorf("lease: %s: %w at %d: run this poller under a new name", blob, ErrTokenExhausted, current)
 	}
 	return current + 1, nil
+}
+
+// lastToken reads the tombstone that a deleted document of blob left (state.TombstoneBlob): the
+// last fencing token handed out under the poller's name, which a new document starts above.
+// None is the zero Tombstone; one that does not decode is an error (nothing is written then).
+func lastToken(ctx context.Context, st Store, blob string) (state.Tombstone, *store.Blob, error) {
+	name := state.TombstoneBlob(blob)
+	b, err := st.Get(ctx, name)
+	if errors.Is(err, store.ErrNotFound) {
+		return state.Tombstone{}, nil, nil
+	}
+	if err != nil {
+		return state.Tombstone{}, nil, fmt.Errorf("lease: read %s: %w", name, err)
+	}
+	t, err := state.DecodeTombstone(name, b.Data)
+	if err != nil {
+		return state.Tombstone{}, nil, fmt.Errorf("lease: %w: remove it only if no sink compares fencing tokens", err)
+	}
+	return t, &b, nil
 }
 
 func (m *Manager) newLease(doc state.Doc, etag string, sent time.Time) *Lease {

@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -55,20 +56,28 @@ type Current struct {
 	Doc  *state.Doc  // nil: no blob, or a blob that does not decode (Problem says why)
 	// Problem is why the blob does not decode (a *state.Error), when it does not.
 	Problem error
+	// Tombstone is what a deleted document of this poller left (its last fencing token); zero
+	// when none was deleted. A takeover starts above it, and Remove raises it.
+	Tombstone     state.Tombstone
+	tombstoneBlob *store.Blob
 }
 
 // Read reads the state blob. A missing blob, or one that does not decode, is not an error: the
 // caller decides what to do about it (Current.Problem).
 func (o Operator) Read(ctx context.Context) (Current, error) {
+	t, tb, err := lastToken(ctx, o.Store, o.Blob)
+	if err != nil {
+		return Current{}, err
+	}
 	b, err := o.Store.Get(ctx, o.Blob)
 	if errors.Is(err, store.ErrNotFound) {
-		return Current{}, nil
+		return Current{Tombstone: t, tombstoneBlob: tb}, nil
 	}
 	if err != nil {
 		return Current{}, fmt.Errorf("lease: read %s: %w", o.Blob, err)
 	}
 	d, derr := state.Decode(o.Blob, o.Poller, b.Data)
-	return Current{Blob: &b, Doc: d, Problem: derr}, nil
+	return Current{Blob: &b, Doc: d, Problem: derr, Tombstone: t, tombstoneBlob: tb}, nil
 }
 
 // Holder returns the owner of a lease that cur shows live on the storage service's clock (Live,
@@ -112,8 +121,10 @@ func (p Plan) Doc() state.Doc { return p.doc }
 // older lease can no longer commit, and the next tick takes the lease at once.
 //
 // When cur has no document (no blob, or one that does not decode), the token and the history go
-// on from saved's, the document the new one is restored from; with neither, the token is 1. A
-// token at state.MaxFencingToken is ErrTokenExhausted.
+// on from saved's, the document the new one is restored from; with neither, the token is 1. The
+// token is above any a deleted document of the poller had (cur.Tombstone) in every case, and the
+// handler version the document records goes on. A token at state.MaxFencingToken is
+// ErrTokenExhausted.
 func (o Operator) Takeover(cur Current, saved *state.Doc, change func(d *state.Doc, now time.Time)) (Plan, error) {
 	base := cur.Doc
 	if base == nil {
@@ -124,8 +135,9 @@ func (o Operator) Takeover(cur Current, saved *state.Doc, change func(d *state.D
 	if base != nil {
 		token = base.Lease.FencingToken
 		next.History = append([]state.Tick(nil), base.History...)
+		next.HandlerVersion = base.HandlerVersion
 	}
-	token, err := nextToken(o.Blob, token)
+	token, err := nextToken(o.Blob, max(token, cur.Tombstone.FencingToken))
 	if err != nil {
 		return Plan{}, err
 	}
@@ -190,7 +202,9 @@ func (o Operator) Write(ctx context.Context, p Plan) (state.Doc, error) {
 }
 
 // Remove deletes the blob cur read, if it is still that version (If-Match): refused while cur
-// shows a live lease (ErrHeld); the document is backed up first (Backup). A delete carries no
+// shows a live lease (ErrHeld); the document is backed up first (Backup), and its fencing token
+// kept in the poller's tombstone (state.TombstoneBlob), so that a document created again under
+// the name starts above it: a sink comparing tokens never sees them go backwards. A delete carries no
 // write id, so a failed one is settled by what a re-read finds: no blob is what the delete wanted
 // (done); the same ETag means it did not happen; another ETag is store.ErrConflict.
 func (o Operator) Remove(ctx context.Context, cur Current) error {
@@ -201,6 +215,9 @@ func (o Operator) Remove(ctx context.Context, cur Current) error {
 		return err
 	}
 	if err := o.backup(ctx, cur); err != nil {
+		return err
+	}
+	if err := o.bury(ctx, cur); err != nil {
 		return err
 	}
 	derr := o.Store.Delete(ctx, o.Blob, store.IfMatch(cur.Blob.ETag))
@@ -218,6 +235,28 @@ func (o Operator) Remove(ctx context.Context, cur Current) error {
 	default:
 		return fmt.Errorf("lease: %s changed since it was read (delete: %v): %w", o.Blob, derr, store.ErrConflict)
 	}
+}
+
+// bury raises the poller's tombstone to the fencing token of the document cur read, before it is
+// removed. A document that does not decode has no token to keep: the tombstone stays as it is.
+func (o Operator) bury(ctx context.Context, cur Current) error {
+	if cur.Doc == nil || cur.Doc.Lease.FencingToken <= cur.Tombstone.FencingToken {
+		return nil
+	}
+	name := state.TombstoneBlob(o.Blob)
+	t := state.Tombstone{PollerName: o.Poller, FencingToken: cur.Doc.Lease.FencingToken, DeletedAt: state.At(o.now())}
+	data, err := json.MarshalIndent(t, "", "  ")
+	if err != nil {
+		return fmt.Errorf("lease: encode %s: %w", name, err)
+	}
+	cond := store.IfNotExists()
+	if cur.tombstoneBlob != nil {
+		cond = store.IfMatch(cur.tombstoneBlob.ETag)
+	}
+	if _, err := o.Store.Put(ctx, name, append(data, '\n'), cond); err != nil {
+		return fmt.Errorf("lease: keeping the last fencing token in %s: %w (nothing deleted)", name, err)
+	}
+	return nil
 }
 
 // free refuses a write over a document whose lease cur shows live.

@@ -60,6 +60,9 @@ const (
 	// HealthStopped: no tick for longer than its liveness interval plus three schedule periods,
 	// none ever, or it is not in this build (only its state is left).
 	HealthStopped = "stopped"
+	// HealthUnknown: seen by a build that is not the app's own (pollerctl: Config.Elsewhere),
+	// which does not have this poller: the deployed app may have it, so it is not judged.
+	HealthUnknown = "unknown"
 	// HealthDegraded: its ticks succeed, but something needs someone before rows are left behind
 	// or missed: unresolved dead letters (rows it gave up on, until they are replayed or
 	// discarded), or a problem in its source's set-up (setup_warnings: a cursor column an UPDATE
@@ -72,7 +75,7 @@ const (
 )
 
 // Healths lists the health values, most urgent first.
-var Healths = []string{HealthBlocked, HealthMisconfigured, HealthFailing, HealthStopped, HealthDegraded, HealthLagging, HealthOK}
+var Healths = []string{HealthBlocked, HealthMisconfigured, HealthFailing, HealthStopped, HealthUnknown, HealthDegraded, HealthLagging, HealthOK}
 
 // Row is one poller's status.
 type Row struct {
@@ -128,8 +131,11 @@ type Row struct {
 	// poller's replication slot: as the probe found it now, or the WAL it kept at the last tick
 	// that measured it), each a member of the JSON here, under its key.
 	Details []source.Detail `json:"-"`
-	// Registered: this build has the poller (otherwise only its state blob was found).
+	// Registered: this build has the poller (otherwise only its state blob, or its folder, was found).
 	Registered bool `json:"registered"`
+	// HandlerVersion is the version of the handler that last wrote the state document, when it
+	// recorded one.
+	HandlerVersion string `json:"handler_version,omitempty"`
 	// SettingsProblem is what is wrong with a registered poller's settings, if anything.
 	SettingsProblem string `json:"settings_problem,omitempty"`
 	// SetupWarnings are the problems the probe's setup check found in the source's set-up (a
@@ -326,6 +332,13 @@ type Config struct {
 	Probe func(ctx context.Context, pollerName string, doc *state.Doc) Probe
 	// Now is the clock for the schedule's periods (default time.Now).
 	Now func() time.Time
+	// Elsewhere is the version of the build reading when it is not the app itself (pollerctl,
+	// which may be older or newer than the deployed handler): a poller it does not have is then
+	// shown as HealthUnknown, never as stopped. "" for the handler's own status.
+	Elsewhere string
+	// Seen are more pollers' names to list: the poller folders the reader can see
+	// (<name>/function.json, pollers/<name>/), which it may not have.
+	Seen []string
 }
 
 func (c Config) registered(name string) (Registered, bool) {
@@ -354,6 +367,11 @@ func Pollers(ctx context.Context, st Reader, cfg Config) ([]string, error) {
 	for _, r := range cfg.Registered {
 		if !slices.Contains(pollers, r.Name) {
 			pollers = append(pollers, r.Name)
+		}
+	}
+	for _, n := range cfg.Seen {
+		if !slices.Contains(pollers, n) {
+			pollers = append(pollers, n)
 		}
 	}
 	slices.Sort(pollers)
@@ -408,7 +426,7 @@ func Read(ctx context.Context, st Reader, cfg Config, pollerName string) (r Row)
 			r.Details = rep.StatusDetails(source.StatusInput{Poller: pollerName, SettingPrefix: appsettings.Prefix(pollerName), Probe: probeDetails(r.Probe),
 				History: r.History, RowsWaiting: r.RowsWaiting, MaxRetained: cmp.Or(reg.MaxRetained, appsettings.DefaultMaxRetained)})
 		}
-		r.Health, r.HealthReason = verdict(&r, reg)
+		r.Health, r.HealthReason = verdict(&r, reg, cfg.Elsewhere)
 	}()
 
 	var ticks []LastTick
@@ -520,6 +538,7 @@ func historyOps(history []state.Tick) map[string]int {
 // fromDoc fills what the state document says.
 func (r *Row) fromDoc(d *state.Doc, b store.Blob, cfg Config) {
 	r.State = StateOK
+	r.HandlerVersion = d.HandlerVersion
 	r.Cursor = d.Checkpoint.Cursor
 	r.FencingToken = d.Lease.FencingToken
 	margin := cfg.Margin
@@ -609,7 +628,7 @@ func expectedWithin(reg Registered, now time.Time) time.Duration {
 // verdict is the one place that decides a poller's health, from what Read gathered into the row:
 // the state document, the liveness signals (LastTick), the probe and the registered settings. The first
 // rule that applies wins; the reason says why and what to do.
-func verdict(r *Row, reg Registered) (string, string) {
+func verdict(r *Row, reg Registered, elsewhere string) (string, string) {
 	name := r.Poller
 	switch {
 	case r.State == StateCorrupt:
@@ -618,6 +637,8 @@ func verdict(r *Row, reg Registered) (string, string) {
 	case r.Blocked:
 		return HealthBlocked, fmt.Sprintf("batch %s failed %d times (limit %d); it is retried every tick and never skipped. To unblock: %s",
 			r.FailedBatchID, r.FailedAttempts, r.MaxAttempts, r.Unblock)
+	case !r.Registered && elsewhere != "":
+		return HealthUnknown, NotInBuild(name, elsewhere, r.HandlerVersion)
 	case !r.Registered:
 		return HealthStopped, fmt.Sprintf("not in this build: no function ticks it, only its state is left (pollerctl delete %s removes it)", name)
 	case r.SettingsProblem != "":
@@ -671,6 +692,17 @@ func SetupText(poller string, ws []source.Finding) string {
 	}
 	return fmt.Sprintf("the source's set-up has %d problem(s): %s. The SQL that fixes them: pollerctl check %s --fix",
 		len(ws), strings.Join(parts, "; "), poller)
+}
+
+// NotInBuild says why a reader that is not the app (pollerctl, of version elsewhere) does not
+// judge a poller it does not have, with the version of the handler that last wrote its state
+// (handler, "" when unrecorded), and what to do.
+func NotInBuild(name, elsewhere, handler string) string {
+	if handler == "" {
+		handler = "not recorded"
+	}
+	return fmt.Sprintf("not in this pollerctl's build (pollerctl %s; the handler that last wrote its state: %s): the deployed app may have it, so it is not judged here. "+
+		"Use a pollerctl built from the app's revision, or the app's status page", elsewhere, handler)
 }
 
 // DurationText renders seconds for people as a Go duration: tenths below a minute, whole seconds

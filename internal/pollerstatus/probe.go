@@ -20,7 +20,7 @@ const ProbeCap = 10_000
 
 // Source is what a probe reads of an open source (source.Source has it). It only reads.
 type Source interface {
-	Fingerprint() string
+	Identity() state.SourceDef
 	CheckCursor(c *state.Cursor) error
 	Backlog(ctx context.Context, after *state.Cursor, limit int) (source.Stats, error)
 }
@@ -74,7 +74,7 @@ func ProbeSource(ctx context.Context, src Source, blob string, doc *state.Doc, n
 	p := func() Probe {
 		var cursor *state.Cursor
 		if doc != nil {
-			if err := state.CheckFingerprint(blob, doc, src.Fingerprint()); err != nil {
+			if _, err := state.CheckSource(blob, doc, src.Identity()); err != nil {
 				return ProbeFailed(err)
 			}
 			cursor = doc.Checkpoint.Cursor

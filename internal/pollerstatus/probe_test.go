@@ -13,7 +13,7 @@ import (
 
 type fakeSource struct{ rows int64 }
 
-func (fakeSource) Fingerprint() string             { return "" }
+func (fakeSource) Identity() state.SourceDef       { return state.SourceDef{} }
 func (fakeSource) CheckCursor(*state.Cursor) error { return nil }
 func (s fakeSource) Backlog(context.Context, *state.Cursor, int) (source.Stats, error) {
 	return source.Stats{Rows: s.rows}, nil

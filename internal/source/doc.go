@@ -133,7 +133,9 @@
 //
 // # Fingerprint
 //
-// Fingerprint hashes what is read: driver, server, database, table, columns, cursor, key and
-// filter, never credentials. The state document records it; a change refuses to run until the
-// poller is reset or renamed.
+// Fingerprint hashes what decides which rows come next and what a saved cursor means: driver,
+// server, database, table, cursor kind and column, key, filter and a logical cursor's slot; never
+// the payload columns (adding or removing one is accepted and logged) nor credentials. The state
+// document records it beside those parts (Identify), so that a change that stops the poller is
+// named; `pollerctl reset --keep-cursor` accepts a change that keeps the saved cursor's meaning.
 package source

@@ -1,10 +1,10 @@
 package source
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
+	"slices"
 	"strings"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
 // Location is where a source lives, without credentials: what the fingerprint covers.
@@ -13,26 +13,20 @@ type Location struct {
 	Database string // database name; the file path for SQLite
 }
 
-// Fingerprint is "sha256:" and the hex SHA-256 of a canonical form of the source: driver,
-// server, database, table, columns, cursor kind and column, key columns, filter and (logical
-// cursors) the slot. Never a
-// password or token: changing credentials keeps the fingerprint, changing what is read does not.
+// Identify is the canonical form of the source that a state document records beside its
+// fingerprint (state.SourceDef): driver, server, database, schema, table, cursor kind and column,
+// key, filter, slot (logical cursors) and the columns read. Never a password or token.
+func Identify(driver string, loc Location, d Definition) state.SourceDef {
+	return state.SourceDef{Driver: driver, Server: loc.Server, Database: loc.Database, Schema: d.Table.Schema, Table: d.Table.Name,
+		CursorKind: d.Cursor.Kind, CursorColumn: d.Cursor.Column, Key: slices.Clone(d.PK), Filter: strings.TrimSpace(d.Filter),
+		Slot: d.Slot, Columns: d.selected()}
+}
+
+// Fingerprint is the fingerprint of the source (state.SourceDef.Fingerprint of Identify): a
+// hash of what decides which rows come next and what a saved cursor means: driver, server,
+// database, schema, table, cursor kind and column, key columns, filter and (logical cursors) the
+// slot. It leaves out the payload columns (adding or removing one changes neither the order nor
+// the position, so it needs no reset) and the credentials (changing them changes nothing read).
 func Fingerprint(driver string, loc Location, d Definition) string {
-	canon := struct {
-		V        int      `json:"v"`
-		Driver   string   `json:"driver"`
-		Server   string   `json:"server"`
-		Database string   `json:"database"`
-		Schema   string   `json:"schema"`
-		Table    string   `json:"table"`
-		Columns  []string `json:"columns"`
-		Kind     string   `json:"cursor_kind"`
-		Cursor   string   `json:"cursor_column"`
-		PK       []string `json:"pk"`
-		Filter   string   `json:"filter"`
-		Slot     string   `json:"slot,omitempty"` // logical only: another slot is another stream
-	}{1, driver, loc.Server, loc.Database, d.Table.Schema, d.Table.Name, d.selected(), d.Cursor.Kind, d.Cursor.Column, d.PK, strings.TrimSpace(d.Filter), d.Slot}
-	b, _ := json.Marshal(canon) // strings and slices only: cannot fail
-	sum := sha256.Sum256(b)
-	return "sha256:" + hex.EncodeToString(sum[:])
+	return Identify(driver, loc, d).Fingerprint()
 }

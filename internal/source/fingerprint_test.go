@@ -32,6 +32,10 @@ func TestFingerprint(t *testing.T) {
 		"host case":             fp(sqlserver.Name, "sqlserver://app:secret1@DB.example.com:1433?database=shop", def),
 		"managed identity auth": fp(sqlserver.Name, "sqlserver://db.example.com:1433?database=shop&fedauth=ActiveDirectoryManagedIdentity&user+id=abc", def),
 	}
+	// A payload column decides neither the order nor the position: it is not fingerprinted.
+	withAmount := def
+	withAmount.Columns = append([]string{"amount"}, def.Columns...)
+	same["payload column added"] = fp(sqlserver.Name, "sqlserver://app:secret1@db.example.com:1433?database=shop", withAmount)
 	for name, got := range same {
 		if got != base {
 			t.Errorf("%s changed the fingerprint", name)
@@ -47,7 +51,6 @@ func TestFingerprint(t *testing.T) {
 	differ := map[string]string{
 		"table":    fp(sqlserver.Name, "sqlserver://app:secret1@db.example.com:1433?database=shop", changed(func(d *source.Definition) { d.Table.Name = "orders2" })),
 		"schema":   fp(sqlserver.Name, "sqlserver://app:secret1@db.example.com:1433?database=shop", changed(func(d *source.Definition) { d.Table.Schema = "sales" })),
-		"column":   fp(sqlserver.Name, "sqlserver://app:secret1@db.example.com:1433?database=shop", changed(func(d *source.Definition) { d.Columns = append(d.Columns, "amount") })),
 		"cursor":   fp(sqlserver.Name, "sqlserver://app:secret1@db.example.com:1433?database=shop", changed(func(d *source.Definition) { d.Cursor.Column = "created_at" })),
 		"kind":     fp(sqlserver.Name, "sqlserver://app:secret1@db.example.com:1433?database=shop", changed(func(d *source.Definition) { d.Cursor = source.Cursor{Kind: state.KindInteger, Column: "id"} })),
 		"pk":       fp(sqlserver.Name, "sqlserver://app:secret1@db.example.com:1433?database=shop", changed(func(d *source.Definition) { d.PK = []string{"id", "region"} })),
@@ -64,5 +67,24 @@ func TestFingerprint(t *testing.T) {
 	// The settle lag is operational, not what is read.
 	if fp(sqlserver.Name, "sqlserver://app:secret1@db.example.com:1433?database=shop", changed(func(d *source.Definition) { d.SettleLag = time.Minute })) != base {
 		t.Error("the settle lag changed the fingerprint")
+	}
+}
+
+// TestFingerprintV1Golden: Identify reproduces the first form of the fingerprint that documents
+// written before version 2 carry (the value below was computed by that code), so that they are
+// accepted without an operator's step.
+func TestFingerprintV1Golden(t *testing.T) {
+	def := source.Definition{Table: source.Table{Schema: "public", Name: "orders"}, Columns: []string{"id", "customer", "amount"},
+		Cursor: source.Cursor{Kind: state.KindTimestampPK, Column: "updated_at"}, PK: []string{"id"}}
+	loc, err := drivers.ParseLocation("postgres", "postgres://app:secret@db.example.com:5432/shop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := source.Identify("postgres", loc, def)
+	if got, want := id.FingerprintV1(), "sha256:2b22dc313c06f8cb6a1dcc48b2b817b154cc9c075be42b3eba6d395e909e2d61"; got != want {
+		t.Fatalf("FingerprintV1 %s, the first form was %s (identity %+v)", got, want, id)
+	}
+	if source.Fingerprint("postgres", loc, def) != id.Fingerprint() || id.Fingerprint() == id.FingerprintV1() {
+		t.Fatal("Fingerprint is not the identity's second form")
 	}
 }

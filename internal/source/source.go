@@ -62,6 +62,7 @@ type Source struct {
 	def         Definition
 	db          *sql.DB
 	fingerprint string
+	identity    state.SourceDef
 	describe    string
 	cols        []column
 	keyIdx      []int                      // positions in cols of the keyset columns, cursor first
@@ -106,6 +107,7 @@ func Open(ctx context.Context, ds Drivers, cfg Config) (*Source, error) {
 		dl:          c.dl,
 		def:         d,
 		db:          c.db,
+		identity:    Identify(cfg.Driver, c.loc, d),
 		fingerprint: Fingerprint(cfg.Driver, c.loc, d),
 		describe:    c.describe,
 	}
@@ -340,6 +342,9 @@ func cursorTypeFits(kind string, cl Class, fl TSFlavor) error {
 
 // Fingerprint returns the source's fingerprint (see Fingerprint).
 func (s *Source) Fingerprint() string { return s.fingerprint }
+
+// Identity returns the canonical form of the source that state documents record (Identify).
+func (s *Source) Identity() state.SourceDef { return s.identity }
 
 // String describes the source without secrets.
 func (s *Source) String() string { return s.describe }

@@ -73,11 +73,17 @@ func (e *Error) Unwrap() error { return e.Err }
 
 // Doc is the state document, version 1.
 type Doc struct {
-	Version           int        `json:"version"`
-	PollerName        string     `json:"poller_name"`
-	SourceFingerprint string     `json:"source_fingerprint"`
-	Checkpoint        Checkpoint `json:"checkpoint"`
-	Lease             Lease      `json:"lease"`
+	Version           int    `json:"version"`
+	PollerName        string `json:"poller_name"`
+	SourceFingerprint string `json:"source_fingerprint"`
+	// Source is the canonical form of the source the fingerprint is taken of (SourceDef), so
+	// that a mismatch names what changed; nil in documents written before it was recorded.
+	Source *SourceDef `json:"source,omitempty"`
+	// HandlerVersion is the version of the handler that last wrote the document (a tick; a
+	// pollerctl write keeps it); "" before it was recorded.
+	HandlerVersion string     `json:"handler_version,omitempty"`
+	Checkpoint     Checkpoint `json:"checkpoint"`
+	Lease          Lease      `json:"lease"`
 	// Failure records failed attempts at the batch after the checkpoint; nil once a commit
 	// succeeds. The next attempt at that batch is Failure.Attempts + 1.
 	Failure *Failure `json:"failure"`
@@ -301,19 +307,6 @@ func Encode(d *Doc) ([]byte, error) {
 		return nil, fmt.Errorf("state: encode: %w", err)
 	}
 	return append(b, '\n'), nil
-}
-
-// CheckFingerprint returns an *Error wrapping ErrFingerprintMismatch when the document was
-// written for another source definition. The message names the way out.
-func CheckFingerprint(blob string, d *Doc, want string) error {
-	if d.SourceFingerprint == want {
-		return nil
-	}
-	return &Error{Blob: blob, Err: ErrFingerprintMismatch, Detail: fmt.Sprintf(
-		"the checkpoint was taken on source %s but the poller is now configured for %s; "+
-			"to start over on the new source run `pollerctl reset %s --to-beginning` "+
-			"(or give the new source a new poller name)",
-		d.SourceFingerprint, want, d.PollerName)}
 }
 
 // Time is a timestamp rendered as RFC 3339 UTC with microseconds

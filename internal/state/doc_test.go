@@ -148,21 +148,6 @@ func TestEncodeRefusesInvalid(t *testing.T) {
 	}
 }
 
-func TestCheckFingerprint(t *testing.T) {
-	d, err := state.Decode(blob, "orders", []byte(seedDoc))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := state.CheckFingerprint(blob, d, "sha256:abc"); err != nil {
-		t.Fatal(err)
-	}
-	err = state.CheckFingerprint(blob, d, "sha256:def")
-	if !errors.Is(err, state.ErrFingerprintMismatch) || !strings.Contains(err.Error(), "pollerctl reset orders --to-beginning") ||
-		!strings.Contains(err.Error(), "sha256:abc") || !strings.Contains(err.Error(), "sha256:def") {
-		t.Fatalf("mismatch error: %v", err)
-	}
-}
-
 func TestTimeFormat(t *testing.T) {
 	tm := state.At(time.Date(2026, 4, 7, 1, 23, 45, 123456789, time.FixedZone("CEST", 7200)))
 	b, err := json.Marshal(tm)

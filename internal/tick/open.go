@@ -24,6 +24,9 @@ type Config struct {
 	Owner    string               // this process's lease owner id (lease.NewOwnerID)
 	Clock    clock.Clock          // default clock.System
 	Logger   *slog.Logger         // default: discard
+	// Version is the handler's version (package version), recorded in the state document by every
+	// acquire; "" records none (pollerctl's dead-letter replay, tests).
+	Version string
 	// Source, if set, is an open source to share (tests that run several owners over one);
 	// otherwise Open opens the poller's source and Close closes it.
 	Source *source.Source
@@ -41,8 +44,9 @@ func Open(ctx context.Context, c Config) (*Runner, error) {
 			return nil, err
 		}
 	}
+	id := src.Identity()
 	m, err := lease.New(c.Store, lease.Config{
-		Poller: name, Blob: state.Blob(c.App, name), Owner: c.Owner, Fingerprint: src.Fingerprint(),
+		Poller: name, Blob: state.Blob(c.App, name), Owner: c.Owner, Source: &id, Version: c.Version,
 		TTL: c.Settings.LeaseTTL, HeartbeatInterval: c.Settings.HeartbeatInterval, Clock: c.Clock, Logger: c.Logger,
 	})
 	if err != nil {
