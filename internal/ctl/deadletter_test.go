@@ -56,7 +56,9 @@ func TestDeadLetterListShowDiscard(t *testing.T) {
 		if _, err := w.st.Get(ctx, name); !errors.Is(err, store.ErrNotFound) {
 			t.Fatalf("after discard: %v", err)
 		}
-		if code := w.run("status", "orders"); code != 0 || strings.Contains(w.out.String(), "dead letter") {
+		// Without the probe: the world's table has no keyset index or stamping trigger, which the
+		// probe's set-up check would call degraded too.
+		if code := w.run("status", "orders", "--no-probe"); code != 0 || strings.Contains(w.out.String(), "dead letter") {
 			t.Fatalf("status once the letter is discarded: exit %d\n%s", code, w.out.String())
 		}
 		backups, err := w.st.List(ctx, "backups/"+w.app+"/orders/deadletter-"+letter.BatchID)
