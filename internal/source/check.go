@@ -434,6 +434,27 @@ func ColumnsFinding(d Definition, missing, have []string, addCursor []string) Fi
 	return f
 }
 
+// TableAndColumns are the first findings every SetupChecker makes: the table's (view, when not
+// "", says what kind of view it is: its stamping and indexes are its underlying tables', which the
+// check does not follow, so it cannot tell), then the columns' among have (caseless: whatever
+// their case), with addCursor the fix that adds a missing cursor column (never offered for a
+// view). more says whether the rest can be judged: a table, read by a keyset kind, whose only
+// missing column, if any, is the cursor column.
+func TableAndColumns(d Definition, view string, have []string, caseless bool, addCursor []string) (fs []Finding, more bool) {
+	table := Finding{Check: CheckTable, Verdict: VerdictOK, Detail: d.Table.String()}
+	if view != "" {
+		table = Finding{Check: CheckTable, Verdict: VerdictUnknown,
+			Detail: fmt.Sprintf("%s is %s: its stamping and indexes are its underlying tables', which the check does not follow", d.Table, view)}
+		addCursor = nil
+	}
+	missing := Missing(d, have, caseless)
+	fs = []Finding{table, ColumnsFinding(d, missing, have, addCursor)}
+	other := slices.ContainsFunc(missing, func(m string) bool {
+		return m != d.Cursor.Column && !(caseless && strings.EqualFold(m, d.Cursor.Column))
+	})
+	return fs, view == "" && !d.Changes() && !other
+}
+
 // Missing lists the definition's columns (with the key's) that have lacks.
 func Missing(d Definition, have []string, caseless bool) []string {
 	var out []string

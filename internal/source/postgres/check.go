@@ -41,15 +41,10 @@ func (dr Driver) CheckSetup(ctx context.Context, db *sql.DB, d source.Definition
 	if err != nil {
 		return nil, err
 	}
-	var fs []source.Finding
-	view := relkind == "v" || relkind == "m" || relkind == "f"
-	if view {
-		fs = append(fs, source.Finding{Check: source.CheckTable, Verdict: source.VerdictUnknown,
-			Detail: fmt.Sprintf("%s is a view or a foreign table: its stamping and indexes are its underlying tables', which the check does not follow", d.Table)})
-	} else {
-		fs = append(fs, source.Finding{Check: source.CheckTable, Verdict: source.VerdictOK, Detail: d.Table.String()})
+	view := ""
+	if relkind == "v" || relkind == "m" || relkind == "f" {
+		view = "a view or a foreign table"
 	}
-
 	cols, err := pgColumns(ctx, db, oid.Int64)
 	if err != nil {
 		return nil, err
@@ -58,38 +53,31 @@ func (dr Driver) CheckSetup(ctx context.Context, db *sql.DB, d source.Definition
 	for _, c := range cols {
 		have = append(have, c.name)
 	}
-	missing := source.Missing(d, have, false)
-	add := dr.addCursor(d)
-	if view {
-		add = nil
-	}
-	fs = append(fs, source.ColumnsFinding(d, missing, have, add))
-	if slices.ContainsFunc(missing, func(m string) bool { return m != d.Cursor.Column || d.Changes() }) {
-		return append(fs, dr.privileges(ctx, db, d, oid.Int64)...), nil // the rest would judge a definition that does not fit
+	fs, more := source.TableAndColumns(d, view, have, false, dr.addCursor(d))
+	if !more { // the rest would judge a definition that does not fit
+		return append(fs, dr.privileges(ctx, db, d, oid.Int64)...), nil
 	}
 
-	if !d.Changes() && !view {
-		ix, err := pgIndexes(ctx, db, oid.Int64)
-		if err != nil {
-			return nil, err
-		}
-		create := fmt.Sprintf("CREATE INDEX %s ON %s (%s)", dr.Quote(source.IndexName(d)), table, strings.Join(source.QuoteAll(dr, source.KeysetColumns(d)), ", "))
-		fs = append(fs, source.IndexFinding(d, ix, false, create))
-
-		var col *pgColumn
-		if i := slices.IndexFunc(cols, func(c pgColumn) bool { return c.name == d.Cursor.Column }); i >= 0 {
-			col = &cols[i]
-		}
-		st, err := dr.stamping(ctx, db, d, oid.Int64, col)
-		if err != nil {
-			return nil, err
-		}
-		typ := "timestamptz"
-		if col != nil {
-			typ = col.typ
-		}
-		fs = append(fs, source.StampFinding(d.Cursor.Column, st, dr.stampFix(d, typ, st.Insert != source.VerdictOK)))
+	ix, err := pgIndexes(ctx, db, oid.Int64)
+	if err != nil {
+		return nil, err
 	}
+	create := fmt.Sprintf("CREATE INDEX %s ON %s (%s)", dr.Quote(source.IndexName(d)), table, strings.Join(source.QuoteAll(dr, source.KeysetColumns(d)), ", "))
+	fs = append(fs, source.IndexFinding(d, ix, false, create))
+
+	var col *pgColumn
+	if i := slices.IndexFunc(cols, func(c pgColumn) bool { return c.name == d.Cursor.Column }); i >= 0 {
+		col = &cols[i]
+	}
+	st, err := dr.stamping(ctx, db, d, oid.Int64, col)
+	if err != nil {
+		return nil, err
+	}
+	typ := "timestamptz"
+	if col != nil {
+		typ = col.typ
+	}
+	fs = append(fs, source.StampFinding(d.Cursor.Column, st, dr.stampFix(d, typ, st.Insert != source.VerdictOK)))
 	return append(fs, dr.privileges(ctx, db, d, oid.Int64)...), nil
 }
 

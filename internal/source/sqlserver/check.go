@@ -45,11 +45,9 @@ func (dr Driver) CheckSetup(ctx context.Context, db *sql.DB, d source.Definition
 	if err != nil {
 		return nil, err
 	}
-	view := typ == "V"
-	fs := []source.Finding{{Check: source.CheckTable, Verdict: source.VerdictOK, Detail: d.Table.String()}}
-	if view {
-		fs[0] = source.Finding{Check: source.CheckTable, Verdict: source.VerdictUnknown,
-			Detail: fmt.Sprintf("%s is a view: its stamping and indexes are its underlying tables', which the check does not follow", d.Table)}
+	view := ""
+	if typ == "V" {
+		view = "a view"
 	}
 	cols, err := msColumns(ctx, db, table)
 	if err != nil {
@@ -59,13 +57,8 @@ func (dr Driver) CheckSetup(ctx context.Context, db *sql.DB, d source.Definition
 	for _, c := range cols {
 		have = append(have, c.name)
 	}
-	missing := source.Missing(d, have, true)
-	add := dr.addCursor(d)
-	if view {
-		add = nil
-	}
-	fs = append(fs, source.ColumnsFinding(d, missing, have, add))
-	if view || d.Changes() || slices.ContainsFunc(missing, func(m string) bool { return !strings.EqualFold(m, d.Cursor.Column) }) {
+	fs, more := source.TableAndColumns(d, view, have, true, dr.addCursor(d))
+	if !more {
 		return append(fs, dr.privileges(ctx, db, d)), nil
 	}
 
