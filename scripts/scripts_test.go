@@ -4,9 +4,11 @@ package scripts_test
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -274,6 +276,57 @@ func needServers(t *testing.T) {
 	}
 }
 
+var handlerURL = regexp.MustCompile(`handler on (http://127\.0\.0\.1:\d+)`)
+
+// fixedSetup is what dev.sh prints when its first run sets the example table up as pollerctl
+// check asks (the example application stamps updated_at itself, which the check flags).
+const fixedSetup = "pollerctl check orders found the orders table's set-up lacking; fixing it with pollerctl check orders --fix --yes:"
+
+// healthy polls the status function of the handler dev.sh started until every one of want
+// pollers is ok, and fails with their healths and set-up warnings when the deadline passes
+// first: a first run on a fresh copy must not leave the example pollers degraded.
+func healthy(t *testing.T, out string, want ...string) {
+	t.Helper()
+	m := handlerURL.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no handler URL in:\n%s", out)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	var last string
+	for {
+		resp, err := http.Get(m[1] + "/api/status")
+		if err == nil {
+			var st struct {
+				Pollers []struct {
+					Poller, Health string
+					Warnings       json.RawMessage `json:"setup_warnings"`
+				}
+			}
+			err = json.NewDecoder(resp.Body).Decode(&st)
+			resp.Body.Close()
+			ok := map[string]bool{}
+			last = ""
+			for _, p := range st.Pollers {
+				ok[p.Poller] = p.Health == "ok"
+				last += fmt.Sprintf("%s %s %s\n", p.Poller, p.Health, p.Warnings)
+			}
+			all := err == nil
+			for _, p := range want {
+				all = all && ok[p]
+			}
+			if all {
+				return
+			}
+		} else {
+			last = err.Error()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the example pollers are not all ok on a first run:\n%s", last)
+		}
+		time.Sleep(500 * time.Millisecond) // polling with a deadline
+	}
+}
+
 var pgPort = regexp.MustCompile(`PostgreSQL \S+ on 127\.0\.0\.1:(\d+)`)
 
 // TestDevShPostgresLogical: DEV_DRIVER=postgres scripts/dev.sh, from a fresh copy in a mode-700
@@ -293,7 +346,7 @@ func TestDevShPostgresLogical(t *testing.T) {
 	out := s.output()
 	for _, want := range []string{"[1/4] the orders table: a throwaway PostgreSQL with wal_level=logical", "[2/4] Azurite", "[3/4] building bin/handler, bin/devhost and bin/pollerctl",
 		"built bin/handler, bin/devhost, bin/pollerctl", "[4/4] starting the handler", "created replication slot pseudotrigger_local_postgres_",
-		"orders-changes sends to queue orders-logical"} {
+		"orders-changes sends to queue orders-logical", fixedSetup} {
 		if !strings.Contains(out, want) {
 			t.Errorf("dev.sh did not print %q:\n%s", want, out)
 		}
@@ -307,6 +360,7 @@ func TestDevShPostgresLogical(t *testing.T) {
 	if !strings.Contains(out, "pollerctl for this run, from another shell in this folder: (. .dev/pollerctl.env && bin/pollerctl status)") {
 		t.Errorf("no pollerctl command for the run:\n%s", out)
 	}
+	healthy(t, out, "orders", "orders-queue", "orders-changes")
 	m := pgPort.FindStringSubmatch(out)
 	if m == nil {
 		t.Fatalf("no PostgreSQL port in:\n%s", out)
@@ -351,6 +405,10 @@ func TestDevShOneAtATimeAndClosedOutput(t *testing.T) {
 	if want := "taking over .dev/dev.pid: the run that held it (pid " + stale + ") is gone"; !strings.Contains(first.output(), want) {
 		t.Errorf("no %q in:\n%s", want, first.output())
 	}
+	if !strings.Contains(first.output(), fixedSetup) {
+		t.Errorf("no %q in:\n%s", fixedSetup, first.output())
+	}
+	healthy(t, first.output(), "orders", "orders-queue")
 	logBefore, err := os.ReadFile(filepath.Join(dir, ".dev", "handler.log"))
 	if err != nil {
 		t.Fatal(err)

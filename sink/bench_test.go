@@ -52,7 +52,7 @@ func BenchmarkSinkCatchUp(b *testing.B) {
 				_, err := q.EnqueueMessage(ctx, base64.StdEncoding.EncodeToString(body), &azqueue.EnqueueMessageOptions{TimeToLive: &ttl})
 				return err
 			}
-			done := func() { _, _ = q.Delete(context.Background(), nil) } // Azurite slows with every message it holds
+			done := func() {} // the queue stays: deleting it stalls Azurite's queue service (newQueueRecorder says why)
 			return Config{Type: StorageQueue, Connection: "BenchQueue", Queue: queue}, []string{"BenchQueue=" + cs}, send, done
 		})
 	})

@@ -166,7 +166,11 @@ func connect(ctx context.Context, ds Drivers, cfg Config) (conn, error) {
 		db.Close()
 		return conn{}, fmt.Errorf("source: poller %q: %w (%s): %v", cfg.Poller, ErrConnect, redact.DSN(cfg.DSN), redactErr(err, cfg.DSN))
 	}
-	return conn{db: db, dl: dl, loc: loc, describe: fmt.Sprintf("%s %s/%s table %s", cfg.Driver, loc.Server, loc.Database, d.Table)}, nil
+	where := loc.Database // a file (SQLite) has no server
+	if loc.Server != "" {
+		where = loc.Server + "/" + loc.Database
+	}
+	return conn{db: db, dl: dl, loc: loc, describe: fmt.Sprintf("%s %s table %s", cfg.Driver, where, d.Table)}, nil
 }
 
 // redactErr keeps a driver error from echoing the DSN's secrets.
