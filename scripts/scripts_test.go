@@ -128,15 +128,32 @@ func start(t *testing.T, dir string, env []string, args ...string) *script {
 		}
 	}()
 	go func() { _ = s.cmd.Wait(); close(s.done) }()
-	t.Cleanup(func() {
-		select {
-		case <-s.done:
-		default:
-			_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
-			<-s.done
-		}
-	})
+	t.Cleanup(s.stop)
 	return s
+}
+
+// stop ends a script a test left running (it failed midway): SIGTERM first, so that its trap
+// stops what it started, then SIGKILL to its group and to every process it had started that is
+// left (Azurite runs in a session of its own, which the group's SIGKILL does not reach).
+func (s *script) stop() {
+	select {
+	case <-s.done:
+		return
+	default:
+	}
+	procs := descendants(s.cmd.Process.Pid)
+	_ = syscall.Kill(s.cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-s.done:
+	case <-time.After(30 * time.Second):
+	}
+	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+	<-s.done
+	for pid, cmdline := range procs {
+		if alive(pid, cmdline) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
 }
 
 func (s *script) output() string {
