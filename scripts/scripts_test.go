@@ -97,13 +97,14 @@ type script struct {
 	mu   sync.Mutex
 	out  strings.Builder
 	done chan struct{}
+	eof  chan struct{} // its output is read to the end (every writer, its children too, closed it)
 	pipe io.ReadCloser
 }
 
 // start runs bash SCRIPT ARGS in dir with env added, collecting stdout and stderr together.
 func start(t *testing.T, dir string, env []string, args ...string) *script {
 	t.Helper()
-	s := &script{t: t, done: make(chan struct{})}
+	s := &script{t: t, done: make(chan struct{}), eof: make(chan struct{})}
 	s.cmd = exec.Command("bash", args...)
 	s.cmd.Dir = dir
 	s.cmd.Env = append(os.Environ(), env...)
@@ -119,6 +120,7 @@ func start(t *testing.T, dir string, env []string, args ...string) *script {
 	w.Close()
 	s.pipe = r
 	go func() {
+		defer close(s.eof)
 		sc := bufio.NewScanner(r)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for sc.Scan() {
@@ -172,6 +174,13 @@ func (s *script) waitFor(re *regexp.Regexp, within time.Duration) []string {
 		}
 		select {
 		case <-s.done:
+			select { // what it printed last may still be in the pipe
+			case <-s.eof:
+			case <-time.After(5 * time.Second):
+			}
+			if m := re.FindStringSubmatch(s.output()); m != nil {
+				return m
+			}
 			s.t.Fatalf("the script ended before printing %q:\n%s", re, s.output())
 		default:
 		}
@@ -187,6 +196,12 @@ func (s *script) exited(d time.Duration) int {
 	s.t.Helper()
 	select {
 	case <-s.done:
+		// What it printed last may still be in the pipe: read it (unless a child it left running
+		// holds the pipe open).
+		select {
+		case <-s.eof:
+		case <-time.After(5 * time.Second):
+		}
 		return s.cmd.ProcessState.ExitCode()
 	case <-time.After(d):
 		s.t.Fatalf("the script did not exit within %v of being told to stop:\n%s", d, s.output())
