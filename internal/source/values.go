@@ -283,10 +283,25 @@ func noNegativeZero(s string) string {
 
 // FixedWidth reports whether s is a timestamp in state.TimeLayout exactly: the only text whose
 // order is its time order, which a TSText cursor column must hold.
+//
+// It agrees with time.Parse(state.TimeLayout, s) == nil (TestFixedWidthIsParse), checked byte by
+// byte: it runs on every row a TSText source reads, where time.Parse cost 13% of a SQLite fetch.
 func FixedWidth(s string) bool {
-	if len(s) != len(state.TimeLayout) {
+	const layout = state.TimeLayout // "2006-01-02T15:04:05.000000Z"
+	if len(s) != len(layout) {
 		return false
 	}
-	_, err := time.Parse(state.TimeLayout, s)
-	return err == nil
+	for i := 0; i < len(s); i++ {
+		if isDigit(layout[i]) != isDigit(s[i]) || !isDigit(s[i]) && s[i] != layout[i] {
+			return false
+		}
+	}
+	two := func(i int) int { return int(s[i]-'0')*10 + int(s[i+1]-'0') }
+	month, day := two(5), two(8)
+	if month < 1 || month > 12 || day < 1 || two(11) > 23 || two(14) > 59 || two(17) > 59 {
+		return false
+	}
+	return day <= 28 || day <= time.Date(two(0)*100+two(2), time.Month(month)+1, 0, 0, 0, 0, 0, time.UTC).Day()
 }
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
