@@ -44,6 +44,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/liveness"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/redact"
+	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/blobstore"
 	"github.com/pseudotrigger/pseudotrigger/internal/tick"
@@ -65,6 +66,7 @@ type App struct {
 	drainOne sync.Once
 	pollers  map[string]*pollerState
 	marker   *liveness.Marker // nil while the state store is not usable
+	pools    *source.Pools    // one connection pool per database, shared by the pollers on it
 	noProbe  bool
 }
 
@@ -146,9 +148,17 @@ func New(o Options) *App {
 		a.marker = &liveness.Marker{Store: st, App: a.appName, Owner: a.owner, Clock: a.clock, Logger: a.log}
 	}
 
+	poolSize, poolErr := appsettings.PoolSize(o.Getenv)
+	if poolErr != nil {
+		a.log.Error("every poller's invocations will fail", "error", poolErr.Error(), "setting", appsettings.PoolSizeSetting)
+	}
+	a.pools = source.NewPools(poolSize)
 	for _, d := range o.Pollers {
 		ps := &pollerState{def: d}
 		ps.settings, ps.err = appsettings.Load(d, o.Getenv)
+		if ps.err == nil {
+			ps.err = poolErr
+		}
 		if ps.err == nil {
 			if err := d.Setup(o.Getenv); err != nil {
 				ps.err = fmt.Errorf("setup: %w", err)
@@ -370,7 +380,7 @@ func (a *App) runner(ctx context.Context, ps *pollerState) (*tick.Runner, error)
 	defer cancel()
 	counted := &lease.Counting{Store: a.store}
 	r, err := tick.Open(octx, tick.Config{Poller: ps.def, Settings: ps.settings, Store: counted, App: a.appName, Owner: a.owner, Clock: a.clock, Logger: a.log,
-		Version: version.String()})
+		Version: version.String(), Pools: a.pools})
 	if err != nil {
 		return nil, err
 	}

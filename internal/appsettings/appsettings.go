@@ -497,6 +497,24 @@ func AppName(getenv func(string) string) string {
 	return "local"
 }
 
+// PoolSizeSetting bounds the connections the handler holds to one database, all its pollers on
+// it together (source.Pools).
+const PoolSizeSetting = "POLLER_DB_MAX_CONNECTIONS"
+
+// PoolSize reads PoolSizeSetting: source.DefaultPoolSize when unset; an error naming the setting
+// when it is not a whole number from 1 to 1000.
+func PoolSize(getenv func(string) string) (int, error) {
+	v := strings.TrimSpace(getenv(PoolSizeSetting))
+	if v == "" {
+		return source.DefaultPoolSize, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > 1000 {
+		return 0, &SettingError{Setting: PoolSizeSetting, Problem: fmt.Sprintf("%q is not a number of connections from 1 to 1000 (default %d)", v, source.DefaultPoolSize)}
+	}
+	return n, nil
+}
+
 // SchedulePeriod is the longest gap between the next few firings of an NCRONTAB schedule after
 // at: how long a poller may go between ticks when its timer runs. 0 for a schedule that does not
 // parse.
@@ -535,7 +553,7 @@ func Misspelt(keys, pollerNames []string) []string {
 	}
 	var out []string
 	for _, k := range keys {
-		if slices.Contains(valid, k) || strings.Contains(k, "__") {
+		if slices.Contains(valid, k) || strings.Contains(k, "__") || k == PoolSizeSetting || k == "POLLER_APP_NAME" { // the app's own, which a poller named "poller" would prefix
 			continue
 		}
 		if w := misspelt(k, prefixes, suffixes); w != "" && !slices.Contains(out, w) {

@@ -169,7 +169,7 @@ func CheckSetup(ctx context.Context, ds Drivers, cfg Config) (*Setup, error) {
 	}
 	sc, ok := c.dl.(SetupChecker)
 	if !ok {
-		c.db.Close()
+		c.close()
 		return nil, fmt.Errorf("source: poller %q: driver %s has no setup check", cfg.Poller, c.dl.Name())
 	}
 	s := &Setup{c: c, sc: sc, ds: ds, cfg: cfg}
@@ -193,7 +193,7 @@ type Setup struct {
 func (s *Setup) String() string { return s.c.describe }
 
 // Close closes the connection.
-func (s *Setup) Close() error { return s.c.db.Close() }
+func (s *Setup) Close() error { return s.c.close() }
 
 // Script is the problems' fixes as the database's client runs them ("" when none).
 func (s *Setup) Script() string {

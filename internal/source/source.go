@@ -51,8 +51,11 @@ type Config struct {
 	Driver     string // the name of the driver (Driver.Name)
 	DSN        string
 	Definition Definition
-	// MaxOpenConns bounds the connection pool; default 4.
+	// MaxOpenConns bounds the connection pool; default 4. Not with Pools.
 	MaxOpenConns int
+	// Pools, when set, gives the source the pool it shares with the process's other sources on
+	// the same database (same driver and DSN), of Pools.Size connections, instead of its own.
+	Pools *Pools
 }
 
 // Source reads a table in keyset order. It is safe for concurrent use.
@@ -61,6 +64,7 @@ type Source struct {
 	dl          Driver
 	def         Definition
 	db          *sql.DB
+	close       func() error // Close: closes db, or gives it back to Config.Pools
 	fingerprint string
 	identity    state.SourceDef
 	describe    string
@@ -107,6 +111,7 @@ func Open(ctx context.Context, ds Drivers, cfg Config) (*Source, error) {
 		dl:          c.dl,
 		def:         d,
 		db:          c.db,
+		close:       c.close,
 		identity:    Identify(cfg.Driver, c.loc, d),
 		fingerprint: Fingerprint(cfg.Driver, c.loc, d),
 		describe:    c.describe,
@@ -115,7 +120,7 @@ func Open(ctx context.Context, ds Drivers, cfg Config) (*Source, error) {
 		s.bound, _ = rb.ReadBound(cfg.DSN, d)
 	}
 	if err := s.check(ctx); err != nil {
-		c.db.Close()
+		c.close()
 		return nil, err
 	}
 	return s, nil
@@ -134,6 +139,7 @@ func Connect(ctx context.Context, ds Drivers, cfg Config) (db *sql.DB, describe 
 // conn is a connected source database: what Open and Connect start from.
 type conn struct {
 	db       *sql.DB
+	close    func() error // closes db, or gives it back to Config.Pools
 	dl       Driver
 	loc      Location
 	describe string // "driver server/database table T", without secrets
@@ -151,26 +157,32 @@ func connect(ctx context.Context, ds Drivers, cfg Config) (conn, error) {
 	if err != nil {
 		return conn{}, fmt.Errorf("source: poller %q: %w", cfg.Poller, err)
 	}
-	db, err := dl.Open(cfg.DSN)
+	var (
+		db    *sql.DB
+		close func() error
+	)
+	if cfg.Pools != nil {
+		db, close, err = cfg.Pools.acquire(dl, cfg.DSN)
+	} else if db, err = dl.Open(cfg.DSN); err == nil {
+		maxConns := cfg.MaxOpenConns
+		if maxConns <= 0 {
+			maxConns = 4
+		}
+		limit(db, maxConns)
+		close = db.Close
+	}
 	if err != nil {
 		return conn{}, fmt.Errorf("source: poller %q: %w: %s: %s", cfg.Poller, ErrConnect, redact.DSN(cfg.DSN), redactErr(err, cfg.DSN))
 	}
-	maxConns := cfg.MaxOpenConns
-	if maxConns <= 0 {
-		maxConns = 4
-	}
-	db.SetMaxOpenConns(maxConns)
-	db.SetMaxIdleConns(maxConns)
-	db.SetConnMaxIdleTime(5 * time.Minute)
 	if err := db.PingContext(ctx); err != nil {
-		db.Close()
+		close()
 		return conn{}, fmt.Errorf("source: poller %q: %w (%s): %v", cfg.Poller, ErrConnect, redact.DSN(cfg.DSN), redactErr(err, cfg.DSN))
 	}
 	where := loc.Database // a file (SQLite) has no server
 	if loc.Server != "" {
 		where = loc.Server + "/" + loc.Database
 	}
-	return conn{db: db, dl: dl, loc: loc, describe: fmt.Sprintf("%s %s table %s", cfg.Driver, where, d.Table)}, nil
+	return conn{db: db, close: close, dl: dl, loc: loc, describe: fmt.Sprintf("%s %s table %s", cfg.Driver, where, d.Table)}, nil
 }
 
 // redactErr keeps a driver error from echoing the DSN's secrets.
@@ -375,8 +387,13 @@ func (s *Source) Queries() Queries {
 // DB returns the connection pool.
 func (s *Source) DB() *sql.DB { return s.db }
 
-// Close closes the connection pool.
-func (s *Source) Close() error { return s.db.Close() }
+// Close closes the connection pool, or gives it back to the Pools it came from.
+func (s *Source) Close() error {
+	if s.close == nil { // Offline
+		return nil
+	}
+	return s.close()
+}
 
 // keyArgs turns a stored cursor into query arguments, checking it fits this source.
 func (s *Source) keyArgs(after *state.Cursor) ([]any, error) {

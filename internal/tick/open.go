@@ -30,6 +30,9 @@ type Config struct {
 	// Source, if set, is an open source to share (tests that run several owners over one);
 	// otherwise Open opens the poller's source and Close closes it.
 	Source *source.Source
+	// Pools, if set, are the connection pools the process's pollers share, one per database
+	// (source.Pools); otherwise the source has a pool of its own.
+	Pools *source.Pools
 }
 
 // Open opens the poller's source and its lease and returns its runner: the one place the
@@ -40,7 +43,9 @@ func Open(ctx context.Context, c Config) (*Runner, error) {
 	src := c.Source
 	if src == nil {
 		var err error
-		if src, err = drivers.Open(ctx, c.Settings.Config(c.Poller)); err != nil {
+		cfg := c.Settings.Config(c.Poller)
+		cfg.Pools = c.Pools
+		if src, err = drivers.Open(ctx, cfg); err != nil {
 			return nil, err
 		}
 	}
