@@ -11,7 +11,7 @@ import (
 // poolDriver opens SQLite files, for the pools' bookkeeping.
 type poolDriver struct{ Driver }
 
-func (poolDriver) Name() string                      { return "sqlite" }
+func (poolDriver) Name() string                     { return "sqlite" }
 func (poolDriver) Open(dsn string) (*sql.DB, error) { return sql.Open("sqlite", dsn) }
 
 // TestPoolsShareAndClose: one pool per driver and DSN, sized by the Pools; given back by each
