@@ -1,7 +1,9 @@
 package sink
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -14,6 +16,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/azconn"
+	"github.com/pseudotrigger/pseudotrigger/poller"
+	"github.com/pseudotrigger/pseudotrigger/pollertest"
 )
 
 // fakeEH is an Event Hubs producer whose batches hold at most limit bytes of bodies, refusing an
@@ -367,7 +371,9 @@ func TestEventHubsSetup(t *testing.T) {
 // TestEventHubsConformance runs the suite against the Event Hubs emulator
 // (EVENTHUBS_EMULATOR_CONNECTION_STRING, set by the GitHub workflow's eventhubs job; see
 // .github/emulators/). An event hub keeps its events, so each target starts reading after what
-// the hub's partitions held when it was made: one hub serves every subtest. The emulator cannot
+// the hub's partitions held when it was made: one hub serves every subtest. The reader reads
+// each partition and fails on an event whose key maps to another partition (partitionOf over
+// the hub's 4 partitions). The emulator cannot
 // inject faults, so the fault cases skip.
 func TestEventHubsConformance(t *testing.T) {
 	const env = "EVENTHUBS_EMULATOR_CONNECTION_STRING"
@@ -456,6 +462,9 @@ func (rd *ehReader) read(t *testing.T) []received {
 				if e.ContentType == nil || *e.ContentType != "application/json" || e.Properties["poller"] != "suink" || e.MessageID == nil {
 					t.Fatalf("partition %s, event %d: content type %v, properties %v", id, e.SequenceNumber, e.ContentType, e.Properties)
 				}
+				if want := rd.partitionOfBody(t, e.Body); want != "" && want != id {
+					t.Fatalf("partition %s, event %d (%s): its key maps to partition %s", id, e.SequenceNumber, e.Body, want)
+				}
 				out = append(out, received{ID: *e.MessageID, Body: e.Body})
 				at = e.SequenceNumber
 			}
@@ -464,4 +473,62 @@ func (rd *ehReader) read(t *testing.T) []received {
 		rd.last[id] = to
 	}
 	return out
+}
+
+// partitionOfBody is the partition id the sink sends the Change body to: its key's, read back
+// as the sink rendered it (numbers as written); "" for a body without a key.
+func (rd *ehReader) partitionOfBody(t *testing.T, body []byte) string {
+	t.Helper()
+	var c struct {
+		Key map[string]any `json:"key"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if err := dec.Decode(&c); err != nil {
+		t.Fatalf("an event's body %s: %v", body, err)
+	}
+	if c.Key == nil {
+		return ""
+	}
+	keyJSON, err := appendKey(nil, c.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return partitionFor(keyText(c.Key, keyJSON), rd.partitions)
+}
+
+// TestEventHubsReaderPartition: the emulator test's reader derives from an event's body the
+// partition the sink sent it to, for one-column (the suite's) and composite keys, so its check
+// fails only on an event in the wrong partition.
+func TestEventHubsReaderPartition(t *testing.T) {
+	for _, key := range [][]string{{"id"}, {"id", "region"}} {
+		var batches []*poller.Batch[poller.Row]
+		p := poller.New("eh-reader", "things", poller.Integer, func(_ context.Context, b *poller.Batch[poller.Row]) error {
+			batches = append(batches, b)
+			return nil
+		}, poller.WithColumns("id", "region", "note"), poller.WithKey(key...), poller.WithCursorColumn("id"))
+		h := pollertest.New(t, p)
+		if _, err := h.DB.Exec(`CREATE TABLE things (id INTEGER PRIMARY KEY, region TEXT, note TEXT);
+			WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM n WHERE i < 100)
+			INSERT INTO things SELECT i, 'r' || (i % 7), 'x' FROM n`); err != nil {
+			t.Fatal(err)
+		}
+		h.Tick()
+		msgs, err := Messages(batches[0], ModeRow)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rd := &ehReader{partitions: []string{"3", "0", "2", "1"}}
+		seen := map[string]bool{}
+		for _, m := range msgs {
+			want := partitionFor(m.Key, fourPartitions)
+			if got := rd.partitionOfBody(t, m.Body); got != want {
+				t.Fatalf("key %v: the reader expects partition %q; the sink sends to %q", key, got, want)
+			}
+			seen[want] = true
+		}
+		if len(msgs) != 100 || len(seen) != 4 {
+			t.Fatalf("key %v: %d messages over %d partitions", key, len(msgs), len(seen))
+		}
+	}
 }
