@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"os"
 	"slices"
 	"strings"
@@ -228,6 +229,24 @@ func sendCount(t *testing.T, rows, size, limit int) {
 	}
 }
 
+// BenchmarkEventHubsSend sends 10,000 rows with 10,000 keys to a 4-partition fake hub and
+// reports the sends per call (4: a batch per partition; a batch per key was 10,000).
+func BenchmarkEventHubsSend(b *testing.B) {
+	var msgs []Message
+	for i := range 10000 {
+		msgs = append(msgs, testMessage(fmt.Sprint(i), i, 300))
+	}
+	sends := 0
+	for b.Loop() {
+		f := &fakeEH{limit: 1 << 20}
+		if err := newFakeEventHubs(f, 4).send(context.Background(), msgs); err != nil {
+			b.Fatal(err)
+		}
+		sends += len(f.sent)
+	}
+	b.ReportMetric(float64(sends)/float64(b.N), "sends/op")
+}
+
 // TestEventHubsPartitionStable: a key maps to the same partition in every sink instance,
 // whatever order the service lists the partition ids in, and in every version (FNV-1a 64 of the
 // key modulo the count, pinned here: changing it moves keys between partitions).
@@ -256,6 +275,13 @@ func TestEventHubsPartitionStable(t *testing.T) {
 	for key, want := range map[string]int{"": 0xcbf29ce484222325 % 4, "a": 0xaf63dc4c8601ec8c % 4, "42": 0x07ee7e07b4b19223 % 4} {
 		if got := partitionOf(key, 4); got != want {
 			t.Errorf("partitionOf(%q, 4) = %d; want %d (FNV-1a 64 modulo 4)", key, got, want)
+		}
+	}
+	for _, key := range []string{"", "a", "42", "é☃", `{"id":7,"region":"eu"}`} {
+		h := fnv.New64a()
+		h.Write([]byte(key))
+		if got, want := partitionOf(key, 7), int(h.Sum64()%7); got != want {
+			t.Errorf("partitionOf(%q, 7) = %d; hash/fnv's FNV-1a 64 modulo 7 is %d", key, got, want)
 		}
 	}
 	if got := fmt.Sprint(sortPartitions([]string{"10", "2", "0", "11", "1"})); got != "[0 1 2 10 11]" {
