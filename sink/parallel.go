@@ -30,13 +30,20 @@ func each(ctx context.Context, n, limit int, f func(ctx context.Context, i int) 
 
 // byKey groups msgs by Key, in the order each key first appears, each key's messages in order.
 func byKey(msgs []Message) [][]Message {
-	at := map[string]int{}
+	return groupBy(msgs, func(m Message) string { return m.Key })
+}
+
+// groupBy groups msgs by group(m), in the order each group first appears, each group's messages
+// in order.
+func groupBy[K comparable](msgs []Message, group func(Message) K) [][]Message {
+	at := map[K]int{}
 	var groups [][]Message
 	for _, m := range msgs {
-		i, ok := at[m.Key]
+		k := group(m)
+		i, ok := at[k]
 		if !ok {
 			i = len(groups)
-			at[m.Key] = i
+			at[k] = i
 			groups = append(groups, nil)
 		}
 		groups[i] = append(groups[i], m)
