@@ -27,6 +27,7 @@
 # recorded in docs/performance.md (its "Recorded figures" table holds the goals and records).
 #
 #   scripts/bench.sh [lease|source|tick|status|sink|handler|logical|e2e|all]     COUNT=3 repetitions; BENCH_ROWS=1000000
+#   scripts/bench.sh goals     prints each summary path's goal and recorded figure as read from the doc
 set -euo pipefail
 source "$(dirname "$0")/lib/services.sh"
 cd "$ROOT"
@@ -34,8 +35,8 @@ export GOFLAGS=${GOFLAGS:--buildvcs=false}
 COUNT=${COUNT:-3}
 what=${1:-all}
 case "$what" in
-lease | source | tick | status | sink | handler | logical | e2e | all) ;;
-*) die "unknown section $what: give one of lease, source, tick, status, sink, handler, logical, e2e, all" ;;
+lease | source | tick | status | sink | handler | logical | e2e | all | goals) ;;
+*) die "unknown section $what: give one of lease, source, tick, status, sink, handler, logical, e2e, all (or goals)" ;;
 esac
 # The handler binary runs with a GC target of 400 (cmd/handler); the in-process benchmarks use
 # the same, for the code under test and its baseline alike.
@@ -67,8 +68,16 @@ num() { # num FORMAT VALUE: VALUE in FORMAT, or "-" when it is not a number
 # The summary: summary_row PATH ROWS/S MB/S MEASURED adds a line, print_summary prints them at
 # the end with each path's goal and recorded figure from PERF_DOC's table.
 PERF_DOC=${PERF_DOC:-$ROOT/docs/performance.md}
+# The paths the summary can name: each has a row in PERF_DOC's table (a docs test checks both ways
+# through scripts/bench.sh goals).
+SUMMARY_PATHS="tick/checkpoint-every-2s source/postgres source/sqlite source/mysql logical/peek sink/webhook sink/storagequeue e2e
+  handler/start-ms handler/idle-rss-MB idle-tick/timestamp-pk/blob-reads idle-tick/timestamp-pk/blob-writes
+  idle-tick/logical/blob-reads idle-tick/logical/blob-writes idle-tick/xid/blob-reads idle-tick/xid/blob-writes"
 _summary=()
-summary_row() { _summary+=("$1|$2|$3|$4"); }
+summary_row() {
+  case " $(echo $SUMMARY_PATHS) " in *" $1 "*) ;; *) die "summary_row: $1 is not in SUMMARY_PATHS" ;; esac
+  _summary+=("$1|$2|$3|$4")
+}
 # recorded PATH prints "GOAL|RECORDED" from the table that follows the "## Recorded figures"
 # heading (| path | goal | recorded | what |), or nothing when the path has no row.
 recorded() {
@@ -78,6 +87,20 @@ recorded() {
       k = $2; gsub(/[ `]/, "", k)
       if (k == p) { g = $3; r = $4; gsub(/^ +| +$/, "", g); gsub(/^ +| +$|`/, "", r); print g "|" r; exit }
     }' "$PERF_DOC"
+}
+# goals prints each summary path with its goal and recorded figure as read from PERF_DOC, and
+# fails naming the paths that have no row there.
+goals() {
+  local p gr missing=()
+  for p in $SUMMARY_PATHS; do
+    gr=$(recorded "$p")
+    if [ -z "$gr" ]; then
+      missing+=("$p")
+      continue
+    fi
+    printf '%s|%s\n' "$p" "$gr"
+  done
+  [ ${#missing[@]} -eq 0 ] || die "no row in ${PERF_DOC#"$ROOT"/}'s Recorded figures table for: ${missing[*]}"
 }
 print_summary() {
   [ ${#_summary[@]} -gt 0 ] || return 0
@@ -105,6 +128,11 @@ print_summary() {
   done
   echo
 }
+
+if [ "$what" = goals ]; then
+  goals
+  exit 0
+fi
 
 if [ "$what" = lease ] || [ "$what" = all ]; then
   [ -n "${AZURITE_CONNECTION_STRING:-}" ] || start_azurite
