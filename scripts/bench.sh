@@ -123,8 +123,9 @@ print_summary() {
       split(g, a, " "); v = m + 0; x = r + 0
       if ((a[1] == ">=" || a[1] == ">") && v < x * 0.9) printf "REGRESSION: %.2f < recorded %.2f - 10%%", v, x
       if ((a[1] == "<" || a[1] == "<=") && v > x * 1.1) printf "REGRESSION: %.2f > recorded %.2f + 10%%", v, x }')
-    printf '%-36s %12s %9s %9s %8s %-8s %9s  %s\n' "$path" "$(num %.0f "$rows")" "$(num %.1f "$mbs")" "$(num %.3g "$m")" \
-      "$goal" "$verdict" "$rec" "$note"
+    printf '%-36s %12s %9s %9s %8s %-8s %9s  %s' "$path" "$(num %.0f "$rows")" "$(num %.2f "$mbs")" "$(num %.3g "$m")" \
+      "$goal" "$verdict" "$rec" "$note" | sed 's/ *$//'
+    echo
   done
   echo
 }

@@ -539,7 +539,7 @@ func TestBenchShEndToEnd(t *testing.T) {
 		`(?m)^raw keyset scan +\d+ +\d+\.\d +1\.000 `,
 		`(?m)^Summary \(median over 1 runs; goals and recorded figures from .*performance\.md\):$`,
 		`(?m)^path +rows/s +MB/s +measured +goal +verdict +recorded +note$`,
-		`(?m)^e2e +\d+ +\d+\.\d +[\d.]+ +>= 0 met +50  REGRESSION: \d\.\d\d < recorded 50\.00 - 10%$`,
+		`(?m)^e2e +\d+ +\d+\.\d\d +[\d.]+ +>= 0 met +50  REGRESSION: \d\.\d\d < recorded 50\.00 - 10%$`,
 	} {
 		if !regexp.MustCompile(re).MatchString(out) {
 			t.Errorf("no line matching %s in:\n%s", re, out)
