@@ -69,7 +69,7 @@ func BenchmarkHandlerStartup(b *testing.B) {
 						b.Fatalf("idle tick: %s", resp.Status)
 					}
 				}
-				rss = append(rss, residentMB(b, cmd.Process.Pid))
+				rss = append(rss, statusMB(b, cmd.Process.Pid, "VmRSS"))
 			}
 			_ = cmd.Process.Kill()
 			_, _ = cmd.Process.Wait()
@@ -79,20 +79,4 @@ func BenchmarkHandlerStartup(b *testing.B) {
 	slices.Sort(rss)
 	b.ReportMetric(float64(starts[len(starts)/2].Microseconds())/1000, "start-to-ready-p50-ms")
 	b.ReportMetric(rss[len(rss)/2], "idle-rss-MB")
-}
-
-func residentMB(b *testing.B, pid int) float64 {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if strings.HasPrefix(line, "VmRSS:") {
-			f := strings.Fields(line)
-			kb, _ := strconv.ParseFloat(f[1], 64)
-			return kb / 1024
-		}
-	}
-	b.Fatal("no VmRSS")
-	return 0
 }

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Benchmarks against a local Azurite, PostgreSQL and MariaDB it starts and stops. Prints the raw
 # go test -bench output and summaries as ratios against baselines measured in the same run
-# (absolute times drift on a shared machine; ratios travel):
+# (absolute times drift on a shared machine; ratios travel), with the absolute rows/s and MB/s
+# beside them. MB/s is rows/s times the size of a row's JSON as a batch encodes it (the array of
+# one object per row a webhook or a queue message carries), in millions of bytes a second.
 #   lease   each lease operation's p50 against a bare blob GET / conditional PUT, with the blob
 #           requests each costs;
 #   source  rows/s of the source reading 1,000,000 rows in batches of 1,000 against a
@@ -15,15 +17,27 @@
 #           LOGICAL_TX_ROWS (5) through the tick against a bare pg_logical_slot_peek_binary_changes
 #           decoded with pglogrepl.Parse and against the xid cursor's tick on the same table; an
 #           idle tick's blob requests and SQL round trips against an idle xid poller's; and
-#           commit-to-delivery time on a 1 s schedule (LATENCY_ROWS=30 rows), both cursors.
+#           commit-to-delivery time on a 1 s schedule (LATENCY_ROWS=30 rows), both cursors;
+#   e2e     the handler binary (scripts/build.sh) with the example poller orders and its default
+#           settings catching up on E2E_ROWS (1,000,000) PostgreSQL rows, state on Azurite,
+#           invoked as the host invokes it, against a raw database/sql keyset scan; its peak RSS
+#           and blob requests.
+# At the end, a summary of the paths that ran: rows/s, MB/s, the measured ratio (or figure), the
+# goal and whether it is met, and REGRESSION when it is more than 10% worse than the figure
+# recorded in docs/performance.md (its "Recorded figures" table holds the goals and records).
 #
-#   scripts/bench.sh [lease|source|tick|status|sink|handler|logical|all]     COUNT=3 repetitions; BENCH_ROWS=1000000
+#   scripts/bench.sh [lease|source|tick|status|sink|handler|logical|e2e|all]     COUNT=3 repetitions; BENCH_ROWS=1000000
+#   scripts/bench.sh goals     prints each summary path's goal and recorded figure as read from the doc
 set -euo pipefail
 source "$(dirname "$0")/lib/services.sh"
 cd "$ROOT"
 export GOFLAGS=${GOFLAGS:--buildvcs=false}
 COUNT=${COUNT:-3}
 what=${1:-all}
+case "$what" in
+lease | source | tick | status | sink | handler | logical | e2e | all | goals) ;;
+*) die "unknown section $what: give one of lease, source, tick, status, sink, handler, logical, e2e, all (or goals)" ;;
+esac
 # The handler binary runs with a GC target of 400 (cmd/handler); the in-process benchmarks use
 # the same, for the code under test and its baseline alike.
 export GOGC=${GOGC:-400}
@@ -42,6 +56,84 @@ median_of() { # median of the numbers on stdin
 metric() { # metric FILE BENCH-PREFIX UNIT: one value per run
   awk -v b="$2" -v u="$3" 'index($1, b) == 1 {for (i = 3; i <= NF; i++) if ($i == u) print $(i - 1)}' "$1"
 }
+med() { # med FILE BENCH-PREFIX UNIT: the median over the runs ("-" when the benchmark gave none)
+  local v
+  v=$(metric "$@" | median_of)
+  echo "${v:--}"
+}
+num() { # num FORMAT VALUE: VALUE in FORMAT, or "-" when it is not a number
+  case "$2" in '' | -) echo - ;; *) printf "$1" "$2" ;; esac
+}
+
+# The summary: summary_row PATH ROWS/S MB/S MEASURED adds a line, print_summary prints them at
+# the end with each path's goal and recorded figure from PERF_DOC's table.
+PERF_DOC=${PERF_DOC:-$ROOT/docs/performance.md}
+# The paths the summary can name: each has a row in PERF_DOC's table (a docs test checks both ways
+# through scripts/bench.sh goals).
+SUMMARY_PATHS="tick/checkpoint-every-2s source/postgres source/sqlite source/mysql logical/peek sink/webhook sink/storagequeue e2e
+  handler/start-ms handler/idle-rss-MB idle-tick/timestamp-pk/blob-reads idle-tick/timestamp-pk/blob-writes
+  idle-tick/logical/blob-reads idle-tick/logical/blob-writes idle-tick/xid/blob-reads idle-tick/xid/blob-writes"
+_summary=()
+summary_row() {
+  case " $(echo $SUMMARY_PATHS) " in *" $1 "*) ;; *) die "summary_row: $1 is not in SUMMARY_PATHS" ;; esac
+  _summary+=("$1|$2|$3|$4")
+}
+# recorded PATH prints "GOAL|RECORDED" from the table that follows the "## Recorded figures"
+# heading (| path | goal | recorded | what |), or nothing when the path has no row.
+recorded() {
+  awk -F'|' -v p="$1" '
+    /^## / { inside = ($0 ~ /^## Recorded figures/); next }
+    inside && /^\|/ {
+      k = $2; gsub(/[ `]/, "", k)
+      if (k == p) { g = $3; r = $4; gsub(/^ +| +$/, "", g); gsub(/^ +| +$|`/, "", r); print g "|" r; exit }
+    }' "$PERF_DOC"
+}
+# goals prints each summary path with its goal and recorded figure as read from PERF_DOC, and
+# fails naming the paths that have no row there.
+goals() {
+  local p gr missing=()
+  for p in $SUMMARY_PATHS; do
+    gr=$(recorded "$p")
+    if [ -z "$gr" ]; then
+      missing+=("$p")
+      continue
+    fi
+    printf '%s|%s\n' "$p" "$gr"
+  done
+  [ ${#missing[@]} -eq 0 ] || die "no row in ${PERF_DOC#"$ROOT"/}'s Recorded figures table for: ${missing[*]}"
+}
+print_summary() {
+  [ ${#_summary[@]} -gt 0 ] || return 0
+  local row path rows mbs m gr goal rec verdict note
+  echo "Summary (median over $COUNT runs; goals and recorded figures from ${PERF_DOC#"$ROOT"/}):"
+  printf '%-36s %12s %9s %9s %8s %-8s %9s  %s\n' path rows/s MB/s measured goal verdict recorded note
+  for row in "${_summary[@]}"; do
+    IFS='|' read -r path rows mbs m <<<"$row"
+    gr=$(recorded "$path")
+    goal=${gr%%|*} rec=${gr#*|}
+    [ -n "$gr" ] || { goal=- rec=-; }
+    verdict=$(awk -v m="$m" -v g="$goal" 'BEGIN {
+      if (m == "-" || m == "") { print "no figure"; exit }
+      n = split(g, a, " "); if (n != 2) { print "no goal"; exit }
+      v = m + 0; t = a[2] + 0
+      ok = (a[1] == ">=" && v >= t) || (a[1] == ">" && v > t) || (a[1] == "<" && v < t) || (a[1] == "<=" && v <= t) || (a[1] == "=" && v == t)
+      print ok ? "met" : "NOT met" }')
+    note=$(awk -v m="$m" -v g="$goal" -v r="$rec" 'BEGIN {
+      if (m == "-" || m == "" || r == "-" || r == "" || r !~ /^[0-9.]+$/) exit
+      split(g, a, " "); v = m + 0; x = r + 0
+      if ((a[1] == ">=" || a[1] == ">") && v < x * 0.9) printf "REGRESSION: %.2f < recorded %.2f - 10%%", v, x
+      if ((a[1] == "<" || a[1] == "<=") && v > x * 1.1) printf "REGRESSION: %.2f > recorded %.2f + 10%%", v, x }')
+    printf '%-36s %12s %9s %9s %8s %-8s %9s  %s' "$path" "$(num %.0f "$rows")" "$(num %.2f "$mbs")" "$(num %.3g "$m")" \
+      "$goal" "$verdict" "$rec" "$note" | sed 's/ *$//'
+    echo
+  done
+  echo
+}
+
+if [ "$what" = goals ]; then
+  goals
+  exit 0
+fi
 
 if [ "$what" = lease ] || [ "$what" = all ]; then
   [ -n "${AZURITE_CONNECTION_STRING:-}" ] || start_azurite
@@ -80,15 +172,18 @@ if [ "$what" = source ] || [ "$what" = all ]; then
   : >"$out"
   gotest "$out" -run '^$' -bench BenchmarkKeysetScan -benchtime 3x -count "$COUNT" -timeout 60m ./internal/source/
   echo
-  echo "Source keyset scan, ${BENCH_ROWS:-1000000} rows in batches of 1,000 (median over $COUNT runs; target >= 0.90):"
-  printf '%-10s %14s %18s %18s %16s\n' driver source-rows/s handwritten-rows/s source/handwritten source/pgx-native
+  echo "Source keyset scan, ${BENCH_ROWS:-1000000} rows in batches of 1,000 (median over $COUNT runs; goals in the summary):"
+  printf '%-10s %14s %10s %18s %14s %18s %16s\n' driver source-rows/s source-MB/s handwritten-rows/s handwritten-MB/s source/handwritten source/pgx-native
   for d in postgres sqlite mysql; do
-    s=$(metric "$out" "BenchmarkKeysetScan/$d" source-rows/s | median_of)
-    h=$(metric "$out" "BenchmarkKeysetScan/$d" handwritten-rows/s | median_of)
-    r=$(metric "$out" "BenchmarkKeysetScan/$d" source/handwritten | median_of)
-    n=$(metric "$out" "BenchmarkKeysetScan/$d" source/pgx-native | median_of)
-    printf '%-10s %14.0f %18.0f %18.3f %16s\n' "$d" "$s" "$h" "$r" "${n:--}"
+    s=$(med "$out" "BenchmarkKeysetScan/$d" source-rows/s)
+    sm=$(med "$out" "BenchmarkKeysetScan/$d" source-MB/s)
+    r=$(med "$out" "BenchmarkKeysetScan/$d" source/handwritten)
+    printf '%-10s %14s %10s %18s %14s %18s %16s\n' "$d" "$(num %.0f "$s")" "$(num %.1f "$sm")" \
+      "$(num %.0f "$(med "$out" "BenchmarkKeysetScan/$d" handwritten-rows/s)")" "$(num %.1f "$(med "$out" "BenchmarkKeysetScan/$d" handwritten-MB/s)")" \
+      "$(num %.3f "$r")" "$(med "$out" "BenchmarkKeysetScan/$d" source/pgx-native)"
+    summary_row "source/$d" "$s" "$sm" "$r"
   done
+  echo
 fi
 
 if [ "$what" = tick ] || [ "$what" = all ]; then
@@ -99,17 +194,24 @@ if [ "$what" = tick ] || [ "$what" = all ]; then
   : >"$out"
   gotest "$out" -run '^$' -bench BenchmarkCatchUp -benchtime 3x -count "$COUNT" -timeout 60m ./internal/tick/
   echo
-  echo "Catch-up of ${CATCHUP_ROWS:-200000} PostgreSQL rows, batches of 1,000, no-op handler (median over $COUNT runs; target >= 0.90):"
-  printf '%-26s %12s %18s %16s %14s %15s %11s %12s\n' mode tick-rows/s handwritten-rows/s tick/handwritten batches/tick blob-writes/tick blob-reads idle-writes
+  echo "Catch-up of ${CATCHUP_ROWS:-200000} PostgreSQL rows, batches of 1,000, no-op handler (median over $COUNT runs; goals in the summary):"
+  printf '%-24s %11s %8s %18s %14s %16s %12s %16s %10s %10s %11s\n' mode tick-rows/s tick-MB/s handwritten-rows/s handwritten-MB/s \
+    tick/handwritten batches/tick blob-writes/tick blob-reads idle-reads idle-writes
   for m in checkpoint-every-2s checkpoint-every-batch; do
-    printf '%-26s %12.0f %18.0f %16.3f %14s %15s %11s %12s\n' "$m" \
-      "$(metric "$out" "BenchmarkCatchUp/$m" tick-rows/s | median_of)" \
-      "$(metric "$out" "BenchmarkCatchUp/$m" handwritten-rows/s | median_of)" \
-      "$(metric "$out" "BenchmarkCatchUp/$m" tick/handwritten | median_of)" \
-      "$(metric "$out" "BenchmarkCatchUp/$m" batches/tick | median_of)" \
-      "$(metric "$out" "BenchmarkCatchUp/$m" blob-writes/tick | median_of)" \
-      "$(metric "$out" "BenchmarkCatchUp/$m" blob-reads/tick | median_of)" \
-      "$(metric "$out" "BenchmarkCatchUp/$m" idle-blob-writes | median_of)"
+    t=$(med "$out" "BenchmarkCatchUp/$m" tick-rows/s)
+    tm=$(med "$out" "BenchmarkCatchUp/$m" tick-MB/s)
+    r=$(med "$out" "BenchmarkCatchUp/$m" tick/handwritten)
+    ir=$(med "$out" "BenchmarkCatchUp/$m" idle-blob-reads)
+    iw=$(med "$out" "BenchmarkCatchUp/$m" idle-blob-writes)
+    printf '%-24s %11s %8s %18s %14s %16s %12s %16s %10s %10s %11s\n' "$m" "$(num %.0f "$t")" "$(num %.1f "$tm")" \
+      "$(num %.0f "$(med "$out" "BenchmarkCatchUp/$m" handwritten-rows/s)")" "$(num %.1f "$(med "$out" "BenchmarkCatchUp/$m" handwritten-MB/s)")" \
+      "$(num %.3f "$r")" "$(med "$out" "BenchmarkCatchUp/$m" batches/tick)" "$(med "$out" "BenchmarkCatchUp/$m" blob-writes/tick)" \
+      "$(med "$out" "BenchmarkCatchUp/$m" blob-reads/tick)" "$ir" "$iw"
+    if [ "$m" = checkpoint-every-2s ]; then
+      summary_row "tick/$m" "$t" "$tm" "$r"
+      summary_row idle-tick/timestamp-pk/blob-reads - - "$ir"
+      summary_row idle-tick/timestamp-pk/blob-writes - - "$iw"
+    fi
   done
   echo
 fi
@@ -138,15 +240,16 @@ if [ "$what" = sink ] || [ "$what" = all ]; then
   SINK_ROWS=${SINK_ROWS:-10000} gotest "$out" -run '^$' -bench BenchmarkSinkCatchUp -benchtime 3x -count "$COUNT" ./sink/
   echo
   echo "Sinks: PostgreSQL rows through a poller's tick against a hand-written keyset loop making the same"
-  echo "call per row at the same concurrency (median over $COUNT runs; target >= 0.9; blob writes <= batches + 1):"
-  printf '%-14s %12s %14s %16s %9s %12s\n' sink "tick rows/s" "hand rows/s" "tick/hand" batches "blob writes"
+  echo "call per row at the same concurrency (median over $COUNT runs; goals in the summary; blob writes <= batches + 1):"
+  printf '%-14s %12s %9s %14s %9s %12s %9s %12s\n' sink "tick rows/s" "tick MB/s" "hand rows/s" "hand MB/s" "tick/hand" batches "blob writes"
   for s in storagequeue webhook; do
-    printf '%-14s %12.0f %14.0f %16.2f %9s %12s\n' "$s" \
-      "$(metric "$out" "BenchmarkSinkCatchUp/$s" tick-rows/s | median_of)" \
-      "$(metric "$out" "BenchmarkSinkCatchUp/$s" handwritten-rows/s | median_of)" \
-      "$(metric "$out" "BenchmarkSinkCatchUp/$s" tick/handwritten | median_of)" \
-      "$(metric "$out" "BenchmarkSinkCatchUp/$s" batches/tick | median_of)" \
-      "$(metric "$out" "BenchmarkSinkCatchUp/$s" blob-writes/tick | median_of)"
+    t=$(med "$out" "BenchmarkSinkCatchUp/$s" tick-rows/s)
+    tm=$(med "$out" "BenchmarkSinkCatchUp/$s" tick-MB/s)
+    r=$(med "$out" "BenchmarkSinkCatchUp/$s" tick/handwritten)
+    printf '%-14s %12s %9s %14s %9s %12s %9s %12s\n' "$s" "$(num %.0f "$t")" "$(num %.2f "$tm")" \
+      "$(num %.0f "$(med "$out" "BenchmarkSinkCatchUp/$s" handwritten-rows/s)")" "$(num %.2f "$(med "$out" "BenchmarkSinkCatchUp/$s" handwritten-MB/s)")" \
+      "$(num %.2f "$r")" "$(med "$out" "BenchmarkSinkCatchUp/$s" batches/tick)" "$(med "$out" "BenchmarkSinkCatchUp/$s" blob-writes/tick)"
+    summary_row "sink/$s" "$t" "$tm" "$r"
   done
   echo
 fi
@@ -158,9 +261,14 @@ if [ "$what" = handler ] || [ "$what" = all ]; then
   : >"$out"
   gotest "$out" -run '^$' -bench BenchmarkHandlerStartup -benchtime 1x -count "$COUNT" ./e2e/
   echo
-  echo "Handler process (median over $COUNT runs of 20 starts; targets < 50 ms, < 40 MB):"
-  echo "start to first answered GET /: $(metric "$out" BenchmarkHandlerStartup start-to-ready-p50-ms | median_of) ms"
-  echo "idle RSS after 5 idle ticks:   $(metric "$out" BenchmarkHandlerStartup idle-rss-MB | median_of) MB"
+  echo "Handler process (median over $COUNT runs of 20 starts; goals in the summary):"
+  st=$(med "$out" BenchmarkHandlerStartup start-to-ready-p50-ms)
+  rss=$(med "$out" BenchmarkHandlerStartup idle-rss-MB)
+  echo "start to first answered GET /: $st ms"
+  echo "idle RSS after 5 idle ticks:   $rss MB"
+  echo
+  summary_row handler/start-ms - - "$st"
+  summary_row handler/idle-rss-MB - - "$rss"
 fi
 
 if [ "$what" = logical ] || [ "$what" = all ]; then
@@ -173,17 +281,20 @@ if [ "$what" = logical ] || [ "$what" = all ]; then
   gotest "$out" -run '^$' -bench BenchmarkLogicalIdleTick -benchtime 10x -count "$COUNT" ./internal/tick/
   gotest "$out" -run '^$' -bench BenchmarkLogicalLatency -benchtime 1x -count "$COUNT" ./internal/tick/
   echo
-  m() { metric "$out" "$1" "$2" | median_of; }
+  m() { med "$out" "$1" "$2"; }
   rows=${LOGICAL_ROWS:-50000}
   echo "Logical cursor catch-up: $rows rows inserted in transactions of ${LOGICAL_TX_ROWS:-5}, batches of 500, no-op handler,"
   echo "default checkpoint interval, state on Azurite (median over $COUNT runs; target logical/peek >= 0.80):"
-  printf '%-34s %12s %14s %16s %16s\n' reader rows/s "logical/reader" "blob writes/tick" "SQL trips/tick"
-  printf '%-34s %12.0f %14s %16s %16s\n' "logical tick" "$(m BenchmarkLogicalCatchUp logical-rows/s)" 1.000 \
+  printf '%-34s %12s %8s %14s %16s %16s\n' reader rows/s MB/s "logical/reader" "blob writes/tick" "SQL trips/tick"
+  printf '%-34s %12s %8s %14s %16s %16s\n' "logical tick" "$(num %.0f "$(m BenchmarkLogicalCatchUp logical-rows/s)")" \
+    "$(num %.1f "$(m BenchmarkLogicalCatchUp logical-MB/s)")" 1.000 \
     "$(m BenchmarkLogicalCatchUp logical-blob-writes/tick)" "$(m BenchmarkLogicalCatchUp logical-sql-trips/tick)"
-  printf '%-34s %12.0f %14.3f %16s %16s\n' "bare peek + pglogrepl.Parse" "$(m BenchmarkLogicalCatchUp peek-rows/s)" \
-    "$(m BenchmarkLogicalCatchUp logical/peek)" - 1
-  printf '%-34s %12.0f %14.3f %16s %16s\n' "xid keyset tick" "$(m BenchmarkLogicalCatchUp xid-rows/s)" \
-    "$(m BenchmarkLogicalCatchUp logical/xid)" "$(m BenchmarkLogicalCatchUp xid-blob-writes/tick)" "$(m BenchmarkLogicalCatchUp xid-sql-trips/tick)"
+  printf '%-34s %12s %8s %14s %16s %16s\n' "bare peek + pglogrepl.Parse" "$(num %.0f "$(m BenchmarkLogicalCatchUp peek-rows/s)")" \
+    "$(num %.1f "$(m BenchmarkLogicalCatchUp peek-MB/s)")" "$(num %.3f "$(m BenchmarkLogicalCatchUp logical/peek)")" - 1
+  printf '%-34s %12s %8s %14s %16s %16s\n' "xid keyset tick" "$(num %.0f "$(m BenchmarkLogicalCatchUp xid-rows/s)")" \
+    "$(num %.1f "$(m BenchmarkLogicalCatchUp xid-MB/s)")" "$(num %.3f "$(m BenchmarkLogicalCatchUp logical/xid)")" \
+    "$(m BenchmarkLogicalCatchUp xid-blob-writes/tick)" "$(m BenchmarkLogicalCatchUp xid-sql-trips/tick)"
+  summary_row logical/peek "$(m BenchmarkLogicalCatchUp logical-rows/s)" "$(m BenchmarkLogicalCatchUp logical-MB/s)" "$(m BenchmarkLogicalCatchUp logical/peek)"
   echo "pgoutput messages the logical tick read per row delivered: $(m BenchmarkLogicalCatchUp logical-msgs-read/row)" \
     "(a bare peek: $(awk -v t="${LOGICAL_TX_ROWS:-5}" 'BEGIN {printf "%.2f", 1 + 2 / t}'))"
   echo
@@ -192,6 +303,8 @@ if [ "$what" = logical ] || [ "$what" = all ]; then
   for c in logical xid; do
     printf '%-10s %10s %12s %12s %16s\n' "$c" "$(m BenchmarkLogicalIdleTick "$c-idle-ms")" "$(m BenchmarkLogicalIdleTick "$c-blob-reads")" \
       "$(m BenchmarkLogicalIdleTick "$c-blob-writes")" "$(m BenchmarkLogicalIdleTick "$c-sql-trips")"
+    summary_row "idle-tick/$c/blob-reads" - - "$(m BenchmarkLogicalIdleTick "$c-blob-reads")"
+    summary_row "idle-tick/$c/blob-writes" - - "$(m BenchmarkLogicalIdleTick "$c-blob-writes")"
   done
   echo "logical/xid idle tick time: $(m BenchmarkLogicalIdleTick logical/xid-time)"
   echo
@@ -206,3 +319,28 @@ if [ "$what" = logical ] || [ "$what" = all ]; then
   echo "(server-default is synchronous_commit=off here: a commit returns before its WAL flush, which logical decoding waits for)"
   echo
 fi
+
+if [ "$what" = e2e ] || [ "$what" = all ]; then
+  [ -n "${AZURITE_CONNECTION_STRING:-}" ] || start_azurite
+  [ -n "${PG_TEST_DSN:-}" ] || start_postgres
+  log "scripts/build.sh (bin/handler)"
+  run_child "$ROOT/scripts/build.sh"
+  out="$RUN_DIR/bench-e2e.txt"
+  rows=${E2E_ROWS:-1000000}
+  log "E2E_ROWS=$rows E2E_HANDLER=bin/handler go test -run '^\$' -bench BenchmarkEndToEnd -benchtime 1x -count $COUNT ./e2e/ (creates the table first)"
+  : >"$out"
+  E2E_ROWS=$rows E2E_HANDLER="$ROOT/bin/handler" gotest "$out" -run '^$' -bench BenchmarkEndToEnd -benchtime 1x -count "$COUNT" -timeout 60m ./e2e/
+  echo
+  m() { med "$out" BenchmarkEndToEnd "$1"; }
+  echo "End to end: the handler binary with the example poller orders and its default settings catching up on"
+  echo "$rows PostgreSQL rows, state on Azurite, invoked as the host invokes it, against a raw database/sql keyset"
+  echo "scan of the same table in batches of the default batch size (median over $COUNT runs; goal in the summary):"
+  printf '%-22s %12s %8s %10s %14s %11s %12s %12s\n' reader rows/s MB/s e2e/raw "peak RSS MB" invocations "blob reads" "blob writes"
+  printf '%-22s %12s %8s %10s %14s %11s %12s %12s\n' "handler (orders)" "$(num %.0f "$(m e2e-rows/s)")" "$(num %.1f "$(m e2e-MB/s)")" \
+    "$(num %.3f "$(m e2e/raw)")" "$(num %.1f "$(m peak-rss-MB)")" "$(m invocations)" "$(m blob-reads)" "$(m blob-writes)"
+  printf '%-22s %12s %8s %10s %14s %11s %12s %12s\n' "raw keyset scan" "$(num %.0f "$(m raw-rows/s)")" "$(num %.1f "$(m raw-MB/s)")" 1.000 - - - -
+  echo
+  summary_row e2e "$(m e2e-rows/s)" "$(m e2e-MB/s)" "$(m e2e/raw)"
+fi
+
+print_summary

@@ -524,6 +524,44 @@ func TestBenchShStopsOnSignal(t *testing.T) {
 	}
 }
 
+// TestBenchShEndToEnd: scripts/bench.sh e2e, at a small size, builds the handler, prints the
+// end-to-end table (rows/s, MB/s, the ratio to the raw scan, peak RSS, blob requests) and a
+// summary line for the path e2e with its goal and recorded figure from the performance page it is
+// given: goal ">= 0" is met, and a recorded 50 (no run gets within 10% of it) is a REGRESSION.
+func TestBenchShEndToEnd(t *testing.T) {
+	needServers(t)
+	dir := checkout(t)
+	doc := filepath.Join(t.TempDir(), "performance.md")
+	page, err := os.ReadFile(filepath.Join(dir, "docs", "performance.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := regexp.MustCompile("(?m)^\\| `e2e` \\|.*$")
+	if !row.Match(page) {
+		t.Fatalf("docs/performance.md has no e2e row")
+	}
+	page = row.ReplaceAll(page, []byte("| `e2e` | >= 0 | 50 | the test's |"))
+	if err := os.WriteFile(doc, page, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := start(t, dir, []string{"RUN_DIR=" + t.TempDir(), "PERF_DOC=" + doc, "E2E_ROWS=20000", "COUNT=1"}, "scripts/bench.sh", "e2e")
+	if code := s.exited(10 * time.Minute); code != 0 {
+		t.Fatalf("scripts/bench.sh e2e exited %d:\n%s", code, s.output())
+	}
+	out := s.output()
+	for _, re := range []string{
+		`(?m)^handler \(orders\) +\d+ +\d+\.\d +\d\.\d{3} +\d+\.\d +[\d.]+ +[\d.]+ +[\d.]+$`,
+		`(?m)^raw keyset scan +\d+ +\d+\.\d +1\.000 `,
+		`(?m)^Summary \(median over 1 runs; goals and recorded figures from .*performance\.md\):$`,
+		`(?m)^path +rows/s +MB/s +measured +goal +verdict +recorded +note$`,
+		`(?m)^e2e +\d+ +\d+\.\d\d +[\d.]+ +>= 0 met +50  REGRESSION: \d\.\d\d < recorded 50\.00 - 10%$`,
+	} {
+		if !regexp.MustCompile(re).MatchString(out) {
+			t.Errorf("no line matching %s in:\n%s", re, out)
+		}
+	}
+}
+
 // TestSQLGrantsMySQLNeedsTheDatabase: --mysql refuses a table without its database, naming it,
 // and prints nothing to run.
 func TestSQLGrantsMySQLNeedsTheDatabase(t *testing.T) {

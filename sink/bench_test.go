@@ -21,6 +21,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/blobstore"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
@@ -156,11 +157,31 @@ func sinkCatchUp(b *testing.B, newTarget benchTarget) {
 	}
 	n := float64(b.N)
 	total := float64(rows) * n
+	sample := firstBatch(b, settings, table, batch)
+	testenv.ReportMB(b, testenv.JSONBytesPerRow(b, sample, len(sample.Rows)),
+		map[string]float64{"tick": total / tTick.Seconds(), "handwritten": total / tHand.Seconds()})
 	b.ReportMetric(total/tTick.Seconds(), "tick-rows/s")
 	b.ReportMetric(total/tHand.Seconds(), "handwritten-rows/s")
 	b.ReportMetric(tHand.Seconds()/tTick.Seconds(), "tick/handwritten")
 	b.ReportMetric(float64(batches)/n, "batches/tick")
 	b.ReportMetric(float64(puts)/n, "blob-writes/tick")
+}
+
+// firstBatch reads the first batch of the benchmark's table through a source, for its MB/s
+// (testenv.JSONBytesPerRow).
+func firstBatch(b *testing.B, settings appsettings.Settings, table string, batch int) *source.Batch {
+	p := poller.New("orders", table, poller.TimestampPK, func(context.Context, *poller.Batch[poller.Row]) error { return nil },
+		poller.WithColumns("id", "customer", "amount", "updated_at"), poller.WithKey("id"), poller.WithCursorColumn("updated_at"))
+	src, err := drivers.Open(context.Background(), settings.Config(pollerdef.Of(p)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer src.Close()
+	sample, err := src.Fetch(context.Background(), nil, batch)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return sample
 }
 
 // handLoop reads table by keyset in batches and sends each row as JSON with send, concurrency at

@@ -33,7 +33,7 @@ const benchBatch = 1000
 // BenchmarkKeysetScan reads a whole table of benchRows() orders in batches of 1,000: through the
 // source, and through a hand-written database/sql keyset loop with typed scanning, alternating
 // within each iteration so that both see the same machine. It reports rows/s for each and their
-// ratio (the target is >= 0.9); on PostgreSQL also a native-pgx loop, the fastest way to read.
+// ratio (the target is >= 0.9), and MB/s (testenv.JSONBytesPerRow); on PostgreSQL also a native-pgx loop, the fastest way to read.
 // MySQL runs against MYSQL_TEST_DSN (MariaDB from scripts/bench.sh; MySQL 8 in the workflow).
 func BenchmarkKeysetScan(b *testing.B) {
 	b.Run("postgres", func(b *testing.B) {
@@ -155,6 +155,11 @@ func compare(b *testing.B, driver, dsn, table string, hand, native func() int) {
 		}
 	}
 	want := benchRows()
+	sample, err := src.Fetch(context.Background(), nil, benchBatch)
+	if err != nil {
+		b.Fatal(err)
+	}
+	bytesPerRow := testenv.JSONBytesPerRow(b, sample, len(sample.Rows))
 	var tSource, tHand, tNative time.Duration
 	timed := func(fn func() int, into *time.Duration) {
 		t0 := time.Now()
@@ -185,6 +190,7 @@ func compare(b *testing.B, driver, dsn, table string, hand, native func() int) {
 		b.ReportMetric(rows/tNative.Seconds(), "pgx-native-rows/s")
 		b.ReportMetric(tNative.Seconds()/tSource.Seconds(), "source/pgx-native")
 	}
+	testenv.ReportMB(b, bytesPerRow, map[string]float64{"source": rows / tSource.Seconds(), "handwritten": rows / tHand.Seconds()})
 }
 
 func exists(db *sql.DB, q string) bool {

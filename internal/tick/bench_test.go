@@ -21,8 +21,8 @@ import (
 
 // BenchmarkCatchUp: a poller catching up on CATCHUP_ROWS (default 200,000) PostgreSQL rows in
 // batches of 1,000 with a no-op handler, state on Azurite, against a hand-written keyset loop
-// over the same table in the same run (alternating). Reports rows/s for both and their ratio
-// (target >= 0.9), and the blob requests of the catch-up and of an idle tick.
+// over the same table in the same run (alternating). Reports rows/s and MB/s
+// (testenv.JSONBytesPerRow) for both and their ratio (target >= 0.9), and the blob requests of the catch-up and of an idle tick.
 func BenchmarkCatchUp(b *testing.B) {
 	for _, interval := range []time.Duration{appsettings.DefaultCheckpointInterval, 0} {
 		name := "checkpoint-every-" + interval.String()
@@ -50,6 +50,11 @@ func catchUp(b *testing.B, interval time.Duration) {
 		b.Fatal(err)
 	}
 	defer src.Close()
+	sample, err := src.Fetch(context.Background(), nil, 1000)
+	if err != nil {
+		b.Fatal(err)
+	}
+	bytesPerRow := testenv.JSONBytesPerRow(b, sample, len(sample.Rows))
 	ct := &testenv.CountingTransport{}
 	st, err := blobstore.New(blobstore.Settings{Setting: "bench", ConnectionString: az, Container: "db-state"}, &blobstore.Options{Transport: ct})
 	if err != nil {
@@ -117,4 +122,5 @@ func catchUp(b *testing.B, interval time.Duration) {
 	b.ReportMetric(float64(tickPuts)/n, "blob-writes/tick")
 	b.ReportMetric(float64(idleGets)/n, "idle-blob-reads")
 	b.ReportMetric(float64(idlePuts)/n, "idle-blob-writes")
+	testenv.ReportMB(b, bytesPerRow, map[string]float64{"tick": total / tTick.Seconds(), "handwritten": total / tHand.Seconds()})
 }
