@@ -266,8 +266,21 @@ var (
 	timeType    = reflect.TypeFor[time.Time]()
 )
 
+// scanners caches, by type T, whether *T implements sql.Scanner: reflect's Implements, asked
+// for every field of every row, was half the handler's CPU catching up through a typed poller.
+var scanners sync.Map // reflect.Type -> bool
+
+func scans(t reflect.Type) bool {
+	if v, ok := scanners.Load(t); ok {
+		return v.(bool)
+	}
+	ok := reflect.PointerTo(t).Implements(scannerType)
+	scanners.Store(t, ok)
+	return ok
+}
+
 func assign(f reflect.Value, v any) error {
-	if f.CanAddr() && f.Addr().Type().Implements(scannerType) {
+	if f.CanAddr() && scans(f.Type()) {
 		return f.Addr().Interface().(sql.Scanner).Scan(v)
 	}
 	if f.Kind() == reflect.Pointer {
