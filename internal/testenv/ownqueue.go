@@ -35,7 +35,10 @@ func FreshAzuriteQueue(tb testing.TB) (cs string, cleanup func()) {
 	}
 	bin := filepath.Join(dir, "node_modules", ".bin", "azurite-queue")
 	if _, err := os.Stat(bin); err != nil {
-		missing(tb, "node_modules/.bin/azurite-queue", "Azurite installed with npm ci (scripts/test.sh and bench.sh do)")
+		if InCI() {
+			tb.Fatalf("%s is missing: scripts/test.sh and bench.sh install Azurite with npm ci", bin)
+		}
+		tb.Skipf("%s is missing: run npm ci (scripts/test.sh and bench.sh do)", bin)
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
