@@ -100,11 +100,7 @@ func BenchmarkEndToEnd(b *testing.B) {
 func ordersTable(b *testing.B, rows int) (string, *sql.DB) {
 	pg := testenv.Postgres(b)
 	schema := "bench_e2e_" + strconv.Itoa(rows)
-	sep := "?"
-	if strings.Contains(pg, "?") {
-		sep = "&"
-	}
-	dsn := pg + sep + "search_path=" + schema
+	dsn := testenv.WithParam(pg, "search_path", schema)
 	db, err := sql.Open("pgx", dsn)
 	if err != nil {
 		b.Fatal(err)
@@ -184,7 +180,7 @@ func countingAzurite(b *testing.B, cs string) (string, *atomic.Int64, *atomic.In
 // last answer, the handler's peak RSS in MB (VmHWM) and the invocations made. The handler is
 // stopped before it returns.
 func catchUpInHandler(b *testing.B, bin string, env []string, rows int) (time.Duration, float64, int) {
-	port := freePortTB(b)
+	port := testenv.FreePort(b)
 	out := &testenv.Buffer{}
 	cmd := exec.Command(bin)
 	cmd.Env = append(env, "FUNCTIONS_CUSTOMHANDLER_PORT="+strconv.Itoa(port))

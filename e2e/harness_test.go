@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -129,11 +128,7 @@ func pgSchema(t *testing.T, prefix string) (string, *sql.DB) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _, _ = admin.Exec("DROP SCHEMA " + schema + " CASCADE") })
-	sep := "?"
-	if strings.Contains(pg, "?") {
-		sep = "&"
-	}
-	dsn := pg + sep + "search_path=" + schema
+	dsn := testenv.WithParam(pg, "search_path", schema)
 	db, err := sql.Open("pgx", dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -227,7 +222,7 @@ func start(t *testing.T, env []string) *proc {
 // startWith starts the handler binary bin and waits until it answers GET /.
 func startWith(t *testing.T, bin string, env []string) *proc {
 	t.Helper()
-	port := freePort(t)
+	port := testenv.FreePort(t)
 	p := &proc{t: t, port: port, out: &testenv.Buffer{}}
 	p.cmd = exec.Command(bin)
 	p.cmd.Env = append(env, "FUNCTIONS_CUSTOMHANDLER_PORT="+strconv.Itoa(port))
@@ -299,17 +294,6 @@ func (r reply) outcome() string {
 func (p *proc) kill9() {
 	_ = p.cmd.Process.Signal(syscall.SIGKILL)
 	_, _ = p.cmd.Process.Wait()
-}
-
-func freePort(t *testing.T) int { return freePortTB(t) }
-
-func freePortTB(t testing.TB) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // webhook records deliveries; hold, when set, is called before answering (to stall a batch).

@@ -37,7 +37,7 @@ func BenchmarkHandlerStartup(b *testing.B) {
 	var rss []float64
 	for b.Loop() {
 		for i := range 20 {
-			port := freePortTB(b)
+			port := testenv.FreePort(b)
 			cmd := exec.Command(binary)
 			cmd.Env = append(env, "FUNCTIONS_CUSTOMHANDLER_PORT="+strconv.Itoa(port))
 			url := "http://127.0.0.1:" + strconv.Itoa(port)

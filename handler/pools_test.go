@@ -61,7 +61,7 @@ func TestPollersShareOnePoolPerDatabase(t *testing.T) {
 					return nil
 				}, poller.WithSettleLag(0)))
 				p := strings.ToUpper(name)
-				env[p+"_DB_DRIVER"], env[p+"_DB_CONNECTION"] = "postgres", dsn+"&application_name="+app
+				env[p+"_DB_DRIVER"], env[p+"_DB_CONNECTION"] = "postgres", testenv.WithParam(dsn, "application_name", app)
 			}
 			srv := httptest.NewServer(handler.New(handler.Options{
 				Getenv: func(k string) string { return env[k] }, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),

@@ -79,16 +79,6 @@ func checkout(t *testing.T) string {
 	return dir
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // script is a script running as a process of its own (its own process group, so that the
 // test's signal goes to its pid alone, as a newcomer's kill PID does).
 type script struct {
@@ -372,7 +362,7 @@ func TestDevShPostgresLogical(t *testing.T) {
 		t.Skip("needs PostgreSQL's server binaries, started as root as scripts/test.sh does")
 	}
 	dir := checkout(t)
-	blob, queue := freePort(t), freePort(t)
+	blob, queue := testenv.FreePort(t), testenv.FreePort(t)
 	s := start(t, dir, []string{"DEV_DRIVER=postgres", fmt.Sprintf("DEV_BLOB_PORT=%d", blob), fmt.Sprintf("DEV_QUEUE_PORT=%d", queue)}, "scripts/dev.sh")
 	s.waitFor(regexp.MustCompile(`\d\d:\d\d:\d\d orders-changes committed +rows +\d+ +batches +\d+ +token +\d+ +delivered +[1-9]\d*`), 5*time.Minute)
 	out := s.output()
@@ -430,7 +420,7 @@ func TestDevShOneAtATimeAndClosedOutput(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, ".dev", "dev.pid"), []byte(stale+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	blob, queue := freePort(t), freePort(t)
+	blob, queue := testenv.FreePort(t), testenv.FreePort(t)
 	env := []string{fmt.Sprintf("DEV_BLOB_PORT=%d", blob), fmt.Sprintf("DEV_QUEUE_PORT=%d", queue)}
 	first := start(t, dir, env, "scripts/dev.sh")
 	first.waitFor(regexp.MustCompile(`\d\d:\d\d:\d\d orders +committed`), 5*time.Minute)

@@ -40,12 +40,8 @@ func FreshAzuriteQueue(tb testing.TB) (cs string, cleanup func()) {
 		}
 		tb.Skipf("%s is missing: run npm ci (scripts/test.sh and bench.sh do)", bin)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
+	port := FreePort(tb)
+	addr := net.JoinHostPort("127.0.0.1", fmt.Sprint(port))
 	cmd := exec.Command(bin, "--queueHost", "127.0.0.1", "--queuePort", fmt.Sprint(port), "--inMemoryPersistence", "--silent",
 		"--skipApiVersionCheck", "--disableTelemetry")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // node and what it starts, stopped together
@@ -63,7 +59,7 @@ func FreshAzuriteQueue(tb testing.TB) (cs string, cleanup func()) {
 	tb.Cleanup(cleanup)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		c, err := net.DialTimeout("tcp", l.Addr().String(), time.Second)
+		c, err := net.DialTimeout("tcp", addr, time.Second)
 		if err == nil {
 			c.Close()
 			break

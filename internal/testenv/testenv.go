@@ -10,6 +10,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"strconv"
@@ -285,4 +286,24 @@ func ExecFlushed(tb testing.TB, db *sql.DB, statements ...string) {
 	if err := tx.Commit(); err != nil {
 		tb.Fatal(err)
 	}
+}
+
+// WithParam returns the URL-form DSN with the query parameter key=value added (after ? or &).
+func WithParam(dsn, key, value string) string {
+	sep := "?"
+	if strings.Contains(dsn, "?") {
+		sep = "&"
+	}
+	return dsn + sep + key + "=" + value
+}
+
+// FreePort returns a 127.0.0.1 port that was free a moment ago, for a server a test starts.
+func FreePort(tb testing.TB) int {
+	tb.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
 }
