@@ -108,20 +108,10 @@ func (dr Driver) CheckSetup(ctx context.Context, db *sql.DB, d source.Definition
 }
 
 func myColumns(ctx context.Context, db *sql.DB, t source.Table) ([]myColumn, error) {
-	rows, err := db.QueryContext(ctx, "SELECT COLUMN_NAME, DATA_TYPE, COALESCE(COLUMN_DEFAULT, ''), EXTRA FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = "+schemaArg+" AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION", t.Schema, t.Name)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []myColumn
-	for rows.Next() {
-		var c myColumn
-		if err := rows.Scan(&c.name, &c.typ, &c.def, &c.extra); err != nil {
-			return nil, err
-		}
-		out = append(out, c)
-	}
-	return out, rows.Err()
+	return source.Collect(ctx, db, func(rows *sql.Rows) (c myColumn, err error) {
+		err = rows.Scan(&c.name, &c.typ, &c.def, &c.extra)
+		return c, err
+	}, "SELECT COLUMN_NAME, DATA_TYPE, COALESCE(COLUMN_DEFAULT, ''), EXTRA FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = "+schemaArg+" AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION", t.Schema, t.Name)
 }
 
 // myIndexes lists the table's B-tree indexes, each its columns in order ("" for an expression or

@@ -82,45 +82,25 @@ func (dr Driver) CheckSetup(ctx context.Context, db *sql.DB, d source.Definition
 }
 
 func pgColumns(ctx context.Context, db *sql.DB, oid int64) ([]pgColumn, error) {
-	rows, err := db.QueryContext(ctx, `SELECT a.attname, format_type(a.atttypid, a.atttypmod), COALESCE(pg_get_expr(d.adbin, d.adrelid), ''), a.attidentity <> ''
+	return source.Collect(ctx, db, func(rows *sql.Rows) (c pgColumn, err error) {
+		err = rows.Scan(&c.name, &c.typ, &c.def, &c.identity)
+		return c, err
+	}, `SELECT a.attname, format_type(a.atttypid, a.atttypmod), COALESCE(pg_get_expr(d.adbin, d.adrelid), ''), a.attidentity <> ''
 FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
 WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum`, oid)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []pgColumn
-	for rows.Next() {
-		var c pgColumn
-		if err := rows.Scan(&c.name, &c.typ, &c.def, &c.identity); err != nil {
-			return nil, err
-		}
-		out = append(out, c)
-	}
-	return out, rows.Err()
 }
 
 // pgIndexes lists the table's valid, whole-table B-tree indexes, each its columns in order (""
 // for an expression).
 func pgIndexes(ctx context.Context, db *sql.DB, oid int64) ([][]string, error) {
-	rows, err := db.QueryContext(ctx, `SELECT array_to_string(ARRAY(
+	return source.Collect(ctx, db, func(rows *sql.Rows) ([]string, error) {
+		s, err := source.ScanString(rows)
+		return strings.Split(s, "\x1f"), err
+	}, `SELECT array_to_string(ARRAY(
   SELECT COALESCE(a.attname, '') FROM unnest(i.indkey::int2[]) WITH ORDINALITY AS k(n, o)
   LEFT JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.n ORDER BY k.o), chr(31))
 FROM pg_index i JOIN pg_class ic ON ic.oid = i.indexrelid JOIN pg_am am ON am.oid = ic.relam
 WHERE i.indrelid = $1 AND i.indisvalid AND i.indpred IS NULL AND am.amname = 'btree'`, oid)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out [][]string
-	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
-			return nil, err
-		}
-		out = append(out, strings.Split(s, "\x1f"))
-	}
-	return out, rows.Err()
 }
 
 // A constant default (a literal, perhaps cast) stamps nothing.

@@ -94,58 +94,25 @@ func privileges() source.Finding {
 }
 
 func liteColumns(ctx context.Context, db *sql.DB, schema, table string) ([]liteColumn, error) {
-	rows, err := db.QueryContext(ctx, `SELECT name, type, COALESCE(dflt_value, ''), pk FROM pragma_table_info(?, ?) ORDER BY cid`, table, schema)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []liteColumn
-	for rows.Next() {
-		var c liteColumn
-		if err := rows.Scan(&c.name, &c.typ, &c.def, &c.pk); err != nil {
-			return nil, err
-		}
-		out = append(out, c)
-	}
-	return out, rows.Err()
+	return source.Collect(ctx, db, func(rows *sql.Rows) (c liteColumn, err error) {
+		err = rows.Scan(&c.name, &c.typ, &c.def, &c.pk)
+		return c, err
+	}, `SELECT name, type, COALESCE(dflt_value, ''), pk FROM pragma_table_info(?, ?) ORDER BY cid`, table, schema)
 }
 
 // liteIndexes lists the table's whole-table indexes, each its columns in order ("" for an
 // expression).
 func liteIndexes(ctx context.Context, db *sql.DB, schema, table string) ([][]string, error) {
-	rows, err := db.QueryContext(ctx, `SELECT name FROM pragma_index_list(?, ?) WHERE NOT partial`, table, schema)
+	names, err := source.Collect(ctx, db, source.ScanString, `SELECT name FROM pragma_index_list(?, ?) WHERE NOT partial`, table, schema)
 	if err != nil {
-		return nil, err
-	}
-	var names []string
-	for rows.Next() {
-		var n string
-		if err := rows.Scan(&n); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		names = append(names, n)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
 		return nil, err
 	}
 	var out [][]string
 	for _, n := range names {
-		rows, err := db.QueryContext(ctx, `SELECT COALESCE(name, '') FROM pragma_index_info(?, ?) ORDER BY seqno`, n, schema)
+		cols, err := source.Collect(ctx, db, source.ScanString, `SELECT COALESCE(name, '') FROM pragma_index_info(?, ?) ORDER BY seqno`, n, schema)
 		if err != nil {
 			return nil, err
 		}
-		var cols []string
-		for rows.Next() {
-			var c string
-			if err := rows.Scan(&c); err != nil {
-				rows.Close()
-				return nil, err
-			}
-			cols = append(cols, c)
-		}
-		rows.Close()
 		out = append(out, cols)
 	}
 	return out, nil

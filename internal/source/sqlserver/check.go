@@ -96,21 +96,11 @@ func (dr Driver) stampFixFor(d source.Definition, col *msColumn, st source.Stamp
 }
 
 func msColumns(ctx context.Context, db *sql.DB, table string) ([]msColumn, error) {
-	rows, err := db.QueryContext(ctx, `SELECT c.name, t.name, COALESCE(OBJECT_DEFINITION(c.default_object_id), ''), c.is_identity
+	return source.Collect(ctx, db, func(rows *sql.Rows) (c msColumn, err error) {
+		err = rows.Scan(&c.name, &c.typ, &c.def, &c.identity)
+		return c, err
+	}, `SELECT c.name, t.name, COALESCE(OBJECT_DEFINITION(c.default_object_id), ''), c.is_identity
 FROM sys.columns c JOIN sys.types t ON t.user_type_id = c.user_type_id WHERE c.object_id = OBJECT_ID(@p1) ORDER BY c.column_id`, table)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []msColumn
-	for rows.Next() {
-		var c msColumn
-		if err := rows.Scan(&c.name, &c.typ, &c.def, &c.identity); err != nil {
-			return nil, err
-		}
-		out = append(out, c)
-	}
-	return out, rows.Err()
 }
 
 // msIndexes lists the table's unfiltered B-tree indexes, each its key columns in order; a
