@@ -24,6 +24,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/clock"
 	"github.com/pseudotrigger/pseudotrigger/internal/declared"
 	"github.com/pseudotrigger/pseudotrigger/internal/faultpoint"
+	"github.com/pseudotrigger/pseudotrigger/internal/logbuf"
 	"github.com/pseudotrigger/pseudotrigger/pollers"
 )
 
@@ -43,10 +44,16 @@ func main() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(gcPercent)
 	}
-	log := slog.New(slog.NewJSONHandler(os.Stdout, nil))
+	// Lines are written to stdout in batches (warnings and errors at once): see package logbuf.
+	out := logbuf.New(os.Stdout)
+	log := slog.New(logbuf.Handler(slog.NewJSONHandler(out, nil), out))
 	slog.SetDefault(log) // pollers log through slog.Default()
-	if err := run(log); err != nil {
+	err := run(log)
+	if err != nil {
 		log.Error("handler stopped", "error", err.Error())
+	}
+	_ = out.Flush()
+	if err != nil {
 		os.Exit(1)
 	}
 }

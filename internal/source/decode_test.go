@@ -70,6 +70,30 @@ func TestDecodeScannerPointerTime(t *testing.T) {
 	}
 }
 
+// Two struct types decoded in turn from the same source: each keeps its own plan (the source
+// remembers the last one used, and must not hand it to the other type).
+func TestDecodeTwoTypesInTurn(t *testing.T) {
+	type short struct {
+		When time.Time `db:"updated_at"`
+		ID   string    `db:"id"`
+	}
+	for i, r := range decodeRows(t, 4) {
+		var d decoded
+		var s short
+		if err := r.Decode(&s); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Decode(&d); err != nil {
+			t.Fatal(err)
+		}
+		id := int64(i + 1)
+		want := time.Date(2026, 1, 1, 0, 0, int(id), 0, time.UTC)
+		if s.ID != itoa(id) || !s.When.Equal(want) || d.ID != id || !d.UpdatedAt.Equal(want) {
+			t.Fatalf("row %d decoded as %+v and %+v", id, s, d)
+		}
+	}
+}
+
 func itoa(n int64) string { return string(rune('0' + n)) }
 
 // BenchmarkDecode: a row into a struct of four fields.

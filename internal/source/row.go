@@ -185,18 +185,28 @@ func (r Row) Decode(dst any) error {
 		return fmt.Errorf("source: Decode needs a pointer to a struct, not %T", dst)
 	}
 	rv = rv.Elem()
-	plan := planFor(rv.Type(), r.src)
+	plan := r.src.planFor(rv.Type())
 	for _, p := range plan {
-		if err := assign(rv.FieldByIndex(p.field), r.value(p.col)); err != nil {
+		f, v := rv.FieldByIndex(p.field), r.value(p.col)
+		var err error
+		if p.scanner {
+			err = f.Addr().Interface().(sql.Scanner).Scan(v)
+		} else {
+			err = assignValue(f, v)
+		}
+		if err != nil {
 			return fmt.Errorf("source: column %q into field %s.%s: %w", r.src.cols[p.col].name, rv.Type().Name(), rv.Type().FieldByIndex(p.field).Name, err)
 		}
 	}
 	return nil
 }
 
+// fieldPlan is where Decode puts a column: the field's index and what it is, found once per
+// struct type and source rather than per row.
 type fieldPlan struct {
-	field []int
-	col   int
+	field   []int
+	col     int
+	scanner bool // *T implements sql.Scanner: the value goes to its Scan
 }
 
 // TaggedField is an exported, non-embedded struct field with a `db:"column[,option...]"` tag
@@ -229,16 +239,22 @@ func TaggedFields(t reflect.Type) []TaggedField {
 	return out
 }
 
-var plans sync.Map // planKey -> []fieldPlan
-
-type planKey struct {
-	t   reflect.Type
-	src *Source
+// A decodePlan is Decode's plan for one struct type.
+type decodePlan struct {
+	t    reflect.Type
+	plan []fieldPlan
 }
 
-func planFor(t reflect.Type, s *Source) []fieldPlan {
-	if p, ok := plans.Load(planKey{t, s}); ok {
-		return p.([]fieldPlan)
+// planFor returns Decode's plan for struct type t: from the source's last one when it is for t
+// (a poller decodes into one type, row after row: one pointer comparison per row), else from
+// its map of plans by type.
+func (s *Source) planFor(t reflect.Type) []fieldPlan {
+	if p := s.lastPlan.Load(); p != nil && p.t == t {
+		return p.plan
+	}
+	if p, ok := s.plans.Load(t); ok {
+		s.lastPlan.Store(p.(*decodePlan))
+		return p.(*decodePlan).plan
 	}
 	var plan []fieldPlan
 	for _, f := range reflect.VisibleFields(t) {
@@ -252,12 +268,14 @@ func planFor(t reflect.Type, s *Source) []fieldPlan {
 		}
 		for i, c := range s.cols {
 			if (tagged && c.name == name) || (!tagged && strings.EqualFold(c.name, f.Name)) {
-				plan = append(plan, fieldPlan{field: f.Index, col: i})
+				plan = append(plan, fieldPlan{field: f.Index, col: i, scanner: scans(f.Type)})
 				break
 			}
 		}
 	}
-	plans.Store(planKey{t, s}, plan)
+	p := &decodePlan{t: t, plan: plan}
+	s.plans.Store(t, p)
+	s.lastPlan.Store(p)
 	return plan
 }
 
@@ -283,6 +301,21 @@ func assign(f reflect.Value, v any) error {
 	if f.CanAddr() && scans(f.Type()) {
 		return f.Addr().Interface().(sql.Scanner).Scan(v)
 	}
+	return assignValue(f, v)
+}
+
+// setTime sets a time.Time field, through its address when it has one: reflect.ValueOf(t)
+// would box each time.Time.
+func setTime(f reflect.Value, t time.Time) {
+	if f.CanAddr() {
+		*f.Addr().Interface().(*time.Time) = t
+		return
+	}
+	f.Set(reflect.ValueOf(t))
+}
+
+// assignValue is assign for a field that is not a sql.Scanner.
+func assignValue(f reflect.Value, v any) error {
 	if f.Kind() == reflect.Pointer {
 		if v == nil {
 			f.SetZero()
@@ -302,14 +335,14 @@ func assign(f reflect.Value, v any) error {
 	if f.Type() == timeType {
 		switch x := v.(type) {
 		case time.Time:
-			f.Set(reflect.ValueOf(x))
+			setTime(f, x)
 			return nil
 		case string:
 			t, err := time.Parse(time.RFC3339Nano, x)
 			if err != nil {
 				return err
 			}
-			f.Set(reflect.ValueOf(t.UTC()))
+			setTime(f, t.UTC())
 			return nil
 		}
 		return fmt.Errorf("cannot decode %T", v)

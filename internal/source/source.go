@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -81,6 +82,8 @@ type Source struct {
 	dupWhy      string                     // why it cannot, for the error
 	repeat      atomic.Pointer[repeatSeen] // the repeat the last checked fetch found (dupCheck only)
 	setup       setupCache                 // the setup check's findings (SetupProblems)
+	plans       sync.Map                   // Row.Decode's plans: reflect.Type -> *decodePlan
+	lastPlan    atomic.Pointer[decodePlan] // the last of them used
 }
 
 // A reader reads a source's rows: in keyset order (keyset) or through the driver's change
