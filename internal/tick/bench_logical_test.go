@@ -38,6 +38,9 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
@@ -214,6 +217,97 @@ func peekAll(db *sql.DB, slot, pub string) (int, error) {
 	return n, rows.Err()
 }
 
+// peekPgconn is peekAll read through pgconn (the pool's connection, raw bytes per row, no
+// database/sql): what a peek costs without database/sql's per-row work.
+func peekPgconn(db *sql.DB, slot, pub string) (int, error) {
+	ctx := context.Background()
+	c, err := db.Conn(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	n := 0
+	err = c.Raw(func(dc any) error {
+		pc := dc.(*stdlib.Conn).Conn().PgConn()
+		rr := pc.ExecParams(ctx, `SELECT data FROM pg_logical_slot_peek_binary_changes($1, NULL, NULL, 'proto_version', '1', 'publication_names', $2)`,
+			[][]byte{[]byte(slot), []byte(pub)}, nil, nil, []int16{1})
+		for rr.NextRow() {
+			m, err := pglogrepl.Parse(rr.Values()[0])
+			if err != nil {
+				rr.Close()
+				return err
+			}
+			if _, ok := m.(*pglogrepl.InsertMessage); ok {
+				n++
+			}
+		}
+		_, err := rr.Close()
+		return err
+	})
+	return n, err
+}
+
+// streamAll is the streaming protocol's bare read: a replication connection (replication=database),
+// START_REPLICATION of the slot with the source's options, XLogData read and decoded with
+// pglogrepl.Parse until a keepalive says the server has sent the WAL flushed before the start,
+// then CopyDone (the slot is free again when it returns). It returns the inserts seen.
+func streamAll(db *sql.DB, dsn, slot, pub string) (int, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn, err := pgconn.Connect(ctx, dsn+"&replication=database")
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close(context.Background())
+	var flushed string
+	if err := db.QueryRow("SELECT pg_current_wal_flush_lsn()::text").Scan(&flushed); err != nil {
+		return 0, err
+	}
+	end, err := pglogrepl.ParseLSN(flushed)
+	if err != nil {
+		return 0, err
+	}
+	err = pglogrepl.StartReplication(ctx, conn, slot, 0, pglogrepl.StartReplicationOptions{
+		PluginArgs: []string{"proto_version '1'", "publication_names '" + pub + "'", "messages 'true'"}})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for {
+		msg, err := conn.ReceiveMessage(ctx)
+		if err != nil {
+			return n, err
+		}
+		cd, ok := msg.(*pgproto3.CopyData)
+		if !ok {
+			return n, fmt.Errorf("unexpected %T", msg)
+		}
+		switch cd.Data[0] {
+		case pglogrepl.PrimaryKeepaliveMessageByteID:
+			k, err := pglogrepl.ParsePrimaryKeepaliveMessage(cd.Data[1:])
+			if err != nil {
+				return n, err
+			}
+			if k.ServerWALEnd >= end {
+				_, err := pglogrepl.SendStandbyCopyDone(ctx, conn)
+				return n, err
+			}
+		case pglogrepl.XLogDataByteID:
+			x, err := pglogrepl.ParseXLogData(cd.Data[1:])
+			if err != nil {
+				return n, err
+			}
+			m, err := pglogrepl.Parse(x.WALData)
+			if err != nil {
+				return n, err
+			}
+			if _, ok := m.(*pglogrepl.InsertMessage); ok {
+				n++
+			}
+		}
+	}
+}
+
 // BenchmarkLogicalCatchUp: LOGICAL_ROWS (default 50,000) rows inserted in transactions of
 // LOGICAL_TX_ROWS (default 5) rows, read by the logical cursor through the real tick (state on
 // Azurite, no-op handler, batches of 500, the default checkpoint interval), by a bare peek of the
@@ -249,11 +343,11 @@ func BenchmarkLogicalCatchUp(b *testing.B) {
 		return e.ct.Gets.Load() - g0, e.ct.Puts.Load() - p0
 	}
 	var lg, xd counts
-	var tPeek time.Duration
+	var tPeek, tRaw, tStream time.Duration
 	var idleLG, idleXG, idleLP, idleXP int64
 	for i := 0; b.Loop(); i++ {
 		e.exec("TRUNCATE " + e.table)
-		sTick, sPeek := e.slot(), e.slot()
+		sTick, sPeek, sRaw, sStream := e.slot(), e.slot(), e.slot(), e.slot()
 		e.insert(rows, txRows)
 		lr := e.runner(lp, lgSettings(e.dsn, sTick, e.pub))
 		xr := e.runner(xp, xs)
@@ -268,6 +362,22 @@ func BenchmarkLogicalCatchUp(b *testing.B) {
 				}
 			},
 			func() { c := catchUp(xr); xd.dur += c.dur; xd.gets += c.gets; xd.puts += c.puts; xd.batchs += c.batchs },
+			func() {
+				t0 := time.Now()
+				n, err := peekPgconn(e.db, sRaw, e.pub)
+				tRaw += time.Since(t0)
+				if err != nil || n != rows {
+					b.Fatalf("bare peek through pgconn: %d inserts of %d, %v", n, rows, err)
+				}
+			},
+			func() {
+				t0 := time.Now()
+				n, err := streamAll(e.db, e.dsn, sStream, e.pub)
+				tStream += time.Since(t0)
+				if err != nil || n != rows {
+					b.Fatalf("bare stream: %d inserts of %d, %v", n, rows, err)
+				}
+			},
 		}
 		if i%2 == 1 {
 			slices.Reverse(steps)
@@ -281,6 +391,8 @@ func BenchmarkLogicalCatchUp(b *testing.B) {
 		idleXG, idleXP = idleXG+g, idleXP+p
 		e.dropSlot(sTick)
 		e.dropSlot(sPeek)
+		e.dropSlot(sRaw)
+		e.dropSlot(sStream)
 	}
 	n := float64(b.N)
 	total := float64(rows) * n
@@ -299,6 +411,8 @@ func BenchmarkLogicalCatchUp(b *testing.B) {
 	b.ReportMetric(total/lg.dur.Seconds(), "logical-rows/s")
 	b.ReportMetric(total/tPeek.Seconds(), "peek-rows/s")
 	b.ReportMetric(total/xd.dur.Seconds(), "xid-rows/s")
+	b.ReportMetric(total/tRaw.Seconds(), "pgconn-peek-rows/s")
+	b.ReportMetric(total/tStream.Seconds(), "stream-rows/s")
 	b.ReportMetric(tPeek.Seconds()/lg.dur.Seconds(), "logical/peek")
 	b.ReportMetric(xd.dur.Seconds()/lg.dur.Seconds(), "logical/xid")
 	b.ReportMetric(float64(lg.batchs)/n, "batches/tick")
