@@ -6,7 +6,10 @@ package tick_test
 //   - BenchmarkLogicalCatchUp: catch-up rows/s against a bare pg_logical_slot_peek_binary_changes
 //     of the same changes decoded with pglogrepl.Parse, and against the xid keyset cursor on the
 //     same table; blob requests per tick; and, from one more counted repetition, the SQL round
-//     trips of a catch-up tick and the pgoutput messages PostgreSQL sent per row delivered.
+//     trips of a catch-up tick and the pgoutput messages PostgreSQL sent per row delivered. Two
+//     more bare reads of the same changes say what the other ways of reading cost: the peek read
+//     through pgconn without database/sql (pgconn-peek-rows/s), and the streaming replication
+//     protocol, START_REPLICATION as pg_recvlogical uses it (stream-rows/s).
 //   - BenchmarkLogicalIdleTick: an idle tick's blob requests, SQL round trips and time, logical
 //     against xid, ticking on a 1 s schedule as the host's timer does.
 //   - BenchmarkLogicalLatency: commit-to-delivery time on a 1 s schedule, logical against xid,
@@ -311,8 +314,9 @@ func streamAll(db *sql.DB, dsn, slot, pub string) (int, error) {
 // BenchmarkLogicalCatchUp: LOGICAL_ROWS (default 50,000) rows inserted in transactions of
 // LOGICAL_TX_ROWS (default 5) rows, read by the logical cursor through the real tick (state on
 // Azurite, no-op handler, batches of 500, the default checkpoint interval), by a bare peek of the
-// same changes (its own slot, made with the tick's before the inserts), and by the xid cursor's
-// tick over the same table, alternating the order. Each repetition truncates the table and makes
+// same changes (its own slot, made with the tick's before the inserts), by the xid cursor's
+// tick over the same table, and by the two other bare reads (peekPgconn, streamAll; a slot each),
+// alternating the order. Each repetition truncates the table and makes
 // new slots first.
 func BenchmarkLogicalCatchUp(b *testing.B) {
 	rows, txRows := envInt("LOGICAL_ROWS", 50_000), envInt("LOGICAL_TX_ROWS", 5)
@@ -351,33 +355,23 @@ func BenchmarkLogicalCatchUp(b *testing.B) {
 		e.insert(rows, txRows)
 		lr := e.runner(lp, lgSettings(e.dsn, sTick, e.pub))
 		xr := e.runner(xp, xs)
+		// bare times one baseline read of all the inserts into acc.
+		bare := func(what string, acc *time.Duration, read func() (int, error)) func() {
+			return func() {
+				t0 := time.Now()
+				n, err := read()
+				*acc += time.Since(t0)
+				if err != nil || n != rows {
+					b.Fatalf("%s: %d inserts of %d, %v", what, n, rows, err)
+				}
+			}
+		}
 		steps := []func(){
 			func() { c := catchUp(lr); lg.dur += c.dur; lg.gets += c.gets; lg.puts += c.puts; lg.batchs += c.batchs },
-			func() {
-				t0 := time.Now()
-				n, err := peekAll(e.db, sPeek, e.pub)
-				tPeek += time.Since(t0)
-				if err != nil || n != rows {
-					b.Fatalf("bare peek: %d inserts of %d, %v", n, rows, err)
-				}
-			},
+			bare("bare peek", &tPeek, func() (int, error) { return peekAll(e.db, sPeek, e.pub) }),
 			func() { c := catchUp(xr); xd.dur += c.dur; xd.gets += c.gets; xd.puts += c.puts; xd.batchs += c.batchs },
-			func() {
-				t0 := time.Now()
-				n, err := peekPgconn(e.db, sRaw, e.pub)
-				tRaw += time.Since(t0)
-				if err != nil || n != rows {
-					b.Fatalf("bare peek through pgconn: %d inserts of %d, %v", n, rows, err)
-				}
-			},
-			func() {
-				t0 := time.Now()
-				n, err := streamAll(e.db, e.dsn, sStream, e.pub)
-				tStream += time.Since(t0)
-				if err != nil || n != rows {
-					b.Fatalf("bare stream: %d inserts of %d, %v", n, rows, err)
-				}
-			},
+			bare("bare peek through pgconn", &tRaw, func() (int, error) { return peekPgconn(e.db, sRaw, e.pub) }),
+			bare("bare stream", &tStream, func() (int, error) { return streamAll(e.db, e.dsn, sStream, e.pub) }),
 		}
 		if i%2 == 1 {
 			slices.Reverse(steps)
