@@ -503,23 +503,33 @@ func (l *logical) peekOnce(ctx context.Context, ask int, prev *peeked, pos Posit
 		if !ok {
 			return l.lay.Errorf("reading replication slot %q: the connection is a %T, not pgx's", l.slot, dc)
 		}
-		p, err = l.peekConn(ctx, pc.Conn().PgConn(), ask, prev, pos)
+		p, err = l.peekConn(ctx, pc.Conn(), ask, prev, pos)
 		return err
 	})
 	return p, err
 }
 
+// The names of the peek's prepared statements (each connection prepares the one its server
+// takes once: an idle tick is that one query, and planning it took 2 ms).
+const (
+	peekStmt   = "pseudotrigger_logical_peek"
+	peekStmt13 = "pseudotrigger_logical_peek13"
+)
+
 // peekResultFormats: the header as text, the messages as bytes.
 var peekResultFormats = []int16{pgtype.TextFormatCode, pgtype.BinaryFormatCode}
 
-func (l *logical) peekConn(ctx context.Context, conn *pgconn.PgConn, ask int, prev *peeked, pos Position) (*peeked, error) {
-	q := peekQuery
+func (l *logical) peekConn(ctx context.Context, conn *pgx.Conn, ask int, prev *peeked, pos Position) (*peeked, error) {
+	name, q := peekStmt, peekQuery
 	if !l.messages {
-		q = peekQuery13
+		name, q = peekStmt13, peekQuery13
+	}
+	if _, err := conn.Prepare(ctx, name, q); err != nil { // once per connection
+		return nil, l.peekErr(err)
 	}
 	args := [][]byte{[]byte(l.slot), strconv.AppendInt(nil, int64(ask), 10), []byte(l.pub),
 		strconv.AppendInt(nil, maxAsk, 10), strconv.AppendInt(nil, peekBytesPerMessage, 10)}
-	rr := conn.ExecParams(ctx, q, args, nil, nil, peekResultFormats)
+	rr := conn.PgConn().ExecPrepared(ctx, name, args, nil, peekResultFormats)
 	p := &peeked{at: time.Now()}
 	var d *decoder
 	skip := 0 // messages prev decoded already, when this peek starts where it did
