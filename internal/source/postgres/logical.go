@@ -509,8 +509,9 @@ func (l *logical) peekOnce(ctx context.Context, ask int, prev *peeked, pos Posit
 	return p, err
 }
 
-// The names of the peek's prepared statements (each connection prepares the one its server
-// takes once: an idle tick is that one query, and planning it took 2 ms).
+// The names of the peek's prepared statements: each connection prepares the one its server
+// takes once (an idle tick is that one query, and planning it took 2 ms), unless the DSN's
+// default_query_exec_mode says a pooler between may not keep statements (see peekConn).
 const (
 	peekStmt   = "pseudotrigger_logical_peek"
 	peekStmt13 = "pseudotrigger_logical_peek13"
@@ -524,12 +525,19 @@ func (l *logical) peekConn(ctx context.Context, conn *pgx.Conn, ask int, prev *p
 	if !l.messages {
 		name, q = peekStmt13, peekQuery13
 	}
-	if _, err := conn.Prepare(ctx, name, q); err != nil { // once per connection
-		return nil, l.peekErr(err)
-	}
 	args := [][]byte{[]byte(l.slot), strconv.AppendInt(nil, int64(ask), 10), []byte(l.pub),
 		strconv.AppendInt(nil, maxAsk, 10), strconv.AppendInt(nil, peekBytesPerMessage, 10)}
-	rr := conn.PgConn().ExecPrepared(ctx, name, args, nil, peekResultFormats)
+	var rr *pgconn.ResultReader
+	if conn.Config().DefaultQueryExecMode == pgx.QueryExecModeCacheStatement { // pgx's default
+		if _, err := conn.Prepare(ctx, name, q); err != nil { // once per connection
+			return nil, l.peekErr(err)
+		}
+		rr = conn.PgConn().ExecPrepared(ctx, name, args, nil, peekResultFormats)
+	} else {
+		// Another mode (default_query_exec_mode=exec, simple_protocol...: what a DSN through
+		// PgBouncer's transaction pooling sets) keeps no statement on the connection: an unnamed one.
+		rr = conn.PgConn().ExecParams(ctx, q, args, nil, nil, peekResultFormats)
+	}
 	p := &peeked{at: time.Now()}
 	var d *decoder
 	skip := 0 // messages prev decoded already, when this peek starts where it did
