@@ -12,6 +12,24 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 )
 
+// openCaptured opens a logical source of poller on the table (columns id, name, note) with a pool
+// of one connection, and returns the driver that kept its logical cursor.
+func openCaptured(t *testing.T, poller, dsn, table, slot string) (*captureDriver, *source.Source) {
+	t.Helper()
+	cd := &captureDriver{}
+	src, err := source.Open(context.Background(), source.Drivers{cd}, source.Config{Poller: poller, Driver: Name, DSN: dsn, MaxOpenConns: 1,
+		Definition: source.Definition{Table: source.Table{Name: table}, Columns: []string{"id", "name", "note"}, PK: []string{"id"},
+			Cursor: source.Cursor{Kind: state.KindLogical}, Slot: slot, Publication: slot}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { src.Close() })
+	if cd.got == nil {
+		t.Fatal("Open made no logical cursor")
+	}
+	return cd, src
+}
+
 // captureDriver is the driver, keeping the logical cursor Open makes (with its Layout).
 type captureDriver struct {
 	Driver
@@ -50,17 +68,7 @@ func TestDecoderRealMessages(t *testing.T) {
 		"UPDATE "+table+" SET id = 3 WHERE id = 1",
 		"DELETE FROM "+table+" WHERE id = 2")
 
-	cd := &captureDriver{}
-	src, err := source.Open(context.Background(), source.Drivers{cd}, source.Config{Poller: "dec", Driver: Name, DSN: dsn, Definition: source.Definition{
-		Table: source.Table{Name: table}, Columns: []string{"id", "name", "note"}, PK: []string{"id"},
-		Cursor: source.Cursor{Kind: state.KindLogical}, Slot: slot, Publication: slot}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { src.Close() })
-	if cd.got == nil {
-		t.Fatal("Open made no logical cursor")
-	}
+	cd, _ := openCaptured(t, "dec", dsn, table, slot)
 	msgs := peekMessages(t, db, slot)
 
 	decode := func(msgs [][]byte) (*peeked, error) {
@@ -142,4 +150,34 @@ func peekMessages(t *testing.T, db *sql.DB, slot string) [][]byte {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// TestPeekStatementByExecMode: with pgx's default query mode the peek is a statement prepared
+// once on the connection; with a mode a DSN through a transaction pooler sets (exec,
+// simple_protocol, cache_describe) no statement stays on the connection. Each reads the changes.
+func TestPeekStatementByExecMode(t *testing.T) {
+	db, dsn, table, slot := testenv.PostgresLogical(t, "CREATE TABLE %s (id bigint PRIMARY KEY, name text NOT NULL, note text)")
+	testenv.ExecFlushed(t, db, "INSERT INTO "+table+" SELECT g, 'n', NULL FROM generate_series(1, 7) g")
+	for _, tc := range []struct {
+		mode     string
+		prepared int
+	}{{"", 1}, {"cache_statement", 1}, {"cache_describe", 0}, {"exec", 0}, {"simple_protocol", 0}} {
+		t.Run("mode="+tc.mode, func(t *testing.T) {
+			d := dsn
+			if tc.mode != "" {
+				d = testenv.WithParam(dsn, "default_query_exec_mode", tc.mode)
+			}
+			cd, src := openCaptured(t, "peek", d, table, slot)
+			b, err := src.Fetch(context.Background(), nil, 100)
+			if err != nil || len(b.Rows) != 7 {
+				t.Fatalf("fetch: %v rows, %v", b, err)
+			}
+			var n int
+			// The pool's one connection, the peek's.
+			err = cd.got.lay.DB().QueryRowContext(context.Background(), "SELECT count(*) FROM pg_prepared_statements WHERE name IN ($1, $2)", peekStmt, peekStmt13).Scan(&n)
+			if err != nil || n != tc.prepared {
+				t.Fatalf("%d peek statements prepared on the connection, want %d (%v)", n, tc.prepared, err)
+			}
+		})
+	}
 }
