@@ -6,7 +6,10 @@ package tick_test
 //   - BenchmarkLogicalCatchUp: catch-up rows/s against a bare pg_logical_slot_peek_binary_changes
 //     of the same changes decoded with pglogrepl.Parse, and against the xid keyset cursor on the
 //     same table; blob requests per tick; and, from one more counted repetition, the SQL round
-//     trips of a catch-up tick and the pgoutput messages PostgreSQL sent per row delivered.
+//     trips of a catch-up tick and the pgoutput messages PostgreSQL sent per row delivered. Two
+//     more bare reads of the same changes say what the other ways of reading cost: the peek read
+//     through pgconn without database/sql (pgconn-peek-rows/s), and the streaming replication
+//     protocol, START_REPLICATION as pg_recvlogical uses it (stream-rows/s).
 //   - BenchmarkLogicalIdleTick: an idle tick's blob requests, SQL round trips and time, logical
 //     against xid, ticking on a 1 s schedule as the host's timer does.
 //   - BenchmarkLogicalLatency: commit-to-delivery time on a 1 s schedule, logical against xid,
@@ -38,6 +41,9 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
@@ -214,11 +220,103 @@ func peekAll(db *sql.DB, slot, pub string) (int, error) {
 	return n, rows.Err()
 }
 
+// peekPgconn is peekAll read through pgconn (the pool's connection, raw bytes per row, no
+// database/sql): what a peek costs without database/sql's per-row work.
+func peekPgconn(db *sql.DB, slot, pub string) (int, error) {
+	ctx := context.Background()
+	c, err := db.Conn(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	n := 0
+	err = c.Raw(func(dc any) error {
+		pc := dc.(*stdlib.Conn).Conn().PgConn()
+		rr := pc.ExecParams(ctx, `SELECT data FROM pg_logical_slot_peek_binary_changes($1, NULL, NULL, 'proto_version', '1', 'publication_names', $2)`,
+			[][]byte{[]byte(slot), []byte(pub)}, nil, nil, []int16{1})
+		for rr.NextRow() {
+			m, err := pglogrepl.Parse(rr.Values()[0])
+			if err != nil {
+				rr.Close()
+				return err
+			}
+			if _, ok := m.(*pglogrepl.InsertMessage); ok {
+				n++
+			}
+		}
+		_, err := rr.Close()
+		return err
+	})
+	return n, err
+}
+
+// streamAll is the streaming protocol's bare read: a replication connection (replication=database),
+// START_REPLICATION of the slot with the source's options, XLogData read and decoded with
+// pglogrepl.Parse until a keepalive says the server has sent the WAL flushed before the start,
+// then CopyDone (the slot is free again when it returns). It returns the inserts seen.
+func streamAll(db *sql.DB, dsn, slot, pub string) (int, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn, err := pgconn.Connect(ctx, dsn+"&replication=database")
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close(context.Background())
+	var flushed string
+	if err := db.QueryRow("SELECT pg_current_wal_flush_lsn()::text").Scan(&flushed); err != nil {
+		return 0, err
+	}
+	end, err := pglogrepl.ParseLSN(flushed)
+	if err != nil {
+		return 0, err
+	}
+	err = pglogrepl.StartReplication(ctx, conn, slot, 0, pglogrepl.StartReplicationOptions{
+		PluginArgs: []string{"proto_version '1'", "publication_names '" + pub + "'", "messages 'true'"}})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for {
+		msg, err := conn.ReceiveMessage(ctx)
+		if err != nil {
+			return n, err
+		}
+		cd, ok := msg.(*pgproto3.CopyData)
+		if !ok {
+			return n, fmt.Errorf("unexpected %T", msg)
+		}
+		switch cd.Data[0] {
+		case pglogrepl.PrimaryKeepaliveMessageByteID:
+			k, err := pglogrepl.ParsePrimaryKeepaliveMessage(cd.Data[1:])
+			if err != nil {
+				return n, err
+			}
+			if k.ServerWALEnd >= end {
+				_, err := pglogrepl.SendStandbyCopyDone(ctx, conn)
+				return n, err
+			}
+		case pglogrepl.XLogDataByteID:
+			x, err := pglogrepl.ParseXLogData(cd.Data[1:])
+			if err != nil {
+				return n, err
+			}
+			m, err := pglogrepl.Parse(x.WALData)
+			if err != nil {
+				return n, err
+			}
+			if _, ok := m.(*pglogrepl.InsertMessage); ok {
+				n++
+			}
+		}
+	}
+}
+
 // BenchmarkLogicalCatchUp: LOGICAL_ROWS (default 50,000) rows inserted in transactions of
 // LOGICAL_TX_ROWS (default 5) rows, read by the logical cursor through the real tick (state on
 // Azurite, no-op handler, batches of 500, the default checkpoint interval), by a bare peek of the
-// same changes (its own slot, made with the tick's before the inserts), and by the xid cursor's
-// tick over the same table, alternating the order. Each repetition truncates the table and makes
+// same changes (its own slot, made with the tick's before the inserts), by the xid cursor's
+// tick over the same table, and by the two other bare reads (peekPgconn, streamAll; a slot each),
+// alternating the order. Each repetition truncates the table and makes
 // new slots first.
 func BenchmarkLogicalCatchUp(b *testing.B) {
 	rows, txRows := envInt("LOGICAL_ROWS", 50_000), envInt("LOGICAL_TX_ROWS", 5)
@@ -249,25 +347,31 @@ func BenchmarkLogicalCatchUp(b *testing.B) {
 		return e.ct.Gets.Load() - g0, e.ct.Puts.Load() - p0
 	}
 	var lg, xd counts
-	var tPeek time.Duration
+	var tPeek, tRaw, tStream time.Duration
 	var idleLG, idleXG, idleLP, idleXP int64
 	for i := 0; b.Loop(); i++ {
 		e.exec("TRUNCATE " + e.table)
-		sTick, sPeek := e.slot(), e.slot()
+		sTick, sPeek, sRaw, sStream := e.slot(), e.slot(), e.slot(), e.slot()
 		e.insert(rows, txRows)
 		lr := e.runner(lp, lgSettings(e.dsn, sTick, e.pub))
 		xr := e.runner(xp, xs)
+		// bare times one baseline read of all the inserts into acc.
+		bare := func(what string, acc *time.Duration, read func() (int, error)) func() {
+			return func() {
+				t0 := time.Now()
+				n, err := read()
+				*acc += time.Since(t0)
+				if err != nil || n != rows {
+					b.Fatalf("%s: %d inserts of %d, %v", what, n, rows, err)
+				}
+			}
+		}
 		steps := []func(){
 			func() { c := catchUp(lr); lg.dur += c.dur; lg.gets += c.gets; lg.puts += c.puts; lg.batchs += c.batchs },
-			func() {
-				t0 := time.Now()
-				n, err := peekAll(e.db, sPeek, e.pub)
-				tPeek += time.Since(t0)
-				if err != nil || n != rows {
-					b.Fatalf("bare peek: %d inserts of %d, %v", n, rows, err)
-				}
-			},
+			bare("bare peek", &tPeek, func() (int, error) { return peekAll(e.db, sPeek, e.pub) }),
 			func() { c := catchUp(xr); xd.dur += c.dur; xd.gets += c.gets; xd.puts += c.puts; xd.batchs += c.batchs },
+			bare("bare peek through pgconn", &tRaw, func() (int, error) { return peekPgconn(e.db, sRaw, e.pub) }),
+			bare("bare stream", &tStream, func() (int, error) { return streamAll(e.db, e.dsn, sStream, e.pub) }),
 		}
 		if i%2 == 1 {
 			slices.Reverse(steps)
@@ -281,6 +385,8 @@ func BenchmarkLogicalCatchUp(b *testing.B) {
 		idleXG, idleXP = idleXG+g, idleXP+p
 		e.dropSlot(sTick)
 		e.dropSlot(sPeek)
+		e.dropSlot(sRaw)
+		e.dropSlot(sStream)
 	}
 	n := float64(b.N)
 	total := float64(rows) * n
@@ -299,6 +405,8 @@ func BenchmarkLogicalCatchUp(b *testing.B) {
 	b.ReportMetric(total/lg.dur.Seconds(), "logical-rows/s")
 	b.ReportMetric(total/tPeek.Seconds(), "peek-rows/s")
 	b.ReportMetric(total/xd.dur.Seconds(), "xid-rows/s")
+	b.ReportMetric(total/tRaw.Seconds(), "pgconn-peek-rows/s")
+	b.ReportMetric(total/tStream.Seconds(), "stream-rows/s")
 	b.ReportMetric(tPeek.Seconds()/lg.dur.Seconds(), "logical/peek")
 	b.ReportMetric(xd.dur.Seconds()/lg.dur.Seconds(), "logical/xid")
 	b.ReportMetric(float64(lg.batchs)/n, "batches/tick")

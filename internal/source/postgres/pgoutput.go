@@ -1,0 +1,179 @@
+package postgres
+
+// The pgoutput messages a catch-up is made of (begin, insert, update, delete, commit: all but a
+// handful of a peek's rows) are read here by hand, straight into the changes' values; the rest
+// (relation, truncate, logical decoding message, type, origin) go through pglogrepl.Parse.
+// pglogrepl.Parse allocates a message, a tuple, and a column and a copy of its bytes for every
+// value; here a change's message is copied once into the decoder's arena and its values are
+// slices of that copy. The layouts (protocol version 1) are PostgreSQL's "Logical Replication
+// Message Formats".
+
+import (
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/source"
+)
+
+// tuple is a TupleData: each column's kind ('n' null, 'u' unchanged TOAST, 't' text, 'b'
+// binary) and its bytes (nil but for text and binary). A decoder reuses its two tuples.
+type tuple struct {
+	kind []byte
+	val  [][]byte
+}
+
+// parse reads a TupleData from b into t and returns what follows it.
+func (t *tuple) parse(b []byte) ([]byte, error) {
+	if len(b) < 2 {
+		return nil, errShort
+	}
+	n := int(binary.BigEndian.Uint16(b))
+	b = b[2:]
+	t.kind, t.val = t.kind[:0], t.val[:0]
+	for range n {
+		if len(b) < 1 {
+			return nil, errShort
+		}
+		k := b[0]
+		b = b[1:]
+		var v []byte
+		switch k {
+		case pglogrepl.TupleDataTypeText, pglogrepl.TupleDataTypeBinary:
+			if len(b) < 4 {
+				return nil, errShort
+			}
+			ln := int(binary.BigEndian.Uint32(b))
+			b = b[4:]
+			if ln < 0 || len(b) < ln {
+				return nil, errShort
+			}
+			v, b = b[:ln:ln], b[ln:]
+		case pglogrepl.TupleDataTypeNull, pglogrepl.TupleDataTypeToast:
+		default:
+			return nil, fmt.Errorf("a column of kind %q", k)
+		}
+		t.kind = append(t.kind, k)
+		t.val = append(t.val, v)
+	}
+	return b, nil
+}
+
+var errShort = fmt.Errorf("the message ends early")
+
+// arenaBlock is the size of the blocks a decoder copies the changes' messages into.
+const arenaBlock = 256 << 10
+
+// keep copies b into the decoder's arena: the changes' values are slices of the copy, and the
+// reader's buffer that b is in is reused for the next row.
+func (d *decoder) keep(b []byte) []byte {
+	if len(b) > cap(d.arena)-len(d.arena) {
+		d.arena = make([]byte, 0, max(arenaBlock, len(b)))
+	}
+	n := len(d.arena)
+	d.arena = append(d.arena, b...)
+	return d.arena[n:len(d.arena):len(d.arena)]
+}
+
+// pgEpoch is PostgreSQL's epoch (2000-01-01 UTC) in Unix microseconds.
+const pgEpoch = 946684800 * 1000000
+
+// message decodes one pgoutput message; data is the reader's and is not kept (what a change
+// needs of it is copied).
+func (d *decoder) message(data []byte) error {
+	if len(data) == 0 {
+		return d.l.lay.Errorf("decoding a pgoutput message: an empty message")
+	}
+	switch data[0] {
+	case 'B': // Int64 final LSN, Int64 commit time, Int32 xid
+		if len(data) < 21 {
+			return d.l.lay.Errorf("decoding a pgoutput begin message: %v", errShort)
+		}
+		at := time.UnixMicro(pgEpoch + int64(binary.BigEndian.Uint64(data[9:])))
+		d.begin(pglogrepl.LSN(binary.BigEndian.Uint64(data[1:])), at)
+		return nil
+	case 'C': // Int8 flags, Int64 commit LSN, Int64 end LSN, Int64 commit time
+		if len(data) < 26 {
+			return d.l.lay.Errorf("decoding a pgoutput commit message: %v", errShort)
+		}
+		end := pglogrepl.LSN(binary.BigEndian.Uint64(data[10:]))
+		d.lastEnd = end
+		d.commit(end)
+		return nil
+	case 'I', 'U', 'D': // Int32 relation, then tuples
+		if len(data) < 5 {
+			return d.l.lay.Errorf("decoding a pgoutput %c message: %v", data[0], errShort)
+		}
+		if binary.BigEndian.Uint32(data[1:]) != d.l.relOID {
+			return nil
+		}
+		if err := d.change(d.keep(data)); err != nil {
+			return d.l.lay.Errorf("decoding a pgoutput %c message: %v", data[0], err)
+		}
+		return nil
+	}
+	m, err := pglogrepl.Parse(data)
+	if err != nil {
+		return d.l.lay.Errorf("decoding a pgoutput message: %v", err)
+	}
+	switch m := m.(type) {
+	case *pglogrepl.RelationMessage:
+		if m.RelationID == d.l.relOID {
+			return d.relation(m)
+		}
+	case *pglogrepl.TruncateMessage:
+		if slices.Contains(m.RelationIDs, d.l.relOID) {
+			return d.truncate()
+		}
+	case *pglogrepl.LogicalDecodingMessage:
+		if m.Transactional && m.Prefix == keepUpPrefix && d.tx != nil {
+			d.tx.keepUp = true
+		}
+	}
+	return nil
+}
+
+// begin starts a transaction; its entries reuse the last one's array (commit has moved them
+// into the stream).
+func (d *decoder) begin(commit pglogrepl.LSN, at time.Time) {
+	d.txBuf = txn{commit: commit, at: at, entries: d.txBuf.entries[:0]}
+	d.tx = &d.txBuf
+}
+
+// change decodes an insert ('I': 'N' and the new tuple), an update ('U': 'K' or 'O' and the old
+// tuple when the server sent it, then 'N' and the new one) or a delete ('D': 'K' or 'O' and the
+// old tuple) of the table; data is kept (the values are slices of it).
+func (d *decoder) change(data []byte) error {
+	op, b := data[0], data[5:]
+	var err error
+	var old, cur *tuple
+	var oldKind byte
+	if (op == 'U' || op == 'D') && len(b) > 0 && (b[0] == 'K' || b[0] == 'O') {
+		oldKind, old = b[0], &d.oldT
+		if b, err = old.parse(b[1:]); err != nil {
+			return err
+		}
+	}
+	if op != 'D' {
+		if len(b) == 0 || b[0] != 'N' {
+			return fmt.Errorf("no new tuple")
+		}
+		cur = &d.newT
+		if _, err = cur.parse(b[1:]); err != nil {
+			return err
+		}
+	}
+	switch op {
+	case 'I':
+		return d.add(source.OpInsert, cur, nil, false)
+	case 'U':
+		return d.update(old, oldKind, cur)
+	}
+	if old == nil {
+		return fmt.Errorf("no old tuple")
+	}
+	return d.add(source.OpDelete, old, nil, oldKind == 'K')
+}

@@ -1,0 +1,183 @@
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
+	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
+)
+
+// openCaptured opens a logical source of poller on the table (columns id, name, note) with a pool
+// of one connection, and returns the driver that kept its logical cursor.
+func openCaptured(t *testing.T, poller, dsn, table, slot string) (*captureDriver, *source.Source) {
+	t.Helper()
+	cd := &captureDriver{}
+	src, err := source.Open(context.Background(), source.Drivers{cd}, source.Config{Poller: poller, Driver: Name, DSN: dsn, MaxOpenConns: 1,
+		Definition: source.Definition{Table: source.Table{Name: table}, Columns: []string{"id", "name", "note"}, PK: []string{"id"},
+			Cursor: source.Cursor{Kind: state.KindLogical}, Slot: slot, Publication: slot}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { src.Close() })
+	if cd.got == nil {
+		t.Fatal("Open made no logical cursor")
+	}
+	return cd, src
+}
+
+// captureDriver is the driver, keeping the logical cursor Open makes (with its Layout).
+type captureDriver struct {
+	Driver
+	got *logical
+}
+
+func (c *captureDriver) ChangeStream(kind string, l *source.Layout) (source.ChangeStream, bool) {
+	cs, ok := c.Driver.ChangeStream(kind, l)
+	c.got, _ = cs.(*logical)
+	return cs, ok
+}
+
+// TestDecoderRealMessages decodes the pgoutput messages PostgreSQL sent for inserts, updates
+// (one of the key, one leaving a TOASTed value alone), deletes and another table's changes, under
+// REPLICA IDENTITY FULL: whole, they give the changes in order; and every message of the table
+// cut short (begin, commit, insert, update, delete) is an error naming the poller, never a
+// panic or a change made of what is left.
+func TestDecoderRealMessages(t *testing.T) {
+	db, dsn, table, slot := testenv.PostgresLogical(t, "CREATE TABLE %s (id bigint PRIMARY KEY, name text NOT NULL, note text)")
+	other := table + "_other"
+	for _, q := range []string{
+		"ALTER TABLE " + table + " REPLICA IDENTITY FULL",
+		"CREATE TABLE " + other + " (id int PRIMARY KEY)",
+		"ALTER PUBLICATION " + slot + " ADD TABLE " + other,
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	t.Cleanup(func() { db.Exec("DROP TABLE IF EXISTS " + other) })
+	big := "(SELECT string_agg(md5(g::text), '') FROM generate_series(1, 3000) g)" // 96,000 characters: TOASTed, hardly compressed
+	testenv.ExecFlushed(t, db,
+		"INSERT INTO "+table+" VALUES (1, 'a', NULL), (2, 'b', "+big+")",
+		"INSERT INTO "+other+" VALUES (1)",
+		"UPDATE "+table+" SET name = 'b2' WHERE id = 2",
+		"UPDATE "+table+" SET id = 3 WHERE id = 1",
+		"DELETE FROM "+table+" WHERE id = 2")
+
+	cd, _ := openCaptured(t, "dec", dsn, table, slot)
+	msgs := peekMessages(t, db, slot)
+
+	decode := func(msgs [][]byte) (*peeked, error) {
+		p := &peeked{}
+		d := &decoder{l: cd.got, p: p}
+		for _, m := range msgs {
+			if err := d.message(m); err != nil {
+				return p, err
+			}
+		}
+		return p, nil
+	}
+	p, err := decode(msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range p.rows {
+		got = append(got, fmt.Sprintf("%s %s/%s/%d", c.Op, c.Text[0], c.Text[1], len(c.Text[2])))
+	}
+	// The update of 2 leaves note alone: FULL's old row supplies it. The key change of 1 is a
+	// delete and an insert; the delete of 2 carries the old row.
+	want := []string{"insert 1/a/0", "insert 2/b/96000", "update 2/b2/96000", "delete 1/a/0", "insert 3/a/0", "delete 2/b2/96000"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("changes:\n got %v\nwant %v", got, want)
+	}
+
+	cut := 0
+	for k, m := range msgs {
+		switch m[0] {
+		case 'B', 'C', 'I', 'U', 'D':
+		default:
+			continue
+		}
+		if m[0] == 'I' || m[0] == 'U' || m[0] == 'D' {
+			if p, err := decode(msgs[:k]); err != nil || p == nil {
+				t.Fatal(err)
+			}
+			if rel := uint32(m[1])<<24 | uint32(m[2])<<16 | uint32(m[3])<<8 | uint32(m[4]); rel != cd.got.relOID {
+				continue // another table's: not read past its relation
+			}
+		}
+		for n := 1; n < len(m); n++ {
+			if n > 16 && n < len(m)-16 && n%4999 != 0 {
+				continue // a long value: its ends, and some places between
+			}
+			_, err := decode(append(msgs[:k:k], m[:n]))
+			if err == nil {
+				t.Fatalf("message %d (%c, %d bytes) cut to %d bytes: no error", k, m[0], len(m), n)
+			}
+			cut++
+		}
+	}
+	if cut == 0 {
+		t.Fatal("no message was cut")
+	}
+	if _, err := decode(append(msgs[:1:1], []byte{'B', 0})); err == nil || !strings.Contains(err.Error(), `poller "dec"`) || !strings.Contains(err.Error(), "begin") {
+		t.Fatalf("a short begin: %v", err)
+	}
+}
+
+// peekMessages reads the slot's messages as the cursor asks for them.
+func peekMessages(t *testing.T, db *sql.DB, slot string) [][]byte {
+	t.Helper()
+	rows, err := db.Query(`SELECT data FROM pg_logical_slot_peek_binary_changes($1, NULL, NULL, 'proto_version', '1', 'publication_names', $2, 'messages', 'true')`, slot, slot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out [][]byte
+	for rows.Next() {
+		var m []byte
+		if err := rows.Scan(&m); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, m)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestPeekStatementByExecMode: with pgx's default query mode the peek is a statement prepared
+// once on the connection; with a mode a DSN through a transaction pooler sets (exec,
+// simple_protocol, cache_describe) no statement stays on the connection. Each reads the changes.
+func TestPeekStatementByExecMode(t *testing.T) {
+	db, dsn, table, slot := testenv.PostgresLogical(t, "CREATE TABLE %s (id bigint PRIMARY KEY, name text NOT NULL, note text)")
+	testenv.ExecFlushed(t, db, "INSERT INTO "+table+" SELECT g, 'n', NULL FROM generate_series(1, 7) g")
+	for _, tc := range []struct {
+		mode     string
+		prepared int
+	}{{"", 1}, {"cache_statement", 1}, {"cache_describe", 0}, {"exec", 0}, {"simple_protocol", 0}} {
+		t.Run("mode="+tc.mode, func(t *testing.T) {
+			d := dsn
+			if tc.mode != "" {
+				d = testenv.WithParam(dsn, "default_query_exec_mode", tc.mode)
+			}
+			cd, src := openCaptured(t, "peek", d, table, slot)
+			b, err := src.Fetch(context.Background(), nil, 100)
+			if err != nil || len(b.Rows) != 7 {
+				t.Fatalf("fetch: %v rows, %v", b, err)
+			}
+			var n int
+			// The pool's one connection, the peek's.
+			err = cd.got.lay.DB().QueryRowContext(context.Background(), "SELECT count(*) FROM pg_prepared_statements WHERE name IN ($1, $2)", peekStmt, peekStmt13).Scan(&n)
+			if err != nil || n != tc.prepared {
+				t.Fatalf("%d peek statements prepared on the connection, want %d (%v)", n, tc.prepared, err)
+			}
+		})
+	}
+}
