@@ -36,11 +36,11 @@ import (
 //     transactions of SCALE_LOGICAL_TX_ROWS (5), each on a fresh slot.
 //   - pollers: an app of SCALE_POLLERS (50) declared pollers, each with its own state blob,
 //     reading one table of SCALE_POLLER_ROWS (10,000) rows to the same webhook, all invoked at once
-//     until caught up, against an app of one of them alone (5 runs an iteration): the handler's
-//     peak RSS, each invocation's p50 and p95 time, and the most PostgreSQL connections the
-//     handler held at once (pg_stat_activity by application_name, sampled), which must stay
-//     within POLLER_DB_MAX_CONNECTIONS' default (source.DefaultPoolSize): above it, the benchmark
-//     fails.
+//     until caught up and then once more (idle), against an app of one of them alone (5 runs an
+//     iteration): the handler's peak RSS, each invocation's p50 and p95 time, catching up and
+//     idle, and the most PostgreSQL connections the handler held at once (pg_stat_activity by
+//     application_name, sampled), which must stay within POLLER_DB_MAX_CONNECTIONS' default
+//     (source.DefaultPoolSize): above it, the benchmark fails.
 func BenchmarkScale(b *testing.B) {
 	bin := benchHandler()
 	storage := testenv.Azurite(b)
@@ -266,35 +266,17 @@ func scalePollers(b *testing.B, bin, storage string) {
 		return e
 	}
 
-	var allTicks, oneTicks []time.Duration
+	// The ticks of each app: catching up (a fresh process's first ticks) and then idle, each
+	// poller's timer firing once more with nothing new.
+	var allTicks, oneTicks, allIdle, oneIdle []time.Duration
 	var allPeak, onePeak float64
 	var conns int
 	for b.Loop() {
 		h := startHandler(b, bin, env(all))
 		stopSampling := sampleConnections(b, db, app, &conns)
-		start := make(chan struct{})
-		var wg sync.WaitGroup
-		var mu sync.Mutex
-		var failed atomic.Pointer[error]
-		for _, name := range names {
-			wg.Go(func() {
-				<-start // the timers fire at once
-				_, ticks, err := h.tryCatchUp(name, rows)
-				if err != nil {
-					failed.CompareAndSwap(nil, &err)
-					return
-				}
-				mu.Lock()
-				allTicks = append(allTicks, ticks...)
-				mu.Unlock()
-			})
-		}
-		close(start)
-		wg.Wait()
+		allTicks = append(allTicks, atOnce(b, h, names, rows)...)
+		allIdle = append(allIdle, atOnce(b, h, names, 0)...)
 		stopSampling()
-		if err := failed.Load(); err != nil {
-			b.Fatal(*err)
-		}
 		allPeak = max(allPeak, h.peakMB())
 		h.stop()
 
@@ -302,20 +284,24 @@ func scalePollers(b *testing.B, bin, storage string) {
 			h := startHandler(b, bin, env(one))
 			_, ticks := h.catchUp(names[0], rows)
 			oneTicks = append(oneTicks, ticks...)
+			_, ticks = h.catchUp(names[0], 0)
+			oneIdle = append(oneIdle, ticks...)
 			onePeak = max(onePeak, h.peakMB())
 			h.stop()
 		}
 	}
-	slices.Sort(allTicks)
-	slices.Sort(oneTicks)
 	b.ReportMetric(float64(n), "pollers")
 	b.ReportMetric(onePeak, "one-peak-rss-MB")
 	b.ReportMetric(allPeak, "all-peak-rss-MB")
 	b.ReportMetric(allPeak/onePeak, "all/one-peak-rss")
-	b.ReportMetric(pct(oneTicks, 0.50), "one-tick-p50-ms")
-	b.ReportMetric(pct(oneTicks, 0.95), "one-tick-p95-ms")
-	b.ReportMetric(pct(allTicks, 0.50), "all-tick-p50-ms")
-	b.ReportMetric(pct(allTicks, 0.95), "all-tick-p95-ms")
+	for _, t := range []struct {
+		name  string
+		ticks []time.Duration
+	}{{"one-tick", oneTicks}, {"all-tick", allTicks}, {"one-idle-tick", oneIdle}, {"all-idle-tick", allIdle}} {
+		slices.Sort(t.ticks)
+		b.ReportMetric(pct(t.ticks, 0.50), t.name+"-p50-ms")
+		b.ReportMetric(pct(t.ticks, 0.95), t.name+"-p95-ms")
+	}
 	b.ReportMetric(float64(conns), "peak-pg-conns")
 	b.ReportMetric(source.DefaultPoolSize, "pg-conns-bound")
 	if conns > source.DefaultPoolSize {
@@ -324,13 +310,42 @@ func scalePollers(b *testing.B, bin, storage string) {
 	}
 }
 
-// sampleConnections counts, every 2 ms until the returned func is called, the connections of
+// atOnce invokes each of the functions names of h at the same moment, as timers that fire
+// together, each until it has delivered rows rows, and returns every invocation's time.
+func atOnce(b *testing.B, h *handlerProc, names []string, rows int) []time.Duration {
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var all []time.Duration
+	var failed atomic.Pointer[error]
+	for _, name := range names {
+		wg.Go(func() {
+			<-start
+			_, ticks, err := h.tryCatchUp(name, rows)
+			if err != nil {
+				failed.CompareAndSwap(nil, &err)
+				return
+			}
+			mu.Lock()
+			all = append(all, ticks...)
+			mu.Unlock()
+		})
+	}
+	close(start)
+	wg.Wait()
+	if err := failed.Load(); err != nil {
+		b.Fatal(*err)
+	}
+	return all
+}
+
+// sampleConnections counts, every 10 ms until the returned func is called, the connections of
 // application_name app in pg_stat_activity, keeping the highest count in *peak.
 func sampleConnections(b *testing.B, db *sql.DB, app string, peak *int) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		t := time.NewTicker(2 * time.Millisecond)
+		t := time.NewTicker(10 * time.Millisecond)
 		defer t.Stop()
 		for {
 			var c int
