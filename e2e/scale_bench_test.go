@@ -69,7 +69,7 @@ func (s *sizeRuns) add(d time.Duration, peak float64) {
 	s.peak = max(s.peak, peak)
 }
 
-// report reports both sizes' rows/s and peak RSS, and large/small of each.
+// reportSizes reports both sizes' rows/s and peak RSS, and large/small of each.
 func reportSizes(b *testing.B, small, large *sizeRuns) {
 	n := float64(b.N)
 	rs, rl := float64(small.rows)*n/small.dur.Seconds(), float64(large.rows)*n/large.dur.Seconds()
