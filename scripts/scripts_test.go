@@ -552,11 +552,12 @@ func TestBenchShEndToEnd(t *testing.T) {
 	}
 }
 
-// TestBenchShScale: scripts/bench.sh scale, at tiny sizes with its own Azurite and PostgreSQL,
-// prints the two-size table (rows/s, peak RSS, large/small of both) for the orders poller and the
-// logical poller, the many-pollers table and the connections the handler held, and a summary
-// line for each scale path with its goal and recorded figure from the page it is given; and when
-// it ends, nothing it started runs (the handlers, the servers), watched while it ran.
+// TestBenchShScale: scripts/bench.sh scale, at tiny sizes with its own Azurite and PostgreSQL and
+// COUNT=2, has a result line for each sub-benchmark and run; prints the two-size table (rows/s,
+// peak RSS, large/small of both) for the orders poller and the logical poller, the many-pollers
+// table and the connections the handler held, and a summary line for each scale path with its
+// goal and recorded figure from the page it is given; and when it ends, nothing it started runs
+// (the handlers, the servers), watched while it ran.
 func TestBenchShScale(t *testing.T) {
 	needServers(t)
 	dir := checkout(t)
@@ -568,7 +569,8 @@ func TestBenchShScale(t *testing.T) {
 	if err := os.WriteFile(doc, page, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s := start(t, dir, []string{"RUN_DIR=" + t.TempDir(), "PERF_DOC=" + doc, "COUNT=1", "AZURITE_CONNECTION_STRING=", "PG_TEST_DSN=",
+	runDir := t.TempDir()
+	s := start(t, dir, []string{"RUN_DIR=" + runDir, "PERF_DOC=" + doc, "COUNT=2", "AZURITE_CONNECTION_STRING=", "PG_TEST_DSN=",
 		"SCALE_SMALL=2000", "SCALE_LARGE=6000", "SCALE_LOGICAL_SMALL=500", "SCALE_LOGICAL_LARGE=1500", "SCALE_POLLERS=4", "SCALE_POLLER_ROWS=600"},
 		"scripts/bench.sh", "scale")
 	// What it started, gathered while it runs: the handlers come and go.
@@ -616,6 +618,17 @@ func TestBenchShScale(t *testing.T) {
 	} {
 		if !regexp.MustCompile(re).MatchString(out) {
 			t.Errorf("no line matching %s in:\n%s", re, out)
+		}
+	}
+	// Each run's figures on a result line of their own, where the medians are taken from (a line
+	// the benchmark printed into would hide them).
+	raw, err := os.ReadFile(filepath.Join(runDir, "bench-scale.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sub := range []string{"rows", "logical", "pollers"} {
+		if n := len(regexp.MustCompile(`(?m)^BenchmarkScale/`+sub+`-\d+\s+\d+\s+\d+ ns/op`).FindAll(raw, -1)); n != 2 {
+			t.Errorf("%d result lines of BenchmarkScale/%s for COUNT=2:\n%s", n, sub, raw)
 		}
 	}
 }
