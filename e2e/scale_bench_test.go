@@ -49,9 +49,11 @@ func BenchmarkScale(b *testing.B) {
 	small, large := envSize("SCALE_SMALL", 1_000_000), envSize("SCALE_LARGE", 10_000_000)
 	dsnSmall, _ := ordersTable(b, small)
 	dsnLarge, _ := ordersTable(b, large)
+	pollerRows := envSize("SCALE_POLLER_ROWS", 10_000)
+	dsnPollers, db := ordersTable(b, pollerRows)
 	b.Run("rows", func(b *testing.B) { scaleRows(b, bin, storage, small, dsnSmall, large, dsnLarge) })
 	b.Run("logical", func(b *testing.B) { scaleLogical(b, bin, storage) })
-	b.Run("pollers", func(b *testing.B) { scalePollers(b, bin, storage) })
+	b.Run("pollers", func(b *testing.B) { scalePollers(b, bin, storage, pollerRows, dsnPollers, db) })
 }
 
 // envSize is the positive integer in the environment variable name, else def.
@@ -74,10 +76,12 @@ func (s *sizeRuns) add(d time.Duration, peak float64) {
 	s.peak = max(s.peak, peak)
 }
 
+// rate is the rows/s over n catch-ups.
+func (s *sizeRuns) rate(n int) float64 { return float64(s.rows) * float64(n) / s.dur.Seconds() }
+
 // reportSizes reports both sizes' rows/s and peak RSS, and large/small of each.
 func reportSizes(b *testing.B, small, large *sizeRuns) {
-	n := float64(b.N)
-	rs, rl := float64(small.rows)*n/small.dur.Seconds(), float64(large.rows)*n/large.dur.Seconds()
+	rs, rl := small.rate(b.N), large.rate(b.N)
 	b.ReportMetric(rs, "small-rows/s")
 	b.ReportMetric(rl, "large-rows/s")
 	b.ReportMetric(rl/rs, "large/small-rows/s")
@@ -114,9 +118,7 @@ func scaleRows(b *testing.B, bin, storage string, smallRows int, dsnSmall string
 		alternate(i, run(small, dsnSmall), run(large, dsnLarge))
 	}
 	reportSizes(b, small, large)
-	n := float64(b.N)
-	testenv.ReportMB(b, bytesPerRow, map[string]float64{
-		"small": float64(small.rows) * n / small.dur.Seconds(), "large": float64(large.rows) * n / large.dur.Seconds()})
+	testenv.ReportMB(b, bytesPerRow, map[string]float64{"small": small.rate(b.N), "large": large.rate(b.N)})
 }
 
 // declaredApp writes an app root holding a poller folder (function.json with a timer, poller.json
@@ -243,10 +245,11 @@ func pct(d []time.Duration, q float64) float64 {
 	return float64(d[i].Microseconds()) / 1000
 }
 
-func scalePollers(b *testing.B, bin, storage string) {
-	n, rows := envSize("SCALE_POLLERS", 50), envSize("SCALE_POLLER_ROWS", 10_000)
+// scalePollers: SCALE_POLLERS pollers reading the orders table of rows rows (dsn, made by
+// ordersTable; db counts the handler's connections).
+func scalePollers(b *testing.B, bin, storage string, rows int, dsn string, db *sql.DB) {
+	n := envSize("SCALE_POLLERS", 50)
 	const aloneRuns = 5
-	dsn, db := ordersTable(b, rows)
 	app := testenv.Name("scale-pollers-") // the handler's connections' application_name, to count them
 	dsnApp := testenv.WithParam(dsn, "application_name", app)
 	spec := webhookSpec(b, map[string]any{"table": "orders", "columns": []string{"id", "customer", "amount", "updated_at"},
