@@ -43,10 +43,7 @@ func BenchmarkEndToEnd(b *testing.B) {
 	if n, err := strconv.Atoi(os.Getenv("E2E_ROWS")); err == nil && n > 0 {
 		rows = n
 	}
-	bin := binary
-	if h := os.Getenv("E2E_HANDLER"); h != "" {
-		bin = h
-	}
+	bin := benchHandler()
 	storage, reads, writes := countingAzurite(b, testenv.Azurite(b))
 	dsn, db := ordersTable(b, rows)
 	batch := appsettings.DefaultBatchSize
@@ -93,6 +90,15 @@ func BenchmarkEndToEnd(b *testing.B) {
 	b.ReportMetric(ticks/n, "invocations")
 }
 
+// benchHandler is the handler binary the benchmarks run: E2E_HANDLER (bin/handler from
+// scripts/build.sh, as scripts/bench.sh gives it), else the one TestMain builds.
+func benchHandler() string {
+	if h := os.Getenv("E2E_HANDLER"); h != "" {
+		return h
+	}
+	return binary
+}
+
 // ordersTable makes, unless it is there from an earlier run, the schema bench_e2e_ROWS with the
 // example's orders table (devhost.CreateOrdersFor) holding rows rows a day old, ten microseconds
 // apart, filled by generate_series, and returns a DSN whose search_path is that schema and a pool
@@ -120,14 +126,23 @@ func ordersTable(b *testing.B, rows int) (string, *sql.DB) {
 	if err := devhost.CreateOrdersFor(ctx, db, postgres.Name); err != nil {
 		b.Fatal(err)
 	}
-	for _, q := range []string{
-		`INSERT INTO orders SELECT g, 'customer ' || g, (g % 100000) / 100.0, now() - interval '1 day' + g * interval '10 microseconds'
-		  FROM generate_series(1, ` + strconv.Itoa(rows) + `) g`,
-		`VACUUM ANALYZE orders`,
-	} {
+	// A million rows a statement, with a line for each when there are more (10M take minutes):
+	// printed at once, where b.Logf shows only when the benchmark ends.
+	const chunk = 1_000_000
+	t0 := time.Now()
+	for from := 1; from <= rows; from += chunk {
+		to := min(from+chunk-1, rows)
+		q := `INSERT INTO orders SELECT g, 'customer ' || g, (g % 100000) / 100.0, now() - interval '1 day' + g * interval '10 microseconds'
+		  FROM generate_series(` + strconv.Itoa(from) + `, ` + strconv.Itoa(to) + `) g`
 		if _, err := db.ExecContext(ctx, q); err != nil {
 			b.Fatalf("%s: %v", q, err)
 		}
+		if rows > chunk {
+			fmt.Printf("%s.orders: %d of %d rows inserted (%v)\n", schema, to, rows, time.Since(t0).Round(time.Second))
+		}
+	}
+	if _, err := db.ExecContext(ctx, `VACUUM ANALYZE orders`); err != nil {
+		b.Fatalf("VACUUM ANALYZE %s.orders: %v", schema, err)
 	}
 	return dsn, db
 }
@@ -180,47 +195,100 @@ func countingAzurite(b *testing.B, cs string) (string, *atomic.Int64, *atomic.In
 // last answer, the handler's peak RSS in MB (VmHWM) and the invocations made. The handler is
 // stopped before it returns.
 func catchUpInHandler(b *testing.B, bin string, env []string, rows int) (time.Duration, float64, int) {
+	h := startHandler(b, bin, env)
+	defer h.stop()
+	d, ticks := h.catchUp("orders", rows)
+	return d, h.peakMB(), len(ticks)
+}
+
+// handlerProc is a handler binary started by startHandler, answering on base.
+type handlerProc struct {
+	b    *testing.B
+	cmd  *exec.Cmd
+	out  *testenv.Buffer
+	base string
+}
+
+// startHandler starts the handler bin with env on a free port and waits (15 s at most) until it
+// answers GET /. The handler is stopped at the benchmark's end unless stop came first.
+func startHandler(b *testing.B, bin string, env []string) *handlerProc {
 	port := testenv.FreePort(b)
-	out := &testenv.Buffer{}
-	cmd := exec.Command(bin)
-	cmd.Env = append(env, "FUNCTIONS_CUSTOMHANDLER_PORT="+strconv.Itoa(port))
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
+	h := &handlerProc{b: b, out: &testenv.Buffer{}, base: "http://127.0.0.1:" + strconv.Itoa(port)}
+	h.cmd = exec.Command(bin)
+	h.cmd.Env = append(env, "FUNCTIONS_CUSTOMHANDLER_PORT="+strconv.Itoa(port))
+	h.cmd.Stdout, h.cmd.Stderr = h.out, h.out
+	if err := h.cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
-	defer func() {
-		_ = cmd.Process.Kill()
-		_, _ = cmd.Process.Wait()
-	}()
-	fail := func(format string, args ...any) {
-		tail := out.String()
-		if len(tail) > 4000 {
-			tail = tail[len(tail)-4000:]
-		}
-		b.Fatalf("%s\nthe handler's last output:\n%s", fmt.Sprintf(format, args...), tail)
-	}
-	base := "http://127.0.0.1:" + strconv.Itoa(port)
+	b.Cleanup(h.stop)
 	for deadline := time.Now().Add(15 * time.Second); ; {
-		if resp, err := http.Get(base + "/"); err == nil {
+		if resp, err := http.Get(h.base + "/"); err == nil {
 			resp.Body.Close()
-			break
+			return h
 		}
 		if time.Now().After(deadline) {
-			fail("the handler did not answer GET / within 15 s")
+			h.fail("the handler did not answer GET / within 15 s")
 		}
 		time.Sleep(5 * time.Millisecond) // polling with a deadline
 	}
+}
+
+// stop kills the handler and waits for it; a second call does nothing.
+func (h *handlerProc) stop() {
+	if h.cmd.ProcessState != nil {
+		return
+	}
+	_ = h.cmd.Process.Kill()
+	_ = h.cmd.Wait() // sets ProcessState
+}
+
+// fail ends the benchmark with the handler's last output.
+func (h *handlerProc) fail(format string, args ...any) {
+	h.b.Helper()
+	h.b.Fatal(h.failure(format, args...))
+}
+
+// failure is an error of format and args followed by the handler's last output.
+func (h *handlerProc) failure(format string, args ...any) error {
+	tail := h.out.String()
+	if len(tail) > 4000 {
+		tail = tail[len(tail)-4000:]
+	}
+	return fmt.Errorf("%s\nthe handler's last output:\n%s", fmt.Sprintf(format, args...), tail)
+}
+
+// peakMB is the handler's peak RSS so far in MB (VmHWM).
+func (h *handlerProc) peakMB() float64 { return statusMB(h.b, h.cmd.Process.Pid, "VmHWM") }
+
+// catchUp invokes the function fn as the host does until it has delivered rows rows and none
+// waits (or, for a cursor that cannot count what waits, it has delivered rows rows), and returns
+// the time from the first invocation to the last answer and each invocation's time. It fails
+// (fatally: call it from the benchmark's goroutine) when a tick delivers nothing first, or more
+// than rows arrive; tryCatchUp returns the failure instead, for other goroutines.
+func (h *handlerProc) catchUp(fn string, rows int) (time.Duration, []time.Duration) {
+	h.b.Helper()
+	d, ticks, err := h.tryCatchUp(fn, rows)
+	if err != nil {
+		h.b.Fatal(err)
+	}
+	return d, ticks
+}
+
+func (h *handlerProc) tryCatchUp(fn string, rows int) (time.Duration, []time.Duration, error) {
 	client := &http.Client{Timeout: 10 * time.Minute}
-	delivered, invocations := 0, 0
+	body := strings.Replace(hostBody, `"MethodName":"orders"`, `"MethodName":"`+fn+`"`, 1)
+	delivered := 0
+	var ticks []time.Duration
 	t0 := time.Now()
 	for {
-		resp, err := client.Post(base+"/orders", "application/json", strings.NewReader(hostBody))
+		t1 := time.Now()
+		resp, err := client.Post(h.base+"/"+fn, "application/json", strings.NewReader(body))
 		if err != nil {
-			fail("POST /orders: %v", err)
+			return 0, nil, h.failure("POST /%s: %v", fn, err)
 		}
 		raw, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		invocations++
+		ticks = append(ticks, time.Since(t1))
 		var reply struct {
 			ReturnValue struct {
 				Outcome     string `json:"outcome"`
@@ -229,21 +297,22 @@ func catchUpInHandler(b *testing.B, bin string, env []string, rows int) (time.Du
 			}
 		}
 		if resp.StatusCode != http.StatusOK || json.Unmarshal(raw, &reply) != nil {
-			fail("POST /orders: %s %s", resp.Status, raw)
+			return 0, nil, h.failure("POST /%s: %s %s", fn, resp.Status, raw)
 		}
 		delivered += reply.ReturnValue.Rows
-		if delivered >= rows && reply.ReturnValue.RowsWaiting == 0 {
+		if delivered >= rows && reply.ReturnValue.RowsWaiting <= 0 {
 			break
 		}
 		if reply.ReturnValue.Rows == 0 {
-			fail("tick %d delivered nothing (%s) with %d of %d rows delivered: %s", invocations, reply.ReturnValue.Outcome, delivered, rows, raw)
+			return 0, nil, h.failure("%s: tick %d delivered nothing (%s) with %d of %d rows delivered: %s",
+				fn, len(ticks), reply.ReturnValue.Outcome, delivered, rows, raw)
 		}
 	}
 	d := time.Since(t0)
 	if delivered != rows {
-		fail("delivered %d rows, want %d", delivered, rows)
+		return 0, nil, h.failure("%s: delivered %d rows, want %d", fn, delivered, rows)
 	}
-	return d, statusMB(b, cmd.Process.Pid, "VmHWM"), invocations
+	return d, ticks, nil
 }
 
 // statusMB is a memory figure of a process's /proc/PID/status (VmRSS, VmHWM) in MB.

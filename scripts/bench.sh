@@ -21,12 +21,19 @@
 #   e2e     the handler binary (scripts/build.sh) with the example poller orders and its default
 #           settings catching up on E2E_ROWS (1,000,000) PostgreSQL rows, state on Azurite,
 #           invoked as the host invokes it, against a raw database/sql keyset scan; its peak RSS
-#           and blob requests.
+#           and blob requests;
+#   scale   a cost that grows linearly: the handler binary catching up on SCALE_SMALL (1,000,000)
+#           and SCALE_LARGE (10,000,000) PostgreSQL rows with the example poller orders, and on
+#           SCALE_LOGICAL_SMALL (100,000) and SCALE_LOGICAL_LARGE (1,000,000) changes with a
+#           declared logical poller (in transactions of SCALE_LOGICAL_TX_ROWS, 5): rows/s and peak
+#           RSS of each size and large/small of both; and an app of SCALE_POLLERS (50) declared
+#           pollers on one table of SCALE_POLLER_ROWS (10,000) rows invoked at once against one
+#           poller alone: peak RSS, tick p50/p95 and the PostgreSQL connections held at once.
 # At the end, a summary of the paths that ran: rows/s, MB/s, the measured ratio (or figure), the
 # goal and whether it is met, and REGRESSION when it is more than 10% worse than the figure
 # recorded in docs/performance.md (its "Recorded figures" table holds the goals and records).
 #
-#   scripts/bench.sh [lease|source|tick|status|sink|handler|logical|e2e|all]     COUNT=3 repetitions; BENCH_ROWS=1000000
+#   scripts/bench.sh [lease|source|tick|status|sink|handler|logical|e2e|scale|all]     COUNT=3 repetitions; BENCH_ROWS=1000000
 #   scripts/bench.sh goals     prints each summary path's goal and recorded figure as read from the doc
 set -euo pipefail
 source "$(dirname "$0")/lib/services.sh"
@@ -35,8 +42,8 @@ export GOFLAGS=${GOFLAGS:--buildvcs=false}
 COUNT=${COUNT:-3}
 what=${1:-all}
 case "$what" in
-lease | source | tick | status | sink | handler | logical | e2e | all | goals) ;;
-*) die "unknown section $what: give one of lease, source, tick, status, sink, handler, logical, e2e, all (or goals)" ;;
+lease | source | tick | status | sink | handler | logical | e2e | scale | all | goals) ;;
+*) die "unknown section $what: give one of lease, source, tick, status, sink, handler, logical, e2e, scale, all (or goals)" ;;
 esac
 # The handler binary runs with a GC target of 400 (cmd/handler); the in-process benchmarks use
 # the same, for the code under test and its baseline alike.
@@ -72,7 +79,8 @@ PERF_DOC=${PERF_DOC:-$ROOT/docs/performance.md}
 # through scripts/bench.sh goals).
 SUMMARY_PATHS="tick/checkpoint-every-2s source/postgres source/sqlite source/mysql logical/peek sink/webhook sink/storagequeue e2e
   handler/start-ms handler/idle-rss-MB idle-tick/timestamp-pk/blob-reads idle-tick/timestamp-pk/blob-writes
-  idle-tick/logical/blob-reads idle-tick/logical/blob-writes idle-tick/xid/blob-reads idle-tick/xid/blob-writes"
+  idle-tick/logical/blob-reads idle-tick/logical/blob-writes idle-tick/xid/blob-reads idle-tick/xid/blob-writes
+  scale/rows/rate scale/rows/peak-rss scale/logical/rate scale/logical/peak-rss scale/pollers/pg-connections"
 _summary=()
 summary_row() {
   case " $(echo $SUMMARY_PATHS) " in *" $1 "*) ;; *) die "summary_row: $1 is not in SUMMARY_PATHS" ;; esac
@@ -128,6 +136,15 @@ print_summary() {
     echo
   done
   echo
+}
+
+# build_handler builds bin/handler (scripts/build.sh) once a run, for the sections that run it.
+_built=
+build_handler() {
+  [ -z "$_built" ] || return 0
+  log "scripts/build.sh (bin/handler)"
+  run_child "$ROOT/scripts/build.sh"
+  _built=1
 }
 
 if [ "$what" = goals ]; then
@@ -323,8 +340,7 @@ fi
 if [ "$what" = e2e ] || [ "$what" = all ]; then
   [ -n "${AZURITE_CONNECTION_STRING:-}" ] || start_azurite
   [ -n "${PG_TEST_DSN:-}" ] || start_postgres
-  log "scripts/build.sh (bin/handler)"
-  run_child "$ROOT/scripts/build.sh"
+  build_handler
   out="$RUN_DIR/bench-e2e.txt"
   rows=${E2E_ROWS:-1000000}
   log "E2E_ROWS=$rows E2E_HANDLER=bin/handler go test -run '^\$' -bench BenchmarkEndToEnd -benchtime 1x -count $COUNT ./e2e/ (creates the table first)"
@@ -341,6 +357,55 @@ if [ "$what" = e2e ] || [ "$what" = all ]; then
   printf '%-22s %12s %8s %10s %14s %11s %12s %12s\n' "raw keyset scan" "$(num %.0f "$(m raw-rows/s)")" "$(num %.1f "$(m raw-MB/s)")" 1.000 - - - -
   echo
   summary_row e2e "$(m e2e-rows/s)" "$(m e2e-MB/s)" "$(m e2e/raw)"
+fi
+
+if [ "$what" = scale ] || [ "$what" = all ]; then
+  [ -n "${AZURITE_CONNECTION_STRING:-}" ] || start_azurite
+  [ -n "${PG_TEST_DSN:-}" ] || start_postgres
+  build_handler
+  out="$RUN_DIR/bench-scale.txt"
+  export SCALE_SMALL=${SCALE_SMALL:-1000000} SCALE_LARGE=${SCALE_LARGE:-10000000}
+  export SCALE_LOGICAL_SMALL=${SCALE_LOGICAL_SMALL:-100000} SCALE_LOGICAL_LARGE=${SCALE_LOGICAL_LARGE:-1000000} SCALE_LOGICAL_TX_ROWS=${SCALE_LOGICAL_TX_ROWS:-5}
+  export SCALE_POLLERS=${SCALE_POLLERS:-50} SCALE_POLLER_ROWS=${SCALE_POLLER_ROWS:-10000}
+  log "SCALE_SMALL=$SCALE_SMALL SCALE_LARGE=$SCALE_LARGE SCALE_LOGICAL_SMALL=$SCALE_LOGICAL_SMALL SCALE_LOGICAL_LARGE=$SCALE_LOGICAL_LARGE" \
+    "SCALE_POLLERS=$SCALE_POLLERS E2E_HANDLER=bin/handler go test -run '^\$' -bench BenchmarkScale -benchtime 2x -count $COUNT ./e2e/" \
+    "(creates the tables first: $SCALE_LARGE rows take minutes, a line per million)"
+  : >"$out"
+  E2E_HANDLER="$ROOT/bin/handler" gotest "$out" -run '^$' -bench BenchmarkScale -benchtime 2x -count "$COUNT" -timeout 120m ./e2e/
+  echo
+  m() { med "$out" "BenchmarkScale/$1" "$2"; }
+  echo "Scale: the handler binary catching up at two sizes, a fresh process and state blob each, the order alternating"
+  echo "(median over $COUNT runs of 2 each; goals in the summary: large/small rows/s >= 0.90, peak RSS <= 1.2):"
+  printf '%-44s %13s %13s %12s %13s %13s %12s\n' path small-rows/s large-rows/s large/small "small RSS MB" "large RSS MB" large/small
+  for p in rows logical; do
+    if [ $p = rows ]; then
+      label="orders, $SCALE_SMALL vs $SCALE_LARGE rows"
+    else
+      label="logical, $SCALE_LOGICAL_SMALL vs $SCALE_LOGICAL_LARGE changes"
+    fi
+    printf '%-44s %13s %13s %12s %13s %13s %12s\n' "$label" "$(num %.0f "$(m $p small-rows/s)")" "$(num %.0f "$(m $p large-rows/s)")" \
+      "$(num %.3f "$(m $p large/small-rows/s)")" "$(num %.1f "$(m $p small-peak-rss-MB)")" "$(num %.1f "$(m $p large-peak-rss-MB)")" \
+      "$(num %.3f "$(m $p large/small-peak-rss)")"
+  done
+  summary_row scale/rows/rate "$(m rows large-rows/s)" "$(m rows large-MB/s)" "$(m rows large/small-rows/s)"
+  summary_row scale/rows/peak-rss - - "$(m rows large/small-peak-rss)"
+  summary_row scale/logical/rate "$(m logical large-rows/s)" - "$(m logical large/small-rows/s)"
+  summary_row scale/logical/peak-rss - - "$(m logical large/small-peak-rss)"
+  echo
+  echo "$SCALE_POLLERS declared pollers on one table of $SCALE_POLLER_ROWS rows, their timers fired at once, against one poller"
+  echo "alone (5 handler runs an iteration), each catching up and then ticking once more, idle; state on Azurite (median over $COUNT runs):"
+  printf '%-22s %13s %12s %12s %17s %17s\n' app "peak RSS MB" "tick p50 ms" "tick p95 ms" "idle tick p50 ms" "idle tick p95 ms"
+  for a in one all; do
+    label="one poller"
+    [ $a = one ] || label="$SCALE_POLLERS pollers"
+    printf '%-22s %13s %12s %12s %17s %17s\n' "$label" "$(num %.1f "$(m pollers $a-peak-rss-MB)")" "$(m pollers $a-tick-p50-ms)" \
+      "$(m pollers $a-tick-p95-ms)" "$(m pollers $a-idle-tick-p50-ms)" "$(m pollers $a-idle-tick-p95-ms)"
+  done
+  printf '%-22s %13s\n' "$SCALE_POLLERS / one" "$(num %.2f "$(m pollers all/one-peak-rss)")"
+  echo "PostgreSQL connections the handler held at once: $(num %.0f "$(m pollers peak-pg-conns)")" \
+    "(bound: POLLER_DB_MAX_CONNECTIONS, default $(num %.0f "$(m pollers pg-conns-bound)"))"
+  echo
+  summary_row scale/pollers/pg-connections - - "$(m pollers peak-pg-conns)"
 fi
 
 print_summary

@@ -552,6 +552,87 @@ func TestBenchShEndToEnd(t *testing.T) {
 	}
 }
 
+// TestBenchShScale: scripts/bench.sh scale, at tiny sizes with its own Azurite and PostgreSQL and
+// COUNT=2, has a result line for each sub-benchmark and run; prints the two-size table (rows/s,
+// peak RSS, large/small of both) for the orders poller and the logical poller, the many-pollers
+// table and the connections the handler held, and a summary line for each scale path with its
+// goal and recorded figure from the page it is given; and when it ends, nothing it started runs
+// (the handlers, the servers), watched while it ran.
+func TestBenchShScale(t *testing.T) {
+	needServers(t)
+	dir := checkout(t)
+	doc := filepath.Join(t.TempDir(), "performance.md")
+	page, err := os.ReadFile(filepath.Join(dir, "docs", "performance.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(doc, page, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	runDir := t.TempDir()
+	s := start(t, dir, []string{"RUN_DIR=" + runDir, "PERF_DOC=" + doc, "COUNT=2", "AZURITE_CONNECTION_STRING=", "PG_TEST_DSN=",
+		"SCALE_SMALL=2000", "SCALE_LARGE=6000", "SCALE_LOGICAL_SMALL=500", "SCALE_LOGICAL_LARGE=1500", "SCALE_POLLERS=4", "SCALE_POLLER_ROWS=600"},
+		"scripts/bench.sh", "scale")
+	// What it started, gathered while it runs: the handlers come and go.
+	procs := map[int]string{}
+	for done := false; !done; {
+		select {
+		case <-s.done:
+			done = true
+		case <-time.After(200 * time.Millisecond): // polling until it ends
+		}
+		for p, c := range descendants(s.cmd.Process.Pid) {
+			procs[p] = c
+		}
+	}
+	if code := s.exited(10 * time.Minute); code != 0 {
+		t.Fatalf("scripts/bench.sh scale exited %d:\n%s", code, s.output())
+	}
+	out := s.output()
+	var ports []int
+	for _, m := range regexp.MustCompile(`on 127\.0\.0\.1:(\d+)`).FindAllStringSubmatch(out, -1) {
+		p, _ := strconv.Atoi(m[1])
+		ports = append(ports, p)
+	}
+	handlers := 0
+	for _, c := range procs {
+		if strings.Contains(c, "bin/handler") {
+			handlers++
+		}
+	}
+	if len(ports) < 2 || handlers == 0 {
+		t.Errorf("no servers or no handler seen among what it started (ports %v):\n%v", ports, procs)
+	}
+	allGone(t, procs, ports, 15*time.Second)
+	for _, re := range []string{
+		`(?m)^orders, 2000 vs 6000 rows +\d+ +\d+ +\d+\.\d{3} +\d+\.\d +\d+\.\d +\d+\.\d{3}$`,
+		`(?m)^logical, 500 vs 1500 changes +\d+ +\d+ +\d+\.\d{3} +\d+\.\d +\d+\.\d +\d+\.\d{3}$`,
+		`(?m)^one poller +\d+\.\d( +[\d.]+){4}$`,
+		`(?m)^4 pollers +\d+\.\d( +[\d.]+){4}$`,
+		`(?m)^PostgreSQL connections the handler held at once: [1-4] \(bound: POLLER_DB_MAX_CONNECTIONS, default 10\)$`,
+		`(?m)^scale/rows/rate +\d+ +\d+\.\d\d +[\d.]+ +>= 0\.90 (met|NOT met) +\S+( .*)?$`,
+		`(?m)^scale/rows/peak-rss +- +- +[\d.]+ +<= 1\.2 (met|NOT met) +\S+( .*)?$`,
+		`(?m)^scale/logical/rate +\d+ +- +[\d.]+ +>= 0\.90 (met|NOT met) +\S+( .*)?$`,
+		`(?m)^scale/logical/peak-rss +- +- +[\d.]+ +<= 1\.2 (met|NOT met) +\S+( .*)?$`,
+		`(?m)^scale/pollers/pg-connections +- +- +[1-4] +<= 10 met +\S+( .*)?$`,
+	} {
+		if !regexp.MustCompile(re).MatchString(out) {
+			t.Errorf("no line matching %s in:\n%s", re, out)
+		}
+	}
+	// Each run's figures on a result line of their own, where the medians are taken from (a line
+	// the benchmark printed into would hide them).
+	raw, err := os.ReadFile(filepath.Join(runDir, "bench-scale.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sub := range []string{"rows", "logical", "pollers"} {
+		if n := len(regexp.MustCompile(`(?m)^BenchmarkScale/`+sub+`-\d+\s+\d+\s+\d+ ns/op`).FindAll(raw, -1)); n != 2 {
+			t.Errorf("%d result lines of BenchmarkScale/%s for COUNT=2:\n%s", n, sub, raw)
+		}
+	}
+}
+
 // TestSQLGrantsMySQLNeedsTheDatabase: --mysql refuses a table without its database, naming it,
 // and prints nothing to run.
 func TestSQLGrantsMySQLNeedsTheDatabase(t *testing.T) {
