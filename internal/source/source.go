@@ -456,6 +456,20 @@ func (s *Source) Committed(ctx context.Context, c *state.Cursor) error {
 	return s.reader.committed(ctx, c)
 }
 
+// CommitWanted says that committing the checkpoint now would spare the next fetch work: a
+// change stream that re-reads from its own position until the checkpoint moves it (a logical
+// cursor's slot) has no batch left in hand and its position is behind the cursor. The tick then
+// commits before the next fetch rather than waiting for its checkpoint interval, so that a long
+// catch-up reads its changes about once and holds a bounded window of them. Keyset kinds: false.
+func (s *Source) CommitWanted() bool {
+	if r, ok := s.reader.(streamReader); ok {
+		if w, ok := r.ChangeStream.(interface{ CommitWanted() bool }); ok {
+			return w.CommitWanted()
+		}
+	}
+	return false
+}
+
 // FetchKeyOf reads the row with the primary key of c (a row's cursor, as Row.Cursor gives it) as
 // the row is now, whatever the checkpoint: a batch of that row, or an empty one when the row is
 // gone or no longer matches the definition's filter. Dead letters are replayed with it.

@@ -154,7 +154,10 @@ func (t *tickRun) step(b *source.Batch) (more bool, err error) {
 // batch), so it is never the last one: the last commit is always the one folded into the
 // release, keeping B batches at B+1 writes.
 func (t *tickRun) commitDue() error {
-	if t.uncommitted == nil || t.clk.Now().Sub(t.lastCommit) < t.r.Settings.CheckpointInterval {
+	if t.uncommitted == nil {
+		return nil
+	}
+	if t.clk.Now().Sub(t.lastCommit) < t.r.Settings.CheckpointInterval && !t.commitWanted() {
 		return nil
 	}
 	faultpoint.Hit(faultpoint.BeforeCommit)
@@ -164,6 +167,13 @@ func (t *tickRun) commitDue() error {
 	t.advance(t.uncommitted.Cursor)
 	t.uncommitted, t.lastCommit = nil, t.clk.Now()
 	return nil
+}
+
+// commitWanted says the source asks for a commit before the next fetch (source.Source's
+// CommitWanted: a logical cursor about to read again from its slot).
+func (t *tickRun) commitWanted() bool {
+	w, ok := t.r.Source.(interface{ CommitWanted() bool })
+	return ok && w.CommitWanted()
 }
 
 // advance tells the source that the checkpoint c is committed (a logical cursor moves its

@@ -88,11 +88,18 @@ type logical struct {
 	mu     sync.Mutex
 	cache  *peeked // the last peek, decoded
 	ask    int     // the rows the last peek asked for: a catch-up keeps asking for at least as many
+	// served is the position after the last batch Fetch served, servedLimit the rows it was asked
+	// for (CommitWanted).
+	served      Position
+	servedLimit int
+	slotAt      pglogrepl.LSN // the furthest position this process advanced the slot to
 }
 
-// maxAsk bounds the rows one peek asks for (each is a pgoutput message held in memory once
-// decoded: a few hundred MB at most).
-const maxAsk = 1 << 18
+// maxAsk bounds the rows one peek asks for, and so the changes a catch-up holds decoded at once
+// (with CommitWanted, one peek's window): 131,072 pgoutput messages are about 94,000 changes
+// in transactions of five; a catch-up of 100,000 or 1,000,000 of them peaked at 153 and 192-197 MB of
+// the handler's RSS (bench.sh scale). A transaction larger than that is still read whole (grow).
+var maxAsk = 1 << 17 // a variable for the tests (export_test.go)
 
 // peeked is one peek's decoded stream.
 type peeked struct {
@@ -315,8 +322,27 @@ func (l *logical) Fetch(ctx context.Context, after *state.Cursor, limit int) (*s
 	if j > i {
 		c := p.pos[j-1].Cursor()
 		b.To = &c
+		l.mu.Lock()
+		l.served, l.servedLimit = p.pos[j-1], limit
+		l.mu.Unlock()
 	}
 	return b, nil
+}
+
+// CommitWanted says the tick should commit before the next fetch: the last peek did not reach
+// the end of the stream, it holds less than a batch after the last one served, and the slot is
+// behind that batch. The next fetch peeks again, and a peek starts at the slot: committing
+// first moves the slot up to the checkpoint, so that the peek neither re-reads (and the server
+// re-decodes) the changes already delivered nor keeps them, and a catch-up of any length holds
+// one peek's window of changes at a time.
+func (l *logical) CommitWanted() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	p := l.cache
+	if p == nil || p.complete || l.servedLimit == 0 || !p.covers(true, l.served) {
+		return false
+	}
+	return len(p.rows)-p.after(l.served) < l.servedLimit && p.from < l.served.LSN
 }
 
 // Waiting counts the changes after the cursor, up to limit.
@@ -371,9 +397,18 @@ func (l *logical) read(ctx context.Context, resume bool, pos Position, limit int
 	base := 4*limit + 64 // pgoutput sends a begin and a commit around each transaction's changes
 	l.mu.Lock()
 	ask, prev := max(base, l.ask), l.cache
+	slotAt := l.slotAt
 	l.mu.Unlock()
 	if !prev.covers(resume, pos) {
 		prev = nil
+	}
+	if prev != nil && prev.from < slotAt {
+		// Committed since: the peek starts further on, and prev's changes (delivered) are not
+		// kept while it decodes the next window.
+		prev = nil
+		l.mu.Lock()
+		l.cache = nil
+		l.mu.Unlock()
 	}
 	if prev != nil && ask <= prev.msgs {
 		ask = prev.grow(base) // the same ask would read the same messages again
@@ -529,7 +564,7 @@ func (l *logical) peekConn(ctx context.Context, conn *pgx.Conn, ask int, prev *p
 		name, q = peekStmt13, peekQuery13
 	}
 	args := [][]byte{[]byte(l.slot), strconv.AppendInt(nil, int64(ask), 10), []byte(l.pub),
-		strconv.AppendInt(nil, maxAsk, 10), strconv.AppendInt(nil, peekBytesPerMessage, 10)}
+		strconv.AppendInt(nil, int64(maxAsk), 10), strconv.AppendInt(nil, peekBytesPerMessage, 10)}
 	var rr *pgconn.ResultReader
 	if conn.Config().DefaultQueryExecMode == pgx.QueryExecModeCacheStatement { // pgx's default
 		if _, err := conn.Prepare(ctx, name, q); err != nil { // once per connection
@@ -679,6 +714,9 @@ WHERE slot_name = $1 AND confirmed_flush_lsn < $2::pg_lsn`, l.slot, pos.LSN.Stri
 	if err != nil {
 		return fmt.Errorf("source: poller %q: advancing replication slot %q to %s: %w", l.poller, l.slot, pos.LSN, l.peekErr(err))
 	}
+	l.mu.Lock()
+	l.slotAt = max(l.slotAt, pos.LSN)
+	l.mu.Unlock()
 	return nil
 }
 
