@@ -70,13 +70,7 @@ func BenchmarkEndToEnd(b *testing.B) {
 			}
 			tRaw += time.Since(t0)
 		}
-		if i%2 == 0 {
-			viaHandler()
-			raw()
-		} else {
-			raw()
-			viaHandler()
-		}
+		testenv.InTurn(i, viaHandler, raw)
 	}
 	n := float64(b.N)
 	total := float64(rows) * n

@@ -92,16 +92,6 @@ func reportSizes(b *testing.B, small, large *sizeRuns) {
 	b.ReportMetric(float64(large.rows), "large-rows")
 }
 
-// alternate runs each of steps, in order on even iterations and in reverse on odd ones.
-func alternate(i int, steps ...func()) {
-	for k := range steps {
-		if i%2 == 1 {
-			k = len(steps) - 1 - k
-		}
-		steps[k]()
-	}
-}
-
 // scaleRows: the orders poller catching up on the tables of smallRows and largeRows rows (DSNs
 // dsnSmall and dsnLarge, made by ordersTable).
 func scaleRows(b *testing.B, bin, storage string, smallRows int, dsnSmall string, largeRows int, dsnLarge string) {
@@ -115,7 +105,7 @@ func scaleRows(b *testing.B, bin, storage string, smallRows int, dsnSmall string
 		}
 	}
 	for i := 0; b.Loop(); i++ {
-		alternate(i, run(small, dsnSmall), run(large, dsnLarge))
+		testenv.InTurn(i, run(small, dsnSmall), run(large, dsnLarge))
 	}
 	reportSizes(b, small, large)
 	testenv.ReportMB(b, bytesPerRow, map[string]float64{"small": small.rate(b.N), "large": large.rate(b.N)})
@@ -210,7 +200,7 @@ func scaleLogical(b *testing.B, bin, storage string) {
 		}
 	}
 	for i := 0; b.Loop(); i++ {
-		alternate(i, run(small), run(large))
+		testenv.InTurn(i, run(small), run(large))
 	}
 	reportSizes(b, small, large)
 }

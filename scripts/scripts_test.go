@@ -556,21 +556,13 @@ func TestBenchShEndToEnd(t *testing.T) {
 // COUNT=2, has a result line for each sub-benchmark and run; prints the two-size table (rows/s,
 // peak RSS, large/small of both) for the orders poller and the logical poller, the many-pollers
 // table and the connections the handler held, and a summary line for each scale path with its
-// goal and recorded figure from the page it is given; and when it ends, nothing it started runs
+// goal and recorded figure from the checkout's docs/performance.md; and when it ends, nothing it started runs
 // (the handlers, the servers), watched while it ran.
 func TestBenchShScale(t *testing.T) {
 	needServers(t)
 	dir := checkout(t)
-	doc := filepath.Join(t.TempDir(), "performance.md")
-	page, err := os.ReadFile(filepath.Join(dir, "docs", "performance.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(doc, page, 0o644); err != nil {
-		t.Fatal(err)
-	}
 	runDir := t.TempDir()
-	s := start(t, dir, []string{"RUN_DIR=" + runDir, "PERF_DOC=" + doc, "COUNT=2", "AZURITE_CONNECTION_STRING=", "PG_TEST_DSN=",
+	s := start(t, dir, []string{"RUN_DIR=" + runDir, "COUNT=2", "AZURITE_CONNECTION_STRING=", "PG_TEST_DSN=",
 		"SCALE_SMALL=2000", "SCALE_LARGE=6000", "SCALE_LOGICAL_SMALL=500", "SCALE_LOGICAL_LARGE=1500", "SCALE_POLLERS=4", "SCALE_POLLER_ROWS=600"},
 		"scripts/bench.sh", "scale")
 	// What it started, gathered while it runs: the handlers come and go.

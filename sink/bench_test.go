@@ -149,13 +149,7 @@ func sinkCatchUp(b *testing.B, newTarget benchTarget) {
 			}
 			tHand += time.Since(t0)
 		}
-		if i%2 == 0 {
-			runTick()
-			runHand()
-		} else {
-			runHand()
-			runTick()
-		}
+		testenv.InTurn(i, runTick, runHand)
 		_ = s.Close(context.Background())
 		done()
 	}

@@ -170,13 +170,7 @@ func compare(b *testing.B, driver, dsn, table string, hand, native func() int) {
 	}
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
-		if i%2 == 0 {
-			timed(viaSource, &tSource)
-			timed(hand, &tHand)
-		} else {
-			timed(hand, &tHand)
-			timed(viaSource, &tSource)
-		}
+		testenv.InTurn(i, func() { timed(viaSource, &tSource) }, func() { timed(hand, &tHand) })
 		if native != nil {
 			timed(native, &tNative)
 		}

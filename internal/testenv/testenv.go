@@ -307,3 +307,15 @@ func FreePort(tb testing.TB) int {
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
 }
+
+// InTurn runs each of steps, in order on even iterations i and in reverse on odd ones: a
+// benchmark that measures a path against its baseline in the same run alternates which goes
+// first, so that neither always finds the caches (or the machine) as the other left them.
+func InTurn(i int, steps ...func()) {
+	for k := range steps {
+		if i%2 == 1 {
+			k = len(steps) - 1 - k
+		}
+		steps[k]()
+	}
+}

@@ -373,12 +373,7 @@ func BenchmarkLogicalCatchUp(b *testing.B) {
 			bare("bare peek through pgconn", &tRaw, func() (int, error) { return peekPgconn(e.db, sRaw, e.pub) }),
 			bare("bare stream", &tStream, func() (int, error) { return streamAll(e.db, e.dsn, sStream, e.pub) }),
 		}
-		if i%2 == 1 {
-			slices.Reverse(steps)
-		}
-		for _, f := range steps {
-			f()
-		}
+		testenv.InTurn(i, steps...)
 		g, p := idle(lr)
 		idleLG, idleLP = idleLG+g, idleLP+p
 		g, p = idle(xr)
@@ -484,13 +479,7 @@ func BenchmarkLogicalIdleTick(b *testing.B) {
 	defer tk.Stop()
 	for i := 0; b.Loop(); i++ {
 		<-tk.C
-		if i%2 == 0 {
-			one(lr, &l)
-			one(xr, &x)
-		} else {
-			one(xr, &x)
-			one(lr, &l)
-		}
+		testenv.InTurn(i, func() { one(lr, &l) }, func() { one(xr, &x) })
 	}
 	n := float64(b.N)
 	b.ReportMetric(float64(l.dur.Microseconds())/1000/n, "logical-idle-ms")

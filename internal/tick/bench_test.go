@@ -98,13 +98,7 @@ func catchUp(b *testing.B, interval time.Duration) {
 			}
 			tHand += time.Since(t0)
 		}
-		if i%2 == 0 {
-			runTick()
-			runHand()
-		} else {
-			runHand()
-			runTick()
-		}
+		testenv.InTurn(i, runTick, runHand)
 		g0, p0 := ct.Gets.Load(), ct.Puts.Load()
 		if sum, err := r.Tick(context.Background(), ""); err != nil || sum.Outcome != tick.Idle {
 			b.Fatalf("idle tick: %+v %v", sum, err)
