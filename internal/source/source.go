@@ -456,6 +456,14 @@ func (s *Source) Committed(ctx context.Context, c *state.Cursor) error {
 	return s.reader.committed(ctx, c)
 }
 
+// A CommitWanter can ask for the checkpoint to be committed before its next fetch (Source, and
+// a ChangeStream that re-reads from its own position until a commit moves it: a logical
+// cursor's slot).
+type CommitWanter interface {
+	// CommitWanted says that committing the checkpoint now would spare the next fetch work.
+	CommitWanted() bool
+}
+
 // CommitWanted says that committing the checkpoint now would spare the next fetch work: a
 // change stream that re-reads from its own position until the checkpoint moves it (a logical
 // cursor's slot) has no batch left in hand and its position is behind the cursor. The tick then
@@ -463,7 +471,7 @@ func (s *Source) Committed(ctx context.Context, c *state.Cursor) error {
 // catch-up reads its changes about once and holds a bounded window of them. Keyset kinds: false.
 func (s *Source) CommitWanted() bool {
 	if r, ok := s.reader.(streamReader); ok {
-		if w, ok := r.ChangeStream.(interface{ CommitWanted() bool }); ok {
+		if w, ok := r.ChangeStream.(CommitWanter); ok {
 			return w.CommitWanted()
 		}
 	}

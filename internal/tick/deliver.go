@@ -150,7 +150,7 @@ func (t *tickRun) step(b *source.Batch) (more bool, err error) {
 }
 
 // commitDue commits the progress not yet committed once CheckpointInterval has passed since
-// the last commit. It runs before a batch is handled: a commit made then has a successor (that
+// the last commit, or sooner when the source asks for it (source.CommitWanter). It runs before a batch is handled: a commit made then has a successor (that
 // batch), so it is never the last one: the last commit is always the one folded into the
 // release, keeping B batches at B+1 writes.
 func (t *tickRun) commitDue() error {
@@ -169,10 +169,9 @@ func (t *tickRun) commitDue() error {
 	return nil
 }
 
-// commitWanted says the source asks for a commit before the next fetch (source.Source's
-// CommitWanted: a logical cursor about to read again from its slot).
+// commitWanted says the source asks for a commit before the next fetch.
 func (t *tickRun) commitWanted() bool {
-	w, ok := t.r.Source.(interface{ CommitWanted() bool })
+	w, ok := t.r.Source.(source.CommitWanter)
 	return ok && w.CommitWanted()
 }
 
