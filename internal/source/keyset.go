@@ -49,6 +49,9 @@ func (k *keyset) read(ctx context.Context, after *state.Cursor, limit int, backl
 	if err != nil {
 		return nil, err
 	}
+	if b, handled, err := k.readRaw(ctx, q, args, after, limit); handled {
+		return b, err
+	}
 	rows, err := s.db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("source: poller %q, table %s: fetch: %w", s.poller, s.def.Table, err)

@@ -25,11 +25,15 @@ import (
 type Row struct {
 	src *Source
 	raw []any
-	ch  *Change // what a change-stream cursor read (logical, changetracking); nil for a keyset row
+	ch  *Change  // what a change-stream cursor read (logical, changetracking); nil for a keyset row
+	lz  *lazyRow // a keyset row as the database sent it (RawReader), when raw is nil
 }
 
 // value returns column i's normalized value.
 func (r Row) value(i int) any {
+	if r.lz != nil {
+		return normalize(&r.src.cols[i], r.lz.value(i))
+	}
 	if r.ch != nil && r.ch.Text != nil {
 		return normalize(&r.src.cols[i], r.ch.decode(i))
 	}

@@ -534,28 +534,43 @@ func (s *Source) scan(rows *sql.Rows, after *state.Cursor, limit int) (*Batch, e
 			}
 		}
 		r := Row{src: s, raw: vals}
-		if s.flavor == TSText {
-			// Every row, not only the last (whose cursor the batch records): a value out of the
-			// fixed-width layout sorts out of time order, and rows like it sort behind the cursor.
-			if v, ok := vals[s.keyIdx[0]].(string); !ok || !FixedWidth(v) {
-				if _, err := r.Cursor(); err != nil {
-					return nil, err
-				}
-			}
+		if err := s.checkTextStamp(r, vals[s.keyIdx[0]]); err != nil {
+			return nil, err
 		}
 		b.Rows = append(b.Rows, r)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("source: poller %q, table %s: fetch: %w", s.poller, s.def.Table, err)
 	}
-	if len(b.Rows) > 0 {
-		c, err := b.Rows[len(b.Rows)-1].Cursor()
-		if err != nil {
-			return nil, err
-		}
-		b.To = &c
+	return b, s.endBatch(b)
+}
+
+// checkTextStamp checks, for a cursor column of text (TSText), that row r's cursor value v (as
+// the driver gave it) reads as a time. Every row, not only the last (whose cursor the batch
+// records): a value out of the fixed-width layout sorts out of time order, and rows like it sort
+// behind the cursor.
+func (s *Source) checkTextStamp(r Row, v any) error {
+	if s.flavor != TSText {
+		return nil
 	}
-	return b, nil
+	if t, ok := v.(string); ok && FixedWidth(t) {
+		return nil
+	}
+	_, err := r.Cursor()
+	return err
+}
+
+// endBatch sets b's To from its last row.
+func (s *Source) endBatch(b *Batch) error {
+	if len(b.Rows) == 0 {
+		return nil
+	}
+	c, err := b.Rows[len(b.Rows)-1].Cursor()
+	if err != nil {
+		return err
+	}
+	b.To = &c
+	return nil
 }
 
 // Batch is one fetch's rows.

@@ -1,0 +1,134 @@
+package source
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
+)
+
+// A RawReader is a Driver that runs a keyset fetch itself and hands over its rows as the
+// database sent them, each value decoded only when it is read (PostgreSQL, through pgx). A
+// batch then holds one copy of its rows' bytes instead of a boxed value per column, which the
+// GC would mark and which a handler that reads few columns never needed.
+type RawReader interface {
+	// ReadRaw runs query with args on a connection of db and calls read with its rows; handled
+	// is false when it cannot on this pool (the fetch then reads through database/sql).
+	ReadRaw(ctx context.Context, db *sql.DB, query string, args []any, read func(RawRows) error) (handled bool, err error)
+}
+
+// RawRows are a query's rows as the database sent them.
+type RawRows interface {
+	Next() bool
+	// Values are the row's values (nil: NULL), valid until the next call of Next.
+	Values() [][]byte
+	// Decoders turn each column's value into what the driver's database/sql Scan into an any
+	// gives; they are safe for concurrent use and keep working after the rows are closed.
+	Decoders() []func([]byte) (any, error)
+	Err() error
+}
+
+// lazyRow holds a row's values as the database sent them (nil: NULL), decoded when read.
+type lazyRow struct {
+	text [][]byte
+	dec  []func([]byte) (any, error)
+}
+
+// value is column i's value as the driver's database/sql Scan would give it; bytes that do not
+// decode (which the database never sends for the type it described) are returned as a string.
+func (l *lazyRow) value(i int) any {
+	t := l.text[i]
+	if t == nil {
+		return nil
+	}
+	v, err := l.dec[i](t)
+	if err != nil {
+		return string(t)
+	}
+	return v
+}
+
+// readRaw is keyset.read through the driver's RawReader: false when the driver has none or
+// cannot on this pool.
+func (k *keyset) readRaw(ctx context.Context, q string, args []any, after *state.Cursor, limit int) (*Batch, bool, error) {
+	s := k.s
+	rr, ok := s.dl.(RawReader)
+	if !ok || s.dupCheck { // the repeat check compares the scanned values (keys.go)
+		return nil, false, nil
+	}
+	var b *Batch
+	var scanErr error
+	handled, err := rr.ReadRaw(ctx, s.db, q, args, func(rows RawRows) error {
+		b, scanErr = s.scanRaw(rows, after, limit)
+		return scanErr
+	})
+	switch {
+	case !handled:
+		return nil, false, nil
+	case err != nil && scanErr != nil:
+		return nil, true, scanErr
+	case err != nil:
+		return nil, true, fmt.Errorf("source: poller %q, table %s: fetch: %w", s.poller, s.def.Table, err)
+	}
+	return b, true, nil
+}
+
+// rawBlock is the size of the blocks a batch's raw values are copied into.
+const rawBlock = 32 << 10
+
+// scanRaw is scan for rows as the database sent them: each row's values are copied into blocks
+// shared by the batch's rows, and decoded when read.
+func (s *Source) scanRaw(rows RawRows, after *state.Cursor, limit int) (*Batch, error) {
+	b := &Batch{src: s, From: after, Rows: make([]Row, 0, min(limit, 1024))}
+	n := len(s.cols)
+	dec := rows.Decoders()
+	if len(dec) != n {
+		return nil, fmt.Errorf("source: poller %q, table %s: fetch: the query returned %d columns, want %d", s.poller, s.def.Table, len(dec), n)
+	}
+	var (
+		texts  [][]byte
+		lazies []lazyRow
+		block  []byte
+	)
+	for rows.Next() {
+		vals := rows.Values()
+		if len(texts) < n {
+			texts = make([][]byte, n*min(limit, 256))
+		}
+		t := texts[:n:n]
+		texts = texts[n:]
+		for i, v := range vals {
+			if v == nil {
+				t[i] = nil
+				continue
+			}
+			if block == nil || cap(block)-len(block) < len(v) {
+				block = make([]byte, 0, max(rawBlock, len(v)))
+			}
+			at := len(block)
+			block = append(block, v...)
+			t[i] = block[at:len(block):len(block)] // not nil, even when empty
+		}
+		for j, idx := range s.keyIdx {
+			if t[idx] == nil {
+				return nil, fmt.Errorf("source: poller %q, table %s, column %q: %w", s.poller, s.def.Table, s.keyCols[j], ErrNullCursor)
+			}
+		}
+		if len(lazies) == 0 {
+			lazies = make([]lazyRow, min(limit, 256))
+		}
+		lz := &lazies[0]
+		lazies = lazies[1:]
+		lz.text, lz.dec = t, dec
+		r := Row{src: s, lz: lz}
+		if err := s.checkTextStamp(r, lz.value(s.keyIdx[0])); err != nil {
+			return nil, err
+		}
+		b.Rows = append(b.Rows, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("source: poller %q, table %s: fetch: %w", s.poller, s.def.Table, err)
+	}
+	return b, s.endBatch(b)
+}
