@@ -106,4 +106,5 @@ func scanned[T any](m *pgtype.Map, oid uint32, format int16, value func(T) (any,
 		return value(d)
 	}
 }
+
 var _ source.RawReader = Driver{}
