@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"reflect"
+	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
@@ -23,16 +25,86 @@ type RawRows interface {
 	Next() bool
 	// Values are the row's values (nil: NULL), valid until the next call of Next.
 	Values() [][]byte
-	// Decoders turn each column's value into what the driver's database/sql Scan into an any
-	// gives; they are safe for concurrent use and keep working after the rows are closed.
-	Decoders() []func([]byte) (any, error)
+	// Columns decode each column's values; they are safe for concurrent use and keep working
+	// after the rows are closed.
+	Columns() []RawColumn
 	Err() error
+}
+
+// A RawColumn decodes one column's values as the database sent them.
+type RawColumn struct {
+	// Value gives what the driver's database/sql Scan into an any gives.
+	Value func([]byte) (any, error)
+	// Int, Time and String, when not nil, give the value an integer, a timestamp or a text or
+	// exact numeric column's Value would give once normalized (a Row's value), without boxing
+	// it; ok false: use Value. Decode fills fields of those types through them.
+	Int    func([]byte) (n int64, ok bool)
+	Time   func([]byte) (t time.Time, ok bool)
+	String func(src []byte, dst *string) (ok bool)
 }
 
 // lazyRow holds a row's values as the database sent them (nil: NULL), decoded when read.
 type lazyRow struct {
 	text [][]byte
-	dec  []func([]byte) (any, error)
+	cols []RawColumn
+}
+
+// A direct is the typed way Decode can fill a field from a lazyRow, skipping the boxed value.
+type direct uint8
+
+const (
+	directNone   direct = iota
+	directInt           // an integer field from an integer column (RawColumn.Int)
+	directTime          // a time.Time field from a date and time column (RawColumn.Time)
+	directString        // a string field from a text, exact numeric or xid8 column (RawColumn.String)
+)
+
+// directFor is how Decode can fill a field of type t from column c without boxing its value.
+func directFor(t reflect.Type, c *column) direct {
+	switch {
+	case c.Class == ClassInt && t.Kind() >= reflect.Int && t.Kind() <= reflect.Int64:
+		return directInt
+	case c.Class == ClassTime && t == timeType:
+		return directTime
+	case (c.Class == ClassText || c.Class == ClassDecimal || c.Class == ClassXID8) && t == stringType:
+		return directString
+	}
+	return directNone
+}
+
+// set fills field f with column i's value the direct way d; false when it cannot (no typed
+// decoder, NULL, a value that does not fit): Decode then takes the general way, which says why.
+func (l *lazyRow) set(f reflect.Value, i int, d direct) bool {
+	t := l.text[i]
+	if t == nil {
+		return false
+	}
+	c := &l.cols[i]
+	switch d {
+	case directInt:
+		if c.Int == nil {
+			return false
+		}
+		n, ok := c.Int(t)
+		if !ok || f.OverflowInt(n) {
+			return false
+		}
+		f.SetInt(n)
+	case directTime:
+		if c.Time == nil {
+			return false
+		}
+		v, ok := c.Time(t)
+		if !ok {
+			return false
+		}
+		setTime(f, v)
+	case directString:
+		return c.String != nil && f.CanAddr() && c.String(t, f.Addr().Interface().(*string))
+	default:
+		return false
+	}
+	return true
 }
 
 // value is column i's value as the driver's database/sql Scan would give it; bytes that do not
@@ -42,7 +114,7 @@ func (l *lazyRow) value(i int) any {
 	if t == nil {
 		return nil
 	}
-	v, err := l.dec[i](t)
+	v, err := l.cols[i].Value(t)
 	if err != nil {
 		return string(t)
 	}
@@ -82,9 +154,9 @@ const rawBlock = 32 << 10
 func (s *Source) scanRaw(rows RawRows, after *state.Cursor, limit int) (*Batch, error) {
 	b := &Batch{src: s, From: after, Rows: make([]Row, 0, min(limit, 1024))}
 	n := len(s.cols)
-	dec := rows.Decoders()
-	if len(dec) != n {
-		return nil, fmt.Errorf("source: poller %q, table %s: fetch: the query returned %d columns, want %d", s.poller, s.def.Table, len(dec), n)
+	cols := rows.Columns()
+	if len(cols) != n {
+		return nil, fmt.Errorf("source: poller %q, table %s: fetch: the query returned %d columns, want %d", s.poller, s.def.Table, len(cols), n)
 	}
 	var (
 		texts  [][]byte
@@ -120,10 +192,12 @@ func (s *Source) scanRaw(rows RawRows, after *state.Cursor, limit int) (*Batch, 
 		}
 		lz := &lazies[0]
 		lazies = lazies[1:]
-		lz.text, lz.dec = t, dec
+		lz.text, lz.cols = t, cols
 		r := Row{src: s, lz: lz}
-		if err := s.checkTextStamp(r, lz.value(s.keyIdx[0])); err != nil {
-			return nil, err
+		if s.flavor == TSText {
+			if err := s.checkTextStamp(r, lz.value(s.keyIdx[0])); err != nil {
+				return nil, err
+			}
 		}
 		b.Rows = append(b.Rows, r)
 	}

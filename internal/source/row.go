@@ -191,7 +191,11 @@ func (r Row) Decode(dst any) error {
 	rv = rv.Elem()
 	plan := r.src.planFor(rv.Type())
 	for _, p := range plan {
-		f, v := rv.FieldByIndex(p.field), r.value(p.col)
+		f := rv.FieldByIndex(p.field)
+		if p.direct != directNone && r.lz != nil && r.lz.set(f, p.col, p.direct) {
+			continue
+		}
+		v := r.value(p.col)
 		var err error
 		if p.scanner {
 			err = f.Addr().Interface().(sql.Scanner).Scan(v)
@@ -210,7 +214,8 @@ func (r Row) Decode(dst any) error {
 type fieldPlan struct {
 	field   []int
 	col     int
-	scanner bool // *T implements sql.Scanner: the value goes to its Scan
+	scanner bool   // *T implements sql.Scanner: the value goes to its Scan
+	direct  direct // how a raw row's value can go to the field without boxing (lazyRow.set)
 }
 
 // TaggedField is an exported, non-embedded struct field with a `db:"column[,option...]"` tag
@@ -272,7 +277,11 @@ func (s *Source) planFor(t reflect.Type) []fieldPlan {
 		}
 		for i, c := range s.cols {
 			if (tagged && c.name == name) || (!tagged && strings.EqualFold(c.name, f.Name)) {
-				plan = append(plan, fieldPlan{field: f.Index, col: i, scanner: scans(f.Type)})
+				p := fieldPlan{field: f.Index, col: i, scanner: scans(f.Type)}
+				if !p.scanner {
+					p.direct = directFor(f.Type, &s.cols[i])
+				}
+				plan = append(plan, p)
 				break
 			}
 		}
@@ -286,6 +295,7 @@ func (s *Source) planFor(t reflect.Type) []fieldPlan {
 var (
 	scannerType = reflect.TypeFor[sql.Scanner]()
 	timeType    = reflect.TypeFor[time.Time]()
+	stringType  = reflect.TypeFor[string]()
 )
 
 // scanners caches, by type T, whether *T implements sql.Scanner: reflect's Implements, asked

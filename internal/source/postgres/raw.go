@@ -3,7 +3,10 @@ package postgres
 import (
 	"context"
 	"database/sql"
+	"encoding/binary"
+	"math"
 	"slices"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -31,35 +34,99 @@ func (Driver) ReadRaw(ctx context.Context, db *sql.DB, query string, args []any,
 		}
 		handled = true
 		c := sc.Conn()
-		rows, err := c.Query(ctx, query, args...)
+		rows, err := c.Query(ctx, query, append([]any{resultFormats}, args...)...)
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
-		return read(&rawRows{rows: rows, dec: valueFuncs(c.TypeMap(), rows.FieldDescriptions())})
+		return read(&rawRows{rows: rows, cols: rawColumns(c.TypeMap(), rows.FieldDescriptions())})
 	})
 	return handled, err
 }
 
-type rawRows struct {
-	rows pgx.Rows
-	dec  []func([]byte) (any, error)
+// resultFormats are the result formats pgx's database/sql driver asks for (stdlib's
+// databaseSQLResultFormats): binary for these types, text for the others, so that values read
+// the same as through it (a numeric in binary format would lose its trailing zeros: "0.00" as
+// "0").
+var resultFormats = pgx.QueryResultFormatsByOID{
+	pgtype.BoolOID: 1, pgtype.ByteaOID: 1, pgtype.CIDOID: 1, pgtype.DateOID: 1, pgtype.Float4OID: 1, pgtype.Float8OID: 1,
+	pgtype.Int2OID: 1, pgtype.Int4OID: 1, pgtype.Int8OID: 1, pgtype.OIDOID: 1, pgtype.TimestampOID: 1,
+	pgtype.TimestamptzOID: 1, pgtype.XIDOID: 1,
 }
 
-func (r *rawRows) Next() bool                            { return r.rows.Next() }
-func (r *rawRows) Values() [][]byte                      { return r.rows.RawValues() }
-func (r *rawRows) Decoders() []func([]byte) (any, error) { return r.dec }
-func (r *rawRows) Err() error                            { return r.rows.Err() }
+type rawRows struct {
+	rows pgx.Rows
+	cols []source.RawColumn
+}
 
-// valueFuncs are the decoders of a result's columns: for each, what pgx's database/sql driver
+func (r *rawRows) Next() bool                  { return r.rows.Next() }
+func (r *rawRows) Values() [][]byte            { return r.rows.RawValues() }
+func (r *rawRows) Columns() []source.RawColumn { return r.cols }
+func (r *rawRows) Err() error                  { return r.rows.Err() }
+
+// rawColumns are the decoders of a result's columns: for each, what pgx's database/sql driver
 // returns for the type (stdlib's Rows.initValueFuncs, case by case), with the scan plan made here
-// and the destination made per call, so that rows decode later, from any goroutine.
-func valueFuncs(m *pgtype.Map, fds []pgconn.FieldDescription) []func([]byte) (any, error) {
-	out := make([]func([]byte) (any, error), len(fds))
+// and the destination made per call, so that rows decode later, from any goroutine; and for the
+// types a struct field usually holds, their typed decoding.
+func rawColumns(m *pgtype.Map, fds []pgconn.FieldDescription) []source.RawColumn {
+	out := make([]source.RawColumn, len(fds))
 	for i, fd := range fds {
-		out[i] = valueFunc(m, fd.DataTypeOID, fd.Format)
+		c := source.RawColumn{Value: valueFunc(m, fd.DataTypeOID, fd.Format)}
+		binary := fd.Format == pgtype.BinaryFormatCode
+		switch fd.DataTypeOID {
+		case pgtype.Int2OID, pgtype.Int4OID, pgtype.Int8OID:
+			if binary {
+				c.Int = binaryInt
+			}
+		case pgtype.TimestampOID, pgtype.TimestamptzOID:
+			if binary {
+				c.Time = binaryTimestamp
+			}
+		case pgtype.TextOID, pgtype.VarcharOID, pgtype.BPCharOID:
+			c.String = textString // a text value's bytes are the same in either format
+		case pgtype.NumericOID:
+			if !binary {
+				c.String = textString
+			}
+		}
+		out[i] = c
 	}
 	return out
+}
+
+// binaryInt reads an int2, int4 or int8 in binary format.
+func binaryInt(src []byte) (int64, bool) {
+	switch len(src) {
+	case 2:
+		return int64(int16(binary.BigEndian.Uint16(src))), true
+	case 4:
+		return int64(int32(binary.BigEndian.Uint32(src))), true
+	case 8:
+		return int64(binary.BigEndian.Uint64(src)), true
+	}
+	return 0, false
+}
+
+// y2kMicros is PostgreSQL's epoch, 2000-01-01 00:00:00 UTC, in microseconds since Unix's.
+const y2kMicros = 946_684_800_000_000
+
+// binaryTimestamp reads a timestamp or timestamptz in binary format (microseconds since
+// PostgreSQL's epoch) as a time in UTC; not ok for infinity and -infinity, which Value gives as
+// pgx does.
+func binaryTimestamp(src []byte) (time.Time, bool) {
+	if len(src) != 8 {
+		return time.Time{}, false
+	}
+	us := int64(binary.BigEndian.Uint64(src))
+	if us == math.MaxInt64 || us == math.MinInt64 {
+		return time.Time{}, false
+	}
+	return time.UnixMicro(y2kMicros + us).UTC(), true
+}
+
+func textString(src []byte, dst *string) bool {
+	*dst = string(src)
+	return true
 }
 
 func valueFunc(m *pgtype.Map, oid uint32, format int16) func([]byte) (any, error) {
