@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"time"
+	"unsafe"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
@@ -72,9 +73,10 @@ func directFor(t reflect.Type, c *column) direct {
 	return directNone
 }
 
-// set fills field f with column i's value the direct way d; false when it cannot (no typed
-// decoder, NULL, a value that does not fit): Decode then takes the general way, which says why.
-func (l *lazyRow) set(f reflect.Value, i int, d direct) bool {
+// set fills the field at ptr (of a type directFor chose d for, of kind k) with column i's value
+// the direct way d; false when it cannot (no typed decoder, NULL, a value that does not fit):
+// Decode then takes the general way, which says why.
+func (l *lazyRow) set(ptr unsafe.Pointer, k reflect.Kind, i int, d direct) bool {
 	t := l.text[i]
 	if t == nil {
 		return false
@@ -86,21 +88,47 @@ func (l *lazyRow) set(f reflect.Value, i int, d direct) bool {
 			return false
 		}
 		n, ok := c.Int(t)
-		if !ok || f.OverflowInt(n) {
-			return false
-		}
-		f.SetInt(n)
+		return ok && setInt(ptr, k, n)
 	case directTime:
 		if c.Time == nil {
 			return false
 		}
 		v, ok := c.Time(t)
-		if !ok {
+		if ok {
+			*(*time.Time)(ptr) = v
+		}
+		return ok
+	case directString:
+		return c.String != nil && c.String(t, (*string)(ptr))
+	}
+	return false
+}
+
+// setInt stores n in the integer of kind k at ptr; false when it does not fit.
+func setInt(ptr unsafe.Pointer, k reflect.Kind, n int64) bool {
+	switch k {
+	case reflect.Int64:
+		*(*int64)(ptr) = n
+	case reflect.Int:
+		if n != int64(int(n)) {
 			return false
 		}
-		setTime(f, v)
-	case directString:
-		return c.String != nil && f.CanAddr() && c.String(t, f.Addr().Interface().(*string))
+		*(*int)(ptr) = int(n)
+	case reflect.Int32:
+		if n != int64(int32(n)) {
+			return false
+		}
+		*(*int32)(ptr) = int32(n)
+	case reflect.Int16:
+		if n != int64(int16(n)) {
+			return false
+		}
+		*(*int16)(ptr) = int16(n)
+	case reflect.Int8:
+		if n != int64(int8(n)) {
+			return false
+		}
+		*(*int8)(ptr) = int8(n)
 	default:
 		return false
 	}

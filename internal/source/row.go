@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
@@ -188,14 +189,14 @@ func (r Row) Decode(dst any) error {
 	if rv.Kind() != reflect.Pointer || rv.Elem().Kind() != reflect.Struct {
 		return fmt.Errorf("source: Decode needs a pointer to a struct, not %T", dst)
 	}
+	base := rv.UnsafePointer()
 	rv = rv.Elem()
 	plan := r.src.planFor(rv.Type())
 	for _, p := range plan {
-		f := rv.FieldByIndex(p.field)
-		if p.direct != directNone && r.lz != nil && r.lz.set(f, p.col, p.direct) {
+		if p.direct != directNone && r.lz != nil && r.lz.set(unsafe.Add(base, p.offset), p.kind, p.col, p.direct) {
 			continue
 		}
-		v := r.value(p.col)
+		f, v := rv.FieldByIndex(p.field), r.value(p.col)
 		var err error
 		if p.scanner {
 			err = f.Addr().Interface().(sql.Scanner).Scan(v)
@@ -214,8 +215,13 @@ func (r Row) Decode(dst any) error {
 type fieldPlan struct {
 	field   []int
 	col     int
-	scanner bool   // *T implements sql.Scanner: the value goes to its Scan
-	direct  direct // how a raw row's value can go to the field without boxing (lazyRow.set)
+	scanner bool // *T implements sql.Scanner: the value goes to its Scan
+	// direct is how a raw row's value can go to the field without boxing (lazyRow.set): to the
+	// field of kind kind at offset in the struct (directNone for a field reached through an
+	// embedded pointer).
+	direct direct
+	kind   reflect.Kind
+	offset uintptr
 }
 
 // TaggedField is an exported, non-embedded struct field with a `db:"column[,option...]"` tag
@@ -278,8 +284,8 @@ func (s *Source) planFor(t reflect.Type) []fieldPlan {
 		for i, c := range s.cols {
 			if (tagged && c.name == name) || (!tagged && strings.EqualFold(c.name, f.Name)) {
 				p := fieldPlan{field: f.Index, col: i, scanner: scans(f.Type)}
-				if !p.scanner {
-					p.direct = directFor(f.Type, &s.cols[i])
+				if off, ok := fieldOffset(t, f.Index); ok && !p.scanner {
+					p.direct, p.kind, p.offset = directFor(f.Type, &s.cols[i]), f.Type.Kind(), off
 				}
 				plan = append(plan, p)
 				break
@@ -290,6 +296,23 @@ func (s *Source) planFor(t reflect.Type) []fieldPlan {
 	s.plans.Store(t, p)
 	s.lastPlan.Store(p)
 	return plan
+}
+
+// fieldOffset is the offset in struct type t of the field at index, false when the way to it
+// goes through an embedded pointer.
+func fieldOffset(t reflect.Type, index []int) (uintptr, bool) {
+	var off uintptr
+	for n, i := range index {
+		if t.Kind() != reflect.Struct {
+			return 0, false
+		}
+		f := t.Field(i)
+		off += f.Offset
+		if t = f.Type; n < len(index)-1 && t.Kind() == reflect.Pointer {
+			return 0, false
+		}
+	}
+	return off, true
 }
 
 var (

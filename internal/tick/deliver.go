@@ -129,12 +129,7 @@ func (t *tickRun) step(b *source.Batch) (more bool, err error) {
 		}
 	} else {
 		t.sum.Rows += len(b.Rows)
-		if t.sum.Ops == nil {
-			t.sum.Ops = map[string]int{}
-		}
-		for _, r := range b.Rows {
-			t.sum.Ops[r.Op()]++
-		}
+		t.countOps(b.Rows)
 	}
 	t.sum.Batches++
 	t.log.Info("batch", "batch_id", pb.ID, "rows", len(b.Rows), "attempt", t.attempt, "fencing_token", pb.FencingToken,
@@ -147,6 +142,22 @@ func (t *tickRun) step(b *source.Batch) (more bool, err error) {
 		return false, nil
 	}
 	return true, nil
+}
+
+// countOps adds rows' changes to the summary's count by Op, a map entry per run of rows of one
+// Op rather than per row (a keyset batch is one run: every row an upsert).
+func (t *tickRun) countOps(rows []source.Row) {
+	if t.sum.Ops == nil {
+		t.sum.Ops = map[string]int{}
+	}
+	for i := 0; i < len(rows); {
+		op, n := rows[i].Op(), 1
+		for i+n < len(rows) && rows[i+n].Op() == op {
+			n++
+		}
+		t.sum.Ops[op] += n
+		i += n
+	}
 }
 
 // commitDue commits the progress not yet committed once CheckpointInterval has passed since

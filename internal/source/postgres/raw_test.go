@@ -121,6 +121,19 @@ func TestRawReadsAsDatabaseSQL(t *testing.T) {
 					t.Errorf("Decode of a raw row: %v allocations, want 1 (the string)", n)
 				}
 			}
+			// Fields promoted from an embedded struct (at its offset) and through an embedded
+			// pointer (the general way) fill alike.
+			for r := range raw {
+				rn, pn := nested{Ptr: &Ptr{}}, nested{Ptr: &Ptr{}}
+				rerr, perr := raw[r].Decode(&rn), plain[r].Decode(&pn)
+				if fmt.Sprint(rerr) != fmt.Sprint(perr) || rn.ID != pn.ID || rn.Small != pn.Small || rn.T != pn.T || rn.Num != pn.Num ||
+					!rn.TS.Equal(pn.TS) || rn.Ptr.I4 != pn.Ptr.I4 || rn.Ptr.VC != pn.Ptr.VC {
+					t.Errorf("row %d decoded into embedded fields:\nraw          %+v %+v %v\ndatabase/sql %+v %+v %v", r+1, rn, *rn.Ptr, rerr, pn, *pn.Ptr, perr)
+				}
+				if r == 0 && (rn.ID != 1 || rn.Small != -32768 || rn.T != "emoji 😀" || rn.Ptr.I4 != 2147483647 || rn.Ptr.VC != "vc") {
+					t.Errorf("row 1 decoded into embedded fields as %+v %+v", rn, *rn.Ptr)
+				}
+			}
 			// A value that does not fit its field fails the same way either way.
 			var narrow struct {
 				I4 int16 `db:"i4"`
@@ -133,6 +146,27 @@ func TestRawReadsAsDatabaseSQL(t *testing.T) {
 	}
 }
 
+// Inner and Ptr are embedded in nested, by value and by pointer.
+type Inner struct {
+	ID    int64     `db:"id"`
+	TS    time.Time `db:"ts"`
+	Small small     `db:"i2"`
+}
+
+type small int16
+
+type Ptr struct {
+	I4 int32  `db:"i4"`
+	VC string `db:"vc"`
+}
+
+type nested struct {
+	T string `db:"t"`
+	Inner
+	Num string `db:"num"`
+	*Ptr
+}
+
 func sameTyped(a, b typedRow) bool {
 	if !a.TS.Equal(b.TS) || a.TS.Location() != b.TS.Location() || (a.TZ == nil) != (b.TZ == nil) ||
 		a.TZ != nil && (!a.TZ.Equal(*b.TZ) || a.TZ.Location() != b.TZ.Location()) {
@@ -143,4 +177,35 @@ func sameTyped(a, b typedRow) bool {
 		a.F8, b.F8 = 0, 0
 	}
 	return reflect.DeepEqual(a, b)
+}
+
+// BenchmarkRawDecode: a raw row of the example's orders shape into its struct.
+func BenchmarkRawDecode(b *testing.B) {
+	db, dsn := testenv.PostgresOrdersTable(b, "bench_raw_decode", 1000)
+	_ = db
+	src, err := source.Open(context.Background(), source.Drivers{Driver{}}, source.Config{Poller: "rd", Driver: Name, DSN: dsn,
+		Definition: source.Definition{Table: source.Table{Name: "bench_raw_decode"}, Columns: []string{"id", "customer", "amount", "updated_at"},
+			PK: []string{"id"}, Cursor: source.Cursor{Kind: state.KindTimestampPK, Column: "updated_at"}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer src.Close()
+	batch, err := src.Fetch(context.Background(), nil, 1000)
+	if err != nil || len(batch.Rows) != 1000 {
+		b.Fatalf("fetch: %v", err)
+	}
+	var o struct {
+		ID        int64     `db:"id,key"`
+		Customer  string    `db:"customer"`
+		Amount    string    `db:"amount"`
+		UpdatedAt time.Time `db:"updated_at,cursor"`
+	}
+	for b.Loop() {
+		for _, r := range batch.Rows {
+			if err := r.Decode(&o); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(batch.Rows)), "ns/row")
 }
