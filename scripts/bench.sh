@@ -8,7 +8,7 @@
 #           requests each costs;
 #   source  rows/s of the source reading 1,000,000 rows in batches of 1,000 against a
 #           hand-written keyset loop over the same table (PostgreSQL, SQLite, MySQL/MariaDB);
-#   tick    a poller catching up on 200,000 PostgreSQL rows (batches of 1,000, no-op handler,
+#   tick    a poller catching up on 1,000,000 PostgreSQL rows (batches of 1,000, no-op handler,
 #           state on Azurite) against the hand-written loop, with blob requests per tick;
 #   sink    a poller sending 10,000 PostgreSQL rows to Azurite's storage queue and to a local
 #           webhook against a hand-written loop making the same call per row (SINK_ROWS);
@@ -211,7 +211,7 @@ if [ "$what" = tick ] || [ "$what" = all ]; then
   : >"$out"
   gotest "$out" -run '^$' -bench BenchmarkCatchUp -benchtime 3x -count "$COUNT" -timeout 60m ./internal/tick/
   echo
-  echo "Catch-up of ${CATCHUP_ROWS:-200000} PostgreSQL rows, batches of 1,000, no-op handler (median over $COUNT runs; goals in the summary):"
+  echo "Catch-up of ${CATCHUP_ROWS:-1000000} PostgreSQL rows, batches of 1,000, no-op handler (median over $COUNT runs; goals in the summary):"
   printf '%-24s %11s %8s %18s %14s %16s %12s %16s %10s %10s %11s\n' mode tick-rows/s tick-MB/s handwritten-rows/s handwritten-MB/s \
     tick/handwritten batches/tick blob-writes/tick blob-reads idle-reads idle-writes
   for m in checkpoint-every-2s checkpoint-every-batch; do

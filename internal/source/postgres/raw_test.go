@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -134,6 +135,19 @@ func TestRawReadsAsDatabaseSQL(t *testing.T) {
 					t.Errorf("row 1 decoded into embedded fields as %+v %+v", rn, *rn.Ptr)
 				}
 			}
+			// Rows are read from several goroutines at once (a sink's workers): the decoders share
+			// their scan plans (go test -race checks them).
+			var wg sync.WaitGroup
+			for range 4 {
+				wg.Go(func() {
+					for _, r := range raw {
+						_, _ = r.MarshalJSON() // what it gives is compared above
+						var d typedRow
+						_ = r.Decode(&d)
+					}
+				})
+			}
+			wg.Wait()
 			// A value that does not fit its field fails the same way either way.
 			var narrow struct {
 				I4 int16 `db:"i4"`
