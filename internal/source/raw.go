@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"reflect"
+	"strconv"
 	"time"
 	"unsafe"
 
@@ -36,12 +37,13 @@ type RawRows interface {
 type RawColumn struct {
 	// Value gives what the driver's database/sql Scan into an any gives.
 	Value func([]byte) (any, error)
-	// Int, Time and String, when not nil, give the value an integer, a timestamp or a text or
-	// exact numeric column's Value would give once normalized (a Row's value), without boxing
-	// it; ok false: use Value. Decode fills fields of those types through them.
-	Int    func([]byte) (n int64, ok bool)
-	Time   func([]byte) (t time.Time, ok bool)
-	String func(src []byte, dst *string) (ok bool)
+	// Int and Time, when not nil, give the value an integer or a timestamp column's Value would
+	// give once normalized (a Row's value), without boxing it; ok false: use Value. Text says a
+	// value's bytes are its text (text, varchar, an exact numeric in text format). Decode and
+	// MarshalJSON read those columns through them.
+	Int  func([]byte) (n int64, ok bool)
+	Time func([]byte) (t time.Time, ok bool)
+	Text bool
 }
 
 // lazyRow holds a row's values as the database sent them (nil: NULL), decoded when read.
@@ -57,7 +59,7 @@ const (
 	directNone   direct = iota
 	directInt           // an integer field from an integer column (RawColumn.Int)
 	directTime          // a time.Time field from a date and time column (RawColumn.Time)
-	directString        // a string field from a text, exact numeric or xid8 column (RawColumn.String)
+	directString        // a string field from a text or exact numeric column (RawColumn.Text)
 )
 
 // directFor is how Decode can fill a field of type t from column c without boxing its value.
@@ -67,7 +69,7 @@ func directFor(t reflect.Type, c *column) direct {
 		return directInt
 	case c.Class == ClassTime && t == timeType:
 		return directTime
-	case (c.Class == ClassText || c.Class == ClassDecimal || c.Class == ClassXID8) && t == stringType:
+	case (c.Class == ClassText || c.Class == ClassDecimal) && t == stringType:
 		return directString
 	}
 	return directNone
@@ -99,7 +101,11 @@ func (l *lazyRow) set(ptr unsafe.Pointer, k reflect.Kind, i int, d direct) bool 
 		}
 		return ok
 	case directString:
-		return c.String != nil && c.String(t, (*string)(ptr))
+		if !c.Text {
+			return false
+		}
+		*(*string)(ptr) = string(t)
+		return true
 	}
 	return false
 }
@@ -135,18 +141,55 @@ func setInt(ptr unsafe.Pointer, k reflect.Kind, n int64) bool {
 	return true
 }
 
-// value is column i's value as the driver's database/sql Scan would give it; bytes that do not
-// decode (which the database never sends for the type it described) are returned as a string.
+// value is column i's value as the driver's database/sql Scan would give it, or already
+// normalized (an integer, a time, text); bytes that do not decode (which the database never
+// sends for the type it described) are returned as a string.
 func (l *lazyRow) value(i int) any {
 	t := l.text[i]
 	if t == nil {
 		return nil
 	}
-	v, err := l.cols[i].Value(t)
+	c := &l.cols[i]
+	switch {
+	case c.Int != nil:
+		if n, ok := c.Int(t); ok {
+			return n
+		}
+	case c.Time != nil:
+		if v, ok := c.Time(t); ok {
+			return v
+		}
+	case c.Text:
+		return string(t)
+	}
+	v, err := c.Value(t)
 	if err != nil {
 		return string(t)
 	}
 	return v
+}
+
+// appendJSON appends column i's value as MarshalJSON renders it, read straight from the bytes
+// for an integer, a time, text and an exact numeric of column c; false for the others.
+func (l *lazyRow) appendJSON(out []byte, i int, c *column) ([]byte, bool) {
+	t := l.text[i]
+	if t == nil {
+		return append(out, "null"...), true
+	}
+	rc := &l.cols[i]
+	switch {
+	case rc.Int != nil && c.Class == ClassInt:
+		if n, ok := rc.Int(t); ok {
+			return strconv.AppendInt(out, n, 10), true
+		}
+	case rc.Time != nil && c.Class == ClassTime:
+		if v, ok := rc.Time(t); ok {
+			return appendJSONTime(out, v), true
+		}
+	case rc.Text && (c.Class == ClassText || c.Class == ClassDecimal):
+		return appendJSONString(out, t), true
+	}
+	return out, false
 }
 
 // readRaw is keyset.read through the driver's RawReader: false when the driver has none or

@@ -157,17 +157,21 @@ func (r Row) MarshalJSON() ([]byte, error) {
 			out = append(out, ',')
 		}
 		first = false
-		out = strconv.AppendQuote(out, c.name)
+		out = appendJSONString(out, c.name)
 		out = append(out, ':')
+		if r.lz != nil {
+			var ok bool
+			if out, ok = r.lz.appendJSON(out, i, &r.src.cols[i]); ok {
+				continue
+			}
+		}
 		switch v := r.value(i).(type) {
 		case nil:
 			out = append(out, "null"...)
 		case int64:
 			out = strconv.AppendInt(out, v, 10)
 		case time.Time:
-			out = append(out, '"')
-			out = v.UTC().AppendFormat(out, time.RFC3339Nano)
-			out = append(out, '"')
+			out = appendJSONTime(out, v)
 		default:
 			j, err := json.Marshal(v)
 			if err != nil {

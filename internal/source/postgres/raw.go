@@ -83,11 +83,9 @@ func rawColumns(m *pgtype.Map, fds []pgconn.FieldDescription) []source.RawColumn
 				c.Time = binaryTimestamp
 			}
 		case pgtype.TextOID, pgtype.VarcharOID, pgtype.BPCharOID:
-			c.String = textString // a text value's bytes are the same in either format
+			c.Text = true // a text value's bytes are the same in either format
 		case pgtype.NumericOID:
-			if !binary {
-				c.String = textString
-			}
+			c.Text = !binary
 		}
 		out[i] = c
 	}
@@ -107,12 +105,13 @@ func binaryInt(src []byte) (int64, bool) {
 	return 0, false
 }
 
-// y2kMicros is PostgreSQL's epoch, 2000-01-01 00:00:00 UTC, in microseconds since Unix's.
-const y2kMicros = 946_684_800_000_000
+// y2kSeconds is PostgreSQL's epoch, 2000-01-01 00:00:00 UTC, in seconds since Unix's.
+const y2kSeconds = 946_684_800
 
 // binaryTimestamp reads a timestamp or timestamptz in binary format (microseconds since
 // PostgreSQL's epoch) as a time in UTC; not ok for infinity and -infinity, which Value gives as
-// pgx does.
+// pgx does. Seconds and microseconds apart, as pgx does: the microseconds of 294276 AD, the
+// latest timestamp, plus the epoch's would overflow an int64.
 func binaryTimestamp(src []byte) (time.Time, bool) {
 	if len(src) != 8 {
 		return time.Time{}, false
@@ -121,12 +120,7 @@ func binaryTimestamp(src []byte) (time.Time, bool) {
 	if us == math.MaxInt64 || us == math.MinInt64 {
 		return time.Time{}, false
 	}
-	return time.UnixMicro(y2kMicros + us).UTC(), true
-}
-
-func textString(src []byte, dst *string) bool {
-	*dst = string(src)
-	return true
+	return time.Unix(y2kSeconds+us/1_000_000, us%1_000_000*1_000).UTC(), true
 }
 
 func valueFunc(m *pgtype.Map, oid uint32, format int16) func([]byte) (any, error) {

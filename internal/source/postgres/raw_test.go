@@ -223,3 +223,35 @@ func BenchmarkRawDecode(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(batch.Rows)), "ns/row")
 }
+
+// BenchmarkRawMarshalJSON: a row of the example's orders shape as JSON (what a sink sends), read
+// through pgx's raw values and through database/sql.
+func BenchmarkRawMarshalJSON(b *testing.B) {
+	_, dsn := testenv.PostgresOrdersTable(b, "bench_raw_decode", 1000)
+	for _, tc := range []struct {
+		name string
+		dl   source.Driver
+	}{{"raw", Driver{}}, {"database-sql", viaDatabaseSQL{}}} {
+		b.Run(tc.name, func(b *testing.B) {
+			src, err := source.Open(context.Background(), source.Drivers{tc.dl}, source.Config{Poller: "rj", Driver: Name, DSN: dsn,
+				Definition: source.Definition{Table: source.Table{Name: "bench_raw_decode"}, Columns: []string{"id", "customer", "amount", "updated_at"},
+					PK: []string{"id"}, Cursor: source.Cursor{Kind: state.KindTimestampPK, Column: "updated_at"}}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer src.Close()
+			batch, err := src.Fetch(context.Background(), nil, 1000)
+			if err != nil || len(batch.Rows) != 1000 {
+				b.Fatalf("fetch: %v", err)
+			}
+			for b.Loop() {
+				for _, r := range batch.Rows {
+					if _, err := r.MarshalJSON(); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(batch.Rows)), "ns/row")
+		})
+	}
+}
