@@ -193,21 +193,26 @@ func sameTyped(a, b typedRow) bool {
 	return reflect.DeepEqual(a, b)
 }
 
-// BenchmarkRawDecode: a raw row of the example's orders shape into its struct.
-func BenchmarkRawDecode(b *testing.B) {
-	db, dsn := testenv.PostgresOrdersTable(b, "bench_raw_decode", 1000)
-	_ = db
-	src, err := source.Open(context.Background(), source.Drivers{Driver{}}, source.Config{Poller: "rd", Driver: Name, DSN: dsn,
+// benchOrders returns a batch of 1,000 rows of the example's orders shape read through dl.
+func benchOrders(b *testing.B, dl source.Driver) []source.Row {
+	_, dsn := testenv.PostgresOrdersTable(b, "bench_raw_decode", 1000)
+	src, err := source.Open(context.Background(), source.Drivers{dl}, source.Config{Poller: "rd", Driver: Name, DSN: dsn,
 		Definition: source.Definition{Table: source.Table{Name: "bench_raw_decode"}, Columns: []string{"id", "customer", "amount", "updated_at"},
 			PK: []string{"id"}, Cursor: source.Cursor{Kind: state.KindTimestampPK, Column: "updated_at"}}})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer src.Close()
+	b.Cleanup(func() { src.Close() })
 	batch, err := src.Fetch(context.Background(), nil, 1000)
 	if err != nil || len(batch.Rows) != 1000 {
 		b.Fatalf("fetch: %v", err)
 	}
+	return batch.Rows
+}
+
+// BenchmarkRawDecode: a raw row of the example's orders shape into its struct.
+func BenchmarkRawDecode(b *testing.B) {
+	rows := benchOrders(b, Driver{})
 	var o struct {
 		ID        int64     `db:"id,key"`
 		Customer  string    `db:"customer"`
@@ -215,43 +220,32 @@ func BenchmarkRawDecode(b *testing.B) {
 		UpdatedAt time.Time `db:"updated_at,cursor"`
 	}
 	for b.Loop() {
-		for _, r := range batch.Rows {
+		for _, r := range rows {
 			if err := r.Decode(&o); err != nil {
 				b.Fatal(err)
 			}
 		}
 	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(batch.Rows)), "ns/row")
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(rows)), "ns/row")
 }
 
 // BenchmarkRawMarshalJSON: a row of the example's orders shape as JSON (what a sink sends), read
 // through pgx's raw values and through database/sql.
 func BenchmarkRawMarshalJSON(b *testing.B) {
-	_, dsn := testenv.PostgresOrdersTable(b, "bench_raw_decode", 1000)
 	for _, tc := range []struct {
 		name string
 		dl   source.Driver
 	}{{"raw", Driver{}}, {"database-sql", viaDatabaseSQL{}}} {
 		b.Run(tc.name, func(b *testing.B) {
-			src, err := source.Open(context.Background(), source.Drivers{tc.dl}, source.Config{Poller: "rj", Driver: Name, DSN: dsn,
-				Definition: source.Definition{Table: source.Table{Name: "bench_raw_decode"}, Columns: []string{"id", "customer", "amount", "updated_at"},
-					PK: []string{"id"}, Cursor: source.Cursor{Kind: state.KindTimestampPK, Column: "updated_at"}}})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer src.Close()
-			batch, err := src.Fetch(context.Background(), nil, 1000)
-			if err != nil || len(batch.Rows) != 1000 {
-				b.Fatalf("fetch: %v", err)
-			}
+			rows := benchOrders(b, tc.dl)
 			for b.Loop() {
-				for _, r := range batch.Rows {
+				for _, r := range rows {
 					if _, err := r.MarshalJSON(); err != nil {
 						b.Fatal(err)
 					}
 				}
 			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(batch.Rows)), "ns/row")
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(rows)), "ns/row")
 		})
 	}
 }
