@@ -472,3 +472,22 @@ func TestLogicalValuesAsKeyset(t *testing.T) {
 		}
 	}
 }
+
+// TestLogicalChunk: a logical poller's backfill chunk returns every row it reads (its caller
+// compares them with the change stream's watermarks), and refuses a live position.
+func TestLogicalChunk(t *testing.T) {
+	db, table, cfg := logicalTable(t, logicalDDL)
+	exec(t, db, "INSERT INTO "+table+" SELECT g, 'n' || g, NULL FROM generate_series(1, 5) g")
+	src, err := drivers.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	c, err := src.ReadChunk(context.Background(), nil, "id > 1", nil, 3)
+	if err != nil || len(c.Rows) != 3 || c.Left != 0 || !c.Full || string(c.Next["id"]) != "4" || c.Rows[0].Get("name") != "n2" {
+		t.Fatalf("chunk: %+v, %v", c, err)
+	}
+	if _, err := src.ReadChunk(context.Background(), nil, "", &state.Cursor{Kind: state.KindLogical}, 3); err == nil || !strings.Contains(err.Error(), "change stream") {
+		t.Fatalf("a position: %v", err)
+	}
+}

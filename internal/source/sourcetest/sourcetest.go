@@ -143,6 +143,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("IntKeys", h.testIntKeys)
 	t.Run("UnreachableRows", h.testUnreachableRows)
 	t.Run("Keys", h.testKeys)
+	t.Run("Chunks", h.testChunks)
 }
 
 var ctx = context.Background()

@@ -1,0 +1,192 @@
+package source
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
+)
+
+// ErrChunkKey says a backfill's stored key does not fit the source's primary key.
+var ErrChunkKey = errors.New("the backfill's key does not fit the table's primary key")
+
+// A Chunk is one read of a backfill: the table's current rows in primary-key order, a chunk at a
+// time, beside the live changes.
+type Chunk struct {
+	// Rows are the rows to send as reads. For a keyset cursor, those whose version (their cursor)
+	// is at or before the live position ReadChunk was given; for a change-stream cursor, every
+	// row read (the caller compares them with the change stream: its watermarks).
+	Rows []Row
+	// Left counts the rows read whose version is after the live position: the live changes
+	// deliver them, in order, so a read of them could overwrite a newer change.
+	Left int
+	// Next is the primary key of the last row read (sent or left), as a backfill's progress
+	// keeps it: the next chunk starts after it. Nil when the chunk read no row.
+	Next map[string]json.RawMessage
+	// Full says the chunk read its limit of rows: more may follow. False: the backfill is done.
+	Full bool
+}
+
+// ReadChunk reads up to limit of the table's current rows in primary-key order, after the key
+// after (nil: from the first), those that the definition's filter and where (SQL; "": all)
+// select: a backfill's chunk. For a keyset cursor each row's version is compared with position,
+// the live position (the tick's cursor; nil: the beginning), in the database, with its own
+// collation and types: a row after it is left to the live changes (Chunk.Left). A change-stream
+// cursor takes no position: every row is returned.
+func (s *Source) ReadChunk(ctx context.Context, after map[string]json.RawMessage, where string, position *state.Cursor, limit int) (*Chunk, error) {
+	if limit < 1 {
+		return nil, fmt.Errorf("source: poller %q: a backfill chunk of %d rows", s.poller, limit)
+	}
+	if s.def.Changes() && position != nil {
+		return nil, fmt.Errorf("source: poller %q: a %s cursor's backfill compares rows with its change stream, not with a position", s.poller, s.def.Cursor.Kind)
+	}
+	dl := s.dl
+	n := 0
+	next := func() string { n++; return dl.Placeholder(n) }
+	var args []any
+	// ordered appends vals in the order of a keyset predicate's markers (nil: as they are).
+	ordered := func(vals []any, order []int) {
+		if order == nil {
+			args = append(args, vals...)
+			return
+		}
+		for _, i := range order {
+			args = append(args, vals[i])
+		}
+	}
+	// The last column says whether the row is after the live position: 1 left, 0 sent.
+	left := "0"
+	if !s.def.Changes() {
+		left = "1" // no position: the live changes deliver every row
+		if position != nil {
+			pos, err := s.keyArgs(position)
+			if err != nil {
+				return nil, err
+			}
+			pred, order := dl.Keyset(s.def.Cursor.Kind, QuoteAll(dl, s.keyCols), markers(len(s.keyCols), next))
+			ordered(pos, order)
+			left = "CASE WHEN " + pred + " THEN 1 ELSE 0 END"
+		}
+	}
+	var preds []string
+	if after != nil {
+		key, err := s.chunkKeyArgs(after)
+		if err != nil {
+			return nil, err
+		}
+		pred, order := dl.Keyset(state.KindInteger, QuoteAll(dl, s.def.PK), markers(len(s.def.PK), next))
+		preds = append(preds, pred)
+		ordered(key, order)
+	}
+	for _, f := range []string{s.def.Filter, where} {
+		if f = strings.TrimSpace(f); f != "" {
+			preds = append(preds, "("+f+")")
+		}
+	}
+	from := " FROM " + QuoteTable(dl, s.def.Table)
+	if len(preds) > 0 {
+		from += " WHERE " + strings.Join(preds, " AND ")
+	}
+	q := dl.Limit(strings.Join(QuoteAll(dl, s.def.selected()), ", ")+", "+left, from+" ORDER BY "+strings.Join(QuoteAll(dl, s.def.PK), ", "), next())
+	args = append(args, limit)
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, s.chunkErr(where, err)
+	}
+	defer rows.Close()
+	c := &Chunk{}
+	cols := len(s.cols)
+	var last Row
+	read := 0
+	for rows.Next() {
+		vals := make([]any, cols+1)
+		ptrs := make([]any, cols+1)
+		for i := range vals[:cols] {
+			ptrs[i] = &vals[i]
+		}
+		var after sql.NullInt64
+		ptrs[cols] = &after
+		if err := rows.Scan(ptrs...); err != nil {
+			return nil, s.chunkErr(where, err)
+		}
+		last = Row{src: s, raw: vals[:cols:cols]}
+		read++
+		if after.Int64 == 1 {
+			c.Left++
+			continue
+		}
+		c.Rows = append(c.Rows, last)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.chunkErr(where, err)
+	}
+	c.Full = read == limit
+	if read > 0 {
+		if c.Next, err = s.chunkKey(last); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// markers returns n placeholders from next.
+func markers(n int, next func() string) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = next()
+	}
+	return out
+}
+
+func (s *Source) chunkErr(where string, err error) error {
+	if strings.TrimSpace(where) == "" {
+		return fmt.Errorf("source: poller %q, table %s: backfill chunk: %w", s.poller, s.def.Table, err)
+	}
+	return fmt.Errorf("source: poller %q, table %s: backfill chunk with --where %q: %w", s.poller, s.def.Table, where, err)
+}
+
+// pkCodec returns the codec of primary-key column pk (every key column has one: see lay).
+func (s *Source) pkCodec(pk string) (int, KeyCodec) {
+	i := slices.Index(s.keyCols, pk)
+	return s.keyIdx[i], s.codecs[i]
+}
+
+// chunkKey is row r's primary key as a backfill keeps it: each column's value in its key codec.
+func (s *Source) chunkKey(r Row) (map[string]json.RawMessage, error) {
+	out := make(map[string]json.RawMessage, len(s.def.PK))
+	for _, pk := range s.def.PK {
+		idx, codec := s.pkCodec(pk)
+		raw, err := codec.Encode(r.value(idx))
+		if err != nil {
+			return nil, fmt.Errorf("source: poller %q, table %s, column %q: %w", s.poller, s.def.Table, pk, err)
+		}
+		out[pk] = raw
+	}
+	return out, nil
+}
+
+// chunkKeyArgs decodes a backfill's stored key into the primary key's values, in its order.
+func (s *Source) chunkKeyArgs(key map[string]json.RawMessage) ([]any, error) {
+	if len(key) != len(s.def.PK) {
+		return nil, fmt.Errorf("source: poller %q: %w: it has %d columns, the key %d (%s)", s.poller, ErrChunkKey, len(key), len(s.def.PK), strings.Join(s.def.PK, ", "))
+	}
+	out := make([]any, len(s.def.PK))
+	for i, pk := range s.def.PK {
+		raw, ok := key[pk]
+		if !ok {
+			return nil, fmt.Errorf("source: poller %q: %w: it lacks column %q", s.poller, ErrChunkKey, pk)
+		}
+		_, codec := s.pkCodec(pk)
+		v, err := codec.Decode(raw)
+		if err != nil {
+			return nil, fmt.Errorf("source: poller %q: %w: column %q, value %s: %v", s.poller, ErrChunkKey, pk, raw, err)
+		}
+		out[i] = v
+	}
+	return out, nil
+}
