@@ -87,6 +87,8 @@ type Doc struct {
 	// Failure records failed attempts at the batch after the checkpoint; nil once a commit
 	// succeeds. The next attempt at that batch is Failure.Attempts + 1.
 	Failure *Failure `json:"failure"`
+	// Backfill is the backfill in progress, if any: nil when none runs.
+	Backfill *Backfill `json:"backfill,omitempty"`
 	// History is the poller's recent ticks that wrote (newest last), at most HistoryLen: what the
 	// status page draws its lag sparkline from. Idle ticks write nothing, so they are not in it.
 	History []Tick `json:"history,omitempty"`
@@ -130,6 +132,61 @@ type Failure struct {
 	// Quarantine asks the next tick to quarantine this batch whatever {P}_ON_POISON says
 	// (pollerctl quarantine sets it, to unblock a poller).
 	Quarantine bool `json:"quarantine,omitempty"`
+}
+
+// The kinds of Backfill.
+const (
+	// BackfillRequested is a backfill an operator asked for (pollerctl backfill).
+	BackfillRequested = "backfill"
+	// BackfillSnapshot is a change-stream poller's initial snapshot ("initial": "snapshot").
+	BackfillSnapshot = "snapshot"
+)
+
+// Backfill is a backfill in progress: the table's current rows, or those Where selects, sent
+// again as read messages, a chunk at a time in primary-key order beside the live changes. Its
+// progress is written with the checkpoint, in the same compare-and-swap: a crash or a takeover
+// resumes it after the last committed chunk.
+type Backfill struct {
+	ID   string `json:"id"`
+	Kind string `json:"kind"` // BackfillRequested or BackfillSnapshot
+	// Where selects the rows (SQL, with the definition's own filter); "" all of them.
+	Where string `json:"where,omitempty"`
+	Chunk int    `json:"chunk"` // rows a chunk reads
+	// After is the primary key after which the next chunk starts (column to value, as a cursor's
+	// tiebreaker holds them); nil: the first.
+	After map[string]json.RawMessage `json:"after"`
+	Rows  int64                      `json:"rows"` // rows sent as reads, committed
+	// Left counts the rows a chunk read but left to the live changes, which deliver a newer
+	// version of them.
+	Left int64 `json:"left"`
+	// Estimate is how many rows it reads, estimated when it started (the database's statistics);
+	// 0: unknown.
+	Estimate  int64 `json:"estimate"`
+	StartedAt Time  `json:"started_at"`
+	// Cancel asks the next tick to end it (pollerctl backfill --cancel).
+	Cancel bool `json:"cancel,omitempty"`
+}
+
+func (b *Backfill) validate() error {
+	switch {
+	case b.ID == "":
+		return errors.New("id is empty")
+	case b.Kind != BackfillRequested && b.Kind != BackfillSnapshot:
+		return fmt.Errorf("kind %q is not %q or %q", b.Kind, BackfillRequested, BackfillSnapshot)
+	case b.Chunk < 1:
+		return fmt.Errorf("chunk %d must be at least 1", b.Chunk)
+	case b.Rows < 0 || b.Left < 0 || b.Estimate < 0:
+		return fmt.Errorf("rows %d, left %d and estimate %d must not be negative", b.Rows, b.Left, b.Estimate)
+	}
+	for k, v := range b.After {
+		if k == "" {
+			return errors.New("after has an empty column name")
+		}
+		if err := scalar(v); err != nil {
+			return fmt.Errorf("after %q: %w", k, err)
+		}
+	}
+	return nil
 }
 
 // HistoryLen bounds Doc.History.
@@ -239,6 +296,11 @@ func (d *Doc) validate() error {
 	if c := d.Checkpoint.Cursor; c != nil {
 		if err := c.Validate(); err != nil {
 			return fmt.Errorf("checkpoint.cursor: %w", err)
+		}
+	}
+	if b := d.Backfill; b != nil {
+		if err := b.validate(); err != nil {
+			return fmt.Errorf("backfill: %w", err)
 		}
 	}
 	return nil

@@ -121,6 +121,12 @@ func TestDecodeRefuses(t *testing.T) {
 		{"token past 2^53-1", strings.Replace(seedDoc, `"fencing_token": 42`, `"fencing_token": 9007199254740992`, 1), state.ErrCorrupt, "fencing_token"},
 		{"owner without ttl", strings.Replace(seedDoc, `"ttl_seconds": 60`, `"ttl_seconds": 0`, 1), state.ErrCorrupt, "ttl_seconds"},
 		{"bad time", strings.Replace(seedDoc, `"2026-04-07T01:23:20Z"`, `"yesterday"`, 1), state.ErrCorrupt, "yesterday"},
+		{"backfill of another kind", withBackfill(`"kind": "copy"`), state.ErrCorrupt, `backfill: kind "copy"`},
+		{"backfill without id", withBackfill(`"id": ""`), state.ErrCorrupt, "backfill: id is empty"},
+		{"backfill chunk 0", withBackfill(`"chunk": 0`), state.ErrCorrupt, "backfill: chunk 0"},
+		{"backfill negative rows", withBackfill(`"rows": -1`), state.ErrCorrupt, "backfill: rows -1"},
+		{"backfill key object", withBackfill(`"after": {"id": {}}`), state.ErrCorrupt, `backfill: after "id"`},
+		{"backfill unknown field", withBackfill(`"surprise": 1`), state.ErrCorrupt, "surprise"},
 	}
 	for _, c := range cases {
 		poller := "orders"
@@ -136,6 +142,47 @@ func TestDecodeRefuses(t *testing.T) {
 		if !strings.Contains(err.Error(), c.mentions) || !strings.Contains(err.Error(), blob) {
 			t.Errorf("%s: %q should mention %q and the blob", c.name, err, c.mentions)
 		}
+	}
+}
+
+// backfillDoc is seedDoc with a backfill in progress.
+var backfillDoc = strings.Replace(seedDoc, `"write_id"`, `"backfill": {"id": "bf_1", "kind": "backfill", "where": "region = 'eu'", "chunk": 1000,
+    "after": {"id": 12093}, "rows": 5000, "left": 3, "estimate": 100000, "started_at": "2026-04-07T01:00:00Z"},
+  "write_id"`, 1)
+
+// withBackfill is backfillDoc with one of its fields replaced by field (or added).
+func withBackfill(field string) string {
+	name := field[:strings.Index(field, ":")]
+	for _, f := range []string{`"id": "bf_1"`, `"kind": "backfill"`, `"chunk": 1000`, `"rows": 5000`, `"after": {"id": 12093}`} {
+		if strings.HasPrefix(f, name) {
+			return strings.Replace(backfillDoc, f, field, 1)
+		}
+	}
+	return strings.Replace(backfillDoc, `"id": "bf_1"`, `"id": "bf_1", `+field, 1)
+}
+
+// TestBackfillRoundTrip: a backfill in progress decodes, and encodes back to the same document.
+func TestBackfillRoundTrip(t *testing.T) {
+	d, err := state.Decode(blob, "orders", []byte(backfillDoc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := d.Backfill
+	if b == nil || b.ID != "bf_1" || b.Kind != state.BackfillRequested || b.Where != "region = 'eu'" || b.Chunk != 1000 ||
+		string(b.After["id"]) != "12093" || b.Rows != 5000 || b.Left != 3 || b.Estimate != 100000 || b.Cancel {
+		t.Fatalf("decoded %+v", b)
+	}
+	out, err := state.Encode(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d2, err := state.Decode(blob, "orders", out)
+	if err != nil || d2.Backfill == nil || string(d2.Backfill.After["id"]) != "12093" || !d2.Backfill.StartedAt.Equal(b.StartedAt.Time) {
+		t.Fatalf("round trip: %+v, %v\n%s", d2.Backfill, err, out)
+	}
+	d.Backfill = nil
+	if out, _ := state.Encode(d); strings.Contains(string(out), "backfill") {
+		t.Fatalf("no backfill is written as none:\n%s", out)
 	}
 }
 
