@@ -343,6 +343,10 @@ type Lease struct {
 
 	writeMu  sync.Mutex   // one writer: heartbeats, commits and the release
 	history  []state.Tick // queued for the next write (under writeMu)
+	// backfill, when backfillSet, is the backfill's progress queued for the next write (nil: it
+	// ended); under writeMu.
+	backfill    *state.Backfill
+	backfillSet bool
 	doc      state.Doc    // as we last wrote it
 	etag     string       // of our last write
 	lastSent time.Time    // clock reading before our last successful write was sent
@@ -457,6 +461,34 @@ func (l *Lease) AddHistory(t state.Tick) {
 	l.history = append(l.history, t)
 }
 
+// SetBackfill queues the backfill's progress (nil: it ended, or was cancelled) for the lease's
+// next successful write, whatever that write is, as AddHistory does: call it once what it
+// records has been delivered.
+func (l *Lease) SetBackfill(b *state.Backfill) {
+	l.writeMu.Lock()
+	defer l.writeMu.Unlock()
+	if b != nil {
+		c := *b
+		b = &c
+	}
+	l.backfill, l.backfillSet = b, true
+}
+
+// Backfill returns the backfill as last written, or queued since (nil: none runs).
+func (l *Lease) Backfill() *state.Backfill {
+	l.writeMu.Lock()
+	defer l.writeMu.Unlock()
+	b := l.doc.Backfill
+	if l.backfillSet {
+		b = l.backfill
+	}
+	if b == nil {
+		return nil
+	}
+	c := *b
+	return &c
+}
+
 // FailAndRelease records a failed attempt at the batch after the checkpoint and releases the
 // lease, in one write. cp, when not nil, first commits the progress made before the failure.
 // The attempt count continues the document's when the failure is at the same checkpoint.
@@ -521,6 +553,9 @@ func (l *Lease) writeLocked(ctx context.Context, what string, change func(d *sta
 		for _, h := range l.history {
 			next.AddHistory(h)
 		}
+		if l.backfillSet {
+			next.Backfill = l.backfill
+		}
 		next.Lease.HeartbeatAt = state.At(sent)
 		next.Lease.ExpiresAt = state.At(sent.Add(c.TTL))
 		if release {
@@ -533,7 +568,7 @@ func (l *Lease) writeLocked(ctx context.Context, what string, change func(d *sta
 		}
 		if o.perr == nil {
 			l.adopt(next, o.etag, sent)
-			l.history = nil
+			l.history, l.backfillSet = nil, false
 			return nil
 		}
 
@@ -549,7 +584,7 @@ func (l *Lease) writeLocked(ctx context.Context, what string, change func(d *sta
 		case o.landed:
 			c.Logger.Info("lease write settled as landed", "poller", c.Poller, "write", what, "put_error", perr.Error())
 			l.adopt(next, o.etag, sent)
-			l.history = nil
+			l.history, l.backfillSet = nil, false
 			return nil
 		case release && doc.Lease.OwnerID != "" && doc.Lease.FencingToken > l.token && c.Clock.Now().Before(l.TrustedUntil()):
 			// A newer holder, seen while our lease is still trusted: nobody can take a held
@@ -558,7 +593,7 @@ func (l *Lease) writeLocked(ctx context.Context, what string, change func(d *sta
 			c.Logger.Info("lease write settled as landed: released, then taken by a newer holder", "poller", c.Poller, "write", what,
 				"holder", doc.Lease.OwnerID, "fencing_token", doc.Lease.FencingToken, "put_error", perr.Error())
 			l.adopt(next, "", sent)
-			l.history = nil
+			l.history, l.backfillSet = nil, false
 			return nil
 		case doc.Lease.OwnerID != l.owner || doc.Lease.FencingToken != l.token:
 			return l.end(lostf("%s refused: %s now holds fencing token %d (ours is %d)", what, doc.Lease.OwnerID, doc.Lease.FencingToken, l.token))

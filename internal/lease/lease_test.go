@@ -2,6 +2,7 @@ package lease_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"math/rand/v2"
 	"strings"
@@ -625,6 +626,48 @@ func TestFailureRecords(t *testing.T) {
 		}
 		if first.IsZero() {
 			t.Fatal("first_failure_at was not recorded")
+		}
+	})
+}
+
+// TestBackfillProgress: a backfill's progress queued with SetBackfill goes with the lease's next
+// write, whichever it is (a heartbeat here), once; nil ends it; Backfill shows what is queued.
+func TestBackfillProgress(t *testing.T) {
+	forEachStore(t, func(t *testing.T, f *fixture) {
+		l := acquire(t, f.manager(t, "A", f.svc))
+		if l.Backfill() != nil {
+			t.Fatalf("a new document has a backfill: %+v", l.Backfill())
+		}
+		b := &state.Backfill{ID: "bf_1", Kind: state.BackfillRequested, Chunk: 100, After: map[string]json.RawMessage{"id": json.RawMessage("100")}, Rows: 100}
+		l.SetBackfill(b)
+		b.Rows = 7 // the lease keeps its own copy
+		if got := l.Backfill(); got == nil || got.Rows != 100 {
+			t.Fatalf("queued: %+v", got)
+		}
+		if d, _ := f.doc(t); d.Backfill != nil {
+			t.Fatalf("written before any write: %+v", d.Backfill)
+		}
+		if err := l.Heartbeat(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if d, _ := f.doc(t); d.Backfill == nil || d.Backfill.Rows != 100 || string(d.Backfill.After["id"]) != "100" {
+			t.Fatalf("after the heartbeat: %+v", d.Backfill)
+		}
+		if err := l.Commit(ctx, checkpoint(1)); err != nil {
+			t.Fatal(err)
+		}
+		if d, _ := f.doc(t); d.Backfill == nil || d.Backfill.Rows != 100 {
+			t.Fatalf("a commit without news kept it? %+v", d.Backfill)
+		}
+		l.SetBackfill(nil)
+		if l.Backfill() != nil {
+			t.Fatal("Backfill shows the ended backfill")
+		}
+		if err := l.CommitAndRelease(ctx, checkpoint(2)); err != nil {
+			t.Fatal(err)
+		}
+		if d, _ := f.doc(t); d.Backfill != nil || cursorOf(d) != "2" {
+			t.Fatalf("after it ended: %+v, cursor %s", d.Backfill, cursorOf(d))
 		}
 	})
 }
