@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/jsonenc"
 	"github.com/pseudotrigger/pseudotrigger/poller"
 )
 
@@ -93,9 +94,9 @@ func Messages(b *poller.Batch[poller.Row], mode string) ([]Message, error) {
 // list.
 func batchMessage(b *poller.Batch[poller.Row]) ([]Message, error) {
 	body := append(make([]byte, 0, 512*len(b.Raw)+128), `{"poller":`...)
-	body = appendString(body, b.Poller)
+	body = jsonenc.AppendString(body, b.Poller)
 	body = append(body, `,"batch_id":`...)
-	body = appendString(body, b.ID)
+	body = jsonenc.AppendString(body, b.ID)
 	body = append(body, `,"fencing_token":`...)
 	body = strconv.AppendInt(body, b.FencingToken, 10)
 	body = append(body, `,"attempt":`...)
@@ -139,15 +140,15 @@ func appendChange(dst []byte, b *poller.Batch[poller.Row], r poller.Row) ([]byte
 	dst = append(dst, `{"id":"`...)
 	dst = append(dst, m.ID...)
 	dst = append(dst, `","poller":`...)
-	dst = appendString(dst, b.Poller)
+	dst = jsonenc.AppendString(dst, b.Poller)
 	dst = append(dst, `,"op":`...)
-	dst = appendString(dst, m.Op)
+	dst = jsonenc.AppendString(dst, m.Op)
 	dst = append(dst, `,"key":`...)
 	dst = append(dst, keyJSON...)
 	dst = append(dst, `,"row":`...)
 	dst = append(dst, row...)
 	dst = append(dst, `,"cursor":{"kind":`...)
-	dst = appendString(dst, cur.Kind)
+	dst = jsonenc.AppendString(dst, cur.Kind)
 	dst = append(dst, `,"value":`...)
 	dst = append(dst, cur.Value...)
 	if len(cur.Tiebreaker) > 0 {
@@ -156,14 +157,14 @@ func appendChange(dst []byte, b *poller.Batch[poller.Row], r poller.Row) ([]byte
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			dst = appendString(dst, k)
+			dst = jsonenc.AppendString(dst, k)
 			dst = append(dst, ':')
 			dst = append(dst, cur.Tiebreaker[k]...)
 		}
 		dst = append(dst, '}')
 	}
 	dst = append(dst, `},"batch_id":`...)
-	dst = appendString(dst, b.ID)
+	dst = jsonenc.AppendString(dst, b.ID)
 	dst = append(dst, `,"fencing_token":`...)
 	dst = strconv.AppendInt(dst, b.FencingToken, 10)
 	dst = append(dst, `,"attempt":`...)
@@ -178,7 +179,7 @@ func appendKey(dst []byte, key map[string]any) ([]byte, error) {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = appendString(dst, k)
+		dst = jsonenc.AppendString(dst, k)
 		dst = append(dst, ':')
 		switch v := key[k].(type) {
 		case nil:
@@ -186,7 +187,7 @@ func appendKey(dst []byte, key map[string]any) ([]byte, error) {
 		case int64:
 			dst = strconv.AppendInt(dst, v, 10)
 		case string:
-			dst = appendString(dst, v)
+			dst = jsonenc.AppendString(dst, v)
 		default:
 			j, err := json.Marshal(v)
 			if err != nil {
@@ -196,19 +197,6 @@ func appendKey(dst []byte, key map[string]any) ([]byte, error) {
 		}
 	}
 	return append(dst, '}'), nil
-}
-
-// appendString appends s as a JSON string the way encoding/json does (HTML characters escaped).
-func appendString(dst []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			j, _ := json.Marshal(s)
-			return append(dst, j...)
-		}
-	}
-	dst = append(dst, '"')
-	dst = append(dst, s...)
-	return append(dst, '"')
 }
 
 // ChangeID is a change's message id: 32 hex digits of SHA-256 over the poller's name, the row's

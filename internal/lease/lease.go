@@ -341,15 +341,15 @@ type Lease struct {
 	owner string // fixed for the lease's life
 	token int64  // fixed for the lease's life
 
-	writeMu  sync.Mutex   // one writer: heartbeats, commits and the release
-	history  []state.Tick // queued for the next write (under writeMu)
+	writeMu sync.Mutex   // one writer: heartbeats, commits and the release
+	history []state.Tick // queued for the next write (under writeMu)
 	// backfill, when backfillSet, is the backfill's progress queued for the next write (nil: it
 	// ended); under writeMu.
 	backfill    *state.Backfill
 	backfillSet bool
-	doc      state.Doc    // as we last wrote it
-	etag     string       // of our last write
-	lastSent time.Time    // clock reading before our last successful write was sent
+	doc         state.Doc // as we last wrote it
+	etag        string    // of our last write
+	lastSent    time.Time // clock reading before our last successful write was sent
 
 	mu           sync.Mutex
 	trustedUntil time.Time

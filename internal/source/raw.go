@@ -9,6 +9,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/jsonenc"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
@@ -184,10 +185,10 @@ func (l *lazyRow) appendJSON(out []byte, i int, c *column) ([]byte, bool) {
 		}
 	case rc.Time != nil && c.Class == ClassTime:
 		if v, ok := rc.Time(t); ok {
-			return appendJSONTime(out, v), true
+			return jsonenc.AppendTime(out, v), true
 		}
 	case rc.Text && (c.Class == ClassText || c.Class == ClassDecimal):
-		return appendJSONString(out, t), true
+		return jsonenc.AppendString(out, t), true
 	}
 	return out, false
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/jsonenc"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
@@ -157,7 +158,7 @@ func (r Row) MarshalJSON() ([]byte, error) {
 			out = append(out, ',')
 		}
 		first = false
-		out = appendJSONString(out, c.name)
+		out = jsonenc.AppendString(out, c.name)
 		out = append(out, ':')
 		if r.lz != nil {
 			var ok bool
@@ -171,7 +172,7 @@ func (r Row) MarshalJSON() ([]byte, error) {
 		case int64:
 			out = strconv.AppendInt(out, v, 10)
 		case time.Time:
-			out = appendJSONTime(out, v)
+			out = jsonenc.AppendTime(out, v)
 		default:
 			j, err := json.Marshal(v)
 			if err != nil {

@@ -1,14 +1,16 @@
-package source
+// Package jsonenc appends JSON values to a byte slice as encoding/json renders them, without
+// its reflection or allocations: the rows' and the sinks' messages are written with it.
+package jsonenc
 
 import (
 	"time"
 	"unicode/utf8"
 )
 
-// appendJSONString appends src as a JSON string exactly as encoding/json's Marshal renders a
+// AppendString appends src as a JSON string exactly as encoding/json's Marshal renders a
 // string (its appendString with HTML escaping, which this follows): <, > and & escaped, invalid
-// UTF-8 as \ufffd, U+2028 and U+2029 escaped. TestAppendJSONString holds it to Marshal.
-func appendJSONString[Bytes []byte | string](dst []byte, src Bytes) []byte {
+// UTF-8 as \ufffd, U+2028 and U+2029 escaped. FuzzAppendString holds it to Marshal.
+func AppendString[Bytes []byte | string](dst []byte, src Bytes) []byte {
 	const hex = "0123456789abcdef"
 	dst = append(dst, '"')
 	start := 0
@@ -61,8 +63,8 @@ func appendJSONString[Bytes []byte | string](dst []byte, src Bytes) []byte {
 	return append(dst, '"')
 }
 
-// appendJSONTime appends t in UTC as a JSON string, RFC 3339 with its full fractional precision.
-func appendJSONTime(dst []byte, t time.Time) []byte {
+// AppendTime appends t in UTC as a JSON string, RFC 3339 with its full fractional precision.
+func AppendTime(dst []byte, t time.Time) []byte {
 	dst = append(dst, '"')
 	dst = t.UTC().AppendFormat(dst, time.RFC3339Nano)
 	return append(dst, '"')
