@@ -15,6 +15,10 @@ import (
 // ErrChunkKey says a backfill's stored key does not fit the source's primary key.
 var ErrChunkKey = errors.New("the backfill's key does not fit the table's primary key")
 
+// ErrChunkPosition says a change-stream cursor's backfill was given a live position: its rows are
+// compared with the change stream's watermarks instead.
+var ErrChunkPosition = errors.New("a change-stream cursor's backfill compares its rows with the change stream, not with a position")
+
 // A Chunk is one read of a backfill: the table's current rows in primary-key order, a chunk at a
 // time, beside the live changes.
 type Chunk struct {
@@ -22,8 +26,8 @@ type Chunk struct {
 	// is at or before the live position ReadChunk was given; for a change-stream cursor, every
 	// row read (the caller compares them with the change stream: its watermarks).
 	Rows []Row
-	// Left counts the rows read whose version is after the live position: the live changes
-	// deliver them, in order, so a read of them could overwrite a newer change.
+	// Left counts the rows read whose version is after the live position: the live batches
+	// deliver them (a keyset read gives a row as it is now, so those would send it a second time).
 	Left int
 	// Next is the primary key of the last row read (sent or left), as a backfill's progress
 	// keeps it: the next chunk starts after it. Nil when the chunk read no row.
@@ -43,7 +47,7 @@ func (s *Source) ReadChunk(ctx context.Context, after map[string]json.RawMessage
 		return nil, fmt.Errorf("source: poller %q: a backfill chunk of %d rows", s.poller, limit)
 	}
 	if s.def.Changes() && position != nil {
-		return nil, fmt.Errorf("source: poller %q: a %s cursor's backfill compares rows with its change stream, not with a position", s.poller, s.def.Cursor.Kind)
+		return nil, fmt.Errorf("source: poller %q, %s cursor: %w", s.poller, s.def.Cursor.Kind, ErrChunkPosition)
 	}
 	dl := s.dl
 	n := 0
@@ -120,6 +124,7 @@ func (s *Source) ReadChunk(ctx context.Context, after map[string]json.RawMessage
 			c.Left++
 			continue
 		}
+		last.read = true
 		c.Rows = append(c.Rows, last)
 	}
 	if err := rows.Err(); err != nil {

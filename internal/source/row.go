@@ -27,8 +27,10 @@ import (
 type Row struct {
 	src *Source
 	raw []any
-	ch  *Change  // what a change-stream cursor read (logical, changetracking); nil for a keyset row
-	lz  *lazyRow // a keyset row as the database sent it (RawReader), when raw is nil
+	ch  *Change // what a change-stream cursor read (logical, changetracking); nil for a keyset row
+	// read says the row is a backfill's (ReadChunk): its current values, not a change.
+	read bool
+	lz   *lazyRow // a keyset row as the database sent it (RawReader), when raw is nil
 }
 
 // value returns column i's normalized value.
@@ -78,11 +80,18 @@ const (
 	// OpUpsert is an insert or an update: what the keyset cursor kinds see, as they cannot tell
 	// the two apart (and see no delete).
 	OpUpsert = "upsert"
+	// OpRead is a row's current values sent by a backfill (Source.ReadChunk), not a change: a
+	// consumer applies it as an upsert; none is sent after a newer change of its row.
+	OpRead = "read"
 )
 
 // Op is the change the row stands for: OpUpsert for every keyset cursor kind; OpInsert,
-// OpUpdate or OpDelete for the change-stream kinds (logical, changetracking).
+// OpUpdate or OpDelete for the change-stream kinds (logical, changetracking); OpRead for a
+// backfill's row.
 func (r Row) Op() string {
+	if r.read {
+		return OpRead
+	}
 	if r.ch == nil {
 		return OpUpsert
 	}

@@ -54,19 +54,31 @@ func (t *tickRun) deliver(first *source.Batch, firstDur time.Duration, ahead <-c
 	// time-outs in the DSN (statement_timeout, connect_timeout, dial timeout).
 	t.fctx = context.WithoutCancel(wctx)
 	t.fromText = cursorText(t.cursor) // rendered once per batch, for the batch id and the log
+	// While a backfill runs, a chunk of it follows each live batch (and each look for one, once
+	// the live changes are caught up): the live lag is held up by one chunk at a time, never by
+	// the whole backfill.
 	for f := (fetched{batch: first}); ; f = t.next() {
 		if f.err != nil {
 			t.awaitAhead()
 			return t.end(wrapLost(l, f.err))
 		}
-		if len(f.batch.Rows) == 0 && f.batch.To == nil {
+		more := false
+		if len(f.batch.Rows) > 0 || f.batch.To != nil {
+			var err error
+			if more, err = t.step(f.batch); err != nil {
+				return err
+			}
+		}
+		if !t.clk.Now().Before(t.budgetEnd) || t.stopping() || l.Err() != nil {
+			t.awaitAhead()
 			break
 		}
-		more, err := t.step(f.batch)
+		backfill, err := t.backfillStep()
 		if err != nil {
-			return err
+			t.awaitAhead()
+			return t.end(wrapLost(l, err))
 		}
-		if !more {
+		if !more && !backfill {
 			break
 		}
 	}

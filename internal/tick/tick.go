@@ -253,7 +253,7 @@ func (t *tickRun) run() error {
 	// lease and commits the move.) Nothing waits, unless the read was held back by a transaction
 	// still open: then what waits behind it is measured, so that the tick shows it (and its lag)
 	// instead of an idle poller.
-	if len(first.Rows) == 0 && first.To == nil {
+	if len(first.Rows) == 0 && first.To == nil && (snap.Doc == nil || snap.Doc.Backfill == nil) {
 		zero := 0.0
 		t.sum.Outcome, t.sum.RowsWaiting, t.sum.LagSeconds = Idle, 0, &zero
 		if r.Source.Stats().HoldBack {

@@ -1,0 +1,95 @@
+package tick
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/lease"
+	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
+	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
+)
+
+// A chunkReader reads a backfill's chunks (source.Source's ReadChunk).
+type chunkReader interface {
+	ReadChunk(ctx context.Context, after map[string]json.RawMessage, where string, position *state.Cursor, limit int) (*source.Chunk, error)
+}
+
+// backfillStep runs one chunk of the backfill in progress, if there is one: it reads the next
+// rows in key order, compared with the live position the tick has delivered up to (t.cursor), and
+// hands those at or before it to the handler as reads, then queues the backfill's progress for the
+// lease's next write (the chunk's rows are delivered by then). No read is delivered after a newer
+// change of its row: the chunk is read and handed over with no live batch between, and a keyset
+// read, like a live batch, gives a row as it is now. A row after the position is left to the live
+// batches, which deliver it anyway. more says another chunk follows. A handler's failure ends the
+// tick; the chunk is read again by the next one.
+func (t *tickRun) backfillStep() (more bool, err error) {
+	b := t.l.Backfill()
+	if b == nil {
+		return false, nil
+	}
+	if b.Cancel {
+		t.l.SetBackfill(nil)
+		t.log.Info("backfill cancelled", "backfill_id", b.ID, "rows", b.Rows, "left", b.Left)
+		return false, nil
+	}
+	cr, ok := t.r.Source.(chunkReader)
+	if !ok {
+		t.log.Warn("backfill waiting: this source reads no backfill chunks", "backfill_id", b.ID)
+		return false, nil
+	}
+	c, err := cr.ReadChunk(t.fctx, b.After, b.Where, t.cursor, b.Chunk)
+	if errors.Is(err, source.ErrChunkPosition) {
+		t.log.Warn("backfill waiting: a change-stream cursor's backfill is not built yet", "backfill_id", b.ID)
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("backfill %s: %w", b.ID, err)
+	}
+	if len(c.Rows) > 0 {
+		name := t.r.Poller.Name()
+		from, to := "backfill "+b.ID+" after "+keyText(b.After), keyText(c.Next)
+		pb := &pollerdef.Batch{Poller: name, ID: batchID(name, t.r.Source.Fingerprint(), from, to), FencingToken: t.l.Token(),
+			Attempt: 1, From: t.cursor, To: t.cursor, Rows: c.Rows}
+		if !t.l.Trusted() {
+			return false, fmt.Errorf("%w: the trust window passed before backfill batch %s was handed to the handler", lease.ErrLost, pb.ID)
+		}
+		t0 := t.clk.Now()
+		if herr := t.r.handle(t.wctx, pb); herr != nil {
+			return false, fmt.Errorf("%w: backfill %s, the chunk after %s (batch %s): %w", ErrBatchFailed, b.ID, keyText(b.After), pb.ID, herr)
+		}
+		t.sum.Rows += len(c.Rows)
+		t.sum.Batches++
+		t.countOps(c.Rows)
+		t.log.Info("backfill batch", "batch_id", pb.ID, "backfill_id", b.ID, "rows", len(c.Rows), "left", c.Left, "after", to,
+			"fencing_token", pb.FencingToken, "duration_ms", t.clk.Now().Sub(t0).Milliseconds())
+	}
+	b.Rows += int64(len(c.Rows))
+	b.Left += int64(c.Left)
+	if c.Next != nil {
+		b.After = c.Next
+	}
+	if !c.Full {
+		t.l.SetBackfill(nil)
+		t.log.Info("backfill done", "backfill_id", b.ID, "kind", b.Kind, "rows", b.Rows, "left", b.Left,
+			"seconds", t.clk.Now().Sub(b.StartedAt.Time).Seconds())
+		return false, nil
+	}
+	t.l.SetBackfill(b)
+	return true, nil
+}
+
+// keyText renders a backfill's key for logs and batch ids ("<first>" for nil); json.Marshal
+// sorts its columns.
+func keyText(k map[string]json.RawMessage) string {
+	if k == nil {
+		return "<first>"
+	}
+	b, err := json.Marshal(k)
+	if err != nil {
+		return fmt.Sprint(k)
+	}
+	return string(b)
+}
