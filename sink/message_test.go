@@ -3,10 +3,16 @@ package sink
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sqlite"
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/poller"
 	"github.com/pseudotrigger/pseudotrigger/pollertest"
 )
@@ -71,5 +77,55 @@ func TestChangeEncoding(t *testing.T) {
 	}
 	if want, _ := json.Marshal(b); !bytes.Equal(one[0].Body, want) {
 		t.Errorf("batch body:\n got %s\nwant %s", one[0].Body, want)
+	}
+}
+
+// TestReadMessageID: a backfill's read of a row has another id than the change that carried the
+// same version, one that names its batch: the same chunk sent again keeps it, another backfill's
+// chunk does not.
+func TestReadMessageID(t *testing.T) {
+	dsn := filepath.Join(t.TempDir(), "r.db")
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT NOT NULL); INSERT INTO t VALUES (1, 'a'), (2, 'b')`); err != nil {
+		t.Fatal(err)
+	}
+	src, err := drivers.Open(context.Background(), source.Config{Poller: "p", Driver: sqlite.Name, DSN: dsn, Definition: source.Definition{
+		Table: source.Table{Name: "t"}, Columns: []string{"id", "name"}, PK: []string{"id"}, Cursor: source.Cursor{Kind: state.KindInteger, Column: "id"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	live, err := src.Fetch(context.Background(), nil, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk, err := src.ReadChunk(context.Background(), nil, "", live.To, 10)
+	if err != nil || len(chunk.Rows) != 2 {
+		t.Fatalf("chunk: %+v, %v", chunk, err)
+	}
+	messages := func(id string, rows []source.Row) []Message {
+		b := &poller.Batch[poller.Row]{Poller: "p", ID: id}
+		for _, r := range rows {
+			b.Rows = append(b.Rows, poller.Row(r))
+		}
+		b.Raw = b.Rows
+		m, err := Messages(b, ModeRow)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	change, read := messages("batch_live", live.Rows), messages("batch_bf1", chunk.Rows)
+	again, other := messages("batch_bf1", chunk.Rows), messages("batch_bf2", chunk.Rows)
+	if read[0].Op != "read" || change[0].Op != "upsert" || !strings.Contains(string(read[0].Body), `"op":"read"`) {
+		t.Fatalf("ops: %s, %s", read[0].Op, change[0].Op)
+	}
+	if read[0].ID == change[0].ID || read[0].ID != again[0].ID || read[0].ID == other[0].ID || read[0].ID == read[1].ID {
+		t.Fatalf("ids: change %s, read %s, the same chunk again %s, another backfill's %s, the next row's %s",
+			change[0].ID, read[0].ID, again[0].ID, other[0].ID, read[1].ID)
 	}
 }
