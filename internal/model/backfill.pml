@@ -221,7 +221,7 @@ end:
        :: else -> break
        od;
        k = 0;
-       printf("@ operator: starts the backfill (the running tick's commits will fail)\n")
+       printf("@ operator: starts the backfill (a tick already running can commit no more)\n")
      }
   od
 }
@@ -262,7 +262,7 @@ start:
 #else
   :: atomic { tbf && !tdone && ph == 0 -> selectChunk(); ph = 1;
 #endif
-       printf("@ holder: SELECTs the chunk after k%d: k1 %d, k2 %d, k3 %d (v, or - not in it)\n",
+       printf("@ holder: SELECTs the chunk after k%d: versions k1 %d, k2 %d, k3 %d (-1: not in it)\n",
               tafter, CV(1), CV(2), CV(3));
 #ifdef EARLY_AFTER
        tafter = clast;
@@ -341,7 +341,7 @@ start:
   :: atomic {
        tbf && !tdone && ph == 0 ->
        selectChunk(); ph = 2;
-       printf("@ holder: SELECTs the chunk after k%d: k1 %d, k2 %d, k3 %d (v, or - not in it); position %d\n",
+       printf("@ holder: SELECTs the chunk after k%d: versions k1 %d, k2 %d, k3 %d (-1: not in it); position %d\n",
               tafter, CV(1), CV(2), CV(3), pos);
 #ifndef NO_COMPARE
        k = 1;

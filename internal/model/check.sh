@@ -12,6 +12,7 @@
 #   MAXF=n      faults per run in the liveness check (default 3; 4 takes about 3 times as long)
 #   TRAILS=dir  also keep each control's full trail (spin -t -p) as dir/<run>.txt
 #   VERBOSE=1   print pan's whole output for every run
+#   ONLY=regexp only the runs whose names match (grep -E), e.g. ONLY=bf- for the backfill's
 #   EXTRA=1     also check larger configurations (TTL 6 with margin 2, 3 batches, 5 faults;
 #               backfills of 4 writes, chunks of 1 key)
 set -euo pipefail
@@ -46,13 +47,13 @@ runs=(
   "bf-keyset|safety|hold|-DKEYSET"
   "bf-ct|safety|hold|-DKEYSET -DCT"
   "bf-lag-cp|safety|hold|-DLAG_CP"
-  "bf-keyset-no-ahead|safety|hold|-DKEYSET -DNO_AHEAD -DNO_COMPARE"
+  "bf-no-ahead-no-compare|safety|hold|-DKEYSET -DNO_AHEAD -DNO_COMPARE"
   "ctl-bf-no-window|bfs|stale-read|-DNO_WINDOW"
   "ctl-bf-select-first|bfs|stale-read|-DSELECT_FIRST"
-  "ctl-bf-early-after|bfs|skip|-DEARLY_AFTER"
+  "ctl-bf-early-after|bfs|skip|-DEARLY_AFTER -DNW=1"
   "ctl-bf-no-compare|bfs|stale-read|-DKEYSET -DNO_COMPARE"
   "ctl-bf-batch-between|bfs|stale-read|-DKEYSET -DBATCH_BETWEEN"
-  "ctl-bf-early-after-ks|bfs|skip|-DKEYSET -DEARLY_AFTER"
+  "ctl-bf-early-after-ks|bfs|skip|-DKEYSET -DEARLY_AFTER -DNW=1"
   "ctl-bf-keyset-owed|bfs|skip|-DKEYSET -DSTRICT_END"
 )
 if [ -n "${EXTRA:-}" ]; then  # larger configurations; about 4 minutes more
@@ -70,6 +71,13 @@ if [ -n "${EXTRA:-}" ]; then  # larger configurations; about 4 minutes more
     "bf-keyset-cmp-ahead|safety|hold|-DKEYSET -DCMP_AHEAD"
     "ctl-bf-no-compare-ct|bfs|stale-read|-DKEYSET -DCT -DNO_COMPARE"
   )
+fi
+
+if [ -n "${ONLY:-}" ]; then
+  kept=()
+  for r in "${runs[@]}"; do if grep -qE -- "$ONLY" <<<"${r%%|*}"; then kept+=("$r"); fi; done
+  [ ${#kept[@]} -gt 0 ] || { echo "check.sh: no run matches ONLY=$ONLY" >&2; exit 2; }
+  runs=("${kept[@]}")
 fi
 
 # model NAME: the file a run checks
