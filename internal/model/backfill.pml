@@ -47,6 +47,13 @@
  *   -DNO_COMPARE     (with -DKEYSET) no checkpoint comparison: every chunk row is delivered;
  *   -DBATCH_BETWEEN  (with -DKEYSET) a live batch may be delivered between a chunk's SELECT and
  *                    the delivery of its rows.
+ * Runs that show what the design needs and what it promises (README.md, "Findings"):
+ *   -DLAG_CP         a commit may write any checkpoint up to the position (holds: `after` needs
+ *                    its chunk delivered, not a checkpoint at or after the high watermark);
+ *   -DNO_AHEAD -DNO_COMPARE  (with -DKEYSET) no batch read ahead and no comparison (holds);
+ *   -DCMP_AHEAD      (with -DKEYSET) compare with the end of the batch read ahead (holds);
+ *   -DSTRICT_END     (with -DKEYSET) no-skip without "or newer than the checkpoint" (refuted);
+ *   -DSTRICT_ORDER   no-stale-read (b) across ticks, replays included (refuted).
  *
  * Lines printed with "@" narrate a trail (spin -t); verification does not execute them.
  */
@@ -231,12 +238,14 @@ active proctype Holder() {
 start:
   atomic {
     pos = cp; tbf = (bf == 1); tafter = after; tdone = 0; old = 0;
+#ifndef STRICT_ORDER
     k = 1;
     do
     :: k <= K -> lastread[k] = 0; k++
     :: else -> break
     od;
     k = 0;
+#endif
 #ifdef KEYSET
     fetched = 0; ak = 0; av = 0; adel = 0;
 #endif

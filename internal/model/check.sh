@@ -55,6 +55,7 @@ runs=(
   "ctl-bf-batch-between|bfs|stale-read|-DKEYSET -DBATCH_BETWEEN"
   "ctl-bf-early-after-ks|bfs|skip|-DKEYSET -DEARLY_AFTER -DNW=1"
   "ctl-bf-keyset-owed|bfs|skip|-DKEYSET -DSTRICT_END"
+  "ctl-bf-replay|bfs|stale-read|-DSTRICT_ORDER -DNW=2"
 )
 if [ -n "${EXTRA:-}" ]; then  # larger configurations; about 4 minutes more
   runs+=(
