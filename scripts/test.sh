@@ -29,7 +29,7 @@ if [ -z "${SKIP_CHECKS:-}" ]; then
   run_child go run "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION" ./...
 
   install_spin
-  log "checking the model of the lease protocol and its negative controls (internal/model/check.sh) ..."
+  log "checking the models of the lease protocol and of backfills, and their negative controls (internal/model/check.sh) ..."
   run_child internal/model/check.sh >"$RUN_DIR/model.txt" 2>&1 || { cat "$RUN_DIR/model.txt" >&2; die "internal/model/check.sh failed"; }
   sed -n '/^run /,/^$/p' "$RUN_DIR/model.txt" >&2
 fi

@@ -35,7 +35,7 @@ mkdir -p "$out"
 
 need go "install Go 1.26 or newer"
 install_spin
-log "checking the model of the lease protocol (internal/model/check.sh) ..."
+log "checking the models of the lease protocol and of backfills (internal/model/check.sh) ..."
 internal/model/check.sh | tee "$out/model.txt"
 
 start_postgres

@@ -27,7 +27,7 @@ type Chunk struct {
 	// row read (the caller compares them with the change stream: its watermarks).
 	Rows []Row
 	// Left counts the rows read whose version is after the live position: the live batches
-	// deliver them (a keyset read gives a row as it is now, so those would send it a second time).
+	// deliver them; a batch read ahead may hold an older version, which must not follow a read.
 	Left int
 	// Next is the primary key of the last row read (sent or left), as a backfill's progress
 	// keeps it: the next chunk starts after it. Nil when the chunk read no row.

@@ -21,10 +21,11 @@ type chunkReader interface {
 // rows in key order, compared with the live position the tick has delivered up to (t.cursor), and
 // hands those at or before it to the handler as reads, then queues the backfill's progress for the
 // lease's next write (the chunk's rows are delivered by then). No read is delivered after a newer
-// change of its row: the chunk is read and handed over with no live batch between, and a keyset
-// read, like a live batch, gives a row as it is now. A row after the position is left to the live
-// batches, which deliver it anyway. more says another chunk follows. A handler's failure ends the
-// tick; the chunk is read again by the next one.
+// change of its row (internal/model/backfill.pml proves it): the chunk is read and handed over
+// with no live batch delivered between; and a row after the position is left to the live batches,
+// because a batch already read ahead may hold an older version of it, which would arrive after
+// the read. more says another chunk follows. A handler's failure ends the tick; the chunk is
+// read again by the next one.
 func (t *tickRun) backfillStep() (more bool, err error) {
 	b := t.l.Backfill()
 	if b == nil {
