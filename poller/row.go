@@ -30,7 +30,8 @@ func (r Row) Key() map[string]any { return source.Row(r).Key() }
 
 // Op is the change the row stands for: "upsert" for the keyset cursor kinds (TimestampPK,
 // Integer, RowVersion, XID), which cannot tell an insert from an update and see no delete;
-// "insert", "update" or "delete" for the change-stream kinds (Logical, ChangeTracking).
+// "insert", "update" or "delete" for the change-stream kinds (Logical, ChangeTracking); "read"
+// for a row a backfill sends again (pollerctl backfill): its current values, not a change.
 func (r Row) Op() string { return source.Row(r).Op() }
 
 // HasRow reports whether the row carries its columns' values: false for a delete of which the

@@ -207,7 +207,8 @@ func appendKey(dst []byte, key map[string]any) ([]byte, error) {
 
 // ChangeID is a change's message id: 32 hex digits of SHA-256 over the poller's name, the row's
 // key (as JSON) and its cursor value (as the checkpoint records it). A change delivered again,
-// by any instance, has the same id; another change of the same row has another cursor value.
+// by any instance, has the same id; another change of the same row has another cursor value. (A
+// backfill's read also mixes its batch id into the cursor value: see appendChange.)
 func ChangeID(pollerName string, keyJSON, cursorValue []byte) string {
 	h := sha256.New()
 	h.Write([]byte(pollerName))

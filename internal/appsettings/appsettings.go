@@ -67,6 +67,8 @@ type Settings struct {
 // Defaults.
 const (
 	DefaultBatchSize = 500
+	// MaxBatchSize bounds {P}_BATCH_SIZE, and a backfill's chunk.
+	MaxBatchSize = 100_000
 	// DefaultTickBudget: well under the 10-minute functionTimeout of host.json, since the host
 	// kills the whole process on a time-out.
 	DefaultTickBudget = 4 * time.Minute
@@ -140,7 +142,7 @@ var Table = []Setting{
 		return nil
 	}},
 	{"BATCH_SIZE", "rows per batch (1 to 100000)", "the poller's own (`poller.WithBatchSize`, or `batch_size` in its `poller.json`), else 500", func(s *Settings, v string, p *pollerdef.Def) error {
-		return whole(&s.BatchSize, v, cmp.Or(p.BatchSize(), DefaultBatchSize), 100_000)
+		return whole(&s.BatchSize, v, cmp.Or(p.BatchSize(), DefaultBatchSize), MaxBatchSize)
 	}},
 	{"LEASE_TTL", "Go duration, at least 4s", "`60s`", func(s *Settings, v string, _ *pollerdef.Def) error {
 		if err := duration(&s.LeaseTTL, v, lease.DefaultTTL, false); err != nil {

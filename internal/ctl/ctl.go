@@ -104,6 +104,10 @@ const help = `pollerctl: see every poller's state and move one on purpose.
   pollerctl deadletter replay POLLER BATCH_ID [--yes]     (rows read again by key, to the handler, under the lease)
   pollerctl deadletter discard POLLER BATCH_ID [--yes]
   pollerctl quarantine POLLER [--yes] [--wait]            (unblock: the next tick dead-letters the failing rows)
+  pollerctl backfill POLLER [--where SQL] [--chunk N] [--yes] [--wait] [--detach]
+                  (send the table's current rows again, as reads, a chunk after each live batch; follows its progress
+                   unless --detach; keyset cursors only so far)
+  pollerctl backfill POLLER --cancel [--yes] [--wait]    (its next tick ends the backfill)
   pollerctl cdc enable POLLER [--yes]                     (logical pollers: create the publication and the replication slot)
   pollerctl cdc disable POLLER [--yes | --yes=POLLER] [--wait]
                   (drop them: the slot's unread changes are lost, and PostgreSQL frees the WAL it kept)
@@ -175,8 +179,10 @@ func Run(ctx context.Context, args []string, env Env) int {
 		err = cdcCmd(ctx, args[1:], env)
 	case "check":
 		err = checkCmd(ctx, args[1:], env)
+	case "backfill":
+		err = backfillCmd(ctx, args[1:], env)
 	default:
-		err = usagef("unknown command %q (status, reset, clone, delete, backups, new, deadletter, quarantine, cdc, check; see pollerctl --help)", args[0])
+		err = usagef("unknown command %q (status, reset, clone, delete, backups, new, deadletter, quarantine, backfill, cdc, check; see pollerctl --help)", args[0])
 	}
 	var u usage
 	var sick unhealthy

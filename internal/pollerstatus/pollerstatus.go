@@ -122,6 +122,9 @@ type Row struct {
 	Unblock     string `json:"unblock,omitempty"`
 
 	DeadLetters DeadLetters `json:"dead_letters"`
+	// Backfill is the backfill in progress, as the state document holds it (pollerctl backfill);
+	// nil when none runs.
+	Backfill *state.Backfill `json:"backfill,omitempty"`
 	// History is the state document's ring of recent ticks that wrote, oldest first.
 	History []state.Tick `json:"history"`
 	// HistoryOps sums the rows the history's ticks delivered, by op (insert, update, delete,
@@ -554,6 +557,7 @@ func (r *Row) fromDoc(d *state.Doc, b store.Blob, cfg Config) {
 		r.FailedAttempts, r.FailedBatchID, r.FailureKeys = f.Attempts, f.BatchID, f.Keys
 		r.LastError, r.QuarantineRequested = redact.Text(f.LastError), f.Quarantine
 	}
+	r.Backfill = d.Backfill
 	if len(d.History) > 0 {
 		r.History = d.History
 		r.HistoryOps = historyOps(d.History)

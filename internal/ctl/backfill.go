@@ -1,0 +1,218 @@
+package ctl
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
+	"github.com/pseudotrigger/pseudotrigger/internal/lease"
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
+	"github.com/pseudotrigger/pseudotrigger/internal/store"
+)
+
+// backfillCmd is `pollerctl backfill POLLER`: it asks the poller to send its table's current rows
+// (or those --where selects) again, as reads, a chunk at a time beside its live changes; or with
+// --cancel, to stop the backfill that runs. The poller's ticks do the work: the command writes
+// the request into the state document, then follows the progress until the backfill ends
+// (--detach: it returns at once).
+func backfillCmd(ctx context.Context, args []string, env Env) error {
+	fs := flag.NewFlagSet("backfill", flag.ContinueOnError)
+	where := fs.String("where", "", "send only the rows this SQL condition selects (besides the poller's own filter)")
+	chunk := fs.Int("chunk", 0, "rows a chunk reads (default: the poller's batch size)")
+	cancel := fs.Bool("cancel", false, "stop the backfill that runs (its next tick ends it)")
+	detach := fs.Bool("detach", false, "return once the request is written, without following its progress")
+	g := guardFlags(fs, "write the request")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("backfill takes one poller name")
+	}
+	name := pos[0]
+	if err := env.knownPoller(ctx, name); err != nil {
+		return err
+	}
+	d, ok := env.definition(name)
+	if !ok {
+		return refusedf("%s is not a poller of this build (pollerctl %s): its ticks would not know a backfill", name, env.version())
+	}
+	if *cancel && (*where != "" || *chunk != 0) {
+		return usagef("--cancel takes no --where or --chunk")
+	}
+	st, err := env.store()
+	if err != nil {
+		return err
+	}
+	op := env.operator(st, name)
+	cur, err := op.Read(ctx)
+	switch {
+	case err != nil:
+		return err
+	case cur.Problem != nil:
+		return refusedf("%v", cur.Problem)
+	case cur.Doc == nil:
+		return refusedf("%s has no state yet: its first tick delivers every row there is; backfill once it has run", name)
+	case *cancel && cur.Doc.Backfill == nil:
+		return refusedf("%s runs no backfill: nothing to cancel", name)
+	case *cancel:
+		return env.cancelBackfill(ctx, op, cur, g)
+	case cur.Doc.Backfill != nil:
+		b := cur.Doc.Backfill
+		return refusedf("%s already runs backfill %s (%d rows sent since %s): one at a time; stop it with pollerctl backfill %s --cancel --yes",
+			name, b.ID, b.Rows, b.StartedAt.UTC().Format(time.RFC3339), name)
+	case cur.Doc.Failure != nil:
+		f := cur.Doc.Failure
+		return refusedf("%s is failing on batch %s (%d attempt(s); last error: %s): a backfill would wait behind it; fix what fails it, or pollerctl quarantine %s",
+			name, f.BatchID, f.Attempts, truncate(f.LastError, 200), name)
+	case d.Source().Changes():
+		return refusedf("%s reads a %s cursor: its backfill (the change stream's watermarks) is not built yet; keyset cursors only", name, d.Source().Cursor.Kind)
+	}
+	s, err := appsettings.Load(d, env.Getenv)
+	if err != nil && (s.Driver == "" || s.DSN == "") {
+		return usagef("the backfill's --where is checked against the source, which needs its settings: %v", err)
+	}
+	if *chunk == 0 {
+		*chunk = s.BatchSize
+	}
+	if *chunk < 1 || *chunk > appsettings.MaxBatchSize {
+		return usagef("--chunk %d: a chunk reads 1 to %d rows", *chunk, appsettings.MaxBatchSize)
+	}
+	// The condition runs once, reading no row, so that the database says now what it would say
+	// at every tick.
+	src, err := env.openSource(ctx, d, "the backfill's --where")
+	if err != nil {
+		return err
+	}
+	_, err = src.ReadChunk(ctx, nil, *where, nil, 1)
+	src.Close()
+	if err != nil {
+		return usagef("the database refuses the backfill's --where %q: %v; nothing written", *where, err)
+	}
+	what := "all of its rows"
+	if strings.TrimSpace(*where) != "" {
+		what = "its rows where " + *where
+	}
+	fmt.Fprintf(env.Out, "backfill %s: send %s again as reads, %d a chunk, beside its live changes (a chunk after each live batch)\n", name, what, *chunk)
+	if !g.yes.given() {
+		fmt.Fprintln(env.Out, "dry run: nothing written. Add --yes to write.")
+		return nil
+	}
+	if cur, err = awaitFree(ctx, env, op, cur, "a backfill request", *g.wait, *g.waitTimeout); err != nil {
+		return err
+	}
+	if cur.Doc == nil || cur.Doc.Backfill != nil {
+		return refusedf("%s's state changed while waiting (a backfill started, or the state was deleted): nothing written; run it again", name)
+	}
+	b := &state.Backfill{ID: backfillID(env.Clock.Now()), Kind: state.BackfillRequested, Where: strings.TrimSpace(*where), Chunk: *chunk,
+		StartedAt: state.At(env.Clock.Now())}
+	if err := env.writeBackfill(ctx, op, cur, func(next *state.Doc) { next.Backfill = b }); err != nil {
+		return err
+	}
+	fmt.Fprintf(env.Out, "%s: backfill %s requested; its next ticks send the rows\n", name, b.ID)
+	if *detach {
+		fmt.Fprintf(env.Out, "follow it with pollerctl status %s; stop it with pollerctl backfill %s --cancel --yes\n", name, name)
+		return nil
+	}
+	return env.followBackfill(ctx, op, b.ID)
+}
+
+// cancelBackfill asks the poller's next tick to end its backfill.
+func (env Env) cancelBackfill(ctx context.Context, op lease.Operator, cur lease.Current, g guards) error {
+	b := cur.Doc.Backfill
+	fmt.Fprintf(env.Out, "cancel backfill %s of %s: %d rows sent since %s; its next tick ends it\n", b.ID, op.Poller, b.Rows, b.StartedAt.UTC().Format(time.RFC3339))
+	if !g.yes.given() {
+		fmt.Fprintln(env.Out, "dry run: nothing written. Add --yes to write.")
+		return nil
+	}
+	cur, err := awaitFree(ctx, env, op, cur, "a backfill's cancellation", *g.wait, *g.waitTimeout)
+	if err != nil {
+		return err
+	}
+	if cur.Doc == nil || cur.Doc.Backfill == nil || cur.Doc.Backfill.ID != b.ID {
+		return refusedf("backfill %s of %s ended meanwhile: nothing written", b.ID, op.Poller)
+	}
+	if err := env.writeBackfill(ctx, op, cur, func(next *state.Doc) {
+		c := *next.Backfill
+		c.Cancel = true
+		next.Backfill = &c
+	}); err != nil {
+		return err
+	}
+	fmt.Fprintf(env.Out, "%s will end backfill %s at its next tick\n", op.Poller, b.ID)
+	return nil
+}
+
+// writeBackfill writes change to the state document, a compare-and-swap on the document read.
+func (env Env) writeBackfill(ctx context.Context, op lease.Operator, cur lease.Current, change func(next *state.Doc)) error {
+	plan, err := op.Edit(cur, func(next *state.Doc, _ time.Time) { change(next) })
+	if err != nil {
+		return err
+	}
+	if _, err := op.Write(ctx, plan); err != nil {
+		if errors.Is(err, store.ErrConflict) {
+			return refusedf("the state blob changed since it was read (a tick wrote it): nothing written; run it again")
+		}
+		return err
+	}
+	return nil
+}
+
+// followEvery is how often followBackfill reads the state document.
+const followEvery = 2 * time.Second
+
+// followBackfill prints the backfill's progress as the poller's ticks commit it, until it ends
+// (done, or cancelled) or the command is interrupted, which leaves it running.
+func (env Env) followBackfill(ctx context.Context, op lease.Operator, id string) error {
+	fmt.Fprintln(env.Out, "following its progress (Ctrl-C stops following, not the backfill) ...")
+	last := ""
+	for {
+		select {
+		case <-ctx.Done():
+			fmt.Fprintf(env.Out, "stopped following; backfill %s goes on\n", id)
+			return nil
+		case <-env.Clock.After(followEvery):
+		}
+		cur, err := op.Read(ctx)
+		if err != nil {
+			return err
+		}
+		if cur.Doc == nil || cur.Doc.Backfill == nil || cur.Doc.Backfill.ID != id {
+			fmt.Fprintf(env.Out, "backfill %s ended\n", id)
+			return nil
+		}
+		b := cur.Doc.Backfill
+		if now := fmt.Sprint(b.Rows, b.Left, b.Cancel); now != last { // a line when it moved
+			fmt.Fprintln(env.Out, backfillText(b, env.Clock.Now()))
+			last = now
+		}
+	}
+}
+
+// backfillText is a backfill's progress in one line: rows sent, left, its rate so far.
+func backfillText(b *state.Backfill, now time.Time) string {
+	line := fmt.Sprintf("backfill %s: %d rows sent, %d left to the live changes", b.ID, b.Rows, b.Left)
+	if elapsed := now.Sub(b.StartedAt.Time).Seconds(); elapsed >= 1 && b.Rows > 0 {
+		line += fmt.Sprintf(", %.0f rows/s over %s", float64(b.Rows)/elapsed, (time.Duration(elapsed) * time.Second).String())
+	}
+	if b.Where != "" {
+		line += ", where " + b.Where
+	}
+	if b.Cancel {
+		line += " (cancel requested)"
+	}
+	return line
+}
+
+// backfillID is a new backfill's id: bf_, the time and 8 random hex digits.
+func backfillID(now time.Time) string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return "bf_" + now.UTC().Format("20060102T150405Z") + "_" + hex.EncodeToString(b)
+}
