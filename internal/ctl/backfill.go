@@ -120,7 +120,7 @@ func backfillCmd(ctx context.Context, args []string, env Env) error {
 		fmt.Fprintf(env.Out, "follow it with pollerctl status %s; stop it with pollerctl backfill %s --cancel --yes\n", name, name)
 		return nil
 	}
-	return env.followBackfill(ctx, op, b.ID)
+	return env.followBackfill(ctx, op, b.ID, b.StartedAt.Time)
 }
 
 // cancelBackfill asks the poller's next tick to end its backfill.
@@ -169,7 +169,7 @@ const followEvery = 2 * time.Second
 
 // followBackfill prints the backfill's progress as the poller's ticks commit it, until it ends
 // (done, or cancelled) or the command is interrupted, which leaves it running.
-func (env Env) followBackfill(ctx context.Context, op lease.Operator, id string) error {
+func (env Env) followBackfill(ctx context.Context, op lease.Operator, id string, started time.Time) error {
 	fmt.Fprintln(env.Out, "following its progress (Ctrl-C stops following, not the backfill) ...")
 	last := ""
 	for {
@@ -184,7 +184,15 @@ func (env Env) followBackfill(ctx context.Context, op lease.Operator, id string)
 			return err
 		}
 		if cur.Doc == nil || cur.Doc.Backfill == nil || cur.Doc.Backfill.ID != id {
-			fmt.Fprintf(env.Out, "backfill %s ended\n", id)
+			reads := 0
+			if cur.Doc != nil {
+				for _, h := range cur.Doc.History {
+					if !h.At.Before(started.Truncate(time.Microsecond)) { // as the document keeps times
+						reads += h.Ops["read"]
+					}
+				}
+			}
+			fmt.Fprintf(env.Out, "backfill %s ended: %d rows sent as reads (the ticks' history since it began; the handler's \"backfill done\" log line has its totals)\n", id, reads)
 			return nil
 		}
 		b := cur.Doc.Backfill

@@ -89,6 +89,7 @@ func TestBackfillFollowsProgress(t *testing.T) {
 	}()
 	wait, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
+	history := state.Tick{At: state.At(clk.Now()), Outcome: "committed", Rows: 2, Ops: map[string]int{"read": 2}}
 	step := func(change func(b *state.Backfill) *state.Backfill) {
 		t.Helper()
 		if err := clk.BlockUntilWaiters(wait, 1); err != nil {
@@ -96,6 +97,8 @@ func TestBackfillFollowsProgress(t *testing.T) {
 		}
 		l := w.acquire("worker-a")
 		l.SetBackfill(change(l.Backfill()))
+		history.At = state.At(clk.Now())
+		l.AddHistory(history)
 		if err := l.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -105,10 +108,11 @@ func TestBackfillFollowsProgress(t *testing.T) {
 		b.Rows, b.Left, b.After = 2, 1, map[string]json.RawMessage{"id": json.RawMessage("3")}
 		return b
 	})
+	history = state.Tick{At: state.At(clk.Now()), Outcome: "committed", Rows: 3, Ops: map[string]int{"read": 3}}
 	step(func(*state.Backfill) *state.Backfill { return nil })
 	select {
 	case code := <-done:
-		if code != 0 || !strings.Contains(out.String(), "2 rows sent, 1 left to the live changes") || !strings.Contains(out.String(), "ended") {
+		if code != 0 || !strings.Contains(out.String(), "2 rows sent, 1 left to the live changes") || !strings.Contains(out.String(), "ended: 5 rows sent as reads") {
 			t.Fatalf("exit %d:\n%s", code, out.String())
 		}
 	case <-wait.Done():
