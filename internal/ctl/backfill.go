@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"flag"
 	"fmt"
 	"strings"
@@ -13,7 +12,6 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
-	"github.com/pseudotrigger/pseudotrigger/internal/store"
 )
 
 // backfillCmd is `pollerctl backfill POLLER`: it asks the poller to send its table's current rows
@@ -46,17 +44,10 @@ func backfillCmd(ctx context.Context, args []string, env Env) error {
 	if *cancel && (*where != "" || *chunk != 0) {
 		return usagef("--cancel takes no --where or --chunk")
 	}
-	st, err := env.store()
-	if err != nil {
-		return err
-	}
-	op := env.operator(st, name)
-	cur, err := op.Read(ctx)
+	op, cur, err := env.readRequest(ctx, name)
 	switch {
 	case err != nil:
 		return err
-	case cur.Problem != nil:
-		return refusedf("%v", cur.Problem)
 	case cur.Doc == nil:
 		return refusedf("%s has no state yet: its first tick delivers every row there is; backfill once it has run", name)
 	case *cancel && cur.Doc.Backfill == nil:
@@ -112,7 +103,7 @@ func backfillCmd(ctx context.Context, args []string, env Env) error {
 	}
 	b := &state.Backfill{ID: backfillID(env.Clock.Now()), Kind: state.BackfillRequested, Where: strings.TrimSpace(*where), Chunk: *chunk,
 		StartedAt: state.At(env.Clock.Now())}
-	if err := env.writeBackfill(ctx, op, cur, func(next *state.Doc) { next.Backfill = b }); err != nil {
+	if err := env.writeRequest(ctx, op, cur, func(next *state.Doc) { next.Backfill = b }); err != nil {
 		return err
 	}
 	fmt.Fprintf(env.Out, "%s: backfill %s requested; its next ticks send the rows\n", name, b.ID)
@@ -138,7 +129,7 @@ func (env Env) cancelBackfill(ctx context.Context, op lease.Operator, cur lease.
 	if cur.Doc == nil || cur.Doc.Backfill == nil || cur.Doc.Backfill.ID != b.ID {
 		return refusedf("backfill %s of %s ended meanwhile: nothing written", b.ID, op.Poller)
 	}
-	if err := env.writeBackfill(ctx, op, cur, func(next *state.Doc) {
+	if err := env.writeRequest(ctx, op, cur, func(next *state.Doc) {
 		c := *next.Backfill
 		c.Cancel = true
 		next.Backfill = &c
@@ -146,21 +137,6 @@ func (env Env) cancelBackfill(ctx context.Context, op lease.Operator, cur lease.
 		return err
 	}
 	fmt.Fprintf(env.Out, "%s will end backfill %s at its next tick\n", op.Poller, b.ID)
-	return nil
-}
-
-// writeBackfill writes change to the state document, a compare-and-swap on the document read.
-func (env Env) writeBackfill(ctx context.Context, op lease.Operator, cur lease.Current, change func(next *state.Doc)) error {
-	plan, err := op.Edit(cur, func(next *state.Doc, _ time.Time) { change(next) })
-	if err != nil {
-		return err
-	}
-	if _, err := op.Write(ctx, plan); err != nil {
-		if errors.Is(err, store.ErrConflict) {
-			return refusedf("the state blob changed since it was read (a tick wrote it): nothing written; run it again")
-		}
-		return err
-	}
 	return nil
 }
 

@@ -310,17 +310,10 @@ func quarantineCmd(ctx context.Context, args []string, env Env) error {
 	if err := env.knownPoller(ctx, name); err != nil {
 		return err
 	}
-	st, err := env.store()
-	if err != nil {
-		return err
-	}
-	op := env.operator(st, name)
-	cur, err := op.Read(ctx)
+	op, cur, err := env.readRequest(ctx, name)
 	switch {
 	case err != nil:
 		return err
-	case cur.Problem != nil:
-		return refusedf("%v", cur.Problem)
 	case cur.Doc == nil:
 		return refusedf("%s has no state yet: nothing is blocked", name)
 	case cur.Doc.Failure == nil:
@@ -340,18 +333,11 @@ func quarantineCmd(ctx context.Context, args []string, env Env) error {
 		fmt.Fprintln(env.Out, "dry run: nothing written. Add --yes to write.")
 		return nil
 	}
-	plan, err := op.Edit(cur, func(next *state.Doc, _ time.Time) {
+	if err := env.writeRequest(ctx, op, cur, func(next *state.Doc) {
 		nf := *f
 		nf.Quarantine = true
 		next.Failure = &nf
-	})
-	if err != nil {
-		return err
-	}
-	if _, err := op.Write(ctx, plan); err != nil {
-		if errors.Is(err, store.ErrConflict) {
-			return refusedf("the state blob changed since it was read (a tick wrote it): nothing written; run it again")
-		}
+	}); err != nil {
 		return err
 	}
 	fmt.Fprintf(env.Out, "%s will quarantine batch %s at its next tick\n", name, f.BatchID)

@@ -3,6 +3,7 @@ package ctl
 import (
 	"bufio"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"strings"
@@ -142,3 +143,34 @@ func (y *yesFlag) String() string     { return string(*y) }
 func (y *yesFlag) Set(v string) error { *y = yesFlag(v); return nil }
 func (y *yesFlag) IsBoolFlag() bool   { return true }
 func (y yesFlag) given() bool         { return y != "" && y != "false" }
+
+// readRequest reads a poller's state document for a command that writes a request into it
+// (quarantine, backfill): a document that cannot be used refuses the command.
+func (env Env) readRequest(ctx context.Context, name string) (lease.Operator, lease.Current, error) {
+	st, err := env.store()
+	if err != nil {
+		return lease.Operator{}, lease.Current{}, err
+	}
+	op := env.operator(st, name)
+	cur, err := op.Read(ctx)
+	if err == nil && cur.Problem != nil {
+		err = refusedf("%v", cur.Problem)
+	}
+	return op, cur, err
+}
+
+// writeRequest writes change into the document read (a compare-and-swap on it): a tick that
+// wrote it meanwhile refuses the command, nothing written.
+func (env Env) writeRequest(ctx context.Context, op lease.Operator, cur lease.Current, change func(next *state.Doc)) error {
+	plan, err := op.Edit(cur, func(next *state.Doc, _ time.Time) { change(next) })
+	if err != nil {
+		return err
+	}
+	if _, err := op.Write(ctx, plan); err != nil {
+		if errors.Is(err, store.ErrConflict) {
+			return refusedf("the state blob changed since it was read (a tick wrote it): nothing written; run it again")
+		}
+		return err
+	}
+	return nil
+}
