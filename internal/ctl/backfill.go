@@ -191,6 +191,9 @@ func backfillText(b *state.Backfill, now time.Time) string {
 	if b.Cancel {
 		line += " (cancel requested)"
 	}
+	if b.Failures > 0 {
+		line += fmt.Sprintf("; its chunk failed in %d tick(s) in a row (tried again each tick, the live batches go on): %s", b.Failures, b.LastError)
+	}
 	return line
 }
 

@@ -44,7 +44,7 @@ type Chunk struct {
 // cursor takes no position: every row is returned.
 func (s *Source) ReadChunk(ctx context.Context, after map[string]json.RawMessage, where string, position *state.Cursor, limit int) (*Chunk, error) {
 	if limit < 1 {
-		return nil, fmt.Errorf("source: poller %q: a backfill chunk of %d rows", s.poller, limit)
+		return nil, fmt.Errorf("source: poller %q: the backfill's chunk is %d rows: at least 1", s.poller, limit)
 	}
 	if s.def.Changes() && position != nil {
 		return nil, fmt.Errorf("source: poller %q, %s cursor: %w", s.poller, s.def.Cursor.Kind, ErrChunkPosition)
@@ -123,6 +123,12 @@ func (s *Source) ReadChunk(ctx context.Context, after map[string]json.RawMessage
 		if after.Int64 == 1 {
 			c.Left++
 			continue
+		}
+		for j, idx := range s.keyIdx {
+			if vals[idx] == nil { // the live reads never reach it: say so rather than send it
+				key, _ := json.Marshal(last.Key())
+				return nil, fmt.Errorf("source: poller %q, table %s, column %q, the row with key %s: %w", s.poller, s.def.Table, s.keyCols[j], key, ErrNullCursor)
+			}
 		}
 		last.read = true
 		c.Rows = append(c.Rows, last)

@@ -165,6 +165,11 @@ type Backfill struct {
 	StartedAt Time  `json:"started_at"`
 	// Cancel asks the next tick to end it (pollerctl backfill --cancel).
 	Cancel bool `json:"cancel,omitempty"`
+	// Failures counts the ticks in a row whose chunk failed (its rows could not be read or
+	// handed over), LastError the last one's error; 0 and "" once a chunk succeeds. A failing
+	// chunk never holds the live batches up: it is tried again once a tick.
+	Failures  int64  `json:"failures,omitempty"`
+	LastError string `json:"last_error,omitempty"`
 }
 
 func (b *Backfill) validate() error {
@@ -175,8 +180,8 @@ func (b *Backfill) validate() error {
 		return fmt.Errorf("kind %q is not %q or %q", b.Kind, BackfillRequested, BackfillSnapshot)
 	case b.Chunk < 1:
 		return fmt.Errorf("chunk %d must be at least 1", b.Chunk)
-	case b.Rows < 0 || b.Left < 0 || b.Estimate < 0:
-		return fmt.Errorf("rows %d, left %d and estimate %d must not be negative", b.Rows, b.Left, b.Estimate)
+	case b.Rows < 0 || b.Left < 0 || b.Estimate < 0 || b.Failures < 0:
+		return fmt.Errorf("rows %d, left %d, estimate %d and failures %d must not be negative", b.Rows, b.Left, b.Estimate, b.Failures)
 	}
 	for k, v := range b.After {
 		if k == "" {

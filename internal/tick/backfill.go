@@ -37,17 +37,16 @@ func (t *tickRun) backfillStep() (more bool, err error) {
 		return false, nil
 	}
 	cr, ok := t.r.Source.(chunkReader)
-	if !ok {
-		t.log.Warn("backfill waiting: this source reads no backfill chunks", "backfill_id", b.ID)
+	if !ok || !canBackfill(t.r.Poller) {
+		t.log.Warn("backfill waiting: a change-stream cursor's backfill (the stream's watermarks) is not built yet", "backfill_id", b.ID)
 		return false, nil
+	}
+	if t.backfillFailed {
+		return false, nil // once a tick: the live batches go on
 	}
 	c, err := cr.ReadChunk(t.fctx, b.After, b.Where, t.cursor, b.Chunk)
-	if errors.Is(err, source.ErrChunkPosition) {
-		t.log.Warn("backfill waiting: a change-stream cursor's backfill is not built yet", "backfill_id", b.ID)
-		return false, nil
-	}
 	if err != nil {
-		return false, fmt.Errorf("backfill %s: %w", b.ID, err)
+		return false, t.chunkFailed(b, "reading the chunk after "+keyText(b.After), err)
 	}
 	if len(c.Rows) > 0 {
 		name := t.r.Poller.Name()
@@ -59,16 +58,17 @@ func (t *tickRun) backfillStep() (more bool, err error) {
 		}
 		t0 := t.clk.Now()
 		if herr := t.r.handle(t.wctx, pb); herr != nil {
-			return false, fmt.Errorf("%w: backfill %s, the chunk after %s (batch %s): %w", ErrBatchFailed, b.ID, keyText(b.After), pb.ID, herr)
+			return false, t.chunkFailed(b, "handling batch "+pb.ID+", the chunk after "+keyText(b.After), herr)
 		}
 		t.sum.Rows += len(c.Rows)
-		t.sum.Batches++
 		t.countOps(c.Rows)
 		t.log.Info("backfill batch", "batch_id", pb.ID, "backfill_id", b.ID, "rows", len(c.Rows), "left", c.Left, "after", to,
 			"fencing_token", pb.FencingToken, "duration_ms", t.clk.Now().Sub(t0).Milliseconds())
 	}
+	t.sum.Batches++ // a chunk is progress to commit, rows sent or not
 	b.Rows += int64(len(c.Rows))
 	b.Left += int64(c.Left)
+	b.Failures, b.LastError = 0, ""
 	if c.Next != nil {
 		b.After = c.Next
 	}
@@ -80,6 +80,26 @@ func (t *tickRun) backfillStep() (more bool, err error) {
 	}
 	t.l.SetBackfill(b)
 	return true, nil
+}
+
+// canBackfill says whether the tick runs p's backfill: keyset cursors only, so far (a
+// change-stream cursor's needs the stream's watermarks).
+func canBackfill(p *pollerdef.Def) bool { return !p.Source().Changes() }
+
+// chunkFailed records a chunk that failed (what, with err) in the backfill's progress and logs
+// it; the tick runs no more chunks and goes on with its live batches, which a backfill never
+// holds up. A lost lease ends the tick.
+func (t *tickRun) chunkFailed(b *state.Backfill, what string, err error) error {
+	if lerr := t.l.Err(); lerr != nil || errors.Is(err, lease.ErrLost) {
+		return fmt.Errorf("backfill %s, %s: %w", b.ID, what, err)
+	}
+	t.backfillFailed = true
+	b.Failures++
+	b.LastError = what + ": " + err.Error()
+	t.l.SetBackfill(b)
+	t.log.Warn("backfill chunk failed: the live batches go on, the chunk is tried again next tick", "backfill_id", b.ID,
+		"failures", b.Failures, "error", b.LastError, "cancel", "pollerctl backfill "+t.r.Poller.Name()+" --cancel --yes")
+	return nil
 }
 
 // keyText renders a backfill's key for logs and batch ids ("<first>" for nil); json.Marshal

@@ -150,16 +150,20 @@ func TestBackfillBesideLiveChanges(t *testing.T) {
 	}
 }
 
-// TestBackfillResumesAfterItsLastChunk: a handler failing on a backfill's second chunk fails the
-// tick; the first chunk's progress is committed, so the next tick resumes with the second chunk,
-// not from the start.
+// TestBackfillResumesAfterItsLastChunk: a handler failing on a backfill's second chunk does not
+// hold the live batches up: the tick goes on with them, runs no other chunk, and records the
+// failure in the backfill's progress (the first chunk's progress committed); the next tick
+// resumes with the second chunk, not from the start, and clears the failure.
 func TestBackfillResumesAfterItsLastChunk(t *testing.T) {
 	e := newEnv(t, 5)
 	e.insert(12)
-	var reads []int64
+	var reads, live []int64
 	fail := true
 	r := e.runner("A", func(_ context.Context, b *poller.Batch[poller.Row]) error {
 		if b.Rows[0].Op() != "read" {
+			for _, row := range b.Rows {
+				live = append(live, row.Get("id").(int64))
+			}
 			return nil
 		}
 		if fail && len(reads) == 5 {
@@ -174,18 +178,24 @@ func TestBackfillResumesAfterItsLastChunk(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.startBackfill(5)
-	if _, err := r.Tick(ctx, "fails"); err == nil || !errors.Is(err, tick.ErrBatchFailed) || !strings.Contains(err.Error(), "backfill bf_test") || !strings.Contains(err.Error(), "the consumer is down") {
-		t.Fatalf("the failing chunk: %v", err)
+	e.insert(12) // rows 13-24: live batches for the failing tick
+	sum, err := r.Tick(ctx, "fails")
+	if err != nil || sum.Outcome != tick.Committed || len(live) != 24 {
+		t.Fatalf("the tick with the failing chunk: %+v, %v; %d live rows delivered, want 24", sum, err, len(live))
 	}
 	d := e.doc()
-	if d.Backfill == nil || d.Backfill.Rows != 5 || string(d.Backfill.After["id"]) != "5" || !d.Lease.Released() {
+	if b := d.Backfill; b == nil || b.Rows != 5 || string(b.After["id"]) != "5" || b.Failures != 1 ||
+		!strings.Contains(b.LastError, "the consumer is down") || !d.Lease.Released() {
 		t.Fatalf("progress after the failure: %+v", d.Backfill)
 	}
 	fail = false
 	if _, err := r.Tick(ctx, "resumes"); err != nil {
 		t.Fatal(err)
 	}
-	want := []int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}
+	want := []int64{1, 2, 3, 4, 5}
+	for id := int64(6); id <= 24; id++ {
+		want = append(want, id)
+	}
 	if len(reads) != len(want) {
 		t.Fatalf("reads %v, want %v", reads, want)
 	}
@@ -196,5 +206,40 @@ func TestBackfillResumesAfterItsLastChunk(t *testing.T) {
 	}
 	if d := e.doc(); d.Backfill != nil {
 		t.Fatalf("not done: %+v", d.Backfill)
+	}
+}
+
+// TestBackfillStopsOnDrain: a drain that begins while a chunk is handled ends the tick after it:
+// no live batch is taken after the drain began.
+func TestBackfillStopsOnDrain(t *testing.T) {
+	e := newEnv(t, 5)
+	e.insert(7)
+	drain := make(chan struct{})
+	drained := false
+	var afterDrain []string
+	r := e.runner("A", func(_ context.Context, b *poller.Batch[poller.Row]) error {
+		if drained {
+			afterDrain = append(afterDrain, b.Rows[0].Op())
+		}
+		if b.Rows[0].Op() == "read" && !drained {
+			drained = true
+			close(drain)
+			e.insert(2) // live rows waiting when the drain begins
+		}
+		return nil
+	})
+	if _, err := r.Tick(ctx, "catch-up"); err != nil {
+		t.Fatal(err)
+	}
+	e.startBackfill(5)
+	r.Draining = drain
+	if _, err := r.Tick(ctx, "drains"); err != nil {
+		t.Fatal(err)
+	}
+	if !drained || len(afterDrain) != 0 {
+		t.Fatalf("batches handed over after the drain began: %v", afterDrain)
+	}
+	if d := e.doc(); d.Backfill == nil || d.Backfill.Rows != 5 || !d.Lease.Released() {
+		t.Fatalf("the drained tick's progress: %+v", d.Backfill)
 	}
 }

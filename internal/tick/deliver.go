@@ -69,7 +69,7 @@ func (t *tickRun) deliver(first *source.Batch, firstDur time.Duration, ahead <-c
 				return err
 			}
 		}
-		if !t.clk.Now().Before(t.budgetEnd) || t.stopping() || l.Err() != nil {
+		if t.over() {
 			t.awaitAhead()
 			break
 		}
@@ -81,8 +81,18 @@ func (t *tickRun) deliver(first *source.Batch, firstDur time.Duration, ahead <-c
 		if !more && !backfill {
 			break
 		}
+		if t.over() { // the chunk took the rest of the budget, or a drain began meanwhile
+			t.awaitAhead()
+			break
+		}
 	}
 	return t.end(nil)
+}
+
+// over says the tick takes no further batch: its budget is spent, it is stopping, or its lease
+// is gone.
+func (t *tickRun) over() bool {
+	return !t.clk.Now().Before(t.budgetEnd) || t.stopping() || t.l.Err() != nil
 }
 
 // next returns the batch after the cursor: the one read ahead, or one fetched now.

@@ -175,7 +175,9 @@ type tickRun struct {
 	budgetEnd   time.Time
 	ahead       <-chan fetched // the next batch, being read meanwhile; nil when not
 	fetchDur    time.Duration  // the last fetch's duration
-	handleDur   time.Duration  // the last handler call's duration
+	// backfillFailed: a chunk failed in this tick, which runs no other (backfillStep).
+	backfillFailed bool
+	handleDur      time.Duration // the last handler call's duration
 }
 
 // Tick runs one tick. invocationID (the Functions invocation id, may be empty) goes into the logs.
@@ -253,7 +255,7 @@ func (t *tickRun) run() error {
 	// lease and commits the move.) Nothing waits, unless the read was held back by a transaction
 	// still open: then what waits behind it is measured, so that the tick shows it (and its lag)
 	// instead of an idle poller.
-	if len(first.Rows) == 0 && first.To == nil && (snap.Doc == nil || snap.Doc.Backfill == nil) {
+	if len(first.Rows) == 0 && first.To == nil && (snap.Doc == nil || snap.Doc.Backfill == nil || !canBackfill(r.Poller)) {
 		zero := 0.0
 		t.sum.Outcome, t.sum.RowsWaiting, t.sum.LagSeconds = Idle, 0, &zero
 		if r.Source.Stats().HoldBack {

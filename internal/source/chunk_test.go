@@ -1,0 +1,47 @@
+package source_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sqlite"
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
+)
+
+// TestChunkRefusesANullCursor: a row whose cursor column became NULL after the source was
+// opened (the live reads never reach it) is not sent as a read: the chunk fails, naming the
+// column and the row.
+func TestChunkRefusesANullCursor(t *testing.T) {
+	dsn := filepath.Join(t.TempDir(), "n.db")
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`CREATE TABLE t (id INTEGER PRIMARY KEY, seq INTEGER, name TEXT); INSERT INTO t VALUES (1, 1, 'a'), (2, 2, 'b')`); err != nil {
+		t.Fatal(err)
+	}
+	src, err := drivers.Open(context.Background(), source.Config{Poller: "p", Driver: sqlite.Name, DSN: dsn, Definition: source.Definition{
+		Table: source.Table{Name: "t"}, Columns: []string{"id", "seq", "name"}, PK: []string{"id"}, Cursor: source.Cursor{Kind: state.KindInteger, Column: "seq"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	live, err := src.Fetch(context.Background(), nil, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`UPDATE t SET seq = NULL WHERE id = 2`); err != nil {
+		t.Fatal(err)
+	}
+	_, err = src.ReadChunk(context.Background(), nil, "", live.To, 10)
+	if !errors.Is(err, source.ErrNullCursor) || !strings.Contains(err.Error(), `column "seq"`) || !strings.Contains(err.Error(), `{"id":2}`) {
+		t.Fatalf("a NULL cursor: %v", err)
+	}
+}
