@@ -82,6 +82,10 @@ func backfillCmd(ctx context.Context, args []string, env Env) error {
 		return err
 	}
 	_, err = src.ReadChunk(ctx, nil, *where, nil, 1)
+	var estimate int64
+	if err == nil {
+		estimate, err = src.CountChunkRows(ctx, *where, countCap)
+	}
 	src.Close()
 	if err != nil {
 		return usagef("the database refuses the backfill's --where %q: %v; nothing written", *where, err)
@@ -90,7 +94,8 @@ func backfillCmd(ctx context.Context, args []string, env Env) error {
 	if strings.TrimSpace(*where) != "" {
 		what = "its rows where " + *where
 	}
-	fmt.Fprintf(env.Out, "backfill %s: send %s again as reads, %d a chunk, beside its live changes (a chunk after each live batch)\n", name, what, *chunk)
+	fmt.Fprintf(env.Out, "backfill %s: send %s again as reads (%s now), %d a chunk, beside its live changes (a chunk after each live batch)\n",
+		name, what, estimateText(estimate), *chunk)
 	if !g.yes.given() {
 		fmt.Fprintln(env.Out, "dry run: nothing written. Add --yes to write.")
 		return nil
@@ -102,7 +107,7 @@ func backfillCmd(ctx context.Context, args []string, env Env) error {
 		return refusedf("%s's state changed while waiting (a backfill started, or the state was deleted): nothing written; run it again", name)
 	}
 	b := &state.Backfill{ID: backfillID(env.Clock.Now()), Kind: state.BackfillRequested, Where: strings.TrimSpace(*where), Chunk: *chunk,
-		StartedAt: state.At(env.Clock.Now())}
+		Estimate: estimate, StartedAt: state.At(env.Clock.Now())}
 	if err := env.writeRequest(ctx, op, cur, func(next *state.Doc) { next.Backfill = b }); err != nil {
 		return err
 	}
@@ -179,11 +184,31 @@ func (env Env) followBackfill(ctx context.Context, op lease.Operator, id string,
 	}
 }
 
-// backfillText is a backfill's progress in one line: rows sent, left, its rate so far.
+// countCap bounds the count a backfill's estimate makes, so that it stays a short read.
+const countCap = 10_000_000
+
+// estimateText says an estimate of rows: "N rows", or "more than N" at countCap.
+func estimateText(n int64) string {
+	if n >= countCap {
+		return fmt.Sprintf("more than %d rows", countCap)
+	}
+	return fmt.Sprintf("%d rows", n)
+}
+
+// backfillText is a backfill's progress in one line: rows sent, left, of its estimate, its rate
+// so far and the time left at that rate.
 func backfillText(b *state.Backfill, now time.Time) string {
 	line := fmt.Sprintf("backfill %s: %d rows sent, %d left to the live changes", b.ID, b.Rows, b.Left)
+	done := b.Rows + b.Left
+	if b.Estimate > 0 {
+		line += fmt.Sprintf(", %d%% of about %s", min(100, 100*done/b.Estimate), estimateText(b.Estimate))
+	}
 	if elapsed := now.Sub(b.StartedAt.Time).Seconds(); elapsed >= 1 && b.Rows > 0 {
-		line += fmt.Sprintf(", %.0f rows/s over %s", float64(b.Rows)/elapsed, (time.Duration(elapsed) * time.Second).String())
+		rate := float64(done) / elapsed
+		line += fmt.Sprintf(", %.0f rows/s over %s", rate, (time.Duration(elapsed) * time.Second).String())
+		if b.Estimate > done && b.Estimate < countCap {
+			line += ", about " + (time.Duration(float64(b.Estimate-done)/rate) * time.Second).String() + " left"
+		}
 	}
 	if b.Where != "" {
 		line += ", where " + b.Where

@@ -50,7 +50,8 @@ func TestBackfillRequest(t *testing.T) {
 			t.Fatalf("request: %d %s", code, w.out.String())
 		}
 		b := w.doc().Backfill
-		if b == nil || !strings.HasPrefix(b.ID, "bf_") || b.Kind != state.BackfillRequested || b.Where != "id > 5" || b.Chunk != 500 || b.After != nil || b.Cancel {
+		if b == nil || !strings.HasPrefix(b.ID, "bf_") || b.Kind != state.BackfillRequested || b.Where != "id > 5" || b.Chunk != 500 || b.After != nil || b.Cancel ||
+			b.Estimate != 0 {
 			t.Fatalf("the request written: %+v", b)
 		}
 		if code := w.run("backfill", "orders", "--yes", "--detach"); code != 1 || !strings.Contains(w.out.String(), "already runs backfill "+b.ID) ||
@@ -105,14 +106,15 @@ func TestBackfillFollowsProgress(t *testing.T) {
 		clk.Advance(2 * time.Second)
 	}
 	step(func(b *state.Backfill) *state.Backfill {
-		b.Rows, b.Left, b.After = 2, 1, map[string]json.RawMessage{"id": json.RawMessage("3")}
+		b.Rows, b.Left, b.After, b.Estimate = 2, 1, map[string]json.RawMessage{"id": json.RawMessage("3")}, 6
 		return b
 	})
 	history = state.Tick{At: state.At(clk.Now()), Outcome: "committed", Rows: 3, Ops: map[string]int{"read": 3}}
 	step(func(*state.Backfill) *state.Backfill { return nil })
 	select {
 	case code := <-done:
-		if code != 0 || !strings.Contains(out.String(), "2 rows sent, 1 left to the live changes") || !strings.Contains(out.String(), "ended: 5 rows sent as reads") {
+		if code != 0 || !strings.Contains(out.String(), "2 rows sent, 1 left to the live changes") || !strings.Contains(out.String(), "ended: 5 rows sent as reads") ||
+			!strings.Contains(out.String(), "50% of about 6 rows") || !strings.Contains(out.String(), "about 2s left") {
 			t.Fatalf("exit %d:\n%s", code, out.String())
 		}
 	case <-wait.Done():

@@ -145,6 +145,28 @@ func (s *Source) ReadChunk(ctx context.Context, after map[string]json.RawMessage
 	return c, nil
 }
 
+// CountChunkRows counts the rows a backfill with where would read (the definition's filter and
+// where), up to limit: a backfill's estimate, the database's own count, bounded so that it stays
+// a short read.
+func (s *Source) CountChunkRows(ctx context.Context, where string, limit int64) (int64, error) {
+	var preds []string
+	for _, f := range []string{s.def.Filter, where} {
+		if f = strings.TrimSpace(f); f != "" {
+			preds = append(preds, "("+f+")")
+		}
+	}
+	from := " FROM " + QuoteTable(s.dl, s.def.Table)
+	if len(preds) > 0 {
+		from += " WHERE " + strings.Join(preds, " AND ")
+	}
+	var n int64
+	q := "SELECT COUNT(*) FROM (" + s.dl.Limit("1 AS one", from, s.dl.Placeholder(1)) + ") c"
+	if err := s.db.QueryRowContext(ctx, q, limit).Scan(&n); err != nil {
+		return 0, s.chunkErr(where, err)
+	}
+	return n, nil
+}
+
 // markers returns n placeholders from next.
 func markers(n int, next func() string) []string {
 	out := make([]string, n)

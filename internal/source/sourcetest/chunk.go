@@ -98,6 +98,15 @@ func (h Harness) testChunks(t *testing.T) {
 			if c, err := src.ReadChunk(ctx, nil, "", nil, 30); err != nil || len(c.Rows) != 0 || c.Left != 25 {
 				t.Fatalf("from the beginning: %d sent, %d left, %v; want every row left to the live changes", len(c.Rows), c.Left, err)
 			}
+			if n, err := src.CountChunkRows(ctx, "id <> 5", 100); err != nil || n != 24 {
+				t.Fatalf("counting the backfill's rows: %d, %v; want 24", n, err)
+			}
+			if n, err := src.CountChunkRows(ctx, "", 10); err != nil || n != 10 {
+				t.Fatalf("counting up to 10: %d, %v", n, err)
+			}
+			if _, err := src.CountChunkRows(ctx, "no_such_column = 1", 10); err == nil || !strings.Contains(err.Error(), "--where") {
+				t.Fatalf("counting with a --where the database rejects: %v", err)
+			}
 			_, err = src.ReadChunk(ctx, nil, "no_such_column = 1", b.To, 7)
 			if err == nil || !strings.Contains(err.Error(), `--where "no_such_column = 1"`) {
 				t.Fatalf("a --where the database rejects: %v", err)
