@@ -53,16 +53,6 @@ func (s *Source) ReadChunk(ctx context.Context, after map[string]json.RawMessage
 	n := 0
 	next := func() string { n++; return dl.Placeholder(n) }
 	var args []any
-	// ordered appends vals in the order of a keyset predicate's markers (nil: as they are).
-	ordered := func(vals []any, order []int) {
-		if order == nil {
-			args = append(args, vals...)
-			return
-		}
-		for _, i := range order {
-			args = append(args, vals[i])
-		}
-	}
 	// The last column says whether the row is after the live position: 1 left, 0 sent.
 	left := "0"
 	if !s.def.Changes() {
@@ -73,7 +63,7 @@ func (s *Source) ReadChunk(ctx context.Context, after map[string]json.RawMessage
 				return nil, err
 			}
 			pred, order := dl.Keyset(s.def.Cursor.Kind, QuoteAll(dl, s.keyCols), markers(len(s.keyCols), next))
-			ordered(pos, order)
+			args = append(args, inMarkerOrder(pos, order)...)
 			left = "CASE WHEN " + pred + " THEN 1 ELSE 0 END"
 		}
 	}
@@ -85,18 +75,9 @@ func (s *Source) ReadChunk(ctx context.Context, after map[string]json.RawMessage
 		}
 		pred, order := dl.Keyset(state.KindInteger, QuoteAll(dl, s.def.PK), markers(len(s.def.PK), next))
 		preds = append(preds, pred)
-		ordered(key, order)
+		args = append(args, inMarkerOrder(key, order)...)
 	}
-	for _, f := range []string{s.def.Filter, where} {
-		if f = strings.TrimSpace(f); f != "" {
-			preds = append(preds, "("+f+")")
-		}
-	}
-	from := " FROM " + QuoteTable(dl, s.def.Table)
-	if len(preds) > 0 {
-		from += " WHERE " + strings.Join(preds, " AND ")
-	}
-	q := dl.Limit(strings.Join(QuoteAll(dl, s.def.selected()), ", ")+", "+left, from+" ORDER BY "+strings.Join(QuoteAll(dl, s.def.PK), ", "), next())
+	q := dl.Limit(strings.Join(QuoteAll(dl, s.def.selected()), ", ")+", "+left, s.chunkFrom(where, preds...)+" ORDER BY "+strings.Join(QuoteAll(dl, s.def.PK), ", "), next())
 	args = append(args, limit)
 	rows, err := s.db.QueryContext(ctx, q, args...)
 	if err != nil {
@@ -124,11 +105,9 @@ func (s *Source) ReadChunk(ctx context.Context, after map[string]json.RawMessage
 			c.Left++
 			continue
 		}
-		for j, idx := range s.keyIdx {
-			if vals[idx] == nil { // the live reads never reach it: say so rather than send it
-				key, _ := json.Marshal(last.Key())
-				return nil, fmt.Errorf("source: poller %q, table %s, column %q, the row with key %s: %w", s.poller, s.def.Table, s.keyCols[j], key, ErrNullCursor)
-			}
+		if err := s.checkKeys(last); err != nil { // the live reads never reach it: say so rather than send it
+			key, _ := json.Marshal(last.Key())
+			return nil, fmt.Errorf("%w, the row with key %s", err, key)
 		}
 		last.read = true
 		c.Rows = append(c.Rows, last)
@@ -149,7 +128,16 @@ func (s *Source) ReadChunk(ctx context.Context, after map[string]json.RawMessage
 // where), up to limit: a backfill's estimate, the database's own count, bounded so that it stays
 // a short read.
 func (s *Source) CountChunkRows(ctx context.Context, where string, limit int64) (int64, error) {
-	var preds []string
+	var n int64
+	q := "SELECT COUNT(*) FROM (" + s.dl.Limit("1 AS one", s.chunkFrom(where), s.dl.Placeholder(1)) + ") c"
+	if err := s.db.QueryRowContext(ctx, q, limit).Scan(&n); err != nil {
+		return 0, s.chunkErr(where, err)
+	}
+	return n, nil
+}
+
+// chunkFrom is a backfill's FROM clause: the table, preds, the definition's filter and where.
+func (s *Source) chunkFrom(where string, preds ...string) string {
 	for _, f := range []string{s.def.Filter, where} {
 		if f = strings.TrimSpace(f); f != "" {
 			preds = append(preds, "("+f+")")
@@ -159,21 +147,7 @@ func (s *Source) CountChunkRows(ctx context.Context, where string, limit int64) 
 	if len(preds) > 0 {
 		from += " WHERE " + strings.Join(preds, " AND ")
 	}
-	var n int64
-	q := "SELECT COUNT(*) FROM (" + s.dl.Limit("1 AS one", from, s.dl.Placeholder(1)) + ") c"
-	if err := s.db.QueryRowContext(ctx, q, limit).Scan(&n); err != nil {
-		return 0, s.chunkErr(where, err)
-	}
-	return n, nil
-}
-
-// markers returns n placeholders from next.
-func markers(n int, next func() string) []string {
-	out := make([]string, n)
-	for i := range out {
-		out[i] = next()
-	}
-	return out
+	return from
 }
 
 func (s *Source) chunkErr(where string, err error) error {

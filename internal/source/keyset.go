@@ -86,13 +86,7 @@ func (k *keyset) query(ctx context.Context, after *state.Cursor, limit int, back
 		if err != nil {
 			return "", nil, err
 		}
-		q, args = then, keys
-		if s.q.keyOrder != nil {
-			args = make([]any, len(s.q.keyOrder))
-			for i, k := range s.q.keyOrder {
-				args[i] = keys[k]
-			}
-		}
+		q, args = then, inMarkerOrder(keys, s.q.keyOrder)
 	}
 	args = append(args, s.q.boundArgs...)
 	if s.bound != nil && !backlog {
@@ -103,6 +97,28 @@ func (k *keyset) query(ctx context.Context, after *state.Cursor, limit int, back
 		args = append(args, bound)
 	}
 	return q, append(args, limit), nil
+}
+
+// inMarkerOrder returns a keyset predicate's key values in the order of its markers (Driver.Keyset's
+// order; nil: as they are).
+func inMarkerOrder(vals []any, order []int) []any {
+	if order == nil {
+		return vals
+	}
+	out := make([]any, len(order))
+	for i, k := range order {
+		out[i] = vals[k]
+	}
+	return out
+}
+
+// markers returns n placeholders from next.
+func markers(n int, next func() string) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = next()
+	}
+	return out
 }
 
 // boundArg is the read bound's argument for a read.
@@ -182,11 +198,7 @@ func buildQueries(dl Driver, d Definition, flavor TSFlavor, readBound bool) quer
 		next := func() string { n++; return dl.Placeholder(n) }
 		var preds []string
 		if after {
-			params := make([]string, len(qkeys))
-			for i := range params {
-				params[i] = next()
-			}
-			pred, order := dl.Keyset(d.Cursor.Kind, qkeys, params)
+			pred, order := dl.Keyset(d.Cursor.Kind, qkeys, markers(len(qkeys), next))
 			preds, q.keyOrder = append(preds, pred), order
 		}
 		b := dl.UpperBound(d.Cursor.Kind, flavor, qkeys[0], d.settleLag(), next)

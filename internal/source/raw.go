@@ -254,11 +254,6 @@ func (s *Source) scanRaw(rows RawRows, after *state.Cursor, limit int) (*Batch, 
 			block = append(block, v...)
 			t[i] = block[at:len(block):len(block)] // not nil, even when empty
 		}
-		for j, idx := range s.keyIdx {
-			if t[idx] == nil {
-				return nil, fmt.Errorf("source: poller %q, table %s, column %q: %w", s.poller, s.def.Table, s.keyCols[j], ErrNullCursor)
-			}
-		}
 		if len(lazies) == 0 {
 			lazies = make([]lazyRow, min(limit, 256))
 		}
@@ -266,6 +261,9 @@ func (s *Source) scanRaw(rows RawRows, after *state.Cursor, limit int) (*Batch, 
 		lazies = lazies[1:]
 		lz.text, lz.cols = t, cols
 		r := Row{src: s, lz: lz}
+		if err := s.checkKeys(r); err != nil {
+			return nil, err
+		}
 		if s.flavor == TSText {
 			if err := s.checkTextStamp(r, lz.value(s.keyIdx[0])); err != nil {
 				return nil, err

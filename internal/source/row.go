@@ -33,6 +33,15 @@ type Row struct {
 	lz   *lazyRow // a keyset row as the database sent it (RawReader), when raw is nil
 }
 
+// null says whether column i is NULL in a row read from the table (not a change), without
+// decoding it.
+func (r Row) null(i int) bool {
+	if r.lz != nil {
+		return r.lz.text[i] == nil
+	}
+	return r.raw[i] == nil
+}
+
 // value returns column i's normalized value.
 func (r Row) value(i int) any {
 	if r.lz != nil {

@@ -528,12 +528,10 @@ func (s *Source) scan(rows *sql.Rows, after *state.Cursor, limit int) (*Batch, e
 		}
 		// Values stay as the driver returned them; Row normalizes each one when it is read, so
 		// a handler pays only for the conversions it uses.
-		for j, idx := range s.keyIdx {
-			if vals[idx] == nil {
-				return nil, fmt.Errorf("source: poller %q, table %s, column %q: %w", s.poller, s.def.Table, s.keyCols[j], ErrNullCursor)
-			}
-		}
 		r := Row{src: s, raw: vals}
+		if err := s.checkKeys(r); err != nil {
+			return nil, err
+		}
 		if err := s.checkTextStamp(r, vals[s.keyIdx[0]]); err != nil {
 			return nil, err
 		}
@@ -543,6 +541,17 @@ func (s *Source) scan(rows *sql.Rows, after *state.Cursor, limit int) (*Batch, e
 		return nil, fmt.Errorf("source: poller %q, table %s: fetch: %w", s.poller, s.def.Table, err)
 	}
 	return b, s.endBatch(b)
+}
+
+// checkKeys checks that row r has a value in every keyset column: a NULL one would never be read
+// in order (ErrNullCursor).
+func (s *Source) checkKeys(r Row) error {
+	for j, idx := range s.keyIdx {
+		if r.null(idx) {
+			return fmt.Errorf("source: poller %q, table %s, column %q: %w", s.poller, s.def.Table, s.keyCols[j], ErrNullCursor)
+		}
+	}
+	return nil
 }
 
 // checkTextStamp checks, for a cursor column of text (TSText), that row r's cursor value v (as
