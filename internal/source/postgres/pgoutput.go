@@ -78,8 +78,12 @@ func (d *decoder) keep(b []byte) []byte {
 	return d.arena[n:len(d.arena):len(d.arena)]
 }
 
-// pgEpoch is PostgreSQL's epoch (2000-01-01 UTC) in Unix microseconds.
-const pgEpoch = 946684800 * 1000000
+// PostgreSQL's epoch, 2000-01-01 00:00:00 UTC, in Unix seconds and microseconds: what its binary
+// timestamps count from.
+const (
+	pgEpochSeconds = 946684800
+	pgEpoch        = pgEpochSeconds * 1000000
+)
 
 // message decodes one pgoutput message; data is the reader's and is not kept (what a change
 // needs of it is copied).

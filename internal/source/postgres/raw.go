@@ -105,9 +105,6 @@ func binaryInt(src []byte) (int64, bool) {
 	return 0, false
 }
 
-// y2kSeconds is PostgreSQL's epoch, 2000-01-01 00:00:00 UTC, in seconds since Unix's.
-const y2kSeconds = 946_684_800
-
 // binaryTimestamp reads a timestamp or timestamptz in binary format (microseconds since
 // PostgreSQL's epoch) as a time in UTC; not ok for infinity and -infinity, which Value gives as
 // pgx does. Seconds and microseconds apart, as pgx does: the microseconds of 294276 AD, the
@@ -120,7 +117,7 @@ func binaryTimestamp(src []byte) (time.Time, bool) {
 	if us == math.MaxInt64 || us == math.MinInt64 {
 		return time.Time{}, false
 	}
-	return time.Unix(y2kSeconds+us/1_000_000, us%1_000_000*1_000).UTC(), true
+	return time.Unix(pgEpochSeconds+us/1_000_000, us%1_000_000*1_000).UTC(), true
 }
 
 func valueFunc(m *pgtype.Map, oid uint32, format int16) func([]byte) (any, error) {
