@@ -159,8 +159,8 @@ type Backfill struct {
 	// Left counts the rows a chunk read but left to the live changes, which deliver a newer
 	// version of them.
 	Left int64 `json:"left"`
-	// Estimate is how many rows it reads, estimated when it started (the database's statistics);
-	// 0: unknown.
+	// Estimate is how many rows it reads, counted when it started (pollerctl backfill: up to
+	// 10,000,000); 0: none, or unknown.
 	Estimate  int64 `json:"estimate"`
 	StartedAt Time  `json:"started_at"`
 	// Cancel asks the next tick to end it (pollerctl backfill --cancel).
@@ -183,15 +183,7 @@ func (b *Backfill) validate() error {
 	case b.Rows < 0 || b.Left < 0 || b.Estimate < 0 || b.Failures < 0:
 		return fmt.Errorf("rows %d, left %d, estimate %d and failures %d must not be negative", b.Rows, b.Left, b.Estimate, b.Failures)
 	}
-	for k, v := range b.After {
-		if k == "" {
-			return errors.New("after has an empty column name")
-		}
-		if err := scalar(v); err != nil {
-			return fmt.Errorf("after %q: %w", k, err)
-		}
-	}
-	return nil
+	return columnValues("after", b.After)
 }
 
 // HistoryLen bounds Doc.History.
@@ -332,12 +324,18 @@ func (c *Cursor) Validate() error {
 	if err := scalar(c.Value); err != nil {
 		return fmt.Errorf("value: %w", err)
 	}
-	for k, v := range c.Tiebreaker {
+	return columnValues("tiebreaker", c.Tiebreaker)
+}
+
+// columnValues checks a map of column names to values (a cursor's tiebreaker, a backfill's key,
+// named what): no empty name, each value a string or a number.
+func columnValues(what string, m map[string]json.RawMessage) error {
+	for k, v := range m {
 		if k == "" {
-			return errors.New("tiebreaker has an empty column name")
+			return fmt.Errorf("%s has an empty column name", what)
 		}
 		if err := scalar(v); err != nil {
-			return fmt.Errorf("tiebreaker %q: %w", k, err)
+			return fmt.Errorf("%s %q: %w", what, k, err)
 		}
 	}
 	return nil
