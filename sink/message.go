@@ -129,13 +129,14 @@ func appendChange(dst []byte, b *poller.Batch[poller.Row], r poller.Row) ([]byte
 	if err != nil {
 		return nil, Message{}, err
 	}
-	m.ID = ChangeID(b.Poller, keyJSON, cur.Value)
+	version := []byte(cur.Value)
 	if m.Op == "read" {
 		// A backfill's read of a row at the version a change already carried is another
 		// message: a consumer that deduplicates on the id must not drop it. Its batch id names
 		// the backfill and the chunk, so a retry of the chunk keeps the id.
-		m.ID = ChangeID(b.Poller, keyJSON, append(append(slices.Clip(cur.Value), 0), b.ID...))
+		version = append(append(slices.Clip(version), 0), b.ID...)
 	}
+	m.ID = ChangeID(b.Poller, keyJSON, version)
 	m.Key = keyText(key, keyJSON)
 	row := []byte("null") // a delete of which the database gave only the key
 	if r.HasRow() {
