@@ -75,17 +75,13 @@ func backfillCmd(ctx context.Context, args []string, env Env) error {
 	if *chunk < 1 || *chunk > appsettings.MaxBatchSize {
 		return usagef("--chunk %d: a chunk reads 1 to %d rows", *chunk, appsettings.MaxBatchSize)
 	}
-	// The condition runs once, reading no row, so that the database says now what it would say
+	// The rows are counted with the condition, so that the database says now what it would say
 	// at every tick.
 	src, err := env.openSource(ctx, d, "the backfill's --where")
 	if err != nil {
 		return err
 	}
-	_, err = src.ReadChunk(ctx, nil, *where, nil, 1)
-	var estimate int64
-	if err == nil {
-		estimate, err = src.CountChunkRows(ctx, *where, countCap)
-	}
+	estimate, err := src.CountChunkRows(ctx, *where, countCap)
 	src.Close()
 	if err != nil {
 		return usagef("the database refuses the backfill's --where %q: %v; nothing written", *where, err)
@@ -97,7 +93,7 @@ func backfillCmd(ctx context.Context, args []string, env Env) error {
 	fmt.Fprintf(env.Out, "backfill %s: send %s again as reads (%s now), %d a chunk, beside its live changes (a chunk after each live batch)\n",
 		name, what, estimateText(estimate), *chunk)
 	if !g.yes.given() {
-		fmt.Fprintln(env.Out, "dry run: nothing written. Add --yes to write.")
+		fmt.Fprintln(env.Out, nothingWritten)
 		return nil
 	}
 	if cur, err = awaitFree(ctx, env, op, cur, "a backfill request", *g.wait, *g.waitTimeout); err != nil {
@@ -124,7 +120,7 @@ func (env Env) cancelBackfill(ctx context.Context, op lease.Operator, cur lease.
 	b := cur.Doc.Backfill
 	fmt.Fprintf(env.Out, "cancel backfill %s of %s: %d rows sent since %s; its next tick ends it\n", b.ID, op.Poller, b.Rows, b.StartedAt.UTC().Format(time.RFC3339))
 	if !g.yes.given() {
-		fmt.Fprintln(env.Out, "dry run: nothing written. Add --yes to write.")
+		fmt.Fprintln(env.Out, nothingWritten)
 		return nil
 	}
 	cur, err := awaitFree(ctx, env, op, cur, "a backfill's cancellation", *g.wait, *g.waitTimeout)

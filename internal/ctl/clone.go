@@ -93,7 +93,7 @@ func clone(ctx context.Context, args []string, env Env) error {
 	next := plan.Doc()
 	fmt.Fprintf(env.Out, "clone %s -> %s (%s)\n  cursor %s\n  fingerprint %s (%s)\n", from, *to, env.blob(*to), cursorText(next.Checkpoint.Cursor), next.SourceFingerprint, reads)
 	if !yes.given() {
-		fmt.Fprintln(env.Out, "dry run: nothing written. Add --yes to write.")
+		fmt.Fprintln(env.Out, nothingWritten)
 		return nil
 	}
 	if _, err := op.Write(ctx, plan); err != nil {

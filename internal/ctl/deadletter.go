@@ -330,7 +330,7 @@ func quarantineCmd(ctx context.Context, args []string, env Env) error {
 		"its next tick will hand the batch's halves to the handler, down to single rows, dead-letter the rows that fail alone\n"+
 		"under %s and move on\n", name, f.BatchID, orDash(f.Keys), f.Attempts, truncate(f.LastError, 200), deadletter.Prefix(env.App, name))
 	if !yes.given() {
-		fmt.Fprintln(env.Out, "dry run: nothing written. Add --yes to write.")
+		fmt.Fprintln(env.Out, nothingWritten)
 		return nil
 	}
 	if err := env.writeRequest(ctx, op, cur, func(next *state.Doc) {

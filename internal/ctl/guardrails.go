@@ -95,6 +95,9 @@ func (env Env) refuseUnknown(name, what string, force bool, doc *state.Doc) erro
 		name, pollerstatus.NotInBuild(name, env.version(), handler), what)
 }
 
+// nothingWritten ends the dry run of a command that writes a poller's state.
+const nothingWritten = "dry run: nothing written. Add --yes to write."
+
 // dryRun ends a command's dry run, or lets its write go on: without yes it shows refusal (a
 // guardrail that --yes would meet), says nothing was written, and is done; with yes it is done
 // when refusal refuses, returning it.

@@ -74,7 +74,7 @@ func reset(ctx context.Context, args []string, env Env) error {
 	for _, n := range to.notes {
 		fmt.Fprintln(env.Out, n)
 	}
-	if done, err := env.dryRun(f.yes.given(), unknown, "dry run: nothing written. Add --yes to write."); done {
+	if done, err := env.dryRun(f.yes.given(), unknown, nothingWritten); done {
 		return err
 	}
 	if err := confirm(env, f.name, string(*f.yes), *f.production); err != nil {
