@@ -24,8 +24,8 @@ type chunkReader interface {
 // change of its row (internal/model/backfill.pml proves it): the chunk is read and handed over
 // with no live batch delivered between; and a row after the position is left to the live batches,
 // because a batch already read ahead may hold an older version of it, which would arrive after
-// the read. more says another chunk follows. A handler's failure ends the tick; the chunk is
-// read again by the next one.
+// the read. more says another chunk follows. A chunk that fails is recorded and tried again by
+// the next tick (chunkFailed): this one goes on with its live batches only.
 func (t *tickRun) backfillStep() (more bool, err error) {
 	b := t.l.Backfill()
 	if b == nil {
@@ -53,8 +53,8 @@ func (t *tickRun) backfillStep() (more bool, err error) {
 		from, to := "backfill "+b.ID+" after "+keyText(b.After), keyText(c.Next)
 		pb := &pollerdef.Batch{Poller: name, ID: batchID(name, t.r.Source.Fingerprint(), from, to), FencingToken: t.l.Token(),
 			Attempt: 1, From: t.cursor, To: t.cursor, Rows: c.Rows}
-		if !t.l.Trusted() {
-			return false, fmt.Errorf("%w: the trust window passed before backfill batch %s was handed to the handler", lease.ErrLost, pb.ID)
+		if err := t.trusted("backfill batch", pb.ID); err != nil {
+			return false, err
 		}
 		t0 := t.clk.Now()
 		if herr := t.r.handle(t.wctx, pb); herr != nil {

@@ -132,12 +132,9 @@ func (t *tickRun) step(b *source.Batch) (more bool, err error) {
 		FencingToken: l.Token(), Attempt: t.attempt, From: t.cursor, To: b.To, Rows: b.Rows,
 	}
 	faultpoint.Hit(faultpoint.InHandle)
-	// Checked on the clock, not only through the watchdog: a process that was paused (a VM
-	// freeze, a stop signal) past its trust window runs this before the watchdog's timer
-	// does. A pause after this check is what the fencing token in the batch is for.
-	if !l.Trusted() {
+	if err := t.trusted("batch", pb.ID); err != nil {
 		t.awaitAhead()
-		return false, fmt.Errorf("%w: the trust window passed before batch %s was handed to the handler", lease.ErrLost, pb.ID)
+		return false, err
 	}
 	t0 := t.clk.Now()
 	var herr error
@@ -166,6 +163,17 @@ func (t *tickRun) step(b *source.Batch) (more bool, err error) {
 	return true, nil
 }
 
+// trusted refuses to hand a batch (what, id) to the handler once the lease's trust window has
+// passed. Checked on the clock, not only through the watchdog: a process that was paused (a VM
+// freeze, a stop signal) past its trust window runs this before the watchdog's timer does. A
+// pause after this check is what the fencing token in the batch is for.
+func (t *tickRun) trusted(what, id string) error {
+	if t.l.Trusted() {
+		return nil
+	}
+	return fmt.Errorf("%w: the trust window passed before %s %s was handed to the handler", lease.ErrLost, what, id)
+}
+
 // countOps adds rows' changes to the summary's count by Op, a map entry per run of rows of one
 // Op rather than per row (a keyset batch is one run: every row an upsert).
 func (t *tickRun) countOps(rows []source.Row) {
@@ -183,9 +191,10 @@ func (t *tickRun) countOps(rows []source.Row) {
 }
 
 // commitDue commits the progress not yet committed once CheckpointInterval has passed since
-// the last commit, or sooner when the source asks for it (source.CommitWanter). It runs before a batch is handled: a commit made then has a successor (that
-// batch), so it is never the last one: the last commit is always the one folded into the
-// release, keeping B batches at B+1 writes.
+// the last commit, or sooner when the source asks for it (source.CommitWanter). It runs before a
+// batch is handled: a commit made then has a successor (that batch), so it is never the last
+// one: the last commit is always the one folded into the release, keeping B batches at B+1
+// writes.
 func (t *tickRun) commitDue() error {
 	if t.uncommitted == nil {
 		return nil

@@ -175,9 +175,9 @@ type tickRun struct {
 	budgetEnd   time.Time
 	ahead       <-chan fetched // the next batch, being read meanwhile; nil when not
 	fetchDur    time.Duration  // the last fetch's duration
+	handleDur   time.Duration  // the last handler call's duration
 	// backfillFailed: a chunk failed in this tick, which runs no other (backfillStep).
 	backfillFailed bool
-	handleDur      time.Duration // the last handler call's duration
 }
 
 // Tick runs one tick. invocationID (the Functions invocation id, may be empty) goes into the logs.
