@@ -24,7 +24,7 @@ var authorAPI = []string{
 	"Cursor", "Cursor.Kind", "Cursor.Tiebreaker", "Cursor.Time", "Cursor.Value",
 	"CursorKind",
 	"New",
-	"Option", "WithBatchSize", "WithColumns", "WithCursorColumn", "WithFilter", "WithKey", "WithSchema", "WithSettleLag", "WithSetup", "WithTarget",
+	"Option", "WithBatchSize", "WithColumns", "WithCursorColumn", "WithFilter", "WithInitialSnapshot", "WithKey", "WithSchema", "WithSettleLag", "WithSetup", "WithTarget",
 	"Poller", "Poller.Name",
 	"Row", "Row.Cursor", "Row.Decode", "Row.Get", "Row.HasRow", "Row.Key", "Row.MarshalJSON", "Row.Op", "Row.Unchanged", "Row.Values",
 }

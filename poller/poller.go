@@ -84,6 +84,15 @@ func WithSettleLag(d time.Duration) Option {
 	}
 }
 
+// WithInitialSnapshot makes a Logical or ChangeTracking poller start with the table's current
+// rows: its first tick begins a snapshot that sends them as reads (Row.Op "read"), a chunk after
+// each live batch, beside the changes from then on, none missing and none read after a newer
+// change of its row (docs/backfills.md). Without it such a poller starts at the stream's current
+// position and sees only later changes. Keyset cursors read every row from the start anyway.
+func WithInitialSnapshot() Option {
+	return func(p *Poller) { p.spec.Source.Initial = source.InitialSnapshot }
+}
+
 // WithSchema names the table's schema (dbo, public, ...) when it is not the connection's
 // default.
 func WithSchema(schema string) Option { return func(p *Poller) { p.spec.Source.Table.Schema = schema } }

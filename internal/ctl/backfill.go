@@ -11,6 +11,7 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
+	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
@@ -62,8 +63,6 @@ func backfillCmd(ctx context.Context, args []string, env Env) error {
 		f := cur.Doc.Failure
 		return refusedf("%s is failing on batch %s (%d attempt(s); last error: %s): a backfill would wait behind it; fix what fails it, or pollerctl quarantine %s",
 			name, f.BatchID, f.Attempts, truncate(f.LastError, 200), name)
-	case d.Source().Changes():
-		return refusedf("%s reads a %s cursor: its backfill (the change stream's watermarks) is not built yet; keyset cursors only", name, d.Source().Cursor.Kind)
 	}
 	s, err := appsettings.Load(d, env.Getenv)
 	if err != nil && (s.Driver == "" || s.DSN == "") {
@@ -80,6 +79,10 @@ func backfillCmd(ctx context.Context, args []string, env Env) error {
 	src, err := env.openSource(ctx, d, "the backfill's --where")
 	if err != nil {
 		return err
+	}
+	if err := src.Backfills(); err != nil {
+		src.Close()
+		return refusedf("%s cannot run a backfill here: %v; nothing written", name, err)
 	}
 	estimate, err := src.CountChunkRows(ctx, *where, countCap)
 	src.Close()
@@ -180,8 +183,8 @@ func (env Env) followBackfill(ctx context.Context, op lease.Operator, id string,
 	}
 }
 
-// countCap bounds the count a backfill's estimate makes, so that it stays a short read.
-const countCap = 10_000_000
+// countCap bounds the count a backfill's estimate makes (source.CountCap).
+const countCap = source.CountCap
 
 // estimateText says an estimate of rows: "N rows", or "more than N" at countCap.
 func estimateText(n int64) string {

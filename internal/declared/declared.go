@@ -53,6 +53,9 @@ type Source struct {
 	Filter string `json:"filter,omitempty"`
 	// SettleLag is a Go duration (poller.WithSettleLag); "0" reads up to the database's clock.
 	SettleLag string `json:"settle_lag,omitempty"`
+	// Initial is where a logical or changetracking poller starts: "now" (the default) or
+	// "snapshot" (poller.WithInitialSnapshot).
+	Initial string `json:"initial,omitempty"`
 }
 
 // Cursor is poller.json's "source.cursor".
@@ -293,6 +296,10 @@ func (s Spec) check() error {
 		return field("source.filter", "a %s cursor delivers every change of the table and takes no filter: filter in the sink's consumer", src.Cursor.Kind)
 	case changeStream(src.Cursor.Kind) && src.SettleLag != "":
 		return field("source.settle_lag", "a %s cursor reads committed changes in commit order and takes no settle lag", src.Cursor.Kind)
+	case src.Initial != "" && src.Initial != "now" && src.Initial != "snapshot":
+		return field("source.initial", "%q is not \"now\" (the default: the changes from the first tick on) or \"snapshot\" (the rows there are first, then the changes)", src.Initial)
+	case src.Initial == "snapshot" && !changeStream(src.Cursor.Kind):
+		return field("source.initial", "\"snapshot\" is for the logical and changetracking cursors: a %s cursor's first tick reads every row there is already", src.Cursor.Kind)
 	case src.Cursor.Column == "" && !changeStream(src.Cursor.Kind):
 		return field("source.cursor.column", "required: the column the cursor follows")
 	case s.BatchSize < 0:
@@ -351,6 +358,9 @@ func (s Spec) Poller(name string) (p *poller.Poller, err error) {
 	if src.SettleLag != "" {
 		d, _ := time.ParseDuration(src.SettleLag) // checked
 		opts = append(opts, poller.WithSettleLag(d))
+	}
+	if src.Initial == "snapshot" {
+		opts = append(opts, poller.WithInitialSnapshot())
 	}
 	if s.BatchSize > 0 {
 		opts = append(opts, poller.WithBatchSize(s.BatchSize))

@@ -51,6 +51,9 @@ type Config struct {
 	Source *state.SourceDef
 	// Version is the handler's version, recorded in the document by every acquire.
 	Version string
+	// Initial, if set, is the backfill a document starts with when the first acquire creates it
+	// (a change-stream poller's initial snapshot); its StartedAt is then.
+	Initial *state.Backfill
 
 	TTL time.Duration // lease time to live; default 60 s
 	// HeartbeatInterval is how often KeepAlive extends the lease; default TTL/4, must be < TTL/3.
@@ -241,6 +244,11 @@ func (m *Manager) Acquire(ctx context.Context, s Snapshot) (Result, error) {
 	if s.Doc == nil {
 		next = state.Doc{Version: state.Version, PollerName: c.Poller}
 		cond = store.IfNotExists()
+		if c.Initial != nil {
+			b := *c.Initial
+			b.StartedAt = state.At(c.Clock.Now())
+			next.Backfill = &b
+		}
 	} else {
 		if owner, live := m.Holder(s); live {
 			return Result{Holder: owner}, nil

@@ -70,19 +70,22 @@ func (c Change) Same(d Change) bool {
 
 // FromRow reads a logical cursor's row.
 func FromRow(r poller.Row) (Change, error) {
-	cur, err := r.Cursor()
-	if err != nil {
-		return Change{}, err
-	}
-	pos, err := postgres.CursorPosition((*state.Cursor)(&cur))
-	if err != nil {
-		return Change{}, err
-	}
 	id, ok := r.Key()["id"].(int64)
 	if !ok {
 		return Change{}, fmt.Errorf("key %v is not an int64 id", r.Key())
 	}
-	c := Change{Pos: pos.String(), Op: r.Op(), ID: id, HasRow: r.HasRow()}
+	c := Change{Op: r.Op(), ID: id, HasRow: r.HasRow()}
+	if c.Op != source.OpRead { // a backfill's read has no place in the stream
+		cur, err := r.Cursor()
+		if err != nil {
+			return Change{}, err
+		}
+		pos, err := postgres.CursorPosition((*state.Cursor)(&cur))
+		if err != nil {
+			return Change{}, err
+		}
+		c.Pos = pos.String()
+	}
 	if len(r.Unchanged()) > 0 {
 		return Change{}, fmt.Errorf("change %s %d: unchanged columns %v (the workload writes no TOAST value)", c.Op, id, r.Unchanged())
 	}
@@ -113,6 +116,8 @@ type Batch struct {
 	From    string   `json:"from"` // "" for the beginning
 	To      string   `json:"to"`
 	Changes []Change `json:"changes"`
+	// Reads: a backfill's batch, of reads only (From and To are the live position then).
+	Reads bool `json:"reads,omitempty"`
 }
 
 // FromBatch reads a handler's batch; owner says who delivered it.
@@ -131,6 +136,7 @@ func FromBatch(b *poller.Batch[poller.Row], owner string) (Batch, error) {
 			return out, err
 		}
 		out.Changes = append(out.Changes, c)
+		out.Reads = c.Op == source.OpRead
 	}
 	return out, nil
 }
@@ -183,7 +189,7 @@ func mustPos(s string) postgres.Position {
 
 // Stream is the stream of changes the batches delivered, rebuilt: each batch starts at a
 // checkpoint (its From), which is the beginning, the position of a change delivered before, or
-// (a keep-up commit) a position past all of them;
+// a keep-up mark's (an idle tick's, a backfill's watermark), between changes or past them all;
 // a batch that starts before the end of what was delivered so far is a redelivery (a batch
 // whose commit was lost, or that failed, comes again from the checkpoint) and must repeat
 // exactly the changes delivered there before. Stream returns the changes once each, in stream
@@ -195,25 +201,33 @@ func mustPos(s string) postgres.Position {
 func Stream(batches []Batch) (stream []Change, repeats int, err error) {
 	index := map[string]int{} // position -> index in stream
 	for bi, b := range batches {
+		if b.Reads {
+			continue // not the stream's (CheckReads)
+		}
 		k := 0
 		if b.From != "" {
 			i, ok := index[b.From]
-			switch {
-			case ok:
+			if ok {
 				k = i + 1
-			case len(stream) == 0 || mustPos(stream[len(stream)-1].Pos).Before(mustPos(b.From)):
-				// A checkpoint past every change delivered: an idle tick's keep-up commit (the slot
-				// fell far behind the WAL while the table was quiet). Whether it skipped a change
-				// is for the witness comparison (SameStream) and the table to tell.
-				k = len(stream)
-			default:
-				return stream, repeats, fmt.Errorf("batch %d (%s, token %d, %s) starts at %s, inside what was delivered but at no change's position", bi, b.ID, b.Token, b.Owner, b.From)
+			} else {
+				// A checkpoint at no change's position: a keep-up mark (an idle tick's, or a
+				// backfill's watermark), delivered as an empty move the handler never saw. The
+				// batch resumes at the first change after it; whether it skipped one is for the
+				// witness comparison (SameStream) and the table to tell.
+				from := mustPos(b.From)
+				k, _ = slices.BinarySearchFunc(stream, from, func(c Change, p postgres.Position) int {
+					if mustPos(c.Pos).Before(p) || c.Pos == b.From {
+						return -1
+					}
+					return 1
+				})
 			}
 		}
 		if len(b.Changes) == 0 {
 			return stream, repeats, fmt.Errorf("batch %d (%s) is empty", bi, b.ID)
 		}
-		if last := b.Changes[len(b.Changes)-1].Pos; last != b.To {
+		// A batch ends at its last change, or past it at a keep-up mark (a backfill's watermark).
+		if last := b.Changes[len(b.Changes)-1].Pos; last != b.To && !mustPos(last).Before(mustPos(b.To)) {
 			return stream, repeats, fmt.Errorf("batch %d (%s) ends at %s, its last change is at %s", bi, b.ID, b.To, last)
 		}
 		for ci, c := range b.Changes {
@@ -286,6 +300,35 @@ func ApplyArrival(batches []Batch) map[int64]Row {
 		}
 	}
 	return m
+}
+
+// CheckReads applies the deliveries in arrival order, as ApplyArrival, and checks each
+// backfill read against what the consumer held then: a read of a key that a change delivered
+// before it touched must equal the row those changes left (a read that brings back an older
+// row, or one deleted, is a read delivered after a newer change). It returns the reads seen and
+// the problems.
+func CheckReads(batches []Batch) (reads int, problems []string) {
+	m := map[int64]Row{}
+	touched := map[int64]bool{}
+	for _, b := range batches {
+		for _, c := range b.Changes {
+			switch {
+			case c.Op == source.OpRead:
+				reads++
+				if had, ok := m[c.ID]; touched[c.ID] && (!ok || had.Name != c.Row.Name || had.Note != c.Row.Note) && len(problems) < 10 {
+					problems = append(problems, fmt.Sprintf("batch %s: the read of %d is %v, but the changes delivered before it left %v (present: %v)", b.ID, c.ID, c.Row, had, ok))
+				}
+				m[c.ID] = c.Row
+			case c.Op == source.OpDelete:
+				touched[c.ID] = true
+				delete(m, c.ID)
+			default:
+				touched[c.ID] = true
+				m[c.ID] = c.Row
+			}
+		}
+	}
+	return reads, problems
 }
 
 // Table reads the table as the replica should be.
@@ -473,6 +516,9 @@ type Workload struct {
 	// Pace is each writer's time between transactions: the workload's rate, so that the ticks
 	// run while it writes (0: as fast as it can).
 	Pace time.Duration
+	// Existing: each writer starts from the rows of its key range already in the table (a
+	// workload's before), so that it changes rows a backfill reads; else from none.
+	Existing bool
 
 	mu                                 sync.Mutex
 	Committed, RolledBack, Held, Moved int
@@ -499,6 +545,15 @@ func (w *Workload) writer(ctx context.Context, n int) error {
 	next := base
 	live := []int64{} // the writer's committed keys
 	table := w.Setup.Table
+	if w.Existing {
+		var err error
+		if live, err = keysIn(ctx, w.Setup.DB, table, base, base+1_000_000); err != nil {
+			return fmt.Errorf("writer %d: %w", n, err)
+		}
+		if len(live) > 0 {
+			next = live[len(live)-1]
+		}
+	}
 	var pace <-chan time.Time
 	if w.Pace > 0 {
 		tk := time.NewTicker(w.Pace) // the workload's rate, not a wait for anything
@@ -603,6 +658,24 @@ func (w *Workload) writer(ctx context.Context, n int) error {
 		live = cur
 	}
 	return nil
+}
+
+// keysIn reads the table's keys in [from, to), in order.
+func keysIn(ctx context.Context, db *sql.DB, table string, from, to int64) ([]int64, error) {
+	rows, err := db.QueryContext(ctx, "SELECT id FROM "+table+" WHERE id >= $1 AND id < $2 ORDER BY id", from, to)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		out = append(out, id)
+	}
+	return out, rows.Err()
 }
 
 // Stats says what the workload did.
@@ -775,7 +848,7 @@ func (s *Setup) Verify(ctx context.Context, cfg source.Config, batches []Batch, 
 	if err != nil {
 		return stream, repeats, append(problems, err.Error())
 	}
-	if len(stream) > 0 && cp.String() != stream[len(stream)-1].Pos {
+	if len(stream) > 0 && cp.String() != stream[len(stream)-1].Pos && !mustPos(stream[len(stream)-1].Pos).Before(cp) { // past it: a keep-up mark
 		problems = append(problems, fmt.Sprintf("the checkpoint is %s, the stream ends at %s", cp, stream[len(stream)-1].Pos))
 	}
 	if slot, err := s.SlotLSN(ctx, s.Slot); err != nil || slot.LSN > cp.LSN {

@@ -81,6 +81,9 @@ type Change struct {
 	// Unchanged marks the columns whose value the database did not send (PostgreSQL's unchanged
 	// TOAST values without REPLICA IDENTITY FULL); nil when none.
 	Unchanged []bool
+	// Tx is the id of the change's transaction as the database numbers it (PostgreSQL: the
+	// top-level xid, 32 bits); 0 when the stream does not say.
+	Tx uint64
 	// Text and Decode, when Text is not nil, hold the values as the database sent them (nil:
 	// NULL) and their decoders, by column: a value is decoded when it is read, so that a
 	// handler pays only for the values it uses (the row's raw values are then unused).

@@ -19,6 +19,56 @@ var ErrChunkKey = errors.New("the backfill's key does not fit the table's primar
 // compared with the change stream's watermarks instead.
 var ErrChunkPosition = errors.New("a change-stream cursor's backfill compares its rows with the change stream, not with a position")
 
+// ErrChunkAgain says a change-stream chunk could not be judged against the stream: a transaction
+// had committed but was not yet visible when its snapshot was taken (its changes may already have
+// been delivered). Nothing of the chunk is used; the caller reads it again after its next live
+// batch. Not a failure.
+var ErrChunkAgain = errors.New("a transaction committed but not yet visible to the chunk's snapshot: the chunk is read again")
+
+// ErrNoWatermark says the change stream cannot judge its changes against a chunk's snapshot (a
+// server or cursor that cannot write a watermark into its stream): no backfill for it.
+var ErrNoWatermark = errors.New("the change stream cannot mark a backfill chunk's place in it")
+
+// A Watermark judges a change stream's changes against the snapshot a backfill's chunk was read
+// in (Chunk.Watermark): the DBLog technique. A read of a key is delivered once the stream has
+// been delivered up to the watermark (Reached), unless a change newer than the snapshot touched
+// that key meanwhile (Newer): the change was delivered, the read would be older.
+type Watermark interface {
+	// Newer says r, a change of the stream, is not in the chunk's snapshot: the chunk holds an
+	// older version of its row, or none.
+	Newer(r Row) bool
+	// Reached says the stream delivered up to c holds every change in the snapshot.
+	Reached(c *state.Cursor) bool
+}
+
+// A Watermarker is a ChangeStream that judges its changes against a backfill chunk's snapshot: it
+// runs read (the chunk's query) in a transaction of its own and marks its stream after it. It
+// returns ErrChunkAgain when the snapshot cannot be judged, ErrNoWatermark when never.
+type Watermarker interface {
+	Watermark(ctx context.Context, read func(q Querier) error) (Watermark, error)
+	// Watermarks says whether Watermark can work here: nil, or an error wrapping ErrNoWatermark
+	// that says why not.
+	Watermarks() error
+}
+
+// Backfills says whether the source can run a backfill (ReadChunk): nil for a keyset cursor and
+// for a change stream that writes watermarks; else an error wrapping ErrNoWatermark that says why
+// not.
+func (s *Source) Backfills() error {
+	if !s.def.Changes() {
+		return nil
+	}
+	if wr, ok := s.reader.(streamReader).ChangeStream.(Watermarker); ok {
+		return wr.Watermarks()
+	}
+	return fmt.Errorf("source: poller %q: a %s cursor: %w", s.poller, s.def.Cursor.Kind, ErrNoWatermark)
+}
+
+// A Querier runs a query: a *sql.DB, or the *sql.Tx a Watermarker reads a chunk in.
+type Querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
 // A Chunk is one read of a backfill: the table's current rows in primary-key order, a chunk at a
 // time, beside the live changes.
 type Chunk struct {
@@ -34,6 +84,9 @@ type Chunk struct {
 	Next map[string]json.RawMessage
 	// Full says the chunk read its limit of rows: more may follow. False: the backfill is done.
 	Full bool
+	// Watermark, for a change-stream cursor, judges the stream's changes against the chunk's
+	// snapshot; nil for a keyset cursor.
+	Watermark Watermark
 }
 
 // ReadChunk reads up to limit of the table's current rows in primary-key order, after the key
@@ -41,7 +94,8 @@ type Chunk struct {
 // select: a backfill's chunk. For a keyset cursor each row's version is compared with position,
 // the live position (the tick's cursor; nil: the beginning), in the database, with its own
 // collation and types: a row after it is left to the live changes (Chunk.Left). A change-stream
-// cursor takes no position: every row is returned.
+// cursor takes no position: every row is returned, read in a snapshot its stream's Watermark
+// judges (an error wrapping ErrNoWatermark when the stream has none).
 func (s *Source) ReadChunk(ctx context.Context, after map[string]json.RawMessage, where string, position *state.Cursor, limit int) (*Chunk, error) {
 	if limit < 1 {
 		return nil, fmt.Errorf("source: poller %q: the backfill's chunk is %d rows: at least 1", s.poller, limit)
@@ -79,7 +133,29 @@ func (s *Source) ReadChunk(ctx context.Context, after map[string]json.RawMessage
 	}
 	q := dl.Limit(strings.Join(QuoteAll(dl, s.def.selected()), ", ")+", "+left, s.chunkFrom(where, preds...)+" ORDER BY "+strings.Join(QuoteAll(dl, s.def.PK), ", "), next())
 	args = append(args, limit)
-	rows, err := s.db.QueryContext(ctx, q, args...)
+	if !s.def.Changes() {
+		return s.scanChunk(ctx, s.db, q, args, where, limit)
+	}
+	if err := s.Backfills(); err != nil {
+		return nil, err
+	}
+	wr := s.reader.(streamReader).ChangeStream.(Watermarker)
+	var c *Chunk
+	wm, err := wr.Watermark(ctx, func(tx Querier) error {
+		var err error
+		c, err = s.scanChunk(ctx, tx, q, args, where, limit)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	c.Watermark = wm
+	return c, nil
+}
+
+// scanChunk runs a chunk's query q (ReadChunk) with db.
+func (s *Source) scanChunk(ctx context.Context, db Querier, q string, args []any, where string, limit int) (*Chunk, error) {
+	rows, err := db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, s.chunkErr(where, err)
 	}
@@ -123,6 +199,10 @@ func (s *Source) ReadChunk(ctx context.Context, after map[string]json.RawMessage
 	}
 	return c, nil
 }
+
+// CountCap bounds the count of a backfill's estimate (CountChunkRows), so that it stays a short
+// read.
+const CountCap = 10_000_000
 
 // CountChunkRows counts the rows a backfill with where would read (the definition's filter and
 // where), up to limit: a backfill's estimate, the database's own count, bounded so that it stays
@@ -196,4 +276,24 @@ func (s *Source) chunkKeyArgs(key map[string]json.RawMessage) ([]any, error) {
 		out[i] = v
 	}
 	return out, nil
+}
+
+// BackfillKey is the row's primary key as one string, the same for a backfill's read of a row
+// and for a change of it (each column's value in its key codec, in the key's order): a tick
+// matches a chunk's reads with the changes delivered meanwhile by it.
+func (r Row) BackfillKey() (string, error) {
+	s := r.src
+	var b []byte
+	for i, pk := range s.def.PK {
+		idx, codec := s.pkCodec(pk)
+		raw, err := codec.Encode(r.value(idx))
+		if err != nil {
+			return "", fmt.Errorf("source: poller %q, table %s, column %q: %w", s.poller, s.def.Table, pk, err)
+		}
+		if i > 0 {
+			b = append(b, 0) // JSON never holds a raw NUL
+		}
+		b = append(b, raw...)
+	}
+	return string(b), nil
 }

@@ -42,7 +42,17 @@ type Definition struct {
 	// KeepUp is how far, in WAL bytes, a logical cursor's slot may fall behind the end of the WAL
 	// while the table is quiet before an idle tick moves it on; 0 means DefaultKeepUp.
 	KeepUp int64
+	// Initial is where a change-stream cursor starts: InitialNow ("" too) at the stream's
+	// current position, InitialSnapshot with the table's current rows first, as reads, beside
+	// the changes (a backfill the first tick starts). Keyset cursors start with every row anyway.
+	Initial string
 }
+
+// Where a change-stream poller starts (Definition.Initial).
+const (
+	InitialNow      = "now"
+	InitialSnapshot = "snapshot"
+)
 
 // Changes reports whether the cursor reads a change stream (logical, changetracking) rather than
 // the table in keyset order: it has no cursor column, every row carries its op, and a row's
@@ -166,6 +176,12 @@ func (d Definition) validate(poller string, ds Drivers, driver string) (Driver, 
 	}
 	if d.Changes() && strings.TrimSpace(d.Filter) != "" {
 		return fail("table %s: a %s cursor delivers every change of the table and takes no filter (filter the rows in the handler)", d.Table, d.Cursor.Kind)
+	}
+	switch {
+	case d.Initial != "" && d.Initial != InitialNow && d.Initial != InitialSnapshot:
+		return fail("table %s: initial %q is not %q or %q", d.Table, d.Initial, InitialNow, InitialSnapshot)
+	case d.Initial == InitialSnapshot && !d.Changes():
+		return fail("table %s: initial %q is for the change-stream cursors (logical, changetracking): a %s cursor's first tick reads every row there is already", d.Table, InitialSnapshot, d.Cursor.Kind)
 	}
 	if strings.Contains(d.Filter, ";") {
 		return fail("table %s: the filter must be one predicate, without ';'", d.Table)

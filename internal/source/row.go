@@ -107,6 +107,14 @@ func (r Row) Op() string {
 	return r.ch.Op
 }
 
+// Tx is the id of the transaction of a change-stream row's change (Change.Tx); 0 for any other.
+func (r Row) Tx() uint64 {
+	if r.ch == nil {
+		return 0
+	}
+	return r.ch.Tx
+}
+
 // HasRow reports whether the row carries its columns' values: false for a delete of which the
 // database gave only the key (Key still has it). A delete with the old row has it.
 func (r Row) HasRow() bool { return r.ch == nil || !r.ch.KeyOnly }

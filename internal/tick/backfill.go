@@ -12,41 +12,66 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
-// A chunkReader reads a backfill's chunks (source.Source's ReadChunk).
+// A chunkReader reads a backfill's chunks (source.Source's ReadChunk), if the source can
+// (Backfills).
 type chunkReader interface {
 	ReadChunk(ctx context.Context, after map[string]json.RawMessage, where string, position *state.Cursor, limit int) (*source.Chunk, error)
+	Backfills() error
+	CountChunkRows(ctx context.Context, where string, limit int64) (int64, error)
 }
 
-// backfillStep runs one chunk of the backfill in progress, if there is one: it reads the next
-// rows in key order, compared with the live position the tick has delivered up to (t.cursor), and
-// hands those at or before it to the handler as reads, then queues the backfill's progress for the
-// lease's next write (the chunk's rows are delivered by then). No read is delivered after a newer
-// change of its row (internal/model/backfill.pml proves it): the chunk is read and handed over
-// with no live batch delivered between; and a row after the position is left to the live batches,
-// because a batch already read ahead may hold an older version of it, which would arrive after
-// the read. more says another chunk follows. A chunk that fails is recorded and tried again by
-// the next tick (chunkFailed): this one goes on with its live batches only.
-func (t *tickRun) backfillStep() (more bool, err error) {
+// backfillStep runs one chunk of the backfill in progress, if there is one, and reports whether
+// another follows. A keyset cursor's chunk (keysetChunk) is read and delivered at once; a change
+// stream's (streamChunk) is read now and delivered once the live batches pass its watermark.
+// Either way a chunk's reads are handed to the handler between live batches, as one batch, and
+// the backfill's progress is queued for the lease's next write (the chunk's rows are delivered
+// by then). No read is delivered after a newer change of its row (internal/model/backfill.pml
+// proves it). A chunk that fails is recorded and tried again by the next tick (chunkFailed):
+// this one goes on with its live batches only. behind says the last live batch was full (more
+// waits).
+func (t *tickRun) backfillStep(behind bool) (more bool, err error) {
 	b := t.l.Backfill()
 	if b == nil {
 		return false, nil
 	}
 	if b.Cancel {
 		t.l.SetBackfill(nil)
+		t.pending = nil
 		t.log.Info("backfill cancelled", "backfill_id", b.ID, "rows", b.Rows, "left", b.Left)
 		return false, nil
 	}
 	cr, ok := t.r.Source.(chunkReader)
-	if !ok || !canBackfill(t.r.Poller) {
-		t.log.Warn("backfill waiting: a change-stream cursor's backfill (the stream's watermarks) is not built yet", "backfill_id", b.ID)
+	if !ok {
+		return false, nil
+	}
+	if err := cr.Backfills(); err != nil {
+		if !t.backfillFailed {
+			t.backfillFailed = true
+			t.log.Warn("backfill waiting: this source cannot run it", "backfill_id", b.ID, "error", err.Error(),
+				"cancel", "pollerctl backfill "+t.r.Poller.Name()+" --cancel --yes")
+		}
 		return false, nil
 	}
 	if t.backfillFailed {
 		return false, nil // once a tick: the live batches go on
 	}
-	c, err := cr.ReadChunk(t.fctx, b.After, b.Where, t.cursor, b.Chunk)
-	if err != nil {
-		return false, t.chunkFailed(b, "reading the chunk after "+keyText(b.After), err)
+	if b.Kind == state.BackfillSnapshot && b.Estimate == 0 && b.Rows == 0 && b.After == nil {
+		// An initial snapshot's estimate, which no operator's command counted: once, before its
+		// first chunk (a count that fails leaves it unknown).
+		if n, err := cr.CountChunkRows(t.fctx, b.Where, source.CountCap); err == nil {
+			b.Estimate = n
+			t.l.SetBackfill(b)
+		}
+	}
+	var c *source.Chunk
+	if t.r.Poller.Source().Changes() {
+		if c, more, err = t.streamChunk(cr, b, behind); c == nil {
+			return more, err
+		}
+	} else {
+		if c, err = cr.ReadChunk(t.fctx, b.After, b.Where, t.cursor, b.Chunk); err != nil {
+			return false, t.chunkFailed(b, "reading the chunk after "+keyText(b.After), err)
+		}
 	}
 	if len(c.Rows) > 0 {
 		name := t.r.Poller.Name()
@@ -82,9 +107,108 @@ func (t *tickRun) backfillStep() (more bool, err error) {
 	return true, nil
 }
 
-// canBackfill says whether the tick runs p's backfill: keyset cursors only, so far (a
-// change-stream cursor's needs the stream's watermarks).
-func canBackfill(p *pollerdef.Def) bool { return !p.Source().Changes() }
+// streamChunk is a change-stream cursor's chunk: the one read earlier in this tick once the live
+// batches have passed its watermark, its reads of keys that a newer change touched meanwhile
+// dropped (counted as left: the live batches delivered them); else nil, after reading the next
+// chunk if none waits and the live batches are caught up (not behind: else the watermark, at the
+// stream's end, would wait behind the whole backlog, and a tick that ends first reads the chunk
+// in vain). more says the tick should go on for it: a chunk was just read (its watermark
+// follows in the stream), or the live batches moved since the last look. A chunk not delivered
+// by the end of the tick is read again by the next (the progress moves only with one
+// delivered).
+func (t *tickRun) streamChunk(cr chunkReader, b *state.Backfill, behind bool) (c *source.Chunk, more bool, err error) {
+	if p := t.pending; p != nil {
+		if p.c.Watermark.Reached(t.cursor) {
+			t.pending = nil
+			if p.bad != nil {
+				return nil, false, t.chunkFailed(b, "matching the chunk after "+keyText(b.After)+" with the live changes", p.bad)
+			}
+			return p.deliverable(), false, nil
+		}
+		moved := t.fromText != p.seenAt
+		p.seenAt = t.fromText
+		return nil, moved, nil
+	}
+	if behind {
+		return nil, false, nil
+	}
+	c, err = cr.ReadChunk(t.fctx, b.After, b.Where, nil, b.Chunk)
+	if errors.Is(err, source.ErrChunkAgain) {
+		t.chunkAgain++
+		t.log.Info("backfill chunk read again later: a transaction had committed but was not yet visible to its snapshot", "backfill_id", b.ID, "tries", t.chunkAgain)
+		return nil, t.chunkAgain < 3, nil
+	}
+	if err != nil {
+		return nil, false, t.chunkFailed(b, "reading the chunk after "+keyText(b.After), err)
+	}
+	p, err := newPending(c)
+	if err != nil {
+		return nil, false, t.chunkFailed(b, "matching the chunk after "+keyText(b.After)+" with the stream", err)
+	}
+	p.seenAt = t.fromText
+	t.pending = p
+	return nil, true, nil
+}
+
+// A pendingChunk is a change-stream backfill's chunk read and not yet delivered: it waits for
+// the live batches to pass its watermark, and loses each read whose key a newer change touches
+// meanwhile (see, called on every live batch before it is handed over).
+type pendingChunk struct {
+	c      *source.Chunk
+	keys   map[string]int // each read's key (Row.BackfillKey): its index in c.Rows
+	drop   []bool         // by index in c.Rows
+	seenAt string         // the live cursor at the last look (streamChunk)
+	bad    error          // a change's key could not be rendered: the chunk is not delivered
+}
+
+func newPending(c *source.Chunk) (*pendingChunk, error) {
+	p := &pendingChunk{c: c, keys: make(map[string]int, len(c.Rows)), drop: make([]bool, len(c.Rows))}
+	for i, r := range c.Rows {
+		k, err := r.BackfillKey()
+		if err != nil {
+			return nil, err
+		}
+		p.keys[k] = i
+	}
+	return p, nil
+}
+
+// see drops the reads of the keys that rows' newer changes touch.
+func (p *pendingChunk) see(rows []source.Row) {
+	for _, r := range rows {
+		if !p.c.Watermark.Newer(r) {
+			continue
+		}
+		k, err := r.BackfillKey()
+		if err != nil {
+			p.bad = err
+			continue
+		}
+		if i, ok := p.keys[k]; ok {
+			p.drop[i] = true
+		}
+	}
+}
+
+// deliverable is the chunk with its dropped reads moved to Left.
+func (p *pendingChunk) deliverable() *source.Chunk {
+	c := *p.c
+	c.Rows = c.Rows[:0:0]
+	for i, r := range p.c.Rows {
+		if p.drop[i] {
+			c.Left++
+			continue
+		}
+		c.Rows = append(c.Rows, r)
+	}
+	return &c
+}
+
+// canBackfill says whether the tick runs a backfill of src.
+func canBackfill(src Source) bool {
+	cr, ok := src.(chunkReader)
+	return ok && cr.Backfills() == nil
+}
 
 // chunkFailed records a chunk that failed (what, with err) in the backfill's progress and logs
 // it; the tick runs no more chunks and goes on with its live batches, which a backfill never

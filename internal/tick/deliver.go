@@ -73,7 +73,7 @@ func (t *tickRun) deliver(first *source.Batch, firstDur time.Duration, ahead <-c
 			t.awaitAhead()
 			break
 		}
-		backfill, err := t.backfillStep()
+		backfill, err := t.backfillStep(more)
 		if err != nil {
 			t.awaitAhead()
 			return t.end(wrapLost(l, err))
@@ -130,6 +130,9 @@ func (t *tickRun) step(b *source.Batch) (more bool, err error) {
 	pb := &pollerdef.Batch{
 		Poller: name, ID: batchID(name, t.r.Source.Fingerprint(), t.fromText, toText),
 		FencingToken: l.Token(), Attempt: t.attempt, From: t.cursor, To: b.To, Rows: b.Rows,
+	}
+	if t.pending != nil {
+		t.pending.see(b.Rows) // before a read of the same key is delivered
 	}
 	faultpoint.Hit(faultpoint.InHandle)
 	if err := t.trusted("batch", pb.ID); err != nil {

@@ -51,7 +51,7 @@ func Open(ctx context.Context, c Config) (*Runner, error) {
 	}
 	id := src.Identity()
 	m, err := lease.New(c.Store, lease.Config{
-		Poller: name, Blob: state.Blob(c.App, name), Owner: c.Owner, Source: &id, Version: c.Version,
+		Poller: name, Blob: state.Blob(c.App, name), Owner: c.Owner, Source: &id, Version: c.Version, Initial: initialBackfill(c.Poller, c.Settings.BatchSize),
 		TTL: c.Settings.LeaseTTL, HeartbeatInterval: c.Settings.HeartbeatInterval, Clock: c.Clock, Logger: c.Logger,
 	})
 	if err != nil {
@@ -101,4 +101,13 @@ func (r *Runner) Close() error {
 		return nil
 	}
 	return r.close()
+}
+
+// initialBackfill is the backfill p's state document starts with: its initial snapshot, in
+// chunks of a batch, when it asks for one (source.InitialSnapshot); else none.
+func initialBackfill(p *pollerdef.Def, batch int) *state.Backfill {
+	if p.Source().Initial != source.InitialSnapshot {
+		return nil
+	}
+	return &state.Backfill{ID: "snapshot", Kind: state.BackfillSnapshot, Chunk: batch}
 }

@@ -41,6 +41,8 @@ type replicaWorld struct {
 	fail  atomic.Int64 // every failEvery-th handler call fails (0: none)
 	calls atomic.Int64
 	batch int
+	// initial: the poller starts with a snapshot of the table (poller.WithInitialSnapshot).
+	initial bool
 }
 
 const replicaPoller = "replica"
@@ -90,7 +92,15 @@ func (w *replicaWorld) poller(owner string) *pollerdef.Def {
 			return errors.New("injected failure: the batch comes again from the checkpoint")
 		}
 		return nil
-	}, poller.WithColumns(replicacheck.Columns...), poller.WithKey("id")))
+	}, w.options()...))
+}
+
+func (w *replicaWorld) options() []poller.Option {
+	opts := []poller.Option{poller.WithColumns(replicacheck.Columns...), poller.WithKey("id")}
+	if w.initial {
+		opts = append(opts, poller.WithInitialSnapshot())
+	}
+	return opts
 }
 
 // runner opens a runner with a source of its own, as a process of its own would have.

@@ -178,6 +178,10 @@ type tickRun struct {
 	handleDur   time.Duration  // the last handler call's duration
 	// backfillFailed: a chunk failed in this tick, which runs no other (backfillStep).
 	backfillFailed bool
+	// pending is a change-stream backfill's chunk waiting for its watermark (streamChunk);
+	// chunkAgain counts its reads in this tick that had to be read again.
+	pending    *pendingChunk
+	chunkAgain int
 }
 
 // Tick runs one tick. invocationID (the Functions invocation id, may be empty) goes into the logs.
@@ -255,7 +259,11 @@ func (t *tickRun) run() error {
 	// lease and commits the move.) Nothing waits, unless the read was held back by a transaction
 	// still open: then what waits behind it is measured, so that the tick shows it (and its lag)
 	// instead of an idle poller.
-	if len(first.Rows) == 0 && first.To == nil && (snap.Doc == nil || snap.Doc.Backfill == nil || !canBackfill(r.Poller)) {
+	backfill := initialBackfill(r.Poller, r.Settings.BatchSize) // a new document's
+	if snap.Doc != nil {
+		backfill = snap.Doc.Backfill
+	}
+	if len(first.Rows) == 0 && first.To == nil && (backfill == nil || !canBackfill(r.Source)) {
 		zero := 0.0
 		t.sum.Outcome, t.sum.RowsWaiting, t.sum.LagSeconds = Idle, 0, &zero
 		if r.Source.Stats().HoldBack {

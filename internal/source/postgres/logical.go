@@ -760,6 +760,7 @@ type relCol struct {
 type txn struct {
 	commit  pglogrepl.LSN
 	at      time.Time
+	xid     uint32 // the top-level transaction's id
 	entries []entry
 	keepUp  bool // it carries a keep-up message: its end is a place to move to
 }
@@ -883,7 +884,7 @@ func (d *decoder) add(op string, tup, old *tuple, keyOnly bool) error {
 		return l.lay.Errorf("a %s change has %d columns, the table's description %d (protocol error)", op, len(tup.kind), len(d.rel))
 	}
 	ch := d.newChange(n)
-	ch.Op, ch.KeyOnly, ch.Decode = op, keyOnly, d.dec
+	ch.Op, ch.KeyOnly, ch.Decode, ch.Tx = op, keyOnly, d.dec, uint64(d.tx.xid)
 	for j, rc := range d.rel {
 		if rc.idx < 0 {
 			continue

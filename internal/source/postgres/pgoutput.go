@@ -97,7 +97,7 @@ func (d *decoder) message(data []byte) error {
 			return d.l.lay.Errorf("decoding a pgoutput begin message: %v", errShort)
 		}
 		at := time.UnixMicro(pgEpoch + int64(binary.BigEndian.Uint64(data[9:])))
-		d.begin(pglogrepl.LSN(binary.BigEndian.Uint64(data[1:])), at)
+		d.begin(pglogrepl.LSN(binary.BigEndian.Uint64(data[1:])), at, binary.BigEndian.Uint32(data[17:]))
 		return nil
 	case 'C': // Int8 flags, Int64 commit LSN, Int64 end LSN, Int64 commit time
 		if len(data) < 26 {
@@ -142,8 +142,8 @@ func (d *decoder) message(data []byte) error {
 
 // begin starts a transaction; its entries reuse the last one's array (commit has moved them
 // into the stream).
-func (d *decoder) begin(commit pglogrepl.LSN, at time.Time) {
-	d.txBuf = txn{commit: commit, at: at, entries: d.txBuf.entries[:0]}
+func (d *decoder) begin(commit pglogrepl.LSN, at time.Time, xid uint32) {
+	d.txBuf = txn{commit: commit, at: at, xid: xid, entries: d.txBuf.entries[:0]}
 	d.tx = &d.txBuf
 }
 
