@@ -11,6 +11,7 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
+	"github.com/pseudotrigger/pseudotrigger/internal/pollerstatus"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
@@ -84,7 +85,7 @@ func backfillCmd(ctx context.Context, args []string, env Env) error {
 		src.Close()
 		return refusedf("%s cannot run a backfill here: %v; nothing written", name, err)
 	}
-	estimate, err := src.CountChunkRows(ctx, *where, countCap)
+	estimate, err := src.CountChunkRows(ctx, *where, source.CountCap)
 	src.Close()
 	if err != nil {
 		return usagef("the database refuses the backfill's --where %q: %v; nothing written", *where, err)
@@ -94,7 +95,7 @@ func backfillCmd(ctx context.Context, args []string, env Env) error {
 		what = "its rows where " + *where
 	}
 	fmt.Fprintf(env.Out, "backfill %s: send %s again as reads (%s now), %d a chunk, beside its live changes (a chunk after each live batch)\n",
-		name, what, estimateText(estimate), *chunk)
+		name, what, pollerstatus.EstimateText(estimate), *chunk)
 	if !g.yes.given() {
 		fmt.Fprintln(env.Out, nothingWritten)
 		return nil
@@ -176,49 +177,23 @@ func (env Env) followBackfill(ctx context.Context, op lease.Operator, id string,
 			return nil
 		}
 		b := cur.Doc.Backfill
-		if now := fmt.Sprint(b.Rows, b.Left, b.Cancel); now != last { // a line when it moved
-			fmt.Fprintln(env.Out, backfillText(b, env.Clock.Now()))
+		if now := fmt.Sprint(b.Rows, b.Left, b.Cancel, b.Failures); now != last { // a line when it moved
+			fmt.Fprintln(env.Out, progressBar(pollerstatus.Progress(b, env.Clock.Now()))+pollerstatus.BackfillText(b, env.Clock.Now()))
 			last = now
 		}
 	}
 }
 
-// countCap bounds the count a backfill's estimate makes (source.CountCap).
-const countCap = source.CountCap
-
-// estimateText says an estimate of rows: "N rows", or "more than N" at countCap.
-func estimateText(n int64) string {
-	if n >= countCap {
-		return fmt.Sprintf("more than %d rows", countCap)
+// progressBar draws a backfill's percentage as a bar of 20 cells and a space, "[#####···...] ";
+// "" without an estimate. A line each, not redrawn in place: it reads the same in a terminal, a
+// pipeline's log and a file.
+func progressBar(p pollerstatus.BackfillProgress) string {
+	if p.Percent == nil {
+		return ""
 	}
-	return fmt.Sprintf("%d rows", n)
-}
-
-// backfillText is a backfill's progress in one line: rows sent, left, of its estimate, its rate
-// so far and the time left at that rate.
-func backfillText(b *state.Backfill, now time.Time) string {
-	line := fmt.Sprintf("backfill %s: %d rows sent, %d left to the live changes", b.ID, b.Rows, b.Left)
-	done := b.Rows + b.Left
-	if b.Estimate > 0 {
-		line += fmt.Sprintf(", %d%% of about %s", min(100, 100*done/b.Estimate), estimateText(b.Estimate))
-	}
-	if elapsed := now.Sub(b.StartedAt.Time).Seconds(); elapsed >= 1 && b.Rows > 0 {
-		rate := float64(done) / elapsed
-		line += fmt.Sprintf(", %.0f rows/s over %s", rate, (time.Duration(elapsed) * time.Second).String())
-		if b.Estimate > done && b.Estimate < countCap {
-			line += ", about " + (time.Duration(float64(b.Estimate-done)/rate) * time.Second).String() + " left"
-		}
-	}
-	if b.Where != "" {
-		line += ", where " + b.Where
-	}
-	if b.Cancel {
-		line += " (cancel requested)"
-	}
-	if b.Failures > 0 {
-		line += fmt.Sprintf("; its chunk failed in %d tick(s) in a row (tried again each tick, the live batches go on): %s", b.Failures, b.LastError)
-	}
-	return line
+	const cells = 20
+	full := int(*p.Percent) * cells / 100
+	return "[" + strings.Repeat("#", full) + strings.Repeat(".", cells-full) + "] "
 }
 
 // backfillID is a new backfill's id: bf_, the time and 8 random hex digits.

@@ -114,7 +114,8 @@ func TestBackfillFollowsProgress(t *testing.T) {
 	select {
 	case code := <-done:
 		if code != 0 || !strings.Contains(out.String(), "2 rows sent, 1 left to the live changes") || !strings.Contains(out.String(), "ended: 5 rows sent as reads") ||
-			!strings.Contains(out.String(), "50% of about 6 rows") || !strings.Contains(out.String(), "about 2s left") {
+			!strings.Contains(out.String(), "[##########..........] backfill") || !strings.Contains(out.String(), "of about 6 rows (50%)") ||
+			!strings.Contains(out.String(), "about 2s left") {
 			t.Fatalf("exit %d:\n%s", code, out.String())
 		}
 	case <-wait.Done():

@@ -122,7 +122,7 @@ func statusTable(env Env, rows []Row) error {
 			}
 		}
 		if b := r.Backfill; b != nil {
-			fmt.Fprintf(env.Out, "%s: %s\n", r.Poller, backfillText(b, env.Clock.Now()))
+			fmt.Fprintf(env.Out, "%s: %s\n", r.Poller, pollerstatus.BackfillText(b, env.Clock.Now()))
 		}
 		if ops := pollerstatus.OpsText(r.HistoryOps); ops != "" {
 			fmt.Fprintf(env.Out, "%s: changes delivered in the last %d ticks: %s\n", r.Poller, len(r.History), ops)

@@ -124,6 +124,10 @@ type pollerCard struct {
 	// Details are what the source's driver shows of the poller (Row.Shown): a logical poller's
 	// replication slot, how a MySQL timestamp+pk poller's reads are kept behind late commits.
 	Details []source.Detail
+	// BackfillText is the running backfill's progress in words (BackfillText), BackfillBar its
+	// percentage for the bar (-1: no estimate to show one).
+	BackfillText string
+	BackfillBar  int64
 }
 
 // NewPage makes a report ready for the page: one card per poller, most urgent first.
@@ -185,6 +189,12 @@ func NewPage(rep Report) PageData {
 			}
 		}
 		c.Details = r.Shown()
+		if r.Backfill != nil {
+			c.BackfillText, c.BackfillBar = BackfillText(r.Backfill, now), -1
+			if p := r.BackfillProgress; p != nil && p.Percent != nil {
+				c.BackfillBar = *p.Percent
+			}
+		}
 		if r.Blocked {
 			d.Blocked++
 		}

@@ -125,6 +125,9 @@ type Row struct {
 	// Backfill is the backfill in progress, as the state document holds it (pollerctl backfill);
 	// nil when none runs.
 	Backfill *state.Backfill `json:"backfill,omitempty"`
+	// BackfillProgress is the backfill's progress when the report was made: rows done, of
+	// the estimate, rate and time left.
+	BackfillProgress *BackfillProgress `json:"backfill_progress,omitempty"`
 	// History is the state document's ring of recent ticks that wrote, oldest first.
 	History []state.Tick `json:"history"`
 	// HistoryOps sums the rows the history's ticks delivered, by op (insert, update, delete,
@@ -557,7 +560,17 @@ func (r *Row) fromDoc(d *state.Doc, b store.Blob, cfg Config) {
 		r.FailedAttempts, r.FailedBatchID, r.FailureKeys = f.Attempts, f.BatchID, f.Keys
 		r.LastError, r.QuarantineRequested = redact.Text(f.LastError), f.Quarantine
 	}
-	r.Backfill = d.Backfill
+	if r.Backfill = d.Backfill; d.Backfill != nil {
+		now := b.Date // the storage service's clock, as the lease's judgement
+		if now.IsZero() {
+			now = time.Now()
+			if cfg.Now != nil {
+				now = cfg.Now()
+			}
+		}
+		p := Progress(d.Backfill, now)
+		r.BackfillProgress = &p
+	}
 	if len(d.History) > 0 {
 		r.History = d.History
 		r.HistoryOps = historyOps(d.History)
