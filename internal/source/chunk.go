@@ -153,51 +153,119 @@ func (s *Source) ReadChunk(ctx context.Context, after map[string]json.RawMessage
 	return c, nil
 }
 
-// scanChunk runs a chunk's query q (ReadChunk) with db.
+// scanChunk runs a chunk's query q (ReadChunk) with db: through the driver's RawReader when it
+// has one and db is the pool (a keyset cursor's chunk), else through database/sql. The query's
+// last column says whether the row is after the live position (1: left to the live changes).
 func (s *Source) scanChunk(ctx context.Context, db Querier, q string, args []any, where string, limit int) (*Chunk, error) {
+	c := &Chunk{}
+	var last Row
+	read := 0
+	add := func(r Row, left bool) error {
+		last = r
+		read++
+		if left {
+			c.Left++
+			return nil
+		}
+		if err := s.checkKeys(r); err != nil { // the live reads never reach it: say so rather than send it
+			key, _ := json.Marshal(r.Key())
+			return fmt.Errorf("%w, the row with key %s", err, key)
+		}
+		r.read = true
+		c.Rows = append(c.Rows, r)
+		return nil
+	}
+	n := len(s.cols)
+	if pool, ok := db.(*sql.DB); ok {
+		if rr, ok := s.dl.(RawReader); ok {
+			var scanErr error
+			handled, err := rr.ReadRaw(ctx, pool, q, args, func(rows RawRows) error {
+				cols := rows.Columns()
+				if len(cols) != n+1 {
+					scanErr = fmt.Errorf("source: poller %q, table %s: backfill chunk: the query returned %d columns, want %d", s.poller, s.def.Table, len(cols), n+1)
+					return scanErr
+				}
+				cp := rawCopier{n: n, per: min(limit, 256)}
+				for rows.Next() {
+					vals := rows.Values()
+					left, err := rawFlag(cols[n], vals[n])
+					if err != nil {
+						scanErr = s.chunkErr(where, err)
+						return scanErr
+					}
+					if scanErr = add(Row{src: s, lz: cp.row(vals, cols)}, left); scanErr != nil {
+						return scanErr
+					}
+				}
+				return rows.Err()
+			})
+			if handled {
+				switch {
+				case scanErr != nil:
+					return nil, scanErr
+				case err != nil:
+					return nil, s.chunkErr(where, err)
+				}
+				return s.endChunk(c, last, read, limit)
+			}
+		}
+	}
 	rows, err := db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, s.chunkErr(where, err)
 	}
 	defer rows.Close()
-	c := &Chunk{}
-	cols := len(s.cols)
-	var last Row
-	read := 0
 	for rows.Next() {
-		vals := make([]any, cols+1)
-		ptrs := make([]any, cols+1)
-		for i := range vals[:cols] {
+		vals := make([]any, n+1)
+		ptrs := make([]any, n+1)
+		for i := range vals[:n] {
 			ptrs[i] = &vals[i]
 		}
-		var after sql.NullInt64
-		ptrs[cols] = &after
+		var left sql.NullInt64
+		ptrs[n] = &left
 		if err := rows.Scan(ptrs...); err != nil {
 			return nil, s.chunkErr(where, err)
 		}
-		last = Row{src: s, raw: vals[:cols:cols]}
-		read++
-		if after.Int64 == 1 {
-			c.Left++
-			continue
+		if err := add(Row{src: s, raw: vals[:n:n]}, left.Int64 == 1); err != nil {
+			return nil, err
 		}
-		if err := s.checkKeys(last); err != nil { // the live reads never reach it: say so rather than send it
-			key, _ := json.Marshal(last.Key())
-			return nil, fmt.Errorf("%w, the row with key %s", err, key)
-		}
-		last.read = true
-		c.Rows = append(c.Rows, last)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, s.chunkErr(where, err)
 	}
+	return s.endChunk(c, last, read, limit)
+}
+
+// endChunk completes c, which read rows ending with last: Full, Next.
+func (s *Source) endChunk(c *Chunk, last Row, read, limit int) (*Chunk, error) {
 	c.Full = read == limit
 	if read > 0 {
+		var err error
 		if c.Next, err = s.chunkKey(last); err != nil {
 			return nil, err
 		}
 	}
 	return c, nil
+}
+
+// rawFlag reads a chunk's last column as the database sent it: 1 (true) or 0.
+func rawFlag(col RawColumn, v []byte) (bool, error) {
+	if col.Int != nil {
+		if n, ok := col.Int(v); ok {
+			return n == 1, nil
+		}
+	}
+	x, err := col.Value(v)
+	if err != nil {
+		return false, err
+	}
+	switch n := x.(type) {
+	case int64:
+		return n == 1, nil
+	case int32:
+		return n == 1, nil
+	}
+	return false, fmt.Errorf("the chunk's flag column holds %T, not an integer", x)
 }
 
 // CountCap bounds the count of a backfill's estimate (CountChunkRows), so that it stays a short

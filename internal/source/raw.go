@@ -221,6 +221,44 @@ func (k *keyset) readRaw(ctx context.Context, q string, args []any, after *state
 // rawBlock is the size of the blocks a batch's raw values are copied into.
 const rawBlock = 32 << 10
 
+// A rawCopier copies rows' raw values into blocks shared by a batch's rows (rawBlock bytes;
+// per rows' value slices and lazyRows at a time): a row costs no allocation of its own.
+type rawCopier struct {
+	n, per int // values a row keeps (its first n), rows per allocation
+	texts  [][]byte
+	lazies []lazyRow
+	block  []byte
+}
+
+// row copies the first n of vals and returns them as a row decoded by cols.
+func (c *rawCopier) row(vals [][]byte, cols []RawColumn) *lazyRow {
+	n := c.n
+	if len(c.texts) < n {
+		c.texts = make([][]byte, n*c.per)
+	}
+	t := c.texts[:n:n]
+	c.texts = c.texts[n:]
+	for i, v := range vals[:n] {
+		if v == nil {
+			t[i] = nil
+			continue
+		}
+		if c.block == nil || cap(c.block)-len(c.block) < len(v) {
+			c.block = make([]byte, 0, max(rawBlock, len(v)))
+		}
+		at := len(c.block)
+		c.block = append(c.block, v...)
+		t[i] = c.block[at:len(c.block):len(c.block)] // not nil, even when empty
+	}
+	if len(c.lazies) == 0 {
+		c.lazies = make([]lazyRow, c.per)
+	}
+	lz := &c.lazies[0]
+	c.lazies = c.lazies[1:]
+	lz.text, lz.cols = t, cols[:n:n]
+	return lz
+}
+
 // scanRaw is scan for rows as the database sent them: each row's values are copied into blocks
 // shared by the batch's rows, and decoded when read.
 func (s *Source) scanRaw(rows RawRows, after *state.Cursor, limit int) (*Batch, error) {
@@ -230,36 +268,9 @@ func (s *Source) scanRaw(rows RawRows, after *state.Cursor, limit int) (*Batch, 
 	if len(cols) != n {
 		return nil, fmt.Errorf("source: poller %q, table %s: fetch: the query returned %d columns, want %d", s.poller, s.def.Table, len(cols), n)
 	}
-	var (
-		texts  [][]byte
-		lazies []lazyRow
-		block  []byte
-	)
+	cp := rawCopier{n: n, per: min(limit, 256)}
 	for rows.Next() {
-		vals := rows.Values()
-		if len(texts) < n {
-			texts = make([][]byte, n*min(limit, 256))
-		}
-		t := texts[:n:n]
-		texts = texts[n:]
-		for i, v := range vals {
-			if v == nil {
-				t[i] = nil
-				continue
-			}
-			if block == nil || cap(block)-len(block) < len(v) {
-				block = make([]byte, 0, max(rawBlock, len(v)))
-			}
-			at := len(block)
-			block = append(block, v...)
-			t[i] = block[at:len(block):len(block)] // not nil, even when empty
-		}
-		if len(lazies) == 0 {
-			lazies = make([]lazyRow, min(limit, 256))
-		}
-		lz := &lazies[0]
-		lazies = lazies[1:]
-		lz.text, lz.cols = t, cols
+		lz := cp.row(rows.Values(), cols)
 		r := Row{src: s, lz: lz}
 		if err := s.checkKeys(r); err != nil {
 			return nil, err

@@ -203,6 +203,15 @@ func PostgresKeysetLoop(db *sql.DB, table string, batch int) (int, error) {
 		batch, func(ts time.Time, id int64) []any { return []any{ts, id} })
 }
 
+// PostgresPKLoop reads an orders table (id, customer, amount, updated_at) with typed scans, in
+// batches of batch rows by primary key: a backfill's read of the table written by hand.
+func PostgresPKLoop(db *sql.DB, table string, batch int) (int, error) {
+	return ordersKeysetLoop(db,
+		`SELECT id, customer, amount, updated_at FROM `+table+` ORDER BY id LIMIT $1`,
+		`SELECT id, customer, amount, updated_at FROM `+table+` WHERE id > $1 ORDER BY id LIMIT $2`,
+		batch, func(_ time.Time, id int64) []any { return []any{id} })
+}
+
 // ordersKeysetLoop reads an orders table (id, customer, amount, updated_at) with typed scans by
 // the keyset queries first and after; args gives after's keyset arguments from the last row's
 // time and id. It returns the rows read.

@@ -69,6 +69,12 @@ func (t *tickRun) backfillStep(behind bool) (more bool, err error) {
 			return more, err
 		}
 	} else {
+		if t.ahead == nil && !t.liveQuiet() {
+			// The next live batch is read while the chunk is: its round trip overlaps the chunk's.
+			// The chunk is compared with the position delivered, not with what is read ahead
+			// (the model's -DKEYSET).
+			t.ahead = t.r.readAhead(t.fctx, t.cursor)
+		}
 		if c, err = cr.ReadChunk(t.fctx, b.After, b.Where, t.cursor, b.Chunk); err != nil {
 			return false, t.chunkFailed(b, "reading the chunk after "+keyText(b.After), err)
 		}

@@ -20,7 +20,7 @@ import (
 
 // writeBackfill puts b into the poller's state document, as pollerctl backfill would between
 // ticks.
-func writeBackfill(t *testing.T, st store.Store, app, poller string, b *state.Backfill) {
+func writeBackfill(t testing.TB, st store.Store, app, poller string, b *state.Backfill) {
 	t.Helper()
 	name := state.Blob(app, poller)
 	got, err := st.Get(ctx, name)
@@ -42,7 +42,7 @@ func writeBackfill(t *testing.T, st store.Store, app, poller string, b *state.Ba
 }
 
 // readDoc reads the poller's state document.
-func readDoc(t *testing.T, st store.Store, app, poller string) *state.Doc {
+func readDoc(t testing.TB, st store.Store, app, poller string) *state.Doc {
 	t.Helper()
 	name := state.Blob(app, poller)
 	got, err := st.Get(ctx, name)

@@ -79,6 +79,7 @@ func (t *tickRun) deliver(first *source.Batch, firstDur time.Duration, ahead <-c
 			return t.end(wrapLost(l, err))
 		}
 		if !more && !backfill {
+			t.awaitAhead() // a chunk's read-ahead, if any
 			break
 		}
 		if t.over() { // the chunk took the rest of the budget, or a drain began meanwhile
@@ -95,17 +96,47 @@ func (t *tickRun) over() bool {
 	return !t.clk.Now().Before(t.budgetEnd) || t.stopping() || t.l.Err() != nil
 }
 
-// next returns the batch after the cursor: the one read ahead, or one fetched now.
+// next returns the batch after the cursor: the one read ahead, or one fetched now; or, while a
+// keyset backfill runs and the last look found nothing (liveQuiet), none without a look.
 func (t *tickRun) next() fetched {
 	if t.ahead != nil {
 		f := <-t.ahead
 		t.ahead = nil
+		t.sawLive(f)
 		return f
+	}
+	if t.liveQuiet() {
+		return fetched{batch: &source.Batch{}}
 	}
 	t0 := t.clk.Now()
 	b, err := t.r.Source.Fetch(t.fctx, t.cursor, t.r.Settings.BatchSize)
 	t.fetchDur = t.clk.Now().Sub(t0)
-	return fetched{b, err}
+	f := fetched{b, err}
+	t.sawLive(f)
+	return f
+}
+
+// liveLookEvery is how often a keyset backfill's chunks let the tick look for live changes
+// while the last look found none: a look per chunk (a millisecond's rows) took a fifth of a
+// backfill's rate on an idle table (bench.sh backfill), and this adds at most this to the lag of
+// a change that arrives meanwhile.
+const liveLookEvery = 10 * time.Millisecond
+
+// sawLive notes whether a live fetch found nothing (the time of that look) or something.
+func (t *tickRun) sawLive(f fetched) {
+	if f.err == nil && len(f.batch.Rows) == 0 && f.batch.To == nil {
+		t.liveIdleAt = t.clk.Now()
+	} else {
+		t.liveIdleAt = time.Time{}
+	}
+}
+
+// liveQuiet says a keyset backfill runs and the live side was found idle less than
+// liveLookEvery ago: its next look can wait. (A change stream's chunk waits for its watermark,
+// which only a look brings.)
+func (t *tickRun) liveQuiet() bool {
+	return !t.liveIdleAt.IsZero() && t.l.Backfill() != nil && !t.r.Poller.Source().Changes() &&
+		t.clk.Now().Sub(t.liveIdleAt) < liveLookEvery
 }
 
 // step hands b to the handler (quarantining it if it is poison and the policy says so) and

@@ -182,6 +182,9 @@ type tickRun struct {
 	// chunkAgain counts its reads in this tick that had to be read again.
 	pending    *pendingChunk
 	chunkAgain int
+	// liveIdleAt is when the last live fetch found nothing (zero: it found something); see
+	// liveQuiet.
+	liveIdleAt time.Time
 }
 
 // Tick runs one tick. invocationID (the Functions invocation id, may be empty) goes into the logs.
