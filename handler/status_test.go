@@ -123,6 +123,8 @@ func seed(t *testing.T, st store.Store, app string, now time.Time) {
 		Checkpoint: state.Checkpoint{Cursor: &state.Cursor{Kind: state.KindTimestampPK, Value: ts, Tiebreaker: map[string]json.RawMessage{"id": json.RawMessage(`1`)}}}}
 	fresh.Lease = state.Lease{OwnerID: "someone/else", FencingToken: 1, TTLSeconds: 60, ReleasedAt: at(0)}
 	fresh.AddHistory(state.Tick{At: at(0), Outcome: "committed", Rows: 1, LagSeconds: ptr(90), RowsWaiting: 0})
+	fresh.Backfill = &state.Backfill{ID: "bf_status", Kind: state.BackfillRequested, Chunk: 500, Rows: 4000, Left: 12, Estimate: 10000, StartedAt: at(40 * time.Second),
+		After: map[string]json.RawMessage{"id": json.RawMessage(`4012`)}}
 	putDoc(fresh)
 
 	putDoc(&state.Doc{Version: 1, PollerName: "legacy", SourceFingerprint: "sha256:legacy"})
@@ -245,6 +247,10 @@ func TestStatusJSON(t *testing.T) {
 	if l := rep.Pollers[2]; l.Blocked || l.FailedAttempts != 4 || l.LagSeconds != nil || l.OnPoison != "quarantine" || l.Health != "stopped" {
 		t.Errorf("ledger: %+v", l)
 	}
+	if p := rep.Pollers[1].BackfillProgress; rep.Pollers[1].Backfill == nil || p == nil || p.Done != 4012 || p.Percent == nil || *p.Percent != 40 ||
+		p.RowsPerSecond == nil || *p.RowsPerSecond < 100 || *p.RowsPerSecond > 101 || p.SecondsLeft == nil || *p.SecondsLeft < 59 || *p.SecondsLeft > 60 {
+		t.Errorf("fresh's backfill: %+v, progress %+v", rep.Pollers[1].Backfill, p)
+	}
 	if f := rep.Pollers[1]; f.LeaseOwner != "" || f.LeaseLive || len(f.History) != 1 {
 		t.Errorf("fresh (released lease): %+v", f)
 	}
@@ -334,6 +340,11 @@ func checkPage(t *testing.T, body string) {
 	checkSpark(t, fresh, "lag", 1)
 	if !strings.Contains(fresh, ">free<") || !strings.Contains(fresh, `data-health="ok"`) || !strings.Contains(fresh, ">ok</span>") {
 		t.Error("fresh's released lease is not shown free")
+	}
+	for _, want := range []string{`<progress max="100" value="40"`, "backfill bf_status: 4000 rows sent, 12 left to the live changes of about 10000 rows (40%), 100 rows/s over 40s, about 59.7s left"} {
+		if !strings.Contains(fresh, want) {
+			t.Errorf("fresh's backfill: no %q in\n%s", want, fresh)
+		}
 	}
 	newSection := section(t, body, "new")
 	if !strings.Contains(newSection, "no ticks recorded yet") || !strings.Contains(newSection, "NEW_DB_DRIVER") || strings.Contains(newSection, "<svg") {

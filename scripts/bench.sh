@@ -18,6 +18,11 @@
 #           decoded with pglogrepl.Parse and against the xid cursor's tick on the same table; an
 #           idle tick's blob requests and SQL round trips against an idle xid poller's; and
 #           commit-to-delivery time on a 1 s schedule (LATENCY_ROWS=30 rows), both cursors;
+#   backfill a timestamp+pk poller, caught up, backfilling BACKFILL_ROWS (1,000,000) PostgreSQL
+#           rows in chunks of 1,000 (no-op handler, state on Azurite) against a hand-written read of
+#           the same table by primary key; and an xid poller's commit-to-delivery p50/p95 on a 1 s
+#           schedule (LATENCY_ROWS=30 rows) while a backfill of BACKFILL_LIVE_ROWS (200,000) rows
+#           runs beside it, against the same without one;
 #   e2e     the handler binary (scripts/build.sh) with the example poller orders and its default
 #           settings catching up on E2E_ROWS (1,000,000) PostgreSQL rows, state on Azurite,
 #           invoked as the host invokes it, against a raw database/sql keyset scan; its peak RSS
@@ -33,7 +38,7 @@
 # goal and whether it is met, and REGRESSION when it is more than 10% worse than the figure
 # recorded in docs/performance.md (its "Recorded figures" table holds the goals and records).
 #
-#   scripts/bench.sh [lease|source|tick|status|sink|handler|logical|e2e|scale|all]     COUNT=3 repetitions; BENCH_ROWS=1000000
+#   scripts/bench.sh [lease|source|tick|status|sink|handler|logical|backfill|e2e|scale|all]     COUNT=3 repetitions; BENCH_ROWS=1000000
 #   scripts/bench.sh goals     prints each summary path's goal and recorded figure as read from the doc
 set -euo pipefail
 source "$(dirname "$0")/lib/services.sh"
@@ -42,8 +47,8 @@ export GOFLAGS=${GOFLAGS:--buildvcs=false}
 COUNT=${COUNT:-3}
 what=${1:-all}
 case "$what" in
-lease | source | tick | status | sink | handler | logical | e2e | scale | all | goals) ;;
-*) die "unknown section $what: give one of lease, source, tick, status, sink, handler, logical, e2e, scale, all (or goals)" ;;
+lease | source | tick | status | sink | handler | logical | backfill | e2e | scale | all | goals) ;;
+*) die "unknown section $what: give one of lease, source, tick, status, sink, handler, logical, backfill, e2e, scale, all (or goals)" ;;
 esac
 # The handler binary runs with a GC target of 400 (cmd/handler); the in-process benchmarks use
 # the same, for the code under test and its baseline alike.
@@ -77,7 +82,7 @@ num() { # num FORMAT VALUE: VALUE in FORMAT, or "-" when it is not a number
 PERF_DOC=${PERF_DOC:-$ROOT/docs/performance.md}
 # The paths the summary can name: each has a row in PERF_DOC's table (a docs test checks both ways
 # through scripts/bench.sh goals).
-SUMMARY_PATHS="tick/checkpoint-every-2s source/postgres source/sqlite source/mysql logical/peek sink/webhook sink/storagequeue e2e
+SUMMARY_PATHS="tick/checkpoint-every-2s source/postgres source/sqlite source/mysql logical/peek backfill backfill/live-p95 sink/webhook sink/storagequeue e2e
   handler/start-ms handler/idle-rss-MB idle-tick/timestamp-pk/blob-reads idle-tick/timestamp-pk/blob-writes
   idle-tick/logical/blob-reads idle-tick/logical/blob-writes idle-tick/xid/blob-reads idle-tick/xid/blob-writes
   scale/rows/rate scale/rows/peak-rss scale/logical/rate scale/logical/peak-rss scale/pollers/pg-connections"
@@ -334,6 +339,36 @@ if [ "$what" = logical ] || [ "$what" = all ]; then
     done
   done
   echo "(server-default is synchronous_commit=off here: a commit returns before its WAL flush, which logical decoding waits for)"
+  echo
+fi
+
+if [ "$what" = backfill ] || [ "$what" = all ]; then
+  [ -n "${AZURITE_CONNECTION_STRING:-}" ] || start_azurite
+  [ -n "${PG_TEST_DSN:-}" ] || start_postgres
+  out="$RUN_DIR/bench-backfill.txt"
+  log "go test -run '^\$' -bench 'BenchmarkBackfill(LiveLatency)?\$' (2x, 2x) -count $COUNT ./internal/tick/ (creates ${BACKFILL_ROWS:-1000000} rows first)"
+  : >"$out"
+  gotest "$out" -run '^$' -bench 'BenchmarkBackfill$' -benchtime 2x -count "$COUNT" -timeout 60m ./internal/tick/
+  gotest "$out" -run '^$' -bench 'BenchmarkBackfillLiveLatency$' -benchtime 2x -count "$COUNT" -timeout 60m ./internal/tick/
+  echo
+  m() { med "$out" "$1" "$2"; }
+  echo "Backfill of ${BACKFILL_ROWS:-1000000} PostgreSQL rows, chunks of 1,000, no-op handler, state on Azurite, the live side"
+  echo "idle, against a hand-written read of the table by primary key (median over $COUNT runs; goals in the summary):"
+  printf '%-22s %12s %8s %22s\n' reader rows/s MB/s backfill/handwritten
+  printf '%-22s %12s %8s %22s\n' "backfill (tick)" "$(num %.0f "$(m BenchmarkBackfill- backfill-rows/s)")" \
+    "$(num %.1f "$(m BenchmarkBackfill- backfill-MB/s)")" "$(num %.3f "$(m BenchmarkBackfill- backfill/handwritten)")"
+  printf '%-22s %12s %8s %22s\n' "hand-written by key" "$(num %.0f "$(m BenchmarkBackfill- handwritten-rows/s)")" \
+    "$(num %.1f "$(m BenchmarkBackfill- handwritten-MB/s)")" 1.000
+  summary_row backfill "$(m BenchmarkBackfill- backfill-rows/s)" "$(m BenchmarkBackfill- backfill-MB/s)" "$(m BenchmarkBackfill- backfill/handwritten)"
+  echo
+  echo "Live commit-to-delivery on a 1 s schedule (xid poller, ${LATENCY_ROWS:-30} rows a random 0-1.5 s apart) with a backfill"
+  echo "of ${BACKFILL_LIVE_ROWS:-200000} rows running throughout and without one (median over $COUNT runs):"
+  printf '%-18s %9s %9s\n' "" "p50 ms" "p95 ms"
+  for k in without with; do
+    printf '%-18s %9s %9s\n' "$k a backfill" "$(m BenchmarkBackfillLiveLatency "$k-p50-ms")" "$(m BenchmarkBackfillLiveLatency "$k-p95-ms")"
+  done
+  echo "p95 with / without: $(m BenchmarkBackfillLiveLatency p95-with/without); reads delivered per run with: $(num %.0f "$(m BenchmarkBackfillLiveLatency reads/run)")"
+  summary_row backfill/live-p95 - - "$(m BenchmarkBackfillLiveLatency p95-with/without)"
   echo
 fi
 

@@ -3,7 +3,8 @@
 // REPLICA_TABLE with a logical cursor and POSTs each batch, as a replicacheck.Batch (every change
 // with its op, key, row and position), to REPLICA_WEBHOOK_URL; a non-2xx reply fails the batch.
 // The other settings are the product's ({P} is REPLICA): REPLICA_DB_DRIVER, REPLICA_DB_CONNECTION,
-// REPLICA_CDC_SLOT, REPLICA_CDC_PUBLICATION, REPLICA_BATCH_SIZE, ... It is a test binary only
+// REPLICA_CDC_SLOT, REPLICA_CDC_PUBLICATION, REPLICA_BATCH_SIZE, ...; REPLICA_INITIAL=snapshot
+// makes the poller start with a snapshot of the table (poller.WithInitialSnapshot). It is a test binary only
 // (cmd/handler serves the app's pollers); the tests build it with -tags faultpoints.
 package main
 
@@ -39,6 +40,10 @@ func run(log *slog.Logger) error {
 		return fmt.Errorf("set REPLICA_TABLE and REPLICA_WEBHOOK_URL")
 	}
 	owner := "pid " + strconv.Itoa(os.Getpid())
+	opts := []poller.Option{poller.WithColumns(replicacheck.Columns...), poller.WithKey("id")}
+	if os.Getenv("REPLICA_INITIAL") == "snapshot" {
+		opts = append(opts, poller.WithInitialSnapshot())
+	}
 	client := &http.Client{Timeout: 30 * time.Second}
 	p := poller.New("replica", table, poller.Logical, func(ctx context.Context, b *poller.Batch[poller.Row]) error {
 		rb, err := replicacheck.FromBatch(b, owner)
@@ -62,7 +67,7 @@ func run(log *slog.Logger) error {
 			return fmt.Errorf("webhook answered %s", resp.Status)
 		}
 		return nil
-	}, poller.WithColumns(replicacheck.Columns...), poller.WithKey("id"))
+	}, opts...)
 
 	port := os.Getenv("FUNCTIONS_CUSTOMHANDLER_PORT")
 	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", port))

@@ -35,6 +35,10 @@ const (
 // the replication slot is about to be advanced to it.
 const BeforeSlotAdvance Point = "before_slot_advance"
 
+// The point of a backfill's chunk (package tick): its reads are being handed to the handler; its
+// progress is not written.
+const InBackfill Point = "in_backfill"
+
 // Points lists the points of every tick.
 var Points = []Point{AfterAcquire, AfterFetch, InHandle, BeforeCommit, AfterCommit}
 

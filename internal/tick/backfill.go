@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/faultpoint"
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
@@ -84,6 +85,7 @@ func (t *tickRun) backfillStep(behind bool) (more bool, err error) {
 		from, to := "backfill "+b.ID+" after "+keyText(b.After), keyText(c.Next)
 		pb := &pollerdef.Batch{Poller: name, ID: batchID(name, t.r.Source.Fingerprint(), from, to), FencingToken: t.l.Token(),
 			Attempt: 1, From: t.cursor, To: t.cursor, Rows: c.Rows}
+		faultpoint.Hit(faultpoint.InBackfill)
 		if err := t.trusted("backfill batch", pb.ID); err != nil {
 			return false, err
 		}
