@@ -106,7 +106,7 @@ const help = `pollerctl: see every poller's state and move one on purpose.
   pollerctl quarantine POLLER [--yes] [--wait]            (unblock: the next tick dead-letters the failing rows)
   pollerctl backfill POLLER [--where SQL] [--chunk N] [--yes] [--wait] [--detach]
                   (send the table's current rows again, as reads, a chunk after each live batch; follows its progress
-                   unless --detach; not yet for changetracking pollers)
+                   unless --detach)
   pollerctl backfill POLLER --cancel [--yes] [--wait]    (its next tick ends the backfill)
   pollerctl cdc enable POLLER [--yes]                     (logical pollers: create the publication and the replication slot)
   pollerctl cdc disable POLLER [--yes | --yes=POLLER] [--wait]

@@ -298,8 +298,6 @@ func (s Spec) check() error {
 		return field("source.settle_lag", "a %s cursor reads committed changes in commit order and takes no settle lag", src.Cursor.Kind)
 	case src.Initial != "" && src.Initial != "now" && src.Initial != "snapshot":
 		return field("source.initial", "%q is not \"now\" (the default: the changes from the first tick on) or \"snapshot\" (the rows there are first, then the changes)", src.Initial)
-	case src.Initial == "snapshot" && src.Cursor.Kind == string(poller.ChangeTracking):
-		return field("source.initial", "\"snapshot\" is not built for the changetracking cursor yet: leave it out (\"now\")")
 	case src.Initial == "snapshot" && !changeStream(src.Cursor.Kind):
 		return field("source.initial", "\"snapshot\" is for the logical and changetracking cursors: the %s cursor's first tick reads every row there is already", src.Cursor.Kind)
 	case src.Cursor.Column == "" && !changeStream(src.Cursor.Kind):

@@ -180,8 +180,6 @@ func (d Definition) validate(poller string, ds Drivers, driver string) (Driver, 
 	switch {
 	case d.Initial != "" && d.Initial != InitialNow && d.Initial != InitialSnapshot:
 		return fail("table %s: initial %q is not %q or %q", d.Table, d.Initial, InitialNow, InitialSnapshot)
-	case d.Initial == InitialSnapshot && d.Cursor.Kind == state.KindChangeTracking:
-		return fail("table %s: initial %q is not built for the changetracking cursor yet (its backfill's check against the change tracking version is not): start it with %q, or read the table with a rowversion poller first", d.Table, InitialSnapshot, InitialNow)
 	case d.Initial == InitialSnapshot && !d.Changes():
 		return fail("table %s: initial %q is for the change-stream cursors (logical, changetracking): the %s cursor's first tick reads every row there is already", d.Table, InitialSnapshot, d.Cursor.Kind)
 	}

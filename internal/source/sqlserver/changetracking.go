@@ -84,6 +84,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	mssql "github.com/microsoft/go-mssqldb"
 
@@ -108,6 +109,14 @@ type changeTracking struct {
 	table     string // the quoted table name: in the SQL, and bound as OBJECT_ID's argument
 	q         ctQueries
 	retention string // the database's CHANGE_RETENTION as check read it ("2 DAYS"), for errors
+
+	// done is the last fetch that read everything after its cursor up to its bound: where it
+	// ended (cursorKey) and that bound (a backfill's watermark, reachedAt).
+	mu   sync.Mutex
+	done struct {
+		at    string
+		bound int64
+	}
 }
 
 // ChangeStream reads the changetracking cursor kind.
@@ -505,7 +514,9 @@ func (c *changeTracking) readErr(what string, err error) error {
 func (c *changeTracking) Fetch(ctx context.Context, after *state.Cursor, limit int) (*source.Batch, error) {
 	b := c.l.Batch(after)
 	var last *source.Change
+	var bound int64
 	err := c.read(ctx, after, c.q.FetchFrom, c.q.FetchAfter, func(tx *sql.Tx, rd ctRead) error {
+		bound = rd.current
 		rows, err := tx.QueryContext(ctx, rd.query, append(rd.args, limit)...)
 		if err != nil {
 			return c.readErr("reading the changes", err)
@@ -548,6 +559,15 @@ func (c *changeTracking) Fetch(ctx context.Context, after *state.Cursor, limit i
 	}
 	if last != nil {
 		b.To = seal(last, len(b.Rows), limit)
+	}
+	if len(b.Rows) < limit { // it read all there was up to its bound
+		end := b.To
+		if end == nil {
+			end = after
+		}
+		c.mu.Lock()
+		c.done.at, c.done.bound = cursorKey(end), bound
+		c.mu.Unlock()
 	}
 	return b, nil
 }
@@ -636,4 +656,87 @@ func (c *changeTracking) Waiting(ctx context.Context, after *state.Cursor, limit
 		return nil
 	})
 	return n, err
+}
+
+// A backfill beside the changetracking cursor (source.Watermarker): its chunk is read in a
+// snapshot transaction begun after reading CHANGE_TRACKING_CURRENT_VERSION() (v), as a fetch
+// reads its bound, so every version up to v is complete in the snapshot. A change whose version
+// is above v may not be in it: it counts as newer, and the tick drops that key's read (one in
+// the snapshot after all only costs its read: the live change delivers the row). The stream has
+// passed the watermark once the cursor's base is at or past v, or once a fetch from the cursor
+// found nothing more up to a bound at or past v (an idle table; see reached).
+
+// Watermarks says the changetracking cursor can run a backfill.
+func (c *changeTracking) Watermarks() error { return nil }
+
+// Watermark runs read, a backfill chunk's query, in a snapshot it judges the stream against.
+func (c *changeTracking) Watermark(ctx context.Context, read func(q source.Querier) error) (source.Watermark, error) {
+	var current sql.NullInt64
+	if err := c.l.DB().QueryRowContext(ctx, c.q.Current).Scan(&current); err != nil {
+		return nil, c.readErr("backfill chunk: reading CHANGE_TRACKING_CURRENT_VERSION()", err)
+	}
+	if !current.Valid {
+		return nil, c.fail("Change Tracking is off in the database now (CHANGE_TRACKING_CURRENT_VERSION() is NULL)")
+	}
+	tx, err := c.l.DB().BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelSnapshot})
+	if err != nil {
+		return nil, c.readErr("backfill chunk: starting the snapshot transaction", err)
+	}
+	defer tx.Rollback()
+	if err := read(tx); err != nil {
+		return nil, err
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, c.readErr("backfill chunk: ending the snapshot transaction", err)
+	}
+	return &ctWatermark{c: c, version: current.Int64}, nil
+}
+
+// ctWatermark is a chunk's version: every change at or below it is in the chunk's snapshot.
+type ctWatermark struct {
+	c       *changeTracking
+	version int64
+}
+
+// Newer says r's change is above the chunk's version (or its version cannot be read).
+func (w *ctWatermark) Newer(r source.Row) bool {
+	cur, err := r.Cursor()
+	if err != nil {
+		return true
+	}
+	p, err := w.c.position(&cur)
+	return err != nil || p.version > w.version
+}
+
+// Reached says every change at or below the chunk's version is delivered at cur.
+func (w *ctWatermark) Reached(cur *state.Cursor) bool {
+	if cur == nil {
+		return false
+	}
+	p, err := w.c.position(cur)
+	if err != nil {
+		return false
+	}
+	return p.base() >= w.version || w.c.reachedAt(cur) >= w.version
+}
+
+// reachedAt is the bound up to which the last fetch that read all there was after its cursor
+// read, if that fetch ended at cur (its last row's cursor, or cur itself when it found none); -1
+// otherwise.
+func (c *changeTracking) reachedAt(cur *state.Cursor) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.done.at == "" || c.done.at != cursorKey(cur) {
+		return -1
+	}
+	return c.done.bound
+}
+
+// cursorKey renders a cursor to compare two.
+func cursorKey(cur *state.Cursor) string {
+	if cur == nil {
+		return ""
+	}
+	b, _ := json.Marshal(cur)
+	return string(b)
 }

@@ -311,12 +311,94 @@ func changeTrackingSuite(t *testing.T, dsn string) {
 	if err != nil || len(b.Rows) != 0 || b.To == nil || string(b.To.Value) != strconv.FormatInt(current, 10) || b.To.Tiebreaker != nil {
 		t.Fatalf("keep-up after %s: %+v, %v, want no rows and a To at version %d", quiet.Value, b, err, current)
 	}
+	kept := b.To
 	if b, err = src.Fetch(ctx, b.To, 10); err != nil || len(b.Rows) != 0 || b.To != nil {
 		t.Fatalf("after the keep-up: %+v, %v, want idle", b, err)
 	}
 	ahead := state.Cursor{Kind: state.KindChangeTracking, Value: json.RawMessage("999999999")}
 	if _, err := src.Fetch(ctx, &ahead, 10); !errors.Is(err, source.ErrCursor) || errors.Is(err, sqlserver.ErrExpired) {
 		t.Errorf("a checkpoint ahead of the database: %v, want ErrCursor", err)
+	}
+	ctWatermark(t, db, src, kept)
+}
+
+// ctWatermark: a changetracking poller's backfill chunk is read in a snapshot its watermark
+// judges the stream against: a change committed before the chunk is not newer; one of a
+// transaction open while the chunk was read (committed after) and one committed after are; the
+// stream is not past the watermark inside the version before the chunk's, and is at the first
+// change above it.
+func ctWatermark(t *testing.T, db *sql.DB, src *source.Source, at *state.Cursor) {
+	t.Helper()
+	exec := func(q string) {
+		t.Helper()
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	if err := src.Backfills(); err != nil {
+		t.Fatalf("Backfills: %v", err)
+	}
+	exec("INSERT INTO orders (id, customer, amount) VALUES (9001, 'a', 1), (9002, 'b', 2), (9003, 'c', 3)")
+	for {
+		b, err := src.Fetch(ctx, at, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.To == nil {
+			break
+		}
+		at = b.To
+	}
+	open, err := db.BeginTx(ctx, nil) // in progress while the chunk is read
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer open.Rollback()
+	if _, err := open.ExecContext(ctx, "UPDATE orders SET customer = 'open' WHERE id = 9002"); err != nil {
+		t.Fatal(err)
+	}
+	exec("INSERT INTO orders (id, customer, amount) VALUES (9004, 'd', 4)")
+	c, err := src.ReadChunk(ctx, map[string]json.RawMessage{"id": json.RawMessage("9000")}, "", nil, 10)
+	if err != nil || c.Watermark == nil || len(c.Rows) != 4 || c.Rows[1].Get("customer") != "b" || c.Full {
+		t.Fatalf("chunk: %+v, %v", c, err)
+	}
+	if err := open.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	exec("INSERT INTO orders (id, customer, amount) VALUES (9005, 'e', 5)")
+	var rows []source.Row
+	var cursors []*state.Cursor
+	for cur := at; ; {
+		b, err := src.Fetch(ctx, cur, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.To == nil {
+			break
+		}
+		cur = b.To
+		for _, r := range b.Rows {
+			rows = append(rows, r)
+			cursors = append(cursors, b.To)
+		}
+	}
+	if len(rows) != 3 {
+		t.Fatalf("%d changes after the chunk's, want 3 (insert 9004, update 9002, insert 9005)", len(rows))
+	}
+	for i, w := range []struct {
+		id           int64
+		newer, after bool
+	}{{9004, false, false}, {9002, true, true}, {9005, true, true}} {
+		r := rows[i]
+		if id := r.Get("id"); id != w.id {
+			t.Fatalf("change %d is of id %v, want %d", i, id, w.id)
+		}
+		if got := c.Watermark.Newer(r); got != w.newer {
+			t.Errorf("the %s of id %d: Newer %v, want %v", r.Op(), w.id, got, w.newer)
+		}
+		if got := c.Watermark.Reached(cursors[i]); got != w.after {
+			t.Errorf("the cursor after the %s of id %d (%s): Reached %v, want %v", r.Op(), w.id, cursors[i].Value, got, w.after)
+		}
 	}
 }
 
