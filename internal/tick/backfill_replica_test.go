@@ -22,27 +22,26 @@ import (
 // ticks.
 func writeBackfill(t testing.TB, st store.Store, app, poller string, b *state.Backfill) {
 	t.Helper()
-	name := state.Blob(app, poller)
-	got, err := st.Get(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := state.Decode(name, poller, got.Data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d, etag := readDocTag(t, st, app, poller)
 	d.Backfill = b
 	data, err := state.Encode(d)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Put(ctx, name, data, store.IfMatch(got.ETag)); err != nil {
+	if _, err := st.Put(ctx, state.Blob(app, poller), data, store.IfMatch(etag)); err != nil {
 		t.Fatal(err)
 	}
 }
 
 // readDoc reads the poller's state document.
 func readDoc(t testing.TB, st store.Store, app, poller string) *state.Doc {
+	t.Helper()
+	d, _ := readDocTag(t, st, app, poller)
+	return d
+}
+
+// readDocTag reads the poller's state document and its ETag.
+func readDocTag(t testing.TB, st store.Store, app, poller string) (*state.Doc, string) {
 	t.Helper()
 	name := state.Blob(app, poller)
 	got, err := st.Get(ctx, name)
@@ -53,7 +52,7 @@ func readDoc(t testing.TB, st store.Store, app, poller string) *state.Doc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return d
+	return d, got.ETag
 }
 
 // TestLogicalBackfillReplica: a logical poller's backfill runs beside its live changes while
@@ -119,30 +118,15 @@ func backfillReplica(t *testing.T, snapshot bool) {
 
 	ticks := &replicacheck.Ticks{}
 	stop := make(chan struct{})
-	var loops sync.WaitGroup
 	var errMu sync.Mutex
 	var tickErrs []string
-	for i, r := range []*tick.Runner{a, b} {
-		loops.Add(1)
-		go func() {
-			defer loops.Done()
-			pace := time.NewTicker(3 * time.Millisecond) // the timer's schedule, not a wait for anything
-			defer pace.Stop()
-			for {
-				select {
-				case <-stop:
-					return
-				case <-pace.C:
-				}
-				if _, err := r.Tick(ctx, ""); err != nil && !strings.Contains(err.Error(), "injected failure") && !strings.Contains(err.Error(), "being read by another") {
-					errMu.Lock()
-					tickErrs = append(tickErrs, fmt.Sprintf("%c: %v", 'A'+i, err))
-					errMu.Unlock()
-				}
-				ticks.Add()
-			}
-		}()
-	}
+	loops := tickLoops([]*tick.Runner{a, b}, 3*time.Millisecond, stop, ticks, func(i int, _ tick.Summary, err error) {
+		if err != nil && !strings.Contains(err.Error(), "injected failure") && !strings.Contains(err.Error(), "being read by another") {
+			errMu.Lock()
+			tickErrs = append(tickErrs, fmt.Sprintf("%c: %v", 'A'+i, err))
+			errMu.Unlock()
+		}
+	})
 	wl := &replicacheck.Workload{Setup: w.setup, Writers: writers, Txns: 60, Pace: 15 * time.Millisecond, Seed: uint64(time.Now().UnixNano()), Existing: true,
 		Hold: func(ctx context.Context) error { return ticks.Await(ctx, 4, nil) }}
 	t.Logf("workload seed %d", wl.Seed)

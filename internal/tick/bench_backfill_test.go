@@ -3,7 +3,6 @@ package tick_test
 import (
 	"context"
 	"database/sql"
-	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -133,27 +132,9 @@ func BenchmarkBackfillLiveLatency(b *testing.B) {
 	for i := 0; b.Loop(); i++ {
 		with := i%2 == 1
 		first := next
-		done := make(chan struct{})
-		go func() { // the writer
-			defer close(done)
-			for k := 0; k < n; k++ {
-				time.Sleep(time.Duration(rand.Int64N(int64(1500 * time.Millisecond))))
-				id := first + int64(k)
-				if _, err := w.Exec("INSERT INTO "+e.table+" (id, customer, amount) VALUES ($1, 'c', 1)", id); err != nil {
-					b.Error(err)
-					return
-				}
-				t := time.Now()
-				mu.Lock()
-				committed[id] = t
-				mu.Unlock()
-			}
-		}()
+		done := writeSpaced(b, w, e.table, first, n, &mu, committed)
 		next += int64(n)
-		tk := time.NewTicker(time.Second) // the host's timer
-		deadline := time.Time{}
-		for {
-			<-tk.C
+		tickUntil(done, func() bool {
 			if with && readDoc(b, e.st, app, "orders").Backfill == nil { // one runs throughout
 				writeBackfill(b, e.st, app, "orders", &state.Backfill{ID: "bf_bench", Kind: state.BackfillRequested, Chunk: 1000, StartedAt: state.At(time.Now())})
 			}
@@ -161,20 +142,9 @@ func BenchmarkBackfillLiveLatency(b *testing.B) {
 				b.Error(err)
 			}
 			mu.Lock()
-			all := len(arrived) >= int(next-int64(rows)-1)
-			mu.Unlock()
-			select {
-			case <-done:
-				if deadline.IsZero() {
-					deadline = time.Now().Add(15 * time.Second)
-				}
-			default:
-			}
-			if all || !deadline.IsZero() && time.Now().After(deadline) {
-				break
-			}
-		}
-		tk.Stop()
+			defer mu.Unlock()
+			return len(arrived) >= int(next-int64(rows)-1)
+		})
 		mu.Lock()
 		for id := first; id < next; id++ {
 			a, ok := arrived[id]

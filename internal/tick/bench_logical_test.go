@@ -549,27 +549,9 @@ func latency(b *testing.B, syncCommit bool) {
 	next := int64(1)
 	for b.Loop() {
 		first := next
-		done := make(chan struct{})
-		go func() { // the writer
-			defer close(done)
-			for k := 0; k < n; k++ {
-				time.Sleep(time.Duration(rand.Int64N(int64(1500 * time.Millisecond))))
-				id := first + int64(k)
-				if _, err := w.Exec("INSERT INTO "+e.table+" (id, customer, amount) VALUES ($1, 'c', 1)", id); err != nil {
-					b.Error(err)
-					return
-				}
-				t := time.Now()
-				mu.Lock()
-				committed[id] = t
-				mu.Unlock()
-			}
-		}()
+		done := writeSpaced(b, w, e.table, first, n, &mu, committed)
 		next += int64(n)
-		tk := time.NewTicker(time.Second) // the host's timer
-		deadline := time.Time{}
-		for {
-			<-tk.C
+		tickUntil(done, func() bool {
 			var wg sync.WaitGroup
 			for _, r := range runners {
 				wg.Add(1)
@@ -586,20 +568,9 @@ func latency(b *testing.B, syncCommit bool) {
 			}
 			wg.Wait()
 			mu.Lock()
-			all := len(arrived[0]) >= int(next-1) && len(arrived[1]) >= int(next-1)
-			mu.Unlock()
-			select {
-			case <-done:
-				if deadline.IsZero() {
-					deadline = time.Now().Add(15 * time.Second)
-				}
-			default:
-			}
-			if all || !deadline.IsZero() && time.Now().After(deadline) {
-				break
-			}
-		}
-		tk.Stop()
+			defer mu.Unlock()
+			return len(arrived[0]) >= int(next-1) && len(arrived[1]) >= int(next-1)
+		})
 		mu.Lock()
 		for k := range 2 {
 			for id := first; id < next; id++ {
@@ -624,6 +595,50 @@ func latency(b *testing.B, syncCommit bool) {
 }
 
 // pct is the q-quantile of sorted s (nearest rank).
+// writeSpaced inserts rows first to first+n-1 into table through w, a random 0-1.5 s apart, and
+// notes when each committed (in committed, under mu); the channel closes when it is done.
+func writeSpaced(b *testing.B, w *sql.DB, table string, first int64, n int, mu *sync.Mutex, committed map[int64]time.Time) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for k := 0; k < n; k++ {
+			time.Sleep(time.Duration(rand.Int64N(int64(1500 * time.Millisecond)))) // the writer's pace
+			id := first + int64(k)
+			if _, err := w.Exec("INSERT INTO "+table+" (id, customer, amount) VALUES ($1, 'c', 1)", id); err != nil {
+				b.Error(err)
+				return
+			}
+			t := time.Now()
+			mu.Lock()
+			committed[id] = t
+			mu.Unlock()
+		}
+	}()
+	return done
+}
+
+// tickUntil runs tick on a 1 s timer (the host's) until it reports every row arrived, or until
+// 15 s after the writer is done (a row lost: the caller reports it).
+func tickUntil(done <-chan struct{}, tick func() (all bool)) {
+	tk := time.NewTicker(time.Second)
+	defer tk.Stop()
+	var deadline time.Time
+	for {
+		<-tk.C
+		all := tick()
+		select {
+		case <-done:
+			if deadline.IsZero() {
+				deadline = time.Now().Add(15 * time.Second)
+			}
+		default:
+		}
+		if all || !deadline.IsZero() && time.Now().After(deadline) {
+			return
+		}
+	}
+}
+
 func pct(s []time.Duration, q float64) time.Duration {
 	i := int(q*float64(len(s))+0.999999) - 1
 	return s[max(0, min(i, len(s)-1))]

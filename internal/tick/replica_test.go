@@ -226,32 +226,16 @@ func TestLogicalReplica(t *testing.T) {
 	outcomes := map[string]int{}
 	var outMu sync.Mutex
 	stop := make(chan struct{})
-	var loops sync.WaitGroup
-	for i, r := range runners {
-		loops.Add(1)
-		go func() {
-			defer loops.Done()
-			pace := time.NewTicker(5 * time.Millisecond) // the timer's schedule, not a wait for anything
-			defer pace.Stop()
-			for {
-				select {
-				case <-stop:
-					return
-				case <-pace.C:
-				}
-				sum, err := r.Tick(ctx, "")
-				errs.add(owners[i], err)
-				outMu.Lock()
-				o := string(sum.Outcome)
-				if sum.Outcome == tick.LeaseHeld && strings.Contains(sum.Holder, "reader") {
-					o += " (slot busy)"
-				}
-				outcomes[o]++
-				outMu.Unlock()
-				ticks.Add()
-			}
-		}()
-	}
+	loops := tickLoops(runners, 5*time.Millisecond, stop, ticks, func(i int, sum tick.Summary, err error) {
+		errs.add(owners[i], err)
+		outMu.Lock()
+		o := string(sum.Outcome)
+		if sum.Outcome == tick.LeaseHeld && strings.Contains(sum.Holder, "reader") {
+			o += " (slot busy)"
+		}
+		outcomes[o]++
+		outMu.Unlock()
+	})
 
 	wl := &replicacheck.Workload{Setup: w.setup, Writers: 4, Txns: 40, Pace: 40 * time.Millisecond, Seed: uint64(time.Now().UnixNano()),
 		Hold: func(ctx context.Context) error { return ticks.Await(ctx, 2*len(runners), nil) }}
@@ -353,6 +337,32 @@ func TestLogicalReplica(t *testing.T) {
 		t.Errorf("the run did not exercise everything: %d owners delivered, %d repeats, %d batches ending inside a transaction; %s",
 			len(owned), repeats, mid, wl.Stats())
 	}
+}
+
+// tickLoops runs each runner's ticks on a timer of period pace, as the host's timer would, in a
+// goroutine each, until stop is closed; each tick's summary and error go to after, and ticks
+// counts them. Wait on the group it returns.
+func tickLoops(runners []*tick.Runner, pace time.Duration, stop <-chan struct{}, ticks *replicacheck.Ticks, after func(i int, sum tick.Summary, err error)) *sync.WaitGroup {
+	var loops sync.WaitGroup
+	for i, r := range runners {
+		loops.Add(1)
+		go func() {
+			defer loops.Done()
+			timer := time.NewTicker(pace) // the timer's schedule, not a wait for anything
+			defer timer.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-timer.C:
+				}
+				sum, err := r.Tick(ctx, "")
+				after(i, sum, err)
+				ticks.Add()
+			}
+		}()
+	}
+	return &loops
 }
 
 // pausingSource runs pause once, at its first Fetch: between a tick's read of the state blob and

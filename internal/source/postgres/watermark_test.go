@@ -4,9 +4,8 @@ import (
 	"context"
 	"testing"
 
-	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
-	"github.com/pseudotrigger/pseudotrigger/internal/state"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcetest"
 )
 
 // TestLogicalWatermark: a logical poller's backfill chunk is read in a snapshot its watermark
@@ -48,40 +47,7 @@ func TestLogicalWatermark(t *testing.T) {
 	}
 	exec(t, db, "INSERT INTO "+table+" VALUES (7, 'n7', NULL)")
 
-	var rows []source.Row
-	var cursors []*state.Cursor
-	for cur := c0; ; {
-		b, err := src.Fetch(ctx, cur, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if b.To == nil {
-			break
-		}
-		cur = b.To
-		for _, r := range b.Rows {
-			rows = append(rows, r)
-			cursors = append(cursors, b.To)
-		}
-	}
-	if len(rows) != 3 {
-		t.Fatalf("%d changes after the chunk's, want 3 (insert 6, update 2, insert 7)", len(rows))
-	}
-	for i, want := range []struct {
-		id           int64
-		newer, after bool
-	}{{6, false, false}, {2, true, true}, {7, true, true}} {
-		r := rows[i]
-		if id := r.Get("id"); id != want.id {
-			t.Fatalf("change %d is of id %v, want %d", i, id, want.id)
-		}
-		if got := c.Watermark.Newer(r); got != want.newer {
-			t.Errorf("the %s of id %d: Newer %v, want %v", r.Op(), want.id, got, want.newer)
-		}
-		if got := c.Watermark.Reached(cursors[i]); got != want.after {
-			t.Errorf("the cursor after the %s of id %d: Reached %v, want %v", r.Op(), want.id, got, want.after)
-		}
-	}
+	rows := sourcetest.CheckWatermark(t, src, c, c0, []sourcetest.WatermarkWant{{ID: 6}, {ID: 2, Newer: true, Reached: true}, {ID: 7, Newer: true, Reached: true}})
 	k, err := c.Rows[1].BackfillKey()
 	k2, err2 := rows[1].BackfillKey()
 	if err != nil || err2 != nil || k != k2 {

@@ -1,6 +1,7 @@
 package sourcetest
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
 // testChunks: a backfill reads the table's current rows in key order, a chunk at a time, with
@@ -117,4 +119,50 @@ func (h Harness) testChunks(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A WatermarkWant is what CheckWatermark expects of one change after a change-stream chunk: its
+// id (column "id"), whether the chunk's watermark finds it Newer, and whether the stream is past
+// the watermark (Reached) at the cursor after it.
+type WatermarkWant struct {
+	ID             int64
+	Newer, Reached bool
+}
+
+// CheckWatermark fetches src's changes after at, one a batch, and checks them against wants
+// with c's watermark; it returns the changes.
+func CheckWatermark(t testing.TB, src *source.Source, c *source.Chunk, at *state.Cursor, wants []WatermarkWant) []source.Row {
+	t.Helper()
+	var rows []source.Row
+	var cursors []*state.Cursor
+	for cur := at; ; {
+		b, err := src.Fetch(context.Background(), cur, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.To == nil {
+			break
+		}
+		cur = b.To
+		for _, r := range b.Rows {
+			rows = append(rows, r)
+			cursors = append(cursors, b.To)
+		}
+	}
+	if len(rows) != len(wants) {
+		t.Fatalf("%d changes after the chunk's, want %d (%v)", len(rows), len(wants), wants)
+	}
+	for i, w := range wants {
+		r := rows[i]
+		if id := r.Get("id"); id != w.ID {
+			t.Fatalf("change %d is of id %v, want %d", i, id, w.ID)
+		}
+		if got := c.Watermark.Newer(r); got != w.Newer {
+			t.Errorf("the %s of id %d: Newer %v, want %v", r.Op(), w.ID, got, w.Newer)
+		}
+		if got := c.Watermark.Reached(cursors[i]); got != w.Reached {
+			t.Errorf("the cursor after the %s of id %d (%s): Reached %v, want %v", r.Op(), w.ID, cursors[i].Value, got, w.Reached)
+		}
+	}
+	return rows
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcetest"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sqlserver"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
@@ -366,40 +367,7 @@ func ctWatermark(t *testing.T, db *sql.DB, src *source.Source, at *state.Cursor)
 		t.Fatal(err)
 	}
 	exec("INSERT INTO orders (id, customer, amount) VALUES (9005, 'e', 5)")
-	var rows []source.Row
-	var cursors []*state.Cursor
-	for cur := at; ; {
-		b, err := src.Fetch(ctx, cur, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if b.To == nil {
-			break
-		}
-		cur = b.To
-		for _, r := range b.Rows {
-			rows = append(rows, r)
-			cursors = append(cursors, b.To)
-		}
-	}
-	if len(rows) != 3 {
-		t.Fatalf("%d changes after the chunk's, want 3 (insert 9004, update 9002, insert 9005)", len(rows))
-	}
-	for i, w := range []struct {
-		id           int64
-		newer, after bool
-	}{{9004, false, false}, {9002, true, true}, {9005, true, true}} {
-		r := rows[i]
-		if id := r.Get("id"); id != w.id {
-			t.Fatalf("change %d is of id %v, want %d", i, id, w.id)
-		}
-		if got := c.Watermark.Newer(r); got != w.newer {
-			t.Errorf("the %s of id %d: Newer %v, want %v", r.Op(), w.id, got, w.newer)
-		}
-		if got := c.Watermark.Reached(cursors[i]); got != w.after {
-			t.Errorf("the cursor after the %s of id %d (%s): Reached %v, want %v", r.Op(), w.id, cursors[i].Value, got, w.after)
-		}
-	}
+	sourcetest.CheckWatermark(t, src, c, at, []sourcetest.WatermarkWant{{ID: 9004}, {ID: 9002, Newer: true, Reached: true}, {ID: 9005, Newer: true, Reached: true}})
 }
 
 type want struct {
