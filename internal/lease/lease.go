@@ -246,7 +246,9 @@ func (m *Manager) Acquire(ctx context.Context, s Snapshot) (Result, error) {
 		cond = store.IfNotExists()
 		if c.Initial != nil {
 			b := *c.Initial
-			b.StartedAt = state.At(c.Clock.Now())
+			now := c.Clock.Now()
+			b.ID += "_" + now.UTC().Format("20060102T150405Z") // a state made again snapshots again, under a new id
+			b.StartedAt = state.At(now)
 			next.Backfill = &b
 		}
 	} else {

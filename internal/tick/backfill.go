@@ -56,9 +56,10 @@ func (t *tickRun) backfillStep(behind bool) (more bool, err error) {
 	if t.backfillFailed {
 		return false, nil // once a tick: the live batches go on
 	}
-	if b.Kind == state.BackfillSnapshot && b.Estimate == 0 && b.Rows == 0 && b.After == nil {
-		// An initial snapshot's estimate, which no operator's command counted: once, before its
-		// first chunk (a count that fails leaves it unknown).
+	if b.Kind == state.BackfillSnapshot && b.Estimate == 0 && b.Rows == 0 && b.After == nil && !t.counted {
+		// An initial snapshot's estimate, which no operator's command counted: before its first
+		// chunk, once a tick (a count that fails, or an empty table, leaves it unknown).
+		t.counted = true
 		if n, err := cr.CountChunkRows(t.fctx, b.Where, source.CountCap); err == nil {
 			b.Estimate = n
 			t.l.SetBackfill(b)

@@ -66,6 +66,7 @@ func (t *tickRun) deliver(first *source.Batch, firstDur time.Duration, ahead <-c
 		if len(f.batch.Rows) > 0 || f.batch.To != nil {
 			var err error
 			if more, err = t.step(f.batch); err != nil {
+				t.awaitAhead()
 				return err
 			}
 		}

@@ -49,6 +49,14 @@ func Open(ctx context.Context, c Config) (*Runner, error) {
 			return nil, err
 		}
 	}
+	if initialBackfill(c.Poller, c.Settings.BatchSize) != nil {
+		if err := src.Backfills(); err != nil { // its first tick would start a snapshot that never runs
+			if c.Source == nil {
+				src.Close()
+			}
+			return nil, fmt.Errorf("poller %s: \"initial\": \"snapshot\" cannot run here: %w", name, err)
+		}
+	}
 	id := src.Identity()
 	m, err := lease.New(c.Store, lease.Config{
 		Poller: name, Blob: state.Blob(c.App, name), Owner: c.Owner, Source: &id, Version: c.Version, Initial: initialBackfill(c.Poller, c.Settings.BatchSize),

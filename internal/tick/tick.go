@@ -182,6 +182,7 @@ type tickRun struct {
 	// chunkAgain counts its reads in this tick that had to be read again.
 	pending    *pendingChunk
 	chunkAgain int
+	counted    bool // the snapshot's estimate was counted in this tick
 	// liveIdleAt is when the last live fetch found nothing (zero: it found something); see
 	// liveQuiet.
 	liveIdleAt time.Time

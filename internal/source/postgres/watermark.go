@@ -17,12 +17,17 @@ package postgres
 // transaction can be decoded (its record flushed) and delivered while a snapshot taken after
 // still sees it in progress (most often under synchronous replication, while it waits for the
 // standby). Such a transaction is in S's list and already committed in the commit log: the first
-// statement asks, and the chunk is read again later (source.ErrChunkAgain). A transaction
-// committed in that list but not yet delivered only costs a read again.
+// statement asks, and the chunk is read again (a few times at once, then after the next live
+// batch: source.ErrChunkAgain). A transaction committed in that list but not yet delivered only
+// costs a read again. What the check cannot see: a transaction whose commit record is flushed
+// and decoded but whose commit-log entry is not yet written (a few instructions later in
+// PostgreSQL's commit, unless its process is descheduled right there) at the moment the
+// snapshot is taken, and delivered before it.
 
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -48,6 +53,18 @@ func (l *logical) Watermark(ctx context.Context, read func(q source.Querier) err
 	if err := l.Watermarks(); err != nil {
 		return nil, err
 	}
+	// The gap is a moment's (a transaction between its commit record and its visibility): a
+	// snapshot taken again right away is most often clear of it.
+	for try := 1; ; try++ {
+		w, err := l.watermarkOnce(ctx, read)
+		if !errors.Is(err, source.ErrChunkAgain) || try == 3 {
+			return w, err
+		}
+	}
+}
+
+// watermarkOnce is one try of Watermark.
+func (l *logical) watermarkOnce(ctx context.Context, read func(q source.Querier) error) (source.Watermark, error) {
 	tx, err := l.lay.DB().BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead})
 	if err != nil {
 		return nil, l.lay.Errorf("backfill chunk: beginning its transaction: %v", err)

@@ -114,6 +114,7 @@ type changeTracking struct {
 	// ended (cursorKey) and that bound (a backfill's watermark, reachedAt).
 	mu   sync.Mutex
 	done struct {
+		set   bool
 		at    string
 		bound int64
 	}
@@ -566,7 +567,7 @@ func (c *changeTracking) Fetch(ctx context.Context, after *state.Cursor, limit i
 			end = after
 		}
 		c.mu.Lock()
-		c.done.at, c.done.bound = cursorKey(end), bound
+		c.done.set, c.done.at, c.done.bound = true, cursorKey(end), bound
 		c.mu.Unlock()
 	}
 	return b, nil
@@ -710,14 +711,14 @@ func (w *ctWatermark) Newer(r source.Row) bool {
 
 // Reached says every change at or below the chunk's version is delivered at cur.
 func (w *ctWatermark) Reached(cur *state.Cursor) bool {
-	if cur == nil {
+	if w.c.reachedAt(cur) >= w.version {
+		return true
+	}
+	if cur == nil { // the beginning: only a fetch that found nothing more says it is reached
 		return false
 	}
 	p, err := w.c.position(cur)
-	if err != nil {
-		return false
-	}
-	return p.base() >= w.version || w.c.reachedAt(cur) >= w.version
+	return err == nil && p.base() >= w.version
 }
 
 // reachedAt is the bound up to which the last fetch that read all there was after its cursor
@@ -726,16 +727,16 @@ func (w *ctWatermark) Reached(cur *state.Cursor) bool {
 func (c *changeTracking) reachedAt(cur *state.Cursor) int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.done.at == "" || c.done.at != cursorKey(cur) {
+	if !c.done.set || c.done.at != cursorKey(cur) {
 		return -1
 	}
 	return c.done.bound
 }
 
-// cursorKey renders a cursor to compare two.
+// cursorKey renders a cursor to compare two; nil, the beginning, too.
 func cursorKey(cur *state.Cursor) string {
 	if cur == nil {
-		return ""
+		return "<beginning>"
 	}
 	b, _ := json.Marshal(cur)
 	return string(b)

@@ -310,3 +310,39 @@ func TestChangeTrackingCheckMessages(t *testing.T) {
 		t.Fatalf("check error: %v", err)
 	}
 }
+
+// TestChangeTrackingReached: a chunk's watermark (version 10) is reached at a cursor whose base
+// is at or past it, or where the last fetch that read everything after its cursor ended, up to a
+// bound at or past it; the beginning (nil) too, which no cursor's base can say (a quiet table
+// whose changes Change Tracking no longer keeps: the initial snapshot of a new poller).
+func TestChangeTrackingReached(t *testing.T) {
+	_, ct := ctSource(t, "id")
+	w := &ctWatermark{c: ct, version: 10}
+	at := func(v int64, key string) *state.Cursor {
+		c := ctCursor(v, nil)
+		if key != "" {
+			c.Tiebreaker = map[string]json.RawMessage{"id": json.RawMessage(key)}
+		}
+		return &c
+	}
+	for _, c := range []struct {
+		cur  *state.Cursor
+		want bool
+	}{{nil, false}, {at(9, ""), false}, {at(10, ""), true}, {at(10, "3"), false}, {at(11, "3"), true}} {
+		if got := w.Reached(c.cur); got != c.want {
+			t.Errorf("Reached(%v) = %v, want %v", c.cur, got, c.want)
+		}
+	}
+	ct.done.set, ct.done.at, ct.done.bound = true, cursorKey(nil), 12 // a fetch from the beginning found nothing up to 12
+	if !w.Reached(nil) || w.Reached(at(9, "")) {
+		t.Error("a fetch from the beginning that found nothing up to 12 does not reach 10 there, or reaches it elsewhere")
+	}
+	ct.done.at = cursorKey(at(9, ""))
+	if !w.Reached(at(9, "")) || w.Reached(nil) {
+		t.Error("a fetch from version 9 that found nothing up to 12 does not reach 10 there, or reaches it at the beginning")
+	}
+	ct.done.bound = 9
+	if w.Reached(at(9, "")) {
+		t.Error("a fetch up to 9 reaches 10")
+	}
+}
