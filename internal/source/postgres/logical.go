@@ -34,6 +34,7 @@ package postgres
 //     poller at that change (ErrSchema, naming the column).
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"database/sql"
@@ -492,7 +493,10 @@ func (p *peeked) after(pos Position) int {
 // peek), how far the slot is behind the WAL's end, the WAL the slot retains and the rows asked
 // for (at least $2, more when the slot is far behind, at most $4). No row when the slot is gone.
 // The header is not repeated on every row, which would send and scan it 70,000 times for a
-// catch-up of 50,000 rows.
+// catch-up of 50,000 rows. A trailer row ("end" and the slot's position again, read after the
+// peek released the slot) says whether another process advanced the slot between the header's
+// read and the peek's start: the stream then starts later than the header says, and a decoder
+// continuing the last peek by its count of messages would skip others (errSlotMoved).
 // Servers before PostgreSQL 14 do not know pgoutput's messages option (peekQuery13).
 const peekQuery = `WITH s AS MATERIALIZED (SELECT slot_name, confirmed_flush_lsn, pg_current_wal_flush_lsn() AS flushed,
     (pg_current_wal_lsn() - confirmed_flush_lsn)::int8 AS behind,
@@ -501,7 +505,13 @@ const peekQuery = `WITH s AS MATERIALIZED (SELECT slot_name, confirmed_flush_lsn
   FROM pg_replication_slots WHERE slot_name = $1)
 SELECT concat_ws(' ', s.confirmed_flush_lsn, s.flushed, s.behind, s.retained, s.ask) AS head, NULL::bytea AS data FROM s
 UNION ALL
-SELECT NULL, c.data FROM s, pg_logical_slot_peek_binary_changes(s.slot_name, NULL, s.ask, 'proto_version', '1', 'publication_names', $3, 'messages', 'true') c`
+SELECT NULL, c.data FROM s, pg_logical_slot_peek_binary_changes(s.slot_name, NULL, s.ask, 'proto_version', '1', 'publication_names', $3, 'messages', 'true') c
+UNION ALL
+SELECT 'end ' || confirmed_flush_lsn::text, NULL FROM pg_replication_slots WHERE slot_name = $1`
+
+// errSlotMoved: the slot moved between the peek's header and the peek (see peekQuery); peek
+// reads again.
+var errSlotMoved = errors.New("the replication slot was advanced by another process during the peek")
 
 // peekBytesPerMessage is the WAL per pgoutput message that a peek's ask assumes at most: a peek
 // asks for (WAL behind the slot / peekBytesPerMessage) messages, up to maxAsk, so that a
@@ -516,7 +526,13 @@ var peekQuery13 = strings.Replace(peekQuery, ", 'messages', 'true'", "", 1)
 func (l *logical) peek(ctx context.Context, ask int, prev *peeked, pos Position) (*peeked, error) {
 	for try := 0; ; try++ {
 		p, err := l.peekOnce(ctx, ask, prev, pos)
+		if errors.Is(err, errSlotMoved) && try < 4 {
+			continue // at once: its stream is the slot's new one
+		}
 		if !errors.Is(err, source.ErrBusy) || try == 4 {
+			if errors.Is(err, errSlotMoved) {
+				err = &source.BusyError{Holder: "another reader of the replication slot", Err: fmt.Errorf("source: poller %q, slot %q: %w (%v)", l.poller, l.slot, source.ErrBusy, err)}
+			}
 			return p, err
 		}
 		select {
@@ -579,8 +595,14 @@ func (l *logical) peekConn(ctx context.Context, conn *pgx.Conn, ask int, prev *p
 	p := &peeked{at: time.Now()}
 	var d *decoder
 	skip := 0 // messages prev decoded already, when this peek starts where it did
+	moved := false
 	for rr.NextRow() {
 		v := rr.Values()
+		if end, ok := bytes.CutPrefix(v[0], []byte("end ")); ok && d != nil { // the trailer
+			at, err := pglogrepl.ParseLSN(string(end))
+			moved = err != nil || at != p.from
+			continue
+		}
 		if v[0] != nil { // the header
 			var err error
 			if d == nil {
@@ -607,6 +629,9 @@ func (l *logical) peekConn(ctx context.Context, conn *pgx.Conn, ask int, prev *p
 	}
 	if _, err := rr.Close(); err != nil {
 		return nil, l.peekErr(err)
+	}
+	if moved {
+		return nil, errSlotMoved
 	}
 	if d == nil {
 		return nil, l.fail("replication slot %q does not exist (any more): run `pollerctl cdc enable %s --yes`; if the poller had a checkpoint, the changes since are lost with the slot and it must be reset", l.slot, l.poller)
