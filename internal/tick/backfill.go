@@ -155,7 +155,7 @@ func (t *tickRun) streamChunk(cr chunkReader, b *state.Backfill, behind bool) (c
 		return nil, false, t.chunkFailed(b, "matching the chunk after "+keyText(b.After)+" with the stream", err)
 	}
 	p.seenAt = t.fromText
-	t.pending = p
+	t.pending, t.pendingGrace = p, 0
 	return nil, true, nil
 }
 

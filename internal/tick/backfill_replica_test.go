@@ -120,7 +120,7 @@ func backfillReplica(t *testing.T, snapshot bool) {
 	stop := make(chan struct{})
 	var errMu sync.Mutex
 	var tickErrs []string
-	loops := tickLoops([]*tick.Runner{a, b}, 3*time.Millisecond, stop, ticks, func(i int, _ tick.Summary, err error) {
+	loops := tickLoops([]*tick.Runner{a, b}, 5*time.Millisecond, stop, ticks, func(i int, _ tick.Summary, err error) {
 		if err != nil && !strings.Contains(err.Error(), "injected failure") && !strings.Contains(err.Error(), "being read by another") {
 			errMu.Lock()
 			tickErrs = append(tickErrs, fmt.Sprintf("%c: %v", 'A'+i, err))

@@ -70,7 +70,7 @@ func (t *tickRun) deliver(first *source.Batch, firstDur time.Duration, ahead <-c
 				return err
 			}
 		}
-		if t.over() {
+		if t.over() && !t.chunkWaits() {
 			t.awaitAhead()
 			break
 		}
@@ -83,12 +83,24 @@ func (t *tickRun) deliver(first *source.Batch, firstDur time.Duration, ahead <-c
 			t.awaitAhead() // a chunk's read-ahead, if any
 			break
 		}
-		if t.over() { // the chunk took the rest of the budget, or a drain began meanwhile
+		if t.over() && !t.chunkWaits() { // the chunk took the rest of the budget, or a drain began meanwhile
 			t.awaitAhead()
 			break
 		}
 	}
 	return t.end(nil)
+}
+
+// chunkWaits says the tick goes on past its budget for a change-stream chunk it has read and
+// not yet delivered: a few more live fetches, which usually bring its watermark. Without it, a
+// budget shorter than a chunk's read and the fetch after it would read the same chunk in every
+// tick and deliver none. Never past a drain or a lost lease.
+func (t *tickRun) chunkWaits() bool {
+	if t.pending == nil || t.stopping() || t.l.Err() != nil || t.pendingGrace >= 4 {
+		return false
+	}
+	t.pendingGrace++
+	return true
 }
 
 // over says the tick takes no further batch: its budget is spent, it is stopping, or its lease

@@ -183,6 +183,8 @@ type tickRun struct {
 	pending    *pendingChunk
 	chunkAgain int
 	counted    bool // the snapshot's estimate was counted in this tick
+	// pendingGrace counts the loops chunkWaits let run past the budget.
+	pendingGrace int
 	// liveIdleAt is when the last live fetch found nothing (zero: it found something); see
 	// liveQuiet.
 	liveIdleAt time.Time
