@@ -80,6 +80,7 @@ func (t *tickRun) backfillStep(behind bool) (more bool, err error) {
 		if c, err = cr.ReadChunk(t.fctx, b.After, b.Where, t.cursor, b.Chunk); err != nil {
 			return false, t.chunkFailed(b, "reading the chunk after "+keyText(b.After), err)
 		}
+		t.settleAhead() // no read of the source while the handler runs (SQLite: it may write)
 	}
 	if len(c.Rows) > 0 {
 		name := t.r.Poller.Name()
@@ -211,6 +212,17 @@ func (p *pendingChunk) deliverable() *source.Chunk {
 		c.Rows = append(c.Rows, r)
 	}
 	return &c
+}
+
+// settleAhead waits for the batch being read ahead, if any, and keeps it for next().
+func (t *tickRun) settleAhead() {
+	if t.ahead == nil {
+		return
+	}
+	f := <-t.ahead
+	ch := make(chan fetched, 1)
+	ch <- f
+	t.ahead = ch
 }
 
 // canBackfill says whether the tick runs a backfill of src.
