@@ -26,7 +26,8 @@ var authorAPI = []string{
 	"New",
 	"Option", "WithBatchSize", "WithColumns", "WithCursorColumn", "WithFilter", "WithInitialSnapshot", "WithKey", "WithSchema", "WithSettleLag", "WithSetup", "WithTarget",
 	"Poller", "Poller.Name",
-	"Row", "Row.Cursor", "Row.Decode", "Row.Get", "Row.HasRow", "Row.Key", "Row.MarshalJSON", "Row.Op", "Row.Unchanged", "Row.Values",
+	"Row", "Row.Before", "Row.Changed", "Row.Cursor", "Row.Decode", "Row.Get", "Row.HasRow", "Row.Key", "Row.MarshalJSON", "Row.Op", "Row.Table", "Row.Transaction", "Row.Unchanged", "Row.Values",
+	"Transaction", "Transaction.ChangeVersion", "Transaction.CommitLSN", "Transaction.CommitTime", "Transaction.ID", "Transaction.Index", "Transaction.Last",
 }
 
 // parsePoller parses the package's non-test files.

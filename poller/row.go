@@ -43,6 +43,50 @@ func (r Row) HasRow() bool { return source.Row(r).HasRow() }
 // Get returns nil for them and MarshalJSON leaves them out. Empty for every other row.
 func (r Row) Unchanged() []string { return source.Row(r).Unchanged() }
 
+// Table is the row's table, as the poller names it (schema-qualified when it names a schema).
+func (r Row) Table() string { return source.Row(r).Table() }
+
+// Before returns the row as it was before the change, and true, for an update or a delete whose
+// old row the database sent: a Logical cursor on a table with REPLICA IDENTITY FULL (pollerctl
+// check --fix offers it). False for every other row: the keyset kinds and ChangeTracking read
+// only the row as it is now, and PostgreSQL's default replica identity sends only the old key.
+func (r Row) Before() (Row, bool) {
+	b, ok := source.Row(r).Before()
+	return Row(b), ok
+}
+
+// Changed lists the columns an update changed, in column order, and true; false when that is
+// not known: every op but "update"; a Logical update without its old row (Before); a
+// ChangeTracking update of a table without TRACK_COLUMNS_UPDATED. An update that changed no
+// value gives an empty list and true.
+func (r Row) Changed() ([]string, bool) { return source.Row(r).Changed() }
+
+// Transaction is what a commit-ordered cursor (Logical, ChangeTracking) says of a change's
+// transaction: collect a transaction's changes until Last to apply it at once; CommitTime tells
+// how old a change is.
+type Transaction struct {
+	// ID is the transaction as the database numbers it: PostgreSQL's xid; SQL Server's change
+	// version.
+	ID uint64
+	// CommitLSN is the PostgreSQL commit record's position ("16/B374D848"); "" otherwise.
+	CommitLSN string
+	// ChangeVersion is SQL Server's change version; 0 otherwise.
+	ChangeVersion int64
+	// CommitTime is when the transaction committed; zero when the database does not say.
+	CommitTime time.Time
+	// Index is the change's place among its transaction's changes of the table, from 1 (0: not
+	// known); Last marks the last of them.
+	Index int
+	Last  bool
+}
+
+// Transaction returns the row's transaction and true for a change of a Logical or
+// ChangeTracking cursor; false for the keyset kinds' rows and a backfill's reads.
+func (r Row) Transaction() (Transaction, bool) {
+	t, ok := source.Row(r).Transaction()
+	return Transaction(t), ok
+}
+
 // Cursor returns the cursor just after this row: what a checkpoint records.
 func (r Row) Cursor() (Cursor, error) {
 	c, err := source.Row(r).Cursor()

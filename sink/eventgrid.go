@@ -96,9 +96,16 @@ func (g *eventGrid) send(ctx context.Context, msgs []Message) error {
 		if m.Key != "" {
 			subject += "/" + m.Key
 		}
+		when := at
+		if m.Tx != nil && !m.Tx.CommitTime.IsZero() {
+			when = m.Tx.CommitTime.UTC() // the time the change happened
+		}
 		ce := messaging.CloudEvent{
-			ID: m.ID, Source: source, Type: typ, SpecVersion: "1.0", Subject: &subject, Time: &at,
+			ID: m.ID, Source: source, Type: typ, SpecVersion: "1.0", Subject: &subject, Time: &when,
 			Data: json.RawMessage(m.Body), DataContentType: ptr("application/json"),
+		}
+		if m.Table != "" {
+			ce.Extensions = map[string]any{"table": m.Table}
 		}
 		n := len(m.Body) + eventGridOverhead
 		if size+n > eventGridMax {

@@ -108,7 +108,7 @@ func ehEvent(m Message) *azeventhubs.EventData {
 		MessageID:   ptr(m.ID),
 		Body:        m.Body,
 		ContentType: ptr("application/json"),
-		Properties:  map[string]any{"poller": m.Poller, "op": m.Op},
+		Properties:  m.Properties(),
 	}
 }
 

@@ -70,13 +70,13 @@ func ExampleHandler() {
 	//   Idempotency-Key: 72a68517e55e936786772be8be485d06
 	//   X-Fencing-Token: 1
 	//   X-Api-Key: k1
-	//   {"id":"72a68517e55e936786772be8be485d06","poller":"orders-hook","op":"upsert","key":{"id":1},"row":{"id":1,"customer":"ada","amount":"9.50","updated_at":"2025-01-01T09:00:00.000000Z"},"cursor":{"kind":"timestamp+pk","value":"2025-01-01T09:00:00.000000Z","tiebreaker":{"id":1}},"batch_id":"<batch id>","fencing_token":1,"attempt":1}
+	//   {"id":"72a68517e55e936786772be8be485d06","poller":"orders-hook","table":"orders","op":"upsert","key":{"id":1},"row":{"id":1,"customer":"ada","amount":"9.50","updated_at":"2025-01-01T09:00:00.000000Z"},"cursor":{"kind":"timestamp+pk","value":"2025-01-01T09:00:00.000000Z","tiebreaker":{"id":1}},"batch_id":"<batch id>","fencing_token":1,"attempt":1}
 	// POST /changes
 	//   Content-Type: application/json
 	//   Idempotency-Key: b3982d05f7c7241e8515f16f8a420721
 	//   X-Fencing-Token: 1
 	//   X-Api-Key: k1
-	//   {"id":"b3982d05f7c7241e8515f16f8a420721","poller":"orders-hook","op":"upsert","key":{"id":2},"row":{"id":2,"customer":"grace","amount":"1.00","updated_at":"2025-01-01T10:00:00.000000Z"},"cursor":{"kind":"timestamp+pk","value":"2025-01-01T10:00:00.000000Z","tiebreaker":{"id":2}},"batch_id":"<batch id>","fencing_token":1,"attempt":1}
+	//   {"id":"b3982d05f7c7241e8515f16f8a420721","poller":"orders-hook","table":"orders","op":"upsert","key":{"id":2},"row":{"id":2,"customer":"grace","amount":"1.00","updated_at":"2025-01-01T10:00:00.000000Z"},"cursor":{"kind":"timestamp+pk","value":"2025-01-01T10:00:00.000000Z","tiebreaker":{"id":2}},"batch_id":"<batch id>","fencing_token":1,"attempt":1}
 }
 
 // Messages renders a batch as a sink sends it: one JSON message per row, a Change. Its id comes
@@ -104,7 +104,7 @@ func ExampleMessages() {
 	h.Tick()
 	// Output:
 	// id: a64b1ad95059eccc9cd07fb139fd1848 key: 1 op: upsert
-	// {"id":"a64b1ad95059eccc9cd07fb139fd1848","poller":"orders","op":"upsert","key":{"id":1},"row":{"id":1,"customer":"ada","amount":"9.50","updated_at":"2025-01-01T09:00:00.000000Z"},"cursor":{"kind":"timestamp+pk","value":"2025-01-01T09:00:00.000000Z","tiebreaker":{"id":1}},"batch_id":"<b.ID>","fencing_token":1,"attempt":1}
+	// {"id":"a64b1ad95059eccc9cd07fb139fd1848","poller":"orders","table":"orders","op":"upsert","key":{"id":1},"row":{"id":1,"customer":"ada","amount":"9.50","updated_at":"2025-01-01T09:00:00.000000Z"},"cursor":{"kind":"timestamp+pk","value":"2025-01-01T09:00:00.000000Z","tiebreaker":{"id":1}},"batch_id":"<b.ID>","fencing_token":1,"attempt":1}
 }
 
 // In batch mode (Config.Mode "batch") a batch is one message, a Batch holding the rows' Changes;
@@ -133,7 +133,7 @@ func ExampleMessages_batch() {
 	h.Tick()
 	// Output:
 	// 1 message, id is the batch's: true op: batch
-	// {"poller":"events","batch_id":"<b.ID>","fencing_token":1,"attempt":1,"changes":[{"id":"df50e0b5145df514512100c8a5339ee3","poller":"events","op":"upsert","key":{"seq":1},"row":{"seq":1,"what":"created"},"cursor":{"kind":"integer","value":1},"batch_id":"<b.ID>","fencing_token":1,"attempt":1},{"id":"f0a063df645f9c3c3037f12113db393f","poller":"events","op":"upsert","key":{"seq":2},"row":{"seq":2,"what":"paid"},"cursor":{"kind":"integer","value":2},"batch_id":"<b.ID>","fencing_token":1,"attempt":1}]}
+	// {"poller":"events","batch_id":"<b.ID>","fencing_token":1,"attempt":1,"changes":[{"id":"df50e0b5145df514512100c8a5339ee3","poller":"events","table":"events","op":"upsert","key":{"seq":1},"row":{"seq":1,"what":"created"},"cursor":{"kind":"integer","value":1},"batch_id":"<b.ID>","fencing_token":1,"attempt":1},{"id":"f0a063df645f9c3c3037f12113db393f","poller":"events","table":"events","op":"upsert","key":{"seq":2},"row":{"seq":2,"what":"paid"},"cursor":{"kind":"integer","value":2},"batch_id":"<b.ID>","fencing_token":1,"attempt":1}]}
 }
 
 // ChangeID is a change's message id: 32 hex digits of SHA-256 over the poller's name, the row's
@@ -238,5 +238,5 @@ func ExampleErrTooLarge() {
 	fmt.Println(why)
 	// Output:
 	// true
-	// sink storagequeue: message too large: the row with key {"id":7} is 61664 bytes as a message, over the 49152 the service takes; nothing of the batch was sent
+	// sink storagequeue: message too large: the row with key {"id":7} is 61680 bytes as a message, over the 49152 the service takes; nothing of the batch was sent
 }

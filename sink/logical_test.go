@@ -77,6 +77,67 @@ func TestLogicalToWebhook(t *testing.T) {
 	}
 }
 
+// TestLogicalImagesToWebhook: under REPLICA IDENTITY FULL the messages carry before, changed and
+// tx as docs/contract.md shows them, each body byte for byte what json.Marshal(Change) writes.
+func TestLogicalImagesToWebhook(t *testing.T) {
+	db, dsn, table, slot := testenv.PostgresLogical(t, "CREATE TABLE %s (id bigint PRIMARY KEY, name text NOT NULL, note text)")
+	testenv.ExecFlushed(t, db, "ALTER TABLE "+table+" REPLICA IDENTITY FULL")
+	var mu sync.Mutex
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var c Change
+		if err := json.Unmarshal(body, &c); err != nil {
+			t.Errorf("body %s: %v", body, err)
+		}
+		if again, _ := json.Marshal(c); string(again) != string(body) {
+			t.Errorf("body %s\nis not json.Marshal's %s", body, again)
+		}
+		if c.Tx == nil || c.Tx.CommitTime == nil || c.Tx.CommitLSN == "" || c.Tx.ID == 0 || c.Table != table {
+			t.Errorf("body %s: no transaction, or not table %s", body, table)
+		}
+		line := c.Op + " " + string(c.Row)
+		if c.Before != nil {
+			line += " before " + string(c.Before)
+		}
+		if c.Changed != nil {
+			line += fmt.Sprintf(" changed %q", *c.Changed)
+		}
+		if c.Tx != nil {
+			line += fmt.Sprintf(" #%d %v", c.Tx.Index, c.Tx.Last)
+		}
+		mu.Lock()
+		got = append(got, line)
+		mu.Unlock()
+	}))
+	defer srv.Close()
+	s := MustNew(Config{Type: Webhook, URL: srv.URL, Concurrency: 1})
+	if err := s.Setup(func(string) string { return "" }); err != nil {
+		t.Fatal(err)
+	}
+	p := poller.New("cdc", table, poller.Logical, Handler[poller.Row](s), poller.WithColumns("id", "name", "note"), poller.WithKey("id"))
+	testenv.ExecFlushed(t, db, "INSERT INTO "+table+" VALUES (1, 'a', NULL)", "UPDATE "+table+" SET name = 'b' WHERE id = 1")
+	testenv.ExecFlushed(t, db, "DELETE FROM "+table+" WHERE id = 1")
+	r, err := tick.Open(context.Background(), tick.Config{Poller: pollerdef.Of(p), Store: &lease.Counting{Store: memstore.New(nil)}, App: "test", Owner: "test/1",
+		Settings: appsettings.Settings{Driver: postgres.Name, DSN: dsn, BatchSize: 10, LeaseTTL: lease.DefaultTTL,
+			HeartbeatInterval: lease.DefaultTTL / 4, TickBudget: time.Hour, Slot: slot, Publication: slot}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if sum, err := r.Tick(context.Background(), ""); err != nil || sum.Rows != 3 {
+		t.Fatalf("tick: %+v %v", sum, err)
+	}
+	want := []string{
+		`insert {"id":1,"name":"a","note":null} #1 false`,
+		`update {"id":1,"name":"b","note":null} before {"id":1,"name":"a","note":null} changed ["name"] #2 true`,
+		`delete {"id":1,"name":"b","note":null} before {"id":1,"name":"b","note":null} #1 true`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("messages:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
 // TestOneKeyInOrder: at any concurrency, the messages of one key go one after another, in
 // order, while different keys overlap.
 func TestOneKeyInOrder(t *testing.T) {

@@ -20,14 +20,35 @@ import (
 type Change struct {
 	ID     string          `json:"id"`
 	Poller string          `json:"poller"`
-	Op     string          `json:"op"` // insert, update, delete, or upsert (the keyset kinds)
+	Table  string          `json:"table"` // as the poller names it
+	Op     string          `json:"op"`    // insert, update, delete, upsert (the keyset kinds) or read
 	Key    map[string]any  `json:"key"`
 	Row    json.RawMessage `json:"row"` // null for a delete without an old row
-	Cursor poller.Cursor   `json:"cursor"`
+	// Before is the row before an update or a delete, where the database gives it (poller.Row.Before).
+	Before json.RawMessage `json:"before,omitempty"`
+	// Changed lists the columns an update changed, where known (poller.Row.Changed): absent when
+	// not known, empty when the update changed no value.
+	Changed *[]string `json:"changed,omitempty"`
+	// Unchanged names the columns the change did not carry (PostgreSQL's unchanged TOAST
+	// values), which Row leaves out.
+	Unchanged []string      `json:"unchanged,omitempty"`
+	Cursor    poller.Cursor `json:"cursor"`
+	// Tx is the change's transaction, for the commit-ordered cursors (logical, changetracking).
+	Tx *Tx `json:"tx,omitempty"`
 	// BatchID, FencingToken and Attempt are the batch's (poller.Batch).
 	BatchID      string `json:"batch_id"`
 	FencingToken int64  `json:"fencing_token"`
 	Attempt      int64  `json:"attempt"`
+}
+
+// Tx is a change's transaction in a message (poller.Transaction).
+type Tx struct {
+	ID            uint64     `json:"id"`
+	CommitLSN     string     `json:"commit_lsn,omitempty"`     // PostgreSQL
+	ChangeVersion int64      `json:"change_version,omitempty"` // SQL Server
+	CommitTime    *time.Time `json:"commit_time,omitempty"`
+	Index         int        `json:"index,omitempty"` // from 1; absent when not known
+	Last          bool       `json:"last"`
 }
 
 // Batch is the message a sink in batch mode sends per batch; its id is the batch id.
@@ -45,14 +66,32 @@ type Message struct {
 	Poller string
 	// Key is the row's key as text: a session id or partition key ("" in batch mode). A key
 	// longer than the services take (128) is replaced by its SHA-256.
-	Key  string
-	Op   string
+	Key   string
+	Op    string
+	Table string
+	// Tx is the change's transaction (nil for a keyset row or a read), for services that carry
+	// it beside the body.
+	Tx   *poller.Transaction
 	Body []byte
 	// FencingToken is the batch's, for services that carry it beside the body.
 	FencingToken int64
 
 	keyJSON []byte // the row's key as JSON (nil in batch mode)
 	about   string // batch mode: what About says
+}
+
+// Properties are what a service carries beside the body, for its filters and routing
+// (Service Bus application properties, Event Hubs properties): the poller, the op, the table
+// ("" in batch mode: none) and, for a change of a commit-ordered cursor, tx_id and tx_last.
+func (m Message) Properties() map[string]any {
+	p := map[string]any{"poller": m.Poller, "op": m.Op}
+	if m.Table != "" {
+		p["table"] = m.Table
+	}
+	if m.Tx != nil {
+		p["tx_id"], p["tx_last"] = int64(m.Tx.ID), m.Tx.Last
+	}
+	return p
 }
 
 // About names the message in errors: "the row with key {...}" or "batch <id>".
@@ -124,7 +163,7 @@ func appendChange(dst []byte, b *poller.Batch[poller.Row], r poller.Row) ([]byte
 	if err != nil {
 		return nil, Message{}, fmt.Errorf("sink: the row with key %v: %w", key, err)
 	}
-	m := Message{Poller: b.Poller, Op: r.Op(), FencingToken: b.FencingToken, keyJSON: keyJSON}
+	m := Message{Poller: b.Poller, Op: r.Op(), Table: r.Table(), FencingToken: b.FencingToken, keyJSON: keyJSON}
 	cur, err := r.Cursor()
 	if err != nil {
 		return nil, Message{}, err
@@ -148,12 +187,17 @@ func appendChange(dst []byte, b *poller.Batch[poller.Row], r poller.Row) ([]byte
 	dst = append(dst, m.ID...)
 	dst = append(dst, `","poller":`...)
 	dst = jsonenc.AppendString(dst, b.Poller)
+	dst = append(dst, `,"table":`...)
+	dst = jsonenc.AppendString(dst, m.Table)
 	dst = append(dst, `,"op":`...)
 	dst = jsonenc.AppendString(dst, m.Op)
 	dst = append(dst, `,"key":`...)
 	dst = append(dst, keyJSON...)
 	dst = append(dst, `,"row":`...)
 	dst = append(dst, row...)
+	if dst, err = appendImages(dst, r); err != nil {
+		return nil, Message{}, fmt.Errorf("sink: %s: %w", m.About(), err)
+	}
 	dst = append(dst, `,"cursor":{"kind":`...)
 	dst = jsonenc.AppendString(dst, cur.Kind)
 	dst = append(dst, `,"value":`...)
@@ -170,13 +214,69 @@ func appendChange(dst []byte, b *poller.Batch[poller.Row], r poller.Row) ([]byte
 		}
 		dst = append(dst, '}')
 	}
-	dst = append(dst, `},"batch_id":`...)
+	dst = append(dst, '}')
+	if tx, ok := r.Transaction(); ok {
+		m.Tx = &tx
+		dst = appendTx(dst, &tx)
+	}
+	dst = append(dst, `,"batch_id":`...)
 	dst = jsonenc.AppendString(dst, b.ID)
 	dst = append(dst, `,"fencing_token":`...)
 	dst = strconv.AppendInt(dst, b.FencingToken, 10)
 	dst = append(dst, `,"attempt":`...)
 	dst = strconv.AppendInt(dst, b.Attempt, 10)
 	return append(dst, '}'), m, nil
+}
+
+// appendImages appends what a change says besides its row: before, changed and unchanged,
+// each where known (Change).
+func appendImages(dst []byte, r poller.Row) ([]byte, error) {
+	if before, ok := r.Before(); ok {
+		j, err := before.MarshalJSON()
+		if err != nil {
+			return nil, fmt.Errorf("the row before the change: %w", err)
+		}
+		dst = append(append(dst, `,"before":`...), j...)
+	}
+	if changed, ok := r.Changed(); ok {
+		dst = appendNames(append(dst, `,"changed":`...), changed)
+	}
+	if unchanged := r.Unchanged(); len(unchanged) > 0 {
+		dst = appendNames(append(dst, `,"unchanged":`...), unchanged)
+	}
+	return dst, nil
+}
+
+// appendNames appends a list of column names as a JSON array.
+func appendNames(dst []byte, names []string) []byte {
+	dst = append(dst, '[')
+	for i, n := range names {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = jsonenc.AppendString(dst, n)
+	}
+	return append(dst, ']')
+}
+
+// appendTx appends a change's transaction as Tx.
+func appendTx(dst []byte, tx *poller.Transaction) []byte {
+	dst = append(dst, `,"tx":{"id":`...)
+	dst = strconv.AppendUint(dst, tx.ID, 10)
+	if tx.CommitLSN != "" {
+		dst = jsonenc.AppendString(append(dst, `,"commit_lsn":`...), tx.CommitLSN)
+	}
+	if tx.ChangeVersion != 0 {
+		dst = strconv.AppendInt(append(dst, `,"change_version":`...), tx.ChangeVersion, 10)
+	}
+	if !tx.CommitTime.IsZero() {
+		dst = jsonenc.AppendTime(append(dst, `,"commit_time":`...), tx.CommitTime)
+	}
+	if tx.Index != 0 {
+		dst = strconv.AppendInt(append(dst, `,"index":`...), int64(tx.Index), 10)
+	}
+	dst = strconv.AppendBool(append(dst, `,"last":`...), tx.Last)
+	return append(dst, '}')
 }
 
 // appendKey appends the key as json.Marshal writes a map: names sorted.

@@ -123,7 +123,7 @@ func sbMessage(m Message, sessions bool) *azservicebus.Message {
 		Body:                  m.Body,
 		ContentType:           ptr("application/json"),
 		Subject:               ptr(m.Op),
-		ApplicationProperties: map[string]any{"poller": m.Poller, "op": m.Op},
+		ApplicationProperties: m.Properties(),
 	}
 	if sessions {
 		out.SessionID = ptr(m.Key)

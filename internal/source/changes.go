@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
@@ -81,14 +82,37 @@ type Change struct {
 	// Unchanged marks the columns whose value the database did not send (PostgreSQL's unchanged
 	// TOAST values without REPLICA IDENTITY FULL); nil when none.
 	Unchanged []bool
-	// Tx is the id of the change's transaction as the database numbers it (PostgreSQL: the
-	// top-level xid, 32 bits); 0 when the stream does not say.
-	Tx uint64
+	// Commit is the change's transaction, shared by its changes; nil when the stream does not
+	// say. Index is the change's place among the transaction's changes of the table, from 1 (0:
+	// not known), and Last marks its last one.
+	Commit *Commit
+	Index  int
+	Last   bool
+	// Old, when not nil, is the row before the change as the database sent it, in Text's form
+	// and decoded by Decode (PostgreSQL under REPLICA IDENTITY FULL): Row.Before.
+	Old [][]byte
+	// Changed, when not nil, marks the columns an update changed as the database records them
+	// (SQL Server's column mask); without it Row.Changed compares Old with the new values.
+	Changed []bool
 	// Text and Decode, when Text is not nil, hold the values as the database sent them (nil:
 	// NULL) and their decoders, by column: a value is decoded when it is read, so that a
 	// handler pays only for the values it uses (the row's raw values are then unused).
 	Text   [][]byte
 	Decode []func([]byte) (any, error)
+}
+
+// A Commit is what a change stream says of a change's transaction (Row.Transaction).
+type Commit struct {
+	// ID is the transaction as the database numbers it: PostgreSQL's top-level xid; SQL
+	// Server's change version, which numbers the committed transactions that changed tracked
+	// tables.
+	ID uint64
+	// LSN is the PostgreSQL commit record's log sequence number; 0 for other databases.
+	LSN uint64
+	// Version is SQL Server's change version; 0 for other databases.
+	Version int64
+	// Time is the commit's time; zero when the database does not give it.
+	Time time.Time
 }
 
 // decode returns column i's value as the Go driver would have returned it; text that does not

@@ -107,12 +107,96 @@ func (r Row) Op() string {
 	return r.ch.Op
 }
 
-// Tx is the id of the transaction of a change-stream row's change (Change.Tx); 0 for any other.
+// Tx is the id of the transaction of a change-stream row's change (Commit.ID); 0 for any other.
 func (r Row) Tx() uint64 {
-	if r.ch == nil {
+	if r.ch == nil || r.ch.Commit == nil {
 		return 0
 	}
-	return r.ch.Tx
+	return r.ch.Commit.ID
+}
+
+// Table is the row's table, as the poller names it (schema-qualified when it names a schema).
+func (r Row) Table() string { return r.src.table }
+
+// A Transaction is what a commit-ordered cursor (logical, changetracking) says of a change's
+// transaction: enough to apply a transaction at once (collect its changes until Last) and to
+// tell how old a change is.
+type Transaction struct {
+	// ID is the transaction as the database numbers it: PostgreSQL's xid; SQL Server's change
+	// version (Change Tracking numbers each committed transaction that changed a tracked table).
+	ID uint64
+	// CommitLSN is the PostgreSQL commit record's position, as PostgreSQL writes an LSN
+	// ("16/B374D848"); "" for other databases.
+	CommitLSN string
+	// ChangeVersion is SQL Server's change version; 0 for other databases.
+	ChangeVersion int64
+	// CommitTime is when the transaction committed; zero when the database does not say.
+	CommitTime time.Time
+	// Index is the change's place among its transaction's changes of the table, from 1; 0 when
+	// not known. Last marks the transaction's last change of the table.
+	Index int
+	Last  bool
+}
+
+// Transaction returns the transaction of a change-stream row's change; false for the keyset
+// cursors' rows, a backfill's reads and a stream that does not say.
+func (r Row) Transaction() (Transaction, bool) {
+	if r.ch == nil || r.ch.Commit == nil || r.read {
+		return Transaction{}, false
+	}
+	c := r.ch.Commit
+	t := Transaction{ID: c.ID, ChangeVersion: c.Version, CommitTime: c.Time, Index: r.ch.Index, Last: r.ch.Last}
+	if c.LSN != 0 {
+		t.CommitLSN = FormatLSN(c.LSN)
+	}
+	return t, true
+}
+
+// FormatLSN writes a PostgreSQL log sequence number as PostgreSQL does: two hexadecimal halves.
+func FormatLSN(lsn uint64) string {
+	b := strconv.AppendUint(make([]byte, 0, 17), lsn>>32, 16)
+	b = append(b, '/')
+	return strings.ToUpper(string(strconv.AppendUint(b, lsn&0xffffffff, 16)))
+}
+
+// Before returns the row as it was before the change: for an update or a delete whose old row
+// the database sent (PostgreSQL under REPLICA IDENTITY FULL); false otherwise (the keyset
+// cursors, SQL Server Change Tracking, a default replica identity, inserts and reads).
+func (r Row) Before() (Row, bool) {
+	if r.ch == nil || r.ch.Old == nil || r.read {
+		return Row{}, false
+	}
+	return Row{src: r.src, ch: &Change{Op: r.ch.Op, Text: r.ch.Old, Decode: r.ch.Decode, Commit: r.ch.Commit}}, true
+}
+
+// Changed lists the columns an update changed, in column order, and true; false when that is
+// not known: every op but update, and an update whose database gave neither its old row nor a
+// column mask. An update that changed no value gives an empty list and true.
+func (r Row) Changed() ([]string, bool) {
+	if r.ch == nil || r.ch.Op != OpUpdate || r.read {
+		return nil, false
+	}
+	ch, out := r.ch, []string{}
+	switch {
+	case ch.Changed != nil:
+		for i, c := range ch.Changed {
+			if c {
+				out = append(out, r.src.cols[i].name)
+			}
+		}
+	case ch.Old != nil && ch.Text != nil:
+		for i := range ch.Text {
+			if r.unchanged(i) {
+				continue
+			}
+			if (ch.Old[i] == nil) != (ch.Text[i] == nil) || string(ch.Old[i]) != string(ch.Text[i]) {
+				out = append(out, r.src.cols[i].name)
+			}
+		}
+	default:
+		return nil, false
+	}
+	return out, true
 }
 
 // HasRow reports whether the row carries its columns' values: false for a delete of which the

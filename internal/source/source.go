@@ -69,6 +69,7 @@ type Source struct {
 	fingerprint string
 	identity    state.SourceDef
 	describe    string
+	table       string // def.Table as text: every row's Table
 	cols        []column
 	keyIdx      []int                      // positions in cols of the keyset columns, cursor first
 	keyCols     []string                   // their names
@@ -118,6 +119,7 @@ func Open(ctx context.Context, ds Drivers, cfg Config) (*Source, error) {
 		identity:    Identify(cfg.Driver, c.loc, d),
 		fingerprint: Fingerprint(cfg.Driver, c.loc, d),
 		describe:    c.describe,
+		table:       d.Table.String(),
 	}
 	if rb, ok := c.dl.(ReadBounder); ok && !d.Changes() {
 		s.bound, _ = rb.ReadBound(cfg.DSN, d)
@@ -322,7 +324,7 @@ func Offline(drv Driver, cfg Config, types map[string]string) (*Source, *Layout,
 	if _, err := cfg.Definition.validate(cfg.Poller, Drivers{drv}, cfg.Driver); err != nil {
 		return nil, nil, err
 	}
-	s := &Source{poller: cfg.Poller, dl: drv, def: cfg.Definition, describe: drv.Name() + " (offline) table " + cfg.Definition.Table.String()}
+	s := &Source{poller: cfg.Poller, dl: drv, def: cfg.Definition, describe: drv.Name() + " (offline) table " + cfg.Definition.Table.String(), table: cfg.Definition.Table.String()}
 	if rb, ok := drv.(ReadBounder); ok && !s.def.Changes() {
 		s.bound, _ = rb.ReadBound(cfg.DSN, s.def)
 	}

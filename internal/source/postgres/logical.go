@@ -765,6 +765,7 @@ type decoder struct {
 	dec     []func([]byte) (any, error) // their decoders, by Row column (Change.Decode)
 	lastEnd pglogrepl.LSN               // the end of the last transaction decoded
 	changes []change                    // newChange's blocks
+	commits []source.Commit             // begin's blocks
 	texts   [][]byte
 	arena   []byte // the changes' messages, copied (keep)
 	missing string // a column the poller reads that the last description lacks
@@ -787,7 +788,8 @@ type txn struct {
 	at      time.Time
 	xid     uint32 // the top-level transaction's id
 	entries []entry
-	keepUp  bool // it carries a keep-up message: its end is a place to move to
+	keepUp  bool           // it carries a keep-up message: its end is a place to move to
+	meta    *source.Commit // what its changes say of it (Row.Transaction)
 }
 
 // entry is a change of the transaction: a row, or a stop (a change the poller cannot deliver),
@@ -909,7 +911,10 @@ func (d *decoder) add(op string, tup, old *tuple, keyOnly bool) error {
 		return l.lay.Errorf("a %s change has %d columns, the table's description %d (protocol error)", op, len(tup.kind), len(d.rel))
 	}
 	ch := d.newChange(n)
-	ch.Op, ch.KeyOnly, ch.Decode, ch.Tx = op, keyOnly, d.dec, uint64(d.tx.xid)
+	ch.Op, ch.KeyOnly, ch.Decode, ch.Commit = op, keyOnly, d.dec, d.tx.meta
+	if op == source.OpUpdate && old != nil {
+		ch.Old = d.newTexts(n)
+	}
 	for j, rc := range d.rel {
 		if rc.idx < 0 {
 			continue
@@ -917,6 +922,9 @@ func (d *decoder) add(op string, tup, old *tuple, keyOnly bool) error {
 		kind, val := tup.kind[j], tup.val[j]
 		if kind == pglogrepl.TupleDataTypeToast && old != nil && j < len(old.kind) {
 			kind, val = old.kind[j], old.val[j]
+		}
+		if ch.Old != nil && j < len(old.kind) && (old.kind[j] == pglogrepl.TupleDataTypeText || old.kind[j] == pglogrepl.TupleDataTypeBinary) {
+			ch.Old[rc.idx] = old.val[j]
 		}
 		switch kind {
 		case pglogrepl.TupleDataTypeNull:
@@ -934,6 +942,9 @@ func (d *decoder) add(op string, tup, old *tuple, keyOnly bool) error {
 			return fmt.Errorf("source: poller %q, table %s, column %q: %w: a %s change in %s carries no value for the key column", l.poller, l.def.Table, l.lay.KeyColumns()[j], source.ErrNullCursor, op, d.where())
 		}
 	}
+	if op == source.OpDelete && !keyOnly {
+		ch.Old = ch.Text // the old row is the row a delete carries
+	}
 	d.tx.entries = append(d.tx.entries, entry{ch: ch})
 	return nil
 }
@@ -946,13 +957,20 @@ func (d *decoder) newChange(n int) *change {
 	if len(d.changes) == 0 {
 		d.changes = make([]change, 64)
 	}
+	ch := &d.changes[0]
+	d.changes = d.changes[1:]
+	ch.Text = d.newTexts(n)
+	return ch
+}
+
+// newTexts returns n nil values, from the same blocks.
+func (d *decoder) newTexts(n int) [][]byte {
 	if len(d.texts) < n {
 		d.texts = make([][]byte, 64*n)
 	}
-	ch := &d.changes[0]
-	d.changes = d.changes[1:]
-	ch.Text, d.texts = d.texts[:n:n], d.texts[n:]
-	return ch
+	t := d.texts[:n:n]
+	d.texts = d.texts[n:]
+	return t
 }
 
 // commit gives the transaction's changes their positions and adds them to the stream: the last
@@ -966,7 +984,13 @@ func (d *decoder) commit(end pglogrepl.LSN) {
 	if tx.keepUp && len(tx.entries) == 0 {
 		tx.entries = append(tx.entries, entry{}) // a mark: no row, a position
 	}
-	last := len(tx.entries) - 1
+	last, n := len(tx.entries)-1, 0
+	for _, e := range tx.entries {
+		if e.ch != nil {
+			n++
+		}
+	}
+	index := 0
 	for i, e := range tx.entries {
 		at := Position{LSN: tx.commit, Changes: i + 1}
 		if i == last {
@@ -981,6 +1005,8 @@ func (d *decoder) commit(end pglogrepl.LSN) {
 		case e.ch != nil:
 			e.ch.pos = at
 			e.ch.Pos = &e.ch.pos
+			index++
+			e.ch.Index, e.ch.Last = index, index == n
 		}
 		d.p.rows = append(d.p.rows, e.ch)
 		d.p.pos = append(d.p.pos, at)

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -490,4 +491,117 @@ func TestLogicalChunk(t *testing.T) {
 	if _, err := src.ReadChunk(context.Background(), nil, "", &state.Cursor{Kind: state.KindLogical}, 3); !errors.Is(err, source.ErrChunkPosition) {
 		t.Fatalf("a position: %v", err)
 	}
+}
+
+// TestLogicalImages: what a change says besides its row. Under REPLICA IDENTITY FULL an update
+// and a delete carry the row before them and an update the columns it changed (an empty list
+// for one that changed nothing); under DEFAULT neither is known. Every change carries its
+// transaction: the xid the writer saw, the commit's LSN and time, its place and the last mark.
+func TestLogicalImages(t *testing.T) {
+	for _, full := range []bool{false, true} {
+		t.Run(fmt.Sprintf("full=%v", full), func(t *testing.T) {
+			db, table, cfg := logicalTable(t, logicalDDL)
+			if full {
+				exec(t, db, "ALTER TABLE "+table+" REPLICA IDENTITY FULL")
+			}
+			start := time.Now()
+			xids := make([]uint64, 3)
+			for i, stmts := range [][]string{
+				{"INSERT INTO " + table + " VALUES (1,'a',NULL),(2,'b','x')", "UPDATE " + table + " SET name='a2' WHERE id=1", "DELETE FROM " + table + " WHERE id=2"},
+				{"UPDATE " + table + " SET note='n' WHERE id=1", "UPDATE " + table + " SET name=name WHERE id=1"},
+				{"UPDATE " + table + " SET id=10 WHERE id=1"},
+			} {
+				tx, err := db.Begin()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := tx.Exec("SET LOCAL synchronous_commit = on"); err != nil {
+					t.Fatal(err)
+				}
+				if err := tx.QueryRow("SELECT pg_current_xact_id()::text::bigint").Scan(&xids[i]); err != nil {
+					t.Fatal(err)
+				}
+				for _, q := range stmts {
+					if _, err := tx.Exec(q); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if err := tx.Commit(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			src, err := drivers.Open(context.Background(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer src.Close()
+			var got []string
+			var c *state.Cursor
+			lastLSN := ""
+			for {
+				b, err := src.Fetch(context.Background(), c, 3) // transactions split over batches
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(b.Rows) == 0 {
+					break
+				}
+				for _, r := range b.Rows {
+					line := fmt.Sprintf("%s %v", r.Op(), r.Key()["id"])
+					if before, ok := r.Before(); ok {
+						j, _ := before.MarshalJSON()
+						line += " before " + string(j)
+					}
+					if changed, ok := r.Changed(); ok {
+						line += fmt.Sprintf(" changed %q", changed)
+					}
+					tx, ok := r.Transaction()
+					if !ok || r.Table() != table {
+						t.Fatalf("%s: no transaction, or table %q", line, r.Table())
+					}
+					n := slices.Index(xids, tx.ID)
+					if n < 0 || tx.CommitTime.Before(start.Add(-time.Minute)) || tx.CommitTime.After(time.Now().Add(time.Minute)) || tx.CommitLSN == "" || tx.ChangeVersion != 0 {
+						t.Errorf("%s: transaction %+v, xids %v", line, tx, xids)
+					}
+					if tx.CommitLSN != lastLSN && lastLSN != "" && mustLSN(t, tx.CommitLSN) <= mustLSN(t, lastLSN) {
+						t.Errorf("%s: commit LSN %s after %s", line, tx.CommitLSN, lastLSN)
+					}
+					lastLSN = tx.CommitLSN
+					line += fmt.Sprintf(" tx%d #%d", n+1, tx.Index)
+					if tx.Last {
+						line += " last"
+					}
+					got = append(got, line)
+				}
+				c = b.To
+			}
+			want := []string{
+				"insert 1 tx1 #1", "insert 2 tx1 #2", "update 1 tx1 #3", "delete 2 tx1 #4 last",
+				"update 1 tx2 #1", "update 1 tx2 #2 last",
+				"delete 1 tx3 #1", "insert 10 tx3 #2 last",
+			}
+			if full {
+				want = []string{
+					"insert 1 tx1 #1", "insert 2 tx1 #2",
+					`update 1 before {"id":1,"name":"a","note":null} changed ["name"] tx1 #3`,
+					`delete 2 before {"id":2,"name":"b","note":"x"} tx1 #4 last`,
+					`update 1 before {"id":1,"name":"a2","note":null} changed ["note"] tx2 #1`,
+					`update 1 before {"id":1,"name":"a2","note":"n"} changed [] tx2 #2 last`,
+					`delete 1 before {"id":1,"name":"a2","note":"n"} tx3 #1`, "insert 10 tx3 #2 last",
+				}
+			}
+			if strings.Join(got, "\n") != strings.Join(want, "\n") {
+				t.Errorf("changes:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+		})
+	}
+}
+
+func mustLSN(t *testing.T, s string) uint64 {
+	t.Helper()
+	var hi, lo uint64
+	if _, err := fmt.Sscanf(s, "%X/%X", &hi, &lo); err != nil {
+		t.Fatalf("LSN %q: %v", s, err)
+	}
+	return hi<<32 | lo
 }

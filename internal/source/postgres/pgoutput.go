@@ -143,7 +143,13 @@ func (d *decoder) message(data []byte) error {
 // begin starts a transaction; its entries reuse the last one's array (commit has moved them
 // into the stream).
 func (d *decoder) begin(commit pglogrepl.LSN, at time.Time, xid uint32) {
-	d.txBuf = txn{commit: commit, at: at, xid: xid, entries: d.txBuf.entries[:0]}
+	if len(d.commits) == 0 {
+		d.commits = make([]source.Commit, 64)
+	}
+	meta := &d.commits[0]
+	d.commits = d.commits[1:]
+	*meta = source.Commit{ID: uint64(xid), LSN: uint64(commit), Time: at.UTC()}
+	d.txBuf = txn{commit: commit, at: at, xid: xid, entries: d.txBuf.entries[:0], meta: meta}
 	d.tx = &d.txBuf
 }
 
