@@ -24,7 +24,7 @@ var authorAPI = []string{
 	"Cursor", "Cursor.Kind", "Cursor.Tiebreaker", "Cursor.Time", "Cursor.Value",
 	"CursorKind",
 	"New",
-	"Option", "WithBatchSize", "WithColumns", "WithCursorColumn", "WithFilter", "WithInitialSnapshot", "WithKey", "WithSchema", "WithSettleLag", "WithSetup", "WithTarget",
+	"Option", "WithBatchSize", "WithColumns", "WithCursorColumn", "WithFilter", "WithInitialSnapshot", "WithKey", "WithSchema", "WithSettleLag", "WithSetup", "WithSkipWriter", "WithTarget",
 	"Poller", "Poller.Name",
 	"Row", "Row.Before", "Row.Changed", "Row.Cursor", "Row.Decode", "Row.Get", "Row.HasRow", "Row.Key", "Row.MarshalJSON", "Row.Op", "Row.Table", "Row.Transaction", "Row.Unchanged", "Row.Values",
 	"Transaction", "Transaction.ChangeVersion", "Transaction.CommitLSN", "Transaction.CommitTime", "Transaction.ID", "Transaction.Index", "Transaction.Last",

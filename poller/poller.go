@@ -93,6 +93,16 @@ func WithInitialSnapshot() Option {
 	return func(p *Poller) { p.spec.Source.Initial = source.InitialSnapshot }
 }
 
+// WithSkipWriter makes a Logical or ChangeTracking poller leave out the changes of the writer
+// named writer: the application's own writes, which it need not hear about. The writer marks
+// its writes. PostgreSQL: its session runs SELECT pg_replication_origin_session_setup('writer')
+// (once per database, SELECT pg_replication_origin_create('writer'); a writer with several
+// sessions at once names an origin for each, 'writer.1', 'writer.2', ...). SQL Server: it writes
+// WITH CHANGE_TRACKING_CONTEXT (CAST('writer' AS varbinary(128))). See docs/cdc.md.
+func WithSkipWriter(writer string) Option {
+	return func(p *Poller) { p.spec.Source.SkipWriter = writer }
+}
+
 // WithSchema names the table's schema (dbo, public, ...) when it is not the connection's
 // default.
 func WithSchema(schema string) Option { return func(p *Poller) { p.spec.Source.Table.Schema = schema } }

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
+	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/poller"
 	"github.com/pseudotrigger/pseudotrigger/sink"
 )
@@ -56,6 +57,9 @@ type Source struct {
 	// Initial is where a logical or changetracking poller starts: "now" (the default) or
 	// "snapshot" (poller.WithInitialSnapshot).
 	Initial string `json:"initial,omitempty"`
+	// SkipWriter names the application's own writer, whose changes a logical or changetracking
+	// poller leaves out (poller.WithSkipWriter).
+	SkipWriter string `json:"skip_writer,omitempty"`
 }
 
 // Cursor is poller.json's "source.cursor".
@@ -300,6 +304,10 @@ func (s Spec) check() error {
 		return field("source.initial", "%q is not \"now\" (the default: the changes from the first tick on) or \"snapshot\" (the rows there are first, then the changes)", src.Initial)
 	case src.Initial == "snapshot" && !changeStream(src.Cursor.Kind):
 		return field("source.initial", "\"snapshot\" is for the logical and changetracking cursors: the %s cursor's first tick reads every row there is already", src.Cursor.Kind)
+	case src.SkipWriter != "" && !changeStream(src.Cursor.Kind):
+		return field("source.skip_writer", "is for the logical and changetracking cursors, which know who wrote a change; a %s cursor reads rows, not their writers", src.Cursor.Kind)
+	case src.SkipWriter != "" && source.CheckWriter(src.SkipWriter) != nil:
+		return field("source.skip_writer", "%q: %v", src.SkipWriter, source.CheckWriter(src.SkipWriter))
 	case src.Cursor.Column == "" && !changeStream(src.Cursor.Kind):
 		return field("source.cursor.column", "required: the column the cursor follows")
 	case s.BatchSize < 0:
@@ -361,6 +369,9 @@ func (s Spec) Poller(name string) (p *poller.Poller, err error) {
 	}
 	if src.Initial == "snapshot" {
 		opts = append(opts, poller.WithInitialSnapshot())
+	}
+	if src.SkipWriter != "" {
+		opts = append(opts, poller.WithSkipWriter(src.SkipWriter))
 	}
 	if s.BatchSize > 0 {
 		opts = append(opts, poller.WithBatchSize(s.BatchSize))

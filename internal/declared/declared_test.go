@@ -94,6 +94,8 @@ func TestBadFilesFailAlone(t *testing.T) {
 		"logicallag":    {strings.Replace(good, `{"kind":"integer","column":"id"}`, `{"kind":"logical"},"settle_lag":"5s"`, 1), `bad-logicallag/poller.json: source.settle_lag: a logical cursor`},
 		"nocolumn":      {strings.Replace(good, `,"column":"id"`, ``, 1), `bad-nocolumn/poller.json: source.cursor.column: required`},
 		"initial":       {strings.Replace(good, `{"kind":"integer","column":"id"}`, `{"kind":"logical"},"initial":"all"`, 1), `bad-initial/poller.json: source.initial: "all" is not "now"`},
+		"skipkeyset":    {strings.Replace(good, `"columns"`, `"skip_writer":"app","columns"`, 1), `bad-skipkeyset/poller.json: source.skip_writer: is for the logical and changetracking cursors`},
+		"skipname":      {strings.Replace(good, `{"kind":"integer","column":"id"}`, `{"kind":"logical"},"skip_writer":"my app"`, 1), `bad-skipname/poller.json: source.skip_writer: "my app": a writer's name has letters, digits and . _ - : only, not ' '`},
 		"initialkeyset": {strings.Replace(good, `"columns"`, `"initial":"snapshot","columns"`, 1), `bad-initialkeyset/poller.json: source.initial: "snapshot" is for the logical and changetracking cursors: the integer cursor`},
 	}
 	for name, c := range cases {
@@ -133,7 +135,7 @@ func TestBadFilesFailAlone(t *testing.T) {
 func TestChangeStreamKinds(t *testing.T) {
 	root := t.TempDir()
 	for _, kind := range []string{"logical", "changetracking"} {
-		write(t, root, kind, strings.Replace(good, `{"kind":"integer","column":"id"}`, `{"kind":"`+kind+`"}`, 1), true)
+		write(t, root, kind, strings.Replace(good, `{"kind":"integer","column":"id"}`, `{"kind":"`+kind+`"},"skip_writer":"orders-app"`, 1), true)
 	}
 	all, err := Load(root, nil)
 	if err != nil {
@@ -144,6 +146,9 @@ func TestChangeStreamKinds(t *testing.T) {
 			t.Fatalf("%s: %v", p.Name(), p.Err())
 		}
 		d := p.Source()
+		if d.SkipWriter != "orders-app" {
+			t.Errorf("%s: skip_writer %q", p.Name(), d.SkipWriter)
+		}
 		if d.Cursor.Kind != p.Name() || d.Cursor.Column != "" || !slices.Equal(d.Columns, []string{"id", "v"}) || !slices.Equal(d.PK, []string{"id"}) {
 			t.Errorf("%s: %+v", p.Name(), d)
 		}

@@ -46,6 +46,11 @@ type Definition struct {
 	// current position, InitialSnapshot with the table's current rows first, as reads, beside
 	// the changes (a backfill the first tick starts). Keyset cursors start with every row anyway.
 	Initial string
+	// SkipWriter names a writer whose changes a change-stream cursor leaves out (the
+	// application's own writes): PostgreSQL transactions whose replication origin is SkipWriter
+	// or starts with SkipWriter and a dot; SQL Server changes made WITH CHANGE_TRACKING_CONTEXT
+	// of SkipWriter's bytes. "" leaves out nothing.
+	SkipWriter string
 }
 
 // Where a change-stream poller starts (Definition.Initial).
@@ -183,10 +188,33 @@ func (d Definition) validate(poller string, ds Drivers, driver string) (Driver, 
 	case d.Initial == InitialSnapshot && !d.Changes():
 		return fail("table %s: initial %q is for the change-stream cursors (logical, changetracking): the %s cursor's first tick reads every row there is already", d.Table, InitialSnapshot, d.Cursor.Kind)
 	}
+	if d.SkipWriter != "" {
+		if !d.Changes() {
+			return fail("table %s: skip_writer %q is for the change-stream cursors (logical, changetracking), which know who wrote a change; a %s cursor reads rows, not their writers", d.Table, d.SkipWriter, d.Cursor.Kind)
+		}
+		if err := CheckWriter(d.SkipWriter); err != nil {
+			return fail("table %s: skip_writer %q: %v", d.Table, d.SkipWriter, err)
+		}
+	}
 	if strings.Contains(d.Filter, ";") {
 		return fail("table %s: the filter must be one predicate, without ';'", d.Table)
 	}
 	return dl, nil
+}
+
+// CheckWriter accepts a writer's name (Definition.SkipWriter) that fits both databases' marks:
+// up to 64 letters, digits and "._-:" (a PostgreSQL replication origin's name; SQL Server's
+// change tracking context is its bytes, at most 128).
+func CheckWriter(s string) error {
+	if s == "" || len(s) > 64 {
+		return errors.New("a writer's name has 1 to 64 characters")
+	}
+	for _, r := range s {
+		if r > unicode.MaxASCII || !(unicode.IsLetter(r) || unicode.IsDigit(r) || strings.ContainsRune("._-:", r)) {
+			return fmt.Errorf("a writer's name has letters, digits and . _ - : only, not %q", r)
+		}
+	}
+	return nil
 }
 
 // checkIdent accepts identifiers with letters, digits, spaces and the punctuation real schemas

@@ -21,6 +21,9 @@ type Stats struct {
 	// do; the rows younger than the settle lag do not.
 	Rows   int64
 	Oldest *state.Cursor
+	// OldestCommit is when the oldest of them committed, for the commit-ordered cursors
+	// (logical, changetracking) whose database says (Row.Transaction); zero otherwise.
+	OldestCommit time.Time
 	// HoldBack: the last read may have stopped short of committed rows because of a transaction
 	// still open (an xid or rowversion cursor always; a MySQL timestamp+pk read bounded by an
 	// open write transaction). An idle tick measures the backlog only then.
@@ -37,15 +40,19 @@ type Stats struct {
 }
 
 // LagSeconds is the product's one definition of lag: the age of the oldest row not yet
-// delivered, in seconds (milliseconds rounded), at now; 0 when nothing waits. It is nil when
-// rows wait but their cursor has no time (integer, xid and rowversion cursors): then only the
-// count says how far behind the poller is.
+// delivered, in seconds (milliseconds rounded), at now; 0 when nothing waits. A row's age is
+// from its cursor's time (timestamp+pk) or its transaction's commit (logical, changetracking
+// where the database says). It is nil when rows wait but have no time (integer, xid and
+// rowversion cursors): then only the count says how far behind the poller is.
 func (s Stats) LagSeconds(now time.Time) *float64 {
 	if s.Rows == 0 {
 		zero := 0.0
 		return &zero
 	}
 	ts, ok := s.Oldest.Time()
+	if !ok && !s.OldestCommit.IsZero() {
+		ts, ok = s.OldestCommit, true
+	}
 	if !ok {
 		return nil
 	}
@@ -89,6 +96,9 @@ func (s *Source) Backlog(ctx context.Context, after *state.Cursor, limit int) (S
 		return out, err
 	}
 	out.Rows, out.Oldest = n, &c
+	if tx, ok := b.Rows[0].Transaction(); ok {
+		out.OldestCommit = tx.CommitTime
+	}
 	return out, nil
 }
 

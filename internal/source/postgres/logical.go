@@ -790,6 +790,7 @@ type txn struct {
 	entries []entry
 	keepUp  bool           // it carries a keep-up message: its end is a place to move to
 	meta    *source.Commit // what its changes say of it (Row.Transaction)
+	skip    bool           // its replication origin is the skipped writer's: its changes are left out
 }
 
 // entry is a change of the transaction: a row, or a stop (a change the poller cannot deliver),

@@ -535,6 +535,14 @@ func TestLogicalImages(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer src.Close()
+			// The lag of what waits is measured from the oldest change's commit.
+			bl, err := src.Backlog(context.Background(), nil, 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if lag := bl.LagSeconds(start.Add(time.Hour)); bl.Rows != 8 || lag == nil || *lag < 3500 || *lag > 3700 {
+				t.Errorf("backlog %d rows, oldest committed at %v: lag an hour later %v", bl.Rows, bl.OldestCommit, lag)
+			}
 			var got []string
 			var c *state.Cursor
 			lastLSN := ""
@@ -604,4 +612,59 @@ func mustLSN(t *testing.T, s string) uint64 {
 		t.Fatalf("LSN %q: %v", s, err)
 	}
 	return hi<<32 | lo
+}
+
+// TestLogicalSkipWriter: changes of transactions whose replication origin is the skipped
+// writer's (its name, or its name and a dot and more) never arrive; another origin's and
+// unmarked ones do, in order, and the cursor moves past the skipped ones.
+func TestLogicalSkipWriter(t *testing.T) {
+	db, table, cfg := logicalTable(t, logicalDDL)
+	cfg.Definition.SkipWriter = "orders-app"
+	ctx := context.Background()
+	write := func(origin string, q string) {
+		t.Helper()
+		conn, err := db.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		if origin != "" {
+			if _, err := conn.ExecContext(ctx, "SELECT pg_replication_origin_create($1) WHERE pg_replication_origin_oid($1) IS NULL", origin); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { db.Exec("SELECT pg_replication_origin_drop($1)", origin) })
+			if _, err := conn.ExecContext(ctx, "SELECT pg_replication_origin_session_setup($1)", origin); err != nil {
+				t.Fatal(err)
+			}
+			defer conn.ExecContext(ctx, "SELECT pg_replication_origin_session_reset()")
+		}
+		for _, s := range []string{"SET synchronous_commit = on", q} {
+			if _, err := conn.ExecContext(ctx, s); err != nil {
+				t.Fatalf("%s: %v", s, err)
+			}
+		}
+	}
+	write("", "INSERT INTO "+table+" VALUES (1,'user',NULL)")
+	write("orders-app", "INSERT INTO "+table+" VALUES (2,'app',NULL)")
+	write("orders-app.2", "UPDATE "+table+" SET name='app' WHERE id=1")
+	write("other", "INSERT INTO "+table+" VALUES (3,'other',NULL)")
+	write("orders-apps", "INSERT INTO "+table+" VALUES (4,'not the app: another name',NULL)")
+	write("orders-app", "INSERT INTO "+table+" VALUES (5,'app',NULL)")
+	src, err := drivers.Open(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	changes, last := drain(t, src, nil, 2, true)
+	var got []string
+	for _, c := range changes {
+		got = append(got, fmt.Sprintf("%s %d", c.op, c.id))
+	}
+	if strings.Join(got, ", ") != "insert 1, insert 3, insert 4" {
+		t.Errorf("changes: %s, want insert 1, insert 3, insert 4", strings.Join(got, ", "))
+	}
+	write("", "INSERT INTO "+table+" VALUES (6,'user',NULL)")
+	if more, _ := drain(t, src, last, 10, true); len(more) != 1 || more[0].id != 6 {
+		t.Errorf("after the skipped transactions: %v", more)
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -111,7 +112,7 @@ func (d *decoder) message(data []byte) error {
 		if len(data) < 5 {
 			return d.l.lay.Errorf("decoding a pgoutput %c message: %v", data[0], errShort)
 		}
-		if binary.BigEndian.Uint32(data[1:]) != d.l.relOID {
+		if binary.BigEndian.Uint32(data[1:]) != d.l.relOID || (d.tx != nil && d.tx.skip) {
 			return nil
 		}
 		if err := d.change(d.keep(data)); err != nil {
@@ -132,12 +133,24 @@ func (d *decoder) message(data []byte) error {
 		if slices.Contains(m.RelationIDs, d.l.relOID) {
 			return d.truncate()
 		}
+	case *pglogrepl.OriginMessage: // after a begin, when the transaction has a replication origin
+		if d.tx != nil && skipsOrigin(d.l.def.SkipWriter, m.Name) {
+			d.tx.skip = true
+		}
 	case *pglogrepl.LogicalDecodingMessage:
 		if m.Transactional && m.Prefix == keepUpPrefix && d.tx != nil {
 			d.tx.keepUp = true
 		}
 	}
 	return nil
+}
+
+// skipsOrigin says whether a change of a transaction whose replication origin is origin is left
+// out for the writer named writer (Definition.SkipWriter): the origin is the writer's name, or
+// starts with it and a dot (a writer with several sessions at once needs an origin for each,
+// since PostgreSQL lets one session at a time use an origin).
+func skipsOrigin(writer, origin string) bool {
+	return writer != "" && (origin == writer || strings.HasPrefix(origin, writer+"."))
 }
 
 // begin starts a transaction; its entries reuse the last one's array (commit has moved them

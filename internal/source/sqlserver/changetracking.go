@@ -78,6 +78,7 @@ package sqlserver
 import (
 	"context"
 	"database/sql"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -85,6 +86,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	mssql "github.com/microsoft/go-mssqldb"
 
@@ -139,7 +141,7 @@ func (Driver) Restart(kind, poller string) string {
 
 func newChangeTracking(l *source.Layout) *changeTracking {
 	d := l.Definition()
-	return &changeTracking{l: l, table: l.Table(), q: buildCTQueries(l.Driver(), d.Table, l.Columns(), d.PK)}
+	return &changeTracking{l: l, table: l.Table(), q: buildCTQueries(l.Driver(), d.Table, l.Columns(), d.PK, ctOptions{skip: d.SkipWriter})}
 }
 
 // ctQueries are the SQL texts of the changetracking cursor.
@@ -156,16 +158,39 @@ type ctQueries struct {
 	Check, Current, MinValid  string
 	FetchFrom, FetchAfter     string
 	WaitingFrom, WaitingAfter string
+	opts                      ctOptions
 }
 
-func buildCTQueries(dl source.Driver, t source.Table, cols, keys []string) ctQueries {
+// ctOptions are what a fetch reads besides each change's version, op and row, as Check found
+// the database: each read column's place in SYS_CHANGE_COLUMNS when the table tracks the
+// columns an update changed, the commit's time when the user may read
+// sys.dm_tran_commit_table, and a writer's context whose changes are left out.
+type ctOptions struct {
+	columns, commitTime bool
+	skip                string // Definition.SkipWriter: "" for none
+}
+
+// The commit time's probe: it fails without the permission to read the view.
+const ctCommitTimeProbe = "SELECT TOP (0) commit_time FROM sys.dm_tran_commit_table"
+
+func buildCTQueries(dl source.Driver, t source.Table, cols, keys []string, o ctOptions) ctQueries {
 	table := source.QuoteTable(dl, t)
-	var sel []string
+	var sel, extra []string
 	for _, c := range cols {
 		if slices.Contains(keys, c) {
 			sel = append(sel, "ct."+dl.Quote(c))
 		} else {
 			sel = append(sel, "t."+dl.Quote(c))
+		}
+	}
+	if o.commitTime {
+		// commit_time is the server's local time: moved to UTC by the server's offset now.
+		extra = append(extra, "(SELECT DATEADD(minute, DATEDIFF(minute, SYSDATETIME(), SYSUTCDATETIME()), cm.commit_time) FROM sys.dm_tran_commit_table AS cm WHERE cm.commit_ts = ct.SYS_CHANGE_VERSION)")
+	}
+	if o.columns {
+		extra = append(extra, "CASE WHEN ct.SYS_CHANGE_COLUMNS IS NULL THEN 1 ELSE 0 END")
+		for _, c := range cols {
+			extra = append(extra, "CHANGE_TRACKING_IS_COLUMN_IN_MASK(COLUMNPROPERTY(OBJECT_ID("+sqlString(table)+"), "+sqlString(c)+", 'ColumnId'), ct.SYS_CHANGE_COLUMNS)")
 		}
 	}
 	var on, order []string
@@ -176,7 +201,7 @@ func buildCTQueries(dl source.Driver, t source.Table, cols, keys []string) ctQue
 	}
 	order = append([]string{"ct.SYS_CHANGE_VERSION"}, ctKeys...)
 	found := "CASE WHEN t." + dl.Quote(keys[0]) + " IS NULL THEN 0 ELSE 1 END"
-	selectList := "ct.SYS_CHANGE_VERSION, ct.SYS_CHANGE_OPERATION, " + found + ", " + strings.Join(sel, ", ")
+	selectList := "ct.SYS_CHANGE_VERSION, ct.SYS_CHANGE_OPERATION, " + found + ", " + strings.Join(append(extra, sel...), ", ")
 	join := " LEFT JOIN " + table + " AS t ON " + strings.Join(on, " AND ")
 
 	// render builds a read: from a version boundary, or after a position inside a version.
@@ -194,9 +219,13 @@ func buildCTQueries(dl source.Driver, t source.Table, cols, keys []string) ctQue
 			preds = append(preds, pred)
 		}
 		preds = append(preds, "ct.SYS_CHANGE_VERSION <= "+next())
+		if o.skip != "" {
+			preds = append(preds, "(ct.SYS_CHANGE_CONTEXT IS NULL OR ct.SYS_CHANGE_CONTEXT <> "+ctContext(o.skip)+")")
+		}
 		return from, " WHERE " + strings.Join(preds, " AND "), next()
 	}
 	q := ctQueries{
+		opts:     o,
 		Check:    ctCheckQuery,
 		Current:  "SELECT CHANGE_TRACKING_CURRENT_VERSION()",
 		MinValid: "SELECT CHANGE_TRACKING_MIN_VALID_VERSION(OBJECT_ID(" + dl.Placeholder(1) + "))",
@@ -214,6 +243,13 @@ func buildCTQueries(dl source.Driver, t source.Table, cols, keys []string) ctQue
 	return q
 }
 
+// sqlString is s as an N'...' literal.
+func sqlString(s string) string { return "N'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// ctContext is the CHANGE_TRACKING_CONTEXT a writer named w marks its changes with: the bytes of
+// its name, as CAST('w' AS varbinary(128)) makes them, written as a binary literal.
+func ctContext(w string) string { return "0x" + strings.ToUpper(hex.EncodeToString([]byte(w))) }
+
 // ctCheckQuery reads, for the table named by @p1 (quoted), everything the cursor needs: the
 // database's name, the user, whether the table exists, Change Tracking on the database (and its
 // retention) and on the table, snapshot isolation, the VIEW CHANGE TRACKING permission, and the
@@ -224,6 +260,7 @@ const ctCheckQuery = `SELECT DB_NAME(), USER_NAME(), CASE WHEN OBJECT_ID(@p1) IS
   CASE WHEN EXISTS (SELECT 1 FROM sys.change_tracking_tables WHERE object_id = OBJECT_ID(@p1)) THEN 1 ELSE 0 END,
   (SELECT snapshot_isolation_state_desc FROM sys.databases WHERE database_id = DB_ID()),
   COALESCE(HAS_PERMS_BY_NAME(@p1, 'OBJECT', 'VIEW CHANGE TRACKING'), 0),
+  COALESCE((SELECT CAST(is_track_columns_updated_on AS int) FROM sys.change_tracking_tables WHERE object_id = OBJECT_ID(@p1)), 0),
   (SELECT c.name AS [name] FROM sys.indexes i
     JOIN sys.index_columns ic ON ic.object_id = i.object_id AND ic.index_id = i.index_id
     JOIN sys.columns c ON c.object_id = ic.object_id AND c.column_id = ic.column_id
@@ -238,6 +275,7 @@ type ctSetup struct {
 	tableTracked   bool
 	snapshot       string // sys.databases.snapshot_isolation_state_desc: ON, OFF, IN_TRANSITION_TO_ON...
 	viewCT         bool
+	trackColumns   bool     // TRACK_COLUMNS_UPDATED is on for the table
 	pk             []string // the table's primary key columns, in order; nil when it has none
 }
 
@@ -294,10 +332,10 @@ func (c *changeTracking) fail(problems ...string) error {
 func (c *changeTracking) Check(ctx context.Context) error {
 	var (
 		st                                    ctSetup
-		exists, dbOn, tableOn, view           int64
+		exists, dbOn, tableOn, view, columns  int64
 		retention, snapshot, pk, user, dbName sql.NullString
 	)
-	err := c.l.DB().QueryRowContext(ctx, c.q.Check, c.table).Scan(&dbName, &user, &exists, &dbOn, &retention, &tableOn, &snapshot, &view, &pk)
+	err := c.l.DB().QueryRowContext(ctx, ctCheckQuery, c.table).Scan(&dbName, &user, &exists, &dbOn, &retention, &tableOn, &snapshot, &view, &columns, &pk)
 	if err != nil {
 		return c.l.Errorf("checking the Change Tracking set-up: %v", err)
 	}
@@ -305,7 +343,7 @@ func (c *changeTracking) Check(ctx context.Context) error {
 		return c.l.SchemaErr("", "the table does not exist")
 	}
 	st = ctSetup{database: dbName.String, user: user.String, dbTracked: dbOn == 1, retention: retention.String,
-		tableTracked: tableOn == 1, snapshot: snapshot.String, viewCT: view == 1}
+		tableTracked: tableOn == 1, snapshot: snapshot.String, viewCT: view == 1, trackColumns: columns == 1}
 	if pk.Valid && pk.String != "" {
 		var cols []struct {
 			Name string `json:"name"`
@@ -320,8 +358,22 @@ func (c *changeTracking) Check(ctx context.Context) error {
 	if p := st.problems(c.l.Driver(), c.table, c.l.Definition().PK); len(p) > 0 {
 		return c.fail(p...)
 	}
-	c.retention = st.retention
+	// The commit time needs VIEW DATABASE STATE (Azure SQL) or VIEW SERVER STATE: without it,
+	// the changes carry none (docs/cdc.md).
+	_, probe := c.l.DB().ExecContext(ctx, ctCommitTimeProbe)
+	d := c.l.Definition()
+	q := buildCTQueries(c.l.Driver(), d.Table, c.l.Columns(), d.PK, ctOptions{columns: st.trackColumns, commitTime: probe == nil, skip: d.SkipWriter})
+	c.mu.Lock()
+	c.retention, c.q = st.retention, q
+	c.mu.Unlock()
 	return nil
+}
+
+// queries are the cursor's SQL as the last Check found the database.
+func (c *changeTracking) queries() ctQueries {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.q
 }
 
 // ctPosition is a changetracking cursor read: a version boundary (key nil), or a position inside
@@ -433,7 +485,7 @@ func (c *changeTracking) read(ctx context.Context, after *state.Cursor, from, in
 	}
 	// The bound first, outside the snapshot: every version up to it is complete in the snapshot.
 	var current, minValid sql.NullInt64
-	if err := c.l.DB().QueryRowContext(ctx, c.q.Current).Scan(&current); err != nil {
+	if err := c.l.DB().QueryRowContext(ctx, c.queries().Current).Scan(&current); err != nil {
 		return c.readErr("reading CHANGE_TRACKING_CURRENT_VERSION()", err)
 	}
 	tx, err := c.l.DB().BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelSnapshot})
@@ -441,7 +493,7 @@ func (c *changeTracking) read(ctx context.Context, after *state.Cursor, from, in
 		return c.readErr("starting the snapshot transaction", err)
 	}
 	defer tx.Rollback()
-	if err := tx.QueryRowContext(ctx, c.q.MinValid, c.table).Scan(&minValid); err != nil {
+	if err := tx.QueryRowContext(ctx, c.queries().MinValid, c.table).Scan(&minValid); err != nil {
 		return c.readErr("reading CHANGE_TRACKING_MIN_VALID_VERSION", err)
 	}
 	args, in, err := c.args(p, current, minValid)
@@ -511,43 +563,54 @@ func (c *changeTracking) readErr(what string, err error) error {
 	return c.l.Errorf("%s: %v", what, err)
 }
 
-// Fetch reads up to limit changes after the cursor.
+// Fetch reads up to limit changes after the cursor. It asks for one more, so that it knows
+// whether the last one ends its transaction (Row.Transaction's Last), and leaves that one out.
 func (c *changeTracking) Fetch(ctx context.Context, after *state.Cursor, limit int) (*source.Batch, error) {
 	b := c.l.Batch(after)
 	var last *source.Change
 	var bound int64
-	err := c.read(ctx, after, c.q.FetchFrom, c.q.FetchAfter, func(tx *sql.Tx, rd ctRead) error {
+	q := c.queries()
+	err := c.read(ctx, after, q.FetchFrom, q.FetchAfter, func(tx *sql.Tx, rd ctRead) error {
 		bound = rd.current
-		rows, err := tx.QueryContext(ctx, rd.query, append(rd.args, limit)...)
+		rows, err := tx.QueryContext(ctx, rd.query, append(rd.args, limit+1)...)
 		if err != nil {
 			return c.readErr("reading the changes", err)
 		}
 		defer rows.Close()
 		b.Rows = make([]source.Row, 0, min(limit, 1024))
-		n := len(c.l.Columns())
-		ptrs := make([]any, n+3)
+		sc := newCTScan(len(c.l.Columns()), q.opts)
+		var tx0 *ctTx // the transaction of the rows read last
 		for rows.Next() {
-			var (
-				version int64
-				op      string
-				found   int64
-			)
-			vals := make([]any, n)
-			ptrs[0], ptrs[1], ptrs[2] = &version, &op, &found
-			for i := range vals {
-				ptrs[i+3] = &vals[i]
-			}
-			if err := rows.Scan(ptrs...); err != nil {
+			if err := rows.Scan(sc.ptrs...); err != nil {
 				return c.l.Errorf("reading the changes: %v", err)
 			}
-			r, ch, err := c.row(version, op, found == 1, vals)
+			if tx0 != nil && tx0.version != sc.version {
+				tx0.last.Last = true
+			}
+			if len(b.Rows) == limit { // the one more
+				break
+			}
+			if tx0 == nil || tx0.version != sc.version {
+				tx0 = &ctTx{version: sc.version, commit: &source.Commit{ID: uint64(sc.version), Version: sc.version, Time: sc.commitTime()}}
+				// Inside the version the read resumed in, the changes before are not counted.
+				tx0.unknown = rd.pos != nil && rd.pos.key != nil && rd.pos.version == sc.version
+			}
+			r, ch, err := c.row(sc.version, sc.op, sc.found == 1, sc.values())
 			if err != nil {
 				return err
 			}
+			ch.Commit, ch.Changed = tx0.commit, sc.changed(ch.Op, c.l)
+			if tx0.count++; !tx0.unknown {
+				ch.Index = tx0.count
+			}
+			tx0.last = ch
 			b.Rows, last = append(b.Rows, r), ch
 		}
 		if err := rows.Err(); err != nil {
 			return c.readErr("reading the changes", err)
+		}
+		if last != nil && len(b.Rows) < limit { // it read all there was up to its bound
+			last.Last = true
 		}
 		if len(b.Rows) == 0 && ctKeepUp(rd.pos, rd.current, rd.minValid) {
 			to := ctCursor(rd.current, nil)
@@ -571,6 +634,84 @@ func (c *changeTracking) Fetch(ctx context.Context, after *state.Cursor, limit i
 		c.mu.Unlock()
 	}
 	return b, nil
+}
+
+// ctTx is a transaction (a change version) as a fetch reads its changes.
+type ctTx struct {
+	version int64
+	commit  *source.Commit
+	count   int
+	unknown bool           // the read began inside it: its changes' places are not known
+	last    *source.Change // its last change read
+}
+
+// ctScan is where a fetch's row is scanned: the version, op and found flag, what ctOptions add,
+// and the values.
+type ctScan struct {
+	version  int64
+	op       string
+	found    int64
+	at       sql.NullTime
+	allCols  int64  // SYS_CHANGE_COLUMNS is NULL: every column changed (an update)
+	mask     []bool // by column: in SYS_CHANGE_COLUMNS
+	vals     []any
+	ptrs     []any
+	opts     ctOptions
+	nColumns int
+}
+
+func newCTScan(n int, o ctOptions) *ctScan {
+	sc := &ctScan{opts: o, nColumns: n}
+	sc.ptrs = append(sc.ptrs, &sc.version, &sc.op, &sc.found)
+	if o.commitTime {
+		sc.ptrs = append(sc.ptrs, &sc.at)
+	}
+	if o.columns {
+		sc.mask = make([]bool, n)
+		sc.ptrs = append(sc.ptrs, &sc.allCols)
+		for i := range sc.mask {
+			sc.ptrs = append(sc.ptrs, &sc.mask[i])
+		}
+	}
+	sc.vals = make([]any, n)
+	for i := range sc.vals {
+		sc.ptrs = append(sc.ptrs, &sc.vals[i])
+	}
+	return sc
+}
+
+// values hands over the values scanned, and makes room for the next row's.
+func (sc *ctScan) values() []any {
+	out := sc.vals
+	sc.vals = make([]any, sc.nColumns)
+	for i := range sc.vals {
+		sc.ptrs[len(sc.ptrs)-sc.nColumns+i] = &sc.vals[i]
+	}
+	return out
+}
+
+// commitTime is the scanned commit time in UTC; zero when not read.
+func (sc *ctScan) commitTime() time.Time {
+	if !sc.at.Valid {
+		return time.Time{}
+	}
+	t := sc.at.Time
+	return time.Date(t.Year(), t.Month(), t.Day(), t.Hour(), t.Minute(), t.Second(), t.Nanosecond(), time.UTC)
+}
+
+// changed marks the columns an update changed, from its column mask; nil for other ops and
+// when the table does not track them. A NULL mask on an update means every column but the key.
+func (sc *ctScan) changed(op string, l *source.Layout) []bool {
+	if !sc.opts.columns || op != source.OpUpdate {
+		return nil
+	}
+	out := slices.Clone(sc.mask)
+	if sc.allCols == 1 {
+		for i := range out {
+			out[i] = !slices.Contains(l.KeyIndex(), i)
+		}
+	}
+	return out
 }
 
 // ctKeepUp says whether a read that found nothing after p, up to current, moves the checkpoint
@@ -650,7 +791,8 @@ func ctOp(op string, found bool) (kind string, keyOnly bool, err error) {
 // Waiting counts the changes after the cursor, up to limit, within the same bound as fetch.
 func (c *changeTracking) Waiting(ctx context.Context, after *state.Cursor, limit int) (int64, error) {
 	var n int64
-	err := c.read(ctx, after, c.q.WaitingFrom, c.q.WaitingAfter, func(tx *sql.Tx, rd ctRead) error {
+	q := c.queries()
+	err := c.read(ctx, after, q.WaitingFrom, q.WaitingAfter, func(tx *sql.Tx, rd ctRead) error {
 		if err := tx.QueryRowContext(ctx, rd.query, append(rd.args, limit)...).Scan(&n); err != nil {
 			return c.readErr("counting the changes", err)
 		}
@@ -673,7 +815,7 @@ func (c *changeTracking) Watermarks() error { return nil }
 // Watermark runs read, a backfill chunk's query, in a snapshot it judges the stream against.
 func (c *changeTracking) Watermark(ctx context.Context, read func(q source.Querier) error) (source.Watermark, error) {
 	var current sql.NullInt64
-	if err := c.l.DB().QueryRowContext(ctx, c.q.Current).Scan(&current); err != nil {
+	if err := c.l.DB().QueryRowContext(ctx, c.queries().Current).Scan(&current); err != nil {
 		return nil, c.readErr("backfill chunk: reading CHANGE_TRACKING_CURRENT_VERSION()", err)
 	}
 	if !current.Valid {

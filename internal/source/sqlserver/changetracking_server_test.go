@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
@@ -321,6 +322,110 @@ func changeTrackingSuite(t *testing.T, dsn string) {
 		t.Errorf("a checkpoint ahead of the database: %v, want ErrCursor", err)
 	}
 	ctWatermark(t, db, src, kept)
+	ctImages(t, db, ctDSN)
+}
+
+// ctImages: on a table with TRACK_COLUMNS_UPDATED, an update says the columns it changed (all
+// but the key when one statement set them all); every change carries its transaction: the
+// change version as its id, the commit time, its place (unknown inside a version a read resumed
+// in) and the last mark, known across a batch's end; and changes made WITH
+// CHANGE_TRACKING_CONTEXT of the skipped writer never arrive.
+func ctImages(t *testing.T, db *sql.DB, dsn string) {
+	for _, q := range []string{
+		"CREATE TABLE items (id BIGINT PRIMARY KEY, customer NVARCHAR(100) NOT NULL, amount DECIMAL(12,2) NOT NULL)",
+		"ALTER TABLE items ENABLE CHANGE_TRACKING WITH (TRACK_COLUMNS_UPDATED = ON)",
+	} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	src, err := drivers.Open(ctx, source.Config{Poller: "items", Driver: sqlserver.Name, DSN: dsn, Definition: source.Definition{
+		Table: source.Table{Schema: "dbo", Name: "items"}, Columns: []string{"id", "customer", "amount"},
+		Cursor: source.Cursor{Kind: state.KindChangeTracking}, PK: []string{"id"}, SkipWriter: "orders-app",
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	var at *state.Cursor
+	if b, err := src.Fetch(ctx, nil, 10); err != nil || len(b.Rows) != 0 {
+		t.Fatalf("a new table: %v, %v", b, err)
+	}
+	if cur, err := src.CursorFromText(fmt.Sprint(currentVersion(t, db)), nil); err == nil {
+		at = cur
+	} else {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	read := func(limit int) []string {
+		t.Helper()
+		var out []string
+		for {
+			b, err := src.Fetch(ctx, at, limit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(b.Rows) == 0 {
+				return out
+			}
+			for _, r := range b.Rows {
+				tx, ok := r.Transaction()
+				if !ok || tx.ChangeVersion == 0 || tx.ID != uint64(tx.ChangeVersion) || tx.CommitLSN != "" {
+					t.Errorf("%s %v: transaction %+v, %v", r.Op(), r.Key(), tx, ok)
+				}
+				if tx.CommitTime.Before(start.Add(-2*time.Minute)) || tx.CommitTime.After(time.Now().Add(2*time.Minute)) {
+					t.Errorf("%s %v: committed at %v, the test began at %v", r.Op(), r.Key(), tx.CommitTime, start.UTC())
+				}
+				line := fmt.Sprintf("%s %v #%d", r.Op(), r.Key()["id"], tx.Index)
+				if changed, ok := r.Changed(); ok {
+					line += fmt.Sprintf(" changed %q", changed)
+				}
+				if tx.Last {
+					line += " last"
+				}
+				if _, ok := r.Before(); ok {
+					t.Errorf("%s: a before image from Change Tracking", line)
+				}
+				out = append(out, line)
+			}
+			at = b.To
+		}
+	}
+	run := func(stmts ...string) {
+		t.Helper()
+		x, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range stmts {
+			if _, err := x.ExecContext(ctx, q); err != nil {
+				x.Rollback()
+				t.Fatalf("%s: %v", q, err)
+			}
+		}
+		if err := x.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run("INSERT INTO items VALUES (1, 'a', 1), (2, 'b', 2), (3, 'c', 3)")
+	if got, want := strings.Join(read(2), ", "), "insert 1 #1, insert 2 #2, insert 3 #0 last"; got != want {
+		t.Errorf("a transaction over two batches: %s\nwant %s", got, want)
+	}
+	run("UPDATE items SET customer = 'a2' WHERE id = 1", "UPDATE items SET amount = 5 WHERE id = 2")
+	run("DECLARE @ctx varbinary(128) = CAST('orders-app' AS varbinary(128)); WITH CHANGE_TRACKING_CONTEXT (@ctx) UPDATE items SET amount = 0 WHERE id = 3")
+	run("UPDATE items SET customer = 'all', amount = 9 WHERE id = 1")
+	if got, want := strings.Join(read(10), ", "), `update 2 #1 changed ["amount"] last, update 1 #1 changed ["customer" "amount"] last`; got != want {
+		t.Errorf("updates, one by the skipped writer:\n%s\nwant %s", got, want)
+	}
+}
+
+func currentVersion(t *testing.T, db *sql.DB) int64 {
+	t.Helper()
+	var v int64
+	if err := db.QueryRowContext(ctx, "SELECT CHANGE_TRACKING_CURRENT_VERSION()").Scan(&v); err != nil {
+		t.Fatal(err)
+	}
+	return v
 }
 
 // ctWatermark: a changetracking poller's backfill chunk is read in a snapshot its watermark

@@ -74,16 +74,20 @@ func TestChangeTrackingSupported(t *testing.T) {
 // TestGoldenChangeTracking pins the SQL of the changetracking cursor (-update rewrites it).
 func TestGoldenChangeTracking(t *testing.T) {
 	cases := []struct {
-		name  string
-		table source.Table
-		cols  []string
-		pk    []string
+		name                string
+		table               source.Table
+		cols                []string
+		pk                  []string
+		columns, commitTime bool
+		skip                string
 	}{
-		{"sqlserver_changetracking", source.Table{Schema: "dbo", Name: "orders"}, []string{"id", "customer", "amount", "updated_at"}, []string{"id"}},
-		{"sqlserver_changetracking_odd_composite", source.Table{Schema: "my schema", Name: `Order "Details" [x]`}, []string{"Row ID", "it's", "region]"}, []string{"region]", "Row ID"}},
+		{"sqlserver_changetracking", source.Table{Schema: "dbo", Name: "orders"}, []string{"id", "customer", "amount", "updated_at"}, []string{"id"}, false, false, ""},
+		{"sqlserver_changetracking_odd_composite", source.Table{Schema: "my schema", Name: `Order "Details" [x]`}, []string{"Row ID", "it's", "region]"}, []string{"region]", "Row ID"}, false, false, ""},
+		// TRACK_COLUMNS_UPDATED on, the commit time readable, the application's writes left out.
+		{"sqlserver_changetracking_columns_time_skip", source.Table{Schema: "dbo", Name: "it's"}, []string{"id", "customer", "amount"}, []string{"id"}, true, true, "orders-app"},
 	}
 	for _, c := range cases {
-		q := sqlserver.BuildCTQueries(sqlserver.Driver{}, c.table, c.cols, c.pk)
+		q := sqlserver.BuildCTQueries(sqlserver.Driver{}, c.table, c.cols, c.pk, c.columns, c.commitTime, c.skip)
 		got := "-- check (argument: the quoted table name)\n" + q.Check + "\n" +
 			"-- the bound, before the snapshot transaction\n" + q.Current + "\n" +
 			"-- the minimum valid version, in the snapshot transaction (argument: the quoted table name)\n" + q.MinValid + "\n" +

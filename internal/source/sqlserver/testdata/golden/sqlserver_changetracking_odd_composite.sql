@@ -5,6 +5,7 @@ SELECT DB_NAME(), USER_NAME(), CASE WHEN OBJECT_ID(@p1) IS NULL THEN 0 ELSE 1 EN
   CASE WHEN EXISTS (SELECT 1 FROM sys.change_tracking_tables WHERE object_id = OBJECT_ID(@p1)) THEN 1 ELSE 0 END,
   (SELECT snapshot_isolation_state_desc FROM sys.databases WHERE database_id = DB_ID()),
   COALESCE(HAS_PERMS_BY_NAME(@p1, 'OBJECT', 'VIEW CHANGE TRACKING'), 0),
+  COALESCE((SELECT CAST(is_track_columns_updated_on AS int) FROM sys.change_tracking_tables WHERE object_id = OBJECT_ID(@p1)), 0),
   (SELECT c.name AS [name] FROM sys.indexes i
     JOIN sys.index_columns ic ON ic.object_id = i.object_id AND ic.index_id = i.index_id
     JOIN sys.columns c ON c.object_id = ic.object_id AND c.column_id = ic.column_id
