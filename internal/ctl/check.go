@@ -20,14 +20,16 @@ func (p problems) Error() string {
 	return fmt.Sprintf("check: %d problem(s) in %d poller(s) (see above: each with its fix)", p.n, p.pollers)
 }
 
-// checkCmd is `pollerctl check [POLLER] [--fix [--yes]]`: it checks each poller's source set-up
-// on its own database, with the poller's settings (source.CheckSetup), and prints one line per
-// check, each problem followed by the SQL that fixes it. --fix prints those fixes as one script;
-// with --yes it runs them (in one transaction where the database allows DDL in one), prints
-// each statement it ran, and checks again.
+// checkCmd is `pollerctl check [POLLER] [--fix [--offers] [--yes]]`: it checks each poller's
+// source set-up on its own database, with the poller's settings (source.CheckSetup), and prints
+// one line per check, each problem followed by the SQL that fixes it, each offer (an optional
+// change, such as before images) by its SQL. --fix prints the fixes as one script, the offers'
+// too with --offers; with --yes it runs them (in one transaction where the database allows DDL
+// in one), prints each statement it ran, and checks again.
 func checkCmd(ctx context.Context, args []string, env Env) error {
 	fs := flag.NewFlagSet("check", flag.ContinueOnError)
 	fix := fs.Bool("fix", false, "print the fixes as one script (with --yes: run them)")
+	offers := fs.Bool("offers", false, "with --fix: take the offers too (such as REPLICA IDENTITY FULL for before images)")
 	var yes yesFlag
 	fs.Var(&yes, "yes", "with --fix: run the fixes (default: dry run)")
 	pos, err := parse(fs, args)
@@ -39,6 +41,9 @@ func checkCmd(ctx context.Context, args []string, env Env) error {
 	}
 	if yes.given() && !*fix {
 		return usagef("check: --yes runs the fixes, with --fix")
+	}
+	if *offers && !*fix {
+		return usagef("check: --offers takes the offers, with --fix")
 	}
 	defs := env.Pollers
 	if len(pos) == 1 {
@@ -52,7 +57,7 @@ func checkCmd(ctx context.Context, args []string, env Env) error {
 	}
 	var total, bad int
 	for _, d := range defs {
-		n, err := env.checkOne(ctx, d, *fix, yes.given())
+		n, err := env.checkOne(ctx, d, *fix, *offers, yes.given())
 		if err != nil {
 			return err
 		}
@@ -67,7 +72,7 @@ func checkCmd(ctx context.Context, args []string, env Env) error {
 }
 
 // checkOne checks one poller (and fixes it, when asked), returning how many problems are left.
-func (env Env) checkOne(ctx context.Context, d *pollerdef.Def, fix, yes bool) (int, error) {
+func (env Env) checkOne(ctx context.Context, d *pollerdef.Def, fix, offers, yes bool) (int, error) {
 	name := d.Name()
 	if err := d.Err(); err != nil {
 		fmt.Fprintf(env.Out, "check %s\n", name)
@@ -89,6 +94,7 @@ func (env Env) checkOne(ctx context.Context, d *pollerdef.Def, fix, yes bool) (i
 		return 1, nil
 	}
 	defer setup.Close()
+	setup.Offers = offers
 	printFindings(env, name, setup)
 	n := source.Problems(setup.Findings)
 	if !fix {
@@ -146,10 +152,14 @@ func printFinding(env Env, f source.Finding, script string) {
 		line += ": " + f.Detail
 	}
 	fmt.Fprintln(env.Out, line)
-	if f.Verdict != source.VerdictProblem || script == "" {
+	if f.Verdict != source.VerdictProblem && f.Verdict != source.VerdictOffer || script == "" {
 		return
 	}
-	fmt.Fprintln(env.Out, "               fix:")
+	if f.Verdict == source.VerdictOffer {
+		fmt.Fprintln(env.Out, "               to take it (pollerctl check POLLER --fix --offers --yes runs it):")
+	} else {
+		fmt.Fprintln(env.Out, "               fix:")
+	}
 	for l := range strings.SplitSeq(strings.TrimSuffix(script, "\n"), "\n") {
 		fmt.Fprintf(env.Out, "                 %s\n", l)
 	}

@@ -111,7 +111,7 @@ const help = `pollerctl: see every poller's state and move one on purpose.
   pollerctl cdc enable POLLER [--yes]                     (logical pollers: create the publication and the replication slot)
   pollerctl cdc disable POLLER [--yes | --yes=POLLER] [--wait]
                   (drop them: the slot's unread changes are lost, and PostgreSQL frees the WAL it kept)
-  pollerctl check [POLLER] [--fix [--yes]]                (exit 1 when a set-up has a problem)
+  pollerctl check [POLLER] [--fix [--offers] [--yes]]     (exit 1 when a set-up has a problem)
                   (each poller's table: columns, cursor stamped on INSERT and UPDATE, keyset index, privileges;
                    --fix prints the SQL that fixes the problems, --yes runs it)
 

@@ -19,6 +19,9 @@ const (
 	// VerdictUnknown: the catalog does not say (a view, a trigger whose body cannot be read): not
 	// a pass, not a fail.
 	VerdictUnknown Verdict = "cannot tell"
+	// VerdictOffer: not a problem, a change the check offers (Detail says what it gives and what
+	// it costs; Fix is its SQL): pollerctl check --fix runs it only with --offers.
+	VerdictOffer Verdict = "offer"
 )
 
 // The checks a setup check makes, in the order they are printed (a driver's findings come in
@@ -32,6 +35,7 @@ const (
 	CheckIndex      = "keyset index"                 // an index leads with (cursor, key columns...)
 	CheckStamped    = "stamped on insert and update" // the cursor column moves on every write
 	CheckPrivileges = "privileges"                   // what the poller's login needs
+	CheckBefore     = "before images"                // a change stream sends the row before an update or delete
 	CheckCDC        = "change stream set-up"         // pollerctl cdc enable's plan has no problem
 )
 
@@ -73,11 +77,11 @@ func Problems(fs []Finding) int {
 	return n
 }
 
-// Fixes are the problems' fix statements, in order.
-func Fixes(fs []Finding) []string {
+// Fixes are the problems' fix statements, in order (and the offers', when offers is set).
+func Fixes(fs []Finding, offers bool) []string {
 	var out []string
 	for _, f := range fs {
-		if f.Verdict == VerdictProblem {
+		if f.Verdict == VerdictProblem || offers && f.Verdict == VerdictOffer {
 			out = append(out, f.Fix...)
 		}
 	}
@@ -187,6 +191,8 @@ type Setup struct {
 	ds       Drivers
 	cfg      Config
 	Findings []Finding
+	// Offers makes Script and Apply take the offers (VerdictOffer) with the problems' fixes.
+	Offers bool
 }
 
 // String describes the database and the table, without secrets.
@@ -195,9 +201,10 @@ func (s *Setup) String() string { return s.c.describe }
 // Close closes the connection.
 func (s *Setup) Close() error { return s.c.close() }
 
-// Script is the problems' fixes as the database's client runs them ("" when none).
+// Script is the problems' fixes (and the offers', when Offers is set) as the database's client
+// runs them ("" when none).
 func (s *Setup) Script() string {
-	fix := Fixes(s.Findings)
+	fix := Fixes(s.Findings, s.Offers)
 	if len(fix) == 0 {
 		return ""
 	}
@@ -268,7 +275,7 @@ func (s *Setup) cdc(ctx context.Context) (Finding, bool) {
 // one by one, stopping at the first that fails. It returns the statements that ran (committed,
 // or with a transaction rolled back: none).
 func (s *Setup) Apply(ctx context.Context) (ran []string, err error) {
-	fix := Fixes(s.Findings)
+	fix := Fixes(s.Findings, s.Offers)
 	if !s.sc.DDLInTransaction() {
 		for _, q := range fix {
 			if _, err := s.c.db.ExecContext(ctx, q); err != nil {

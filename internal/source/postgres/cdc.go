@@ -143,11 +143,11 @@ func (i CDCInfo) IdentityMeaning() string {
 		if len(i.IdentityColumns) == 0 {
 			return "REPLICA IDENTITY DEFAULT without a primary key: updates and deletes carry no key, which the poller cannot use: add a primary key, or ALTER TABLE ... REPLICA IDENTITY FULL"
 		}
-		return fmt.Sprintf("REPLICA IDENTITY DEFAULT: a delete carries only the primary key (%s), not the old row; ALTER TABLE ... REPLICA IDENTITY FULL makes deletes carry the old row (and unchanged TOAST values of updates), at the cost of more WAL", strings.Join(i.IdentityColumns, ", "))
+		return fmt.Sprintf("REPLICA IDENTITY DEFAULT: a delete carries only the primary key (%s), not the old row, and updates carry no before image; ALTER TABLE ... REPLICA IDENTITY FULL makes updates and deletes carry the row before them (and unchanged TOAST values), at the cost of more WAL (pollerctl check offers it)", strings.Join(i.IdentityColumns, ", "))
 	case "index":
 		return fmt.Sprintf("REPLICA IDENTITY USING INDEX: a delete carries only the index's columns (%s), not the old row", strings.Join(i.IdentityColumns, ", "))
 	case "full":
-		return "REPLICA IDENTITY FULL: a delete carries the old row, an update every column"
+		return "REPLICA IDENTITY FULL: updates and deletes carry the row before them, an update every column"
 	case "nothing":
 		return "REPLICA IDENTITY NOTHING: updates and deletes carry no key at all; refused (ALTER TABLE ... REPLICA IDENTITY DEFAULT, with a primary key, or FULL)"
 	}

@@ -124,6 +124,30 @@ func TestCheckSetup(t *testing.T) {
 				t.Errorf("a change stream has no cursor column to check: %+v", f)
 			}
 		}
+		// Before images are offered, with their cost, and taken only when asked.
+		if _, err := db.Exec("INSERT INTO " + tb.Name + " SELECT g, g FROM generate_series(1, 1000) g; ANALYZE " + tb.Name); err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		if err := s.Check(ctx); err != nil {
+			t.Fatal(err)
+		}
+		sourcetest.Expect(t, s, source.CheckBefore, source.VerdictOffer, []string{"no before image", "REPLICA IDENTITY FULL sends the old row", "B more per update and delete (the table's average row"},
+			`ALTER TABLE "`+tb.Name+`" REPLICA IDENTITY FULL`)
+		if n := source.Problems(s.Findings); n != 1 {
+			t.Errorf("%d problems, want 1 (not enabled; an offer is not one)", n)
+		}
+		if ran, err := s.Apply(ctx); err != nil || len(ran) != 0 {
+			t.Errorf("without Offers, the fix ran %q, %v", ran, err)
+		}
+		s.Offers = true
+		if ran, err := s.Apply(ctx); err != nil || len(ran) != 1 {
+			t.Fatalf("with Offers, the fix ran %q, %v", ran, err)
+		}
+		if err := s.Check(ctx); err != nil {
+			t.Fatal(err)
+		}
+		sourcetest.Expect(t, s, source.CheckBefore, source.VerdictOK, []string{"REPLICA IDENTITY FULL: updates and deletes carry the row before them"})
 	})
 	t.Run("a role without SELECT", func(t *testing.T) {
 		tb := checkTable(t, db, base+`, updated_at TIMESTAMPTZ NOT NULL DEFAULT now())`)
