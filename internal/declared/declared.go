@@ -296,8 +296,8 @@ func (s Spec) check() error {
 		return field("source.cursor.kind", "%q is not one of %s", src.Cursor.Kind, kindList())
 	case changeStream(src.Cursor.Kind) && src.Cursor.Column != "":
 		return field("source.cursor.column", "a %s cursor reads the database's record of changes and takes no column (%q): remove the field", src.Cursor.Kind, src.Cursor.Column)
-	case changeStream(src.Cursor.Kind) && src.Filter != "":
-		return field("source.filter", "a %s cursor delivers every change of the table and takes no filter: filter in the sink's consumer", src.Cursor.Kind)
+	case src.Cursor.Kind == string(poller.ChangeTracking) && src.Filter != "":
+		return field("source.filter", "a %s cursor delivers every change of the table and takes no filter (CHANGETABLE has none): filter in the sink's consumer", src.Cursor.Kind)
 	case changeStream(src.Cursor.Kind) && src.SettleLag != "":
 		return field("source.settle_lag", "a %s cursor reads committed changes in commit order and takes no settle lag", src.Cursor.Kind)
 	case src.Initial != "" && src.Initial != "now" && src.Initial != "snapshot":

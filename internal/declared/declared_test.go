@@ -90,7 +90,7 @@ func TestBadFilesFailAlone(t *testing.T) {
 		"lag":           {strings.Replace(good, `"columns"`, `"settle_lag":"5 s","columns"`, 1), `bad-lag/poller.json: source.settle_lag: "5 s" is not a Go duration`},
 		"logicalcolumn": {strings.Replace(good, `"integer"`, `"logical"`, 1), `bad-logicalcolumn/poller.json: source.cursor.column: a logical cursor reads the database's record of changes and takes no column ("id")`},
 		"ctcolumn":      {strings.Replace(good, `"integer"`, `"changetracking"`, 1), `bad-ctcolumn/poller.json: source.cursor.column: a changetracking cursor`},
-		"logicalfilter": {strings.Replace(good, `{"kind":"integer","column":"id"}`, `{"kind":"logical"},"filter":"v <> ''"`, 1), `bad-logicalfilter/poller.json: source.filter: a logical cursor delivers every change`},
+		"ctfilter":      {strings.Replace(good, `{"kind":"integer","column":"id"}`, `{"kind":"changetracking"},"filter":"v <> ''"`, 1), `bad-ctfilter/poller.json: source.filter: a changetracking cursor delivers every change`},
 		"logicallag":    {strings.Replace(good, `{"kind":"integer","column":"id"}`, `{"kind":"logical"},"settle_lag":"5s"`, 1), `bad-logicallag/poller.json: source.settle_lag: a logical cursor`},
 		"nocolumn":      {strings.Replace(good, `,"column":"id"`, ``, 1), `bad-nocolumn/poller.json: source.cursor.column: required`},
 		"initial":       {strings.Replace(good, `{"kind":"integer","column":"id"}`, `{"kind":"logical"},"initial":"all"`, 1), `bad-initial/poller.json: source.initial: "all" is not "now"`},

@@ -30,7 +30,9 @@ type Definition struct {
 	// PK are the key columns: the rows' identity, and the tiebreaker after the cursor column.
 	PK []string
 	// Filter is an optional fixed predicate, written in the poller's Go code (never from
-	// configuration or input), e.g. `status <> 'draft'`. It is ANDed with the keyset predicate.
+	// configuration or input), e.g. `status <> 'draft'`. It is ANDed with the keyset predicate;
+	// a logical cursor's is its publication's row filter (PostgreSQL 15 or later), which
+	// PostgreSQL applies as it decodes. The changetracking cursor takes none.
 	Filter string
 	// SettleLag applies to timestamp+pk cursors: only rows whose cursor is older than the
 	// database's clock minus the lag are read. Zero means DefaultSettleLag; NoSettleLag means none.
@@ -115,6 +117,9 @@ func (d Definition) keyColumns() []string {
 	return keys
 }
 
+// Selected is Columns with the key columns added where missing: the columns a row holds.
+func (d Definition) Selected() []string { return d.selected() }
+
 // selected is Columns with the key columns added where missing.
 func (d Definition) selected() []string {
 	cols := slices.Clone(d.Columns)
@@ -179,8 +184,8 @@ func (d Definition) validate(poller string, ds Drivers, driver string) (Driver, 
 			return fail("table %s: %v", d.Table, err)
 		}
 	}
-	if d.Changes() && strings.TrimSpace(d.Filter) != "" {
-		return fail("table %s: a %s cursor delivers every change of the table and takes no filter (filter the rows in the handler)", d.Table, d.Cursor.Kind)
+	if d.Cursor.Kind == state.KindChangeTracking && strings.TrimSpace(d.Filter) != "" {
+		return fail("table %s: a %s cursor delivers every change of the table and takes no filter (CHANGETABLE has none: filter the rows in the handler)", d.Table, d.Cursor.Kind)
 	}
 	switch {
 	case d.Initial != "" && d.Initial != InitialNow && d.Initial != InitialSnapshot:

@@ -134,6 +134,22 @@ type CDCInfo struct {
 
 	Slot        SlotState        `json:"slot"`
 	Publication PublicationState `json:"publication"`
+
+	// ServerVersion is server_version_num (150004 for 15.4); Columns are the table's, in order.
+	ServerVersion int      `json:"server_version"`
+	Columns       []string `json:"-"`
+	// Published is how the publication publishes the table now, Want how the poller needs it
+	// (pubfilter.go); FilterErr is PostgreSQL's error reading the poller's filter, and Refused
+	// what PostgreSQL refused of Want when the plan tried it in a transaction rolled back.
+	Published pubTable `json:"published"`
+	Want      pubTable `json:"want"`
+	FilterErr string   `json:"filter_error,omitempty"`
+	Refused   string   `json:"refused,omitempty"`
+}
+
+// alter says whether the publication publishes the table otherwise than the poller needs.
+func (i CDCInfo) alter() bool {
+	return i.Publication.Exists && i.Publication.Covers && !i.Publication.AllTables && i.ServerVersion >= filtersSince && !i.Published.covers(i.Want)
 }
 
 // IdentityMeaning says what the table's REPLICA IDENTITY means for the poller's deletes.
@@ -199,10 +215,20 @@ func (c *CDC) Publication() string { return c.def.Publication }
 // Table is the table, quoted as in the SQL.
 func (c *CDC) Table() string { return c.table }
 
-// CreatePublicationSQL is the statement Enable runs to create the publication.
-func (c *CDC) CreatePublicationSQL() string {
-	return "CREATE PUBLICATION " + pgIdent(c.def.Publication) + " FOR TABLE " + c.table +
+// CreatePublicationSQL is the statement Enable runs to create the publication: of the table as
+// the poller needs it (CDCInfo.Want: its row filter and column list).
+func (c *CDC) CreatePublicationSQL(info CDCInfo) string {
+	return "CREATE PUBLICATION " + pgIdent(c.def.Publication) + " FOR TABLE " + tableSpec(c.table, info.Want) +
 		" WITH (publish = 'insert, update, delete, truncate')"
+}
+
+// AlterPublicationSQL is the statement Enable runs when the publication publishes the table
+// otherwise than the poller needs ("" when it does not).
+func (c *CDC) AlterPublicationSQL(info CDCInfo) string {
+	if !info.alter() {
+		return ""
+	}
+	return alterSQL(c.def.Publication, c.table, info.Publication.Tables, info.Want)
 }
 
 // CreateSlotSQL is the statement Enable runs to create the slot ($1: the slot's name).
@@ -231,21 +257,25 @@ func (c *CDC) Inspect(ctx context.Context) (CDCInfo, error) {
   COALESCE(EXISTS (SELECT 1 FROM pg_publication_tables pt WHERE pt.pubname = $1 AND pt.schemaname = n.nspname AND pt.tablename = cl.relname), false),
   COALESCE(array_to_json(array_remove(ARRAY[CASE WHEN p.pubinsert THEN 'insert' END, CASE WHEN p.pubupdate THEN 'update' END,
     CASE WHEN p.pubdelete THEN 'delete' END, CASE WHEN p.pubtruncate THEN 'truncate' END], NULL))::text, '[]'),
-  (SELECT count(*) FROM pg_publication_tables pt WHERE pt.pubname = $1)::int
+  (SELECT count(*) FROM pg_publication_tables pt WHERE pt.pubname = $1)::int,
+  current_setting('server_version_num')::int, COALESCE(cl.oid::int8, 0),
+  COALESCE((SELECT array_to_json(array_agg(a.attname::text ORDER BY a.attnum))::text FROM pg_attribute a
+    WHERE a.attrelid = cl.oid AND a.attnum > 0 AND NOT a.attisdropped), '[]')
 FROM pg_roles r
 LEFT JOIN pg_class cl ON cl.oid = to_regclass($2)
 LEFT JOIN pg_namespace n ON n.oid = cl.relnamespace
 LEFT JOIN pg_publication p ON p.pubname = $1
 WHERE r.rolname = current_user`
 	var (
-		info                 CDCInfo
-		identCols, publishes string
+		info                       CDCInfo
+		identCols, publishes, cols string
+		oid                        int64
 	)
 	info.Publication.Name = c.def.Publication
 	err := c.db.QueryRowContext(ctx, q, c.def.Publication, c.table).Scan(&info.WALLevel, &info.Database, &info.User, &info.Superuser,
 		&info.Replication, &info.CreateOnDatabase, &info.TableExists, &info.TableName, &info.OwnsTable, &info.CanSelect, &info.Owner,
 		&info.ReplicaIdentity, &identCols, &info.Publication.Exists, &info.Publication.AllTables, &info.Publication.Covers,
-		&publishes, &info.Publication.Tables)
+		&publishes, &info.Publication.Tables, &info.ServerVersion, &oid, &cols)
 	if err != nil {
 		return info, fmt.Errorf("source: poller %q, table %s: reading the logical decoding set-up: %w", c.poller, c.def.Table, err)
 	}
@@ -255,10 +285,50 @@ WHERE r.rolname = current_user`
 	if err := json.Unmarshal([]byte(publishes), &info.Publication.Publishes); err != nil {
 		return info, fmt.Errorf("source: poller %q: the publication's operations %s: %w", c.poller, publishes, err)
 	}
+	if err := json.Unmarshal([]byte(cols), &info.Columns); err != nil {
+		return info, fmt.Errorf("source: poller %q: the table's columns %s: %w", c.poller, cols, err)
+	}
 	if info.Slot, err = SlotStatus(ctx, c.db, c.def.Slot); err != nil {
 		return info, fmt.Errorf("source: poller %q: %w", c.poller, err)
 	}
+	if err := c.inspectFilters(ctx, &info, oid); err != nil {
+		return info, fmt.Errorf("source: poller %q, table %s: %w", c.poller, c.def.Table, err)
+	}
 	return info, nil
+}
+
+// inspectFilters fills in how the publication publishes the table, how the poller needs it, and
+// what PostgreSQL refuses of that (pubfilter.go).
+func (c *CDC) inspectFilters(ctx context.Context, info *CDCInfo, oid int64) error {
+	if !info.TableExists || info.ServerVersion < filtersSince {
+		return nil
+	}
+	if info.Publication.Covers {
+		var err error
+		if info.Published, err = published(ctx, c.db, info.ServerVersion, c.def.Publication, oid); err != nil {
+			return err
+		}
+	}
+	normalized, err := normalizeFilter(ctx, c.db, c.table, c.def.Filter)
+	if err != nil {
+		info.FilterErr = err.Error()
+		return nil
+	}
+	info.Want = wantTable(c.def, normalized, info.Columns, info.ReplicaIdentity)
+	create := ""
+	switch {
+	case info.Want.Filter == "" && info.Want.Columns == nil:
+	case !info.Publication.Exists:
+		create = c.CreatePublicationSQL(*info)
+	case info.alter():
+		create = c.AlterPublicationSQL(*info)
+	}
+	if create == "" || !(info.Superuser || info.CreateOnDatabase && info.OwnsTable) {
+		return nil
+	}
+	key := pgIdent(c.def.PK[0])
+	info.Refused, err = probe(ctx, c.db, create, c.table, key)
+	return err
 }
 
 // Needs lists the privileges the set-up needs, each with whether the role has it: the slot
@@ -315,10 +385,19 @@ func (c *CDC) PlanEnable(info CDCInfo) EnablePlan {
 		bad("the poller's key (%s) is not what a delete of %s carries (%s): make the poller's key %s, or ALTER TABLE %s REPLICA IDENTITY FULL",
 			strings.Join(c.def.PK, ", "), info.TableName, strings.Join(info.IdentityColumns, ", "), strings.Join(info.IdentityColumns, ", "), info.TableName)
 	}
+	switch {
+	case c.def.Filter != "" && info.ServerVersion < filtersSince:
+		bad("the poller's filter is its publication's row filter, which needs PostgreSQL 15 or later; this server is %s: take the filter out of the poller and filter in the handler, or upgrade the server", versionText(info.ServerVersion))
+	case info.FilterErr != "":
+		bad("PostgreSQL cannot read the poller's filter: %s: correct the filter (source.filter in poller.json, poller.WithFilter in Go)", info.FilterErr)
+	case info.Refused != "":
+		bad("PostgreSQL refuses to publish table %s as the poller needs it (%s): %s; with such a publication every UPDATE or DELETE of the table would fail. A row filter of a publication of updates and deletes may use only the replica identity's columns (%s), and a column list must hold them (every column under REPLICA IDENTITY FULL): filter on those columns, or ALTER TABLE %s REPLICA IDENTITY FULL, at a cost in WAL (pollerctl check shows it)",
+			info.TableName, info.Want, info.Refused, strings.Join(info.IdentityColumns, ", "), info.TableName)
+	}
 	pub := info.Publication
 	switch {
 	case !pub.Exists:
-		p.Steps = append(p.Steps, c.CreatePublicationSQL())
+		p.Steps = append(p.Steps, c.CreatePublicationSQL(info))
 		if !info.Superuser && !info.CreateOnDatabase {
 			bad("creating publication %q needs CREATE on database %s: GRANT CREATE ON DATABASE %s TO %s", pub.Name, info.Database, pgIdent(info.Database), pgIdent(info.User))
 		}
@@ -330,6 +409,8 @@ func (c *CDC) PlanEnable(info CDCInfo) EnablePlan {
 	case !pub.allOps():
 		bad("publication %q publishes only %s; a delete or truncate it leaves out would be lost silently: ALTER PUBLICATION %s SET (publish = 'insert, update, delete, truncate')",
 			pub.Name, strings.Join(pub.Publishes, ", "), pgIdent(pub.Name))
+	case info.alter():
+		p.Steps = append(p.Steps, c.AlterPublicationSQL(info))
 	}
 	slot := info.Slot
 	switch {
@@ -348,6 +429,9 @@ func (c *CDC) PlanEnable(info CDCInfo) EnablePlan {
 	return p
 }
 
+// versionText writes server_version_num as people read it: 150004 is 15.4.
+func versionText(v int) string { return fmt.Sprintf("%d.%d", v/10000, v%10000) }
+
 func sortedStrings(s []string) []string {
 	c := slices.Clone(s)
 	slices.Sort(c)
@@ -357,6 +441,7 @@ func sortedStrings(s []string) []string {
 // Enabled is what Enable did.
 type Enabled struct {
 	CreatedPublication bool
+	AlteredPublication bool // it publishes the table as the poller needs now (filter, columns)
 	CreatedSlot        bool
 	Slot               SlotState // the slot afterwards
 }
@@ -377,10 +462,16 @@ func (c *CDC) Enable(ctx context.Context) (Enabled, error) {
 		return done, fmt.Errorf("source: poller %q: %w: %s; nothing was created", c.poller, ErrCDCSetup, strings.Join(plan.Problems, "; "))
 	}
 	if !info.Publication.Exists {
-		if _, err := c.db.ExecContext(ctx, c.CreatePublicationSQL()); err != nil {
+		if _, err := c.db.ExecContext(ctx, c.CreatePublicationSQL(info)); err != nil {
 			return done, fmt.Errorf("source: poller %q: %w: creating publication %q: %v; nothing was created", c.poller, ErrCDCSetup, c.def.Publication, err)
 		}
 		done.CreatedPublication = true
+	}
+	if q := c.AlterPublicationSQL(info); q != "" {
+		if _, err := c.db.ExecContext(ctx, q); err != nil {
+			return done, fmt.Errorf("source: poller %q: %w: changing how publication %q publishes the table (%s): %v; nothing was changed", c.poller, ErrCDCSetup, c.def.Publication, q, err)
+		}
+		done.AlteredPublication = true
 	}
 	if !info.Slot.Exists {
 		if _, err := c.db.ExecContext(ctx, CreateSlotSQL, c.def.Slot); err != nil {

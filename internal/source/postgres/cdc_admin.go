@@ -71,6 +71,9 @@ func (c *cdcSetup) Enable(ctx context.Context) ([]string, error) {
 	if done.CreatedPublication {
 		lines = append(lines, "created publication "+c.Publication())
 	}
+	if done.AlteredPublication {
+		lines = append(lines, "changed publication "+c.Publication()+": it publishes the table as the poller needs")
+	}
 	if err != nil {
 		return lines, err
 	}
@@ -239,6 +242,12 @@ func infoLines(cdc *CDC, info CDCInfo) []string {
 	} else {
 		lines = append(lines, fmt.Sprintf("  %-12s %s: exists, publishes %s of %s", "publication", pub.Name, strings.Join(pub.Publishes, ", "),
 			map[bool]string{true: "this table", false: "other tables, not this one"}[pub.Covers]))
+		if pub.Covers && info.ServerVersion >= filtersSince {
+			lines = append(lines, fmt.Sprintf("  %-12s the table with %s", "", info.Published))
+		}
+	}
+	if info.ServerVersion >= filtersSince && (info.Want.Filter != "" || info.Want.Columns != nil) {
+		lines = append(lines, fmt.Sprintf("  %-12s the table with %s", "the poller", info.Want))
 	}
 	return append(lines, fmt.Sprintf("  %-12s %s", "slot", slotLine(info.Slot)))
 }

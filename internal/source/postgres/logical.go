@@ -186,7 +186,7 @@ type change struct {
 // Check reads, in one query, what the cursor needs: wal_level, the role's REPLICATION, the
 // slot, the publication and whether it covers the table, the replica identity and its columns.
 func (l *logical) Check(ctx context.Context) error {
-	const q = `SELECT current_setting('wal_level'), current_setting('server_version_num')::int >= 140000, current_user::text, r.rolsuper OR r.rolreplication,
+	const q = `SELECT current_setting('wal_level'), current_setting('server_version_num')::int, current_user::text, r.rolsuper OR r.rolreplication,
   c.oid, c.relreplident::text,
   s.slot_name IS NOT NULL, COALESCE(s.plugin, ''), COALESCE(s.slot_type, ''), COALESCE(s.database = current_database(), false),
   p.oid IS NOT NULL, COALESCE(p.pubinsert AND p.pubupdate AND p.pubdelete AND p.pubtruncate, false),
@@ -205,10 +205,10 @@ WHERE r.rolname = current_user`
 	var (
 		walLevel, user, ident, identCols, types, plugin, slotType    string
 		replication, slotExists, slotHere, pubExists, pubAll, pubHas bool
-		messages                                                     bool
+		version                                                      int
 		oid                                                          sql.NullInt64
 	)
-	err := l.lay.DB().QueryRowContext(ctx, q, l.slot, l.pub, l.table).Scan(&walLevel, &messages, &user, &replication, &oid, &ident,
+	err := l.lay.DB().QueryRowContext(ctx, q, l.slot, l.pub, l.table).Scan(&walLevel, &version, &user, &replication, &oid, &ident,
 		&slotExists, &plugin, &slotType, &slotHere, &pubExists, &pubAll, &pubHas, &identCols, &types)
 	if err != nil {
 		return l.lay.Errorf("checking the logical decoding set-up: %v", err)
@@ -260,7 +260,37 @@ WHERE r.rolname = current_user`
 	if err := json.Unmarshal([]byte(types), &oids); err != nil {
 		return l.lay.Errorf("reading the column types %s: %v", types, err)
 	}
-	l.relOID, l.colOIDs, l.messages = uint32(oid.Int64), oids, messages
+	if err := l.checkFilter(ctx, version, oid.Int64); err != nil {
+		return err
+	}
+	l.relOID, l.colOIDs, l.messages = uint32(oid.Int64), oids, version >= 140000
+	return nil
+}
+
+// checkFilter compares how the publication publishes the table with the poller's filter and
+// columns (pubfilter.go): a publication that filters otherwise, or leaves out a column the
+// poller reads, would deliver other changes than the poller says.
+func (l *logical) checkFilter(ctx context.Context, version int, oid int64) error {
+	enable := fmt.Sprintf("`pollerctl cdc enable %s --yes` makes it so (pollerctl cdc enable %s shows the statement first)", l.poller, l.poller)
+	if l.def.Filter != "" && version < filtersSince {
+		return l.fail("the poller's filter is its publication's row filter, which needs PostgreSQL 15 or later; this server is %s: take the filter out of the poller and filter in the handler, or upgrade the server", versionText(version))
+	}
+	pub, err := published(ctx, l.lay.DB(), version, l.pub, oid)
+	if err != nil {
+		return l.lay.Errorf("%v", err)
+	}
+	if pub.Filter == "" && l.def.Filter == "" && pub.Columns == nil {
+		return nil
+	}
+	normalized, err := normalizeFilter(ctx, l.lay.DB(), l.table, l.def.Filter)
+	if err != nil {
+		return l.lay.Errorf("%v (the role needs TEMPORARY on the database to read a filter as PostgreSQL does)", err)
+	}
+	want := pubTable{Filter: normalized, Columns: l.lay.Columns()}
+	if !pub.covers(want) {
+		return l.fail("publication %q publishes the table with %s, and the poller reads %s: it would deliver other changes than the poller says. %s",
+			l.pub, pub, want, enable)
+	}
 	return nil
 }
 

@@ -1,0 +1,183 @@
+package postgres
+
+// The logical cursor's filters, applied by PostgreSQL as it decodes (PostgreSQL 15 or later): the
+// poller's filter is its publication's row filter, and its columns the publication's column list
+// when they are fewer than the table's. pollerctl cdc enable sets them (and changes them when
+// they differ); the reader checks them when it opens and stops, printing both and the fix, when
+// the publication publishes otherwise than the poller says.
+//
+// PostgreSQL restricts them. A row filter takes simple expressions of immutable built-in
+// functions, and, in a publication of updates and deletes (the poller's always is), only columns
+// of the replica identity; a column list must hold the replica identity's columns (all of them
+// under REPLICA IDENTITY FULL). The first is checked when the publication is made; the others
+// only when a row is updated or deleted: the application's own UPDATE would fail. So the plan
+// makes the publication in a transaction it rolls back, runs an UPDATE and a DELETE that change
+// nothing (the executor checks the replica identity as it starts, whatever the rows), and reports
+// what PostgreSQL refused, with its reason and the fix, before anything is made.
+//
+// Filters are compared as PostgreSQL reads them: the poller's is deparsed the way PostgreSQL
+// deparses a publication's (as a CHECK constraint of a temporary copy of the table, in a
+// transaction rolled back), so spacing, casts and parentheses do not make a difference.
+//
+// An UPDATE that takes a row out of the filter arrives as a DELETE of it, and one that brings a
+// row in as an INSERT: PostgreSQL's own transformation, which keeps a replica exact.
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/source"
+)
+
+// filtersSince is the first server version whose publications take row filters and column lists.
+const filtersSince = 150000
+
+// pubTable is how a publication publishes a table: its row filter as PostgreSQL deparses it (""
+// for none) and its column list (nil: every column).
+type pubTable struct {
+	Filter  string   `json:"filter,omitempty"`
+	Columns []string `json:"columns,omitempty"`
+}
+
+// String is what a person reads of it.
+func (p pubTable) String() string {
+	cols, filter := "every column", "no row filter"
+	if p.Columns != nil {
+		cols = "columns (" + strings.Join(p.Columns, ", ") + ")"
+	}
+	if p.Filter != "" {
+		filter = "WHERE " + p.Filter
+	}
+	return cols + ", " + filter
+}
+
+// covers says whether a publication's p serves the poller's want: the same row filter, and
+// every column the poller reads.
+func (p pubTable) covers(want pubTable) bool {
+	if p.Filter != want.Filter {
+		return false
+	}
+	return p.Columns == nil || want.Columns != nil && !slices.ContainsFunc(want.Columns, func(c string) bool { return !slices.Contains(p.Columns, c) })
+}
+
+// published reads how publication pub publishes the table of oid ({} when the server is older
+// than filtersSince, or the publication is FOR ALL TABLES or by schema: no filter, every column).
+func published(ctx context.Context, db *sql.DB, version int, pub string, oid int64) (pubTable, error) {
+	if version < filtersSince {
+		return pubTable{}, nil
+	}
+	var filter, cols sql.NullString
+	err := db.QueryRowContext(ctx, `SELECT pg_get_expr(pr.prqual, pr.prrelid),
+  (SELECT array_to_json(array_agg(a.attname::text ORDER BY a.attnum))::text FROM pg_attribute a WHERE a.attrelid = pr.prrelid AND a.attnum = ANY(pr.prattrs))
+FROM pg_publication_rel pr JOIN pg_publication p ON p.oid = pr.prpubid WHERE p.pubname = $1 AND pr.prrelid = $2`, pub, oid).Scan(&filter, &cols)
+	if errors.Is(err, sql.ErrNoRows) {
+		return pubTable{}, nil
+	}
+	if err != nil {
+		return pubTable{}, fmt.Errorf("reading how publication %q publishes the table: %w", pub, err)
+	}
+	out := pubTable{Filter: filter.String}
+	if cols.Valid {
+		if err := json.Unmarshal([]byte(cols.String), &out.Columns); err != nil {
+			return pubTable{}, fmt.Errorf("publication %q's column list %s: %w", pub, cols.String, err)
+		}
+	}
+	return out, nil
+}
+
+// normalizeFilter deparses filter (a predicate on table, quoted) as PostgreSQL deparses a
+// publication's row filter, in a transaction it rolls back: "" for none. Its error is
+// PostgreSQL's, for a filter it cannot parse.
+func normalizeFilter(ctx context.Context, db *sql.DB, table, filter string) (string, error) {
+	if strings.TrimSpace(filter) == "" {
+		return "", nil
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return "", err
+	}
+	defer tx.Rollback()
+	const copyName = "pseudotrigger_filter_check"
+	var out string
+	for _, q := range []string{
+		"CREATE TEMPORARY TABLE " + copyName + " (LIKE " + table + ") ON COMMIT DROP",
+		"ALTER TABLE " + copyName + " ADD CONSTRAINT f CHECK (" + filter + ") NOT VALID",
+	} {
+		if _, err := tx.ExecContext(ctx, q); err != nil {
+			return "", fmt.Errorf("reading the filter %q as PostgreSQL does: %w", filter, err)
+		}
+	}
+	err = tx.QueryRowContext(ctx, "SELECT pg_get_expr(conbin, conrelid) FROM pg_constraint WHERE conrelid = '"+copyName+"'::regclass AND conname = 'f'").Scan(&out)
+	return out, err
+}
+
+// wantTable is how the poller's publication should publish the table: the poller's filter, and
+// its columns as the column list when they are fewer than the table's (tableCols) and the
+// replica identity is not FULL, which needs every column in the list.
+func wantTable(d source.Definition, normalized string, tableCols []string, ident string) pubTable {
+	want := pubTable{Filter: normalized}
+	sel := d.Selected()
+	if ident != "full" && ident != "f" && len(sel) < len(tableCols) {
+		for _, c := range tableCols { // the table's order, as PostgreSQL lists it
+			if slices.Contains(sel, c) {
+				want.Columns = append(want.Columns, c)
+			}
+		}
+	}
+	return want
+}
+
+// tableSpec is the table as a publication's table list names it: with its column list and row
+// filter.
+func tableSpec(table string, p pubTable) string {
+	s := table
+	if p.Columns != nil {
+		s += " (" + strings.Join(source.QuoteAll(Driver{}, p.Columns), ", ") + ")"
+	}
+	if p.Filter != "" {
+		s += " WHERE (" + p.Filter + ")"
+	}
+	return s
+}
+
+// alterSQL changes how publication pub publishes the table to want: SET TABLE when it publishes
+// that table alone, else the table dropped and added again (in one transaction).
+func alterSQL(pub, table string, tables int, want pubTable) string {
+	if tables <= 1 {
+		return "ALTER PUBLICATION " + pgIdent(pub) + " SET TABLE " + tableSpec(table, want)
+	}
+	return "ALTER PUBLICATION " + pgIdent(pub) + " DROP TABLE " + table + "; ALTER PUBLICATION " + pgIdent(pub) + " ADD TABLE " + tableSpec(table, want)
+}
+
+// probe makes the publication as wanted in a transaction it rolls back and runs an UPDATE and a
+// DELETE of the table that change nothing: PostgreSQL's refusal ("" for none), which the
+// application's own first update or delete would otherwise meet. create is the statement that
+// makes or changes the publication.
+func probe(ctx context.Context, db *sql.DB, create, table, key string) (string, error) {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return "", err
+	}
+	defer tx.Rollback()
+	for _, q := range []string{create, "UPDATE " + table + " SET " + key + " = " + key + " WHERE false", "DELETE FROM " + table + " WHERE false"} {
+		if _, err := tx.ExecContext(ctx, q); err != nil {
+			var pe *pgconn.PgError
+			if errors.As(err, &pe) {
+				why := pe.Message
+				if pe.Detail != "" {
+					why += ": " + pe.Detail
+				}
+				return why, nil
+			}
+			return "", err
+		}
+	}
+	return "", nil
+}
