@@ -124,7 +124,8 @@ func WithSetup(setup func(getenv func(string) string) error) Option {
 func WithTarget(describe func() string) Option { return func(p *Poller) { p.spec.Target = describe } }
 
 // WithColumns, WithKey and WithCursorColumn name the columns explicitly, for a poller of Row
-// (untyped) or when the row type has no `db` tags for them.
+// (untyped) or when the row type has no `db` tags for them. WithColumns("*") reads every column
+// of a Logical poller's table, and the columns the table gains while the poller runs.
 func WithColumns(columns ...string) Option {
 	return func(p *Poller) { p.spec.Source.Columns = columns }
 }

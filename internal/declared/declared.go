@@ -304,6 +304,8 @@ func (s Spec) check() error {
 		return field("source.initial", "%q is not \"now\" (the default: the changes from the first tick on) or \"snapshot\" (the rows there are first, then the changes)", src.Initial)
 	case src.Initial == "snapshot" && !changeStream(src.Cursor.Kind):
 		return field("source.initial", "\"snapshot\" is for the logical and changetracking cursors: the %s cursor's first tick reads every row there is already", src.Cursor.Kind)
+	case slices.Contains(src.Columns, source.AllColumns) && (len(src.Columns) > 1 || src.Cursor.Kind != string(poller.Logical)):
+		return field("source.columns", "[\"*\"] alone reads every column, for the logical cursor only (its stream describes the table as it changes); list the columns")
 	case src.SkipWriter != "" && !changeStream(src.Cursor.Kind):
 		return field("source.skip_writer", "is for the logical and changetracking cursors, which know who wrote a change; a %s cursor reads rows, not their writers", src.Cursor.Kind)
 	case src.SkipWriter != "" && source.CheckWriter(src.SkipWriter) != nil:
@@ -346,7 +348,7 @@ func (s Spec) Poller(name string) (p *poller.Poller, err error) {
 	src := s.Source
 	columns := slices.Clone(src.Columns)
 	for _, c := range append(slices.Clone(src.Key), src.Cursor.Column) {
-		if c != "" && !slices.Contains(columns, c) {
+		if c != "" && !slices.Contains(columns, c) && !slices.Equal(columns, []string{"*"}) { // "*": every column, the key's too
 			columns = append(columns, c)
 		}
 	}

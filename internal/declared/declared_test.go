@@ -94,6 +94,7 @@ func TestBadFilesFailAlone(t *testing.T) {
 		"logicallag":    {strings.Replace(good, `{"kind":"integer","column":"id"}`, `{"kind":"logical"},"settle_lag":"5s"`, 1), `bad-logicallag/poller.json: source.settle_lag: a logical cursor`},
 		"nocolumn":      {strings.Replace(good, `,"column":"id"`, ``, 1), `bad-nocolumn/poller.json: source.cursor.column: required`},
 		"initial":       {strings.Replace(good, `{"kind":"integer","column":"id"}`, `{"kind":"logical"},"initial":"all"`, 1), `bad-initial/poller.json: source.initial: "all" is not "now"`},
+		"allkeyset":     {strings.Replace(good, `"columns":["id","v"]`, `"columns":["*"]`, 1), `bad-allkeyset/poller.json: source.columns: ["*"] alone reads every column, for the logical cursor only`},
 		"skipkeyset":    {strings.Replace(good, `"columns"`, `"skip_writer":"app","columns"`, 1), `bad-skipkeyset/poller.json: source.skip_writer: is for the logical and changetracking cursors`},
 		"skipname":      {strings.Replace(good, `{"kind":"integer","column":"id"}`, `{"kind":"logical"},"skip_writer":"my app"`, 1), `bad-skipname/poller.json: source.skip_writer: "my app": a writer's name has letters, digits and . _ - : only, not ' '`},
 		"initialkeyset": {strings.Replace(good, `"columns"`, `"initial":"snapshot","columns"`, 1), `bad-initialkeyset/poller.json: source.initial: "snapshot" is for the logical and changetracking cursors: the integer cursor`},

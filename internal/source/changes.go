@@ -149,6 +149,11 @@ func (l *Layout) Driver() Driver { return l.s.dl }
 // Table is the table's name, quoted.
 func (l *Layout) Table() string { return QuoteTable(l.s.dl, l.s.def.Table) }
 
+// AllColumns says the source reads every column of the table (Definition's AllColumns): the
+// stream adds the columns the table gains (ErrColumnsChanged), and a change written before one
+// of them was added lacks it.
+func (l *Layout) AllColumns() bool { return l.s.all }
+
 // Columns are the names of the columns a row holds, in order.
 func (l *Layout) Columns() []string { return l.s.names }
 

@@ -24,6 +24,8 @@ type Definition struct {
 	// Table is the source table, schema-qualified or not.
 	Table Table
 	// Columns are the columns each row carries. The cursor and key columns are added when missing.
+	// A logical cursor's may be AllColumns alone: every column the table has when the source
+	// opens, and the columns added later as they come (the reader opens again).
 	Columns []string
 	// Cursor is the cursor kind and its column.
 	Cursor Cursor
@@ -54,6 +56,12 @@ type Definition struct {
 	// of SkipWriter's bytes. "" leaves out nothing.
 	SkipWriter string
 }
+
+// AllColumns, alone in Definition.Columns, reads every column of the table (logical cursors).
+const AllColumns = "*"
+
+// allColumns says whether d reads every column of the table (AllColumns).
+func (d Definition) allColumns() bool { return len(d.Columns) == 1 && d.Columns[0] == AllColumns }
 
 // Where a change-stream poller starts (Definition.Initial).
 const (
@@ -158,13 +166,20 @@ func (d Definition) validate(poller string, ds Drivers, driver string) (Driver, 
 	if len(d.PK) == 0 {
 		return fail("table %s: no key (PK) columns", d.Table)
 	}
+	listed := d.Columns
+	if slices.Contains(d.Columns, AllColumns) {
+		if !d.allColumns() || d.Cursor.Kind != state.KindLogical {
+			return fail("table %s: columns %q: every column (%q, alone) is for the logical cursor, whose stream describes the table as it changes; list the columns", d.Table, d.Columns, AllColumns)
+		}
+		listed = nil
+	}
 	seen := map[string]bool{}
-	for _, c := range append(slices.Clone(d.Columns), d.keyColumns()...) {
+	for _, c := range append(slices.Clone(listed), d.keyColumns()...) {
 		if err := checkIdent(c); err != nil {
 			return fail("table %s, column %q: %v", d.Table, c, err)
 		}
 	}
-	for _, c := range d.Columns {
+	for _, c := range listed {
 		if seen[c] {
 			return fail("table %s: column %q is listed twice", d.Table, c)
 		}

@@ -27,6 +27,10 @@ var (
 	ErrNullCursor = errors.New("NULL in a cursor or key column")
 	// ErrCursor: a stored cursor does not fit this source (kind or key columns differ).
 	ErrCursor = errors.New("cursor does not fit the source")
+	// ErrColumnsChanged: the table has gained a column since the source opened, and the source
+	// reads every column (AllColumns): the rows from that change on need a source opened anew,
+	// which the tick opens (the changes before it are delivered).
+	ErrColumnsChanged = errors.New("the table's columns changed since the source opened")
 	// ErrMisconfigured: what a retry cannot cure: the database's set-up for the cursor, or the
 	// checkpoint, needs a change (the error says which). A driver's own errors of that kind
 	// match it (Mark).
@@ -70,6 +74,7 @@ type Source struct {
 	identity    state.SourceDef
 	describe    string
 	table       string // def.Table as text: every row's Table
+	all         bool   // def.Columns was AllColumns: they are the table's as check found them
 	cols        []column
 	keyIdx      []int                      // positions in cols of the keyset columns, cursor first
 	keyCols     []string                   // their names
@@ -222,6 +227,10 @@ func (s *Source) check(ctx context.Context) error {
 	all.Close()
 	if err != nil {
 		return s.schemaErr("", "listing columns: %v", err)
+	}
+	if s.def.allColumns() { // every column there is now; the stream tells of later ones
+		s.all, s.def.Columns, cols = true, have, have
+		s.identity.Columns = have
 	}
 	for _, c := range cols {
 		if !slices.Contains(have, c) && (!s.dl.Caseless() || !slices.ContainsFunc(have, func(h string) bool { return strings.EqualFold(h, c) })) {

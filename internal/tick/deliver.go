@@ -60,6 +60,9 @@ func (t *tickRun) deliver(first *source.Batch, firstDur time.Duration, ahead <-c
 	for f := (fetched{batch: first}); ; f = t.next() {
 		if f.err != nil {
 			t.awaitAhead()
+			if t.columnsChanged(f.err) { // what came before is committed; the next tick reads on
+				return t.end(nil)
+			}
 			return t.end(wrapLost(l, f.err))
 		}
 		more := false

@@ -137,3 +137,57 @@ func TestLogicalKeepUp(t *testing.T) {
 		t.Fatalf("delivered %v, want [1 2]", got)
 	}
 }
+
+// TestLogicalColumnsAddedAndDropped: a logical poller of every column ("*"). A column added
+// while it runs appears in the rows that follow: the changes written before it lack it (named
+// unchanged, never null), and the tick that meets the first change with it commits what came
+// before and opens the source again, so the next tick delivers it with the column. A column
+// dropped stops the poller at that change with the schema error, which names the column.
+// (TestLogicalAllColumns reads changes written before a column with a source that has it.)
+func TestLogicalColumnsAddedAndDropped(t *testing.T) {
+	db, dsn, table, slot := testenv.PostgresLogical(t, "CREATE TABLE %s (id bigint PRIMARY KEY, name text NOT NULL)")
+	var got []string
+	p := poller.New("cdc", table, poller.Logical, func(_ context.Context, b *poller.Batch[poller.Row]) error {
+		for _, r := range b.Raw {
+			j, _ := r.MarshalJSON()
+			line := r.Op() + " " + string(j)
+			if u := r.Unchanged(); len(u) > 0 {
+				line += fmt.Sprintf(" unchanged %v", u)
+			}
+			got = append(got, line)
+		}
+		return nil
+	}, poller.WithColumns("*"), poller.WithKey("id"))
+	settings := appsettings.Settings{Driver: postgres.Name, DSN: dsn, BatchSize: 10, LeaseTTL: lease.DefaultTTL,
+		HeartbeatInterval: lease.DefaultTTL / 4, TickBudget: time.Hour, Slot: slot, Publication: slot}
+	r, err := tick.Open(context.Background(), tick.Config{Poller: pollerdef.Of(p), Store: &lease.Counting{Store: memstore.New(nil)}, App: "test", Owner: "test/1", Settings: settings})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	testenv.ExecFlushed(t, db, "INSERT INTO "+table+" VALUES (1, 'a')")
+	testenv.ExecFlushed(t, db, "ALTER TABLE "+table+" ADD COLUMN note text")
+	testenv.ExecFlushed(t, db, "INSERT INTO "+table+" VALUES (2, 'b', 'n2')", "UPDATE "+table+" SET note = 'n1' WHERE id = 1")
+	var outcomes []string
+	for range 3 {
+		sum, err := r.Tick(context.Background(), "")
+		if err != nil {
+			t.Fatalf("tick: %+v %v", sum, err)
+		}
+		outcomes = append(outcomes, fmt.Sprintf("%s %d", sum.Outcome, sum.Rows))
+	}
+	want := []string{`insert {"id":1,"name":"a"}`, `insert {"id":2,"name":"b","note":"n2"}`, `update {"id":1,"name":"a","note":"n1"}`}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") || strings.Join(outcomes, ", ") != "committed 1, committed 2, idle 0" {
+		t.Fatalf("delivered:\n%s\nwant:\n%s\nticks: %s", strings.Join(got, "\n"), strings.Join(want, "\n"), strings.Join(outcomes, ", "))
+	}
+
+	testenv.ExecFlushed(t, db, "ALTER TABLE "+table+" DROP COLUMN note")
+	testenv.ExecFlushed(t, db, "INSERT INTO "+table+" VALUES (3, 'c')")
+	sum, err := r.Tick(context.Background(), "")
+	if err == nil || !strings.Contains(err.Error(), `column "note"`) || !strings.Contains(err.Error(), "has no such column (it was dropped or renamed)") {
+		t.Fatalf("a dropped column: %+v, %v", sum, err)
+	}
+	if len(got) != 3 {
+		t.Errorf("delivered after the drop: %v", got[3:])
+	}
+}

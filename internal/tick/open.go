@@ -71,6 +71,11 @@ func Open(ctx context.Context, c Config) (*Runner, error) {
 	r := &Runner{Poller: c.Poller, Settings: c.Settings, Lease: m, Source: src, Clock: c.Clock, Logger: c.Logger}
 	if c.Source == nil {
 		r.close = src.Close
+		r.reopen = func(ctx context.Context) (*source.Source, error) {
+			cfg := c.Settings.Config(c.Poller)
+			cfg.Pools = c.Pools
+			return drivers.Open(ctx, cfg)
+		}
 	}
 	logSetup(ctx, src, name, c.Logger)
 	return r, nil

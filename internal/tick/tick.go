@@ -29,6 +29,7 @@ package tick
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -134,7 +135,9 @@ type Runner struct {
 	// (package pollertest records them).
 	Observe func(b *pollerdef.Batch, err error)
 
-	close        func() error // closes the source Open opened
+	close func() error // closes the source Open opened
+	// reopen opens the poller's source anew (a source Open opened; nil for one given to it).
+	reopen       func(ctx context.Context) (*source.Source, error)
 	stampMu      sync.Mutex
 	stampChecked time.Time // when CheckStamps last passed
 }
@@ -153,7 +156,10 @@ var ErrBatchFailed = errors.New("batch failed")
 // tickRun is one tick in progress: what Tick's steps share. The fields after l are the
 // delivery's (steps 4-8, see deliver), set once the lease is won.
 type tickRun struct {
-	r       *Runner
+	r *Runner
+	// reopen: a fetch found the table's columns changed (source.ErrColumnsChanged): the tick
+	// opens the source again as it ends.
+	reopen  bool
 	ctx     context.Context // never cancelled: see Tick
 	dropped <-chan struct{} // closes when the host dropped the invocation
 	clk     clock.Clock
@@ -199,7 +205,51 @@ type tickRun struct {
 func (r *Runner) Tick(ctx context.Context, invocationID string) (Summary, error) {
 	t := r.begin(ctx, invocationID)
 	defer t.releaseIfHeld() // after finish: the tick's log line counts the requests before it
-	return t.finish(t.run())
+	err := t.run()
+	if t.reopen && t.l == nil { // met before the lease was taken: read again at once
+		t.reopen = false
+		if err = r.reopenSource(t.ctx, t.log); err == nil {
+			err = t.run()
+		}
+	}
+	sum, err := t.finish(err)
+	if t.reopen {
+		t.releaseIfHeld()
+		if rerr := r.reopenSource(t.ctx, t.log); rerr != nil {
+			return sum, rerr
+		}
+	}
+	return sum, err
+}
+
+// columnsChanged says whether err is a fetch's finding that the table gained a column which the
+// source, reading every column, must open again to read (source.ErrColumnsChanged), and notes
+// it: the tick ends as if nothing more waited, and opens the source again. A source the runner
+// did not open (shared by tests) cannot be: the error stands.
+func (t *tickRun) columnsChanged(err error) bool {
+	if !errors.Is(err, source.ErrColumnsChanged) || t.r.reopen == nil {
+		return false
+	}
+	t.reopen = true
+	t.log.Info("the table's columns changed: the source opens again", "reason", err.Error())
+	return true
+}
+
+// reopenSource opens the poller's source again and closes the old one.
+func (r *Runner) reopenSource(ctx context.Context, log *slog.Logger) error {
+	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	src, err := r.reopen(octx)
+	if err != nil {
+		return fmt.Errorf("poller %s: opening the source again after its table's columns changed: %w", r.Poller.Name(), err)
+	}
+	old := r.close
+	r.Source, r.close = src, src.Close
+	if old != nil {
+		_ = old()
+	}
+	log.Info("source opened again", "columns", src.Identity().Columns)
+	return nil
 }
 
 // begin starts a tick: its clock, logger, start time and the store's counters so far.
@@ -254,6 +304,10 @@ func (t *tickRun) run() error {
 		// stream's position since. This tick would have lost the acquire; it is not the loss the
 		// error reports.
 		t.sum.Outcome, t.sum.Holder = LeaseHeld, "another owner, which committed after this tick read the state"
+		return nil
+	}
+	if t.columnsChanged(err) { // nothing before the change to deliver
+		t.sum.Outcome = Idle
 		return nil
 	}
 	if err != nil {

@@ -79,6 +79,10 @@ type logical struct {
 	typesMu sync.Mutex // types is not safe for concurrent use, and rows decode when read
 
 	relOID  uint32            // the table's oid: its changes carry it
+	// layoutAt is the end of the WAL when Check read the table's columns: a change committed
+	// before it was written with the columns of its time, one committed after with today's or
+	// later ones (AllColumns).
+	layoutAt pglogrepl.LSN
 	colOIDs map[string]uint32 // the type of each column the poller reads, by name, now
 	// messages: the server (PostgreSQL 14 or later) sends logical decoding messages, which
 	// keep-up uses; keepUp is the distance behind the WAL's end that makes an idle fetch write one.
@@ -195,7 +199,8 @@ func (l *logical) Check(ctx context.Context) error {
     FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey::int2[])
     WHERE i.indrelid = c.oid AND (CASE c.relreplident WHEN 'i' THEN i.indisreplident ELSE i.indisprimary END)), '[]'),
   COALESCE((SELECT json_object_agg(a.attname, a.atttypid::int8)::text FROM pg_attribute a
-    WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped), '{}')
+    WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped), '{}'),
+  pg_current_wal_lsn()::text
 FROM pg_roles r
 LEFT JOIN pg_class c ON c.oid = to_regclass($3)
 LEFT JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -204,12 +209,13 @@ LEFT JOIN pg_publication p ON p.pubname = $2
 WHERE r.rolname = current_user`
 	var (
 		walLevel, user, ident, identCols, types, plugin, slotType    string
+		walAt                                                        string
 		replication, slotExists, slotHere, pubExists, pubAll, pubHas bool
 		version                                                      int
 		oid                                                          sql.NullInt64
 	)
 	err := l.lay.DB().QueryRowContext(ctx, q, l.slot, l.pub, l.table).Scan(&walLevel, &version, &user, &replication, &oid, &ident,
-		&slotExists, &plugin, &slotType, &slotHere, &pubExists, &pubAll, &pubHas, &identCols, &types)
+		&slotExists, &plugin, &slotType, &slotHere, &pubExists, &pubAll, &pubHas, &identCols, &types, &walAt)
 	if err != nil {
 		return l.lay.Errorf("checking the logical decoding set-up: %v", err)
 	}
@@ -262,6 +268,9 @@ WHERE r.rolname = current_user`
 	}
 	if err := l.checkFilter(ctx, version, oid.Int64); err != nil {
 		return err
+	}
+	if l.layoutAt, err = pglogrepl.ParseLSN(walAt); err != nil {
+		return l.lay.Errorf("reading the WAL position %q: %v", walAt, err)
 	}
 	l.relOID, l.colOIDs, l.messages = uint32(oid.Int64), oids, version >= 140000
 	return nil
@@ -799,6 +808,8 @@ type decoder struct {
 	texts   [][]byte
 	arena   []byte // the changes' messages, copied (keep)
 	missing string // a column the poller reads that the last description lacks
+	absent  []int  // all of them, by Row column
+	added   string // a column the last description has that the source lacks (AllColumns)
 	tx      *txn   // the transaction being decoded (&txBuf), nil between transactions
 	txBuf   txn
 	oldT    tuple // the tuples of the change being decoded
@@ -852,11 +863,21 @@ func (d *decoder) relation(m *pglogrepl.RelationMessage) error {
 			d.dec[rc.idx] = rc.decode
 		}
 	}
-	d.missing = ""
+	d.missing, d.absent, d.added = "", d.absent[:0], ""
 	for i, ok := range seen {
 		if !ok {
-			d.missing = names[i]
-			break
+			if d.missing == "" {
+				d.missing = names[i]
+			}
+			d.absent = append(d.absent, i)
+		}
+	}
+	if d.l.lay.AllColumns() {
+		for j, rc := range rel {
+			if rc.idx < 0 {
+				d.added = m.Columns[j].Name
+				break
+			}
 		}
 	}
 	d.rel = rel
@@ -894,6 +915,16 @@ func (d *decoder) schemaStop() error {
 	return d.stop(func(at Position) error {
 		return fmt.Errorf("source: poller %q, table %s, column %q: %w: the change in %s has no such column (it was dropped or renamed); the poller stops before it. Take the column out of the poller's columns (a new definition: pollerctl reset %s --to-beginning), or add the column back; to skip only this change: pollerctl reset %s --to-cursor %s --yes",
 			l.poller, l.def.Table, col, source.ErrSchema, where, l.poller, l.poller, at)
+	})
+}
+
+// columnsStop is the stop for a change written with a column added since the source opened (it
+// reads every column): the tick opens the source again, which reads the column.
+func (d *decoder) columnsStop() error {
+	l, where, col := d.l, d.where(), d.added
+	return d.stop(func(at Position) error {
+		return fmt.Errorf("source: poller %q, table %s, column %q: %w: the change in %s carries a column added since the source opened",
+			l.poller, l.def.Table, col, source.ErrColumnsChanged, where)
 	})
 }
 
@@ -935,8 +966,14 @@ func (d *decoder) add(op string, tup, old *tuple, keyOnly bool) error {
 	if d.tx == nil || d.rel == nil || tup == nil {
 		return l.lay.Errorf("a %s change came outside a transaction or before the table's description (protocol error)", op)
 	}
-	if d.missing != "" {
+	// A source of every column reads a change written before one of them was added without it
+	// (not carried: Unchanged), and stops at one written with a column added since it opened.
+	before := d.l.lay.AllColumns() && d.tx.commit < d.l.layoutAt
+	switch {
+	case d.missing != "" && !before:
 		return d.schemaStop()
+	case d.added != "" && !before:
+		return d.columnsStop()
 	}
 	if len(tup.kind) != len(d.rel) {
 		return l.lay.Errorf("a %s change has %d columns, the table's description %d (protocol error)", op, len(tup.kind), len(d.rel))
@@ -966,6 +1003,14 @@ func (d *decoder) add(op string, tup, old *tuple, keyOnly bool) error {
 			ch.Unchanged[rc.idx] = true
 		default:
 			ch.Text[rc.idx] = val // decoded when read (Change.Decode)
+		}
+	}
+	if d.missing != "" { // written before those columns were added
+		if ch.Unchanged == nil {
+			ch.Unchanged = make([]bool, n)
+		}
+		for _, i := range d.absent {
+			ch.Unchanged[i] = true
 		}
 	}
 	for j, idx := range l.lay.KeyIndex() {

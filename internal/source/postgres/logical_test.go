@@ -668,3 +668,34 @@ func TestLogicalSkipWriter(t *testing.T) {
 		t.Errorf("after the skipped transactions: %v", more)
 	}
 }
+
+// TestLogicalAllColumns: a source of every column ("*") opened after a column was added reads the
+// changes written before it without it (named unchanged, left out of the row, never null), and
+// those after with it.
+func TestLogicalAllColumns(t *testing.T) {
+	db, table, cfg := logicalTable(t, "CREATE TABLE %s (id bigint PRIMARY KEY, name text NOT NULL)")
+	exec(t, db, "INSERT INTO "+table+" VALUES (1, 'a')")
+	exec(t, db, "ALTER TABLE "+table+" ADD COLUMN note text")
+	exec(t, db, "INSERT INTO "+table+" VALUES (2, 'b', NULL)")
+	cfg.Definition.Columns = []string{source.AllColumns}
+	src, err := drivers.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	b, err := src.Fetch(context.Background(), nil, 10)
+	if err != nil || len(b.Rows) != 2 {
+		t.Fatalf("fetch: %v, %v", b, err)
+	}
+	var got []string
+	for _, r := range b.Rows {
+		j, _ := r.MarshalJSON()
+		got = append(got, fmt.Sprintf("%s %v", j, r.Unchanged()))
+	}
+	if want := `{"id":1,"name":"a"} [note], {"id":2,"name":"b","note":null} []`; strings.Join(got, ", ") != want {
+		t.Errorf("rows: %s\nwant: %s", strings.Join(got, ", "), want)
+	}
+	if cols := b.Columns(); strings.Join(cols, ",") != "id,name,note" {
+		t.Errorf("columns %v", cols)
+	}
+}
