@@ -78,12 +78,12 @@ type logical struct {
 	types   *pgtype.Map
 	typesMu sync.Mutex // types is not safe for concurrent use, and rows decode when read
 
-	relOID  uint32            // the table's oid: its changes carry it
+	relOID uint32 // the table's oid: its changes carry it
 	// layoutAt is the end of the WAL when Check read the table's columns: a change committed
 	// before it was written with the columns of its time, one committed after with today's or
 	// later ones (AllColumns).
 	layoutAt pglogrepl.LSN
-	colOIDs map[string]uint32 // the type of each column the poller reads, by name, now
+	colOIDs  map[string]uint32 // the type of each column the poller reads, by name, now
 	// messages: the server (PostgreSQL 14 or later) sends logical decoding messages, which
 	// keep-up uses; keepUp is the distance behind the WAL's end that makes an idle fetch write one.
 	messages bool

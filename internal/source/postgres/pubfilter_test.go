@@ -60,7 +60,7 @@ func TestLogicalFilter(t *testing.T) {
 	tbl := c.table
 	testenv.ExecFlushed(t, c.db,
 		"INSERT INTO "+tbl+" VALUES (1, 'a', 'draft'), (2, 'b', 'open')",
-		"UPDATE "+tbl+" SET v = 'a2' WHERE id = 1",        // a draft: nothing
+		"UPDATE "+tbl+" SET v = 'a2' WHERE id = 1",         // a draft: nothing
 		"UPDATE "+tbl+" SET status = 'draft' WHERE id = 2", // out: a delete
 		"UPDATE "+tbl+" SET status = 'open' WHERE id = 1",  // in: an insert
 		"DELETE FROM "+tbl+" WHERE id = 2")                 // a draft: nothing
