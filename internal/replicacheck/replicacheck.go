@@ -54,6 +54,14 @@ type Change struct {
 	ID     int64  `json:"id"`
 	HasRow bool   `json:"has_row"`
 	Row    Row    `json:"row"`
+	// Before is the row before an update or a delete (REPLICA IDENTITY FULL), Changed the
+	// columns an update changed when known; Tx, Index and Last its transaction's (CheckImages).
+	Before  *Row     `json:"before,omitempty"`
+	Changed []string `json:"changed,omitempty"`
+	Known   bool     `json:"known,omitempty"` // Changed is known
+	Tx      uint64   `json:"tx,omitempty"`
+	Index   int      `json:"index,omitempty"`
+	Last    bool     `json:"last,omitempty"`
 }
 
 func (c Change) String() string {
@@ -63,9 +71,25 @@ func (c Change) String() string {
 	return fmt.Sprintf("%s %s %d %v", c.Pos, c.Op, c.ID, c.Row)
 }
 
-// Same compares two changes (Row through its values, not its JSON field).
+// Same compares two changes (Row through its values, not its JSON field), what they say of
+// the row before, the columns changed and the transaction too.
 func (c Change) Same(d Change) bool {
-	return c.Pos == d.Pos && c.Op == d.Op && c.ID == d.ID && c.HasRow == d.HasRow && (!c.HasRow || c.Row.Name == d.Row.Name && c.Row.Note == d.Row.Note)
+	return c.Pos == d.Pos && c.Op == d.Op && c.ID == d.ID && c.HasRow == d.HasRow && (!c.HasRow || c.Row.same(d.Row)) &&
+		(c.Before == nil) == (d.Before == nil) && (c.Before == nil || c.Before.same(*d.Before)) &&
+		c.Known == d.Known && slices.Equal(c.Changed, d.Changed) && c.Tx == d.Tx && c.Index == d.Index && c.Last == d.Last
+}
+
+func (r Row) same(o Row) bool { return r.Name == o.Name && r.Note == o.Note }
+
+// rowOf reads a row's values but the key.
+func rowOf(r poller.Row) Row {
+	var out Row
+	out.Name, _ = r.Get("name").(string)
+	if n, ok := r.Get("note").(string); ok {
+		out.Note = sql.NullString{String: n, Valid: true}
+		out.NoteJSON = &n
+	}
+	return out
 }
 
 // FromRow reads a logical cursor's row.
@@ -90,14 +114,86 @@ func FromRow(r poller.Row) (Change, error) {
 		return Change{}, fmt.Errorf("change %s %d: unchanged columns %v (the workload writes no TOAST value)", c.Op, id, r.Unchanged())
 	}
 	if c.HasRow {
-		name, _ := r.Get("name").(string)
-		c.Row.Name = name
-		if n, ok := r.Get("note").(string); ok {
-			c.Row.Note = sql.NullString{String: n, Valid: true}
-			c.Row.NoteJSON = &n
-		}
+		c.Row = rowOf(r)
+	}
+	if b, ok := r.Before(); ok {
+		before := rowOf(b)
+		c.Before = &before
+	}
+	c.Changed, c.Known = r.Changed()
+	if tx, ok := r.Transaction(); ok {
+		c.Tx, c.Index, c.Last = tx.ID, tx.Index, tx.Last
 	}
 	return c, nil
+}
+
+// CheckImages checks what the changes of the stream say besides their rows, applying them in
+// order: with full (REPLICA IDENTITY FULL) each update and delete carries the row the replica
+// held before it, and each update the columns that differ between that row and its own (none
+// without full); every change carries its transaction, whose changes come together, numbered
+// from 1, the last marked. It returns the problems (at most 10).
+func CheckImages(stream []Change, full bool) []string {
+	var out []string
+	bad := func(format string, args ...any) {
+		if len(out) < 10 {
+			out = append(out, fmt.Sprintf(format, args...))
+		}
+	}
+	m := map[int64]Row{}
+	seen := map[uint64]bool{}
+	var tx uint64
+	index := 0
+	for i, c := range stream {
+		had, ok := m[c.ID]
+		switch {
+		case c.Op == source.OpInsert && (c.Before != nil || c.Known):
+			bad("%v: an insert with a before image or changed columns", c)
+		case c.Op != source.OpInsert && full && (c.Before == nil || !ok || !c.Before.same(had)):
+			bad("%v: before %v, the replica held %v (present: %v)", c, c.Before, had, ok)
+		case c.Op != source.OpInsert && !full && c.Before != nil:
+			bad("%v: a before image without REPLICA IDENTITY FULL", c)
+		case c.Op == source.OpUpdate && full:
+			var want []string
+			if had.Name != c.Row.Name {
+				want = append(want, "name")
+			}
+			if had.Note != c.Row.Note {
+				want = append(want, "note")
+			}
+			if !c.Known || !slices.Equal(c.Changed, want) && !(len(want) == 0 && len(c.Changed) == 0) {
+				bad("%v: changed %q (known %v), the replica's row %v differs in %q", c, c.Changed, c.Known, had, want)
+			}
+		case c.Op == source.OpUpdate && c.Known:
+			bad("%v: changed columns known without REPLICA IDENTITY FULL", c)
+		}
+		if c.Op == source.OpDelete {
+			delete(m, c.ID)
+		} else {
+			m[c.ID] = c.Row
+		}
+		// Its transaction.
+		if c.Tx != tx {
+			if index > 0 {
+				bad("change %d (%v): transaction %d ended at change %d without its last mark", i, c, tx, index)
+			}
+			if seen[c.Tx] {
+				bad("change %d (%v): transaction %d comes again after another", i, c, c.Tx)
+			}
+			tx, index = c.Tx, 0
+			seen[tx] = true
+		}
+		index++
+		if c.Tx == 0 || c.Index != index {
+			bad("change %d (%v): transaction %d, index %d, want %d", i, c, c.Tx, c.Index, index)
+		}
+		if c.Last {
+			index = 0
+		}
+	}
+	if index > 0 {
+		bad("the stream ends inside transaction %d, without its last mark", tx)
+	}
+	return out
 }
 
 // FromJSON restores Row.Note after a change came through JSON.
@@ -405,13 +501,26 @@ type Setup struct {
 	Slot        string
 	Publication string
 	Witness     string
+	Options     Options
 	flush       string
+}
+
+// Options are what CreateWith makes besides Create's table: REPLICA IDENTITY FULL (before
+// images), and a row filter of the publication (the poller's filter, on the key: id).
+type Options struct {
+	Full   bool
+	Filter string
 }
 
 // Create makes the table name (a fresh lower-case name), its publication and the slots, all named
 // after it; cleanup drops them (register it with t.Cleanup).
 func Create(ctx context.Context, db *sql.DB, name string) (s *Setup, cleanup func(), err error) {
-	s = &Setup{DB: db, Table: name, Slot: name, Publication: name, Witness: name + "_w", flush: name + "_flush"}
+	return CreateWith(ctx, db, name, Options{})
+}
+
+// CreateWith is Create with o.
+func CreateWith(ctx context.Context, db *sql.DB, name string, o Options) (s *Setup, cleanup func(), err error) {
+	s = &Setup{DB: db, Table: name, Slot: name, Publication: name, Witness: name + "_w", flush: name + "_flush", Options: o}
 	cleanup = func() {
 		c := context.Background()
 		for _, slot := range []string{s.Slot, s.Witness} {
@@ -425,13 +534,23 @@ func Create(ctx context.Context, db *sql.DB, name string) (s *Setup, cleanup fun
 			}
 		}
 		db.ExecContext(c, "DROP PUBLICATION IF EXISTS "+s.Publication)
+		db.ExecContext(c, "SELECT pg_replication_origin_drop(roname) FROM pg_replication_origin WHERE roname = $1", s.Table+"-app")
 		db.ExecContext(c, "DROP TABLE IF EXISTS "+s.Table)
 		db.ExecContext(c, "DROP TABLE IF EXISTS "+s.flush)
 	}
+	pub := fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE %s", s.Publication, name)
+	if o.Filter != "" {
+		pub += " WHERE (" + o.Filter + ")"
+	}
+	ident := "SELECT 1"
+	if o.Full {
+		ident = "ALTER TABLE " + name + " REPLICA IDENTITY FULL"
+	}
 	for _, q := range []string{
 		fmt.Sprintf(DDL, name),
+		ident,
 		"CREATE TABLE " + s.flush + " (n bigint)",
-		fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE %s", s.Publication, name),
+		pub,
 		fmt.Sprintf("SELECT pg_create_logical_replication_slot('%s', 'pgoutput')", s.Slot),
 		fmt.Sprintf("SELECT pg_create_logical_replication_slot('%s', 'pgoutput')", s.Witness),
 	} {
@@ -532,16 +651,25 @@ type Workload struct {
 	// Existing: each writer starts from the rows of its key range already in the table (a
 	// workload's before), so that it changes rows a backfill reads; else from none.
 	Existing bool
+	// Origin, if set, adds a writer that marks its session with the replication origin of that
+	// name (the application's own writes, which a poller may skip), on keys of its own: those
+	// of OwnKey.
+	Origin string
 
 	mu                                 sync.Mutex
 	Committed, RolledBack, Held, Moved int
+	Own                                int // committed by the Origin writer
 }
 
 // Run runs the writers until each has done its transactions.
 func (w *Workload) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
-	errs := make([]error, w.Writers)
-	for i := range w.Writers {
+	n := w.Writers
+	if w.Origin != "" {
+		n++
+	}
+	errs := make([]error, n)
+	for i := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -552,10 +680,51 @@ func (w *Workload) Run(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// OwnKey says whether id is a key of the Origin writer (with w.Writers other writers).
+func (w *Workload) OwnKey(id int64) bool {
+	return w.Origin != "" && id >= int64(w.Writers+1)*1_000_000 && id < int64(w.Writers+2)*1_000_000
+}
+
+// session is where a writer begins its transactions: the pool, or one connection marked with
+// the replication origin.
+type session interface {
+	BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error)
+}
+
+// ownSession is a connection of its own marked with the replication origin, made when missing
+// (an origin outlives the session: Create's cleanup drops the one named after the table, Table
+// and "-app").
+func (w *Workload) ownSession(ctx context.Context) (*sql.Conn, error) {
+	conn, err := w.Setup.DB.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, q := range []string{
+		"SELECT pg_replication_origin_create($1) WHERE pg_replication_origin_oid($1) IS NULL",
+		"SELECT pg_replication_origin_session_setup($1)",
+	} {
+		if _, err := conn.ExecContext(ctx, q, w.Origin); err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("%s: %w", q, err)
+		}
+	}
+	return conn, nil
+}
+
 func (w *Workload) writer(ctx context.Context, n int) error {
 	rng := rand.New(rand.NewPCG(w.Seed, uint64(n)+1))
 	base := int64(n+1) * 1_000_000
 	next := base
+	var sess session = w.Setup.DB
+	if n == w.Writers { // the Origin writer
+		conn, err := w.ownSession(ctx)
+		if err != nil {
+			return fmt.Errorf("the writer of origin %s: %w", w.Origin, err)
+		}
+		defer conn.Close()
+		defer conn.ExecContext(context.WithoutCancel(ctx), "SELECT pg_replication_origin_session_reset()")
+		sess = conn
+	}
 	live := []int64{} // the writer's committed keys
 	table := w.Setup.Table
 	if w.Existing {
@@ -581,7 +750,7 @@ func (w *Workload) writer(ctx context.Context, n int) error {
 				return ctx.Err()
 			}
 		}
-		tx, err := w.Setup.DB.BeginTx(ctx, nil)
+		tx, err := sess.BeginTx(ctx, nil)
 		if err != nil {
 			return err
 		}
@@ -657,6 +826,9 @@ func (w *Workload) writer(ctx context.Context, n int) error {
 		} else {
 			w.Committed++
 			w.Moved += moved
+			if n == w.Writers {
+				w.Own++
+			}
 		}
 		w.mu.Unlock()
 		if rollback {

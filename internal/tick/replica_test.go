@@ -43,25 +43,38 @@ type replicaWorld struct {
 	batch int
 	// initial: the poller starts with a snapshot of the table (poller.WithInitialSnapshot).
 	initial bool
+	// opts are the table's (REPLICA IDENTITY FULL, the publication's row filter, which is the
+	// poller's filter); origin, if set, is the writer whose changes the poller skips.
+	opts   replicacheck.Options
+	origin string
 }
 
 const replicaPoller = "replica"
 
 func newReplicaWorld(t *testing.T, batch int) *replicaWorld {
+	return newReplicaWorldWith(t, batch, replicacheck.Options{}, false)
+}
+
+// newReplicaWorldWith is newReplicaWorld with the table made with opts and, with skip, a writer
+// of the application's own whose changes the poller skips.
+func newReplicaWorldWith(t *testing.T, batch int, opts replicacheck.Options, skip bool) *replicaWorld {
 	t.Helper()
-	w := &replicaWorld{t: t, dsn: testenv.Postgres(t), app: testenv.Name("rep-"), rec: &replicacheck.Recorder{}, batch: batch}
+	w := &replicaWorld{t: t, dsn: testenv.Postgres(t), app: testenv.Name("rep-"), rec: &replicacheck.Recorder{}, batch: batch, opts: opts}
 	az := testenv.Azurite(t)
 	var err error
 	if w.db, err = sql.Open("pgx", w.dsn); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { w.db.Close() })
-	s, cleanup, err := replicacheck.Create(ctx, w.db, testenv.Name("rep"))
+	s, cleanup, err := replicacheck.CreateWith(ctx, w.db, testenv.Name("rep"), opts)
 	t.Cleanup(cleanup)
 	if err != nil {
 		t.Fatal(err)
 	}
 	w.setup = s
+	if skip {
+		w.origin = s.Table + "-app"
+	}
 	if w.st, err = blobstore.New(blobstore.Settings{Setting: "test", ConnectionString: az, Container: "db-state"}, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -99,6 +112,12 @@ func (w *replicaWorld) options() []poller.Option {
 	opts := []poller.Option{poller.WithColumns(replicacheck.Columns...), poller.WithKey("id")}
 	if w.initial {
 		opts = append(opts, poller.WithInitialSnapshot())
+	}
+	if w.opts.Filter != "" {
+		opts = append(opts, poller.WithFilter(w.opts.Filter))
+	}
+	if w.origin != "" {
+		opts = append(opts, poller.WithSkipWriter(w.origin))
 	}
 	return opts
 }
@@ -201,8 +220,29 @@ func (e *tickErrors) add(owner string, err error) {
 //     change, in commit order, nothing rolled back;
 //   - no sample saw the slot ahead of the checkpoint, and the checkpoint is the stream's end.
 func TestLogicalReplica(t *testing.T) {
+	runLogicalReplica(t, newReplicaWorld(t, 7))
+}
+
+// TestLogicalReplicaImages is TestLogicalReplica on a table with REPLICA IDENTITY FULL, whose
+// publication filters out the keys ending in 3 or 8 (the poller's filter), with a fifth writer
+// of the application's own, whose session is marked with the replication origin the poller
+// skips. Besides TestLogicalReplica's checks: no change of a filtered key or of the application's
+// writer arrives (a key moved out of the filter arrives as its delete, one moved in as its
+// insert); the replica equals the table's other rows; every update and delete carries the row
+// the replica held before it, every update the columns that differ (replicacheck.CheckImages);
+// and every change its transaction, whose changes come together, numbered, the last marked.
+func TestLogicalReplicaImages(t *testing.T) {
+	runLogicalReplica(t, newReplicaWorldWith(t, 7, replicacheck.Options{Full: true, Filter: "id % 5 <> 3"}, true))
+}
+
+// filtered says whether the world's poller never sees key id: the publication filters it out,
+// or the application's own writer writes it.
+func (w *replicaWorld) filtered(wl *replicacheck.Workload, id int64) bool {
+	return w.opts.Filter != "" && id%5 == 3 || wl.OwnKey(id)
+}
+
+func runLogicalReplica(t *testing.T, w *replicaWorld) {
 	start := time.Now()
-	w := newReplicaWorld(t, 7)
 	startPos, err := w.setup.SlotLSN(ctx, w.setup.Slot)
 	if err != nil {
 		t.Fatal(err)
@@ -238,7 +278,7 @@ func TestLogicalReplica(t *testing.T) {
 	})
 
 	wl := &replicacheck.Workload{Setup: w.setup, Writers: 4, Txns: 40, Pace: 40 * time.Millisecond, Seed: uint64(time.Now().UnixNano()),
-		Hold: func(ctx context.Context) error { return ticks.Await(ctx, 2*len(runners), nil) }}
+		Hold: func(ctx context.Context) error { return ticks.Await(ctx, 2*len(runners), nil) }, Origin: w.origin}
 	t.Logf("workload seed %d", wl.Seed)
 	if err := wl.Run(deadline); err != nil {
 		t.Fatal(err)
@@ -294,6 +334,24 @@ func TestLogicalReplica(t *testing.T) {
 	table, err := replicacheck.Table(ctx, w.db, w.setup.Table)
 	if err != nil {
 		t.Fatal(err)
+	}
+	hidden := 0
+	for id := range table {
+		if w.filtered(wl, id) {
+			delete(table, id)
+			hidden++
+		}
+	}
+	for _, c := range stream {
+		if w.filtered(wl, c.ID) {
+			t.Errorf("%v: a change of a key the poller never sees (filtered, or the application's own)", c)
+		}
+	}
+	for _, p := range replicacheck.CheckImages(stream, w.opts.Full) {
+		t.Error(p)
+	}
+	if w.opts.Filter != "" && hidden == 0 || w.origin != "" && wl.Own == 0 {
+		t.Errorf("the run did not exercise the filter or the skipped writer: %d rows hidden, %d transactions of the application's own", hidden, wl.Own)
 	}
 	replica, err := replicacheck.Apply(stream)
 	if err != nil {
