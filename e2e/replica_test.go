@@ -55,6 +55,8 @@ type replicaRun struct {
 	start   postgres.Position
 	// snapshot: the poller began with a snapshot of the table (REPLICA_INITIAL=snapshot).
 	snapshot bool
+	// skip is the writer whose changes the poller skips (REPLICA_SKIP_WRITER), "" for none.
+	skip string
 
 	mu       sync.Mutex
 	started  map[int]int // per process slot in a tick: the faults fired when the tick began
@@ -67,11 +69,17 @@ type replicaRun struct {
 }
 
 func newReplicaRun(t *testing.T, batch int, extra ...string) *replicaRun {
+	return newReplicaRunWith(t, batch, replicacheck.Options{}, extra...)
+}
+
+// newReplicaRunWith is newReplicaRun with the table made with opts (its Filter is the poller's
+// too: REPLICA_FILTER).
+func newReplicaRunWith(t *testing.T, batch int, opts replicacheck.Options, extra ...string) *replicaRun {
 	t.Helper()
 	r := &replicaRun{t: t, bin: buildReplicaBinary(t), azurite: testenv.Azurite(t), app: testenv.Name("rep-"),
 		rec: &replicacheck.Recorder{}, ticks: &replicacheck.Ticks{}}
 	r.dsn, r.db = pgSchema(t, "rep_")
-	s, cleanup, err := replicacheck.Create(context.Background(), r.db, testenv.Name("rep"))
+	s, cleanup, err := replicacheck.CreateWith(context.Background(), r.db, testenv.Name("rep"), opts)
 	t.Cleanup(cleanup)
 	if err != nil {
 		t.Fatal(err)
@@ -105,6 +113,9 @@ func newReplicaRun(t *testing.T, batch int, extra ...string) *replicaRun {
 	}))
 	t.Cleanup(r.hook.Close)
 	r.extra = append([]string{"REPLICA_BATCH_SIZE=" + strconv.Itoa(batch)}, extra...)
+	if opts.Filter != "" {
+		r.extra = append(r.extra, "REPLICA_FILTER="+opts.Filter)
+	}
 	return r
 }
 
@@ -273,6 +284,7 @@ func (r *replicaRun) config() source.Config {
 	return source.Config{Poller: "replica", Driver: postgres.Name, DSN: r.dsn, Definition: source.Definition{
 		Table: source.Table{Name: r.setup.Table}, Columns: replicacheck.Columns, PK: []string{"id"},
 		Cursor: source.Cursor{Kind: state.KindLogical}, Slot: r.setup.Slot, Publication: r.setup.Publication,
+		Filter: r.setup.Options.Filter, SkipWriter: r.skip,
 	}}
 }
 
@@ -378,6 +390,42 @@ func TestLogicalReplicaKillBeforeSlotAdvance(t *testing.T) {
 	}
 	if repeats != 0 {
 		t.Errorf("%d changes delivered again, although every commit landed", repeats)
+	}
+}
+
+// TestLogicalReplicaImagesKill: TestLogicalReplicaKillBeforeSlotAdvance's kills, and one before a
+// commit, on a REPLICA IDENTITY FULL table whose publication filters out the keys ending in 3 or
+// 8 (the poller's filter), with a writer of the application's own whose replication origin the
+// poller skips: no filtered or skipped change arrives, the replica equals the table's other
+// rows, and every before image, changed list and transaction mark is right
+// (replicacheck.CheckImages, in Verify).
+func TestLogicalReplicaImagesKill(t *testing.T) {
+	r := newReplicaRunWith(t, 7, replicacheck.Options{Full: true, Filter: "id % 5 <> 3"})
+	r.skip = r.setup.Table + "-app"
+	r.extra = append(r.extra, "REPLICA_SKIP_WRITER="+r.skip)
+	r.ctl.killAt(faultpoint.BeforeSlotAdvance, 3)
+	r.ctl.killAt(faultpoint.BeforeCommit, 8)
+	wl := &replicacheck.Workload{Writers: 3, Txns: 30, Pace: 30 * time.Millisecond, Seed: uint64(time.Now().UnixNano()), Origin: r.skip}
+	r.setup.Options.Hidden = func(id int64) bool { return id%5 == 3 || wl.OwnKey(id) }
+	stream, _, _ := r.scenario(1, wl, 2)
+	hidden := 0
+	for _, c := range stream {
+		if c.Op != source.OpInsert && c.Before == nil {
+			t.Errorf("%v: no before image under REPLICA IDENTITY FULL", c)
+			break
+		}
+	}
+	all, err := replicacheck.Table(context.Background(), r.db, r.setup.Table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id := range all {
+		if r.setup.Options.Hidden(id) {
+			hidden++
+		}
+	}
+	if hidden == 0 || wl.Own == 0 || len(r.kills) != 2 {
+		t.Errorf("the run did not exercise everything: %d rows hidden, %d transactions of the application's own, kills %v", hidden, wl.Own, r.kills)
 	}
 }
 

@@ -3,7 +3,8 @@
 // REPLICA_TABLE with a logical cursor and POSTs each batch, as a replicacheck.Batch (every change
 // with its op, key, row and position), to REPLICA_WEBHOOK_URL; a non-2xx reply fails the batch.
 // The other settings are the product's ({P} is REPLICA): REPLICA_DB_DRIVER, REPLICA_DB_CONNECTION,
-// REPLICA_CDC_SLOT, REPLICA_CDC_PUBLICATION, REPLICA_BATCH_SIZE, ...; REPLICA_INITIAL=snapshot
+// REPLICA_CDC_SLOT, REPLICA_CDC_PUBLICATION, REPLICA_BATCH_SIZE, ...; REPLICA_FILTER and
+// REPLICA_SKIP_WRITER (poller.WithFilter, poller.WithSkipWriter); REPLICA_INITIAL=snapshot
 // makes the poller start with a snapshot of the table (poller.WithInitialSnapshot). It is a test binary only
 // (cmd/handler serves the app's pollers); the tests build it with -tags faultpoints.
 package main
@@ -43,6 +44,12 @@ func run(log *slog.Logger) error {
 	opts := []poller.Option{poller.WithColumns(replicacheck.Columns...), poller.WithKey("id")}
 	if os.Getenv("REPLICA_INITIAL") == "snapshot" {
 		opts = append(opts, poller.WithInitialSnapshot())
+	}
+	if f := os.Getenv("REPLICA_FILTER"); f != "" {
+		opts = append(opts, poller.WithFilter(f))
+	}
+	if w := os.Getenv("REPLICA_SKIP_WRITER"); w != "" {
+		opts = append(opts, poller.WithSkipWriter(w))
 	}
 	client := &http.Client{Timeout: 30 * time.Second}
 	p := poller.New("replica", table, poller.Logical, func(ctx context.Context, b *poller.Batch[poller.Row]) error {

@@ -196,10 +196,13 @@ func CheckImages(stream []Change, full bool) []string {
 	return out
 }
 
-// FromJSON restores Row.Note after a change came through JSON.
+// FromJSON restores Row.Note (and Before's) after a change came through JSON.
 func (c *Change) FromJSON() {
 	if c.Row.NoteJSON != nil {
 		c.Row.Note = sql.NullString{String: *c.Row.NoteJSON, Valid: true}
+	}
+	if c.Before != nil && c.Before.NoteJSON != nil {
+		c.Before.Note = sql.NullString{String: *c.Before.NoteJSON, Valid: true}
 	}
 }
 
@@ -510,6 +513,9 @@ type Setup struct {
 type Options struct {
 	Full   bool
 	Filter string
+	// Hidden, if set, says which keys the poller never sees (its filter, a skipped writer's):
+	// Verify leaves them out of the table and fails a change of one.
+	Hidden func(id int64) bool
 }
 
 // Create makes the table name (a fresh lower-case name), its publication and the slots, all named
@@ -577,6 +583,25 @@ func (s *Setup) Flush(ctx context.Context) error {
 		return err
 	}
 	return tx.Commit()
+}
+
+// Hide leaves the keys the poller never sees (Options.Hidden) out of table, and names each change
+// of one in the stream.
+func (s *Setup) Hide(table map[int64]Row, stream []Change) (problems []string) {
+	if s.Options.Hidden == nil {
+		return nil
+	}
+	for id := range table {
+		if s.Options.Hidden(id) {
+			delete(table, id)
+		}
+	}
+	for _, c := range stream {
+		if s.Options.Hidden(c.ID) && len(problems) < 10 {
+			problems = append(problems, fmt.Sprintf("%v: a change of a key the poller never sees (filtered, or the application's own)", c))
+		}
+	}
+	return problems
 }
 
 // SlotLSN reads a slot's confirmed position.
@@ -1007,6 +1032,8 @@ func (s *Setup) Verify(ctx context.Context, cfg source.Config, batches []Batch, 
 	if err != nil {
 		return stream, repeats, []string{"reading the table: " + err.Error()}
 	}
+	problems = append(problems, s.Hide(table, stream)...)
+	problems = append(problems, CheckImages(stream, s.Options.Full)...)
 	replica, err := Apply(stream)
 	if err != nil {
 		problems = append(problems, streamApplyProblem+err.Error())
