@@ -49,14 +49,7 @@ func TestLogicalToWebhook(t *testing.T) {
 	testenv.ExecFlushed(t, db,
 		"INSERT INTO "+table+" VALUES (1, 'a')", "UPDATE "+table+" SET name = 'b' WHERE id = 1",
 		"INSERT INTO "+table+" VALUES (2, 'c')", "DELETE FROM "+table+" WHERE id = 2")
-	r, err := tick.Open(context.Background(), tick.Config{Poller: pollerdef.Of(p), Store: &lease.Counting{Store: memstore.New(nil)}, App: "test", Owner: "test/1",
-		Settings: appsettings.Settings{Driver: postgres.Name, DSN: dsn, BatchSize: 10, LeaseTTL: lease.DefaultTTL,
-			HeartbeatInterval: lease.DefaultTTL / 4, TickBudget: time.Hour, Slot: slot, Publication: slot}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	sum, err := r.Tick(context.Background(), "")
+	sum, err := tickOnce(t, p, dsn, slot)
 	if err != nil || sum.Rows != 4 || sum.Ops["delete"] != 1 || sum.Ops["insert"] != 2 || sum.Ops["update"] != 1 {
 		t.Fatalf("tick: %+v %v", sum, err)
 	}
@@ -118,14 +111,7 @@ func TestLogicalImagesToWebhook(t *testing.T) {
 	p := poller.New("cdc", table, poller.Logical, Handler[poller.Row](s), poller.WithColumns("id", "name", "note"), poller.WithKey("id"))
 	testenv.ExecFlushed(t, db, "INSERT INTO "+table+" VALUES (1, 'a', NULL)", "UPDATE "+table+" SET name = 'b' WHERE id = 1")
 	testenv.ExecFlushed(t, db, "DELETE FROM "+table+" WHERE id = 1")
-	r, err := tick.Open(context.Background(), tick.Config{Poller: pollerdef.Of(p), Store: &lease.Counting{Store: memstore.New(nil)}, App: "test", Owner: "test/1",
-		Settings: appsettings.Settings{Driver: postgres.Name, DSN: dsn, BatchSize: 10, LeaseTTL: lease.DefaultTTL,
-			HeartbeatInterval: lease.DefaultTTL / 4, TickBudget: time.Hour, Slot: slot, Publication: slot}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	if sum, err := r.Tick(context.Background(), ""); err != nil || sum.Rows != 3 {
+	if sum, err := tickOnce(t, p, dsn, slot); err != nil || sum.Rows != 3 {
 		t.Fatalf("tick: %+v %v", sum, err)
 	}
 	want := []string{
@@ -136,6 +122,20 @@ func TestLogicalImagesToWebhook(t *testing.T) {
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("messages:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
+}
+
+// tickOnce runs one tick of the logical poller p over the slot and publication slot, with a
+// state store in memory.
+func tickOnce(t *testing.T, p *poller.Poller, dsn, slot string) (tick.Summary, error) {
+	t.Helper()
+	r, err := tick.Open(context.Background(), tick.Config{Poller: pollerdef.Of(p), Store: &lease.Counting{Store: memstore.New(nil)}, App: "test", Owner: "test/1",
+		Settings: appsettings.Settings{Driver: postgres.Name, DSN: dsn, BatchSize: 10, LeaseTTL: lease.DefaultTTL,
+			HeartbeatInterval: lease.DefaultTTL / 4, TickBudget: time.Hour, Slot: slot, Publication: slot}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	return r.Tick(context.Background(), "")
 }
 
 // TestOneKeyInOrder: at any concurrency, the messages of one key go one after another, in

@@ -108,24 +108,7 @@ func changeTrackingSuite(t *testing.T, dsn string) {
 
 	tx := func(commit bool, stmts ...string) {
 		t.Helper()
-		x, err := db.BeginTx(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, s := range stmts {
-			if _, err := x.ExecContext(ctx, s); err != nil {
-				x.Rollback()
-				t.Fatalf("%s: %v", s, err)
-			}
-		}
-		if commit {
-			err = x.Commit()
-		} else {
-			err = x.Rollback()
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+		inTx(t, db, commit, stmts...)
 	}
 	insert := func(ids ...int) string {
 		var v []string
@@ -393,19 +376,7 @@ func ctImages(t *testing.T, db *sql.DB, dsn string) {
 	}
 	run := func(stmts ...string) {
 		t.Helper()
-		x, err := db.BeginTx(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, q := range stmts {
-			if _, err := x.ExecContext(ctx, q); err != nil {
-				x.Rollback()
-				t.Fatalf("%s: %v", q, err)
-			}
-		}
-		if err := x.Commit(); err != nil {
-			t.Fatal(err)
-		}
+		inTx(t, db, true, stmts...)
 	}
 	run("INSERT INTO items VALUES (1, 'a', 1), (2, 'b', 2), (3, 'c', 3)")
 	if got, want := strings.Join(read(2), ", "), "insert 1 #1, insert 2 #2, insert 3 #0 last"; got != want {
@@ -416,6 +387,29 @@ func ctImages(t *testing.T, db *sql.DB, dsn string) {
 	run("UPDATE items SET customer = 'all', amount = 9 WHERE id = 1")
 	if got, want := strings.Join(read(10), ", "), `update 2 #1 changed ["amount"] last, update 1 #1 changed ["customer" "amount"] last`; got != want {
 		t.Errorf("updates, one by the skipped writer:\n%s\nwant %s", got, want)
+	}
+}
+
+// inTx runs stmts in one transaction, committed or rolled back.
+func inTx(t *testing.T, db *sql.DB, commit bool, stmts ...string) {
+	t.Helper()
+	x, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range stmts {
+		if _, err := x.ExecContext(ctx, s); err != nil {
+			x.Rollback()
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+	if commit {
+		err = x.Commit()
+	} else {
+		err = x.Rollback()
+	}
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 
