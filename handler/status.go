@@ -104,11 +104,13 @@ func (a *App) probe(ctx context.Context, name string, doc *state.Doc) pollerstat
 		if err != nil {
 			return nil, "", nil, err
 		}
-		src, ok := r.Source.(pollerstatus.Source)
+		inUse, release := r.InUse()
+		src, ok := inUse.(pollerstatus.Source)
 		if !ok {
+			release()
 			return nil, "", nil, pollerstatus.Skip("this poller's source cannot be probed")
 		}
-		return src, r.Lease.Config().Blob, nil, nil
+		return src, r.Lease.Config().Blob, release, nil
 	})
 }
 

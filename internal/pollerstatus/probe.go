@@ -116,9 +116,9 @@ type Skip string
 func (s Skip) Error() string { return string(s) }
 
 // OpenAndProbe opens a poller's source with open and probes it (ProbeSource), all within
-// ProbeTimeout. open returns the source, the blob of its state document and a function that
-// closes the source (nil when it stays open); an error is the probe's failure, timed, unless it
-// is a Skip.
+// ProbeTimeout. open returns the source, the blob of its state document and a function called
+// once the probe is done with the source (it closes it, or lets it be replaced; nil: nothing to
+// do); an error is the probe's failure, timed, unless it is a Skip.
 func OpenAndProbe(ctx context.Context, doc *state.Doc, now func() time.Time,
 	open func(ctx context.Context) (src Source, blob string, done func(), err error)) Probe {
 	start := now()

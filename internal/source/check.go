@@ -416,6 +416,9 @@ func keyFinding(ctx context.Context, drv Driver, db *sql.DB, d Definition) (Find
 // lacks, have the table's; addCursor is the fix that adds the cursor column when it is the one
 // missing (nil: none is safe, say what to do).
 func ColumnsFinding(d Definition, missing, have []string, addCursor []string) Finding {
+	if len(missing) == 0 && d.ReadsAllColumns() {
+		return Finding{Check: CheckColumns, Verdict: VerdictOK, Detail: "every column (" + AllColumns + "): " + strings.Join(have, ", ")}
+	}
 	if len(missing) == 0 {
 		return Finding{Check: CheckColumns, Verdict: VerdictOK, Detail: strings.Join(d.selected(), ", ")}
 	}

@@ -60,8 +60,9 @@ type Definition struct {
 // AllColumns, alone in Definition.Columns, reads every column of the table (logical cursors).
 const AllColumns = "*"
 
-// allColumns says whether d reads every column of the table (AllColumns).
-func (d Definition) allColumns() bool { return len(d.Columns) == 1 && d.Columns[0] == AllColumns }
+// ReadsAllColumns says whether d reads every column of the table (Columns is AllColumns alone):
+// which they are, the table says when the source opens.
+func (d Definition) ReadsAllColumns() bool { return len(d.Columns) == 1 && d.Columns[0] == AllColumns }
 
 // Where a change-stream poller starts (Definition.Initial).
 const (
@@ -128,9 +129,13 @@ func (d Definition) keyColumns() []string {
 // Selected is Columns with the key columns added where missing: the columns a row holds.
 func (d Definition) Selected() []string { return d.selected() }
 
-// selected is Columns with the key columns added where missing.
+// selected is Columns with the key columns added where missing (the key columns alone for
+// AllColumns, which the source replaces by the table's when it opens).
 func (d Definition) selected() []string {
 	cols := slices.Clone(d.Columns)
+	if d.ReadsAllColumns() {
+		cols = nil
+	}
 	for _, k := range d.keyColumns() {
 		if !slices.Contains(cols, k) {
 			cols = append(cols, k)
@@ -168,7 +173,7 @@ func (d Definition) validate(poller string, ds Drivers, driver string) (Driver, 
 	}
 	listed := d.Columns
 	if slices.Contains(d.Columns, AllColumns) {
-		if !d.allColumns() || d.Cursor.Kind != state.KindLogical {
+		if !d.ReadsAllColumns() || d.Cursor.Kind != state.KindLogical {
 			return fail("table %s: columns %q: every column (%q, alone) is for the logical cursor, whose stream describes the table as it changes; list the columns", d.Table, d.Columns, AllColumns)
 		}
 		listed = nil

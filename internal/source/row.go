@@ -166,7 +166,8 @@ func (r Row) Before() (Row, bool) {
 	if r.ch == nil || r.ch.Old == nil || r.read {
 		return Row{}, false
 	}
-	return Row{src: r.src, ch: &Change{Op: r.ch.Op, Text: r.ch.Old, Decode: r.ch.Decode, Commit: r.ch.Commit}}, true
+	// A column the change lacks (added after it was written) is missing from its old row too.
+	return Row{src: r.src, ch: &Change{Op: r.ch.Op, Text: r.ch.Old, Decode: r.ch.Decode, Commit: r.ch.Commit, Unchanged: r.ch.Unchanged}}, true
 }
 
 // Changed lists the columns an update changed, in column order, and true; false when that is

@@ -228,7 +228,7 @@ func (s *Source) check(ctx context.Context) error {
 	if err != nil {
 		return s.schemaErr("", "listing columns: %v", err)
 	}
-	if s.def.allColumns() { // every column there is now; the stream tells of later ones
+	if s.def.ReadsAllColumns() { // every column there is now; the stream tells of later ones
 		s.all, s.def.Columns, cols = true, have, have
 		s.identity.Columns = have
 	}

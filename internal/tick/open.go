@@ -110,6 +110,8 @@ func logSetup(ctx context.Context, src *source.Source, poller string, log *slog.
 
 // Close closes the source Open opened.
 func (r *Runner) Close() error {
+	r.srcMu.Lock()
+	defer r.srcMu.Unlock()
 	if r.close == nil {
 		return nil
 	}

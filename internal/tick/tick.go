@@ -136,8 +136,11 @@ type Runner struct {
 	Observe func(b *pollerdef.Batch, err error)
 
 	close func() error // closes the source Open opened
-	// reopen opens the poller's source anew (a source Open opened; nil for one given to it).
+	// reopen opens the poller's source anew (a source Open opened; nil for one given to it);
+	// srcMu guards Source and close against its swap: held for reading while a tick or a probe
+	// uses the source.
 	reopen       func(ctx context.Context) (*source.Source, error)
+	srcMu        sync.RWMutex
 	stampMu      sync.Mutex
 	stampChecked time.Time // when CheckStamps last passed
 }
@@ -205,14 +208,20 @@ type tickRun struct {
 func (r *Runner) Tick(ctx context.Context, invocationID string) (Summary, error) {
 	t := r.begin(ctx, invocationID)
 	defer t.releaseIfHeld() // after finish: the tick's log line counts the requests before it
+	r.srcMu.RLock()         // the source stays while the tick uses it (reopenSource waits)
 	err := t.run()
+	r.srcMu.RUnlock()
 	if t.reopen && t.l == nil { // met before the lease was taken: read again at once
 		t.reopen = false
 		if err = r.reopenSource(t.ctx, t.log); err == nil {
+			r.srcMu.RLock()
 			err = t.run()
+			r.srcMu.RUnlock()
 		}
 	}
+	r.srcMu.RLock()
 	sum, err := t.finish(err)
+	r.srcMu.RUnlock()
 	if t.reopen {
 		t.releaseIfHeld()
 		if rerr := r.reopenSource(t.ctx, t.log); rerr != nil {
@@ -220,6 +229,14 @@ func (r *Runner) Tick(ctx context.Context, invocationID string) (Summary, error)
 		}
 	}
 	return sum, err
+}
+
+// InUse returns the runner's source and a release to call when done with it: the source is not
+// closed (nor replaced by one opened again) until then. For readers beside the ticks (the
+// status's probe).
+func (r *Runner) InUse() (Source, func()) {
+	r.srcMu.RLock()
+	return r.Source, r.srcMu.RUnlock
 }
 
 // columnsChanged says whether err is a fetch's finding that the table gained a column which the
@@ -243,8 +260,10 @@ func (r *Runner) reopenSource(ctx context.Context, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("poller %s: opening the source again after its table's columns changed: %w", r.Poller.Name(), err)
 	}
+	r.srcMu.Lock() // once no tick or probe uses the old one
 	old := r.close
 	r.Source, r.close = src, src.Close
+	r.srcMu.Unlock()
 	if old != nil {
 		_ = old()
 	}

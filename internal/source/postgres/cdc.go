@@ -326,8 +326,7 @@ func (c *CDC) inspectFilters(ctx context.Context, info *CDCInfo, oid int64) erro
 	if create == "" || !(info.Superuser || info.CreateOnDatabase && info.OwnsTable) {
 		return nil
 	}
-	key := pgIdent(c.def.PK[0])
-	info.Refused, err = probe(ctx, c.db, create, c.table, key)
+	info.Refused, err = probe(ctx, c.db, create, c.table)
 	return err
 }
 

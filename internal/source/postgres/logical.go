@@ -199,8 +199,7 @@ func (l *logical) Check(ctx context.Context) error {
     FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey::int2[])
     WHERE i.indrelid = c.oid AND (CASE c.relreplident WHEN 'i' THEN i.indisreplident ELSE i.indisprimary END)), '[]'),
   COALESCE((SELECT json_object_agg(a.attname, a.atttypid::int8)::text FROM pg_attribute a
-    WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped), '{}'),
-  pg_current_wal_lsn()::text
+    WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped), '{}')
 FROM pg_roles r
 LEFT JOIN pg_class c ON c.oid = to_regclass($3)
 LEFT JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -214,8 +213,13 @@ WHERE r.rolname = current_user`
 		version                                                      int
 		oid                                                          sql.NullInt64
 	)
+	// The end of the WAL now: the columns read below, after it, are those of every change written
+	// from here on (AllColumns).
+	if err := l.lay.DB().QueryRowContext(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&walAt); err != nil {
+		return l.lay.Errorf("reading the end of the WAL: %v", err)
+	}
 	err := l.lay.DB().QueryRowContext(ctx, q, l.slot, l.pub, l.table).Scan(&walLevel, &version, &user, &replication, &oid, &ident,
-		&slotExists, &plugin, &slotType, &slotHere, &pubExists, &pubAll, &pubHas, &identCols, &types, &walAt)
+		&slotExists, &plugin, &slotType, &slotHere, &pubExists, &pubAll, &pubHas, &identCols, &types)
 	if err != nil {
 		return l.lay.Errorf("checking the logical decoding set-up: %v", err)
 	}
@@ -265,6 +269,13 @@ WHERE r.rolname = current_user`
 	var oids map[string]uint32
 	if err := json.Unmarshal([]byte(types), &oids); err != nil {
 		return l.lay.Errorf("reading the column types %s: %v", types, err)
+	}
+	if l.lay.AllColumns() {
+		for name := range oids {
+			if !slices.Contains(l.lay.Columns(), name) { // added between the source's reads
+				return fmt.Errorf("source: poller %q, table %s, column %q: %w while the source opened: it opens again", l.poller, l.def.Table, name, source.ErrColumnsChanged)
+			}
+		}
 	}
 	if err := l.checkFilter(ctx, version, oid.Int64); err != nil {
 		return err
@@ -732,7 +743,7 @@ func (p *peeked) continues(prev *peeked, pos Position, l *logical) (d *decoder, 
 		}
 	}
 	dc := *prev.d
-	dc.changes, dc.texts, dc.arena = nil, nil, nil // prev's blocks stay prev's
+	dc.changes, dc.texts, dc.arena, dc.commits = nil, nil, nil, nil // prev's blocks stay prev's
 	dc.txBuf.entries = slices.Clone(dc.txBuf.entries)
 	dc.oldT, dc.newT = tuple{}, tuple{}
 	if dc.tx != nil {
@@ -1060,10 +1071,16 @@ func (d *decoder) commit(end pglogrepl.LSN) {
 	if tx.keepUp && len(tx.entries) == 0 {
 		tx.entries = append(tx.entries, entry{}) // a mark: no row, a position
 	}
+	// n counts the changes; a transaction with a stop has no last change this decoding delivers
+	// (after a stop of a column added, a source opened again decodes it whole and marks it).
 	last, n := len(tx.entries)-1, 0
 	for _, e := range tx.entries {
 		if e.ch != nil {
 			n++
+		}
+		if e.stop != nil {
+			n = -1
+			break
 		}
 	}
 	index := 0

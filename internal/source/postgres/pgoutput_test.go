@@ -86,7 +86,13 @@ func TestDecoderRealMessages(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got []string
-	for _, c := range p.rows {
+	for i, c := range p.rows {
+		if c == nil && p.stops[i] == nil {
+			continue // a keep-up mark: another test's idle tick wrote one into the WAL meanwhile
+		}
+		if c == nil {
+			t.Fatalf("change %d is a stop: %v", i, p.stops[i])
+		}
 		got = append(got, fmt.Sprintf("%s %s/%s/%d", c.Op, c.Text[0], c.Text[1], len(c.Text[2])))
 	}
 	// The update of 2 leaves note alone: FULL's old row supplies it. The key change of 1 is a

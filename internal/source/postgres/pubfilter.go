@@ -124,7 +124,7 @@ func normalizeFilter(ctx context.Context, db *sql.DB, table, filter string) (str
 func wantTable(d source.Definition, normalized string, tableCols []string, ident string) pubTable {
 	want := pubTable{Filter: normalized}
 	sel := d.Selected()
-	if ident != "full" && ident != "f" && len(sel) < len(tableCols) {
+	if !d.ReadsAllColumns() && ident != "full" && ident != "f" && len(sel) < len(tableCols) {
 		for _, c := range tableCols { // the table's order, as PostgreSQL lists it
 			if slices.Contains(sel, c) {
 				want.Columns = append(want.Columns, c)
@@ -156,28 +156,39 @@ func alterSQL(pub, table string, tables int, want pubTable) string {
 	return "ALTER PUBLICATION " + pgIdent(pub) + " DROP TABLE " + table + "; ALTER PUBLICATION " + pgIdent(pub) + " ADD TABLE " + tableSpec(table, want)
 }
 
-// probe makes the publication as wanted in a transaction it rolls back and runs an UPDATE and a
-// DELETE of the table that change nothing: PostgreSQL's refusal ("" for none), which the
-// application's own first update or delete would otherwise meet. create is the statement that
-// makes or changes the publication.
-func probe(ctx context.Context, db *sql.DB, create, table, key string) (string, error) {
+// probe makes the publication as wanted in a transaction it rolls back, and runs a DELETE of the
+// table that deletes nothing: PostgreSQL's refusal ("" for none), which the application's own
+// first update or delete would otherwise meet. (The executor checks, as it starts, that the
+// publication's row filter and column list fit the replica identity, for updates and deletes
+// alike; a DELETE's statement triggers fire, in the transaction rolled back.) create is the
+// statement that makes or changes the publication.
+func probe(ctx context.Context, db *sql.DB, create, table string) (string, error) {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return "", err
 	}
 	defer tx.Rollback()
-	for _, q := range []string{create, "UPDATE " + table + " SET " + key + " = " + key + " WHERE false", "DELETE FROM " + table + " WHERE false"} {
-		if _, err := tx.ExecContext(ctx, q); err != nil {
-			var pe *pgconn.PgError
-			if errors.As(err, &pe) {
-				why := pe.Message
-				if pe.Detail != "" {
-					why += ": " + pe.Detail
-				}
-				return why, nil
-			}
-			return "", err
+	refused := func(err error, codes ...string) (string, bool) {
+		var pe *pgconn.PgError
+		if !errors.As(err, &pe) || len(codes) > 0 && !slices.Contains(codes, pe.Code) {
+			return "", false
 		}
+		if pe.Detail != "" {
+			return pe.Message + ": " + pe.Detail, true
+		}
+		return pe.Message, true
+	}
+	if _, err := tx.ExecContext(ctx, create); err != nil {
+		if why, ok := refused(err); ok {
+			return why, nil
+		}
+		return "", err
+	}
+	if _, err := tx.ExecContext(ctx, "DELETE FROM "+table+" WHERE false"); err != nil {
+		if why, ok := refused(err, "42P10"); ok { // invalid_column_reference: CheckCmdReplicaIdentity
+			return why, nil
+		}
+		return "", fmt.Errorf("trying the publication: %w", err)
 	}
 	return "", nil
 }

@@ -171,7 +171,7 @@ type ctOptions struct {
 }
 
 // The commit time's probe: it fails without the permission to read the view.
-const ctCommitTimeProbe = "SELECT TOP (0) commit_time FROM sys.dm_tran_commit_table"
+const ctCommitTimeProbe = "SELECT TOP (1) commit_time FROM sys.dm_tran_commit_table"
 
 func buildCTQueries(dl source.Driver, t source.Table, cols, keys []string, o ctOptions) ctQueries {
 	table := source.QuoteTable(dl, t)
@@ -185,12 +185,12 @@ func buildCTQueries(dl source.Driver, t source.Table, cols, keys []string, o ctO
 	}
 	if o.commitTime {
 		// commit_time is the server's local time: moved to UTC by the server's offset now.
-		extra = append(extra, "(SELECT DATEADD(minute, DATEDIFF(minute, SYSDATETIME(), SYSUTCDATETIME()), cm.commit_time) FROM sys.dm_tran_commit_table AS cm WHERE cm.commit_ts = ct.SYS_CHANGE_VERSION)")
+		extra = append(extra, "(SELECT DATEADD(minute, -DATEPART(tzoffset, SYSDATETIMEOFFSET()), cm.commit_time) FROM sys.dm_tran_commit_table AS cm WHERE cm.commit_ts = ct.SYS_CHANGE_VERSION)")
 	}
 	if o.columns {
 		extra = append(extra, "CASE WHEN ct.SYS_CHANGE_COLUMNS IS NULL THEN 1 ELSE 0 END")
 		for _, c := range cols {
-			extra = append(extra, "CHANGE_TRACKING_IS_COLUMN_IN_MASK(COLUMNPROPERTY(OBJECT_ID("+sqlString(table)+"), "+sqlString(c)+", 'ColumnId'), ct.SYS_CHANGE_COLUMNS)")
+			extra = append(extra, "COALESCE(CHANGE_TRACKING_IS_COLUMN_IN_MASK(COLUMNPROPERTY(OBJECT_ID("+sqlString(table)+"), "+sqlString(c)+", 'ColumnId'), ct.SYS_CHANGE_COLUMNS), 0)")
 		}
 	}
 	var on, order []string
@@ -569,6 +569,7 @@ func (c *changeTracking) Fetch(ctx context.Context, after *state.Cursor, limit i
 	b := c.l.Batch(after)
 	var last *source.Change
 	var bound int64
+	more := false // a change after the batch's was read: the read stopped short of its bound
 	q := c.queries()
 	err := c.read(ctx, after, q.FetchFrom, q.FetchAfter, func(tx *sql.Tx, rd ctRead) error {
 		bound = rd.current
@@ -587,7 +588,8 @@ func (c *changeTracking) Fetch(ctx context.Context, after *state.Cursor, limit i
 			if tx0 != nil && tx0.version != sc.version {
 				tx0.last.Last = true
 			}
-			if len(b.Rows) == limit { // the one more
+			if len(b.Rows) == limit { // the one more: the read did not reach its bound
+				more = true
 				break
 			}
 			if tx0 == nil || tx0.version != sc.version {
@@ -609,7 +611,7 @@ func (c *changeTracking) Fetch(ctx context.Context, after *state.Cursor, limit i
 		if err := rows.Err(); err != nil {
 			return c.readErr("reading the changes", err)
 		}
-		if last != nil && len(b.Rows) < limit { // it read all there was up to its bound
+		if last != nil && !more { // it read all there was up to its bound: its version is whole
 			last.Last = true
 		}
 		if len(b.Rows) == 0 && ctKeepUp(rd.pos, rd.current, rd.minValid) {
@@ -622,9 +624,9 @@ func (c *changeTracking) Fetch(ctx context.Context, after *state.Cursor, limit i
 		return nil, err
 	}
 	if last != nil {
-		b.To = seal(last, len(b.Rows), limit)
+		b.To = seal(last, !more)
 	}
-	if len(b.Rows) < limit { // it read all there was up to its bound
+	if !more { // it read all there was up to its bound
 		end := b.To
 		if end == nil {
 			end = after
@@ -725,11 +727,11 @@ func ctKeepUp(p *ctPosition, current, minValid int64) bool {
 	return base-minValid < current-base
 }
 
-// seal is the To of a batch of n rows whose last row's change is last: that row's cursor, made
-// a version boundary when the batch holds fewer rows than limit (the read reached the bound, so
-// the last row's version is complete).
-func seal(last *source.Change, n, limit int) *state.Cursor {
-	if n < limit {
+// seal is the To of a batch whose last row's change is last: that row's cursor, made a version
+// boundary when the read reached its bound (whole: no change after the batch's was read), so
+// that the last row's version is complete.
+func seal(last *source.Change, whole bool) *state.Cursor {
+	if whole {
 		last.Cursor.Tiebreaker = nil
 	}
 	to := last.Cursor

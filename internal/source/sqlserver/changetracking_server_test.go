@@ -382,6 +382,15 @@ func ctImages(t *testing.T, db *sql.DB, dsn string) {
 	if got, want := strings.Join(read(2), ", "), "insert 1 #1, insert 2 #2, insert 3 #0 last"; got != want {
 		t.Errorf("a transaction over two batches: %s\nwant %s", got, want)
 	}
+	// A transaction of exactly a batch: its last change is marked, and the batch ends on the
+	// version's boundary.
+	run("INSERT INTO items VALUES (4, 'd', 4), (5, 'e', 5)")
+	if got, want := strings.Join(read(2), ", "), "insert 4 #1, insert 5 #2 last"; got != want {
+		t.Errorf("a transaction of exactly a batch: %s\nwant %s", got, want)
+	}
+	if at.Tiebreaker != nil {
+		t.Errorf("after a whole version the cursor is inside it: %+v", at)
+	}
 	run("UPDATE items SET customer = 'a2' WHERE id = 1", "UPDATE items SET amount = 5 WHERE id = 2")
 	run("DECLARE @ctx varbinary(128) = CAST('orders-app' AS varbinary(128)); WITH CHANGE_TRACKING_CONTEXT (@ctx) UPDATE items SET amount = 0 WHERE id = 3")
 	run("UPDATE items SET customer = 'all', amount = 9 WHERE id = 1")

@@ -174,14 +174,14 @@ func TestChangeTrackingSeal(t *testing.T) {
 		return r
 	}
 	full := &source.Batch{Rows: []source.Row{mk(5, 1), mk(5, 2)}}
-	full.To = seal(last, len(full.Rows), 2)
+	full.To = seal(last, false)
 	if string(full.To.Value) != "5" || string(full.To.Tiebreaker["id"]) != "2" {
-		t.Fatalf("a full batch ends inside its last version: %+v", full.To)
+		t.Fatalf("a batch whose read found a change after it ends inside its last version: %+v", full.To)
 	}
 	short := &source.Batch{Rows: []source.Row{mk(5, 1), mk(6, 2)}}
-	short.To = seal(last, len(short.Rows), 3)
+	short.To = seal(last, true)
 	if string(short.To.Value) != "6" || short.To.Tiebreaker != nil {
-		t.Fatalf("a short batch ends on a version boundary: %+v", short.To)
+		t.Fatalf("a batch whose read reached its bound ends on a version boundary: %+v", short.To)
 	}
 	if last, _ := short.Rows[1].Cursor(); last.Tiebreaker != nil {
 		t.Fatalf("the last row's cursor is not the batch's To: %+v", last)
