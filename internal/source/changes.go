@@ -77,28 +77,36 @@ type Change struct {
 	// stream whose positions cost to render, rows that are never asked).
 	Pos interface{ Cursor() state.Cursor }
 	// KeyOnly: a delete whose old row the database gave as its key columns only (the other
-	// values are nil): it has no row.
+	// values are nil): it has no row. A delete that is not KeyOnly holds its old row: its
+	// Row.Before too.
 	KeyOnly bool
+	// Last marks the last change of its transaction (of the table), Index its place there from
+	// 1 (0: not known); Commit is the transaction, shared by its changes, nil when the stream
+	// does not say.
+	Last   bool
+	Index  int32
+	Commit *Commit
 	// Unchanged marks the columns whose value the database did not send (PostgreSQL's unchanged
 	// TOAST values without REPLICA IDENTITY FULL); nil when none.
 	Unchanged []bool
-	// Commit is the change's transaction, shared by its changes; nil when the stream does not
-	// say. Index is the change's place among the transaction's changes of the table, from 1 (0:
-	// not known), and Last marks its last one.
-	Commit *Commit
-	Index  int
-	Last   bool
-	// Old, when not nil, is the row before the change as the database sent it, in Text's form
-	// and decoded by Decode (PostgreSQL under REPLICA IDENTITY FULL): Row.Before.
-	Old [][]byte
-	// Changed, when not nil, marks the columns an update changed as the database records them
-	// (SQL Server's column mask); without it Row.Changed compares Old with the new values.
-	Changed []bool
+	// Images, when not nil, is what an update says besides its row (kept apart: most changes
+	// carry neither, and a catch-up holds hundreds of thousands of changes).
+	Images *Images
 	// Text and Decode, when Text is not nil, hold the values as the database sent them (nil:
 	// NULL) and their decoders, by column: a value is decoded when it is read, so that a
 	// handler pays only for the values it uses (the row's raw values are then unused).
 	Text   [][]byte
 	Decode []func([]byte) (any, error)
+}
+
+// Images are what an update carries besides its new row (Change.Images).
+type Images struct {
+	// Old, when not nil, is the row before the update as the database sent it, in Text's form
+	// and decoded by the change's Decode (PostgreSQL under REPLICA IDENTITY FULL): Row.Before.
+	Old [][]byte
+	// Changed, when not nil, marks the columns the update changed as the database records them
+	// (SQL Server's column mask); without it Row.Changed compares Old with the new values.
+	Changed []bool
 }
 
 // A Commit is what a change stream says of a change's transaction (Row.Transaction).

@@ -145,7 +145,7 @@ func (r Row) Transaction() (Transaction, bool) {
 		return Transaction{}, false
 	}
 	c := r.ch.Commit
-	t := Transaction{ID: c.ID, ChangeVersion: c.Version, CommitTime: c.Time, Index: r.ch.Index, Last: r.ch.Last}
+	t := Transaction{ID: c.ID, ChangeVersion: c.Version, CommitTime: c.Time, Index: int(r.ch.Index), Last: r.ch.Last}
 	if c.LSN != 0 {
 		t.CommitLSN = FormatLSN(c.LSN)
 	}
@@ -163,11 +163,26 @@ func FormatLSN(lsn uint64) string {
 // the database sent (PostgreSQL under REPLICA IDENTITY FULL); false otherwise (the keyset
 // cursors, SQL Server Change Tracking, a default replica identity, inserts and reads).
 func (r Row) Before() (Row, bool) {
-	if r.ch == nil || r.ch.Old == nil || r.read {
+	old := r.old()
+	if old == nil || r.read {
 		return Row{}, false
 	}
 	// A column the change lacks (added after it was written) is missing from its old row too.
-	return Row{src: r.src, ch: &Change{Op: r.ch.Op, Text: r.ch.Old, Decode: r.ch.Decode, Commit: r.ch.Commit, Unchanged: r.ch.Unchanged}}, true
+	return Row{src: r.src, ch: &Change{Op: r.ch.Op, Text: old, Decode: r.ch.Decode, Commit: r.ch.Commit, Unchanged: r.ch.Unchanged}}, true
+}
+
+// old is the row before the change, as the database sent it: an update's Images.Old, a delete's
+// own values when it has its row; nil when none.
+func (r Row) old() [][]byte {
+	switch {
+	case r.ch == nil:
+		return nil
+	case r.ch.Op == OpDelete && !r.ch.KeyOnly:
+		return r.ch.Text
+	case r.ch.Images != nil:
+		return r.ch.Images.Old
+	}
+	return nil
 }
 
 // Changed lists the columns an update changed, in column order, and true; false when that is
@@ -177,20 +192,22 @@ func (r Row) Changed() ([]string, bool) {
 	if r.ch == nil || r.ch.Op != OpUpdate || r.read {
 		return nil, false
 	}
-	ch, out := r.ch, []string{}
+	ch, im, out := r.ch, r.ch.Images, []string{}
 	switch {
-	case ch.Changed != nil:
-		for i, c := range ch.Changed {
+	case im == nil:
+		return nil, false
+	case im.Changed != nil:
+		for i, c := range im.Changed {
 			if c {
 				out = append(out, r.src.cols[i].name)
 			}
 		}
-	case ch.Old != nil && ch.Text != nil:
+	case im.Old != nil && ch.Text != nil:
 		for i := range ch.Text {
 			if r.unchanged(i) {
 				continue
 			}
-			if (ch.Old[i] == nil) != (ch.Text[i] == nil) || string(ch.Old[i]) != string(ch.Text[i]) {
+			if (im.Old[i] == nil) != (ch.Text[i] == nil) || string(im.Old[i]) != string(ch.Text[i]) {
 				out = append(out, r.src.cols[i].name)
 			}
 		}

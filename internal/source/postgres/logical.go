@@ -991,8 +991,10 @@ func (d *decoder) add(op string, tup, old *tuple, keyOnly bool) error {
 	}
 	ch := d.newChange(n)
 	ch.Op, ch.KeyOnly, ch.Decode, ch.Commit = op, keyOnly, d.dec, d.tx.meta
+	var oldRow [][]byte // an update's old row (REPLICA IDENTITY FULL)
 	if op == source.OpUpdate && old != nil {
-		ch.Old = d.newTexts(n)
+		oldRow = d.newTexts(n)
+		ch.Images = &source.Images{Old: oldRow}
 	}
 	for j, rc := range d.rel {
 		if rc.idx < 0 {
@@ -1002,8 +1004,8 @@ func (d *decoder) add(op string, tup, old *tuple, keyOnly bool) error {
 		if kind == pglogrepl.TupleDataTypeToast && old != nil && j < len(old.kind) {
 			kind, val = old.kind[j], old.val[j]
 		}
-		if ch.Old != nil && j < len(old.kind) && (old.kind[j] == pglogrepl.TupleDataTypeText || old.kind[j] == pglogrepl.TupleDataTypeBinary) {
-			ch.Old[rc.idx] = old.val[j]
+		if oldRow != nil && j < len(old.kind) && (old.kind[j] == pglogrepl.TupleDataTypeText || old.kind[j] == pglogrepl.TupleDataTypeBinary) {
+			oldRow[rc.idx] = old.val[j]
 		}
 		switch kind {
 		case pglogrepl.TupleDataTypeNull:
@@ -1028,9 +1030,6 @@ func (d *decoder) add(op string, tup, old *tuple, keyOnly bool) error {
 		if ch.Text[idx] == nil {
 			return fmt.Errorf("source: poller %q, table %s, column %q: %w: a %s change in %s carries no value for the key column", l.poller, l.def.Table, l.lay.KeyColumns()[j], source.ErrNullCursor, op, d.where())
 		}
-	}
-	if op == source.OpDelete && !keyOnly {
-		ch.Old = ch.Text // the old row is the row a delete carries
 	}
 	d.tx.entries = append(d.tx.entries, entry{ch: ch})
 	return nil
@@ -1099,7 +1098,7 @@ func (d *decoder) commit(end pglogrepl.LSN) {
 			e.ch.pos = at
 			e.ch.Pos = &e.ch.pos
 			index++
-			e.ch.Index, e.ch.Last = index, index == n
+			e.ch.Index, e.ch.Last = int32(index), index == n
 		}
 		d.p.rows = append(d.p.rows, e.ch)
 		d.p.pos = append(d.p.pos, at)

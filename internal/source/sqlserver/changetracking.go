@@ -601,9 +601,12 @@ func (c *changeTracking) Fetch(ctx context.Context, after *state.Cursor, limit i
 			if err != nil {
 				return err
 			}
-			ch.Commit, ch.Changed = tx0.commit, sc.changed(ch.Op, c.l)
+			ch.Commit = tx0.commit
+			if changed := sc.changed(ch.Op, c.l); changed != nil {
+				ch.Images = &source.Images{Changed: changed}
+			}
 			if tx0.count++; !tx0.unknown {
-				ch.Index = tx0.count
+				ch.Index = int32(tx0.count)
 			}
 			tx0.last = ch
 			b.Rows, last = append(b.Rows, r), ch
