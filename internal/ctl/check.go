@@ -76,13 +76,13 @@ func (env Env) checkOne(ctx context.Context, d *pollerdef.Def, fix, offers, yes 
 	name := d.Name()
 	if err := d.Err(); err != nil {
 		fmt.Fprintf(env.Out, "check %s\n", name)
-		printFinding(env, source.Finding{Check: "definition", Verdict: source.VerdictProblem, Detail: err.Error()}, "")
+		printFinding(env, source.Finding{Check: "definition", Verdict: source.VerdictProblem, Detail: err.Error()}, "", name)
 		return 1, nil
 	}
 	s, err := appsettings.Load(d, env.Getenv)
 	if err != nil && (s.Driver == "" || s.DSN == "") {
 		fmt.Fprintf(env.Out, "check %s\n", name)
-		printFinding(env, source.Finding{Check: "settings", Verdict: source.VerdictProblem, Detail: fmt.Sprintf("%v (pollerctl's environment: the shell, or local.settings.json in this folder)", err)}, "")
+		printFinding(env, source.Finding{Check: "settings", Verdict: source.VerdictProblem, Detail: fmt.Sprintf("%v (pollerctl's environment: the shell, or local.settings.json in this folder)", err)}, "", name)
 		return 1, nil
 	}
 	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -90,7 +90,7 @@ func (env Env) checkOne(ctx context.Context, d *pollerdef.Def, fix, offers, yes 
 	setup, err := drivers.CheckSetup(octx, s.Config(d))
 	if err != nil {
 		fmt.Fprintf(env.Out, "check %s\n", name)
-		printFinding(env, source.Finding{Check: "connect", Verdict: source.VerdictProblem, Detail: err.Error()}, "")
+		printFinding(env, source.Finding{Check: "connect", Verdict: source.VerdictProblem, Detail: err.Error()}, "", name)
 		return 1, nil
 	}
 	defer setup.Close()
@@ -140,13 +140,13 @@ func (env Env) checkOne(ctx context.Context, d *pollerdef.Def, fix, offers, yes 
 func printFindings(env Env, name string, setup *source.Setup) {
 	fmt.Fprintf(env.Out, "check %s (%s)\n", name, setup)
 	for _, f := range setup.Findings {
-		printFinding(env, f, setup.ScriptOf(f))
+		printFinding(env, f, setup.ScriptOf(f), name)
 	}
 }
 
-// printFinding prints one check's line; a problem's fix (script, as the database's client runs
-// it) follows, indented.
-func printFinding(env Env, f source.Finding, script string) {
+// printFinding prints one check's line of poller name; a problem's fix or an offer's statement
+// (script, as the database's client runs it) follows, indented.
+func printFinding(env Env, f source.Finding, script, name string) {
 	line := fmt.Sprintf("  %-12s %s", f.Verdict, f.Check)
 	if f.Detail != "" {
 		line += ": " + f.Detail
@@ -156,7 +156,7 @@ func printFinding(env Env, f source.Finding, script string) {
 		return
 	}
 	if f.Verdict == source.VerdictOffer {
-		fmt.Fprintln(env.Out, "               to take it (pollerctl check POLLER --fix --offers --yes runs it):")
+		fmt.Fprintf(env.Out, "               to take it (pollerctl check %s --fix --offers --yes runs it):\n", name)
 	} else {
 		fmt.Fprintln(env.Out, "               fix:")
 	}

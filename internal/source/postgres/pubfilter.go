@@ -173,10 +173,11 @@ func probe(ctx context.Context, db *sql.DB, create, table string) (string, error
 		if !errors.As(err, &pe) || len(codes) > 0 && !slices.Contains(codes, pe.Code) {
 			return "", false
 		}
+		why := pe.Message
 		if pe.Detail != "" {
-			return pe.Message + ": " + pe.Detail, true
+			why += ": " + pe.Detail
 		}
-		return pe.Message, true
+		return strings.TrimSuffix(why, "."), true
 	}
 	if _, err := tx.ExecContext(ctx, create); err != nil {
 		if why, ok := refused(err); ok {
