@@ -192,7 +192,8 @@ type tickRun struct {
 	pending    *pendingChunk
 	chunkAgain int
 	counted    bool // the snapshot's estimate was counted in this tick
-	// pendingGrace counts the loops chunkWaits let run past the budget.
+	// pendingGrace counts the times chunkWaits let the tick go on past its budget: it is asked
+	// twice a loop, so its limit of 4 is about two more loops.
 	pendingGrace int
 	// liveIdleAt is when the last live fetch found nothing (zero: it found something); see
 	// liveQuiet.
