@@ -168,7 +168,10 @@ azurite() {
   "${detach[@]}" "node_modules/.bin/azurite-$service" "--${service}Host" 127.0.0.1 "--${service}Port" "$port" --location .dev/azurite \
     --silent --skipApiVersionCheck --disableTelemetry >".dev/azurite-$service.log" 2>&1 &
   pid=$!
-  wait_port "$port" "$pid" "Azurite $service" ".dev/azurite-$service.log" || die "Azurite's $service service would not start"
+  local name=Blob
+  [ "$service" = queue ] && name=Queue
+  wait_port "$port" "$pid" "Azurite $service" ".dev/azurite-$service.log" "Azurite $name service successfully listens on http://127.0.0.1:$port" ||
+    die "Azurite's $service service would not start"
   _pids+=("$pid")
   log "Azurite $service service on 127.0.0.1:$port (pid $pid, data in .dev/azurite)"
   printf -v "port_$service" %s "$port"

@@ -120,16 +120,19 @@ free_port() {
   node -e 'const s=require("net").createServer();s.listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})'
 }
 
-# wait_port PORT PID NAME LOG waits up to 30 s for PORT to accept connections while PID lives.
+# wait_port PORT PID NAME LOG [SAYS] waits up to 30 s for PORT to accept connections while PID
+# lives and, with SAYS, for LOG to hold that line too: the proof that PID, not another process,
+# listens there (a port free_port found may be taken by another test's listener before the
+# service binds it; the service then exits, but the port accepts connections all the same).
 wait_port() {
-  local port=$1 pid=$2 name=$3 logfile=$4 i
+  local port=$1 pid=$2 name=$3 logfile=$4 says=${5:-} i
   for ((i = 0; i < 300; i++)); do
     if ! _alive "$pid"; then
       log "$name exited during start-up; its log ($logfile):"
       tail -20 "$logfile" >&2
       return 1
     fi
-    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && { [ -z "$says" ] || grep -qF "$says" "$logfile"; }; then
       return 0
     fi
     sleep 0.1
@@ -178,7 +181,9 @@ start_azurite_service() {
     "$ROOT/node_modules/.bin/azurite-$service" "--${service}Host" 127.0.0.1 "--${service}Port" "$port" \
       --inMemoryPersistence --silent --skipApiVersionCheck --disableTelemetry >"$logfile" 2>&1 &
     pid=$!
-    if wait_port "$port" "$pid" "Azurite $service" "$logfile"; then
+    local name=Blob
+    [ "$service" = queue ] && name=Queue
+    if wait_port "$port" "$pid" "Azurite $service" "$logfile" "Azurite $name service successfully listens on http://127.0.0.1:$port"; then
       log "Azurite $service service on 127.0.0.1:$port (pid $pid)"
       echo "$port $pid"
       return 0
@@ -291,7 +296,7 @@ start_mariadb() {
   # Stopped before its directory is removed (_stops run in order). $pid is runuser when run as
   # root, whose child mariadbd would outlive it: the server is stopped by its own pid file.
   _stops=("_stop_mariadb $d $pid" "${_stops[@]}")
-  wait_port "$port" "$pid" MariaDB "$d/server.log"
+  wait_port "$port" "$pid" MariaDB "$d/server.log" "port: $port "
   mariadb --no-defaults -h 127.0.0.1 -P "$port" -u root -e "CREATE DATABASE IF NOT EXISTS pseudotrigger CHARACTER SET utf8mb4" \
     || die "MariaDB: cannot create the database pseudotrigger"
   export MYSQL_TEST_DSN="root@tcp(127.0.0.1:$port)/pseudotrigger"
