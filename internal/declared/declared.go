@@ -285,6 +285,10 @@ func field(name, format string, args ...any) error {
 
 func (s Spec) check() error {
 	src := s.Source
+	var writerErr error
+	if src.SkipWriter != "" {
+		writerErr = source.CheckWriter(src.SkipWriter)
+	}
 	switch {
 	case src.Table == "":
 		return field("source.table", "required: the table to read")
@@ -308,8 +312,8 @@ func (s Spec) check() error {
 		return field("source.columns", "[\"*\"] alone reads every column, for the logical cursor only (its stream describes the table as it changes); list the columns")
 	case src.SkipWriter != "" && !changeStream(src.Cursor.Kind):
 		return field("source.skip_writer", "is for the logical and changetracking cursors, which know who wrote a change; a %s cursor reads rows, not their writers", src.Cursor.Kind)
-	case src.SkipWriter != "" && source.CheckWriter(src.SkipWriter) != nil:
-		return field("source.skip_writer", "%q: %v", src.SkipWriter, source.CheckWriter(src.SkipWriter))
+	case writerErr != nil:
+		return field("source.skip_writer", "%q: %v", src.SkipWriter, writerErr)
 	case src.Cursor.Column == "" && !changeStream(src.Cursor.Kind):
 		return field("source.cursor.column", "required: the column the cursor follows")
 	case s.BatchSize < 0:
@@ -348,7 +352,7 @@ func (s Spec) Poller(name string) (p *poller.Poller, err error) {
 	src := s.Source
 	columns := slices.Clone(src.Columns)
 	for _, c := range append(slices.Clone(src.Key), src.Cursor.Column) {
-		if c != "" && !slices.Contains(columns, c) && !slices.Equal(columns, []string{"*"}) { // "*": every column, the key's too
+		if c != "" && !slices.Contains(columns, c) && !slices.Equal(columns, []string{source.AllColumns}) { // every column, the key's too
 			columns = append(columns, c)
 		}
 	}

@@ -508,6 +508,13 @@ type Setup struct {
 	flush       string
 }
 
+// KeyFilter is the publication row filter (on the key, so that any replica identity takes it)
+// of the replica tests of filters, and FilteredOut its Go twin: the keys it leaves out.
+const KeyFilter = "id % 5 <> 3"
+
+// FilteredOut says whether KeyFilter leaves key id out.
+func FilteredOut(id int64) bool { return id%5 == 3 }
+
 // Options are what CreateWith makes besides Create's table: REPLICA IDENTITY FULL (before
 // images), and a row filter of the publication (the poller's filter, on the key: id).
 type Options struct {

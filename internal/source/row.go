@@ -197,11 +197,7 @@ func (r Row) Changed() ([]string, bool) {
 	case im == nil:
 		return nil, false
 	case im.Changed != nil:
-		for i, c := range im.Changed {
-			if c {
-				out = append(out, r.src.cols[i].name)
-			}
-		}
+		out = r.src.columnsIn(out, im.Changed)
 	case im.Old != nil && ch.Text != nil:
 		for i := range ch.Text {
 			if r.unchanged(i) {
@@ -225,13 +221,17 @@ func (r Row) HasRow() bool { return r.ch == nil || !r.ch.KeyOnly }
 // unchanged TOAST value of an update as "unchanged" unless the table has REPLICA IDENTITY FULL):
 // Get returns nil for them and MarshalJSON leaves them out. Empty for every other row.
 func (r Row) Unchanged() []string {
-	if r.ch == nil || r.ch.Unchanged == nil {
+	if r.ch == nil {
 		return nil
 	}
-	var out []string
-	for i, u := range r.ch.Unchanged {
-		if u {
-			out = append(out, r.src.cols[i].name)
+	return r.src.columnsIn(nil, r.ch.Unchanged)
+}
+
+// columnsIn appends to out the names of the columns mask marks, in column order.
+func (s *Source) columnsIn(out []string, mask []bool) []string {
+	for i, m := range mask {
+		if m {
+			out = append(out, s.cols[i].name)
 		}
 	}
 	return out

@@ -40,12 +40,17 @@ type Config struct {
 // sets the runner's optional fields (Draining, DeadLetters, Requests) and closes it.
 func Open(ctx context.Context, c Config) (*Runner, error) {
 	name := c.Poller.Name()
+	// open opens the poller's source: now, unless given one, and again when its table's columns
+	// change (Runner.reopen).
+	open := func(ctx context.Context) (*source.Source, error) {
+		cfg := c.Settings.Config(c.Poller)
+		cfg.Pools = c.Pools
+		return drivers.Open(ctx, cfg)
+	}
 	src := c.Source
 	if src == nil {
 		var err error
-		cfg := c.Settings.Config(c.Poller)
-		cfg.Pools = c.Pools
-		if src, err = drivers.Open(ctx, cfg); err != nil {
+		if src, err = open(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -70,12 +75,7 @@ func Open(ctx context.Context, c Config) (*Runner, error) {
 	}
 	r := &Runner{Poller: c.Poller, Settings: c.Settings, Lease: m, Source: src, Clock: c.Clock, Logger: c.Logger}
 	if c.Source == nil {
-		r.close = src.Close
-		r.reopen = func(ctx context.Context) (*source.Source, error) {
-			cfg := c.Settings.Config(c.Poller)
-			cfg.Pools = c.Pools
-			return drivers.Open(ctx, cfg)
-		}
+		r.close, r.reopen = src.Close, open
 	}
 	logSetup(ctx, src, name, c.Logger)
 	return r, nil

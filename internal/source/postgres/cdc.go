@@ -385,8 +385,8 @@ func (c *CDC) PlanEnable(info CDCInfo) EnablePlan {
 			strings.Join(c.def.PK, ", "), info.TableName, strings.Join(info.IdentityColumns, ", "), strings.Join(info.IdentityColumns, ", "), info.TableName)
 	}
 	switch {
-	case c.def.Filter != "" && info.ServerVersion < filtersSince:
-		bad("the poller's filter is its publication's row filter, which needs PostgreSQL 15 or later; this server is %s: take the filter out of the poller and filter in the handler, or upgrade the server", versionText(info.ServerVersion))
+	case filterTooOld(c.def, info.ServerVersion) != "":
+		bad("%s", filterTooOld(c.def, info.ServerVersion))
 	case info.FilterErr != "":
 		bad("PostgreSQL cannot read the poller's filter: %s: correct the filter (source.filter in poller.json, poller.WithFilter in Go)", info.FilterErr)
 	case info.Refused != "":
@@ -427,9 +427,6 @@ func (c *CDC) PlanEnable(info CDCInfo) EnablePlan {
 	}
 	return p
 }
-
-// versionText writes server_version_num as people read it: 150004 is 15.4.
-func versionText(v int) string { return fmt.Sprintf("%d.%d", v/10000, v%10000) }
 
 func sortedStrings(s []string) []string {
 	c := slices.Clone(s)

@@ -291,9 +291,8 @@ WHERE r.rolname = current_user`
 // columns (pubfilter.go): a publication that filters otherwise, or leaves out a column the
 // poller reads, would deliver other changes than the poller says.
 func (l *logical) checkFilter(ctx context.Context, version int, oid int64) error {
-	enable := fmt.Sprintf("`pollerctl cdc enable %s --yes` makes it so (pollerctl cdc enable %s shows the statement first)", l.poller, l.poller)
-	if l.def.Filter != "" && version < filtersSince {
-		return l.fail("the poller's filter is its publication's row filter, which needs PostgreSQL 15 or later; this server is %s: take the filter out of the poller and filter in the handler, or upgrade the server", versionText(version))
+	if p := filterTooOld(l.def, version); p != "" {
+		return l.fail("%s", p)
 	}
 	pub, err := published(ctx, l.lay.DB(), version, l.pub, oid)
 	if err != nil {
@@ -308,8 +307,8 @@ func (l *logical) checkFilter(ctx context.Context, version int, oid int64) error
 	}
 	want := pubTable{Filter: normalized, Columns: l.lay.Columns()}
 	if !pub.covers(want) {
-		return l.fail("publication %q publishes the table with %s, and the poller reads %s: it would deliver other changes than the poller says. %s",
-			l.pub, pub, want, enable)
+		return l.fail("publication %q publishes the table with %s, and the poller reads %s: it would deliver other changes than the poller says. `pollerctl cdc enable %s --yes` makes it so (pollerctl cdc enable %s shows the statement first)",
+			l.pub, pub, want, l.poller, l.poller)
 	}
 	return nil
 }
@@ -818,8 +817,7 @@ type decoder struct {
 	commits []source.Commit             // begin's blocks
 	texts   [][]byte
 	arena   []byte // the changes' messages, copied (keep)
-	missing string // a column the poller reads that the last description lacks
-	absent  []int  // all of them, by Row column
+	absent  []int  // the columns the poller reads that the last description lacks, by Row column
 	added   string // a column the last description has that the source lacks (AllColumns)
 	tx      *txn   // the transaction being decoded (&txBuf), nil between transactions
 	txBuf   txn
@@ -836,13 +834,11 @@ type relCol struct {
 
 // txn is the transaction being decoded.
 type txn struct {
-	commit  pglogrepl.LSN
-	at      time.Time
-	xid     uint32 // the top-level transaction's id
+	commit  pglogrepl.LSN  // its commit record's position
+	meta    *source.Commit // its xid, commit position and time, as its changes say them (Row.Transaction)
 	entries []entry
-	keepUp  bool           // it carries a keep-up message: its end is a place to move to
-	meta    *source.Commit // what its changes say of it (Row.Transaction)
-	skip    bool           // its replication origin is the skipped writer's: its changes are left out
+	keepUp  bool // it carries a keep-up message: its end is a place to move to
+	skip    bool // its replication origin is the skipped writer's: its changes are left out
 }
 
 // entry is a change of the transaction: a row, or a stop (a change the poller cannot deliver),
@@ -874,12 +870,9 @@ func (d *decoder) relation(m *pglogrepl.RelationMessage) error {
 			d.dec[rc.idx] = rc.decode
 		}
 	}
-	d.missing, d.absent, d.added = "", d.absent[:0], ""
+	d.absent, d.added = d.absent[:0], ""
 	for i, ok := range seen {
 		if !ok {
-			if d.missing == "" {
-				d.missing = names[i]
-			}
 			d.absent = append(d.absent, i)
 		}
 	}
@@ -900,7 +893,7 @@ func (d *decoder) where() string {
 	if d.tx == nil {
 		return "the start of the stream"
 	}
-	return fmt.Sprintf("the transaction committed at LSN %s (%s)", d.tx.commit, d.tx.at.UTC().Format(time.RFC3339))
+	return fmt.Sprintf("the transaction committed at LSN %s (%s)", d.tx.commit, d.tx.meta.Time.Format(time.RFC3339))
 }
 
 // stop adds a change the poller cannot deliver; why gets the position just past it.
@@ -922,7 +915,7 @@ func (d *decoder) truncate() error {
 
 // schemaStop is the stop for a change that lacks a column the poller reads.
 func (d *decoder) schemaStop() error {
-	l, where, col := d.l, d.where(), d.missing
+	l, where, col := d.l, d.where(), d.l.lay.Columns()[d.absent[0]]
 	return d.stop(func(at Position) error {
 		return fmt.Errorf("source: poller %q, table %s, column %q: %w: the change in %s has no such column (it was dropped or renamed); the poller stops before it. Take the column out of the poller's columns (a new definition: pollerctl reset %s --to-beginning), or add the column back; to skip only this change: pollerctl reset %s --to-cursor %s --yes",
 			l.poller, l.def.Table, col, source.ErrSchema, where, l.poller, l.poller, at)
@@ -981,7 +974,7 @@ func (d *decoder) add(op string, tup, old *tuple, keyOnly bool) error {
 	// (not carried: Unchanged), and stops at one written with a column added since it opened.
 	before := d.l.lay.AllColumns() && d.tx.commit < d.l.layoutAt
 	switch {
-	case d.missing != "" && !before:
+	case len(d.absent) > 0 && !before:
 		return d.schemaStop()
 	case d.added != "" && !before:
 		return d.columnsStop()
@@ -1018,7 +1011,7 @@ func (d *decoder) add(op string, tup, old *tuple, keyOnly bool) error {
 			ch.Text[rc.idx] = val // decoded when read (Change.Decode)
 		}
 	}
-	if d.missing != "" { // written before those columns were added
+	if len(d.absent) > 0 { // written before those columns were added
 		if ch.Unchanged == nil {
 			ch.Unchanged = make([]bool, n)
 		}

@@ -162,7 +162,7 @@ func (d *decoder) begin(commit pglogrepl.LSN, at time.Time, xid uint32) {
 	meta := &d.commits[0]
 	d.commits = d.commits[1:]
 	*meta = source.Commit{ID: uint64(xid), LSN: uint64(commit), Time: at.UTC()}
-	d.txBuf = txn{commit: commit, at: at, xid: xid, entries: d.txBuf.entries[:0], meta: meta}
+	d.txBuf = txn{commit: commit, meta: meta, entries: d.txBuf.entries[:0]}
 	d.tx = &d.txBuf
 }
 

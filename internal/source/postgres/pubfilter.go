@@ -39,6 +39,18 @@ import (
 // filtersSince is the first server version whose publications take row filters and column lists.
 const filtersSince = 150000
 
+// filterTooOld is the problem with a poller's filter on a server older than filtersSince ("" for
+// none).
+func filterTooOld(d source.Definition, version int) string {
+	if d.Filter == "" || version >= filtersSince {
+		return ""
+	}
+	return fmt.Sprintf("the poller's filter is its publication's row filter, which needs PostgreSQL 15 or later; this server is %s: take the filter out of the poller and filter in the handler, or upgrade the server", versionText(version))
+}
+
+// versionText writes server_version_num as people read it: 150004 is 15.4.
+func versionText(v int) string { return fmt.Sprintf("%d.%d", v/10000, v%10000) }
+
 // pubTable is how a publication publishes a table: its row filter as PostgreSQL deparses it (""
 // for none) and its column list (nil: every column).
 type pubTable struct {

@@ -473,8 +473,8 @@ type ctRead struct {
 }
 
 // read reads the bound, then runs do in a snapshot transaction after checking the cursor
-// against the versions.
-func (c *changeTracking) read(ctx context.Context, after *state.Cursor, from, inside string, do func(tx *sql.Tx, rd ctRead) error) error {
+// against the versions; q are the queries as the caller took them (one Check's).
+func (c *changeTracking) read(ctx context.Context, q ctQueries, after *state.Cursor, from, inside string, do func(tx *sql.Tx, rd ctRead) error) error {
 	var p *ctPosition
 	if after != nil {
 		pos, err := c.position(after)
@@ -485,7 +485,7 @@ func (c *changeTracking) read(ctx context.Context, after *state.Cursor, from, in
 	}
 	// The bound first, outside the snapshot: every version up to it is complete in the snapshot.
 	var current, minValid sql.NullInt64
-	if err := c.l.DB().QueryRowContext(ctx, c.queries().Current).Scan(&current); err != nil {
+	if err := c.l.DB().QueryRowContext(ctx, q.Current).Scan(&current); err != nil {
 		return c.readErr("reading CHANGE_TRACKING_CURRENT_VERSION()", err)
 	}
 	tx, err := c.l.DB().BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelSnapshot})
@@ -493,7 +493,7 @@ func (c *changeTracking) read(ctx context.Context, after *state.Cursor, from, in
 		return c.readErr("starting the snapshot transaction", err)
 	}
 	defer tx.Rollback()
-	if err := tx.QueryRowContext(ctx, c.queries().MinValid, c.table).Scan(&minValid); err != nil {
+	if err := tx.QueryRowContext(ctx, q.MinValid, c.table).Scan(&minValid); err != nil {
 		return c.readErr("reading CHANGE_TRACKING_MIN_VALID_VERSION", err)
 	}
 	args, in, err := c.args(p, current, minValid)
@@ -571,7 +571,7 @@ func (c *changeTracking) Fetch(ctx context.Context, after *state.Cursor, limit i
 	var bound int64
 	more := false // a change after the batch's was read: the read stopped short of its bound
 	q := c.queries()
-	err := c.read(ctx, after, q.FetchFrom, q.FetchAfter, func(tx *sql.Tx, rd ctRead) error {
+	err := c.read(ctx, q, after, q.FetchFrom, q.FetchAfter, func(tx *sql.Tx, rd ctRead) error {
 		bound = rd.current
 		rows, err := tx.QueryContext(ctx, rd.query, append(rd.args, limit+1)...)
 		if err != nil {
@@ -797,7 +797,7 @@ func ctOp(op string, found bool) (kind string, keyOnly bool, err error) {
 func (c *changeTracking) Waiting(ctx context.Context, after *state.Cursor, limit int) (int64, error) {
 	var n int64
 	q := c.queries()
-	err := c.read(ctx, after, q.WaitingFrom, q.WaitingAfter, func(tx *sql.Tx, rd ctRead) error {
+	err := c.read(ctx, q, after, q.WaitingFrom, q.WaitingAfter, func(tx *sql.Tx, rd ctRead) error {
 		if err := tx.QueryRowContext(ctx, rd.query, append(rd.args, limit)...).Scan(&n); err != nil {
 			return c.readErr("counting the changes", err)
 		}
