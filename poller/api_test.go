@@ -24,9 +24,10 @@ var authorAPI = []string{
 	"Cursor", "Cursor.Kind", "Cursor.Tiebreaker", "Cursor.Time", "Cursor.Value",
 	"CursorKind",
 	"New",
-	"Option", "WithBatchSize", "WithColumns", "WithCursorColumn", "WithFilter", "WithInitialSnapshot", "WithKey", "WithSchema", "WithSettleLag", "WithSetup", "WithSkipWriter", "WithTarget",
+	"Option", "WithBatchSize", "WithColumns", "WithCursorColumn", "WithFilter", "WithInitialSnapshot", "WithKey", "WithSchema", "WithSettleLag", "WithSetup", "WithSkipWriter", "WithTables", "WithTarget",
 	"Poller", "Poller.Name",
 	"Row", "Row.Before", "Row.Changed", "Row.Cursor", "Row.Decode", "Row.Get", "Row.HasRow", "Row.Key", "Row.MarshalJSON", "Row.Op", "Row.Table", "Row.Transaction", "Row.Unchanged", "Row.Values",
+	"Table", "Table.Columns", "Table.Filter", "Table.Key", "Table.Name", "Table.Schema",
 	"Transaction", "Transaction.ChangeVersion", "Transaction.CommitLSN", "Transaction.CommitTime", "Transaction.ID", "Transaction.Index", "Transaction.Last",
 }
 

@@ -103,6 +103,29 @@ func WithSkipWriter(writer string) Option {
 	return func(p *Poller) { p.spec.Source.SkipWriter = writer }
 }
 
+// Table is one more table of a Logical poller (WithTables): its name (Schema "" for the
+// connection's default), the columns each change carries ("*" alone: every column), its key
+// columns (the replica identity's) and an optional filter (the publication's row filter for it).
+type Table struct {
+	Schema, Name string
+	Columns, Key []string
+	Filter       string
+}
+
+// WithTables makes a Logical poller read these tables besides New's, through the same slot and
+// publication (pollerctl cdc enable publishes them all): their changes come in commit order
+// with the first table's, a transaction's changes of every table numbered together, and each
+// row names its table (Row.Table). The rows have the shapes of several tables, so the poller's
+// row type is Row: switch on Row.Table. docs/changes.md shows it.
+func WithTables(tables ...Table) Option {
+	return func(p *Poller) {
+		for _, t := range tables {
+			p.spec.Source.More = append(p.spec.Source.More, source.TableDef{Table: source.Table{Schema: t.Schema, Name: t.Name},
+				Columns: t.Columns, PK: t.Key, Filter: t.Filter})
+		}
+	}
+}
+
 // WithSchema names the table's schema (dbo, public, ...) when it is not the connection's
 // default.
 func WithSchema(schema string) Option { return func(p *Poller) { p.spec.Source.Table.Schema = schema } }
@@ -182,6 +205,8 @@ func New[T any](name, table string, kind CursorKind, handle func(ctx context.Con
 		panic(fmt.Sprintf("poller.New(%q): a %s cursor reads the database's change stream: it takes no cursor column (%s)", name, kind, src.Cursor.Column))
 	case len(src.PK) == 0:
 		panic(fmt.Sprintf("poller.New(%q): no key column: tag a field `db:\"column,key\"` or use WithKey", name))
+	case len(src.More) > 0 && reflect.TypeFor[T]() != reflect.TypeFor[Row]():
+		panic(fmt.Sprintf("poller.New(%q): WithTables gives rows of several tables, each of its own shape: the row type is poller.Row (switch on Row.Table), not %v", name, reflect.TypeFor[T]()))
 	}
 	p.spec.Deliver = func(ctx context.Context, b *pollerdef.Batch) error {
 		raw := rowsOf(b.Rows)

@@ -243,7 +243,7 @@ func deadLetterReplay(ctx context.Context, args []string, env Env) error {
 		if stream {
 			// A change-stream row's cursor is a position in the stream, not its key: the
 			// letter's key finds the row, replayed as its current state (source.ReplayChange).
-			row, why, err := src.ReplayChange(ctx, r.Op, r.Key, r.Cursor)
+			row, why, err := src.ReplayChange(ctx, r.Table, r.Op, r.Key, r.Cursor)
 			if err != nil {
 				return err
 			}

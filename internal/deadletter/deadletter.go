@@ -42,6 +42,9 @@ type Letter struct {
 
 // Row is one dead-lettered row.
 type Row struct {
+	// Table is the row's table (a poller may read several); absent in letters written before
+	// it was recorded, whose rows are the poller's first table's.
+	Table string `json:"table,omitempty"`
 	// Op is the change the row stood for (insert, update, delete; upsert for the keyset cursor
 	// kinds): a change-stream poller's replay depends on it. Absent in letters written before it
 	// was recorded.

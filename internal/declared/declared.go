@@ -10,6 +10,7 @@ package declared
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -45,7 +46,8 @@ type Spec struct {
 
 // Source is poller.json's "source": what to read.
 type Source struct {
-	Table   string   `json:"table"`
+	// Table, or Tables for a logical poller of several tables.
+	Table   string   `json:"table,omitempty"`
 	Schema  string   `json:"schema,omitempty"`
 	Columns []string `json:"columns"`
 	Key     []string `json:"key"`
@@ -60,7 +62,25 @@ type Source struct {
 	// SkipWriter names the application's own writer, whose changes a logical or changetracking
 	// poller leaves out (poller.WithSkipWriter).
 	SkipWriter string `json:"skip_writer,omitempty"`
+	// Tables, instead of Table, Schema, Columns, Key and Filter: the tables a logical poller
+	// reads through one slot and publication, in commit order (poller.WithTables).
+	Tables []Table `json:"tables,omitempty"`
 }
+
+// Table is one of poller.json's "source.tables": a table, and the sink its changes go to when
+// not the poller's.
+type Table struct {
+	Table   string   `json:"table"`
+	Schema  string   `json:"schema,omitempty"`
+	Columns []string `json:"columns"`
+	Key     []string `json:"key"`
+	Filter  string   `json:"filter,omitempty"`
+	// Sink, when set, gets this table's changes instead of the poller's sink.
+	Sink *sink.Config `json:"sink,omitempty"`
+}
+
+// name is the table as its rows name it (Row.Table).
+func (t Table) name() string { return source.Table{Schema: t.Schema, Name: t.Table}.String() }
 
 // Cursor is poller.json's "source.cursor".
 type Cursor struct {
@@ -209,6 +229,7 @@ var objects = []struct {
 }{
 	{"", reflect.TypeFor[Spec]()}, {"source.", reflect.TypeFor[Source]()},
 	{"source.cursor.", reflect.TypeFor[Cursor]()}, {"sink.", reflect.TypeFor[sink.Config]()},
+	{"source.tables[].", reflect.TypeFor[Table]()}, {"source.tables[].sink.", reflect.TypeFor[sink.Config]()},
 }
 
 // unknownField names an unknown field by its path ("source.tabel") and the closest field that
@@ -217,14 +238,27 @@ func unknownField(data []byte, name string) error {
 	var doc map[string]any
 	_ = json.Unmarshal(data, &doc)
 	for _, o := range objects {
-		obj := doc
+		objs := []map[string]any{doc}
 		for _, part := range strings.Split(strings.TrimSuffix(o.path, "."), ".") {
 			if part == "" {
 				break
 			}
-			obj, _ = obj[part].(map[string]any)
+			var next []map[string]any
+			for _, obj := range objs {
+				if list, ok := strings.CutSuffix(part, "[]"); ok { // a list of objects: each of them
+					items, _ := obj[list].([]any)
+					for _, it := range items {
+						if m, ok := it.(map[string]any); ok {
+							next = append(next, m)
+						}
+					}
+				} else if m, ok := obj[part].(map[string]any); ok {
+					next = append(next, m)
+				}
+			}
+			objs = next
 		}
-		if _, ok := obj[name]; !ok {
+		if !slices.ContainsFunc(objs, func(obj map[string]any) bool { _, ok := obj[name]; return ok }) {
 			continue
 		}
 		best, dist := "", 3 // suggest only a close name
@@ -285,13 +319,19 @@ func field(name, format string, args ...any) error {
 
 func (s Spec) check() error {
 	src := s.Source
+	if len(src.Tables) > 0 {
+		if err := s.checkTables(); err != nil {
+			return err
+		}
+		src.Table, src.Columns, src.Key = src.Tables[0].Table, src.Tables[0].Columns, src.Tables[0].Key // checked there
+	}
 	var writerErr error
 	if src.SkipWriter != "" {
 		writerErr = source.CheckWriter(src.SkipWriter)
 	}
 	switch {
 	case src.Table == "":
-		return field("source.table", "required: the table to read")
+		return field("source.table", "required: the table to read (or source.tables, the tables of a logical poller)")
 	case len(src.Columns) == 0:
 		return field("source.columns", "required: the columns each change carries")
 	case len(src.Key) == 0:
@@ -335,12 +375,68 @@ func (s Spec) check() error {
 	return nil
 }
 
+// checkTables checks source.tables: for the logical cursor, instead of source.table and its
+// columns, key and filter; each entry a table of its own with its columns and key, and a sink
+// that is valid when it has one.
+func (s Spec) checkTables() error {
+	src := s.Source
+	switch {
+	case src.Cursor.Kind != string(poller.Logical):
+		return field("source.tables", "several tables are for the logical cursor (one slot and publication for them all), not %q: give each table a poller of its own", src.Cursor.Kind)
+	case src.Table != "" || src.Schema != "" || len(src.Columns) > 0 || len(src.Key) > 0 || src.Filter != "":
+		return field("source.tables", "replaces source.table, schema, columns, key and filter, which each entry of it has: move them into the entries")
+	case src.Initial == "snapshot":
+		return field("source.initial", "\"snapshot\" reads one table's rows: a poller of several tables starts \"now\" (give a table a poller of its own for its snapshot)")
+	}
+	for i, t := range src.Tables {
+		at := fmt.Sprintf("source.tables[%d]", i)
+		switch {
+		case t.Table == "":
+			return field(at+".table", "required: the table to read")
+		case len(t.Columns) == 0:
+			return field(at+".columns", "required: the columns each change carries ([\"*\"]: every column)")
+		case len(t.Key) == 0:
+			return field(at+".key", "required: the key columns (the table's replica identity)")
+		case slices.Contains(t.Columns, source.AllColumns) && len(t.Columns) > 1:
+			return field(at+".columns", "[\"*\"] alone reads every column; list the columns")
+		}
+		for j, c := range t.Columns {
+			if strings.TrimSpace(c) == "" || slices.Contains(t.Columns[:j], c) {
+				return field(at+".columns", "%q is empty or listed twice", c)
+			}
+		}
+		for _, u := range src.Tables[:i] {
+			if strings.EqualFold(u.name(), t.name()) {
+				return field(at+".table", "%s is listed twice", t.name())
+			}
+		}
+		if t.Sink != nil {
+			if _, err := sink.New(*t.Sink); err != nil {
+				return errors.New(at + "." + strings.TrimPrefix(err.Error(), sink.ErrConfig.Error()+": "))
+			}
+		}
+	}
+	return nil
+}
+
 func kindList() string {
 	out := make([]string, len(Kinds))
 	for i, k := range Kinds {
 		out[i] = string(k)
 	}
 	return strings.Join(out, ", ")
+}
+
+// withKey is columns with the key columns and the cursor column added where missing (every
+// column, "*", has them).
+func withKey(columns, key []string, cursor string) []string {
+	columns = slices.Clone(columns)
+	for _, c := range append(slices.Clone(key), cursor) {
+		if c != "" && !slices.Contains(columns, c) && !slices.Equal(columns, []string{source.AllColumns}) {
+			columns = append(columns, c)
+		}
+	}
+	return columns
 }
 
 // Poller builds the poller the spec declares, named name.
@@ -350,15 +446,35 @@ func (s Spec) Poller(name string) (p *poller.Poller, err error) {
 		return nil, err
 	}
 	src := s.Source
-	columns := slices.Clone(src.Columns)
-	for _, c := range append(slices.Clone(src.Key), src.Cursor.Column) {
-		if c != "" && !slices.Contains(columns, c) && !slices.Equal(columns, []string{source.AllColumns}) { // every column, the key's too
-			columns = append(columns, c)
+	var more []poller.Table
+	var routes []route
+	if len(src.Tables) > 0 {
+		first := src.Tables[0]
+		src.Table, src.Schema, src.Columns, src.Key, src.Filter = first.Table, first.Schema, first.Columns, first.Key, first.Filter
+		for i, t := range src.Tables {
+			if i > 0 {
+				more = append(more, poller.Table{Schema: t.Schema, Name: t.Table, Columns: withKey(t.Columns, t.Key, ""), Key: t.Key, Filter: t.Filter})
+			}
+			if t.Sink != nil {
+				ts, err := sink.New(*t.Sink)
+				if err != nil {
+					return nil, err
+				}
+				routes = append(routes, route{table: t.name(), sink: ts})
+			}
 		}
 	}
+	handle, setup, target := sink.Handler[poller.Row](snk), snk.Setup, snk.String
+	if len(routes) > 0 {
+		r := &router{def: snk, routes: routes}
+		handle, setup, target = r.send, r.setup, r.String
+	}
 	opts := []poller.Option{
-		poller.WithColumns(columns...), poller.WithKey(src.Key...),
-		poller.WithSetup(snk.Setup), poller.WithTarget(snk.String),
+		poller.WithColumns(withKey(src.Columns, src.Key, src.Cursor.Column)...), poller.WithKey(src.Key...),
+		poller.WithSetup(setup), poller.WithTarget(target),
+	}
+	if len(more) > 0 {
+		opts = append(opts, poller.WithTables(more...))
 	}
 	if src.Cursor.Column != "" {
 		opts = append(opts, poller.WithCursorColumn(src.Cursor.Column))
@@ -387,5 +503,69 @@ func (s Spec) Poller(name string) (p *poller.Poller, err error) {
 			p, err = nil, fmt.Errorf("%v", r)
 		}
 	}()
-	return poller.New(name, src.Table, poller.CursorKind(src.Cursor.Kind), sink.Handler[poller.Row](snk), opts...), nil
+	return poller.New(name, src.Table, poller.CursorKind(src.Cursor.Kind), handle, opts...), nil
+}
+
+// route sends a table's changes to a sink of its own (source.tables[].sink).
+type route struct {
+	table string // as its rows name it
+	sink  *sink.Sink
+}
+
+// router sends each row of a batch to its table's sink, or to def: a sink's rows in the batch's
+// order, one sink after another, every sink's confirmed before the batch counts as delivered.
+type router struct {
+	def    *sink.Sink
+	routes []route
+}
+
+func (r *router) sinkOf(table string) *sink.Sink {
+	for _, rt := range r.routes {
+		if rt.table == table {
+			return rt.sink
+		}
+	}
+	return r.def
+}
+
+func (r *router) send(ctx context.Context, b *poller.Batch[poller.Row]) error {
+	var order []*sink.Sink
+	parts := map[*sink.Sink][]poller.Row{}
+	for _, row := range b.Raw {
+		s := r.sinkOf(row.Table())
+		if _, ok := parts[s]; !ok {
+			order = append(order, s)
+		}
+		parts[s] = append(parts[s], row)
+	}
+	for _, s := range order {
+		rows := parts[s]
+		if err := s.Send(ctx, &poller.Batch[poller.Row]{Poller: b.Poller, ID: b.ID, FencingToken: b.FencingToken, Attempt: b.Attempt,
+			From: b.From, To: b.To, Rows: rows, Raw: rows}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// setup sets every sink up.
+func (r *router) setup(getenv func(string) string) error {
+	if err := r.def.Setup(getenv); err != nil {
+		return err
+	}
+	for _, rt := range r.routes {
+		if err := rt.sink.Setup(getenv); err != nil {
+			return fmt.Errorf("table %s: %w", rt.table, err)
+		}
+	}
+	return nil
+}
+
+// String names the poller's sink and each table's own.
+func (r *router) String() string {
+	out := r.def.String()
+	for _, rt := range r.routes {
+		out += "; " + rt.table + " to " + rt.sink.String()
+	}
+	return out
 }

@@ -256,6 +256,13 @@ func TestSchemaMatchesSpec(t *testing.T) {
 		sort.Strings(n.Enum)
 		return n.Enum
 	}
+	items := func(raw json.RawMessage) json.RawMessage {
+		var n struct {
+			Items json.RawMessage `json:"items"`
+		}
+		_ = json.Unmarshal(raw, &n)
+		return n.Items
+	}
 	top := props(data, "poller.json")
 	src := props(top["source"], "source")
 	snk := props(top["sink"], "sink")
@@ -266,6 +273,7 @@ func TestSchemaMatchesSpec(t *testing.T) {
 		{"poller.json", keys(top), fields(Spec{})},
 		{"source", keys(src), fields(Source{})},
 		{"source.cursor", keys(props(src["cursor"], "source.cursor")), fields(Cursor{})},
+		{"source.tables[]", keys(props(items(src["tables"]), "source.tables[]")), fields(Table{})},
 		{"sink", keys(snk), fields(sink.Config{})},
 		{"sink.type", enum(snk["type"]), sorted(sink.Types)},
 		{"source.cursor.kind", enum(props(src["cursor"], "")["kind"]), sorted(kindStrings())},

@@ -187,9 +187,24 @@ func (l *Layout) Row(raw []any, ch *Change) Row { return Row{src: l.s, raw: raw,
 // Batch makes an empty batch of the source, read after from.
 func (l *Layout) Batch(from *state.Cursor) *Batch { return &Batch{src: l.s, From: from} }
 
-// Errorf is an error that names the poller and the table.
+// Errorf is an error that names the poller and the table (the first table's layout: its
+// tables).
 func (l *Layout) Errorf(format string, args ...any) error {
-	return fmt.Errorf("source: poller %q, table %s: %s", l.s.poller, l.s.def.Table, fmt.Sprintf(format, args...))
+	return fmt.Errorf("source: poller %q, %s: %s", l.s.poller, l.s.label, fmt.Sprintf(format, args...))
+}
+
+// Label names the table ("table T"), or the first table's layout the poller's tables ("tables
+// T, U"), as errors name them.
+func (l *Layout) Label() string { return l.s.label }
+
+// Tables are the layouts of the poller's tables, l's first (Definition.More: a change stream
+// reads them all; a poller of one table has l alone). Each makes its own table's rows.
+func (l *Layout) Tables() []*Layout {
+	out := []*Layout{l}
+	for _, p := range l.s.parts {
+		out = append(out, &Layout{p})
+	}
+	return out
 }
 
 // SchemaErr is an error wrapping ErrSchema that names the poller, the table and the column
@@ -240,9 +255,15 @@ func (r streamReader) stats() Stats {
 
 // ReplayChange returns the row a dead-lettered change (op, key as the letter holds it, cursor)
 // is replayed as, or nil and why when it was superseded. It only reads.
-func (s *Source) ReplayChange(ctx context.Context, op string, key map[string]json.RawMessage, cursor state.Cursor) (*Row, string, error) {
+// table is the change's table (Row.Table; "" for a letter written before it was recorded: the
+// first table).
+func (s *Source) ReplayChange(ctx context.Context, table, op string, key map[string]json.RawMessage, cursor state.Cursor) (*Row, string, error) {
 	if _, ok := s.reader.(streamReader); !ok {
 		return nil, "", fmt.Errorf("source: poller %q: ReplayChange is for change-stream cursors (logical, changetracking); this one is %s: use FetchKeyOf", s.poller, s.def.Cursor.Kind)
+	}
+	s, err := s.partOf(table)
+	if err != nil {
+		return nil, "", err
 	}
 	args := make([]any, len(s.def.PK))
 	var preds []string

@@ -348,8 +348,28 @@ func (s *Source) SetupProblems(ctx context.Context) (found []Finding, checked bo
 	return fs, true, nil
 }
 
-// checkSetup runs the driver's checks, with the portable ones at their place.
+// checkSetup runs the driver's checks, with the portable ones at their place: for each of the
+// poller's tables, each finding's detail then naming its table.
 func checkSetup(ctx context.Context, sc SetupChecker, db *sql.DB, d Definition) ([]Finding, error) {
+	if len(d.More) == 0 {
+		return checkTable(ctx, sc, db, d)
+	}
+	var out []Finding
+	for _, t := range d.Tables() {
+		fs, err := checkTable(ctx, sc, db, d.part(t))
+		if err != nil {
+			return nil, fmt.Errorf("table %s: %w", t.Table, err)
+		}
+		for _, f := range fs {
+			f.Detail = "table " + t.Table.String() + ": " + f.Detail
+			out = append(out, f)
+		}
+	}
+	return out, nil
+}
+
+// checkTable is checkSetup of one table.
+func checkTable(ctx context.Context, sc SetupChecker, db *sql.DB, d Definition) ([]Finding, error) {
 	fs, err := sc.CheckSetup(ctx, db, d)
 	if err != nil {
 		return nil, err

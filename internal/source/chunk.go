@@ -58,6 +58,9 @@ func (s *Source) Backfills() error {
 	if !s.def.Changes() {
 		return nil
 	}
+	if len(s.parts) > 0 {
+		return fmt.Errorf("source: poller %q: a backfill reads one table, and the poller reads %s (%w for several tables yet): give a table a poller of its own for its backfill", s.poller, s.label, ErrNoWatermark)
+	}
 	if wr, ok := s.reader.(streamReader).ChangeStream.(Watermarker); ok {
 		return wr.Watermarks()
 	}

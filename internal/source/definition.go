@@ -55,6 +55,30 @@ type Definition struct {
 	// or starts with SkipWriter and a dot; SQL Server changes made WITH CHANGE_TRACKING_CONTEXT
 	// of SkipWriter's bytes. "" leaves out nothing.
 	SkipWriter string
+	// More are the tables a logical cursor reads besides Table, through the same slot and
+	// publication: their changes come in commit order with Table's, each row naming its table
+	// (Row.Table). Each has its own columns, key and filter; the cursor, slot, publication,
+	// keep-up, start and skipped writer are the poller's.
+	More []TableDef
+}
+
+// A TableDef is one more table of a poller that reads several (Definition.More).
+type TableDef struct {
+	Table   Table
+	Columns []string // as Definition.Columns: AllColumns alone reads every column
+	PK      []string
+	Filter  string
+}
+
+// Tables are the poller's tables, Table first, each as a TableDef.
+func (d Definition) Tables() []TableDef {
+	return append([]TableDef{{Table: d.Table, Columns: d.Columns, PK: d.PK, Filter: d.Filter}}, d.More...)
+}
+
+// part is d reading t alone: what each table of a poller of several is checked and laid out as.
+func (d Definition) part(t TableDef) Definition {
+	d.Table, d.Columns, d.PK, d.Filter, d.More = t.Table, t.Columns, t.PK, t.Filter, nil
+	return d
 }
 
 // AllColumns, alone in Definition.Columns, reads every column of the table (logical cursors).
@@ -150,6 +174,25 @@ func (d Definition) validate(poller string, ds Drivers, driver string) (Driver, 
 	fail := func(format string, args ...any) (Driver, error) {
 		return nil, fmt.Errorf("source: poller %q: %w: %s", poller, ErrDefinition, fmt.Sprintf(format, args...))
 	}
+	if len(d.More) > 0 {
+		switch {
+		case d.Cursor.Kind != state.KindLogical:
+			return fail("tables %s: a %s cursor reads one table; several tables share a logical cursor's slot and publication (for changetracking, a poller per table for now)", d.tableNames(), d.Cursor.Kind)
+		case d.Initial == InitialSnapshot:
+			return fail("tables %s: initial %q reads one table's rows; a poller of several tables starts %q (give each table a poller of its own for its snapshot, or start it with its rows already copied)", d.tableNames(), InitialSnapshot, InitialNow)
+		}
+		var dl Driver
+		for i, t := range d.Tables() {
+			if slices.ContainsFunc(d.Tables()[:i], func(u TableDef) bool { return strings.EqualFold(u.Table.String(), t.Table.String()) }) {
+				return fail("table %s is listed twice", t.Table)
+			}
+			var err error
+			if dl, err = d.part(t).validate(poller, ds, driver); err != nil {
+				return nil, err
+			}
+		}
+		return dl, nil
+	}
 	dl, ok := ds.Lookup(driver)
 	if !ok {
 		return fail("driver %q is not one of %s", driver, strings.Join(ds.Names(), ", "))
@@ -225,6 +268,23 @@ func (d Definition) validate(poller string, ds Drivers, driver string) (Driver, 
 		return fail("table %s: the filter must be one predicate, without ';'", d.Table)
 	}
 	return dl, nil
+}
+
+// label names the poller's table ("table T"), or its tables ("tables T, U").
+func (d Definition) label() string {
+	if len(d.More) == 0 {
+		return "table " + d.Table.String()
+	}
+	return "tables " + d.tableNames()
+}
+
+// tableNames are the poller's tables, separated by commas.
+func (d Definition) tableNames() string {
+	names := make([]string, 0, 1+len(d.More))
+	for _, t := range d.Tables() {
+		names = append(names, t.Table.String())
+	}
+	return strings.Join(names, ", ")
 }
 
 // CheckWriter accepts a writer's name (Definition.SkipWriter) that fits both databases' marks:

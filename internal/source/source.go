@@ -73,8 +73,11 @@ type Source struct {
 	fingerprint string
 	identity    state.SourceDef
 	describe    string
-	table       string // def.Table as text: every row's Table
-	all         bool   // def.Columns was AllColumns: they are the table's as check found them
+	table       string    // def.Table as text: every row's Table
+	label       string    // "table T", or "tables T, U, ..." for a poller of several, in errors
+	parts       []*Source // the poller's more tables (Definition.More), each laid out alone, sharing db
+	part        bool      // s is one of them: rows and layout only, no reader of its own
+	all         bool      // def.Columns was AllColumns: they are the table's as check found them
 	cols        []column
 	keyIdx      []int                      // positions in cols of the keyset columns, cursor first
 	keyCols     []string                   // their names
@@ -125,15 +128,46 @@ func Open(ctx context.Context, ds Drivers, cfg Config) (*Source, error) {
 		fingerprint: Fingerprint(cfg.Driver, c.loc, d),
 		describe:    c.describe,
 		table:       d.Table.String(),
+		label:       d.label(),
 	}
 	if rb, ok := c.dl.(ReadBounder); ok && !d.Changes() {
 		s.bound, _ = rb.ReadBound(cfg.DSN, d)
+	}
+	// The more tables first: the change stream's check, in the first table's, reads them all.
+	for i, t := range d.More {
+		p := s.newPart(t)
+		if err := p.check(ctx); err != nil {
+			c.close()
+			return nil, err
+		}
+		s.identity.Tables[i].Columns = p.names
+		s.parts = append(s.parts, p)
 	}
 	if err := s.check(ctx); err != nil {
 		c.close()
 		return nil, err
 	}
 	return s, nil
+}
+
+// newPart is the source of one more table t of s: laid out alone (its columns, key, rows), on
+// s's connection, read through s's change stream.
+func (s *Source) newPart(t TableDef) *Source {
+	d := s.def.part(t)
+	return &Source{poller: s.poller, dl: s.dl, def: d, db: s.db, describe: s.describe, table: t.Table.String(), label: d.label(), part: true}
+}
+
+// partOf is the source of the poller's table named table ("" or the first table: s).
+func (s *Source) partOf(table string) (*Source, error) {
+	if table == "" || table == s.table {
+		return s, nil
+	}
+	for _, p := range s.parts {
+		if p.table == table {
+			return p, nil
+		}
+	}
+	return nil, fmt.Errorf("source: poller %q: %w: it reads no table %q (it reads %s)", s.poller, ErrCursor, table, strings.TrimPrefix(strings.TrimPrefix(s.label, "tables "), "table "))
 }
 
 // Connect validates cfg's definition, opens its connection pool with the driver of ds that
@@ -192,7 +226,7 @@ func connect(ctx context.Context, ds Drivers, cfg Config) (conn, error) {
 	if loc.Server != "" {
 		where = loc.Server + "/" + loc.Database
 	}
-	return conn{db: db, close: close, dl: dl, loc: loc, describe: fmt.Sprintf("%s %s table %s", cfg.Driver, where, d.Table)}, nil
+	return conn{db: db, close: close, dl: dl, loc: loc, describe: fmt.Sprintf("%s %s %s", cfg.Driver, where, d.label())}, nil
 }
 
 // redactErr keeps a driver error from echoing the DSN's secrets.
@@ -265,6 +299,9 @@ func (s *Source) check(ctx context.Context) error {
 			return s.schemaErr(k, "checking for NULLs: %v", err)
 		}
 	}
+	if s.part { // the first table's source checks the change stream, which reads it too
+		return nil
+	}
 	if r, ok := s.reader.(streamReader); ok {
 		return r.Check(ctx)
 	}
@@ -314,6 +351,9 @@ func (s *Source) lay(types []string) error {
 		s.reader = &keyset{s}
 		return nil
 	}
+	if s.part {
+		return nil
+	}
 	var stream ChangeStream
 	if cs, ok := s.dl.(ChangeStreamer); ok {
 		stream, _ = cs.ChangeStream(s.def.Cursor.Kind, &Layout{s})
@@ -333,15 +373,25 @@ func Offline(drv Driver, cfg Config, types map[string]string) (*Source, *Layout,
 	if _, err := cfg.Definition.validate(cfg.Poller, Drivers{drv}, cfg.Driver); err != nil {
 		return nil, nil, err
 	}
-	s := &Source{poller: cfg.Poller, dl: drv, def: cfg.Definition, describe: drv.Name() + " (offline) table " + cfg.Definition.Table.String(), table: cfg.Definition.Table.String()}
+	s := &Source{poller: cfg.Poller, dl: drv, def: cfg.Definition, describe: drv.Name() + " (offline) " + cfg.Definition.label(), table: cfg.Definition.Table.String(), label: cfg.Definition.label()}
 	if rb, ok := drv.(ReadBounder); ok && !s.def.Changes() {
 		s.bound, _ = rb.ReadBound(cfg.DSN, s.def)
 	}
-	var ordered []string
-	for _, c := range s.def.selected() {
-		ordered = append(ordered, types[c])
+	layOffline := func(s *Source) error {
+		var ordered []string
+		for _, c := range s.def.selected() {
+			ordered = append(ordered, types[c])
+		}
+		return s.lay(ordered)
 	}
-	if err := s.lay(ordered); err != nil {
+	for _, t := range s.def.More {
+		p := s.newPart(t)
+		if err := layOffline(p); err != nil {
+			return nil, nil, err
+		}
+		s.parts = append(s.parts, p)
+	}
+	if err := layOffline(s); err != nil {
 		return nil, nil, err
 	}
 	return s, &Layout{s}, nil

@@ -28,6 +28,40 @@ type SourceDef struct {
 	// Columns are the columns read (the key's included): the payload. They decide neither the
 	// order nor the position, so the fingerprint leaves them out and a change is accepted.
 	Columns []string `json:"columns"`
+	// Tables are the tables a logical cursor reads besides Table (one slot, one publication);
+	// none for a poller of one table.
+	Tables []SourceTable `json:"tables,omitempty"`
+}
+
+// SourceTable is one more table of a SourceDef: where it is, its key and filter, and (not
+// fingerprinted) its payload columns.
+type SourceTable struct {
+	Schema  string   `json:"schema"`
+	Table   string   `json:"table"`
+	Key     []string `json:"key"`
+	Filter  string   `json:"filter"`
+	Columns []string `json:"columns"`
+}
+
+// String is the table, schema-qualified when it has a schema.
+func (t SourceTable) String() string {
+	if t.Schema == "" {
+		return t.Table
+	}
+	return t.Schema + "." + t.Table
+}
+
+// tablesText names the more tables with their keys and filters, as Diff shows them.
+func (s SourceDef) tablesText() string {
+	var parts []string
+	for _, t := range s.Tables {
+		p := t.String() + " key " + strings.Join(t.Key, ",")
+		if t.Filter != "" {
+			p += " filter " + t.Filter
+		}
+		parts = append(parts, p)
+	}
+	return strings.Join(parts, "; ")
 }
 
 // Fingerprint is "sha256:" and the hex SHA-256 of the canonical JSON of what decides the order
@@ -46,7 +80,24 @@ func (s SourceDef) Fingerprint() string {
 		Key      []string `json:"key"`
 		Filter   string   `json:"filter"`
 		Slot     string   `json:"slot,omitempty"`
-	}{2, s.Driver, s.Server, s.Database, s.Schema, s.Table, s.CursorKind, s.CursorColumn, s.Key, s.Filter, s.Slot})
+		Tables   []tableFP `json:"tables,omitempty"` // absent for one table: its fingerprint is as before
+	}{2, s.Driver, s.Server, s.Database, s.Schema, s.Table, s.CursorKind, s.CursorColumn, s.Key, s.Filter, s.Slot, s.tablesFP()})
+}
+
+// tableFP is what the fingerprint covers of a more table: all but its payload columns.
+type tableFP struct {
+	Schema string   `json:"schema"`
+	Table  string   `json:"table"`
+	Key    []string `json:"key"`
+	Filter string   `json:"filter"`
+}
+
+func (s SourceDef) tablesFP() []tableFP {
+	var out []tableFP
+	for _, t := range s.Tables {
+		out = append(out, tableFP{t.Schema, t.Table, t.Key, t.Filter})
+	}
+	return out
 }
 
 // FingerprintV1 is the first form of the fingerprint, which also covered the payload columns:
@@ -131,6 +182,8 @@ func (s SourceDef) Diff(to SourceDef) []Change {
 	}
 	add("filter", s.Filter, to.Filter, true,
 		"the saved cursor keeps its place; rows before it that the new filter admits are not delivered (start over for them), and rows it now excludes are not delivered from here on")
+	add("tables", s.tablesText(), to.tablesText(), true,
+		"the saved cursor is a position in the change stream the tables share, and keeps its place: a table added delivers its changes from there on (not its earlier rows), a table removed no more changes")
 	return out
 }
 

@@ -122,5 +122,5 @@ func deadRow(row source.Row, cursor state.Cursor, herr error, attempts int64) (d
 	if len(msg) > 2000 {
 		msg = msg[:2000] + "..."
 	}
-	return deadletter.Row{Op: row.Op(), Key: key, Cursor: cursor, Data: data, Error: msg, Attempts: attempts}, nil
+	return deadletter.Row{Table: row.Table(), Op: row.Op(), Key: key, Cursor: cursor, Data: data, Error: msg, Attempts: attempts}, nil
 }

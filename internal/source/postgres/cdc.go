@@ -145,6 +145,10 @@ type CDCInfo struct {
 	Want      pubTable `json:"want"`
 	FilterErr string   `json:"filter_error,omitempty"`
 	Refused   string   `json:"refused,omitempty"`
+
+	// More are the same of the poller's more tables (Definition.More), in order: their table's
+	// fields, and their publication's Covers, Published and Want, are theirs.
+	More []CDCInfo `json:"more_tables,omitempty"`
 }
 
 // alter says whether the publication publishes the table otherwise than the poller needs.
@@ -178,6 +182,7 @@ type CDC struct {
 	def      source.Definition
 	table    string // quoted
 	describe string
+	parts    []*CDC // the poller's more tables (Definition.More), each alone, on db
 }
 
 // OpenCDC connects to the database of a logical poller (cfg as for Open with the drivers ds: the
@@ -194,7 +199,13 @@ func OpenCDC(ctx context.Context, ds source.Drivers, cfg source.Config) (*CDC, e
 	if err != nil {
 		return nil, err
 	}
-	return &CDC{poller: cfg.Poller, db: db, def: d, table: source.QuoteTable(Driver{}, d.Table), describe: describe}, nil
+	c := &CDC{poller: cfg.Poller, db: db, def: d, table: source.QuoteTable(Driver{}, d.Table), describe: describe}
+	for _, t := range d.More {
+		pd := d
+		pd.Table, pd.Columns, pd.PK, pd.Filter, pd.More = t.Table, t.Columns, t.PK, t.Filter, nil
+		c.parts = append(c.parts, &CDC{poller: cfg.Poller, db: db, def: pd, table: source.QuoteTable(Driver{}, t.Table), describe: describe})
+	}
+	return c, nil
 }
 
 // Close closes the connection.
@@ -218,17 +229,59 @@ func (c *CDC) Table() string { return c.table }
 // CreatePublicationSQL is the statement Enable runs to create the publication: of the table as
 // the poller needs it (CDCInfo.Want: its row filter and column list).
 func (c *CDC) CreatePublicationSQL(info CDCInfo) string {
-	return "CREATE PUBLICATION " + pgIdent(c.def.Publication) + " FOR TABLE " + tableSpec(c.table, info.Want) +
+	return "CREATE PUBLICATION " + pgIdent(c.def.Publication) + " FOR TABLE " + c.specs(info) +
 		" WITH (publish = 'insert, update, delete, truncate')"
 }
 
+// specs are the poller's tables as the publication's table list names them (tableSpec).
+func (c *CDC) specs(info CDCInfo) string {
+	out := tableSpec(c.table, info.Want)
+	for i, p := range c.parts {
+		out += ", " + tableSpec(p.table, info.More[i].Want)
+	}
+	return out
+}
+
 // AlterPublicationSQL is the statement Enable runs when the publication publishes the table
-// otherwise than the poller needs ("" when it does not).
+// otherwise than the poller needs ("" when it does not). A poller of several tables: the tables
+// it lacks are added too (publishes tells whether it publishes tables not the poller's: one SET
+// TABLE of them all when not, else a statement a table).
 func (c *CDC) AlterPublicationSQL(info CDCInfo) string {
-	if !info.alter() {
+	if len(c.parts) == 0 {
+		if !info.alter() {
+			return ""
+		}
+		return alterSQL(c.def.Publication, c.table, info.Publication.Tables, info.Want)
+	}
+	pub := info.Publication
+	if !pub.Exists || pub.AllTables {
 		return ""
 	}
-	return alterSQL(c.def.Publication, c.table, info.Publication.Tables, info.Want)
+	var stmts []string
+	covered := 0
+	all := append([]*CDC{c}, c.parts...)
+	for i, p := range all {
+		ti := info
+		if i > 0 {
+			ti = info.More[i-1]
+		}
+		switch {
+		case !ti.Publication.Covers:
+			stmts = append(stmts, "ALTER PUBLICATION "+pgIdent(c.def.Publication)+" ADD TABLE "+tableSpec(p.table, ti.Want))
+		case ti.alter():
+			covered++
+			stmts = append(stmts, alterSQL(c.def.Publication, p.table, 2, ti.Want))
+		default:
+			covered++
+		}
+	}
+	switch {
+	case len(stmts) == 0:
+		return ""
+	case pub.Tables == covered: // it publishes the poller's tables alone
+		return "ALTER PUBLICATION " + pgIdent(c.def.Publication) + " SET TABLE " + c.specs(info)
+	}
+	return strings.Join(stmts, "; ")
 }
 
 // CreateSlotSQL is the statement Enable runs to create the slot ($1: the slot's name).
@@ -294,6 +347,13 @@ WHERE r.rolname = current_user`
 	if err := c.inspectFilters(ctx, &info, oid); err != nil {
 		return info, fmt.Errorf("source: poller %q, table %s: %w", c.poller, c.def.Table, err)
 	}
+	for _, p := range c.parts {
+		pi, err := p.Inspect(ctx)
+		if err != nil {
+			return info, err
+		}
+		info.More = append(info.More, pi)
+	}
 	return info, nil
 }
 
@@ -320,6 +380,8 @@ func (c *CDC) inspectFilters(ctx context.Context, info *CDCInfo, oid int64) erro
 	case info.Want.Filter == "" && info.Want.Columns == nil:
 	case !info.Publication.Exists:
 		create = c.CreatePublicationSQL(*info)
+	case !info.Publication.Covers && !info.Publication.AllTables: // a table added to a poller of several
+		create = "ALTER PUBLICATION " + pgIdent(c.def.Publication) + " ADD TABLE " + tableSpec(c.table, info.Want)
 	case info.alter():
 		create = c.AlterPublicationSQL(*info)
 	}
@@ -371,27 +433,11 @@ func (c *CDC) PlanEnable(info CDCInfo) EnablePlan {
 	if info.WALLevel != "logical" {
 		bad("the server's wal_level is %q; logical decoding needs wal_level = logical (ALTER SYSTEM SET wal_level = logical and restart; on Azure Database for PostgreSQL Flexible Server set the server parameter wal_level to LOGICAL and restart)", info.WALLevel)
 	}
-	if !info.TableExists {
-		bad("table %s does not exist (or the role cannot see it)", c.def.Table)
+	if len(c.parts) > 0 {
+		return c.planTables(p)
+	}
+	if !c.tableProblems(info, bad) {
 		return p
-	}
-	switch {
-	case info.ReplicaIdentity == "nothing":
-		bad("table %s has REPLICA IDENTITY NOTHING: its updates and deletes carry no key: ALTER TABLE %s REPLICA IDENTITY DEFAULT (with a primary key) or FULL", info.TableName, info.TableName)
-	case info.ReplicaIdentity != "full" && len(info.IdentityColumns) == 0:
-		bad("table %s has no primary key, so its deletes carry no key: add one, or ALTER TABLE %s REPLICA IDENTITY FULL", info.TableName, info.TableName)
-	case info.ReplicaIdentity != "full" && !slices.Equal(sortedStrings(info.IdentityColumns), sortedStrings(c.def.PK)):
-		bad("the poller's key (%s) is not what a delete of %s carries (%s): make the poller's key %s, or ALTER TABLE %s REPLICA IDENTITY FULL",
-			strings.Join(c.def.PK, ", "), info.TableName, strings.Join(info.IdentityColumns, ", "), strings.Join(info.IdentityColumns, ", "), info.TableName)
-	}
-	switch {
-	case filterTooOld(c.def, info.ServerVersion) != "":
-		bad("%s", filterTooOld(c.def, info.ServerVersion))
-	case info.FilterErr != "":
-		bad("PostgreSQL cannot read the poller's filter: %s: correct the filter (source.filter in poller.json, poller.WithFilter in Go)", info.FilterErr)
-	case info.Refused != "":
-		bad("PostgreSQL refuses to publish table %s as the poller needs it (%s): %s; with such a publication every UPDATE or DELETE of the table would fail. A row filter of a publication of updates and deletes may use only the replica identity's columns (%s), and a column list must hold them (every column under REPLICA IDENTITY FULL): filter on those columns, or ALTER TABLE %s REPLICA IDENTITY FULL, at a cost in WAL (pollerctl check shows it)",
-			info.TableName, info.Want, info.Refused, strings.Join(info.IdentityColumns, ", "), info.TableName)
 	}
 	pub := info.Publication
 	switch {
@@ -411,6 +457,84 @@ func (c *CDC) PlanEnable(info CDCInfo) EnablePlan {
 	case info.alter():
 		p.Steps = append(p.Steps, c.AlterPublicationSQL(info))
 	}
+	c.planSlot(&p, bad)
+	return p
+}
+
+// planTables is PlanEnable of a poller of several tables (one publication of them all, one
+// slot), after the server's checks: each table's problems, then the publication made or changed
+// to publish every table as the poller needs (a table missing from it is added, which a table
+// added to the poller needs), then the slot.
+func (c *CDC) planTables(p EnablePlan) EnablePlan {
+	info := p.Info
+	bad := func(format string, args ...any) { p.Problems = append(p.Problems, fmt.Sprintf(format, args...)) }
+	all, infos := append([]*CDC{c}, c.parts...), append([]CDCInfo{info}, info.More...)
+	exist := true
+	for i, t := range all {
+		exist = t.tableProblems(infos[i], bad) && exist
+	}
+	if !exist {
+		return p
+	}
+	pub := info.Publication
+	owns := func(verb string) {
+		for _, ti := range infos {
+			if !ti.Superuser && !ti.OwnsTable && (verb == "adding" && !ti.Publication.Covers || !pub.Exists) {
+				bad("adding table %s to publication %q needs its ownership (owner: %s): run pollerctl cdc as %s or as a superuser", ti.TableName, pub.Name, ti.Owner, pgIdent(ti.Owner))
+			}
+		}
+	}
+	switch {
+	case !pub.Exists:
+		p.Steps = append(p.Steps, c.CreatePublicationSQL(info))
+		if !info.Superuser && !info.CreateOnDatabase {
+			bad("creating publication %q needs CREATE on database %s: GRANT CREATE ON DATABASE %s TO %s", pub.Name, info.Database, pgIdent(info.Database), pgIdent(info.User))
+		}
+		owns("creating")
+	case !pub.allOps():
+		bad("publication %q publishes only %s; a delete or truncate it leaves out would be lost silently: ALTER PUBLICATION %s SET (publish = 'insert, update, delete, truncate')",
+			pub.Name, strings.Join(pub.Publishes, ", "), pgIdent(pub.Name))
+	default:
+		if q := c.AlterPublicationSQL(info); q != "" {
+			p.Steps = append(p.Steps, q)
+			owns("adding")
+		}
+	}
+	c.planSlot(&p, bad)
+	return p
+}
+
+// tableProblems adds, through bad, what keeps table c's changes from being read as the poller
+// needs (its replica identity, its filter), and says whether the table exists.
+func (c *CDC) tableProblems(info CDCInfo, bad func(format string, args ...any)) bool {
+	if !info.TableExists {
+		bad("table %s does not exist (or the role cannot see it)", c.def.Table)
+		return false
+	}
+	switch {
+	case info.ReplicaIdentity == "nothing":
+		bad("table %s has REPLICA IDENTITY NOTHING: its updates and deletes carry no key: ALTER TABLE %s REPLICA IDENTITY DEFAULT (with a primary key) or FULL", info.TableName, info.TableName)
+	case info.ReplicaIdentity != "full" && len(info.IdentityColumns) == 0:
+		bad("table %s has no primary key, so its deletes carry no key: add one, or ALTER TABLE %s REPLICA IDENTITY FULL", info.TableName, info.TableName)
+	case info.ReplicaIdentity != "full" && !slices.Equal(sortedStrings(info.IdentityColumns), sortedStrings(c.def.PK)):
+		bad("the poller's key (%s) is not what a delete of %s carries (%s): make the poller's key %s, or ALTER TABLE %s REPLICA IDENTITY FULL",
+			strings.Join(c.def.PK, ", "), info.TableName, strings.Join(info.IdentityColumns, ", "), strings.Join(info.IdentityColumns, ", "), info.TableName)
+	}
+	switch {
+	case filterTooOld(c.def, info.ServerVersion) != "":
+		bad("%s", filterTooOld(c.def, info.ServerVersion))
+	case info.FilterErr != "":
+		bad("PostgreSQL cannot read the poller's filter: %s: correct the filter (source.filter in poller.json, poller.WithFilter in Go)", info.FilterErr)
+	case info.Refused != "":
+		bad("PostgreSQL refuses to publish table %s as the poller needs it (%s): %s; with such a publication every UPDATE or DELETE of the table would fail. A row filter of a publication of updates and deletes may use only the replica identity's columns (%s), and a column list must hold them (every column under REPLICA IDENTITY FULL): filter on those columns, or ALTER TABLE %s REPLICA IDENTITY FULL, at a cost in WAL (pollerctl check shows it)",
+			info.TableName, info.Want, info.Refused, strings.Join(info.IdentityColumns, ", "), info.TableName)
+	}
+	return true
+}
+
+// planSlot adds the slot's step to p, or its problems through bad.
+func (c *CDC) planSlot(p *EnablePlan, bad func(format string, args ...any)) {
+	info := p.Info
 	slot := info.Slot
 	switch {
 	case !slot.Exists:
@@ -425,7 +549,6 @@ func (c *CDC) PlanEnable(info CDCInfo) EnablePlan {
 	case slot.WALStatus == "lost":
 		bad("replication slot %q has lost WAL it needs (wal_status lost, max_slot_wal_keep_size): it cannot be read; drop it (pollerctl cdc disable) and enable again, then reset the poller", slot.Name)
 	}
-	return p
 }
 
 func sortedStrings(s []string) []string {
@@ -516,9 +639,15 @@ func (c *CDC) PlanDisable(info CDCInfo) DisablePlan {
 		}
 	}
 	pub := info.Publication
+	mine := 0 // the poller's tables it publishes
+	for _, ti := range append([]CDCInfo{info}, info.More...) {
+		if ti.Publication.Covers {
+			mine++
+		}
+	}
 	switch {
 	case !pub.Exists:
-	case pub.AllTables || pub.Tables > 1 || (pub.Tables == 1 && !pub.Covers):
+	case pub.AllTables || pub.Tables > mine:
 		what := fmt.Sprintf("%d tables", pub.Tables)
 		if pub.AllTables {
 			what = "FOR ALL TABLES"

@@ -249,6 +249,23 @@ func infoLines(cdc *CDC, info CDCInfo) []string {
 	if info.ServerVersion >= filtersSince && (info.Want.Filter != "" || info.Want.Columns != nil) {
 		lines = append(lines, fmt.Sprintf("  %-12s the table with %s", "the poller", info.Want))
 	}
+	for i, mi := range info.More { // a poller of several tables: the others, in the same publication
+		if !mi.TableExists {
+			lines = append(lines, fmt.Sprintf("  %-12s %s does not exist (or the role cannot see it)", "table", cdc.parts[i].Table()))
+			continue
+		}
+		lines = append(lines, fmt.Sprintf("  %-12s %s: %s", "table", mi.TableName, mi.IdentityMeaning()))
+		switch {
+		case !pub.Exists:
+		case !mi.Publication.Covers:
+			lines = append(lines, fmt.Sprintf("  %-12s %s does not publish it", "publication", pub.Name))
+		case info.ServerVersion >= filtersSince:
+			lines = append(lines, fmt.Sprintf("  %-12s the table with %s", "publication", mi.Published))
+		}
+		if info.ServerVersion >= filtersSince && (mi.Want.Filter != "" || mi.Want.Columns != nil) {
+			lines = append(lines, fmt.Sprintf("  %-12s the table with %s", "the poller", mi.Want))
+		}
+	}
 	return append(lines, fmt.Sprintf("  %-12s %s", "slot", slotLine(info.Slot)))
 }
 

@@ -286,7 +286,7 @@ func TestReplayChange(t *testing.T) {
 		{source.OpDelete, 2, source.OpDelete, `{"id":2,"v":null}`, ""},
 		{source.OpDelete, 3, "", "", "a later insert supersedes"},
 	} {
-		r, why, err := src.ReplayChange(ctx, tc.op, key(tc.id), cur)
+		r, why, err := src.ReplayChange(ctx, "", tc.op, key(tc.id), cur)
 		if err != nil {
 			t.Fatalf("%s %d: %v", tc.op, tc.id, err)
 		}
@@ -308,7 +308,7 @@ func TestReplayChange(t *testing.T) {
 			t.Errorf("delete: HasRow %v key %v, want a key-only delete of 2", r.HasRow(), r.Key())
 		}
 	}
-	if _, _, err := src.ReplayChange(ctx, source.OpUpdate, map[string]json.RawMessage{"x": json.RawMessage("1")}, cur); err == nil ||
+	if _, _, err := src.ReplayChange(ctx, "", source.OpUpdate, map[string]json.RawMessage{"x": json.RawMessage("1")}, cur); err == nil ||
 		!strings.Contains(err.Error(), `lacks column "id"`) {
 		t.Errorf("a key without id: %v", err)
 	}

@@ -69,21 +69,20 @@ var (
 )
 
 type logical struct {
-	lay     *source.Layout
+	lay     *source.Layout // the first table's: the connection, and errors naming every table
 	poller  string
-	def     source.Definition
+	def     source.Definition // the poller's: its first table's, and the slot's and the others'
 	slot    string
 	pub     string
-	table   string // the quoted table name, for to_regclass and messages
+	tabs    []*ltable // the poller's tables, the first first (Definition.More)
 	types   *pgtype.Map
 	typesMu sync.Mutex // types is not safe for concurrent use, and rows decode when read
 
-	relOID uint32 // the table's oid: its changes carry it
+	rels map[uint32]int // the tables' oids (their changes carry them), to their index in tabs
 	// layoutAt is the end of the WAL when Check read the table's columns: a change committed
 	// before it was written with the columns of its time, one committed after with today's or
 	// later ones (AllColumns).
 	layoutAt pglogrepl.LSN
-	colOIDs  map[string]uint32 // the type of each column the poller reads, by name, now
 	// messages: the server (PostgreSQL 14 or later) sends logical decoding messages, which
 	// keep-up uses; keepUp is the distance behind the WAL's end that makes an idle fetch write one.
 	messages bool
@@ -174,22 +173,67 @@ func newLogical(lay *source.Layout) *logical {
 	if keepUp <= 0 {
 		keepUp = DefaultKeepUp
 	}
-	return &logical{lay: lay, poller: lay.Poller(), def: d, slot: d.Slot, pub: d.Publication, table: lay.Table(), types: pgtype.NewMap(), keepUp: keepUp}
+	l := &logical{lay: lay, poller: lay.Poller(), def: d, slot: d.Slot, pub: d.Publication, types: pgtype.NewMap(), keepUp: keepUp}
+	for _, tl := range lay.Tables() {
+		l.tabs = append(l.tabs, &ltable{lay: tl, def: tl.Definition(), table: tl.Table()})
+	}
+	return l
 }
 
+// ltable is one of the poller's tables.
+type ltable struct {
+	lay   *source.Layout    // makes its rows
+	def   source.Definition // the table alone: its columns, key and filter
+	table string            // the quoted table name, for to_regclass and messages
+}
+
+// fail is ErrNotEnabled for the stream (its slot, its publication), naming the poller's tables.
 func (l *logical) fail(format string, args ...any) error {
-	return fmt.Errorf("source: poller %q, table %s: %w: %s", l.poller, l.def.Table, ErrNotEnabled, fmt.Sprintf(format, args...))
+	return fmt.Errorf("source: poller %q, %s: %w: %s", l.poller, l.lay.Label(), ErrNotEnabled, fmt.Sprintf(format, args...))
 }
 
-// change is a decoded change: what its row carries, and its position.
+// fail is ErrNotEnabled for the table t.
+func (t *ltable) fail(poller, format string, args ...any) error {
+	return fmt.Errorf("source: poller %q, table %s: %w: %s", poller, t.def.Table, ErrNotEnabled, fmt.Sprintf(format, args...))
+}
+
+// change is a decoded change: what its row carries, its table (index in logical.tabs) and its
+// position.
 type change struct {
 	source.Change
+	tab int32
 	pos Position
 }
 
-// Check reads, in one query, what the cursor needs: wal_level, the role's REPLICATION, the
-// slot, the publication and whether it covers the table, the replica identity and its columns.
+// Check reads what the cursor needs, a query for each table: wal_level, the role's REPLICATION,
+// the slot, the publication and whether it covers the table, the replica identity and its
+// columns.
 func (l *logical) Check(ctx context.Context) error {
+	// The end of the WAL now: the columns read below, after it, are those of every change written
+	// from here on (AllColumns).
+	var walAt string
+	if err := l.lay.DB().QueryRowContext(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&walAt); err != nil {
+		return l.lay.Errorf("reading the end of the WAL: %v", err)
+	}
+	at, err := pglogrepl.ParseLSN(walAt)
+	if err != nil {
+		return l.lay.Errorf("reading the WAL position %q: %v", walAt, err)
+	}
+	rels := map[uint32]int{}
+	for i, t := range l.tabs {
+		oid, version, err := l.checkTable(ctx, t)
+		if err != nil {
+			return err
+		}
+		rels[oid], l.messages = i, version >= 140000
+	}
+	l.rels, l.layoutAt = rels, at
+	return nil
+}
+
+// checkTable checks the stream's set-up for table t (checkQuery), and returns its oid and the
+// server's version.
+func (l *logical) checkTable(ctx context.Context, t *ltable) (oid uint32, version int, err error) {
 	const q = `SELECT current_setting('wal_level'), current_setting('server_version_num')::int, current_user::text, r.rolsuper OR r.rolreplication,
   c.oid, c.relreplident::text,
   s.slot_name IS NOT NULL, COALESCE(s.plugin, ''), COALESCE(s.slot_type, ''), COALESCE(s.database = current_database(), false),
@@ -208,106 +252,96 @@ LEFT JOIN pg_publication p ON p.pubname = $2
 WHERE r.rolname = current_user`
 	var (
 		walLevel, user, ident, identCols, types, plugin, slotType    string
-		walAt                                                        string
 		replication, slotExists, slotHere, pubExists, pubAll, pubHas bool
-		version                                                      int
-		oid                                                          sql.NullInt64
+		relid                                                        sql.NullInt64
 	)
-	// The end of the WAL now: the columns read below, after it, are those of every change written
-	// from here on (AllColumns).
-	if err := l.lay.DB().QueryRowContext(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&walAt); err != nil {
-		return l.lay.Errorf("reading the end of the WAL: %v", err)
-	}
-	err := l.lay.DB().QueryRowContext(ctx, q, l.slot, l.pub, l.table).Scan(&walLevel, &version, &user, &replication, &oid, &ident,
+	err = l.lay.DB().QueryRowContext(ctx, q, l.slot, l.pub, t.table).Scan(&walLevel, &version, &user, &replication, &relid, &ident,
 		&slotExists, &plugin, &slotType, &slotHere, &pubExists, &pubAll, &pubHas, &identCols, &types)
 	if err != nil {
-		return l.lay.Errorf("checking the logical decoding set-up: %v", err)
+		return 0, 0, t.lay.Errorf("checking the logical decoding set-up: %v", err)
 	}
+	fail := func(format string, args ...any) (uint32, int, error) { return 0, 0, t.fail(l.poller, format, args...) }
 	enable := fmt.Sprintf("run `pollerctl cdc enable %s --yes`, which creates the publication and the slot", l.poller)
 	switch {
 	case walLevel != "logical":
-		return l.fail("the server's wal_level is %q; logical decoding needs wal_level = logical (ALTER SYSTEM SET wal_level = logical, then restart the server; on Azure Database for PostgreSQL Flexible Server set the server parameter wal_level to LOGICAL and restart)", walLevel)
+		return fail("the server's wal_level is %q; logical decoding needs wal_level = logical (ALTER SYSTEM SET wal_level = logical, then restart the server; on Azure Database for PostgreSQL Flexible Server set the server parameter wal_level to LOGICAL and restart)", walLevel)
 	case !replication:
-		return l.fail("the role %q has neither REPLICATION nor SUPERUSER, and reading a replication slot needs one: ALTER ROLE %s WITH REPLICATION (as a superuser or, on Azure, the server's admin)", user, quoteIdentPG(user))
-	case !oid.Valid:
-		return l.lay.SchemaErr("", "the table does not exist")
+		return fail("the role %q has neither REPLICATION nor SUPERUSER, and reading a replication slot needs one: ALTER ROLE %s WITH REPLICATION (as a superuser or, on Azure, the server's admin)", user, quoteIdentPG(user))
+	case !relid.Valid:
+		return 0, 0, t.lay.SchemaErr("", "the table does not exist")
 	case !slotExists:
-		return l.fail("replication slot %q does not exist: %s", l.slot, enable)
+		return fail("replication slot %q does not exist: %s", l.slot, enable)
 	case slotType != "logical" || plugin != "pgoutput":
-		return l.fail("replication slot %q is a %s slot with plugin %q, not a logical slot with pgoutput: drop it or set {P}_CDC_SLOT to another name, then %s", l.slot, slotType, plugin, enable)
+		return fail("replication slot %q is a %s slot with plugin %q, not a logical slot with pgoutput: drop it or set {P}_CDC_SLOT to another name, then %s", l.slot, slotType, plugin, enable)
 	case !slotHere:
-		return l.fail("replication slot %q belongs to another database: set {P}_CDC_SLOT to another name, then %s", l.slot, enable)
+		return fail("replication slot %q belongs to another database: set {P}_CDC_SLOT to another name, then %s", l.slot, enable)
 	case !pubExists:
-		return l.fail("publication %q does not exist: %s", l.pub, enable)
+		return fail("publication %q does not exist: %s", l.pub, enable)
 	case !pubHas:
-		return l.fail("publication %q does not include the table: ALTER PUBLICATION %s ADD TABLE %s", l.pub, l.pub, l.table)
+		return fail("publication %q does not include the table: ALTER PUBLICATION %s ADD TABLE %s", l.pub, l.pub, t.table)
 	case !pubAll:
-		return l.fail("publication %q does not publish every operation; a truncate or a delete it left out would be lost silently: ALTER PUBLICATION %s SET (publish = 'insert, update, delete, truncate')", l.pub, l.pub)
+		return fail("publication %q does not publish every operation; a truncate or a delete it left out would be lost silently: ALTER PUBLICATION %s SET (publish = 'insert, update, delete, truncate')", l.pub, l.pub)
 	}
 	var keyCols []string
 	if err := json.Unmarshal([]byte(identCols), &keyCols); err != nil {
-		return l.lay.Errorf("reading the replica identity's columns %s: %v", identCols, err)
+		return 0, 0, t.lay.Errorf("reading the replica identity's columns %s: %v", identCols, err)
 	}
-	full := fmt.Sprintf("ALTER TABLE %s REPLICA IDENTITY FULL (deletes then carry the old row too)", l.table)
+	full := fmt.Sprintf("ALTER TABLE %s REPLICA IDENTITY FULL (deletes then carry the old row too)", t.table)
 	switch ident {
 	case "f":
 	case "n":
-		return l.fail("the table has REPLICA IDENTITY NOTHING: its updates and deletes carry no key: %s", full)
+		return fail("the table has REPLICA IDENTITY NOTHING: its updates and deletes carry no key: %s", full)
 	default:
 		what := "primary key"
 		if ident == "i" {
 			what = "replica identity index"
 		}
 		if len(keyCols) == 0 {
-			return l.fail("the table has no primary key, so its deletes carry no key: add one, or %s", full)
+			return fail("the table has no primary key, so its deletes carry no key: add one, or %s", full)
 		}
-		if !slices.Equal(sortedCopy(keyCols), sortedCopy(l.def.PK)) {
-			return l.fail("the poller's key (%s) is not the table's %s (%s), which is all a delete carries: make the key %s, or %s",
-				strings.Join(l.def.PK, ", "), what, strings.Join(keyCols, ", "), strings.Join(keyCols, ", "), full)
+		if !slices.Equal(sortedCopy(keyCols), sortedCopy(t.def.PK)) {
+			return fail("the poller's key (%s) is not the table's %s (%s), which is all a delete carries: make the key %s, or %s",
+				strings.Join(t.def.PK, ", "), what, strings.Join(keyCols, ", "), strings.Join(keyCols, ", "), full)
 		}
 	}
 	var oids map[string]uint32
 	if err := json.Unmarshal([]byte(types), &oids); err != nil {
-		return l.lay.Errorf("reading the column types %s: %v", types, err)
+		return 0, 0, t.lay.Errorf("reading the column types %s: %v", types, err)
 	}
-	if l.lay.AllColumns() {
+	if t.lay.AllColumns() {
 		for name := range oids {
-			if !slices.Contains(l.lay.Columns(), name) { // added between the source's reads
-				return fmt.Errorf("source: poller %q, table %s, column %q: %w while the source opened: it opens again", l.poller, l.def.Table, name, source.ErrColumnsChanged)
+			if !slices.Contains(t.lay.Columns(), name) { // added between the source's reads
+				return 0, 0, fmt.Errorf("source: poller %q, table %s, column %q: %w while the source opened: it opens again", l.poller, t.def.Table, name, source.ErrColumnsChanged)
 			}
 		}
 	}
-	if err := l.checkFilter(ctx, version, oid.Int64); err != nil {
-		return err
+	if err := l.checkFilter(ctx, t, version, relid.Int64); err != nil {
+		return 0, 0, err
 	}
-	if l.layoutAt, err = pglogrepl.ParseLSN(walAt); err != nil {
-		return l.lay.Errorf("reading the WAL position %q: %v", walAt, err)
-	}
-	l.relOID, l.colOIDs, l.messages = uint32(oid.Int64), oids, version >= 140000
-	return nil
+	return uint32(relid.Int64), version, nil
 }
 
 // checkFilter compares how the publication publishes the table with the poller's filter and
 // columns (pubfilter.go): a publication that filters otherwise, or leaves out a column the
 // poller reads, would deliver other changes than the poller says.
-func (l *logical) checkFilter(ctx context.Context, version int, oid int64) error {
-	if p := filterTooOld(l.def, version); p != "" {
-		return l.fail("%s", p)
+func (l *logical) checkFilter(ctx context.Context, t *ltable, version int, oid int64) error {
+	if p := filterTooOld(t.def, version); p != "" {
+		return t.fail(l.poller, "%s", p)
 	}
 	pub, err := published(ctx, l.lay.DB(), version, l.pub, oid)
 	if err != nil {
-		return l.lay.Errorf("%v", err)
+		return t.lay.Errorf("%v", err)
 	}
-	if pub.Filter == "" && l.def.Filter == "" && pub.Columns == nil {
+	if pub.Filter == "" && t.def.Filter == "" && pub.Columns == nil {
 		return nil
 	}
-	normalized, err := normalizeFilter(ctx, l.lay.DB(), l.table, l.def.Filter)
+	normalized, err := normalizeFilter(ctx, l.lay.DB(), t.table, t.def.Filter)
 	if err != nil {
-		return l.lay.Errorf("%v (the role needs TEMPORARY on the database to read a filter as PostgreSQL does)", err)
+		return t.lay.Errorf("%v (the role needs TEMPORARY on the database to read a filter as PostgreSQL does)", err)
 	}
-	want := pubTable{Filter: normalized, Columns: l.lay.Columns()}
+	want := pubTable{Filter: normalized, Columns: t.lay.Columns()}
 	if !pub.covers(want) {
-		return l.fail("publication %q publishes the table with %s, and the poller reads %s: it would deliver other changes than the poller says. `pollerctl cdc enable %s --yes` makes it so (pollerctl cdc enable %s shows the statement first)",
+		return t.fail(l.poller, "publication %q publishes the table with %s, and the poller reads %s: it would deliver other changes than the poller says. `pollerctl cdc enable %s --yes` makes it so (pollerctl cdc enable %s shows the statement first)",
 			l.pub, pub, want, l.poller, l.poller)
 	}
 	return nil
@@ -366,7 +400,7 @@ func (l *logical) Fetch(ctx context.Context, after *state.Cursor, limit int) (*s
 	b.Rows = make([]source.Row, 0, j-i)
 	for _, c := range p.rows[i:j] {
 		if c != nil { // not a keep-up mark
-			b.Rows = append(b.Rows, l.lay.Row(nil, &c.Change))
+			b.Rows = append(b.Rows, l.tabs[c.tab].lay.Row(nil, &c.Change))
 		}
 	}
 	if j > i {
@@ -474,8 +508,8 @@ func (l *logical) read(ctx context.Context, resume bool, pos Position, limit int
 		}
 		prev = p
 		if resume && p.from > pos.LSN {
-			return nil, 0, fmt.Errorf("source: poller %q, table %s: %w: slot %q is at %s, the checkpoint at %s; the changes between were consumed by something else (the slot dropped and made again by pollerctl cdc disable and enable, a pg_replication_slot_advance or pg_logical_slot_get_changes by hand, another poller sharing the slot) and cannot be read again. To go on from the slot's position: pollerctl reset %s --to-cursor %s --yes",
-				l.poller, l.def.Table, ErrSlotAhead, l.slot, p.from, pos, l.poller, p.from)
+			return nil, 0, fmt.Errorf("source: poller %q, %s: %w: slot %q is at %s, the checkpoint at %s; the changes between were consumed by something else (the slot dropped and made again by pollerctl cdc disable and enable, a pg_replication_slot_advance or pg_logical_slot_get_changes by hand, another poller sharing the slot) and cannot be read again. To go on from the slot's position: pollerctl reset %s --to-cursor %s --yes",
+				l.poller, l.lay.Label(), ErrSlotAhead, l.slot, p.from, pos, l.poller, p.from)
 		}
 		l.mu.Lock()
 		l.cache, l.ask = p, min(max(ask, p.asked), maxAsk)
@@ -723,7 +757,7 @@ func (p *peeked) continues(prev *peeked, pos Position, l *logical) (d *decoder, 
 	if prev == nil || prev.from != p.from || prev.d == nil {
 		n := min(max(p.asked, 1024), 1<<16)
 		p.rows, p.pos = make([]*change, 0, n), make([]Position, 0, n)
-		p.d = &decoder{l: l, p: p}
+		p.d = l.newDecoder(p)
 		return p.d, 0
 	}
 	i := prev.after(pos)
@@ -745,6 +779,7 @@ func (p *peeked) continues(prev *peeked, pos Position, l *logical) (d *decoder, 
 	dc.changes, dc.texts, dc.arena, dc.commits = nil, nil, nil, nil // prev's blocks stay prev's
 	dc.txBuf.entries = slices.Clone(dc.txBuf.entries)
 	dc.oldT, dc.newT = tuple{}, tuple{}
+	dc.rels, dc.cur = slices.Clone(dc.rels), nil // replaced whole by a relation message, never changed
 	if dc.tx != nil {
 		dc.tx = &dc.txBuf
 	}
@@ -810,19 +845,29 @@ func (l *logical) Stats() source.Stats {
 type decoder struct {
 	l       *logical
 	p       *peeked
-	rel     []relCol                    // the table's columns as the stream last described them; nil before
-	dec     []func([]byte) (any, error) // their decoders, by Row column (Change.Decode)
-	lastEnd pglogrepl.LSN               // the end of the last transaction decoded
-	changes []change                    // newChange's blocks
-	commits []source.Commit             // begin's blocks
+	rels    []relation      // by table (logical.tabs): each as the stream last described it
+	cur     *relation       // the table of the change being decoded
+	lastEnd pglogrepl.LSN   // the end of the last transaction decoded
+	changes []change        // newChange's blocks
+	commits []source.Commit // begin's blocks
 	texts   [][]byte
 	arena   []byte // the changes' messages, copied (keep)
-	absent  []int  // the columns the poller reads that the last description lacks, by Row column
-	added   string // a column the last description has that the source lacks (AllColumns)
 	tx      *txn   // the transaction being decoded (&txBuf), nil between transactions
 	txBuf   txn
 	oldT    tuple // the tuples of the change being decoded
 	newT    tuple
+}
+
+// relation is one of the poller's tables as the stream last described it (a relation message):
+// rel is nil before. A relation is replaced whole, never changed (a decoder continuing another
+// peek's shares them).
+type relation struct {
+	tab    int32
+	t      *ltable
+	rel    []relCol                    // the table's columns
+	dec    []func([]byte) (any, error) // their decoders, by Row column (Change.Decode)
+	absent []int                       // the columns the poller reads that the description lacks, by Row column
+	added  string                      // a column the description has that the source lacks (AllColumns)
 }
 
 // relCol is a column of the table in a relation message: where it goes in a Row (-1: not read)
@@ -848,11 +893,30 @@ type entry struct {
 	stop func(at Position) error
 }
 
-// relation maps the stream's columns onto the Row's. A column the poller reads that the stream
-// lacks (dropped or renamed) makes each change of the table a stop, which names it. A column
-// whose type changed is decoded with the type it had when the change was written.
-func (d *decoder) relation(m *pglogrepl.RelationMessage) error {
-	names := d.l.lay.Columns()
+// newDecoder starts decoding the stream of p.
+func (l *logical) newDecoder(p *peeked) *decoder {
+	d := &decoder{l: l, p: p, rels: make([]relation, len(l.tabs))}
+	for i, t := range l.tabs {
+		d.rels[i] = relation{tab: int32(i), t: t}
+	}
+	return d
+}
+
+// table is the relation of the poller's table whose oid is oid; nil for another table's.
+func (d *decoder) table(oid uint32) *relation {
+	i, ok := d.l.rels[oid]
+	if !ok {
+		return nil
+	}
+	return &d.rels[i]
+}
+
+// relation maps the stream's columns of table r onto the Row's. A column the poller reads that
+// the stream lacks (dropped or renamed) makes each change of the table a stop, which names it. A
+// column whose type changed is decoded with the type it had when the change was written.
+func (d *decoder) relation(r *relation, m *pglogrepl.RelationMessage) error {
+	names := r.t.lay.Columns()
+	nr := relation{tab: r.tab, t: r.t}
 	rel := make([]relCol, len(m.Columns))
 	seen := make([]bool, len(names))
 	for j, c := range m.Columns {
@@ -864,27 +928,27 @@ func (d *decoder) relation(m *pglogrepl.RelationMessage) error {
 			}
 		}
 	}
-	d.dec = make([]func([]byte) (any, error), len(names))
+	nr.dec = make([]func([]byte) (any, error), len(names))
 	for _, rc := range rel {
 		if rc.idx >= 0 {
-			d.dec[rc.idx] = rc.decode
+			nr.dec[rc.idx] = rc.decode
 		}
 	}
-	d.absent, d.added = d.absent[:0], ""
 	for i, ok := range seen {
 		if !ok {
-			d.absent = append(d.absent, i)
+			nr.absent = append(nr.absent, i)
 		}
 	}
-	if d.l.lay.AllColumns() {
+	if r.t.lay.AllColumns() {
 		for j, rc := range rel {
 			if rc.idx < 0 {
-				d.added = m.Columns[j].Name
+				nr.added = m.Columns[j].Name
 				break
 			}
 		}
 	}
-	d.rel = rel
+	nr.rel = rel
+	*r = nr
 	return nil
 }
 
@@ -905,30 +969,31 @@ func (d *decoder) stop(why func(at Position) error) error {
 	return nil
 }
 
-func (d *decoder) truncate() error {
+// truncate is the stop for a TRUNCATE of tables (their names).
+func (d *decoder) truncate(tables string) error {
 	l, where := d.l, d.where()
 	return d.stop(func(at Position) error {
 		return fmt.Errorf("source: poller %q, table %s: %w in %s: the rows it removed cannot be delivered one by one, so the poller stops here, after the changes before it. Clear what you built from the table, then skip the truncate: pollerctl reset %s --to-cursor %s --yes",
-			l.poller, l.def.Table, ErrTruncate, where, l.poller, at)
+			l.poller, tables, ErrTruncate, where, l.poller, at)
 	})
 }
 
-// schemaStop is the stop for a change that lacks a column the poller reads.
-func (d *decoder) schemaStop() error {
-	l, where, col := d.l, d.where(), d.l.lay.Columns()[d.absent[0]]
+// schemaStop is the stop for a change of table r that lacks a column the poller reads.
+func (d *decoder) schemaStop(r *relation) error {
+	l, where, col, table := d.l, d.where(), r.t.lay.Columns()[r.absent[0]], r.t.def.Table
 	return d.stop(func(at Position) error {
 		return fmt.Errorf("source: poller %q, table %s, column %q: %w: the change in %s has no such column (it was dropped or renamed); the poller stops before it. Take the column out of the poller's columns (a new definition: pollerctl reset %s --to-beginning), or add the column back; to skip only this change: pollerctl reset %s --to-cursor %s --yes",
-			l.poller, l.def.Table, col, source.ErrSchema, where, l.poller, l.poller, at)
+			l.poller, table, col, source.ErrSchema, where, l.poller, l.poller, at)
 	})
 }
 
-// columnsStop is the stop for a change written with a column added since the source opened (it
-// reads every column): the tick opens the source again, which reads the column.
-func (d *decoder) columnsStop() error {
-	l, where, col := d.l, d.where(), d.added
+// columnsStop is the stop for a change of table r written with a column added since the source
+// opened (it reads every column): the tick opens the source again, which reads the column.
+func (d *decoder) columnsStop(r *relation) error {
+	l, where, col, table := d.l, d.where(), r.added, r.t.def.Table
 	return d.stop(func(at Position) error {
 		return fmt.Errorf("source: poller %q, table %s, column %q: %w: the change in %s carries a column added since the source opened",
-			l.poller, l.def.Table, col, source.ErrColumnsChanged, where)
+			l.poller, table, col, source.ErrColumnsChanged, where)
 	})
 }
 
@@ -950,9 +1015,10 @@ func (d *decoder) update(old *tuple, oldKind byte, cur *tuple) error {
 
 // keyChanged compares the key columns' text in two tuples.
 func (d *decoder) keyChanged(old, cur *tuple) bool {
-	l, names := d.l, d.l.lay.Columns()
-	for j, rc := range d.rel {
-		if rc.idx < 0 || !slices.Contains(l.def.PK, names[rc.idx]) || j >= len(old.kind) || j >= len(cur.kind) {
+	r := d.cur
+	names := r.t.lay.Columns()
+	for j, rc := range r.rel {
+		if rc.idx < 0 || !slices.Contains(r.t.def.PK, names[rc.idx]) || j >= len(old.kind) || j >= len(cur.kind) {
 			continue
 		}
 		if old.kind[j] != cur.kind[j] || string(old.val[j]) != string(cur.val[j]) {
@@ -966,30 +1032,32 @@ func (d *decoder) keyChanged(old, cur *tuple) bool {
 // IDENTITY FULL, which supplies the values PostgreSQL left out (unchanged TOAST); keyOnly marks
 // a delete that carries only its key.
 func (d *decoder) add(op string, tup, old *tuple, keyOnly bool) error {
-	l, n := d.l, len(d.l.lay.Columns())
-	if d.tx == nil || d.rel == nil || tup == nil {
-		return l.lay.Errorf("a %s change came outside a transaction or before the table's description (protocol error)", op)
+	r := d.cur
+	t, n := r.t, len(r.t.lay.Columns())
+	if d.tx == nil || r.rel == nil || tup == nil {
+		return t.lay.Errorf("a %s change came outside a transaction or before the table's description (protocol error)", op)
 	}
 	// A source of every column reads a change written before one of them was added without it
 	// (not carried: Unchanged), and stops at one written with a column added since it opened.
-	before := d.l.lay.AllColumns() && d.tx.commit < d.l.layoutAt
+	before := t.lay.AllColumns() && d.tx.commit < d.l.layoutAt
 	switch {
-	case len(d.absent) > 0 && !before:
-		return d.schemaStop()
-	case d.added != "" && !before:
-		return d.columnsStop()
+	case len(r.absent) > 0 && !before:
+		return d.schemaStop(r)
+	case r.added != "" && !before:
+		return d.columnsStop(r)
 	}
-	if len(tup.kind) != len(d.rel) {
-		return l.lay.Errorf("a %s change has %d columns, the table's description %d (protocol error)", op, len(tup.kind), len(d.rel))
+	if len(tup.kind) != len(r.rel) {
+		return t.lay.Errorf("a %s change has %d columns, the table's description %d (protocol error)", op, len(tup.kind), len(r.rel))
 	}
 	ch := d.newChange(n)
-	ch.Op, ch.KeyOnly, ch.Decode, ch.Commit = op, keyOnly, d.dec, d.tx.meta
+	ch.tab = r.tab
+	ch.Op, ch.KeyOnly, ch.Decode, ch.Commit = op, keyOnly, r.dec, d.tx.meta
 	var oldRow [][]byte // an update's old row (REPLICA IDENTITY FULL)
 	if op == source.OpUpdate && old != nil {
 		oldRow = d.newTexts(n)
 		ch.Images = &source.Images{Old: oldRow}
 	}
-	for j, rc := range d.rel {
+	for j, rc := range r.rel {
 		if rc.idx < 0 {
 			continue
 		}
@@ -1011,17 +1079,17 @@ func (d *decoder) add(op string, tup, old *tuple, keyOnly bool) error {
 			ch.Text[rc.idx] = val // decoded when read (Change.Decode)
 		}
 	}
-	if len(d.absent) > 0 { // written before those columns were added
+	if len(r.absent) > 0 { // written before those columns were added
 		if ch.Unchanged == nil {
 			ch.Unchanged = make([]bool, n)
 		}
-		for _, i := range d.absent {
+		for _, i := range r.absent {
 			ch.Unchanged[i] = true
 		}
 	}
-	for j, idx := range l.lay.KeyIndex() {
+	for j, idx := range t.lay.KeyIndex() {
 		if ch.Text[idx] == nil {
-			return fmt.Errorf("source: poller %q, table %s, column %q: %w: a %s change in %s carries no value for the key column", l.poller, l.def.Table, l.lay.KeyColumns()[j], source.ErrNullCursor, op, d.where())
+			return fmt.Errorf("source: poller %q, table %s, column %q: %w: a %s change in %s carries no value for the key column", d.l.poller, t.def.Table, t.lay.KeyColumns()[j], source.ErrNullCursor, op, d.where())
 		}
 	}
 	d.tx.entries = append(d.tx.entries, entry{ch: ch})

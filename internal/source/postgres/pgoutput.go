@@ -11,7 +11,6 @@ package postgres
 import (
 	"encoding/binary"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -112,9 +111,11 @@ func (d *decoder) message(data []byte) error {
 		if len(data) < 5 {
 			return d.l.lay.Errorf("decoding a pgoutput %c message: %v", data[0], errShort)
 		}
-		if binary.BigEndian.Uint32(data[1:]) != d.l.relOID || (d.tx != nil && d.tx.skip) {
+		r := d.table(binary.BigEndian.Uint32(data[1:]))
+		if r == nil || (d.tx != nil && d.tx.skip) {
 			return nil
 		}
+		d.cur = r
 		if err := d.change(d.keep(data)); err != nil {
 			return d.l.lay.Errorf("decoding a pgoutput %c message: %v", data[0], err)
 		}
@@ -126,12 +127,18 @@ func (d *decoder) message(data []byte) error {
 	}
 	switch m := m.(type) {
 	case *pglogrepl.RelationMessage:
-		if m.RelationID == d.l.relOID {
-			return d.relation(m)
+		if r := d.table(m.RelationID); r != nil {
+			return d.relation(r, m)
 		}
 	case *pglogrepl.TruncateMessage:
-		if slices.Contains(m.RelationIDs, d.l.relOID) {
-			return d.truncate()
+		var names []string
+		for _, oid := range m.RelationIDs {
+			if r := d.table(oid); r != nil {
+				names = append(names, r.t.def.Table.String())
+			}
+		}
+		if names != nil { // one stop: the truncate is one change of the stream
+			return d.truncate(strings.Join(names, ", "))
 		}
 	case *pglogrepl.OriginMessage: // after a begin, when the transaction has a replication origin
 		if d.tx != nil && skipsOrigin(d.l.def.SkipWriter, m.Name) {
