@@ -26,7 +26,7 @@ var authorAPI = []string{
 	"New",
 	"Option", "WithBatchSize", "WithColumns", "WithCursorColumn", "WithFilter", "WithInitialSnapshot", "WithKey", "WithSchema", "WithSettleLag", "WithSetup", "WithSkipWriter", "WithTables", "WithTarget",
 	"Poller", "Poller.Name",
-	"Row", "Row.Before", "Row.Changed", "Row.Cursor", "Row.Decode", "Row.Get", "Row.HasRow", "Row.Key", "Row.MarshalJSON", "Row.Op", "Row.Table", "Row.Transaction", "Row.Unchanged", "Row.Values",
+	"Row", "Row.Before", "Row.Changed", "Row.Columns", "Row.Cursor", "Row.Decode", "Row.Get", "Row.HasRow", "Row.Key", "Row.MarshalJSON", "Row.Op", "Row.Table", "Row.Transaction", "Row.Unchanged", "Row.Values",
 	"Table", "Table.Columns", "Table.Filter", "Table.Key", "Table.Name", "Table.Schema",
 	"Transaction", "Transaction.ChangeVersion", "Transaction.CommitLSN", "Transaction.CommitTime", "Transaction.ID", "Transaction.Index", "Transaction.Last",
 }

@@ -22,8 +22,12 @@ type Row source.Row
 // Get returns the value of a column, or nil when there is no such column.
 func (r Row) Get(column string) any { return source.Row(r).Get(column) }
 
-// Values returns the values in column order, in a new slice.
+// Values returns the values in column order (Columns), in a new slice.
 func (r Row) Values() []any { return source.Row(r).Values() }
+
+// Columns returns the names of the row's columns, in the order of Values: its table's (a
+// poller of several tables has rows of several).
+func (r Row) Columns() []string { return source.Row(r).Columns() }
 
 // Key returns the row's key columns and values: its identity, for deduplication.
 func (r Row) Key() map[string]any { return source.Row(r).Key() }

@@ -380,6 +380,9 @@ func sourceText(s *state.SourceDef) string {
 	if s.Schema != "" {
 		table = s.Schema + "." + table
 	}
+	for _, t := range s.Tables {
+		table += ", " + t.String()
+	}
 	where := s.Database
 	if s.Server != "" {
 		where = s.Server + "/" + where

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -117,6 +118,9 @@ func (r Row) Tx() uint64 {
 
 // Table is the row's table, as the poller names it (schema-qualified when it names a schema).
 func (r Row) Table() string { return r.src.table }
+
+// Columns are the names of the row's columns, in the order of Values: its table's.
+func (r Row) Columns() []string { return slices.Clone(r.src.names) }
 
 // A Transaction is what a commit-ordered cursor (logical, changetracking) says of a change's
 // transaction: enough to apply a transaction at once (collect its changes until Last) and to

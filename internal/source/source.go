@@ -651,7 +651,8 @@ type Batch struct {
 	Rows []Row
 }
 
-// Columns returns the column names, in the order of each row's values.
+// Columns returns the column names, in the order of each row's values: the first table's, for
+// a poller of several tables, whose rows each have their table's (Row.Columns).
 func (b *Batch) Columns() []string {
 	out := make([]string, len(b.src.cols))
 	for i, c := range b.src.cols {

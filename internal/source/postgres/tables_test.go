@@ -1,0 +1,180 @@
+package postgres_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres"
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
+	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
+)
+
+// TestLogicalTables: a logical poller of two tables through one slot and publication. cdc enable
+// adds the second table to the publication; the changes of both come in commit order, each row
+// with its table's columns and key, a transaction's changes numbered across the tables; a table
+// of the publication that is not the poller's is left out; a TRUNCATE of both stops the poller
+// naming both; the replay of a dead-lettered change finds its table's row.
+func TestLogicalTables(t *testing.T) {
+	ctx := context.Background()
+	db, orders, cfg := logicalTable(t, logicalDDL)
+	lines, other := testenv.Name("lines"), testenv.Name("other")
+	exec(t, db,
+		"CREATE TABLE "+lines+" (order_id bigint, line int, qty int NOT NULL, PRIMARY KEY (order_id, line))",
+		"CREATE TABLE "+other+" (id bigint PRIMARY KEY)")
+	t.Cleanup(func() { db.Exec("DROP TABLE IF EXISTS " + lines + ", " + other) })
+	cfg.Definition.More = []source.TableDef{{Table: source.Table{Name: lines}, Columns: []string{"qty"}, PK: []string{"order_id", "line"}}}
+
+	// The publication publishes the first table alone: the reader refuses, naming the other.
+	if _, err := drivers.Open(ctx, cfg); !errors.Is(err, postgres.ErrNotEnabled) || !strings.Contains(err.Error(), "table "+lines) ||
+		!strings.Contains(err.Error(), "does not include the table") {
+		t.Fatalf("open without the second table in the publication: %v", err)
+	}
+	cdc, err := postgres.OpenCDC(ctx, drivers.All(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cdc.Close()
+	info, err := cdc.Inspect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := cdc.PlanEnable(info)
+	want := fmt.Sprintf("ALTER PUBLICATION %s SET TABLE %s, %s", pq(cfg.Definition.Publication), pq(orders), pq(lines))
+	if len(plan.Problems) > 0 || !slices.Equal(plan.Steps, []string{want}) {
+		t.Fatalf("plan: steps %q problems %q, want the step %q", plan.Steps, plan.Problems, want)
+	}
+	if _, err := cdc.Enable(ctx); err != nil {
+		t.Fatal(err)
+	}
+	exec(t, db, "ALTER PUBLICATION "+cfg.Definition.Publication+" ADD TABLE "+other) // published, not the poller's
+
+	src, err := drivers.Open(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	if fp := source.Fingerprint(postgres.Name, source.Location{}, cfg.Definition); fp == source.Fingerprint(postgres.Name, source.Location{}, source.Definition{
+		Table: cfg.Definition.Table, Columns: cfg.Definition.Columns, PK: cfg.Definition.PK, Cursor: cfg.Definition.Cursor, Slot: cfg.Definition.Slot, Publication: cfg.Definition.Publication}) {
+		t.Error("the second table does not change the fingerprint")
+	}
+	if tb := src.Identity().Tables; len(tb) != 1 || tb[0].Table != lines || !slices.Equal(tb[0].Columns, []string{"qty", "order_id", "line"}) {
+		t.Errorf("identity's tables %+v", tb)
+	}
+	for _, stmts := range [][]string{
+		{"INSERT INTO " + orders + " VALUES (1, 'a', NULL)", "INSERT INTO " + lines + " VALUES (1, 1, 5)", "UPDATE " + orders + " SET note = 'n' WHERE id = 1"},
+		{"INSERT INTO " + lines + " VALUES (1, 2, 7)", "INSERT INTO " + other + " VALUES (9)", "DELETE FROM " + orders + " WHERE id = 1"},
+		{"INSERT INTO " + other + " VALUES (10)"},
+		{"UPDATE " + lines + " SET qty = 6 WHERE order_id = 1 AND line = 1"},
+	} {
+		exec(t, db, stmts...)
+	}
+	var got []string
+	var c *state.Cursor
+	var lastRow source.Row
+	for {
+		b, err := src.Fetch(ctx, c, 2) // transactions split over batches
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b.Rows) == 0 {
+			break
+		}
+		for _, r := range b.Rows {
+			tx, ok := r.Transaction()
+			if !ok {
+				t.Fatalf("no transaction: %v", r.Key())
+			}
+			j, _ := r.MarshalJSON()
+			line := fmt.Sprintf("%s %s %s #%d", r.Table(), r.Op(), j, tx.Index)
+			if tx.Last {
+				line += " last"
+			}
+			got = append(got, line)
+			lastRow = r
+		}
+		c = b.To
+	}
+	o, l := orders, lines
+	wantRows := []string{
+		o + ` insert {"id":1,"name":"a","note":null} #1`,
+		l + ` insert {"qty":5,"order_id":1,"line":1} #2`,
+		o + ` update {"id":1,"name":"a","note":"n"} #3 last`,
+		l + ` insert {"qty":7,"order_id":1,"line":2} #1`,
+		o + ` delete {"id":1,"name":null,"note":null} #2 last`,
+		l + ` update {"qty":6,"order_id":1,"line":1} #1 last`,
+	}
+	if !slices.Equal(got, wantRows) {
+		t.Fatalf("changes:\n got %q\nwant %q", got, wantRows)
+	}
+	if cols := lastRow.Columns(); !slices.Equal(cols, []string{"qty", "order_id", "line"}) {
+		t.Errorf("the second table's row has columns %v", cols)
+	}
+	// A dead letter of the second table's change is replayed from its table.
+	cur, _ := lastRow.Cursor()
+	row, why, err := src.ReplayChange(ctx, lines, source.OpUpdate, map[string]json.RawMessage{"order_id": json.RawMessage("1"), "line": json.RawMessage("1")}, cur)
+	if err != nil || row == nil || row.Table() != lines || row.Get("qty") != int64(6) {
+		t.Fatalf("replay of %s's change: %v %q %v", lines, row, why, err)
+	}
+	if _, _, err := src.ReplayChange(ctx, other, source.OpUpdate, map[string]json.RawMessage{"id": json.RawMessage("9")}, cur); !errors.Is(err, source.ErrCursor) {
+		t.Fatalf("replay of a table the poller does not read: %v", err)
+	}
+
+	// One TRUNCATE of both tables: one stop, naming both.
+	exec(t, db, "TRUNCATE "+orders+", "+lines)
+	if _, err := src.Fetch(ctx, c, 10); !errors.Is(err, postgres.ErrTruncate) || !strings.Contains(err.Error(), orders+", "+lines) {
+		t.Fatalf("fetch after the truncate: %v", err)
+	}
+
+	// cdc disable drops the publication only when it publishes the poller's tables alone.
+	info, err = cdc.Inspect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cdc.PlanDisable(info); !strings.Contains(d.Keep, "other tables too") {
+		t.Errorf("disable with another table published: keep %q, steps %q", d.Keep, d.Steps)
+	}
+	exec(t, db, "ALTER PUBLICATION "+cfg.Definition.Publication+" DROP TABLE "+other)
+	if info, err = cdc.Inspect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if d := cdc.PlanDisable(info); d.Keep != "" || !slices.Contains(d.Steps, cdc.DropPublicationSQL()) {
+		t.Errorf("disable of the poller's own publication: keep %q, steps %q", d.Keep, d.Steps)
+	}
+}
+
+// TestTablesRefused: several tables are for the logical cursor, start now, and are named once.
+func TestTablesRefused(t *testing.T) {
+	base := source.Definition{Table: source.Table{Name: "a"}, Columns: []string{"id"}, PK: []string{"id"},
+		Cursor: source.Cursor{Kind: state.KindLogical}, Slot: "s", Publication: "s",
+		More: []source.TableDef{{Table: source.Table{Name: "b"}, Columns: []string{"id"}, PK: []string{"id"}}}}
+	for _, c := range []struct {
+		name string
+		edit func(d *source.Definition)
+		want string
+	}{
+		{"changetracking", func(d *source.Definition) { d.Cursor.Kind = state.KindChangeTracking }, "reads one table"},
+		{"snapshot", func(d *source.Definition) { d.Initial = source.InitialSnapshot }, `starts "now"`},
+		{"twice", func(d *source.Definition) { d.More[0].Table.Name = "A" }, "listed twice"},
+		{"no key", func(d *source.Definition) { d.More[0].PK = nil }, "table b: no key"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d := base
+			d.More = slices.Clone(base.More)
+			c.edit(&d)
+			_, _, err := source.Offline(postgres.Driver{}, source.Config{Poller: "p", Driver: postgres.Name, Definition: d}, map[string]string{"id": "INT8"})
+			if !errors.Is(err, source.ErrDefinition) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("got %v, want ErrDefinition saying %q", err, c.want)
+			}
+		})
+	}
+}
+
+// pq quotes a table name as the publication's statements do.
+func pq(name string) string { return postgres.Driver{}.Quote(name) }
