@@ -69,17 +69,17 @@ func (s SourceDef) tablesText() string {
 // removed keeps it; another table, cursor, key, filter or slot changes it.
 func (s SourceDef) Fingerprint() string {
 	return hash(struct {
-		V        int      `json:"v"`
-		Driver   string   `json:"driver"`
-		Server   string   `json:"server"`
-		Database string   `json:"database"`
-		Schema   string   `json:"schema"`
-		Table    string   `json:"table"`
-		Kind     string   `json:"cursor_kind"`
-		Cursor   string   `json:"cursor_column"`
-		Key      []string `json:"key"`
-		Filter   string   `json:"filter"`
-		Slot     string   `json:"slot,omitempty"`
+		V        int       `json:"v"`
+		Driver   string    `json:"driver"`
+		Server   string    `json:"server"`
+		Database string    `json:"database"`
+		Schema   string    `json:"schema"`
+		Table    string    `json:"table"`
+		Kind     string    `json:"cursor_kind"`
+		Cursor   string    `json:"cursor_column"`
+		Key      []string  `json:"key"`
+		Filter   string    `json:"filter"`
+		Slot     string    `json:"slot,omitempty"`
 		Tables   []tableFP `json:"tables,omitempty"` // absent for one table: its fingerprint is as before
 	}{2, s.Driver, s.Server, s.Database, s.Schema, s.Table, s.CursorKind, s.CursorColumn, s.Key, s.Filter, s.Slot, s.tablesFP()})
 }
