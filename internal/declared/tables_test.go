@@ -1,0 +1,149 @@
+package declared
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
+	"github.com/pseudotrigger/pseudotrigger/internal/lease"
+	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres"
+	"github.com/pseudotrigger/pseudotrigger/internal/store/memstore"
+	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
+	"github.com/pseudotrigger/pseudotrigger/internal/tick"
+	"github.com/pseudotrigger/pseudotrigger/pollertest"
+	"github.com/pseudotrigger/pseudotrigger/sink"
+)
+
+// hook is a webhook receiver that keeps each message's table, op, key and transaction index, and
+// fails while fail is set.
+type hook struct {
+	mu   sync.Mutex
+	got  []string
+	fail bool
+	srv  *httptest.Server
+}
+
+func newHook(t *testing.T) *hook {
+	h := &hook{}
+	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var c sink.Change
+		if err := json.Unmarshal(body, &c); err != nil {
+			t.Errorf("body %s: %v", body, err)
+		}
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if h.fail {
+			http.Error(w, "down", http.StatusServiceUnavailable)
+			return
+		}
+		k, _ := json.Marshal(c.Key)
+		h.got = append(h.got, fmt.Sprintf("%s %s %s #%d", c.Table, c.Op, k, c.Tx.Index))
+	}))
+	t.Cleanup(h.srv.Close)
+	return h
+}
+
+func (h *hook) messages() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.got...)
+}
+
+// TestTablesRouted: a poller.json of two tables (source.tables) whose second table has a sink of
+// its own: each webhook gets its table's changes alone, in commit order, numbered in their
+// transactions across both tables; while the second sink fails, the batch is not committed and
+// comes again whole, the first sink's messages repeated with the same ids.
+func TestTablesRouted(t *testing.T) {
+	db, dsn, orders, slot := testenv.PostgresLogical(t, "CREATE TABLE %s (id bigint PRIMARY KEY, name text NOT NULL)")
+	lines := testenv.Name("lines")
+	testenv.ExecFlushed(t, db, "CREATE TABLE "+lines+" (order_id bigint, line int, qty int NOT NULL, PRIMARY KEY (order_id, line))",
+		"ALTER PUBLICATION "+slot+" ADD TABLE "+lines)
+	t.Cleanup(func() { db.Exec("DROP TABLE IF EXISTS " + lines) })
+	spec, err := Parse([]byte(`{
+  "source": {
+    "cursor": {"kind": "logical"},
+    "tables": [
+      {"table": "` + orders + `", "columns": ["name"], "key": ["id"]},
+      {"table": "` + lines + `", "columns": ["qty"], "key": ["order_id", "line"], "sink": {"type": "webhook", "url": "%LINES_HOOK%", "concurrency": 1}}
+    ]
+  },
+  "sink": {"type": "webhook", "url": "%ORDERS_HOOK%", "concurrency": 1}
+}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := spec.Poller("orders-cdc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	oh, lh := newHook(t), newHook(t)
+	if err := pollertest.Setup(p, "ORDERS_HOOK="+oh.srv.URL, "LINES_HOOK="+lh.srv.URL); err != nil {
+		t.Fatal(err)
+	}
+	if target := pollerdef.Of(p).Target(); !strings.Contains(target, lines+" to ") {
+		t.Errorf("target %q does not name the second table's sink", target)
+	}
+	r, err := tick.Open(context.Background(), tick.Config{Poller: pollerdef.Of(p), Store: &lease.Counting{Store: memstore.New(nil)}, App: "test", Owner: "test/1",
+		Settings: appsettings.Settings{Driver: postgres.Name, DSN: dsn, BatchSize: 10, LeaseTTL: lease.DefaultTTL,
+			HeartbeatInterval: lease.DefaultTTL / 4, TickBudget: time.Hour, Slot: slot, Publication: slot}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	testenv.ExecFlushed(t, db, "INSERT INTO "+orders+" VALUES (1, 'a')", "INSERT INTO "+lines+" VALUES (1, 1, 5), (1, 2, 7)",
+		"UPDATE "+orders+" SET name = 'b' WHERE id = 1")
+	testenv.ExecFlushed(t, db, "DELETE FROM "+lines+" WHERE line = 2")
+
+	lh.mu.Lock()
+	lh.fail = true
+	lh.mu.Unlock()
+	if sum, err := r.Tick(context.Background(), ""); err == nil || sum.Rows != 0 {
+		t.Fatalf("tick with the second sink down: %+v %v", sum, err)
+	}
+	lh.mu.Lock()
+	lh.fail = false
+	lh.mu.Unlock()
+	sum, err := r.Tick(context.Background(), "")
+	if err != nil || sum.Rows != 5 {
+		t.Fatalf("tick: %+v %v", sum, err)
+	}
+	o := []string{orders + ` insert {"id":1} #1`, orders + ` update {"id":1} #4`}
+	wantOrders := append(append([]string{}, o...), o...) // sent before the second sink failed, and again
+	wantLines := []string{lines + ` insert {"line":1,"order_id":1} #2`, lines + ` insert {"line":2,"order_id":1} #3`, lines + ` delete {"line":2,"order_id":1} #1`}
+	if got := oh.messages(); strings.Join(got, "\n") != strings.Join(wantOrders, "\n") {
+		t.Errorf("the poller's sink got:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(wantOrders, "\n"))
+	}
+	if got := lh.messages(); strings.Join(got, "\n") != strings.Join(wantLines, "\n") {
+		t.Errorf("the second table's sink got:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(wantLines, "\n"))
+	}
+}
+
+// TestTablesChecked: poller.json's source.tables is for the logical cursor, replaces table, and
+// needs each entry's table, columns and key; an entry's sink is checked as the poller's.
+func TestTablesChecked(t *testing.T) {
+	const hook = `"sink": {"type": "webhook", "url": "https://example.com"}`
+	for _, c := range []struct{ src, want string }{
+		{`"cursor": {"kind": "integer", "column": "id"}, "tables": [{"table": "a", "columns": ["x"], "key": ["id"]}]`, "source.tables: several tables are for the logical cursor"},
+		{`"cursor": {"kind": "logical"}, "table": "a", "tables": [{"table": "a", "columns": ["x"], "key": ["id"]}]`, "source.tables: replaces source.table"},
+		{`"cursor": {"kind": "logical"}, "tables": [{"table": "a", "columns": ["x"]}]`, "source.tables[0].key: required"},
+		{`"cursor": {"kind": "logical"}, "tables": [{"table": "a", "columns": ["x"], "key": ["id"]}, {"table": "A", "columns": ["x"], "key": ["id"]}]`, "source.tables[1].table: A is listed twice"},
+		{`"cursor": {"kind": "logical"}, "tables": [{"table": "a", "columns": ["x"], "key": ["id"], "sink": {"type": "webhook"}}]`, "source.tables[0].sink.url"},
+		{`"cursor": {"kind": "logical"}, "tables": [{"table": "a", "columns": ["x"], "key": ["id"], "colums": ["y"]}]`, "did you mean source.tables[].columns?"},
+		{`"cursor": {"kind": "logical"}, "initial": "snapshot", "tables": [{"table": "a", "columns": ["x"], "key": ["id"]}]`, "source.initial"},
+	} {
+		_, err := Parse([]byte(`{"source": {` + c.src + `}, ` + hook + `}`))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want %q", c.src, err, c.want)
+		}
+	}
+}
