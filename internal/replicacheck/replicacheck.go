@@ -49,7 +49,8 @@ func (r Row) String() string {
 
 // Change is a delivered change as the checks see it.
 type Change struct {
-	Pos    string `json:"pos"` // the position just after it (postgres.Position's text)
+	Table  string `json:"table,omitempty"` // Row.Table (checked against Setup.TableOf)
+	Pos    string `json:"pos"`             // the position just after it (postgres.Position's text)
 	Op     string `json:"op"`
 	ID     int64  `json:"id"`
 	HasRow bool   `json:"has_row"`
@@ -74,7 +75,7 @@ func (c Change) String() string {
 // Same compares two changes (Row through its values, not its JSON field), what they say of
 // the row before, the columns changed and the transaction too.
 func (c Change) Same(d Change) bool {
-	return c.Pos == d.Pos && c.Op == d.Op && c.ID == d.ID && c.HasRow == d.HasRow && (!c.HasRow || c.Row.same(d.Row)) &&
+	return c.Table == d.Table && c.Pos == d.Pos && c.Op == d.Op && c.ID == d.ID && c.HasRow == d.HasRow && (!c.HasRow || c.Row.same(d.Row)) &&
 		(c.Before == nil) == (d.Before == nil) && (c.Before == nil || c.Before.same(*d.Before)) &&
 		c.Known == d.Known && slices.Equal(c.Changed, d.Changed) && c.Tx == d.Tx && c.Index == d.Index && c.Last == d.Last
 }
@@ -98,7 +99,7 @@ func FromRow(r poller.Row) (Change, error) {
 	if !ok {
 		return Change{}, fmt.Errorf("key %v is not an int64 id", r.Key())
 	}
-	c := Change{Op: r.Op(), ID: id, HasRow: r.HasRow()}
+	c := Change{Table: r.Table(), Op: r.Op(), ID: id, HasRow: r.HasRow()}
 	if c.Op != source.OpRead { // a backfill's read has no place in the stream
 		cur, err := r.Cursor()
 		if err != nil {
@@ -443,6 +444,39 @@ const (
 	streamOrderProblem = "the stream applied in order: "
 )
 
+// Rows reads the tables (the second's too: Options.Second) as the replica should be: their keys
+// do not overlap (TableOf).
+func (s *Setup) Rows(ctx context.Context) (map[int64]Row, error) {
+	out, err := Table(ctx, s.DB, s.Table)
+	if err != nil || s.Second == "" {
+		return out, err
+	}
+	second, err := Table(ctx, s.DB, s.Second)
+	for id, r := range second {
+		out[id] = r
+	}
+	return out, err
+}
+
+// TableOf is the table whose key id is: with a second table (Options.Second), the even keys
+// are its rows, the odd ones the first table's.
+func (s *Setup) TableOf(id int64) string {
+	if s.Second != "" && id%2 == 0 {
+		return s.Second
+	}
+	return s.Table
+}
+
+// Tables names the change of a key from another table than TableOf's (at most 10).
+func (s *Setup) Tables(stream []Change) (problems []string) {
+	for _, c := range stream {
+		if c.Table != s.TableOf(c.ID) && len(problems) < 10 {
+			problems = append(problems, fmt.Sprintf("%v: from table %q, the key is table %q's", c, c.Table, s.TableOf(c.ID)))
+		}
+	}
+	return problems
+}
+
 // Table reads the table as the replica should be.
 func Table(ctx context.Context, db *sql.DB, table string) (map[int64]Row, error) {
 	rows, err := db.QueryContext(ctx, "SELECT id, name, note FROM "+table)
@@ -501,6 +535,7 @@ func Diff(got, want map[int64]Row) []string {
 type Setup struct {
 	DB          *sql.DB
 	Table       string // as written in SQL (may rely on the DSN's search_path)
+	Second      string // the second table (Options.Second), "" for none
 	Slot        string
 	Publication string
 	Witness     string
@@ -523,6 +558,10 @@ type Options struct {
 	// Hidden, if set, says which keys the poller never sees (its filter, a skipped writer's):
 	// Verify leaves them out of the table and fails a change of one.
 	Hidden func(id int64) bool
+	// Second makes a second table of the same columns, in the same publication (with the same
+	// replica identity and filter): the poller reads both (Definition.More), and the writers
+	// write the even keys there (TableOf), in the same transactions as the odd ones.
+	Second bool
 }
 
 // Create makes the table name (a fresh lower-case name), its publication and the slots, all named
@@ -534,6 +573,9 @@ func Create(ctx context.Context, db *sql.DB, name string) (s *Setup, cleanup fun
 // CreateWith is Create with o.
 func CreateWith(ctx context.Context, db *sql.DB, name string, o Options) (s *Setup, cleanup func(), err error) {
 	s = &Setup{DB: db, Table: name, Slot: name, Publication: name, Witness: name + "_w", flush: name + "_flush", Options: o}
+	if o.Second {
+		s.Second = name + "_b"
+	}
 	cleanup = func() {
 		c := context.Background()
 		for _, slot := range []string{s.Slot, s.Witness} {
@@ -549,29 +591,43 @@ func CreateWith(ctx context.Context, db *sql.DB, name string, o Options) (s *Set
 		db.ExecContext(c, "DROP PUBLICATION IF EXISTS "+s.Publication)
 		db.ExecContext(c, "SELECT pg_replication_origin_drop(roname) FROM pg_replication_origin WHERE roname = $1", s.Table+"-app")
 		db.ExecContext(c, "DROP TABLE IF EXISTS "+s.Table)
+		if s.Second != "" {
+			db.ExecContext(c, "DROP TABLE IF EXISTS "+s.Second)
+		}
 		db.ExecContext(c, "DROP TABLE IF EXISTS "+s.flush)
 	}
-	pub := fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE %s", s.Publication, name)
-	if o.Filter != "" {
-		pub += " WHERE (" + o.Filter + ")"
+	var specs, ddl []string
+	for _, t := range s.tables() {
+		spec := t
+		if o.Filter != "" {
+			spec += " WHERE (" + o.Filter + ")"
+		}
+		specs = append(specs, spec)
+		ddl = append(ddl, fmt.Sprintf(DDL, t))
+		if o.Full {
+			ddl = append(ddl, "ALTER TABLE "+t+" REPLICA IDENTITY FULL")
+		}
 	}
-	ident := "SELECT 1"
-	if o.Full {
-		ident = "ALTER TABLE " + name + " REPLICA IDENTITY FULL"
-	}
-	for _, q := range []string{
-		fmt.Sprintf(DDL, name),
-		ident,
-		"CREATE TABLE " + s.flush + " (n bigint)",
+	pub := fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE %s", s.Publication, strings.Join(specs, ", "))
+	for _, q := range append(ddl,
+		"CREATE TABLE "+s.flush+" (n bigint)",
 		pub,
 		fmt.Sprintf("SELECT pg_create_logical_replication_slot('%s', 'pgoutput')", s.Slot),
 		fmt.Sprintf("SELECT pg_create_logical_replication_slot('%s', 'pgoutput')", s.Witness),
-	} {
+	) {
 		if _, err := db.ExecContext(ctx, q); err != nil {
 			return s, cleanup, fmt.Errorf("%s: %w", q, err)
 		}
 	}
 	return s, cleanup, nil
+}
+
+// tables are the setup's tables: Table, and Second when there is one.
+func (s *Setup) tables() []string {
+	if s.Second == "" {
+		return []string{s.Table}
+	}
+	return []string{s.Table, s.Second}
 }
 
 // Flush makes every transaction committed so far readable by logical decoding: the test
@@ -758,16 +814,20 @@ func (w *Workload) writer(ctx context.Context, n int) error {
 		sess = conn
 	}
 	live := []int64{} // the writer's committed keys
-	table := w.Setup.Table
 	if w.Existing {
-		var err error
-		if live, err = keysIn(ctx, w.Setup.DB, table, base, base+1_000_000); err != nil {
-			return fmt.Errorf("writer %d: %w", n, err)
+		for _, table := range w.Setup.tables() {
+			keys, err := keysIn(ctx, w.Setup.DB, table, base, base+1_000_000)
+			if err != nil {
+				return fmt.Errorf("writer %d: %w", n, err)
+			}
+			live = append(live, keys...)
 		}
+		slices.Sort(live)
 		if len(live) > 0 {
 			next = live[len(live)-1]
 		}
 	}
+	tableOf := w.Setup.TableOf
 	var pace <-chan time.Time
 	if w.Pace > 0 {
 		tk := time.NewTicker(w.Pace) // the workload's rate, not a wait for anything
@@ -801,13 +861,13 @@ func (w *Workload) writer(ctx context.Context, n int) error {
 		}
 		moved := 0
 		for range ops {
-			var q string
+			var qs []string // one statement, or an insert's of each table
 			var args []any
 			pick := func() (int, int64) { j := rng.IntN(len(cur)); return j, cur[j] }
 			switch k := rng.IntN(10); {
 			case len(cur) < 3 || k < 4: // insert one or a few rows
 				m := 1 + rng.IntN(3)
-				var vals []string
+				vals := map[string][]string{}
 				for range m {
 					next++
 					cur = append(cur, next)
@@ -815,30 +875,38 @@ func (w *Workload) writer(ctx context.Context, n int) error {
 					if rng.IntN(3) > 0 {
 						note = fmt.Sprintf("'n%d'", rng.IntN(1000))
 					}
-					vals = append(vals, fmt.Sprintf("(%d, 'w%d t%d', %s)", next, n, i, note))
+					vals[tableOf(next)] = append(vals[tableOf(next)], fmt.Sprintf("(%d, 'w%d t%d', %s)", next, n, i, note))
 				}
-				q = "INSERT INTO " + table + " VALUES " + strings.Join(vals, ", ")
+				for _, table := range w.Setup.tables() {
+					if len(vals[table]) > 0 {
+						qs = append(qs, "INSERT INTO "+table+" VALUES "+strings.Join(vals[table], ", "))
+					}
+				}
 			case k < 7: // update the values
 				_, id := pick()
 				if rng.IntN(4) == 0 {
-					q, args = "UPDATE "+table+" SET name = name || '+', note = NULL WHERE id = $1", []any{id}
+					qs, args = []string{"UPDATE " + tableOf(id) + " SET name = name || '+', note = NULL WHERE id = $1"}, []any{id}
 				} else {
-					q, args = "UPDATE "+table+" SET name = $2, note = $3 WHERE id = $1", []any{id, fmt.Sprintf("w%d t%d u", n, i), fmt.Sprint(rng.IntN(1000))}
+					qs, args = []string{"UPDATE " + tableOf(id) + " SET name = $2, note = $3 WHERE id = $1"}, []any{id, fmt.Sprintf("w%d t%d u", n, i), fmt.Sprint(rng.IntN(1000))}
 				}
-			case k < 8: // change the key
+			case k < 8: // change the key (within its table)
 				j, id := pick()
-				next++
-				q, args = "UPDATE "+table+" SET id = $2, name = name || ' moved' WHERE id = $1", []any{id, next}
+				if next++; tableOf(next) != tableOf(id) {
+					next++
+				}
+				qs, args = []string{"UPDATE " + tableOf(id) + " SET id = $2, name = name || ' moved' WHERE id = $1"}, []any{id, next}
 				cur[j] = next
 				moved++
 			default: // delete
 				j, id := pick()
-				q, args = "DELETE FROM "+table+" WHERE id = $1", []any{id}
+				qs, args = []string{"DELETE FROM " + tableOf(id) + " WHERE id = $1"}, []any{id}
 				cur = slices.Delete(cur, j, j+1)
 			}
-			if _, err := tx.ExecContext(ctx, q, args...); err != nil {
-				tx.Rollback()
-				return fmt.Errorf("writer %d: %s: %w", n, q, err)
+			for _, q := range qs {
+				if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+					tx.Rollback()
+					return fmt.Errorf("writer %d: %s: %w", n, q, err)
+				}
 			}
 		}
 		held := w.Hold != nil && rng.IntN(10) == 0
@@ -1035,10 +1103,11 @@ func (s *Setup) Verify(ctx context.Context, cfg source.Config, batches []Batch, 
 	if err != nil {
 		return stream, repeats, []string{"the batches do not chain: " + err.Error()}
 	}
-	table, err := Table(ctx, s.DB, s.Table)
+	table, err := s.Rows(ctx)
 	if err != nil {
 		return stream, repeats, []string{"reading the table: " + err.Error()}
 	}
+	problems = append(problems, s.Tables(stream)...)
 	problems = append(problems, s.Hide(table, stream)...)
 	problems = append(problems, CheckImages(stream, s.Options.Full)...)
 	replica, err := Apply(stream)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -118,6 +119,9 @@ func (w *replicaWorld) options() []poller.Option {
 	}
 	if w.origin != "" {
 		opts = append(opts, poller.WithSkipWriter(w.origin))
+	}
+	if w.setup.Second != "" {
+		opts = append(opts, poller.WithTables(poller.Table{Name: w.setup.Second, Columns: replicacheck.Columns, Key: []string{"id"}, Filter: w.opts.Filter}))
 	}
 	return opts
 }
@@ -235,6 +239,15 @@ func TestLogicalReplicaImages(t *testing.T) {
 	runLogicalReplica(t, newReplicaWorldWith(t, 7, replicacheck.Options{Full: true, Filter: replicacheck.KeyFilter}, true))
 }
 
+// TestLogicalReplicaTables is TestLogicalReplicaImages with two tables in one poller (one slot,
+// one publication, each table with the filter): the writers write the even keys to the second
+// table, in the same transactions as the odd ones. Besides its checks: every change names the
+// table its key is in, the replica built from both tables' changes in one stream equals both
+// tables, and a transaction's changes of both tables come together, numbered across them.
+func TestLogicalReplicaTables(t *testing.T) {
+	runLogicalReplica(t, newReplicaWorldWith(t, 7, replicacheck.Options{Full: true, Filter: replicacheck.KeyFilter, Second: true}, true))
+}
+
 // filtered says whether the world's poller never sees key id: the publication filters it out,
 // or the application's own writer writes it.
 func (w *replicaWorld) filtered(wl *replicacheck.Workload, id int64) bool {
@@ -331,14 +344,34 @@ func runLogicalReplica(t *testing.T, w *replicaWorld) {
 		t.Errorf("%d samples, %d failed (last: %v)", samples, sampleErrs, lastErr)
 	}
 
-	table, err := replicacheck.Table(ctx, w.db, w.setup.Table)
+	table, err := w.setup.Rows(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	all := len(table)
 	w.setup.Options.Hidden = func(id int64) bool { return w.filtered(wl, id) }
-	for _, p := range append(w.setup.Hide(table, stream), replicacheck.CheckImages(stream, w.opts.Full)...) {
+	for _, p := range slices.Concat(w.setup.Tables(stream), w.setup.Hide(table, stream), replicacheck.CheckImages(stream, w.opts.Full)) {
 		t.Error(p)
+	}
+	if tables := map[string]int{}; w.setup.Second != "" {
+		mixed := map[uint64]map[string]bool{} // the transactions that changed both tables
+		for _, c := range stream {
+			tables[c.Table]++
+			if mixed[c.Tx] == nil {
+				mixed[c.Tx] = map[string]bool{}
+			}
+			mixed[c.Tx][c.Table] = true
+		}
+		both := 0
+		for _, m := range mixed {
+			if len(m) == 2 {
+				both++
+			}
+		}
+		t.Logf("changes by table %v; %d transactions changed both", tables, both)
+		if len(tables) != 2 || both == 0 {
+			t.Errorf("the run did not exercise two tables: changes by table %v, %d transactions of both", tables, both)
+		}
 	}
 	if hidden := all - len(table); w.opts.Filter != "" && hidden == 0 || w.origin != "" && wl.Own == 0 {
 		t.Errorf("the run did not exercise the filter or the skipped writer: %d rows hidden, %d transactions of the application's own", hidden, wl.Own)
