@@ -116,6 +116,9 @@ func newReplicaRunWith(t *testing.T, batch int, opts replicacheck.Options, extra
 	if opts.Filter != "" {
 		r.extra = append(r.extra, "REPLICA_FILTER="+opts.Filter)
 	}
+	if r.setup.Second != "" {
+		r.extra = append(r.extra, "REPLICA_SECOND="+r.setup.Second)
+	}
 	return r
 }
 
@@ -281,11 +284,15 @@ func (r *replicaRun) drain(ctx context.Context) {
 }
 
 func (r *replicaRun) config() source.Config {
-	return source.Config{Poller: "replica", Driver: postgres.Name, DSN: r.dsn, Definition: source.Definition{
+	cfg := source.Config{Poller: "replica", Driver: postgres.Name, DSN: r.dsn, Definition: source.Definition{
 		Table: source.Table{Name: r.setup.Table}, Columns: replicacheck.Columns, PK: []string{"id"},
 		Cursor: source.Cursor{Kind: state.KindLogical}, Slot: r.setup.Slot, Publication: r.setup.Publication,
 		Filter: r.setup.Options.Filter, SkipWriter: r.skip,
 	}}
+	if r.setup.Second != "" {
+		cfg.Definition.More = []source.TableDef{{Table: source.Table{Name: r.setup.Second}, Columns: replicacheck.Columns, PK: []string{"id"}, Filter: r.setup.Options.Filter}}
+	}
+	return cfg
 }
 
 // replicaScenario runs writers (wl, may be nil) and `slots` process slots until the writers are
@@ -400,7 +407,19 @@ func TestLogicalReplicaKillBeforeSlotAdvance(t *testing.T) {
 // rows, and every before image, changed list and transaction mark is right
 // (replicacheck.CheckImages, in Verify).
 func TestLogicalReplicaImagesKill(t *testing.T) {
-	r := newReplicaRunWith(t, 7, replicacheck.Options{Full: true, Filter: replicacheck.KeyFilter})
+	runImagesKill(t, replicacheck.Options{Full: true, Filter: replicacheck.KeyFilter})
+}
+
+// TestLogicalReplicaTablesKill is TestLogicalReplicaImagesKill with two tables in one poller (one
+// slot, one publication; the even keys in the second table, written in the same transactions as
+// the odd ones): besides its checks, every change names its key's table, and the replica built
+// from both tables' changes in one stream equals both tables (replicacheck.Setup.Verify).
+func TestLogicalReplicaTablesKill(t *testing.T) {
+	runImagesKill(t, replicacheck.Options{Full: true, Filter: replicacheck.KeyFilter, Second: true})
+}
+
+func runImagesKill(t *testing.T, opts replicacheck.Options) {
+	r := newReplicaRunWith(t, 7, opts)
 	r.skip = r.setup.Table + "-app"
 	r.extra = append(r.extra, "REPLICA_SKIP_WRITER="+r.skip)
 	r.ctl.killAt(faultpoint.BeforeSlotAdvance, 3)
@@ -409,14 +428,21 @@ func TestLogicalReplicaImagesKill(t *testing.T) {
 	r.setup.Options.Hidden = func(id int64) bool { return replicacheck.FilteredOut(id) || wl.OwnKey(id) }
 	r.scenario(1, wl, 2) // its Verify checks every before image (CheckImages)
 	hidden := 0
-	all, err := replicacheck.Table(context.Background(), r.db, r.setup.Table)
+	all, err := r.setup.Rows(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
+	seconds := 0
 	for id := range all {
 		if r.setup.Options.Hidden(id) {
 			hidden++
 		}
+		if r.setup.TableOf(id) == r.setup.Second {
+			seconds++
+		}
+	}
+	if opts.Second && (seconds == 0 || seconds == len(all)) {
+		t.Errorf("the run did not write both tables: %d of %d rows in the second", seconds, len(all))
 	}
 	if hidden == 0 || wl.Own == 0 || len(r.kills) != 2 {
 		t.Errorf("the run did not exercise everything: %d rows hidden, %d transactions of the application's own, kills %v", hidden, wl.Own, r.kills)

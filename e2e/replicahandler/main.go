@@ -4,7 +4,8 @@
 // with its op, key, row and position), to REPLICA_WEBHOOK_URL; a non-2xx reply fails the batch.
 // The other settings are the product's ({P} is REPLICA): REPLICA_DB_DRIVER, REPLICA_DB_CONNECTION,
 // REPLICA_CDC_SLOT, REPLICA_CDC_PUBLICATION, REPLICA_BATCH_SIZE, ...; REPLICA_FILTER and
-// REPLICA_SKIP_WRITER (poller.WithFilter, poller.WithSkipWriter); REPLICA_INITIAL=snapshot
+// REPLICA_SKIP_WRITER (poller.WithFilter, poller.WithSkipWriter); REPLICA_SECOND, a second
+// table of the same columns and filter (poller.WithTables); REPLICA_INITIAL=snapshot
 // makes the poller start with a snapshot of the table (poller.WithInitialSnapshot). It is a test binary only
 // (cmd/handler serves the app's pollers); the tests build it with -tags faultpoints.
 package main
@@ -50,6 +51,9 @@ func run(log *slog.Logger) error {
 	}
 	if w := os.Getenv("REPLICA_SKIP_WRITER"); w != "" {
 		opts = append(opts, poller.WithSkipWriter(w))
+	}
+	if second := os.Getenv("REPLICA_SECOND"); second != "" {
+		opts = append(opts, poller.WithTables(poller.Table{Name: second, Columns: replicacheck.Columns, Key: []string{"id"}, Filter: os.Getenv("REPLICA_FILTER")}))
 	}
 	client := &http.Client{Timeout: 30 * time.Second}
 	p := poller.New("replica", table, poller.Logical, func(ctx context.Context, b *poller.Batch[poller.Row]) error {
