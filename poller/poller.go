@@ -103,20 +103,22 @@ func WithSkipWriter(writer string) Option {
 	return func(p *Poller) { p.spec.Source.SkipWriter = writer }
 }
 
-// Table is one more table of a Logical poller (WithTables): its name (Schema "" for the
-// connection's default), the columns each change carries ("*" alone: every column), its key
-// columns (the replica identity's) and an optional filter (the publication's row filter for it).
+// Table is one more table of a Logical or ChangeTracking poller (WithTables): its name (Schema
+// "" for the connection's default), the columns each change carries ("*" alone, Logical: every
+// column), its key columns (the replica identity's, the primary key) and an optional filter
+// (Logical: the publication's row filter for it).
 type Table struct {
 	Schema, Name string
 	Columns, Key []string
 	Filter       string
 }
 
-// WithTables makes a Logical poller read these tables besides New's, through the same slot and
-// publication (pollerctl cdc enable publishes them all): their changes come in commit order
-// with the first table's, a transaction's changes of every table numbered together, and each
-// row names its table (Row.Table). The rows have the shapes of several tables, so the poller's
-// row type is Row: switch on Row.Table. docs/changes.md shows it.
+// WithTables makes a Logical or ChangeTracking poller read these tables besides New's, through
+// the same stream (Logical: one slot and publication, which pollerctl cdc enable makes of them
+// all; ChangeTracking: one change version): their changes come in commit order with the first
+// table's, a transaction's changes of every table numbered together, and each row names its
+// table (Row.Table). The rows have the shapes of several tables, so the poller's row type is
+// Row: switch on Row.Table. docs/changes.md shows it.
 func WithTables(tables ...Table) Option {
 	return func(p *Poller) {
 		for _, t := range tables {

@@ -62,8 +62,8 @@ type Source struct {
 	// SkipWriter names the application's own writer, whose changes a logical or changetracking
 	// poller leaves out (poller.WithSkipWriter).
 	SkipWriter string `json:"skip_writer,omitempty"`
-	// Tables, instead of Table, Schema, Columns, Key and Filter: the tables a logical poller
-	// reads through one slot and publication, in commit order (poller.WithTables).
+	// Tables, instead of Table, Schema, Columns, Key and Filter: the tables a logical or
+	// changetracking poller reads through one stream, in commit order (poller.WithTables).
 	Tables []Table `json:"tables,omitempty"`
 }
 
@@ -375,14 +375,14 @@ func (s Spec) check() error {
 	return nil
 }
 
-// checkTables checks source.tables: for the logical cursor, instead of source.table and its
+// checkTables checks source.tables: for the change-stream cursors, instead of source.table and its
 // columns, key and filter; each entry a table of its own with its columns and key, and a sink
 // that is valid when it has one.
 func (s Spec) checkTables() error {
 	src := s.Source
 	switch {
-	case src.Cursor.Kind != string(poller.Logical):
-		return field("source.tables", "several tables are for the logical cursor (one slot and publication for them all), not %q: give each table a poller of its own", src.Cursor.Kind)
+	case !changeStream(src.Cursor.Kind):
+		return field("source.tables", "several tables are for the logical and changetracking cursors (one stream for them all), not %q: give each table a poller of its own", src.Cursor.Kind)
 	case src.Table != "" || src.Schema != "" || len(src.Columns) > 0 || len(src.Key) > 0 || src.Filter != "":
 		return field("source.tables", "replaces source.table, schema, columns, key and filter, which each entry of it has: move them into the entries")
 	case src.Initial == "snapshot":
@@ -397,8 +397,10 @@ func (s Spec) checkTables() error {
 			return field(at+".columns", "required: the columns each change carries ([\"*\"]: every column)")
 		case len(t.Key) == 0:
 			return field(at+".key", "required: the key columns (the table's replica identity)")
-		case slices.Contains(t.Columns, source.AllColumns) && len(t.Columns) > 1:
-			return field(at+".columns", "[\"*\"] alone reads every column; list the columns")
+		case slices.Contains(t.Columns, source.AllColumns) && (len(t.Columns) > 1 || src.Cursor.Kind != string(poller.Logical)):
+			return field(at+".columns", "[\"*\"] alone reads every column, for the logical cursor only; list the columns")
+		case src.Cursor.Kind == string(poller.ChangeTracking) && t.Filter != "":
+			return field(at+".filter", "a %s cursor delivers every change of the table and takes no filter (CHANGETABLE has none): filter in the sink's consumer", src.Cursor.Kind)
 		}
 		for j, c := range t.Columns {
 			if strings.TrimSpace(c) == "" || slices.Contains(t.Columns[:j], c) {

@@ -128,17 +128,19 @@ func TestTablesRouted(t *testing.T) {
 	}
 }
 
-// TestTablesChecked: poller.json's source.tables is for the logical cursor, replaces table, and
+// TestTablesChecked: poller.json's source.tables is for the change-stream cursors, replaces table, and
 // needs each entry's table, columns and key; an entry's sink is checked as the poller's.
 func TestTablesChecked(t *testing.T) {
 	const hook = `"sink": {"type": "webhook", "url": "https://example.com"}`
 	for _, c := range []struct{ src, want string }{
-		{`"cursor": {"kind": "integer", "column": "id"}, "tables": [{"table": "a", "columns": ["x"], "key": ["id"]}]`, "source.tables: several tables are for the logical cursor"},
+		{`"cursor": {"kind": "integer", "column": "id"}, "tables": [{"table": "a", "columns": ["x"], "key": ["id"]}]`, "source.tables: several tables are for the logical and changetracking cursors"},
 		{`"cursor": {"kind": "logical"}, "table": "a", "tables": [{"table": "a", "columns": ["x"], "key": ["id"]}]`, "source.tables: replaces source.table"},
 		{`"cursor": {"kind": "logical"}, "tables": [{"table": "a", "columns": ["x"]}]`, "source.tables[0].key: required"},
 		{`"cursor": {"kind": "logical"}, "tables": [{"table": "a", "columns": ["x"], "key": ["id"]}, {"table": "A", "columns": ["x"], "key": ["id"]}]`, "source.tables[1].table: A is listed twice"},
 		{`"cursor": {"kind": "logical"}, "tables": [{"table": "a", "columns": ["x"], "key": ["id"], "sink": {"type": "webhook"}}]`, "source.tables[0].sink.url"},
 		{`"cursor": {"kind": "logical"}, "tables": [{"table": "a", "columns": ["x"], "key": ["id"], "colums": ["y"]}]`, "did you mean source.tables[].columns?"},
+		{`"cursor": {"kind": "changetracking"}, "tables": [{"table": "a", "columns": ["x"], "key": ["id"], "filter": "x > 1"}]`, "source.tables[0].filter: a changetracking cursor"},
+		{`"cursor": {"kind": "changetracking"}, "tables": [{"table": "a", "columns": ["*"], "key": ["id"]}]`, "for the logical cursor only"},
 		{`"cursor": {"kind": "logical"}, "initial": "snapshot", "tables": [{"table": "a", "columns": ["x"], "key": ["id"]}]`, "source.initial"},
 	} {
 		_, err := Parse([]byte(`{"source": {` + c.src + `}, ` + hook + `}`))

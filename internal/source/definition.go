@@ -55,10 +55,11 @@ type Definition struct {
 	// or starts with SkipWriter and a dot; SQL Server changes made WITH CHANGE_TRACKING_CONTEXT
 	// of SkipWriter's bytes. "" leaves out nothing.
 	SkipWriter string
-	// More are the tables a logical cursor reads besides Table, through the same slot and
-	// publication: their changes come in commit order with Table's, each row naming its table
-	// (Row.Table). Each has its own columns, key and filter; the cursor, slot, publication,
-	// keep-up, start and skipped writer are the poller's.
+	// More are the tables a change-stream cursor reads besides Table, through the same stream
+	// (logical: one slot and publication; changetracking: one change version): their changes
+	// come in commit order with Table's, each row naming its table (Row.Table). Each has its own
+	// columns, key and filter; the cursor, slot, publication, keep-up, start and skipped writer
+	// are the poller's.
 	More []TableDef
 }
 
@@ -176,8 +177,8 @@ func (d Definition) validate(poller string, ds Drivers, driver string) (Driver, 
 	}
 	if len(d.More) > 0 {
 		switch {
-		case d.Cursor.Kind != state.KindLogical:
-			return fail("tables %s: a %s cursor reads one table; several tables share a logical cursor's slot and publication (for changetracking, a poller per table for now)", d.tableNames(), d.Cursor.Kind)
+		case !d.Changes():
+			return fail("tables %s: a %s cursor reads one table; several tables in one poller are for the change-stream cursors (logical: one slot and publication; changetracking: one change version)", d.tableNames(), d.Cursor.Kind)
 		case d.Initial == InitialSnapshot:
 			return fail("tables %s: initial %q reads one table's rows; a poller of several tables starts %q (give each table a poller of its own for its snapshot, or start it with its rows already copied)", d.tableNames(), InitialSnapshot, InitialNow)
 		}

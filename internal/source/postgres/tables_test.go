@@ -149,7 +149,7 @@ func TestLogicalTables(t *testing.T) {
 	}
 }
 
-// TestTablesRefused: several tables are for the logical cursor, start now, and are named once.
+// TestTablesRefused: several tables are for the change-stream cursors, start now, and are named once.
 func TestTablesRefused(t *testing.T) {
 	base := source.Definition{Table: source.Table{Name: "a"}, Columns: []string{"id"}, PK: []string{"id"},
 		Cursor: source.Cursor{Kind: state.KindLogical}, Slot: "s", Publication: "s",
@@ -159,7 +159,7 @@ func TestTablesRefused(t *testing.T) {
 		edit func(d *source.Definition)
 		want string
 	}{
-		{"changetracking", func(d *source.Definition) { d.Cursor.Kind = state.KindChangeTracking }, "reads one table"},
+		{"keyset", func(d *source.Definition) { d.Cursor = source.Cursor{Kind: state.KindInteger, Column: "id"} }, "reads one table"},
 		{"snapshot", func(d *source.Definition) { d.Initial = source.InitialSnapshot }, `starts "now"`},
 		{"twice", func(d *source.Definition) { d.More[0].Table.Name = "A" }, "listed twice"},
 		{"no key", func(d *source.Definition) { d.More[0].PK = nil }, "table b: no key"},

@@ -127,6 +127,9 @@ func (Driver) ChangeStream(kind string, l *source.Layout) (source.ChangeStream, 
 	if kind != state.KindChangeTracking {
 		return nil, false
 	}
+	if len(l.Tables()) > 1 {
+		return newCTTables(l), true
+	}
 	return newChangeTracking(l), true
 }
 
@@ -573,49 +576,18 @@ func (c *changeTracking) Fetch(ctx context.Context, after *state.Cursor, limit i
 	q := c.queries()
 	err := c.read(ctx, q, after, q.FetchFrom, q.FetchAfter, func(tx *sql.Tx, rd ctRead) error {
 		bound = rd.current
-		rows, err := tx.QueryContext(ctx, rd.query, append(rd.args, limit+1)...)
+		got, err := c.changes(ctx, tx, q, rd, limit+1)
 		if err != nil {
-			return c.readErr("reading the changes", err)
+			return err
 		}
-		defer rows.Close()
-		b.Rows = make([]source.Row, 0, min(limit, 1024))
-		sc := newCTScan(len(c.l.Columns()), q.opts)
-		var tx0 *ctTx // the transaction of the rows read last
-		for rows.Next() {
-			if err := rows.Scan(sc.ptrs...); err != nil {
-				return c.l.Errorf("reading the changes: %v", err)
-			}
-			if tx0 != nil && tx0.version != sc.version {
-				tx0.last.Last = true
-			}
-			if len(b.Rows) == limit { // the one more: the read did not reach its bound
-				more = true
-				break
-			}
-			if tx0 == nil || tx0.version != sc.version {
-				tx0 = &ctTx{version: sc.version, commit: &source.Commit{ID: uint64(sc.version), Version: sc.version, Time: sc.commitTime()}}
-				// Inside the version the read resumed in, the changes before are not counted.
-				tx0.unknown = rd.pos != nil && rd.pos.key != nil && rd.pos.version == sc.version
-			}
-			r, ch, err := c.row(sc.version, sc.op, sc.found == 1, sc.values())
-			if err != nil {
-				return err
-			}
-			ch.Commit = tx0.commit
-			if changed := sc.changed(ch.Op, c.l); changed != nil {
-				ch.Images = &source.Images{Changed: changed}
-			}
-			if tx0.count++; !tx0.unknown {
-				ch.Index = int32(tx0.count)
-			}
-			tx0.last = ch
-			b.Rows, last = append(b.Rows, r), ch
+		inside := int64(-1)
+		if rd.pos != nil && rd.pos.key != nil {
+			inside = rd.pos.version
 		}
-		if err := rows.Err(); err != nil {
-			return c.readErr("reading the changes", err)
-		}
-		if last != nil && !more { // it read all there was up to its bound: its version is whole
-			last.Last = true
+		got, more = number(got, limit, inside)
+		b.Rows = rowsOf(got)
+		if len(got) > 0 {
+			last = got[len(got)-1].ch
 		}
 		if len(b.Rows) == 0 && ctKeepUp(rd.pos, rd.current, rd.minValid) {
 			to := ctCursor(rd.current, nil)
@@ -639,6 +611,83 @@ func (c *changeTracking) Fetch(ctx context.Context, after *state.Cursor, limit i
 		c.mu.Unlock()
 	}
 	return b, nil
+}
+
+// ctChange is a change a read returned, in the order of the read: its version, the commit's
+// time (zero when not read), its row and what the row carries.
+type ctChange struct {
+	version int64
+	at      time.Time
+	row     source.Row
+	ch      *source.Change
+}
+
+// changes runs rd's read (its query, with n as the limit) in tx and returns its changes, each
+// with its row and change made, its columns changed marked; not yet numbered (number).
+func (c *changeTracking) changes(ctx context.Context, tx *sql.Tx, q ctQueries, rd ctRead, n int) ([]ctChange, error) {
+	rows, err := tx.QueryContext(ctx, rd.query, append(rd.args, n)...)
+	if err != nil {
+		return nil, c.readErr("reading the changes", err)
+	}
+	defer rows.Close()
+	out := make([]ctChange, 0, min(n, 1025))
+	sc := newCTScan(len(c.l.Columns()), q.opts)
+	for rows.Next() {
+		if err := rows.Scan(sc.ptrs...); err != nil {
+			return nil, c.l.Errorf("reading the changes: %v", err)
+		}
+		r, ch, err := c.row(sc.version, sc.op, sc.found == 1, sc.values())
+		if err != nil {
+			return nil, err
+		}
+		if changed := sc.changed(ch.Op, c.l); changed != nil {
+			ch.Images = &source.Images{Changed: changed}
+		}
+		out = append(out, ctChange{version: sc.version, at: sc.commitTime(), row: r, ch: ch})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, c.readErr("reading the changes", err)
+	}
+	return out, nil
+}
+
+// number gives the changes of a read, in order, their transactions (a version each, its commit
+// time the first change's), their places in them and the last one's mark, and keeps the first
+// limit: more says there was a change after them (the one more a fetch asks for), so the read
+// stopped short of its bound; without it the last change ends its version. inside is the version
+// the read resumed inside (-1: none), whose changes before are not counted: no index there.
+func number(changes []ctChange, limit int, inside int64) (batch []ctChange, more bool) {
+	var tx0 *ctTx // the transaction of the changes numbered last
+	for i, c := range changes {
+		if tx0 != nil && tx0.version != c.version {
+			tx0.last.Last = true
+		}
+		if i == limit { // the one more: the read did not reach its bound
+			return changes[:limit], true
+		}
+		if tx0 == nil || tx0.version != c.version {
+			tx0 = &ctTx{version: c.version, commit: &source.Commit{ID: uint64(c.version), Version: c.version, Time: c.at}}
+			tx0.unknown = inside == c.version
+		}
+		c.ch.Commit = tx0.commit
+		if tx0.count++; !tx0.unknown {
+			c.ch.Index = int32(tx0.count)
+		}
+		tx0.last = c.ch
+	}
+	if tx0 != nil { // it read all there was up to its bound: its version is whole
+		tx0.last.Last = true
+	}
+	return changes, false
+}
+
+// rowsOf are the changes' rows.
+func rowsOf(changes []ctChange) []source.Row {
+	out := make([]source.Row, len(changes))
+	for i, c := range changes {
+		out[i] = c.row
+	}
+	return out
 }
 
 // ctTx is a transaction (a change version) as a fetch reads its changes.

@@ -306,6 +306,7 @@ func changeTrackingSuite(t *testing.T, dsn string) {
 	}
 	ctWatermark(t, db, src, kept)
 	ctImages(t, db, ctDSN)
+	ctTables(t, db, ctDSN)
 }
 
 // ctImages: on a table with TRACK_COLUMNS_UPDATED, an update says the columns it changed (all
@@ -396,6 +397,81 @@ func ctImages(t *testing.T, db *sql.DB, dsn string) {
 	run("UPDATE items SET customer = 'all', amount = 9 WHERE id = 1")
 	if got, want := strings.Join(read(10), ", "), `update 2 #1 changed ["amount"] last, update 1 #1 changed ["customer" "amount"] last`; got != want {
 		t.Errorf("updates, one by the skipped writer:\n%s\nwant %s", got, want)
+	}
+}
+
+// ctTables: a poller of two tables (orders2 and its lines) reads both in (version, table, key)
+// order, a transaction's changes numbered across both; a batch that ends inside a version
+// resumes there exactly, from a new source too (as after a crash); the count covers both tables.
+func ctTables(t *testing.T, db *sql.DB, dsn string) {
+	for _, q := range []string{
+		"CREATE TABLE orders2 (id BIGINT PRIMARY KEY, amount INT NOT NULL)",
+		"CREATE TABLE lines2 (order_id BIGINT, line INT, qty INT NOT NULL, PRIMARY KEY (order_id, line))",
+		"ALTER TABLE orders2 ENABLE CHANGE_TRACKING",
+		"ALTER TABLE lines2 ENABLE CHANGE_TRACKING",
+	} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	cfg := source.Config{Poller: "orders2", Driver: sqlserver.Name, DSN: dsn, Definition: source.Definition{
+		Table: source.Table{Schema: "dbo", Name: "orders2"}, Columns: []string{"id", "amount"}, PK: []string{"id"},
+		Cursor: source.Cursor{Kind: state.KindChangeTracking},
+		More:   []source.TableDef{{Table: source.Table{Schema: "dbo", Name: "lines2"}, Columns: []string{"qty"}, PK: []string{"order_id", "line"}}},
+	}}
+	src, err := drivers.Open(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	at, err := src.CursorFromText(fmt.Sprint(currentVersion(t, db)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inTx(t, db, true, "INSERT INTO lines2 VALUES (1, 1, 5), (1, 2, 7)", "INSERT INTO orders2 VALUES (1, 10)")
+	inTx(t, db, true, "UPDATE lines2 SET qty = 6 WHERE order_id = 1 AND line = 1")
+	inTx(t, db, true, "INSERT INTO orders2 VALUES (2, 20)", "INSERT INTO lines2 VALUES (2, 1, 1)")
+	if n, err := src.Waiting(ctx, at, 100); err != nil || n != 5 {
+		t.Errorf("waiting: %d, %v; want 5 (2 orders, 3 lines)", n, err)
+	}
+	var got []string
+	for i := 0; ; i++ {
+		if i == 1 { // a new source resumes from the checkpoint, inside the first version
+			src.Close()
+			if src, err = drivers.Open(ctx, cfg); err != nil {
+				t.Fatal(err)
+			}
+		}
+		b, err := src.Fetch(ctx, at, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b.Rows) == 0 {
+			break
+		}
+		for _, r := range b.Rows {
+			tx, _ := r.Transaction()
+			line := fmt.Sprintf("%s %s %v #%d", r.Table(), r.Op(), r.Key(), tx.Index)
+			if tx.Last {
+				line += " last"
+			}
+			got = append(got, line)
+		}
+		at = b.To
+	}
+	// Change Tracking keeps a key's latest change: lines2 (1, 1), changed at the first version and
+	// the second, comes once, at the second, as an insert (it did not exist at the checkpoint).
+	// The third batch resumes inside the third version: its change there has no index.
+	want := []string{
+		"dbo.orders2 insert map[id:1] #1", "dbo.lines2 insert map[line:2 order_id:1] #2 last",
+		"dbo.lines2 insert map[line:1 order_id:1] #1 last", "dbo.orders2 insert map[id:2] #1",
+		"dbo.lines2 insert map[line:1 order_id:2] #0 last",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("two tables:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if at == nil || at.Tiebreaker != nil {
+		t.Errorf("after the last whole version the cursor is %+v, not a boundary", at)
 	}
 }
 
