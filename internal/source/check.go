@@ -361,7 +361,9 @@ func checkSetup(ctx context.Context, sc SetupChecker, db *sql.DB, d Definition) 
 			return nil, fmt.Errorf("table %s: %w", t.Table, err)
 		}
 		for _, f := range fs {
-			f.Detail = "table " + t.Table.String() + ": " + f.Detail
+			if f.Check != CheckTable { // whose detail names it
+				f.Detail = "table " + t.Table.String() + ": " + f.Detail
+			}
 			out = append(out, f)
 		}
 	}

@@ -394,7 +394,8 @@ func (c *CDC) inspectFilters(ctx context.Context, info *CDCInfo, oid int64) erro
 
 // Needs lists the privileges the set-up needs, each with whether the role has it: the slot
 // needs REPLICATION (or superuser); the publication CREATE on the database and ownership of the
-// table (or superuser); reading needs SELECT on the table and REPLICATION.
+// table (or superuser); reading needs SELECT on the table and REPLICATION. The table's own are
+// the last two.
 func (i CDCInfo) Needs() []Need {
 	su := " (or superuser)"
 	return []Need{

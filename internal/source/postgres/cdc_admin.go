@@ -72,7 +72,7 @@ func (c *cdcSetup) Enable(ctx context.Context) ([]string, error) {
 		lines = append(lines, "created publication "+c.Publication())
 	}
 	if done.AlteredPublication {
-		lines = append(lines, "changed publication "+c.Publication()+": it publishes the table as the poller needs")
+		lines = append(lines, "changed publication "+c.Publication()+": it publishes "+map[bool]string{false: "the table", true: "the tables"}[len(c.parts) > 0]+" as the poller needs")
 	}
 	if err != nil {
 		return lines, err
@@ -226,11 +226,7 @@ func infoLines(cdc *CDC, info CDCInfo) []string {
 	}
 	if info.TableExists {
 		for _, n := range info.Needs() {
-			line := fmt.Sprintf("    [%s] %s, %s", map[bool]string{true: "ok", false: "missing"}[n.Has], n.What, n.For)
-			if !n.Has {
-				line += ": " + n.Fix
-			}
-			lines = append(lines, line)
+			lines = append(lines, needLine(n))
 		}
 		lines = append(lines, fmt.Sprintf("  %-12s %s: %s", "table", info.TableName, info.IdentityMeaning()))
 	} else {
@@ -255,6 +251,9 @@ func infoLines(cdc *CDC, info CDCInfo) []string {
 			continue
 		}
 		lines = append(lines, fmt.Sprintf("  %-12s %s: %s", "table", mi.TableName, mi.IdentityMeaning()))
+		for _, n := range mi.Needs()[2:] { // the table's own: its ownership, SELECT on it
+			lines = append(lines, needLine(n))
+		}
 		switch {
 		case !pub.Exists:
 		case !mi.Publication.Covers:
@@ -267,6 +266,15 @@ func infoLines(cdc *CDC, info CDCInfo) []string {
 		}
 	}
 	return append(lines, fmt.Sprintf("  %-12s %s", "slot", slotLine(info.Slot)))
+}
+
+// needLine shows a privilege the set-up needs, whether the role has it, and the fix.
+func needLine(n Need) string {
+	line := fmt.Sprintf("    [%s] %s, %s", map[bool]string{true: "ok", false: "missing"}[n.Has], n.What, n.For)
+	if !n.Has {
+		line += ": " + n.Fix
+	}
+	return line
 }
 
 // slotLine describes a slot in one line.

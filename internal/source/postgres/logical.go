@@ -278,7 +278,7 @@ WHERE r.rolname = current_user`
 	case !pubExists:
 		return fail("publication %q does not exist: %s", l.pub, enable)
 	case !pubHas:
-		return fail("publication %q does not include the table: ALTER PUBLICATION %s ADD TABLE %s", l.pub, l.pub, t.table)
+		return fail("publication %q does not include the table: run `pollerctl cdc enable %s --yes`, which adds it (ALTER PUBLICATION %s ADD TABLE %s)", l.pub, l.poller, l.pub, t.table)
 	case !pubAll:
 		return fail("publication %q does not publish every operation; a truncate or a delete it left out would be lost silently: ALTER PUBLICATION %s SET (publish = 'insert, update, delete, truncate')", l.pub, l.pub)
 	}
