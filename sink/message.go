@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/jsonenc"
+	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/poller"
 )
 
@@ -175,6 +176,10 @@ func appendChange(dst []byte, b *poller.Batch[poller.Row], r poller.Row) ([]byte
 		// the backfill and the chunk, so a retry of the chunk keeps the id.
 		version = append(append(slices.Clip(version), 0), b.ID...)
 	}
+	if source.Row(r).OfSeveral() {
+		// Two tables' changes of the same key share a change version: the table tells them apart.
+		version = append(append(slices.Clip(version), 0), m.Table...)
+	}
 	m.ID = ChangeID(b.Poller, keyJSON, version)
 	m.Key = keyText(key, keyJSON)
 	row := []byte("null") // a delete of which the database gave only the key
@@ -309,7 +314,8 @@ func appendKey(dst []byte, key map[string]any) ([]byte, error) {
 // ChangeID is a change's message id: 32 hex digits of SHA-256 over the poller's name, the row's
 // key (as JSON) and its cursor value (as the checkpoint records it). A change delivered again,
 // by any instance, has the same id; another change of the same row has another cursor value. (A
-// backfill's read also mixes its batch id into the cursor value: see appendChange.)
+// backfill's read also mixes its batch id into the cursor value, and a poller of several tables
+// the row's table: see appendChange.)
 func ChangeID(pollerName string, keyJSON, cursorValue []byte) string {
 	h := sha256.New()
 	h.Write([]byte(pollerName))

@@ -46,7 +46,7 @@ type Spec struct {
 
 // Source is poller.json's "source": what to read.
 type Source struct {
-	// Table, or Tables for a logical poller of several tables.
+	// Table, or Tables for a logical or changetracking poller of several tables.
 	Table   string   `json:"table,omitempty"`
 	Schema  string   `json:"schema,omitempty"`
 	Columns []string `json:"columns"`
@@ -331,7 +331,7 @@ func (s Spec) check() error {
 	}
 	switch {
 	case src.Table == "":
-		return field("source.table", "required: the table to read (or source.tables, the tables of a logical poller)")
+		return field("source.table", "required: the table to read (or source.tables, the tables of a logical or changetracking poller)")
 	case len(src.Columns) == 0:
 		return field("source.columns", "required: the columns each change carries")
 	case len(src.Key) == 0:

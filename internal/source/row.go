@@ -119,6 +119,11 @@ func (r Row) Tx() uint64 {
 // Table is the row's table, as the poller names it (schema-qualified when it names a schema).
 func (r Row) Table() string { return r.src.table }
 
+// OfSeveral says the row is of a poller of several tables (Definition.More): a position in
+// their stream is not the row's alone (a change version holds every table's changes), so a
+// message id mixes its table in.
+func (r Row) OfSeveral() bool { return r.src.part || len(r.src.parts) > 0 }
+
 // Columns are the names of the row's columns, in the order of Values: its table's.
 func (r Row) Columns() []string { return slices.Clone(r.src.names) }
 

@@ -28,8 +28,8 @@ type SourceDef struct {
 	// Columns are the columns read (the key's included): the payload. They decide neither the
 	// order nor the position, so the fingerprint leaves them out and a change is accepted.
 	Columns []string `json:"columns"`
-	// Tables are the tables a logical cursor reads besides Table (one slot, one publication);
-	// none for a poller of one table.
+	// Tables are the tables a change-stream cursor reads besides Table (one stream); none for a
+	// poller of one table.
 	Tables []SourceTable `json:"tables,omitempty"`
 }
 
@@ -49,6 +49,20 @@ func (t SourceTable) String() string {
 		return t.Table
 	}
 	return t.Schema + "." + t.Table
+}
+
+// tablesLead says whether s's more tables lead to's, in the same order (to adds tables at the
+// end, if any).
+func (s SourceDef) tablesLead(to SourceDef) bool {
+	if len(s.Tables) > len(to.Tables) {
+		return false
+	}
+	for i, t := range s.Tables {
+		if t.String() != to.Tables[i].String() {
+			return false
+		}
+	}
+	return true
 }
 
 // tablesText names the more tables with their keys and filters, as Diff shows them.
@@ -182,8 +196,13 @@ func (s SourceDef) Diff(to SourceDef) []Change {
 	}
 	add("filter", s.Filter, to.Filter, true,
 		"the saved cursor keeps its place; rows before it that the new filter admits are not delivered (start over for them), and rows it now excludes are not delivered from here on")
-	add("tables", s.tablesText(), to.tablesText(), true,
-		"the saved cursor is a position in the change stream the tables share, and keeps its place: a table added delivers its changes from there on (not its earlier rows), a table removed no more changes")
+	if s.CursorKind == KindChangeTracking && !s.tablesLead(to) {
+		add("tables", s.tablesText(), to.tablesText(), false,
+			"changetracking orders a change version's changes by the tables' places in the list, and a saved cursor inside a version means another place in another order: keep the tables in their order and add new ones at the end, or set the position with --to-cursor VERSION")
+	} else {
+		add("tables", s.tablesText(), to.tablesText(), true,
+			"the saved cursor is a position in the change stream the tables share, and keeps its place: a table added delivers its changes from there on (not its earlier rows), a table removed no more changes")
+	}
 	return out
 }
 
@@ -238,7 +257,7 @@ func CheckSource(blob string, d *Doc, want SourceDef) (Accepted, error) {
 		return "", nil
 	case d.SourceFingerprint == fp:
 		return "", nil
-	case d.SourceFingerprint == want.FingerprintV1():
+	case d.SourceFingerprint == want.FingerprintV1() && len(want.Tables) == 0: // the first form knows no more tables
 		return Accepted("the document carries the first form of this source's fingerprint (it covered the payload columns too): accepted, the next write records the new form"), nil
 	}
 	return "", &Error{Blob: blob, Err: ErrFingerprintMismatch, Detail: MismatchDetail(d, want)}

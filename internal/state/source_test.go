@@ -132,6 +132,40 @@ func TestCheckSourceRecorded(t *testing.T) {
 	if ch := logical.Diff(reslot); len(ch) != 1 || ch[0].KeepsCursor {
 		t.Fatalf("a logical poller's slot: %+v", ch)
 	}
+
+	// More tables: the fingerprint of one table is as before; tables added keep the cursor's
+	// place, but a changetracking poller's only when the tables it had keep their order.
+	lines, notes := state.SourceTable{Table: "lines", Key: []string{"order_id", "line"}}, state.SourceTable{Table: "notes", Key: []string{"id"}}
+	withLines := logical
+	withLines.Tables = []state.SourceTable{lines}
+	if withLines.Fingerprint() == logical.Fingerprint() || logical.Fingerprint() != (state.SourceDef{Driver: "postgres", Table: "orders", CursorKind: state.KindLogical, Key: []string{"id"}, Slot: "s1", Tables: []state.SourceTable{}}).Fingerprint() {
+		t.Fatal("the more tables are not fingerprinted as they should be")
+	}
+	reordered := withLines
+	reordered.Tables = []state.SourceTable{notes, lines}
+	for _, c := range []struct {
+		kind     string
+		from, to state.SourceDef
+		keeps    bool
+	}{
+		{state.KindLogical, logical, withLines, true},
+		{state.KindLogical, withLines, reordered, true},
+		{state.KindChangeTracking, logical, withLines, true},
+		{state.KindChangeTracking, withLines, reordered, false},
+		{state.KindChangeTracking, reordered, withLines, false},
+	} {
+		from, to := c.from, c.to
+		from.CursorKind, to.CursorKind = c.kind, c.kind
+		ch := from.Diff(to)
+		if len(ch) != 1 || ch[0].Field != "tables" || ch[0].KeepsCursor != c.keeps {
+			t.Errorf("%s, tables %v -> %v: %+v", c.kind, from.Tables, to.Tables, ch)
+		}
+	}
+	// The first form of the fingerprint knew no more tables: it accepts no definition with some.
+	old := &state.Doc{PollerName: "p", SourceFingerprint: logical.FingerprintV1()}
+	if _, err := state.CheckSource("b", old, withLines); err == nil {
+		t.Error("a document of the first form accepted a definition with more tables")
+	}
 }
 
 func TestTombstoneBlob(t *testing.T) {

@@ -183,6 +183,7 @@ type CDC struct {
 	table    string // quoted
 	describe string
 	parts    []*CDC // the poller's more tables (Definition.More), each alone, on db
+	multi    bool   // one of the tables of a poller of several
 }
 
 // OpenCDC connects to the database of a logical poller (cfg as for Open with the drivers ds: the
@@ -203,8 +204,9 @@ func OpenCDC(ctx context.Context, ds source.Drivers, cfg source.Config) (*CDC, e
 	for _, t := range d.More {
 		pd := d
 		pd.Table, pd.Columns, pd.PK, pd.Filter, pd.More = t.Table, t.Columns, t.PK, t.Filter, nil
-		c.parts = append(c.parts, &CDC{poller: cfg.Poller, db: db, def: pd, table: source.QuoteTable(Driver{}, t.Table), describe: describe})
+		c.parts = append(c.parts, &CDC{poller: cfg.Poller, db: db, def: pd, table: source.QuoteTable(Driver{}, t.Table), describe: describe, multi: true})
 	}
+	c.multi = len(c.parts) > 0
 	return c, nil
 }
 
@@ -375,15 +377,18 @@ func (c *CDC) inspectFilters(ctx context.Context, info *CDCInfo, oid int64) erro
 		return nil
 	}
 	info.Want = wantTable(c.def, normalized, info.Columns, info.ReplicaIdentity)
+	// The statement tried makes or changes the publication of this table alone (each table of
+	// a poller of several is tried so): PostgreSQL's refusal is then this table's.
 	create := ""
+	pub := pgIdent(c.def.Publication)
 	switch {
 	case info.Want.Filter == "" && info.Want.Columns == nil:
 	case !info.Publication.Exists:
-		create = c.CreatePublicationSQL(*info)
-	case !info.Publication.Covers && !info.Publication.AllTables: // a table added to a poller of several
-		create = "ALTER PUBLICATION " + pgIdent(c.def.Publication) + " ADD TABLE " + tableSpec(c.table, info.Want)
+		create = "CREATE PUBLICATION " + pub + " FOR TABLE " + tableSpec(c.table, info.Want) + " WITH (publish = 'insert, update, delete, truncate')"
+	case c.multi && !info.Publication.Covers && !info.Publication.AllTables: // a table added to the poller
+		create = "ALTER PUBLICATION " + pub + " ADD TABLE " + tableSpec(c.table, info.Want)
 	case info.alter():
-		create = c.AlterPublicationSQL(*info)
+		create = alterSQL(c.def.Publication, c.table, info.Publication.Tables, info.Want)
 	}
 	if create == "" || !(info.Superuser || info.CreateOnDatabase && info.OwnsTable) {
 		return nil
@@ -478,10 +483,10 @@ func (c *CDC) planTables(p EnablePlan) EnablePlan {
 		return p
 	}
 	pub := info.Publication
-	owns := func(verb string) {
+	owns := func() { // making or changing the publication of the tables needs each one's ownership
 		for _, ti := range infos {
-			if !ti.Superuser && !ti.OwnsTable && (verb == "adding" && !ti.Publication.Covers || !pub.Exists) {
-				bad("adding table %s to publication %q needs its ownership (owner: %s): run pollerctl cdc as %s or as a superuser", ti.TableName, pub.Name, ti.Owner, pgIdent(ti.Owner))
+			if !ti.Superuser && !ti.OwnsTable {
+				bad("publishing table %s in publication %q needs its ownership (owner: %s): run pollerctl cdc as %s or as a superuser", ti.TableName, pub.Name, ti.Owner, pgIdent(ti.Owner))
 			}
 		}
 	}
@@ -491,14 +496,14 @@ func (c *CDC) planTables(p EnablePlan) EnablePlan {
 		if !info.Superuser && !info.CreateOnDatabase {
 			bad("creating publication %q needs CREATE on database %s: GRANT CREATE ON DATABASE %s TO %s", pub.Name, info.Database, pgIdent(info.Database), pgIdent(info.User))
 		}
-		owns("creating")
+		owns()
 	case !pub.allOps():
 		bad("publication %q publishes only %s; a delete or truncate it leaves out would be lost silently: ALTER PUBLICATION %s SET (publish = 'insert, update, delete, truncate')",
 			pub.Name, strings.Join(pub.Publishes, ", "), pgIdent(pub.Name))
 	default:
 		if q := c.AlterPublicationSQL(info); q != "" {
 			p.Steps = append(p.Steps, q)
-			owns("adding")
+			owns()
 		}
 	}
 	c.planSlot(&p, bad)

@@ -225,6 +225,9 @@ func (l *logical) Check(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		if j, ok := rels[oid]; ok {
+			return fmt.Errorf("source: poller %q: %w: tables %s and %s are the same table: name it once", l.poller, source.ErrDefinition, l.tabs[j].def.Table, t.def.Table)
+		}
 		rels[oid], l.messages = i, version >= 140000
 	}
 	l.rels, l.layoutAt = rels, at
@@ -264,23 +267,23 @@ WHERE r.rolname = current_user`
 	enable := fmt.Sprintf("run `pollerctl cdc enable %s --yes`, which creates the publication and the slot", l.poller)
 	switch {
 	case walLevel != "logical":
-		return fail("the server's wal_level is %q; logical decoding needs wal_level = logical (ALTER SYSTEM SET wal_level = logical, then restart the server; on Azure Database for PostgreSQL Flexible Server set the server parameter wal_level to LOGICAL and restart)", walLevel)
+		return 0, 0, l.fail("the server's wal_level is %q; logical decoding needs wal_level = logical (ALTER SYSTEM SET wal_level = logical, then restart the server; on Azure Database for PostgreSQL Flexible Server set the server parameter wal_level to LOGICAL and restart)", walLevel)
 	case !replication:
-		return fail("the role %q has neither REPLICATION nor SUPERUSER, and reading a replication slot needs one: ALTER ROLE %s WITH REPLICATION (as a superuser or, on Azure, the server's admin)", user, quoteIdentPG(user))
+		return 0, 0, l.fail("the role %q has neither REPLICATION nor SUPERUSER, and reading a replication slot needs one: ALTER ROLE %s WITH REPLICATION (as a superuser or, on Azure, the server's admin)", user, quoteIdentPG(user))
 	case !relid.Valid:
 		return 0, 0, t.lay.SchemaErr("", "the table does not exist")
 	case !slotExists:
-		return fail("replication slot %q does not exist: %s", l.slot, enable)
+		return 0, 0, l.fail("replication slot %q does not exist: %s", l.slot, enable)
 	case slotType != "logical" || plugin != "pgoutput":
-		return fail("replication slot %q is a %s slot with plugin %q, not a logical slot with pgoutput: drop it or set {P}_CDC_SLOT to another name, then %s", l.slot, slotType, plugin, enable)
+		return 0, 0, l.fail("replication slot %q is a %s slot with plugin %q, not a logical slot with pgoutput: drop it or set {P}_CDC_SLOT to another name, then %s", l.slot, slotType, plugin, enable)
 	case !slotHere:
-		return fail("replication slot %q belongs to another database: set {P}_CDC_SLOT to another name, then %s", l.slot, enable)
+		return 0, 0, l.fail("replication slot %q belongs to another database: set {P}_CDC_SLOT to another name, then %s", l.slot, enable)
 	case !pubExists:
-		return fail("publication %q does not exist: %s", l.pub, enable)
+		return 0, 0, l.fail("publication %q does not exist: %s", l.pub, enable)
 	case !pubHas:
 		return fail("publication %q does not include the table: run `pollerctl cdc enable %s --yes`, which adds it (ALTER PUBLICATION %s ADD TABLE %s)", l.pub, l.poller, l.pub, t.table)
 	case !pubAll:
-		return fail("publication %q does not publish every operation; a truncate or a delete it left out would be lost silently: ALTER PUBLICATION %s SET (publish = 'insert, update, delete, truncate')", l.pub, l.pub)
+		return 0, 0, l.fail("publication %q does not publish every operation; a truncate or a delete it left out would be lost silently: ALTER PUBLICATION %s SET (publish = 'insert, update, delete, truncate')", l.pub, l.pub)
 	}
 	var keyCols []string
 	if err := json.Unmarshal([]byte(identCols), &keyCols); err != nil {
@@ -969,11 +972,11 @@ func (d *decoder) stop(why func(at Position) error) error {
 	return nil
 }
 
-// truncate is the stop for a TRUNCATE of tables (their names).
+// truncate is the stop for a TRUNCATE of the poller's tables, named "table T" or "tables T, U".
 func (d *decoder) truncate(tables string) error {
 	l, where := d.l, d.where()
 	return d.stop(func(at Position) error {
-		return fmt.Errorf("source: poller %q, table %s: %w in %s: the rows it removed cannot be delivered one by one, so the poller stops here, after the changes before it. Clear what you built from the table, then skip the truncate: pollerctl reset %s --to-cursor %s --yes",
+		return fmt.Errorf("source: poller %q, %s: %w in %s: the rows it removed cannot be delivered one by one, so the poller stops here, after the changes before it. Clear what you built from the table, then skip the truncate: pollerctl reset %s --to-cursor %s --yes",
 			l.poller, tables, ErrTruncate, where, l.poller, at)
 	})
 }

@@ -393,7 +393,7 @@ func TestLogicalSetupErrors(t *testing.T) {
 	}{
 		"slot":        {noSlot, `replication slot "no_such_slot" does not exist: run ` + "`pollerctl cdc enable lg --yes`"},
 		"publication": {noPub, `publication "no_such_pub" does not exist`},
-		"not in":      {notIn, "does not include the table: ALTER PUBLICATION " + otherPub + " ADD TABLE"},
+		"not in":      {notIn, "does not include the table: run `pollerctl cdc enable lg --yes`, which adds it (ALTER PUBLICATION " + otherPub + " ADD TABLE"},
 		"key":         {badKey, "the poller's key (name) is not the table's primary key (id)"},
 	} {
 		err := open(c.cfg)

@@ -137,8 +137,11 @@ func (d *decoder) message(data []byte) error {
 				names = append(names, r.t.def.Table.String())
 			}
 		}
+		if len(names) == 1 {
+			return d.truncate("table " + names[0])
+		}
 		if names != nil { // one stop: the truncate is one change of the stream
-			return d.truncate(strings.Join(names, ", "))
+			return d.truncate("tables " + strings.Join(names, ", "))
 		}
 	case *pglogrepl.OriginMessage: // after a begin, when the transaction has a replication origin
 		if d.tx != nil && skipsOrigin(d.l.def.SkipWriter, m.Name) {

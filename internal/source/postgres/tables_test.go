@@ -126,9 +126,16 @@ func TestLogicalTables(t *testing.T) {
 		t.Fatalf("replay of a table the poller does not read: %v", err)
 	}
 
+	// One table under two names is refused.
+	twice := cfg
+	twice.Definition.More = []source.TableDef{{Table: source.Table{Schema: "public", Name: orders}, Columns: []string{"name"}, PK: []string{"id"}}}
+	if _, err := drivers.Open(ctx, twice); !errors.Is(err, source.ErrDefinition) || !strings.Contains(err.Error(), "are the same table") {
+		t.Errorf("%s and public.%s in one poller: %v", orders, orders, err)
+	}
+
 	// One TRUNCATE of both tables: one stop, naming both.
 	exec(t, db, "TRUNCATE "+orders+", "+lines)
-	if _, err := src.Fetch(ctx, c, 10); !errors.Is(err, postgres.ErrTruncate) || !strings.Contains(err.Error(), orders+", "+lines) {
+	if _, err := src.Fetch(ctx, c, 10); !errors.Is(err, postgres.ErrTruncate) || !strings.Contains(err.Error(), "tables "+orders+", "+lines) {
 		t.Fatalf("fetch after the truncate: %v", err)
 	}
 
@@ -178,3 +185,55 @@ func TestTablesRefused(t *testing.T) {
 
 // pq quotes a table name as the publication's statements do.
 func pq(name string) string { return postgres.Driver{}.Quote(name) }
+
+// TestLogicalTablesCreate: cdc enable of a poller of two tables whose publication does not
+// exist, the first reading fewer columns than it has and the second filtered: one CREATE
+// PUBLICATION of both, each with its column list or row filter; a filter PostgreSQL refuses
+// (not on the replica identity) is refused before anything is made, naming its table.
+func TestLogicalTablesCreate(t *testing.T) {
+	ctx := context.Background()
+	db, orders, cfg := logicalTable(t, logicalDDL)
+	lines := testenv.Name("lines")
+	exec(t, db, "CREATE TABLE "+lines+" (order_id bigint, line int, qty int NOT NULL, PRIMARY KEY (order_id, line))",
+		"DROP PUBLICATION "+cfg.Definition.Publication)
+	t.Cleanup(func() { db.Exec("DROP TABLE IF EXISTS " + lines) })
+	cfg.Definition.Columns = []string{"id", "name"}
+	cfg.Definition.More = []source.TableDef{{Table: source.Table{Name: lines}, Columns: []string{"qty"}, PK: []string{"order_id", "line"}, Filter: "qty > 0"}}
+	plan := func() postgres.EnablePlan {
+		t.Helper()
+		cdc, err := postgres.OpenCDC(ctx, drivers.All(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cdc.Close()
+		info, err := cdc.Inspect(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cdc.PlanEnable(info)
+	}
+	// qty is not in the lines' replica identity (its primary key): PostgreSQL refuses the filter.
+	if p := plan(); len(p.Problems) != 1 || !strings.Contains(p.Problems[0], "table public."+lines) || !strings.Contains(p.Problems[0], "replica identity") {
+		t.Fatalf("a filter on a column outside the replica identity: problems %q", p.Problems)
+	}
+	cfg.Definition.More[0].Filter = "line > 0"
+	p := plan()
+	want := fmt.Sprintf("CREATE PUBLICATION %s FOR TABLE %s (%s, %s), %s WHERE ((line > 0)) WITH (publish = 'insert, update, delete, truncate')",
+		pq(cfg.Definition.Publication), pq(orders), pq("id"), pq("name"), pq(lines))
+	if len(p.Problems) > 0 || len(p.Steps) == 0 || p.Steps[0] != want {
+		t.Fatalf("plan: steps %q problems %q\nwant the first step %q", p.Steps, p.Problems, want)
+	}
+	cdc, err := postgres.OpenCDC(ctx, drivers.All(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cdc.Close()
+	if _, err := cdc.Enable(ctx); err != nil {
+		t.Fatal(err)
+	}
+	src, err := drivers.Open(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src.Close()
+}

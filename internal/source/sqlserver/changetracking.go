@@ -623,7 +623,9 @@ type ctChange struct {
 }
 
 // changes runs rd's read (its query, with n as the limit) in tx and returns its changes, each
-// with its row and change made, its columns changed marked; not yet numbered (number).
+// with its row and change made, its columns changed marked; not yet numbered (number). The n-th,
+// the one more a fetch asks for, says only its version: it is not delivered, and a row it
+// could not make must not fail the batch before it.
 func (c *changeTracking) changes(ctx context.Context, tx *sql.Tx, q ctQueries, rd ctRead, n int) ([]ctChange, error) {
 	rows, err := tx.QueryContext(ctx, rd.query, append(rd.args, n)...)
 	if err != nil {
@@ -635,6 +637,10 @@ func (c *changeTracking) changes(ctx context.Context, tx *sql.Tx, q ctQueries, r
 	for rows.Next() {
 		if err := rows.Scan(sc.ptrs...); err != nil {
 			return nil, c.l.Errorf("reading the changes: %v", err)
+		}
+		if len(out) == n-1 {
+			out = append(out, ctChange{version: sc.version})
+			break
 		}
 		r, ch, err := c.row(sc.version, sc.op, sc.found == 1, sc.values())
 		if err != nil {

@@ -423,7 +423,7 @@ func ctTables(t *testing.T, db *sql.DB, dsn string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer src.Close()
+	defer func() { src.Close() }() // the source open last
 	at, err := src.CursorFromText(fmt.Sprint(currentVersion(t, db)), nil)
 	if err != nil {
 		t.Fatal(err)

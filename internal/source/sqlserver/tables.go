@@ -47,12 +47,21 @@ func newCTTables(l *source.Layout) *ctTables {
 	return m
 }
 
-// Check checks each table's set-up.
+// Check checks each table's set-up, and that no table is named twice (under two names).
 func (m *ctTables) Check(ctx context.Context) error {
-	for _, t := range m.tabs {
+	ids := map[int64]int{}
+	for i, t := range m.tabs {
 		if err := t.Check(ctx); err != nil {
 			return err
 		}
+		var id int64
+		if err := m.l.DB().QueryRowContext(ctx, "SELECT OBJECT_ID(@p1)", t.table).Scan(&id); err != nil {
+			return t.l.Errorf("reading the table's object id: %v", err)
+		}
+		if j, ok := ids[id]; ok {
+			return fmt.Errorf("source: poller %q: %w: tables %s and %s are the same table: name it once", m.l.Poller(), source.ErrDefinition, m.tabs[j].l.Definition().Table, t.l.Definition().Table)
+		}
+		ids[id] = i
 	}
 	return nil
 }
@@ -77,8 +86,9 @@ func (m *ctTables) position(cur *state.Cursor) (*ctTablesPos, error) {
 			return nil, fmt.Errorf("source: poller %q: %w: the cursor's table %s is not a name", m.l.Poller(), source.ErrCursor, raw)
 		}
 		if tab = m.index(name); tab < 0 {
-			return nil, fmt.Errorf("source: poller %q: %w: the cursor is inside a change of table %s, which the poller does not read (it reads %s); reset it to a version: pollerctl reset %s --to-cursor %s --yes",
-				m.l.Poller(), source.ErrCursor, name, strings.TrimPrefix(m.l.Label(), "tables "), m.l.Poller(), cur.Value)
+			v, _ := parseVersion(string(cur.Value))
+			return nil, fmt.Errorf("source: poller %q: %w: the cursor is inside change version %d, at a change of table %s, which the poller does not read (it reads %s). Go on from the version before, which delivers that version's changes of the other tables again: pollerctl reset %s --to-cursor %d --yes",
+				m.l.Poller(), source.ErrCursor, v, name, strings.TrimPrefix(m.l.Label(), "tables "), m.l.Poller(), max(v-1, 0))
 		}
 		c.Tiebreaker = maps.Clone(cur.Tiebreaker)
 		delete(c.Tiebreaker, tableMark)
@@ -140,7 +150,8 @@ func (m *ctTables) Committed(context.Context, *state.Cursor) error { return nil 
 
 // read reads the bound, then, in one snapshot transaction, runs each table's read after p (the
 // From or After query, its arguments, checked against the table's minimum valid version) with
-// do; minValid is the highest of the tables' minimum valid versions.
+// do; minValid is the highest of the tables' minimum valid versions, where the beginning (p nil)
+// is.
 func (m *ctTables) read(ctx context.Context, p *ctTablesPos, count bool, do func(i int, tx *sql.Tx, q ctQueries, rd ctRead) error) (current, minValid int64, err error) {
 	q0 := m.tabs[0].queries()
 	var cur sql.NullInt64
@@ -152,12 +163,21 @@ func (m *ctTables) read(ctx context.Context, p *ctTablesPos, count bool, do func
 		return 0, 0, m.tabs[0].readErr("starting the snapshot transaction", err)
 	}
 	defer tx.Rollback()
+	mvs := make([]sql.NullInt64, len(m.tabs))
 	for i, t := range m.tabs {
-		q := t.queries()
-		var mv sql.NullInt64
-		if err := tx.QueryRowContext(ctx, q.MinValid, t.table).Scan(&mv); err != nil {
+		if err := tx.QueryRowContext(ctx, t.queries().MinValid, t.table).Scan(&mvs[i]); err != nil {
 			return 0, 0, t.readErr("reading CHANGE_TRACKING_MIN_VALID_VERSION", err)
 		}
+		minValid = max(minValid, mvs[i].Int64)
+	}
+	if p == nil {
+		// The beginning is the oldest version from which every table still keeps its changes:
+		// below it, one of them has forgotten some (or was not tracked yet).
+		p = &ctTablesPos{ctPosition: ctPosition{version: minValid}, tab: -1}
+	}
+	for i, t := range m.tabs {
+		q := t.queries()
+		mv := mvs[i]
 		pos := p.at(i)
 		args, in, err := t.args(pos, cur, mv)
 		if err != nil {
@@ -175,7 +195,6 @@ func (m *ctTables) read(ctx context.Context, p *ctTablesPos, count bool, do func
 		if err := do(i, tx, q, rd); err != nil {
 			return 0, 0, err
 		}
-		minValid = max(minValid, mv.Int64)
 	}
 	if err := tx.Commit(); err != nil {
 		return 0, 0, m.tabs[0].readErr("ending the snapshot transaction", err)

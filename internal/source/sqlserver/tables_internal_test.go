@@ -9,6 +9,8 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
+	"github.com/pseudotrigger/pseudotrigger/poller"
+	"github.com/pseudotrigger/pseudotrigger/sink"
 )
 
 // threeTables lays out, without a server, a changetracking poller of dbo.orders (key id),
@@ -152,6 +154,12 @@ func TestCTTablesMerge(t *testing.T) {
 			t.Errorf("limit %d: the batch ends at %+v, not inside version 3 in dbo.lines", c.limit, p)
 		}
 	}
+	// Two tables' changes of one key in one version are two messages: their ids differ.
+	msgs, err := sink.Messages(&poller.Batch[poller.Row]{Poller: "orders", Raw: []poller.Row{poller.Row(orders[1].row), poller.Row(notes[0].row)}}, sink.ModeRow)
+	if err != nil || len(msgs) != 2 || msgs[0].ID == msgs[1].ID {
+		t.Errorf("dbo.orders and dbo.notes, key id 2, version 5: ids %v (%v)", msgs, err)
+	}
+
 	// A read resumed inside version 3 does not count its changes there.
 	for _, ch := range lines {
 		ch.ch.Index, ch.ch.Last, ch.ch.Commit = 0, false, nil
