@@ -429,7 +429,8 @@ func TestModuleParams(t *testing.T) {
 		}
 	}
 	for _, path := range []string{"modules/identity.bicep", "modules/storage.bicep", "modules/monitoring.bicep",
-		"modules/roles.bicep", "modules/functionapp.bicep", "modules/alerts.bicep", "modules/sink.bicep"} {
+		"modules/roles.bicep", "modules/functionapp.bicep", "modules/alerts.bicep", "modules/sink.bicep",
+		"modules/network.bicep", "modules/privateendpoint.bicep"} {
 		if !found[path] {
 			t.Errorf("main.bicep does not use %s", path)
 		}
@@ -688,7 +689,7 @@ func TestFlexSite(t *testing.T) {
 	s, e := block(mask(site), 0)
 	ps, pe := block(mask(site[s:e]), strings.Index(site[s:e], "properties:"))
 	keys := strings.Join(topLevelKeys(mask(site[s:e])[ps:pe]), ",")
-	if keys != "serverFarmId,httpsOnly,keyVaultReferenceIdentity,siteConfig,functionAppConfig" {
+	if keys != "serverFarmId,httpsOnly,keyVaultReferenceIdentity,virtualNetworkSubnetId,siteConfig,functionAppConfig" {
 		t.Errorf("the site's properties are %s", keys)
 	}
 	main := read(t, "main.bicep")
@@ -832,7 +833,7 @@ func TestWorkflowCompiles(t *testing.T) {
 		"BICEP_VERSION: v0.", "releases/download/$BICEP_VERSION/bicep-linux-x64",
 		"for f in infra/bicep/main.bicep infra/bicep/modules/*.bicep; do",
 		`bicep build "$f"`, `bicep lint "$f"`, `grep -E ': (Warning|Error) '`,
-		"bicep build-params infra/bicep/main.bicepparam", "exit $status",
+		"bicep build-params infra/bicep/main.bicepparam", "bicep build-params infra/bicep/vnet.bicepparam", "exit $status",
 		"uses: azure/login@v2", "id-token: write",
 		"az deployment group what-if --resource-group \"$AZURE_WHATIF_GROUP\"",
 		"--template-file infra/bicep/main.bicep --parameters infra/bicep/main.bicepparam",
@@ -976,5 +977,82 @@ func TestSinkSettings(t *testing.T) {
 	}
 	if !strings.Contains(params, "name: 'orders-queue'") {
 		t.Error("main.bicepparam has no pollers entry for the example declared poller orders-queue")
+	}
+}
+
+// TestPrivateNetworking: vnetEnabled (off by default) gives the app a subnet delegated to
+// Microsoft.App/environments (site property virtualNetworkSubnetId, as Microsoft's Flex
+// Consumption templates set it: Azure-Samples/functions-quickstart-dotnet-azd fe74255
+// infra/app/api.bicep and vnet.bicep, functions-e2e-sb-vnet fe57ef2 infra/app/vnet.bicep and
+// storage-PrivateEndpoint.bicep), or an existing subnet; the storage accounts private endpoints
+// (host blob and queue, its table with hostDiagnosticEvents, state blob) registered in private
+// DNS zones made and linked once, and their public network access off; a sink marked
+// privateEndpoint a private endpoint of its service. vnet.bicepparam sets it on, for the
+// workflow's build.
+func TestPrivateNetworking(t *testing.T) {
+	main := read(t, "main.bicep")
+	for _, want := range []string{
+		"param vnetEnabled bool = false\n", "param existingAppSubnetId string = ''\n", "param existingPrivateEndpointSubnetId string = ''\n",
+		"module network 'modules/network.bicep' = if (vnetEnabled) {", "publicNetworkAccess: !vnetEnabled\n",
+		"subnetId: vnetEnabled ? network!.outputs.appSubnetId : ''\n",
+		"'privatelink.blob.${environment().suffixes.storage}'", "'privatelink.queue.${environment().suffixes.storage}'",
+		"hostDiagnosticEvents ? ['privatelink.table.${environment().suffixes.storage}'] : []",
+		"module storageEndpoint 'modules/privateendpoint.bicep' = [for e in (vnetEnabled ? storageEndpoints : []): {",
+		"var privateSinks = vnetEnabled ? filter(sinks, s => s.?privateEndpoint ?? false) : []",
+		"servicebus: 'privatelink.servicebus.windows.net'", "eventgrid: 'privatelink.eventgrid.azure.net'",
+		"servicebus: 'namespace'", "eventhubs: 'namespace'", "eventgrid: 'topic'", "storagequeue: 'queue'",
+	} {
+		if !strings.Contains(main, want) {
+			t.Errorf("main.bicep lacks %q", want)
+		}
+	}
+	// Each storage service's endpoint: the host's blob and queue always, its table with the
+	// diagnostic events, the state account's blob when it is its own.
+	for _, want := range []string{"account: hostStorageName\n    groupId: 'blob'", "account: hostStorageName\n    groupId: 'queue'",
+		"hostDiagnosticEvents ? [\n  {\n    account: hostStorageName\n    groupId: 'table'", "separateStateAccount ? [\n  {\n    account: stateStorageName\n    groupId: 'blob'"} {
+		if !strings.Contains(main, want) {
+			t.Errorf("main.bicep's storage endpoints lack\n%s", want)
+		}
+	}
+	network := read(t, "modules/network.bicep")
+	for _, want := range []string{
+		"serviceName: 'Microsoft.App/environments'", "privateEndpointNetworkPolicies: 'Disabled'",
+		"resource vnet 'Microsoft.Network/virtualNetworks@2024-01-01' = if (made) {",
+		"resource zones 'Microsoft.Network/privateDnsZones@2020-06-01' = [for z in zoneNames: {\n  name: z\n  location: 'global'",
+		"registrationEnabled: false", "join(take(split(existingAppSubnetId, '/'), 9), '/')",
+	} {
+		if !strings.Contains(network, want) {
+			t.Errorf("modules/network.bicep lacks %q", want)
+		}
+	}
+	// A zone and its link are made once, in the network module: two accounts' blob endpoints
+	// share the blob zone, and a second link of one network to one zone is refused.
+	for file, text := range allBicep(t) {
+		if file != "modules/network.bicep" && strings.Contains(mask(text), "Microsoft.Network/privateDnsZones@") {
+			t.Errorf("%s makes a private DNS zone: only modules/network.bicep does", file)
+		}
+	}
+	pe := read(t, "modules/privateendpoint.bicep")
+	for _, want := range []string{"'Microsoft.Network/privateEndpoints@2024-01-01'", "groupIds: [\n            groupId\n          ]",
+		"'Microsoft.Network/privateEndpoints/privateDnsZoneGroups@2024-01-01'", "privateDnsZoneId: zoneId"} {
+		if !strings.Contains(pe, want) {
+			t.Errorf("modules/privateendpoint.bicep lacks %q", want)
+		}
+	}
+	storage := read(t, "modules/storage.bicep")
+	for _, want := range []string{"publicNetworkAccess: publicNetworkAccess ? 'Enabled' : 'Disabled'\n",
+		"} : {\n      defaultAction: 'Deny'\n      bypass: 'None'\n    }"} {
+		if !strings.Contains(storage, want) {
+			t.Errorf("modules/storage.bicep lacks %q", want)
+		}
+	}
+	if app := read(t, "modules/functionapp.bicep"); !strings.Contains(app, "virtualNetworkSubnetId: empty(subnetId) ? null : subnetId\n") {
+		t.Error("modules/functionapp.bicep does not join the app to the subnet")
+	}
+	vnet := read(t, "vnet.bicepparam")
+	for _, want := range []string{"using 'main.bicep'\n", "param vnetEnabled = true\n", "privateEndpoint: true"} {
+		if !strings.Contains(vnet, want) {
+			t.Errorf("vnet.bicepparam lacks %q", want)
+		}
 	}
 }

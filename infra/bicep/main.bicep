@@ -30,7 +30,7 @@ param instanceMemoryMB int = 512
 @description('One entry per pollers/<name> folder: name, driver (sqlserver|postgres|sqlite), schedule (NCRONTAB), and for sqlserver server and database (the DSN then authenticates with the app\'s identity), or connection for another DSN (use a Key Vault reference, never a literal secret); optionally settings, the poller\'s other settings without the {P}_ prefix, e.g. { ON_POISON: \'quarantine\', MAX_LAG: \'10m\' }.')
 param pollers array
 
-@description('One entry per sink connection of the declared pollers (<name>/poller.json): connection (the sink\'s connection, an app setting name prefix X), type and the existing target: storagequeue with storageAccountName and queueName; servicebus with namespaceName and queueName or topicName; eventhubs with namespaceName and hubName; eventgrid with topicName; optionally resourceGroupName, for a target in another resource group of the subscription. Each entry sets X__queueServiceUri, X__fullyQualifiedNamespace or X__topicEndpointUri, with X__credential and X__clientId (the app\'s identity), and gives the identity the type\'s sender role on that queue, topic or hub only. The targets are never created: create them first.')
+@description('One entry per sink connection of the declared pollers (<name>/poller.json): connection (the sink\'s connection, an app setting name prefix X), type and the existing target: storagequeue with storageAccountName and queueName; servicebus with namespaceName and queueName or topicName; eventhubs with namespaceName and hubName; eventgrid with topicName; optionally resourceGroupName, for a target in another resource group of the subscription. Each entry sets X__queueServiceUri, X__fullyQualifiedNamespace or X__topicEndpointUri, with X__credential and X__clientId (the app\'s identity), and gives the identity the type\'s sender role on that queue, topic or hub only; with vnetEnabled, privateEndpoint: true also gives the target a private endpoint in the app\'s network (a Service Bus namespace must be Premium). The targets are never created: create them first.')
 param sinks array = []
 
 @description('Extra app settings by full name, e.g. a handler\'s own { ORDERS_WEBHOOK_URL: \'https://...\' }. The deployment owns every app setting: one set only in the portal is removed at the next deploy.')
@@ -48,6 +48,26 @@ param operatorPrincipalType string = 'User'
 
 @description('Give the app\'s identity Storage Table Data Contributor on the host account, so the host records its diagnostic events (as Microsoft\'s Flex samples do); nothing in pseudotrigger needs it.')
 param hostDiagnosticEvents bool = false
+
+// Private networking (modules/network.bicep, docs/networking.md).
+
+@description('Private networking: the app\'s outbound traffic through a subnet of a virtual network (to reach a database behind a private endpoint or in a virtual network), and the storage accounts reachable only through private endpoints, their public network access off. pollerctl then reaches the state account from the network, or through a firewall rule for the operator\'s address (docs/networking.md).')
+param vnetEnabled bool = false
+
+@description('vnetEnabled: the address space of the virtual network made here.')
+param vnetAddressPrefix string = '10.0.0.0/16'
+
+@description('vnetEnabled: the app\'s subnet in it, delegated to Microsoft.App/environments.')
+param appSubnetPrefix string = '10.0.2.0/24'
+
+@description('vnetEnabled: the private endpoints\' subnet in it.')
+param privateEndpointSubnetPrefix string = '10.0.1.0/24'
+
+@description('vnetEnabled: an existing subnet for the app instead (delegated to Microsoft.App/environments), in a network that reaches the database, e.g. peered with its network; empty: a network is made here.')
+param existingAppSubnetId string = ''
+
+@description('vnetEnabled with existingAppSubnetId: the existing subnet, in the same network, for the private endpoints.')
+param existingPrivateEndpointSubnetId string = ''
 
 // Data protection of the account holding the state container (modules/storage.bicep).
 
@@ -121,6 +141,22 @@ param blockedSeverity int = 1
 param deadLettersSeverity int = 2
 
 var suffix = uniqueString(resourceGroup().id, appName)
+
+// vnetEnabled: the private DNS zone of each service reached through a private endpoint (the host
+// account's blob and queue, its table with hostDiagnosticEvents, the state account's blob, and
+// the sinks marked privateEndpoint), each made and linked to the network once.
+var sinkZones = {
+  storagequeue: 'privatelink.queue.${environment().suffixes.storage}'
+  servicebus: 'privatelink.servicebus.windows.net'
+  eventhubs: 'privatelink.servicebus.windows.net'
+  eventgrid: 'privatelink.eventgrid.azure.net'
+}
+var privateSinks = vnetEnabled ? filter(sinks, s => s.?privateEndpoint ?? false) : []
+var storageZones = union([
+  'privatelink.blob.${environment().suffixes.storage}'
+  'privatelink.queue.${environment().suffixes.storage}'
+], hostDiagnosticEvents ? ['privatelink.table.${environment().suffixes.storage}'] : [])
+var zoneNames = union(storageZones, map(privateSinks, s => sinkZones[s.type]))
 var hostStorageName = 'st${suffix}'
 var stateStorageName = separateStateAccount ? 'sts${suffix}' : hostStorageName
 var deploymentContainerName = 'app-package'
@@ -151,6 +187,7 @@ module hostStorage 'modules/storage.bicep' = {
   params: {
     name: hostStorageName
     location: location
+    publicNetworkAccess: !vnetEnabled
     containers: separateStateAccount ? [deploymentContainerName] : [deploymentContainerName, stateContainerName]
     dataProtection: !separateStateAccount
     softDeleteDays: stateSoftDeleteDays
@@ -167,6 +204,7 @@ module stateStorage 'modules/storage.bicep' = if (separateStateAccount) {
   params: {
     name: stateStorageName
     location: location
+    publicNetworkAccess: !vnetEnabled
     containers: [stateContainerName]
     dataProtection: true
     softDeleteDays: stateSoftDeleteDays
@@ -177,6 +215,86 @@ module stateStorage 'modules/storage.bicep' = if (separateStateAccount) {
     tags: tags
   }
 }
+
+module network 'modules/network.bicep' = if (vnetEnabled) {
+  name: 'network'
+  params: {
+    name: appName
+    location: location
+    addressPrefix: vnetAddressPrefix
+    appSubnetPrefix: appSubnetPrefix
+    privateEndpointSubnetPrefix: privateEndpointSubnetPrefix
+    existingAppSubnetId: existingAppSubnetId
+    existingPrivateEndpointSubnetId: existingPrivateEndpointSubnetId
+    zoneNames: zoneNames
+    tags: tags
+  }
+}
+
+// The storage accounts' private endpoints: the host account's blob and queue (the host's
+// package, locks and timers) and table (hostDiagnosticEvents), the state account's blob.
+var storageEndpoints = union([
+  {
+    account: hostStorageName
+    groupId: 'blob'
+  }
+  {
+    account: hostStorageName
+    groupId: 'queue'
+  }
+], hostDiagnosticEvents ? [
+  {
+    account: hostStorageName
+    groupId: 'table'
+  }
+] : [], separateStateAccount ? [
+  {
+    account: stateStorageName
+    groupId: 'blob'
+  }
+] : [])
+
+module storageEndpoint 'modules/privateendpoint.bicep' = [for e in (vnetEnabled ? storageEndpoints : []): {
+  name: 'pe-${e.account}-${e.groupId}'
+  params: {
+    name: 'pe-${e.account}-${e.groupId}'
+    location: location
+    subnetId: network!.outputs.privateEndpointSubnetId
+    targetId: resourceId('Microsoft.Storage/storageAccounts', e.account)
+    groupId: e.groupId
+    zoneId: resourceId('Microsoft.Network/privateDnsZones', 'privatelink.${e.groupId}.${environment().suffixes.storage}')
+    tags: tags
+  }
+  dependsOn: [
+    hostStorage
+    stateStorage
+  ]
+}]
+
+// A sink marked privateEndpoint: its account's queue service, its namespace (Service Bus, whose
+// private endpoints need the Premium tier; Event Hubs) or its Event Grid topic, in this network.
+module sinkEndpoint 'modules/privateendpoint.bicep' = [for s in privateSinks: {
+  name: take('pe-${appName}-sink-${s.connection}', 64)
+  params: {
+    name: take('pe-${appName}-sink-${s.connection}', 80)
+    location: location
+    subnetId: network!.outputs.privateEndpointSubnetId
+    targetId: {
+      storagequeue: resourceId(s.?resourceGroupName ?? resourceGroup().name, 'Microsoft.Storage/storageAccounts', s.?storageAccountName ?? 'none')
+      servicebus: resourceId(s.?resourceGroupName ?? resourceGroup().name, 'Microsoft.ServiceBus/namespaces', s.?namespaceName ?? 'none')
+      eventhubs: resourceId(s.?resourceGroupName ?? resourceGroup().name, 'Microsoft.EventHub/namespaces', s.?namespaceName ?? 'none')
+      eventgrid: resourceId(s.?resourceGroupName ?? resourceGroup().name, 'Microsoft.EventGrid/topics', s.?topicName ?? 'none')
+    }[s.type]
+    groupId: {
+      storagequeue: 'queue'
+      servicebus: 'namespace'
+      eventhubs: 'namespace'
+      eventgrid: 'topic'
+    }[s.type]
+    zoneId: resourceId('Microsoft.Network/privateDnsZones', sinkZones[s.type])
+    tags: tags
+  }
+}]
 
 module alerts 'modules/alerts.bicep' = if (alertsEnabled) {
   name: 'alerts'
@@ -261,6 +379,7 @@ module app 'modules/functionapp.bicep' = {
     appSettings: appSettings
     pollers: pollers
     sinkSettings: [for i in range(0, length(sinks)): sinkAccess[i].outputs.settings]
+    subnetId: vnetEnabled ? network!.outputs.appSubnetId : ''
     tags: tags
   }
   dependsOn: [

@@ -33,6 +33,9 @@ param sinkSettings array = []
 
 param tags object = {}
 
+@description('The subnet (delegated to Microsoft.App/environments) the app\'s outbound traffic goes through: main.bicep\'s vnetEnabled; empty: none.')
+param subnetId string = ''
+
 // The settings each pollers entry makes, where {P} is its name in upper case with - as _
 // (poller.Prefix in Go): its optional settings object, {P}_ prefixed (e.g.
 // ON_POISON: 'quarantine' is {P}_ON_POISON), then {P}_DB_DRIVER, {P}_DB_CONNECTION and
@@ -84,6 +87,9 @@ resource app 'Microsoft.Web/sites@2024-04-01' = {
     // (without this, App Service tries a system-assigned identity the app does not have, and the
     // setting stays the literal reference). The identity needs Key Vault Secrets User on the vault.
     keyVaultReferenceIdentity: identityId
+    // Virtual network integration (Flex Consumption): the app's outbound traffic, to the
+    // database, the storage accounts and the sinks, goes through the subnet.
+    virtualNetworkSubnetId: empty(subnetId) ? null : subnetId
     siteConfig: {
       minTlsVersion: '1.2'
     }

@@ -28,6 +28,9 @@ param deleteLock bool = false
 @description('Log Analytics workspace (resource id) that receives the blob service\'s write and delete logs; empty: none.')
 param workspaceId string = ''
 
+@description('Reachable from the internet (with Entra ID); false: only through its private endpoints (main.bicep\'s vnetEnabled), every public request refused.')
+param publicNetworkAccess bool = true
+
 var protection = {
   deleteRetentionPolicy: {
     enabled: true
@@ -54,6 +57,14 @@ resource account 'Microsoft.Storage/storageAccounts@2023-05-01' = {
     minimumTlsVersion: 'TLS1_2'
     supportsHttpsTrafficOnly: true
     defaultToOAuthAuthentication: true
+    publicNetworkAccess: publicNetworkAccess ? 'Enabled' : 'Disabled'
+    networkAcls: publicNetworkAccess ? {
+      defaultAction: 'Allow'
+      bypass: 'AzureServices'
+    } : {
+      defaultAction: 'Deny'
+      bypass: 'None'
+    }
   }
 }
 
