@@ -16,8 +16,9 @@ import (
 // StatusRoute is where the `status` function's requests reach the handler.
 //
 // status/function.json is an httpTrigger in (authLevel function, GET, route "status") and an
-// http out, nothing else, and host.json sets customHandler.enableForwardingHttpRequest. For such a
-// function, and only for such a function, the host forwards the original request to the handler
+// http out, nothing else, and host.json sets customHandler.enableProxyingHttpRequest and
+// enableForwardingHttpRequest. For such a function, and only for such a function, the host
+// proxies (or, before the proxying came, forwards) the original request to the handler
 // at the original path, /api/status (routePrefix "api"), query string and headers included, and
 // returns the handler's response to the caller as it is: status, headers, body. The function key
 // is checked by the host before it forwards anything. Source: the Functions host,
@@ -33,9 +34,13 @@ import (
 // headers} out) because content negotiation needs the caller's Accept header as a header, the
 // reply is an HTML page or JSON with its own Content-Type and security headers, which the
 // host passes through untouched, and the route is an ordinary GET that tests, a browser and
-// headless Chromium can load directly. (Newer hosts also have customHandler.
-// enableProxyingHttpRequest, which proxies the same requests to the same path with YARP and
-// streams; nothing here would need to change for it, but forwarding is what every v4 host has.)
+// headless Chromium can load directly. Hosts since Azure/azure-functions-host PR 11035 (2025)
+// read customHandler.enableProxyingHttpRequest first (HttpWorkerOptions.cs and
+// DefaultHttpWorkerService.InvokeAsync at 555c0fae: "if (EnableProxyingHttpRequest) return
+// ProxyInvocationRequest"): the same request to the same path, through YARP, streamed; it is the
+// setting Microsoft's custom handler documentation now gives. Older v4 hosts do not know it and
+// forward (enableForwardingHttpRequest, "the legacy setting" in that file): both are set, and
+// either way the handler sees GET /api/status.
 const StatusRoute = "/api/status"
 
 // statusTimeout bounds the reads of one status request.

@@ -496,6 +496,7 @@ func TestStatusFunctionIsForwarded(t *testing.T) {
 	var host struct {
 		CustomHandler struct {
 			EnableForwardingHttpRequest bool `json:"enableForwardingHttpRequest"`
+			EnableProxyingHttpRequest   bool `json:"enableProxyingHttpRequest"`
 		} `json:"customHandler"`
 		Extensions struct {
 			HTTP struct {
@@ -510,8 +511,8 @@ func TestStatusFunctionIsForwarded(t *testing.T) {
 	if err := json.Unmarshal(data, &host); err != nil {
 		t.Fatal(err)
 	}
-	if !host.CustomHandler.EnableForwardingHttpRequest {
-		t.Error("host.json: customHandler.enableForwardingHttpRequest must be true for the status function")
+	if !host.CustomHandler.EnableForwardingHttpRequest || !host.CustomHandler.EnableProxyingHttpRequest {
+		t.Error("host.json: customHandler.enableProxyingHttpRequest (today's hosts) and enableForwardingHttpRequest (older ones) must be true for the status function")
 	}
 	if p := host.Extensions.HTTP.RoutePrefix; p != nil && *p != "api" {
 		t.Errorf("host.json: routePrefix %q moves the status function away from %s", *p, handler.StatusRoute)

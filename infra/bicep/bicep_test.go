@@ -120,10 +120,25 @@ func TestRoleIDs(t *testing.T) {
 	if !strings.Contains(roles, "resource stateContainer 'Microsoft.Storage/storageAccounts/blobServices/containers@") {
 		t.Error("the state roles must be scoped to the state container resource")
 	}
-	for _, p := range []string{"param operatorPrincipalId string = ''", "param hostDiagnosticEvents bool = false"} {
+	for _, p := range []string{"param operatorPrincipalId string = ''"} {
 		if !strings.Contains(roles, p) || !strings.Contains(read(t, "main.bicep"), p) {
 			t.Errorf("modules/roles.bicep and main.bicep must declare %s (optional, off by default)", p)
 		}
+	}
+	// The host's diagnostic events: the table role by default, as Microsoft's Flex samples grant
+	// it (azure-functions-flex-consumption-samples 9519a36 IaC/bicep/rbac.bicep) and as the host
+	// expects (without it, DiagnosticEventTableStorageRepository logs that it cannot write: host
+	// PR 10996); off, the host's feature flag DisableDiagnosticEventLogging (ScriptConstants.cs)
+	// turns the logging off, so that no permission error is logged either way.
+	main := read(t, "main.bicep")
+	for _, want := range []string{"param hostDiagnosticEvents bool = true\n", "}, hostDiagnosticEvents ? {} : {\n",
+		"AzureWebJobsFeatureFlags: join(filter(concat(split(appSettings.?AzureWebJobsFeatureFlags ?? '', ','), ['DisableDiagnosticEventLogging']), f => !empty(f)), ',')\n"} {
+		if !strings.Contains(main, want) {
+			t.Errorf("main.bicep lacks %q", want)
+		}
+	}
+	if !strings.Contains(roles, "param hostDiagnosticEvents bool\n") {
+		t.Error("modules/roles.bicep must take hostDiagnosticEvents from main.bicep, without a default of its own")
 	}
 }
 
@@ -1054,5 +1069,23 @@ func TestPrivateNetworking(t *testing.T) {
 		if !strings.Contains(vnet, want) {
 			t.Errorf("vnet.bicepparam lacks %q", want)
 		}
+	}
+}
+
+// TestZoneRedundancy: zoneRedundant (off by default) sets the Flex plan's zoneRedundant
+// (Microsoft.Web/serverfarms@2024-04-01 properties, MicrosoftDocs/azure-docs 39969ec
+// functions-zone-redundancy.md) and makes the storage accounts Standard_ZRS, which Microsoft
+// requires of the host account of a zone-redundant app (MicrosoftDocs/reliability-docs c5ebb1e
+// reliability-functions.md).
+func TestZoneRedundancy(t *testing.T) {
+	main := read(t, "main.bicep")
+	if !strings.Contains(main, "param zoneRedundant bool = false\n") || strings.Count(main, "    zoneRedundant: zoneRedundant\n") != 3 {
+		t.Error("main.bicep must declare zoneRedundant (off) and pass it to both storage accounts and the app")
+	}
+	if app := read(t, "modules/functionapp.bicep"); !strings.Contains(app, "  properties: {\n    reserved: true\n    zoneRedundant: zoneRedundant\n  }") {
+		t.Error("modules/functionapp.bicep: the plan's zoneRedundant is not the parameter")
+	}
+	if st := read(t, "modules/storage.bicep"); !strings.Contains(st, "name: zoneRedundant ? 'Standard_ZRS' : 'Standard_LRS'\n") {
+		t.Error("modules/storage.bicep: a zone-redundant app's accounts are not Standard_ZRS")
 	}
 }

@@ -46,8 +46,11 @@ param operatorPrincipalId string = ''
 ])
 param operatorPrincipalType string = 'User'
 
-@description('Give the app\'s identity Storage Table Data Contributor on the host account, so the host records its diagnostic events (as Microsoft\'s Flex samples do); nothing in pseudotrigger needs it.')
-param hostDiagnosticEvents bool = false
+@description('Give the app\'s identity Storage Table Data Contributor on the host account, so the host records its diagnostic events (as Microsoft\'s Flex samples do, and as the host expects: without the role it logs that it cannot); false: no role, and the host\'s diagnostic event logging is turned off (AzureWebJobsFeatureFlags DisableDiagnosticEventLogging), so that its logs carry no permission error. Nothing in pseudotrigger needs it.')
+param hostDiagnosticEvents bool = true
+
+@description('Zone redundancy (Flex Consumption, in the regions az functionapp list-flexconsumption-locations --zone-redundant=true lists): instances spread over availability zones, and the storage accounts zone-redundant (Standard_ZRS), as Microsoft requires of the host account. The platform then keeps at least two always-ready instances of each function group (each poller\'s timer is one), billed as always ready.')
+param zoneRedundant bool = false
 
 // Private networking (modules/network.bicep, docs/networking.md).
 
@@ -188,6 +191,7 @@ module hostStorage 'modules/storage.bicep' = {
     name: hostStorageName
     location: location
     publicNetworkAccess: !vnetEnabled
+    zoneRedundant: zoneRedundant
     containers: separateStateAccount ? [deploymentContainerName] : [deploymentContainerName, stateContainerName]
     dataProtection: !separateStateAccount
     softDeleteDays: stateSoftDeleteDays
@@ -205,6 +209,7 @@ module stateStorage 'modules/storage.bicep' = if (separateStateAccount) {
     name: stateStorageName
     location: location
     publicNetworkAccess: !vnetEnabled
+    zoneRedundant: zoneRedundant
     containers: [stateContainerName]
     dataProtection: true
     softDeleteDays: stateSoftDeleteDays
@@ -349,7 +354,7 @@ module sinkAccess 'modules/sink.bicep' = [for s in sinks: {
 var stateBlobEndpoint = 'https://${stateStorageName}.blob.${environment().suffixes.storage}'
 
 // The app settings docs/contract.md documents, every storage and telemetry connection by identity.
-var baseSettings = {
+var baseSettings = union({
   AzureWebJobsStorage__accountName: hostStorageName
   AzureWebJobsStorage__credential: 'managedidentity'
   AzureWebJobsStorage__clientId: identity.outputs.clientId
@@ -363,7 +368,12 @@ var baseSettings = {
   // the identity.
   APPLICATIONINSIGHTS_CONNECTION_STRING: monitoring.outputs.connectionString
   APPLICATIONINSIGHTS_AUTHENTICATION_STRING: 'ClientId=${identity.outputs.clientId};Authorization=AAD'
-}
+}, hostDiagnosticEvents ? {} : {
+  // Without its table role the host would log, at each start, that it cannot record its
+  // diagnostic events: turned off instead (the host's ScriptConstants.FeatureFlagDisableDiagnosticEventLogging),
+  // beside any flag appSettings gives.
+  AzureWebJobsFeatureFlags: join(filter(concat(split(appSettings.?AzureWebJobsFeatureFlags ?? '', ','), ['DisableDiagnosticEventLogging']), f => !empty(f)), ',')
+})
 
 module app 'modules/functionapp.bicep' = {
   name: 'function-app'
@@ -380,6 +390,7 @@ module app 'modules/functionapp.bicep' = {
     pollers: pollers
     sinkSettings: [for i in range(0, length(sinks)): sinkAccess[i].outputs.settings]
     subnetId: vnetEnabled ? network!.outputs.appSubnetId : ''
+    zoneRedundant: zoneRedundant
     tags: tags
   }
   dependsOn: [

@@ -36,6 +36,9 @@ param tags object = {}
 @description('The subnet (delegated to Microsoft.App/environments) the app\'s outbound traffic goes through: main.bicep\'s vnetEnabled; empty: none.')
 param subnetId string = ''
 
+@description('Spread the instances over availability zones (the plan\'s zoneRedundant).')
+param zoneRedundant bool = false
+
 // The settings each pollers entry makes, where {P} is its name in upper case with - as _
 // (poller.Prefix in Go): its optional settings object, {P}_ prefixed (e.g.
 // ON_POISON: 'quarantine' is {P}_ON_POISON), then {P}_DB_DRIVER, {P}_DB_CONNECTION and
@@ -66,6 +69,7 @@ resource plan 'Microsoft.Web/serverfarms@2024-04-01' = {
   }
   properties: {
     reserved: true
+    zoneRedundant: zoneRedundant
   }
 }
 

@@ -17,7 +17,7 @@ param operatorPrincipalId string = ''
 param operatorPrincipalType string = 'User'
 
 @description('Storage Table Data Contributor on the host account for the app\'s identity, so the host can record its diagnostic events.')
-param hostDiagnosticEvents bool = false
+param hostDiagnosticEvents bool
 
 // Built-in role definition ids.
 var storageBlobDataOwner = 'b7e6dc6d-f1e8-4753-8033-0f276bb0955b'

@@ -31,6 +31,9 @@ param workspaceId string = ''
 @description('Reachable from the internet (with Entra ID); false: only through its private endpoints (main.bicep\'s vnetEnabled), every public request refused.')
 param publicNetworkAccess bool = true
 
+@description('Zone-redundant storage (Standard_ZRS), for a zone-redundant app; else locally redundant.')
+param zoneRedundant bool = false
+
 var protection = {
   deleteRetentionPolicy: {
     enabled: true
@@ -49,7 +52,7 @@ resource account 'Microsoft.Storage/storageAccounts@2023-05-01' = {
   tags: tags
   kind: 'StorageV2'
   sku: {
-    name: 'Standard_LRS'
+    name: zoneRedundant ? 'Standard_ZRS' : 'Standard_LRS'
   }
   properties: {
     allowSharedKeyAccess: false
