@@ -87,7 +87,19 @@ func (a *App) status(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, rep)
 		return
 	}
-	writePage(w, http.StatusOK, pollerstatus.NewPage(rep))
+	d := pollerstatus.NewPage(rep)
+	d.History = historyURL(a.getenv)
+	writePage(w, http.StatusOK, d)
+}
+
+// historyURL is the app setting STATUS_WORKBOOK_URL (the deployment's workbook in the Azure
+// portal, infra/bicep/modules/workbook.bicep) when it is an https URL; "" otherwise.
+func historyURL(getenv func(string) string) string {
+	u := strings.TrimSpace(getenv("STATUS_WORKBOOK_URL"))
+	if !strings.HasPrefix(u, "https://") {
+		return ""
+	}
+	return u
 }
 
 func (a *App) statusConfig() pollerstatus.Config {

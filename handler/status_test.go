@@ -586,3 +586,33 @@ func TestStatusAzurite(t *testing.T) {
 		t.Fatalf("the page on Azurite: %d", resp.StatusCode)
 	}
 }
+
+// TestStatusHistoryLink: with STATUS_WORKBOOK_URL (the deployment's workbook) the page links to
+// it, and to nothing else; an address that is not https is not linked.
+func TestStatusHistoryLink(t *testing.T) {
+	const workbook = "https://portal.azure.com/#resource/subscriptions/0000/resourceGroups/rg/providers/Microsoft.Insights/workbooks/1111"
+	for _, c := range []struct {
+		url  string
+		link bool
+	}{{workbook, true}, {"javascript:alert(1)", false}, {"", false}} {
+		env := map[string]string{}
+		for k, v := range statusEnv {
+			env[k] = v
+		}
+		env["STATUS_WORKBOOK_URL"] = c.url
+		clk := clock.NewFake(statusNow)
+		st := memstore.New(clk)
+		seed(t, st, statusApp, statusNow)
+		app := handler.New(handler.Options{
+			Getenv: func(k string) string { return env[k] }, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
+			Clock: clk, Pollers: pollerdef.OfAll(statusPollers()), Store: st, NoProbe: true,
+		})
+		srv := httptest.NewServer(app.Routes())
+		_, body := get(t, srv.URL+handler.StatusRoute, browser)
+		srv.Close()
+		want := `<a id="history" href="` + workbook + `">history in Azure Monitor</a>`
+		if got := strings.Count(body, "href="); c.link && (got != 1 || !strings.Contains(body, want)) || !c.link && got != 0 {
+			t.Errorf("STATUS_WORKBOOK_URL %q: %d links; the page's header: %s", c.url, got, body[strings.Index(body, "<header>"):strings.Index(body, "</header>")])
+		}
+	}
+}

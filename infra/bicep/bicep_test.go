@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -445,7 +446,7 @@ func TestModuleParams(t *testing.T) {
 	}
 	for _, path := range []string{"modules/identity.bicep", "modules/storage.bicep", "modules/monitoring.bicep",
 		"modules/roles.bicep", "modules/functionapp.bicep", "modules/alerts.bicep", "modules/sink.bicep",
-		"modules/network.bicep", "modules/privateendpoint.bicep"} {
+		"modules/network.bicep", "modules/privateendpoint.bicep", "modules/workbook.bicep"} {
 		if !found[path] {
 			t.Errorf("main.bicep does not use %s", path)
 		}
@@ -1087,5 +1088,95 @@ func TestZoneRedundancy(t *testing.T) {
 	}
 	if st := read(t, "modules/storage.bicep"); !strings.Contains(st, "name: zoneRedundant ? 'Standard_ZRS' : 'Standard_LRS'\n") {
 		t.Error("modules/storage.bicep: a zone-redundant app's accounts are not Standard_ZRS")
+	}
+}
+
+// TestWorkbook: modules/workbook.bicep makes a shared Azure Monitor workbook on the Application
+// Insights component (Microsoft.Insights/workbooks@2023-06-01, as Microsoft's Resource Manager
+// samples for workbooks make one: kind shared, category workbook, sourceId, serializedData), with a
+// time range and a pollers parameter, and a time chart per measure, each binned by the range's
+// grain and split by poller. Each query reads only fields that docs/contract.md's log lines
+// document for the line it filters on. main.bicep sets STATUS_WORKBOOK_URL to it, in the
+// cloud's portal.
+func TestWorkbook(t *testing.T) {
+	wb := read(t, "modules/workbook.bicep")
+	for _, want := range []string{
+		"resource book 'Microsoft.Insights/workbooks@2023-06-01' = {", "kind: 'shared'", "category: 'workbook'",
+		"sourceId: insightsId", "serializedData: string(workbook)", "name: guid(resourceGroup().id, name, 'pollers-workbook')",
+		"version: 'Notebook/1.0'", "name: 'TimeRange'", "name: 'Poller'", "multiSelect: true", "query: pollersQuery",
+		"visualization: 'timechart'", "resourceType: 'microsoft.insights/components'",
+	} {
+		if !strings.Contains(wb, want) {
+			t.Errorf("modules/workbook.bicep lacks %q", want)
+		}
+	}
+	queries := map[string]string{}
+	for _, m := range regexp.MustCompile(`(?s)var (\w+Query) = '''(.*?)'''`).FindAllStringSubmatch(wb, -1) {
+		queries[m[1]] = m[2]
+	}
+	charts := []string{"lagQuery", "rowsQuery", "durationQuery", "failuresQuery", "deadLettersQuery", "slotQuery"}
+	for _, c := range charts {
+		if !strings.Contains(wb, "query: "+c+"\n") {
+			t.Errorf("no chart shows %s", c)
+		}
+	}
+	// The documented fields of each line (docs/contract.md, Log lines: "- `msg`: `field`, ...").
+	contract := read(t, "../../docs/contract.md")
+	logs := contract[strings.Index(contract, "## Log lines"):]
+	logs = logs[:strings.Index(logs[3:], "\n## ")+3]
+	documented := map[string][]string{}
+	var items []string // each "- `msg`...: fields" bullet, its continuation lines joined
+	for _, line := range strings.Split(logs, "\n") {
+		switch {
+		case strings.HasPrefix(line, "- `"):
+			items = append(items, line)
+		case strings.HasPrefix(line, "  ") && len(items) > 0:
+			items[len(items)-1] += line
+		}
+	}
+	for _, item := range items {
+		head, fields, _ := strings.Cut(item, ":")
+		msg := strings.Trim(strings.TrimPrefix(head, "- "), "`")
+		msg, _, _ = strings.Cut(msg, "` ")
+		for _, f := range regexp.MustCompile("`"+`(\w+)`+"`").FindAllStringSubmatch(fields, -1) {
+			documented[msg] = append(documented[msg], f[1])
+		}
+	}
+	if len(documented["tick"]) < 10 || len(documented["dead letters"]) < 3 {
+		t.Fatalf("docs/contract.md's log lines read as %v", documented)
+	}
+	for _, name := range append(charts, "pollersQuery") {
+		q, ok := queries[name]
+		if !ok {
+			t.Errorf("modules/workbook.bicep has no %s", name)
+			continue
+		}
+		msg := regexp.MustCompile(`where tostring\(line\.msg\) == "([^"]+)"`).FindStringSubmatch(q)
+		if msg == nil {
+			t.Errorf("%s filters on no line", name)
+			continue
+		}
+		for _, f := range regexp.MustCompile(`line\.(\w+)`).FindAllStringSubmatch(q, -1) {
+			if f[1] != "msg" && !slices.Contains(documented[msg[1]], f[1]) {
+				t.Errorf("%s reads %s of the %q line, which docs/contract.md does not document (it has %v)", name, f[1], msg[1], documented[msg[1]])
+			}
+		}
+		for _, want := range []string{"\ntraces\n", "| where timestamp {TimeRange}\n", "| extend line = parse_json(message)\n", "where isnotempty(poller)"} {
+			if !strings.Contains(q, want) {
+				t.Errorf("%s lacks %q", name, want)
+			}
+		}
+		if name != "pollersQuery" && (!strings.Contains(q, "poller in ({Poller})") || !strings.Contains(q, "by poller, bin(timestamp, {TimeRange:grain})")) {
+			t.Errorf("%s is not one series per chosen poller, binned by the range's grain", name)
+		}
+		if strings.Count(q, "(") != strings.Count(q, ")") || strings.Count(q, `"`)%2 != 0 || strings.Contains(q, "'") {
+			t.Errorf("%s has unbalanced parentheses or quotes, or a quote the template would end:\n%s", name, q)
+		}
+	}
+	main := read(t, "main.bicep")
+	for _, want := range []string{"module workbook 'modules/workbook.bicep' = {", "STATUS_WORKBOOK_URL: '${environment().portal}/#resource${workbook.outputs.id}'\n"} {
+		if !strings.Contains(main, want) {
+			t.Errorf("main.bicep lacks %q", want)
+		}
 	}
 }

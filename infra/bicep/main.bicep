@@ -301,6 +301,17 @@ module sinkEndpoint 'modules/privateendpoint.bicep' = [for s in privateSinks: {
   }
 }]
 
+// The pollers over hours to weeks, from the same lines as the alerts; the status page links to it.
+module workbook 'modules/workbook.bicep' = {
+  name: 'workbook'
+  params: {
+    name: appName
+    location: location
+    insightsId: monitoring.outputs.id
+    tags: tags
+  }
+}
+
 module alerts 'modules/alerts.bicep' = if (alertsEnabled) {
   name: 'alerts'
   params: {
@@ -368,6 +379,8 @@ var baseSettings = union({
   // the identity.
   APPLICATIONINSIGHTS_CONNECTION_STRING: monitoring.outputs.connectionString
   APPLICATIONINSIGHTS_AUTHENTICATION_STRING: 'ClientId=${identity.outputs.clientId};Authorization=AAD'
+  // The status page's link to the workbook, in this cloud's portal.
+  STATUS_WORKBOOK_URL: '${environment().portal}/#resource${workbook.outputs.id}'
 }, hostDiagnosticEvents ? {} : {
   // Without its table role the host would log, at each start, that it cannot record its
   // diagnostic events: turned off instead (the host's ScriptConstants.FeatureFlagDisableDiagnosticEventLogging),
@@ -405,3 +418,4 @@ output identityClientId string = identity.outputs.clientId
 output identityPrincipalId string = identity.outputs.principalId
 output stateAccount string = stateStorageName
 output stateContainer string = stateContainerName
+output workbookId string = workbook.outputs.id

@@ -86,6 +86,9 @@ type PageData struct {
 	Counts      []healthCount // pollers per health, most urgent first; only those with some
 	NotOK       int           // pollers whose health is not ok
 	Refresh     int           // seconds between reloads of the page
+	// History links to the pollers over days and weeks (the deployment's Azure Monitor workbook,
+	// the app setting STATUS_WORKBOOK_URL); "" for none.
+	History string
 }
 
 type healthCount struct {
