@@ -138,13 +138,16 @@ var ctx = context.Background()
 var statusNow = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 
 // statusServer serves the handler over a memstore seeded at statusNow.
-func statusServer(t *testing.T) *httptest.Server {
+func statusServer(t *testing.T) *httptest.Server { return statusServerWith(t, statusEnv) }
+
+// statusServerWith is statusServer with env as the app settings.
+func statusServerWith(t *testing.T, env map[string]string) *httptest.Server {
 	t.Helper()
 	clk := clock.NewFake(statusNow)
 	st := memstore.New(clk)
 	seed(t, st, statusApp, statusNow)
 	app := handler.New(handler.Options{
-		Getenv: func(k string) string { return statusEnv[k] }, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
+		Getenv: func(k string) string { return env[k] }, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
 		Clock: clk, Pollers: pollerdef.OfAll(statusPollers()), Store: st, NoProbe: true,
 	})
 	srv := httptest.NewServer(app.Routes())
@@ -600,16 +603,7 @@ func TestStatusHistoryLink(t *testing.T) {
 			env[k] = v
 		}
 		env["STATUS_WORKBOOK_URL"] = c.url
-		clk := clock.NewFake(statusNow)
-		st := memstore.New(clk)
-		seed(t, st, statusApp, statusNow)
-		app := handler.New(handler.Options{
-			Getenv: func(k string) string { return env[k] }, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
-			Clock: clk, Pollers: pollerdef.OfAll(statusPollers()), Store: st, NoProbe: true,
-		})
-		srv := httptest.NewServer(app.Routes())
-		_, body := get(t, srv.URL+handler.StatusRoute, browser)
-		srv.Close()
+		_, body := get(t, statusServerWith(t, env).URL+handler.StatusRoute, browser)
 		want := `<a id="history" href="` + workbook + `">history in Azure Monitor</a>`
 		if got := strings.Count(body, "href="); c.link && (got != 1 || !strings.Contains(body, want)) || !c.link && got != 0 {
 			t.Errorf("STATUS_WORKBOOK_URL %q: %d links; the page's header: %s", c.url, got, body[strings.Index(body, "<header>"):strings.Index(body, "</header>")])
