@@ -96,8 +96,9 @@ func seed(t *testing.T, st store.Store, app string, now time.Time) {
 			LastError: `webhook: Post "https://hooks.example/in?sig=` + secret + `": 500 <script>alert(1)</script>`, Keys: `{"id":12094}..{"id":12593}`},
 	}
 	for i := range orderTicks {
+		ms := int64(1500 + 250*i)
 		orders.AddHistory(state.Tick{At: at(time.Duration(orderTicks-i) * 10 * time.Second), Outcome: "committed", Rows: 100 * i,
-			LagSeconds: ptr(float64(300 - 30*i)), RowsWaiting: int64(1000 - 100*i)})
+			LagSeconds: ptr(float64(300 - 30*i)), RowsWaiting: int64(1000 - 100*i), DurationMS: &ms})
 	}
 	putDoc(orders)
 	if _, err := deadletter.Write(ctx, st, app, &deadletter.Letter{Poller: "orders", BatchID: deadID, FencingToken: 41, CreatedAt: at(time.Hour),
@@ -327,6 +328,13 @@ func checkPage(t *testing.T, body string) {
 	if !strings.Contains(orders, "last tick 2m0s · min 2m0s · max 5m0s") {
 		t.Errorf("orders' sparkline legend:\n%s", orders)
 	}
+	// Beside the lag, the rows each tick delivered and how long it ran.
+	for _, want := range []string{`data-of="rows per tick" data-points="7"`, "last tick 600 · min 0 · max 600",
+		`data-of="tick duration" data-points="7"`, "last tick 3s · min 1.5s · max 3s"} {
+		if !strings.Contains(orders, want) {
+			t.Errorf("orders' history charts lack %q:\n%s", want, orders)
+		}
+	}
 
 	ledger := section(t, body, "ledger")
 	checkSpark(t, ledger, "rows waiting", ledgerTicks-1) // the tick that did not count is left out
@@ -335,6 +343,9 @@ func checkPage(t *testing.T, body string) {
 		if !strings.Contains(ledger, want) {
 			t.Errorf("ledger does not show %q", want)
 		}
+	}
+	if strings.Contains(ledger, `data-of="tick duration"`) || !strings.Contains(ledger, `data-of="rows per tick"`) {
+		t.Error("ledger's history (rows, no durations) charts no rows per tick, or durations it does not have")
 	}
 	if strings.Contains(ledger, "BLOCKED") {
 		t.Error("ledger (quarantine on poison) is shown blocked")

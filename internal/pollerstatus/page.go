@@ -121,6 +121,8 @@ type pollerCard struct {
 	DeadMore     int
 	DeadOldest   string // the oldest dead letter's age, for people
 	Spark        sparkline
+	// Rows and Duration chart the history's rows per tick and tick duration beside Spark.
+	Rows, Duration sparkline
 	// Ops are the rows the history's ticks delivered, by op ("120 insert · 4 delete"); LastOps
 	// the newest tick's that counted any. "" when none was counted.
 	Ops, LastOps string
@@ -184,6 +186,13 @@ func NewPage(rep Report) PageData {
 			c.DeadIDs, c.DeadMore = c.DeadIDs[:maxDeadLetterIDs], len(c.DeadIDs)-maxDeadLetterIDs
 		}
 		c.Spark = newSparkline(r)
+		c.Rows = seriesSparkline(r, "rows per tick", func(t state.Tick) (float64, bool) { return float64(t.Rows), true }, countText)
+		c.Duration = seriesSparkline(r, "tick duration", func(t state.Tick) (float64, bool) {
+			if t.DurationMS == nil {
+				return 0, false
+			}
+			return float64(*t.DurationMS) / 1000, true
+		}, DurationText)
 		c.Ops = OpsText(r.HistoryOps)
 		for i := len(r.History) - 1; i >= 0 && c.Ops != ""; i-- {
 			if len(r.History[i].Ops) > 0 {
@@ -263,12 +272,7 @@ func newSparkline(r Row) sparkline {
 		s.Note = "no ticks recorded yet (ticks that find nothing to read are not recorded here)"
 		return s
 	}
-	type point struct {
-		i      int
-		v      float64
-		failed bool
-	}
-	failed := func(t state.Tick) bool { return t.Outcome == "failed" || t.Outcome == "blocked" }
+	failed := failedTick
 	var pts []point
 	for i, t := range r.History {
 		if t.LagSeconds != nil {
@@ -284,7 +288,7 @@ func newSparkline(r Row) sparkline {
 				pts = append(pts, point{i, float64(t.RowsWaiting), failed(t)})
 			}
 		}
-		format = func(v float64) string { return strconv.FormatFloat(v, 'f', 0, 64) }
+		format = countText
 		s.Of = "rows waiting"
 		live = nil
 		if r.RowsWaiting >= 0 {
@@ -302,6 +306,46 @@ func newSparkline(r Row) sparkline {
 		slots++
 		s.LastLabel = "now"
 	}
+	s.draw(pts, slots, format)
+	return s
+}
+
+// point is a sparkline's value at slot i (a tick of the history, or the probe after them), and
+// whether that tick failed.
+type point struct {
+	i      int
+	v      float64
+	failed bool
+}
+
+// failedTick says whether a history entry is of a tick that failed.
+func failedTick(t state.Tick) bool { return t.Outcome == "failed" || t.Outcome == "blocked" }
+
+// seriesSparkline charts one measure of the history (value: an entry's, false when it has none)
+// as Spark charts the lag; of names it. Ticks without the measure are left out.
+func seriesSparkline(r Row, of string, value func(state.Tick) (float64, bool), format func(float64) string) sparkline {
+	s := sparkline{Ticks: len(r.History), Width: sparkWidth, Height: sparkHeight, LastLabel: "last tick"}
+	var pts []point
+	for i, t := range r.History {
+		if v, ok := value(t); ok {
+			pts = append(pts, point{i, v, failedTick(t)})
+		}
+	}
+	if len(pts) == 0 {
+		s.Note = "no " + of + " recorded yet"
+		return s
+	}
+	s.Of = of
+	s.draw(pts, len(r.History), format)
+	return s
+}
+
+// countText shows a count.
+func countText(v float64) string { return strconv.FormatFloat(v, 'f', 0, 64) }
+
+// draw lays pts out over slots places: the polyline, the failed ticks' dots, the last point and
+// the legend's figures (format renders a value).
+func (s *sparkline) draw(pts []point, slots int, format func(float64) string) {
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for _, p := range pts {
 		lo, hi = min(lo, p.v), max(hi, p.v)
@@ -332,7 +376,6 @@ func newSparkline(r Row) sparkline {
 	s.Points, s.N = strings.Join(coords, " "), len(pts)
 	s.LastX, s.LastY = coord(x(last.i)), coord(y(last.v))
 	s.Min, s.Max, s.Last = format(lo), format(hi), format(last.v)
-	return s
 }
 
 func coord(f float64) string { return strconv.FormatFloat(f, 'f', 1, 64) }

@@ -205,6 +205,9 @@ type Tick struct {
 	// RetainedBytes is the change log the source's database keeps for the poller (a replication
 	// slot's WAL) when the tick ended; absent when it keeps none or it was not measured.
 	RetainedBytes *int64 `json:"slot_retained_bytes,omitempty"`
+	// DurationMS is how long the tick had run when it recorded this entry (its last write
+	// follows); absent in entries written before it was recorded, and in pollerctl's.
+	DurationMS *int64 `json:"duration_ms,omitempty"`
 }
 
 // AddHistory appends t to the document's history, dropping the oldest entries beyond HistoryLen.

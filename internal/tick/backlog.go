@@ -33,6 +33,7 @@ func (t *tickRun) observe(cursor *state.Cursor, outcome Outcome) {
 		sum.RowsWaiting, sum.LagSeconds, sum.RetainedBytes = b.Rows, b.LagSeconds(t.clk.Now()), b.RetainedBytes
 	}
 	now := t.clk.Now()
+	ms := now.Sub(t.start).Milliseconds()
 	t.l.AddHistory(state.Tick{At: state.At(now), Outcome: string(outcome), Rows: sum.Rows, LagSeconds: sum.LagSeconds,
-		RowsWaiting: sum.RowsWaiting, Ops: sum.Ops, RetainedBytes: sum.RetainedBytes})
+		RowsWaiting: sum.RowsWaiting, Ops: sum.Ops, RetainedBytes: sum.RetainedBytes, DurationMS: &ms})
 }

@@ -107,7 +107,7 @@ func TestTickStatsCompat(t *testing.T) {
 	if err := json.Compact(&entry, doc.History[0]); err != nil {
 		t.Fatal(err)
 	}
-	if want := `{"at":"2026-04-07T02:00:00.000000Z","outcome":"committed","rows":0,"lag_seconds":0,"rows_waiting":0,"slot_retained_bytes":4096}`; entry.String() != want {
+	if want := `{"at":"2026-04-07T02:00:00.000000Z","outcome":"committed","rows":0,"lag_seconds":0,"rows_waiting":0,"slot_retained_bytes":4096,"duration_ms":0}`; entry.String() != want {
 		t.Errorf("history entry:\n%s\nwant:\n%s", entry.String(), want)
 	}
 }
