@@ -359,18 +359,33 @@ func (s Spec) check() error {
 	case s.BatchSize < 0:
 		return field("batch_size", "%d is not a positive number", s.BatchSize)
 	}
-	for i, c := range src.Columns {
-		if strings.TrimSpace(c) == "" || slices.Contains(src.Columns[:i], c) {
-			return field("source.columns", "%q is empty or listed twice", c)
-		}
+	if err := checkColumnList("source.columns", src.Columns); err != nil {
+		return err
 	}
 	if src.SettleLag != "" {
 		if _, err := time.ParseDuration(src.SettleLag); err != nil {
 			return field("source.settle_lag", "%q is not a Go duration like 10s", src.SettleLag)
 		}
 	}
-	if _, err := sink.New(s.Sink); err != nil {
-		return errors.New(strings.TrimPrefix(err.Error(), sink.ErrConfig.Error()+": ")) // it names "sink.<field>"
+	return checkSink("", s.Sink)
+}
+
+// checkColumnList refuses a column list (at: its field, "source.columns") with an empty or a
+// repeated name.
+func checkColumnList(at string, cols []string) error {
+	for i, c := range cols {
+		if strings.TrimSpace(c) == "" || slices.Contains(cols[:i], c) {
+			return field(at, "%q is empty or listed twice", c)
+		}
+	}
+	return nil
+}
+
+// checkSink checks a sink's definition; its errors name the field ("sink.url"), after at (the
+// object holding the sink, "source.tables[1].", or "" for the poller's).
+func checkSink(at string, cfg sink.Config) error {
+	if _, err := sink.New(cfg); err != nil {
+		return errors.New(at + strings.TrimPrefix(err.Error(), sink.ErrConfig.Error()+": ")) // it names "sink.<field>"
 	}
 	return nil
 }
@@ -402,10 +417,8 @@ func (s Spec) checkTables() error {
 		case src.Cursor.Kind == string(poller.ChangeTracking) && t.Filter != "":
 			return field(at+".filter", "a %s cursor delivers every change of the table and takes no filter (CHANGETABLE has none): filter in the sink's consumer", src.Cursor.Kind)
 		}
-		for j, c := range t.Columns {
-			if strings.TrimSpace(c) == "" || slices.Contains(t.Columns[:j], c) {
-				return field(at+".columns", "%q is empty or listed twice", c)
-			}
+		if err := checkColumnList(at+".columns", t.Columns); err != nil {
+			return err
 		}
 		for _, u := range src.Tables[:i] {
 			if strings.EqualFold(u.name(), t.name()) {
@@ -413,8 +426,8 @@ func (s Spec) checkTables() error {
 			}
 		}
 		if t.Sink != nil {
-			if _, err := sink.New(*t.Sink); err != nil {
-				return errors.New(at + "." + strings.TrimPrefix(err.Error(), sink.ErrConfig.Error()+": "))
+			if err := checkSink(at+".", *t.Sink); err != nil {
+				return err
 			}
 		}
 	}

@@ -356,7 +356,7 @@ func checkSetup(ctx context.Context, sc SetupChecker, db *sql.DB, d Definition) 
 	}
 	var out []Finding
 	for _, t := range d.Tables() {
-		fs, err := checkTable(ctx, sc, db, d.part(t))
+		fs, err := checkTable(ctx, sc, db, d.Part(t))
 		if err != nil {
 			return nil, fmt.Errorf("table %s: %w", t.Table, err)
 		}

@@ -76,8 +76,9 @@ func (d Definition) Tables() []TableDef {
 	return append([]TableDef{{Table: d.Table, Columns: d.Columns, PK: d.PK, Filter: d.Filter}}, d.More...)
 }
 
-// part is d reading t alone: what each table of a poller of several is checked and laid out as.
-func (d Definition) part(t TableDef) Definition {
+// Part is d reading t alone: what each table of a poller of several is checked, laid out and
+// set up as.
+func (d Definition) Part(t TableDef) Definition {
 	d.Table, d.Columns, d.PK, d.Filter, d.More = t.Table, t.Columns, t.PK, t.Filter, nil
 	return d
 }
@@ -188,7 +189,7 @@ func (d Definition) validate(poller string, ds Drivers, driver string) (Driver, 
 				return fail("table %s is listed twice", t.Table)
 			}
 			var err error
-			if dl, err = d.part(t).validate(poller, ds, driver); err != nil {
+			if dl, err = d.Part(t).validate(poller, ds, driver); err != nil {
 				return nil, err
 			}
 		}

@@ -27,7 +27,7 @@ func moreTables(d Definition) []state.SourceTable {
 	var out []state.SourceTable
 	for _, t := range d.More {
 		out = append(out, state.SourceTable{Schema: t.Table.Schema, Table: t.Table.Name, Key: slices.Clone(t.PK),
-			Filter: strings.TrimSpace(t.Filter), Columns: d.part(t).selected()})
+			Filter: strings.TrimSpace(t.Filter), Columns: d.Part(t).selected()})
 	}
 	return out
 }

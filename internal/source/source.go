@@ -153,7 +153,7 @@ func Open(ctx context.Context, ds Drivers, cfg Config) (*Source, error) {
 // newPart is the source of one more table t of s: laid out alone (its columns, key, rows), on
 // s's connection, read through s's change stream.
 func (s *Source) newPart(t TableDef) *Source {
-	d := s.def.part(t)
+	d := s.def.Part(t)
 	return &Source{poller: s.poller, dl: s.dl, def: d, db: s.db, describe: s.describe, table: t.Table.String(), label: d.label(), part: true}
 }
 
@@ -167,7 +167,7 @@ func (s *Source) partOf(table string) (*Source, error) {
 			return p, nil
 		}
 	}
-	return nil, fmt.Errorf("source: poller %q: %w: it reads no table %q (it reads %s)", s.poller, ErrCursor, table, strings.TrimPrefix(strings.TrimPrefix(s.label, "tables "), "table "))
+	return nil, fmt.Errorf("source: poller %q: %w: it reads no table %q (it reads %s)", s.poller, ErrCursor, table, s.def.tableNames())
 }
 
 // Connect validates cfg's definition, opens its connection pool with the driver of ds that

@@ -202,9 +202,7 @@ func OpenCDC(ctx context.Context, ds source.Drivers, cfg source.Config) (*CDC, e
 	}
 	c := &CDC{poller: cfg.Poller, db: db, def: d, table: source.QuoteTable(Driver{}, d.Table), describe: describe}
 	for _, t := range d.More {
-		pd := d
-		pd.Table, pd.Columns, pd.PK, pd.Filter, pd.More = t.Table, t.Columns, t.PK, t.Filter, nil
-		c.parts = append(c.parts, &CDC{poller: cfg.Poller, db: db, def: pd, table: source.QuoteTable(Driver{}, t.Table), describe: describe, multi: true})
+		c.parts = append(c.parts, &CDC{poller: cfg.Poller, db: db, def: d.Part(t), table: source.QuoteTable(Driver{}, t.Table), describe: describe, multi: true})
 	}
 	c.multi = len(c.parts) > 0
 	return c, nil
@@ -231,8 +229,22 @@ func (c *CDC) Table() string { return c.table }
 // CreatePublicationSQL is the statement Enable runs to create the publication: of the table as
 // the poller needs it (CDCInfo.Want: its row filter and column list).
 func (c *CDC) CreatePublicationSQL(info CDCInfo) string {
-	return "CREATE PUBLICATION " + pgIdent(c.def.Publication) + " FOR TABLE " + c.specs(info) +
-		" WITH (publish = 'insert, update, delete, truncate')"
+	return createSQL(c.def.Publication, c.specs(info))
+}
+
+// createSQL creates publication pub of tables (their specs: tableSpec) for every operation.
+func createSQL(pub, tables string) string {
+	return "CREATE PUBLICATION " + pgIdent(pub) + " FOR TABLE " + tables + " WITH (publish = 'insert, update, delete, truncate')"
+}
+
+// addSQL adds the table, published as want, to publication pub.
+func addSQL(pub, table string, want pubTable) string {
+	return "ALTER PUBLICATION " + pgIdent(pub) + " ADD TABLE " + tableSpec(table, want)
+}
+
+// tables are the poller's tables with their infos (info's, and info.More's), the first first.
+func (c *CDC) tables(info CDCInfo) ([]*CDC, []CDCInfo) {
+	return append([]*CDC{c}, c.parts...), append([]CDCInfo{info}, info.More...)
 }
 
 // specs are the poller's tables as the publication's table list names them (tableSpec).
@@ -261,15 +273,12 @@ func (c *CDC) AlterPublicationSQL(info CDCInfo) string {
 	}
 	var stmts []string
 	covered := 0
-	all := append([]*CDC{c}, c.parts...)
+	all, infos := c.tables(info)
 	for i, p := range all {
-		ti := info
-		if i > 0 {
-			ti = info.More[i-1]
-		}
+		ti := infos[i]
 		switch {
 		case !ti.Publication.Covers:
-			stmts = append(stmts, "ALTER PUBLICATION "+pgIdent(c.def.Publication)+" ADD TABLE "+tableSpec(p.table, ti.Want))
+			stmts = append(stmts, addSQL(c.def.Publication, p.table, ti.Want))
 		case ti.alter():
 			covered++
 			stmts = append(stmts, alterSQL(c.def.Publication, p.table, 2, ti.Want))
@@ -380,13 +389,12 @@ func (c *CDC) inspectFilters(ctx context.Context, info *CDCInfo, oid int64) erro
 	// The statement tried makes or changes the publication of this table alone (each table of
 	// a poller of several is tried so): PostgreSQL's refusal is then this table's.
 	create := ""
-	pub := pgIdent(c.def.Publication)
 	switch {
 	case info.Want.Filter == "" && info.Want.Columns == nil:
 	case !info.Publication.Exists:
-		create = "CREATE PUBLICATION " + pub + " FOR TABLE " + tableSpec(c.table, info.Want) + " WITH (publish = 'insert, update, delete, truncate')"
+		create = createSQL(c.def.Publication, tableSpec(c.table, info.Want))
 	case c.multi && !info.Publication.Covers && !info.Publication.AllTables: // a table added to the poller
-		create = "ALTER PUBLICATION " + pub + " ADD TABLE " + tableSpec(c.table, info.Want)
+		create = addSQL(c.def.Publication, c.table, info.Want)
 	case info.alter():
 		create = alterSQL(c.def.Publication, c.table, info.Publication.Tables, info.Want)
 	}
@@ -474,7 +482,7 @@ func (c *CDC) PlanEnable(info CDCInfo) EnablePlan {
 func (c *CDC) planTables(p EnablePlan) EnablePlan {
 	info := p.Info
 	bad := func(format string, args ...any) { p.Problems = append(p.Problems, fmt.Sprintf(format, args...)) }
-	all, infos := append([]*CDC{c}, c.parts...), append([]CDCInfo{info}, info.More...)
+	all, infos := c.tables(info)
 	exist := true
 	for i, t := range all {
 		exist = t.tableProblems(infos[i], bad) && exist

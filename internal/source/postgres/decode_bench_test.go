@@ -1,13 +1,10 @@
 package postgres
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
 
-	"github.com/pseudotrigger/pseudotrigger/internal/source"
-	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 )
 
@@ -28,27 +25,8 @@ func BenchmarkDecode(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	cd := &captureDriver{}
-	src, err := source.Open(context.Background(), source.Drivers{cd}, source.Config{Poller: "bench", Driver: Name, DSN: dsn, MaxOpenConns: 1,
-		Definition: source.Definition{Table: source.Table{Name: table}, Columns: []string{"id", "name", "note"}, PK: []string{"id"},
-			Cursor: source.Cursor{Kind: state.KindLogical}, Slot: slot, Publication: slot}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer src.Close()
-	rows, err := db.Query(`SELECT data FROM pg_logical_slot_peek_binary_changes($1, NULL, NULL, 'proto_version', '1', 'publication_names', $2, 'messages', 'true')`, slot, slot)
-	if err != nil {
-		b.Fatal(err)
-	}
-	var msgs [][]byte
-	for rows.Next() {
-		var m []byte
-		if err := rows.Scan(&m); err != nil {
-			b.Fatal(err)
-		}
-		msgs = append(msgs, m)
-	}
-	rows.Close()
+	cd, _ := openCaptured(b, "bench", dsn, table, slot)
+	msgs := peekMessages(b, db, slot)
 	if len(msgs) < txs*per {
 		b.Fatalf("%d messages read from the slot", len(msgs))
 	}

@@ -188,13 +188,15 @@ type ltable struct {
 }
 
 // fail is ErrNotEnabled for the stream (its slot, its publication), naming the poller's tables.
-func (l *logical) fail(format string, args ...any) error {
-	return fmt.Errorf("source: poller %q, %s: %w: %s", l.poller, l.lay.Label(), ErrNotEnabled, fmt.Sprintf(format, args...))
-}
+func (l *logical) fail(format string, args ...any) error { return notEnabled(l.lay, format, args...) }
 
 // fail is ErrNotEnabled for the table t.
-func (t *ltable) fail(poller, format string, args ...any) error {
-	return fmt.Errorf("source: poller %q, table %s: %w: %s", poller, t.def.Table, ErrNotEnabled, fmt.Sprintf(format, args...))
+func (t *ltable) fail(format string, args ...any) error { return notEnabled(t.lay, format, args...) }
+
+// notEnabled is ErrNotEnabled naming the poller and what lay lays out (its table, or the poller's
+// tables).
+func notEnabled(lay *source.Layout, format string, args ...any) error {
+	return fmt.Errorf("source: poller %q, %s: %w: %s", lay.Poller(), lay.Label(), ErrNotEnabled, fmt.Sprintf(format, args...))
 }
 
 // change is a decoded change: what its row carries, its table (index in logical.tabs) and its
@@ -263,7 +265,7 @@ WHERE r.rolname = current_user`
 	if err != nil {
 		return 0, 0, t.lay.Errorf("checking the logical decoding set-up: %v", err)
 	}
-	fail := func(format string, args ...any) (uint32, int, error) { return 0, 0, t.fail(l.poller, format, args...) }
+	fail := func(format string, args ...any) (uint32, int, error) { return 0, 0, t.fail(format, args...) }
 	enable := fmt.Sprintf("run `pollerctl cdc enable %s --yes`, which creates the publication and the slot", l.poller)
 	switch {
 	case walLevel != "logical":
@@ -329,7 +331,7 @@ WHERE r.rolname = current_user`
 // poller reads, would deliver other changes than the poller says.
 func (l *logical) checkFilter(ctx context.Context, t *ltable, version int, oid int64) error {
 	if p := filterTooOld(t.def, version); p != "" {
-		return t.fail(l.poller, "%s", p)
+		return t.fail("%s", p)
 	}
 	pub, err := published(ctx, l.lay.DB(), version, l.pub, oid)
 	if err != nil {
@@ -344,7 +346,7 @@ func (l *logical) checkFilter(ctx context.Context, t *ltable, version int, oid i
 	}
 	want := pubTable{Filter: normalized, Columns: t.lay.Columns()}
 	if !pub.covers(want) {
-		return t.fail(l.poller, "publication %q publishes the table with %s, and the poller reads %s: it would deliver other changes than the poller says. `pollerctl cdc enable %s --yes` makes it so (pollerctl cdc enable %s shows the statement first)",
+		return t.fail("publication %q publishes the table with %s, and the poller reads %s: it would deliver other changes than the poller says. `pollerctl cdc enable %s --yes` makes it so (pollerctl cdc enable %s shows the statement first)",
 			l.pub, pub, want, l.poller, l.poller)
 	}
 	return nil

@@ -14,7 +14,7 @@ import (
 
 // openCaptured opens a logical source of poller on the table (columns id, name, note) with a pool
 // of one connection, and returns the driver that kept its logical cursor.
-func openCaptured(t *testing.T, poller, dsn, table, slot string) (*captureDriver, *source.Source) {
+func openCaptured(t testing.TB, poller, dsn, table, slot string) (*captureDriver, *source.Source) {
 	t.Helper()
 	cd := &captureDriver{}
 	src, err := source.Open(context.Background(), source.Drivers{cd}, source.Config{Poller: poller, Driver: Name, DSN: dsn, MaxOpenConns: 1,
@@ -137,7 +137,7 @@ func TestDecoderRealMessages(t *testing.T) {
 }
 
 // peekMessages reads the slot's messages as the cursor asks for them.
-func peekMessages(t *testing.T, db *sql.DB, slot string) [][]byte {
+func peekMessages(t testing.TB, db *sql.DB, slot string) [][]byte {
 	t.Helper()
 	rows, err := db.Query(`SELECT data FROM pg_logical_slot_peek_binary_changes($1, NULL, NULL, 'proto_version', '1', 'publication_names', $2, 'messages', 'true')`, slot, slot)
 	if err != nil {

@@ -36,15 +36,7 @@ func TestLogicalTables(t *testing.T) {
 		!strings.Contains(err.Error(), "does not include the table") {
 		t.Fatalf("open without the second table in the publication: %v", err)
 	}
-	cdc, err := postgres.OpenCDC(ctx, drivers.All(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cdc.Close()
-	info, err := cdc.Inspect(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cdc, info := inspectCDC(t, cfg)
 	plan := cdc.PlanEnable(info)
 	want := fmt.Sprintf("ALTER PUBLICATION %s SET TABLE %s, %s", pq(cfg.Definition.Publication), pq(orders), pq(lines))
 	if len(plan.Problems) > 0 || !slices.Equal(plan.Steps, []string{want}) {
@@ -201,15 +193,7 @@ func TestLogicalTablesCreate(t *testing.T) {
 	cfg.Definition.More = []source.TableDef{{Table: source.Table{Name: lines}, Columns: []string{"qty"}, PK: []string{"order_id", "line"}, Filter: "qty > 0"}}
 	plan := func() postgres.EnablePlan {
 		t.Helper()
-		cdc, err := postgres.OpenCDC(ctx, drivers.All(), cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cdc.Close()
-		info, err := cdc.Inspect(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		cdc, info := inspectCDC(t, cfg)
 		return cdc.PlanEnable(info)
 	}
 	// qty is not in the lines' replica identity (its primary key): PostgreSQL refuses the filter.
@@ -223,11 +207,7 @@ func TestLogicalTablesCreate(t *testing.T) {
 	if len(p.Problems) > 0 || len(p.Steps) == 0 || p.Steps[0] != want {
 		t.Fatalf("plan: steps %q problems %q\nwant the first step %q", p.Steps, p.Problems, want)
 	}
-	cdc, err := postgres.OpenCDC(ctx, drivers.All(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cdc.Close()
+	cdc, _ := inspectCDC(t, cfg)
 	if _, err := cdc.Enable(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -236,4 +216,19 @@ func TestLogicalTablesCreate(t *testing.T) {
 		t.Fatal(err)
 	}
 	src.Close()
+}
+
+// inspectCDC opens the set-up of cfg's poller (closed when the test ends) and reads it.
+func inspectCDC(t *testing.T, cfg source.Config) (*postgres.CDC, postgres.CDCInfo) {
+	t.Helper()
+	cdc, err := postgres.OpenCDC(context.Background(), drivers.All(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cdc.Close() })
+	info, err := cdc.Inspect(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cdc, info
 }

@@ -23,7 +23,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"strings"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
@@ -88,7 +87,7 @@ func (m *ctTables) position(cur *state.Cursor) (*ctTablesPos, error) {
 		if tab = m.index(name); tab < 0 {
 			v, _ := parseVersion(string(cur.Value))
 			return nil, fmt.Errorf("source: poller %q: %w: the cursor is inside change version %d, at a change of table %s, which the poller does not read (it reads %s). Go on from the version before, which delivers that version's changes of the other tables again: pollerctl reset %s --to-cursor %d --yes",
-				m.l.Poller(), source.ErrCursor, v, name, strings.TrimPrefix(m.l.Label(), "tables "), m.l.Poller(), max(v-1, 0))
+				m.l.Poller(), source.ErrCursor, v, name, m.l.Label(), m.l.Poller(), max(v-1, 0))
 		}
 		c.Tiebreaker = maps.Clone(cur.Tiebreaker)
 		delete(c.Tiebreaker, tableMark)
