@@ -36,6 +36,9 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
 
 	"github.com/go-chi/chi/v5"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/clock"
 	"github.com/pseudotrigger/pseudotrigger/internal/deadletter"
@@ -47,6 +50,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/blobstore"
+	"github.com/pseudotrigger/pseudotrigger/internal/telemetry"
 	"github.com/pseudotrigger/pseudotrigger/internal/tick"
 )
 
@@ -68,6 +72,10 @@ type App struct {
 	marker   *liveness.Marker // nil while the state store is not usable
 	pools    *source.Pools    // one connection pool per database, shared by the pollers on it
 	noProbe  bool
+	tracer   trace.Tracer
+	metrics  *telemetry.Metrics
+	// traced: the host's trace context is continued (an exporter of traces is set up).
+	traced bool
 }
 
 type pollerState struct {
@@ -103,6 +111,12 @@ type Options struct {
 	NoProbe bool
 	// Environ lists the settings' names, to warn of a misspelt one (default: the environment's).
 	Environ func() []string
+	// TracerProvider and MeterProvider receive the ticks' spans and metrics (package telemetry);
+	// nil: OpenTelemetry's global ones, which telemetry.Setup sets when the OTEL_ variables ask
+	// for an exporter. The host's trace context (a traceparent header) is continued when a
+	// TracerProvider is given or Setup exports traces.
+	TracerProvider trace.TracerProvider
+	MeterProvider  metric.MeterProvider
 }
 
 // New reads the settings of the state store and of every poller and logs what is wrong. A bad
@@ -117,7 +131,11 @@ func New(o Options) *App {
 	if o.Clock == nil {
 		o.Clock = clock.System{}
 	}
-	a := &App{log: o.Logger, getenv: o.Getenv, clock: o.Clock, draining: make(chan struct{}), pollers: map[string]*pollerState{}, noProbe: o.NoProbe}
+	a := &App{log: o.Logger, getenv: o.Getenv, clock: o.Clock, draining: make(chan struct{}), pollers: map[string]*pollerState{}, noProbe: o.NoProbe,
+		tracer: telemetry.Tracer(o.TracerProvider), metrics: telemetry.Global(), traced: o.TracerProvider != nil || telemetry.Enabled()}
+	if o.MeterProvider != nil {
+		a.metrics = telemetry.NewMetrics(o.MeterProvider)
+	}
 	a.appName = appsettings.AppName(o.Getenv)
 	instance := strings.TrimSpace(o.Getenv("WEBSITE_INSTANCE_ID"))
 	if instance == "" {
@@ -280,7 +298,11 @@ func (a *App) invoke(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 
-	sum, err := a.tick(r.Context(), ps, invID)
+	ctx := r.Context()
+	if a.traced { // the host's invocation, when it sends its trace context (docs/telemetry.md)
+		ctx = propagation.TraceContext{}.Extract(ctx, propagation.HeaderCarrier(r.Header))
+	}
+	sum, err := a.tick(ctx, ps, invID)
 	if err != nil {
 		// Logged by the tick (or here) before answering: the host drops a failed reply's body.
 		if sum.Poller == "" {
@@ -344,6 +366,7 @@ func (a *App) checkDeadLetters(ctx context.Context, ps *pollerState, wrote bool)
 	}
 	prev := ps.letters
 	ps.lettersAt, ps.letters = now, len(sum.BatchIDs)
+	a.metrics.DeadLetters.Record(ctx, int64(ps.letters), metric.WithAttributes(telemetry.Poller.String(name)))
 	switch {
 	case ps.letters > 0:
 		attrs := []any{"poller", name, "count", ps.letters, "list", deadletter.ListCommand(name)}
@@ -380,7 +403,7 @@ func (a *App) runner(ctx context.Context, ps *pollerState) (*tick.Runner, error)
 	defer cancel()
 	counted := &lease.Counting{Store: a.store}
 	r, err := tick.Open(octx, tick.Config{Poller: ps.def, Settings: ps.settings, Store: counted, App: a.appName, Owner: a.owner, Clock: a.clock, Logger: a.log,
-		Version: version.String(), Pools: a.pools})
+		Version: version.String(), Pools: a.pools, Tracer: a.tracer, Metrics: a.metrics})
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,9 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/faultproxy"
 	"github.com/pseudotrigger/pseudotrigger/poller"
@@ -30,12 +33,15 @@ type target struct {
 	// maxBody is the size of a row's message over which the service refuses it (0: the suite
 	// does not test it).
 	maxBody int
+	// untraced: the service's messages have no place for a trace context (a storage queue's).
+	untraced bool
 }
 
 // received is one message as the service got it.
 type received struct {
-	ID   string // the id the service saw (header, MessageID, CloudEvent id)
-	Body []byte // the Change
+	ID    string // the id the service saw (header, MessageID, CloudEvent id)
+	Body  []byte // the Change
+	Trace string // the traceparent it carried ("" none)
 }
 
 // changeRow is the row type of the suite's table.
@@ -136,6 +142,65 @@ func runConformance(t *testing.T, newTarget func(t *testing.T) target) {
 		})
 	}
 
+	// TraceContext: each batch's send is a producer span, the child of the span the sink was
+	// called in, and each message carries its trace context where the service has a place for it.
+	t.Run("TraceContext", func(t *testing.T) {
+		tg := newTarget(t)
+		spans := tracetest.NewSpanRecorder()
+		tracer := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans)).Tracer("test")
+		h := harnessIn(t, tg, func(ctx context.Context) (context.Context, func()) {
+			ctx, span := tracer.Start(ctx, "deliver")
+			return ctx, func() { span.End() }
+		}, "SUINK_BATCH_SIZE=10")
+		const n = 25
+		insert(t, h, 1, n, 40)
+		for r := h.Tick(); r.Rows > 0; r = h.Tick() {
+		}
+		got := tg.read(t)
+		checkArrived(t, got, n)
+		delivers, sends := map[trace.SpanID]bool{}, map[string]sdktrace.ReadOnlySpan{}
+		for _, s := range spans.Ended() {
+			if s.Name() == "deliver" {
+				delivers[s.SpanContext().SpanID()] = true
+			} else {
+				sends[s.SpanContext().SpanID().String()] = s
+			}
+		}
+		if len(delivers) != 3 || len(sends) != 3 {
+			t.Fatalf("%d deliver and %d send spans for %d rows in batches of 10", len(delivers), len(sends), n)
+		}
+		perSend := map[string]int{}
+		for id, s := range sends {
+			attrs := map[string]any{}
+			for _, a := range s.Attributes() {
+				attrs[string(a.Key)] = a.Value.AsInterface()
+			}
+			if s.SpanKind() != trace.SpanKindProducer || !delivers[s.Parent().SpanID()] || !strings.HasPrefix(s.Name(), "send ") ||
+				(tg.cfg.Type != Webhook && (attrs["messaging.system"] == nil || attrs["messaging.operation.type"] != "send" || attrs["messaging.destination.name"] == nil)) {
+				t.Fatalf("send span %s %s: kind %v, parent %s, attributes %v", id, s.Name(), s.SpanKind(), s.Parent().SpanID(), attrs)
+			}
+			perSend[id] = int(attrs["messaging.batch.message_count"].(int64))
+		}
+		for _, m := range got {
+			if tg.untraced {
+				if m.Trace != "" {
+					t.Fatalf("message %s carries %q", m.ID, m.Trace)
+				}
+				continue
+			}
+			parts := strings.Split(m.Trace, "-")
+			if len(parts) != 4 || parts[0] != "00" || parts[3] != "01" || sends[parts[2]] == nil || parts[1] != sends[parts[2]].SpanContext().TraceID().String() {
+				t.Fatalf("message %s carries traceparent %q, not a send span's", m.ID, m.Trace)
+			}
+			perSend[parts[2]]--
+		}
+		for id, left := range perSend {
+			if !tg.untraced && left != 0 {
+				t.Fatalf("send span %s: its message count is %d more than the messages carrying it", id, left)
+			}
+		}
+	})
+
 	t.Run("TooLarge", func(t *testing.T) {
 		tg := newTarget(t)
 		if tg.maxBody == 0 {
@@ -160,6 +225,12 @@ func runConformance(t *testing.T, newTarget func(t *testing.T) target) {
 
 // harness is a pollertest harness for a poller "suink" over table changes, sending to tg.
 func harness(t *testing.T, tg target, settings ...string) *pollertest.Harness {
+	return harnessIn(t, tg, nil, settings...)
+}
+
+// harnessIn is harness whose sink sends in a context that in makes of the handler's (nil: the
+// handler's).
+func harnessIn(t *testing.T, tg target, in func(context.Context) (context.Context, func()), settings ...string) *pollertest.Harness {
 	t.Helper()
 	s, err := New(tg.cfg)
 	if err != nil {
@@ -167,7 +238,15 @@ func harness(t *testing.T, tg target, settings ...string) *pollertest.Harness {
 	}
 	s.client = tg.client
 	t.Cleanup(func() { _ = s.Close(context.Background()) })
-	p := poller.New("suink", "changes", poller.Integer, Handler[changeRow](s), poller.WithSetup(s.Setup))
+	send := Handler[changeRow](s)
+	if in != nil {
+		send = func(ctx context.Context, b *poller.Batch[changeRow]) error {
+			ctx, done := in(ctx)
+			defer done()
+			return Handler[changeRow](s)(ctx, b)
+		}
+	}
+	p := poller.New("suink", "changes", poller.Integer, send, poller.WithSetup(s.Setup))
 	return pollertest.New(t, p, append(settings, tg.env...)...)
 }
 

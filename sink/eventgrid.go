@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/messaging"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/eventgrid/azeventgrid"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/azconn"
 	"github.com/pseudotrigger/pseudotrigger/internal/redact"
@@ -68,6 +70,29 @@ func newEventGrid(cfg Config, getenv func(string) string, opts azcore.ClientOpti
 func (g *eventGrid) String() string                { return "Event Grid topic (" + g.conn.String() + ")" }
 func (g *eventGrid) maxBytes() int                 { return eventGridMax - eventGridOverhead }
 func (g *eventGrid) close(_ context.Context) error { return nil }
+func (g *eventGrid) target() traceTarget {
+	host := g.endpoint
+	if u, err := url.Parse(g.endpoint); err == nil && u.Host != "" {
+		host = u.Host
+	}
+	return messagingTarget(semconv.MessagingSystemEventGrid, host)
+}
+
+// extensions are a CloudEvent's extension attributes: table, and the distributed tracing
+// extension's traceparent and tracestate.
+func extensions(m Message) map[string]any {
+	ext := map[string]any{}
+	if m.Table != "" {
+		ext["table"] = m.Table
+	}
+	if m.TraceParent != "" {
+		ext["traceparent"] = m.TraceParent
+		if m.TraceState != "" {
+			ext["tracestate"] = m.TraceState
+		}
+	}
+	return ext
+}
 
 func (g *eventGrid) send(ctx context.Context, msgs []Message) error {
 	events := make([]messaging.CloudEvent, 0, len(msgs))
@@ -104,8 +129,8 @@ func (g *eventGrid) send(ctx context.Context, msgs []Message) error {
 			ID: m.ID, Source: source, Type: typ, SpecVersion: "1.0", Subject: &subject, Time: &when,
 			Data: json.RawMessage(m.Body), DataContentType: ptr("application/json"),
 		}
-		if m.Table != "" {
-			ce.Extensions = map[string]any{"table": m.Table}
+		if m.Table != "" || m.TraceParent != "" {
+			ce.Extensions = extensions(m)
 		}
 		n := len(m.Body) + eventGridOverhead
 		if size+n > eventGridMax {

@@ -42,6 +42,7 @@ func cloudEvents(t *testing.T, r *http.Request, body []byte) []received {
 		Subject         string          `json:"subject"`
 		DataContentType string          `json:"datacontenttype"`
 		Data            json.RawMessage `json:"data"`
+		TraceParent     string          `json:"traceparent"`
 	}
 	if err := json.Unmarshal(body, &events); err != nil {
 		t.Errorf("publish body: %v", err)
@@ -55,7 +56,7 @@ func cloudEvents(t *testing.T, r *http.Request, body []byte) []received {
 			e.DataContentType != "application/json" || e.ID != c.ID || e.Subject != "suink/"+jsonText(c.Key["id"]) {
 			t.Errorf("event %+v", e)
 		}
-		out = append(out, received{ID: e.ID, Body: e.Data})
+		out = append(out, received{ID: e.ID, Body: e.Data, Trace: e.TraceParent})
 	}
 	return out
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azeventhubs/v2"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/azconn"
 	"github.com/pseudotrigger/pseudotrigger/internal/redact"
@@ -98,8 +99,11 @@ func newEventHubs(cfg Config, getenv func(string) string, opts azcore.ClientOpti
 	return eh, nil
 }
 
-func (eh *eventHubs) String() string                  { return "event hub " + eh.hub + " (" + eh.conn.String() + ")" }
-func (eh *eventHubs) maxBytes() int                   { return 0 }
+func (eh *eventHubs) String() string { return "event hub " + eh.hub + " (" + eh.conn.String() + ")" }
+func (eh *eventHubs) maxBytes() int  { return 0 }
+func (eh *eventHubs) target() traceTarget {
+	return messagingTarget(semconv.MessagingSystemEventHubs, eh.hub)
+}
 func (eh *eventHubs) close(ctx context.Context) error { return eh.p.close(ctx) }
 
 // ehEvent is m as an event.

@@ -491,7 +491,11 @@ func (rd *ehReader) read(t *testing.T) []received {
 				if want := rd.partitionOfBody(t, e.Body); want != "" && want != id {
 					t.Fatalf("partition %s, event %d (%s): its key maps to partition %s", id, e.SequenceNumber, e.Body, want)
 				}
-				out = append(out, received{ID: *e.MessageID, Body: e.Body})
+				trace, _ := e.Properties["traceparent"].(string)
+				if id, _ := e.Properties["Diagnostic-Id"].(string); id != trace {
+					t.Fatalf("event %s: Diagnostic-Id %q, traceparent %q", *e.MessageID, id, trace)
+				}
+				out = append(out, received{ID: *e.MessageID, Body: e.Body, Trace: trace})
 				at = e.SequenceNumber
 			}
 		}

@@ -76,6 +76,10 @@ type Message struct {
 	Body []byte
 	// FencingToken is the batch's, for services that carry it beside the body.
 	FencingToken int64
+	// TraceParent and TraceState are the W3C trace context of the send (its span's), which the
+	// services that have a place for it carry beside the body ("" when tracing is off: see
+	// docs/telemetry.md). Send sets them.
+	TraceParent, TraceState string
 
 	keyJSON []byte // the row's key as JSON (nil in batch mode)
 	about   string // batch mode: what About says
@@ -83,7 +87,9 @@ type Message struct {
 
 // Properties are what a service carries beside the body, for its filters and routing
 // (Service Bus application properties, Event Hubs properties): the poller, the op, the table
-// ("" in batch mode: none) and, for a change of a commit-ordered cursor, tx_id and tx_last.
+// ("" in batch mode: none), for a change of a commit-ordered cursor tx_id and tx_last, and the
+// trace context when there is one: traceparent, tracestate and Diagnostic-Id (the traceparent
+// again, under the name the Azure SDKs' older versions read).
 func (m Message) Properties() map[string]any {
 	p := map[string]any{"poller": m.Poller, "op": m.Op}
 	if m.Table != "" {
@@ -91,6 +97,12 @@ func (m Message) Properties() map[string]any {
 	}
 	if m.Tx != nil {
 		p["tx_id"], p["tx_last"] = int64(m.Tx.ID), m.Tx.Last
+	}
+	if m.TraceParent != "" {
+		p["traceparent"], p["Diagnostic-Id"] = m.TraceParent, m.TraceParent
+		if m.TraceState != "" {
+			p["tracestate"] = m.TraceState
+		}
 	}
 	return p
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/azconn"
 	"github.com/pseudotrigger/pseudotrigger/internal/redact"
@@ -30,6 +31,7 @@ type serviceBus struct {
 	client      *azservicebus.Client // nil in tests
 	s           sbSender
 	entity      string // "queue NAME" or "topic NAME"
+	name        string // NAME
 	conn        azconn.Conn
 	sessions    bool
 	concurrency int
@@ -65,6 +67,7 @@ func newServiceBus(cfg Config, getenv func(string) string, opts azcore.ClientOpt
 		name = cfg.Topic
 		sb.entity = "topic " + name
 	}
+	sb.name = name
 	copts := &azservicebus.ClientOptions{
 		ApplicationID: opts.Telemetry.ApplicationID,
 		RetryOptions: azservicebus.RetryOptions{
@@ -107,6 +110,9 @@ func (sb *serviceBus) String() string {
 	return "Service Bus " + sb.entity + " (" + sb.conn.String() + ")"
 }
 func (sb *serviceBus) maxBytes() int { return 0 }
+func (sb *serviceBus) target() traceTarget {
+	return messagingTarget(semconv.MessagingSystemServiceBus, sb.name)
+}
 
 func (sb *serviceBus) close(ctx context.Context) error {
 	err := sb.s.close(ctx)

@@ -301,7 +301,11 @@ func (rd *sbReader) read(t *testing.T) []received {
 			if m.ContentType == nil || *m.ContentType != "application/json" || m.ApplicationProperties["poller"] != "suink" {
 				t.Fatalf("message %s: content type %v, properties %v", m.MessageID, m.ContentType, m.ApplicationProperties)
 			}
-			out = append(out, received{ID: m.MessageID, Body: m.Body})
+			trace, _ := m.ApplicationProperties["traceparent"].(string)
+			if id, _ := m.ApplicationProperties["Diagnostic-Id"].(string); id != trace {
+				t.Fatalf("message %s: Diagnostic-Id %q, traceparent %q", m.MessageID, id, trace)
+			}
+			out = append(out, received{ID: m.MessageID, Body: m.Body, Trace: trace})
 		}
 	}
 }

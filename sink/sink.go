@@ -84,6 +84,8 @@ type transport interface {
 	maxBytes() int
 	String() string
 	close(ctx context.Context) error
+	// target describes the destination to the send's span (trace.go).
+	target() traceTarget
 }
 
 // New checks cfg and returns a sink that Setup connects. Its errors wrap ErrConfig and name the
@@ -176,7 +178,10 @@ func (s *Sink) Send(ctx context.Context, b *poller.Batch[poller.Row]) error {
 			}
 		}
 	}
-	if err := s.t.send(ctx, msgs); err != nil {
+	ctx, span := startSend(ctx, s.t.target(), msgs)
+	err = s.t.send(ctx, msgs)
+	endSend(span, err)
+	if err != nil {
 		return fmt.Errorf("sink %s (%s): %w", s.cfg.Type, s.t, err)
 	}
 	return nil

@@ -10,6 +10,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/queueerror"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/azconn"
 	"github.com/pseudotrigger/pseudotrigger/internal/redact"
@@ -91,6 +92,11 @@ func (s *storageQueue) maxBytes() int {
 	return queueMessageMax / 4 * 3
 }
 func (s *storageQueue) close(_ context.Context) error { return nil }
+
+// target: a storage queue message has no place for a trace context; the span is the send's alone.
+func (s *storageQueue) target() traceTarget {
+	return messagingTarget(semconv.MessagingSystemKey.String("azure_storage_queue"), s.queue)
+}
 
 func (s *storageQueue) send(ctx context.Context, msgs []Message) error {
 	opts := &azqueue.EnqueueMessageOptions{TimeToLive: &s.ttl}

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"go.opentelemetry.io/otel/attribute"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/redact"
 )
@@ -44,8 +46,11 @@ func newWebhook(cfg Config, t policy.Transporter) (*webhook, error) {
 	return &webhook{url: cfg.URL, shown: shown, headers: cfg.Headers, client: client, concurrency: cfg.concurrency()}, nil
 }
 
-func (w *webhook) String() string                { return "POST " + w.shown }
-func (w *webhook) maxBytes() int                 { return 0 }
+func (w *webhook) String() string { return "POST " + w.shown }
+func (w *webhook) maxBytes() int  { return 0 }
+func (w *webhook) target() traceTarget {
+	return traceTarget{name: "send " + w.shown, attrs: []attribute.KeyValue{semconv.HTTPRequestMethodPost, semconv.URLFull(w.shown)}}
+}
 func (w *webhook) close(_ context.Context) error { w.client.CloseIdleConnections(); return nil }
 
 func (w *webhook) send(ctx context.Context, msgs []Message) error {
@@ -63,6 +68,12 @@ func (w *webhook) post(ctx context.Context, m Message) error {
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", m.ID)
 	req.Header.Set("X-Fencing-Token", strconv.FormatInt(m.FencingToken, 10))
+	if m.TraceParent != "" {
+		req.Header.Set("traceparent", m.TraceParent)
+		if m.TraceState != "" {
+			req.Header.Set("tracestate", m.TraceState)
+		}
+	}
 	resp, err := w.client.Do(req)
 	if err != nil {
 		return fmt.Errorf("%s: %s", m.About(), redact.Text(err.Error()))

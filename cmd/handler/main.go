@@ -25,6 +25,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/declared"
 	"github.com/pseudotrigger/pseudotrigger/internal/faultpoint"
 	"github.com/pseudotrigger/pseudotrigger/internal/logbuf"
+	"github.com/pseudotrigger/pseudotrigger/internal/telemetry"
 	"github.com/pseudotrigger/pseudotrigger/pollers"
 )
 
@@ -82,6 +83,23 @@ func run(log *slog.Logger) error {
 			opts.Clock = clock.Offset(clock.System{}, off)
 		}
 	}
+	// OpenTelemetry over OTLP when the OTEL_ variables ask for it; a setting it cannot honour is
+	// logged as an error and the pollers run without it.
+	instance := os.Getenv("WEBSITE_INSTANCE_ID")
+	if instance == "" {
+		instance, _ = os.Hostname()
+	}
+	_, shutdown, err := telemetry.Setup(context.Background(), os.Getenv, os.Getenv("WEBSITE_SITE_NAME"), instance, version.String(), log)
+	if err != nil {
+		log.Error("OpenTelemetry is off", "error", err.Error())
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := shutdown(ctx); err != nil {
+			log.Warn("OpenTelemetry: the last spans and metrics were not exported", "error", err.Error())
+		}
+	}()
 	app := handler.New(opts)
 	srv := &http.Server{Handler: app.Routes(), ReadHeaderTimeout: 10 * time.Second}
 

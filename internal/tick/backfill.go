@@ -92,7 +92,7 @@ func (t *tickRun) backfillStep(behind bool) (more bool, err error) {
 			return false, err
 		}
 		t0 := t.clk.Now()
-		if herr := t.r.handle(t.wctx, pb); herr != nil {
+		if herr := t.handle(pb); herr != nil {
 			return false, t.chunkFailed(b, "handling batch "+pb.ID+", the chunk after "+keyText(b.After), herr)
 		}
 		t.sum.Rows += len(c.Rows)

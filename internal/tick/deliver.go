@@ -125,7 +125,7 @@ func (t *tickRun) next() fetched {
 		return fetched{batch: &source.Batch{}}
 	}
 	t0 := t.clk.Now()
-	b, err := t.r.Source.Fetch(t.fctx, t.cursor, t.r.Settings.BatchSize)
+	b, err := t.r.fetch(t.fctx, t.cursor, false)
 	t.fetchDur = t.clk.Now().Sub(t0)
 	f := fetched{b, err}
 	t.sawLive(f)
@@ -189,7 +189,7 @@ func (t *tickRun) step(b *source.Batch) (more bool, err error) {
 	t0 := t.clk.Now()
 	var herr error
 	if len(b.Rows) > 0 { // else a move with nothing to deliver (a logical cursor's keep-up)
-		herr = t.r.handle(t.wctx, pb)
+		herr = t.handle(pb)
 	}
 	t.handleDur = t.clk.Now().Sub(t0)
 	if herr != nil {
@@ -253,7 +253,7 @@ func (t *tickRun) commitDue() error {
 		return nil
 	}
 	faultpoint.Hit(faultpoint.BeforeCommit)
-	if err := t.l.Commit(t.ctx, *t.uncommitted); err != nil {
+	if err := t.write("commit", false, func(ctx context.Context) error { return t.l.Commit(ctx, *t.uncommitted) }); err != nil {
 		return wrapLost(t.l, err)
 	}
 	t.advance(t.uncommitted.Cursor)
@@ -304,11 +304,11 @@ func (t *tickRun) end(cause error) error {
 	t.observe(cursor, outcome)
 	if t.uncommitted != nil {
 		faultpoint.Hit(faultpoint.BeforeCommit)
-		if err = l.CommitAndRelease(t.ctx, *t.uncommitted); err == nil {
+		if err = t.write("commit", true, func(ctx context.Context) error { return l.CommitAndRelease(ctx, *t.uncommitted) }); err == nil {
 			t.advance(t.uncommitted.Cursor)
 		}
 	} else {
-		err = l.Release(t.ctx)
+		err = t.write("release", true, l.Release)
 	}
 	if cause != nil {
 		return errors.Join(cause, err)
@@ -320,7 +320,7 @@ func (t *tickRun) end(cause error) error {
 func (r *Runner) readAhead(ctx context.Context, after *state.Cursor) <-chan fetched {
 	ch := make(chan fetched, 1)
 	go func() {
-		b, err := r.Source.Fetch(ctx, after, r.Settings.BatchSize)
+		b, err := r.fetch(ctx, after, false)
 		ch <- fetched{b, err}
 	}()
 	return ch

@@ -1,6 +1,7 @@
 package tick
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -65,7 +66,9 @@ func (t *tickRun) fail(pb *pollerdef.Batch, herr error, poisoned bool) error {
 		cursor = t.uncommitted.Cursor
 	}
 	t.observe(cursor, outcome)
-	if ferr := t.l.FailAndRelease(t.ctx, t.uncommitted, pb.ID, keys, herr); ferr != nil {
+	if ferr := t.write("commit", true, func(ctx context.Context) error {
+		return t.l.FailAndRelease(ctx, t.uncommitted, pb.ID, keys, herr)
+	}); ferr != nil {
 		return errors.Join(failure, fmt.Errorf("recording the failure: %w", ferr))
 	}
 	return failure

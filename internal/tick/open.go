@@ -3,6 +3,7 @@ package tick
 import (
 	"context"
 	"fmt"
+	"go.opentelemetry.io/otel/trace"
 	"log/slog"
 	"strings"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
+	"github.com/pseudotrigger/pseudotrigger/internal/telemetry"
 )
 
 // Config is what Open assembles a poller's runner from.
@@ -33,6 +35,9 @@ type Config struct {
 	// Pools, if set, are the connection pools the process's pollers share, one per database
 	// (source.Pools); otherwise the source has a pool of its own.
 	Pools *source.Pools
+	// Tracer and Metrics receive the ticks' telemetry (Runner's fields of those names).
+	Tracer  trace.Tracer
+	Metrics *telemetry.Metrics
 }
 
 // Open opens the poller's source and its lease and returns its runner: the one place the
@@ -73,7 +78,8 @@ func Open(ctx context.Context, c Config) (*Runner, error) {
 		}
 		return nil, fmt.Errorf("poller %s: %w", name, err)
 	}
-	r := &Runner{Poller: c.Poller, Settings: c.Settings, Lease: m, Source: src, Clock: c.Clock, Logger: c.Logger}
+	r := &Runner{Poller: c.Poller, Settings: c.Settings, Lease: m, Source: src, Clock: c.Clock, Logger: c.Logger,
+		Tracer: c.Tracer, Metrics: c.Metrics}
 	if c.Source == nil {
 		r.close, r.reopen = src.Close, open
 	}

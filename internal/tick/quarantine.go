@@ -82,7 +82,7 @@ func (t *tickRun) bisect(pb *pollerdef.Batch, from *state.Cursor, rows []source.
 		}
 		q.calls++
 		faultpoint.Hit(faultpoint.QuarantineTry)
-		herr := r.handle(t.wctx, sub)
+		herr := t.handle(sub)
 		if lerr := l.Err(); lerr != nil {
 			return lerr
 		}

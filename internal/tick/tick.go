@@ -30,6 +30,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"go.opentelemetry.io/otel/trace"
 	"log/slog"
 	"sync"
 	"time"
@@ -42,6 +43,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
+	"github.com/pseudotrigger/pseudotrigger/internal/telemetry"
 )
 
 // Outcome of a tick.
@@ -134,6 +136,10 @@ type Runner struct {
 	// Observe, if set, sees every batch handed to the poller's handler and what it returned
 	// (package pollertest records them).
 	Observe func(b *pollerdef.Batch, err error)
+	// Tracer and Metrics receive the ticks' spans and measurements (package telemetry); nil:
+	// OpenTelemetry's global ones, no-ops unless telemetry.Setup installed an exporter.
+	Tracer  trace.Tracer
+	Metrics *telemetry.Metrics
 
 	close func() error // closes the source Open opened
 	// reopen opens the poller's source anew (a source Open opened; nil for one given to it);
@@ -169,8 +175,11 @@ type tickRun struct {
 	log     *slog.Logger
 	sum     Summary
 	start   time.Time
-	req0    int64 // the state store's requests before the tick (Runner.Requests)
-	conf0   int64 // and its conflicts
+	req0    int64      // the state store's requests before the tick (Runner.Requests)
+	conf0   int64      // and its conflicts
+	span    trace.Span // the tick's (telemetry.go)
+	// tookOver: the lease was won from an owner whose lease expired unreleased.
+	tookOver bool
 
 	l *lease.Lease // the lease, once won
 
@@ -280,6 +289,7 @@ func (r *Runner) begin(ctx context.Context, invocationID string) *tickRun {
 		log = slog.New(slog.DiscardHandler)
 	}
 	t.log = log.With("poller", r.Poller.Name(), "invocation_id", invocationID)
+	t.startSpan(invocationID)
 	t.start = t.clk.Now()
 	t.sum = Summary{Poller: r.Poller.Name(), RowsWaiting: -1}
 	if r.Requests != nil {
@@ -314,8 +324,8 @@ func (t *tickRun) run() error {
 		return err
 	}
 	t0 := t.clk.Now()
-	first, err := r.Source.Fetch(t.ctx, cursor, r.Settings.BatchSize) // never cancelled midway: see deliver
-	if busy, ok := errors.AsType[*source.BusyError](err); ok {        // another process's tick is reading the change stream: as a held lease
+	first, err := r.fetch(t.ctx, cursor, true)                 // never cancelled midway: see deliver
+	if busy, ok := errors.AsType[*source.BusyError](err); ok { // another process's tick is reading the change stream: as a held lease
 		t.sum.Outcome, t.sum.Holder = LeaseHeld, busy.Holder
 		return nil
 	}
@@ -375,7 +385,11 @@ func (t *tickRun) acquire(snap lease.Snapshot, first *source.Batch, firstDur tim
 	if len(first.Rows) == r.Settings.BatchSize {
 		ahead = r.readAhead(t.ctx, first.To)
 	}
-	res, err := r.Lease.Acquire(t.ctx, snap)
+	var res lease.Result
+	err := t.write("acquire", false, func(ctx context.Context) (err error) {
+		res, err = r.Lease.Acquire(ctx, snap)
+		return err
+	})
 	if err != nil || !res.Won() {
 		if ahead != nil {
 			<-ahead
@@ -388,6 +402,7 @@ func (t *tickRun) acquire(snap lease.Snapshot, first *source.Batch, firstDur tim
 	}
 	l := res.Lease
 	t.sum.Outcome, t.sum.FencingToken = Committed, l.Token()
+	t.tookOver = tookOver(snap)
 	l.KeepAlive()
 	faultpoint.Hit(faultpoint.AfterAcquire)
 	t.l = l
@@ -450,6 +465,7 @@ func (t *tickRun) finish(err error) (Summary, error) {
 	} else {
 		t.log.Info("tick", attrs...)
 	}
+	t.record(err)
 	return *sum, err
 }
 

@@ -1,0 +1,172 @@
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/propagation"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/redact"
+)
+
+// ErrSetting is wrapped by Setup's errors: a variable asks for what the handler cannot do. The
+// error names it.
+var ErrSetting = errors.New("unsupported OpenTelemetry setting")
+
+// Signals says what Setup exports.
+type Signals struct {
+	Traces, Metrics bool
+}
+
+// Any says something is exported.
+func (s Signals) Any() bool { return s.Traces || s.Metrics }
+
+// Wanted reads the standard variables: traces are exported when OTEL_EXPORTER_OTLP_ENDPOINT or
+// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set and OTEL_TRACES_EXPORTER is not "none"; metrics
+// likewise (_METRICS_ENDPOINT, OTEL_METRICS_EXPORTER); nothing when OTEL_SDK_DISABLED is true.
+// An exporter other than otlp, or a protocol other than http/protobuf, is an error naming the
+// variable.
+func Wanted(getenv func(string) string) (Signals, error) {
+	v := func(name string) string { return strings.TrimSpace(getenv(name)) }
+	if strings.EqualFold(v("OTEL_SDK_DISABLED"), "true") {
+		return Signals{}, nil
+	}
+	base := v("OTEL_EXPORTER_OTLP_ENDPOINT") != ""
+	want := func(signal string) (bool, error) {
+		upper := strings.ToUpper(signal)
+		exporter := "OTEL_" + upper + "_EXPORTER"
+		switch e := strings.ToLower(v(exporter)); e {
+		case "none":
+			return false, nil
+		case "", "otlp":
+		default:
+			return false, fmt.Errorf("%w: %s=%s: this handler exports over OTLP only (otlp or none)", ErrSetting, exporter, e)
+		}
+		if !base && v("OTEL_EXPORTER_OTLP_"+upper+"_ENDPOINT") == "" {
+			return false, nil
+		}
+		name := "OTEL_EXPORTER_OTLP_" + upper + "_PROTOCOL" // the signal's own wins
+		if v(name) == "" {
+			name = "OTEL_EXPORTER_OTLP_PROTOCOL"
+		}
+		if p := v(name); p != "" && p != "http/protobuf" {
+			return false, fmt.Errorf("%w: %s=%s: this handler sends OTLP over HTTP with protobuf (http/protobuf, port 4318 by convention); "+
+				"point it at a collector's or backend's OTLP/HTTP endpoint", ErrSetting, name, p)
+		}
+		return true, nil
+	}
+	var s Signals
+	var err error
+	if s.Traces, err = want("traces"); err != nil {
+		return Signals{}, err
+	}
+	if s.Metrics, err = want("metrics"); err != nil {
+		return Signals{}, err
+	}
+	return s, nil
+}
+
+var enabled atomic.Bool
+
+// Enabled says Setup installs an exporter of traces: the handler then continues the host's trace
+// context and carries its own into the messages the sinks send.
+func Enabled() bool { return enabled.Load() }
+
+// Setup installs the global tracer and meter providers that export over OTLP/HTTP, as the
+// standard variables say (Wanted; the exporters read the endpoint, headers, timeout, compression
+// and temporality variables themselves, the SDK its sampler and intervals), with the resource
+// the service.* variables and the app describe: service.name is OTEL_SERVICE_NAME, else the
+// function app's name (appName), else "pseudotrigger". It returns what it set up and a shutdown
+// that flushes and stops the exporters. Export failures are logged as warnings, with no header or
+// key.
+func Setup(ctx context.Context, getenv func(string) string, appName, instance, version string, log *slog.Logger) (Signals, func(context.Context) error, error) {
+	noop := func(context.Context) error { return nil }
+	s, err := Wanted(getenv)
+	if err != nil || !s.Any() {
+		return Signals{}, noop, err
+	}
+	res, err := newResource(ctx, getenv, appName, instance, version)
+	if err != nil {
+		return Signals{}, noop, err
+	}
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+		log.Warn("telemetry not exported", "error", redact.Text(err.Error()))
+	}))
+	var stops []func(context.Context) error
+	shutdown := func(ctx context.Context) error {
+		var errs []error
+		for _, stop := range stops {
+			errs = append(errs, stop(ctx))
+		}
+		return errors.Join(errs...)
+	}
+	if s.Traces {
+		exp, err := otlptracehttp.New(ctx)
+		if err != nil {
+			return Signals{}, noop, fmt.Errorf("OpenTelemetry traces exporter (OTEL_EXPORTER_OTLP_ENDPOINT): %w", err)
+		}
+		tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+		otel.SetTracerProvider(tp)
+		otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
+		stops = append(stops, tp.Shutdown)
+		enabled.Store(true)
+	}
+	if s.Metrics {
+		exp, err := otlpmetrichttp.New(ctx)
+		if err != nil {
+			_ = shutdown(ctx)
+			return Signals{}, noop, fmt.Errorf("OpenTelemetry metrics exporter (OTEL_EXPORTER_OTLP_ENDPOINT): %w", err)
+		}
+		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewPeriodicReader(exp)), sdkmetric.WithResource(res))
+		otel.SetMeterProvider(mp)
+		stops = append(stops, mp.Shutdown)
+	}
+	log.Info("OpenTelemetry exports over OTLP", "traces", s.Traces, "metrics", s.Metrics,
+		"endpoint", redact.Text(strings.TrimSpace(getenv("OTEL_EXPORTER_OTLP_ENDPOINT"))), "service_name", serviceName(res))
+	return s, shutdown, nil
+}
+
+// newResource describes the process: the service.* and OTEL_RESOURCE_ATTRIBUTES variables first,
+// then the function app.
+func newResource(ctx context.Context, getenv func(string) string, appName, instance, version string) (*resource.Resource, error) {
+	name := strings.TrimSpace(getenv("OTEL_SERVICE_NAME"))
+	if name == "" {
+		name = appName
+	}
+	if name == "" {
+		name = "pseudotrigger"
+	}
+	attrs := resource.NewWithAttributes(semconv.SchemaURL, semconv.ServiceName(name), semconv.ServiceVersion(version),
+		semconv.ServiceInstanceID(instance))
+	if getenv("WEBSITE_SITE_NAME") != "" {
+		attrs, _ = resource.Merge(attrs, resource.NewWithAttributes(semconv.SchemaURL,
+			semconv.CloudProviderAzure, semconv.CloudPlatformAzureFunctions, semconv.FaaSName(appName)))
+	}
+	// Detected attributes of the variables win over the app's (resource.Merge keeps the second's).
+	env, err := resource.New(ctx, resource.WithFromEnv(), resource.WithTelemetrySDK())
+	if err != nil && !errors.Is(err, resource.ErrPartialResource) {
+		return nil, fmt.Errorf("OTEL_RESOURCE_ATTRIBUTES: %w", err)
+	}
+	res, err := resource.Merge(attrs, env)
+	if err != nil {
+		return nil, fmt.Errorf("OpenTelemetry resource: %w", err)
+	}
+	return res, nil
+}
+
+// serviceName is res's service.name.
+func serviceName(res *resource.Resource) string {
+	v, _ := res.Set().Value(semconv.ServiceNameKey)
+	return v.AsString()
+}

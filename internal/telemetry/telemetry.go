@@ -1,0 +1,98 @@
+// Package telemetry holds the handler's OpenTelemetry: the tracer and the instruments a tick
+// records, their names and attributes (docs/telemetry.md lists them), and Setup, which exports
+// them over OTLP/HTTP when the standard variables ask for it.
+//
+// Without those variables nothing is set up: the tracer and meter are OpenTelemetry's global
+// no-op ones, and the handler neither reads nor writes trace context (a tick's spans cost a
+// context value per batch; no message carries a traceparent).
+package telemetry
+
+import (
+	"sync"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Scope is the instrumentation scope of the handler's spans and metrics.
+const Scope = "github.com/pseudotrigger/pseudotrigger"
+
+// The attributes the handler's spans and metrics carry, beside the semantic conventions' own.
+const (
+	Poller       = attribute.Key("pseudotrigger.poller")        // the poller's name
+	Outcome      = attribute.Key("pseudotrigger.outcome")       // a tick's outcome (tick.Outcome)
+	Op           = attribute.Key("pseudotrigger.op")            // a row's change: insert, update, delete, upsert, read
+	Rows         = attribute.Key("pseudotrigger.rows")          // rows fetched, delivered or sent
+	Batches      = attribute.Key("pseudotrigger.batches")       // batches a tick handled
+	FencingToken = attribute.Key("pseudotrigger.fencing_token") // the lease's fencing token
+	BatchID      = attribute.Key("pseudotrigger.batch_id")      // a batch's id
+	Attempt      = attribute.Key("pseudotrigger.attempt")       // the attempt at a batch
+	Cursor       = attribute.Key("pseudotrigger.cursor")        // where a batch or tick ends, as the log lines render it
+	Release      = attribute.Key("pseudotrigger.release")       // a commit that also releases the lease
+	LagSeconds   = attribute.Key("pseudotrigger.lag_seconds")   // the oldest waiting row's age at the tick's end
+	RowsWaiting  = attribute.Key("pseudotrigger.rows_waiting")  // rows after the cursor at the tick's end
+	Holder       = attribute.Key("pseudotrigger.lease_holder")  // who holds the lease, when not this tick
+	TookOver     = attribute.Key("pseudotrigger.took_over")     // the lease was taken from an owner whose lease expired
+	Peek         = attribute.Key("pseudotrigger.peek")          // the fetch before the lease (the first batch)
+)
+
+// Metrics are the handler's instruments. Every one carries Poller; the rest of each one's
+// attributes are in its comment.
+type Metrics struct {
+	Rows         metric.Int64Counter     // pseudotrigger.rows: rows delivered; Op
+	Batches      metric.Int64Counter     // pseudotrigger.batches: batches handed to the handler, delivered or quarantined
+	TickDuration metric.Float64Histogram // pseudotrigger.tick.duration (s); Outcome
+	Lag          metric.Float64Gauge     // pseudotrigger.lag (s): the oldest waiting row's age at a tick's end
+	Backlog      metric.Int64Gauge       // pseudotrigger.backlog: rows waiting after the cursor (up to 10,000)
+	Retained     metric.Int64Gauge       // pseudotrigger.source.retained (By): the change log the database keeps for the poller
+	DeadLettered metric.Int64Counter     // pseudotrigger.dead_lettered: rows quarantined into dead letters
+	DeadLetters  metric.Int64Gauge       // pseudotrigger.dead_letters: dead letters waiting, as last listed
+	Takeovers    metric.Int64Counter     // pseudotrigger.lease.takeovers: leases taken from an owner whose lease expired
+	Errors       metric.Int64Counter     // pseudotrigger.errors: failed ticks; error.type (ErrorClass)
+}
+
+// NewMetrics makes the instruments on mp's meter for Scope.
+func NewMetrics(mp metric.MeterProvider) *Metrics {
+	m := mp.Meter(Scope)
+	var ms Metrics
+	// The SDK's instruments cannot fail with these fixed, valid names: an error would return a
+	// no-op instrument, which is used as it is.
+	ms.Rows, _ = m.Int64Counter("pseudotrigger.rows", metric.WithUnit("{row}"),
+		metric.WithDescription("Rows delivered to the poller's handler or sink."))
+	ms.Batches, _ = m.Int64Counter("pseudotrigger.batches", metric.WithUnit("{batch}"),
+		metric.WithDescription("Batches handed to the poller's handler and delivered or quarantined."))
+	ms.TickDuration, _ = m.Float64Histogram("pseudotrigger.tick.duration", metric.WithUnit("s"),
+		metric.WithDescription("How long a tick ran, by outcome."),
+		metric.WithExplicitBucketBoundaries(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300))
+	ms.Lag, _ = m.Float64Gauge("pseudotrigger.lag", metric.WithUnit("s"),
+		metric.WithDescription("Age of the oldest row still waiting at a tick's end (0: none waits)."))
+	ms.Backlog, _ = m.Int64Gauge("pseudotrigger.backlog", metric.WithUnit("{row}"),
+		metric.WithDescription("Rows waiting after the cursor at a tick's end, counted up to 10,000."))
+	ms.Retained, _ = m.Int64Gauge("pseudotrigger.source.retained", metric.WithUnit("By"),
+		metric.WithDescription("Change log the source database keeps for the poller (a replication slot's retained WAL)."))
+	ms.DeadLettered, _ = m.Int64Counter("pseudotrigger.dead_lettered", metric.WithUnit("{row}"),
+		metric.WithDescription("Rows quarantined into dead letters."))
+	ms.DeadLetters, _ = m.Int64Gauge("pseudotrigger.dead_letters", metric.WithUnit("{letter}"),
+		metric.WithDescription("Dead letters waiting for an operator, as last listed."))
+	ms.Takeovers, _ = m.Int64Counter("pseudotrigger.lease.takeovers", metric.WithUnit("{takeover}"),
+		metric.WithDescription("Leases taken from an owner whose lease expired without a release (a crash, a freeze, a lost instance)."))
+	ms.Errors, _ = m.Int64Counter("pseudotrigger.errors", metric.WithUnit("{tick}"),
+		metric.WithDescription("Failed ticks, by error class (error.type)."))
+	return &ms
+}
+
+var global = sync.OnceValue(func() *Metrics { return NewMetrics(otel.GetMeterProvider()) })
+
+// Global returns the instruments on OpenTelemetry's global meter provider (the one Setup
+// installs; until then, and without it, a no-op one).
+func Global() *Metrics { return global() }
+
+// Tracer returns the handler's tracer on tp, or on the global tracer provider when tp is nil.
+func Tracer(tp trace.TracerProvider) trace.Tracer {
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	return tp.Tracer(Scope)
+}

@@ -1,0 +1,188 @@
+package tick
+
+import (
+	"context"
+	"errors"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/lease"
+	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
+	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
+	"github.com/pseudotrigger/pseudotrigger/internal/telemetry"
+)
+
+// A tick is a span ("tick {poller}") with a child per fetch, per batch delivered ("deliver",
+// whose context the handler gets: a sink's send span is its child) and per state write
+// ("acquire", "commit"); at its end it records the metrics of telemetry.Metrics. Without an
+// exporter the tracer and meter are no-ops (package telemetry).
+
+func (r *Runner) tracer() trace.Tracer {
+	if r.Tracer == nil {
+		return telemetry.Tracer(nil)
+	}
+	return r.Tracer
+}
+
+func (r *Runner) metrics() *telemetry.Metrics {
+	if r.Metrics == nil {
+		return telemetry.Global()
+	}
+	return r.Metrics
+}
+
+// startSpan starts the tick's span, a child of the invocation's trace context when ctx has one
+// (the handler continues the host's), and puts it in t.ctx.
+func (t *tickRun) startSpan(invocationID string) {
+	attrs := []attribute.KeyValue{telemetry.Poller.String(t.r.Poller.Name()), semconv.FaaSTriggerTimer}
+	if invocationID != "" {
+		attrs = append(attrs, semconv.FaaSInvocationID(invocationID))
+	}
+	t.ctx, t.span = t.r.tracer().Start(t.ctx, "tick "+t.r.Poller.Name(), trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
+}
+
+// fetch reads the batch after the cursor in a "fetch" span.
+func (r *Runner) fetch(ctx context.Context, after *state.Cursor, peek bool) (*source.Batch, error) {
+	ctx, span := r.tracer().Start(ctx, "fetch")
+	b, err := r.Source.Fetch(ctx, after, r.Settings.BatchSize)
+	if span.IsRecording() {
+		if peek {
+			span.SetAttributes(telemetry.Peek.Bool(true))
+		}
+		if b != nil {
+			span.SetAttributes(telemetry.Rows.Int(len(b.Rows)))
+		}
+		endSpan(span, err)
+	}
+	return b, err
+}
+
+// write runs one of the tick's state writes (what: acquire, commit) in a span of its name.
+func (t *tickRun) write(what string, release bool, f func(ctx context.Context) error) error {
+	ctx, span := t.r.tracer().Start(t.ctx, what)
+	err := f(ctx)
+	if span.IsRecording() {
+		if release {
+			span.SetAttributes(telemetry.Release.Bool(true))
+		}
+		endSpan(span, err)
+	}
+	return err
+}
+
+// handle hands pb to the handler in a "deliver" span, the parent of the handler's own (a sink's
+// send).
+func (t *tickRun) handle(pb *pollerdef.Batch) error {
+	ctx, span := t.r.tracer().Start(t.wctx, "deliver")
+	if span.IsRecording() {
+		span.SetAttributes(telemetry.BatchID.String(pb.ID), telemetry.Rows.Int(len(pb.Rows)), telemetry.Attempt.Int64(pb.Attempt),
+			telemetry.FencingToken.Int64(pb.FencingToken))
+	}
+	err := t.r.handle(ctx, pb)
+	endSpan(span, err)
+	return err
+}
+
+// endSpan ends span with err as its status.
+func endSpan(span trace.Span, err error) {
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+		span.SetAttributes(semconv.ErrorTypeKey.String(errorClass(err)))
+	}
+	span.End()
+}
+
+// tookOver says the lease a tick won was taken from an owner whose lease expired unreleased.
+func tookOver(snap lease.Snapshot) bool {
+	return snap.Doc != nil && snap.Doc.Lease.OwnerID != "" && !snap.Doc.Lease.Released()
+}
+
+// record ends the tick's span with its summary and records the tick's metrics.
+func (t *tickRun) record(err error) {
+	sum := &t.sum
+	m := t.r.metrics()
+	poller := telemetry.Poller.String(sum.Poller)
+	ctx := t.ctx
+	base := metric.WithAttributeSet(attribute.NewSet(poller))
+	m.TickDuration.Record(ctx, float64(sum.DurationMS)/1000, metric.WithAttributeSet(attribute.NewSet(poller, telemetry.Outcome.String(string(sum.Outcome)))))
+	for op, n := range sum.Ops {
+		m.Rows.Add(ctx, int64(n), metric.WithAttributeSet(attribute.NewSet(poller, telemetry.Op.String(op))))
+	}
+	if sum.Batches > 0 {
+		m.Batches.Add(ctx, int64(sum.Batches), base)
+	}
+	if sum.LagSeconds != nil {
+		m.Lag.Record(ctx, *sum.LagSeconds, base)
+	}
+	if sum.RowsWaiting >= 0 {
+		m.Backlog.Record(ctx, sum.RowsWaiting, base)
+	}
+	if sum.RetainedBytes != nil {
+		m.Retained.Record(ctx, *sum.RetainedBytes, base)
+	}
+	if sum.DeadLettered > 0 {
+		m.DeadLettered.Add(ctx, int64(sum.DeadLettered), base)
+	}
+	if t.tookOver {
+		m.Takeovers.Add(ctx, 1, base)
+	}
+	if err != nil {
+		m.Errors.Add(ctx, 1, metric.WithAttributeSet(attribute.NewSet(poller, semconv.ErrorTypeKey.String(errorClass(err)))))
+	}
+	span := t.span
+	if span == nil || !span.IsRecording() {
+		return
+	}
+	span.SetAttributes(telemetry.Outcome.String(string(sum.Outcome)), telemetry.Rows.Int(sum.Rows), telemetry.Batches.Int(sum.Batches),
+		telemetry.FencingToken.Int64(sum.FencingToken), telemetry.Cursor.String(cursorText(sum.Cursor)), telemetry.RowsWaiting.Int64(sum.RowsWaiting))
+	if sum.LagSeconds != nil {
+		span.SetAttributes(telemetry.LagSeconds.Float64(*sum.LagSeconds))
+	}
+	if sum.Holder != "" {
+		span.SetAttributes(telemetry.Holder.String(sum.Holder))
+	}
+	if t.tookOver {
+		span.SetAttributes(telemetry.TookOver.Bool(true))
+	}
+	if sum.BatchID != "" {
+		span.SetAttributes(telemetry.BatchID.String(sum.BatchID))
+	}
+	endSpan(span, err)
+}
+
+// errorClass names the kind of a tick's error, for error.type: few values, each one a cause an
+// operator acts on differently (docs/telemetry.md).
+func errorClass(err error) string {
+	for _, c := range errorClasses {
+		if errors.Is(err, c.err) {
+			return c.class
+		}
+	}
+	return "other"
+}
+
+// errorClasses in the order errorClass tries them: a blocked poller's error also wraps its
+// batch's failure.
+var errorClasses = []struct {
+	err   error
+	class string
+}{
+	{ErrBlocked, "blocked"},
+	{ErrBatchFailed, "handler"},
+	{lease.ErrLost, "lease_lost"},
+	{state.ErrFingerprintMismatch, "source_changed"},
+	{state.ErrCorrupt, "state_document"},
+	{state.ErrVersion, "state_document"},
+	{state.ErrPollerMismatch, "state_document"},
+	{source.ErrConnect, "source_connect"},
+	{source.ErrSchema, "source_schema"},
+	{source.ErrMisconfigured, "source_setup"},
+	{source.ErrUnreachableRow, "unreachable_row"},
+	{source.ErrNullCursor, "null_cursor"},
+	{source.ErrStreamAhead, "stream_ahead"},
+}
