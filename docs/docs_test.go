@@ -154,6 +154,7 @@ var classes = map[string]map[string]string{
 	"bicep":   {"params": "TestBicepParams"},
 	"js":      {"syntax": "TestJSSyntax"},
 	"text":    {"output": "nothing to run: output shown", "example": "nothing to run: example values"},
+	"yaml":    {"collector": "TestCollectorConfig"},
 	"mermaid": {"": "nothing to run: a diagram"},
 }
 

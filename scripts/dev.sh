@@ -27,6 +27,10 @@
 #                             app name local-mariadb-PORT (a new server each run, so new checkpoints)
 #   DEV_BLOB_PORT=20000 DEV_QUEUE_PORT=20001 scripts/dev.sh
 #                             Azurite on other ports than 10000 and 10001 (UseDevelopmentStorage=true's)
+#   OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318 scripts/dev.sh
+#                             the handler's traces and metrics to an OTLP/HTTP receiver of yours (a
+#                             Jaeger, a Collector): docs/telemetry.md. The handler inherits every
+#                             OTEL_ variable set here.
 set -euo pipefail
 # shellcheck source=scripts/lib/services.sh
 source "$(dirname "$0")/lib/services.sh"
@@ -210,6 +214,9 @@ if [ "${DEV_DRIVER:-sqlite}" = postgres ]; then
     || die "pollerctl cdc enable orders-changes failed (its report is above)"
 fi
 
+if [ -n "${OTEL_EXPORTER_OTLP_ENDPOINT:-}" ]; then
+  log "OpenTelemetry: the handler sends its traces and metrics to $OTEL_EXPORTER_OTLP_ENDPOINT (OTEL_EXPORTER_OTLP_ENDPOINT; its start-up line says what it exports)"
+fi
 if [ -n "$pollerctl_env" ]; then
   # The settings this run changed, in a file (the Azurite connection string holds its key, which
   # stays out of the output).

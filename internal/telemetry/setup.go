@@ -9,8 +9,7 @@ import (
 	"sync/atomic"
 
 	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
 	"go.opentelemetry.io/otel/propagation"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/resource"
@@ -23,6 +22,19 @@ import (
 // ErrSetting is wrapped by Setup's errors: a variable asks for what the handler cannot do. The
 // error names it.
 var ErrSetting = errors.New("unsupported OpenTelemetry setting")
+
+// Variables are the standard variables the handler honours (docs/telemetry.md's table): those
+// Wanted and the OTLP senders read (each OTEL_EXPORTER_OTLP_X but the endpoint also as
+// OTEL_EXPORTER_OTLP_TRACES_X and _METRICS_X, which win for their signal), and those the SDK
+// reads itself.
+var Variables = []string{
+	"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+	"OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TIMEOUT", "OTEL_EXPORTER_OTLP_COMPRESSION", "OTEL_EXPORTER_OTLP_CERTIFICATE",
+	"OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_TRACES_EXPORTER", "OTEL_METRICS_EXPORTER",
+	"OTEL_SDK_DISABLED", "OTEL_SERVICE_NAME", "OTEL_RESOURCE_ATTRIBUTES", "OTEL_TRACES_SAMPLER", "OTEL_TRACES_SAMPLER_ARG",
+	"OTEL_METRIC_EXPORT_INTERVAL", "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE",
+	"OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION",
+}
 
 // Signals says what Setup exports.
 type Signals struct {
@@ -84,8 +96,9 @@ var enabled atomic.Bool
 func Enabled() bool { return enabled.Load() }
 
 // Setup installs the global tracer and meter providers that export over OTLP/HTTP, as the
-// standard variables say (Wanted; the exporters read the endpoint, headers, timeout, compression
-// and temporality variables themselves, the SDK its sampler and intervals), with the resource
+// standard variables say (Wanted; then the endpoint, headers, timeout, compression, CA
+// certificate, temporality and histogram variables, and the SDK's own: sampler, intervals), with
+// the resource
 // the service.* variables and the app describe: service.name is OTEL_SERVICE_NAME, else the
 // function app's name (appName), else "pseudotrigger". It returns what it set up and a shutdown
 // that flushes and stops the exporters. Export failures are logged as warnings, with no header or
@@ -112,9 +125,13 @@ func Setup(ctx context.Context, getenv func(string) string, appName, instance, v
 		return errors.Join(errs...)
 	}
 	if s.Traces {
-		exp, err := otlptracehttp.New(ctx)
+		snd, err := newSender(getenv, "traces")
 		if err != nil {
-			return Signals{}, noop, fmt.Errorf("OpenTelemetry traces exporter (OTEL_EXPORTER_OTLP_ENDPOINT): %w", err)
+			return Signals{}, noop, err
+		}
+		exp, err := otlptrace.New(ctx, traceClient{snd})
+		if err != nil {
+			return Signals{}, noop, fmt.Errorf("OpenTelemetry traces exporter: %w", err)
 		}
 		tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
 		otel.SetTracerProvider(tp)
@@ -123,17 +140,30 @@ func Setup(ctx context.Context, getenv func(string) string, appName, instance, v
 		enabled.Store(true)
 	}
 	if s.Metrics {
-		exp, err := otlpmetrichttp.New(ctx)
+		exp, err := newMetricExporter(getenv)
 		if err != nil {
 			_ = shutdown(ctx)
-			return Signals{}, noop, fmt.Errorf("OpenTelemetry metrics exporter (OTEL_EXPORTER_OTLP_ENDPOINT): %w", err)
+			return Signals{}, noop, err
 		}
 		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewPeriodicReader(exp)), sdkmetric.WithResource(res))
 		otel.SetMeterProvider(mp)
 		stops = append(stops, mp.Shutdown)
 	}
+	var set []string // names only: the headers hold keys
+	for _, name := range Variables {
+		names := []string{name}
+		if rest, ok := strings.CutPrefix(name, "OTEL_EXPORTER_OTLP_"); ok && !strings.Contains(rest, "_") && rest != "ENDPOINT" {
+			names = append(names, "OTEL_EXPORTER_OTLP_TRACES_"+rest, "OTEL_EXPORTER_OTLP_METRICS_"+rest)
+		}
+		for _, n := range names {
+			if strings.TrimSpace(getenv(n)) != "" {
+				set = append(set, n)
+			}
+		}
+	}
 	log.Info("OpenTelemetry exports over OTLP", "traces", s.Traces, "metrics", s.Metrics,
-		"endpoint", redact.Text(strings.TrimSpace(getenv("OTEL_EXPORTER_OTLP_ENDPOINT"))), "service_name", serviceName(res))
+		"endpoint", redact.Text(strings.TrimSpace(getenv("OTEL_EXPORTER_OTLP_ENDPOINT"))), "service_name", serviceName(res),
+		"settings", set)
 	return s, shutdown, nil
 }
 

@@ -89,10 +89,14 @@ var global = sync.OnceValue(func() *Metrics { return NewMetrics(otel.GetMeterPro
 // installs; until then, and without it, a no-op one).
 func Global() *Metrics { return global() }
 
+// globalTracer is the handler's tracer on the global provider, made once: it delegates to the
+// provider Setup installs, and a tracer made per span would cost a lookup under a lock each.
+var globalTracer = otel.Tracer(Scope)
+
 // Tracer returns the handler's tracer on tp, or on the global tracer provider when tp is nil.
 func Tracer(tp trace.TracerProvider) trace.Tracer {
 	if tp == nil {
-		tp = otel.GetTracerProvider()
+		return globalTracer
 	}
 	return tp.Tracer(Scope)
 }

@@ -1,6 +1,7 @@
 package telemetry
 
 import (
+	"compress/gzip"
 	"context"
 	"errors"
 	"io"
@@ -10,12 +11,14 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
 	colmetric "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
 	coltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	metricpb "go.opentelemetry.io/proto/otlp/metrics/v1"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
@@ -64,8 +67,13 @@ func TestSetupExportsOverOTLP(t *testing.T) {
 		metrics []*colmetric.ExportMetricsServiceRequest
 	)
 	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		if r.Header.Get("Content-Type") != "application/x-protobuf" || r.Header.Get("X-Tenant") != "t1" {
+		zr, err := gzip.NewReader(r.Body)
+		if err != nil {
+			t.Errorf("%s: not gzip: %v", r.URL.Path, err)
+			return
+		}
+		body, _ := io.ReadAll(zr)
+		if r.Header.Get("Content-Type") != "application/x-protobuf" || r.Header.Get("X-Tenant") != "t1-secret" || r.Header.Get("Content-Encoding") != "gzip" {
 			t.Errorf("%s: content type %q, headers %v", r.URL.Path, r.Header.Get("Content-Type"), r.Header)
 		}
 		mu.Lock()
@@ -89,7 +97,10 @@ func TestSetupExportsOverOTLP(t *testing.T) {
 	}))
 	defer receiver.Close()
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.URL)
-	t.Setenv("OTEL_EXPORTER_OTLP_HEADERS", "X-Tenant=t1")
+	t.Setenv("OTEL_EXPORTER_OTLP_HEADERS", "X-Tenant=t1%2Dsecret")
+	t.Setenv("OTEL_EXPORTER_OTLP_COMPRESSION", "gzip")
+	t.Setenv("OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE", "delta")
+	t.Setenv("OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION", "base2_exponential_bucket_histogram")
 	t.Setenv("OTEL_SERVICE_NAME", "")
 	t.Setenv("WEBSITE_SITE_NAME", "orders-app")
 	logs := &testenv.Buffer{}
@@ -97,12 +108,16 @@ func TestSetupExportsOverOTLP(t *testing.T) {
 	if err != nil || got != (Signals{true, true}) || !Enabled() {
 		t.Fatalf("Setup: %+v %v (enabled %v)", got, err, Enabled())
 	}
-	if !strings.Contains(logs.String(), `"msg":"OpenTelemetry exports over OTLP"`) || !strings.Contains(logs.String(), `"service_name":"orders-app"`) {
+	if !strings.Contains(logs.String(), `"msg":"OpenTelemetry exports over OTLP"`) || !strings.Contains(logs.String(), `"service_name":"orders-app"`) ||
+		!strings.Contains(logs.String(), `"settings":["OTEL_EXPORTER_OTLP_ENDPOINT","OTEL_EXPORTER_OTLP_HEADERS","OTEL_EXPORTER_OTLP_COMPRESSION",`+
+			`"OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE","OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION"]`) || strings.Contains(logs.String(), "t1-secret") {
 		t.Fatalf("start-up line: %s", logs)
 	}
 	_, span := Tracer(nil).Start(context.Background(), "tick orders")
 	span.End()
 	Global().Rows.Add(context.Background(), 7, metric.WithAttributes(Poller.String("orders"), Op.String("insert")))
+	Global().TickDuration.Record(context.Background(), 0.25, metric.WithAttributes(Poller.String("orders"), Outcome.String("committed")))
+	Global().Lag.Record(context.Background(), 1.5, metric.WithAttributes(Poller.String("orders")))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := shutdown(ctx); err != nil {
@@ -126,19 +141,97 @@ func TestSetupExportsOverOTLP(t *testing.T) {
 	if ss := rs.ScopeSpans[0]; ss.Scope.Name != Scope || ss.Spans[0].Name != "tick orders" {
 		t.Fatalf("spans: scope %s, %v", ss.Scope.Name, ss.Spans)
 	}
-	found := false
+	found := map[string]bool{}
 	for _, rm := range metrics {
 		for _, sm := range rm.ResourceMetrics {
+			if v := sm.Resource.Attributes; len(v) == 0 {
+				t.Fatalf("metrics without their resource")
+			}
 			for _, s := range sm.ScopeMetrics {
+				if s.Scope.Name != Scope {
+					t.Fatalf("metrics of scope %q", s.Scope.Name)
+				}
 				for _, m := range s.Metrics {
-					if m.Name == "pseudotrigger.rows" && m.GetSum().GetDataPoints()[0].GetAsInt() == 7 && m.Unit == "{row}" {
-						found = true
+					switch m.Name {
+					case "pseudotrigger.rows":
+						sum := m.GetSum()
+						p := sum.GetDataPoints()[0]
+						found[m.Name] = p.GetAsInt() == 7 && m.Unit == "{row}" && sum.IsMonotonic &&
+							sum.AggregationTemporality == metricpb.AggregationTemporality_AGGREGATION_TEMPORALITY_DELTA &&
+							len(p.Attributes) == 2 && p.TimeUnixNano > 0
+					case "pseudotrigger.tick.duration":
+						h := m.GetExponentialHistogram()
+						found[m.Name] = h != nil && h.DataPoints[0].Count == 1 && h.DataPoints[0].GetSum() == 0.25 && h.DataPoints[0].GetMax() == 0.25 &&
+							h.AggregationTemporality == metricpb.AggregationTemporality_AGGREGATION_TEMPORALITY_DELTA
+					case "pseudotrigger.lag":
+						found[m.Name] = m.GetGauge().GetDataPoints()[0].GetAsDouble() == 1.5 && m.Unit == "s"
 					}
 				}
 			}
 		}
 	}
-	if !found {
-		t.Fatalf("pseudotrigger.rows = 7 not among the metrics exported: %v", metrics)
+	if !found["pseudotrigger.rows"] || !found["pseudotrigger.tick.duration"] || !found["pseudotrigger.lag"] {
+		t.Fatalf("the rows counter (7, delta), the tick duration (an exponential histogram) and the lag gauge, as exported: %v (%v)", found, metrics)
+	}
+}
+
+// TestSenderRetries: an export answered 503 (with Retry-After) or 429 is sent again until it is
+// accepted; one answered 400 is not; one never accepted fails within the timeout, naming the
+// endpoint without its query.
+func TestSenderRetries(t *testing.T) {
+	var calls atomic.Int64
+	answers := []int{}
+	var mu sync.Mutex
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		mu.Lock()
+		code := http.StatusServiceUnavailable
+		if len(answers) > 0 {
+			code, answers = answers[0], answers[1:]
+		}
+		mu.Unlock()
+		if code == http.StatusServiceUnavailable {
+			w.Header().Set("Retry-After", "0")
+		}
+		w.WriteHeader(code)
+		_, _ = w.Write([]byte("try later"))
+	}))
+	defer srv.Close()
+	env := map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": srv.URL + "/otlp/traces?key=k1", "OTEL_EXPORTER_OTLP_TIMEOUT": "1500"}
+	s, err := newSender(func(k string) string { return env[k] }, "traces")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		answers []int
+		calls   int64
+		err     string
+	}{
+		{[]int{503, 429, 200}, 3, ""},
+		{[]int{400}, 1, "400 Bad Request: try later"},
+		{nil, 0, "gave up after 1.5s"}, // 503 every time
+	} {
+		calls.Store(0)
+		mu.Lock()
+		answers = c.answers
+		mu.Unlock()
+		err := s.send(context.Background(), nil)
+		if c.err == "" && err != nil || c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)) || (c.calls > 0 && calls.Load() != c.calls) {
+			t.Errorf("answers %v: %v after %d calls; want %q after %d", c.answers, err, calls.Load(), c.err, c.calls)
+		}
+		if err != nil && (!strings.Contains(err.Error(), srv.URL+"/otlp/traces") || strings.Contains(err.Error(), "k1")) {
+			t.Errorf("the error names the endpoint without its query: %v", err)
+		}
+	}
+	for name, bad := range map[string]map[string]string{
+		"OTEL_EXPORTER_OTLP_TIMEOUT":                        {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_EXPORTER_OTLP_TIMEOUT": "soon"},
+		"OTEL_EXPORTER_OTLP_TRACES_COMPRESSION":             {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION": "zstd"},
+		"OTEL_EXPORTER_OTLP_HEADERS":                        {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_EXPORTER_OTLP_HEADERS": "novalue"},
+		"OTEL_EXPORTER_OTLP_CLIENT_KEY":                     {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_EXPORTER_OTLP_CLIENT_KEY": "/k.pem"},
+		"OTEL_EXPORTER_OTLP_ENDPOINT (or _TRACES_ENDPOINT)": {"OTEL_EXPORTER_OTLP_ENDPOINT": "collector:4318"},
+	} {
+		if _, err := newSender(func(k string) string { return bad[k] }, "traces"); !errors.Is(err, ErrSetting) || !strings.Contains(err.Error(), name) {
+			t.Errorf("%v: %v, want an error naming %s", bad, err, name)
+		}
 	}
 }
