@@ -38,6 +38,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/clock"
@@ -300,7 +301,12 @@ func (a *App) invoke(w http.ResponseWriter, r *http.Request) {
 
 	ctx := r.Context()
 	if a.traced { // the host's invocation, when it sends its trace context (docs/telemetry.md)
-		ctx = propagation.TraceContext{}.Extract(ctx, propagation.HeaderCarrier(r.Header))
+		// Continued when the host sampled it: the host's own sampling (Application Insights')
+		// is no reason to drop the tick's trace, which then starts its own.
+		host := propagation.TraceContext{}.Extract(ctx, propagation.HeaderCarrier(r.Header))
+		if trace.SpanContextFromContext(host).IsSampled() {
+			ctx = host
+		}
 	}
 	sum, err := a.tick(ctx, ps, invID)
 	if err != nil {
@@ -330,6 +336,13 @@ func (a *App) tick(ctx context.Context, ps *pollerState, invID string) (tick.Sum
 		outcome = "misconfigured"
 	case err != nil && sum.Outcome != tick.Blocked:
 		outcome = string(tick.Failed)
+	}
+	if err != nil && sum.Poller == "" { // failed before the tick ran (which counts its own)
+		class := tick.ErrorClass(err)
+		if ps.err != nil {
+			class = "misconfigured"
+		}
+		a.metrics.Errors.Add(ctx, 1, metric.WithAttributes(telemetry.Poller.String(ps.def.Name()), semconv.ErrorTypeKey.String(class)))
 	}
 	rowsWaiting := sum.RowsWaiting
 	if sum.Poller == "" {

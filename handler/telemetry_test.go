@@ -14,7 +14,6 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -24,29 +23,34 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/handler"
 	"github.com/pseudotrigger/pseudotrigger/internal/declared"
+	"github.com/pseudotrigger/pseudotrigger/internal/telemetry/telemetrytest"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 )
 
-// TestTelemetryFromHostToSink: a declared poller with a webhook sink, on Azurite and SQLite, with
-// the SDK's in-memory recorder and reader. The tick continues the trace context the host sends
-// (a traceparent header), the webhook's requests carry the send span's, and the metrics count
-// what the ticks did.
-func TestTelemetryFromHostToSink(t *testing.T) {
-	var (
-		mu      sync.Mutex
-		parents []string
-		failing atomic.Bool
-	)
-	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+// telemetryWorld is a declared poller "traced" with a webhook sink, on Azurite and SQLite (5
+// rows), served by an App given opts' providers.
+type telemetryWorld struct {
+	srv     *httptest.Server
+	hook    *httptest.Server
+	db      *sql.DB
+	mu      sync.Mutex
+	parents []string // each webhook request's traceparent
+	failing atomic.Bool
+}
+
+func newTelemetryWorld(t *testing.T, opts handler.Options) *telemetryWorld {
+	t.Helper()
+	w := &telemetryWorld{}
+	w.hook = httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
-		mu.Lock()
-		parents = append(parents, r.Header.Get("traceparent"))
-		mu.Unlock()
-		if failing.Load() {
-			http.Error(w, "down for maintenance", http.StatusServiceUnavailable)
+		w.mu.Lock()
+		w.parents = append(w.parents, r.Header.Get("traceparent"))
+		w.mu.Unlock()
+		if w.failing.Load() {
+			http.Error(rw, "down for maintenance", http.StatusServiceUnavailable)
 		}
 	}))
-	defer hook.Close()
+	t.Cleanup(w.hook.Close)
 	root := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(root, "traced"), 0o755); err != nil {
 		t.Fatal(err)
@@ -62,7 +66,8 @@ func TestTelemetryFromHostToSink(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
+	t.Cleanup(func() { db.Close() })
+	w.db = db
 	if _, err := db.Exec(`CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT); INSERT INTO t VALUES (1, 'a'), (2, 'b'), (3, 'c'), (4, 'd'), (5, 'e')`); err != nil {
 		t.Fatal(err)
 	}
@@ -71,36 +76,56 @@ func TestTelemetryFromHostToSink(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := map[string]string{"StateStorage": testenv.Azurite(t), "POLLER_APP_NAME": testenv.Name("otel-"),
-		"TRACED_DB_DRIVER": "sqlite", "TRACED_DB_CONNECTION": dsn, "TRACED_BATCH_SIZE": "2", "HOOK": hook.URL}
+		"TRACED_DB_DRIVER": "sqlite", "TRACED_DB_CONNECTION": dsn, "TRACED_BATCH_SIZE": "2", "HOOK": w.hook.URL}
+	opts.Getenv, opts.Logger, opts.Pollers, opts.NoProbe = func(k string) string { return env[k] }, slog.New(slog.NewJSONHandler(io.Discard, nil)), all, true
+	w.srv = httptest.NewServer(handler.New(opts).Routes())
+	t.Cleanup(w.srv.Close)
+	return w
+}
+
+// invoke POSTs a timer invocation of traced with the traceparent header (none when "").
+func (w *telemetryWorld) invoke(t *testing.T, traceparent string) int {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, w.srv.URL+"/traced", strings.NewReader(strings.ReplaceAll(body, `"good"`, `"traced"`)))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Azure-Functions-InvocationId", "inv-"+traceparent)
+	if traceparent != "" {
+		req.Header.Set("traceparent", traceparent)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// takeParents returns the traceparents the webhook got since the last call.
+func (w *telemetryWorld) takeParents() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	got := w.parents
+	w.parents = nil
+	return got
+}
+
+// The host's invocation, as .NET's HttpClient sends it under an Activity.
+const hostTrace, hostSpan = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+
+// TestTelemetryFromHostToSink: a declared poller with a webhook sink, on Azurite and SQLite, with
+// the SDK's in-memory recorder and reader. The tick continues the trace context the host sends
+// (a traceparent header), the webhook's requests carry the send span's, and the metrics count
+// what the ticks did.
+func TestTelemetryFromHostToSink(t *testing.T) {
 	spans := tracetest.NewSpanRecorder()
 	reader := sdkmetric.NewManualReader()
-	app := handler.New(handler.Options{
-		Getenv: func(k string) string { return env[k] }, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Pollers: all, NoProbe: true,
+	w := newTelemetryWorld(t, handler.Options{
 		TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans)),
 		MeterProvider:  sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)),
 	})
-	srv := httptest.NewServer(app.Routes())
-	defer srv.Close()
-
-	// The host's invocation, as .NET's HttpClient sends it under an Activity.
-	const hostTrace, hostSpan = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
-	invoke := func(traceparent string) int {
-		t.Helper()
-		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/traced", strings.NewReader(strings.ReplaceAll(body, `"good"`, `"traced"`)))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("X-Azure-Functions-InvocationId", "inv-"+traceparent)
-		if traceparent != "" {
-			req.Header.Set("traceparent", traceparent)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		return resp.StatusCode
-	}
-	if status := invoke("00-" + hostTrace + "-" + hostSpan + "-01"); status != 200 {
+	hook, db := w.hook, w.db
+	if status := w.invoke(t, "00-"+hostTrace+"-"+hostSpan+"-01"); status != 200 {
 		t.Fatalf("tick: %d", status)
 	}
 	ended := spans.Ended()
@@ -134,12 +159,9 @@ func TestTelemetryFromHostToSink(t *testing.T) {
 		}
 	}
 	if delivers != 3 || len(sends) != 3 {
-		t.Fatalf("%d deliver spans and %d send spans for 5 rows in batches of 2: %v", delivers, len(sends), names(ended))
+		t.Fatalf("%d deliver spans and %d send spans for 5 rows in batches of 2: %v", delivers, len(sends), telemetrytest.Names(ended))
 	}
-	mu.Lock()
-	got := append([]string(nil), parents...)
-	parents = nil
-	mu.Unlock()
+	got := w.takeParents()
 	if len(got) != 5 {
 		t.Fatalf("the webhook got %d requests", len(got))
 	}
@@ -152,22 +174,22 @@ func TestTelemetryFromHostToSink(t *testing.T) {
 		perSend[parts[2]]++
 	}
 	for id, s := range sends {
-		if n := attr(s, "messaging.batch.message_count"); n != int64(perSend[id]) || attr(s, "url.full") != hook.URL || attr(s, "http.request.method") != "POST" {
+		if n := telemetrytest.Attrs(s)["messaging.batch.message_count"]; n != int64(perSend[id]) || telemetrytest.Attrs(s)["url.full"] != hook.URL || telemetrytest.Attrs(s)["http.request.method"] != "POST" {
 			t.Fatalf("send span %s, which %d requests carried: %v", id, perSend[id], s.Attributes())
 		}
 	}
 
 	// A webhook that fails: the send, deliver and tick spans are errors; the error is counted.
-	failing.Store(true)
+	w.failing.Store(true)
 	if _, err := db.Exec(`INSERT INTO t VALUES (6, 'f')`); err != nil {
 		t.Fatal(err)
 	}
-	if status := invoke(""); status != 500 {
+	if status := w.invoke(t, ""); status != 500 {
 		t.Fatalf("failing tick: %d", status)
 	}
 	ended = spans.Ended()
 	last := ended[len(ended)-1]
-	if last.Name() != "tick traced" || last.Parent().IsValid() || last.Status().Code != codes.Error || attr(last, "error.type") != "handler" {
+	if last.Name() != "tick traced" || last.Parent().IsValid() || last.Status().Code != codes.Error || telemetrytest.Attrs(last)["error.type"] != "handler" {
 		t.Fatalf("the failed tick's span: %s parent %v status %+v attributes %v", last.Name(), last.Parent(), last.Status(), last.Attributes())
 	}
 	for _, s := range ended {
@@ -180,38 +202,43 @@ func TestTelemetryFromHostToSink(t *testing.T) {
 	if err := reader.Collect(context.Background(), &rm); err != nil {
 		t.Fatal(err)
 	}
-	sums := map[string]int64{}
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			if d, ok := m.Data.(metricdata.Sum[int64]); ok {
-				for _, p := range d.DataPoints {
-					if v, _ := p.Attributes.Value("pseudotrigger.poller"); v.AsString() == "traced" {
-						sums[m.Name+"/"+p.Attributes.Encoded(attribute.DefaultEncoder())] = p.Value
-					}
-				}
-			}
-		}
-	}
-	if sums["pseudotrigger.rows/pseudotrigger.op=upsert,pseudotrigger.poller=traced"] != 5 ||
-		sums["pseudotrigger.batches/pseudotrigger.poller=traced"] != 3 ||
-		sums["pseudotrigger.errors/error.type=handler,pseudotrigger.poller=traced"] != 1 {
+	sums := telemetrytest.Values(t, rm)
+	if sums["pseudotrigger.rows{pseudotrigger.op=upsert,pseudotrigger.poller=traced}"] != 5 ||
+		sums["pseudotrigger.batches{pseudotrigger.poller=traced}"] != 3 ||
+		sums["pseudotrigger.errors{error.type=handler,pseudotrigger.poller=traced}"] != 1 {
 		t.Fatalf("counters: %v", sums)
 	}
 }
 
-func attr(s sdktrace.ReadOnlySpan, key string) any {
-	for _, a := range s.Attributes() {
-		if string(a.Key) == key {
-			return a.Value.AsInterface()
-		}
+// TestTelemetryHostNotSampled: a host traceparent whose sampled flag is off is not continued: the
+// tick starts its own trace.
+func TestTelemetryHostNotSampled(t *testing.T) {
+	spans := tracetest.NewSpanRecorder()
+	w := newTelemetryWorld(t, handler.Options{TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))})
+	if status := w.invoke(t, "00-"+hostTrace+"-"+hostSpan+"-00"); status != 200 {
+		t.Fatalf("tick: %d", status)
 	}
-	return nil
+	ended := spans.Ended()
+	last := ended[len(ended)-1]
+	if last.Name() != "tick traced" || last.Parent().IsValid() || last.SpanContext().TraceID().String() == hostTrace || !last.SpanContext().IsSampled() {
+		t.Fatalf("the tick's span: %s, parent %v, trace %s", last.Name(), last.Parent(), last.SpanContext().TraceID())
+	}
 }
 
-func names(spans []sdktrace.ReadOnlySpan) []string {
-	var out []string
-	for _, s := range spans {
-		out = append(out, s.Name())
+// TestTelemetryOff: without a tracer provider or telemetry.Setup, the host's traceparent is not
+// read and no message carries one.
+func TestTelemetryOff(t *testing.T) {
+	w := newTelemetryWorld(t, handler.Options{})
+	if status := w.invoke(t, "00-"+hostTrace+"-"+hostSpan+"-01"); status != 200 {
+		t.Fatalf("tick: %d", status)
 	}
-	return out
+	got := w.takeParents()
+	if len(got) != 5 {
+		t.Fatalf("the webhook got %d requests", len(got))
+	}
+	for _, tp := range got {
+		if tp != "" {
+			t.Fatalf("a webhook request carries traceparent %q with telemetry off", tp)
+		}
+	}
 }

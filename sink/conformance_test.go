@@ -182,10 +182,7 @@ func runConformance(t *testing.T, newTarget func(t *testing.T) target) {
 			perSend[id] = int(attrs["messaging.batch.message_count"].(int64))
 		}
 		for _, m := range got {
-			if tg.untraced {
-				if m.Trace != "" {
-					t.Fatalf("message %s carries %q", m.ID, m.Trace)
-				}
+			if tg.untraced { // no place in the message: the span is all there is
 				continue
 			}
 			parts := strings.Split(m.Trace, "-")

@@ -20,7 +20,11 @@ import (
 const eventGridMax = 1 << 20
 
 // eventGridOverhead is room left in a request for the CloudEvent attributes around each body.
-const eventGridOverhead = 1024
+const eventGridOverhead = 1024 + traceOverhead
+
+// traceOverhead is room for an event's traceparent and tracestate extensions (55 and at most 512
+// characters, with their names and quotes).
+const traceOverhead = 600
 
 // eventGrid publishes a CloudEvent 1.0 per message to an Event Grid topic, in requests of at
 // most 1 MB, one after the other. The event's id is the message id, its source

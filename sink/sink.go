@@ -74,6 +74,8 @@ type Sink struct {
 	client azcore.ClientOptions // tests point the SDK at their servers
 	// now stamps CloudEvents; tests fix it.
 	now func() time.Time
+	// target is what the send spans say of the destination (trace.go), made by Setup.
+	target traceTarget
 }
 
 // transport is one service's sending: every message or an error.
@@ -140,7 +142,7 @@ func (s *Sink) Setup(getenv func(string) string) error {
 	if err != nil {
 		return fmt.Errorf("sink %s: %w", cfg.Type, err)
 	}
-	s.t = t
+	s.t, s.target = t, t.target()
 	return nil
 }
 
@@ -178,7 +180,7 @@ func (s *Sink) Send(ctx context.Context, b *poller.Batch[poller.Row]) error {
 			}
 		}
 	}
-	ctx, span := startSend(ctx, s.t.target(), msgs)
+	ctx, span := startSend(ctx, s.target, msgs)
 	err = s.t.send(ctx, msgs)
 	endSend(span, err)
 	if err != nil {

@@ -32,14 +32,22 @@ func newMetricExporter(getenv func(string) string) (*metricExporter, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &metricExporter{s: s, temporality: sdkmetric.CumulativeTemporalitySelector}
+	// A gauge is exported only in the intervals it was recorded in (delta), whatever the
+	// preference: OTLP's gauge has no temporality, and a cumulative one would repeat an
+	// instance's last lag forever after another instance took the poller over.
+	e := &metricExporter{s: s, temporality: func(k sdkmetric.InstrumentKind) metricdata.Temporality {
+		if k == sdkmetric.InstrumentKindGauge {
+			return metricdata.DeltaTemporality
+		}
+		return metricdata.CumulativeTemporality
+	}}
 	const tp = "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE"
 	switch p := strings.ToLower(strings.TrimSpace(getenv(tp))); p {
 	case "", "cumulative":
 	case "delta":
 		e.temporality = func(k sdkmetric.InstrumentKind) metricdata.Temporality {
 			switch k {
-			case sdkmetric.InstrumentKindCounter, sdkmetric.InstrumentKindObservableCounter, sdkmetric.InstrumentKindHistogram:
+			case sdkmetric.InstrumentKindCounter, sdkmetric.InstrumentKindObservableCounter, sdkmetric.InstrumentKindHistogram, sdkmetric.InstrumentKindGauge:
 				return metricdata.DeltaTemporality
 			}
 			return metricdata.CumulativeTemporality
@@ -47,7 +55,7 @@ func newMetricExporter(getenv func(string) string) (*metricExporter, error) {
 	case "lowmemory":
 		e.temporality = func(k sdkmetric.InstrumentKind) metricdata.Temporality {
 			switch k {
-			case sdkmetric.InstrumentKindCounter, sdkmetric.InstrumentKindHistogram:
+			case sdkmetric.InstrumentKindCounter, sdkmetric.InstrumentKindHistogram, sdkmetric.InstrumentKindGauge:
 				return metricdata.DeltaTemporality
 			}
 			return metricdata.CumulativeTemporality

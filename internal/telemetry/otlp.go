@@ -61,8 +61,8 @@ func newSender(getenv func(string) string, signal string) (*sender, error) {
 	if u, err := url.Parse(s.endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("%w: OTEL_EXPORTER_OTLP_ENDPOINT (or _%s_ENDPOINT) must be an http or https URL, e.g. http://collector:4318", ErrSetting, upper)
 	}
-	for _, name := range []string{"OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_" + upper + "_HEADERS"} { // the signal's last: it wins
-		for _, kv := range strings.Split(getenv(name), ",") {
+	if name, hs := v("HEADERS"); hs != "" { // the signal's own replace the general ones: they may be another backend's
+		for _, kv := range strings.Split(hs, ",") {
 			if strings.TrimSpace(kv) == "" {
 				continue
 			}
@@ -145,7 +145,7 @@ func (s *sender) send(ctx context.Context, items []proto.Message) error {
 		d := max(after, wait/2+rand.N(wait))
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%w (gave up after %s: %s)", err, s.timeout, ctx.Err())
+			return fmt.Errorf("%w (gave up: %s)", err, context.Cause(ctx))
 		case <-time.After(d):
 		}
 		wait = min(2*wait, 5*time.Second)
@@ -174,6 +174,9 @@ func (s *sender) post(ctx context.Context, body []byte) error {
 	}
 	resp, err := s.client.Do(req)
 	if err != nil {
+		if ue, ok := errors.AsType[*url.Error](err); ok { // its URL keeps the query, which may hold a key
+			err = ue.Err
+		}
 		return fmt.Errorf("OTLP %s to %s: %w", s.signal, s.shown(), err)
 	}
 	defer resp.Body.Close()

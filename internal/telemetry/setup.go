@@ -124,30 +124,40 @@ func Setup(ctx context.Context, getenv func(string) string, appName, instance, v
 		}
 		return errors.Join(errs...)
 	}
+	// Every exporter is made before any is installed: a bad setting leaves OpenTelemetry's
+	// no-op globals as they were, not half of it on.
+	var (
+		traces  *sender
+		metrics *metricExporter
+	)
 	if s.Traces {
-		snd, err := newSender(getenv, "traces")
-		if err != nil {
+		if traces, err = newSender(getenv, "traces"); err != nil {
 			return Signals{}, noop, err
 		}
-		exp, err := otlptrace.New(ctx, traceClient{snd})
+	}
+	if s.Metrics {
+		if metrics, err = newMetricExporter(getenv); err != nil {
+			return Signals{}, noop, err
+		}
+	}
+	var endpoints []string
+	if traces != nil {
+		exp, err := otlptrace.New(ctx, traceClient{traces}) // its Start does nothing: no error
 		if err != nil {
-			return Signals{}, noop, fmt.Errorf("OpenTelemetry traces exporter: %w", err)
+			return Signals{}, noop, err
 		}
 		tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
 		otel.SetTracerProvider(tp)
 		otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
 		stops = append(stops, tp.Shutdown)
 		enabled.Store(true)
+		endpoints = append(endpoints, traces.shown())
 	}
-	if s.Metrics {
-		exp, err := newMetricExporter(getenv)
-		if err != nil {
-			_ = shutdown(ctx)
-			return Signals{}, noop, err
-		}
-		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewPeriodicReader(exp)), sdkmetric.WithResource(res))
+	if metrics != nil {
+		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewPeriodicReader(metrics)), sdkmetric.WithResource(res))
 		otel.SetMeterProvider(mp)
 		stops = append(stops, mp.Shutdown)
+		endpoints = append(endpoints, metrics.s.shown())
 	}
 	var set []string // names only: the headers hold keys
 	for _, name := range Variables {
@@ -162,8 +172,7 @@ func Setup(ctx context.Context, getenv func(string) string, appName, instance, v
 		}
 	}
 	log.Info("OpenTelemetry exports over OTLP", "traces", s.Traces, "metrics", s.Metrics,
-		"endpoint", redact.Text(strings.TrimSpace(getenv("OTEL_EXPORTER_OTLP_ENDPOINT"))), "service_name", serviceName(res),
-		"settings", set)
+		"endpoints", endpoints, "service_name", serviceName(res), "settings", set)
 	return s, shutdown, nil
 }
 

@@ -42,7 +42,7 @@ const (
 // attributes are in its comment.
 type Metrics struct {
 	Rows         metric.Int64Counter     // pseudotrigger.rows: rows delivered; Op
-	Batches      metric.Int64Counter     // pseudotrigger.batches: batches handed to the handler, delivered or quarantined
+	Batches      metric.Int64Counter     // pseudotrigger.batches: batches a tick handled (delivered, quarantined, a move with no row, a backfill chunk)
 	TickDuration metric.Float64Histogram // pseudotrigger.tick.duration (s); Outcome
 	Lag          metric.Float64Gauge     // pseudotrigger.lag (s): the oldest waiting row's age at a tick's end
 	Backlog      metric.Int64Gauge       // pseudotrigger.backlog: rows waiting after the cursor (up to 10,000)
@@ -62,7 +62,7 @@ func NewMetrics(mp metric.MeterProvider) *Metrics {
 	ms.Rows, _ = m.Int64Counter("pseudotrigger.rows", metric.WithUnit("{row}"),
 		metric.WithDescription("Rows delivered to the poller's handler or sink."))
 	ms.Batches, _ = m.Int64Counter("pseudotrigger.batches", metric.WithUnit("{batch}"),
-		metric.WithDescription("Batches handed to the poller's handler and delivered or quarantined."))
+		metric.WithDescription("Batches the ticks handled and committed: delivered, quarantined, a change stream's move with no row, a backfill chunk."))
 	ms.TickDuration, _ = m.Float64Histogram("pseudotrigger.tick.duration", metric.WithUnit("s"),
 		metric.WithDescription("How long a tick ran, by outcome."),
 		metric.WithExplicitBucketBoundaries(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300))

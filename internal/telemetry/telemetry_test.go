@@ -1,10 +1,8 @@
 package telemetry
 
 import (
-	"compress/gzip"
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -15,12 +13,13 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
-	colmetric "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
-	coltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	metricpb "go.opentelemetry.io/proto/otlp/metrics/v1"
-	"google.golang.org/protobuf/proto"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/telemetry/telemetrytest"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 )
 
@@ -57,45 +56,27 @@ func TestWanted(t *testing.T) {
 	}
 }
 
+// TestSetupRefusedLeavesNoOp: a setting Setup cannot honour is an error naming it, and
+// OpenTelemetry's globals are left as they were: nothing half on. (Before TestSetupExportsOverOTLP,
+// which installs them.)
+func TestSetupRefusedLeavesNoOp(t *testing.T) {
+	tp, mp := otel.GetTracerProvider(), otel.GetMeterProvider()
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318")
+	t.Setenv("OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE", "sometimes")
+	_, shutdown, err := Setup(context.Background(), os.Getenv, "app", "i", "v", slog.New(slog.DiscardHandler))
+	if !errors.Is(err, ErrSetting) || !strings.Contains(err.Error(), "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE=sometimes") {
+		t.Fatalf("Setup: %v", err)
+	}
+	if Enabled() || otel.GetTracerProvider() != tp || otel.GetMeterProvider() != mp || shutdown(context.Background()) != nil {
+		t.Fatal("a refused Setup changed OpenTelemetry's globals")
+	}
+}
+
 // TestSetupExportsOverOTLP: with OTEL_EXPORTER_OTLP_ENDPOINT set, Setup installs providers that
 // send spans and metrics to it over OTLP/HTTP (protobuf), with the app's resource; the shutdown
 // flushes them.
 func TestSetupExportsOverOTLP(t *testing.T) {
-	var (
-		mu      sync.Mutex
-		traces  []*coltrace.ExportTraceServiceRequest
-		metrics []*colmetric.ExportMetricsServiceRequest
-	)
-	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		zr, err := gzip.NewReader(r.Body)
-		if err != nil {
-			t.Errorf("%s: not gzip: %v", r.URL.Path, err)
-			return
-		}
-		body, _ := io.ReadAll(zr)
-		if r.Header.Get("Content-Type") != "application/x-protobuf" || r.Header.Get("X-Tenant") != "t1-secret" || r.Header.Get("Content-Encoding") != "gzip" {
-			t.Errorf("%s: content type %q, headers %v", r.URL.Path, r.Header.Get("Content-Type"), r.Header)
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		switch r.URL.Path {
-		case "/v1/traces":
-			var req coltrace.ExportTraceServiceRequest
-			if err := proto.Unmarshal(body, &req); err != nil {
-				t.Errorf("traces: %v", err)
-			}
-			traces = append(traces, &req)
-		case "/v1/metrics":
-			var req colmetric.ExportMetricsServiceRequest
-			if err := proto.Unmarshal(body, &req); err != nil {
-				t.Errorf("metrics: %v", err)
-			}
-			metrics = append(metrics, &req)
-		default:
-			t.Errorf("OTLP request to %s", r.URL.Path)
-		}
-	}))
-	defer receiver.Close()
+	receiver := telemetrytest.NewReceiver(t)
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.URL)
 	t.Setenv("OTEL_EXPORTER_OTLP_HEADERS", "X-Tenant=t1%2Dsecret")
 	t.Setenv("OTEL_EXPORTER_OTLP_COMPRESSION", "gzip")
@@ -124,8 +105,12 @@ func TestSetupExportsOverOTLP(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	mu.Lock()
-	defer mu.Unlock()
+	traces, metrics, headers := receiver.Received()
+	for _, h := range headers {
+		if h.Get("Content-Type") != "application/x-protobuf" || h.Get("X-Tenant") != "t1-secret" || h.Get("Content-Encoding") != "gzip" {
+			t.Errorf("an export's headers: %v", h)
+		}
+	}
 	if len(traces) == 0 || len(metrics) == 0 {
 		t.Fatalf("the receiver got %d trace and %d metric requests", len(traces), len(metrics))
 	}
@@ -209,7 +194,7 @@ func TestSenderRetries(t *testing.T) {
 	}{
 		{[]int{503, 429, 200}, 3, ""},
 		{[]int{400}, 1, "400 Bad Request: try later"},
-		{nil, 0, "gave up after 1.5s"}, // 503 every time
+		{nil, 0, "gave up: context deadline exceeded"}, // 503 every time
 	} {
 		calls.Store(0)
 		mu.Lock()
@@ -232,6 +217,28 @@ func TestSenderRetries(t *testing.T) {
 	} {
 		if _, err := newSender(func(k string) string { return bad[k] }, "traces"); !errors.Is(err, ErrSetting) || !strings.Contains(err.Error(), name) {
 			t.Errorf("%v: %v, want an error naming %s", bad, err, name)
+		}
+	}
+}
+
+// TestMetricTemporality: counters and histograms follow the preference; gauges are delta under
+// every preference, so that an instance's last lag is not exported again once it stopped
+// measuring (a cumulative gauge repeats its last value at every export).
+func TestMetricTemporality(t *testing.T) {
+	for pref, counter := range map[string]metricdata.Temporality{
+		"": metricdata.CumulativeTemporality, "cumulative": metricdata.CumulativeTemporality,
+		"delta": metricdata.DeltaTemporality, "lowmemory": metricdata.DeltaTemporality,
+	} {
+		e, err := newMetricExporter(func(k string) string {
+			return map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE": pref}[k]
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Temporality(sdkmetric.InstrumentKindCounter) != counter || e.Temporality(sdkmetric.InstrumentKindHistogram) != counter ||
+			e.Temporality(sdkmetric.InstrumentKindGauge) != metricdata.DeltaTemporality ||
+			e.Temporality(sdkmetric.InstrumentKindUpDownCounter) != metricdata.CumulativeTemporality {
+			t.Errorf("preference %q: counter %v, gauge %v", pref, e.Temporality(sdkmetric.InstrumentKindCounter), e.Temporality(sdkmetric.InstrumentKindGauge))
 		}
 	}
 }

@@ -35,6 +35,9 @@ func (t *tickRun) failed(pb *pollerdef.Batch, herr error) error {
 		return t.fail(pb, fmt.Errorf("quarantine: %w (the batch first failed with: %v)", qerr, herr), poisoned)
 	}
 	t.sum.Rows += q.delivered
+	for _, part := range q.parts {
+		t.countOps(part)
+	}
 	t.sum.DeadLettered += q.dead
 	t.sum.DeadLetter = q.name
 	t.log.Warn("batch quarantined", "batch_id", pb.ID, "dead_letter", q.name, "rows_dead", q.dead, "rows_delivered", q.delivered,

@@ -16,10 +16,11 @@ import (
 
 // quarantined is what quarantining a batch did.
 type quarantined struct {
-	name      string // the dead letter's blob ("" when every row went through alone)
-	dead      int    // rows dead-lettered
-	delivered int    // rows the handler took
-	calls     int    // handler calls made
+	name      string         // the dead letter's blob ("" when every row went through alone)
+	dead      int            // rows dead-lettered
+	delivered int            // rows the handler took
+	calls     int            // handler calls made
+	parts     [][]source.Row // the parts the handler took, for the count by op
 
 	rows []deadletter.Row // the rows that failed alone, for the letter
 }
@@ -89,6 +90,7 @@ func (t *tickRun) bisect(pb *pollerdef.Batch, from *state.Cursor, rows []source.
 		switch {
 		case herr == nil:
 			q.delivered += len(part)
+			q.parts = append(q.parts, part)
 		case len(part) == 1:
 			row, err := deadRow(part[0], to, herr, pb.Attempt)
 			if err != nil {

@@ -57,8 +57,8 @@ func (r *Runner) fetch(ctx context.Context, after *state.Cursor, peek bool) (*so
 		if b != nil {
 			span.SetAttributes(telemetry.Rows.Int(len(b.Rows)))
 		}
-		endSpan(span, err)
 	}
+	endSpan(span, err)
 	return b, err
 }
 
@@ -66,12 +66,10 @@ func (r *Runner) fetch(ctx context.Context, after *state.Cursor, peek bool) (*so
 func (t *tickRun) write(what string, release bool, f func(ctx context.Context) error) error {
 	ctx, span := t.r.tracer().Start(t.ctx, what)
 	err := f(ctx)
-	if span.IsRecording() {
-		if release {
-			span.SetAttributes(telemetry.Release.Bool(true))
-		}
-		endSpan(span, err)
+	if release && span.IsRecording() {
+		span.SetAttributes(telemetry.Release.Bool(true))
 	}
+	endSpan(span, err)
 	return err
 }
 
@@ -90,9 +88,9 @@ func (t *tickRun) handle(pb *pollerdef.Batch) error {
 
 // endSpan ends span with err as its status.
 func endSpan(span trace.Span, err error) {
-	if err != nil {
+	if err != nil && span.IsRecording() {
 		span.SetStatus(codes.Error, err.Error())
-		span.SetAttributes(semconv.ErrorTypeKey.String(errorClass(err)))
+		span.SetAttributes(semconv.ErrorTypeKey.String(ErrorClass(err)))
 	}
 	span.End()
 }
@@ -122,7 +120,7 @@ func (t *tickRun) record(err error) {
 	if sum.RowsWaiting >= 0 {
 		m.Backlog.Record(ctx, sum.RowsWaiting, base)
 	}
-	if sum.RetainedBytes != nil {
+	if sum.RetainedBytes != nil && sum.Outcome != LeaseHeld { // a held lease's figure is this process's last, not now's
 		m.Retained.Record(ctx, *sum.RetainedBytes, base)
 	}
 	if sum.DeadLettered > 0 {
@@ -132,10 +130,11 @@ func (t *tickRun) record(err error) {
 		m.Takeovers.Add(ctx, 1, base)
 	}
 	if err != nil {
-		m.Errors.Add(ctx, 1, metric.WithAttributeSet(attribute.NewSet(poller, semconv.ErrorTypeKey.String(errorClass(err)))))
+		m.Errors.Add(ctx, 1, metric.WithAttributeSet(attribute.NewSet(poller, semconv.ErrorTypeKey.String(ErrorClass(err)))))
 	}
 	span := t.span
-	if span == nil || !span.IsRecording() {
+	if !span.IsRecording() {
+		span.End()
 		return
 	}
 	span.SetAttributes(telemetry.Outcome.String(string(sum.Outcome)), telemetry.Rows.Int(sum.Rows), telemetry.Batches.Int(sum.Batches),
@@ -155,9 +154,9 @@ func (t *tickRun) record(err error) {
 	endSpan(span, err)
 }
 
-// errorClass names the kind of a tick's error, for error.type: few values, each one a cause an
+// ErrorClass names the kind of a tick's error, for error.type: few values, each one a cause an
 // operator acts on differently (docs/telemetry.md).
-func errorClass(err error) string {
+func ErrorClass(err error) string {
 	for _, c := range errorClasses {
 		if errors.Is(err, c.err) {
 			return c.class
@@ -166,8 +165,9 @@ func errorClass(err error) string {
 	return "other"
 }
 
-// errorClasses in the order errorClass tries them: a blocked poller's error also wraps its
-// batch's failure.
+// errorClasses in the order ErrorClass tries them: a blocked poller's error also wraps its
+// batch's failure, and a slot ahead of the checkpoint is a stream_ahead before it is a set-up
+// problem (source.ErrSlotAhead wraps both).
 var errorClasses = []struct {
 	err   error
 	class string
@@ -179,10 +179,10 @@ var errorClasses = []struct {
 	{state.ErrCorrupt, "state_document"},
 	{state.ErrVersion, "state_document"},
 	{state.ErrPollerMismatch, "state_document"},
+	{source.ErrStreamAhead, "stream_ahead"},
 	{source.ErrConnect, "source_connect"},
 	{source.ErrSchema, "source_schema"},
 	{source.ErrMisconfigured, "source_setup"},
 	{source.ErrUnreachableRow, "unreachable_row"},
 	{source.ErrNullCursor, "null_cursor"},
-	{source.ErrStreamAhead, "stream_ahead"},
 }

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -20,6 +19,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/memstore"
 	"github.com/pseudotrigger/pseudotrigger/internal/telemetry"
+	"github.com/pseudotrigger/pseudotrigger/internal/telemetry/telemetrytest"
 	"github.com/pseudotrigger/pseudotrigger/internal/tick"
 	"github.com/pseudotrigger/pseudotrigger/poller"
 )
@@ -75,13 +75,13 @@ func TestTickTelemetry(t *testing.T) {
 	}
 
 	ended := spans.Ended()
-	ticks := named(ended, "tick orders")
+	ticks := telemetrytest.Named(ended, "tick orders")
 	if len(ticks) != 2 {
-		t.Fatalf("%d tick spans, want 2: %v", len(ticks), spanNames(ended))
+		t.Fatalf("%d tick spans, want 2: %v", len(ticks), telemetrytest.Names(ended))
 	}
 	held, took := ticks[0], ticks[1]
-	wantAttrs(t, held, map[string]any{"pseudotrigger.outcome": "lease_held", "pseudotrigger.lease_holder": "ghost", "faas.invocation_id": "inv-held"})
-	wantAttrs(t, took, map[string]any{"pseudotrigger.poller": "orders", "pseudotrigger.outcome": "committed", "pseudotrigger.rows": int64(5),
+	telemetrytest.WantAttrs(t, held, map[string]any{"pseudotrigger.outcome": "lease_held", "pseudotrigger.lease_holder": "ghost", "faas.invocation_id": "inv-held"})
+	telemetrytest.WantAttrs(t, took, map[string]any{"pseudotrigger.poller": "orders", "pseudotrigger.outcome": "committed", "pseudotrigger.rows": int64(5),
 		"pseudotrigger.batches": int64(3), "pseudotrigger.fencing_token": int64(2), "pseudotrigger.took_over": true,
 		"pseudotrigger.rows_waiting": int64(0), "faas.invocation_id": "inv-1"})
 	if took.SpanKind() != trace.SpanKindServer || took.Parent().IsValid() {
@@ -98,13 +98,13 @@ func TestTickTelemetry(t *testing.T) {
 	if children["fetch"] != 3 || children["acquire"] != 1 || children["deliver"] != 3 || children["commit"] != 3 {
 		t.Fatalf("the tick's children: %v", children)
 	}
-	for _, d := range named(ended, "deliver") {
+	for _, d := range telemetrytest.Named(ended, "deliver") {
 		if d.Parent().SpanID() == took.SpanContext().SpanID() {
-			wantAttrs(t, d, map[string]any{"pseudotrigger.attempt": int64(1), "pseudotrigger.fencing_token": int64(2)})
+			telemetrytest.WantAttrs(t, d, map[string]any{"pseudotrigger.attempt": int64(1), "pseudotrigger.fencing_token": int64(2)})
 		}
 	}
-	commits := named(ended, "commit")
-	wantAttrs(t, commits[len(commits)-1], map[string]any{"pseudotrigger.release": true})
+	commits := telemetrytest.Named(ended, "commit")
+	telemetrytest.WantAttrs(t, commits[len(commits)-1], map[string]any{"pseudotrigger.release": true})
 
 	// A failing batch: the tick's span and its deliver's are errors, counted by class.
 	fail = true
@@ -112,13 +112,13 @@ func TestTickTelemetry(t *testing.T) {
 	if _, err := r.Tick(ctx, "inv-2"); !errors.Is(err, tick.ErrBatchFailed) {
 		t.Fatalf("failing tick: %v", err)
 	}
-	ticks = named(spans.Ended(), "tick orders")
+	ticks = telemetrytest.Named(spans.Ended(), "tick orders")
 	failed := ticks[len(ticks)-1]
 	if failed.Status().Code != codes.Error {
 		t.Fatalf("the failed tick's span status: %+v", failed.Status())
 	}
-	wantAttrs(t, failed, map[string]any{"pseudotrigger.outcome": "failed", "error.type": "handler", "pseudotrigger.rows": int64(0)})
-	delivers := named(spans.Ended(), "deliver")
+	telemetrytest.WantAttrs(t, failed, map[string]any{"pseudotrigger.outcome": "failed", "error.type": "handler", "pseudotrigger.rows": int64(0)})
+	delivers := telemetrytest.Named(spans.Ended(), "deliver")
 	if last := delivers[len(delivers)-1]; last.Status().Code != codes.Error || last.Status().Description != "the downstream service is down" {
 		t.Fatalf("the failed deliver span: %+v", last.Status())
 	}
@@ -127,7 +127,7 @@ func TestTickTelemetry(t *testing.T) {
 	if err := reader.Collect(ctx, &rm); err != nil {
 		t.Fatal(err)
 	}
-	m := metricValues(t, rm)
+	m := telemetrytest.Values(t, rm)
 	for k, want := range map[string]float64{
 		"pseudotrigger.rows{pseudotrigger.op=upsert,pseudotrigger.poller=orders}":                   5,
 		"pseudotrigger.batches{pseudotrigger.poller=orders}":                                        3,
@@ -148,71 +148,4 @@ func TestTickTelemetry(t *testing.T) {
 	if t.Failed() {
 		t.Logf("metrics: %v", m)
 	}
-}
-
-func named(spans []sdktrace.ReadOnlySpan, name string) []sdktrace.ReadOnlySpan {
-	var out []sdktrace.ReadOnlySpan
-	for _, s := range spans {
-		if s.Name() == name {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
-func spanNames(spans []sdktrace.ReadOnlySpan) []string {
-	var out []string
-	for _, s := range spans {
-		out = append(out, s.Name())
-	}
-	return out
-}
-
-// wantAttrs fails unless s has each attribute with the value.
-func wantAttrs(t *testing.T, s sdktrace.ReadOnlySpan, want map[string]any) {
-	t.Helper()
-	got := map[string]any{}
-	for _, a := range s.Attributes() {
-		got[string(a.Key)] = a.Value.AsInterface()
-	}
-	for k, v := range want {
-		if got[k] != v {
-			t.Errorf("span %s: %s = %v (%T), want %v (%T)", s.Name(), k, got[k], got[k], v, v)
-		}
-	}
-}
-
-// metricValues flattens rm to "name{k=v,...}" -> value: a sum's or gauge's value, a histogram's
-// count.
-func metricValues(t *testing.T, rm metricdata.ResourceMetrics) map[string]float64 {
-	t.Helper()
-	out := map[string]float64{}
-	key := func(name string, set attribute.Set) string {
-		return name + "{" + set.Encoded(attribute.DefaultEncoder()) + "}"
-	}
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			switch d := m.Data.(type) {
-			case metricdata.Sum[int64]:
-				for _, p := range d.DataPoints {
-					out[key(m.Name, p.Attributes)] = float64(p.Value)
-				}
-			case metricdata.Gauge[int64]:
-				for _, p := range d.DataPoints {
-					out[key(m.Name, p.Attributes)] = float64(p.Value)
-				}
-			case metricdata.Gauge[float64]:
-				for _, p := range d.DataPoints {
-					out[key(m.Name, p.Attributes)] = p.Value
-				}
-			case metricdata.Histogram[float64]:
-				for _, p := range d.DataPoints {
-					out[key(m.Name, p.Attributes)] = float64(p.Count)
-				}
-			default:
-				t.Fatalf("metric %s: unexpected data %T", m.Name, m.Data)
-			}
-		}
-	}
-	return out
 }

@@ -12,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
 	"github.com/pseudotrigger/pseudotrigger/internal/clock"
 	"github.com/pseudotrigger/pseudotrigger/internal/deadletter"
@@ -23,6 +26,8 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/memstore"
+	"github.com/pseudotrigger/pseudotrigger/internal/telemetry"
+	"github.com/pseudotrigger/pseudotrigger/internal/telemetry/telemetrytest"
 	"github.com/pseudotrigger/pseudotrigger/internal/tick"
 	"github.com/pseudotrigger/pseudotrigger/poller"
 
@@ -411,6 +416,8 @@ func TestQuarantineBisects(t *testing.T) {
 		return nil
 	})
 	r.Settings.MaxAttempts, r.Settings.OnPoison = 1, appsettings.Quarantine
+	reader := sdkmetric.NewManualReader()
+	r.Metrics = telemetry.NewMetrics(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
 	var letters []*deadletter.Letter
 	r.DeadLetters = func(ctx context.Context, l *deadletter.Letter) (string, error) {
 		letters = append(letters, l)
@@ -439,6 +446,16 @@ func TestQuarantineBisects(t *testing.T) {
 	}
 	if n := len(d.History); n != 1 || d.History[0].Outcome != "committed" || d.History[0].RowsWaiting != 0 || d.History[0].Rows != 18 {
 		t.Fatalf("history %+v", d.History)
+	}
+	// The metrics count the rows the bisection delivered, by op, and the rows dead-lettered.
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(ctx, &rm); err != nil {
+		t.Fatal(err)
+	}
+	m := telemetrytest.Values(t, rm)
+	if sum.Ops["upsert"] != 18 || m["pseudotrigger.rows{pseudotrigger.op=upsert,pseudotrigger.poller=orders}"] != 18 ||
+		m["pseudotrigger.dead_lettered{pseudotrigger.poller=orders}"] != 2 {
+		t.Fatalf("ops %v, metrics %v: want 18 rows delivered, 2 dead-lettered", sum.Ops, m)
 	}
 	if _, err := e.st.Get(ctx, deadletter.Name("test", "orders", letters[0].BatchID)); err != nil {
 		t.Fatalf("the dead letter is not in the store: %v", err)
