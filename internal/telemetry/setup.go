@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 
 	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
 	"go.opentelemetry.io/otel/propagation"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/resource"
@@ -142,11 +141,7 @@ func Setup(ctx context.Context, getenv func(string) string, appName, instance, v
 	}
 	var endpoints []string
 	if traces != nil {
-		exp, err := otlptrace.New(ctx, traceClient{traces}) // its Start does nothing: no error
-		if err != nil {
-			return Signals{}, noop, err
-		}
-		tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+		tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(spanExporter{traces}), sdktrace.WithResource(res))
 		otel.SetTracerProvider(tp)
 		otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
 		stops = append(stops, tp.Shutdown)
