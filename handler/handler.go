@@ -73,8 +73,8 @@ type App struct {
 	marker   *liveness.Marker // nil while the state store is not usable
 	pools    *source.Pools    // one connection pool per database, shared by the pollers on it
 	noProbe  bool
-	tracer   trace.Tracer
-	metrics  *telemetry.Metrics
+	tracer   trace.Tracer       // the ticks' (nil: telemetry.ActiveTracer's)
+	metrics  *telemetry.Metrics // the ticks' and the handler's (nil: telemetry.Active's)
 	// traced: the host's trace context is continued (an exporter of traces is set up).
 	traced bool
 }
@@ -133,7 +133,10 @@ func New(o Options) *App {
 		o.Clock = clock.System{}
 	}
 	a := &App{log: o.Logger, getenv: o.Getenv, clock: o.Clock, draining: make(chan struct{}), pollers: map[string]*pollerState{}, noProbe: o.NoProbe,
-		tracer: telemetry.Tracer(o.TracerProvider), metrics: telemetry.Global(), traced: o.TracerProvider != nil || telemetry.Enabled()}
+		traced: o.TracerProvider != nil || telemetry.Enabled()}
+	if o.TracerProvider != nil {
+		a.tracer = telemetry.Tracer(o.TracerProvider)
+	}
 	if o.MeterProvider != nil {
 		a.metrics = telemetry.NewMetrics(o.MeterProvider)
 	}
@@ -337,12 +340,12 @@ func (a *App) tick(ctx context.Context, ps *pollerState, invID string) (tick.Sum
 	case err != nil && sum.Outcome != tick.Blocked:
 		outcome = string(tick.Failed)
 	}
-	if err != nil && sum.Poller == "" { // failed before the tick ran (which counts its own)
+	if m := telemetry.Active(a.metrics); m != nil && err != nil && sum.Poller == "" { // failed before the tick ran (which counts its own)
 		class := tick.ErrorClass(err)
 		if ps.err != nil {
 			class = "misconfigured"
 		}
-		a.metrics.Errors.Add(ctx, 1, metric.WithAttributes(telemetry.Poller.String(ps.def.Name()), semconv.ErrorTypeKey.String(class)))
+		m.Errors.Add(ctx, 1, metric.WithAttributes(telemetry.Poller.String(ps.def.Name()), semconv.ErrorTypeKey.String(class)))
 	}
 	rowsWaiting := sum.RowsWaiting
 	if sum.Poller == "" {
@@ -379,7 +382,9 @@ func (a *App) checkDeadLetters(ctx context.Context, ps *pollerState, wrote bool)
 	}
 	prev := ps.letters
 	ps.lettersAt, ps.letters = now, len(sum.BatchIDs)
-	a.metrics.DeadLetters.Record(ctx, int64(ps.letters), metric.WithAttributes(telemetry.Poller.String(name)))
+	if m := telemetry.Active(a.metrics); m != nil {
+		m.DeadLetters.Record(ctx, int64(ps.letters), metric.WithAttributes(telemetry.Poller.String(name)))
+	}
 	switch {
 	case ps.letters > 0:
 		attrs := []any{"poller", name, "count", ps.letters, "list", deadletter.ListCommand(name)}

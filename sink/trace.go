@@ -9,6 +9,9 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/telemetry"
 )
 
 // A send is a producer span, "send {destination}", following OpenTelemetry's messaging
@@ -20,13 +23,17 @@ import (
 // continues it joins the tick's trace.
 //
 // The span is made by the tracer provider of the span in the send's context (the tick's
-// "deliver" span), else by OpenTelemetry's global one; without either it is a no-op and no
-// message carries a trace context.
+// "deliver" span), else, when the handler exports traces (telemetry.Setup), by OpenTelemetry's
+// global one; without either there is none and no message carries a trace context.
 
 // scope is the instrumentation scope of the sinks' spans.
 const scope = "github.com/pseudotrigger/pseudotrigger/sink"
 
 var globalTracer = otel.Tracer(scope)
+
+// noSpan is a send's span when nothing would take it (made once: an interface value made per
+// send would be an allocation each).
+var noSpan trace.Span = noop.Span{}
 
 // traceTarget is what a transport's send span says of its destination.
 type traceTarget struct {
@@ -47,6 +54,8 @@ func startSend(ctx context.Context, target traceTarget, msgs []Message) (context
 	tracer := globalTracer
 	if parent := trace.SpanFromContext(ctx); parent.SpanContext().IsValid() {
 		tracer = parent.TracerProvider().Tracer(scope)
+	} else if !telemetry.Enabled() { // nothing would take the span: none is made
+		return ctx, noSpan
 	}
 	ctx, span := tracer.Start(ctx, target.name, trace.WithSpanKind(trace.SpanKindProducer))
 	if span.IsRecording() {

@@ -88,11 +88,16 @@ func Wanted(getenv func(string) string) (Signals, error) {
 	return s, nil
 }
 
-var enabled atomic.Bool
+var enabled, measured atomic.Bool
 
 // Enabled says Setup installs an exporter of traces: the handler then continues the host's trace
-// context and carries its own into the messages the sinks send.
+// context and carries its own into the messages the sinks send. Without it (and without a
+// tracer given to the tick) no span is started at all.
 func Enabled() bool { return enabled.Load() }
+
+// Measured says Setup installs an exporter of metrics; without it (and without instruments given
+// to the tick) no measurement is made.
+func Measured() bool { return measured.Load() }
 
 // Setup installs the global tracer and meter providers that export over OTLP/HTTP, as the
 // standard variables say (Wanted; then the endpoint, headers, timeout, compression, CA
@@ -152,6 +157,7 @@ func Setup(ctx context.Context, getenv func(string) string, appName, instance, v
 		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewPeriodicReader(metrics)), sdkmetric.WithResource(res))
 		otel.SetMeterProvider(mp)
 		stops = append(stops, mp.Shutdown)
+		measured.Store(true)
 		endpoints = append(endpoints, metrics.s.shown())
 	}
 	var set []string // names only: the headers hold keys

@@ -2,9 +2,8 @@
 // records, their names and attributes (docs/telemetry.md lists them), and Setup, which exports
 // them over OTLP/HTTP when the standard variables ask for it.
 //
-// Without those variables nothing is set up: the tracer and meter are OpenTelemetry's global
-// no-op ones, and the handler neither reads nor writes trace context (a tick's spans cost a
-// context value per batch; no message carries a traceparent).
+// Without those variables nothing is set up: Active and ActiveTracer are nil, so that no span is
+// started and no measurement made, and the handler neither reads nor writes trace context.
 package telemetry
 
 import (
@@ -92,6 +91,30 @@ func Global() *Metrics { return global() }
 // globalTracer is the handler's tracer on the global provider, made once: it delegates to the
 // provider Setup installs, and a tracer made per span would cost a lookup under a lock each.
 var globalTracer = otel.Tracer(Scope)
+
+// Active returns m; or, when m is nil, the global instruments if Setup exports metrics, else nil:
+// nothing would take a measurement, so none is made.
+func Active(m *Metrics) *Metrics {
+	switch {
+	case m != nil:
+		return m
+	case Measured():
+		return Global()
+	}
+	return nil
+}
+
+// ActiveTracer returns tr; or, when tr is nil, the handler's global tracer if Setup exports
+// traces, else nil: nothing would take a span, so none is started.
+func ActiveTracer(tr trace.Tracer) trace.Tracer {
+	switch {
+	case tr != nil:
+		return tr
+	case Enabled():
+		return globalTracer
+	}
+	return nil
+}
 
 // Tracer returns the handler's tracer on tp, or on the global tracer provider when tp is nil.
 func Tracer(tp trace.TracerProvider) trace.Tracer {

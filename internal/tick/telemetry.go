@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
@@ -22,33 +23,44 @@ import (
 // ("acquire", "commit"); at its end it records the metrics of telemetry.Metrics. Without an
 // exporter the tracer and meter are no-ops (package telemetry).
 
-func (r *Runner) tracer() trace.Tracer {
-	if r.Tracer == nil {
-		return telemetry.Tracer(nil)
-	}
-	return r.Tracer
-}
+// tracer returns the runner's tracer, or nil when nothing would take its spans (no Tracer given,
+// telemetry.Setup exported no traces): then no span is started, which costs a tick nothing.
+func (r *Runner) tracer() trace.Tracer { return telemetry.ActiveTracer(r.Tracer) }
 
-func (r *Runner) metrics() *telemetry.Metrics {
-	if r.Metrics == nil {
-		return telemetry.Global()
+// metrics returns the runner's instruments, or nil when nothing would take them.
+func (r *Runner) metrics() *telemetry.Metrics { return telemetry.Active(r.Metrics) }
+
+// noSpan is the span of a tick whose spans nothing would take: made once, as an interface value
+// (one made per call would be an allocation each).
+var noSpan trace.Span = noop.Span{}
+
+// start starts a span called name as ctx's child, or, when no tracer would take it, returns ctx
+// and a span that does nothing.
+func (r *Runner) start(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
+	tr := r.tracer()
+	if tr == nil {
+		return ctx, noSpan
 	}
-	return r.Metrics
+	return tr.Start(ctx, name, opts...)
 }
 
 // startSpan starts the tick's span, a child of the invocation's trace context when ctx has one
 // (the handler continues the host's), and puts it in t.ctx.
 func (t *tickRun) startSpan(invocationID string) {
+	if t.r.tracer() == nil {
+		t.span = noSpan
+		return
+	}
 	attrs := []attribute.KeyValue{telemetry.Poller.String(t.r.Poller.Name()), semconv.FaaSTriggerTimer}
 	if invocationID != "" {
 		attrs = append(attrs, semconv.FaaSInvocationID(invocationID))
 	}
-	t.ctx, t.span = t.r.tracer().Start(t.ctx, "tick "+t.r.Poller.Name(), trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
+	t.ctx, t.span = t.r.start(t.ctx, "tick "+t.r.Poller.Name(), trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
 }
 
 // fetch reads the batch after the cursor in a "fetch" span.
 func (r *Runner) fetch(ctx context.Context, after *state.Cursor, peek bool) (*source.Batch, error) {
-	ctx, span := r.tracer().Start(ctx, "fetch")
+	ctx, span := r.start(ctx, "fetch")
 	b, err := r.Source.Fetch(ctx, after, r.Settings.BatchSize)
 	if span.IsRecording() {
 		if peek {
@@ -64,7 +76,7 @@ func (r *Runner) fetch(ctx context.Context, after *state.Cursor, peek bool) (*so
 
 // write runs one of the tick's state writes (what: acquire, commit) in a span of its name.
 func (t *tickRun) write(what string, release bool, f func(ctx context.Context) error) error {
-	ctx, span := t.r.tracer().Start(t.ctx, what)
+	ctx, span := t.r.start(t.ctx, what)
 	err := f(ctx)
 	if release && span.IsRecording() {
 		span.SetAttributes(telemetry.Release.Bool(true))
@@ -76,7 +88,7 @@ func (t *tickRun) write(what string, release bool, f func(ctx context.Context) e
 // handle hands pb to the handler in a "deliver" span, the parent of the handler's own (a sink's
 // send).
 func (t *tickRun) handle(pb *pollerdef.Batch) error {
-	ctx, span := t.r.tracer().Start(t.wctx, "deliver")
+	ctx, span := t.r.start(t.wctx, "deliver")
 	if span.IsRecording() {
 		span.SetAttributes(telemetry.BatchID.String(pb.ID), telemetry.Rows.Int(len(pb.Rows)), telemetry.Attempt.Int64(pb.Attempt),
 			telemetry.FencingToken.Int64(pb.FencingToken))
@@ -103,9 +115,35 @@ func tookOver(snap lease.Snapshot) bool {
 // record ends the tick's span with its summary and records the tick's metrics.
 func (t *tickRun) record(err error) {
 	sum := &t.sum
-	m := t.r.metrics()
+	if m := t.r.metrics(); m != nil {
+		t.measure(m, err)
+	}
+	span := t.span
+	if !span.IsRecording() {
+		span.End()
+		return
+	}
+	span.SetAttributes(telemetry.Outcome.String(string(sum.Outcome)), telemetry.Rows.Int(sum.Rows), telemetry.Batches.Int(sum.Batches),
+		telemetry.FencingToken.Int64(sum.FencingToken), telemetry.Cursor.String(cursorText(sum.Cursor)), telemetry.RowsWaiting.Int64(sum.RowsWaiting))
+	if sum.LagSeconds != nil {
+		span.SetAttributes(telemetry.LagSeconds.Float64(*sum.LagSeconds))
+	}
+	if sum.Holder != "" {
+		span.SetAttributes(telemetry.Holder.String(sum.Holder))
+	}
+	if t.tookOver {
+		span.SetAttributes(telemetry.TookOver.Bool(true))
+	}
+	if sum.BatchID != "" {
+		span.SetAttributes(telemetry.BatchID.String(sum.BatchID))
+	}
+	endSpan(span, err)
+}
+
+// measure records the tick's metrics on m.
+func (t *tickRun) measure(m *telemetry.Metrics, err error) {
+	sum, ctx := &t.sum, t.ctx
 	poller := telemetry.Poller.String(sum.Poller)
-	ctx := t.ctx
 	base := metric.WithAttributeSet(attribute.NewSet(poller))
 	m.TickDuration.Record(ctx, float64(sum.DurationMS)/1000, metric.WithAttributeSet(attribute.NewSet(poller, telemetry.Outcome.String(string(sum.Outcome)))))
 	for op, n := range sum.Ops {
@@ -132,26 +170,6 @@ func (t *tickRun) record(err error) {
 	if err != nil {
 		m.Errors.Add(ctx, 1, metric.WithAttributeSet(attribute.NewSet(poller, semconv.ErrorTypeKey.String(ErrorClass(err)))))
 	}
-	span := t.span
-	if !span.IsRecording() {
-		span.End()
-		return
-	}
-	span.SetAttributes(telemetry.Outcome.String(string(sum.Outcome)), telemetry.Rows.Int(sum.Rows), telemetry.Batches.Int(sum.Batches),
-		telemetry.FencingToken.Int64(sum.FencingToken), telemetry.Cursor.String(cursorText(sum.Cursor)), telemetry.RowsWaiting.Int64(sum.RowsWaiting))
-	if sum.LagSeconds != nil {
-		span.SetAttributes(telemetry.LagSeconds.Float64(*sum.LagSeconds))
-	}
-	if sum.Holder != "" {
-		span.SetAttributes(telemetry.Holder.String(sum.Holder))
-	}
-	if t.tookOver {
-		span.SetAttributes(telemetry.TookOver.Bool(true))
-	}
-	if sum.BatchID != "" {
-		span.SetAttributes(telemetry.BatchID.String(sum.BatchID))
-	}
-	endSpan(span, err)
 }
 
 // ErrorClass names the kind of a tick's error, for error.type: few values, each one a cause an
