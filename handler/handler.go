@@ -340,7 +340,8 @@ func (a *App) tick(ctx context.Context, ps *pollerState, invID string) (tick.Sum
 	case err != nil && sum.Outcome != tick.Blocked:
 		outcome = string(tick.Failed)
 	}
-	if m := telemetry.Active(a.metrics); m != nil && err != nil && sum.Poller == "" { // failed before the tick ran (which counts its own)
+	ran := sum.Poller != "" // the tick ran (and counted its own error, if any)
+	if m := telemetry.Active(a.metrics); m != nil && err != nil && !ran {
 		class := tick.ErrorClass(err)
 		if ps.err != nil {
 			class = "misconfigured"
@@ -348,7 +349,7 @@ func (a *App) tick(ctx context.Context, ps *pollerState, invID string) (tick.Sum
 		m.Errors.Add(ctx, 1, metric.WithAttributes(telemetry.Poller.String(ps.def.Name()), semconv.ErrorTypeKey.String(class)))
 	}
 	rowsWaiting := sum.RowsWaiting
-	if sum.Poller == "" {
+	if !ran {
 		rowsWaiting = -1
 	}
 	if a.marker != nil {

@@ -9,7 +9,6 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
-	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/telemetry"
 )
@@ -31,10 +30,6 @@ const scope = "github.com/pseudotrigger/pseudotrigger/sink"
 
 var globalTracer = otel.Tracer(scope)
 
-// noSpan is a send's span when nothing would take it (made once: an interface value made per
-// send would be an allocation each).
-var noSpan trace.Span = noop.Span{}
-
 // traceTarget is what a transport's send span says of its destination.
 type traceTarget struct {
 	name  string // the span's name: "send orders-changes"
@@ -51,13 +46,13 @@ func messagingTarget(system attribute.KeyValue, destination string) traceTarget 
 // startSend starts the send span of msgs and, when it has a trace context, sets it in each
 // message.
 func startSend(ctx context.Context, target traceTarget, msgs []Message) (context.Context, trace.Span) {
-	tracer := globalTracer
+	var tracer trace.Tracer // nil: nothing would take the span, none is made
 	if parent := trace.SpanFromContext(ctx); parent.SpanContext().IsValid() {
 		tracer = parent.TracerProvider().Tracer(scope)
-	} else if !telemetry.Enabled() { // nothing would take the span: none is made
-		return ctx, noSpan
+	} else if telemetry.Enabled() {
+		tracer = globalTracer
 	}
-	ctx, span := tracer.Start(ctx, target.name, trace.WithSpanKind(trace.SpanKindProducer))
+	ctx, span := telemetry.Start(tracer, ctx, target.name, trace.WithSpanKind(trace.SpanKindProducer))
 	if span.IsRecording() {
 		span.SetAttributes(target.attrs...)
 		span.SetAttributes(semconv.MessagingBatchMessageCount(len(msgs)))

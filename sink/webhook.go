@@ -38,12 +38,10 @@ func newWebhook(cfg Config, t policy.Transporter) (*webhook, error) {
 	if hc, ok := t.(*http.Client); ok && hc != nil {
 		client = &http.Client{Timeout: timeout, Transport: hc.Transport}
 	}
-	u, err := url.Parse(cfg.URL)
-	if err != nil {
+	if _, err := url.Parse(cfg.URL); err != nil {
 		return nil, fmt.Errorf("url: %w", err)
 	}
-	shown := u.Scheme + "://" + u.Host + u.Path
-	return &webhook{url: cfg.URL, shown: shown, headers: cfg.Headers, client: client, concurrency: cfg.concurrency()}, nil
+	return &webhook{url: cfg.URL, shown: redact.URL(cfg.URL), headers: cfg.Headers, client: client, concurrency: cfg.concurrency()}, nil
 }
 
 func (w *webhook) String() string { return "POST " + w.shown }

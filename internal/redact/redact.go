@@ -51,6 +51,16 @@ func Text(s string) string {
 	return bearer.ReplaceAllString(s, "${1}"+Mark)
 }
 
+// URL returns raw's scheme, host and path alone, to name an endpoint whose user info or query may
+// hold a key (a webhook's, an OTLP endpoint's); "the endpoint" when raw does not parse.
+func URL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "the endpoint"
+	}
+	return u.Scheme + "://" + u.Host + u.Path
+}
+
 // DSN returns a database connection string fit for messages and logs: Text's rule, which keeps
 // what locates the database (host, port, database, parameters such as sslmode) and hides its
 // secrets, in every form the drivers take (URL, key=value, MySQL's, ADO).

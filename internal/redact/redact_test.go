@@ -76,3 +76,17 @@ func TestConnectionString(t *testing.T) {
 		}
 	}
 }
+
+// TestURL: an endpoint is named by its scheme, host and path; its user info and query (which may
+// hold a key) are left out.
+func TestURL(t *testing.T) {
+	for raw, want := range map[string]string{
+		"https://user:pw@hooks.example.com/orders?code=k1&x=1": "https://hooks.example.com/orders",
+		"http://127.0.0.1:4318/v1/traces":                      "http://127.0.0.1:4318/v1/traces",
+		"http://[::1]:namedport":                               "the endpoint",
+	} {
+		if got := redact.URL(raw); got != want {
+			t.Errorf("URL(%q) = %q, want %q", raw, got, want)
+		}
+	}
+}

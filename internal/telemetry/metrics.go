@@ -3,6 +3,7 @@ package telemetry
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -10,12 +11,24 @@ import (
 )
 
 // metricExporter is an sdkmetric.Exporter over OTLP/HTTP (otlp.go says why not otlpmetrichttp;
-// wire.go writes the requests),
-// with the temporality and histogram aggregation the standard variables choose.
+// wire.go writes the requests), with the temporality and histogram aggregation the standard
+// variables choose.
 type metricExporter struct {
 	s           *sender
-	temporality sdkmetric.TemporalitySelector
-	exponential bool // histograms as base-2 exponential ones
+	delta       []sdkmetric.InstrumentKind // the kinds exported as deltas; the others cumulative
+	exponential bool                       // histograms as base-2 exponential ones
+}
+
+// deltaKinds are the kinds each temporality preference exports as deltas. A gauge is one
+// whatever the preference: exported only in the intervals it was recorded in (OTLP's gauge has
+// no temporality, and a cumulative one would repeat an instance's last lag forever after another
+// instance took the poller over).
+var deltaKinds = map[string][]sdkmetric.InstrumentKind{
+	"":           {sdkmetric.InstrumentKindGauge},
+	"cumulative": {sdkmetric.InstrumentKindGauge},
+	"delta": {sdkmetric.InstrumentKindCounter, sdkmetric.InstrumentKindObservableCounter, sdkmetric.InstrumentKindHistogram,
+		sdkmetric.InstrumentKindGauge},
+	"lowmemory": {sdkmetric.InstrumentKindCounter, sdkmetric.InstrumentKindHistogram, sdkmetric.InstrumentKindGauge},
 }
 
 // newMetricExporter reads OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE (cumulative, delta,
@@ -26,37 +39,14 @@ func newMetricExporter(getenv func(string) string) (*metricExporter, error) {
 	if err != nil {
 		return nil, err
 	}
-	// A gauge is exported only in the intervals it was recorded in (delta), whatever the
-	// preference: OTLP's gauge has no temporality, and a cumulative one would repeat an
-	// instance's last lag forever after another instance took the poller over.
-	e := &metricExporter{s: s, temporality: func(k sdkmetric.InstrumentKind) metricdata.Temporality {
-		if k == sdkmetric.InstrumentKindGauge {
-			return metricdata.DeltaTemporality
-		}
-		return metricdata.CumulativeTemporality
-	}}
+	e := &metricExporter{s: s}
 	const tp = "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE"
-	switch p := strings.ToLower(strings.TrimSpace(getenv(tp))); p {
-	case "", "cumulative":
-	case "delta":
-		e.temporality = func(k sdkmetric.InstrumentKind) metricdata.Temporality {
-			switch k {
-			case sdkmetric.InstrumentKindCounter, sdkmetric.InstrumentKindObservableCounter, sdkmetric.InstrumentKindHistogram, sdkmetric.InstrumentKindGauge:
-				return metricdata.DeltaTemporality
-			}
-			return metricdata.CumulativeTemporality
-		}
-	case "lowmemory":
-		e.temporality = func(k sdkmetric.InstrumentKind) metricdata.Temporality {
-			switch k {
-			case sdkmetric.InstrumentKindCounter, sdkmetric.InstrumentKindHistogram, sdkmetric.InstrumentKindGauge:
-				return metricdata.DeltaTemporality
-			}
-			return metricdata.CumulativeTemporality
-		}
-	default:
+	p := strings.ToLower(strings.TrimSpace(getenv(tp)))
+	kinds, ok := deltaKinds[p]
+	if !ok {
 		return nil, fmt.Errorf("%w: %s=%s: cumulative, delta or lowmemory", ErrSetting, tp, p)
 	}
+	e.delta = kinds
 	const ha = "OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION"
 	switch a := strings.ToLower(strings.TrimSpace(getenv(ha))); a {
 	case "", "explicit_bucket_histogram":
@@ -69,7 +59,10 @@ func newMetricExporter(getenv func(string) string) (*metricExporter, error) {
 }
 
 func (e *metricExporter) Temporality(k sdkmetric.InstrumentKind) metricdata.Temporality {
-	return e.temporality(k)
+	if slices.Contains(e.delta, k) {
+		return metricdata.DeltaTemporality
+	}
+	return metricdata.CumulativeTemporality
 }
 
 func (e *metricExporter) Aggregation(k sdkmetric.InstrumentKind) sdkmetric.Aggregation {
@@ -89,6 +82,6 @@ func (e *metricExporter) Export(ctx context.Context, rm *metricdata.ResourceMetr
 func (e *metricExporter) ForceFlush(context.Context) error { return nil }
 
 func (e *metricExporter) Shutdown(context.Context) error {
-	e.s.client.CloseIdleConnections()
+	e.s.close()
 	return nil
 }

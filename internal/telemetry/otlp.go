@@ -16,6 +16,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/redact"
 )
 
 // The handler sends OTLP over HTTP itself, as the specification's OTLP/HTTP binary protocol
@@ -40,14 +42,7 @@ type sender struct {
 // and CA certificate; the signal's own variable wins over the general one.
 func newSender(getenv func(string) string, signal string) (*sender, error) {
 	upper := strings.ToUpper(signal)
-	v := func(suffix string) (string, string) {
-		for _, name := range []string{"OTEL_EXPORTER_OTLP_" + upper + "_" + suffix, "OTEL_EXPORTER_OTLP_" + suffix} {
-			if val := strings.TrimSpace(getenv(name)); val != "" {
-				return name, val
-			}
-		}
-		return "", ""
-	}
+	v := func(suffix string) (string, string) { return signalVar(getenv, signal, suffix) }
 	s := &sender{signal: signal, headers: map[string]string{}, timeout: 10 * time.Second}
 	if name, ep := v("ENDPOINT"); name == "OTEL_EXPORTER_OTLP_"+upper+"_ENDPOINT" {
 		s.endpoint = ep
@@ -185,13 +180,10 @@ func (s *sender) post(ctx context.Context, body []byte) error {
 }
 
 // shown is the endpoint without its query and user info, for errors.
-func (s *sender) shown() string {
-	u, err := url.Parse(s.endpoint)
-	if err != nil {
-		return "the endpoint"
-	}
-	return u.Scheme + "://" + u.Host + u.Path
-}
+func (s *sender) shown() string { return redact.URL(s.endpoint) }
+
+// close lets the sender's idle connections go.
+func (s *sender) close() { s.client.CloseIdleConnections() }
 
 // utf8Text says t is printable text (a protobuf Status body is not).
 func utf8Text(t string) bool {

@@ -35,6 +35,18 @@ var Variables = []string{
 	"OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION",
 }
 
+// signalVar is the variable that sets suffix (ENDPOINT, HEADERS, PROTOCOL, ...) for signal
+// ("traces", "metrics"), and its value: OTEL_EXPORTER_OTLP_{SIGNAL}_{SUFFIX} when set, else
+// OTEL_EXPORTER_OTLP_{SUFFIX}; "" and "" when neither is.
+func signalVar(getenv func(string) string, signal, suffix string) (name, value string) {
+	for _, name := range []string{"OTEL_EXPORTER_OTLP_" + strings.ToUpper(signal) + "_" + suffix, "OTEL_EXPORTER_OTLP_" + suffix} {
+		if v := strings.TrimSpace(getenv(name)); v != "" {
+			return name, v
+		}
+	}
+	return "", ""
+}
+
 // Signals says what Setup exports.
 type Signals struct {
 	Traces, Metrics bool
@@ -53,7 +65,6 @@ func Wanted(getenv func(string) string) (Signals, error) {
 	if strings.EqualFold(v("OTEL_SDK_DISABLED"), "true") {
 		return Signals{}, nil
 	}
-	base := v("OTEL_EXPORTER_OTLP_ENDPOINT") != ""
 	want := func(signal string) (bool, error) {
 		upper := strings.ToUpper(signal)
 		exporter := "OTEL_" + upper + "_EXPORTER"
@@ -64,14 +75,10 @@ func Wanted(getenv func(string) string) (Signals, error) {
 		default:
 			return false, fmt.Errorf("%w: %s=%s: this handler exports over OTLP only (otlp or none)", ErrSetting, exporter, e)
 		}
-		if !base && v("OTEL_EXPORTER_OTLP_"+upper+"_ENDPOINT") == "" {
+		if _, ep := signalVar(getenv, signal, "ENDPOINT"); ep == "" {
 			return false, nil
 		}
-		name := "OTEL_EXPORTER_OTLP_" + upper + "_PROTOCOL" // the signal's own wins
-		if v(name) == "" {
-			name = "OTEL_EXPORTER_OTLP_PROTOCOL"
-		}
-		if p := v(name); p != "" && p != "http/protobuf" {
+		if name, p := signalVar(getenv, signal, "PROTOCOL"); p != "" && p != "http/protobuf" {
 			return false, fmt.Errorf("%w: %s=%s: this handler sends OTLP over HTTP with protobuf (http/protobuf, port 4318 by convention); "+
 				"point it at a collector's or backend's OTLP/HTTP endpoint", ErrSetting, name, p)
 		}
@@ -102,9 +109,8 @@ func Measured() bool { return measured.Load() }
 // Setup installs the global tracer and meter providers that export over OTLP/HTTP, as the
 // standard variables say (Wanted; then the endpoint, headers, timeout, compression, CA
 // certificate, temporality and histogram variables, and the SDK's own: sampler, intervals), with
-// the resource
-// the service.* variables and the app describe: service.name is OTEL_SERVICE_NAME, else the
-// function app's name (appName), else "pseudotrigger". It returns what it set up and a shutdown
+// the resource the service.* variables and the app describe: service.name is OTEL_SERVICE_NAME,
+// else the function app's name (appName), else "pseudotrigger". It returns what it set up and a shutdown
 // that flushes and stops the exporters. Export failures are logged as warnings, with no header or
 // key.
 func Setup(ctx context.Context, getenv func(string) string, appName, instance, version string, log *slog.Logger) (Signals, func(context.Context) error, error) {

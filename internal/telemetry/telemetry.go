@@ -3,16 +3,19 @@
 // them over OTLP/HTTP when the standard variables ask for it.
 //
 // Without those variables nothing is set up: Active and ActiveTracer are nil, so that no span is
-// started and no measurement made, and the handler neither reads nor writes trace context.
+// started (Start) and no measurement made, and the handler neither reads nor writes trace
+// context.
 package telemetry
 
 import (
+	"context"
 	"sync"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 )
 
 // Scope is the instrumentation scope of the handler's spans and metrics.
@@ -116,10 +119,18 @@ func ActiveTracer(tr trace.Tracer) trace.Tracer {
 	return nil
 }
 
-// Tracer returns the handler's tracer on tp, or on the global tracer provider when tp is nil.
-func Tracer(tp trace.TracerProvider) trace.Tracer {
-	if tp == nil {
-		return globalTracer
+// Tracer returns the handler's tracer on tp.
+func Tracer(tp trace.TracerProvider) trace.Tracer { return tp.Tracer(Scope) }
+
+// noSpan is the span nothing takes: made once, as an interface value (one made per span would
+// be an allocation each).
+var noSpan trace.Span = noop.Span{}
+
+// Start starts a span called name as ctx's child with tr; when tr is nil (nothing would take the
+// span: ActiveTracer), it returns ctx and a span that does nothing, which costs nothing.
+func Start(tr trace.Tracer, ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
+	if tr == nil {
+		return ctx, noSpan
 	}
-	return tp.Tracer(Scope)
+	return tr.Start(ctx, name, opts...)
 }

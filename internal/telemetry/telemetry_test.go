@@ -94,7 +94,7 @@ func TestSetupExportsOverOTLP(t *testing.T) {
 			`"OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE","OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION"]`) || strings.Contains(logs.String(), "t1-secret") {
 		t.Fatalf("start-up line: %s", logs)
 	}
-	_, span := Tracer(nil).Start(context.Background(), "tick orders")
+	_, span := Start(ActiveTracer(nil), context.Background(), "tick orders")
 	span.End()
 	Global().Rows.Add(context.Background(), 7, metric.WithAttributes(Poller.String("orders"), Op.String("insert")))
 	Global().TickDuration.Record(context.Background(), 0.25, metric.WithAttributes(Poller.String("orders"), Outcome.String("committed")))

@@ -3,6 +3,7 @@ package telemetry
 import (
 	"context"
 	"math"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -10,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
@@ -47,6 +49,10 @@ func fixed64(b []byte, num protowire.Number, v uint64) []byte {
 		return b
 	}
 	return protowire.AppendFixed64(protowire.AppendTag(b, num, protowire.Fixed64Type), v)
+}
+
+func fixed32(b []byte, num protowire.Number, v uint32) []byte {
+	return protowire.AppendFixed32(protowire.AppendTag(b, num, protowire.Fixed32Type), v)
 }
 
 // double appends an optional double: present, even at 0.
@@ -117,8 +123,9 @@ func scopeMessage(b []byte, num protowire.Number, s instrumentation.Scope) []byt
 	})
 }
 
-func unixNano(t interface{ UnixNano() int64 }, zero bool) uint64 {
-	if zero {
+// unixNano is t in nanoseconds since 1970, 0 (absent) for the zero time.
+func unixNano(t time.Time) uint64 {
+	if t.IsZero() {
 		return 0
 	}
 	return uint64(t.UnixNano())
@@ -182,13 +189,13 @@ func span(b []byte, s sdktrace.ReadOnlySpan) []byte {
 	}
 	b = str(b, 5, s.Name())
 	b = varint(b, 6, uint64(s.SpanKind())) // the API's kinds are the protocol's numbers
-	b = fixed64(b, 7, unixNano(s.StartTime(), s.StartTime().IsZero()))
-	b = fixed64(b, 8, unixNano(s.EndTime(), s.EndTime().IsZero()))
+	b = fixed64(b, 7, unixNano(s.StartTime()))
+	b = fixed64(b, 8, unixNano(s.EndTime()))
 	b = keyValues(b, 9, s.Attributes())
 	b = varint(b, 10, uint64(s.DroppedAttributes()))
 	for _, e := range s.Events() {
 		b = message(b, 11, func(b []byte) []byte {
-			b = fixed64(b, 1, unixNano(e.Time, e.Time.IsZero()))
+			b = fixed64(b, 1, unixNano(e.Time))
 			b = str(b, 2, e.Name)
 			b = keyValues(b, 3, e.Attributes)
 			return varint(b, 4, uint64(e.DroppedAttributeCount))
@@ -203,7 +210,7 @@ func span(b []byte, s sdktrace.ReadOnlySpan) []byte {
 			b = str(b, 3, l.SpanContext.TraceState().String())
 			b = keyValues(b, 4, l.Attributes)
 			b = varint(b, 5, uint64(l.DroppedAttributeCount))
-			return protowire.AppendFixed32(protowire.AppendTag(b, 6, protowire.Fixed32Type), linkFlags(l.SpanContext.TraceFlags(), l.SpanContext.IsRemote()))
+			return fixed32(b, 6, spanFlags(l.SpanContext.TraceFlags(), l.SpanContext.IsRemote()))
 		})
 	}
 	b = varint(b, 14, uint64(s.DroppedLinks()))
@@ -219,12 +226,12 @@ func span(b []byte, s sdktrace.ReadOnlySpan) []byte {
 		}
 		return varint(b, 3, code)
 	})
-	return protowire.AppendFixed32(protowire.AppendTag(b, 16, protowire.Fixed32Type), linkFlags(sc.TraceFlags(), parent.IsRemote()))
+	return fixed32(b, 16, spanFlags(sc.TraceFlags(), parent.IsRemote()))
 }
 
-// linkFlags are a span's or link's flags: the W3C trace flags, and whether the parent (or the
+// spanFlags are a span's or link's flags: the W3C trace flags, and whether the parent (or the
 // linked span) is remote, known (SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE 0x100, _IS_REMOTE 0x200).
-func linkFlags(f interface{ IsSampled() bool }, remote bool) uint32 {
+func spanFlags(f trace.TraceFlags, remote bool) uint32 {
 	flags := uint32(0x100)
 	if f.IsSampled() {
 		flags |= 1
@@ -246,7 +253,7 @@ func (e spanExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnly
 }
 
 func (e spanExporter) Shutdown(context.Context) error {
-	e.s.client.CloseIdleConnections()
+	e.s.close()
 	return nil
 }
 
@@ -331,8 +338,8 @@ func sum[N int64 | float64](num protowire.Number, d metricdata.Sum[N]) func([]by
 func numberPoints[N int64 | float64](b []byte, points []metricdata.DataPoint[N]) []byte {
 	for _, p := range points {
 		b = message(b, 1, func(b []byte) []byte {
-			b = fixed64(b, 2, unixNano(p.StartTime, p.StartTime.IsZero()))
-			b = fixed64(b, 3, unixNano(p.Time, p.Time.IsZero()))
+			b = fixed64(b, 2, unixNano(p.StartTime))
+			b = fixed64(b, 3, unixNano(p.Time))
 			switch v := any(p.Value).(type) {
 			case int64: // as_int, sfixed64
 				b = protowire.AppendFixed64(protowire.AppendTag(b, 6, protowire.Fixed64Type), uint64(v))
@@ -350,8 +357,8 @@ func histogram[N int64 | float64](d metricdata.Histogram[N]) func([]byte) []byte
 		return message(b, 9, func(b []byte) []byte {
 			for _, p := range d.DataPoints {
 				b = message(b, 1, func(b []byte) []byte {
-					b = fixed64(b, 2, unixNano(p.StartTime, p.StartTime.IsZero()))
-					b = fixed64(b, 3, unixNano(p.Time, p.Time.IsZero()))
+					b = fixed64(b, 2, unixNano(p.StartTime))
+					b = fixed64(b, 3, unixNano(p.Time))
 					b = protowire.AppendFixed64(protowire.AppendTag(b, 4, protowire.Fixed64Type), p.Count)
 					b = double(b, 5, float64(p.Sum))
 					b = packedFixed64(b, 6, p.BucketCounts)
@@ -375,8 +382,8 @@ func exponential[N int64 | float64](d metricdata.ExponentialHistogram[N]) func([
 			for _, p := range d.DataPoints {
 				b = message(b, 1, func(b []byte) []byte {
 					b = keyValues(b, 1, p.Attributes.ToSlice())
-					b = fixed64(b, 2, unixNano(p.StartTime, p.StartTime.IsZero()))
-					b = fixed64(b, 3, unixNano(p.Time, p.Time.IsZero()))
+					b = fixed64(b, 2, unixNano(p.StartTime))
+					b = fixed64(b, 3, unixNano(p.Time))
 					b = protowire.AppendFixed64(protowire.AppendTag(b, 4, protowire.Fixed64Type), p.Count)
 					b = double(b, 5, float64(p.Sum))
 					b = varint(b, 6, protowire.EncodeZigZag(int64(p.Scale)))

@@ -34,13 +34,13 @@ func (t *tickRun) failed(pb *pollerdef.Batch, herr error) error {
 		}
 		return t.fail(pb, fmt.Errorf("quarantine: %w (the batch first failed with: %v)", qerr, herr), poisoned)
 	}
-	t.sum.Rows += q.delivered
+	t.sum.Rows += q.delivered()
 	for _, part := range q.parts {
 		t.countOps(part)
 	}
 	t.sum.DeadLettered += q.dead
 	t.sum.DeadLetter = q.name
-	t.log.Warn("batch quarantined", "batch_id", pb.ID, "dead_letter", q.name, "rows_dead", q.dead, "rows_delivered", q.delivered,
+	t.log.Warn("batch quarantined", "batch_id", pb.ID, "dead_letter", q.name, "rows_dead", q.dead, "rows_delivered", q.delivered(),
 		"attempt", t.attempt, "fencing_token", pb.FencingToken, "handler_calls", q.calls)
 	return nil
 }

@@ -16,13 +16,21 @@ import (
 
 // quarantined is what quarantining a batch did.
 type quarantined struct {
-	name      string         // the dead letter's blob ("" when every row went through alone)
-	dead      int            // rows dead-lettered
-	delivered int            // rows the handler took
-	calls     int            // handler calls made
-	parts     [][]source.Row // the parts the handler took, for the count by op
+	name  string         // the dead letter's blob ("" when every row went through alone)
+	dead  int            // rows dead-lettered
+	calls int            // handler calls made
+	parts [][]source.Row // the parts the handler took
 
 	rows []deadletter.Row // the rows that failed alone, for the letter
+}
+
+// delivered counts the rows the handler took.
+func (q *quarantined) delivered() int {
+	n := 0
+	for _, part := range q.parts {
+		n += len(part)
+	}
+	return n
 }
 
 // quarantine isolates the rows of pb that fail on their own: it hands the handler halves of the
@@ -50,7 +58,7 @@ func (t *tickRun) quarantine(pb *pollerdef.Batch) (quarantined, error) {
 	}
 	letter := &deadletter.Letter{
 		Poller: r.Poller.Name(), BatchID: pb.ID, SourceFingerprint: r.Source.Fingerprint(), From: pb.From, To: pb.To,
-		FencingToken: pb.FencingToken, CreatedAt: state.At(t.clk.Now()), BatchRows: len(pb.Rows), Delivered: q.delivered, Rows: q.rows,
+		FencingToken: pb.FencingToken, CreatedAt: state.At(t.clk.Now()), BatchRows: len(pb.Rows), Delivered: q.delivered(), Rows: q.rows,
 	}
 	name, err := r.DeadLetters(context.WithoutCancel(t.wctx), letter)
 	if err != nil {
@@ -89,7 +97,6 @@ func (t *tickRun) bisect(pb *pollerdef.Batch, from *state.Cursor, rows []source.
 		}
 		switch {
 		case herr == nil:
-			q.delivered += len(part)
 			q.parts = append(q.parts, part)
 		case len(part) == 1:
 			row, err := deadRow(part[0], to, herr, pb.Attempt)

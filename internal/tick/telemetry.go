@@ -9,7 +9,6 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
-	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
@@ -20,8 +19,9 @@ import (
 
 // A tick is a span ("tick {poller}") with a child per fetch, per batch delivered ("deliver",
 // whose context the handler gets: a sink's send span is its child) and per state write
-// ("acquire", "commit"); at its end it records the metrics of telemetry.Metrics. Without an
-// exporter the tracer and meter are no-ops (package telemetry).
+// ("acquire", "commit"); at its end it records the metrics of telemetry.Metrics. Without a
+// tracer or instruments given and without telemetry.Setup's exporters, no span is started and
+// nothing measured (telemetry.ActiveTracer, Active).
 
 // tracer returns the runner's tracer, or nil when nothing would take its spans (no Tracer given,
 // telemetry.Setup exported no traces): then no span is started, which costs a tick nothing.
@@ -30,32 +30,28 @@ func (r *Runner) tracer() trace.Tracer { return telemetry.ActiveTracer(r.Tracer)
 // metrics returns the runner's instruments, or nil when nothing would take them.
 func (r *Runner) metrics() *telemetry.Metrics { return telemetry.Active(r.Metrics) }
 
-// noSpan is the span of a tick whose spans nothing would take: made once, as an interface value
-// (one made per call would be an allocation each).
-var noSpan trace.Span = noop.Span{}
-
-// start starts a span called name as ctx's child, or, when no tracer would take it, returns ctx
-// and a span that does nothing.
+// start starts a span of the tick called name as ctx's child (telemetry.Start).
 func (r *Runner) start(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
-	tr := r.tracer()
-	if tr == nil {
-		return ctx, noSpan
-	}
-	return tr.Start(ctx, name, opts...)
+	return telemetry.Start(r.tracer(), ctx, name, opts...)
 }
 
 // startSpan starts the tick's span, a child of the invocation's trace context when ctx has one
-// (the handler continues the host's), and puts it in t.ctx.
+// (the handler continues the host's), and puts it in t.ctx. Its name and attributes are made
+// only for a tracer.
 func (t *tickRun) startSpan(invocationID string) {
-	if t.r.tracer() == nil {
-		t.span = noSpan
-		return
+	tr := t.r.tracer()
+	var (
+		name string
+		opts []trace.SpanStartOption
+	)
+	if tr != nil {
+		attrs := []attribute.KeyValue{telemetry.Poller.String(t.r.Poller.Name()), semconv.FaaSTriggerTimer}
+		if invocationID != "" {
+			attrs = append(attrs, semconv.FaaSInvocationID(invocationID))
+		}
+		name, opts = "tick "+t.r.Poller.Name(), []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...)}
 	}
-	attrs := []attribute.KeyValue{telemetry.Poller.String(t.r.Poller.Name()), semconv.FaaSTriggerTimer}
-	if invocationID != "" {
-		attrs = append(attrs, semconv.FaaSInvocationID(invocationID))
-	}
-	t.ctx, t.span = t.r.start(t.ctx, "tick "+t.r.Poller.Name(), trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
+	t.ctx, t.span = telemetry.Start(tr, t.ctx, name, opts...)
 }
 
 // fetch reads the batch after the cursor in a "fetch" span.

@@ -137,7 +137,8 @@ type Runner struct {
 	// (package pollertest records them).
 	Observe func(b *pollerdef.Batch, err error)
 	// Tracer and Metrics receive the ticks' spans and measurements (package telemetry); nil:
-	// OpenTelemetry's global ones, no-ops unless telemetry.Setup installed an exporter.
+	// telemetry.Setup's exporters when it installed them, else none (telemetry.ActiveTracer,
+	// Active).
 	Tracer  trace.Tracer
 	Metrics *telemetry.Metrics
 
