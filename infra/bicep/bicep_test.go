@@ -26,6 +26,16 @@ func read(t *testing.T, path string) string {
 	return string(b)
 }
 
+// wantIn fails t for each of wants that text (named name in the message) lacks.
+func wantIn(t *testing.T, name, text string, wants ...string) {
+	t.Helper()
+	for _, want := range wants {
+		if !strings.Contains(text, want) {
+			t.Errorf("%s lacks %q", name, want)
+		}
+	}
+}
+
 // readFile is read for tests whose own variables are named read.
 var readFile = read
 
@@ -132,12 +142,8 @@ func TestRoleIDs(t *testing.T) {
 	// PR 10996); off, the host's feature flag DisableDiagnosticEventLogging (ScriptConstants.cs)
 	// turns the logging off, so that no permission error is logged either way.
 	main := read(t, "main.bicep")
-	for _, want := range []string{"param hostDiagnosticEvents bool = true\n", "}, hostDiagnosticEvents ? {} : {\n",
-		"AzureWebJobsFeatureFlags: join(filter(concat(split(appSettings.?AzureWebJobsFeatureFlags ?? '', ','), ['DisableDiagnosticEventLogging']), f => !empty(f)), ',')\n"} {
-		if !strings.Contains(main, want) {
-			t.Errorf("main.bicep lacks %q", want)
-		}
-	}
+	wantIn(t, "main.bicep", main, "param hostDiagnosticEvents bool = true\n", "}, hostDiagnosticEvents ? {} : {\n",
+		"AzureWebJobsFeatureFlags: join(filter(concat(split(appSettings.?AzureWebJobsFeatureFlags ?? '', ','), ['DisableDiagnosticEventLogging']), f => !empty(f)), ',')\n")
 	if !strings.Contains(roles, "param hostDiagnosticEvents bool\n") {
 		t.Error("modules/roles.bicep must take hostDiagnosticEvents from main.bicep, without a default of its own")
 	}
@@ -539,14 +545,10 @@ func TestAlertRules(t *testing.T) {
 			t.Errorf("modules/alerts.bicep has no rule %s", name)
 			continue
 		}
-		for _, s := range []string{"kind: 'LogAlert'", "enabled: true", "autoMitigate: true",
+		wantIn(t, "rule "+name, body, "kind: 'LogAlert'", "enabled: true", "autoMitigate: true",
 			"scopes: [\n      insightsId\n    ]", "actions: {\n      actionGroups: actionGroups\n    }",
-			"query: " + w.query + "\n", "severity: " + w.severity + "\n", "evaluationFrequency: evaluationFrequency\n",
-			"windowSize: " + w.window + "\n", "threshold: " + w.threshold + "\n", "operator: 'GreaterThan'"} {
-			if !strings.Contains(body, s) {
-				t.Errorf("rule %s lacks %q", name, s)
-			}
-		}
+			"query: "+w.query+"\n", "severity: "+w.severity+"\n", "evaluationFrequency: evaluationFrequency\n",
+			"windowSize: "+w.window+"\n", "threshold: "+w.threshold+"\n", "operator: 'GreaterThan'")
 		dims := regexp.MustCompile(`name: '(\w+)'\s*operator: 'Include'\s*values: \[\s*'\*'\s*\]`).FindAllStringSubmatch(body, -1)
 		var got []string
 		for _, d := range dims {
@@ -580,11 +582,7 @@ func TestAlertRules(t *testing.T) {
 
 	// The queries: the handler's JSON lines in traces.message, by their own fields.
 	for name, q := range queries {
-		for _, s := range []string{"\ntraces\n", "| extend line = parse_json(message)", "poller = tostring(line.poller)", "where isnotempty(poller)"} {
-			if !strings.Contains(q, s) {
-				t.Errorf("%s lacks %q", name, s)
-			}
-		}
+		wantIn(t, name, q, "\ntraces\n", "| extend line = parse_json(message)", "poller = tostring(line.poller)", "where isnotempty(poller)")
 		// Not allowed in log search alert queries, or would break the template.
 		for _, bad := range []string{"AggregatedValue", "bag_unpack", "pivot(", "narrow(", "'", "${", "ago("} {
 			if strings.Contains(q, bad) {
@@ -606,11 +604,7 @@ func TestAlertRules(t *testing.T) {
 		"deadLettersQuery": {`where tostring(line.msg) == "dead letters"`, "dead_letters = tolong(line.count)",
 			"arg_max(timestamp, dead_letters, oldest_age_seconds) by poller"},
 	} {
-		for _, want := range s {
-			if !strings.Contains(queries[name], want) {
-				t.Errorf("%s lacks %q", name, want)
-			}
-		}
+		wantIn(t, name, queries[name], s...)
 	}
 	// N is the parameter, substituted into the query; no other number stands in for it.
 	if !strings.Contains(alerts, "''', 'N_IN_A_ROW', string(failedTicksInARow))") {
@@ -691,15 +685,11 @@ func TestFlexSite(t *testing.T) {
 	}
 	app := read(t, "modules/functionapp.bicep")
 	masked := mask(app)
-	for _, want := range []string{
+	wantIn(t, "modules/functionapp.bicep", masked,
 		"keyVaultReferenceIdentity: identityId\n",
 		"maximumInstanceCount: max(maximumInstanceCount, length(pollers) + 1)\n",
 		"instanceMemoryMB: instanceMemoryMB\n",
-	} {
-		if !strings.Contains(masked, want) {
-			t.Errorf("modules/functionapp.bicep lacks %q", want)
-		}
-	}
+	)
 	// keyVaultReferenceIdentity is a site property, beside serverFarmId, not inside siteConfig.
 	site := app[strings.Index(app, "resource app 'Microsoft.Web/sites@"):]
 	s, e := block(mask(site), 0)
@@ -745,11 +735,7 @@ func TestAppSettingsOwned(t *testing.T) {
 		t.Errorf("appsettings.Prefix(big-orders) = %s: the template's toUpper(replace(name, '-', '_')) no longer matches", got)
 	}
 	main := read(t, "main.bicep")
-	for _, want := range []string{"    baseSettings: baseSettings\n    appSettings: appSettings\n    pollers: pollers\n", "param appSettings object = {}\n"} {
-		if !strings.Contains(main, want) {
-			t.Errorf("main.bicep lacks %q", want)
-		}
-	}
+	wantIn(t, "main.bicep", main, "    baseSettings: baseSettings\n    appSettings: appSettings\n    pollers: pollers\n", "param appSettings object = {}\n")
 	if strings.Contains(mask(main), "reduce(") {
 		t.Error("main.bicep builds settings: that belongs in modules/functionapp.bicep")
 	}
@@ -920,17 +906,13 @@ func TestSinkRoles(t *testing.T) {
 	}
 	// main.bicep: one module per entry, in the target's resource group, with the app's identity.
 	main := read(t, "main.bicep")
-	for _, want := range []string{
+	wantIn(t, "main.bicep", main,
 		"param sinks array = []\n",
 		"module sinkAccess 'modules/sink.bicep' = [for s in sinks: {\n",
 		"  scope: resourceGroup(s.?resourceGroupName ?? resourceGroup().name)\n",
 		"    sink: s\n    principalId: identity.outputs.principalId\n    clientId: identity.outputs.clientId\n",
 		"    sinkSettings: [for i in range(0, length(sinks)): sinkAccess[i].outputs.settings]\n",
-	} {
-		if !strings.Contains(main, want) {
-			t.Errorf("main.bicep lacks %q", want)
-		}
-	}
+	)
 	if !regexp.MustCompile(`@description\('[^\n]+'\)\nparam sinks array = \[\]\n`).MatchString(main) {
 		t.Error("main.bicep's sinks parameter has no @description")
 	}
@@ -1007,7 +989,7 @@ func TestSinkSettings(t *testing.T) {
 // workflow's build.
 func TestPrivateNetworking(t *testing.T) {
 	main := read(t, "main.bicep")
-	for _, want := range []string{
+	wantIn(t, "main.bicep", main,
 		"param vnetEnabled bool = false\n", "param existingAppSubnetId string = ''\n", "param existingPrivateEndpointSubnetId string = ''\n",
 		"module network 'modules/network.bicep' = if (vnetEnabled) {", "publicNetworkAccess: !vnetEnabled\n",
 		"subnetId: vnetEnabled ? network!.outputs.appSubnetId : ''\n",
@@ -1017,11 +999,7 @@ func TestPrivateNetworking(t *testing.T) {
 		"var privateSinks = vnetEnabled ? filter(sinks, s => s.?privateEndpoint ?? false) : []",
 		"servicebus: 'privatelink.servicebus.windows.net'", "eventgrid: 'privatelink.eventgrid.azure.net'",
 		"servicebus: 'namespace'", "eventhubs: 'namespace'", "eventgrid: 'topic'", "storagequeue: 'queue'",
-	} {
-		if !strings.Contains(main, want) {
-			t.Errorf("main.bicep lacks %q", want)
-		}
-	}
+	)
 	// Each storage service's endpoint: the host's blob and queue always, its table with the
 	// diagnostic events, the state account's blob when it is its own.
 	for _, want := range []string{"account: hostStorageName\n    groupId: 'blob'", "account: hostStorageName\n    groupId: 'queue'",
@@ -1031,16 +1009,12 @@ func TestPrivateNetworking(t *testing.T) {
 		}
 	}
 	network := read(t, "modules/network.bicep")
-	for _, want := range []string{
+	wantIn(t, "modules/network.bicep", network,
 		"serviceName: 'Microsoft.App/environments'", "privateEndpointNetworkPolicies: 'Disabled'",
 		"resource vnet 'Microsoft.Network/virtualNetworks@2024-01-01' = if (made) {",
 		"resource zones 'Microsoft.Network/privateDnsZones@2020-06-01' = [for z in zoneNames: {\n  name: z\n  location: 'global'",
 		"registrationEnabled: false", "join(take(split(existingAppSubnetId, '/'), 9), '/')",
-	} {
-		if !strings.Contains(network, want) {
-			t.Errorf("modules/network.bicep lacks %q", want)
-		}
-	}
+	)
 	// A zone and its link are made once, in the network module: two accounts' blob endpoints
 	// share the blob zone, and a second link of one network to one zone is refused.
 	for file, text := range allBicep(t) {
@@ -1049,28 +1023,16 @@ func TestPrivateNetworking(t *testing.T) {
 		}
 	}
 	pe := read(t, "modules/privateendpoint.bicep")
-	for _, want := range []string{"'Microsoft.Network/privateEndpoints@2024-01-01'", "groupIds: [\n            groupId\n          ]",
-		"'Microsoft.Network/privateEndpoints/privateDnsZoneGroups@2024-01-01'", "privateDnsZoneId: zoneId"} {
-		if !strings.Contains(pe, want) {
-			t.Errorf("modules/privateendpoint.bicep lacks %q", want)
-		}
-	}
+	wantIn(t, "modules/privateendpoint.bicep", pe, "'Microsoft.Network/privateEndpoints@2024-01-01'", "groupIds: [\n            groupId\n          ]",
+		"'Microsoft.Network/privateEndpoints/privateDnsZoneGroups@2024-01-01'", "privateDnsZoneId: zoneId")
 	storage := read(t, "modules/storage.bicep")
-	for _, want := range []string{"publicNetworkAccess: publicNetworkAccess ? 'Enabled' : 'Disabled'\n",
-		"} : {\n      defaultAction: 'Deny'\n      bypass: 'None'\n    }"} {
-		if !strings.Contains(storage, want) {
-			t.Errorf("modules/storage.bicep lacks %q", want)
-		}
-	}
+	wantIn(t, "modules/storage.bicep", storage, "publicNetworkAccess: publicNetworkAccess ? 'Enabled' : 'Disabled'\n",
+		"} : {\n      defaultAction: 'Deny'\n      bypass: 'None'\n    }")
 	if app := read(t, "modules/functionapp.bicep"); !strings.Contains(app, "virtualNetworkSubnetId: empty(subnetId) ? null : subnetId\n") {
 		t.Error("modules/functionapp.bicep does not join the app to the subnet")
 	}
 	vnet := read(t, "vnet.bicepparam")
-	for _, want := range []string{"using 'main.bicep'\n", "param vnetEnabled = true\n", "privateEndpoint: true"} {
-		if !strings.Contains(vnet, want) {
-			t.Errorf("vnet.bicepparam lacks %q", want)
-		}
-	}
+	wantIn(t, "vnet.bicepparam", vnet, "using 'main.bicep'\n", "param vnetEnabled = true\n", "privateEndpoint: true")
 }
 
 // TestZoneRedundancy: zoneRedundant (off by default) sets the Flex plan's zoneRedundant
@@ -1100,16 +1062,12 @@ func TestZoneRedundancy(t *testing.T) {
 // cloud's portal.
 func TestWorkbook(t *testing.T) {
 	wb := read(t, "modules/workbook.bicep")
-	for _, want := range []string{
+	wantIn(t, "modules/workbook.bicep", wb,
 		"resource book 'Microsoft.Insights/workbooks@2023-06-01' = {", "kind: 'shared'", "category: 'workbook'",
 		"sourceId: insightsId", "serializedData: string(workbook)", "name: guid(resourceGroup().id, name, 'pollers-workbook')",
 		"version: 'Notebook/1.0'", "name: 'TimeRange'", "name: 'Poller'", "multiSelect: true", "query: pollersQuery",
 		"visualization: 'timechart'", "resourceType: 'microsoft.insights/components'",
-	} {
-		if !strings.Contains(wb, want) {
-			t.Errorf("modules/workbook.bicep lacks %q", want)
-		}
-	}
+	)
 	queries := map[string]string{}
 	for _, m := range regexp.MustCompile(`(?s)var (\w+Query) = '''(.*?)'''`).FindAllStringSubmatch(wb, -1) {
 		queries[m[1]] = m[2]
@@ -1161,11 +1119,7 @@ func TestWorkbook(t *testing.T) {
 				t.Errorf("%s reads %s of the %q line, which docs/contract.md does not document (it has %v)", name, f[1], msg[1], documented[msg[1]])
 			}
 		}
-		for _, want := range []string{"\ntraces\n", "| where timestamp {TimeRange}\n", "| extend line = parse_json(message)\n", "where isnotempty(poller)"} {
-			if !strings.Contains(q, want) {
-				t.Errorf("%s lacks %q", name, want)
-			}
-		}
+		wantIn(t, name, q, "\ntraces\n", "| where timestamp {TimeRange}\n", "| extend line = parse_json(message)\n", "where isnotempty(poller)")
 		if name != "pollersQuery" && (!strings.Contains(q, "poller in ({Poller})") || !strings.Contains(q, "by poller, bin(timestamp, {TimeRange:grain})")) {
 			t.Errorf("%s is not one series per chosen poller, binned by the range's grain", name)
 		}
@@ -1174,9 +1128,5 @@ func TestWorkbook(t *testing.T) {
 		}
 	}
 	main := read(t, "main.bicep")
-	for _, want := range []string{"module workbook 'modules/workbook.bicep' = {", "STATUS_WORKBOOK_URL: '${environment().portal}/#resource${workbook.outputs.id}'\n"} {
-		if !strings.Contains(main, want) {
-			t.Errorf("main.bicep lacks %q", want)
-		}
-	}
+	wantIn(t, "main.bicep", main, "module workbook 'modules/workbook.bicep' = {", "STATUS_WORKBOOK_URL: '${environment().portal}/#resource${workbook.outputs.id}'\n")
 }
