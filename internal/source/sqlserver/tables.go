@@ -215,11 +215,7 @@ func (m *ctTables) Fetch(ctx context.Context, after *state.Cursor, limit int) (*
 		if err != nil {
 			return err
 		}
-		name, _ := json.Marshal(t.l.Definition().Table.String())
-		for _, c := range got {
-			c.ch.Cursor.Tiebreaker[tableMark] = name
-		}
-		all = mergeVersions(all, got, limit+1)
+		all = m.add(all, i, got, limit+1)
 		return nil
 	})
 	if err != nil {
@@ -236,6 +232,19 @@ func (m *ctTables) Fetch(ctx context.Context, after *state.Cursor, limit int) (*
 		b.To = &to
 	}
 	return b, nil
+}
+
+// add merges the changes table i's read returned (changes: in version order, perhaps ending
+// with the one more a fetch asks for) into all, keeping at most n, each change's cursor naming
+// its table. The one more says only its version: it has no change to name the table in.
+func (m *ctTables) add(all []ctChange, i int, got []ctChange, n int) []ctChange {
+	name, _ := json.Marshal(m.tabs[i].l.Definition().Table.String())
+	for _, c := range got {
+		if c.ch != nil {
+			c.ch.Cursor.Tiebreaker[tableMark] = name
+		}
+	}
+	return mergeVersions(all, got, n)
 }
 
 // mergeVersions merges b into a, both in version order, keeping at most n: a change of a before

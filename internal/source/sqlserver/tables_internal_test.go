@@ -102,13 +102,17 @@ func TestCTTablesMerge(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		name, _ := json.Marshal(m.tabs[tab].l.Definition().Table.String())
-		ch.Cursor.Tiebreaker[tableMark] = name
 		return ctChange{version: version, row: r, ch: ch}
 	}
-	orders := []ctChange{mk(0, 3, int64(1), "9.50"), mk(0, 5, int64(2), "1.00")}
-	lines := []ctChange{mk(1, 3, int64(1), int64(1), int64(4)), mk(1, 3, int64(1), int64(2), int64(1)), mk(1, 4, int64(2), int64(1), int64(8))}
-	notes := []ctChange{mk(2, 5, int64(2), "gift")}
+	// fresh makes each table's changes anew: a fetch's changes are its own, and the test's
+	// numbering and sealing change them.
+	var orders, lines, notes []ctChange
+	fresh := func() {
+		orders = []ctChange{mk(0, 3, int64(1), "9.50"), mk(0, 5, int64(2), "1.00")}
+		lines = []ctChange{mk(1, 3, int64(1), int64(1), int64(4)), mk(1, 3, int64(1), int64(2), int64(1)), mk(1, 4, int64(2), int64(1), int64(8))}
+		notes = []ctChange{mk(2, 5, int64(2), "gift")}
+	}
+	fresh()
 	show := func(cs []ctChange) string {
 		var out []string
 		for _, c := range cs {
@@ -129,14 +133,10 @@ func TestCTTablesMerge(t *testing.T) {
 		{2, "v3 dbo.orders map[id:1] #1\nv3 dbo.lines map[line:1 order_id:1] #2", true},
 		{3, "v3 dbo.orders map[id:1] #1\nv3 dbo.lines map[line:1 order_id:1] #2\nv3 dbo.lines map[line:2 order_id:1] #3 last", true},
 	} {
-		for _, l := range [][]ctChange{orders, lines, notes} {
-			for _, ch := range l {
-				ch.ch.Index, ch.ch.Last, ch.ch.Commit = 0, false, nil
-			}
-		}
+		fresh()
 		var all []ctChange
-		for _, l := range [][]ctChange{orders, lines, notes} {
-			all = mergeVersions(all, l, c.limit+1)
+		for i, l := range [][]ctChange{orders, lines, notes} {
+			all = m.add(all, i, l, c.limit+1)
 		}
 		got, more := number(all, c.limit, -1)
 		if show(got) != c.want || more != c.more {
@@ -154,6 +154,23 @@ func TestCTTablesMerge(t *testing.T) {
 			t.Errorf("limit %d: the batch ends at %+v, not inside version 3 in dbo.lines", c.limit, p)
 		}
 	}
+	// A table with more changes than the batch: its read returns the one more a fetch asks for,
+	// which carries only its version (changes). Its merge names no table in it, and numbering
+	// leaves it out.
+	fresh()
+	readAhead := []ctChange{orders[0], {version: orders[1].version}} // a fetch of 1: one change and the one more
+	var merged []ctChange
+	for i, l := range [][]ctChange{readAhead, lines[:2], notes} {
+		merged = m.add(merged, i, l, 2)
+	}
+	first, more := number(merged, 1, -1)
+	if !more || show(first) != "v3 dbo.orders map[id:1] #1" {
+		t.Errorf("a fetch of 1 with a read-ahead change:\n%s\nmore %v", show(first), more)
+	}
+	if tb := string(first[0].ch.Cursor.Tiebreaker[tableMark]); tb != `"dbo.orders"` {
+		t.Errorf("the change's cursor names table %s", tb)
+	}
+
 	// Two tables' changes of one key in one version are two messages: their ids differ.
 	msgs, err := sink.Messages(&poller.Batch[poller.Row]{Poller: "orders", Raw: []poller.Row{poller.Row(orders[1].row), poller.Row(notes[0].row)}}, sink.ModeRow)
 	if err != nil || len(msgs) != 2 || msgs[0].ID == msgs[1].ID {
@@ -161,9 +178,7 @@ func TestCTTablesMerge(t *testing.T) {
 	}
 
 	// A read resumed inside version 3 does not count its changes there.
-	for _, ch := range lines {
-		ch.ch.Index, ch.ch.Last, ch.ch.Commit = 0, false, nil
-	}
+	fresh()
 	got, _ := number(mergeVersions(nil, lines[1:], 10), 10, 3)
 	if got[0].ch.Index != 0 || got[1].ch.Index != 1 {
 		t.Errorf("resumed inside version 3: %s", show(got))
