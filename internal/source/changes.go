@@ -175,6 +175,10 @@ func (l *Layout) KeyIndex() []int { return l.s.keyIdx }
 // DecodeKey reads key column j's value from a cursor into a query argument.
 func (l *Layout) DecodeKey(j int, raw json.RawMessage) (any, error) { return l.s.codecs[j].Decode(raw) }
 
+// KeyMarker is the marker of key column j's argument as its codec writes it in SQL
+// (KeyCodec.Marker).
+func (l *Layout) KeyMarker(j int, marker string) string { return l.s.codecs[j].marker(marker) }
+
 // EncodeKey renders key column j's value, as the Go driver returned it, as a cursor holds it.
 func (l *Layout) EncodeKey(j int, v any) (json.RawMessage, error) {
 	return l.s.codecs[j].Encode(normalize(&l.s.cols[l.s.keyIdx[j]], v))

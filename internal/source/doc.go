@@ -32,7 +32,7 @@
 // being written cannot be skipped:
 //
 //	kind          column                                  upper bound                          driver
-//	rowversion    rowversion                              rv < MIN_ACTIVE_ROWVERSION()           sqlserver
+//	rowversion    rowversion                              rv < MIN_ACTIVE_ROWVERSION(), read first sqlserver
 //	xid           xid8 DEFAULT pg_current_xact_id()       x < pg_snapshot_xmin(current snapshot) postgres
 //	timestamp+pk  datetime2/timestamptz/TEXT + key        ts < database now - settle lag         all
 //	integer       increasing key                          none                                   all

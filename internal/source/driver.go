@@ -100,6 +100,18 @@ type ColumnType struct {
 type KeyCodec struct {
 	Encode func(v any) (json.RawMessage, error)
 	Decode func(raw json.RawMessage) (any, error)
+	// Marker, when set, writes the argument's marker in the keyset predicate (e.g. cast to the
+	// column's type, where the argument's own type would compare the column by other rules);
+	// nil: the marker as it is.
+	Marker func(marker string) string
+}
+
+// marker is the argument marker m as the codec writes it in SQL.
+func (k KeyCodec) marker(m string) string {
+	if k.Marker == nil {
+		return m
+	}
+	return k.Marker(m)
 }
 
 // Drivers are the databases a poller's settings can name ({P}_DB_DRIVER); package drivers

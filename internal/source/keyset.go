@@ -178,10 +178,10 @@ type queries struct {
 	stampFix     string
 }
 
-// buildQueries renders the keyset queries for a definition with a driver; flavor says how the
-// cursor column is bounded by the database's clock (timestamp+pk only), readBound whether the
-// fetches take a read bound (ReadBound).
-func buildQueries(dl Driver, d Definition, flavor TSFlavor, readBound bool) queries {
+// buildQueries renders the keyset queries for a definition with a driver; codecs are the key
+// columns' (their markers), flavor says how the cursor column is bounded by the database's clock
+// (timestamp+pk only), readBound whether the fetches take a read bound (ReadBound).
+func buildQueries(dl Driver, d Definition, codecs []KeyCodec, flavor TSFlavor, readBound bool) queries {
 	qkeys := QuoteAll(dl, d.keyColumns())
 	cols := strings.Join(QuoteAll(dl, d.selected()), ", ")
 	table := QuoteTable(dl, d.Table)
@@ -198,7 +198,11 @@ func buildQueries(dl Driver, d Definition, flavor TSFlavor, readBound bool) quer
 		next := func() string { n++; return dl.Placeholder(n) }
 		var preds []string
 		if after {
-			pred, order := dl.Keyset(d.Cursor.Kind, qkeys, markers(len(qkeys), next))
+			params := markers(len(qkeys), next)
+			for i, c := range codecs {
+				params[i] = c.marker(params[i])
+			}
+			pred, order := dl.Keyset(d.Cursor.Kind, qkeys, params)
 			preds, q.keyOrder = append(preds, pred), order
 		}
 		b := dl.UpperBound(d.Cursor.Kind, flavor, qkeys[0], d.settleLag(), next)

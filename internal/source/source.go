@@ -347,7 +347,7 @@ func (s *Source) lay(types []string) error {
 		s.codecs = append(s.codecs, codec)
 	}
 	if !s.def.Changes() {
-		s.q = buildQueries(s.dl, s.def, s.flavor, s.bound != nil)
+		s.q = buildQueries(s.dl, s.def, s.codecs, s.flavor, s.bound != nil)
 		s.reader = &keyset{s}
 		return nil
 	}
@@ -368,12 +368,21 @@ func (s *Source) lay(types []string) error {
 // Offline lays out a source of cfg with drv as Open does, from its columns' database types
 // (DatabaseTypeName, by column name) instead of the database's answer, and runs nothing: no
 // connection, no check of the table, the data or a change stream's set-up. It is for a driver's
-// unit tests and golden SQL (Queries), without a server.
+// unit tests and golden SQL (Queries), without a server. With cfg.DSN, its reads go there (a
+// test's stand-in for the server, which sees the SQL and the arguments the driver sends);
+// Close closes that pool.
 func Offline(drv Driver, cfg Config, types map[string]string) (*Source, *Layout, error) {
 	if _, err := cfg.Definition.validate(cfg.Poller, Drivers{drv}, cfg.Driver); err != nil {
 		return nil, nil, err
 	}
 	s := &Source{poller: cfg.Poller, dl: drv, def: cfg.Definition, describe: drv.Name() + " (offline) " + cfg.Definition.label(), table: cfg.Definition.Table.String(), label: cfg.Definition.label()}
+	if cfg.DSN != "" {
+		db, err := drv.Open(cfg.DSN)
+		if err != nil {
+			return nil, nil, err
+		}
+		s.db, s.close = db, db.Close
+	}
 	if rb, ok := drv.(ReadBounder); ok && !s.def.Changes() {
 		s.bound, _ = rb.ReadBound(cfg.DSN, s.def)
 	}

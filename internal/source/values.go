@@ -182,7 +182,7 @@ func codecFor(c *column) (KeyCodec, error) {
 	case c.Class == ClassInt:
 		return intCodec, nil
 	case c.Class == ClassText || c.Class == ClassUUID:
-		return textCodec, nil
+		return TextCodec, nil
 	case c.Class == ClassTime && c.Flavor != TSUnsupported:
 		return TimeCodec, nil
 	}
@@ -202,7 +202,8 @@ var intCodec = KeyCodec{
 	},
 }
 
-var textCodec = KeyCodec{
+// TextCodec keeps a text key as a JSON string.
+var TextCodec = KeyCodec{
 	Encode: func(v any) (json.RawMessage, error) {
 		s, ok := v.(string)
 		if !ok {

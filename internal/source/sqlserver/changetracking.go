@@ -144,7 +144,7 @@ func (Driver) Restart(kind, poller string) string {
 
 func newChangeTracking(l *source.Layout) *changeTracking {
 	d := l.Definition()
-	return &changeTracking{l: l, table: l.Table(), q: buildCTQueries(l.Driver(), d.Table, l.Columns(), d.PK, ctOptions{skip: d.SkipWriter})}
+	return &changeTracking{l: l, table: l.Table(), q: buildCTQueries(l.Driver(), d.Table, l.Columns(), d.PK, l.KeyMarker, ctOptions{skip: d.SkipWriter})}
 }
 
 // ctQueries are the SQL texts of the changetracking cursor.
@@ -176,7 +176,9 @@ type ctOptions struct {
 // The commit time's probe: it fails without the permission to read the view.
 const ctCommitTimeProbe = "SELECT TOP (1) commit_time FROM sys.dm_tran_commit_table"
 
-func buildCTQueries(dl source.Driver, t source.Table, cols, keys []string, o ctOptions) ctQueries {
+// buildCTQueries renders the queries of table t's columns cols, keyed by keys; marker writes key
+// j's argument marker (Layout.KeyMarker: cast to the column's type where it needs it).
+func buildCTQueries(dl source.Driver, t source.Table, cols, keys []string, marker func(j int, m string) string, o ctOptions) ctQueries {
 	table := source.QuoteTable(dl, t)
 	var sel, extra []string
 	for _, c := range cols {
@@ -215,8 +217,8 @@ func buildCTQueries(dl source.Driver, t source.Table, cols, keys []string, o ctO
 		var preds []string
 		if inside {
 			params := []string{next()}
-			for range keys {
-				params = append(params, next())
+			for j := range keys {
+				params = append(params, marker(j, next()))
 			}
 			pred, _ := dl.Keyset(state.KindChangeTracking, order, params)
 			preds = append(preds, pred)
@@ -361,11 +363,14 @@ func (c *changeTracking) Check(ctx context.Context) error {
 	if p := st.problems(c.l.Driver(), c.table, c.l.Definition().PK); len(p) > 0 {
 		return c.fail(p...)
 	}
+	if err := checkCodePages(ctx, c.l.DB(), c.l.Driver(), c.l.Definition().Table, c.l.KeyColumns()); err != nil {
+		return fmt.Errorf("source: poller %q, table %s: %w", c.l.Poller(), c.l.Definition().Table, err)
+	}
 	// The commit time needs VIEW DATABASE STATE (Azure SQL) or VIEW SERVER STATE: without it,
 	// the changes carry none (docs/cdc.md).
 	_, probe := c.l.DB().ExecContext(ctx, ctCommitTimeProbe)
 	d := c.l.Definition()
-	q := buildCTQueries(c.l.Driver(), d.Table, c.l.Columns(), d.PK, ctOptions{columns: st.trackColumns, commitTime: probe == nil, skip: d.SkipWriter})
+	q := buildCTQueries(c.l.Driver(), d.Table, c.l.Columns(), d.PK, c.l.KeyMarker, ctOptions{columns: st.trackColumns, commitTime: probe == nil, skip: d.SkipWriter})
 	c.mu.Lock()
 	c.retention, c.q = st.retention, q
 	c.mu.Unlock()

@@ -4,6 +4,7 @@
 package sqlserver
 
 import (
+	"context"
 	"database/sql"
 	"encoding/hex"
 	"encoding/json"
@@ -81,12 +82,13 @@ func (Driver) Keyset(_ string, keys, params []string) (string, []int) {
 	return source.ExpandedKeyset(keys, params), nil
 }
 
-// UpperBound: a rowversion cursor reads below MIN_ACTIVE_ROWVERSION(); a timestamp cursor rows
-// older than the database's clock minus the settle lag.
+// UpperBound: a rowversion cursor reads below the lowest rowversion a transaction still open
+// holds (its ReadBound); a timestamp cursor rows older than the database's clock minus the
+// settle lag.
 func (Driver) UpperBound(kind string, fl source.TSFlavor, col string, lag time.Duration, next func() string) source.Bound {
 	switch {
 	case kind == state.KindRowversion:
-		return source.Bound{Pred: col + " < MIN_ACTIVE_ROWVERSION()", OpenTrx: true}
+		return source.Bound{OpenTrx: true}
 	case kind != state.KindTimestampPK:
 		return source.Bound{}
 	case fl == source.TSWithZone:
@@ -94,6 +96,43 @@ func (Driver) UpperBound(kind string, fl source.TSFlavor, col string, lag time.D
 	}
 	return source.Bound{Pred: col + " < DATEADD(millisecond, -" + next() + ", SYSUTCDATETIME())", Arg: int32(lag.Milliseconds())}
 }
+
+// ReadBound keeps a rowversion read below MIN_ACTIVE_ROWVERSION(), the lowest rowversion of the
+// transactions still open, read in a statement of its own before the read, as Microsoft's Sync
+// Framework read its new anchor before its data queries, and as the changetracking cursor reads
+// CHANGE_TRACKING_CURRENT_VERSION() before its snapshot. In the read's own statement the bound
+// would not be safe under READ_COMMITTED_SNAPSHOT (Azure SQL Database's default): the statement's
+// snapshot is taken when it starts, and Microsoft documents neither when within the statement
+// MIN_ACTIVE_ROWVERSION() is evaluated nor that it is fixed at the snapshot (its page says only
+// that it is nondeterministic and not affected by the isolation level). A transaction that
+// committed in between would be missing from the snapshot but no longer hold the bound down, and
+// the read would pass over its rows for good. Read first, every transaction still open then
+// holds rowversions at or above the bound, which the read leaves for later, and every one below
+// it has committed before the read's snapshot, which sees its rows.
+func (Driver) ReadBound(_ string, d source.Definition) (source.ReadBound, bool) {
+	if d.Cursor.Kind != state.KindRowversion {
+		return nil, false
+	}
+	return activeRowversion{}, true
+}
+
+// activeRowversion is a rowversion read's bound, MIN_ACTIVE_ROWVERSION(), read for each read.
+type activeRowversion struct{}
+
+// activeRowversionQuery reads the bound.
+const activeRowversionQuery = "SELECT MIN_ACTIVE_ROWVERSION()"
+
+// Arg reads MIN_ACTIVE_ROWVERSION() (8 bytes, compared as binary with the rowversion column).
+func (activeRowversion) Arg(ctx context.Context, db *sql.DB) (any, error) {
+	var b []byte
+	if err := db.QueryRowContext(ctx, activeRowversionQuery).Scan(&b); err != nil {
+		return nil, fmt.Errorf("reading MIN_ACTIVE_ROWVERSION(): %w", err)
+	}
+	return b, nil
+}
+
+// Stats: nothing beyond the bound's hold-back, which the cursor kind says (Bound.OpenTrx).
+func (activeRowversion) Stats() source.Stats { return source.Stats{} }
 
 // StampCheck: a datetime2, datetime or smalldatetime more than FutureTolerance ahead of the UTC
 // clock.
@@ -151,24 +190,68 @@ func (Driver) UUID(b []byte) (string, error) {
 	return strings.ToLower(u.String()), nil
 }
 
-// KeyCodec: rowversion (and binary) keys as 0x and hex; datetime2 arguments as civil.DateTime,
-// because go-mssqldb sends time.Time as datetimeoffset, which would convert the datetime2 column
-// and defeat its index.
+// KeyCodec is how a key column's cursor value goes back to SQL Server as an argument of the
+// column's own type, so that the comparison is the column's, as its index and ORDER BY sort:
+//   - rowversion (and binary) keys as 0x and hex, sent as varbinary;
+//   - datetime2 as civil.DateTime (datetime2(7)): go-mssqldb sends a time.Time as
+//     datetimeoffset, which would convert the column and defeat its index;
+//   - datetime and smalldatetime as mssql.DateTime1 (datetime). go-mssqldb reads a datetime's
+//     1/300 s ticks rounded to whole milliseconds (.003 for 3 1/3 ms: decodeDateTime), and since
+//     compatibility level 130 SQL Server converts a datetime to datetime2 exactly (.0033333), so
+//     sent as datetime2 the value read would not equal the one stored: about a third of the
+//     rows would compare after their own cursor (read again every tick, or a batch of ties
+//     stuck) and a third before it (ties after a batch boundary skipped). Sent as datetime,
+//     go-mssqldb rounds the milliseconds back to the same tick (encodeDateTime), and the
+//     comparison is the column's. Microsoft's datetime2 page: "use explicit casting" when
+//     comparing the two (docs/sqlserver.md cites it);
+//   - char, varchar and text as a string whose marker is cast to varchar: go-mssqldb sends a
+//     string as nvarchar, which ranks above varchar, so the column would be converted to
+//     nvarchar for the comparison and compared by Unicode rules, while ORDER BY sorts it by the
+//     column's own, which under a SQL_* collation (Azure SQL Database's default,
+//     SQL_Latin1_General_CP1_CI_AS) differ: 'a-c' < 'ab' but N'a-c' > N'ab'. A keyset predicate
+//     would then skip or repeat keys at a batch boundary, and the conversion can turn an index
+//     seek into a scan. CAST(@p AS varchar(8000)) converts the argument instead, in the code
+//     page of the database's default collation, and the comparison takes the column's collation
+//     (the column's label outranks the cast's). Check refuses a key column whose collation has
+//     another code page, where the conversion could change a value.
 func (Driver) KeyCodec(c source.ColumnType) (source.KeyCodec, bool) {
+	base := strings.ToUpper(c.DBType)
+	if i := strings.IndexByte(base, '('); i >= 0 {
+		base = strings.TrimSpace(base[:i])
+	}
 	switch {
 	case c.Class == source.ClassRowversion || c.Class == source.ClassBinary:
 		return rowversionCodec, true
+	case c.Class == source.ClassTime && c.Flavor == source.TSUTC && (base == "DATETIME" || base == "SMALLDATETIME"):
+		return timeCodec(func(t time.Time) any { return mssql.DateTime1(t) }), true
 	case c.Class == source.ClassTime && c.Flavor == source.TSUTC:
-		return source.KeyCodec{Encode: source.TimeCodec.Encode, Decode: func(raw json.RawMessage) (any, error) {
-			t, err := source.TimeCodec.Decode(raw)
-			if err != nil {
-				return nil, err
-			}
-			return civil.DateTimeOf(t.(time.Time)), nil
-		}}, true
+		return timeCodec(func(t time.Time) any { return civil.DateTimeOf(t) }), true
+	case nonUnicode(base):
+		return varcharCodec, true
 	}
 	return source.KeyCodec{}, false
 }
+
+// nonUnicode says whether a type (DatabaseTypeName) holds text in a collation's code page.
+func nonUnicode(base string) bool { return base == "CHAR" || base == "VARCHAR" || base == "TEXT" }
+
+// timeCodec encodes a timestamp as the generic codec does and gives it back as arg makes it.
+func timeCodec(arg func(time.Time) any) source.KeyCodec {
+	return source.KeyCodec{Encode: source.TimeCodec.Encode, Decode: func(raw json.RawMessage) (any, error) {
+		t, err := source.TimeCodec.Decode(raw)
+		if err != nil {
+			return nil, err
+		}
+		return arg(t.(time.Time)), nil
+	}}
+}
+
+// varcharCodec keeps a char or varchar key as a JSON string and casts its argument to varchar.
+var varcharCodec = func() source.KeyCodec {
+	k := source.TextCodec
+	k.Marker = func(m string) string { return "CAST(" + m + " AS varchar(8000))" }
+	return k
+}()
 
 var rowversionCodec = source.KeyCodec{
 	Encode: func(v any) (json.RawMessage, error) {

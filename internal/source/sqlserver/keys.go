@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
@@ -62,6 +63,9 @@ func (d Driver) UniqueKey(ctx context.Context, db *sql.DB, t source.Table, cols 
 	if !found {
 		return source.Uniqueness{Verdict: source.KeyUnknown, Why: "the catalog does not show " + t.String() + " to this user (VIEW DEFINITION on it lets sys.indexes show its keys)"}, nil
 	}
+	if err := checkCodePages(ctx, db, d, t, cols); err != nil {
+		return source.Uniqueness{}, err
+	}
 	u := source.JudgeKey(indexes, cols, d.Caseless())
 	if u.Verdict == source.KeyNotUnique && strings.TrimSpace(kind) == "V" {
 		return source.Uniqueness{Verdict: source.KeyUnknown, Why: t.String() + " is a view without a unique index, which has no keys in the catalog"}, nil
@@ -70,3 +74,57 @@ func (d Driver) UniqueKey(ctx context.Context, db *sql.DB, t source.Table, cols 
 }
 
 var _ source.KeyChecker = Driver{}
+
+// codePagesQuery lists the columns of table @p1 of a non-Unicode type (char, varchar, text)
+// whose collation's code page is not the code page of the database's default collation, with
+// both collations and code pages.
+const codePagesQuery = `SELECT c.name, c.collation_name, CAST(COLLATIONPROPERTY(c.collation_name, 'CodePage') AS int),
+  d.collation, CAST(COLLATIONPROPERTY(d.collation, 'CodePage') AS int)
+FROM sys.columns c
+JOIN sys.types ty ON ty.user_type_id = c.system_type_id
+CROSS JOIN (SELECT CAST(DATABASEPROPERTYEX(DB_NAME(), 'Collation') AS nvarchar(128)) AS collation) d
+WHERE c.object_id = OBJECT_ID(@p1) AND ty.name IN ('char', 'varchar', 'text') AND c.collation_name IS NOT NULL
+  AND COLLATIONPROPERTY(c.collation_name, 'CodePage') <> COLLATIONPROPERTY(d.collation, 'CodePage')`
+
+// codePage is a column whose collation's code page differs from the database default's.
+type codePage struct {
+	column, collation, dbCollation string
+	page, dbPage                   int64
+}
+
+// checkCodePages refuses a char or varchar key column whose collation has another code page than
+// the database's default collation: a key argument is cast to varchar (KeyCodec) in the default
+// collation's code page, where a character of the column's code page may have no place, and the
+// keyset predicate would then compare another value than the cursor's.
+func checkCodePages(ctx context.Context, db *sql.DB, d source.Driver, t source.Table, keys []string) error {
+	rows, err := db.QueryContext(ctx, codePagesQuery, source.QuoteTable(d, t))
+	if err != nil {
+		return fmt.Errorf("reading the key columns' collations (sys.columns): %w", err)
+	}
+	defer rows.Close()
+	var found []codePage
+	for rows.Next() {
+		var c codePage
+		if err := rows.Scan(&c.column, &c.collation, &c.page, &c.dbCollation, &c.dbPage); err != nil {
+			return fmt.Errorf("reading the key columns' collations (sys.columns): %w", err)
+		}
+		found = append(found, c)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("reading the key columns' collations (sys.columns): %w", err)
+	}
+	return codePageProblem(d, t, keys, found)
+}
+
+// codePageProblem is the error for the first key column among found (the error names the
+// column; the caller, the poller and the table), nil when none is a key.
+func codePageProblem(d source.Driver, t source.Table, keys []string, found []codePage) error {
+	for _, c := range found {
+		if !slices.ContainsFunc(keys, func(k string) bool { return strings.EqualFold(k, c.column) }) {
+			continue
+		}
+		return fmt.Errorf("column %q: %w: the key column's collation %s has code page %d, the database's default collation %s has %d: its values are compared with the cursor's after a conversion to the default's code page, which can change them, so a batch boundary could skip or repeat rows. Give the column the database's collation (ALTER TABLE %s ALTER COLUMN %s ... COLLATE %s), or make it nvarchar",
+			c.column, source.ErrSchema, c.collation, c.page, c.dbCollation, c.dbPage, source.QuoteTable(d, t), d.Quote(c.column), c.dbCollation)
+	}
+	return nil
+}

@@ -1,7 +1,7 @@
 -- fetch first
-SELECT TOP (@p1) [id], [customer], [amount], [updated_at], [rv] FROM [dbo].[orders] WHERE [rv] < MIN_ACTIVE_ROWVERSION() ORDER BY [rv], [id]
+SELECT TOP (@p2) [id], [customer], [amount], [updated_at], [rv] FROM [dbo].[orders] WHERE [rv] < @p1 ORDER BY [rv], [id]
 -- fetch after
-SELECT TOP (@p3) [id], [customer], [amount], [updated_at], [rv] FROM [dbo].[orders] WHERE [rv] >= @p1 AND ([rv] > @p1 OR [id] > @p2) AND [rv] < MIN_ACTIVE_ROWVERSION() ORDER BY [rv], [id]
+SELECT TOP (@p4) [id], [customer], [amount], [updated_at], [rv] FROM [dbo].[orders] WHERE [rv] >= @p1 AND ([rv] > @p1 OR [id] > @p2) AND [rv] < @p3 ORDER BY [rv], [id]
 -- backlog first (no bound on open transactions)
 SELECT TOP (@p1) [id], [customer], [amount], [updated_at], [rv] FROM [dbo].[orders] ORDER BY [rv], [id]
 -- backlog after

@@ -1,0 +1,216 @@
+package sqlserver
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	mssql "github.com/microsoft/go-mssqldb"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
+)
+
+// The SQL and the argument types go-mssqldb sends for each key column type, as a SQL Server
+// would receive them (tdsServer): a comparison of a key column with its cursor value must be the
+// column's own comparison, with the argument in the column's type, or the keyset predicate
+// re-reads or skips rows at a batch boundary and the index may be scanned.
+
+// wireSource opens, without a SQL Server, a source of dbo.t read by a cursor of kind on column
+// c, keyed by k, with the column types given, its reads sent to srv.
+func wireSource(t *testing.T, srv *tdsServer, kind string, types map[string]string) *source.Source {
+	t.Helper()
+	def := source.Definition{Table: source.Table{Schema: "dbo", Name: "t"}, Columns: []string{"c", "k"}, Cursor: source.Cursor{Kind: kind, Column: "c"}, PK: []string{"k"}}
+	src, _, err := source.Offline(Driver{}, source.Config{Poller: "p", Driver: Name, DSN: srv.DSN(), Definition: def}, types)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { src.Close() })
+	return src
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+// decl is the declaration of parameter p in a call's declarations ("@p1 datetime,..."): its
+// type.
+func decl(t *testing.T, call rpcCall, p string) string {
+	t.Helper()
+	for _, d := range strings.Split(call.Decl, ",") {
+		if name, typ, ok := strings.Cut(strings.TrimSpace(d), " "); ok && name == p {
+			return typ
+		}
+	}
+	t.Fatalf("no parameter %s in %q (%s)", p, call.Decl, call.SQL)
+	return ""
+}
+
+// TestKeyArgumentsOnTheWire: a timestamp+pk cursor on a datetime or smalldatetime column is sent
+// as datetime, on datetime2 as datetime2(7), on datetimeoffset as datetimeoffset(7); a char or
+// varchar key's marker is cast to varchar (go-mssqldb sends strings as nvarchar), an nvarchar
+// key's is not.
+func TestKeyArgumentsOnTheWire(t *testing.T) {
+	srv := newTDSServer(t)
+	at := json.RawMessage(`"2026-04-07T01:23:45.003Z"`)
+	for _, c := range []struct {
+		cursorType, keyType string
+		key                 json.RawMessage
+		wantCursor          string // @p1's type
+		wantKey             string // @p2's type
+		wantPred            string // in the SQL
+	}{
+		{"DATETIME", "BIGINT", json.RawMessage(`7`), "datetime", "bigint", "[c] >= @p1 AND ([c] > @p1 OR [k] > @p2)"},
+		{"SMALLDATETIME", "INT", json.RawMessage(`7`), "datetime", "bigint", "[c] >= @p1 AND ([c] > @p1 OR [k] > @p2)"},
+		{"DATETIME2", "BIGINT", json.RawMessage(`7`), "datetime2(7)", "bigint", "[c] >= @p1 AND ([c] > @p1 OR [k] > @p2)"},
+		{"DATETIMEOFFSET", "BIGINT", json.RawMessage(`7`), "datetimeoffset(7)", "bigint", "[c] >= @p1 AND ([c] > @p1 OR [k] > @p2)"},
+		{"DATETIME2", "VARCHAR", json.RawMessage(`"a-c"`), "datetime2(7)", "nvarchar(3)", "[c] >= @p1 AND ([c] > @p1 OR [k] > CAST(@p2 AS varchar(8000)))"},
+		{"DATETIME", "CHAR", json.RawMessage(`"AB "`), "datetime", "nvarchar(3)", "[c] >= @p1 AND ([c] > @p1 OR [k] > CAST(@p2 AS varchar(8000)))"},
+		{"DATETIME2", "NVARCHAR", json.RawMessage(`"a-c"`), "datetime2(7)", "nvarchar(3)", "[c] >= @p1 AND ([c] > @p1 OR [k] > @p2)"},
+	} {
+		t.Run(c.cursorType+"_"+c.keyType, func(t *testing.T) {
+			src := wireSource(t, srv, state.KindTimestampPK, map[string]string{"c": c.cursorType, "k": c.keyType})
+			cur := state.Cursor{Kind: state.KindTimestampPK, Value: at, Tiebreaker: map[string]json.RawMessage{"k": c.key}}
+			if _, err := src.Fetch(ctx(t), &cur, 10); err != nil {
+				t.Fatal(err)
+			}
+			call := srv.Call("FROM [dbo].[t] WHERE [c] >= @p1")
+			if !strings.Contains(call.SQL, c.wantPred) {
+				t.Errorf("the fetch sent\n%s\nwant the predicate %s", call.SQL, c.wantPred)
+			}
+			if got := decl(t, call, "@p1"); got != c.wantCursor {
+				t.Errorf("the %s cursor value went as %s, want %s", c.cursorType, got, c.wantCursor)
+			}
+			if got := decl(t, call, "@p2"); got != c.wantKey {
+				t.Errorf("the %s key went as %s, want %s", c.keyType, got, c.wantKey)
+			}
+		})
+	}
+}
+
+// TestDatetimeArgumentsRoundTrip: every value a datetime column holds, read as go-mssqldb reads
+// it (whole milliseconds: .003 for 3 1/3 ms) and carried in the cursor, goes back as the same
+// datetime tick, which is what makes "c > @p1" exclude exactly the rows up to it. (As datetime2
+// the .003 would be 3 ms, before the stored 3.333 ms: the row would come again.)
+func TestDatetimeArgumentsRoundTrip(t *testing.T) {
+	_, lay, err := source.Offline(Driver{}, source.Config{Poller: "p", Driver: Name, Definition: source.Definition{
+		Table: source.Table{Name: "t"}, Columns: []string{"c", "k"}, Cursor: source.Cursor{Kind: state.KindTimestampPK, Column: "c"}, PK: []string{"k"}}},
+		map[string]string{"c": "DATETIME", "k": "BIGINT"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := time.Date(2026, 4, 7, 1, 23, 45, 0, time.UTC)
+	for tick := range 300 {
+		// go-mssqldb's reading of tick/300 s (decodeDateTime: rounded to the millisecond).
+		read := base.Add(time.Duration(int((float64(tick)/0.3)+0.5)) * time.Millisecond)
+		raw, err := lay.EncodeKey(0, read)
+		if err != nil {
+			t.Fatal(err)
+		}
+		arg, err := lay.DecodeKey(0, raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := argTick(arg); got != tick {
+			t.Fatalf("tick %d, read as %s, goes back as tick %d (%T %v)", tick, read.Format(time.RFC3339Nano), got, arg, arg)
+		}
+	}
+}
+
+// argTick is the datetime tick (1/300 s within the second) go-mssqldb sends an argument as:
+// encodeDateTime's rounding of a DateTime1's nanoseconds; -1 for an argument it does not send as
+// datetime.
+func argTick(arg any) int {
+	d, ok := arg.(mssql.DateTime1)
+	if !ok {
+		return -1
+	}
+	return int(math.Round(float64(time.Time(d).Nanosecond()) * 3 / 1e7))
+}
+
+// TestRowversionBoundReadFirst: a rowversion read's bound, MIN_ACTIVE_ROWVERSION(), is read in a
+// statement of its own and passed to the read as varbinary, not evaluated inside the read.
+func TestRowversionBoundReadFirst(t *testing.T) {
+	srv := newTDSServer(t)
+	srv.answers[activeRowversionQuery] = []byte{0, 0, 0, 0, 0, 0, 0x07, 0xD1}
+	src := wireSource(t, srv, state.KindRowversion, map[string]string{"c": "TIMESTAMP", "k": "BIGINT"})
+	cur := state.Cursor{Kind: state.KindRowversion, Value: json.RawMessage(`"0x00000000000007C0"`), Tiebreaker: map[string]json.RawMessage{"k": json.RawMessage(`7`)}}
+	if _, err := src.Fetch(ctx(t), &cur, 10); err != nil {
+		t.Fatal(err)
+	}
+	calls := srv.Calls()
+	if len(calls) != 2 || calls[0].SQL != activeRowversionQuery {
+		t.Fatalf("the fetch sent %q, want the bound's query first and the read after", calls)
+	}
+	read := calls[1]
+	if strings.Contains(read.SQL, "MIN_ACTIVE_ROWVERSION") || !strings.Contains(read.SQL, "[c] < @p3") {
+		t.Errorf("the read\n%s\nevaluates the bound itself, or lacks [c] < @p3", read.SQL)
+	}
+	if got := decl(t, read, "@p3"); got != "varbinary(8)" {
+		t.Errorf("the bound went as %s, want varbinary(8)", got)
+	}
+}
+
+// TestChangeTrackingKeyArgumentsOnTheWire: a changetracking read resumed inside a version casts a
+// varchar key's marker to varchar, as the keyset reads do (CHANGETABLE's key columns have the
+// table's types and collations).
+func TestChangeTrackingKeyArgumentsOnTheWire(t *testing.T) {
+	srv := newTDSServer(t)
+	def := source.Definition{Table: source.Table{Schema: "dbo", Name: "t"}, Columns: []string{"k", "v"}, Cursor: source.Cursor{Kind: state.KindChangeTracking}, PK: []string{"k"}}
+	src, lay, err := source.Offline(Driver{}, source.Config{Poller: "p", Driver: Name, DSN: srv.DSN(), Definition: def}, map[string]string{"k": "VARCHAR", "v": "INT"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	c := newChangeTracking(lay)
+	p, err := c.position(&state.Cursor{Kind: state.KindChangeTracking, Value: json.RawMessage(`9`), Tiebreaker: map[string]json.RawMessage{"k": json.RawMessage(`"a-c"`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	args, inside, err := c.args(&p, sql.NullInt64{Int64: 12, Valid: true}, sql.NullInt64{Int64: 1, Valid: true})
+	if err != nil || !inside {
+		t.Fatalf("args: %v %v", inside, err)
+	}
+	rows, err := src.DB().QueryContext(ctx(t), c.queries().FetchAfter, append(args, 11)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows.Close()
+	call := srv.Call("CHANGETABLE")
+	if !strings.Contains(call.SQL, "ct.[k] > CAST(@p3 AS varchar(8000))") {
+		t.Errorf("the read sent\n%s\nwant ct.[k] > CAST(@p3 AS varchar(8000))", call.SQL)
+	}
+	if got := decl(t, call, "@p3"); got != "nvarchar(3)" {
+		t.Errorf("the key went as %s", got)
+	}
+}
+
+// TestCodePageProblem: a varchar key column whose collation's code page is not the database
+// default's is refused, naming the column, both collations and the fix; a column that is not a
+// key is not.
+func TestCodePageProblem(t *testing.T) {
+	found := []codePage{
+		{column: "note", collation: "Cyrillic_General_CI_AS", page: 1251, dbCollation: "SQL_Latin1_General_CP1_CI_AS", dbPage: 1252},
+		{column: "Code", collation: "Greek_CI_AS", page: 1253, dbCollation: "SQL_Latin1_General_CP1_CI_AS", dbPage: 1252},
+	}
+	tbl := source.Table{Schema: "dbo", Name: "t"}
+	if err := codePageProblem(Driver{}, tbl, []string{"id"}, found); err != nil {
+		t.Errorf("no key column differs, yet: %v", err)
+	}
+	err := codePageProblem(Driver{}, tbl, []string{"id", "code"}, found)
+	if !errors.Is(err, source.ErrSchema) {
+		t.Fatalf("a key column of code page 1253 in a 1252 database: %v", err)
+	}
+	for _, want := range []string{`column "Code"`, "Greek_CI_AS has code page 1253", "SQL_Latin1_General_CP1_CI_AS has 1252", "ALTER TABLE [dbo].[t] ALTER COLUMN [Code] ... COLLATE SQL_Latin1_General_CP1_CI_AS"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error lacks %q: %v", want, err)
+		}
+	}
+}
