@@ -103,8 +103,43 @@ func (dr Driver) CheckSetup(ctx context.Context, db *sql.DB, d source.Definition
 	if col == nil && d.Cursor.Kind == state.KindTimestampPK {
 		fix = nil // the column the fix adds is stamped on both
 	}
-	fs = append(fs, source.StampFinding(d.Cursor.Column, st, fix))
+	f := source.StampFinding(d.Cursor.Column, st, fix)
+	if f.Verdict == source.VerdictProblem && slices.ContainsFunc(f.Fix, func(q string) bool { return strings.HasPrefix(q, "CREATE TRIGGER") }) {
+		if note := triggerPrivilegeNote(ctx, db); note != "" {
+			f.Detail += "; " + note
+		}
+	}
+	fs = append(fs, f)
 	return append(fs, dr.privileges(ctx, db, d)), nil
+}
+
+// triggerPrivilegeNote says, when it applies, that the fix's CREATE TRIGGER needs SUPER: with
+// binary logging on (MySQL 8's default) and log_bin_trust_function_creators OFF (its default),
+// MySQL refuses CREATE TRIGGER to a user without SUPER with ERROR 1419
+// (ER_BINLOG_CREATE_ROUTINE_NEED_SUPER): mysql-server sql/sql_trigger.cc,
+// Sql_cmd_create_trigger::execute ("trust_function_creators applies to them too"; MySQL 8.0
+// also takes SET_USER_ID there), and the manual's
+// https://dev.mysql.com/doc/refman/8.4/en/stored-programs-logging.html ("Triggers are similar to
+// stored functions"). MariaDB does the same (its error 1419, seen here). Azure Database for
+// MySQL sets log_bin_trust_function_creators ON, and grants no SUPER
+// (https://learn.microsoft.com/en-us/azure/mysql/howto-troubleshoot-common-errors). Both
+// variables are readable by any user; "" when they cannot be read or the note does not apply.
+func triggerPrivilegeNote(ctx context.Context, db *sql.DB) string {
+	var logBin, trust sql.NullBool
+	if err := db.QueryRowContext(ctx, "SELECT @@global.log_bin, @@global.log_bin_trust_function_creators").Scan(&logBin, &trust); err != nil {
+		return ""
+	}
+	return triggerNote(logBin.Bool, trust.Bool)
+}
+
+// triggerNote is triggerPrivilegeNote's text for the two variables' values.
+func triggerNote(logBin, trust bool) string {
+	if !logBin || trust {
+		return ""
+	}
+	return "this server logs binary (log_bin=ON) with log_bin_trust_function_creators=OFF, so CREATE TRIGGER needs the SUPER privilege " +
+		"(without it: ERROR 1419 \"You do not have the SUPER privilege and binary logging is enabled\"): run the fix as an admin that has SUPER, " +
+		"or SET GLOBAL log_bin_trust_function_creators = ON first (Azure Database for MySQL has it ON; see docs/mysql.md)"
 }
 
 func myColumns(ctx context.Context, db *sql.DB, t source.Table) ([]myColumn, error) {
@@ -151,8 +186,155 @@ func myIndexes(ctx context.Context, db *sql.DB, t source.Table) ([][]string, err
 }
 
 // stamping reads how the cursor column is written: a CURRENT_TIMESTAMP default and ON UPDATE,
-// or triggers that SET NEW.column (col nil: the column is missing, as the fix adds it).
+// or triggers that SET NEW.column (col nil: the column is missing, as the fix adds it). A
+// DATETIME column stamped by the local clock is then judged by the server's time zone
+// (zoneRule).
 func (dr Driver) stamping(ctx context.Context, db *sql.DB, d source.Definition, col *myColumn) (source.Stamping, error) {
+	st, by, err := dr.stampSides(ctx, db, d, col)
+	if err != nil || col == nil || col.typ != "datetime" {
+		return st, err
+	}
+	var local []string
+	for _, side := range []struct {
+		name string
+		v    source.Verdict
+		by   string
+	}{{"INSERT", st.Insert, by.insert}, {"UPDATE", st.Update, by.update}} {
+		if side.v == source.VerdictOK && localClock(side.by) {
+			local = append(local, side.name+" by "+side.by)
+		}
+	}
+	if len(local) == 0 {
+		return st, nil
+	}
+	z, err := readZone(ctx, db)
+	if err != nil { // judged as a zone the server cannot convert: cannot tell
+		z = serverZone{global: "unread: " + err.Error()}
+	}
+	v, why := zoneRule(col.name, local, z)
+	if v == source.VerdictOK {
+		return st, nil
+	}
+	for _, side := range []struct {
+		v  *source.Verdict
+		by string
+	}{{&st.Insert, by.insert}, {&st.Update, by.update}} {
+		if *side.v == source.VerdictOK && localClock(side.by) {
+			*side.v = v
+		}
+	}
+	st.Why = append(st.Why, why)
+	return st, nil
+}
+
+// stampedBy names what stamps each side of a column: the function of its default or ON UPDATE,
+// or of the BEFORE trigger that sets it (which runs after the default and wins), lower case
+// without arguments ("current_timestamp", "utc_timestamp", "now"...; "" when none was seen or
+// the trigger sets an expression this package does not judge).
+type stampedBy struct{ insert, update string }
+
+// localClock says whether a stamp function gives the session's local time: CURRENT_TIMESTAMP,
+// NOW(), LOCALTIME, LOCALTIMESTAMP and SYSDATE() do, UTC_TIMESTAMP() does not
+// (https://dev.mysql.com/doc/refman/8.4/en/date-and-time-functions.html#function_now: "The value
+// is expressed in the session time zone").
+func localClock(fn string) bool {
+	switch fn {
+	case "current_timestamp", "now", "localtime", "localtimestamp", "sysdate":
+		return true
+	}
+	return false
+}
+
+// stampFunc is the function an expression (a column default, a trigger's right-hand side)
+// begins with, lower case, without its arguments.
+func stampFunc(expr string) string {
+	expr = strings.TrimLeft(strings.ToLower(strings.TrimSpace(expr)), "(")
+	end := strings.IndexFunc(expr, func(r rune) bool { return !(r == '_' || r >= 'a' && r <= 'z') })
+	if end < 0 {
+		end = len(expr)
+	}
+	return expr[:end]
+}
+
+// serverZone is the time zone NOW() and CURRENT_TIMESTAMP follow in a session that keeps the
+// server's default: @@global.time_zone (SYSTEM: the server's system zone, @@system_time_zone).
+// The source's own sessions run in UTC (time_zone='+00:00', driver.go), so the zone is read as
+// CONVERT_TZ to @@global.time_zone, at four dates a season apart: a zone with daylight saving
+// time is UTC for part of the year only. Offsets are in minutes east of UTC; ok is false when
+// the server could not convert (a named zone without its time zone tables).
+type serverZone struct {
+	global, system      string
+	now, least, largest int64
+	ok                  bool
+}
+
+// zoneQuery reads serverZone. CONVERT_TZ takes 'SYSTEM' and the values @@time_zone takes
+// (https://dev.mysql.com/doc/refman/8.4/en/date-and-time-functions.html#function_convert-tz,
+// https://dev.mysql.com/doc/refman/8.4/en/time-zone-support.html); it gives NULL for a zone it
+// does not know.
+const zoneQuery = `SELECT @@global.time_zone, @@system_time_zone,
+  MAX(CASE WHEN season = 0 THEN TIMESTAMPDIFF(MINUTE, t, CONVERT_TZ(t, '+00:00', @@global.time_zone)) END),
+  MIN(TIMESTAMPDIFF(MINUTE, t, CONVERT_TZ(t, '+00:00', @@global.time_zone))),
+  MAX(TIMESTAMPDIFF(MINUTE, t, CONVERT_TZ(t, '+00:00', @@global.time_zone)))
+FROM (SELECT 0 AS season, UTC_TIMESTAMP() AS t UNION ALL SELECT 1, UTC_TIMESTAMP() + INTERVAL 3 MONTH
+  UNION ALL SELECT 2, UTC_TIMESTAMP() + INTERVAL 6 MONTH UNION ALL SELECT 3, UTC_TIMESTAMP() + INTERVAL 9 MONTH) AS seasons`
+
+func readZone(ctx context.Context, db *sql.DB) (serverZone, error) {
+	var (
+		z           serverZone
+		system      sql.NullString
+		now, lo, hi sql.NullInt64
+	)
+	if err := db.QueryRowContext(ctx, zoneQuery).Scan(&z.global, &system, &now, &lo, &hi); err != nil {
+		return z, err
+	}
+	z.system, z.now, z.least, z.largest = system.String, now.Int64, lo.Int64, hi.Int64
+	z.ok = now.Valid && lo.Valid && hi.Valid
+	return z, nil
+}
+
+// zoneRule judges a DATETIME cursor column stamped by the local clock (local: each side and
+// what stamps it) in the server's zone z. DATETIME keeps no zone and the source reads it as UTC
+// (driver.go: its settle-lag bound is UTC_TIMESTAMP(6) - lag, its open-transaction bound is on
+// the UTC clock), while MySQL converts only TIMESTAMP to and from UTC
+// (https://dev.mysql.com/doc/refman/8.4/en/datetime.html: "This does not occur for other types
+// such as DATETIME"). West of UTC the stamps sit hours behind both bounds, which then hold
+// nothing back: a transaction that commits late lands behind the cursor, lost without a word
+// (east of UTC the stamps are in the future, which the read's stamp check reports). So anything
+// but UTC all year round is a problem; a zone the server cannot convert cannot be told.
+//
+// The remedy offered is the stamp fix's BEFORE triggers, SET NEW.col = UTC_TIMESTAMP(6), which
+// run after the DEFAULT and ON UPDATE have been applied and override them. (Comparing in the
+// column's own zone instead was rejected: a zone with daylight saving time repeats an hour of
+// local times each autumn, so local stamps do not increase with commits.)
+func zoneRule(col string, local []string, z serverZone) (source.Verdict, string) {
+	zone := fmt.Sprintf("@@global.time_zone %q", z.global)
+	if strings.EqualFold(z.global, "SYSTEM") {
+		zone += fmt.Sprintf(", @@system_time_zone %q", z.system)
+	}
+	stamped := fmt.Sprintf("DATETIME column %s is stamped by the server's local clock (%s)", col, strings.Join(local, ", "))
+	if !z.ok {
+		return source.VerdictUnknown, stamped + ", and the server cannot say how far its zone (" + zone + ") is from UTC: the source reads DATETIME as UTC, so this is right only if that zone is UTC all year"
+	}
+	if z.now == 0 && z.least == 0 && z.largest == 0 {
+		return source.VerdictOK, ""
+	}
+	off := fmt.Sprintf("UTC%+g h now", float64(z.now)/60)
+	if z.least != z.largest {
+		off += fmt.Sprintf(", from UTC%+g to UTC%+g h over the year", float64(z.least)/60, float64(z.largest)/60)
+	}
+	return source.VerdictProblem, stamped + " in a server whose zone is not UTC (" + zone + ": " + off + "). " +
+		"The source reads DATETIME as UTC, so west of UTC every stamp sits hours behind the settle lag and the open-transaction bound, " +
+		"which then hold nothing back: a transaction that commits late lands behind the cursor and its rows are never delivered. " +
+		"The fix stamps it with UTC_TIMESTAMP(6) in BEFORE triggers, which override the DEFAULT and ON UPDATE " +
+		"(rows stamped before keep their local times; the application then reads UTC in this column). " +
+		"Or make it TIMESTAMP(6), which MySQL keeps in UTC (ALTER TABLE ... MODIFY it in a session whose time_zone is the server's, so the old values convert), " +
+		"or run the server in UTC (time_zone='+00:00'). Writers that SET their own session time_zone stamp NOW() in that zone, whatever the server's"
+}
+
+// stampSides reads how each side is stamped, and by what (stampedBy).
+func (dr Driver) stampSides(ctx context.Context, db *sql.DB, d source.Definition, col *myColumn) (source.Stamping, stampedBy, error) {
+	var by stampedBy
 	st := source.Stamping{Insert: source.VerdictProblem, Update: source.VerdictProblem}
 	if col == nil {
 		if d.Cursor.Kind == state.KindTimestampPK {
@@ -160,38 +342,40 @@ func (dr Driver) stamping(ctx context.Context, db *sql.DB, d source.Definition, 
 		} else {
 			st.Why = append(st.Why, "the column the fix adds starts at 0: a counter must stamp every INSERT and UPDATE")
 		}
-		return st, nil
+		return st, by, nil
 	}
 	def, extra := strings.ToLower(col.def), strings.ToLower(col.extra)
 	if strings.HasPrefix(def, "current_timestamp") || strings.Contains(def, "utc_timestamp") || strings.HasPrefix(def, "now(") {
-		st.Insert = source.VerdictOK
+		st.Insert, by.insert = source.VerdictOK, stampFunc(def)
 	}
 	if strings.Contains(extra, "on update current_timestamp") {
-		st.Update = source.VerdictOK
+		st.Update, by.update = source.VerdictOK, "current_timestamp"
 	}
-	rows, err := db.QueryContext(ctx, "SELECT ACTION_TIMING, EVENT_MANIPULATION, ACTION_STATEMENT FROM information_schema.TRIGGERS WHERE EVENT_OBJECT_SCHEMA = "+schemaArg+" AND EVENT_OBJECT_TABLE = ?", d.Table.Schema, d.Table.Name)
+	rows, err := db.QueryContext(ctx, "SELECT ACTION_TIMING, EVENT_MANIPULATION, ACTION_STATEMENT FROM information_schema.TRIGGERS WHERE EVENT_OBJECT_SCHEMA = "+schemaArg+" AND EVENT_OBJECT_TABLE = ? ORDER BY ACTION_ORDER", d.Table.Schema, d.Table.Name)
 	if err != nil {
-		return st, err
+		return st, by, err
 	}
 	defer rows.Close()
-	sets := regexp.MustCompile(`(?is)\bSET\s+(?:[^;]*?,\s*)?NEW\s*\.\s*` + "`?" + regexp.QuoteMeta(col.name) + "`?" + `\s*=`)
+	sets := regexp.MustCompile(`(?is)\bSET\s+(?:[^;]*?,\s*)?NEW\s*\.\s*` + "`?" + regexp.QuoteMeta(col.name) + "`?" + `\s*=\s*([^;,]*)`)
 	for rows.Next() {
 		var timing, event, body string
 		if err := rows.Scan(&timing, &event, &body); err != nil {
-			return st, err
+			return st, by, err
 		}
-		if timing != "BEFORE" || !sets.MatchString(body) {
+		m := sets.FindAllStringSubmatch(body, -1)
+		if timing != "BEFORE" || m == nil {
 			continue
 		}
+		fn := stampFunc(m[len(m)-1][1]) // the last trigger to run, and its last SET, wins
 		switch event {
 		case "INSERT":
-			st.Insert = source.VerdictOK
+			st.Insert, by.insert = source.VerdictOK, fn
 		case "UPDATE":
-			st.Update = source.VerdictOK
+			st.Update, by.update = source.VerdictOK, fn
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return st, err
+		return st, by, err
 	}
 	if (st.Insert != source.VerdictOK || st.Update != source.VerdictOK) && !dr.sees(ctx, db, d, "TRIGGER") {
 		for _, v := range []*source.Verdict{&st.Insert, &st.Update} {
@@ -200,7 +384,7 @@ func (dr Driver) stamping(ctx context.Context, db *sql.DB, d source.Definition, 
 			}
 		}
 		st.Why = append(st.Why, "the login lacks the TRIGGER privilege, without which MySQL hides the table's triggers: run pollerctl check as the table's owner")
-		return st, nil
+		return st, by, nil
 	}
 	if strings.Contains(extra, "auto_increment") && st.Update == source.VerdictProblem {
 		st.Update = source.VerdictUnknown
@@ -212,7 +396,7 @@ func (dr Driver) stamping(ctx context.Context, db *sql.DB, d source.Definition, 
 	if st.Update == source.VerdictProblem {
 		st.Why = append(st.Why, "no ON UPDATE CURRENT_TIMESTAMP or BEFORE UPDATE trigger stamps it: every UPDATE after the insert is never delivered")
 	}
-	return st, nil
+	return st, by, nil
 }
 
 // addCursor is the fix that adds the missing cursor column, as docs/mysql.md's recipes do.

@@ -100,7 +100,9 @@ func (Driver) UpperBound(kind string, _ source.TSFlavor, col string, lag time.Du
 }
 
 // StampCheck: a DATETIME more than FutureTolerance ahead of the UTC clock was written in local
-// time east of UTC (NOW() in a non-UTC session).
+// time east of UTC (NOW() in a non-UTC session). West of UTC such stamps look old, not wrong:
+// the set-up check (check.go, zoneRule) reports a DATETIME cursor stamped by the local clock on
+// a server whose zone is not UTC.
 func (Driver) StampCheck(fl source.TSFlavor, table, col, param string) (string, any, string) {
 	if fl != source.TSUTC {
 		return "", nil, ""

@@ -33,9 +33,14 @@ import (
 // the password, so a connection opened after a token expired carries a fresh one; any password
 // in the DSN is replaced. The server asks for the token in clear text (the mysql_clear_password
 // plugin), which the driver then sends only because this package allows it
-// (AllowCleartextPasswords), and only over TLS: a DSN without tls (or tls=false) is refused,
-// and tls=preferred or allowFallbackToPlaintext lose their plaintext fallback. The fingerprint and
-// the redacted DSN do not change: the token is never in the DSN.
+// (AllowCleartextPasswords), and only over TLS that checks the server's certificate: a DSN
+// without tls (or tls=false) is refused, and so are tls=skip-verify and tls=preferred, which
+// go-sql-driver v1.10 maps to a tls.Config with InsecureSkipVerify (dsn.go, Config.normalize;
+// preferred also falls back to plaintext): any server on the path could take the token, whose
+// audience every Azure Database for MySQL and PostgreSQL server shares. Microsoft's setting for
+// Go is tls=true (its Go quickstart, https://learn.microsoft.com/en-us/azure/mysql/flexible-server/connect-go).
+// allowFallbackToPlaintext loses its plaintext fallback. The fingerprint and the redacted DSN do
+// not change: the token is never in the DSN.
 // openMySQL opens the pool for dsn with the settings mysqlConfig makes; when dsn asks for Entra
 // ID, with a hook that sets every new connection's password to a fresh token.
 func openMySQL(dsn string, deps entra.Deps) (*sql.DB, error) {
@@ -83,7 +88,11 @@ func takeMySQLEntra(cfg *gomysql.Config, plaintextOK bool) (*entra.Auth, error) 
 			return nil, fmt.Errorf("the mysql connection string has no TLS (tls=%q), and %s=%s sends an access token as the password in clear text: add tls=true (Azure Database for MySQL's certificate chains to a root the system trusts)",
 				cfg.TLSConfig, entra.FedAuthKey, e.FedAuth)
 		}
-		cfg.AllowFallbackToPlaintext = false // tls=preferred's, or allowFallbackToPlaintext=true
+		if cfg.TLS.InsecureSkipVerify {
+			return nil, fmt.Errorf("the mysql connection string's TLS does not check the server's certificate (tls=%q), and %s=%s sends an access token, valid for every Azure Database for MySQL and PostgreSQL server, to whichever server answers: use tls=true (Azure Database for MySQL's certificate chains to a root the system trusts)",
+				cfg.TLSConfig, entra.FedAuthKey, e.FedAuth)
+		}
+		cfg.AllowFallbackToPlaintext = false // allowFallbackToPlaintext=true
 	}
 	return e, nil
 }

@@ -32,11 +32,13 @@ func TestMySQLEntraParseDSN(t *testing.T) {
 		{mysqlEntraHost, nil},
 		{mysqlEntraHost + "?tls=true&fedauth=ActiveDirectoryManagedIdentity&azure_client_id=11111111-2222-3333-4444-555555555555",
 			&azconn.Identity{Credential: "managedidentity", ClientID: "11111111-2222-3333-4444-555555555555"}},
-		{mysqlEntraHost + "?tls=skip-verify&FedAuth=activedirectorymsi", &azconn.Identity{Credential: "managedidentity"}},
+		{mysqlEntraHost + "?tls=TRUE&FedAuth=activedirectorymsi", &azconn.Identity{Credential: "managedidentity"}},
 		{"me@contoso.com@tcp(srv.mysql.database.azure.com)/shop?tls=true&fedauth=ActiveDirectoryDefault", &azconn.Identity{}},
-		// preferred keeps TLS and loses its plaintext fallback: checked below.
-		{mysqlEntraHost + "?tls=preferred&fedauth=ActiveDirectoryDefault", &azconn.Identity{}},
+		// allowFallbackToPlaintext loses its plaintext fallback: checked below.
 		{mysqlEntraHost + "?tls=true&allowFallbackToPlaintext=true&fedauth=ActiveDirectoryDefault", &azconn.Identity{}},
+		// Without fedauth, the modes that do not check the certificate stay the user's choice.
+		{mysqlEntraHost + "?tls=skip-verify", nil},
+		{mysqlEntraHost + "?tls=preferred", nil},
 	} {
 		cfg, err := mysqlConfig(c.dsn)
 		if err != nil {
@@ -61,8 +63,8 @@ func TestMySQLEntraParseDSN(t *testing.T) {
 		if e == nil {
 			continue
 		}
-		if cfg.TLS == nil || cfg.AllowFallbackToPlaintext {
-			t.Errorf("%s: the token could go in clear: TLS %v, fallback %v", c.dsn, cfg.TLS, cfg.AllowFallbackToPlaintext)
+		if cfg.TLS == nil || cfg.AllowFallbackToPlaintext || cfg.TLS.InsecureSkipVerify || cfg.TLS.ServerName != "srv.mysql.database.azure.com" {
+			t.Errorf("%s: the token could go in clear or to another server: TLS %+v, fallback %v", c.dsn, cfg.TLS, cfg.AllowFallbackToPlaintext)
 		}
 		if cfg.User == "" || strings.Contains(cfg.User, "tcp") {
 			t.Errorf("%s: user %q", c.dsn, cfg.User)
@@ -72,8 +74,11 @@ func TestMySQLEntraParseDSN(t *testing.T) {
 
 func TestMySQLEntraParseDSNErrors(t *testing.T) {
 	for dsn, names := range map[string][]string{
-		mysqlEntraHost + "?fedauth=ActiveDirectoryManagedIdentity":                           {"TLS", "fedauth=ActiveDirectoryManagedIdentity", "tls=true"},
-		mysqlEntraHost + "?tls=false&fedauth=ActiveDirectoryDefault":                         {"TLS", `tls="false"`, "fedauth=ActiveDirectoryDefault"},
+		mysqlEntraHost + "?fedauth=ActiveDirectoryManagedIdentity":   {"TLS", "fedauth=ActiveDirectoryManagedIdentity", "tls=true"},
+		mysqlEntraHost + "?tls=false&fedauth=ActiveDirectoryDefault": {"TLS", `tls="false"`, "fedauth=ActiveDirectoryDefault"},
+		// go-sql-driver maps both to InsecureSkipVerify: the token would go to any server.
+		mysqlEntraHost + "?tls=skip-verify&fedauth=ActiveDirectoryManagedIdentity":           {"certificate", `tls="skip-verify"`, "fedauth=ActiveDirectoryManagedIdentity", "use tls=true"},
+		mysqlEntraHost + "?tls=Preferred&fedauth=ActiveDirectoryDefault":                     {"certificate", `tls="preferred"`, "fedauth=ActiveDirectoryDefault", "use tls=true"},
 		mysqlEntraHost + "?tls=true&fedauth=ActiveDirectoryPassword":                         {`fedauth="ActiveDirectoryPassword"`, "ActiveDirectoryManagedIdentity", "ActiveDirectoryDefault"},
 		mysqlEntraHost + "?tls=true&azure_client_id=abc":                                     {"azure_client_id", "fedauth=ActiveDirectoryManagedIdentity"},
 		mysqlEntraHost + "?tls=true&fedauth=ActiveDirectoryDefault&azure_client_id=abc":      {"azure_client_id", "fedauth=ActiveDirectoryDefault"},
@@ -184,10 +189,12 @@ func TestMySQLEntraServer(t *testing.T) {
 		}
 	}
 
+	// tls=preferred is refused with fedauth (it does not check the certificate); tls=true against
+	// this server without TLS fails the connection, never sending the token in clear.
 	tls := ucfg.Clone()
-	tls.TLSConfig = "preferred"
+	tls.TLSConfig = "true"
 	entratest.SignIn(t, ctx, entratest.Server{
-		Open: openMySQL, DSN: dsn, PreferTLS: tls.FormatDSN(), PreferTLSWhat: "tls=preferred", Refused: "Access denied",
+		Open: openMySQL, DSN: dsn, PreferTLS: tls.FormatDSN(), PreferTLSWhat: "tls=true", Refused: "Access denied",
 		Whoami: func(ctx context.Context, c *sql.Conn) error {
 			var who, tz string
 			if err := c.QueryRowContext(ctx, "SELECT SUBSTRING_INDEX(CURRENT_USER(), '@', 1), @@session.time_zone").Scan(&who, &tz); err != nil || who != user || tz != "+00:00" {

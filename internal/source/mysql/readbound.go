@@ -45,10 +45,23 @@ import (
 // What it does not cover, the settle lag still does: a stamp the application takes before its
 // transaction's first InnoDB statement (the InnoDB transaction begins there, not at BEGIN), and
 // a statement waiting for a metadata lock (an ALTER TABLE on the table) before its transaction
-// begins. trx_started has whole seconds, in the server's time zone on MariaDB and the session's
-// on MySQL: the bound only ever compares it with this reader's own transaction's trx_started, so
-// neither matters (a daylight-saving fold in a server's system time zone would, for its hour;
-// Azure's servers run in UTC).
+// begins. trx_started has whole seconds, in the server's system time zone, not the session's, on
+// MySQL 8 as on MariaDB: InnoDB fills it with localtime_r, the process's zone (mysql-server
+// storage/innobase/handler/i_s.cc, field_store_time_t, whose use of the session's zone is
+// compiled out with #if 0). The bound only ever compares it with this reader's own
+// transaction's trx_started, so the zone does not matter (a daylight-saving fold in a server's
+// system time zone would, for its hour; Azure's servers run in UTC).
+//
+// A read replica cannot give this bound: a transaction still open on the source is not in the
+// replica's innodb_trx (the replica applies it only once the source has committed it and written
+// it to its binary log), so a late commit on the source reaches the replica behind the cursor.
+// A read-only server (@@read_only, which MySQL's super_read_only turns on too:
+// https://dev.mysql.com/doc/refman/8.4/en/server-system-variables.html#sysvar_super_read_only),
+// as replicas are run and as Azure's are
+// (https://learn.microsoft.com/en-us/azure/mysql/flexible-server/concepts-read-replicas: "a
+// read-only server"), is therefore taken for one: the read is bounded by the settle lag alone,
+// and OpenTrxBound says why. @@read_only is readable by any user; SHOW REPLICA STATUS would
+// need REPLICATION CLIENT. A replica run with read_only OFF is not seen.
 
 // openTrxMargin is how far below the oldest open transaction's start the bound is kept.
 const openTrxMargin = time.Second
@@ -63,7 +76,15 @@ const (
 )
 
 // openTrxNone is the bound's argument when there is none: after every stamp; openTrxHeld when
-// no bound is trusted yet: before every stamp (DATETIME's smallest value).
+// no bound is trusted yet: before every stamp (DATETIME's smallest value). Both lie outside
+// TIMESTAMP's range (1970-01-01 00:00:01 to 2038-01-19 03:14:07 UTC), which does not matter: a
+// TIMESTAMP column compared with a string constant (go-sql-driver interpolates a time.Time as
+// '9999-12-31 23:59:59') is compared as DATETIME, the constant not stored into the column's type
+// (mysql-server sql/item_cmpfunc.cc, Item_bool_func2::convert_constant_arg: no conversion for a
+// temporal field with a date and a STRING_RESULT constant;
+// https://dev.mysql.com/doc/refman/8.4/en/type-conversion.html). MariaDB 10.11 does the same,
+// through an index range too (seen here); TestMySQLOpenTrxBound runs on a TIMESTAMP(6) column
+// as well as on a DATETIME(6) one, on MariaDB here and on MySQL 8 in the GitHub workflow.
 var (
 	openTrxNone = time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)
 	openTrxHeld = time.Date(1000, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -150,7 +171,7 @@ type openTrxBound struct {
 	goodAt time.Time
 	// staleSince is when the reads began to find the list stale (zero while it is fresh).
 	staleSince time.Time
-	deniedAt   time.Time // when the role was found without PROCESS
+	deniedAt   time.Time // when the role was found without PROCESS, or the server read-only
 }
 
 // Arg is the bound's argument for a read (a time.Time): arg's.
@@ -220,6 +241,11 @@ func (b *openTrxBound) arg(ctx context.Context, db *sql.DB) (time.Time, error) {
 	}
 	var me *gomysql.MySQLError
 	switch {
+	case errors.Is(err, errReadOnly):
+		b.deniedAt = clock() // asked again after openTrxRecheck, as a denial (a promoted replica)
+		b.last = OpenTrx{Reason: "the server is read-only (@@read_only=ON), as a read replica is: a replica's information_schema.innodb_trx " +
+			"does not list the transactions still open on the source, so transactions longer than the settle lag can commit rows behind the cursor; " +
+			"point the poller at the source (primary) server"}
 	case errors.As(err, &me) && (me.Number == 1227 || me.Number == 1142 || me.Number == 1044):
 		b.deniedAt = clock()
 		b.last = OpenTrx{Reason: fmt.Sprintf("the role cannot read information_schema.innodb_trx (MySQL error %d), so transactions longer "+
@@ -284,6 +310,9 @@ WHERE trx_mysql_thread_id = CONNECTION_ID()
 ORDER BY 1 DESC, trx_started
 LIMIT 2`
 
+// errReadOnly is readOpenTrx's answer on a read-only server, taken for a replica (above).
+var errReadOnly = errors.New("the server is read-only")
+
 // readOpenTrx reads the bound on a connection of its own: the clock, then a transaction of its
 // own begun, then the list. fresh says whether the list has that transaction in it.
 func readOpenTrx(ctx context.Context, db *sql.DB) (o OpenTrx, fresh bool, err error) {
@@ -292,9 +321,15 @@ func readOpenTrx(ctx context.Context, db *sql.DB) (o OpenTrx, fresh bool, err er
 		return o, false, err
 	}
 	defer conn.Close()
-	var t0 time.Time
-	if err := conn.QueryRowContext(ctx, "SELECT UTC_TIMESTAMP(6)").Scan(&t0); err != nil {
+	var (
+		t0       time.Time
+		readOnly string // 0 or 1 (a word, OFF or ON, is taken too)
+	)
+	if err := conn.QueryRowContext(ctx, "SELECT UTC_TIMESTAMP(6), @@global.read_only").Scan(&t0, &readOnly); err != nil {
 		return o, false, err
+	}
+	if readOnly != "0" && !strings.EqualFold(readOnly, "OFF") {
+		return o, false, errReadOnly
 	}
 	if _, err := conn.ExecContext(ctx, "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY"); err != nil {
 		return o, false, err

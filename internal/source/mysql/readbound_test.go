@@ -21,7 +21,46 @@ import (
 // lateCommitTable is a table stamped by the database at statement time, as applications stamp
 // rows: the hazard of a transaction that commits long after its stamp.
 func lateCommitTable(t *testing.T, db *sql.DB) string {
-	return mysqlTable(t, db, "late_", "(id BIGINT PRIMARY KEY, ts DATETIME(6) NOT NULL DEFAULT (UTC_TIMESTAMP(6)), KEY (ts, id))")
+	return lateCommitTableOf(t, db, datetimeStamp)
+}
+
+// The two ways docs/mysql.md stamps a timestamp+pk cursor: a DATETIME(6) stamped in UTC, and the
+// recipe's TIMESTAMP(6), which MySQL keeps in UTC, stamped by CURRENT_TIMESTAMP(6).
+const (
+	datetimeStamp  = "DATETIME(6) NOT NULL DEFAULT (UTC_TIMESTAMP(6))"
+	timestampStamp = "TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)"
+)
+
+// lateCommitTableOf is lateCommitTable with its ts column's type and default.
+func lateCommitTableOf(t *testing.T, db *sql.DB, ts string) string {
+	return mysqlTable(t, db, "late_", "(id BIGINT PRIMARY KEY, ts "+ts+", KEY (ts, id))")
+}
+
+// processUser is a user with SELECT on the test database and PROCESS, and nothing else (no
+// SUPER): the role docs/mysql.md's grants make for a timestamp+pk poller.
+func processUser(t *testing.T, db *sql.DB, dsn string) string {
+	t.Helper()
+	userDSN := testenv.MySQLUser(t, db, dsn, "SELECT")
+	cfg, err := gomysql.ParseDSN(userDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mysqlExec(t, db, "GRANT PROCESS ON *.* TO '"+cfg.User+"'@'%'")
+	rows, err := db.Query("SHOW GRANTS FOR '" + cfg.User + "'@'%'")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var g string
+		if err := rows.Scan(&g); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(g, "SUPER") || strings.Contains(g, "ALL PRIVILEGES") {
+			t.Fatalf("the poller's user holds more than SELECT and PROCESS: %s", g)
+		}
+	}
+	return userDSN
 }
 
 // ids reads everything the source has now, from the cursor, and returns the ids and the cursor.
@@ -85,12 +124,22 @@ func fresh(src *source.Source) bool {
 // in stamp order once it commits. The source names the open transaction. A role without PROCESS
 // gets no such bound: it reads the later row at once and the held row, committed later, behind
 // its cursor, is lost (the hazard the bound removes), and the source says why, naming the GRANT.
+// The poller reads as a user with SELECT and PROCESS only (no SUPER), on a DATETIME(6) column
+// stamped with UTC_TIMESTAMP(6) and on the recipe's TIMESTAMP(6) column: the bound's sentinels
+// ('9999-12-31 23:59:59' for no bound, the weak role's; '1000-01-01' before a bound is trusted)
+// lie outside TIMESTAMP's range and must still compare as DATETIME (readbound.go).
 func TestMySQLOpenTrxBound(t *testing.T) {
+	for _, c := range []struct{ name, ts string }{{"DATETIME(6)", datetimeStamp}, {"TIMESTAMP(6)", timestampStamp}} {
+		t.Run(c.name, func(t *testing.T) { testOpenTrxBound(t, c.ts) })
+	}
+}
+
+func testOpenTrxBound(t *testing.T, ts string) {
 	db, dsn := mysqlDB(t)
-	table := lateCommitTable(t, db)
+	table := lateCommitTableOf(t, db, ts)
 	def := source.Definition{Table: source.Table{Name: table}, Columns: []string{"id", "ts"}, PK: []string{"id"},
 		Cursor: source.Cursor{Kind: state.KindTimestampPK, Column: "ts"}, SettleLag: source.NoSettleLag}
-	src := mysqlOpen(t, dsn, def)
+	src := mysqlOpen(t, processUser(t, db, dsn), def)
 	weak := mysqlOpen(t, testenv.MySQLUser(t, db, dsn, "SELECT"), def)
 
 	mysqlExec(t, db, "INSERT INTO "+table+" VALUES (1, UTC_TIMESTAMP(6) - INTERVAL 10 SECOND)")

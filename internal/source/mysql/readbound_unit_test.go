@@ -79,3 +79,43 @@ func TestMySQLOpenTrxBoundStates(t *testing.T) {
 		t.Fatalf("a failed read: %v; want an error naming innodb_trx", err)
 	}
 }
+
+// TestMySQLOpenTrxReadOnly: on a read-only server, taken for a read replica whose innodb_trx
+// cannot list the source's open transactions, the read is bounded by the settle lag alone, the
+// status says why and marks it unsafe, and the server is asked again after five minutes (a
+// promoted replica gets its bound back).
+func TestMySQLOpenTrxReadOnly(t *testing.T) {
+	now := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	answers := []error{errReadOnly}
+	b := &openTrxBound{user: "app", clock: func() time.Time { return now }, pause: time.Nanosecond,
+		read: func(context.Context, *sql.DB) (OpenTrx, bool, error) {
+			if len(answers) == 0 {
+				t.Fatal("an unexpected read of innodb_trx")
+			}
+			err := answers[0]
+			answers = answers[1:]
+			if err != nil {
+				return OpenTrx{}, false, err
+			}
+			return OpenTrx{Active: true, Bound: now.Add(-time.Second)}, true, nil
+		}}
+	arg, err := b.arg(context.Background(), nil)
+	if err != nil || !arg.Equal(openTrxNone) {
+		t.Fatalf("read-only: argument %v, %v; want no bound (%v)", arg, err, openTrxNone)
+	}
+	o, _ := b.current()
+	d := o.Detail()
+	if o.Active || !strings.Contains(o.Reason, "read-only (@@read_only=ON), as a read replica is") || !strings.Contains(o.Reason, "source (primary) server") ||
+		!d.Bad || !strings.Contains(d.Line, "NOT SAFE") || !strings.Contains(b.Stats().LateCommits, "settle lag only: the server is read-only") {
+		t.Fatalf("read-only: bound %+v, detail %+v", o, d)
+	}
+	now = now.Add(4 * time.Minute)
+	if _, err := b.arg(context.Background(), nil); err != nil { // not asked again yet
+		t.Fatal(err)
+	}
+	answers = []error{nil}
+	now = now.Add(time.Minute)
+	if arg, err := b.arg(context.Background(), nil); err != nil || !arg.Equal(now.Add(-time.Second)) {
+		t.Fatalf("promoted: argument %v, %v; want the bound again", arg, err)
+	}
+}
