@@ -173,8 +173,25 @@ type ctOptions struct {
 	skip                string // Definition.SkipWriter: "" for none
 }
 
-// The commit time's probe: it fails without the permission to read the view.
-const ctCommitTimeProbe = "SELECT TOP (1) commit_time FROM sys.dm_tran_commit_table"
+// ctCommitTimeProbe says whether the user may read the commit times of the latest commits in
+// sys.dm_tran_commit_table: 1 or 0, and an error when the view cannot be read at all. Microsoft's
+// page for the view: "The table sys.dm_tran_commit_table will not reflect live changes for
+// read-only users, as VIEW SERVER STATE permission is required. The changes remain stored in the
+// rowstore until a CHECKPOINT occurs, following which read-only users will see them reflected."
+// So a user without it reads the view without an error but finds no row for the newest
+// versions: its changes would carry no commit time, or some would, and the lag would read from
+// whichever. The commit time is read only with VIEW SERVER STATE, or on Azure SQL Database
+// (engine edition 5), which has no server-level permissions to grant a database's user, with
+// VIEW DATABASE STATE, the permission its DMVs take instead.
+const ctCommitTimeProbe = `SELECT CASE WHEN HAS_PERMS_BY_NAME(NULL, NULL, 'VIEW SERVER STATE') = 1
+  OR (CAST(SERVERPROPERTY('EngineEdition') AS int) = 5 AND HAS_PERMS_BY_NAME(NULL, 'DATABASE', 'VIEW DATABASE STATE') = 1)
+  THEN 1 ELSE 0 END FROM (SELECT COUNT(*) AS n FROM (SELECT TOP (1) commit_time FROM sys.dm_tran_commit_table) v) x`
+
+// readsCommitTime says whether the changes can carry their commit time (ctCommitTimeProbe).
+func readsCommitTime(ctx context.Context, db *sql.DB) bool {
+	var ok int32
+	return db.QueryRowContext(ctx, ctCommitTimeProbe).Scan(&ok) == nil && ok == 1
+}
 
 // buildCTQueries renders the queries of table t's columns cols, keyed by keys; marker writes key
 // j's argument marker (Layout.KeyMarker: cast to the column's type where it needs it).
@@ -189,7 +206,10 @@ func buildCTQueries(dl source.Driver, t source.Table, cols, keys []string, marke
 		}
 	}
 	if o.commitTime {
-		// commit_time is the server's local time: moved to UTC by the server's offset now.
+		// commit_time is a datetime; the documentation does not say in which zone. It is the
+		// server's local time (SYSDATETIME's): moved to UTC by the server's offset now, which is
+		// wrong by the shift for a commit read across a daylight-saving change (Azure SQL
+		// Database runs in UTC; docs/changes.md says so).
 		extra = append(extra, "(SELECT DATEADD(minute, -DATEPART(tzoffset, SYSDATETIMEOFFSET()), cm.commit_time) FROM sys.dm_tran_commit_table AS cm WHERE cm.commit_ts = ct.SYS_CHANGE_VERSION)")
 	}
 	if o.columns {
@@ -366,11 +386,10 @@ func (c *changeTracking) Check(ctx context.Context) error {
 	if err := checkCodePages(ctx, c.l.DB(), c.l.Driver(), c.l.Definition().Table, c.l.KeyColumns()); err != nil {
 		return fmt.Errorf("source: poller %q, table %s: %w", c.l.Poller(), c.l.Definition().Table, err)
 	}
-	// The commit time needs VIEW DATABASE STATE (Azure SQL) or VIEW SERVER STATE: without it,
-	// the changes carry none (docs/cdc.md).
-	_, probe := c.l.DB().ExecContext(ctx, ctCommitTimeProbe)
+	// The commit time needs VIEW SERVER STATE (VIEW DATABASE STATE on Azure SQL Database):
+	// without it, the changes carry none (docs/changes.md).
 	d := c.l.Definition()
-	q := buildCTQueries(c.l.Driver(), d.Table, c.l.Columns(), d.PK, c.l.KeyMarker, ctOptions{columns: st.trackColumns, commitTime: probe == nil, skip: d.SkipWriter})
+	q := buildCTQueries(c.l.Driver(), d.Table, c.l.Columns(), d.PK, c.l.KeyMarker, ctOptions{columns: st.trackColumns, commitTime: readsCommitTime(ctx, c.l.DB()), skip: d.SkipWriter})
 	c.mu.Lock()
 	c.retention, c.q = st.retention, q
 	c.mu.Unlock()

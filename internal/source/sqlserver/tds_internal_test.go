@@ -16,14 +16,14 @@ import (
 // tdsServer is a TDS endpoint just good enough for go-mssqldb to sign in to and send queries to:
 // it records the statement and the parameter declarations of each sp_executesql call, which is
 // what go-mssqldb makes of a query with arguments (the declarations are its choice of each
-// argument's SQL type: makeDecl), and answers each with no rows, or with the one varbinary value
-// answers holds for a statement. It is how the SQL and the parameter types this package sends
+// argument's SQL type: makeDecl), and answers each with no rows, or with the one value answers
+// holds for a statement. It is how the SQL and the parameter types this package sends
 // are checked without a SQL Server (MS-TDS: the packet header 2.2.3.1, PRELOGIN 2.2.6.5,
 // LOGINACK 2.2.7.14, DONE 2.2.7.6, RPC Request 2.2.6.6, COLMETADATA 2.2.7.4, ROW 2.2.7.19).
 type tdsServer struct {
 	t       *testing.T
 	ln      net.Listener
-	answers map[string][]byte // a statement's prefix -> the varbinary it returns as one row
+	answers map[string]any // a statement's prefix -> the value ([]byte: varbinary, int32: int) it returns as one row
 
 	mu    sync.Mutex
 	calls []rpcCall
@@ -40,7 +40,7 @@ func newTDSServer(t *testing.T) *tdsServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &tdsServer{t: t, ln: ln, answers: map[string][]byte{}}
+	s := &tdsServer{t: t, ln: ln, answers: map[string]any{}}
 	var wg sync.WaitGroup
 	t.Cleanup(func() { ln.Close(); wg.Wait() })
 	wg.Go(func() {
@@ -131,16 +131,24 @@ func (s *tdsServer) serve(c net.Conn) {
 	}
 }
 
-// answer is the reply to a statement: the one varbinary value answers holds for it, or no rows.
+// answer is the reply to a statement: the one value answers holds for it, or no rows.
 func (s *tdsServer) answer(sql string) []byte {
 	for prefix, v := range s.answers {
 		if strings.HasPrefix(sql, prefix) {
 			var b bytes.Buffer
-			// COLMETADATA: one column, user type 0, flags nullable, BIGVARBINARY(8000), no name.
-			b.Write([]byte{0x81, 1, 0, 0, 0, 0, 0, 0x01, 0x00, 0xA5, 0x40, 0x1F, 0})
-			b.WriteByte(0xD1) // ROW
-			binary.Write(&b, binary.LittleEndian, uint16(len(v)))
-			b.Write(v)
+			// COLMETADATA: one column, user type 0, flags nullable, its type, no name; then a ROW.
+			b.Write([]byte{0x81, 1, 0, 0, 0, 0, 0, 0x01, 0x00})
+			switch v := v.(type) {
+			case []byte: // BIGVARBINARY(8000)
+				b.Write([]byte{0xA5, 0x40, 0x1F, 0, 0xD1})
+				binary.Write(&b, binary.LittleEndian, uint16(len(v)))
+				b.Write(v)
+			case int32: // INT4
+				b.Write([]byte{0x38, 0, 0xD1})
+				binary.Write(&b, binary.LittleEndian, v)
+			default:
+				s.t.Errorf("the server cannot answer a %T", v)
+			}
 			return append(b.Bytes(), done()...)
 		}
 	}

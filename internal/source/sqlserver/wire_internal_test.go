@@ -214,3 +214,29 @@ func TestCodePageProblem(t *testing.T) {
 		}
 	}
 }
+
+// TestCommitTimeNeedsThePermission: the changes carry their commit time only when the user may
+// see the latest commits in sys.dm_tran_commit_table (VIEW SERVER STATE; VIEW DATABASE STATE on
+// Azure SQL Database). A server that lets the view be read (no error, as SQL Server does for a
+// user without the permission, whose newest commits it then leaves out) is not enough.
+func TestCommitTimeNeedsThePermission(t *testing.T) {
+	srv := newTDSServer(t)
+	db, err := Driver{}.Open(srv.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if readsCommitTime(ctx(t), db) {
+		t.Error("the commit time is read although the permission probe did not say 1")
+	}
+	call := srv.Call("sys.dm_tran_commit_table")
+	for _, want := range []string{"HAS_PERMS_BY_NAME(NULL, NULL, 'VIEW SERVER STATE') = 1", "'EngineEdition'", "'VIEW DATABASE STATE'"} {
+		if !strings.Contains(call.SQL, want) {
+			t.Errorf("the probe lacks %s:\n%s", want, call.SQL)
+		}
+	}
+	srv.answers[ctCommitTimeProbe] = int32(1)
+	if !readsCommitTime(ctx(t), db) {
+		t.Error("the commit time is not read although the probe said 1")
+	}
+}
