@@ -112,6 +112,8 @@ type changeTracking struct {
 	q         ctQueries
 	retention string // the database's CHANGE_RETENTION as check read it ("2 DAYS"), for errors
 
+	run ctRun // the fetches paging through one backlog under one bound
+
 	// done is the last fetch that read everything after its cursor up to its bound: where it
 	// ended (cursorKey) and that bound (a backfill's watermark, reachedAt).
 	mu   sync.Mutex
@@ -153,9 +155,10 @@ func newChangeTracking(l *source.Layout) *changeTracking {
 //   - Current: CHANGE_TRACKING_CURRENT_VERSION(), the read's bound, before its transaction.
 //   - MinValid (the quoted table name): the table's CHANGE_TRACKING_MIN_VALID_VERSION, in the
 //     read's snapshot transaction.
-//   - FetchFrom (base, bound, limit): the changes after the version boundary base.
-//   - FetchAfter (base = version-1, version, the key values, bound, limit): the changes after a
-//     position inside a version.
+//   - FetchFrom (base, version, bound, limit): the changes after the version boundary version,
+//     their ops relative to base (version, or where the read's run began: ctRun).
+//   - FetchAfter (base, version, the key values, bound, limit): the changes after a position
+//     inside a version, their ops relative to base (version-1, or where the run began).
 //   - WaitingFrom and WaitingAfter: the same reads, counted.
 type ctQueries struct {
 	Check, Current, MinValid  string
@@ -242,6 +245,9 @@ func buildCTQueries(dl source.Driver, t source.Table, cols, keys []string, marke
 			}
 			pred, _ := dl.Keyset(state.KindChangeTracking, order, params)
 			preds = append(preds, pred)
+		}
+		if !inside {
+			preds = append(preds, "ct.SYS_CHANGE_VERSION > "+next())
 		}
 		preds = append(preds, "ct.SYS_CHANGE_VERSION <= "+next())
 		if o.skip != "" {
@@ -497,11 +503,14 @@ type ctRead struct {
 	args              []any
 	pos               *ctPosition // nil: the beginning
 	current, minValid int64
+	base              int64 // the version CHANGETABLE's ops are relative to (ctRun)
 }
 
 // read reads the bound, then runs do in a snapshot transaction after checking the cursor
 // against the versions; q are the queries as the caller took them (one Check's).
-func (c *changeTracking) read(ctx context.Context, q ctQueries, after *state.Cursor, from, inside string, do func(tx *sql.Tx, rd ctRead) error) error {
+// A fetch goes on with the run (ctRun) that ended at after; a count (run nil) reads its own
+// bound.
+func (c *changeTracking) read(ctx context.Context, q ctQueries, run *ctRun, after *state.Cursor, from, inside string, do func(tx *sql.Tx, rd ctRead) error) error {
 	var p *ctPosition
 	if after != nil {
 		pos, err := c.position(after)
@@ -512,7 +521,10 @@ func (c *changeTracking) read(ctx context.Context, q ctQueries, after *state.Cur
 	}
 	// The bound first, outside the snapshot: every version up to it is complete in the snapshot.
 	var current, minValid sql.NullInt64
-	if err := c.l.DB().QueryRowContext(ctx, q.Current).Scan(&current); err != nil {
+	bases, bound, resumed := run.resume(after)
+	if resumed {
+		current = sql.NullInt64{Int64: bound, Valid: true}
+	} else if err := c.l.DB().QueryRowContext(ctx, q.Current).Scan(&current); err != nil {
 		return c.readErr("reading CHANGE_TRACKING_CURRENT_VERSION()", err)
 	}
 	tx, err := c.l.DB().BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelSnapshot})
@@ -527,7 +539,10 @@ func (c *changeTracking) read(ctx context.Context, q ctQueries, after *state.Cur
 	if err != nil {
 		return err
 	}
-	rd := ctRead{query: from, args: args, pos: p, current: current.Int64, minValid: minValid.Int64}
+	if resumed {
+		runBase(args, bases[0], minValid.Int64)
+	}
+	rd := ctRead{query: from, args: args, pos: p, current: current.Int64, minValid: minValid.Int64, base: args[0].(int64)}
 	if in {
 		rd.query = inside
 	}
@@ -551,7 +566,7 @@ func (c *changeTracking) args(p *ctPosition, current, minValid sql.NullInt64) ([
 		return nil, false, c.fail(fmt.Sprintf("CHANGE_TRACKING_MIN_VALID_VERSION of the table is NULL: Change Tracking is off for the table, or the user lacks VIEW CHANGE TRACKING on it (ALTER TABLE %s ENABLE CHANGE_TRACKING; GRANT VIEW CHANGE TRACKING ON %s TO <the poller's user>)", c.table, c.table))
 	}
 	if p == nil {
-		return []any{minValid.Int64, current.Int64}, false, nil
+		return []any{minValid.Int64, minValid.Int64, current.Int64}, false, nil
 	}
 	if p.base() < minValid.Int64 {
 		return nil, false, c.expired(*p, minValid.Int64)
@@ -561,7 +576,7 @@ func (c *changeTracking) args(p *ctPosition, current, minValid sql.NullInt64) ([
 			c.l.Poller(), c.l.Definition().Table, source.ErrCursor, p.version, current.Int64, c.l.Poller(), current.Int64)
 	}
 	if p.key == nil {
-		return []any{p.version, current.Int64}, false, nil
+		return []any{p.version, p.version, current.Int64}, false, nil
 	}
 	args := append([]any{p.version - 1, p.version}, p.key...)
 	return append(args, current.Int64), true, nil
@@ -595,11 +610,11 @@ func (c *changeTracking) readErr(what string, err error) error {
 func (c *changeTracking) Fetch(ctx context.Context, after *state.Cursor, limit int) (*source.Batch, error) {
 	b := c.l.Batch(after)
 	var last *source.Change
-	var bound int64
+	var bound, base int64
 	more := false // a change after the batch's was read: the read stopped short of its bound
 	q := c.queries()
-	err := c.read(ctx, q, after, q.FetchFrom, q.FetchAfter, func(tx *sql.Tx, rd ctRead) error {
-		bound = rd.current
+	err := c.read(ctx, q, &c.run, after, q.FetchFrom, q.FetchAfter, func(tx *sql.Tx, rd ctRead) error {
+		bound, base = rd.current, rd.base
 		got, err := c.changes(ctx, tx, q, rd, limit+1)
 		if err != nil {
 			return err
@@ -625,6 +640,7 @@ func (c *changeTracking) Fetch(ctx context.Context, after *state.Cursor, limit i
 	if last != nil {
 		b.To = seal(last, !more)
 	}
+	c.run.record(b.To, more, []int64{base}, bound)
 	if !more { // it read all there was up to its bound
 		end := b.To
 		if end == nil {
@@ -872,11 +888,75 @@ func ctOp(op string, found bool) (kind string, keyOnly bool, err error) {
 	return kind, false, nil
 }
 
+// A ctRun is the fetches that page through one backlog: each fetch that stops short of its
+// bound (it read one more change than it delivers) leaves the next fetch, from where it ended,
+// its bound and the base its ops are relative to, instead of a new bound and its own position.
+//
+// Why: CHANGETABLE(CHANGES t, @base) reports each changed row once, at its latest version, with
+// its net op since @base. A read that resumes where the last one ended, from that position as
+// its base, says "update" of a row inserted after the run began whose insert it never delivered:
+// a row inserted at version 5 and updated at 9 before the poller read version 5 is at version 9
+// in every read, and from a base of 6 it is an update, the first the consumer hears of it (the
+// same inside a transaction larger than a batch, whose reads resume from the version before).
+// So the reads of a run keep the run's base, and select the changes after their own position by
+// version (FetchFrom's lower bound, FetchAfter's keyset): a paged backlog gets the ops one read
+// of it all would give.
+//
+// The run keeps its bound so that the rows it reads are the same in each of its reads: a row's
+// latest version at or below the bound was so when the run's first read began (every version up
+// to the bound had committed), and a row changed since has a version above the bound, which every
+// read of the run leaves out (the next run reads it, at that version). So each row comes once
+// in a run, and the base stays right for every row not yet read.
+//
+// A run is kept in memory only: a fetch from any other cursor (the next tick, a retry, another
+// process) begins a run of its own, whose base is its position's. Ops relative to a position are
+// what a consumer gets across runs; docs/changes.md says what an update may then mean.
+type ctRun struct {
+	mu    sync.Mutex
+	at    string  // cursorKey of the To of the run's last fetch; "" when there is no run
+	bases []int64 // by table: the base of the table's reads
+	bound int64
+}
+
+// resume returns the run's bases and bound when after is where its last fetch ended. A nil run
+// never resumes.
+func (r *ctRun) resume(after *state.Cursor) (bases []int64, bound int64, ok bool) {
+	if r == nil {
+		return nil, 0, false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.at == "" || r.at != cursorKey(after) {
+		return nil, 0, false
+	}
+	return r.bases, r.bound, true
+}
+
+// record ends a fetch that read from bases up to bound: one that stopped short of its bound
+// (more) is continued by a fetch from to; any other ends the run.
+func (r *ctRun) record(to *state.Cursor, more bool, bases []int64, bound int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.at = ""
+	if more && to != nil {
+		r.at, r.bases, r.bound = cursorKey(to), bases, bound
+	}
+}
+
+// runBase makes a read's base (args[0], as args made it) the run's, when that is earlier and
+// Change Tracking still keeps the changes after it; else the read's own stays (the run's
+// beginning was cleaned up meanwhile: its ops are relative to the position, as a new run's).
+func runBase(args []any, base, minValid int64) {
+	if own := args[0].(int64); base < own && base >= minValid {
+		args[0] = base
+	}
+}
+
 // Waiting counts the changes after the cursor, up to limit, within the same bound as fetch.
 func (c *changeTracking) Waiting(ctx context.Context, after *state.Cursor, limit int) (int64, error) {
 	var n int64
 	q := c.queries()
-	err := c.read(ctx, q, after, q.WaitingFrom, q.WaitingAfter, func(tx *sql.Tx, rd ctRead) error {
+	err := c.read(ctx, q, nil, after, q.WaitingFrom, q.WaitingAfter, func(tx *sql.Tx, rd ctRead) error {
 		if err := tx.QueryRowContext(ctx, rd.query, append(rd.args, limit)...).Scan(&n); err != nil {
 			return c.readErr("counting the changes", err)
 		}

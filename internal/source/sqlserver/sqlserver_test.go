@@ -91,8 +91,8 @@ func TestGoldenChangeTracking(t *testing.T) {
 		got := "-- check (argument: the quoted table name)\n" + q.Check + "\n" +
 			"-- the bound, before the snapshot transaction\n" + q.Current + "\n" +
 			"-- the minimum valid version, in the snapshot transaction (argument: the quoted table name)\n" + q.MinValid + "\n" +
-			"-- fetch from a version boundary (base, current version, limit)\n" + q.FetchFrom + "\n" +
-			"-- fetch inside a version (version-1, version, key..., current version, limit)\n" + q.FetchAfter + "\n" +
+			"-- fetch from a version boundary (base, version, current version, limit)\n" + q.FetchFrom + "\n" +
+			"-- fetch inside a version (base, version, key..., current version, limit)\n" + q.FetchAfter + "\n" +
 			"-- waiting from a version boundary\n" + q.WaitingFrom + "\n" +
 			"-- waiting inside a version\n" + q.WaitingAfter + "\n"
 		sourcetest.CompareGolden(t, c.name, got, *update)

@@ -36,6 +36,7 @@ const tableMark = "(table)"
 type ctTables struct {
 	l    *source.Layout    // the first table's: the connection, and errors naming every table
 	tabs []*changeTracking // each table's reader, in the poller's order
+	run  ctRun             // the fetches paging through one backlog under one bound
 }
 
 func newCTTables(l *source.Layout) *ctTables {
@@ -151,21 +152,26 @@ func (m *ctTables) Committed(context.Context, *state.Cursor) error { return nil 
 // From or After query, its arguments, checked against the table's minimum valid version) with
 // do; minValid is the highest of the tables' minimum valid versions, where the beginning (p nil)
 // is.
-func (m *ctTables) read(ctx context.Context, p *ctTablesPos, count bool, do func(i int, tx *sql.Tx, q ctQueries, rd ctRead) error) (current, minValid int64, err error) {
+// A fetch goes on with the run (ctRun) that ended at after, and returns each table's base;
+// a count (run nil) reads its own bound.
+func (m *ctTables) read(ctx context.Context, p *ctTablesPos, run *ctRun, after *state.Cursor, count bool, do func(i int, tx *sql.Tx, q ctQueries, rd ctRead) error) (current, minValid int64, bases []int64, err error) {
 	q0 := m.tabs[0].queries()
 	var cur sql.NullInt64
-	if err := m.l.DB().QueryRowContext(ctx, q0.Current).Scan(&cur); err != nil {
-		return 0, 0, m.tabs[0].readErr("reading CHANGE_TRACKING_CURRENT_VERSION()", err)
+	runBases, bound, resumed := run.resume(after)
+	if resumed {
+		cur = sql.NullInt64{Int64: bound, Valid: true}
+	} else if err := m.l.DB().QueryRowContext(ctx, q0.Current).Scan(&cur); err != nil {
+		return 0, 0, nil, m.tabs[0].readErr("reading CHANGE_TRACKING_CURRENT_VERSION()", err)
 	}
 	tx, err := m.l.DB().BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelSnapshot})
 	if err != nil {
-		return 0, 0, m.tabs[0].readErr("starting the snapshot transaction", err)
+		return 0, 0, nil, m.tabs[0].readErr("starting the snapshot transaction", err)
 	}
 	defer tx.Rollback()
 	mvs := make([]sql.NullInt64, len(m.tabs))
 	for i, t := range m.tabs {
 		if err := tx.QueryRowContext(ctx, t.queries().MinValid, t.table).Scan(&mvs[i]); err != nil {
-			return 0, 0, t.readErr("reading CHANGE_TRACKING_MIN_VALID_VERSION", err)
+			return 0, 0, nil, t.readErr("reading CHANGE_TRACKING_MIN_VALID_VERSION", err)
 		}
 		minValid = max(minValid, mvs[i].Int64)
 	}
@@ -180,9 +186,13 @@ func (m *ctTables) read(ctx context.Context, p *ctTablesPos, count bool, do func
 		pos := p.at(i)
 		args, in, err := t.args(pos, cur, mv)
 		if err != nil {
-			return 0, 0, err
+			return 0, 0, nil, err
 		}
-		rd := ctRead{query: q.FetchFrom, args: args, pos: pos, current: cur.Int64, minValid: mv.Int64}
+		if resumed {
+			runBase(args, runBases[i], mv.Int64)
+		}
+		bases = append(bases, args[0].(int64))
+		rd := ctRead{query: q.FetchFrom, args: args, pos: pos, current: cur.Int64, minValid: mv.Int64, base: args[0].(int64)}
 		switch {
 		case count && in:
 			rd.query = q.WaitingAfter
@@ -192,13 +202,13 @@ func (m *ctTables) read(ctx context.Context, p *ctTablesPos, count bool, do func
 			rd.query = q.FetchAfter
 		}
 		if err := do(i, tx, q, rd); err != nil {
-			return 0, 0, err
+			return 0, 0, nil, err
 		}
 	}
 	if err := tx.Commit(); err != nil {
-		return 0, 0, m.tabs[0].readErr("ending the snapshot transaction", err)
+		return 0, 0, nil, m.tabs[0].readErr("ending the snapshot transaction", err)
 	}
-	return cur.Int64, minValid, nil
+	return cur.Int64, minValid, bases, nil
 }
 
 // Fetch reads up to limit changes of the tables after the cursor, in (version, table, key)
@@ -209,7 +219,7 @@ func (m *ctTables) Fetch(ctx context.Context, after *state.Cursor, limit int) (*
 		return nil, err
 	}
 	var all []ctChange
-	current, minValid, err := m.read(ctx, p, false, func(i int, tx *sql.Tx, q ctQueries, rd ctRead) error {
+	current, minValid, bases, err := m.read(ctx, p, &m.run, after, false, func(i int, tx *sql.Tx, q ctQueries, rd ctRead) error {
 		t := m.tabs[i]
 		got, err := t.changes(ctx, tx, q, rd, limit+1)
 		if err != nil {
@@ -231,6 +241,7 @@ func (m *ctTables) Fetch(ctx context.Context, after *state.Cursor, limit int) (*
 		to := ctCursor(current, nil)
 		b.To = &to
 	}
+	m.run.record(b.To, more, bases, current)
 	return b, nil
 }
 
@@ -271,7 +282,7 @@ func (m *ctTables) Waiting(ctx context.Context, after *state.Cursor, limit int) 
 		return 0, err
 	}
 	var n int64
-	_, _, err = m.read(ctx, p, true, func(i int, tx *sql.Tx, q ctQueries, rd ctRead) error {
+	_, _, _, err = m.read(ctx, p, nil, after, true, func(i int, tx *sql.Tx, q ctQueries, rd ctRead) error {
 		var k int64
 		if err := tx.QueryRowContext(ctx, rd.query, append(rd.args, limit)...).Scan(&k); err != nil {
 			return m.tabs[i].readErr("counting the changes", err)

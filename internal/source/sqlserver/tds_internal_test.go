@@ -21,17 +21,27 @@ import (
 // are checked without a SQL Server (MS-TDS: the packet header 2.2.3.1, PRELOGIN 2.2.6.5,
 // LOGINACK 2.2.7.14, DONE 2.2.7.6, RPC Request 2.2.6.6, COLMETADATA 2.2.7.4, ROW 2.2.7.19).
 type tdsServer struct {
-	t       *testing.T
-	ln      net.Listener
-	answers map[string]any // a statement's prefix -> the value ([]byte: varbinary, int32: int) it returns as one row
+	t  *testing.T
+	ln net.Listener
+	// answers: a statement's prefix -> what it returns: one row of one value ([]byte: varbinary,
+	// int32: int, int64: bigint), or tdsRows.
+	answers map[string]any
 
 	mu    sync.Mutex
 	calls []rpcCall
 }
 
 // rpcCall is one statement: an sp_executesql call's, with its parameters' declarations
-// ("@p1 datetime,@p2 varchar(5)"), or a batch's (a query without arguments), with none.
-type rpcCall struct{ SQL, Decl string }
+// ("@p1 datetime,@p2 varchar(5)") and the values of its leading integer parameters (Ints: up to
+// the first of another type), or a batch's (a query without arguments), with none.
+type rpcCall struct {
+	SQL, Decl string
+	Ints      []int64
+}
+
+// tdsRows is an answer of several rows, each value an int64 (bigint), a string (nvarchar) or
+// nil; a column's type is its first non-nil value's.
+type tdsRows [][]any
 
 // newTDSServer listens on a free 127.0.0.1 port until the test ends.
 func newTDSServer(t *testing.T) *tdsServer {
@@ -76,13 +86,14 @@ func (s *tdsServer) Call(part string) rpcCall {
 			return calls[i]
 		}
 	}
-	s.t.Fatalf("no statement containing %q was sent; the server got %q", part, calls)
+	s.t.Fatalf("no statement containing %q was sent; the server got %+v", part, calls)
 	return rpcCall{}
 }
 
 const (
 	tdsSQLBatch  = 1
 	tdsRPC       = 3
+	tdsTM        = 14 // a transaction manager request: begin, commit, rollback
 	tdsReply     = 4
 	tdsLogin7    = 16
 	tdsPrelogin  = 18
@@ -111,6 +122,18 @@ func (s *tdsServer) serve(c net.Conn) {
 			s.calls = append(s.calls, call)
 			s.mu.Unlock()
 			reply = s.answer(call.SQL)
+		case tdsTM: // begin (5), commit (7) or rollback (8): the ENVCHANGE that says so, and DONE
+			n := int(binary.LittleEndian.Uint32(msg))
+			id := []byte{8, 1, 0, 0, 0, 0, 0, 0, 0} // a transaction descriptor, with its length
+			switch binary.LittleEndian.Uint16(msg[n:]) {
+			case 5:
+				reply = append(append([]byte{0xE3, 11, 0, 8}, id...), 0)
+			case 7:
+				reply = append([]byte{0xE3, 11, 0, 9, 0}, id...)
+			default:
+				reply = append([]byte{0xE3, 11, 0, 10, 0}, id...)
+			}
+			reply = append(reply, done()...)
 		case tdsSQLBatch: // a query without arguments: ALL_HEADERS, then its text
 			text, err := parseBatch(msg)
 			if err != nil {
@@ -146,6 +169,11 @@ func (s *tdsServer) answer(sql string) []byte {
 			case int32: // INT4
 				b.Write([]byte{0x38, 0, 0xD1})
 				binary.Write(&b, binary.LittleEndian, v)
+			case int64: // INT8
+				b.Write([]byte{0x7F, 0, 0xD1})
+				binary.Write(&b, binary.LittleEndian, v)
+			case tdsRows:
+				return append(rowsReply(v), done()...)
 			default:
 				s.t.Errorf("the server cannot answer a %T", v)
 			}
@@ -153,6 +181,51 @@ func (s *tdsServer) answer(sql string) []byte {
 		}
 	}
 	return done()
+}
+
+// rowsReply is COLMETADATA and a ROW for each row: INTN(8) for int64 columns, NVARCHAR(4000)
+// for string columns, NULL where a value is nil.
+func rowsReply(rows tdsRows) []byte {
+	var b bytes.Buffer
+	n := len(rows[0])
+	b.WriteByte(0x81)
+	binary.Write(&b, binary.LittleEndian, uint16(n))
+	text := make([]bool, n)
+	for i := range n {
+		for _, r := range rows {
+			if _, ok := r[i].(string); ok {
+				text[i] = true
+			}
+		}
+		b.Write([]byte{0, 0, 0, 0, 0x01, 0x00}) // user type, flags: nullable
+		if text[i] {
+			b.Write([]byte{0xE7, 0x40, 0x1F, 0x09, 0x04, 0xD0, 0x00, 0x34}) // NVARCHAR(4000), Latin1_General_CI_AS
+		} else {
+			b.Write([]byte{0x26, 8}) // INTN(8)
+		}
+		b.WriteByte(0) // no name
+	}
+	for _, r := range rows {
+		b.WriteByte(0xD1)
+		for i, v := range r {
+			switch v := v.(type) {
+			case nil:
+				if text[i] {
+					b.Write([]byte{0xFF, 0xFF})
+				} else {
+					b.WriteByte(0)
+				}
+			case int64:
+				b.WriteByte(8)
+				binary.Write(&b, binary.LittleEndian, v)
+			case string:
+				u := utf16.Encode([]rune(v))
+				binary.Write(&b, binary.LittleEndian, uint16(2*len(u)))
+				binary.Write(&b, binary.LittleEndian, u)
+			}
+		}
+	}
+	return b.Bytes()
 }
 
 // done is a final DONE token: no more results.
@@ -214,7 +287,35 @@ func parseRPC(msg []byte) (rpcCall, error) {
 		}
 		vals[i] = v
 	}
-	return rpcCall{SQL: vals[0], Decl: vals[1]}, nil
+	call := rpcCall{SQL: vals[0], Decl: vals[1]}
+	for {
+		v, ok := intParam(r)
+		if !ok {
+			return call, nil
+		}
+		call.Ints = append(call.Ints, v)
+	}
+}
+
+// intParam reads a parameter that is an INTN(8) (go-mssqldb's int64); false at the end or at a
+// parameter of another type.
+func intParam(r *bytes.Reader) (int64, bool) {
+	nameLen, err := r.ReadByte()
+	if err != nil {
+		return 0, false
+	}
+	var head [4]byte // status, type, size, the value's length
+	if _, err := r.Seek(int64(nameLen)*2, io.SeekCurrent); err != nil {
+		return 0, false
+	}
+	if _, err := io.ReadFull(r, head[:]); err != nil || head[1] != 0x26 || head[2] != 8 || head[3] != 8 {
+		return 0, false
+	}
+	var v int64
+	if err := binary.Read(r, binary.LittleEndian, &v); err != nil {
+		return 0, false
+	}
+	return v, true
 }
 
 // parseBatch reads a SQL batch's text (UCS-2 after ALL_HEADERS).

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -147,7 +148,7 @@ func TestRowversionBoundReadFirst(t *testing.T) {
 	}
 	calls := srv.Calls()
 	if len(calls) != 2 || calls[0].SQL != activeRowversionQuery {
-		t.Fatalf("the fetch sent %q, want the bound's query first and the read after", calls)
+		t.Fatalf("the fetch sent %+v, want the bound's query first and the read after", calls)
 	}
 	read := calls[1]
 	if strings.Contains(read.SQL, "MIN_ACTIVE_ROWVERSION") || !strings.Contains(read.SQL, "[c] < @p3") {
@@ -238,5 +239,123 @@ func TestCommitTimeNeedsThePermission(t *testing.T) {
 	srv.answers[ctCommitTimeProbe] = int32(1)
 	if !readsCommitTime(ctx(t), db) {
 		t.Error("the commit time is not read although the probe said 1")
+	}
+}
+
+// TestChangeTrackingRunOnTheWire: a fetch that stops short of its bound leaves the next fetch,
+// from where it ended, the bound it read (no new CHANGE_TRACKING_CURRENT_VERSION()) and its
+// base: the ops of a backlog paged in batches are relative to where the backlog began, as one
+// read of it all would give them, not to each batch's position (where a row inserted in the
+// backlog and updated before the poller came to it would be an "update"). A fetch from any
+// other cursor, or after one that read all there was, reads its own bound from its own base.
+func TestChangeTrackingRunOnTheWire(t *testing.T) {
+	srv := newTDSServer(t)
+	def := source.Definition{Table: source.Table{Schema: "dbo", Name: "t"}, Columns: []string{"id", "v"}, Cursor: source.Cursor{Kind: state.KindChangeTracking}, PK: []string{"id"}}
+	src, lay, err := source.Offline(Driver{}, source.Config{Poller: "p", Driver: Name, DSN: srv.DSN(), Definition: def}, map[string]string{"id": "BIGINT", "v": "NVARCHAR"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	c := newChangeTracking(lay)
+	srv.answers["SELECT CHANGE_TRACKING_CURRENT_VERSION()"] = int64(20)
+	srv.answers["SELECT CHANGE_TRACKING_MIN_VALID_VERSION"] = int64(1)
+	// version, op, found, id, v: a backlog of versions 5 and 6, read two at a time.
+	srv.answers["SELECT TOP"] = tdsRows{
+		{int64(5), "I", int64(1), int64(1), "a"},
+		{int64(5), "I", int64(1), int64(2), "b"},
+		{int64(6), "I", int64(1), int64(3), "c"},
+	}
+	fetch := func(after *state.Cursor) (*source.Batch, []rpcCall) {
+		t.Helper()
+		n := len(srv.Calls())
+		b, err := c.Fetch(ctx(t), after, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b, srv.Calls()[n:]
+	}
+	read := func(calls []rpcCall) (current bool, ints []int64) {
+		for _, call := range calls {
+			current = current || call.SQL == "SELECT CHANGE_TRACKING_CURRENT_VERSION()"
+			if strings.HasPrefix(call.SQL, "SELECT TOP") {
+				ints = call.Ints
+			}
+		}
+		return current, ints
+	}
+
+	b1, calls := fetch(nil)
+	if cur, ints := read(calls); !cur || !slices.Equal(ints, []int64{1, 1, 20, 3}) {
+		t.Fatalf("the first fetch: read the bound %v, arguments %v; want true, [1 1 20 3] (base, after version, bound, limit)", cur, ints)
+	}
+	if len(b1.Rows) != 2 || b1.To == nil || b1.To.Tiebreaker == nil {
+		t.Fatalf("the first fetch: %d rows, to %+v; want 2, inside version 5", len(b1.Rows), b1.To)
+	}
+	_, calls = fetch(b1.To)
+	if cur, ints := read(calls); cur || !slices.Equal(ints, []int64{1, 5, 2, 20, 3}) {
+		t.Errorf("the next fetch of the run: read a bound %v, arguments %v; want false, [1 5 2 20 3] (the run's base and bound, inside version 5 after id 2)", cur, ints)
+	}
+	// Another cursor (a retry of the first fetch) begins a run of its own.
+	_, calls = fetch(nil)
+	if cur, ints := read(calls); !cur || !slices.Equal(ints, []int64{1, 1, 20, 3}) {
+		t.Errorf("a retry from the beginning: read the bound %v, arguments %v", cur, ints)
+	}
+	inside := state.Cursor{Kind: state.KindChangeTracking, Value: json.RawMessage(`5`), Tiebreaker: map[string]json.RawMessage{"id": json.RawMessage(`9`)}}
+	_, calls = fetch(&inside)
+	if cur, ints := read(calls); !cur || !slices.Equal(ints, []int64{4, 5, 9, 20, 3}) {
+		t.Errorf("a fetch from a stored cursor inside version 5: read the bound %v, arguments %v; want its own base 4", cur, ints)
+	}
+	// A fetch that read all there was ends the run.
+	srv.answers["SELECT TOP"] = tdsRows{{int64(7), "U", int64(1), int64(1), "a2"}}
+	b, _ := fetch(nil)
+	_, calls = fetch(b.To)
+	if cur, _ := read(calls); !cur {
+		t.Error("a fetch after one that reached its bound did not read a new bound")
+	}
+}
+
+// TestChangeTrackingTablesRunOnTheWire: a poller of several tables pages a backlog as one run
+// too: the next fetch reads each table under the run's bound and from that table's base.
+func TestChangeTrackingTablesRunOnTheWire(t *testing.T) {
+	srv := newTDSServer(t)
+	def := source.Definition{Table: source.Table{Schema: "dbo", Name: "a"}, Columns: []string{"id", "v"}, Cursor: source.Cursor{Kind: state.KindChangeTracking}, PK: []string{"id"},
+		More: []source.TableDef{{Table: source.Table{Schema: "dbo", Name: "b"}, Columns: []string{"id", "v"}, PK: []string{"id"}}}}
+	src, lay, err := source.Offline(Driver{}, source.Config{Poller: "p", Driver: Name, DSN: srv.DSN(), Definition: def}, map[string]string{"id": "BIGINT", "v": "NVARCHAR"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	m := newCTTables(lay)
+	srv.answers["SELECT CHANGE_TRACKING_CURRENT_VERSION()"] = int64(20)
+	srv.answers["SELECT CHANGE_TRACKING_MIN_VALID_VERSION"] = int64(1)
+	srv.answers["SELECT TOP"] = tdsRows{ // each table's read: versions 5 and 6
+		{int64(5), "I", int64(1), int64(1), "a"},
+		{int64(5), "I", int64(1), int64(2), "b"},
+		{int64(6), "I", int64(1), int64(3), "c"},
+	}
+	reads := func(from int) (current bool, ints [][]int64) {
+		for _, call := range srv.Calls()[from:] {
+			current = current || call.SQL == "SELECT CHANGE_TRACKING_CURRENT_VERSION()"
+			if strings.HasPrefix(call.SQL, "SELECT TOP") {
+				ints = append(ints, call.Ints)
+			}
+		}
+		return current, ints
+	}
+	b, err := m.Fetch(ctx(t), nil, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b.Rows) != 2 || b.To == nil || b.To.Tiebreaker == nil {
+		t.Fatalf("the first fetch: %d rows, to %+v; want 2, inside version 5", len(b.Rows), b.To)
+	}
+	n := len(srv.Calls())
+	if _, err := m.Fetch(ctx(t), b.To, 2); err != nil {
+		t.Fatal(err)
+	}
+	cur, ints := reads(n)
+	want := [][]int64{{1, 5, 2, 20, 3}, {1, 4, 20, 3}} // dbo.a after its key 2 in version 5, dbo.b version 5 again
+	if cur || len(ints) != 2 || !slices.Equal(ints[0], want[0]) || !slices.Equal(ints[1], want[1]) {
+		t.Errorf("the next fetch of the run: read a bound %v, arguments %v; want false, %v", cur, ints, want)
 	}
 }

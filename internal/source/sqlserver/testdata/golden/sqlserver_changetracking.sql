@@ -15,11 +15,11 @@ SELECT DB_NAME(), USER_NAME(), CASE WHEN OBJECT_ID(@p1) IS NULL THEN 0 ELSE 1 EN
 SELECT CHANGE_TRACKING_CURRENT_VERSION()
 -- the minimum valid version, in the snapshot transaction (argument: the quoted table name)
 SELECT CHANGE_TRACKING_MIN_VALID_VERSION(OBJECT_ID(@p1))
--- fetch from a version boundary (base, current version, limit)
-SELECT TOP (@p3) ct.SYS_CHANGE_VERSION, ct.SYS_CHANGE_OPERATION, CASE WHEN t.[id] IS NULL THEN 0 ELSE 1 END, ct.[id], t.[customer], t.[amount], t.[updated_at] FROM CHANGETABLE(CHANGES [dbo].[orders], @p1) AS ct LEFT JOIN [dbo].[orders] AS t ON t.[id] = ct.[id] WHERE ct.SYS_CHANGE_VERSION <= @p2 ORDER BY ct.SYS_CHANGE_VERSION, ct.[id]
--- fetch inside a version (version-1, version, key..., current version, limit)
+-- fetch from a version boundary (base, version, current version, limit)
+SELECT TOP (@p4) ct.SYS_CHANGE_VERSION, ct.SYS_CHANGE_OPERATION, CASE WHEN t.[id] IS NULL THEN 0 ELSE 1 END, ct.[id], t.[customer], t.[amount], t.[updated_at] FROM CHANGETABLE(CHANGES [dbo].[orders], @p1) AS ct LEFT JOIN [dbo].[orders] AS t ON t.[id] = ct.[id] WHERE ct.SYS_CHANGE_VERSION > @p2 AND ct.SYS_CHANGE_VERSION <= @p3 ORDER BY ct.SYS_CHANGE_VERSION, ct.[id]
+-- fetch inside a version (base, version, key..., current version, limit)
 SELECT TOP (@p5) ct.SYS_CHANGE_VERSION, ct.SYS_CHANGE_OPERATION, CASE WHEN t.[id] IS NULL THEN 0 ELSE 1 END, ct.[id], t.[customer], t.[amount], t.[updated_at] FROM CHANGETABLE(CHANGES [dbo].[orders], @p1) AS ct LEFT JOIN [dbo].[orders] AS t ON t.[id] = ct.[id] WHERE ct.SYS_CHANGE_VERSION >= @p2 AND (ct.SYS_CHANGE_VERSION > @p2 OR ct.[id] > @p3) AND ct.SYS_CHANGE_VERSION <= @p4 ORDER BY ct.SYS_CHANGE_VERSION, ct.[id]
 -- waiting from a version boundary
-SELECT COUNT(*) FROM (SELECT TOP (@p3) ct.SYS_CHANGE_VERSION FROM CHANGETABLE(CHANGES [dbo].[orders], @p1) AS ct WHERE ct.SYS_CHANGE_VERSION <= @p2) w
+SELECT COUNT(*) FROM (SELECT TOP (@p4) ct.SYS_CHANGE_VERSION FROM CHANGETABLE(CHANGES [dbo].[orders], @p1) AS ct WHERE ct.SYS_CHANGE_VERSION > @p2 AND ct.SYS_CHANGE_VERSION <= @p3) w
 -- waiting inside a version
 SELECT COUNT(*) FROM (SELECT TOP (@p5) ct.SYS_CHANGE_VERSION FROM CHANGETABLE(CHANGES [dbo].[orders], @p1) AS ct WHERE ct.SYS_CHANGE_VERSION >= @p2 AND (ct.SYS_CHANGE_VERSION > @p2 OR ct.[id] > @p3) AND ct.SYS_CHANGE_VERSION <= @p4) w

@@ -15,11 +15,11 @@ SELECT DB_NAME(), USER_NAME(), CASE WHEN OBJECT_ID(@p1) IS NULL THEN 0 ELSE 1 EN
 SELECT CHANGE_TRACKING_CURRENT_VERSION()
 -- the minimum valid version, in the snapshot transaction (argument: the quoted table name)
 SELECT CHANGE_TRACKING_MIN_VALID_VERSION(OBJECT_ID(@p1))
--- fetch from a version boundary (base, current version, limit)
-SELECT TOP (@p3) ct.SYS_CHANGE_VERSION, ct.SYS_CHANGE_OPERATION, CASE WHEN t.[region]]] IS NULL THEN 0 ELSE 1 END, ct.[Row ID], t.[it's], ct.[region]]] FROM CHANGETABLE(CHANGES [my schema].[Order "Details" [x]]], @p1) AS ct LEFT JOIN [my schema].[Order "Details" [x]]] AS t ON t.[region]]] = ct.[region]]] AND t.[Row ID] = ct.[Row ID] WHERE ct.SYS_CHANGE_VERSION <= @p2 ORDER BY ct.SYS_CHANGE_VERSION, ct.[region]]], ct.[Row ID]
--- fetch inside a version (version-1, version, key..., current version, limit)
+-- fetch from a version boundary (base, version, current version, limit)
+SELECT TOP (@p4) ct.SYS_CHANGE_VERSION, ct.SYS_CHANGE_OPERATION, CASE WHEN t.[region]]] IS NULL THEN 0 ELSE 1 END, ct.[Row ID], t.[it's], ct.[region]]] FROM CHANGETABLE(CHANGES [my schema].[Order "Details" [x]]], @p1) AS ct LEFT JOIN [my schema].[Order "Details" [x]]] AS t ON t.[region]]] = ct.[region]]] AND t.[Row ID] = ct.[Row ID] WHERE ct.SYS_CHANGE_VERSION > @p2 AND ct.SYS_CHANGE_VERSION <= @p3 ORDER BY ct.SYS_CHANGE_VERSION, ct.[region]]], ct.[Row ID]
+-- fetch inside a version (base, version, key..., current version, limit)
 SELECT TOP (@p6) ct.SYS_CHANGE_VERSION, ct.SYS_CHANGE_OPERATION, CASE WHEN t.[region]]] IS NULL THEN 0 ELSE 1 END, ct.[Row ID], t.[it's], ct.[region]]] FROM CHANGETABLE(CHANGES [my schema].[Order "Details" [x]]], @p1) AS ct LEFT JOIN [my schema].[Order "Details" [x]]] AS t ON t.[region]]] = ct.[region]]] AND t.[Row ID] = ct.[Row ID] WHERE ct.SYS_CHANGE_VERSION >= @p2 AND (ct.SYS_CHANGE_VERSION > @p2 OR (ct.[region]]] > @p3 OR (ct.[region]]] = @p3 AND ct.[Row ID] > @p4))) AND ct.SYS_CHANGE_VERSION <= @p5 ORDER BY ct.SYS_CHANGE_VERSION, ct.[region]]], ct.[Row ID]
 -- waiting from a version boundary
-SELECT COUNT(*) FROM (SELECT TOP (@p3) ct.SYS_CHANGE_VERSION FROM CHANGETABLE(CHANGES [my schema].[Order "Details" [x]]], @p1) AS ct WHERE ct.SYS_CHANGE_VERSION <= @p2) w
+SELECT COUNT(*) FROM (SELECT TOP (@p4) ct.SYS_CHANGE_VERSION FROM CHANGETABLE(CHANGES [my schema].[Order "Details" [x]]], @p1) AS ct WHERE ct.SYS_CHANGE_VERSION > @p2 AND ct.SYS_CHANGE_VERSION <= @p3) w
 -- waiting inside a version
 SELECT COUNT(*) FROM (SELECT TOP (@p6) ct.SYS_CHANGE_VERSION FROM CHANGETABLE(CHANGES [my schema].[Order "Details" [x]]], @p1) AS ct WHERE ct.SYS_CHANGE_VERSION >= @p2 AND (ct.SYS_CHANGE_VERSION > @p2 OR (ct.[region]]] > @p3 OR (ct.[region]]] = @p3 AND ct.[Row ID] > @p4))) AND ct.SYS_CHANGE_VERSION <= @p5) w
