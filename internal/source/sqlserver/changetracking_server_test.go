@@ -31,38 +31,13 @@ var ctx = context.Background()
 // read over several batches and resumed inside its version, by a new source too; that applying
 // the changes in order to a map gives the table; and that an expired checkpoint is ErrExpired.
 func changeTrackingSuite(t *testing.T, dsn string) {
-	admin, err := sql.Open("sqlserver", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { admin.Close() })
-	u, err := url.Parse(dsn)
-	if err != nil || u.Scheme != "sqlserver" {
-		t.Skipf("%s is not a sqlserver:// URL: the Change Tracking suite makes a database of its own and needs the URL form to point at it", testenv.SQLServerVar)
-	}
-	name := testenv.Name("ct_")
+	admin, db, ctDSN, name := ctDatabase(t, dsn)
 	exec := func(db *sql.DB, q string, args ...any) {
 		t.Helper()
 		if _, err := db.ExecContext(ctx, q, args...); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
-	exec(admin, "CREATE DATABASE ["+name+"]")
-	t.Cleanup(func() {
-		bg := context.Background()
-		_, _ = admin.ExecContext(bg, "ALTER DATABASE ["+name+"] SET SINGLE_USER WITH ROLLBACK IMMEDIATE")
-		_, _ = admin.ExecContext(bg, "DROP DATABASE ["+name+"]")
-	})
-	exec(admin, "ALTER DATABASE ["+name+"] SET CHANGE_TRACKING = ON (CHANGE_RETENTION = 2 DAYS, AUTO_CLEANUP = ON)")
-	q := u.Query()
-	q.Set("database", name)
-	u.RawQuery = q.Encode()
-	ctDSN := u.String()
-	db, err := sql.Open("sqlserver", ctDSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
 	exec(db, `CREATE TABLE orders (id BIGINT PRIMARY KEY, customer NVARCHAR(100) NOT NULL, amount DECIMAL(12,2) NOT NULL,
 	  updated_at DATETIME2(7) NOT NULL DEFAULT SYSUTCDATETIME())`)
 
@@ -81,7 +56,7 @@ func changeTrackingSuite(t *testing.T, dsn string) {
 	}
 
 	// The check names each fix and creates nothing.
-	_, err = open(def)
+	_, err := open(def)
 	if !errors.Is(err, sqlserver.ErrNotTracked) {
 		t.Fatalf("open without Change Tracking on the table: %v, want ErrNotTracked", err)
 	}
@@ -476,6 +451,45 @@ func ctTables(t *testing.T, db *sql.DB, dsn string) {
 }
 
 // inTx runs stmts in one transaction, committed or rolled back.
+// ctDatabase makes a database of the test's own on the SQL Server at dsn (a sqlserver:// URL
+// whose login may create databases), with Change Tracking on, and drops it when the test ends:
+// the server's connection, the database's and its DSN, and its name.
+func ctDatabase(t *testing.T, dsn string) (admin, db *sql.DB, ctDSN, name string) {
+	t.Helper()
+	u, err := url.Parse(dsn)
+	if err != nil || u.Scheme != "sqlserver" {
+		t.Skipf("%s is not a sqlserver:// URL: the Change Tracking tests make a database of their own and need the URL form to point at it", testenv.SQLServerVar)
+	}
+	admin, err = sql.Open("sqlserver", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Close() })
+	name = testenv.Name("ct_")
+	for _, q := range []string{"CREATE DATABASE [" + name + "]", "ALTER DATABASE [" + name + "] SET CHANGE_TRACKING = ON (CHANGE_RETENTION = 2 DAYS, AUTO_CLEANUP = ON)"} {
+		if _, err := admin.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		if strings.HasPrefix(q, "CREATE") {
+			t.Cleanup(func() {
+				bg := context.Background()
+				_, _ = admin.ExecContext(bg, "ALTER DATABASE ["+name+"] SET SINGLE_USER WITH ROLLBACK IMMEDIATE")
+				_, _ = admin.ExecContext(bg, "DROP DATABASE ["+name+"]")
+			})
+		}
+	}
+	q := u.Query()
+	q.Set("database", name)
+	u.RawQuery = q.Encode()
+	ctDSN = u.String()
+	db, err = sql.Open("sqlserver", ctDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return admin, db, ctDSN, name
+}
+
 func inTx(t *testing.T, db *sql.DB, commit bool, stmts ...string) {
 	t.Helper()
 	x, err := db.BeginTx(ctx, nil)
