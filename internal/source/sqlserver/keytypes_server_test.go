@@ -38,14 +38,11 @@ func TestKeyTypesSQLServer(t *testing.T) {
 		}
 	}
 	name := testenv.Name("keys_")
-	login, password := name+"_reader", "Reader-"+name+"-1a"
 	exec(admin, "CREATE DATABASE ["+name+"] COLLATE SQL_Latin1_General_CP1_CI_AS")
 	t.Cleanup(func() {
 		_, _ = admin.ExecContext(ctx, "ALTER DATABASE ["+name+"] SET SINGLE_USER WITH ROLLBACK IMMEDIATE")
 		_, _ = admin.ExecContext(ctx, "DROP DATABASE ["+name+"]")
-		_, _ = admin.ExecContext(ctx, "DROP LOGIN ["+login+"]")
 	})
-	exec(admin, "CREATE LOGIN ["+login+"] WITH PASSWORD = '"+password+"', CHECK_POLICY = OFF")
 	q := u.Query()
 	q.Set("database", name)
 	u.RawQuery = q.Encode()
@@ -54,9 +51,7 @@ func TestKeyTypesSQLServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	exec(db, "CREATE USER ["+login+"] FOR LOGIN ["+login+"]")
-	reader := *u
-	reader.User = url.UserPassword(login, password)
+	login, reader := leastPrivilege(t, admin, db, u.String())
 
 	// Each table: 60 rows, three to a cursor value, so that batches of 2 end between ties.
 	for _, c := range []struct {
@@ -87,7 +82,7 @@ func TestKeyTypesSQLServer(t *testing.T) {
 			exec(db, "GRANT SELECT ON "+table+" TO ["+login+"]")
 			def := source.Definition{Table: source.Table{Schema: "dbo", Name: table}, Columns: []string{c.cursor, c.key},
 				Cursor: source.Cursor{Kind: state.KindTimestampPK, Column: c.cursor}, PK: []string{c.key}}
-			src, err := drivers.Open(ctx, source.Config{Poller: table, Driver: sqlserver.Name, DSN: reader.String(), Definition: def})
+			src, err := drivers.Open(ctx, source.Config{Poller: table, Driver: sqlserver.Name, DSN: reader, Definition: def})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -121,4 +116,34 @@ func TestKeyTypesSQLServer(t *testing.T) {
 			}
 		})
 	}
+}
+
+// leastPrivilege makes a login of the test's own, a user of it in db's database with no
+// permission yet (the test grants what docs/sqlserver.md lists), and returns its name and the
+// database's DSN (dsn) signed in as it. The login is dropped when the test ends.
+func leastPrivilege(t *testing.T, admin, db *sql.DB, dsn string) (login, readerDSN string) {
+	t.Helper()
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	login = testenv.Name("reader_")
+	password := "Reader-" + login + "-1a"
+	for _, run := range []struct {
+		db *sql.DB
+		q  string
+	}{
+		{admin, "CREATE LOGIN [" + login + "] WITH PASSWORD = '" + password + "', CHECK_POLICY = OFF"},
+		{db, "CREATE USER [" + login + "] FOR LOGIN [" + login + "]"},
+	} {
+		if _, err := run.db.ExecContext(ctx, run.q); err != nil {
+			t.Fatalf("%s: %v", run.q, err)
+		}
+	}
+	t.Cleanup(func() {
+		// The login's sessions end with the test's connections; the database goes first.
+		_, _ = admin.ExecContext(ctx, "DROP LOGIN ["+login+"]")
+	})
+	u.User = url.UserPassword(login, password)
+	return login, u.String()
 }

@@ -17,6 +17,8 @@ import (
 // MSSQL_TEST_DSN (skipped without it; the GitHub workflow's SQL Server job sets it):
 //   - a row inserted in a backlog and updated before the poller came to it arrives as an insert
 //     although a batch ends after its insert's version (the reads of one backlog keep one base);
+//   - as a login with only the grants docs/sqlserver.md lists, changes come without a commit
+//     time, and with one once the login has VIEW SERVER STATE;
 //   - one transaction of 100,000 changes read in batches of 500: every change once, and the time
 //     each batch took, logged (CHANGETABLE computes every change after its base for each read).
 func TestChangeTrackingPagingSQLServer(t *testing.T) {
@@ -75,6 +77,52 @@ func TestChangeTrackingPagingSQLServer(t *testing.T) {
 			if op != source.OpInsert {
 				t.Errorf("id %d came as %s; every row was inserted after the poller's beginning", id, op)
 			}
+		}
+	})
+
+	// As a login with the grants docs/sqlserver.md lists for changetracking (SELECT, VIEW CHANGE
+	// TRACKING): the changes come, without a commit time; with VIEW SERVER STATE too, with it.
+	t.Run("least privilege", func(t *testing.T) {
+		exec(db, "CREATE TABLE granted (id BIGINT PRIMARY KEY, v NVARCHAR(20) NOT NULL)")
+		exec(db, "ALTER TABLE granted ENABLE CHANGE_TRACKING")
+		login, reader := leastPrivilege(t, admin, db, dsn)
+		exec(db, "GRANT SELECT ON dbo.granted TO ["+login+"]")
+		exec(db, "GRANT VIEW CHANGE TRACKING ON dbo.granted TO ["+login+"]")
+		def := source.Definition{Table: source.Table{Schema: "dbo", Name: "granted"}, Columns: []string{"id", "v"}, Cursor: source.Cursor{Kind: state.KindChangeTracking}, PK: []string{"id"}}
+		read := func(id int) (source.Transaction, bool) {
+			t.Helper()
+			src, err := drivers.Open(ctx, source.Config{Poller: "granted", Driver: sqlserver.Name, DSN: reader, Definition: def})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer src.Close()
+			inTx(t, db, true, fmt.Sprintf("INSERT INTO granted (id, v) VALUES (%d, 'x')", id))
+			var cur *state.Cursor
+			for range 100 {
+				b, err := src.Fetch(ctx, cur, 100)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(b.Rows) == 0 {
+					break
+				}
+				for _, r := range b.Rows {
+					if r.Key()["id"] == int64(id) {
+						return r.Transaction()
+					}
+				}
+				cur = b.To
+			}
+			t.Fatalf("the insert of %d never came", id)
+			return source.Transaction{}, false
+		}
+		if tx, ok := read(1); !ok || !tx.CommitTime.IsZero() {
+			t.Errorf("without VIEW SERVER STATE: transaction %+v (%v), want one without a commit time", tx, ok)
+		}
+		exec(admin, "GRANT VIEW SERVER STATE TO ["+login+"]")
+		tx, ok := read(2)
+		if !ok || tx.CommitTime.IsZero() || time.Since(tx.CommitTime).Abs() > 5*time.Minute {
+			t.Errorf("with VIEW SERVER STATE: transaction %+v (%v), want a commit time of the last minutes (UTC)", tx, ok)
 		}
 	})
 
