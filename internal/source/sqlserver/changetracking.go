@@ -50,6 +50,15 @@ package sqlserver
 // cursor Value therefore differs for two changes of the same key (they have two versions) and
 // stays the same when a change is delivered again.
 //
+// # A backlog
+//
+// The fetches that page through a backlog form a run (ctRun): each fetch that stops short of its
+// bound hands the next, from where it ended, its base and its bound, so that the ops of the
+// backlog are the ones a single read of it gives, and after the first fetch the run reads
+// ctReadAhead changes at once and delivers them a batch a fetch (deliver): CHANGETABLE computes
+// every change after its base for each read, so paging a large backlog one batch a read would
+// cost the backlog for each batch.
+//
 // # Expiry
 //
 // Change Tracking forgets changes older than the database's CHANGE_RETENTION (auto cleanup),
@@ -504,6 +513,7 @@ type ctRead struct {
 	pos               *ctPosition // nil: the beginning
 	current, minValid int64
 	base              int64 // the version CHANGETABLE's ops are relative to (ctRun)
+	resumed           bool  // the read goes on with a run
 }
 
 // read reads the bound, then runs do in a snapshot transaction after checking the cursor
@@ -521,9 +531,9 @@ func (c *changeTracking) read(ctx context.Context, q ctQueries, run *ctRun, afte
 	}
 	// The bound first, outside the snapshot: every version up to it is complete in the snapshot.
 	var current, minValid sql.NullInt64
-	bases, bound, resumed := run.resume(after)
+	r, resumed := run.resume(after)
 	if resumed {
-		current = sql.NullInt64{Int64: bound, Valid: true}
+		current = sql.NullInt64{Int64: r.bound, Valid: true}
 	} else if err := c.l.DB().QueryRowContext(ctx, q.Current).Scan(&current); err != nil {
 		return c.readErr("reading CHANGE_TRACKING_CURRENT_VERSION()", err)
 	}
@@ -540,9 +550,9 @@ func (c *changeTracking) read(ctx context.Context, q ctQueries, run *ctRun, afte
 		return err
 	}
 	if resumed {
-		runBase(args, bases[0], minValid.Int64)
+		runBase(args, r.bases[0], minValid.Int64)
 	}
-	rd := ctRead{query: from, args: args, pos: p, current: current.Int64, minValid: minValid.Int64, base: args[0].(int64)}
+	rd := ctRead{query: from, args: args, pos: p, current: current.Int64, minValid: minValid.Int64, base: args[0].(int64), resumed: resumed}
 	if in {
 		rd.query = inside
 	}
@@ -607,50 +617,96 @@ func (c *changeTracking) readErr(what string, err error) error {
 
 // Fetch reads up to limit changes after the cursor. It asks for one more, so that it knows
 // whether the last one ends its transaction (Row.Transaction's Last), and leaves that one out.
+// A fetch that goes on with a run (ctRun) takes the changes the run read ahead, or reads ahead.
 func (c *changeTracking) Fetch(ctx context.Context, after *state.Cursor, limit int) (*source.Batch, error) {
-	b := c.l.Batch(after)
-	var last *source.Change
-	var bound, base int64
-	more := false // a change after the batch's was read: the read stopped short of its bound
+	if run, ok := c.run.takeAhead(after); ok {
+		inside := int64(-1)
+		if p, err := c.position(after); err != nil {
+			return nil, err
+		} else if p.key != nil {
+			inside = p.version
+		}
+		return c.deliver(after, limit, run.ahead, run.whole, inside, run), nil
+	}
+	var (
+		got   []ctChange
+		whole bool // the read reached its bound
+		rd0   ctRead
+	)
 	q := c.queries()
 	err := c.read(ctx, q, &c.run, after, q.FetchFrom, q.FetchAfter, func(tx *sql.Tx, rd ctRead) error {
-		bound, base = rd.current, rd.base
-		got, err := c.changes(ctx, tx, q, rd, limit+1)
-		if err != nil {
-			return err
+		n := limit + 1
+		if rd.resumed { // a backlog: read ahead
+			n = max(limit, ctReadAhead) + 1
 		}
-		inside := int64(-1)
-		if rd.pos != nil && rd.pos.key != nil {
-			inside = rd.pos.version
-		}
-		got, more = number(got, limit, inside)
-		b.Rows = rowsOf(got)
-		if len(got) > 0 {
-			last = got[len(got)-1].ch
-		}
-		if len(b.Rows) == 0 && ctKeepUp(rd.pos, rd.current, rd.minValid) {
-			to := ctCursor(rd.current, nil)
-			b.To = &to
-		}
-		return nil
+		var err error
+		got, err = c.changes(ctx, tx, q, rd, n)
+		whole, rd0 = len(got) < n, rd
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	if last != nil {
-		b.To = seal(last, !more)
+	inside := int64(-1)
+	if rd0.pos != nil && rd0.pos.key != nil {
+		inside = rd0.pos.version
 	}
-	c.run.record(b.To, more, []int64{base}, bound)
+	b := c.deliver(after, limit, got, whole, inside, ctRunState{bases: []int64{rd0.base}, bound: rd0.current})
+	if len(b.Rows) == 0 && ctKeepUp(rd0.pos, rd0.current, rd0.minValid) {
+		to := ctCursor(rd0.current, nil)
+		b.To = &to
+	}
+	return b, nil
+}
+
+// ctReadAhead is how many changes a fetch that goes on with a run reads at once (or the batch's
+// size when larger): each read of CHANGETABLE computes every change after its base, whatever
+// TOP takes, so paging a backlog (one transaction of 100,000 changes, say) a batch a read costs
+// the backlog for each batch; read ahead, the run takes the changes it has read, and reads once
+// for many batches. Their values are the rows as they were when read: a row changed since comes
+// again at its later version, in a later run.
+const ctReadAhead = 10_000
+
+// deliver makes the batch of a fetch after after: up to limit of got (a read's changes, or a
+// run's read ahead: in order, unnumbered; the one more a read asks for, which says only its
+// version, last when the read stopped short of its bound), numbered; whole says the changes end
+// at the bound. What follows the batch is kept for the run's next fetch, with the run's bases and
+// bound (run), and a fetch that delivers all there was up to the bound ends the run.
+func (c *changeTracking) deliver(after *state.Cursor, limit int, got []ctChange, whole bool, inside int64, run ctRunState) *source.Batch {
+	n := len(got)
+	for i, ch := range got {
+		if ch.ch == nil { // the one more: no change to deliver
+			n = i
+			break
+		}
+	}
+	var batch []ctChange
+	more := false // a change after the batch's was read: the batch stopped short of the bound
+	if k := min(limit, n); k < len(got) {
+		batch, more = number(got[:k+1], k, inside)
+	} else {
+		batch, more = number(got, limit, inside)
+	}
+	b := c.l.Batch(after)
+	b.Rows = rowsOf(batch)
+	if len(batch) > 0 {
+		b.To = seal(batch[len(batch)-1].ch, !more)
+	}
+	run.ahead, run.whole = nil, whole
+	if more {
+		run.ahead = got[len(batch):]
+	}
+	c.run.record(b.To, more, run)
 	if !more { // it read all there was up to its bound
 		end := b.To
 		if end == nil {
 			end = after
 		}
 		c.mu.Lock()
-		c.done.set, c.done.at, c.done.bound = true, cursorKey(end), bound
+		c.done.set, c.done.at, c.done.bound = true, cursorKey(end), run.bound
 		c.mu.Unlock()
 	}
-	return b, nil
+	return b
 }
 
 // ctChange is a change a read returned, in the order of the read: its version, the commit's
@@ -912,34 +968,57 @@ func ctOp(op string, found bool) (kind string, keyOnly bool, err error) {
 // process) begins a run of its own, whose base is its position's. Ops relative to a position are
 // what a consumer gets across runs; docs/changes.md says what an update may then mean.
 type ctRun struct {
-	mu    sync.Mutex
-	at    string  // cursorKey of the To of the run's last fetch; "" when there is no run
-	bases []int64 // by table: the base of the table's reads
-	bound int64
+	mu sync.Mutex
+	at string // cursorKey of the To of the run's last fetch; "" when there is no run
+	ctRunState
 }
 
-// resume returns the run's bases and bound when after is where its last fetch ended. A nil run
-// never resumes.
-func (r *ctRun) resume(after *state.Cursor) (bases []int64, bound int64, ok bool) {
+// ctRunState is what a run carries from one fetch to the next.
+type ctRunState struct {
+	bases []int64 // by table: the base of the table's reads
+	bound int64
+	// ahead are the changes read past the last fetch's (changeTracking.deliver), whole whether
+	// they end at the bound (else the one more a read asks for ends them).
+	ahead []ctChange
+	whole bool
+}
+
+// resume returns the run's state when after is where its last fetch ended. A nil run never
+// resumes.
+func (r *ctRun) resume(after *state.Cursor) (ctRunState, bool) {
 	if r == nil {
-		return nil, 0, false
+		return ctRunState{}, false
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.at == "" || r.at != cursorKey(after) {
-		return nil, 0, false
+		return ctRunState{}, false
 	}
-	return r.bases, r.bound, true
+	return r.ctRunState, true
 }
 
-// record ends a fetch that read from bases up to bound: one that stopped short of its bound
-// (more) is continued by a fetch from to; any other ends the run.
-func (r *ctRun) record(to *state.Cursor, more bool, bases []int64, bound int64) {
+// takeAhead takes the run's state when after is where its last fetch ended and the run has read
+// changes ahead of it: a fetch from after delivers them, and no other fetch can (the run goes on
+// from where that fetch ends).
+func (r *ctRun) takeAhead(after *state.Cursor) (ctRunState, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.at = ""
+	if r.at == "" || r.at != cursorKey(after) || len(r.ahead) == 0 || r.ahead[0].ch == nil {
+		return ctRunState{}, false
+	}
+	st := r.ctRunState
+	r.at, r.ctRunState = "", ctRunState{}
+	return st, true
+}
+
+// record ends a fetch: one that stopped short of its bound (more) is continued by a fetch from
+// to, with st; any other ends the run.
+func (r *ctRun) record(to *state.Cursor, more bool, st ctRunState) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.at, r.ctRunState = "", ctRunState{}
 	if more && to != nil {
-		r.at, r.bases, r.bound = cursorKey(to), bases, bound
+		r.at, r.ctRunState = cursorKey(to), st
 	}
 }
 

@@ -157,9 +157,9 @@ func (m *ctTables) Committed(context.Context, *state.Cursor) error { return nil 
 func (m *ctTables) read(ctx context.Context, p *ctTablesPos, run *ctRun, after *state.Cursor, count bool, do func(i int, tx *sql.Tx, q ctQueries, rd ctRead) error) (current, minValid int64, bases []int64, err error) {
 	q0 := m.tabs[0].queries()
 	var cur sql.NullInt64
-	runBases, bound, resumed := run.resume(after)
+	r, resumed := run.resume(after)
 	if resumed {
-		cur = sql.NullInt64{Int64: bound, Valid: true}
+		cur = sql.NullInt64{Int64: r.bound, Valid: true}
 	} else if err := m.l.DB().QueryRowContext(ctx, q0.Current).Scan(&cur); err != nil {
 		return 0, 0, nil, m.tabs[0].readErr("reading CHANGE_TRACKING_CURRENT_VERSION()", err)
 	}
@@ -189,7 +189,7 @@ func (m *ctTables) read(ctx context.Context, p *ctTablesPos, run *ctRun, after *
 			return 0, 0, nil, err
 		}
 		if resumed {
-			runBase(args, runBases[i], mv.Int64)
+			runBase(args, r.bases[i], mv.Int64)
 		}
 		bases = append(bases, args[0].(int64))
 		rd := ctRead{query: q.FetchFrom, args: args, pos: pos, current: cur.Int64, minValid: mv.Int64, base: args[0].(int64)}
@@ -241,7 +241,7 @@ func (m *ctTables) Fetch(ctx context.Context, after *state.Cursor, limit int) (*
 		to := ctCursor(current, nil)
 		b.To = &to
 	}
-	m.run.record(b.To, more, bases, current)
+	m.run.record(b.To, more, ctRunState{bases: bases, bound: current})
 	return b, nil
 }
 

@@ -93,6 +93,7 @@ func (s *tdsServer) Call(part string) rpcCall {
 const (
 	tdsSQLBatch  = 1
 	tdsRPC       = 3
+	tdsAttention = 6
 	tdsTM        = 14 // a transaction manager request: begin, commit, rollback
 	tdsReply     = 4
 	tdsLogin7    = 16
@@ -122,6 +123,8 @@ func (s *tdsServer) serve(c net.Conn) {
 			s.calls = append(s.calls, call)
 			s.mu.Unlock()
 			reply = s.answer(call.SQL)
+		case tdsAttention: // a query cancelled, as closing its rows early does: acknowledged
+			reply = []byte{tdsTokenDone, 0x20, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 		case tdsTM: // begin (5), commit (7) or rollback (8): the ENVCHANGE that says so, and DONE
 			n := int(binary.LittleEndian.Uint32(msg))
 			id := []byte{8, 1, 0, 0, 0, 0, 0, 0, 0} // a transaction descriptor, with its length

@@ -292,8 +292,8 @@ func TestChangeTrackingRunOnTheWire(t *testing.T) {
 		t.Fatalf("the first fetch: %d rows, to %+v; want 2, inside version 5", len(b1.Rows), b1.To)
 	}
 	_, calls = fetch(b1.To)
-	if cur, ints := read(calls); cur || !slices.Equal(ints, []int64{1, 5, 2, 20, 3}) {
-		t.Errorf("the next fetch of the run: read a bound %v, arguments %v; want false, [1 5 2 20 3] (the run's base and bound, inside version 5 after id 2)", cur, ints)
+	if cur, ints := read(calls); cur || !slices.Equal(ints, []int64{1, 5, 2, 20, ctReadAhead + 1}) {
+		t.Errorf("the next fetch of the run: read a bound %v, arguments %v; want false, [1 5 2 20 %d] (the run's base and bound, inside version 5 after id 2, reading ahead)", cur, ints, ctReadAhead+1)
 	}
 	// Another cursor (a retry of the first fetch) begins a run of its own.
 	_, calls = fetch(nil)
@@ -357,5 +357,69 @@ func TestChangeTrackingTablesRunOnTheWire(t *testing.T) {
 	want := [][]int64{{1, 5, 2, 20, 3}, {1, 4, 20, 3}} // dbo.a after its key 2 in version 5, dbo.b version 5 again
 	if cur || len(ints) != 2 || !slices.Equal(ints[0], want[0]) || !slices.Equal(ints[1], want[1]) {
 		t.Errorf("the next fetch of the run: read a bound %v, arguments %v; want false, %v", cur, ints, want)
+	}
+}
+
+// TestChangeTrackingReadAhead: the fetches of a run after its first read ahead, and take their
+// batches from what they read without asking the server again; the batch that takes the last of
+// it, when that read reached its bound, ends the run on a version boundary.
+func TestChangeTrackingReadAhead(t *testing.T) {
+	srv := newTDSServer(t)
+	def := source.Definition{Table: source.Table{Schema: "dbo", Name: "t"}, Columns: []string{"id", "v"}, Cursor: source.Cursor{Kind: state.KindChangeTracking}, PK: []string{"id"}}
+	src, lay, err := source.Offline(Driver{}, source.Config{Poller: "p", Driver: Name, DSN: srv.DSN(), Definition: def}, map[string]string{"id": "BIGINT", "v": "NVARCHAR"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	c := newChangeTracking(lay)
+	srv.answers["SELECT CHANGE_TRACKING_CURRENT_VERSION()"] = int64(20)
+	srv.answers["SELECT CHANGE_TRACKING_MIN_VALID_VERSION"] = int64(1)
+	row := func(v, id int64) []any { return []any{v, "I", int64(1), id, "x"} }
+	// The stand-in answers every read with these rows: each read's answer is set to what the
+	// server would return after the read's position.
+	srv.answers["SELECT TOP"] = tdsRows{row(5, 1), row(5, 2), row(5, 3), row(5, 4), row(6, 5), row(6, 6), row(6, 7)}
+	type fetched struct {
+		ids   []int64
+		calls int
+		to    *state.Cursor
+	}
+	fetch := func(after *state.Cursor) fetched {
+		t.Helper()
+		n := len(srv.Calls())
+		b, err := c.Fetch(ctx(t), after, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := fetched{calls: len(srv.Calls()) - n, to: b.To}
+		for _, r := range b.Rows {
+			id, _ := r.Key()["id"].(int64)
+			f.ids = append(f.ids, id)
+		}
+		return f
+	}
+	f1 := fetch(nil)
+	if !slices.Equal(f1.ids, []int64{1, 2}) {
+		t.Fatalf("the first fetch: %v", f1.ids)
+	}
+	srv.answers["SELECT TOP"] = tdsRows{row(5, 3), row(5, 4), row(6, 5), row(6, 6), row(6, 7)}
+	f2 := fetch(f1.to)
+	if !slices.Equal(f2.ids, []int64{3, 4}) || f2.calls == 0 {
+		t.Fatalf("the run's second fetch, reading ahead: %v after %d statements", f2.ids, f2.calls)
+	}
+	f3 := fetch(f2.to)
+	if !slices.Equal(f3.ids, []int64{5, 6}) || f3.calls != 0 {
+		t.Errorf("the third fetch: %v after %d statements; want [5 6] from what the second read, none", f3.ids, f3.calls)
+	}
+	f4 := fetch(f3.to)
+	if !slices.Equal(f4.ids, []int64{7}) || f4.calls != 0 {
+		t.Errorf("the fourth fetch: %v after %d statements; want [7], none", f4.ids, f4.calls)
+	}
+	if f4.to == nil || f4.to.Tiebreaker != nil || string(f4.to.Value) != "6" {
+		t.Errorf("the run's last batch ends at %+v, want version 6's boundary", f4.to)
+	}
+	srv.answers["SELECT TOP"] = tdsRows{}
+	delete(srv.answers, "SELECT TOP")
+	if f5 := fetch(f4.to); f5.calls == 0 || len(f5.ids) != 0 {
+		t.Errorf("after the run: %v after %d statements; want a read of its own, nothing new", f5.ids, f5.calls)
 	}
 }
