@@ -194,7 +194,9 @@ type ctOptions struct {
 // versions: its changes would carry no commit time, or some would, and the lag would read from
 // whichever. The commit time is read only with VIEW SERVER STATE, or on Azure SQL Database
 // (engine edition 5), which has no server-level permissions to grant a database's user, with
-// VIEW DATABASE STATE, the permission its DMVs take instead.
+// VIEW DATABASE STATE, the permission its DMVs take instead. (Microsoft's page names only VIEW
+// SERVER STATE: that VIEW DATABASE STATE shows the latest commits there is not documented, and
+// not seen here, where no Azure SQL Database is reachable; docs/changes.md says so.)
 const ctCommitTimeProbe = `SELECT CASE WHEN HAS_PERMS_BY_NAME(NULL, NULL, 'VIEW SERVER STATE') = 1
   OR (CAST(SERVERPROPERTY('EngineEdition') AS int) = 5 AND HAS_PERMS_BY_NAME(NULL, 'DATABASE', 'VIEW DATABASE STATE') = 1)
   THEN 1 ELSE 0 END FROM (SELECT COUNT(*) AS n FROM (SELECT TOP (1) commit_time FROM sys.dm_tran_commit_table) v) x`
@@ -961,8 +963,8 @@ func ctOp(op string, found bool) (kind string, keyOnly bool, err error) {
 // The run keeps its bound so that the rows it reads are the same in each of its reads: a row's
 // latest version at or below the bound was so when the run's first read began (every version up
 // to the bound had committed), and a row changed since has a version above the bound, which every
-// read of the run leaves out (the next run reads it, at that version). So each row comes once
-// in a run, and the base stays right for every row not yet read.
+// read of the run leaves out (the next run reads it, at that version). So each row comes at most
+// once in a run, and the base stays right for every row not yet read.
 //
 // A run is kept in memory only: a fetch from any other cursor (the next tick, a retry, another
 // process) begins a run of its own, whose base is its position's. Ops relative to a position are

@@ -29,8 +29,28 @@ const Name = "sqlserver"
 // Driver is SQL Server and Azure SQL through go-mssqldb.
 type Driver struct{}
 
-// Open picks azuresql when the DSN asks for Entra ID (fedauth=...).
-func (Driver) Open(dsn string) (*sql.DB, error) { return sql.Open(sqlServerDriver(dsn), dsn) }
+// Open picks azuresql when the DSN asks for Entra ID (fedauth=...). A DSN whose timezone setting
+// is not UTC is refused (utcOnly).
+func (Driver) Open(dsn string) (*sql.DB, error) {
+	if cfg, err := msdsn.Parse(dsn); err == nil {
+		if err := utcOnly(cfg); err != nil {
+			return nil, err
+		}
+	}
+	return sql.Open(sqlServerDriver(dsn), dsn)
+}
+
+// utcOnly refuses go-mssqldb's timezone setting other than UTC: go-mssqldb then reads datetime,
+// datetime2 and smalldatetime values as wall-clock times of that zone and writes arguments'
+// wall clocks in it (msdsn.EncodeParameters.Timezone, types.go), while the cursor carries them in
+// UTC, so every key argument would be off by the zone's offset from the value it came from.
+func utcOnly(cfg msdsn.Config) error {
+	if tz := cfg.Encoding.Timezone; tz != nil && tz != time.UTC && tz.String() != "UTC" && tz.String() != "Etc/UTC" {
+		return fmt.Errorf("the sqlserver connection string sets %s=%s: the poller reads datetime, datetime2 and smalldatetime columns as UTC and sends its cursor back in UTC, so another zone would shift every comparison by its offset; remove the setting (stamp the columns in UTC, or use datetimeoffset)",
+			msdsn.Timezone, tz)
+	}
+	return nil
+}
 
 // Name is "sqlserver".
 func (Driver) Name() string { return Name }
@@ -47,6 +67,9 @@ func (Driver) Location(dsn string) (source.Location, error) {
 	cfg, err := msdsn.Parse(dsn)
 	if err != nil {
 		return source.Location{}, fmt.Errorf("the sqlserver connection string is not valid (%s)", redact.DSN(dsn))
+	}
+	if err := utcOnly(cfg); err != nil {
+		return source.Location{}, err
 	}
 	server := strings.ToLower(cfg.Host)
 	if cfg.Instance != "" {
@@ -195,7 +218,9 @@ func (Driver) UUID(b []byte) (string, error) {
 //   - rowversion (and binary) keys as 0x and hex, sent as varbinary;
 //   - datetime2 as civil.DateTime (datetime2(7)): go-mssqldb sends a time.Time as
 //     datetimeoffset, which would convert the column and defeat its index;
-//   - datetime and smalldatetime as mssql.DateTime1 (datetime). go-mssqldb reads a datetime's
+//   - datetime as mssql.DateTime1 (datetime); smalldatetime too, its marker cast to
+//     smalldatetime (exact: the value read is whole minutes), so that the column is not
+//     converted to datetime for the comparison. go-mssqldb reads a datetime's
 //     1/300 s ticks rounded to whole milliseconds (.003 for 3 1/3 ms: decodeDateTime), and since
 //     compatibility level 130 SQL Server converts a datetime to datetime2 exactly (.0033333), so
 //     sent as datetime2 the value read would not equal the one stored: about a third of the
@@ -222,8 +247,12 @@ func (Driver) KeyCodec(c source.ColumnType) (source.KeyCodec, bool) {
 	switch {
 	case c.Class == source.ClassRowversion || c.Class == source.ClassBinary:
 		return rowversionCodec, true
-	case c.Class == source.ClassTime && c.Flavor == source.TSUTC && (base == "DATETIME" || base == "SMALLDATETIME"):
+	case c.Class == source.ClassTime && c.Flavor == source.TSUTC && base == "DATETIME":
 		return timeCodec(func(t time.Time) any { return mssql.DateTime1(t) }), true
+	case c.Class == source.ClassTime && c.Flavor == source.TSUTC && base == "SMALLDATETIME":
+		k := timeCodec(func(t time.Time) any { return mssql.DateTime1(t) })
+		k.Marker = func(m string) string { return "CAST(" + m + " AS smalldatetime)" }
+		return k, true
 	case c.Class == source.ClassTime && c.Flavor == source.TSUTC:
 		return timeCodec(func(t time.Time) any { return civil.DateTimeOf(t) }), true
 	case nonUnicode(base):

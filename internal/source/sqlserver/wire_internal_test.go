@@ -69,7 +69,7 @@ func TestKeyArgumentsOnTheWire(t *testing.T) {
 		wantPred            string // in the SQL
 	}{
 		{"DATETIME", "BIGINT", json.RawMessage(`7`), "datetime", "bigint", "[c] >= @p1 AND ([c] > @p1 OR [k] > @p2)"},
-		{"SMALLDATETIME", "INT", json.RawMessage(`7`), "datetime", "bigint", "[c] >= @p1 AND ([c] > @p1 OR [k] > @p2)"},
+		{"SMALLDATETIME", "INT", json.RawMessage(`7`), "datetime", "bigint", "[c] >= CAST(@p1 AS smalldatetime) AND ([c] > CAST(@p1 AS smalldatetime) OR [k] > @p2)"},
 		{"DATETIME2", "BIGINT", json.RawMessage(`7`), "datetime2(7)", "bigint", "[c] >= @p1 AND ([c] > @p1 OR [k] > @p2)"},
 		{"DATETIMEOFFSET", "BIGINT", json.RawMessage(`7`), "datetimeoffset(7)", "bigint", "[c] >= @p1 AND ([c] > @p1 OR [k] > @p2)"},
 		{"DATETIME2", "VARCHAR", json.RawMessage(`"a-c"`), "datetime2(7)", "nvarchar(3)", "[c] >= @p1 AND ([c] > @p1 OR [k] > CAST(@p2 AS varchar(8000)))"},
@@ -82,7 +82,7 @@ func TestKeyArgumentsOnTheWire(t *testing.T) {
 			if _, err := src.Fetch(ctx(t), &cur, 10); err != nil {
 				t.Fatal(err)
 			}
-			call := srv.Call("FROM [dbo].[t] WHERE [c] >= @p1")
+			call := srv.Call("FROM [dbo].[t] WHERE [c] >= ")
 			if !strings.Contains(call.SQL, c.wantPred) {
 				t.Errorf("the fetch sent\n%s\nwant the predicate %s", call.SQL, c.wantPred)
 			}
@@ -421,5 +421,25 @@ func TestChangeTrackingReadAhead(t *testing.T) {
 	delete(srv.answers, "SELECT TOP")
 	if f5 := fetch(f4.to); f5.calls == 0 || len(f5.ids) != 0 {
 		t.Errorf("after the run: %v after %d statements; want a read of its own, nothing new", f5.ids, f5.calls)
+	}
+}
+
+// TestTimezoneSettingRefused: a go-mssqldb connection string whose timezone is not UTC would
+// shift every datetime key argument by the zone's offset: it is refused, naming the setting.
+func TestTimezoneSettingRefused(t *testing.T) {
+	for dsn, ok := range map[string]bool{
+		"sqlserver://u:p@h?database=d":                           true,
+		"sqlserver://u:p@h?database=d&timezone=UTC":              true,
+		"sqlserver://u:p@h?database=d&timezone=Europe%2FParis":   false,
+		"server=h;user id=u;password=p;timezone=America/Chicago": false,
+	} {
+		_, err := Driver{}.Open(dsn)
+		_, lerr := Driver{}.Location(dsn)
+		if (err == nil) != ok || (lerr == nil) != ok {
+			t.Errorf("%s: open %v, location %v", dsn, err, lerr)
+		}
+		if !ok && (err == nil || !strings.Contains(err.Error(), "timezone=")) {
+			t.Errorf("%s: the error does not name the setting: %v", dsn, err)
+		}
 	}
 }
