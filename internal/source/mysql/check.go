@@ -47,6 +47,8 @@ func (Driver) DDLInTransaction() bool { return false }
 
 type myColumn struct {
 	name, typ, def, extra string
+	colType               string // COLUMN_TYPE: "datetime(6)"
+	nullable              bool
 }
 
 // schemaArg is the table's schema, or the connection's database.
@@ -144,9 +146,11 @@ func triggerNote(logBin, trust bool) string {
 
 func myColumns(ctx context.Context, db *sql.DB, t source.Table) ([]myColumn, error) {
 	return source.Collect(ctx, db, func(rows *sql.Rows) (c myColumn, err error) {
-		err = rows.Scan(&c.name, &c.typ, &c.def, &c.extra)
+		var nullable string
+		err = rows.Scan(&c.name, &c.typ, &c.def, &c.extra, &c.colType, &nullable)
+		c.nullable = nullable == "YES"
 		return c, err
-	}, "SELECT COLUMN_NAME, DATA_TYPE, COALESCE(COLUMN_DEFAULT, ''), EXTRA FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = "+schemaArg+" AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION", t.Schema, t.Name)
+	}, "SELECT COLUMN_NAME, DATA_TYPE, COALESCE(COLUMN_DEFAULT, ''), EXTRA, COLUMN_TYPE, IS_NULLABLE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = "+schemaArg+" AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION", t.Schema, t.Name)
 }
 
 // myIndexes lists the table's B-tree indexes, each its columns in order ("" for an expression or
@@ -303,8 +307,8 @@ func readZone(ctx context.Context, db *sql.DB) (serverZone, error) {
 // (east of UTC the stamps are in the future, which the read's stamp check reports). So anything
 // but UTC all year round is a problem; a zone the server cannot convert cannot be told.
 //
-// The remedy offered is the stamp fix's BEFORE triggers, SET NEW.col = UTC_TIMESTAMP(6), which
-// run after the DEFAULT and ON UPDATE have been applied and override them. (Comparing in the
+// The remedy offered is the stamp fix: the column's DEFAULT made UTC_TIMESTAMP and its ON UPDATE
+// dropped (utcDefault), and BEFORE triggers, SET NEW.col = UTC_TIMESTAMP(6). (Comparing in the
 // column's own zone instead was rejected: a zone with daylight saving time repeats an hour of
 // local times each autumn, so local stamps do not increase with commits.)
 func zoneRule(col string, local []string, z serverZone) (source.Verdict, string) {
@@ -326,7 +330,7 @@ func zoneRule(col string, local []string, z serverZone) (source.Verdict, string)
 	return source.VerdictProblem, stamped + " in a server whose zone is not UTC (" + zone + ": " + off + "). " +
 		"The source reads DATETIME as UTC, so west of UTC every stamp sits hours behind the settle lag and the open-transaction bound, " +
 		"which then hold nothing back: a transaction that commits late lands behind the cursor and its rows are never delivered. " +
-		"The fix stamps it with UTC_TIMESTAMP(6) in BEFORE triggers, which override the DEFAULT and ON UPDATE " +
+		"The fix makes its DEFAULT UTC_TIMESTAMP and drops its ON UPDATE (MySQL 8 applies ON UPDATE after BEFORE triggers in a multi-table UPDATE), and stamps it with UTC_TIMESTAMP(6) in BEFORE triggers " +
 		"(rows stamped before keep their local times; the application then reads UTC in this column). " +
 		"Or make it TIMESTAMP(6), which MySQL keeps in UTC (ALTER TABLE ... MODIFY it in a session whose time_zone is the server's, so the old values convert), " +
 		"or run the server in UTC (time_zone='+00:00'). Writers that SET their own session time_zone stamp NOW() in that zone, whatever the server's"
@@ -432,6 +436,9 @@ func (dr Driver) stampFix(d source.Definition, col *myColumn, insert, update boo
 		name := source.QuoteTable(dr, source.Table{Schema: d.Table.Schema, Name: source.StampName(d) + "_" + strings.ToLower(event)})
 		return "CREATE TRIGGER " + name + " BEFORE " + event + " ON " + table + " FOR EACH ROW\n" + body
 	}
+	if m := utcDefault(table, qcol, col, insert, update); m != "" {
+		out = append(out, m)
+	}
 	if insert {
 		out = append(out, trigger("INSERT"))
 	}
@@ -439,6 +446,31 @@ func (dr Driver) stampFix(d source.Definition, col *myColumn, insert, update boo
 		out = append(out, trigger("UPDATE"))
 	}
 	return out
+}
+
+// utcDefault is, for a DATETIME column whose DEFAULT (insert: the fix stamps inserts) or ON
+// UPDATE (update) stamps it by the local clock (CURRENT_TIMESTAMP, NOW()...), the statement that
+// makes its DEFAULT UTC_TIMESTAMP and drops its ON UPDATE; "" for any other column. The BEFORE triggers of the stamp fix alone would not do:
+// MySQL 8 applies ON UPDATE CURRENT_TIMESTAMP after the BEFORE triggers in a multi-table UPDATE
+// (mysql-server sql/sql_update.cc: the triggers run, then the auto-set fields are stamped, sparing
+// only the columns the statement itself set), which would stamp the column in local time again.
+// The column keeps its type and nullability (COLUMN_TYPE, IS_NULLABLE); MODIFY drops a COMMENT
+// it had. Expression defaults need MySQL 8.0.13 (https://dev.mysql.com/doc/refman/8.4/en/data-type-defaults.html)
+// or MariaDB 10.2.
+func utcDefault(table, qcol string, col *myColumn, insert, update bool) string {
+	if col == nil || col.typ != "datetime" || col.colType == "" ||
+		!(insert && localClock(stampFunc(col.def))) && !(update && strings.Contains(strings.ToLower(col.extra), "on update")) {
+		return ""
+	}
+	fsp := ""
+	if i := strings.IndexByte(col.colType, '('); i >= 0 {
+		fsp = strings.TrimSuffix(col.colType[i+1:], ")")
+	}
+	null := " NOT NULL"
+	if col.nullable {
+		null = " NULL"
+	}
+	return "ALTER TABLE " + table + " MODIFY " + qcol + " " + col.colType + null + " DEFAULT (UTC_TIMESTAMP(" + fsp + "))"
 }
 
 // currentUser is the login as GRANT names it: 'user'@'host'.
