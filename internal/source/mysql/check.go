@@ -198,24 +198,7 @@ func (dr Driver) stamping(ctx context.Context, db *sql.DB, d source.Definition, 
 	if err != nil || col == nil || col.typ != "datetime" {
 		return st, err
 	}
-	var local []string
-	for _, side := range []struct {
-		name string
-		v    source.Verdict
-		by   string
-	}{{"INSERT", st.Insert, by.insert}, {"UPDATE", st.Update, by.update}} {
-		if side.v == source.VerdictOK && localClock(side.by) {
-			local = append(local, side.name+" by "+side.by)
-		}
-	}
-	if len(local) == 0 {
-		return st, nil
-	}
-	z, err := readZone(ctx, db)
-	if err != nil { // judged as a zone the server cannot convert: cannot tell
-		z = serverZone{global: "unread: " + err.Error()}
-	}
-	v, why := zoneRule(col.name, local, z)
+	v, why := dr.zoneVerdict(ctx, db, col, st, by)
 	if v == source.VerdictOK {
 		return st, nil
 	}
@@ -229,6 +212,50 @@ func (dr Driver) stamping(ctx context.Context, db *sql.DB, d source.Definition, 
 	}
 	st.Why = append(st.Why, why)
 	return st, nil
+}
+
+// zoneVerdict judges a DATETIME column's stamping (st, by) in the server's zone (zoneRule): ok
+// when no side the column is stamped on is stamped by the local clock.
+func (dr Driver) zoneVerdict(ctx context.Context, db *sql.DB, col *myColumn, st source.Stamping, by stampedBy) (source.Verdict, string) {
+	var local []string
+	for _, side := range []struct {
+		name string
+		v    source.Verdict
+		by   string
+	}{{"INSERT", st.Insert, by.insert}, {"UPDATE", st.Update, by.update}} {
+		if side.v == source.VerdictOK && localClock(side.by) {
+			local = append(local, side.name+" by "+side.by)
+		}
+	}
+	if len(local) == 0 {
+		return source.VerdictOK, ""
+	}
+	z, err := readZone(ctx, db)
+	if err != nil { // judged as a zone the server cannot convert: cannot tell
+		z = serverZone{global: "unread: " + err.Error()}
+	}
+	return zoneRule(col.name, local, z)
+}
+
+// zoneProblem is zoneRule's problem for d's cursor column, as the read's guard refuses it
+// (zoneGuard); "" when there is none, or when it cannot be told.
+func (dr Driver) zoneProblem(ctx context.Context, db *sql.DB, d source.Definition) string {
+	cols, err := myColumns(ctx, db, d.Table)
+	if err != nil {
+		return ""
+	}
+	i := slices.IndexFunc(cols, func(c myColumn) bool { return strings.EqualFold(c.name, d.Cursor.Column) })
+	if i < 0 || cols[i].typ != "datetime" {
+		return ""
+	}
+	st, by, err := dr.stampSides(ctx, db, d, &cols[i])
+	if err != nil {
+		return ""
+	}
+	if v, why := dr.zoneVerdict(ctx, db, &cols[i], st, by); v == source.VerdictProblem {
+		return why
+	}
+	return ""
 }
 
 // stampedBy names what stamps each side of a column: the function of its default or ON UPDATE,

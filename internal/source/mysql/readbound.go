@@ -132,11 +132,46 @@ func (o OpenTrx) String() string {
 // a second between them, not one each: every read anyone makes keeps the list from being
 // refreshed). A bound read from a fresh list stays safe for every reader of the server; the
 // user is in the key because a denial is the user's.
+//
+// In front of it, each poller's reads are refused while its DATETIME cursor column is stamped by
+// the local clock of a server whose zone is not UTC (zoneGuard).
 func (Driver) ReadBound(dsn string, d source.Definition) (source.ReadBound, bool) {
 	if d.Cursor.Kind != state.KindTimestampPK {
 		return nil, false
 	}
-	return sharedBound(dsn), true
+	return &zoneGuard{ReadBound: sharedBound(dsn), def: d}, true
+}
+
+// zoneGuard refuses a poller's reads while its cursor is a DATETIME column stamped by the
+// server's local clock in a zone that is not UTC (zoneRule's problem): such a poller would lose
+// the rows of late commits without a word, so it delivers nothing until the column is fixed
+// (pollerctl check NAME --fix), rather than deliver around the hole. The verdict is read at the
+// first read and again every zoneRecheck, so a fix takes effect without a restart; a column or
+// zone that cannot be read is left to pollerctl check (the read goes on).
+type zoneGuard struct {
+	source.ReadBound
+	def source.Definition
+
+	mu      sync.Mutex
+	at      time.Time // when the verdict was read (zero: never)
+	problem string    // the problem, "" when none
+}
+
+// zoneRecheck is how long a zoneGuard's verdict is kept.
+const zoneRecheck = time.Minute
+
+// Arg refuses the read while the column has the problem, else is the shared bound's.
+func (z *zoneGuard) Arg(ctx context.Context, db *sql.DB) (any, error) {
+	z.mu.Lock()
+	if z.at.IsZero() || time.Since(z.at) >= zoneRecheck {
+		z.problem, z.at = Driver{}.zoneProblem(ctx, db, z.def), time.Now()
+	}
+	problem := z.problem
+	z.mu.Unlock()
+	if problem != "" {
+		return nil, source.Mark(fmt.Errorf("%s. The poller reads nothing until the column is fixed: pollerctl check <poller> --fix", problem), source.ErrMisconfigured)
+	}
+	return z.ReadBound.Arg(ctx, db)
 }
 
 // sharedBound is the bound of the server and user of dsn.

@@ -220,6 +220,13 @@ func TestMySQLServerSettings(t *testing.T) {
 			"BEFORE INSERT ON `"+table+"`", "BEFORE UPDATE ON `"+table+"`", "SET NEW.`updated_at` = UTC_TIMESTAMP(6)",
 			"ALTER TABLE `"+table+"` MODIFY `updated_at` datetime(6) NOT NULL DEFAULT (UTC_TIMESTAMP(6))")
 		t.Logf("%s: %s", f.Check, f.Detail)
+		// Until the column is fixed, the poller reads nothing, saying why.
+		def := source.Definition{Table: tb, Columns: []string{"id", "updated_at"}, PK: []string{"id"},
+			Cursor: source.Cursor{Kind: state.KindTimestampPK, Column: "updated_at"}}
+		src := mysqlOpen(t, dsn, def)
+		if _, err := src.Fetch(ctx, nil, 10); !errors.Is(err, source.ErrMisconfigured) || !strings.Contains(err.Error(), "stamped by the server's local clock") || !strings.Contains(err.Error(), "--fix") {
+			t.Fatalf("a read of a DATETIME stamped in local time west of UTC: %v; want it refused, saying why", err)
+		}
 		_, err := s.Apply(ctx)
 		var me *gomysql.MySQLError
 		if !errors.As(err, &me) || me.Number != 1419 {
@@ -231,6 +238,9 @@ func TestMySQLServerSettings(t *testing.T) {
 		// applies ON UPDATE after the BEFORE triggers), and when set by hand.
 		s = sourcetest.Setup(t, mysql.Driver{}, dsn, tb, state.KindTimestampPK, "updated_at")
 		sourcetest.FixAndRecheck(t, s)
+		if _, err := mysqlOpen(t, dsn, def).Fetch(ctx, nil, 10); err != nil {
+			t.Fatalf("a read after the fix: %v", err)
+		}
 		for _, step := range []string{
 			"INSERT INTO " + table + " (id, amount) VALUES (1, 1)",
 			"UPDATE " + table + " SET amount = 2 WHERE id = 1",
