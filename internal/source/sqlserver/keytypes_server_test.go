@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
@@ -88,23 +89,10 @@ func TestKeyTypesSQLServer(t *testing.T) {
 			}
 			defer src.Close()
 			seen := map[string]int{}
-			var cur *state.Cursor
-			for batches := 0; ; batches++ {
-				if batches > 100 {
-					t.Fatalf("still reading after 100 batches of 2 (a cursor stuck on ties?): %d keys seen", len(seen))
-				}
-				b, err := src.Fetch(ctx, cur, 2)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if len(b.Rows) == 0 {
-					break
-				}
-				for _, r := range b.Rows {
-					seen[fmt.Sprint(r.Get(c.key))]++
-				}
-				cur = b.To
-			}
+			fetchAll(t, src, 2, 100, func(r source.Row) bool {
+				seen[fmt.Sprint(r.Get(c.key))]++
+				return true
+			})
 			var twice []string
 			for k, n := range seen {
 				if n != 1 {
@@ -146,4 +134,33 @@ func leastPrivilege(t *testing.T, admin, db *sql.DB, dsn string) (login, readerD
 	})
 	u.User = url.UserPassword(login, password)
 	return login, u.String()
+}
+
+// fetchAll reads src from the beginning in batches of limit, as a poller does, giving each row
+// to each until it says stop, or a batch comes back empty; more than most batches fail the test
+// (a cursor stuck on ties, say). It returns each fetch's time.
+func fetchAll(t *testing.T, src *source.Source, limit, most int, each func(source.Row) bool) []time.Duration {
+	t.Helper()
+	var cur *state.Cursor
+	var took []time.Duration
+	for {
+		if len(took) == most {
+			t.Fatalf("still reading after %d batches of %d", most, limit)
+		}
+		t0 := time.Now()
+		b, err := src.Fetch(ctx, cur, limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		took = append(took, time.Since(t0))
+		if len(b.Rows) == 0 {
+			return took
+		}
+		for _, r := range b.Rows {
+			if !each(r) {
+				return took
+			}
+		}
+		cur = b.To
+	}
 }

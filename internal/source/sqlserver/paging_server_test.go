@@ -51,25 +51,15 @@ func TestChangeTrackingPagingSQLServer(t *testing.T) {
 		inTx(t, db, true, "INSERT INTO overtaken (id, v) SELECT value, 'a' FROM GENERATE_SERIES(CAST(1 AS bigint), CAST(10 AS bigint))")
 		inTx(t, db, true, "INSERT INTO overtaken (id, v) VALUES (11, 'b')")
 		inTx(t, db, true, "UPDATE overtaken SET v = 'c' WHERE id = 5")
-		var cur *state.Cursor
 		ops := map[int64]string{}
-		for range 10 {
-			b, err := src.Fetch(ctx, cur, 10)
-			if err != nil {
-				t.Fatal(err)
+		fetchAll(t, src, 10, 10, func(r source.Row) bool {
+			id, _ := r.Key()["id"].(int64)
+			if _, again := ops[id]; again {
+				t.Errorf("id %d came twice", id)
 			}
-			if len(b.Rows) == 0 {
-				break
-			}
-			for _, r := range b.Rows {
-				id, _ := r.Key()["id"].(int64)
-				if _, again := ops[id]; again {
-					t.Errorf("id %d came twice", id)
-				}
-				ops[id] = r.Op()
-			}
-			cur = b.To
-		}
+			ops[id] = r.Op()
+			return true
+		})
 		if len(ops) != 11 {
 			t.Errorf("%d of 11 rows came: %v", len(ops), ops)
 		}
@@ -97,24 +87,19 @@ func TestChangeTrackingPagingSQLServer(t *testing.T) {
 			}
 			defer src.Close()
 			inTx(t, db, true, fmt.Sprintf("INSERT INTO granted (id, v) VALUES (%d, 'x')", id))
-			var cur *state.Cursor
-			for range 100 {
-				b, err := src.Fetch(ctx, cur, 100)
-				if err != nil {
-					t.Fatal(err)
+			var tx source.Transaction
+			found := false
+			fetchAll(t, src, 100, 100, func(r source.Row) bool {
+				if r.Key()["id"] == int64(id) {
+					tx, found = r.Transaction()
+					return false
 				}
-				if len(b.Rows) == 0 {
-					break
-				}
-				for _, r := range b.Rows {
-					if r.Key()["id"] == int64(id) {
-						return r.Transaction()
-					}
-				}
-				cur = b.To
+				return true
+			})
+			if !found {
+				t.Fatalf("the insert of %d never came, or without its transaction", id)
 			}
-			t.Fatalf("the insert of %d never came", id)
-			return source.Transaction{}, false
+			return tx, found
 		}
 		if tx, ok := read(1); !ok || !tx.CommitTime.IsZero() {
 			t.Errorf("without VIEW SERVER STATE: transaction %+v (%v), want one without a commit time", tx, ok)
@@ -130,29 +115,16 @@ func TestChangeTrackingPagingSQLServer(t *testing.T) {
 		src := open("large")
 		const n, batch = 100_000, 500
 		inTx(t, db, true, fmt.Sprintf("INSERT INTO large (id, v) SELECT value, 'x' FROM GENERATE_SERIES(CAST(1 AS bigint), CAST(%d AS bigint))", n))
-		var cur *state.Cursor
 		seen := make(map[int64]bool, n)
-		var took []time.Duration
 		start := time.Now()
-		for len(seen) < n && len(took) < 2*n/batch {
-			t0 := time.Now()
-			b, err := src.Fetch(ctx, cur, batch)
-			if err != nil {
-				t.Fatal(err)
+		took := fetchAll(t, src, batch, 2*n/batch, func(r source.Row) bool {
+			id, _ := r.Key()["id"].(int64)
+			if seen[id] {
+				t.Fatalf("id %d came twice", id)
 			}
-			took = append(took, time.Since(t0))
-			if len(b.Rows) == 0 {
-				break
-			}
-			for _, r := range b.Rows {
-				id, _ := r.Key()["id"].(int64)
-				if seen[id] {
-					t.Fatalf("id %d came twice", id)
-				}
-				seen[id] = true
-			}
-			cur = b.To
-		}
+			seen[id] = true
+			return true
+		})
 		total := time.Since(start)
 		if len(seen) != n {
 			t.Fatalf("%d of %d changes in %d batches", len(seen), n, len(took))

@@ -27,12 +27,33 @@ import (
 func wireSource(t *testing.T, srv *tdsServer, kind string, types map[string]string) *source.Source {
 	t.Helper()
 	def := source.Definition{Table: source.Table{Schema: "dbo", Name: "t"}, Columns: []string{"c", "k"}, Cursor: source.Cursor{Kind: kind, Column: "c"}, PK: []string{"k"}}
-	src, _, err := source.Offline(Driver{}, source.Config{Poller: "p", Driver: Name, DSN: srv.DSN(), Definition: def}, types)
+	src, _ := standIn(t, srv, def, types)
+	return src
+}
+
+// standIn lays out a source of def, the columns of the types given, as Open does, its reads sent
+// to srv; it is closed when the test ends.
+func standIn(t *testing.T, srv *tdsServer, def source.Definition, types map[string]string) (*source.Source, *source.Layout) {
+	t.Helper()
+	src, lay, err := source.Offline(Driver{}, source.Config{Poller: "p", Driver: Name, DSN: srv.DSN(), Definition: def}, types)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { src.Close() })
-	return src
+	return src, lay
+}
+
+// ctStandIn is a stand-in server and the layout of a changetracking poller of dbo.t (id BIGINT,
+// v NVARCHAR) and more tables of those columns, whose reads find version 20 current and 1 the
+// minimum valid.
+func ctStandIn(t *testing.T, more ...source.TableDef) (*tdsServer, *source.Layout) {
+	t.Helper()
+	srv := newTDSServer(t)
+	def := source.Definition{Table: source.Table{Schema: "dbo", Name: "t"}, Columns: []string{"id", "v"}, Cursor: source.Cursor{Kind: state.KindChangeTracking}, PK: []string{"id"}, More: more}
+	_, lay := standIn(t, srv, def, map[string]string{"id": "BIGINT", "v": "NVARCHAR"})
+	srv.answers["SELECT CHANGE_TRACKING_CURRENT_VERSION()"] = int64(20)
+	srv.answers["SELECT CHANGE_TRACKING_MIN_VALID_VERSION"] = int64(1)
+	return srv, lay
 }
 
 func ctx(t *testing.T) context.Context {
@@ -165,11 +186,7 @@ func TestRowversionBoundReadFirst(t *testing.T) {
 func TestChangeTrackingKeyArgumentsOnTheWire(t *testing.T) {
 	srv := newTDSServer(t)
 	def := source.Definition{Table: source.Table{Schema: "dbo", Name: "t"}, Columns: []string{"k", "v"}, Cursor: source.Cursor{Kind: state.KindChangeTracking}, PK: []string{"k"}}
-	src, lay, err := source.Offline(Driver{}, source.Config{Poller: "p", Driver: Name, DSN: srv.DSN(), Definition: def}, map[string]string{"k": "VARCHAR", "v": "INT"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
+	src, lay := standIn(t, srv, def, map[string]string{"k": "VARCHAR", "v": "INT"})
 	c := newChangeTracking(lay)
 	p, err := c.position(&state.Cursor{Kind: state.KindChangeTracking, Value: json.RawMessage(`9`), Tiebreaker: map[string]json.RawMessage{"k": json.RawMessage(`"a-c"`)}})
 	if err != nil {
@@ -249,16 +266,8 @@ func TestCommitTimeNeedsThePermission(t *testing.T) {
 // backlog and updated before the poller came to it would be an "update"). A fetch from any
 // other cursor, or after one that read all there was, reads its own bound from its own base.
 func TestChangeTrackingRunOnTheWire(t *testing.T) {
-	srv := newTDSServer(t)
-	def := source.Definition{Table: source.Table{Schema: "dbo", Name: "t"}, Columns: []string{"id", "v"}, Cursor: source.Cursor{Kind: state.KindChangeTracking}, PK: []string{"id"}}
-	src, lay, err := source.Offline(Driver{}, source.Config{Poller: "p", Driver: Name, DSN: srv.DSN(), Definition: def}, map[string]string{"id": "BIGINT", "v": "NVARCHAR"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
+	srv, lay := ctStandIn(t)
 	c := newChangeTracking(lay)
-	srv.answers["SELECT CHANGE_TRACKING_CURRENT_VERSION()"] = int64(20)
-	srv.answers["SELECT CHANGE_TRACKING_MIN_VALID_VERSION"] = int64(1)
 	// version, op, found, id, v: a backlog of versions 5 and 6, read two at a time.
 	srv.answers["SELECT TOP"] = tdsRows{
 		{int64(5), "I", int64(1), int64(1), "a"},
@@ -317,17 +326,8 @@ func TestChangeTrackingRunOnTheWire(t *testing.T) {
 // TestChangeTrackingTablesRunOnTheWire: a poller of several tables pages a backlog as one run
 // too: the next fetch reads each table under the run's bound and from that table's base.
 func TestChangeTrackingTablesRunOnTheWire(t *testing.T) {
-	srv := newTDSServer(t)
-	def := source.Definition{Table: source.Table{Schema: "dbo", Name: "a"}, Columns: []string{"id", "v"}, Cursor: source.Cursor{Kind: state.KindChangeTracking}, PK: []string{"id"},
-		More: []source.TableDef{{Table: source.Table{Schema: "dbo", Name: "b"}, Columns: []string{"id", "v"}, PK: []string{"id"}}}}
-	src, lay, err := source.Offline(Driver{}, source.Config{Poller: "p", Driver: Name, DSN: srv.DSN(), Definition: def}, map[string]string{"id": "BIGINT", "v": "NVARCHAR"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
+	srv, lay := ctStandIn(t, source.TableDef{Table: source.Table{Schema: "dbo", Name: "b"}, Columns: []string{"id", "v"}, PK: []string{"id"}})
 	m := newCTTables(lay)
-	srv.answers["SELECT CHANGE_TRACKING_CURRENT_VERSION()"] = int64(20)
-	srv.answers["SELECT CHANGE_TRACKING_MIN_VALID_VERSION"] = int64(1)
 	srv.answers["SELECT TOP"] = tdsRows{ // each table's read: versions 5 and 6
 		{int64(5), "I", int64(1), int64(1), "a"},
 		{int64(5), "I", int64(1), int64(2), "b"},
@@ -354,7 +354,7 @@ func TestChangeTrackingTablesRunOnTheWire(t *testing.T) {
 		t.Fatal(err)
 	}
 	cur, ints := reads(n)
-	want := [][]int64{{1, 5, 2, 20, 3}, {1, 4, 20, 3}} // dbo.a after its key 2 in version 5, dbo.b version 5 again
+	want := [][]int64{{1, 5, 2, 20, 3}, {1, 4, 20, 3}} // dbo.t after its key 2 in version 5, dbo.b version 5 again
 	if cur || len(ints) != 2 || !slices.Equal(ints[0], want[0]) || !slices.Equal(ints[1], want[1]) {
 		t.Errorf("the next fetch of the run: read a bound %v, arguments %v; want false, %v", cur, ints, want)
 	}
@@ -364,16 +364,8 @@ func TestChangeTrackingTablesRunOnTheWire(t *testing.T) {
 // batches from what they read without asking the server again; the batch that takes the last of
 // it, when that read reached its bound, ends the run on a version boundary.
 func TestChangeTrackingReadAhead(t *testing.T) {
-	srv := newTDSServer(t)
-	def := source.Definition{Table: source.Table{Schema: "dbo", Name: "t"}, Columns: []string{"id", "v"}, Cursor: source.Cursor{Kind: state.KindChangeTracking}, PK: []string{"id"}}
-	src, lay, err := source.Offline(Driver{}, source.Config{Poller: "p", Driver: Name, DSN: srv.DSN(), Definition: def}, map[string]string{"id": "BIGINT", "v": "NVARCHAR"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
+	srv, lay := ctStandIn(t)
 	c := newChangeTracking(lay)
-	srv.answers["SELECT CHANGE_TRACKING_CURRENT_VERSION()"] = int64(20)
-	srv.answers["SELECT CHANGE_TRACKING_MIN_VALID_VERSION"] = int64(1)
 	row := func(v, id int64) []any { return []any{v, "I", int64(1), id, "x"} }
 	// The stand-in answers every read with these rows: each read's answer is set to what the
 	// server would return after the read's position.
