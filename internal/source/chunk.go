@@ -119,7 +119,7 @@ func (s *Source) ReadChunk(ctx context.Context, after map[string]json.RawMessage
 			if err != nil {
 				return nil, err
 			}
-			pred, order := dl.Keyset(s.def.Cursor.Kind, QuoteAll(dl, s.keyCols), markers(len(s.keyCols), next))
+			pred, order := dl.Keyset(s.def.Cursor.Kind, QuoteAll(dl, s.keyCols), keyMarkers(s.codecs, next))
 			args = append(args, inMarkerOrder(pos, order)...)
 			left = "CASE WHEN " + pred + " THEN 1 ELSE 0 END"
 		}
@@ -130,7 +130,11 @@ func (s *Source) ReadChunk(ctx context.Context, after map[string]json.RawMessage
 		if err != nil {
 			return nil, err
 		}
-		pred, order := dl.Keyset(state.KindInteger, QuoteAll(dl, s.def.PK), markers(len(s.def.PK), next))
+		codecs := make([]KeyCodec, len(s.def.PK))
+		for i, pk := range s.def.PK {
+			_, codecs[i] = s.pkCodec(pk)
+		}
+		pred, order := dl.Keyset(state.KindInteger, QuoteAll(dl, s.def.PK), keyMarkers(codecs, next))
 		preds = append(preds, pred)
 		args = append(args, inMarkerOrder(key, order)...)
 	}

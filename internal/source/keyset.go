@@ -121,6 +121,16 @@ func markers(n int, next func() string) []string {
 	return out
 }
 
+// keyMarkers returns a marker from next for each key column of codecs, as its codec writes it
+// (KeyCodec.Marker).
+func keyMarkers(codecs []KeyCodec, next func() string) []string {
+	out := markers(len(codecs), next)
+	for i, c := range codecs {
+		out[i] = c.marker(out[i])
+	}
+	return out
+}
+
 // boundArg is the read bound's argument for a read.
 func (k *keyset) boundArg(ctx context.Context) (any, error) {
 	s := k.s
@@ -198,11 +208,7 @@ func buildQueries(dl Driver, d Definition, codecs []KeyCodec, flavor TSFlavor, r
 		next := func() string { n++; return dl.Placeholder(n) }
 		var preds []string
 		if after {
-			params := markers(len(qkeys), next)
-			for i, c := range codecs {
-				params[i] = c.marker(params[i])
-			}
-			pred, order := dl.Keyset(d.Cursor.Kind, qkeys, params)
+			pred, order := dl.Keyset(d.Cursor.Kind, qkeys, keyMarkers(codecs, next))
 			preds, q.keyOrder = append(preds, pred), order
 		}
 		b := dl.UpperBound(d.Cursor.Kind, flavor, qkeys[0], d.settleLag(), next)

@@ -40,10 +40,11 @@ func (Driver) Open(dsn string) (*sql.DB, error) {
 	return sql.Open(sqlServerDriver(dsn), dsn)
 }
 
-// utcOnly refuses go-mssqldb's timezone setting other than UTC: go-mssqldb then reads datetime,
-// datetime2 and smalldatetime values as wall-clock times of that zone and writes arguments'
-// wall clocks in it (msdsn.EncodeParameters.Timezone, types.go), while the cursor carries them in
-// UTC, so every key argument would be off by the zone's offset from the value it came from.
+// utcOnly refuses go-mssqldb's timezone setting other than UTC (unset, go-mssqldb takes UTC):
+// go-mssqldb then labels the datetime, datetime2 and smalldatetime values it reads with that
+// zone (msdsn.EncodeParameters.Timezone, types.go's decoders), so their instant, which the cursor
+// carries in UTC, is off by the zone's offset from the wall clock stored, and every key argument
+// sent back would compare with another value than the one read.
 func utcOnly(cfg msdsn.Config) error {
 	if tz := cfg.Encoding.Timezone; tz != nil && tz != time.UTC && tz.String() != "UTC" && tz.String() != "Etc/UTC" {
 		return fmt.Errorf("the sqlserver connection string sets %s=%s: the poller reads datetime, datetime2 and smalldatetime columns as UTC and sends its cursor back in UTC, so another zone would shift every comparison by its offset; remove the setting (stamp the columns in UTC, or use datetimeoffset)",
@@ -250,7 +251,10 @@ func (Driver) KeyCodec(c source.ColumnType) (source.KeyCodec, bool) {
 	case c.Class == source.ClassTime && c.Flavor == source.TSUTC && base == "DATETIME":
 		return timeCodec(func(t time.Time) any { return mssql.DateTime1(t) }), true
 	case c.Class == source.ClassTime && c.Flavor == source.TSUTC && base == "SMALLDATETIME":
-		k := timeCodec(func(t time.Time) any { return mssql.DateTime1(t) })
+		// Truncated to the minute: a value read is one already; one an operator typed
+		// (pollerctl reset --to-cursor) is then taken as the minute it falls in, whose rows come
+		// again rather than be passed over (CAST rounds 30 seconds and more up).
+		k := timeCodec(func(t time.Time) any { return mssql.DateTime1(t.Truncate(time.Minute)) })
 		k.Marker = func(m string) string { return "CAST(" + m + " AS smalldatetime)" }
 		return k, true
 	case c.Class == source.ClassTime && c.Flavor == source.TSUTC:

@@ -435,3 +435,42 @@ func TestTimezoneSettingRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestBackfillChunkArgumentsOnTheWire: a backfill's chunk compares the primary key after the
+// last chunk, and each row's version with the live position, as the keyset reads do: a varchar
+// key's markers cast to varchar, a smalldatetime cursor's to smalldatetime.
+func TestBackfillChunkArgumentsOnTheWire(t *testing.T) {
+	srv := newTDSServer(t)
+	src := wireSource(t, srv, state.KindTimestampPK, map[string]string{"c": "SMALLDATETIME", "k": "VARCHAR"})
+	pos := state.Cursor{Kind: state.KindTimestampPK, Value: json.RawMessage(`"2026-04-07T01:23:00Z"`), Tiebreaker: map[string]json.RawMessage{"k": json.RawMessage(`"a-c"`)}}
+	if _, err := src.ReadChunk(ctx(t), map[string]json.RawMessage{"k": json.RawMessage(`"ab"`)}, "", &pos, 10); err != nil {
+		t.Fatal(err)
+	}
+	call := srv.Call("CASE WHEN")
+	for _, want := range []string{
+		"CASE WHEN [c] >= CAST(@p1 AS smalldatetime) AND ([c] > CAST(@p1 AS smalldatetime) OR [k] > CAST(@p2 AS varchar(8000))) THEN 1 ELSE 0 END",
+		"[k] > CAST(@p3 AS varchar(8000))",
+	} {
+		if !strings.Contains(call.SQL, want) {
+			t.Errorf("the chunk's read\n%s\nlacks %s", call.SQL, want)
+		}
+	}
+}
+
+// TestSmalldatetimeCursorTruncated: a smalldatetime cursor an operator typed with seconds goes
+// back as the minute it falls in (its rows come again), not rounded up past them by the cast.
+func TestSmalldatetimeCursorTruncated(t *testing.T) {
+	_, lay, err := source.Offline(Driver{}, source.Config{Poller: "p", Driver: Name, Definition: source.Definition{
+		Table: source.Table{Name: "t"}, Columns: []string{"c", "k"}, Cursor: source.Cursor{Kind: state.KindTimestampPK, Column: "c"}, PK: []string{"k"}}},
+		map[string]string{"c": "SMALLDATETIME", "k": "BIGINT"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	arg, err := lay.DecodeKey(0, json.RawMessage(`"2026-04-07T01:23:45Z"`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, ok := arg.(mssql.DateTime1); !ok || !time.Time(d).Equal(time.Date(2026, 4, 7, 1, 23, 0, 0, time.UTC)) {
+		t.Errorf("01:23:45 goes back as %T %v, want 01:23:00 as datetime", arg, arg)
+	}
+}
