@@ -47,7 +47,7 @@ func (Driver) DDLInTransaction() bool { return false }
 
 type myColumn struct {
 	name, typ, def, extra string
-	colType               string // COLUMN_TYPE: "datetime(6)"
+	colType, comment      string // COLUMN_TYPE ("datetime(6)"), COLUMN_COMMENT
 	nullable              bool
 }
 
@@ -97,11 +97,11 @@ func (dr Driver) CheckSetup(ctx context.Context, db *sql.DB, d source.Definition
 	if i := slices.IndexFunc(cols, func(c myColumn) bool { return strings.EqualFold(c.name, d.Cursor.Column) }); i >= 0 {
 		col = &cols[i]
 	}
-	st, err := dr.stamping(ctx, db, d, col)
+	st, by, err := dr.stamping(ctx, db, d, col)
 	if err != nil {
 		return nil, err
 	}
-	fix := dr.stampFix(d, col, st.Insert != source.VerdictOK, st.Update != source.VerdictOK)
+	fix := dr.stampFix(d, col, st.Insert != source.VerdictOK, st.Update != source.VerdictOK, by)
 	if col == nil && d.Cursor.Kind == state.KindTimestampPK {
 		fix = nil // the column the fix adds is stamped on both
 	}
@@ -147,10 +147,10 @@ func triggerNote(logBin, trust bool) string {
 func myColumns(ctx context.Context, db *sql.DB, t source.Table) ([]myColumn, error) {
 	return source.Collect(ctx, db, func(rows *sql.Rows) (c myColumn, err error) {
 		var nullable string
-		err = rows.Scan(&c.name, &c.typ, &c.def, &c.extra, &c.colType, &nullable)
+		err = rows.Scan(&c.name, &c.typ, &c.def, &c.extra, &c.colType, &nullable, &c.comment)
 		c.nullable = nullable == "YES"
 		return c, err
-	}, "SELECT COLUMN_NAME, DATA_TYPE, COALESCE(COLUMN_DEFAULT, ''), EXTRA, COLUMN_TYPE, IS_NULLABLE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = "+schemaArg+" AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION", t.Schema, t.Name)
+	}, "SELECT COLUMN_NAME, DATA_TYPE, COALESCE(COLUMN_DEFAULT, ''), EXTRA, COLUMN_TYPE, IS_NULLABLE, COLUMN_COMMENT FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = "+schemaArg+" AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION", t.Schema, t.Name)
 }
 
 // myIndexes lists the table's B-tree indexes, each its columns in order ("" for an expression or
@@ -193,14 +193,17 @@ func myIndexes(ctx context.Context, db *sql.DB, t source.Table) ([][]string, err
 // or triggers that SET NEW.column (col nil: the column is missing, as the fix adds it). A
 // DATETIME column stamped by the local clock is then judged by the server's time zone
 // (zoneRule).
-func (dr Driver) stamping(ctx context.Context, db *sql.DB, d source.Definition, col *myColumn) (source.Stamping, error) {
+func (dr Driver) stamping(ctx context.Context, db *sql.DB, d source.Definition, col *myColumn) (source.Stamping, stampedBy, error) {
 	st, by, err := dr.stampSides(ctx, db, d, col)
 	if err != nil || col == nil || col.typ != "datetime" {
-		return st, err
+		return st, by, err
 	}
 	v, why := dr.zoneVerdict(ctx, db, col, st, by)
 	if v == source.VerdictOK {
-		return st, nil
+		return st, by, nil
+	}
+	if st.Update == source.VerdictOK && onUpdateLocal(col, by) {
+		st.Update = v
 	}
 	for _, side := range []struct {
 		v  *source.Verdict
@@ -211,7 +214,7 @@ func (dr Driver) stamping(ctx context.Context, db *sql.DB, d source.Definition, 
 		}
 	}
 	st.Why = append(st.Why, why)
-	return st, nil
+	return st, by, nil
 }
 
 // zoneVerdict judges a DATETIME column's stamping (st, by) in the server's zone (zoneRule): ok
@@ -227,6 +230,9 @@ func (dr Driver) zoneVerdict(ctx context.Context, db *sql.DB, col *myColumn, st 
 			local = append(local, side.name+" by "+side.by)
 		}
 	}
+	if onUpdateLocal(col, by) {
+		local = append(local, "UPDATE by ON UPDATE CURRENT_TIMESTAMP, which MySQL 8 applies after the BEFORE triggers in a multi-table UPDATE")
+	}
 	if len(local) == 0 {
 		return source.VerdictOK, ""
 	}
@@ -237,8 +243,17 @@ func (dr Driver) zoneVerdict(ctx context.Context, db *sql.DB, col *myColumn, st 
 	return zoneRule(col.name, local, z)
 }
 
+// onUpdateLocal says whether a column's ON UPDATE CURRENT_TIMESTAMP stamps it by the local clock
+// although a BEFORE UPDATE trigger sets it otherwise (by.update): a single-table UPDATE applies
+// the trigger last, but MySQL 8's multi-table UPDATE applies the ON UPDATE after the BEFORE
+// triggers (mysql-server sql/sql_update.cc, the rows not updated on the fly).
+func onUpdateLocal(col *myColumn, by stampedBy) bool {
+	return strings.Contains(strings.ToLower(col.extra), "on update current_timestamp") && by.update != "current_timestamp"
+}
+
 // zoneProblem is zoneRule's problem for d's cursor column, as the read's guard refuses it
-// (zoneGuard); "" when there is none, or when it cannot be told.
+// (zoneGuard): when the table's newest stamp shows it too (stampedLocal); "" when there is none,
+// or when it cannot be told.
 func (dr Driver) zoneProblem(ctx context.Context, db *sql.DB, d source.Definition) string {
 	cols, err := myColumns(ctx, db, d.Table)
 	if err != nil {
@@ -252,10 +267,33 @@ func (dr Driver) zoneProblem(ctx context.Context, db *sql.DB, d source.Definitio
 	if err != nil {
 		return ""
 	}
-	if v, why := dr.zoneVerdict(ctx, db, &cols[i], st, by); v == source.VerdictProblem {
-		return why
+	v, why := dr.zoneVerdict(ctx, db, &cols[i], st, by)
+	if v != source.VerdictProblem || !dr.stampedLocal(ctx, db, d) {
+		return ""
 	}
-	return ""
+	return why
+}
+
+// stampedLocal says whether the table's newest stamp shows the local clock: within 10 minutes of
+// the server's local time now, and half an hour or more from UTC now. The catalog alone can be
+// wrong the other way (writers whose sessions run in UTC stamp CURRENT_TIMESTAMP in UTC; triggers
+// a login without the TRIGGER privilege cannot see), so the reads are refused only on this
+// evidence; pollerctl check reports the catalog's verdict whatever the data says.
+func (dr Driver) stampedLocal(ctx context.Context, db *sql.DB, d source.Definition) bool {
+	col := dr.Quote(d.Cursor.Column)
+	var fromUTC, fromLocal sql.NullInt64
+	err := db.QueryRowContext(ctx, "SELECT TIMESTAMPDIFF(SECOND, MAX("+col+"), UTC_TIMESTAMP()), TIMESTAMPDIFF(SECOND, MAX("+col+"), CONVERT_TZ(UTC_TIMESTAMP(), '+00:00', @@global.time_zone)) FROM "+source.QuoteTable(dr, d.Table)).Scan(&fromUTC, &fromLocal)
+	if err != nil || !fromUTC.Valid || !fromLocal.Valid {
+		return false
+	}
+	return abs(fromLocal.Int64) <= 600 && abs(fromUTC.Int64) >= 1800
+}
+
+func abs(n int64) int64 {
+	if n < 0 {
+		return -n
+	}
+	return n
 }
 
 // stampedBy names what stamps each side of a column: the function of its default or ON UPDATE,
@@ -444,7 +482,9 @@ func (dr Driver) addCursor(d source.Definition) []string {
 
 // stampFix makes BEFORE triggers that stamp the cursor column on INSERT and on UPDATE (those
 // not stamped yet); an integer cursor takes its values from a one-row counter.
-func (dr Driver) stampFix(d source.Definition, col *myColumn, insert, update bool) []string {
+// A side a BEFORE trigger already stamps in UTC (by) gets no trigger: only the column's
+// definition is mended (utcDefault).
+func (dr Driver) stampFix(d source.Definition, col *myColumn, insert, update bool, by stampedBy) []string {
 	table, qcol := source.QuoteTable(dr, d.Table), dr.Quote(d.Cursor.Column)
 	expr := "CURRENT_TIMESTAMP(6)"
 	if col != nil && col.typ == "datetime" {
@@ -463,14 +503,15 @@ func (dr Driver) stampFix(d source.Definition, col *myColumn, insert, update boo
 		name := source.QuoteTable(dr, source.Table{Schema: d.Table.Schema, Name: source.StampName(d) + "_" + strings.ToLower(event)})
 		return "CREATE TRIGGER " + name + " BEFORE " + event + " ON " + table + " FOR EACH ROW\n" + body
 	}
-	if m := utcDefault(table, qcol, col, insert, update); m != "" {
-		out = append(out, m)
-	}
-	if insert {
+	if insert && by.insert != "utc_timestamp" {
 		out = append(out, trigger("INSERT"))
 	}
-	if update {
+	if update && by.update != "utc_timestamp" {
 		out = append(out, trigger("UPDATE"))
+	}
+	// Last: a CREATE TRIGGER refused (ERROR 1419) leaves the column as it was.
+	if m := utcDefault(table, qcol, col, insert, update); m != "" {
+		out = append(out, m)
 	}
 	return out
 }
@@ -481,8 +522,8 @@ func (dr Driver) stampFix(d source.Definition, col *myColumn, insert, update boo
 // MySQL 8 applies ON UPDATE CURRENT_TIMESTAMP after the BEFORE triggers in a multi-table UPDATE
 // (mysql-server sql/sql_update.cc: the triggers run, then the auto-set fields are stamped, sparing
 // only the columns the statement itself set), which would stamp the column in local time again.
-// The column keeps its type and nullability (COLUMN_TYPE, IS_NULLABLE); MODIFY drops a COMMENT
-// it had. Expression defaults need MySQL 8.0.13 (https://dev.mysql.com/doc/refman/8.4/en/data-type-defaults.html)
+// The column keeps its type, nullability, visibility and comment (COLUMN_TYPE, IS_NULLABLE,
+// EXTRA's INVISIBLE, COLUMN_COMMENT), which MODIFY would otherwise drop. Expression defaults need MySQL 8.0.13 (https://dev.mysql.com/doc/refman/8.4/en/data-type-defaults.html)
 // or MariaDB 10.2.
 func utcDefault(table, qcol string, col *myColumn, insert, update bool) string {
 	if col == nil || col.typ != "datetime" || col.colType == "" ||
@@ -493,11 +534,18 @@ func utcDefault(table, qcol string, col *myColumn, insert, update bool) string {
 	if i := strings.IndexByte(col.colType, '('); i >= 0 {
 		fsp = strings.TrimSuffix(col.colType[i+1:], ")")
 	}
-	null := " NOT NULL"
+	m := "ALTER TABLE " + table + " MODIFY " + qcol + " " + col.colType + " NOT NULL"
 	if col.nullable {
-		null = " NULL"
+		m = strings.TrimSuffix(m, " NOT NULL") + " NULL"
 	}
-	return "ALTER TABLE " + table + " MODIFY " + qcol + " " + col.colType + null + " DEFAULT (UTC_TIMESTAMP(" + fsp + "))"
+	m += " DEFAULT (UTC_TIMESTAMP(" + fsp + "))"
+	if strings.Contains(strings.ToLower(col.extra), "invisible") {
+		m += " INVISIBLE"
+	}
+	if col.comment != "" {
+		m += " COMMENT '" + strings.ReplaceAll(strings.ReplaceAll(col.comment, `\`, `\\`), "'", "''") + "'"
+	}
+	return m
 }
 
 // currentUser is the login as GRANT names it: 'user'@'host'.

@@ -143,9 +143,10 @@ func (Driver) ReadBound(dsn string, d source.Definition) (source.ReadBound, bool
 }
 
 // zoneGuard refuses a poller's reads while its cursor is a DATETIME column stamped by the
-// server's local clock in a zone that is not UTC (zoneRule's problem): such a poller would lose
-// the rows of late commits without a word, so it delivers nothing until the column is fixed
-// (pollerctl check NAME --fix), rather than deliver around the hole. The verdict is read at the
+// server's local clock in a zone that is not UTC (zoneRule's problem), as its newest stamp
+// shows (stampedLocal): such a poller would lose the rows of late commits without a word, so it
+// delivers nothing until the column is fixed (pollerctl check NAME --fix), rather than deliver
+// around the hole. The verdict is read at the
 // first read and again every zoneRecheck, so a fix takes effect without a restart; a column or
 // zone that cannot be read is left to pollerctl check (the read goes on).
 type zoneGuard struct {

@@ -220,7 +220,9 @@ func TestMySQLServerSettings(t *testing.T) {
 			"BEFORE INSERT ON `"+table+"`", "BEFORE UPDATE ON `"+table+"`", "SET NEW.`updated_at` = UTC_TIMESTAMP(6)",
 			"ALTER TABLE `"+table+"` MODIFY `updated_at` datetime(6) NOT NULL DEFAULT (UTC_TIMESTAMP(6))")
 		t.Logf("%s: %s", f.Check, f.Detail)
-		// Until the column is fixed, the poller reads nothing, saying why.
+		// Until the column is fixed, the poller reads nothing, saying why, once a row shows the
+		// local stamps (before, the catalog alone cannot tell a writer whose session runs in UTC).
+		exec("INSERT INTO " + table + " (id, amount) VALUES (100, 1)")
 		def := source.Definition{Table: tb, Columns: []string{"id", "updated_at"}, PK: []string{"id"},
 			Cursor: source.Cursor{Kind: state.KindTimestampPK, Column: "updated_at"}}
 		src := mysqlOpen(t, dsn, def)
@@ -232,6 +234,11 @@ func TestMySQLServerSettings(t *testing.T) {
 		if !errors.As(err, &me) || me.Number != 1419 {
 			t.Fatalf("the fix run by a user without SUPER: %v; want ERROR 1419", err)
 		}
+		// Refused at its first trigger, the fix left the column as it was (its MODIFY comes last).
+		var extra string
+		if err := admin.QueryRow("SELECT EXTRA FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND COLUMN_NAME = 'updated_at'", table).Scan(&extra); err != nil || !strings.Contains(strings.ToLower(extra), "on update") {
+			t.Fatalf("after the refused fix the column's EXTRA is %q (%v): the fix changed it half-way", extra, err)
+		}
 
 		// As root (SUPER), the fix runs; then the column is stamped in UTC on insert, on a
 		// single-table update and on a multi-table update of another column (where MySQL 8
@@ -241,17 +248,51 @@ func TestMySQLServerSettings(t *testing.T) {
 		if _, err := mysqlOpen(t, dsn, def).Fetch(ctx, nil, 10); err != nil {
 			t.Fatalf("a read after the fix: %v", err)
 		}
+		exec("CREATE TABLE " + table + "_x (id BIGINT PRIMARY KEY)")
+		t.Cleanup(func() { admin.Exec("DROP TABLE " + table + "_x") })
+		exec("INSERT INTO " + table + "_x VALUES (1)")
 		for _, step := range []string{
 			"INSERT INTO " + table + " (id, amount) VALUES (1, 1)",
 			"UPDATE " + table + " SET amount = 2 WHERE id = 1",
-			"UPDATE " + table + " AS o JOIN (SELECT 1 AS id) AS x ON o.id = x.id SET o.amount = 3",
+			"UPDATE " + table + "_x AS x STRAIGHT_JOIN " + table + " AS o ON o.id = x.id SET o.amount = 3", // o is not first: not updated on the fly
 			"UPDATE " + table + " SET updated_at = '2000-01-01' WHERE id = 1",
 		} {
 			exec(step)
 			var behind sql.NullFloat64
-			if err := admin.QueryRow("SELECT ABS(TIMESTAMPDIFF(SECOND, updated_at, UTC_TIMESTAMP())) FROM " + table).Scan(&behind); err != nil || !behind.Valid || behind.Float64 > 60 {
+			if err := admin.QueryRow("SELECT ABS(TIMESTAMPDIFF(SECOND, updated_at, UTC_TIMESTAMP())) FROM " + table + " WHERE id = 1").Scan(&behind); err != nil || !behind.Valid || behind.Float64 > 60 {
 				t.Fatalf("after the fix and %s, the stamp is %v s from the UTC clock (%v); want within a minute", step, behind, err)
 			}
+		}
+	})
+
+	t.Run("ON UPDATE CURRENT_TIMESTAMP beside UTC triggers", func(t *testing.T) {
+		// The triggers win a single-table UPDATE, but MySQL 8 applies ON UPDATE after them in a
+		// multi-table one: a problem, whose fix mends the column and adds no trigger.
+		table := testenv.Name("tzon_")
+		exec("CREATE TABLE " + table + " (id BIGINT PRIMARY KEY, amount DECIMAL(12,2) NOT NULL, " +
+			"updated_at DATETIME(6) NULL DEFAULT CURRENT_TIMESTAMP(6) ON UPDATE CURRENT_TIMESTAMP(6) COMMENT 'stamp''s', KEY (updated_at, id))")
+		t.Cleanup(func() { admin.Exec("DROP TABLE " + table) })
+		exec("CREATE TRIGGER " + table + "_i BEFORE INSERT ON " + table + " FOR EACH ROW SET NEW.updated_at = UTC_TIMESTAMP(6)")
+		exec("CREATE TRIGGER " + table + "_u BEFORE UPDATE ON " + table + " FOR EACH ROW SET NEW.updated_at = UTC_TIMESTAMP(6)")
+		s := sourcetest.Setup(t, mysql.Driver{}, dsn, source.Table{Name: table}, state.KindTimestampPK, "updated_at")
+		f := sourcetest.Expect(t, s, source.CheckStamped, source.VerdictProblem,
+			[]string{"UPDATE by ON UPDATE CURRENT_TIMESTAMP, which MySQL 8 applies after the BEFORE triggers"},
+			"ALTER TABLE `"+table+"` MODIFY `updated_at` datetime(6) NULL DEFAULT (UTC_TIMESTAMP(6)) COMMENT 'stamp''s'")
+		if strings.Contains(strings.Join(f.Fix, "\n"), "CREATE TRIGGER") {
+			t.Errorf("the fix adds a trigger beside the UTC ones: %v", f.Fix)
+		}
+		// Its rows are stamped in UTC (the triggers): the catalog's problem alone does not stop
+		// the poller's reads (a writer whose session runs in UTC stamps so too).
+		exec("INSERT INTO " + table + " (id, amount) VALUES (1, 1)")
+		src := mysqlOpen(t, dsn, source.Definition{Table: source.Table{Name: table}, Columns: []string{"id", "updated_at"}, PK: []string{"id"},
+			Cursor: source.Cursor{Kind: state.KindTimestampPK, Column: "updated_at"}})
+		if _, err := src.Fetch(ctx, nil, 10); err != nil {
+			t.Errorf("a read of a table whose stamps are UTC: %v", err)
+		}
+		sourcetest.FixAndRecheck(t, s)
+		var comment string
+		if err := admin.QueryRow("SELECT COLUMN_COMMENT FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND COLUMN_NAME = 'updated_at'", table).Scan(&comment); err != nil || comment != "stamp's" {
+			t.Errorf("the fix left the column's comment %q (%v)", comment, err)
 		}
 	})
 
