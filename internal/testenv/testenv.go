@@ -252,7 +252,12 @@ func (s *Buffer) String() string {
 // wal_level=logical (scripts/test.sh's does).
 func PostgresLogical(tb testing.TB, ddl string) (db *sql.DB, dsn, table, slot string) {
 	tb.Helper()
-	dsn = Postgres(tb)
+	return PostgresLogicalOn(tb, Postgres(tb), ddl)
+}
+
+// PostgresLogicalOn is PostgresLogical on the server of dsn (PostgresOwn's, say).
+func PostgresLogicalOn(tb testing.TB, dsn, ddl string) (db *sql.DB, _, table, slot string) {
+	tb.Helper()
 	db, err := sql.Open("pgx", dsn)
 	if err != nil {
 		tb.Fatal(err)
