@@ -21,9 +21,11 @@ import (
 
 // TestLogicalSetupWritesNothing: a logical poller whose slot, publication or wal_level is
 // missing fails before any state is read or written, with the error naming the fix; once set up,
-// its first tick delivers, counts its ops and reports the slot's retained WAL.
+// its first tick delivers, counts its ops and reports the slot's retained WAL. On a server of its
+// own: its second tick must be idle, which a keep-up would not be (other tests' WAL moves the
+// WAL's end a shared server's slot is measured against).
 func TestLogicalSetupWritesNothing(t *testing.T) {
-	db, dsn, table, slot := testenv.PostgresLogical(t, "CREATE TABLE %s (id bigint PRIMARY KEY, name text NOT NULL)")
+	db, dsn, table, slot := testenv.PostgresLogicalOn(t, testenv.PostgresOwn(t), "CREATE TABLE %s (id bigint PRIMARY KEY, name text NOT NULL)")
 	p := poller.New("cdc", table, poller.Logical, func(context.Context, *poller.Batch[poller.Row]) error { return nil },
 		poller.WithColumns("id", "name"), poller.WithKey("id"))
 	settings := appsettings.Settings{Driver: postgres.Name, DSN: dsn, BatchSize: 10, LeaseTTL: lease.DefaultTTL,
