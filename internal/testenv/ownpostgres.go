@@ -25,32 +25,10 @@ func PostgresOwn(tb testing.TB) string {
 	if bin == "" {
 		tb.Skip("no PostgreSQL server binaries (initdb, pg_ctl) for a server of the test's own: apt-get install postgresql")
 	}
-	dir, err := os.MkdirTemp("", "pseudotrigger-pgown-")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		tb.Fatal(err)
-	}
-	var as []string
-	if os.Geteuid() == 0 { // initdb refuses root: the server runs as postgres, which must reach dir
-		u, err := user.Lookup("postgres")
-		if err != nil {
-			tb.Skipf("running as root and there is no postgres user to run PostgreSQL as: %v", err)
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		if err := os.Chown(dir, uid, -1); err != nil {
-			tb.Fatal(err)
-		}
-		as = []string{"runuser", "-u", "postgres", "--"}
-	}
+	dir, command := ServerDir(tb, "pseudotrigger-pgown-", "postgres") // initdb refuses root
 	run := func(args ...string) {
 		tb.Helper()
-		all := append(append([]string{}, as...), args...)
-		c := exec.Command(all[0], all[1:]...)
-		c.Dir = dir
-		if out, err := c.CombinedOutput(); err != nil {
+		if out, err := command(args...).CombinedOutput(); err != nil {
 			log, _ := os.ReadFile(filepath.Join(dir, "server.log"))
 			tb.Fatalf("%s: %v\n%s\n%s", args[0], err, out, log)
 		}
@@ -66,13 +44,45 @@ func PostgresOwn(tb testing.TB) string {
 	run(filepath.Join(bin, "pg_ctl"), "-D", data, "-w", "-t", "60", "-l", filepath.Join(dir, "server.log"), "-o",
 		fmt.Sprintf("-c listen_addresses=127.0.0.1 -p %d -k %s -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c wal_level=logical -c max_replication_slots=8 -c max_wal_senders=4", port, dir),
 		"start")
-	tb.Cleanup(func() {
-		all := append(append([]string{}, as...), filepath.Join(bin, "pg_ctl"), "-D", data, "-m", "immediate", "stop")
+	tb.Cleanup(func() { _ = command(filepath.Join(bin, "pg_ctl"), "-D", data, "-m", "immediate", "stop").Run() })
+	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
+}
+
+// ServerDir makes a directory for a server a test starts of its own, removed when the test ends,
+// and returns it with a maker of commands run in it. Run as root, the commands run as runAs (a
+// server that drops privileges, or refuses root, as initdb does), which owns the directory and
+// must reach it through every parent; the test skips when there is no such user.
+func ServerDir(tb testing.TB, prefix, runAs string) (string, func(args ...string) *exec.Cmd) {
+	tb.Helper()
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	var as []string
+	if os.Geteuid() == 0 {
+		u, err := user.Lookup(runAs)
+		if err != nil {
+			tb.Skipf("running as root and there is no %s user to run the server as: %v", runAs, err)
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		if err := os.Chown(dir, uid, -1); err != nil {
+			tb.Fatal(err)
+		}
+		as = []string{"runuser", "-u", runAs, "--"}
+		if err := exec.Command("runuser", "-u", runAs, "--", "test", "-x", dir).Run(); err != nil {
+			tb.Fatalf("the %s user cannot enter %s: set TMPDIR to a directory it can reach", runAs, dir)
+		}
+	}
+	return dir, func(args ...string) *exec.Cmd {
+		all := append(append([]string{}, as...), args...)
 		c := exec.Command(all[0], all[1:]...)
 		c.Dir = dir
-		_ = c.Run()
-	})
-	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
+		return c
+	}
 }
 
 // postgresBin is the directory of the newest PostgreSQL server binaries installed; "" when none.

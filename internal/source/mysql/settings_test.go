@@ -8,7 +8,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -68,35 +67,10 @@ func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 // enter), and returns its root DSN on the database pseudotrigger.
 func startMariaDB(t *testing.T, mariadbd, install string, options ...string) string {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "pseudotrigger-mariadb-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	var as []string
+	dir, command := testenv.ServerDir(t, "pseudotrigger-mariadb-", "mysql")
 	runAs := ""
 	if os.Geteuid() == 0 {
-		u, err := user.Lookup("mysql")
-		if err != nil {
-			t.Skipf("running as root and there is no mysql user to run MariaDB as: %v", err)
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		if err := os.Chown(dir, uid, -1); err != nil {
-			t.Fatal(err)
-		}
-		as, runAs = []string{"runuser", "-u", "mysql", "--"}, "mysql"
-		if err := exec.Command("runuser", "-u", "mysql", "--", "test", "-x", dir).Run(); err != nil {
-			t.Fatalf("the mysql user cannot enter %s: set TMPDIR to a directory it can reach", dir)
-		}
-	}
-	command := func(args ...string) *exec.Cmd {
-		all := append(append([]string{}, as...), args...)
-		c := exec.Command(all[0], all[1:]...)
-		c.Dir = dir
-		return c
+		runAs = "mysql"
 	}
 	data := filepath.Join(dir, "data")
 	if out, err := command(install, "--no-defaults", "--datadir="+data, "--auth-root-authentication-method=normal", "--skip-test-db").CombinedOutput(); err != nil {
