@@ -427,6 +427,15 @@ type ctPosition struct {
 	key     []any
 }
 
+// insideVersion is the version p is inside, whose changes before it a read does not count
+// (number); -1 for a boundary or the beginning (nil).
+func (p *ctPosition) insideVersion() int64 {
+	if p == nil || p.key == nil {
+		return -1
+	}
+	return p.version
+}
+
 // base is the version the read after p passes to CHANGETABLE(CHANGES ...).
 func (p ctPosition) base() int64 {
 	if p.key != nil {
@@ -622,13 +631,11 @@ func (c *changeTracking) readErr(what string, err error) error {
 // A fetch that goes on with a run (ctRun) takes the changes the run read ahead, or reads ahead.
 func (c *changeTracking) Fetch(ctx context.Context, after *state.Cursor, limit int) (*source.Batch, error) {
 	if run, ok := c.run.takeAhead(after); ok {
-		inside := int64(-1)
-		if p, err := c.position(after); err != nil {
+		p, err := c.position(after)
+		if err != nil {
 			return nil, err
-		} else if p.key != nil {
-			inside = p.version
 		}
-		return c.deliver(after, limit, run.ahead, run.whole, inside, run), nil
+		return c.deliver(after, limit, run.ahead, run.whole, p.insideVersion(), run), nil
 	}
 	var (
 		got   []ctChange
@@ -649,11 +656,7 @@ func (c *changeTracking) Fetch(ctx context.Context, after *state.Cursor, limit i
 	if err != nil {
 		return nil, err
 	}
-	inside := int64(-1)
-	if rd0.pos != nil && rd0.pos.key != nil {
-		inside = rd0.pos.version
-	}
-	b := c.deliver(after, limit, got, whole, inside, ctRunState{bases: []int64{rd0.base}, bound: rd0.current})
+	b := c.deliver(after, limit, got, whole, rd0.pos.insideVersion(), ctRunState{bases: []int64{rd0.base}, bound: rd0.current})
 	if len(b.Rows) == 0 && ctKeepUp(rd0.pos, rd0.current, rd0.minValid) {
 		to := ctCursor(rd0.current, nil)
 		b.To = &to
