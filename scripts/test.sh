@@ -74,5 +74,6 @@ internal/source FuzzCursorValues
 internal/appsettings FuzzSettings
 internal/store/blobstore FuzzConnectionString
 internal/declared FuzzParse
+internal/jsonenc FuzzAppendFloat
 TARGETS
 fi

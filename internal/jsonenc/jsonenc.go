@@ -3,6 +3,8 @@
 package jsonenc
 
 import (
+	"math"
+	"strconv"
 	"time"
 	"unicode/utf8"
 )
@@ -63,9 +65,58 @@ func AppendString[Bytes []byte | string](dst []byte, src Bytes) []byte {
 	return append(dst, '"')
 }
 
-// AppendTime appends t in UTC as a JSON string, RFC 3339 with its full fractional precision.
+// AppendTime appends t in UTC as a JSON string, RFC 3339 with its full fractional precision. A
+// year before 0 (PostgreSQL's 1 BC is year 0) or after 9999, which RFC 3339 cannot write, is
+// written in ISO 8601's expanded form, as ECMAScript's Date and java.time read it: a sign and at
+// least six digits ("+010000-01-01T00:00:00Z", "-000044-03-15T00:00:00Z").
 func AppendTime(dst []byte, t time.Time) []byte {
+	t = t.UTC()
 	dst = append(dst, '"')
-	dst = t.UTC().AppendFormat(dst, time.RFC3339Nano)
+	if y := t.Year(); y < 0 || y > 9999 {
+		sign := byte('+')
+		if y < 0 {
+			sign, y = '-', -y
+		}
+		dst = append(dst, sign)
+		for d := 100000; d > 1 && y < d; d /= 10 {
+			dst = append(dst, '0')
+		}
+		dst = strconv.AppendInt(dst, int64(y), 10)
+		dst = t.AppendFormat(dst, "-01-02T15:04:05.999999999Z07:00")
+		return append(dst, '"')
+	}
+	dst = t.AppendFormat(dst, time.RFC3339Nano)
 	return append(dst, '"')
+}
+
+// AppendFloat appends f as encoding/json's Marshal renders a float64 (bits 64) or a float32
+// (bits 32: the shortest digits that read back as the same float32, "3.4028235e+38", not the
+// float64 digits of its value), except that NaN, +Inf and -Inf, which JSON has no number for and
+// Marshal refuses, are the strings "NaN", "Infinity" and "-Infinity": PostgreSQL's own text for
+// them, which its float input, JavaScript's Number() and Python's float() read back.
+func AppendFloat(dst []byte, f float64, bits int) []byte {
+	switch {
+	case math.IsNaN(f):
+		return append(dst, `"NaN"`...)
+	case math.IsInf(f, 1):
+		return append(dst, `"Infinity"`...)
+	case math.IsInf(f, -1):
+		return append(dst, `"-Infinity"`...)
+	}
+	// As encoding/json's floatEncoder: 'f' unless the exponent is small or large, then 'e' with
+	// a two-digit exponent written without its leading zero (1e-07 as 1e-7).
+	abs, format := math.Abs(f), byte('f')
+	if abs != 0 {
+		if bits == 64 && (abs < 1e-6 || abs >= 1e21) || bits == 32 && (float32(abs) < 1e-6 || float32(abs) >= 1e21) {
+			format = 'e'
+		}
+	}
+	dst = strconv.AppendFloat(dst, f, format, -1, bits)
+	if format == 'e' {
+		if n := len(dst); n >= 4 && dst[n-4] == 'e' && dst[n-3] == '-' && dst[n-2] == '0' {
+			dst[n-2] = dst[n-1]
+			dst = dst[:n-1]
+		}
+	}
+	return dst
 }

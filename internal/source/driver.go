@@ -79,6 +79,25 @@ type UUIDReader interface {
 	UUID(b []byte) (string, error)
 }
 
+// A ValueReader is a Driver whose Go driver returns some types' values in a form a Row does not
+// hold, or holds wrongly: PostgreSQL's arrays as their text literal, MySQL's dates that no
+// calendar has ("0000-00-00") as another date. Its Value turns them into what a Row holds.
+type ValueReader interface {
+	// Reads says whether values of columns of type c go through Value; asked once per column,
+	// when a source opens.
+	Reads(c ColumnType) bool
+	// Value turns v, a non-NULL value of a column of type c as the Go driver returned it (or as
+	// the change stream's decoder did), into what a Row holds: documented in docs/types.md. A
+	// value it cannot read is returned as it is.
+	Value(c ColumnType, v any) any
+}
+
+// An ArrayReader is a Driver with array types (Classify's ClassArray; its ValueReader turns their
+// values into []any): Elem is the type of an array's elements, as Classify takes it.
+type ArrayReader interface {
+	Elem(c ColumnType) string
+}
+
 // A Bound keeps a read behind rows that may still commit: a predicate on the cursor column.
 type Bound struct {
 	Pred string // "" when the cursor kind has none

@@ -303,22 +303,57 @@ func (r Row) MarshalJSON() ([]byte, error) {
 				continue
 			}
 		}
-		switch v := r.value(i).(type) {
-		case nil:
-			out = append(out, "null"...)
-		case int64:
-			out = strconv.AppendInt(out, v, 10)
-		case time.Time:
-			out = jsonenc.AppendTime(out, v)
-		default:
-			j, err := json.Marshal(v)
-			if err != nil {
-				return nil, fmt.Errorf("source: column %q: %w", c.name, err)
-			}
-			out = append(out, j...)
+		var err error
+		if out, err = appendValue(out, r.value(i), &r.src.cols[i]); err != nil {
+			return nil, fmt.Errorf("source: column %q: %w", c.name, err)
 		}
 	}
 	return append(out, '}'), nil
+}
+
+// appendValue appends v, a value of column c as a Row holds it, in its JSON form
+// (docs/types.md): floats as encoding/json writes them (a single-precision column's with float32
+// digits) but NaN and the infinities as strings, times as jsonenc.AppendTime writes them, an
+// array's elements as their type's values.
+func appendValue(out []byte, v any, c *column) ([]byte, error) {
+	switch v := v.(type) {
+	case nil:
+		return append(out, "null"...), nil
+	case int64:
+		return strconv.AppendInt(out, v, 10), nil
+	case string:
+		return jsonenc.AppendString(out, v), nil
+	case time.Time:
+		return jsonenc.AppendTime(out, v), nil
+	case float64:
+		if c.Class == ClassReal {
+			return jsonenc.AppendFloat(out, v, 32), nil
+		}
+		return jsonenc.AppendFloat(out, v, 64), nil
+	case float32:
+		return jsonenc.AppendFloat(out, float64(v), 32), nil
+	case []any:
+		e := c
+		if c.elem != nil {
+			e = c.elem
+		}
+		out = append(out, '[')
+		for i, x := range v {
+			if i > 0 {
+				out = append(out, ',')
+			}
+			var err error
+			if out, err = appendValue(out, x, e); err != nil {
+				return nil, err
+			}
+		}
+		return append(out, ']'), nil
+	}
+	j, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, j...), nil
 }
 
 // Decode copies the row into the struct dst points to. A field takes the column named by its
@@ -633,6 +668,16 @@ func assignValue(f reflect.Value, v any) error {
 			return fmt.Errorf("cannot decode %T", v)
 		}
 	case reflect.Slice:
+		if a, ok := v.([]any); ok { // an array: element by element, as its elements' columns would
+			s := reflect.MakeSlice(f.Type(), len(a), len(a))
+			for i, x := range a {
+				if err := assign(s.Index(i), x); err != nil {
+					return fmt.Errorf("element %d: %w", i, err)
+				}
+			}
+			f.Set(s)
+			return nil
+		}
 		if f.Type().Elem().Kind() != reflect.Uint8 {
 			return fmt.Errorf("cannot decode %T into %s", v, f.Type())
 		}

@@ -23,6 +23,7 @@ const (
 	ClassText                    // character strings
 	ClassDecimal                 // exact numerics: rendered as strings
 	ClassFloat                   // approximate numerics
+	ClassReal                    // single-precision floats (float4, REAL, FLOAT): float32 digits in JSON
 	ClassTime                    // date and time types
 	ClassBinary                  // bytes: base64 in JSON
 	ClassUUID                    // uniqueidentifier, uuid: canonical text
@@ -30,6 +31,9 @@ const (
 	ClassXID8                    // PostgreSQL xid8: decimal digits
 	ClassRowversion              // SQL Server rowversion / timestamp
 	ClassBool
+	// ClassArray: arrays (PostgreSQL), whose values a ValueReader turns into []any of their
+	// elements' values (nested for more dimensions).
+	ClassArray
 )
 
 // A TSFlavor says how a timestamp cursor column compares with the database's clock.
@@ -53,6 +57,9 @@ type column struct {
 	dl    Driver
 	scale int  // the declared scale; -1: none
 	pass  bool // the driver's value is already what a Row holds
+	// reads: the driver's ValueReader turns the Go driver's values into what a Row holds
+	reads ValueReader
+	elem  *column // an array's elements (ClassArray)
 }
 
 // newColumn describes column name, whose DatabaseTypeName (SQLite: the declared type) is dbType,
@@ -72,8 +79,15 @@ func newColumn(dl Driver, name, dbType string) column {
 	switch c.Class {
 	case ClassBool, ClassBinary, ClassOther:
 		c.pass = true
-	case ClassInt, ClassFloat, ClassText:
+	case ClassInt, ClassFloat, ClassReal, ClassText:
 		c.pass = dl.Scalars() // else normalize widens
+	}
+	if vr, ok := dl.(ValueReader); ok && vr.Reads(c.ColumnType) {
+		c.reads, c.pass = vr, false
+	}
+	if ar, ok := dl.(ArrayReader); ok && c.Class == ClassArray {
+		e := newColumn(dl, name, ar.Elem(c.ColumnType))
+		c.elem, c.pass = &e, false
 	}
 	return c
 }
@@ -85,6 +99,9 @@ func newColumn(dl Driver, name, dbType string) column {
 func normalize(c *column, v any) any {
 	if v == nil || c.pass {
 		return v
+	}
+	if c.reads != nil {
+		v = c.reads.Value(c.ColumnType, v)
 	}
 	n, err := normalizeErr(c, v)
 	if err != nil {
@@ -164,11 +181,26 @@ func normalizeErr(c *column, v any) (any, error) {
 		if b, ok := v.([]byte); ok {
 			return string(b), nil
 		}
+	case ClassArray:
+		if a, ok := v.([]any); ok && c.elem != nil {
+			normalizeElems(c.elem, a)
+		}
 	}
 	if t, ok := v.(time.Time); ok && t.Location() != time.UTC {
 		return t.UTC(), nil
 	}
 	return v, nil
+}
+
+// normalizeElems normalizes an array's elements in place, of every dimension (a []any within).
+func normalizeElems(e *column, a []any) {
+	for i, v := range a {
+		if sub, ok := v.([]any); ok {
+			normalizeElems(e, sub)
+			continue
+		}
+		a[i] = normalize(e, v)
+	}
 }
 
 var errKeyType = errors.New("cannot be a cursor or key column")

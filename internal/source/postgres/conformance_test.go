@@ -1,11 +1,15 @@
 package postgres_test
 
 import (
+	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcetest"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
@@ -39,8 +43,42 @@ var fixture = sourcetest.Fixture{
 		Update: "txid = pg_current_xact_id()",
 	},
 	ConcurrentWriters: true,
-	Stamp:             "TIMESTAMPTZ(6)",
-	Schema:            func(testing.TB, *sql.DB) string { return "public" },
+	Values: &sourcetest.Values{
+		Table: "postgres",
+		// Logical decoding reads flushed WAL only; the test server commits without waiting.
+		Session: []string{"SET synchronous_commit = on"},
+		Changes: logicalValues,
+		// Types without an equality (json, xml, point) compare by their text; json's is its input's,
+		// spaces and all, so it compares as jsonb.
+		Same: func(typ, a, b string) string {
+			if typ == "json" {
+				return a + "::jsonb IS NOT DISTINCT FROM " + b + "::jsonb"
+			}
+			return a + "::text IS NOT DISTINCT FROM " + b + "::text"
+		},
+		// As a consumer would: json_populate_record reads a JSON string with the type's input
+		// function and an array from a JSON array; bytea is base64.
+		FromJSON: func(typ, table, param string) string {
+			if typ == "bytea" {
+				return "decode(" + param + "::json #>> '{}', 'base64')"
+			}
+			if typ == "bytea[]" {
+				return "CASE WHEN json_typeof(" + param + "::json) = 'array' THEN ARRAY(SELECT decode(e, 'base64') FROM json_array_elements_text(" + param + "::json) e) END"
+			}
+			if typ == "date" || typ == "timestamp" || typ == "timestamptz" {
+				// ISO 8601's expanded years (+294276-...) and astronomical years (0000 is 1 BC),
+				// which PostgreSQL's input reads as years and BC.
+				s := "(" + param + "::json #>> '{}')"
+				y := "(substring(" + s + " from '^[+-]?[0-9]+'))::int"
+				rest := "regexp_replace(" + s + ", '^[+-]?[0-9]+', '')"
+				return "(CASE WHEN " + s + " !~ '^[+-]?[0-9]+-' THEN " + s + " WHEN " + y + " > 0 THEN " + y + "::text || " + rest +
+					" ELSE lpad((1 - " + y + ")::text, 4, '0') || " + rest + " || ' BC' END)::" + typ
+			}
+			return "(json_populate_record(NULL::" + table + ", json_build_object('v', " + param + "::json))).v"
+		},
+	},
+	Stamp:  "TIMESTAMPTZ(6)",
+	Schema: func(testing.TB, *sql.DB) string { return "public" },
 	Types: func(_ testing.TB, _ *sql.DB, name string, ts time.Time) sourcetest.TypesTable {
 		return sourcetest.TypesTable{
 			DDL:    `CREATE TABLE ` + name + ` (id BIGINT PRIMARY KEY, d NUMERIC(12,2), big NUMERIC(38,10), ts TIMESTAMPTZ(6) NOT NULL, bin BYTEA, u UUID, j JSONB, n INT, t TEXT, f DOUBLE PRECISION, b BOOLEAN, i4 INT, i2 SMALLINT, r REAL)`,
@@ -67,4 +105,53 @@ var fixture = sourcetest.Fixture{
 			return `UPDATE "` + table + `" SET "updated_at" = now() AT TIME ZONE 'UTC' WHERE "updated_at" > (now() AT TIME ZONE 'UTC') + interval '10 minutes'`
 		},
 	},
+}
+
+// logicalValues reads the values' table through a logical cursor: a publication and a slot of its
+// own, made before write inserts the rows, then drained.
+func logicalValues(t *testing.T, table string, write func()) []source.Row {
+	db, err := sql.Open("pgx", testenv.Postgres(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	slot := strings.ToLower(table)
+	for _, q := range []string{
+		"CREATE PUBLICATION " + slot + " FOR TABLE " + table,
+		"SELECT pg_create_logical_replication_slot('" + slot + "', 'pgoutput')",
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	t.Cleanup(func() {
+		db, err := sql.Open("pgx", testenv.Postgres(t))
+		if err != nil {
+			return
+		}
+		defer db.Close()
+		db.Exec("SELECT pg_drop_replication_slot($1)", slot)
+		db.Exec("DROP PUBLICATION IF EXISTS " + slot)
+	})
+	write()
+	src, err := drivers.Open(context.Background(), source.Config{Poller: "values", Driver: postgres.Name, DSN: testenv.Postgres(t), Definition: source.Definition{
+		Table: source.Table{Name: table}, Columns: []string{"id", "v"}, PK: []string{"id"},
+		Cursor: source.Cursor{Kind: state.KindLogical}, Slot: slot, Publication: slot,
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { src.Close() })
+	var rows []source.Row
+	var c *state.Cursor
+	for {
+		b, err := src.Fetch(context.Background(), c, 1000)
+		if err != nil {
+			t.Fatalf("logical fetch: %v", err)
+		}
+		if len(b.Rows) == 0 {
+			return rows
+		}
+		rows, c = append(rows, b.Rows...), b.To
+	}
 }

@@ -94,11 +94,13 @@ func (Driver) Classify(base string) (source.Class, source.TSFlavor) {
 	switch base {
 	case "INT2", "INT4", "INT8":
 		return source.ClassInt, source.TSNone
-	case "TEXT", "VARCHAR", "BPCHAR", "NAME", "CHAR":
+	case "TEXT", "VARCHAR", "BPCHAR", "NAME", "CHAR", "XML":
 		return source.ClassText, source.TSNone
 	case "NUMERIC":
 		return source.ClassDecimal, source.TSNone
-	case "FLOAT4", "FLOAT8":
+	case "FLOAT4":
+		return source.ClassReal, source.TSNone
+	case "FLOAT8":
 		return source.ClassFloat, source.TSNone
 	case "TIMESTAMPTZ":
 		return source.ClassTime, source.TSWithZone
@@ -116,6 +118,9 @@ func (Driver) Classify(base string) (source.Class, source.TSFlavor) {
 		return source.ClassXID8, source.TSNone
 	case "BOOL":
 		return source.ClassBool, source.TSNone
+	}
+	if strings.HasPrefix(base, "_") { // pgx names an array type after its element's
+		return source.ClassArray, source.TSNone
 	}
 	return source.ClassOther, source.TSNone
 }

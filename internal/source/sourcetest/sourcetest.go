@@ -62,6 +62,9 @@ type Fixture struct {
 	// Schema is the schema (MySQL: the database) the test's tables are in, which testKeys names
 	// them with (required).
 	Schema func(t testing.TB, db *sql.DB) string
+	// Values is how testValues reads and writes the values of TypesPage's table for the
+	// database (required).
+	Values *Values
 }
 
 // Committed is a cursor kind that follows commit order (a transaction id, a row version): a
@@ -144,6 +147,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("UnreachableRows", h.testUnreachableRows)
 	t.Run("Keys", h.testKeys)
 	t.Run("Chunks", h.testChunks)
+	t.Run("Values", h.testValues)
 }
 
 var ctx = context.Background()
