@@ -1,6 +1,7 @@
 package source
 
 import (
+	"context"
 	"database/sql"
 	"encoding/json"
 	"fmt"
@@ -90,6 +91,22 @@ type ValueReader interface {
 	// the change stream's decoder did), into what a Row holds: documented in docs/types.md. A
 	// value it cannot read is returned as it is.
 	Value(c ColumnType, v any) any
+}
+
+// A ColumnTyper is a Driver whose Go driver does not name some column types as the database
+// holds them (MariaDB's JSON, a LONGTEXT with a json_valid CHECK, reported as TEXT): ColumnTypes
+// returns the types of table's columns cols, given what the Go driver reported (types, in the
+// same order), as Classify should take them.
+type ColumnTyper interface {
+	ColumnTypes(ctx context.Context, db *sql.DB, table Table, cols, types []string) ([]string, error)
+}
+
+// A Selector is a Driver whose Go driver reads some columns other than as the database holds
+// them unless the select list says otherwise (modernc's sqlite turns the text of a column
+// declared DATE, DATETIME or TIMESTAMP into a time.Time, losing its form): Select is the
+// expression that reads column quoted, of type c, as it is held ("" : quoted itself).
+type Selector interface {
+	Select(c ColumnType, quoted string) string
 }
 
 // An ArrayReader is a Driver with array types (Classify's ClassArray; its ValueReader turns their

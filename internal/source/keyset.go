@@ -188,12 +188,12 @@ type queries struct {
 	stampFix     string
 }
 
-// buildQueries renders the keyset queries for a definition with a driver; codecs are the key
+// buildQueries renders the keyset queries for a definition with a driver, reading the select
+// list cols (Source.selectCols); codecs are the key
 // columns' (their markers), flavor says how the cursor column is bounded by the database's clock
 // (timestamp+pk only), readBound whether the fetches take a read bound (ReadBound).
-func buildQueries(dl Driver, d Definition, codecs []KeyCodec, flavor TSFlavor, readBound bool) queries {
+func buildQueries(dl Driver, d Definition, cols string, codecs []KeyCodec, flavor TSFlavor, readBound bool) queries {
 	qkeys := QuoteAll(dl, d.keyColumns())
-	cols := strings.Join(QuoteAll(dl, d.selected()), ", ")
 	table := QuoteTable(dl, d.Table)
 	filter := ""
 	if f := strings.TrimSpace(d.Filter); f != "" {

@@ -284,6 +284,11 @@ func (s *Source) check(ctx context.Context) error {
 	for i, ct := range cts {
 		types[i] = ct.DatabaseTypeName()
 	}
+	if ct, ok := s.dl.(ColumnTyper); ok {
+		if types, err = ct.ColumnTypes(ctx, s.db, s.def.Table, s.def.selected(), types); err != nil {
+			return s.schemaErr("", "reading column types: %v", err)
+		}
+	}
 	if err := s.lay(types); err != nil {
 		return err
 	}
@@ -347,7 +352,7 @@ func (s *Source) lay(types []string) error {
 		s.codecs = append(s.codecs, codec)
 	}
 	if !s.def.Changes() {
-		s.q = buildQueries(s.dl, s.def, s.codecs, s.flavor, s.bound != nil)
+		s.q = buildQueries(s.dl, s.def, s.selectCols(s.def.selected()), s.codecs, s.flavor, s.bound != nil)
 		s.reader = &keyset{s}
 		return nil
 	}
@@ -569,7 +574,7 @@ func (s *Source) FetchKeyOf(ctx context.Context, c *state.Cursor) (*Batch, error
 	if f := strings.TrimSpace(s.def.Filter); f != "" {
 		preds = append(preds, "("+f+")")
 	}
-	q := "SELECT " + strings.Join(QuoteAll(s.dl, s.def.selected()), ", ") + " FROM " + QuoteTable(s.dl, s.def.Table) + " WHERE " + strings.Join(preds, " AND ")
+	q := "SELECT " + s.selectCols(s.def.selected()) + " FROM " + QuoteTable(s.dl, s.def.Table) + " WHERE " + strings.Join(preds, " AND ")
 	rows, err := s.db.QueryContext(ctx, q, pkArgs...)
 	if err != nil {
 		return nil, fmt.Errorf("source: poller %q, table %s: reading a row by key: %w", s.poller, s.def.Table, err)

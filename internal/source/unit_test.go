@@ -6,20 +6,32 @@ import (
 	"testing"
 )
 
+// TestFormatScaled: a REAL renders with at least its column's scale of decimals and never loses
+// a digit of its own shortest text: it reads back as the same float.
 func TestFormatScaled(t *testing.T) {
-	fs := []float64{0, 12.5, -12.5, 0.05, -0.05, 1e-9, 123456789.125, 99999.995, 1e15, 1e20, -3, 0.1 + 0.2, 1.005, 2.675}
+	fs := []float64{0, 12.5, -12.5, 0.05, -0.05, 1e-9, 123456789.125, 99999.995, 1e15, 1e20, -3, 0.1 + 0.2, 1.005, 2.675, 12.345, 1e300, 5e-324}
 	for i := range 20000 {
 		fs = append(fs, float64(i)/100, float64(i)/1000+0.0005, -float64(i)*1.37/100)
 	}
 	for _, f := range fs {
 		for scale := -1; scale <= 10; scale++ {
-			want := strconv.FormatFloat(f, 'f', scale, 64)
-			if strings.Trim(want, "-0.") == "" {
-				want = strings.TrimPrefix(want, "-") // a decimal has no negative zero
+			got := formatScaled(f, scale)
+			back, err := strconv.ParseFloat(got, 64)
+			if err != nil || back != f {
+				t.Fatalf("formatScaled(%v, %d) = %s: reads back as %v (%v)", f, scale, got, back, err)
 			}
-			if got := formatScaled(f, scale); got != want {
-				t.Errorf("formatScaled(%v, %d) = %s, strconv says %s", f, scale, got, want)
+			dot := strings.IndexByte(got, '.')
+			if scale > 0 && (dot < 0 || len(got)-dot-1 < scale) {
+				t.Fatalf("formatScaled(%v, %d) = %s: fewer than %d decimals", f, scale, got, scale)
 			}
+			if strings.HasPrefix(got, "-") && strings.Trim(got, "-0.") == "" {
+				t.Fatalf("formatScaled(%v, %d) = %s: a decimal has no negative zero", f, scale, got)
+			}
+		}
+	}
+	for f, want := range map[float64]string{12.5: "12.50", 12.345: "12.345", 0.30000000000000004: "0.30000000000000004", 3: "3.00", -0.05: "-0.05"} {
+		if got := formatScaled(f, 2); got != want {
+			t.Errorf("formatScaled(%v, 2) = %s, want %s", f, got, want)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -192,6 +193,22 @@ func normalizeErr(c *column, v any) (any, error) {
 	return v, nil
 }
 
+// selectCols is the select list that reads the source's columns names as a Row holds them: each
+// quoted, or as the driver's Selector reads it.
+func (s *Source) selectCols(names []string) string {
+	sel, _ := s.dl.(Selector)
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = s.dl.Quote(n)
+		if j := slices.Index(s.names, n); sel != nil && j >= 0 {
+			if e := sel.Select(s.cols[j].ColumnType, out[i]); e != "" {
+				out[i] = e
+			}
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
 // normalizeElems normalizes an array's elements in place, of every dimension (a []any within).
 func normalizeElems(e *column, a []any) {
 	for i, v := range a {
@@ -273,19 +290,22 @@ var TimeCodec = KeyCodec{
 	},
 }
 
-// formatScaled renders f with scale decimals (all significant ones when scale < 0). Scales up to
-// 9 on values that fit take an integer path, several times faster than strconv's.
+// formatScaled renders f, a REAL that SQLite keeps in a DECIMAL(p, scale) column, with at least
+// scale decimals, and never fewer digits than f's own shortest text: SQLite does not round a
+// value to its column's scale, so 12.5 is "12.50" but 12.345 is "12.345", not a rounded "12.35"
+// (scale < 0: its shortest text). Scales up to 9 on values that fit take an integer path, several
+// times faster than strconv's shortest rendering.
 func formatScaled(f float64, scale int) string {
-	if scale < 0 || scale > 9 {
-		return noNegativeZero(strconv.FormatFloat(f, 'f', scale, 64))
+	if scale < 0 || scale > 9 || math.Abs(f*pow10[scale]) >= 1<<52 {
+		return padScale(f, scale)
 	}
 	p := pow10[scale]
-	x := f * p
-	// Near a half the exact decimal expansion decides the rounding: leave those to strconv.
-	if math.Abs(x) >= 1<<52 || math.Abs(math.Abs(x-math.Trunc(x))-0.5) < 1e-6 {
-		return noNegativeZero(strconv.FormatFloat(f, 'f', scale, 64))
+	r := math.Round(f * p)
+	// n/10^scale, correctly rounded, is f itself only when f has no more than scale decimals
+	// (n and 10^scale are exact doubles and IEEE division rounds correctly).
+	if r/p != f {
+		return padScale(f, scale)
 	}
-	r := math.Round(x)
 	n := int64(r)
 	var buf [32]byte
 	b := buf[:0]
@@ -303,6 +323,23 @@ func formatScaled(f float64, scale int) string {
 		b = append(b, digits[len(digits)-scale:]...)
 	}
 	return string(b)
+}
+
+// padScale is f's shortest text, in decimal notation, padded with zeros to scale decimals.
+func padScale(f float64, scale int) string {
+	s := noNegativeZero(strconv.FormatFloat(f, 'f', -1, 64))
+	dot := strings.IndexByte(s, '.')
+	have := 0
+	if dot >= 0 {
+		have = len(s) - dot - 1
+	}
+	if have >= scale {
+		return s
+	}
+	if dot < 0 {
+		s += "."
+	}
+	return s + strings.Repeat("0", scale-have)
 }
 
 var pow10 = [...]float64{1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9}

@@ -26,8 +26,9 @@ const Name = "mysql"
 
 // Driver is MySQL, MariaDB and Azure Database for MySQL through go-sql-driver/mysql.
 //
-// The connection always parses DATETIME and TIMESTAMP into time.Time in UTC, runs its session
-// in UTC (so that TIMESTAMP columns and UTC_TIMESTAMP() agree), and interpolates parameters on
+// The connection reads DATE, DATETIME and TIMESTAMP as text, which the driver reads as times in
+// UTC, or as the text when no calendar has them (values.go), runs its session in UTC (so that
+// TIMESTAMP columns and UTC_TIMESTAMP() agree), and interpolates parameters on
 // the client: every read is one round trip of the text protocol, not a prepare, an execute and a
 // close. Values are still never spliced into SQL by this package: the driver escapes them.
 type Driver struct{ source.Defaults }
@@ -45,7 +46,7 @@ func mysqlConfig(dsn string) (*gomysql.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the mysql connection string is not valid, want user:password@tcp(host:3306)/database (%s)", redact.DSN(dsn))
 	}
-	cfg.ParseTime = true
+	cfg.ParseTime = false // dates come as text, which Value reads (values.go)
 	cfg.Loc = time.UTC
 	cfg.InterpolateParams = true
 	if cfg.Params == nil {
@@ -123,7 +124,9 @@ func (Driver) Classify(base string) (source.Class, source.TSFlavor) {
 		return source.ClassText, source.TSNone
 	case "DECIMAL":
 		return source.ClassDecimal, source.TSNone
-	case "FLOAT", "DOUBLE":
+	case "FLOAT":
+		return source.ClassReal, source.TSNone
+	case "DOUBLE":
 		return source.ClassFloat, source.TSNone
 	case "TIMESTAMP":
 		return source.ClassTime, source.TSWithZone

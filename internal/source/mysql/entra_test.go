@@ -57,7 +57,7 @@ func TestMySQLEntraParseDSN(t *testing.T) {
 				t.Errorf("%s: %s would be sent to the server as SET %s", c.dsn, k, k)
 			}
 		}
-		if cfg.Params["time_zone"] != "'+00:00'" || !cfg.ParseTime || !cfg.InterpolateParams {
+		if cfg.Params["time_zone"] != "'+00:00'" || cfg.ParseTime || !cfg.InterpolateParams {
 			t.Errorf("%s: the Driver's settings are lost: %+v", c.dsn, cfg)
 		}
 		if e == nil {

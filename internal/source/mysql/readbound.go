@@ -361,7 +361,7 @@ func readOpenTrx(ctx context.Context, db *sql.DB) (o OpenTrx, fresh bool, err er
 		t0       time.Time
 		readOnly string // 0 or 1 (a word, OFF or ON, is taken too)
 	)
-	if err := conn.QueryRowContext(ctx, "SELECT UTC_TIMESTAMP(6), @@global.read_only").Scan(&t0, &readOnly); err != nil {
+	if err := conn.QueryRowContext(ctx, "SELECT UTC_TIMESTAMP(6), @@global.read_only").Scan(sqlTime{&t0}, &readOnly); err != nil {
 		return o, false, err
 	}
 	if readOnly != "0" && !strings.EqualFold(readOnly, "OFF") {
@@ -390,7 +390,7 @@ func readOpenTrx(ctx context.Context, db *sql.DB) (o OpenTrx, fresh bool, err er
 	var list []trx
 	for rows.Next() {
 		var x trx
-		if err := rows.Scan(&x.mine, &x.thread, &x.started, &x.query); err != nil {
+		if err := rows.Scan(&x.mine, &x.thread, sqlTime{&x.started}, &x.query); err != nil {
 			return o, false, err
 		}
 		list = append(list, x)

@@ -2,6 +2,7 @@ package sourcetest
 
 import (
 	"bytes"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -148,6 +149,9 @@ func typesPagePath(t testing.TB) string {
 type Values struct {
 	// Table names the database's table on TypesPage (<!-- types: Table -->).
 	Table string
+	// Server, when set, names the table of the rows that differ by server (MariaDB's or MySQL
+	// 8's), which are read too.
+	Server func(t testing.TB, db *sql.DB) string
 	// Session, when set, is run on the connection that inserts the page's values first (MySQL: a
 	// permissive sql_mode, which zero dates need).
 	Session []string
@@ -158,6 +162,9 @@ type Values struct {
 	// of a value's JSON form, back into a value of type typ, in a row of table: the value is
 	// written back from its JSON. Nil: the value a Row holds is written back as a query argument.
 	FromJSON func(typ, table, param string) string
+	// Arg, when set, is the query argument that writes back v, a value a Row holds (else v
+	// itself).
+	Arg func(v any) any
 	// Changes, when set, reads the table's changes through the database's change stream: it
 	// prepares table (columns id and v) for it, then, after write has inserted the rows, returns
 	// them as the stream delivers them.
@@ -177,9 +184,16 @@ func (h Harness) testValues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	all := cases[v.Table]
-	if len(all) == 0 {
-		t.Fatalf("%s has no table for %s (<!-- types: %s -->)", TypesPage, v.Table, v.Table)
+	tables := []string{v.Table}
+	if v.Server != nil {
+		tables = append(tables, v.Server(t, h.DB))
+	}
+	var all []ValueCase
+	for _, tb := range tables {
+		if len(cases[tb]) == 0 {
+			t.Fatalf("%s has no table for %s (<!-- types: %s -->)", TypesPage, tb, tb)
+		}
+		all = append(all, cases[tb]...)
 	}
 	// One table per type, a row per value (in the page's order) and a NULL.
 	var types []string
@@ -201,17 +215,21 @@ func (h Harness) values(t *testing.T, typ string, cases []ValueCase) {
 	back := name + "_b"
 	h.create(t, name, "CREATE TABLE "+name+" (id BIGINT PRIMARY KEY, v "+typ+")")
 	h.create(t, back, "CREATE TABLE "+back+" (id BIGINT PRIMARY KEY, v "+typ+")")
-	write := func() {
+	session := func() *sql.Conn {
 		conn, err := h.DB.Conn(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer conn.Close()
 		for _, s := range v.Session {
 			if _, err := conn.ExecContext(ctx, s); err != nil {
 				t.Fatalf("%s: %v", s, err)
 			}
 		}
+		return conn
+	}
+	write := func() {
+		conn := session()
+		defer conn.Close()
 		for i, c := range cases {
 			q := fmt.Sprintf("INSERT INTO %s (id, v) VALUES (%d, %s)", name, i+1, c.Value)
 			if _, err := conn.ExecContext(ctx, q); err != nil {
@@ -275,15 +293,20 @@ func (h Harness) values(t *testing.T, typ string, cases []ValueCase) {
 	}
 	// The JSON form (or what the Row holds) is the value: written back, the database finds it
 	// the same.
+	conn := session()
+	defer conn.Close()
 	for i, r := range b.Rows {
 		q := "INSERT INTO " + back + " (id, v) VALUES (" + h.ph(1) + ", " + h.ph(2) + ")"
 		arg := r.Get("v")
+		if v.Arg != nil {
+			arg = v.Arg(arg)
+		}
 		if v.FromJSON != nil {
 			j, _ := vJSON(r)
 			q = "INSERT INTO " + back + " (id, v) VALUES (" + h.ph(1) + ", " + v.FromJSON(typ, back, h.ph(2)) + ")"
 			arg = j
 		}
-		if _, err := h.DB.ExecContext(ctx, q, i+1, arg); err != nil {
+		if _, err := conn.ExecContext(ctx, q, i+1, arg); err != nil {
 			t.Errorf("writing back %s:%d (%T %s): %v", TypesPage, cases[min(i, len(cases)-1)].Line, arg, shorten(fmt.Sprint(arg)), err)
 		}
 	}

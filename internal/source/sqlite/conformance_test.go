@@ -30,6 +30,10 @@ var fixture = sourcetest.Fixture{
 	Timestamp: textTime,
 	Stamp:     "TEXT",
 	Schema:    func(testing.TB, *sql.DB) string { return "main" },
+	Values: &sourcetest.Values{
+		Table: "sqlite",
+		Same:  func(_, a, b string) string { return a + " IS " + b },
+	},
 	Types: func(_ testing.TB, _ *sql.DB, name string, ts time.Time) sourcetest.TypesTable {
 		return sourcetest.TypesTable{
 			DDL:    `CREATE TABLE ` + name + ` (id INTEGER PRIMARY KEY, d DECIMAL(12,2), big TEXT, ts TEXT NOT NULL, bin BLOB, u TEXT, j TEXT, n INTEGER, t TEXT, f REAL, b BOOLEAN, i4 INT, i2 SMALLINT, r REAL)`,

@@ -140,3 +140,15 @@ var textTimeCodec = source.KeyCodec{
 		return s, nil
 	},
 }
+
+// Select reads a column declared DATE, DATETIME or TIMESTAMP as +"col": modernc's driver turns
+// such a column's text into a time.Time (losing its form: "2026-04-07 01:23:45" would come back
+// as 2026-04-07T01:23:45Z, and a TEXT timestamp cursor could not read it at all), but not an
+// expression's; SQLite's unary + returns its operand's value as it is.
+func (Driver) Select(c source.ColumnType, quoted string) string {
+	switch strings.ToUpper(strings.TrimSpace(c.DBType)) {
+	case "DATE", "DATETIME", "TIMESTAMP":
+		return "+" + quoted
+	}
+	return ""
+}
