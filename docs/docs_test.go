@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcetest"
 )
 
 // repoRoot is the checkout, the parent of this package's folder.
@@ -364,4 +366,39 @@ func readLines(t *testing.T, path string) []string {
 		out = append(out, s.Text())
 	}
 	return out
+}
+
+// TestTypesPage: docs/types.md's tables parse (each row one `type`, `value` and `json` whose
+// JSON is JSON), and each is read by a driver's conformance suite (a fixture's Values names it),
+// which runs its rows against the database.
+func TestTypesPage(t *testing.T) {
+	tables, err := sourcetest.ReadTypesPage(filepath.Join(repoRoot, sourcetest.TypesPage))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fixtures, err := filepath.Glob(filepath.Join(repoRoot, "internal", "source", "*", "conformance_test.go"))
+	if err != nil || len(fixtures) == 0 {
+		t.Fatalf("no conformance tests found: %v", err)
+	}
+	var named string
+	for _, f := range fixtures {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		named += string(b)
+	}
+	for _, db := range []string{"postgres", "mysql", "mariadb", "mysql8", "sqlite", "sqlserver"} {
+		if len(tables[db]) == 0 {
+			t.Errorf("%s has no table for %s (<!-- types: %s -->)", sourcetest.TypesPage, db, db)
+		}
+		if !strings.Contains(named, `"`+db+`"`) {
+			t.Errorf("no conformance fixture reads %s's table %s", sourcetest.TypesPage, db)
+		}
+	}
+	for db := range tables {
+		if !strings.Contains(named, `"`+db+`"`) {
+			t.Errorf("%s's table %s is read by no conformance fixture", sourcetest.TypesPage, db)
+		}
+	}
 }

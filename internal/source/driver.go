@@ -109,6 +109,15 @@ type Selector interface {
 	Select(c ColumnType, quoted string) string
 }
 
+// A TypeRefuser is a Driver with column types whose values JSON cannot carry without loss and
+// that have no lossless form of their own (SQL Server's sql_variant, whose values carry their own
+// types): Refuse says why a column of type c cannot be read, and what to do ("": it can). Open,
+// and so pollerctl check, refuses a poller reading such a column, naming it, before any tick
+// stalls on one of its values.
+type TypeRefuser interface {
+	Refuse(c ColumnType) string
+}
+
 // An ArrayReader is a Driver with array types (Classify's ClassArray; its ValueReader turns their
 // values into []any): Elem is the type of an array's elements, as Classify takes it.
 type ArrayReader interface {

@@ -323,8 +323,14 @@ func (s *Source) check(ctx context.Context) error {
 func (s *Source) lay(types []string) error {
 	cols := s.def.selected()
 	s.cols = make([]column, len(types))
+	refuser, _ := s.dl.(TypeRefuser)
 	for i, t := range types {
 		s.cols[i] = newColumn(s.dl, cols[i], t)
+		if refuser != nil {
+			if why := refuser.Refuse(s.cols[i].ColumnType); why != "" {
+				return s.schemaErr(cols[i], "type %s: %s", t, why)
+			}
+		}
 	}
 	s.names = cols
 

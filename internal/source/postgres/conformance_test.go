@@ -47,6 +47,11 @@ var fixture = sourcetest.Fixture{
 		Table: "postgres",
 		// Logical decoding reads flushed WAL only; the test server commits without waiting.
 		Session: []string{"SET synchronous_commit = on"},
+		Setup: []string{
+			`DO $$ BEGIN CREATE TYPE pt_mood AS ENUM ('sad', 'ok', 'happy'); EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$`,
+			`DO $$ BEGIN CREATE DOMAIN pt_positive AS numeric(10,2) CHECK (VALUE > 0); EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$`,
+			`DO $$ BEGIN CREATE TYPE pt_pair AS (a int, b text); EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$`,
+		},
 		Changes: logicalValues,
 		// Types without an equality (json, xml, point) compare by their text; json's is its input's,
 		// spaces and all, so it compares as jsonb.

@@ -1,6 +1,11 @@
 package postgres
 
 import (
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -182,4 +187,63 @@ func (p *arrayParser) decode(b []byte) (any, bool) {
 		return nil, false
 	}
 	return v, true
+}
+
+// ColumnTypes names the types pgx does not know, which its DatabaseTypeName gives as their oid
+// ("16412"): an array of an enum or of a domain is named after what its elements are read as
+// (_TEXT for an enum's labels, the domain's base type for a domain's), so that it arrives as a
+// JSON array as the built-in types' arrays do; an enum as TEXT. Other types keep their oid and
+// arrive as PostgreSQL's text.
+func (Driver) ColumnTypes(ctx context.Context, db *sql.DB, _ source.Table, _, types []string) ([]string, error) {
+	var oids []int64
+	for _, t := range types {
+		if n, err := strconv.ParseInt(t, 10, 64); err == nil {
+			oids = append(oids, n)
+		}
+	}
+	if len(oids) == 0 {
+		return types, nil
+	}
+	// An element's name: an enum's is text; a domain's its base type's (one level, as a domain
+	// over a domain is rare); any other its own.
+	rows, err := db.QueryContext(ctx, `SELECT t.oid::int8, t.typtype::text, t.typcategory::text,
+		  CASE e.typtype WHEN 'e' THEN 'text' WHEN 'd' THEN format_type(e.typbasetype, NULL) ELSE e.typname::text END
+		FROM pg_type t LEFT JOIN pg_type e ON e.oid = t.typelem AND t.typcategory = 'A'
+		WHERE t.oid = ANY($1)`, oids)
+	if err != nil {
+		return nil, fmt.Errorf("reading the column types pgx does not know (pg_type): %w", err)
+	}
+	defer rows.Close()
+	names := map[string]string{}
+	for rows.Next() {
+		var (
+			oid               int64
+			typtype, category string
+			elem              sql.NullString
+		)
+		if err := rows.Scan(&oid, &typtype, &category, &elem); err != nil {
+			return nil, err
+		}
+		switch {
+		case typtype == "e":
+			names[strconv.FormatInt(oid, 10)] = "TEXT"
+		case category == "A" && elem.Valid:
+			elemMu.Lock()
+			t, ok := elemTypes.TypeForName(elem.String)
+			elemMu.Unlock()
+			if ok && !strings.HasPrefix(t.Name, "_") {
+				names[strconv.FormatInt(oid, 10)] = "_" + strings.ToUpper(t.Name)
+			}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	out := slices.Clone(types)
+	for i, t := range types {
+		if n, ok := names[t]; ok {
+			out[i] = n
+		}
+	}
+	return out, nil
 }

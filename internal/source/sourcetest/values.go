@@ -32,7 +32,7 @@ type ValueCase struct {
 }
 
 var (
-	typesMarker = regexp.MustCompile(`^<!-- types: ([a-z]+) -->$`)
+	typesMarker = regexp.MustCompile(`^<!-- types: ([a-z0-9]+) -->$`)
 	repeated    = regexp.MustCompile(`^"(.*)"×(\d+)$`)
 )
 
@@ -152,6 +152,9 @@ type Values struct {
 	// Server, when set, names the table of the rows that differ by server (MariaDB's or MySQL
 	// 8's), which are read too.
 	Server func(t testing.TB, db *sql.DB) string
+	// Setup, when set, runs before the tables are made: the types the page's rows name (made
+	// if missing, and kept: another test's run may use them at once).
+	Setup []string
 	// Session, when set, is run on the connection that inserts the page's values first (MySQL: a
 	// permissive sql_mode, which zero dates need).
 	Session []string
@@ -194,6 +197,9 @@ func (h Harness) testValues(t *testing.T) {
 			t.Fatalf("%s has no table for %s (<!-- types: %s -->)", TypesPage, tb, tb)
 		}
 		all = append(all, cases[tb]...)
+	}
+	for _, s := range v.Setup {
+		h.exec(t, s)
 	}
 	// One table per type, a row per value (in the page's order) and a NULL.
 	var types []string

@@ -179,7 +179,9 @@ func (Driver) Classify(base string) (source.Class, source.TSFlavor) {
 		return source.ClassText, source.TSNone
 	case "DECIMAL", "NUMERIC", "MONEY", "SMALLMONEY":
 		return source.ClassDecimal, source.TSNone
-	case "REAL", "FLOAT":
+	case "REAL":
+		return source.ClassReal, source.TSNone
+	case "FLOAT":
 		return source.ClassFloat, source.TSNone
 	case "DATETIMEOFFSET":
 		return source.ClassTime, source.TSWithZone
