@@ -117,7 +117,12 @@ func newWorld(t *testing.T) *world {
 // and returns a DSN whose search_path is that schema, with a pool on it.
 func pgSchema(t *testing.T, prefix string) (string, *sql.DB) {
 	t.Helper()
-	pg := testenv.Postgres(t)
+	return pgSchemaOn(t, testenv.Postgres(t), prefix)
+}
+
+// pgSchemaOn is pgSchema on the server of DSN pg (testenv.PostgresOwn's, say).
+func pgSchemaOn(t *testing.T, pg, prefix string) (string, *sql.DB) {
+	t.Helper()
 	schema := strings.ReplaceAll(testenv.Name(prefix), "-", "_")
 	admin, err := sql.Open("pgx", pg)
 	if err != nil {
