@@ -31,7 +31,10 @@ const (
 	CheckColumns = "columns" // the definition's columns exist
 	// CheckUniqueKey: the key columns are unique. Issue 26 item 1 (source.KeyChecker) adds it at
 	// the merge, right after the columns (see checkSetup).
-	CheckUniqueKey  = "unique key"
+	CheckUniqueKey = "unique key"
+	// CheckTypes: every column's values can travel as JSON (TypeRefuser), right after the unique
+	// key (or the columns).
+	CheckTypes      = "column types"
 	CheckIndex      = "keyset index"                 // an index leads with (cursor, key columns...)
 	CheckStamped    = "stamped on insert and update" // the cursor column moves on every write
 	CheckPrivileges = "privileges"                   // what the poller's login needs
@@ -376,17 +379,55 @@ func checkTable(ctx context.Context, sc SetupChecker, db *sql.DB, d Definition) 
 	if err != nil {
 		return nil, err
 	}
-	// The unique key, after the columns' finding, when the table and its columns were found.
+	// The unique key and the column types, after the columns' finding, when the table and its
+	// columns were found.
 	at := slices.IndexFunc(fs, func(f Finding) bool { return f.Check == CheckColumns })
 	drv, ok := sc.(Driver)
-	if !ok || at < 0 || fs[at].Verdict != VerdictOK || KeysetColumns(d) == nil {
+	if !ok || at < 0 || fs[at].Verdict != VerdictOK {
 		return fs, nil
 	}
-	f, err := keyFinding(ctx, drv, db, d)
-	if err != nil {
-		return nil, err
+	if KeysetColumns(d) != nil {
+		f, err := keyFinding(ctx, drv, db, d)
+		if err != nil {
+			return nil, err
+		}
+		at++
+		fs = slices.Insert(fs, at, f)
 	}
-	return slices.Insert(fs, at+1, f), nil
+	if f, ok, err := typesFinding(ctx, drv, db, d); err != nil {
+		return nil, err
+	} else if ok {
+		fs = slices.Insert(fs, at+1, f)
+	}
+	return fs, nil
+}
+
+// typesFinding is the column types' finding, for a driver with types it refuses (TypeRefuser):
+// a problem names each column whose type Open refuses, and why; false for another driver.
+func typesFinding(ctx context.Context, drv Driver, db *sql.DB, d Definition) (Finding, bool, error) {
+	tr, ok := drv.(TypeRefuser)
+	if !ok {
+		return Finding{}, false, nil
+	}
+	var want []string // every column, for a poller of them all
+	if !d.ReadsAllColumns() {
+		want = d.selected()
+	}
+	cols, types, err := columnTypes(ctx, db, drv, d.Table, want)
+	if err != nil {
+		return Finding{}, false, err
+	}
+	f := Finding{Check: CheckTypes, Verdict: VerdictOK}
+	var why []string
+	for i, t := range types {
+		if w := tr.Refuse(newColumn(drv, cols[i], t).ColumnType); w != "" {
+			why = append(why, fmt.Sprintf("column %s (%s): %s", cols[i], t, w))
+		}
+	}
+	if len(why) > 0 {
+		f.Verdict, f.Detail = VerdictProblem, strings.Join(why, "; ")
+	}
+	return f, true, nil
 }
 
 // keyFinding is the unique key's finding (KeyChecker, as Open asks it): a problem names one

@@ -246,6 +246,39 @@ func (s *Source) schemaErr(column, format string, args ...any) error {
 	return fmt.Errorf("%s: %w: %s", where, ErrSchema, fmt.Sprintf(format, args...))
 }
 
+// columnTypes reads the types of table's columns cols (nil: all of them, whose names it returns)
+// with a query that returns no rows: their DatabaseTypeName (SQLite: as declared), as the
+// driver's ColumnTyper names them.
+func columnTypes(ctx context.Context, db *sql.DB, dl Driver, t Table, cols []string) ([]string, []string, error) {
+	sel := "*"
+	if cols != nil {
+		sel = strings.Join(QuoteAll(dl, cols), ", ")
+	}
+	rows, err := db.QueryContext(ctx, "SELECT "+sel+" FROM "+QuoteTable(dl, t)+" WHERE 1=0")
+	if err != nil {
+		return nil, nil, fmt.Errorf("the columns cannot be read: %v", err)
+	}
+	cts, err := rows.ColumnTypes()
+	rows.Close()
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading column types: %v", err)
+	}
+	types := make([]string, len(cts))
+	names := make([]string, len(cts))
+	for i, ct := range cts {
+		types[i], names[i] = ct.DatabaseTypeName(), ct.Name()
+	}
+	if cols != nil {
+		names = cols
+	}
+	if ct, ok := dl.(ColumnTyper); ok {
+		if types, err = ct.ColumnTypes(ctx, db, t, names, types); err != nil {
+			return nil, nil, fmt.Errorf("reading column types: %v", err)
+		}
+	}
+	return names, types, nil
+}
+
 // check reads the column types with a query that returns no rows, names what is missing, checks
 // the cursor and key types, and that no cursor or key value is NULL.
 func (s *Source) check(ctx context.Context) error {
@@ -271,23 +304,9 @@ func (s *Source) check(ctx context.Context) error {
 			return s.schemaErr(c, "no such column (the table has %s)", strings.Join(have, ", "))
 		}
 	}
-	rows, err := s.db.QueryContext(ctx, "SELECT "+strings.Join(QuoteAll(s.dl, cols), ", ")+" FROM "+table+" WHERE 1=0")
+	_, types, err := columnTypes(ctx, s.db, s.dl, s.def.Table, cols)
 	if err != nil {
-		return s.schemaErr("", "the columns cannot be read: %v", err)
-	}
-	cts, err := rows.ColumnTypes()
-	rows.Close()
-	if err != nil {
-		return s.schemaErr("", "reading column types: %v", err)
-	}
-	types := make([]string, len(cts))
-	for i, ct := range cts {
-		types[i] = ct.DatabaseTypeName()
-	}
-	if ct, ok := s.dl.(ColumnTyper); ok {
-		if types, err = ct.ColumnTypes(ctx, s.db, s.def.Table, s.def.selected(), types); err != nil {
-			return s.schemaErr("", "reading column types: %v", err)
-		}
+		return s.schemaErr("", "%v", err)
 	}
 	if err := s.lay(types); err != nil {
 		return err

@@ -1,0 +1,80 @@
+package source_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sqlite"
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
+)
+
+// refusing is SQLite refusing BLOB columns, as SQL Server refuses sql_variant (TypeRefuser).
+type refusing struct{ sqlite.Driver }
+
+func (refusing) Refuse(c source.ColumnType) string {
+	if strings.EqualFold(c.DBType, "BLOB") {
+		return "blobs cannot travel"
+	}
+	return ""
+}
+
+// TestRefusedType: a column of a type the driver refuses fails the poller's open and is a
+// problem of pollerctl check's set-up check, naming the column either way; a poller that leaves
+// it out of its columns opens.
+func TestRefusedType(t *testing.T) {
+	dsn := filepath.Join(t.TempDir(), "r.db")
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`CREATE TABLE r (id INTEGER PRIMARY KEY, note TEXT, b BLOB)`); err != nil {
+		t.Fatal(err)
+	}
+	ds := source.Drivers{refusing{}}
+	cfg := func(cols ...string) source.Config {
+		return source.Config{Poller: "r", Driver: sqlite.Name, DSN: dsn, Definition: source.Definition{
+			Table: source.Table{Name: "r"}, Columns: cols, PK: []string{"id"}, Cursor: source.Cursor{Kind: state.KindInteger, Column: "id"}}}
+	}
+	ctx := context.Background()
+	for _, cols := range [][]string{{"id", "note", "b"}, {"b", "id"}} {
+		_, err = source.Open(ctx, ds, cfg(cols...))
+		if !errors.Is(err, source.ErrSchema) || !strings.Contains(err.Error(), `column "b"`) || !strings.Contains(err.Error(), "blobs cannot travel") {
+			t.Fatalf("open reading %v: %v", cols, err)
+		}
+		setup, err := source.CheckSetup(ctx, ds, cfg(cols...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, f := range setup.Findings {
+			if f.Check == source.CheckTypes {
+				found = f.Verdict == source.VerdictProblem && strings.Contains(f.Detail, "column b (BLOB): blobs cannot travel")
+			}
+		}
+		setup.Close()
+		if !found {
+			t.Fatalf("check reading %v: %+v", cols, setup.Findings)
+		}
+	}
+	src, err := source.Open(ctx, ds, cfg("id", "note"))
+	if err != nil {
+		t.Fatalf("open without the column: %v", err)
+	}
+	src.Close()
+	setup, err := source.CheckSetup(ctx, ds, cfg("id", "note"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer setup.Close()
+	for _, f := range setup.Findings {
+		if f.Check == source.CheckTypes && f.Verdict != source.VerdictOK {
+			t.Fatalf("check without the column: %+v", f)
+		}
+	}
+}
