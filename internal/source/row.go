@@ -21,7 +21,7 @@ import (
 // Row is one source row. Its values are normalized: integers int64 (a MySQL BIGINT UNSIGNED
 // above the largest int64: uint64, exact), exact numerics as decimal strings, timestamps
 // time.Time in UTC, binary []byte, UUIDs canonical lower-case strings, JSON columns
-// json.RawMessage, NULL nil.
+// json.RawMessage, arrays []any, NULL nil; docs/types.md has every type's.
 //
 // A Row holds the driver's values and normalizes each one when it is read, so a handler pays
 // only for the conversions it uses. It is safe for concurrent readers.
@@ -281,8 +281,8 @@ func (r Row) Cursor() (state.Cursor, error) {
 }
 
 // MarshalJSON renders the row as an object in column order. Timestamps are RFC 3339 in UTC with
-// their full fractional precision, exact numerics strings, binary base64, NULL null. Columns
-// the change did not carry (Unchanged) are left out.
+// their full fractional precision, exact numerics strings, binary base64, NaN and the infinities
+// strings, NULL null (docs/types.md). Columns the change did not carry (Unchanged) are left out.
 func (r Row) MarshalJSON() ([]byte, error) {
 	out := make([]byte, 0, 32*len(r.src.cols))
 	out = append(out, '{')
