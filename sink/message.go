@@ -312,6 +312,8 @@ func appendKey(dst []byte, key map[string]any) ([]byte, error) {
 			dst = strconv.AppendInt(dst, v, 10)
 		case string:
 			dst = jsonenc.AppendString(dst, v)
+		case time.Time: // years outside 0-9999 too, which json.Marshal refuses
+			dst = jsonenc.AppendTime(dst, v)
 		default:
 			j, err := json.Marshal(v)
 			if err != nil {

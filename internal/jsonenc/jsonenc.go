@@ -3,6 +3,7 @@
 package jsonenc
 
 import (
+	"fmt"
 	"math"
 	"strconv"
 	"time"
@@ -119,4 +120,34 @@ func AppendFloat(dst []byte, f float64, bits int) []byte {
 		}
 	}
 	return dst
+}
+
+// ParseTime reads a time as AppendTime writes it (without the quotes): RFC 3339, or ISO 8601's
+// expanded year (a sign and six or more digits) before the rest of RFC 3339.
+func ParseTime(s string) (time.Time, error) {
+	if len(s) == 0 || s[0] != '+' && s[0] != '-' {
+		return time.Parse(time.RFC3339Nano, s)
+	}
+	i := 1
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	if i-1 < 6 || i-1 > 9 {
+		return time.Time{}, fmt.Errorf("parsing time %q: an expanded year has a sign and 6 to 9 digits", s)
+	}
+	year, _ := strconv.Atoi(s[1:i])
+	if s[0] == '-' {
+		year = -year
+	}
+	// The rest, read in a leap year (2000) so that February 29 reads, then moved to the year:
+	// time.Date would roll a February 29 of a common year over to March 1, which is refused.
+	t, err := time.Parse(time.RFC3339Nano, "2000"+s[i:])
+	if err != nil {
+		return time.Time{}, fmt.Errorf("parsing time %q: %w", s, err)
+	}
+	out := time.Date(year, t.Month(), t.Day(), t.Hour(), t.Minute(), t.Second(), t.Nanosecond(), t.Location())
+	if out.Day() != t.Day() {
+		return time.Time{}, fmt.Errorf("parsing time %q: day out of range", s)
+	}
+	return out, nil
 }

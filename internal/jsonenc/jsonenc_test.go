@@ -89,5 +89,20 @@ func TestAppendTimeYears(t *testing.T) {
 		if got := string(AppendTime(nil, c.t)); got != c.want {
 			t.Errorf("%v: %s, want %s", c.t, got, c.want)
 		}
+		if back, err := ParseTime(c.want[1 : len(c.want)-1]); err != nil || !back.Equal(c.t) {
+			t.Errorf("ParseTime(%s) = %v, %v; want %v", c.want, back, err, c.t)
+		}
+	}
+}
+
+// TestParseTimeRefuses: what is not a time AppendTime writes.
+func TestParseTimeRefuses(t *testing.T) {
+	for _, s := range []string{"", "+10000-01-01T00:00:00Z", "+0010000", "-000001-02-29T00:00:00Z", "+010000-13-01T00:00:00Z", "2026-02-30T00:00:00Z", "+0000001234-01-01T00:00:00Z"} {
+		if got, err := ParseTime(s); err == nil {
+			t.Errorf("ParseTime(%q) = %v, want an error", s, got)
+		}
+	}
+	if got, err := ParseTime("-000004-02-29T00:00:00Z"); err != nil || got.Year() != -4 || got.Day() != 29 {
+		t.Errorf("February 29 of year -4 (a leap year): %v, %v", got, err)
 	}
 }

@@ -118,6 +118,12 @@ type TypeRefuser interface {
 	Refuse(c ColumnType) string
 }
 
+// A NullTester is a Driver whose "col IS NULL" finds more than NULLs (MySQL finds a NOT NULL
+// DATETIME's zero dates so): IsNull is the predicate that finds NULL alone in column quoted.
+type NullTester interface {
+	IsNull(quoted string) string
+}
+
 // An ArrayReader is a Driver with array types (Classify's ClassArray; its ValueReader turns their
 // values into []any): Elem is the type of an array's elements, as Classify takes it.
 type ArrayReader interface {

@@ -189,10 +189,10 @@ type queries struct {
 }
 
 // buildQueries renders the keyset queries for a definition with a driver, reading the select
-// list cols (Source.selectCols); codecs are the key
+// list cols and, in the stamp check, the key columns' keys (Source.selectCols); codecs are the key
 // columns' (their markers), flavor says how the cursor column is bounded by the database's clock
 // (timestamp+pk only), readBound whether the fetches take a read bound (ReadBound).
-func buildQueries(dl Driver, d Definition, cols string, codecs []KeyCodec, flavor TSFlavor, readBound bool) queries {
+func buildQueries(dl Driver, d Definition, cols, keys string, codecs []KeyCodec, flavor TSFlavor, readBound bool) queries {
 	qkeys := QuoteAll(dl, d.keyColumns())
 	table := QuoteTable(dl, d.Table)
 	filter := ""
@@ -245,7 +245,7 @@ func buildQueries(dl Driver, d Definition, cols string, codecs []KeyCodec, flavo
 			if filter != "" {
 				pred += " AND " + filter
 			}
-			q.StampCheck, q.stampArg, q.stampFix = dl.Limit(strings.Join(qkeys, ", "), " FROM "+table+" WHERE "+pred, "1"), arg, fix
+			q.StampCheck, q.stampArg, q.stampFix = dl.Limit(keys, " FROM "+table+" WHERE "+pred, "1"), arg, fix
 		}
 	}
 	return q

@@ -350,6 +350,11 @@ func appendValue(out []byte, v any, c *column) ([]byte, error) {
 		return append(out, ']'), nil
 	}
 	j, err := json.Marshal(v)
+	if raw, ok := v.(json.RawMessage); ok && err != nil {
+		// A JSON column holding text that is not JSON (MariaDB's JSON with its check switched
+		// off): the text, as a string, rather than a batch that cannot be sent.
+		return jsonenc.AppendString(out, []byte(raw)), nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -552,7 +557,7 @@ func assignValue(f reflect.Value, v any) error {
 			setTime(f, x)
 			return nil
 		case string:
-			t, err := time.Parse(time.RFC3339Nano, x)
+			t, err := jsonenc.ParseTime(x)
 			if err != nil {
 				return err
 			}

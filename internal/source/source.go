@@ -314,7 +314,11 @@ func (s *Source) check(ctx context.Context) error {
 
 	for _, k := range s.keyCols {
 		var one int
-		err := s.db.QueryRowContext(ctx, s.dl.Limit("1", " FROM "+table+" WHERE "+s.dl.Quote(k)+" IS NULL", "1")).Scan(&one)
+		isNull := s.dl.Quote(k) + " IS NULL"
+		if nt, ok := s.dl.(NullTester); ok {
+			isNull = nt.IsNull(s.dl.Quote(k))
+		}
+		err := s.db.QueryRowContext(ctx, s.dl.Limit("1", " FROM "+table+" WHERE "+isNull, "1")).Scan(&one)
 		switch {
 		case err == nil:
 			return fmt.Errorf("source: poller %q, table %s, column %q: %w: rows with NULL there would never be read; make the column NOT NULL",
@@ -377,7 +381,7 @@ func (s *Source) lay(types []string) error {
 		s.codecs = append(s.codecs, codec)
 	}
 	if !s.def.Changes() {
-		s.q = buildQueries(s.dl, s.def, s.selectCols(s.def.selected()), s.codecs, s.flavor, s.bound != nil)
+		s.q = buildQueries(s.dl, s.def, s.selectCols(s.def.selected()), s.selectCols(s.keyCols), s.codecs, s.flavor, s.bound != nil)
 		s.reader = &keyset{s}
 		return nil
 	}

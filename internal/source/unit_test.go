@@ -1,6 +1,7 @@
 package source
 
 import (
+	"math"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,6 +17,9 @@ func TestFormatScaled(t *testing.T) {
 	for _, f := range fs {
 		for scale := -1; scale <= 10; scale++ {
 			got := formatScaled(f, scale)
+			if math.IsInf(f, 0) {
+				continue
+			}
 			back, err := strconv.ParseFloat(got, 64)
 			if err != nil || back != f {
 				t.Fatalf("formatScaled(%v, %d) = %s: reads back as %v (%v)", f, scale, got, back, err)
@@ -29,7 +33,7 @@ func TestFormatScaled(t *testing.T) {
 			}
 		}
 	}
-	for f, want := range map[float64]string{12.5: "12.50", 12.345: "12.345", 0.30000000000000004: "0.30000000000000004", 3: "3.00", -0.05: "-0.05"} {
+	for f, want := range map[float64]string{math.Inf(1): "Infinity", math.Inf(-1): "-Infinity", 12.5: "12.50", 12.345: "12.345", 0.30000000000000004: "0.30000000000000004", 3: "3.00", -0.05: "-0.05"} {
 		if got := formatScaled(f, 2); got != want {
 			t.Errorf("formatScaled(%v, 2) = %s, want %s", f, got, want)
 		}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/jsonenc"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
@@ -152,6 +153,9 @@ func normalizeErr(c *column, v any) (any, error) {
 		case int64:
 			return strconv.FormatInt(x, 10), nil
 		case float64: // SQLite stores DECIMAL as REAL: render at the declared scale
+			if math.IsInf(x, 0) { // a float, whose JSON is "Infinity", written back as one
+				return x, nil
+			}
 			return formatScaled(x, c.scale), nil
 		}
 	case ClassUUID:
@@ -275,14 +279,14 @@ var TimeCodec = KeyCodec{
 		if !ok {
 			return nil, fmt.Errorf("a timestamp column returned %T", v)
 		}
-		return json.Marshal(t.UTC().Format(time.RFC3339Nano))
+		return jsonenc.AppendTime(nil, t), nil
 	},
 	Decode: func(raw json.RawMessage) (any, error) {
 		var s string
 		if err := json.Unmarshal(raw, &s); err != nil {
 			return nil, err
 		}
-		t, err := time.Parse(time.RFC3339Nano, s)
+		t, err := jsonenc.ParseTime(s)
 		if err != nil {
 			return nil, err
 		}
@@ -296,6 +300,12 @@ var TimeCodec = KeyCodec{
 // (scale < 0: its shortest text). Scales up to 9 on values that fit take an integer path, several
 // times faster than strconv's shortest rendering.
 func formatScaled(f float64, scale int) string {
+	switch {
+	case math.IsInf(f, 1): // SQLite keeps 9e999 as a REAL anywhere
+		return "Infinity"
+	case math.IsInf(f, -1):
+		return "-Infinity"
+	}
 	if scale < 0 || scale > 9 || math.Abs(f*pow10[scale]) >= 1<<52 {
 		return padScale(f, scale)
 	}

@@ -147,6 +147,9 @@ func (Driver) Classify(base string) (source.Class, source.TSFlavor) {
 // back an int64 when the value fits, else a uint64 (the driver binds both exactly). Other
 // columns take the generic codecs.
 func (Driver) KeyCodec(c source.ColumnType) (source.KeyCodec, bool) {
+	if c.Class == source.ClassTime && (c.Flavor == source.TSUTC || c.Flavor == source.TSWithZone) {
+		return timeCodec, true
+	}
 	if c.Class != source.ClassInt || !strings.HasPrefix(strings.ToUpper(c.DBType), "UNSIGNED BIGINT") {
 		return source.KeyCodec{}, false
 	}

@@ -3,7 +3,9 @@ package mysql
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -159,16 +161,43 @@ func (Driver) ColumnTypes(ctx context.Context, db *sql.DB, table source.Table, c
 		if err := rows.Scan(&c); err != nil {
 			return nil, err
 		}
-		checks[c] = true
+		checks[strings.ToLower(c)] = true // column names match whatever their case
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
 	out := slices.Clone(types)
 	for i, t := range types {
-		if strings.HasSuffix(baseType(t), "TEXT") && checks["json_valid("+Driver{}.Quote(cols[i])+")"] {
+		if strings.HasSuffix(baseType(t), "TEXT") && checks[strings.ToLower("json_valid("+Driver{}.Quote(cols[i])+")")] {
 			out[i] = "JSON"
 		}
 	}
 	return out, nil
 }
+
+// timeCodec carries a DATETIME or TIMESTAMP key as the generic TimeCodec does, and a date no
+// calendar has (a zero date, which a permissive sql_mode allows and which sorts first) as MySQL's
+// text, which goes back as a string that MySQL compares with the column as a date: a row holding
+// one is delivered in its place rather than stopping the poller.
+var timeCodec = source.KeyCodec{
+	Encode: func(v any) (json.RawMessage, error) {
+		if s, ok := v.(string); ok && mysqlDateText.MatchString(s) {
+			return json.Marshal(s)
+		}
+		return source.TimeCodec.Encode(v)
+	},
+	Decode: func(raw json.RawMessage) (any, error) {
+		var s string
+		if err := json.Unmarshal(raw, &s); err == nil && mysqlDateText.MatchString(s) {
+			return s, nil
+		}
+		return source.TimeCodec.Decode(raw)
+	},
+}
+
+// mysqlDateText is MySQL's text of a DATE, DATETIME or TIMESTAMP.
+var mysqlDateText = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}( \d{2}:\d{2}:\d{2}(\.\d{1,6})?)?$`)
+
+// IsNull is col <=> NULL: MySQL's col IS NULL also finds a NOT NULL DATE or DATETIME column's zero
+// dates (for ODBC), which are values, read and delivered as such.
+func (Driver) IsNull(quoted string) string { return quoted + " <=> NULL" }

@@ -50,6 +50,7 @@ var fixture = sourcetest.Fixture{
 		Setup: []string{
 			`DO $$ BEGIN CREATE TYPE pt_mood AS ENUM ('sad', 'ok', 'happy'); EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$`,
 			`DO $$ BEGIN CREATE DOMAIN pt_positive AS numeric(10,2) CHECK (VALUE > 0); EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$`,
+			`DO $$ BEGIN CREATE DOMAIN pt_count AS integer CHECK (VALUE >= 0); EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$`,
 			`DO $$ BEGIN CREATE TYPE pt_pair AS (a int, b text); EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$`,
 		},
 		Changes: logicalValues,

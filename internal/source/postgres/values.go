@@ -207,8 +207,9 @@ func (Driver) ColumnTypes(ctx context.Context, db *sql.DB, _ source.Table, _, ty
 	// An element's name: an enum's is text; a domain's its base type's (one level, as a domain
 	// over a domain is rare); any other its own.
 	rows, err := db.QueryContext(ctx, `SELECT t.oid::int8, t.typtype::text, t.typcategory::text,
-		  CASE e.typtype WHEN 'e' THEN 'text' WHEN 'd' THEN format_type(e.typbasetype, NULL) ELSE e.typname::text END
+		  CASE e.typtype WHEN 'e' THEN 'text' WHEN 'd' THEN b.typname::text ELSE e.typname::text END
 		FROM pg_type t LEFT JOIN pg_type e ON e.oid = t.typelem AND t.typcategory = 'A'
+		  LEFT JOIN pg_type b ON b.oid = e.typbasetype
 		WHERE t.oid = ANY($1)`, oids)
 	if err != nil {
 		return nil, fmt.Errorf("reading the column types pgx does not know (pg_type): %w", err)

@@ -31,8 +31,14 @@ const stampPattern = "[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]T[0-9][0-9]:[0-9
 // layout: strftime's %f has milliseconds, padded to six digits ("2026-11-23T03:40:32.287000Z").
 const StampExpr = "strftime('%Y-%m-%dT%H:%M:%f000Z','now')"
 
-// Open adds a busy time-out, so that a writer does not fail reads at once.
-func (Driver) Open(dsn string) (*sql.DB, error) { return sql.Open("sqlite", sqliteDSN(dsn)) }
+// Open adds a busy time-out, so that a writer does not fail reads at once. It refuses modernc's
+// _texttotime, which would turn the text of the columns Select reads as +"col" into times too.
+func (Driver) Open(dsn string) (*sql.DB, error) {
+	if strings.Contains(strings.ToLower(dsn), "_texttotime") {
+		return nil, fmt.Errorf("the sqlite connection string sets _texttotime, which would turn text into times, losing its form (docs/types.md): remove it")
+	}
+	return sql.Open("sqlite", sqliteDSN(dsn))
+}
 
 // Name is "sqlite".
 func (Driver) Name() string { return Name }
