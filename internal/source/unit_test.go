@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestFormatScaled: a REAL renders with at least its column's scale of decimals and never loses
@@ -36,6 +37,22 @@ func TestFormatScaled(t *testing.T) {
 	for f, want := range map[float64]string{math.Inf(1): "Infinity", math.Inf(-1): "-Infinity", 12.5: "12.50", 12.345: "12.345", 0.30000000000000004: "0.30000000000000004", 3: "3.00", -0.05: "-0.05"} {
 		if got := formatScaled(f, 2); got != want {
 			t.Errorf("formatScaled(%v, 2) = %s, want %s", f, got, want)
+		}
+	}
+}
+
+// TestTimeCodecYears: a time cursor or key value of any year PostgreSQL holds goes into the
+// cursor and back (its Encode wrote "294276-..." and "-4712-...", which its Decode refused).
+func TestTimeCodecYears(t *testing.T) {
+	for _, tm := range []time.Time{time.Date(294276, 12, 31, 23, 59, 59, 999999000, time.UTC), time.Date(-4712, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(2026, 4, 7, 1, 2, 3, 4000, time.UTC), time.Date(0, 2, 29, 0, 0, 0, 0, time.UTC)} {
+		raw, err := TimeCodec.Encode(tm)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := TimeCodec.Decode(raw)
+		if err != nil || !back.(time.Time).Equal(tm) {
+			t.Fatalf("%v: encoded %s, decoded %v, %v", tm, raw, back, err)
 		}
 	}
 }
