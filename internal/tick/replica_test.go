@@ -1,11 +1,13 @@
 package tick_test
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
 	"regexp"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -297,7 +299,7 @@ func runLogicalReplica(t *testing.T, w *replicaWorld) {
 		Hold: func(ctx context.Context) error { return ticks.Await(ctx, 2*len(runners), nil) }, Origin: w.origin}
 	t.Logf("workload seed %d", wl.Seed)
 	if err := wl.Run(deadline); err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v\n%s", err, inTicks())
 	}
 	if err := w.setup.Flush(deadline); err != nil {
 		t.Fatal(err)
@@ -447,6 +449,26 @@ func tickLoops(runners []*tick.Runner, pace time.Duration, stop <-chan struct{},
 		}()
 	}
 	return &loops
+}
+
+// inTicks is, for a workload that timed out waiting for ticks (issue 42: under the whole suite,
+// twice, no tick of any runner returned for the rest of the deadline once writers held
+// transactions open), the stacks of the goroutines inside a runner's Tick: where it waits.
+func inTicks() string {
+	var buf bytes.Buffer
+	if err := pprof.Lookup("goroutine").WriteTo(&buf, 2); err != nil {
+		return "no goroutine dump: " + err.Error()
+	}
+	var in []string
+	for _, g := range strings.Split(buf.String(), "\n\n") {
+		if strings.Contains(g, "tick.(*Runner).Tick") {
+			in = append(in, g)
+		}
+	}
+	if len(in) == 0 {
+		return "no goroutine is inside a tick"
+	}
+	return fmt.Sprintf("%d goroutines inside a tick:\n%s", len(in), strings.Join(in, "\n\n"))
 }
 
 // pausingSource runs pause once, at its first Fetch: between a tick's read of the state blob and
