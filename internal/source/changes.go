@@ -283,7 +283,7 @@ func (s *Source) ReplayChange(ctx context.Context, table, op string, key map[str
 		args[i] = v
 		preds = append(preds, s.dl.Quote(k)+" = "+s.dl.Placeholder(i+1))
 	}
-	q := "SELECT " + s.selectCols(s.def.selected()) + " FROM " + QuoteTable(s.dl, s.def.Table) + " WHERE " + strings.Join(preds, " AND ")
+	q := "SELECT " + s.sel + " FROM " + QuoteTable(s.dl, s.def.Table) + " WHERE " + strings.Join(preds, " AND ")
 	rows, err := s.db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, "", fmt.Errorf("source: poller %q, table %s: reading a row by key: %w", s.poller, s.def.Table, err)

@@ -138,7 +138,7 @@ func (s *Source) ReadChunk(ctx context.Context, after map[string]json.RawMessage
 		preds = append(preds, pred)
 		args = append(args, inMarkerOrder(key, order)...)
 	}
-	q := dl.Limit(s.selectCols(s.def.selected())+", "+left, s.chunkFrom(where, preds...)+" ORDER BY "+strings.Join(QuoteAll(dl, s.def.PK), ", "), next())
+	q := dl.Limit(s.sel+", "+left, s.chunkFrom(where, preds...)+" ORDER BY "+strings.Join(QuoteAll(dl, s.def.PK), ", "), next())
 	args = append(args, limit)
 	if !s.def.Changes() {
 		return s.scanChunk(ctx, s.db, q, args, where, limit)

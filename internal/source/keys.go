@@ -337,7 +337,7 @@ func (k *keyset) checkpointRepeated(ctx context.Context, after *state.Cursor) er
 	if f := strings.TrimSpace(s.def.Filter); f != "" {
 		preds = append(preds, "("+f+")")
 	}
-	sel := s.selectCols(s.keyCols)
+	sel := s.keySel
 	rows, err := s.db.QueryContext(ctx, s.dl.Limit(sel, " FROM "+QuoteTable(s.dl, s.def.Table)+" WHERE "+strings.Join(preds, " AND "), "2"), args...)
 	if err != nil {
 		return fmt.Errorf("source: poller %q, table %s: looking for a repeat of the checkpoint's key: %w", s.poller, s.def.Table, err)

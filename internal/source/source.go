@@ -93,6 +93,10 @@ type Source struct {
 	setup       setupCache                 // the setup check's findings (SetupProblems)
 	plans       sync.Map                   // Row.Decode's plans: reflect.Type -> *decodePlan
 	lastPlan    atomic.Pointer[decodePlan] // the last of them used
+
+	// sel and keySel are the select lists of a row's columns and of its key columns, as the
+	// driver reads them (selectCols), made once when the source is laid out.
+	sel, keySel string
 }
 
 // A reader reads a source's rows: in keyset order (keyset) or through the driver's change
@@ -356,8 +360,10 @@ func (s *Source) lay(types []string) error {
 		}
 	}
 	s.names = cols
+	s.sel = s.selectCols(cols)
 
 	s.keyCols = s.def.keyColumns()
+	s.keySel = s.selectCols(s.keyCols)
 	for i, k := range s.keyCols {
 		idx := slices.Index(cols, k)
 		c := &s.cols[idx]
@@ -381,7 +387,7 @@ func (s *Source) lay(types []string) error {
 		s.codecs = append(s.codecs, codec)
 	}
 	if !s.def.Changes() {
-		s.q = buildQueries(s.dl, s.def, s.selectCols(s.def.selected()), s.selectCols(s.keyCols), s.codecs, s.flavor, s.bound != nil)
+		s.q = buildQueries(s.dl, s.def, s.sel, s.keySel, s.codecs, s.flavor, s.bound != nil)
 		s.reader = &keyset{s}
 		return nil
 	}
@@ -603,7 +609,7 @@ func (s *Source) FetchKeyOf(ctx context.Context, c *state.Cursor) (*Batch, error
 	if f := strings.TrimSpace(s.def.Filter); f != "" {
 		preds = append(preds, "("+f+")")
 	}
-	q := "SELECT " + s.selectCols(s.def.selected()) + " FROM " + QuoteTable(s.dl, s.def.Table) + " WHERE " + strings.Join(preds, " AND ")
+	q := "SELECT " + s.sel + " FROM " + QuoteTable(s.dl, s.def.Table) + " WHERE " + strings.Join(preds, " AND ")
 	rows, err := s.db.QueryContext(ctx, q, pkArgs...)
 	if err != nil {
 		return nil, fmt.Errorf("source: poller %q, table %s: reading a row by key: %w", s.poller, s.def.Table, err)

@@ -64,20 +64,25 @@ type column struct {
 	elem  *column // an array's elements (ClassArray)
 }
 
+// BaseType is a column type as Classify takes it: upper case, without its size ("DECIMAL" for
+// "decimal(12,2)").
+func BaseType(dbType string) string {
+	base := strings.ToUpper(strings.TrimSpace(dbType))
+	if i := strings.IndexByte(base, '('); i >= 0 {
+		base = strings.TrimSpace(base[:i])
+	}
+	return base
+}
+
 // newColumn describes column name, whose DatabaseTypeName (SQLite: the declared type) is dbType,
 // in driver dl: its class, how a timestamp compares with the database's clock, its declared
 // scale (-1: none), and whether the driver's values need normalizing.
 func newColumn(dl Driver, name, dbType string) column {
-	t := strings.ToUpper(strings.TrimSpace(dbType))
-	base := t
-	if i := strings.IndexByte(base, '('); i >= 0 {
-		base = strings.TrimSpace(base[:i])
-	}
 	c := column{name: name, dl: dl, ColumnType: ColumnType{DBType: dbType}, scale: -1}
-	if m := declaredScale.FindStringSubmatch(t); m != nil {
+	if m := declaredScale.FindStringSubmatch(strings.ToUpper(dbType)); m != nil {
 		c.scale, _ = strconv.Atoi(m[1])
 	}
-	c.Class, c.Flavor = dl.Classify(base)
+	c.Class, c.Flavor = dl.Classify(BaseType(dbType))
 	switch c.Class {
 	case ClassBool, ClassBinary, ClassOther:
 		c.pass = true

@@ -20,7 +20,7 @@ import (
 
 // Reads: DATE, DATETIME, TIMESTAMP and TIME, which come as text.
 func (Driver) Reads(c source.ColumnType) bool {
-	switch baseType(c.DBType) {
+	switch source.BaseType(c.DBType) {
 	case "DATE", "DATETIME", "TIMESTAMP", "TIME":
 		return true
 	}
@@ -36,21 +36,13 @@ func (Driver) Value(c source.ColumnType, v any) any {
 	if !ok {
 		return v
 	}
-	if baseType(c.DBType) == "TIME" {
+	if source.BaseType(c.DBType) == "TIME" {
 		return string(b)
 	}
 	if t, ok := parseDateTime(b); ok {
 		return t
 	}
 	return string(b)
-}
-
-func baseType(dbType string) string {
-	t := strings.ToUpper(dbType)
-	if i := strings.IndexByte(t, '('); i >= 0 {
-		t = t[:i]
-	}
-	return strings.TrimSpace(t)
 }
 
 // parseDateTime reads MySQL's text of a DATE, DATETIME or TIMESTAMP (YYYY-MM-DD, then
@@ -132,7 +124,7 @@ func (s sqlTime) Scan(v any) error {
 func (Driver) ColumnTypes(ctx context.Context, db *sql.DB, table source.Table, cols, types []string) ([]string, error) {
 	text := false
 	for _, t := range types {
-		text = text || strings.HasSuffix(baseType(t), "TEXT")
+		text = text || strings.HasSuffix(source.BaseType(t), "TEXT")
 	}
 	if !text {
 		return types, nil
@@ -168,7 +160,7 @@ func (Driver) ColumnTypes(ctx context.Context, db *sql.DB, table source.Table, c
 	}
 	out := slices.Clone(types)
 	for i, t := range types {
-		if strings.HasSuffix(baseType(t), "TEXT") && checks[strings.ToLower("json_valid("+Driver{}.Quote(cols[i])+")")] {
+		if strings.HasSuffix(source.BaseType(t), "TEXT") && checks[strings.ToLower("json_valid("+Driver{}.Quote(cols[i])+")")] {
 			out[i] = "JSON"
 		}
 	}
