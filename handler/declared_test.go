@@ -34,14 +34,7 @@ func TestDeclaredPollers(t *testing.T) {
 		"widgets": `{"source":{"table":"t","columns":["id","v"],"key":["id"],"cursor":{"kind":"integer","column":"id"}},"sink":{"type":"webhook","url":"%HOOK%"}}`,
 		"broken":  `{"source":{"table":"t","columns":["id"],"key":["id"],"cursor":{"kind":"integer","column":"id"}},"sink":{"type":"storagequeue","connection":"Q","hub":"h"}}`,
 	} {
-		if err := os.MkdirAll(filepath.Join(root, name), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		for file, content := range map[string]string{"function.json": `{"bindings":[]}`, "poller.json": spec} {
-			if err := os.WriteFile(filepath.Join(root, name, file), []byte(content), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
+		declarePoller(t, root, name, spec)
 	}
 	dsn := filepath.Join(t.TempDir(), "t.db")
 	db, err := sql.Open("sqlite", dsn)
@@ -93,5 +86,19 @@ func TestDeclaredPollers(t *testing.T) {
 	}
 	if len(seen) != 3 || !strings.Contains(seen["broken"], "broken/poller.json: sink.hub") || strings.HasPrefix(seen["widgets"], "misconfigured") {
 		t.Fatalf("status rows: %v", seen)
+	}
+}
+
+// declarePoller writes the folder of a poller declared in root: its function.json and its
+// poller.json, spec.
+func declarePoller(t *testing.T, root, name, spec string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Join(root, name), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for file, content := range map[string]string{"function.json": `{"bindings":[]}`, "poller.json": spec} {
+		if err := os.WriteFile(filepath.Join(root, name, file), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -52,15 +51,7 @@ func newTelemetryWorld(t *testing.T, opts handler.Options) *telemetryWorld {
 	}))
 	t.Cleanup(w.hook.Close)
 	root := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(root, "traced"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for file, content := range map[string]string{"function.json": `{"bindings":[]}`,
-		"poller.json": `{"source":{"table":"t","columns":["id","v"],"key":["id"],"cursor":{"kind":"integer","column":"id"}},"sink":{"type":"webhook","url":"%HOOK%"}}`} {
-		if err := os.WriteFile(filepath.Join(root, "traced", file), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	declarePoller(t, root, "traced", `{"source":{"table":"t","columns":["id","v"],"key":["id"],"cursor":{"kind":"integer","column":"id"}},"sink":{"type":"webhook","url":"%HOOK%"}}`)
 	dsn := filepath.Join(t.TempDir(), "t.db")
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {

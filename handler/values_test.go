@@ -7,8 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -57,15 +55,7 @@ func TestDeclaredNonFiniteToWebhook(t *testing.T) {
 	}))
 	defer hook.Close()
 	root := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(root, "sensors"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	spec := `{"source":{"table":"` + table + `","columns":["id","reading","peak","samples"],"key":["id"],"cursor":{"kind":"integer","column":"id"}},"sink":{"type":"webhook","url":"%HOOK%"}}`
-	for file, content := range map[string]string{"function.json": `{"bindings":[]}`, "poller.json": spec} {
-		if err := os.WriteFile(filepath.Join(root, "sensors", file), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	declarePoller(t, root, "sensors", `{"source":{"table":"`+table+`","columns":["id","reading","peak","samples"],"key":["id"],"cursor":{"kind":"integer","column":"id"}},"sink":{"type":"webhook","url":"%HOOK%"}}`)
 	all, err := declared.Load(root, nil)
 	if err != nil {
 		t.Fatal(err)
