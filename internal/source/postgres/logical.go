@@ -584,7 +584,7 @@ func (p *peeked) after(pos Position) int {
 // catch-up of 50,000 rows. A trailer row ("end" and the slot's position again, read after the
 // peek released the slot) says whether another process advanced the slot between the header's
 // read and the peek's start: the stream then starts later than the header says, and a decoder
-// continuing the last peek by its count of messages would skip others (errSlotMoved).
+// continuing the last peek would take it for the stream from there (errSlotMoved).
 // Servers before PostgreSQL 14 do not know pgoutput's messages option (peekQuery13).
 const peekQuery = `WITH s AS MATERIALIZED (SELECT slot_name, confirmed_flush_lsn, pg_current_wal_flush_lsn() AS flushed,
     (pg_current_wal_lsn() - confirmed_flush_lsn)::int8 AS behind,
@@ -682,7 +682,6 @@ func (l *logical) peekConn(ctx context.Context, conn *pgx.Conn, ask int, prev *p
 	}
 	p := &peeked{at: time.Now()}
 	var d *decoder
-	skip := 0 // messages prev decoded already, when this peek starts where it did
 	moved := false
 	for rr.NextRow() {
 		v := rr.Values()
@@ -700,16 +699,14 @@ func (l *logical) peekConn(ctx context.Context, conn *pgx.Conn, ask int, prev *p
 				rr.Close()
 				return nil, cmp.Or(err, l.lay.Errorf("reading replication slot %q: a second header row", l.slot))
 			}
-			d, skip = p.continues(prev, pos, l)
+			d = p.continues(prev, pos, l)
 			continue
 		}
 		if d == nil {
 			rr.Close()
 			return nil, l.lay.Errorf("reading replication slot %q: a message before the header row", l.slot)
 		}
-		if p.msgs++; p.msgs <= skip {
-			continue // the same message as the previous peek's: decoded already
-		}
+		p.msgs++
 		if err := d.message(v[1]); err != nil {
 			rr.Close()
 			return nil, err
@@ -752,18 +749,26 @@ func (l *logical) peekHead(p *peeked, head []byte) error {
 	return nil
 }
 
-// continues starts p from prev's decoded stream when prev read from the same position (the
-// stream from a position is always the same, so its first prev.msgs messages are prev's), and
-// returns the decoder to go on with and the messages to skip (prev's); else a new decoder and 0.
-// prev's changes up to pos are left out (the
-// reader is past them). prev is left as it was: p shares its rows' arrays only up to their
-// length, and has its own map and decoder.
-func (p *peeked) continues(prev *peeked, pos Position, l *logical) (d *decoder, skip int) {
-	if prev == nil || prev.from != p.from || prev.d == nil {
+// continues starts p from prev's decoded stream when prev read from the same position and
+// ended between transactions, and returns the decoder to go on with: it passes over the
+// transactions prev decoded (those committed before prev's last commit ended) and decodes what
+// follows. Else it returns a new decoder. prev's changes up to pos are left out (the reader is
+// past them). prev is left as it was: p shares its rows' arrays only up to their length, and
+// has its own map and decoder.
+//
+// The same transactions come from the same position, but not always as the same messages:
+// pgoutput sends a table's relation message again after a relcache invalidation of the table
+// reaches the decoding backend (rel_sync_cache_relation_cb sets schema_sent to false), and one
+// can arrive in the middle of a peek (a VACUUM or ANALYZE of the table, or an invalidation
+// queue overflow, which invalidates every table). So the decoder passes over prev's part by the
+// commit positions, never by a count of messages: a count one off began decoding inside a
+// transaction (a change "outside a transaction", or worse).
+func (p *peeked) continues(prev *peeked, pos Position, l *logical) *decoder {
+	if prev == nil || prev.from != p.from || prev.d == nil || prev.d.tx != nil {
 		n := min(max(p.asked, 1024), 1<<16)
 		p.rows, p.pos = make([]*change, 0, n), make([]Position, 0, n)
 		p.d = l.newDecoder(p)
-		return p.d, 0
+		return p.d
 	}
 	i := prev.after(pos)
 	p.first = prev.first
@@ -785,12 +790,10 @@ func (p *peeked) continues(prev *peeked, pos Position, l *logical) (d *decoder, 
 	dc.txBuf.entries = slices.Clone(dc.txBuf.entries)
 	dc.oldT, dc.newT = tuple{}, tuple{}
 	dc.rels, dc.cur = slices.Clone(dc.rels), nil // replaced whole by a relation message, never changed
-	if dc.tx != nil {
-		dc.tx = &dc.txBuf
-	}
+	dc.decoded, dc.passing = dc.lastEnd, false
 	dc.p = p
 	p.d = &dc
-	return p.d, prev.msgs
+	return p.d
 }
 
 // peekErr names the fix for what a peek can fail on.
@@ -850,9 +853,14 @@ func (l *logical) Stats() source.Stats {
 type decoder struct {
 	l       *logical
 	p       *peeked
-	rels    []relation      // by table (logical.tabs): each as the stream last described it
-	cur     *relation       // the table of the change being decoded
-	lastEnd pglogrepl.LSN   // the end of the last transaction decoded
+	rels    []relation    // by table (logical.tabs): each as the stream last described it
+	cur     *relation     // the table of the change being decoded
+	lastEnd pglogrepl.LSN // the end of the last transaction decoded
+	// decoded, when not 0, is where the stream a continuing decoder was given starts to be new
+	// to it: the transactions committed before it (whose begin says so) are passed over, whole
+	// (passing: inside one). See continues.
+	decoded pglogrepl.LSN
+	passing bool
 	changes []change        // newChange's blocks
 	commits []source.Commit // begin's blocks
 	texts   [][]byte

@@ -91,6 +91,11 @@ func (d *decoder) message(data []byte) error {
 	if len(data) == 0 {
 		return d.l.lay.Errorf("decoding a pgoutput message: an empty message")
 	}
+	if d.decoded != 0 {
+		if pass, err := d.pass(data); pass || err != nil {
+			return err
+		}
+	}
 	switch data[0] {
 	case 'B': // Int64 final LSN, Int64 commit time, Int32 xid
 		if len(data) < 21 {
@@ -153,6 +158,27 @@ func (d *decoder) message(data []byte) error {
 		}
 	}
 	return nil
+}
+
+// pass says whether a continuing decoder passes over message data, which the decoder it
+// continues decoded already (see continues): the messages of a transaction that committed before
+// d.decoded, and those between transactions (which change nothing). The first begin of a
+// transaction committed later ends the passing.
+func (d *decoder) pass(data []byte) (bool, error) {
+	switch {
+	case d.passing:
+		d.passing = data[0] != 'C'
+		return true, nil
+	case data[0] != 'B':
+		return true, nil
+	case len(data) < 9:
+		return false, d.l.lay.Errorf("decoding a pgoutput begin message: %v", errShort)
+	case pglogrepl.LSN(binary.BigEndian.Uint64(data[1:])) < d.decoded: // its commit's position
+		d.passing = true
+		return true, nil
+	}
+	d.decoded = 0
+	return false, nil
 }
 
 // skipsOrigin says whether a change of a transaction whose replication origin is origin is left

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -192,4 +193,74 @@ func TestPeekStatementByExecMode(t *testing.T) {
 func hasRel(l *logical, rel uint32) bool {
 	_, ok := l.rels[rel]
 	return ok
+}
+
+// TestContinueResentRelation: a decoder continuing the last peek from the same position passes
+// over the transactions that peek decoded by their commit positions, so a relation message that
+// pgoutput sent again in one peek and not the other (it resends one after a relcache
+// invalidation reaches the decoding backend mid-peek) changes nothing. Passing over the last
+// peek's count of messages instead began one message late or early: with the extra relation
+// message in the last peek, the next transaction's begin was skipped and its update of the key
+// was "a delete change ... outside a transaction (protocol error)" (CI, a replica test).
+func TestContinueResentRelation(t *testing.T) {
+	db, dsn, table, slot := testenv.PostgresLogical(t, "CREATE TABLE %s (id bigint PRIMARY KEY, name text NOT NULL, note text)")
+	for _, q := range []string{"INSERT INTO " + table + " VALUES (1, 'a', NULL)", "UPDATE " + table + " SET id = 3 WHERE id = 1", "INSERT INTO " + table + " VALUES (4, 'd', NULL)"} {
+		testenv.ExecFlushed(t, db, q) // a transaction each
+	}
+	cd, _ := openCaptured(t, "cont", dsn, table, slot)
+	msgs := peekMessages(t, db, slot)
+	rel, commit := -1, -1 // the first transaction's relation message and commit
+	for i, m := range msgs {
+		if m[0] == 'R' && rel < 0 {
+			rel = i
+		}
+		if m[0] == 'C' && rel >= 0 {
+			commit = i
+			break
+		}
+	}
+	if rel < 0 || commit < 0 {
+		t.Fatalf("no relation message and commit in the stream (%d messages)", len(msgs))
+	}
+	resent := func(ms [][]byte) [][]byte { // the stream with the relation message sent twice
+		return slices.Insert(slices.Clone(ms), rel+1, msgs[rel])
+	}
+	first := msgs[:commit+1]
+	for _, tc := range []struct {
+		name       string
+		last, next [][]byte
+	}{
+		{"none", first, msgs},
+		{"in the last peek", resent(first), msgs},
+		{"in the next peek", first, resent(msgs)},
+		{"in both", resent(first), resent(msgs)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			prev := &peeked{from: 1}
+			prev.d = cd.got.newDecoder(prev)
+			for _, m := range tc.last {
+				if err := prev.d.message(m); err != nil {
+					t.Fatal(err)
+				}
+			}
+			prev.msgs = len(tc.last)
+			if len(prev.rows) != 1 {
+				t.Fatalf("the last peek decoded %d changes, want the first insert", len(prev.rows))
+			}
+			p := &peeked{from: 1}
+			d := p.continues(prev, prev.pos[0], cd.got)
+			for _, m := range tc.next {
+				if err := d.message(m); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var got []string
+			for _, c := range p.rows {
+				got = append(got, fmt.Sprintf("%s %s", c.Op, c.Text[0]))
+			}
+			if want := []string{"delete 1", "insert 3", "insert 4"}; fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("the continuing peek's changes: %v, want %v", got, want)
+			}
+		})
+	}
 }
