@@ -643,3 +643,44 @@ func TestSQLGrantsMySQLNeedsTheDatabase(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out)
 	}
 }
+
+// TestAzuriteWithoutGC: scripts/lib/azurite.js, which start_azurite runs for tests and
+// benchmarks, starts each service with its extent garbage collection put off for good (its
+// debug log says how long the collector sleeps after its first, empty run); an unknown service
+// is refused. Azurite's collection froze the service for minutes ten minutes into a run.
+func TestAzuriteWithoutGC(t *testing.T) {
+	needServers(t)
+	root := repoRoot(t)
+	if out, err := exec.Command("node", filepath.Join(root, "scripts", "lib", "azurite.js"), "table").CombinedOutput(); err == nil || !strings.Contains(string(out), "usage: azurite.js blob|queue") {
+		t.Fatalf("an unknown service: %v, %s", err, out)
+	}
+	for _, tc := range []struct{ service, manager string }{{"blob", "BlobGCManager"}, {"queue", "QueueGCManager"}} {
+		t.Run(tc.service, func(t *testing.T) {
+			dir := t.TempDir()
+			logf := filepath.Join(dir, "debug.log")
+			port := testenv.FreePort(t)
+			cmd := exec.Command("node", filepath.Join(root, "scripts", "lib", "azurite.js"), tc.service,
+				"--"+tc.service+"Host", "127.0.0.1", "--"+tc.service+"Port", strconv.Itoa(port),
+				"--inMemoryPersistence", "--skipApiVersionCheck", "--disableTelemetry", "--debug", logf)
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+			sleeps := regexp.MustCompile(tc.manager + `:markSweepLoop\(\) Sleep for (\d+)`)
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				b, _ := os.ReadFile(logf)
+				if m := sleeps.FindSubmatch(b); m != nil {
+					if string(m[1]) != "2147483647" {
+						t.Fatalf("%s's collector sleeps %s ms after its first run, want 2147483647 (24.8 days)", tc.service, m[1])
+					}
+					return
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("no %s sleep in Azurite's debug log within 30 s:\n%s", tc.manager, b)
+				}
+				time.Sleep(100 * time.Millisecond) // polling with a deadline
+			}
+		})
+	}
+}

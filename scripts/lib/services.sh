@@ -173,12 +173,13 @@ start_azurite() {
 }
 
 # start_azurite_service SERVICE starts Azurite's blob or queue service on a free port and prints
-# "PORT PID".
+# "PORT PID": in memory, without its garbage collection, which froze it for minutes in a long run
+# (scripts/lib/azurite.js says why).
 start_azurite_service() {
   local service=$1 attempt port pid logfile="$RUN_DIR/azurite-$1.log"
   for attempt in 1 2 3; do
     port=$(free_port)
-    "$ROOT/node_modules/.bin/azurite-$service" "--${service}Host" 127.0.0.1 "--${service}Port" "$port" \
+    node "$ROOT/scripts/lib/azurite.js" "$service" "--${service}Host" 127.0.0.1 "--${service}Port" "$port" \
       --inMemoryPersistence --silent --skipApiVersionCheck --disableTelemetry >"$logfile" 2>&1 &
     pid=$!
     local name=Blob
