@@ -25,7 +25,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/pseudotrigger/pseudotrigger/internal/version"
 	"log/slog"
 	"net/http"
 	"os"
@@ -33,14 +32,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
-
 	"github.com/go-chi/chi/v5"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
 	"github.com/pseudotrigger/pseudotrigger/internal/clock"
 	"github.com/pseudotrigger/pseudotrigger/internal/deadletter"
 	"github.com/pseudotrigger/pseudotrigger/internal/faultpoint"
@@ -53,6 +51,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/store/blobstore"
 	"github.com/pseudotrigger/pseudotrigger/internal/telemetry"
 	"github.com/pseudotrigger/pseudotrigger/internal/tick"
+	"github.com/pseudotrigger/pseudotrigger/internal/version"
 )
 
 // MaxBodyBytes caps an invocation's body; a timer invocation is well under 4 KiB.

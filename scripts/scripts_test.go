@@ -684,3 +684,64 @@ func TestAzuriteWithoutGC(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckTree: scripts/lib/tree.sh's check_tree, which scripts/test.sh runs, passes a checkout
+// whose imports are grouped (standard library, third-party, this module) and whose tracked files
+// are under 1 MB, and fails, naming the file, on imports out of their group and on a tracked
+// file over 1 MB (an untracked one is no concern).
+func TestCheckTree(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	root := repoRoot(t)
+	good := "package x\n\nimport (\n\t\"fmt\"\n\n\t\"github.com/go-chi/chi/v5\"\n\n\t\"github.com/pseudotrigger/pseudotrigger/internal/clock\"\n)\n\nvar _, _, _ = fmt.Sprint, chi.NewRouter, clock.Real\n"
+	mixed := "package x\n\nimport (\n\t\"fmt\"\n\t\"github.com/pseudotrigger/pseudotrigger/internal/clock\"\n)\n\nvar _, _ = fmt.Sprint, clock.Real\n"
+	for _, tc := range []struct {
+		name  string
+		files map[string]string // tracked
+		extra map[string]int    // tracked files of that many bytes
+		loose map[string]int    // untracked files of that many bytes
+		want  string            // "" passes
+	}{
+		{name: "clean", files: map[string]string{"x/x.go": good}, loose: map[string]int{"x/pollerctl": 2 << 20}},
+		{name: "imports", files: map[string]string{"x/x.go": good, "x/mixed.go": mixed}, want: "imports not grouped as the standard library, third-party modules, then github.com/pseudotrigger/pseudotrigger (goimports -local github.com/pseudotrigger/pseudotrigger -w FILE moves them; merge the groups it leaves): x/mixed.go"},
+		{name: "big file", files: map[string]string{"x/x.go": good}, extra: map[string]int{"pollerctl": 1<<20 + 1}, want: "tracked files over 1 MB (a build output? git rm --cached it and add it to .gitignore): pollerctl (1048577 bytes)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			write := func(name string, b []byte) {
+				if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for name, s := range tc.files {
+				write(name, []byte(s))
+			}
+			for name, n := range tc.extra {
+				write(name, make([]byte, n))
+			}
+			git := func(args ...string) {
+				if out, err := exec.Command("git", append([]string{"-C", dir}, args...)...).CombinedOutput(); err != nil {
+					t.Fatalf("git %v: %v, %s", args, err, out)
+				}
+			}
+			git("init", "-q")
+			git("add", ".")
+			for name, n := range tc.loose {
+				write(name, make([]byte, n))
+			}
+			cmd := exec.Command("bash", "-c", `source "$1/scripts/lib/tree.sh" && check_tree "$2"`, "check", root, dir)
+			out, err := cmd.CombinedOutput()
+			got := strings.TrimSpace(string(out))
+			switch {
+			case tc.want == "" && (err != nil || got != ""):
+				t.Fatalf("check_tree failed a clean tree: %v\n%s", err, got)
+			case tc.want != "" && (err == nil || got != tc.want):
+				t.Fatalf("check_tree: %v\n got %q\nwant %q", err, got, tc.want)
+			}
+		})
+	}
+}

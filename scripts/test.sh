@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Runs every test: installs what the tests need when missing (Azurite and the Bicep syntax
-# checker from package.json, PostgreSQL, MariaDB, the spin model checker, Chromium), starts the servers on free
-# 127.0.0.1 ports, checks formatting, vet, staticcheck, the Bicep syntax and the model of the
-# lease protocol (internal/model/check.sh), runs
-# go test -race ./... against the real servers, and stops what it started, also on failure.
+# checker from package.json, PostgreSQL, MariaDB, the spin model checker, Chromium), starts the
+# servers on free 127.0.0.1 ports, checks formatting, import grouping and tracked files' sizes
+# (scripts/lib/tree.sh), vet, staticcheck, the Bicep syntax and the model of the lease protocol
+# (internal/model/check.sh), runs go test -race ./... against the real servers, and stops what it
+# started, also on failure.
 #
 #   scripts/test.sh                 everything
 #   scripts/test.sh -run Lease      extra arguments go to go test
@@ -23,6 +24,8 @@ if [ -z "${SKIP_CHECKS:-}" ]; then
   log "checking formatting, go vet and staticcheck ..."
   unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './node_modules/*'))
   [ -z "$unformatted" ] || die "gofmt would change: $unformatted (run gofmt -w)"
+  source scripts/lib/tree.sh
+  check_tree . >&2 || die "the checkout's files fail the checks above (scripts/lib/tree.sh)"
   # Each long step runs through run_child (services.sh): Ctrl-C or kill PID stops it at once, with
   # the servers, instead of when it finishes.
   run_child go vet ./...

@@ -10,7 +10,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/pseudotrigger/pseudotrigger/internal/version"
 	"log/slog"
 	"net"
 	"net/http"
@@ -26,6 +25,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/faultpoint"
 	"github.com/pseudotrigger/pseudotrigger/internal/logbuf"
 	"github.com/pseudotrigger/pseudotrigger/internal/telemetry"
+	"github.com/pseudotrigger/pseudotrigger/internal/version"
 	"github.com/pseudotrigger/pseudotrigger/pollers"
 )
 

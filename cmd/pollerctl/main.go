@@ -18,21 +18,20 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/pseudotrigger/pseudotrigger/internal/version"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
 
-	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
-
 	"golang.org/x/sys/unix"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
 	"github.com/pseudotrigger/pseudotrigger/internal/ctl"
 	"github.com/pseudotrigger/pseudotrigger/internal/declared"
 	"github.com/pseudotrigger/pseudotrigger/internal/devhost"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/blobstore"
+	"github.com/pseudotrigger/pseudotrigger/internal/version"
 	"github.com/pseudotrigger/pseudotrigger/pollers"
 )
 

@@ -47,7 +47,7 @@ func newWorkload(t *testing.T) workload {
 	return w
 }
 
-// scenarios are the late-commit cases of DESIGN.md §4 on PostgreSQL. The lags are relative to
+// scenarios are the late-commit cases of docs/sources.md's cursor kinds on PostgreSQL. The lags are relative to
 // the longest transaction a writer holds open on purpose (maxTxn): well above it (3x: commits
 // also take time on a loaded machine, and the test checks the measured longest against the lag),
 // and well below it (a tenth).

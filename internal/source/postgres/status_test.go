@@ -2,9 +2,10 @@ package postgres
 
 import (
 	"errors"
-	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"strings"
 	"testing"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/source"
 )
 
 // TestCheckSlot: a missing slot, a slot of another kind and a slot that lost its WAL are
