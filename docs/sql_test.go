@@ -271,7 +271,7 @@ func proveRecipe(t *testing.T, b block, f *fresh, kind string) {
 	t.Cleanup(func() { src.Close() })
 
 	execSQL(t, writer, "INSERT INTO orders (id, customer, amount) VALUES (1, 'ada', 9.50)")
-	if kind == state.KindLogical || kind == state.KindChangeTracking {
+	if state.ChangeKind(kind) {
 		proveStream(t, b, src, writer)
 		return
 	}

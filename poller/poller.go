@@ -8,6 +8,7 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
 // CursorKind is how a poller finds the rows after its checkpoint.
@@ -37,7 +38,7 @@ const (
 )
 
 // changes reports whether kind reads a change stream, which has no cursor column.
-func (k CursorKind) changes() bool { return k == Logical || k == ChangeTracking }
+func (k CursorKind) changes() bool { return state.ChangeKind(string(k)) }
 
 // Batch is what a poller's handler receives: rows in cursor order and the facts a sink needs to
 // deduplicate and to fence out stale writers.

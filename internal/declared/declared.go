@@ -26,6 +26,7 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/poller"
 	"github.com/pseudotrigger/pseudotrigger/sink"
 )
@@ -88,14 +89,6 @@ type Cursor struct {
 	Column string `json:"column"`
 }
 
-// Kinds are the cursor kinds a poller.json may name. The change-stream kinds (logical,
-// changetracking) read the database's own record of changes and take no column.
-var Kinds = []poller.CursorKind{poller.TimestampPK, poller.Integer, poller.RowVersion, poller.XID, poller.Logical, poller.ChangeTracking}
-
-// changeStream reports whether kind reads a change stream (and so takes no cursor column).
-func changeStream(kind string) bool {
-	return kind == string(poller.Logical) || kind == string(poller.ChangeTracking)
-}
 
 // ErrConflict: a name is declared both in Go (package pollers) and as a folder.
 var ErrConflict = errors.New("a poller is declared twice")
@@ -336,25 +329,25 @@ func (s Spec) check() error {
 		return field("source.columns", "required: the columns each change carries")
 	case len(src.Key) == 0:
 		return field("source.key", "required: the key columns (the rows' identity and the cursor's tiebreaker)")
-	case !slices.Contains(Kinds, poller.CursorKind(src.Cursor.Kind)):
+	case !slices.Contains(state.Kinds, src.Cursor.Kind):
 		return field("source.cursor.kind", "%q is not one of %s", src.Cursor.Kind, kindList())
-	case changeStream(src.Cursor.Kind) && src.Cursor.Column != "":
+	case state.ChangeKind(src.Cursor.Kind) && src.Cursor.Column != "":
 		return field("source.cursor.column", "a %s cursor reads the database's record of changes and takes no column (%q): remove the field", src.Cursor.Kind, src.Cursor.Column)
 	case src.Cursor.Kind == string(poller.ChangeTracking) && src.Filter != "":
 		return field("source.filter", "a %s cursor delivers every change of the table and takes no filter (CHANGETABLE has none): filter in the sink's consumer", src.Cursor.Kind)
-	case changeStream(src.Cursor.Kind) && src.SettleLag != "":
+	case state.ChangeKind(src.Cursor.Kind) && src.SettleLag != "":
 		return field("source.settle_lag", "a %s cursor reads committed changes in commit order and takes no settle lag", src.Cursor.Kind)
 	case src.Initial != "" && src.Initial != "now" && src.Initial != "snapshot":
 		return field("source.initial", "%q is not \"now\" (the default: the changes from the first tick on) or \"snapshot\" (the rows there are first, then the changes)", src.Initial)
-	case src.Initial == "snapshot" && !changeStream(src.Cursor.Kind):
+	case src.Initial == "snapshot" && !state.ChangeKind(src.Cursor.Kind):
 		return field("source.initial", "\"snapshot\" is for the logical and changetracking cursors: the %s cursor's first tick reads every row there is already", src.Cursor.Kind)
 	case slices.Contains(src.Columns, source.AllColumns) && (len(src.Columns) > 1 || src.Cursor.Kind != string(poller.Logical)):
 		return field("source.columns", "[\"*\"] alone reads every column, for the logical cursor only (its stream describes the table as it changes); list the columns")
-	case src.SkipWriter != "" && !changeStream(src.Cursor.Kind):
+	case src.SkipWriter != "" && !state.ChangeKind(src.Cursor.Kind):
 		return field("source.skip_writer", "is for the logical and changetracking cursors, which know who wrote a change; a %s cursor reads rows, not their writers", src.Cursor.Kind)
 	case writerErr != nil:
 		return field("source.skip_writer", "%q: %v", src.SkipWriter, writerErr)
-	case src.Cursor.Column == "" && !changeStream(src.Cursor.Kind):
+	case src.Cursor.Column == "" && !state.ChangeKind(src.Cursor.Kind):
 		return field("source.cursor.column", "required: the column the cursor follows")
 	case s.BatchSize < 0:
 		return field("batch_size", "%d is not a positive number", s.BatchSize)
@@ -396,7 +389,7 @@ func checkSink(at string, cfg sink.Config) error {
 func (s Spec) checkTables() error {
 	src := s.Source
 	switch {
-	case !changeStream(src.Cursor.Kind):
+	case !state.ChangeKind(src.Cursor.Kind):
 		return field("source.tables", "several tables are for the logical and changetracking cursors (one stream for them all), not %q: give each table a poller of its own", src.Cursor.Kind)
 	case src.Table != "" || src.Schema != "" || len(src.Columns) > 0 || len(src.Key) > 0 || src.Filter != "":
 		return field("source.tables", "replaces source.table, schema, columns, key and filter, which each entry of it has: move them into the entries")
@@ -434,13 +427,7 @@ func (s Spec) checkTables() error {
 	return nil
 }
 
-func kindList() string {
-	out := make([]string, len(Kinds))
-	for i, k := range Kinds {
-		out[i] = string(k)
-	}
-	return strings.Join(out, ", ")
-}
+func kindList() string { return strings.Join(state.Kinds, ", ") }
 
 // withKey is columns with the key columns and the cursor column added where missing (every
 // column, "*", has them).

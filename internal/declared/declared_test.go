@@ -17,6 +17,7 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/poller"
 	"github.com/pseudotrigger/pseudotrigger/pollers"
 	"github.com/pseudotrigger/pseudotrigger/pollertest"
@@ -215,7 +216,8 @@ func TestDeclaredPollerDelivers(t *testing.T) {
 }
 
 // TestSchemaMatchesSpec: poller.schema.json names exactly the fields Spec, Source, Cursor and
-// sink.Config decode, and the same enums.
+// sink.Config decode, and the same enums: the sink types, state.Kinds, and as the kinds that take
+// no cursor column those of state.ChangeKind.
 func TestSchemaMatchesSpec(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join("../..", SchemaFile))
 	if err != nil {
@@ -263,6 +265,13 @@ func TestSchemaMatchesSpec(t *testing.T) {
 		_ = json.Unmarshal(raw, &n)
 		return n.Items
 	}
+	ifKind := func(raw json.RawMessage) json.RawMessage { // the "if" of cursor: the kinds that take no column
+		var n struct {
+			If json.RawMessage `json:"if"`
+		}
+		_ = json.Unmarshal(raw, &n)
+		return n.If
+	}
 	top := props(data, "poller.json")
 	src := props(top["source"], "source")
 	snk := props(top["sink"], "sink")
@@ -276,7 +285,8 @@ func TestSchemaMatchesSpec(t *testing.T) {
 		{"source.tables[]", keys(props(items(src["tables"]), "source.tables[]")), fields(Table{})},
 		{"sink", keys(snk), fields(sink.Config{})},
 		{"sink.type", enum(snk["type"]), sorted(sink.Types)},
-		{"source.cursor.kind", enum(props(src["cursor"], "")["kind"]), sorted(kindStrings())},
+		{"source.cursor.kind", enum(props(src["cursor"], "")["kind"]), sorted(state.Kinds)},
+		{"source.cursor's change kinds (if)", enum(props(ifKind(src["cursor"]), "source.cursor.if")["kind"]), sorted(slices.DeleteFunc(slices.Clone(state.Kinds), func(k string) bool { return !state.ChangeKind(k) }))},
 	} {
 		if !slices.Equal(c.schema, c.code) {
 			t.Errorf("%s: the schema has %v, the code %v", c.path, c.schema, c.code)
@@ -298,13 +308,6 @@ func sorted(s []string) []string {
 	return out
 }
 
-func kindStrings() []string {
-	var out []string
-	for _, k := range Kinds {
-		out = append(out, string(k))
-	}
-	return out
-}
 
 // TestFolders: the poller folders are the function folders with a timer trigger and the Go
 // pollers' packages; an HTTP function, a folder without function.json and a function.json that

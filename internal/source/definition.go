@@ -96,11 +96,9 @@ const (
 	InitialSnapshot = "snapshot"
 )
 
-// Changes reports whether the cursor reads a change stream (logical, changetracking) rather than
-// the table in keyset order: it has no cursor column, every row carries its op, and a row's
-// cursor is a position in the stream, not the row's own values.
+// Changes reports whether the cursor reads a change stream (state.ChangeKind).
 func (d Definition) Changes() bool {
-	return d.Cursor.Kind == state.KindLogical || d.Cursor.Kind == state.KindChangeTracking
+	return state.ChangeKind(d.Cursor.Kind)
 }
 
 // Cursor names the cursor kind and column.

@@ -39,8 +39,17 @@ const (
 	KindChangeTracking = "changetracking"
 )
 
-// Kinds lists the cursor kinds.
+// Kinds lists the cursor kinds: the one list that the poller package's constants, poller.json's
+// schema and every check of a kind are tested against.
 var Kinds = []string{KindTimestampPK, KindInteger, KindRowversion, KindXID, KindLogical, KindChangeTracking}
+
+// ChangeKind reports whether kind reads a change stream (logical, changetracking), the database's
+// own record of changes, rather than the table in keyset order: it has no cursor column and
+// takes no settle lag, every row carries its op, and a row's cursor is a position in the stream,
+// not the row's own values.
+func ChangeKind(kind string) bool {
+	return kind == KindLogical || kind == KindChangeTracking
+}
 
 // Sentinel errors; Decode wraps them in an *Error that names the blob.
 var (

@@ -142,7 +142,7 @@ func hash(canon any) string {
 // cursorColumns are the columns a keyset cursor's value and tiebreaker hold: the cursor column,
 // then the key's other columns. A change stream's position holds none.
 func (s SourceDef) cursorColumns() []string {
-	if s.CursorKind == KindLogical || s.CursorKind == KindChangeTracking {
+	if ChangeKind(s.CursorKind) {
 		return nil
 	}
 	cols := []string{s.CursorColumn}

@@ -14,7 +14,7 @@ import (
 func Setup(t testing.TB, drv source.Driver, dsn string, table source.Table, kind, col string) *source.Setup {
 	t.Helper()
 	def := source.Definition{Table: table, Columns: []string{"id", "amount"}, Cursor: source.Cursor{Kind: kind, Column: col}, PK: []string{"id"}}
-	if kind == state.KindLogical || kind == state.KindChangeTracking {
+	if state.ChangeKind(kind) {
 		def.Cursor.Column = ""
 	}
 	s, err := source.CheckSetup(context.Background(), source.Drivers{drv}, source.Config{Poller: "chk", Driver: drv.Name(), DSN: dsn, Definition: def})
