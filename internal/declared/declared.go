@@ -89,7 +89,6 @@ type Cursor struct {
 	Column string `json:"column"`
 }
 
-
 // ErrConflict: a name is declared both in Go (package pollers) and as a folder.
 var ErrConflict = errors.New("a poller is declared twice")
 

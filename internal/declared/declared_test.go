@@ -308,7 +308,6 @@ func sorted(s []string) []string {
 	return out
 }
 
-
 // TestFolders: the poller folders are the function folders with a timer trigger and the Go
 // pollers' packages; an HTTP function, a folder without function.json and a function.json that
 // does not parse are not.
