@@ -10,6 +10,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/blobpath"
 	"github.com/pseudotrigger/pseudotrigger/internal/ctl"
 	"github.com/pseudotrigger/pseudotrigger/internal/deadletter"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres"
@@ -105,7 +106,7 @@ func (a *pollerctlApp) blobs(t *testing.T) *azblob.Client {
 func (a *pollerctlApp) state(t *testing.T) []byte {
 	t.Helper()
 	buf := make([]byte, 1<<20)
-	n, err := a.blobs(t).DownloadBuffer(context.Background(), a.container, state.Blob("docs", "orders"), buf, nil)
+	n, err := a.blobs(t).DownloadBuffer(context.Background(), a.container, blobpath.State("docs", "orders"), buf, nil)
 	if err != nil {
 		t.Fatalf("reading the state blob: %v", err)
 	}
@@ -129,7 +130,7 @@ func (a *pollerctlApp) deadLetter(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.blobs(t).UploadBuffer(context.Background(), a.container, deadletter.Name("docs", "orders", l.BatchID), data, nil); err != nil {
+	if _, err := a.blobs(t).UploadBuffer(context.Background(), a.container, blobpath.DeadLetter("docs", "orders", l.BatchID), data, nil); err != nil {
 		t.Fatalf("writing a dead letter: %v", err)
 	}
 	return l.BatchID

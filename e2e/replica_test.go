@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/blobpath"
 	"github.com/pseudotrigger/pseudotrigger/internal/faultpoint"
 	"github.com/pseudotrigger/pseudotrigger/internal/replicacheck"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
@@ -96,7 +97,7 @@ func newReplicaRunWith(t *testing.T, batch int, opts replicacheck.Options, extra
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		name := state.Blob(r.app, "replica")
+		name := blobpath.State(r.app, "replica")
 		if b, err := r.st.Get(context.Background(), name); err == nil {
 			_ = r.st.Delete(context.Background(), name, store.IfMatch(b.ETag))
 		}
@@ -146,7 +147,7 @@ func (r *replicaRun) env() []string {
 }
 
 func (r *replicaRun) checkpoint(ctx context.Context) (*state.Cursor, error) {
-	name := state.Blob(r.app, "replica")
+	name := blobpath.State(r.app, "replica")
 	b, err := r.st.Get(ctx, name)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil
@@ -596,7 +597,7 @@ func TestLogicalReplicaSnapshotKill(t *testing.T) {
 	if missing > 0 {
 		t.Errorf("%d rows present at the start were neither read nor changed since", missing)
 	}
-	b, err := r.st.Get(ctx, state.Blob(r.app, "replica"))
+	b, err := r.st.Get(ctx, blobpath.State(r.app, "replica"))
 	if err != nil {
 		t.Fatal(err)
 	}

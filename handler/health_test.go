@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/handler"
+	"github.com/pseudotrigger/pseudotrigger/internal/blobpath"
 	"github.com/pseudotrigger/pseudotrigger/internal/clock"
-	"github.com/pseudotrigger/pseudotrigger/internal/liveness"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerstatus"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
@@ -90,7 +90,7 @@ func TestIdleWritesPerDay(t *testing.T) {
 			t.Fatalf("tick %d: %d %v", i, status, m)
 		}
 	}
-	stateWrites, marks := st.count(state.Blob("day", "good")), st.count(liveness.Blob("day", "good"))
+	stateWrites, marks := st.count(blobpath.State("day", "good")), st.count(blobpath.Liveness("day", "good"))
 	t.Logf("an idle poller on a 10 s schedule for a day: %d ticks, %d state blob reads, %d state writes, %d liveness writes", ticks, st.reads.Load(), stateWrites, marks)
 	if stateWrites != 0 || marks != 288 || st.reads.Load() != ticks {
 		t.Fatalf("a day of idle ticks: %d state writes, %d liveness writes, %d reads; want 0, 288, %d", stateWrites, marks, st.reads.Load(), ticks)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/handler"
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
+	"github.com/pseudotrigger/pseudotrigger/internal/blobpath"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerstatus"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sqlite"
@@ -132,7 +133,7 @@ func setUp(tb testing.TB, dsn string) string {
 // breakCursor writes a key value "abc" into a poller's stored cursor, as a mistaken reset would.
 func breakCursor(tb testing.TB, st store.Store, app, name string) {
 	tb.Helper()
-	blob := state.Blob(app, name)
+	blob := blobpath.State(app, name)
 	ctx := context.Background()
 	bl, err := st.Get(ctx, blob)
 	if err != nil {

@@ -12,14 +12,10 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/blobpath"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
 )
-
-// backupPrefix is where a poller's backups are: backups/{app}/{poller}/.
-func (env Env) backupPrefix(pollerName string) string {
-	return "backups/" + env.App + "/" + pollerName + "/"
-}
 
 // backupEntry is one backup as `backups` lists it.
 type backupEntry struct {
@@ -31,19 +27,16 @@ type backupEntry struct {
 	Problem      string        `json:"problem,omitempty"` // it does not decode
 }
 
-// backupStamp is the UTC time at the end of a backup's name (backup writes {what}{stamp}.json).
-const backupStamp = "20060102T150405.000000000Z"
-
 // deadLetterBackup is the {what} of a discarded dead letter's backup: not a state document.
 const deadLetterBackup = "deadletter-"
 
 // backupTime returns when a backup was taken, from its name; false when the name has no stamp.
 func backupTime(name string) (time.Time, bool) {
 	base := strings.TrimSuffix(path.Base(name), ".json")
-	if len(base) < len(backupStamp) {
+	if len(base) < len(blobpath.BackupStamp) {
 		return time.Time{}, false
 	}
-	t, err := time.Parse(backupStamp, base[len(base)-len(backupStamp):])
+	t, err := time.Parse(blobpath.BackupStamp, base[len(base)-len(blobpath.BackupStamp):])
 	return t, err == nil
 }
 
@@ -51,9 +44,9 @@ func backupTime(name string) (time.Time, bool) {
 // dead letters' backups beside them (deadletter-{batch}-{utc}.json), which are not state documents.
 // Names without a time stamp come last.
 func listBackups(ctx context.Context, env Env, st store.Store, pollerName string) ([]string, int, error) {
-	all, err := st.List(ctx, env.backupPrefix(pollerName))
+	all, err := st.List(ctx, blobpath.Backups(env.App, pollerName))
 	if err != nil {
-		return nil, 0, fmt.Errorf("listing %s: %w", env.backupPrefix(pollerName), err)
+		return nil, 0, fmt.Errorf("listing %s: %w", blobpath.Backups(env.App, pollerName), err)
 	}
 	var names []string
 	letters := 0
@@ -105,9 +98,9 @@ func backupsCmd(ctx context.Context, args []string, env Env) error {
 	}
 	if len(names) == 0 {
 		if letters > 0 {
-			return usagef("%s has no state backups under %s (only %d of discarded dead letters)", name, env.backupPrefix(name), letters)
+			return usagef("%s has no state backups under %s (only %d of discarded dead letters)", name, blobpath.Backups(env.App, name), letters)
 		}
-		return usagef("%s has no backups (none under %s)", name, env.backupPrefix(name))
+		return usagef("%s has no backups (none under %s)", name, blobpath.Backups(env.App, name))
 	}
 	entries := make([]backupEntry, 0, len(names))
 	for _, n := range names {
@@ -144,7 +137,7 @@ func backupsCmd(ctx context.Context, args []string, env Env) error {
 	}
 	if letters > 0 {
 		fmt.Fprintf(env.Out, "(and %d dead-letter backup(s) of discarded dead letters, %s%s*, not listed: they are not state documents)\n",
-			letters, env.backupPrefix(name), deadLetterBackup)
+			letters, blobpath.Backups(env.App, name), deadLetterBackup)
 	}
 	fmt.Fprintf(env.Out, "restore one with: pollerctl reset %s --from-backup %s (or latest)\n", name, entries[0].File)
 	return nil
@@ -161,16 +154,16 @@ func readBackup(ctx context.Context, env Env, st store.Store, pollerName, which 
 			return "", nil, err
 		}
 		if len(names) == 0 {
-			return "", nil, usagef("--from-backup latest: %s has no backups (none under %s)", pollerName, env.backupPrefix(pollerName))
+			return "", nil, usagef("--from-backup latest: %s has no backups (none under %s)", pollerName, blobpath.Backups(env.App, pollerName))
 		}
 		blob = names[0]
 	case !strings.Contains(which, "/"):
-		blob = env.backupPrefix(pollerName) + which
+		blob = blobpath.Backups(env.App, pollerName) + which
 		if !strings.HasSuffix(blob, ".json") {
 			blob += ".json"
 		}
-	case !strings.HasPrefix(which, env.backupPrefix(pollerName)):
-		return "", nil, usagef("--from-backup %s is not one of %s's backups (%s...)", which, pollerName, env.backupPrefix(pollerName))
+	case !strings.HasPrefix(which, blobpath.Backups(env.App, pollerName)):
+		return "", nil, usagef("--from-backup %s is not one of %s's backups (%s...)", which, pollerName, blobpath.Backups(env.App, pollerName))
 	}
 	b, err := st.Get(ctx, blob)
 	if errors.Is(err, store.ErrNotFound) {

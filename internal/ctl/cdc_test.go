@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
+	"github.com/pseudotrigger/pseudotrigger/internal/blobpath"
 	"github.com/pseudotrigger/pseudotrigger/internal/clock"
 	"github.com/pseudotrigger/pseudotrigger/internal/ctl"
 	"github.com/pseudotrigger/pseudotrigger/internal/deadletter"
@@ -148,7 +149,7 @@ func (w *cdcWorld) confirmed(slot string) postgres.Position {
 
 func (w *cdcWorld) doc(name string) *state.Doc {
 	w.t.Helper()
-	b, err := w.st.Get(ctx, state.Blob(w.app, name))
+	b, err := w.st.Get(ctx, blobpath.State(w.app, name))
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -274,7 +275,7 @@ func TestLogicalResetCloneStatus(t *testing.T) {
 		w.must(ctl.ExitOK, []string{"reset", "lg", "--to-cursor", at.String(), "--yes"})
 		w.must(ctl.ExitRefused, []string{"clone", "lg", "--to", "lgcopy", "--yes"}, "after where lg is (its checkpoint is "+at.String()+")",
 			"copying the checkpoint would skip them silently", "--from-slot-start")
-		if _, err := w.st.Get(ctx, state.Blob(w.app, "lgcopy")); !errors.Is(err, store.ErrNotFound) {
+		if _, err := w.st.Get(ctx, blobpath.State(w.app, "lgcopy")); !errors.Is(err, store.ErrNotFound) {
 			t.Fatalf("a refused clone wrote state: %v", err)
 		}
 		// Once lg's checkpoint is at or past the new slot, the clone goes on exactly there.
@@ -318,7 +319,7 @@ func TestLogicalDeadLetterReplay(t *testing.T) {
 		if strings.Join(w.delivered, "\n") != strings.Join(want, "\n") {
 			t.Fatalf("delivered:\n%s\nwant:\n%s", strings.Join(w.delivered, "\n"), strings.Join(want, "\n"))
 		}
-		if _, err := w.st.Get(ctx, deadletter.Name(w.app, "lg", letter.BatchID)); !errors.Is(err, store.ErrNotFound) {
+		if _, err := w.st.Get(ctx, blobpath.DeadLetter(w.app, "lg", letter.BatchID)); !errors.Is(err, store.ErrNotFound) {
 			t.Fatalf("the replayed letter is still there: %v", err)
 		}
 	})
@@ -327,7 +328,7 @@ func TestLogicalDeadLetterReplay(t *testing.T) {
 // managerLG is a ticking worker's lease manager on lg, with the fingerprint its reset recorded.
 func (w *cdcWorld) managerLG(owner string) *lease.Manager {
 	w.t.Helper()
-	m, err := lease.New(w.st, lease.Config{Poller: "lg", Blob: state.Blob(w.app, "lg"), Owner: owner, Fingerprint: w.doc("lg").SourceFingerprint, Clock: w.clk})
+	m, err := lease.New(w.st, lease.Config{Poller: "lg", Blob: blobpath.State(w.app, "lg"), Owner: owner, Fingerprint: w.doc("lg").SourceFingerprint, Clock: w.clk})
 	if err != nil {
 		w.t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
+	"github.com/pseudotrigger/pseudotrigger/internal/blobpath"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/clock"
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
@@ -249,7 +250,7 @@ func (env Env) store() (store.Store, error) {
 	return env.Store, nil
 }
 
-func (env Env) blob(pollerName string) string { return state.Blob(env.App, pollerName) }
+func (env Env) blob(pollerName string) string { return blobpath.State(env.App, pollerName) }
 
 func (env Env) definition(name string) (*pollerdef.Def, bool) {
 	for _, d := range env.Pollers {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
+	"github.com/pseudotrigger/pseudotrigger/internal/blobpath"
 	"github.com/pseudotrigger/pseudotrigger/internal/tick"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/deadletter"
@@ -74,7 +75,7 @@ func deadLetterList(ctx context.Context, args []string, env Env) error {
 		return enc.Encode(letters)
 	}
 	if len(letters) == 0 {
-		fmt.Fprintf(env.Out, "no dead letters for %s (under %s)\n", pos[0], deadletter.Prefix(env.App, pos[0]))
+		fmt.Fprintf(env.Out, "no dead letters for %s (under %s)\n", pos[0], blobpath.DeadLetters(env.App, pos[0]))
 		return nil
 	}
 	tw := tabwriter.NewWriter(env.Out, 2, 4, 2, ' ', 0)
@@ -145,7 +146,7 @@ func deadLetterDiscard(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return letterErr(err)
 	}
-	fmt.Fprintf(env.Out, "discard %s: %d dead row(s) of batch %s; they will not be delivered\n", deadletter.Name(env.App, name, id), len(l.Rows), id)
+	fmt.Fprintf(env.Out, "discard %s: %d dead row(s) of batch %s; they will not be delivered\n", blobpath.DeadLetter(env.App, name, id), len(l.Rows), id)
 	if !yes.given() {
 		fmt.Fprintln(env.Out, "dry run: nothing deleted. Add --yes to discard.")
 		return nil
@@ -159,7 +160,7 @@ func deadLetterDiscard(ctx context.Context, args []string, env Env) error {
 		}
 		return err
 	}
-	fmt.Fprintf(env.Out, "discarded %s\n", deadletter.Name(env.App, name, id))
+	fmt.Fprintf(env.Out, "discarded %s\n", blobpath.DeadLetter(env.App, name, id))
 	return nil
 }
 
@@ -184,7 +185,7 @@ func deadLetterReplay(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return letterErr(err)
 	}
-	fmt.Fprintf(env.Out, "replay %s: %d row(s) to %s's handler, read again from the source by key\n", deadletter.Name(env.App, name, id), len(letter.Rows), name)
+	fmt.Fprintf(env.Out, "replay %s: %d row(s) to %s's handler, read again from the source by key\n", blobpath.DeadLetter(env.App, name, id), len(letter.Rows), name)
 	if d.Source().Changes() {
 		fmt.Fprintln(env.Out, "  each as the row is now: an insert or update whose row exists goes as an update of the current row; a delete whose row is\n"+
 			"  still gone goes as a delete of the key (key only); a change that a later one of the same key undid is not replayed")
@@ -286,7 +287,7 @@ func deadLetterReplay(ctx context.Context, args []string, env Env) error {
 	if err := deadletter.Delete(ctx, st, env.App, name, id, b.ETag); err != nil {
 		return fmt.Errorf("the rows were replayed, but deleting the dead letter failed: %w; discard it with pollerctl deadletter discard %s %s --yes", err, name, id)
 	}
-	fmt.Fprintf(env.Out, "deleted %s\n", deadletter.Name(env.App, name, id))
+	fmt.Fprintf(env.Out, "deleted %s\n", blobpath.DeadLetter(env.App, name, id))
 	return nil
 }
 
@@ -328,7 +329,7 @@ func quarantineCmd(ctx context.Context, args []string, env Env) error {
 	f := cur.Doc.Failure
 	fmt.Fprintf(env.Out, "quarantine %s: batch %s (keys %s) failed %d time(s); last error: %s\n"+
 		"its next tick will hand the batch's halves to the handler, down to single rows, dead-letter the rows that fail alone\n"+
-		"under %s and move on\n", name, f.BatchID, orDash(f.Keys), f.Attempts, truncate(f.LastError, 200), deadletter.Prefix(env.App, name))
+		"under %s and move on\n", name, f.BatchID, orDash(f.Keys), f.Attempts, truncate(f.LastError, 200), blobpath.DeadLetters(env.App, name))
 	if !yes.given() {
 		fmt.Fprintln(env.Out, nothingWritten)
 		return nil

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/blobpath"
 	"github.com/pseudotrigger/pseudotrigger/internal/ctl"
 	"github.com/pseudotrigger/pseudotrigger/internal/deadletter"
 	"github.com/pseudotrigger/pseudotrigger/internal/liveness"
@@ -43,7 +44,7 @@ func TestDeadLetterListShowDiscard(t *testing.T) {
 		if code := w.run("deadletter", "show", "orders", "batch_nope"); code != 2 {
 			t.Fatalf("show of a missing letter: exit %d, want 2", code)
 		}
-		name := deadletter.Name(w.app, "orders", letter.BatchID)
+		name := blobpath.DeadLetter(w.app, "orders", letter.BatchID)
 		if code := w.run("deadletter", "discard", "orders", letter.BatchID); code != 0 || !strings.Contains(w.out.String(), "dry run") {
 			t.Fatalf("discard without --yes: %d %s", code, w.out.String())
 		}

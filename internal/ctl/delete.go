@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/blobpath"
 	"github.com/pseudotrigger/pseudotrigger/internal/deadletter"
-	"github.com/pseudotrigger/pseudotrigger/internal/liveness"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
@@ -35,7 +35,7 @@ func deleteCmd(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
-	blob, markBlob := env.blob(name), liveness.Blob(env.App, name)
+	blob, markBlob := env.blob(name), blobpath.Liveness(env.App, name)
 	// Dead letters first, so as not to wait for a lease only to refuse then; and again after a
 	// wait, in which a tick may have dead-lettered a batch.
 	deadLetters := func() error {

@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/blobpath"
 	"github.com/pseudotrigger/pseudotrigger/internal/clock"
 	"github.com/pseudotrigger/pseudotrigger/internal/ctl"
 	"github.com/pseudotrigger/pseudotrigger/internal/deadletter"
-	"github.com/pseudotrigger/pseudotrigger/internal/liveness"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/memstore"
@@ -25,7 +25,7 @@ func TestDeleteWaitsThenDeletesTheMarkAsItIsNow(t *testing.T) {
 	clk := clock.NewFake(time.Now())
 	w := &world{t: t, st: memstore.New(clk), clk: clk, app: "test"}
 	w.acquire("worker-1") // held, never released: it has to expire
-	mark := liveness.Blob(w.app, "orders")
+	mark := blobpath.Liveness(w.app, "orders")
 	markData := []byte(`{"version":1,"poller":"orders","at":null,"outcome":"idle","rows_waiting":0,"interval_seconds":300}`)
 	if _, err := w.st.Put(ctx, mark, markData, store.IfNotExists()); err != nil {
 		t.Fatal(err)
@@ -98,7 +98,7 @@ func TestDeleteMarkAlreadyGone(t *testing.T) {
 		if err := l.CommitAndRelease(ctx, cp("2026-04-07T01:23:45.123456Z", 42)); err != nil {
 			t.Fatal(err)
 		}
-		mark := liveness.Blob(w.app, "orders")
+		mark := blobpath.Liveness(w.app, "orders")
 		if _, err := w.st.Put(ctx, mark, []byte(`{"version":1,"poller":"orders"}`), store.IfNotExists()); err != nil {
 			t.Fatal(err)
 		}

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
-	"github.com/pseudotrigger/pseudotrigger/internal/state"
+	"github.com/pseudotrigger/pseudotrigger/internal/blobpath"
 	"github.com/pseudotrigger/pseudotrigger/internal/suggest"
 )
 
@@ -35,7 +35,7 @@ func (env Env) announce(ctx context.Context) {
 	if env.Store == nil {
 		return
 	}
-	mine, err := env.Store.List(ctx, state.Prefix(env.App))
+	mine, err := env.Store.List(ctx, blobpath.StatePrefix(env.App))
 	if err != nil || len(mine) > 0 {
 		return
 	}
@@ -47,13 +47,13 @@ func (env Env) announce(ctx context.Context) {
 
 // otherApps lists the apps with state in the container other than env.App.
 func otherApps(ctx context.Context, env Env) []string {
-	names, err := env.Store.List(ctx, state.Root)
+	names, err := env.Store.List(ctx, blobpath.StateRoot)
 	if err != nil {
 		return nil
 	}
 	var apps []string
 	for _, n := range names {
-		parts := strings.Split(strings.TrimPrefix(n, state.Root), "/")
+		parts := strings.Split(strings.TrimPrefix(n, blobpath.StateRoot), "/")
 		if len(parts) == 2 && parts[0] != env.App && !slices.Contains(apps, parts[0]) {
 			apps = append(apps, parts[0])
 		}
@@ -80,14 +80,14 @@ func (env Env) knownPoller(ctx context.Context, name string) error {
 	if slices.Contains(names, name) || env.Store == nil {
 		return nil
 	}
-	for _, prefix := range []string{state.Blob(env.App, name), "backups/" + env.App + "/" + name + "/", "deadletter/" + env.App + "/" + name + "/"} {
+	for _, prefix := range []string{blobpath.State(env.App, name), blobpath.Backups(env.App, name), blobpath.DeadLetters(env.App, name)} {
 		if found, err := env.Store.List(ctx, prefix); err != nil || len(found) > 0 {
 			return nil // a listing that fails is the command's own to report
 		}
 	}
-	if stored, err := env.Store.List(ctx, state.Prefix(env.App)); err == nil {
+	if stored, err := env.Store.List(ctx, blobpath.StatePrefix(env.App)); err == nil {
 		for _, n := range stored {
-			if p, ok := strings.CutSuffix(strings.TrimPrefix(n, state.Prefix(env.App)), ".json"); ok && !strings.Contains(p, "/") && !slices.Contains(names, p) {
+			if p, ok := strings.CutSuffix(strings.TrimPrefix(n, blobpath.StatePrefix(env.App)), ".json"); ok && !strings.Contains(p, "/") && !slices.Contains(names, p) {
 				names = append(names, p)
 			}
 		}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/blobpath"
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerstatus"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
@@ -28,7 +29,7 @@ func (env Env) operator(st store.Store, name string) lease.Operator {
 
 // backup saves a blob's bytes under backups/{app}/{poller}/{what}{utc}.json before a change.
 func backup(ctx context.Context, env Env, st store.Store, name, what string, data []byte) (string, error) {
-	b := fmt.Sprintf("backups/%s/%s/%s%s.json", env.App, name, what, env.Clock.Now().UTC().Format("20060102T150405.000000000Z"))
+	b := blobpath.Backup(env.App, name, what, env.Clock.Now())
 	if _, err := st.Put(ctx, b, data, store.IfNotExists()); err != nil {
 		return b, fmt.Errorf("backing up to %s: %w (nothing was changed)", b, err)
 	}

@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/blobpath"
 	"github.com/pseudotrigger/pseudotrigger/internal/clock"
 	"github.com/pseudotrigger/pseudotrigger/internal/ctl"
 	"github.com/pseudotrigger/pseudotrigger/internal/deadletter"
-	"github.com/pseudotrigger/pseudotrigger/internal/liveness"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
@@ -31,7 +31,7 @@ func TestDeleteAndBackups(t *testing.T) {
 		if code := w.run("clone", "orders", "--to", "exp", "--yes"); code != 0 {
 			t.Fatalf("clone: %d %s", code, w.out.String())
 		}
-		mark := liveness.Blob(w.app, "exp")
+		mark := blobpath.Liveness(w.app, "exp")
 		if _, err := w.st.Put(ctx, mark, []byte(`{"version":1,"poller":"exp","at":null,"outcome":"idle","rows_waiting":0,"interval_seconds":300}`), store.IfNotExists()); err != nil {
 			t.Fatal(err)
 		}

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/blobpath"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
 )
@@ -59,12 +60,6 @@ type Row struct {
 // ErrNotFound: no such dead letter.
 var ErrNotFound = errors.New("no such dead letter")
 
-// Prefix is where a poller's letters are: deadletter/{app}/{poller}/.
-func Prefix(app, poller string) string { return "deadletter/" + app + "/" + poller + "/" }
-
-// Name is a letter's blob name.
-func Name(app, poller, batchID string) string { return Prefix(app, poller) + batchID + ".json" }
-
 // ReadWriter is what Write needs of a store.
 type ReadWriter interface {
 	Get(ctx context.Context, name string) (store.Blob, error)
@@ -79,7 +74,7 @@ func Write(ctx context.Context, st ReadWriter, app string, l *Letter) (string, e
 	if err != nil {
 		return "", err
 	}
-	name := Name(app, l.Poller, l.BatchID)
+	name := blobpath.DeadLetter(app, l.Poller, l.BatchID)
 	for range 3 {
 		_, err = st.Put(ctx, name, data, store.IfNotExists())
 		if !errors.Is(err, store.ErrConflict) {
@@ -103,7 +98,7 @@ func Write(ctx context.Context, st ReadWriter, app string, l *Letter) (string, e
 
 // Read reads one letter.
 func Read(ctx context.Context, st ReadWriter, app, poller, batchID string) (*Letter, store.Blob, error) {
-	name := Name(app, poller, batchID)
+	name := blobpath.DeadLetter(app, poller, batchID)
 	b, err := st.Get(ctx, name)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, b, fmt.Errorf("%w: %s", ErrNotFound, name)
@@ -160,7 +155,7 @@ type Summary struct {
 // Summarize lists a poller's letters in one listing (no letter is read, whatever their number):
 // their batch ids and, where the store's listing has times, the oldest one's age.
 func Summarize(ctx context.Context, st Lister, app, poller string) (Summary, error) {
-	prefix := Prefix(app, poller)
+	prefix := blobpath.DeadLetters(app, poller)
 	var l store.Listing
 	if tl, ok := st.(store.TimedLister); ok {
 		var err error
@@ -202,7 +197,7 @@ func ListCommand(poller string) string { return "pollerctl deadletter list " + p
 
 // Delete removes a letter if it is still the one read (etag).
 func Delete(ctx context.Context, st store.Store, app, poller, batchID, etag string) error {
-	name := Name(app, poller, batchID)
+	name := blobpath.DeadLetter(app, poller, batchID)
 	if err := st.Delete(ctx, name, store.IfMatch(etag)); err != nil {
 		return fmt.Errorf("dead letter %s: %w", name, err)
 	}

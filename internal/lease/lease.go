@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/blobpath"
 	"github.com/pseudotrigger/pseudotrigger/internal/clock"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
@@ -323,7 +324,7 @@ func nextToken(blob string, current int64) (int64, error) {
 // last fencing token handed out under the poller's name, which a new document starts above.
 // None is the zero Tombstone; one that does not decode is an error (nothing is written then).
 func lastToken(ctx context.Context, st Store, blob string) (state.Tombstone, *store.Blob, error) {
-	name := state.TombstoneBlob(blob)
+	name := blobpath.TombstoneOf(blob)
 	b, err := st.Get(ctx, name)
 	if errors.Is(err, store.ErrNotFound) {
 		return state.Tombstone{}, nil, nil

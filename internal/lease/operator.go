@@ -8,6 +8,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/blobpath"
 	"github.com/pseudotrigger/pseudotrigger/internal/clock"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
@@ -243,7 +244,7 @@ func (o Operator) bury(ctx context.Context, cur Current) error {
 	if cur.Doc == nil || cur.Doc.Lease.FencingToken <= cur.Tombstone.FencingToken {
 		return nil
 	}
-	name := state.TombstoneBlob(o.Blob)
+	name := blobpath.TombstoneOf(o.Blob)
 	t := state.Tombstone{PollerName: o.Poller, FencingToken: cur.Doc.Lease.FencingToken, DeletedAt: state.At(o.now())}
 	data, err := json.MarshalIndent(t, "", "  ")
 	if err != nil {

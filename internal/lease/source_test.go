@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/blobpath"
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
@@ -125,7 +126,7 @@ func TestDeleteKeepsTheLastToken(t *testing.T) {
 		if err := op.Remove(ctx, read(t, op)); err != nil {
 			t.Fatal(err)
 		}
-		tb, err := f.st.Get(ctx, state.TombstoneBlob(f.blob))
+		tb, err := f.st.Get(ctx, blobpath.TombstoneOf(f.blob))
 		if err != nil || !strings.Contains(string(tb.Data), `"fencing_token": 3`) {
 			t.Fatalf("tombstone: %s %v", tb.Data, err)
 		}
@@ -151,8 +152,8 @@ func TestDeleteKeepsTheLastToken(t *testing.T) {
 		if err := op.Remove(ctx, read(t, op)); err != nil {
 			t.Fatal(err)
 		}
-		cur, _ := f.st.Get(ctx, state.TombstoneBlob(f.blob))
-		if _, err := f.st.Put(ctx, state.TombstoneBlob(f.blob), []byte("{"), store.IfMatch(cur.ETag)); err != nil {
+		cur, _ := f.st.Get(ctx, blobpath.TombstoneOf(f.blob))
+		if _, err := f.st.Put(ctx, blobpath.TombstoneOf(f.blob), []byte("{"), store.IfMatch(cur.ETag)); err != nil {
 			t.Fatal(err)
 		}
 		snap, _ := m.Read(ctx)

@@ -33,16 +33,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/blobpath"
 	"github.com/pseudotrigger/pseudotrigger/internal/clock"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
 )
-
-// Blob is the name of a poller's liveness mark.
-func Blob(app, pollerName string) string { return Prefix(app) + pollerName + ".json" }
-
-// Prefix is where an app's liveness marks live.
-func Prefix(app string) string { return "liveness/" + app + "/" }
 
 // DefaultInterval is {P}_LIVENESS_INTERVAL's default.
 const DefaultInterval = 5 * time.Minute
@@ -98,7 +93,7 @@ func Decode(blob string, data []byte) (*Mark, error) {
 func Read(ctx context.Context, st interface {
 	Get(ctx context.Context, name string) (store.Blob, error)
 }, app, pollerName string) (*Mark, store.Blob, error) {
-	name := Blob(app, pollerName)
+	name := blobpath.Liveness(app, pollerName)
 	b, err := st.Get(ctx, name)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, b, nil
@@ -192,7 +187,7 @@ func (m *Marker) Record(ctx context.Context, t Tick) bool {
 		if log == nil {
 			log = slog.New(slog.DiscardHandler)
 		}
-		log.Warn("liveness mark not written", "poller", t.Poller, "blob", Blob(m.App, t.Poller), "error", err.Error())
+		log.Warn("liveness mark not written", "poller", t.Poller, "blob", blobpath.Liveness(m.App, t.Poller), "error", err.Error())
 		return false
 	}
 	next.etag = etag
@@ -214,7 +209,7 @@ func (m *Marker) write(ctx context.Context, mark Mark, etag string) (string, err
 	if err != nil {
 		return "", err
 	}
-	name := Blob(m.App, mark.Poller)
+	name := blobpath.Liveness(m.App, mark.Poller)
 	for attempt := 1; ; attempt++ {
 		cond := store.IfNotExists()
 		if etag != "" {

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
+	"github.com/pseudotrigger/pseudotrigger/internal/blobpath"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/deadletter"
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
@@ -359,7 +360,7 @@ func (c Config) registered(name string) (Registered, bool) {
 // Pollers returns the names of the pollers that have a state blob under state/{app}/ or are
 // registered, sorted.
 func Pollers(ctx context.Context, st Reader, cfg Config) ([]string, error) {
-	prefix := state.Prefix(cfg.App)
+	prefix := blobpath.StatePrefix(cfg.App)
 	names, err := st.List(ctx, prefix)
 	if err != nil {
 		return nil, fmt.Errorf("listing %s: %w", prefix, err)
@@ -417,7 +418,7 @@ func ReadAll(ctx context.Context, st Reader, cfg Config, names []string) []Row {
 // so (State, Problem, Health), not an error.
 func Read(ctx context.Context, st Reader, cfg Config, pollerName string) (r Row) {
 	reg, registered := cfg.registered(pollerName)
-	r = Row{Poller: pollerName, Blob: state.Blob(cfg.App, pollerName), Registered: registered, History: []state.Tick{}, RowsWaiting: -1}
+	r = Row{Poller: pollerName, Blob: blobpath.State(cfg.App, pollerName), Registered: registered, History: []state.Tick{}, RowsWaiting: -1}
 	if registered {
 		r.MaxAttempts, r.OnPoison = reg.Poison.Limit(), cmp.Or(reg.Poison.OnPoison, appsettings.DefaultOnPoison)
 		r.SettingsProblem = redact.Text(reg.Problem)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
+	"github.com/pseudotrigger/pseudotrigger/internal/blobpath"
 	"github.com/pseudotrigger/pseudotrigger/internal/clock"
 	"github.com/pseudotrigger/pseudotrigger/internal/deadletter"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
@@ -34,7 +35,7 @@ func putDoc(t *testing.T, st store.Store, d *state.Doc) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	put(t, st, state.Blob("test", d.PollerName), data)
+	put(t, st, blobpath.State("test", d.PollerName), data)
 }
 
 func tsCursor(ts time.Time, id int) *state.Cursor {
@@ -70,10 +71,10 @@ func TestRows(t *testing.T) {
 	putDoc(t, st, ledger)
 	// legacy: state only, not registered; broken: not a state document.
 	putDoc(t, st, &state.Doc{Version: 1, PollerName: "legacy", Failure: &state.Failure{Attempts: 50, LastError: "x"}})
-	put(t, st, state.Blob("test", "broken"), []byte(`{"version": 1, "poller_name": "broken", "checkpoint": `))
+	put(t, st, blobpath.State("test", "broken"), []byte(`{"version": 1, "poller_name": "broken", "checkpoint": `))
 	// Not pollers: a nested blob, another app's state.
 	put(t, st, "state/test/nested/x.json", []byte(`{}`))
-	put(t, st, state.Blob("other", "elsewhere"), []byte(`{}`))
+	put(t, st, blobpath.State("other", "elsewhere"), []byte(`{}`))
 
 	cfg := pollerstatus.Config{App: "test", Registered: []pollerstatus.Registered{
 		{Name: "orders", Poison: appsettings.Poison{MaxAttempts: 3, OnPoison: appsettings.Block}},
@@ -141,8 +142,8 @@ func TestRows(t *testing.T) {
 	// A quarantine requested unblocks it.
 	orders.Failure.Quarantine = true
 	data, _ := state.Encode(orders)
-	b, _ := st.Get(ctx, state.Blob("test", "orders"))
-	if _, err := st.Put(ctx, state.Blob("test", "orders"), data, store.IfMatch(b.ETag)); err != nil {
+	b, _ := st.Get(ctx, blobpath.State("test", "orders"))
+	if _, err := st.Put(ctx, blobpath.State("test", "orders"), data, store.IfMatch(b.ETag)); err != nil {
 		t.Fatal(err)
 	}
 	if o := pollerstatus.Read(ctx, st, cfg, "orders"); o.Blocked || !o.QuarantineRequested {

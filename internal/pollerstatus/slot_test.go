@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/blobpath"
 	"github.com/pseudotrigger/pseudotrigger/internal/clock"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerstatus"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
@@ -186,11 +187,11 @@ func TestSlotAhead(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := st.Get(ctx, state.Blob("test", "orders"))
+		b, err := st.Get(ctx, blobpath.State("test", "orders"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := st.Put(ctx, state.Blob("test", "orders"), data, store.IfMatch(b.ETag)); err != nil {
+		if _, err := st.Put(ctx, blobpath.State("test", "orders"), data, store.IfMatch(b.ETag)); err != nil {
 			t.Fatal(err)
 		}
 	}

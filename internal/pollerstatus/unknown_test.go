@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/blobpath"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerstatus"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
@@ -22,7 +23,7 @@ func TestNotInThisBuild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Put(ctx, state.Blob("test", "shipments"), data, store.IfNotExists()); err != nil {
+	if _, err := st.Put(ctx, blobpath.State("test", "shipments"), data, store.IfNotExists()); err != nil {
 		t.Fatal(err)
 	}
 	handler := pollerstatus.Read(ctx, st, pollerstatus.Config{App: "test"}, "shipments")

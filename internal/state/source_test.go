@@ -167,9 +167,3 @@ func TestCheckSourceRecorded(t *testing.T) {
 		t.Error("a document of the first form accepted a definition with more tables")
 	}
 }
-
-func TestTombstoneBlob(t *testing.T) {
-	if got := state.TombstoneBlob(state.Blob("local", "orders")); got != "tombstones/local/orders.json" {
-		t.Fatal(got)
-	}
-}

@@ -3,15 +3,7 @@ package state
 import (
 	"encoding/json"
 	"fmt"
-	"strings"
 )
-
-// TombstoneRoot is the folder of the tombstones that deleted state documents leave behind.
-const TombstoneRoot = "tombstones/"
-
-// TombstoneBlob is where the tombstone of the state document blob (state/{app}/{poller}.json)
-// lives: tombstones/{app}/{poller}.json.
-func TombstoneBlob(blob string) string { return TombstoneRoot + strings.TrimPrefix(blob, Root) }
 
 // Tombstone is what a deleted state document leaves: its last fencing token, so that a document
 // created again under the poller's name starts above it and a sink comparing tokens never sees

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/blobpath"
 	"github.com/pseudotrigger/pseudotrigger/internal/replicacheck"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
@@ -28,7 +29,7 @@ func writeBackfill(t testing.TB, st store.Store, app, poller string, b *state.Ba
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Put(ctx, state.Blob(app, poller), data, store.IfMatch(etag)); err != nil {
+	if _, err := st.Put(ctx, blobpath.State(app, poller), data, store.IfMatch(etag)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -43,7 +44,7 @@ func readDoc(t testing.TB, st store.Store, app, poller string) *state.Doc {
 // readDocTag reads the poller's state document and its ETag.
 func readDocTag(t testing.TB, st store.Store, app, poller string) (*state.Doc, string) {
 	t.Helper()
-	name := state.Blob(app, poller)
+	name := blobpath.State(app, poller)
 	got, err := st.Get(ctx, name)
 	if err != nil {
 		t.Fatal(err)

@@ -6,9 +6,9 @@ import (
 	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
+	"github.com/pseudotrigger/pseudotrigger/internal/blobpath"
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
-	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/memstore"
 	"github.com/pseudotrigger/pseudotrigger/internal/tick"
 	"github.com/pseudotrigger/pseudotrigger/poller"
@@ -24,7 +24,7 @@ func BenchmarkTickMachinery(b *testing.B) {
 		ops := 0
 		for b.Loop() {
 			b.StopTimer() // a new state store and lease each tick: each starts from the beginning
-			m, err := lease.New(memstore.New(nil), lease.Config{Poller: "orders", Blob: state.Blob("test", "orders"), Owner: "A", Fingerprint: "sha256:window"})
+			m, err := lease.New(memstore.New(nil), lease.Config{Poller: "orders", Blob: blobpath.State("test", "orders"), Owner: "A", Fingerprint: "sha256:window"})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
+	"github.com/pseudotrigger/pseudotrigger/internal/blobpath"
 	"github.com/pseudotrigger/pseudotrigger/internal/clock"
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
@@ -62,7 +63,7 @@ func TestTickCommitsWhenTheSourceAsks(t *testing.T) {
 	}{{0, []string{"10"}}, {4, []string{"3", "10"}}} {
 		clk := clock.NewFake(time.Date(2026, 4, 7, 2, 0, 0, 0, time.UTC))
 		st := memstore.New(clk)
-		m, err := lease.New(st, lease.Config{Poller: "orders", Blob: state.Blob("test", "orders"), Owner: "A", Fingerprint: "sha256:window", Clock: clk})
+		m, err := lease.New(st, lease.Config{Poller: "orders", Blob: blobpath.State("test", "orders"), Owner: "A", Fingerprint: "sha256:window", Clock: clk})
 		if err != nil {
 			t.Fatal(err)
 		}

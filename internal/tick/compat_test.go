@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
+	"github.com/pseudotrigger/pseudotrigger/internal/blobpath"
 	"github.com/pseudotrigger/pseudotrigger/internal/clock"
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
@@ -55,7 +56,7 @@ func TestTickStatsCompat(t *testing.T) {
 		return a
 	}}))
 	p := ordersPoller(func(context.Context, *poller.Batch[poller.Row]) error { return nil })
-	m, err := lease.New(st, lease.Config{Poller: "orders", Blob: state.Blob("test", "orders"), Owner: "A", Fingerprint: "sha256:stats", Clock: clk})
+	m, err := lease.New(st, lease.Config{Poller: "orders", Blob: blobpath.State("test", "orders"), Owner: "A", Fingerprint: "sha256:stats", Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +94,7 @@ func TestTickStatsCompat(t *testing.T) {
 	if strings.Join(lines, "\n") != strings.Join(wantLines, "\n") {
 		t.Errorf("tick lines:\n%s\nwant:\n%s", strings.Join(lines, "\n"), strings.Join(wantLines, "\n"))
 	}
-	b, err := st.Get(ctx, state.Blob("test", "orders"))
+	b, err := st.Get(ctx, blobpath.State("test", "orders"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
+	"github.com/pseudotrigger/pseudotrigger/internal/blobpath"
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
@@ -100,7 +101,7 @@ func TestDocumentOfTheFirstFormRunsOn(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			blob := state.Blob("test", "orders")
+			blob := blobpath.State("test", "orders")
 			if _, err := st.Put(ctx, blob, data, store.IfNotExists()); err != nil {
 				t.Fatal(err)
 			}

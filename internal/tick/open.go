@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
+	"github.com/pseudotrigger/pseudotrigger/internal/blobpath"
 	"github.com/pseudotrigger/pseudotrigger/internal/clock"
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
@@ -70,7 +71,7 @@ func Open(ctx context.Context, c Config) (*Runner, error) {
 	}
 	id := src.Identity()
 	m, err := lease.New(c.Store, lease.Config{
-		Poller: name, Blob: state.Blob(c.App, name), Owner: c.Owner, Source: &id, Version: c.Version, Initial: initialBackfill(c.Poller, c.Settings.BatchSize),
+		Poller: name, Blob: blobpath.State(c.App, name), Owner: c.Owner, Source: &id, Version: c.Version, Initial: initialBackfill(c.Poller, c.Settings.BatchSize),
 		TTL: c.Settings.LeaseTTL, HeartbeatInterval: c.Settings.HeartbeatInterval, Clock: c.Clock, Logger: c.Logger,
 	})
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
+	"github.com/pseudotrigger/pseudotrigger/internal/blobpath"
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/replicacheck"
@@ -85,7 +86,7 @@ func newReplicaWorldWith(t *testing.T, batch int, opts replicacheck.Options, ski
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		name := state.Blob(w.app, replicaPoller)
+		name := blobpath.State(w.app, replicaPoller)
 		if b, err := w.st.Get(context.Background(), name); err == nil {
 			_ = w.st.Delete(context.Background(), name, store.IfMatch(b.ETag))
 		}
@@ -143,7 +144,7 @@ func (w *replicaWorld) runner(owner string) *tick.Runner {
 }
 
 func (w *replicaWorld) checkpoint(ctx context.Context) (*state.Cursor, error) {
-	name := state.Blob(w.app, replicaPoller)
+	name := blobpath.State(w.app, replicaPoller)
 	b, err := w.st.Get(ctx, name)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil

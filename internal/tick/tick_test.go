@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
+	"github.com/pseudotrigger/pseudotrigger/internal/blobpath"
 	"github.com/pseudotrigger/pseudotrigger/internal/clock"
 	"github.com/pseudotrigger/pseudotrigger/internal/deadletter"
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
@@ -457,7 +458,7 @@ func TestQuarantineBisects(t *testing.T) {
 		m["pseudotrigger.dead_lettered{pseudotrigger.poller=orders}"] != 2 {
 		t.Fatalf("ops %v, metrics %v: want 18 rows delivered, 2 dead-lettered", sum.Ops, m)
 	}
-	if _, err := e.st.Get(ctx, deadletter.Name("test", "orders", letters[0].BatchID)); err != nil {
+	if _, err := e.st.Get(ctx, blobpath.DeadLetter("test", "orders", letters[0].BatchID)); err != nil {
 		t.Fatalf("the dead letter is not in the store: %v", err)
 	}
 }
