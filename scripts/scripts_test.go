@@ -688,7 +688,7 @@ func TestAzuriteWithoutGC(t *testing.T) {
 // TestCheckTree: scripts/lib/tree.sh's check_tree, which scripts/test.sh runs, passes a checkout
 // whose imports are grouped (standard library, third-party, this module) and whose tracked files
 // are under 1 MB, and fails, naming the file, on imports out of their group and on a tracked
-// file over 1 MB (an untracked one is no concern).
+// file over 1 MB (an untracked one is no concern, nor a tracked one deleted since).
 func TestCheckTree(t *testing.T) {
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("no git")
@@ -728,8 +728,12 @@ func TestCheckTree(t *testing.T) {
 					t.Fatalf("git %v: %v, %s", args, err, out)
 				}
 			}
+			write("x/gone.go", []byte(mixed)) // tracked, then deleted: not a file to check
 			git("init", "-q")
 			git("add", ".")
+			if err := os.Remove(filepath.Join(dir, "x/gone.go")); err != nil {
+				t.Fatal(err)
+			}
 			for name, n := range tc.loose {
 				write(name, make([]byte, n))
 			}
