@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync/atomic"
 
@@ -58,8 +59,8 @@ func (s Signals) Any() bool { return s.Traces || s.Metrics }
 // Wanted reads the standard variables: traces are exported when OTEL_EXPORTER_OTLP_ENDPOINT or
 // OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set and OTEL_TRACES_EXPORTER is not "none"; metrics
 // likewise (_METRICS_ENDPOINT, OTEL_METRICS_EXPORTER); nothing when OTEL_SDK_DISABLED is true.
-// An exporter other than otlp, or a protocol other than http/protobuf, is an error naming the
-// variable.
+// An exporter other than otlp, or a protocol other than http/protobuf and grpc, is an error
+// naming the variable.
 func Wanted(getenv func(string) string) (Signals, error) {
 	v := func(name string) string { return strings.TrimSpace(getenv(name)) }
 	if strings.EqualFold(v("OTEL_SDK_DISABLED"), "true") {
@@ -78,9 +79,9 @@ func Wanted(getenv func(string) string) (Signals, error) {
 		if _, ep := signalVar(getenv, signal, "ENDPOINT"); ep == "" {
 			return false, nil
 		}
-		if name, p := signalVar(getenv, signal, "PROTOCOL"); p != "" && p != "http/protobuf" {
-			return false, fmt.Errorf("%w: %s=%s: this handler sends OTLP over HTTP with protobuf (http/protobuf, port 4318 by convention); "+
-				"point it at a collector's or backend's OTLP/HTTP endpoint", ErrSetting, name, p)
+		if name, p := signalVar(getenv, signal, "PROTOCOL"); p != "" && !slices.Contains(Protocols, p) {
+			return false, fmt.Errorf("%w: %s=%s: this handler sends OTLP over HTTP with protobuf (http/protobuf, port 4318 by convention) "+
+				"or over gRPC (grpc, port 4317)", ErrSetting, name, p)
 		}
 		return true, nil
 	}
@@ -106,8 +107,8 @@ func Enabled() bool { return enabled.Load() }
 // to the tick) no measurement is made.
 func Measured() bool { return measured.Load() }
 
-// Setup installs the global tracer and meter providers that export over OTLP/HTTP, as the
-// standard variables say (Wanted; then the endpoint, headers, timeout, compression, CA
+// Setup installs the global tracer and meter providers that export over OTLP (HTTP with
+// protobuf, or gRPC), as the standard variables say (Wanted; then the endpoint, headers, timeout, compression, CA
 // certificate, temporality and histogram variables, and the SDK's own: sampler, intervals), with
 // the resource the service.* variables and the app describe: service.name is OTEL_SERVICE_NAME,
 // else the function app's name (appName), else "pseudotrigger". It returns what it set up and a shutdown
@@ -124,7 +125,7 @@ func Setup(ctx context.Context, getenv func(string) string, appName, instance, v
 		return Signals{}, noop, err
 	}
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
-		log.Warn("telemetry not exported", "error", redact.Text(err.Error()))
+		log.Warn("telemetry not exported", "error", exportError(err))
 	}))
 	var stops []func(context.Context) error
 	shutdown := func(ctx context.Context) error {
@@ -134,37 +135,49 @@ func Setup(ctx context.Context, getenv func(string) string, appName, instance, v
 		}
 		return errors.Join(errs...)
 	}
-	// Every exporter is made before any is installed: a bad setting leaves OpenTelemetry's
-	// no-op globals as they were, not half of it on.
+	// Every setting is read and every exporter made before any is installed: a bad setting
+	// leaves OpenTelemetry's no-op globals as they were, not half of it on.
 	var (
-		traces  *sender
-		metrics *metricExporter
+		traces, metrics *otlpConfig
+		spans           sdktrace.SpanExporter
+		points          sdkmetric.Exporter
 	)
 	if s.Traces {
-		if traces, err = newSender(getenv, "traces"); err != nil {
+		if traces, err = readOTLP(getenv, "traces"); err != nil {
 			return Signals{}, noop, err
 		}
 	}
 	if s.Metrics {
-		if metrics, err = newMetricExporter(getenv); err != nil {
+		if metrics, err = readOTLP(getenv, "metrics"); err != nil {
+			return Signals{}, noop, err
+		}
+		if points, err = newMetricExporter(ctx, getenv, metrics); err != nil {
 			return Signals{}, noop, err
 		}
 	}
-	var endpoints []string
 	if traces != nil {
-		tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(spanExporter{traces}), sdktrace.WithResource(res))
+		if spans, err = newSpanExporter(ctx, traces); err != nil {
+			if points != nil {
+				_ = points.Shutdown(ctx)
+			}
+			return Signals{}, noop, fmt.Errorf("OpenTelemetry span exporter: %w", err)
+		}
+	}
+	var endpoints []string
+	if spans != nil {
+		tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(spans), sdktrace.WithResource(res))
 		otel.SetTracerProvider(tp)
 		otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
 		stops = append(stops, tp.Shutdown)
 		enabled.Store(true)
-		endpoints = append(endpoints, traces.shown())
+		endpoints = append(endpoints, traces.shown()+" ("+traces.protocol+")")
 	}
-	if metrics != nil {
-		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewPeriodicReader(metrics)), sdkmetric.WithResource(res))
+	if points != nil {
+		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewPeriodicReader(points)), sdkmetric.WithResource(res))
 		otel.SetMeterProvider(mp)
 		stops = append(stops, mp.Shutdown)
 		measured.Store(true)
-		endpoints = append(endpoints, metrics.s.shown())
+		endpoints = append(endpoints, metrics.shown()+" ("+metrics.protocol+")")
 	}
 	var set []string // names only: the headers hold keys
 	for _, name := range Variables {
@@ -216,3 +229,7 @@ func serviceName(res *resource.Resource) string {
 	v, _ := res.Set().Value(semconv.ServiceNameKey)
 	return v.AsString()
 }
+
+// exportError is how an export's failure is logged: without the keys a URL's query or a header
+// may hold (redact.Text).
+func exportError(err error) string { return redact.Text(err.Error()) }

@@ -9,7 +9,6 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +16,8 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	metricpb "go.opentelemetry.io/proto/otlp/metrics/v1"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/telemetry/telemetrytest"
@@ -37,8 +38,9 @@ func TestWanted(t *testing.T) {
 		{env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318", "OTEL_METRICS_EXPORTER": "none"}, want: Signals{Traces: true}},
 		{env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318", "OTEL_SDK_DISABLED": "true"}},
 		{env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"}, want: Signals{true, true}},
-		{env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4317", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, err: "OTEL_EXPORTER_OTLP_PROTOCOL=grpc"},
-		{env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf",
+		{env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4317", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, want: Signals{true, true}},
+		{env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"}, err: "OTEL_EXPORTER_OTLP_PROTOCOL=http/json"},
+		{env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf",
 			"OTEL_METRICS_EXPORTER": "none"}, want: Signals{Traces: true}},
 		{env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318", "OTEL_TRACES_EXPORTER": "zipkin"}, err: "OTEL_TRACES_EXPORTER=zipkin"},
 		{env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318", "OTEL_METRICS_EXPORTER": "prometheus"}, err: "OTEL_METRICS_EXPORTER=prometheus"},
@@ -160,62 +162,44 @@ func TestSetupExportsOverOTLP(t *testing.T) {
 	}
 }
 
-// TestSenderRetries: an export answered 503 (with Retry-After) or 429 is sent again until it is
-// accepted; one answered 400 is not; one never accepted fails within the timeout, naming the
-// endpoint without its query.
-func TestSenderRetries(t *testing.T) {
-	var calls atomic.Int64
-	answers := []int{}
-	var mu sync.Mutex
+// TestExportRefused: an export the endpoint refuses (400) is an error that names the endpoint
+// without its query (which may hold a key), and a setting the SDK would ignore is refused, naming
+// its variable.
+func TestExportRefused(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		calls.Add(1)
-		mu.Lock()
-		code := http.StatusServiceUnavailable
-		if len(answers) > 0 {
-			code, answers = answers[0], answers[1:]
-		}
-		mu.Unlock()
-		if code == http.StatusServiceUnavailable {
-			w.Header().Set("Retry-After", "0")
-		}
-		w.WriteHeader(code)
-		_, _ = w.Write([]byte("try later"))
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = w.Write([]byte("no such tenant"))
 	}))
 	defer srv.Close()
 	env := map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": srv.URL + "/otlp/traces?key=k1", "OTEL_EXPORTER_OTLP_TIMEOUT": "1500"}
-	s, err := newSender(func(k string) string { return env[k] }, "traces")
+	c, err := readOTLP(func(k string) string { return env[k] }, "traces")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []struct {
-		answers []int
-		calls   int64
-		err     string
-	}{
-		{[]int{503, 429, 200}, 3, ""},
-		{[]int{400}, 1, "400 Bad Request: try later"},
-		{nil, 0, "gave up: context deadline exceeded"}, // 503 every time
-	} {
-		calls.Store(0)
-		mu.Lock()
-		answers = c.answers
-		mu.Unlock()
-		err := s.send(context.Background(), nil)
-		if c.err == "" && err != nil || c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)) || (c.calls > 0 && calls.Load() != c.calls) {
-			t.Errorf("answers %v: %v after %d calls; want %q after %d", c.answers, err, calls.Load(), c.err, c.calls)
-		}
-		if err != nil && (!strings.Contains(err.Error(), srv.URL+"/otlp/traces") || strings.Contains(err.Error(), "k1")) {
-			t.Errorf("the error names the endpoint without its query: %v", err)
-		}
+	if c.shown() != srv.URL+"/otlp/traces" {
+		t.Errorf("shown as %s", c.shown())
+	}
+	exp, err := newSpanExporter(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer exp.Shutdown(context.Background())
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(tracetest.NewInMemoryExporter()))
+	_, span := tp.Tracer("t").Start(context.Background(), "s")
+	span.End()
+	err = exp.ExportSpans(context.Background(), []sdktrace.ReadOnlySpan{span.(sdktrace.ReadOnlySpan)})
+	if err == nil || !strings.Contains(err.Error(), "400") || strings.Contains(exportOf(err), "k1") {
+		t.Errorf("a refused export: %v (logged as %q)", err, exportOf(err))
 	}
 	for name, bad := range map[string]map[string]string{
 		"OTEL_EXPORTER_OTLP_TIMEOUT":                        {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_EXPORTER_OTLP_TIMEOUT": "soon"},
 		"OTEL_EXPORTER_OTLP_TRACES_COMPRESSION":             {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION": "zstd"},
 		"OTEL_EXPORTER_OTLP_HEADERS":                        {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_EXPORTER_OTLP_HEADERS": "novalue"},
 		"OTEL_EXPORTER_OTLP_CLIENT_KEY":                     {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_EXPORTER_OTLP_CLIENT_KEY": "/k.pem"},
+		"OTEL_EXPORTER_OTLP_CERTIFICATE":                    {"OTEL_EXPORTER_OTLP_ENDPOINT": "https://c:4318", "OTEL_EXPORTER_OTLP_CERTIFICATE": "/nonexistent.pem"},
 		"OTEL_EXPORTER_OTLP_ENDPOINT (or _TRACES_ENDPOINT)": {"OTEL_EXPORTER_OTLP_ENDPOINT": "collector:4318"},
 	} {
-		if _, err := newSender(func(k string) string { return bad[k] }, "traces"); !errors.Is(err, ErrSetting) || !strings.Contains(err.Error(), name) {
+		if _, err := readOTLP(func(k string) string { return bad[k] }, "traces"); !errors.Is(err, ErrSetting) || !strings.Contains(err.Error(), name) {
 			t.Errorf("%v: %v, want an error naming %s", bad, err, name)
 		}
 	}
@@ -229,16 +213,136 @@ func TestMetricTemporality(t *testing.T) {
 		"": metricdata.CumulativeTemporality, "cumulative": metricdata.CumulativeTemporality,
 		"delta": metricdata.DeltaTemporality, "lowmemory": metricdata.DeltaTemporality,
 	} {
-		e, err := newMetricExporter(func(k string) string {
-			return map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE": pref}[k]
+		temporality, _, err := metricSelectors(func(k string) string {
+			return map[string]string{"OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE": pref}[k]
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if e.Temporality(sdkmetric.InstrumentKindCounter) != counter || e.Temporality(sdkmetric.InstrumentKindHistogram) != counter ||
-			e.Temporality(sdkmetric.InstrumentKindGauge) != metricdata.DeltaTemporality ||
-			e.Temporality(sdkmetric.InstrumentKindUpDownCounter) != metricdata.CumulativeTemporality {
-			t.Errorf("preference %q: counter %v, gauge %v", pref, e.Temporality(sdkmetric.InstrumentKindCounter), e.Temporality(sdkmetric.InstrumentKindGauge))
+		if temporality(sdkmetric.InstrumentKindCounter) != counter || temporality(sdkmetric.InstrumentKindHistogram) != counter ||
+			temporality(sdkmetric.InstrumentKindGauge) != metricdata.DeltaTemporality ||
+			temporality(sdkmetric.InstrumentKindUpDownCounter) != metricdata.CumulativeTemporality {
+			t.Errorf("preference %q: counter %v, gauge %v", pref, temporality(sdkmetric.InstrumentKindCounter), temporality(sdkmetric.InstrumentKindGauge))
+		}
+	}
+}
+
+func exportOf(err error) string {
+	if err == nil {
+		return ""
+	}
+	return exportError(err)
+}
+
+// TestExportersOverGRPC: with OTEL_EXPORTER_OTLP_PROTOCOL=grpc the endpoint is the collector's
+// gRPC address as it is (no /v1/ path), and spans and metrics reach an OTLP/gRPC receiver with the
+// headers as metadata, gzip-compressed, with the chosen temporality.
+func TestExportersOverGRPC(t *testing.T) {
+	receiver := telemetrytest.NewGRPCReceiver(t)
+	env := map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.URL, "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+		"OTEL_EXPORTER_OTLP_HEADERS": "X-Tenant=t1%2Dsecret", "OTEL_EXPORTER_OTLP_COMPRESSION": "gzip",
+		"OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE": "delta"}
+	getenv := func(k string) string { return env[k] }
+	if s, err := Wanted(getenv); err != nil || s != (Signals{true, true}) {
+		t.Fatalf("Wanted: %+v %v", s, err)
+	}
+	ctx := context.Background()
+	tc, err := readOTLP(getenv, "traces")
+	if err != nil || tc.endpoint != receiver.URL || tc.protocol != "grpc" {
+		t.Fatalf("traces: %+v %v", tc, err)
+	}
+	spans, err := newSpanExporter(ctx, tc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
+	_, span := tp.Tracer(Scope).Start(ctx, "tick orders")
+	span.End()
+	if err := tp.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mc, err := readOTLP(getenv, "metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	points, err := newMetricExporter(ctx, getenv, mc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewPeriodicReader(points)))
+	rows, _ := mp.Meter(Scope).Int64Counter("pseudotrigger.rows")
+	rows.Add(ctx, 7)
+	if err := mp.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	traces, metrics, headers := receiver.Received()
+	if len(traces) != 1 || traces[0].ResourceSpans[0].ScopeSpans[0].Spans[0].Name != "tick orders" || len(metrics) != 1 {
+		t.Fatalf("the receiver got %d trace and %d metric requests: %v", len(traces), len(metrics), traces)
+	}
+	sum := metrics[0].ResourceMetrics[0].ScopeMetrics[0].Metrics[0].GetSum()
+	if sum.GetDataPoints()[0].GetAsInt() != 7 || sum.AggregationTemporality != metricpb.AggregationTemporality_AGGREGATION_TEMPORALITY_DELTA {
+		t.Fatalf("rows: %v", sum)
+	}
+	for _, h := range headers {
+		if h.Get("X-Tenant") != "t1-secret" || h.Get("Grpc-Encoding") != "gzip" || !strings.HasPrefix(h.Get("Content-Type"), "application/grpc") {
+			t.Errorf("a call's metadata: %v", h)
+		}
+	}
+}
+
+// TestExportRetries: an export answered 503 (with Retry-After) and 429 is sent again until it is
+// accepted; one never accepted gives up within OTEL_EXPORTER_OTLP_TIMEOUT, not the SDK's minute.
+func TestExportRetries(t *testing.T) {
+	var mu sync.Mutex
+	var answers []int
+	calls := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		calls++
+		code := http.StatusServiceUnavailable
+		if len(answers) > 0 {
+			code, answers = answers[0], answers[1:]
+		}
+		mu.Unlock()
+		if code == http.StatusServiceUnavailable {
+			w.Header().Set("Retry-After", "0")
+		}
+		w.WriteHeader(code)
+	}))
+	defer srv.Close()
+	env := map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": srv.URL, "OTEL_EXPORTER_OTLP_TIMEOUT": "1500"}
+	c, err := readOTLP(func(k string) string { return env[k] }, "traces")
+	if err != nil {
+		t.Fatal(err)
+	}
+	exp, err := newSpanExporter(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer exp.Shutdown(context.Background())
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(tracetest.NewInMemoryExporter()))
+	_, span := tp.Tracer("t").Start(context.Background(), "s")
+	span.End()
+	spans := []sdktrace.ReadOnlySpan{span.(sdktrace.ReadOnlySpan)}
+	for _, c := range []struct {
+		answers []int
+		calls   int
+		fails   bool
+	}{
+		{[]int{503, 429, 200}, 3, false},
+		{nil, 0, true}, // 503 every time
+	} {
+		mu.Lock()
+		answers, calls = c.answers, 0
+		mu.Unlock()
+		start := time.Now()
+		err := exp.ExportSpans(context.Background(), spans)
+		took := time.Since(start)
+		mu.Lock()
+		n := calls
+		mu.Unlock()
+		if (err != nil) != c.fails || (c.calls > 0 && n != c.calls) || took > 5*time.Second {
+			t.Errorf("answers %v: %v after %d calls in %v; want failing %v after %d calls within the 1.5 s timeout", c.answers, err, n, took, c.fails, c.calls)
 		}
 	}
 }

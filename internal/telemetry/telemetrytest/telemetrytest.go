@@ -1,11 +1,13 @@
 // Package telemetrytest reads what the handler's telemetry recorded, for tests: spans from the
-// SDK's in-memory recorder, metric values from a reader, and OTLP/HTTP export requests received
-// by a test server.
+// SDK's in-memory recorder, metric values from a reader, and OTLP export requests received by a
+// test server (OTLP/HTTP or OTLP/gRPC).
 package telemetrytest
 
 import (
 	"compress/gzip"
+	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -16,6 +18,10 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	colmetric "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
 	coltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"google.golang.org/grpc"
+	_ "google.golang.org/grpc/encoding/gzip" // the server takes gzip-compressed requests
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/stats"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -139,6 +145,82 @@ func NewReceiver(t testing.TB) *Receiver {
 	}))
 	t.Cleanup(rc.Close)
 	return rc
+}
+
+// NewGRPCReceiver starts an OTLP/gRPC endpoint for tests (its URL is http://127.0.0.1:port), stopped when t ends:
+// it keeps the export requests as Receiver does, with each call's metadata as its headers.
+func NewGRPCReceiver(t testing.TB) *Receiver {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := &Receiver{Server: &httptest.Server{URL: "http://" + lis.Addr().String()}}
+	srv := grpc.NewServer(grpc.StatsHandler(encodings{}))
+	coltrace.RegisterTraceServiceServer(srv, grpcTraces{rc: rc})
+	colmetric.RegisterMetricsServiceServer(srv, grpcMetrics{rc: rc})
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	return rc
+}
+
+// keep records a gRPC call's metadata as headers and hands the receiver over, locked.
+func (rc *Receiver) keep(ctx context.Context) func() {
+	rc.mu.Lock()
+	md, _ := metadata.FromIncomingContext(ctx)
+	h := http.Header{}
+	for k, vs := range md {
+		for _, v := range vs {
+			h.Add(k, v)
+		}
+	}
+	if enc, ok := ctx.Value(encodingKey{}).(*string); ok && *enc != "" {
+		h.Set("Grpc-Encoding", *enc) // gRPC keeps its own headers out of the metadata
+	}
+	rc.headers = append(rc.headers, h)
+	return rc.mu.Unlock
+}
+
+// encodings notes each call's compression (its grpc-encoding) in the call's context.
+type encodings struct{}
+
+type encodingKey struct{}
+
+func (encodings) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context {
+	return context.WithValue(ctx, encodingKey{}, new(string))
+}
+
+func (encodings) HandleRPC(ctx context.Context, s stats.RPCStats) {
+	if in, ok := s.(*stats.InHeader); ok {
+		if enc, ok := ctx.Value(encodingKey{}).(*string); ok {
+			*enc = in.Compression
+		}
+	}
+}
+
+func (encodings) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
+
+func (encodings) HandleConn(context.Context, stats.ConnStats) {}
+
+type grpcTraces struct {
+	rc *Receiver
+	coltrace.UnimplementedTraceServiceServer
+}
+
+func (g grpcTraces) Export(ctx context.Context, req *coltrace.ExportTraceServiceRequest) (*coltrace.ExportTraceServiceResponse, error) {
+	defer g.rc.keep(ctx)()
+	g.rc.traces = append(g.rc.traces, req)
+	return &coltrace.ExportTraceServiceResponse{}, nil
+}
+
+type grpcMetrics struct {
+	rc *Receiver
+	colmetric.UnimplementedMetricsServiceServer
+}
+
+func (g grpcMetrics) Export(ctx context.Context, req *colmetric.ExportMetricsServiceRequest) (*colmetric.ExportMetricsServiceResponse, error) {
+	defer g.rc.keep(ctx)()
+	g.rc.metrics = append(g.rc.metrics, req)
+	return &colmetric.ExportMetricsServiceResponse{}, nil
 }
 
 // Received returns the requests received so far and their headers.
