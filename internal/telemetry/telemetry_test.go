@@ -179,15 +179,8 @@ func TestExportRefused(t *testing.T) {
 	if c.shown() != srv.URL+"/otlp/traces" {
 		t.Errorf("shown as %s", c.shown())
 	}
-	exp, err := newSpanExporter(context.Background(), c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer exp.Shutdown(context.Background())
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(tracetest.NewInMemoryExporter()))
-	_, span := tp.Tracer("t").Start(context.Background(), "s")
-	span.End()
-	err = exp.ExportSpans(context.Background(), []sdktrace.ReadOnlySpan{span.(sdktrace.ReadOnlySpan)})
+	exp, spans := spanExporter(t, c)
+	err = exp.ExportSpans(context.Background(), spans)
 	if err == nil || !strings.Contains(err.Error(), "400") || strings.Contains(exportOf(err), "k1") {
 		t.Errorf("a refused export: %v (logged as %q)", err, exportOf(err))
 	}
@@ -315,15 +308,7 @@ func TestExportRetries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	exp, err := newSpanExporter(context.Background(), c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer exp.Shutdown(context.Background())
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(tracetest.NewInMemoryExporter()))
-	_, span := tp.Tracer("t").Start(context.Background(), "s")
-	span.End()
-	spans := []sdktrace.ReadOnlySpan{span.(sdktrace.ReadOnlySpan)}
+	exp, spans := spanExporter(t, c)
 	for _, c := range []struct {
 		answers []int
 		calls   int
@@ -345,4 +330,18 @@ func TestExportRetries(t *testing.T) {
 			t.Errorf("answers %v: %v after %d calls in %v; want failing %v after %d calls within the 1.5 s timeout", c.answers, err, n, took, c.fails, c.calls)
 		}
 	}
+}
+
+// spanExporter is the span exporter of c, shut down when t ends, and a span to export.
+func spanExporter(t *testing.T, c *otlpConfig) (sdktrace.SpanExporter, []sdktrace.ReadOnlySpan) {
+	t.Helper()
+	exp, err := newSpanExporter(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = exp.Shutdown(context.Background()) })
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(tracetest.NewInMemoryExporter()))
+	_, span := tp.Tracer("t").Start(context.Background(), "s")
+	span.End()
+	return exp, []sdktrace.ReadOnlySpan{span.(sdktrace.ReadOnlySpan)}
 }
