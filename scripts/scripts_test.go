@@ -696,6 +696,8 @@ func TestCheckTree(t *testing.T) {
 	root := repoRoot(t)
 	good := "package x\n\nimport (\n\t\"fmt\"\n\n\t\"github.com/go-chi/chi/v5\"\n\n\t\"github.com/pseudotrigger/pseudotrigger/internal/clock\"\n)\n\nvar _, _, _ = fmt.Sprint, chi.NewRouter, clock.Real\n"
 	mixed := "package x\n\nimport (\n\t\"fmt\"\n\t\"github.com/pseudotrigger/pseudotrigger/internal/clock\"\n)\n\nvar _, _ = fmt.Sprint, clock.Real\n"
+	split := "package x\n\nimport (\n\t\"fmt\"\n\n\t\"github.com/go-chi/chi/v5\"\n\n\t\"go.opentelemetry.io/otel\"\n)\n\nvar _, _, _ = fmt.Sprint, chi.NewRouter, otel.Tracer\n"
+	late := "package x\n\nimport (\n\t\"fmt\"\n\n\t\"github.com/pseudotrigger/pseudotrigger/internal/clock\"\n\n\t\"github.com/go-chi/chi/v5\"\n)\n\nvar _, _, _ = fmt.Sprint, chi.NewRouter, clock.Real\n"
 	for _, tc := range []struct {
 		name  string
 		files map[string]string // tracked
@@ -705,6 +707,7 @@ func TestCheckTree(t *testing.T) {
 	}{
 		{name: "clean", files: map[string]string{"x/x.go": good}, loose: map[string]int{"x/pollerctl": 2 << 20}},
 		{name: "imports", files: map[string]string{"x/x.go": good, "x/mixed.go": mixed}, want: "imports not grouped as the standard library, third-party modules, then github.com/pseudotrigger/pseudotrigger (goimports -local github.com/pseudotrigger/pseudotrigger -w FILE moves them; merge the groups it leaves): x/mixed.go"},
+		{name: "groups", files: map[string]string{"x/x.go": good, "x/split.go": split, "x/late.go": late}, want: "imports not grouped as the standard library, third-party modules, then github.com/pseudotrigger/pseudotrigger (goimports -local github.com/pseudotrigger/pseudotrigger -w FILE moves them; merge the groups it leaves): x/late.go x/split.go"},
 		{name: "big file", files: map[string]string{"x/x.go": good}, extra: map[string]int{"pollerctl": 1<<20 + 1}, want: "tracked files over 1 MB (a build output? git rm --cached it and add it to .gitignore): pollerctl (1048577 bytes)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
-	"strings"
 	"sync"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -13,14 +12,11 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/azconn"
-	"github.com/pseudotrigger/pseudotrigger/internal/redact"
 )
 
 // DevelopmentQueueConnectionString is Azurite's public account with its queue service on the
-// default port: what UseDevelopmentStorage=true means, as azqueue does not map the shorthand.
-const DevelopmentQueueConnectionString = "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;" +
-	"AccountKey=Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==;" +
-	"QueueEndpoint=http://127.0.0.1:10001/devstoreaccount1;"
+// default port: what a storagequeue sink's connection UseDevelopmentStorage=true stands for.
+const DevelopmentQueueConnectionString = azconn.DevelopmentQueueConnectionString
 
 // queueMessageMax is the largest storage queue message: 64 KiB, counted after base64 encoding.
 const queueMessageMax = 64 * 1024
@@ -40,44 +36,12 @@ type storageQueue struct {
 }
 
 func newStorageQueue(cfg Config, getenv func(string) string, opts azcore.ClientOptions) (*storageQueue, error) {
-	q, conn, err := QueueClient(getenv, cfg.Connection, cfg.Queue, &azqueue.ClientOptions{ClientOptions: opts})
+	q, conn, err := azconn.QueueClient(getenv, cfg.Connection, cfg.Queue, &azqueue.ClientOptions{ClientOptions: opts})
 	if err != nil {
 		return nil, err
 	}
 	ttl, _ := cfg.ttl() // checked by New
 	return &storageQueue{q: q, queue: cfg.Queue, conn: conn, text: cfg.Encoding == EncodingText, ttl: ttl, concurrency: cfg.concurrency()}, nil
-}
-
-// QueueClient returns a client of queue over the storage queue connection named connection (X,
-// UseDevelopmentStorage=true being Azurite's queue on its default port, or X__queueServiceUri),
-// as a storagequeue sink connects, and the connection, for messages. It sends nothing.
-func QueueClient(getenv func(string) string, connection, queue string, opts *azqueue.ClientOptions) (*azqueue.QueueClient, azconn.Conn, error) {
-	conn, err := azconn.Resolve(getenv, connection, "queueServiceUri", "https://ACCOUNT.queue.core.windows.net", false)
-	if err != nil {
-		return nil, conn, err
-	}
-	if cs := conn.ConnectionString; cs != "" {
-		p := azconn.ParseConnectionString(cs)
-		if strings.EqualFold(p["usedevelopmentstorage"], "true") {
-			cs = DevelopmentQueueConnectionString
-		} else if p["queueendpoint"] == "" && p["accountname"] == "" {
-			return nil, conn, fmt.Errorf("%s: the connection string names no AccountName or QueueEndpoint (%s)", conn.Setting, redact.ConnectionString(cs))
-		}
-		q, err := azqueue.NewQueueClientFromConnectionString(cs, queue, opts)
-		if err != nil {
-			return nil, conn, fmt.Errorf("%s: the connection string is not valid (%s)", conn.Setting, redact.ConnectionString(cs))
-		}
-		return q, conn, nil
-	}
-	cred, err := conn.Identity.TokenCredential(conn.Setting)
-	if err != nil {
-		return nil, conn, err
-	}
-	q, err := azqueue.NewQueueClient(conn.Endpoint+"/"+queue, cred, opts)
-	if err != nil {
-		return nil, conn, fmt.Errorf("%s: %w", conn.Setting, err)
-	}
-	return q, conn, nil
 }
 
 func (s *storageQueue) String() string {

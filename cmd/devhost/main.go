@@ -31,17 +31,15 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
-	"github.com/pseudotrigger/pseudotrigger/internal/version"
-
 	_ "github.com/go-sql-driver/mysql"
 	_ "github.com/jackc/pgx/v5/stdlib"
 	_ "modernc.org/sqlite"
 
-	"github.com/pseudotrigger/pseudotrigger/internal/redact"
-
+	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
 	"github.com/pseudotrigger/pseudotrigger/internal/devhost"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
+	"github.com/pseudotrigger/pseudotrigger/internal/redact"
+	"github.com/pseudotrigger/pseudotrigger/internal/version"
 	"github.com/pseudotrigger/pseudotrigger/pollers/orders"
 )
 

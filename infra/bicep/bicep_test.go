@@ -3,9 +3,6 @@
 package bicep
 
 import (
-	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
-	bicepfile "github.com/pseudotrigger/pseudotrigger/internal/bicep"
-
 	"encoding/json"
 	"fmt"
 	"os"
@@ -15,6 +12,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
+	bicepfile "github.com/pseudotrigger/pseudotrigger/internal/bicep"
 )
 
 func read(t *testing.T, path string) string {

@@ -12,8 +12,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/azconn"
 	"github.com/pseudotrigger/pseudotrigger/internal/declared"
-	"github.com/pseudotrigger/pseudotrigger/sink"
 )
 
 // Overlay sets each of values' keys that the environment (lookup) also sets to the
@@ -66,7 +66,7 @@ func StorageQueue(root, name string, values map[string]string) (*Queue, error) {
 	q := &Queue{Name: spec.Sink.Queue}
 	// One request a progress line, no retries: the next line asks again.
 	opts := &azqueue.ClientOptions{ClientOptions: azcore.ClientOptions{Retry: policy.RetryOptions{MaxRetries: -1}}}
-	if q.client, _, err = sink.QueueClient(getenv, spec.Sink.Connection, q.Name, opts); err != nil {
+	if q.client, _, err = azconn.QueueClient(getenv, spec.Sink.Connection, q.Name, opts); err != nil {
 		return nil, err
 	}
 	return q, nil

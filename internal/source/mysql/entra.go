@@ -9,7 +9,6 @@ import (
 	gomysql "github.com/go-sql-driver/mysql"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/redact"
-
 	"github.com/pseudotrigger/pseudotrigger/internal/source/entra"
 )
 

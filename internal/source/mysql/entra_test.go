@@ -15,10 +15,9 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/azconn"
 	"github.com/pseudotrigger/pseudotrigger/internal/redact"
-	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
-
 	"github.com/pseudotrigger/pseudotrigger/internal/source/entra"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/entra/entratest"
+	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 )
 
 const mysqlEntraHost = "id-app:hunter2@tcp(srv.mysql.database.azure.com:3306)/shop"

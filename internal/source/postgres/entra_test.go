@@ -14,10 +14,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/azconn"
-	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
-
 	"github.com/pseudotrigger/pseudotrigger/internal/source/entra"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/entra/entratest"
+	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 )
 
 const entraHost = "postgres://id-app:hunter2@srv.postgres.database.azure.com:5432/shop"
