@@ -315,22 +315,11 @@ func backlog(t *testing.T, src *source.Source, after *state.Cursor, want int64) 
 		}
 		if b.Rows >= want || time.Now().After(deadline) {
 			if b.Rows != want {
-				t.Fatalf("%d rows wait after %s, want %d: the recipe does not move the cursor column as the poller needs", b.Rows, cursorText(after), want)
+				t.Fatalf("%d rows wait after %s, want %d: the recipe does not move the cursor column as the poller needs", b.Rows, after.Text(), want)
 			}
 			return b
 		}
 	}
-}
-
-func cursorText(c *state.Cursor) string {
-	if c == nil {
-		return "the beginning"
-	}
-	s := c.Kind + " " + string(c.Value)
-	for k, v := range c.Tiebreaker {
-		s += " " + k + "=" + string(v)
-	}
-	return s
 }
 
 // keyOf is a keyset cursor's id, or a change's.

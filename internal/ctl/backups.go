@@ -130,7 +130,7 @@ func backupsCmd(ctx context.Context, args []string, env Env) error {
 			fmt.Fprintf(tw, "%s\t%s\t(does not decode: %s)\t-\n", e.File, orDash(e.Time), truncate(e.Problem, 80))
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", e.File, orDash(e.Time), cursorText(e.Cursor), e.FencingToken)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", e.File, orDash(e.Time), e.Cursor.Text(), e.FencingToken)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -180,7 +180,7 @@ func cdcDisable(ctx context.Context, args []string, env Env) error {
 	}
 	at := "(no checkpoint yet)"
 	if doc != nil && doc.Checkpoint.Cursor != nil {
-		at = cursorText(doc.Checkpoint.Cursor)
+		at = doc.Checkpoint.Cursor.Text()
 	}
 	plan, err := cdc.PlanDisable(ctx, at)
 	if err != nil {

@@ -90,7 +90,7 @@ func clone(ctx context.Context, args []string, env Env) error {
 		next.AddHistory(state.Tick{At: state.At(now), Outcome: "clone", RowsWaiting: -1})
 	})
 	next := plan.Doc()
-	fmt.Fprintf(env.Out, "clone %s -> %s (%s)\n  cursor %s\n  fingerprint %s (%s)\n", from, *to, env.blob(*to), cursorText(next.Checkpoint.Cursor), next.SourceFingerprint, reads)
+	fmt.Fprintf(env.Out, "clone %s -> %s (%s)\n  cursor %s\n  fingerprint %s (%s)\n", from, *to, env.blob(*to), next.Checkpoint.Cursor.Text(), next.SourceFingerprint, reads)
 	if !yes.given() {
 		fmt.Fprintln(env.Out, nothingWritten)
 		return nil

@@ -78,7 +78,7 @@ func deleteCmd(ctx context.Context, args []string, env Env) error {
 	fmt.Fprintf(env.Out, "delete %s\n", name)
 	switch {
 	case cur.Doc != nil:
-		fmt.Fprintf(env.Out, "  %s: cursor %s, fencing token %d\n", blob, cursorText(cur.Doc.Checkpoint.Cursor), cur.Doc.Lease.FencingToken)
+		fmt.Fprintf(env.Out, "  %s: cursor %s, fencing token %d\n", blob, cur.Doc.Checkpoint.Cursor.Text(), cur.Doc.Lease.FencingToken)
 	case cur.Blob != nil:
 		fmt.Fprintf(env.Out, "  %s (corrupt: %v)\n", blob, cur.Problem)
 	}

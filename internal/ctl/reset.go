@@ -352,13 +352,13 @@ func printPlan(env Env, name, blob string, cur lease.Current, next state.Doc) {
 		oldCursor = "(corrupt: replaced from the file)"
 	}
 	if old := cur.Doc; old != nil {
-		oldCursor, oldBatch = cursorText(old.Checkpoint.Cursor), orDash(old.Checkpoint.LastSuccessfulBatchID)
+		oldCursor, oldBatch = old.Checkpoint.Cursor.Text(), orDash(old.Checkpoint.LastSuccessfulBatchID)
 		oldToken, oldSource, oldFP = strconv.FormatInt(old.Lease.FencingToken, 10), sourceText(old.Source), shortFingerprint(old.SourceFingerprint)
 	}
 	tw := tabwriter.NewWriter(env.Out, 0, 4, 2, ' ', 0)
 	for _, row := range [][3]string{
 		{"", "OLD", "NEW"},
-		{"cursor", oldCursor, cursorText(next.Checkpoint.Cursor)},
+		{"cursor", oldCursor, next.Checkpoint.Cursor.Text()},
 		{"last batch", oldBatch, orDash(next.Checkpoint.LastSuccessfulBatchID)},
 		{"fencing token", oldToken, strconv.FormatInt(next.Lease.FencingToken, 10)},
 		{"source", oldSource, sourceText(next.Source)},

@@ -82,7 +82,7 @@ func statusTable(env Env, rows []Row) error {
 		}
 		cursor, token, leaseText, batch, failures := "("+r.State+")", "-", "-", "-", "-"
 		if r.State == pollerstatus.StateOK {
-			cursor, token, batch = cursorText(r.Cursor), fmt.Sprint(r.FencingToken), orDash(r.LastBatchID)
+			cursor, token, batch = r.Cursor.Text(), fmt.Sprint(r.FencingToken), orDash(r.LastBatchID)
 			leaseText = "free"
 			if r.LeaseOwner != "" {
 				leaseText = "expired: " + r.LeaseOwner
@@ -171,8 +171,6 @@ func (env Env) probe(ctx context.Context, name string, doc *state.Doc) pollersta
 		return src, env.blob(name), func() { src.Close() }, nil
 	})
 }
-
-func cursorText(c *state.Cursor) string { return pollerstatus.CursorText(c) }
 
 func orDash(s string) string {
 	if s == "" {

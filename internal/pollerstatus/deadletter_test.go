@@ -148,7 +148,7 @@ func TestLagText(t *testing.T) {
 		{pollerstatus.Row{RowsWaiting: -1}, "-"},
 	} {
 		if got := pollerstatus.LagText(c.r); got != c.want {
-			t.Errorf("LagText(%s, %d waiting, lag %v) = %q, want %q", pollerstatus.CursorText(c.r.Cursor), c.r.RowsWaiting, c.r.LagSeconds, got, c.want)
+			t.Errorf("LagText(%s, %d waiting, lag %v) = %q, want %q", c.r.Cursor.Text(), c.r.RowsWaiting, c.r.LagSeconds, got, c.want)
 		}
 	}
 }

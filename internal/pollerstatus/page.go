@@ -141,7 +141,7 @@ func NewPage(rep Report) PageData {
 	d := PageData{App: rep.App, GeneratedAt: now.UTC().Format(time.RFC3339), Refresh: refreshSeconds}
 	counts := map[string]int{}
 	for _, r := range rep.Pollers {
-		c := pollerCard{Row: r, CursorText: CursorText(r.Cursor), RowsWaiting: waiting(r.RowsWaiting), LastCommit: "-", Attempts: "none"}
+		c := pollerCard{Row: r, CursorText: r.Cursor.Text(), RowsWaiting: waiting(r.RowsWaiting), LastCommit: "-", Attempts: "none"}
 		if r.Cursor != nil {
 			c.CursorKind = r.Cursor.Kind
 		}

@@ -773,24 +773,6 @@ func (d DeadLetters) Text() string {
 	return s + " (list them: " + d.List + ")"
 }
 
-// CursorText renders a cursor for people: its value, then each tiebreaker column=value in
-// column order; "(beginning)" for nil.
-func CursorText(c *state.Cursor) string {
-	if c == nil {
-		return "(beginning)"
-	}
-	s := string(c.Value)
-	keys := make([]string, 0, len(c.Tiebreaker))
-	for k := range c.Tiebreaker {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		s += " " + k + "=" + string(c.Tiebreaker[k])
-	}
-	return s
-}
-
 // detailVerdict is what the driver's details make of the poller's health once its ticks are
 // otherwise fine (a slot that keeps more WAL than allowed): the most urgent; "" when fine.
 func detailVerdict(r *Row) (string, string) {

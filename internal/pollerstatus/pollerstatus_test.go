@@ -174,14 +174,3 @@ func TestUnreadable(t *testing.T) {
 		}
 	}
 }
-
-func TestCursorText(t *testing.T) {
-	c := &state.Cursor{Kind: state.KindTimestampPK, Value: json.RawMessage(`"2026-01-01T00:00:00Z"`),
-		Tiebreaker: map[string]json.RawMessage{"b": json.RawMessage(`2`), "a": json.RawMessage(`"x"`)}}
-	if got := pollerstatus.CursorText(c); got != `"2026-01-01T00:00:00Z" a="x" b=2` {
-		t.Errorf("%s", got)
-	}
-	if got := pollerstatus.CursorText(nil); got != "(beginning)" {
-		t.Errorf("%s", got)
-	}
-}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -120,6 +121,33 @@ type Cursor struct {
 	Kind       string                     `json:"kind"`
 	Value      json.RawMessage            `json:"value"`
 	Tiebreaker map[string]json.RawMessage `json:"tiebreaker,omitempty"`
+}
+
+// Text renders c for people (pollerctl, the status page): its value, then each tiebreaker
+// column=value in name order; "(beginning)" for none.
+func (c *Cursor) Text() string {
+	if c == nil {
+		return "(beginning)"
+	}
+	s := string(c.Value)
+	for _, k := range slices.Sorted(maps.Keys(c.Tiebreaker)) {
+		s += " " + k + "=" + string(c.Tiebreaker[k])
+	}
+	return s
+}
+
+// JSON renders c compactly as its JSON (the tiebreaker's keys sorted), "<beginning>" for none:
+// what a batch's ID is made of, so its form never changes (the same batch always gets the same
+// ID), and what the tick's log lines say.
+func (c *Cursor) JSON() string {
+	if c == nil {
+		return "<beginning>"
+	}
+	b, err := json.Marshal(c)
+	if err != nil {
+		return fmt.Sprintf("%+v", *c)
+	}
+	return string(b)
 }
 
 // Failure describes the failed attempts at the batch after the checkpoint.

@@ -232,3 +232,21 @@ func TestHistoryIsBounded(t *testing.T) {
 		t.Fatal("a document with too long a history was encoded")
 	}
 }
+
+// TestCursorText: a cursor for people (Text) and as the JSON batch IDs are made of (JSON), each
+// with the tiebreaker's columns in name order whatever the map's, and nil as the beginning.
+func TestCursorText(t *testing.T) {
+	c := &state.Cursor{Kind: state.KindTimestampPK, Value: json.RawMessage(`"2026-01-01T00:00:00Z"`),
+		Tiebreaker: map[string]json.RawMessage{"b": json.RawMessage(`2`), "a": json.RawMessage(`"x"`)}}
+	var none *state.Cursor
+	for _, tc := range []struct{ got, want string }{
+		{c.Text(), `"2026-01-01T00:00:00Z" a="x" b=2`},
+		{none.Text(), "(beginning)"},
+		{c.JSON(), `{"kind":"timestamp+pk","value":"2026-01-01T00:00:00Z","tiebreaker":{"a":"x","b":2}}`},
+		{none.JSON(), "<beginning>"},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s, want %s", tc.got, tc.want)
+		}
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -53,7 +52,7 @@ func (t *tickRun) deliver(first *source.Batch, firstDur time.Duration, ahead <-c
 	// batch read meanwhile is never delivered. Bound a hung database with the driver's own
 	// time-outs in the DSN (statement_timeout, connect_timeout, dial timeout).
 	t.fctx = context.WithoutCancel(wctx)
-	t.fromText = cursorText(t.cursor) // rendered once per batch, for the batch id and the log
+	t.fromText = t.cursor.JSON() // rendered once per batch, for the batch id and the log
 	// While a backfill runs, a chunk of it follows each live batch (and each look for one, once
 	// the live changes are caught up): the live lag is held up by one chunk at a time, never by
 	// the whole backfill.
@@ -172,7 +171,7 @@ func (t *tickRun) step(b *source.Batch) (more bool, err error) {
 	if more && t.ahead == nil && t.handleDur >= t.fetchDur/2 {
 		t.ahead = t.r.readAhead(t.fctx, b.To)
 	}
-	toText := cursorText(b.To)
+	toText := b.To.JSON()
 	name := t.r.Poller.Name()
 	pb := &pollerdef.Batch{
 		Poller: name, ID: batchID(name, t.r.Source.Fingerprint(), t.fromText, toText),
@@ -273,7 +272,7 @@ func (t *tickRun) commitWanted() bool {
 func (t *tickRun) advance(c *state.Cursor) {
 	faultpoint.Hit(faultpoint.BeforeSlotAdvance)
 	if err := t.r.Source.Committed(t.ctx, c); err != nil {
-		t.log.Warn("source position not advanced after the commit (the next commit moves it)", "cursor", cursorText(c), "error", err.Error())
+		t.log.Warn("source position not advanced after the commit (the next commit moves it)", "cursor", c.JSON(), "error", err.Error())
 	}
 }
 
@@ -354,20 +353,8 @@ func ageValue(c *state.Cursor, now time.Time) any {
 }
 
 // batchID is "batch_" and 24 hex digits of a SHA-256 over the poller, the source fingerprint
-// and the cursor range (as cursorText renders it): the same batch always gets the same ID.
+// and the cursor range (as state.Cursor.JSON renders it): the same batch always gets the same ID.
 func batchID(pollerName, fingerprint, from, to string) string {
 	sum := sha256.Sum256([]byte(pollerName + "\x00" + fingerprint + "\x00" + from + "\x00" + to))
 	return "batch_" + hex.EncodeToString(sum[:12])
-}
-
-// cursorText renders a cursor compactly for logs and IDs; json.Marshal sorts the tiebreaker's keys.
-func cursorText(c *state.Cursor) string {
-	if c == nil {
-		return "<beginning>"
-	}
-	b, err := json.Marshal(c)
-	if err != nil {
-		return fmt.Sprintf("%+v", *c)
-	}
-	return string(b)
 }

@@ -86,7 +86,7 @@ func (t *tickRun) bisect(pb *pollerdef.Batch, from *state.Cursor, rows []source.
 			return fmt.Errorf("%w: the trust window passed while quarantining batch %s", lease.ErrLost, pb.ID)
 		}
 		sub := &pollerdef.Batch{
-			Poller: pb.Poller, ID: batchID(r.Poller.Name(), r.Source.Fingerprint(), cursorText(from), cursorText(&to)),
+			Poller: pb.Poller, ID: batchID(r.Poller.Name(), r.Source.Fingerprint(), from.JSON(), to.JSON()),
 			FencingToken: pb.FencingToken, Attempt: pb.Attempt, From: from, To: &to, Rows: part,
 		}
 		q.calls++

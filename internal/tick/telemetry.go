@@ -120,7 +120,7 @@ func (t *tickRun) record(err error) {
 		return
 	}
 	span.SetAttributes(telemetry.Outcome.String(string(sum.Outcome)), telemetry.Rows.Int(sum.Rows), telemetry.Batches.Int(sum.Batches),
-		telemetry.FencingToken.Int64(sum.FencingToken), telemetry.Cursor.String(cursorText(sum.Cursor)), telemetry.RowsWaiting.Int64(sum.RowsWaiting))
+		telemetry.FencingToken.Int64(sum.FencingToken), telemetry.Cursor.String(sum.Cursor.JSON()), telemetry.RowsWaiting.Int64(sum.RowsWaiting))
 	if sum.LagSeconds != nil {
 		span.SetAttributes(telemetry.LagSeconds.Float64(*sum.LagSeconds))
 	}

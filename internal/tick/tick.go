@@ -188,7 +188,7 @@ type tickRun struct {
 	wctx        context.Context   // the handler's: cancelled when the lease is lost
 	fctx        context.Context   // the fetches': never cancelled midway (see deliver)
 	cursor      *state.Cursor     // where the next batch starts
-	fromText    string            // cursorText(cursor), rendered once per batch
+	fromText    string            // cursor.JSON(), rendered once per batch
 	attempt     int64             // the attempt at the next batch (1 but after failed ticks)
 	uncommitted *state.Checkpoint // progress handled but not yet committed
 	lastCommit  time.Time
@@ -430,7 +430,7 @@ func (t *tickRun) finish(err error) (Summary, error) {
 		sum.Outcome = Failed
 	}
 	attrs := []any{"outcome", string(sum.Outcome), "rows", sum.Rows, "batches", sum.Batches, "attempt", sum.Attempt,
-		"fencing_token", sum.FencingToken, "cursor", cursorText(sum.Cursor), "rows_waiting", sum.RowsWaiting,
+		"fencing_token", sum.FencingToken, "cursor", sum.Cursor.JSON(), "rows_waiting", sum.RowsWaiting,
 		"duration_ms", sum.DurationMS}
 	if sum.LagSeconds != nil {
 		attrs = append(attrs, "lag_seconds", *sum.LagSeconds)
