@@ -421,15 +421,13 @@ func (a *App) runner(ctx context.Context, ps *pollerState) (*tick.Runner, error)
 	defer cancel()
 	counted := &lease.Counting{Store: a.store}
 	r, err := tick.Open(octx, tick.Config{Poller: ps.def, Settings: ps.settings, Store: counted, App: a.appName, Owner: a.owner, Clock: a.clock, Logger: a.log,
-		Version: version.String(), Pools: a.pools, Tracer: a.tracer, Metrics: a.metrics})
+		Version: version.String(), Pools: a.pools, Tracer: a.tracer, Metrics: a.metrics, Draining: a.draining, Requests: counted.Counts,
+		DeadLetters: func(ctx context.Context, l *deadletter.Letter) (string, error) {
+			return deadletter.Write(ctx, counted, a.appName, l)
+		}})
 	if err != nil {
 		return nil, err
 	}
-	r.Draining = a.draining
-	r.DeadLetters = func(ctx context.Context, l *deadletter.Letter) (string, error) {
-		return deadletter.Write(ctx, counted, a.appName, l)
-	}
-	r.Requests = counted.Counts
 	ps.runner = r
 	return ps.runner, nil
 }

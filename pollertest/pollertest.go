@@ -228,14 +228,14 @@ func (h *Harness) TickErr() (Result, error) {
 	h.t.Helper()
 	ctx := context.Background()
 	if h.runner == nil {
-		r, err := tick.Open(ctx, tick.Config{Poller: h.p, Settings: h.settings, Store: h.store, App: "test", Owner: "pollertest/1", Clock: h.clock})
-		if err != nil {
-			return Result{}, fmt.Errorf("opening the source (is the table there? Insert creates it): %w", err)
-		}
-		r.Observe = func(b *pollerdef.Batch, err error) {
+		observe := func(b *pollerdef.Batch, err error) {
 			h.mu.Lock()
 			defer h.mu.Unlock()
 			h.delivered = append(h.delivered, Delivery{Batch: rawBatch(b), Err: err})
+		}
+		r, err := tick.Open(ctx, tick.Config{Poller: h.p, Settings: h.settings, Store: h.store, App: "test", Owner: "pollertest/1", Clock: h.clock, Observe: observe})
+		if err != nil {
+			return Result{}, fmt.Errorf("opening the source (is the table there? Insert creates it): %w", err)
 		}
 		h.runner = r
 	}

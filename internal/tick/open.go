@@ -11,6 +11,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
 	"github.com/pseudotrigger/pseudotrigger/internal/blobpath"
 	"github.com/pseudotrigger/pseudotrigger/internal/clock"
+	"github.com/pseudotrigger/pseudotrigger/internal/deadletter"
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
@@ -40,11 +41,16 @@ type Config struct {
 	// Tracer and Metrics receive the ticks' telemetry (Runner's fields of those names).
 	Tracer  trace.Tracer
 	Metrics *telemetry.Metrics
+	// Draining, DeadLetters, Requests and Observe are the Runner's fields of those names.
+	Draining    <-chan struct{}
+	DeadLetters func(ctx context.Context, l *deadletter.Letter) (string, error)
+	Requests    func() (requests, conflicts int64)
+	Observe     func(b *pollerdef.Batch, err error)
 }
 
 // Open opens the poller's source and its lease and returns its runner: the one place the
-// handler, the dead-letter replay, pollertest, the soak and the tests assemble them. The caller
-// sets the runner's optional fields (Draining, DeadLetters, Requests) and closes it.
+// handler, the dead-letter replay, pollertest, the soak and the tests assemble them, from c
+// whole. The caller closes it.
 func Open(ctx context.Context, c Config) (*Runner, error) {
 	name := c.Poller.Name()
 	// open opens the poller's source: now, unless given one, and again when its table's columns
@@ -81,7 +87,7 @@ func Open(ctx context.Context, c Config) (*Runner, error) {
 		return nil, fmt.Errorf("poller %s: %w", name, err)
 	}
 	r := &Runner{Poller: c.Poller, Settings: c.Settings, Lease: m, Source: src, Clock: c.Clock, Logger: c.Logger,
-		Tracer: c.Tracer, Metrics: c.Metrics}
+		Tracer: c.Tracer, Metrics: c.Metrics, Draining: c.Draining, DeadLetters: c.DeadLetters, Requests: c.Requests, Observe: c.Observe}
 	if c.Source == nil {
 		r.close, r.reopen = src.Close, open
 	}

@@ -39,7 +39,7 @@ check_tree() {
     _present git ls-files -z '*.go' | xargs -0 -r awk -v module="$MODULE" "$_groups"
   } | sort -u | tr '\n' ' ' | sed 's/ $//') || return 1
   if [ -n "$out" ]; then
-    echo "imports not grouped as the standard library, third-party modules, then $MODULE (goimports -local $MODULE -w FILE moves them; merge the groups it leaves):" $out
+    echo "imports not grouped as the standard library, third-party modules, then $MODULE, or not as goimports formats them (goimports -local $MODULE -w FILE; then merge the groups it leaves):" $out
     bad=1
   fi
   # No tracked file over 1 MB: a build output (a binary, a coverage profile) that a commit took in.
