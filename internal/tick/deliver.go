@@ -14,6 +14,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
+	"github.com/pseudotrigger/pseudotrigger/internal/telemetry"
 )
 
 type fetched struct {
@@ -109,6 +110,35 @@ func (t *tickRun) chunkWaits() bool {
 // is gone.
 func (t *tickRun) over() bool {
 	return !t.clk.Now().Before(t.budgetEnd) || t.stopping() || t.l.Err() != nil
+}
+
+// fetch reads the batch after the cursor in a "fetch" span.
+func (r *Runner) fetch(ctx context.Context, after *state.Cursor, peek bool) (*source.Batch, error) {
+	ctx, span := r.start(ctx, "fetch")
+	b, err := r.Source.Fetch(ctx, after, r.Settings.BatchSize)
+	if span.IsRecording() {
+		if peek {
+			span.SetAttributes(telemetry.Peek.Bool(true))
+		}
+		if b != nil {
+			span.SetAttributes(telemetry.Rows.Int(len(b.Rows)))
+		}
+	}
+	endSpan(span, err)
+	return b, err
+}
+
+// handle hands pb to the handler in a "deliver" span, the parent of the handler's own (a sink's
+// send).
+func (t *tickRun) handle(pb *pollerdef.Batch) error {
+	ctx, span := t.r.start(t.wctx, "deliver")
+	if span.IsRecording() {
+		span.SetAttributes(telemetry.BatchID.String(pb.ID), telemetry.Rows.Int(len(pb.Rows)), telemetry.Attempt.Int64(pb.Attempt),
+			telemetry.FencingToken.Int64(pb.FencingToken))
+	}
+	err := t.r.handle(ctx, pb)
+	endSpan(span, err)
+	return err
 }
 
 // next returns the batch after the cursor: the one read ahead, or one fetched now; or, while a

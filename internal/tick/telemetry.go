@@ -11,7 +11,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
-	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/telemetry"
@@ -19,7 +18,8 @@ import (
 
 // A tick is a span ("tick {poller}") with a child per fetch, per batch delivered ("deliver",
 // whose context the handler gets: a sink's send span is its child) and per state write
-// ("acquire", "commit"); at its end it records the metrics of telemetry.Metrics. Without a
+// ("acquire", "commit": fetch, handle and write, beside the steps they run); at its end it records
+// the metrics of telemetry.Metrics. Without a
 // tracer or instruments given and without telemetry.Setup's exporters, no span is started and
 // nothing measured (telemetry.ActiveTracer, Active).
 
@@ -52,46 +52,6 @@ func (t *tickRun) startSpan(invocationID string) {
 		name, opts = "tick "+t.r.Poller.Name(), []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...)}
 	}
 	t.ctx, t.span = telemetry.Start(tr, t.ctx, name, opts...)
-}
-
-// fetch reads the batch after the cursor in a "fetch" span.
-func (r *Runner) fetch(ctx context.Context, after *state.Cursor, peek bool) (*source.Batch, error) {
-	ctx, span := r.start(ctx, "fetch")
-	b, err := r.Source.Fetch(ctx, after, r.Settings.BatchSize)
-	if span.IsRecording() {
-		if peek {
-			span.SetAttributes(telemetry.Peek.Bool(true))
-		}
-		if b != nil {
-			span.SetAttributes(telemetry.Rows.Int(len(b.Rows)))
-		}
-	}
-	endSpan(span, err)
-	return b, err
-}
-
-// write runs one of the tick's state writes (what: acquire, commit) in a span of its name.
-func (t *tickRun) write(what string, release bool, f func(ctx context.Context) error) error {
-	ctx, span := t.r.start(t.ctx, what)
-	err := f(ctx)
-	if release && span.IsRecording() {
-		span.SetAttributes(telemetry.Release.Bool(true))
-	}
-	endSpan(span, err)
-	return err
-}
-
-// handle hands pb to the handler in a "deliver" span, the parent of the handler's own (a sink's
-// send).
-func (t *tickRun) handle(pb *pollerdef.Batch) error {
-	ctx, span := t.r.start(t.wctx, "deliver")
-	if span.IsRecording() {
-		span.SetAttributes(telemetry.BatchID.String(pb.ID), telemetry.Rows.Int(len(pb.Rows)), telemetry.Attempt.Int64(pb.Attempt),
-			telemetry.FencingToken.Int64(pb.FencingToken))
-	}
-	err := t.r.handle(ctx, pb)
-	endSpan(span, err)
-	return err
 }
 
 // endSpan ends span with err as its status.

@@ -489,3 +489,14 @@ func closed(ch <-chan struct{}) bool {
 		return false
 	}
 }
+
+// write runs one of the tick's state writes (what: acquire, commit) in a span of its name.
+func (t *tickRun) write(what string, release bool, f func(ctx context.Context) error) error {
+	ctx, span := t.r.start(t.ctx, what)
+	err := f(ctx)
+	if release && span.IsRecording() {
+		span.SetAttributes(telemetry.Release.Bool(true))
+	}
+	endSpan(span, err)
+	return err
+}
