@@ -1,6 +1,7 @@
 package telemetry
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -52,4 +53,17 @@ func metricSelectors(getenv func(string) string) (sdkmetric.TemporalitySelector,
 	default:
 		return nil, nil, fmt.Errorf("%w: %s=%s: explicit_bucket_histogram or base2_exponential_bucket_histogram", ErrSetting, ha, a)
 	}
+}
+
+// quietExporter leaves out an export with no metric in it: the periodic reader sends one every
+// interval, a resource and nothing else, from an idle handler.
+type quietExporter struct {
+	sdkmetric.Exporter
+}
+
+func (e quietExporter) Export(ctx context.Context, rm *metricdata.ResourceMetrics) error {
+	if len(rm.ScopeMetrics) == 0 {
+		return nil
+	}
+	return e.Exporter.Export(ctx, rm)
 }

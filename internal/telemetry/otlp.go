@@ -52,27 +52,31 @@ func readOTLP(getenv func(string) string, signal string) (*otlpConfig, error) {
 	if _, p := v("PROTOCOL"); p != "" {
 		c.protocol = p // Wanted refused the others
 	}
-	if name, ep := v("ENDPOINT"); name == "OTEL_EXPORTER_OTLP_"+upper+"_ENDPOINT" || c.protocol == "grpc" {
+	// The SDK also parses the general variables and the signal's own from the environment, and
+	// logs a bad one (its value with it) to stderr: each is checked here, the one not used too.
+	for _, name := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_" + upper + "_ENDPOINT"} {
+		if ep := strings.TrimSpace(getenv(name)); ep != "" {
+			if err := checkEndpoint(name, ep); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for _, name := range []string{"OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_" + upper + "_HEADERS"} {
+		if _, err := parseHeaders(name, getenv(name)); err != nil {
+			return nil, err
+		}
+	}
+	endpointVar, ep := v("ENDPOINT")
+	if endpointVar == "OTEL_EXPORTER_OTLP_"+upper+"_ENDPOINT" || c.protocol == "grpc" {
 		c.endpoint = ep
 	} else if ep != "" {
 		c.endpoint = strings.TrimSuffix(ep, "/") + "/v1/" + signal
 	}
-	if u, err := url.Parse(c.endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+	if c.endpoint == "" {
 		return nil, fmt.Errorf("%w: OTEL_EXPORTER_OTLP_ENDPOINT (or _%s_ENDPOINT) must be an http or https URL, e.g. http://collector:4318 (http/protobuf) or http://collector:4317 (grpc)", ErrSetting, upper)
 	}
 	if name, hs := v("HEADERS"); hs != "" { // the signal's own replace the general ones: they may be another backend's
-		for _, kv := range strings.Split(hs, ",") {
-			if strings.TrimSpace(kv) == "" {
-				continue
-			}
-			k, val, ok := strings.Cut(kv, "=")
-			key, kerr := url.PathUnescape(strings.TrimSpace(k))
-			value, verr := url.PathUnescape(strings.TrimSpace(val))
-			if !ok || key == "" || kerr != nil || verr != nil {
-				return nil, fmt.Errorf("%w: %s: not key=value pairs separated by commas (values percent-encoded)", ErrSetting, name)
-			}
-			c.headers[key] = value
-		}
+		c.headers, _ = parseHeaders(name, hs)
 	}
 	if name, t := v("TIMEOUT"); t != "" {
 		ms, err := strconv.Atoi(t)
@@ -89,6 +93,10 @@ func readOTLP(getenv func(string) string, signal string) (*otlpConfig, error) {
 		return nil, fmt.Errorf("%w: %s=%s: gzip or none", ErrSetting, name, z)
 	}
 	if name, file := v("CERTIFICATE"); file != "" {
+		if strings.HasPrefix(c.endpoint, "http://") {
+			// The SDK refuses a CA with a plain-text endpoint (HTTP), or speaks TLS to it (gRPC).
+			return nil, fmt.Errorf("%w: %s is set but %s is http://: a CA certificate is for an https:// endpoint", ErrSetting, name, endpointVar)
+		}
 		pem, err := os.ReadFile(file)
 		c.roots = x509.NewCertPool()
 		if err != nil || !c.roots.AppendCertsFromPEM(pem) {
@@ -101,6 +109,39 @@ func readOTLP(getenv func(string) string, signal string) (*otlpConfig, error) {
 		}
 	}
 	return c, nil
+}
+
+// checkEndpoint refuses an endpoint (the variable name's value) that is not an http or https URL
+// with a host, or that carries a query or user info: the SDK's exporters send to the scheme, host
+// and path alone, so a key there would be dropped without a word (it goes in the headers).
+func checkEndpoint(name, ep string) error {
+	u, err := url.Parse(ep)
+	switch {
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+		return fmt.Errorf("%w: %s must be an http or https URL, e.g. http://collector:4318 (http/protobuf) or http://collector:4317 (grpc)", ErrSetting, name)
+	case u.RawQuery != "" || u.User != nil:
+		return fmt.Errorf("%w: %s has a query or user info, which the OTLP exporters do not send: give a key in OTEL_EXPORTER_OTLP_HEADERS (e.g. api-key=..., Authorization=Basic ...)", ErrSetting, name)
+	}
+	return nil
+}
+
+// parseHeaders reads the headers variable name's value hs: key=value pairs separated by commas,
+// values percent-encoded.
+func parseHeaders(name, hs string) (map[string]string, error) {
+	headers := map[string]string{}
+	for _, kv := range strings.Split(hs, ",") {
+		if strings.TrimSpace(kv) == "" {
+			continue
+		}
+		k, val, ok := strings.Cut(kv, "=")
+		key, kerr := url.PathUnescape(strings.TrimSpace(k))
+		value, verr := url.PathUnescape(strings.TrimSpace(val))
+		if !ok || key == "" || kerr != nil || verr != nil {
+			return nil, fmt.Errorf("%w: %s: not key=value pairs separated by commas (values percent-encoded)", ErrSetting, name)
+		}
+		headers[key] = value
+	}
+	return headers, nil
 }
 
 // shown is the endpoint without its query and user info, for logs.
@@ -162,7 +203,8 @@ func newMetricExporter(ctx context.Context, getenv func(string) string, c *otlpC
 		if tc := c.tlsConfig(); tc != nil {
 			opts = append(opts, otlpmetricgrpc.WithTLSCredentials(credentials.NewTLS(tc)))
 		}
-		return otlpmetricgrpc.New(ctx, opts...)
+		e, err := otlpmetricgrpc.New(ctx, opts...)
+		return quietExporter{e}, err
 	}
 	opts := []otlpmetrichttp.Option{otlpmetrichttp.WithEndpointURL(c.endpoint), otlpmetrichttp.WithHeaders(c.headers), otlpmetrichttp.WithTimeout(c.timeout),
 		otlpmetrichttp.WithRetry(otlpmetrichttp.RetryConfig(c.retry())),
@@ -173,5 +215,6 @@ func newMetricExporter(ctx context.Context, getenv func(string) string, c *otlpC
 	if tc := c.tlsConfig(); tc != nil {
 		opts = append(opts, otlpmetrichttp.WithTLSClientConfig(tc))
 	}
-	return otlpmetrichttp.New(ctx, opts...)
+	e, err := otlpmetrichttp.New(ctx, opts...)
+	return quietExporter{e}, err
 }

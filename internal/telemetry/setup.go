@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/propagation"
@@ -165,7 +166,9 @@ func Setup(ctx context.Context, getenv func(string) string, appName, instance, v
 	}
 	var endpoints []string
 	if spans != nil {
-		tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(spans), sdktrace.WithResource(res))
+		// The export timeout bounds an export, its retries included (the HTTP exporters' timeout
+		// is each attempt's).
+		tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(spans, sdktrace.WithExportTimeout(traces.timeout)), sdktrace.WithResource(res))
 		otel.SetTracerProvider(tp)
 		otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
 		stops = append(stops, tp.Shutdown)
@@ -173,7 +176,7 @@ func Setup(ctx context.Context, getenv func(string) string, appName, instance, v
 		endpoints = append(endpoints, traces.shown()+" ("+traces.protocol+")")
 	}
 	if points != nil {
-		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewPeriodicReader(points)), sdkmetric.WithResource(res))
+		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewPeriodicReader(points, sdkmetric.WithTimeout(metrics.timeout))), sdkmetric.WithResource(res))
 		otel.SetMeterProvider(mp)
 		stops = append(stops, mp.Shutdown)
 		measured.Store(true)
@@ -231,5 +234,17 @@ func serviceName(res *resource.Resource) string {
 }
 
 // exportError is how an export's failure is logged: without the keys a URL's query or a header
-// may hold (redact.Text).
-func exportError(err error) string { return redact.Text(err.Error()) }
+// may hold (redact.Text), and at most 300 bytes of printable text (the SDK puts up to 4 MiB of
+// the answer's body in its error, an HTML page or a protobuf Status).
+func exportError(err error) string {
+	s := strings.Map(func(r rune) rune {
+		if r == utf8.RuneError || (r < 0x20 && r != '\t') || r == 0x7f {
+			return -1
+		}
+		return r
+	}, redact.Text(err.Error()))
+	if len(s) > 300 {
+		s = strings.ToValidUTF8(s[:300], "") + "..."
+	}
+	return s
+}

@@ -208,7 +208,17 @@ func TestContinueResentRelation(t *testing.T) {
 		testenv.ExecFlushed(t, db, q) // a transaction each
 	}
 	cd, _ := openCaptured(t, "cont", dsn, table, slot)
-	msgs := peekMessages(t, db, slot)
+	var msgs [][]byte // the transactions with a change of the table: not the keep-up marks (a
+	var tx [][]byte   // logical decoding message of their own) other tests' ticks write meanwhile
+	for _, m := range peekMessages(t, db, slot) {
+		tx = append(tx, m)
+		if m[0] == 'C' {
+			if slices.ContainsFunc(tx, func(m []byte) bool { return m[0] == 'I' || m[0] == 'U' || m[0] == 'D' }) {
+				msgs = append(msgs, tx...)
+			}
+			tx = nil
+		}
+	}
 	rel, commit := -1, -1 // the first transaction's relation message and commit
 	for i, m := range msgs {
 		if m[0] == 'R' && rel < 0 {
@@ -225,6 +235,7 @@ func TestContinueResentRelation(t *testing.T) {
 	resent := func(ms [][]byte) [][]byte { // the stream with the relation message sent twice
 		return slices.Insert(slices.Clone(ms), rel+1, msgs[rel])
 	}
+	twice := func(ms [][]byte) [][]byte { return resent(resent(ms)) } // and three times
 	first := msgs[:commit+1]
 	for _, tc := range []struct {
 		name       string
@@ -234,6 +245,8 @@ func TestContinueResentRelation(t *testing.T) {
 		{"in the last peek", resent(first), msgs},
 		{"in the next peek", first, resent(msgs)},
 		{"in both", resent(first), resent(msgs)},
+		{"twice in the next peek", first, twice(msgs)},
+		{"twice in the last peek", twice(first), msgs},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			prev := &peeked{from: 1}
@@ -248,7 +261,7 @@ func TestContinueResentRelation(t *testing.T) {
 				t.Fatalf("the last peek decoded %d changes, want the first insert", len(prev.rows))
 			}
 			p := &peeked{from: 1}
-			d := p.continues(prev, prev.pos[0], cd.got)
+			d := p.continues(prev, prev.pos[len(prev.pos)-1], cd.got)
 			for _, m := range tc.next {
 				if err := d.message(m); err != nil {
 					t.Fatal(err)
