@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"unicode/utf8"
 
+	"github.com/go-logr/logr"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/propagation"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -128,6 +129,9 @@ func Setup(ctx context.Context, getenv func(string) string, appName, instance, v
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
 		log.Warn("telemetry not exported", "error", exportError(err))
 	}))
+	// The SDK's own log (its errors: a variable it could not parse, with its value) goes to the
+	// handler's log, redacted, not to stderr, which the host logs as errors line by line.
+	otel.SetLogger(logr.FromSlogHandler(redacting{log.Handler()}))
 	var stops []func(context.Context) error
 	shutdown := func(ctx context.Context) error {
 		var errs []error
@@ -248,3 +252,39 @@ func exportError(err error) string {
 	}
 	return s
 }
+
+// redacting is a slog.Handler that passes the message and each string attribute through
+// redact.Text: what the SDK logs may hold a header's value or an endpoint's query.
+type redacting struct{ slog.Handler }
+
+func (h redacting) Handle(ctx context.Context, r slog.Record) error {
+	out := slog.NewRecord(r.Time, r.Level, redact.Text(r.Message), r.PC)
+	r.Attrs(func(a slog.Attr) bool {
+		out.AddAttrs(redactAttr(a))
+		return true
+	})
+	return h.Handler.Handle(ctx, out)
+}
+
+func (h redacting) WithAttrs(as []slog.Attr) slog.Handler {
+	out := make([]slog.Attr, len(as))
+	for i, a := range as {
+		out[i] = redactAttr(a)
+	}
+	return redacting{h.Handler.WithAttrs(out)}
+}
+
+// redactAttr is a with its string or error value redacted.
+func redactAttr(a slog.Attr) slog.Attr {
+	switch v := a.Value.Resolve(); {
+	case v.Kind() == slog.KindString:
+		a.Value = slog.StringValue(redact.Text(v.String()))
+	case v.Kind() == slog.KindAny:
+		if err, ok := v.Any().(error); ok {
+			a.Value = slog.StringValue(redact.Text(err.Error()))
+		}
+	}
+	return a
+}
+
+func (h redacting) WithGroup(name string) slog.Handler { return redacting{h.Handler.WithGroup(name)} }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -376,5 +377,17 @@ func TestIdleMetricsNotSent(t *testing.T) {
 	}
 	if _, got, _ := receiver.Received(); len(got) != 1 {
 		t.Fatalf("an export of a metric sent %d requests", len(got))
+	}
+}
+
+// TestSDKLogRedacted: what the SDK logs through the logger Setup gives it (logr over the
+// handler's slog) has its strings and errors redacted, and goes to the handler's log.
+func TestSDKLogRedacted(t *testing.T) {
+	var buf testenv.Buffer
+	l := logr.FromSlogHandler(redacting{slog.NewJSONHandler(&buf, nil)})
+	l.WithValues("header", "x-key=AccountKey=abc123secret").Error(errors.New("parse AccountKey=def456secret"), "could not parse OTEL_EXPORTER_OTLP_HEADERS", "value", "AccountKey=ghi789secret")
+	out := buf.String()
+	if !strings.Contains(out, "could not parse OTEL_EXPORTER_OTLP_HEADERS") || strings.Contains(out, "secret") {
+		t.Fatalf("logged: %s", out)
 	}
 }

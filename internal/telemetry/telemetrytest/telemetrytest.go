@@ -147,8 +147,9 @@ func NewReceiver(t testing.TB) *Receiver {
 	return rc
 }
 
-// NewGRPCReceiver starts an OTLP/gRPC endpoint for tests (its URL is http://127.0.0.1:port), stopped when t ends:
-// it keeps the export requests as Receiver does, with each call's metadata as its headers.
+// NewGRPCReceiver starts an OTLP/gRPC endpoint for tests (its URL is http://127.0.0.1:port),
+// stopped when t ends: it keeps the export requests as Receiver does, with each call's metadata
+// as its headers. Its Server holds the URL alone: not a server to Close or take a Client of.
 func NewGRPCReceiver(t testing.TB) *Receiver {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
