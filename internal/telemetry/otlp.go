@@ -61,10 +61,13 @@ func readOTLP(getenv func(string) string, signal string) (*otlpConfig, error) {
 			}
 		}
 	}
+	headers := map[string]map[string]string{} // by variable
 	for _, name := range []string{"OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_" + upper + "_HEADERS"} {
-		if _, err := parseHeaders(name, getenv(name)); err != nil {
+		h, err := parseHeaders(name, getenv(name))
+		if err != nil {
 			return nil, err
 		}
+		headers[name] = h
 	}
 	endpointVar, ep := v("ENDPOINT")
 	if endpointVar == "OTEL_EXPORTER_OTLP_"+upper+"_ENDPOINT" || c.protocol == "grpc" {
@@ -75,8 +78,8 @@ func readOTLP(getenv func(string) string, signal string) (*otlpConfig, error) {
 	if c.endpoint == "" {
 		return nil, fmt.Errorf("%w: OTEL_EXPORTER_OTLP_ENDPOINT (or _%s_ENDPOINT) must be an http or https URL, e.g. http://collector:4318 (http/protobuf) or http://collector:4317 (grpc)", ErrSetting, upper)
 	}
-	if name, hs := v("HEADERS"); hs != "" { // the signal's own replace the general ones: they may be another backend's
-		c.headers, _ = parseHeaders(name, hs)
+	if name, _ := v("HEADERS"); name != "" { // the signal's own replace the general ones: they may be another backend's
+		c.headers = headers[name]
 	}
 	if name, t := v("TIMEOUT"); t != "" {
 		ms, err := strconv.Atoi(t)
