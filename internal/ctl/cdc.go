@@ -36,7 +36,7 @@ func cdcCmd(ctx context.Context, args []string, env Env) error {
 
 // cdcAdmin is the administration of the poller's change-stream set-up, when its cursor kind
 // has one.
-func cdcAdmin(d *pollerdef.Def) (source.CDCAdmin, bool) {
+func cdcAdmin(d *pollerdef.Def) (source.Driver, bool) {
 	return drivers.CDCAdmin(d.Source().Cursor.Kind)
 }
 

@@ -9,7 +9,6 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/blobpath"
 	"github.com/pseudotrigger/pseudotrigger/internal/deadletter"
-	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
 )
@@ -126,10 +125,8 @@ func deleteCmd(ctx context.Context, args []string, env Env) error {
 // its driver says for a kind of its own (a change stream), else at the beginning of its table.
 func restartWarning(kind, name string) string {
 	if drv, ok := drivers.ForKind(kind); ok {
-		if r, ok := drv.(source.Restarter); ok {
-			if w := r.Restart(kind, name); w != "" {
-				return w
-			}
+		if w := drv.Restart(kind, name); w != "" {
+			return w
 		}
 	}
 	return fmt.Sprintf("WARNING: %s is in this build: its next tick starts over from the beginning of its table and delivers every row again.\n", name)

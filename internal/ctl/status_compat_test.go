@@ -26,7 +26,7 @@ func TestStatusDetailLines(t *testing.T) {
 			in.Probe = []source.Detail{{Key: "slot", Value: *probed}}
 		}
 		return Row{Poller: name, Health: pollerstatus.HealthOK, State: pollerstatus.StateNone, RowsWaiting: -1,
-			Details: d.(source.StatusReporter).StatusDetails(in)}
+			Details: d.StatusDetails(in)}
 	}
 	rows := []Row{
 		slot("lg", &postgres.SlotState{Name: "pt_lg", Exists: true, Active: true, ConfirmedFlush: "0/16D3290", RetainedBytes: n(4096)}),

@@ -425,7 +425,7 @@ func Read(ctx context.Context, st Reader, cfg Config, pollerName string) (r Row)
 	r.DeadLetters = deadLetters(ctx, st, cfg.App, pollerName)
 	var (
 		doc *state.Doc
-		rep source.StatusReporter // the driver's part, once the document is read
+		rep source.Driver // the driver's part, once the document is read
 	)
 	defer func() {
 		if rep != nil { // with the row's last word on the rows waiting
@@ -497,9 +497,10 @@ func Read(ctx context.Context, st Reader, cfg Config, pollerName string) (r Row)
 	return r
 }
 
-// reporter is the status part of the driver that alone reads the poller's cursor kind (kind,
-// else its checkpoint's), if it has one.
-func reporter(kind string, doc *state.Doc) source.StatusReporter {
+// reporter is the driver that alone reads the poller's cursor kind (kind, else its
+// checkpoint's), whose CheckProbe and StatusDetails judge and show what only it reads; nil when
+// no driver alone reads it.
+func reporter(kind string, doc *state.Doc) source.Driver {
 	if kind == "" && doc != nil && doc.Checkpoint.Cursor != nil {
 		kind = doc.Checkpoint.Cursor.Kind
 	}
@@ -507,12 +508,11 @@ func reporter(kind string, doc *state.Doc) source.StatusReporter {
 	if !ok {
 		return nil
 	}
-	rep, _ := d.(source.StatusReporter)
-	return rep
+	return d
 }
 
 // checkProbe is the driver's judgement of what the probe found against doc's checkpoint.
-func checkProbe(rep source.StatusReporter, p Probe, doc *state.Doc) error {
+func checkProbe(rep source.Driver, p Probe, doc *state.Doc) error {
 	if doc == nil {
 		return nil
 	}

@@ -6,18 +6,6 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
-// A CDCAdmin is a Driver whose change stream reads what an operator sets up on purpose, outside
-// the tick (the logical cursor's replication slot and publication, which `pollerctl cdc enable`
-// makes): pollerctl cdc, reset and clone administer it through here.
-type CDCAdmin interface {
-	// CDCKind is the cursor kind whose set-up it administers, and what that set-up is, for
-	// people ("logical", "PostgreSQL logical decoding").
-	CDCKind() (kind, what string)
-	// OpenCDC connects to a poller's database to administer its set-up (cfg as for Open with
-	// the drivers ds, of that kind; nothing of the table is checked).
-	OpenCDC(ctx context.Context, ds Drivers, cfg Config) (CDCSetup, error)
-}
-
 // A CDCSetup administers one poller's change-stream set-up. Its texts are for people; its
 // errors name the fix and say what was done.
 type CDCSetup interface {

@@ -13,19 +13,9 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
-// A ChangeStreamer is a Driver that reads cursor kinds following the database's own record of
-// changes instead of the table in keyset order (PostgreSQL's logical, SQL Server's
-// changetracking).
-type ChangeStreamer interface {
-	// ChangeStream returns the reader of a change-stream cursor kind for the source l lays out;
-	// false when the driver has none for kind.
-	ChangeStream(kind string, l *Layout) (ChangeStream, bool)
-}
-
 // A ChangeStream reads a database's own record of changes: its rows carry their op (Change),
 // deletes included, in commit order. Its errors name the poller and the table (Layout.Errorf).
-// It may also report measures of its own (Stats() Stats) and, for the status, what it reads
-// from besides the table (Inspector).
+// What only some streams do, the others answer through StreamDefaults, which they embed.
 type ChangeStream interface {
 	// Check says whether the database is set up for the stream (Open runs it after the table's
 	// columns are known); its errors name the fix, and nothing is created or written.
@@ -42,6 +32,43 @@ type ChangeStream interface {
 	// Committed tells the stream that the checkpoint c is durable (the logical cursor advances
 	// its slot to it); it may do nothing.
 	Committed(ctx context.Context, c *state.Cursor) error
+	// CommitWanted says that committing the checkpoint now would spare the next fetch work (a
+	// logical cursor re-reads from its slot's position until a commit moves it); StreamDefaults:
+	// false.
+	CommitWanted() bool
+	// Stats are the stream's measures of its last reads; StreamDefaults: none.
+	Stats() Stats
+	// Inspect reads what the stream reads from besides the table (a logical cursor's
+	// replication slot), for the status, without writing, and returns its details, with what
+	// is wrong with it (an error wrapping ErrMisconfigured, naming poller in its fixes) when
+	// something is. The details come back even then. StreamDefaults: none.
+	Inspect(ctx context.Context, poller string) ([]Detail, error)
+	// Watermarks says whether Watermark can work here: nil, or an error wrapping
+	// ErrNoWatermark that says why not (StreamDefaults).
+	Watermarks() error
+	// Watermark reads a backfill chunk (read, in the transaction q) and marks its place in the
+	// stream (see Watermark). StreamDefaults: ErrNoWatermark.
+	Watermark(ctx context.Context, read func(q Querier) error) (Watermark, error)
+}
+
+// StreamDefaults is what a ChangeStream does unless it says otherwise (embed it).
+type StreamDefaults struct{}
+
+// CommitWanted: never.
+func (StreamDefaults) CommitWanted() bool { return false }
+
+// Stats: none.
+func (StreamDefaults) Stats() Stats { return Stats{} }
+
+// Inspect: nothing read besides the table.
+func (StreamDefaults) Inspect(context.Context, string) ([]Detail, error) { return nil, nil }
+
+// Watermarks: the stream cannot mark a chunk's place.
+func (StreamDefaults) Watermarks() error { return ErrNoWatermark }
+
+// Watermark: the stream cannot mark a chunk's place.
+func (StreamDefaults) Watermark(context.Context, func(Querier) error) (Watermark, error) {
+	return nil, ErrNoWatermark
 }
 
 // ErrBusy: another process is reading the change stream right now (PostgreSQL: the replication
@@ -239,12 +266,7 @@ func (r streamReader) committed(ctx context.Context, c *state.Cursor) error {
 	return r.Committed(ctx, c)
 }
 
-func (r streamReader) stats() Stats {
-	if s, ok := r.ChangeStream.(interface{ Stats() Stats }); ok {
-		return s.Stats()
-	}
-	return Stats{}
-}
+func (r streamReader) stats() Stats { return r.Stats() }
 
 // Replaying a dead-lettered change of a change-stream cursor (logical, changetracking). Its
 // cursor is a position in the stream, not the row's key, so FetchKeyOf cannot find the row; the

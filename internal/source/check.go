@@ -3,6 +3,7 @@ package source
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -29,10 +30,10 @@ const (
 const (
 	CheckTable   = "table"   // the table exists (a view: cannot tell the rest)
 	CheckColumns = "columns" // the definition's columns exist
-	// CheckUniqueKey: the key columns are unique. Issue 26 item 1 (source.KeyChecker) adds it at
+	// CheckUniqueKey: the key columns are unique. Issue 26 item 1 (Driver.UniqueKey) adds it at
 	// the merge, right after the columns (see checkSetup).
 	CheckUniqueKey = "unique key"
-	// CheckTypes: every column's values can travel as JSON (TypeRefuser), right after the unique
+	// CheckTypes: every column's values can travel as JSON (Driver.Refuse), right after the unique
 	// key (or the columns).
 	CheckTypes      = "column types"
 	CheckIndex      = "keyset index"                 // an index leads with (cursor, key columns...)
@@ -52,21 +53,6 @@ type Finding struct {
 	// the order they run; none when the fix is not SQL the check can write (Detail says what to
 	// do).
 	Fix []string `json:"fix,omitempty"`
-}
-
-// A SetupChecker is a Driver that checks a poller's table set-up from its catalog (never from a
-// plan over a small table): the table and the definition's columns exist, the cursor column is
-// stamped on INSERT and UPDATE, an index serves the keyset read, the login has the privileges
-// the cursor kind needs. Each problem carries the SQL that fixes it.
-type SetupChecker interface {
-	// CheckSetup returns the findings on d's table in db, in the order of the Check constants
-	// (CheckTable, CheckColumns, CheckIndex, CheckStamped, CheckPrivileges); an error only when
-	// the catalog cannot be read at all.
-	CheckSetup(ctx context.Context, db *sql.DB, d Definition) ([]Finding, error)
-	// Script renders fix statements as the database's own client runs them (a file of SQL).
-	Script(stmts []string) string
-	// DDLInTransaction says whether DDL runs in a transaction (else each statement commits).
-	DDLInTransaction() bool
 }
 
 // Problems counts the findings that are problems.
@@ -166,7 +152,7 @@ func StampFinding(col string, st Stamping, fix []string) Finding {
 }
 
 // CheckSetup connects with the driver of ds that cfg.Driver names and checks the poller's table
-// set-up (SetupChecker), adding the change stream's (CDCAdmin's plan, as pollerctl cdc enable
+// set-up (Driver.CheckSetup), adding the change stream's (Driver.OpenCDC's plan, as pollerctl cdc enable
 // reads it). The Setup it returns stays connected, to apply the fixes (Apply) and check again;
 // close it.
 func CheckSetup(ctx context.Context, ds Drivers, cfg Config) (*Setup, error) {
@@ -174,12 +160,7 @@ func CheckSetup(ctx context.Context, ds Drivers, cfg Config) (*Setup, error) {
 	if err != nil {
 		return nil, err
 	}
-	sc, ok := c.dl.(SetupChecker)
-	if !ok {
-		c.close()
-		return nil, fmt.Errorf("source: poller %q: driver %s has no setup check", cfg.Poller, c.dl.Name())
-	}
-	s := &Setup{c: c, sc: sc, ds: ds, cfg: cfg}
+	s := &Setup{c: c, sc: c.dl, ds: ds, cfg: cfg}
 	if err := s.Check(ctx); err != nil {
 		s.Close()
 		return nil, err
@@ -190,7 +171,7 @@ func CheckSetup(ctx context.Context, ds Drivers, cfg Config) (*Setup, error) {
 // A Setup is a connected check of one poller's table set-up.
 type Setup struct {
 	c        conn
-	sc       SetupChecker
+	sc       Driver
 	ds       Drivers
 	cfg      Config
 	Findings []Finding
@@ -241,15 +222,8 @@ func (s *Setup) Check(ctx context.Context) error {
 // cdc is the change stream's finding, when the poller's kind has a set-up made on purpose: the
 // problems pollerctl cdc enable's plan reports, or that it is not enabled yet.
 func (s *Setup) cdc(ctx context.Context) (Finding, bool) {
-	var admin CDCAdmin
-	for _, d := range s.ds {
-		if a, ok := d.(CDCAdmin); ok {
-			if k, _ := a.CDCKind(); k == s.cfg.Definition.Cursor.Kind {
-				admin = a
-			}
-		}
-	}
-	if admin == nil {
+	admin, ok := s.ds.CDCAdmin(s.cfg.Definition.Cursor.Kind)
+	if !ok {
 		return Finding{}, false
 	}
 	f := Finding{Check: CheckCDC, Verdict: VerdictOK}
@@ -310,15 +284,10 @@ func firstLine(q string) string {
 	return l
 }
 
-// CheckSetup checks the open source's table set-up (SetupChecker; none when its driver has no
-// check): what the handler runs once when it first opens a poller's source. The change stream's
+// CheckSetup checks the open source's table set-up (Driver.CheckSetup): what the handler runs once when it first opens a poller's source. The change stream's
 // set-up is not among them: Open checked it.
 func (s *Source) CheckSetup(ctx context.Context) ([]Finding, error) {
-	sc, ok := s.dl.(SetupChecker)
-	if !ok {
-		return nil, nil
-	}
-	fs, err := checkSetup(ctx, sc, s.db, s.def)
+	fs, err := checkSetup(ctx, s.dl, s.db, s.def)
 	if err != nil {
 		return nil, fmt.Errorf("source: poller %q, table %s: checking the set-up: %w", s.poller, s.def.Table, err)
 	}
@@ -353,7 +322,7 @@ func (s *Source) SetupProblems(ctx context.Context) (found []Finding, checked bo
 
 // checkSetup runs the driver's checks, with the portable ones at their place: for each of the
 // poller's tables, each finding's detail then naming its table.
-func checkSetup(ctx context.Context, sc SetupChecker, db *sql.DB, d Definition) ([]Finding, error) {
+func checkSetup(ctx context.Context, sc Driver, db *sql.DB, d Definition) ([]Finding, error) {
 	if len(d.More) == 0 {
 		return checkTable(ctx, sc, db, d)
 	}
@@ -374,16 +343,15 @@ func checkSetup(ctx context.Context, sc SetupChecker, db *sql.DB, d Definition) 
 }
 
 // checkTable is checkSetup of one table.
-func checkTable(ctx context.Context, sc SetupChecker, db *sql.DB, d Definition) ([]Finding, error) {
-	fs, err := sc.CheckSetup(ctx, db, d)
+func checkTable(ctx context.Context, drv Driver, db *sql.DB, d Definition) ([]Finding, error) {
+	fs, err := drv.CheckSetup(ctx, db, d)
 	if err != nil {
 		return nil, err
 	}
 	// The unique key and the column types, after the columns' finding, when the table and its
 	// columns were found.
 	at := slices.IndexFunc(fs, func(f Finding) bool { return f.Check == CheckColumns })
-	drv, ok := sc.(Driver)
-	if !ok || at < 0 || fs[at].Verdict != VerdictOK {
+	if at < 0 || fs[at].Verdict != VerdictOK {
 		return fs, nil
 	}
 	if KeysetColumns(d) != nil {
@@ -402,11 +370,10 @@ func checkTable(ctx context.Context, sc SetupChecker, db *sql.DB, d Definition) 
 	return fs, nil
 }
 
-// typesFinding is the column types' finding, for a driver with types it refuses (TypeRefuser):
+// typesFinding is the column types' finding, for a driver with types it refuses (Driver.Refuse):
 // a problem names each column whose type Open refuses, and why; false for another driver.
 func typesFinding(ctx context.Context, drv Driver, db *sql.DB, d Definition) (Finding, bool, error) {
-	tr, ok := drv.(TypeRefuser)
-	if !ok {
+	if _, err := drv.Refuse(ColumnType{}); errors.Is(err, ErrNotSupported) {
 		return Finding{}, false, nil
 	}
 	var want []string // every column, for a poller of them all
@@ -420,7 +387,7 @@ func typesFinding(ctx context.Context, drv Driver, db *sql.DB, d Definition) (Fi
 	f := Finding{Check: CheckTypes, Verdict: VerdictOK}
 	var why []string
 	for i, t := range types {
-		if w := tr.Refuse(newColumn(drv, cols[i], t).ColumnType); w != "" {
+		if w, _ := drv.Refuse(newColumn(drv, cols[i], t).ColumnType); w != "" {
 			why = append(why, fmt.Sprintf("column %s (%s): %s", cols[i], t, w))
 		}
 	}
@@ -430,18 +397,17 @@ func typesFinding(ctx context.Context, drv Driver, db *sql.DB, d Definition) (Fi
 	return f, true, nil
 }
 
-// keyFinding is the unique key's finding (KeyChecker, as Open asks it): a problem names one
+// keyFinding is the unique key's finding (Driver.UniqueKey, as Open asks it): a problem names one
 // repeated key among the first DupScan rows, if there is one, and its fix is the unique index;
 // while rows repeat, the fix is left to people (creating the index would fail).
 func keyFinding(ctx context.Context, drv Driver, db *sql.DB, d Definition) (Finding, error) {
 	keys := KeysetColumns(d)
 	f := Finding{Check: CheckUniqueKey, Verdict: VerdictUnknown}
-	kc, ok := drv.(KeyChecker)
-	if !ok {
+	u, err := drv.UniqueKey(ctx, db, d.Table, keys)
+	if errors.Is(err, ErrNotSupported) {
 		f.Detail = "the " + drv.Name() + " driver cannot read keys from its catalog: each fetch checks its rows for a repeated key"
 		return f, nil
 	}
-	u, err := kc.UniqueKey(ctx, db, d.Table, keys)
 	if err != nil {
 		return Finding{}, fmt.Errorf("reading the table's keys from the catalog: %w", err)
 	}
@@ -507,7 +473,7 @@ func ColumnsFinding(d Definition, missing, have []string, addCursor []string) Fi
 	return f
 }
 
-// TableAndColumns are the first findings every SetupChecker makes: the table's (view, when not
+// TableAndColumns are the first findings every Driver.CheckSetup makes: the table's (view, when not
 // "", says what kind of view it is: its stamping and indexes are its underlying tables', which the
 // check does not follow, so it cannot tell), then the columns' among have (caseless: whatever
 // their case), with addCursor the fix that adds a missing cursor column (never offered for a

@@ -41,16 +41,6 @@ type Watermark interface {
 	Reached(c *state.Cursor) bool
 }
 
-// A Watermarker is a ChangeStream that judges its changes against a backfill chunk's snapshot: it
-// runs read (the chunk's query) in a transaction of its own and marks its stream after it. It
-// returns ErrChunkAgain when the snapshot cannot be judged, ErrNoWatermark when never.
-type Watermarker interface {
-	Watermark(ctx context.Context, read func(q Querier) error) (Watermark, error)
-	// Watermarks says whether Watermark can work here: nil, or an error wrapping ErrNoWatermark
-	// that says why not.
-	Watermarks() error
-}
-
 // Backfills says whether the source can run a backfill (ReadChunk): nil for a keyset cursor and
 // for a change stream that writes watermarks; else an error wrapping ErrNoWatermark that says why
 // not.
@@ -61,13 +51,14 @@ func (s *Source) Backfills() error {
 	if len(s.parts) > 0 {
 		return fmt.Errorf("source: poller %q: a backfill reads one table, and the poller reads %s (%w for several tables yet): give a table a poller of its own for its backfill", s.poller, s.label, ErrNoWatermark)
 	}
-	if wr, ok := s.reader.(streamReader).ChangeStream.(Watermarker); ok {
-		return wr.Watermarks()
+	err := s.reader.(streamReader).Watermarks()
+	if err == ErrNoWatermark { //nolint:errorlint // StreamDefaults' bare sentinel, which names nothing
+		return fmt.Errorf("source: poller %q: a %s cursor: %w", s.poller, s.def.Cursor.Kind, err)
 	}
-	return fmt.Errorf("source: poller %q: a %s cursor: %w", s.poller, s.def.Cursor.Kind, ErrNoWatermark)
+	return err
 }
 
-// A Querier runs a query: a *sql.DB, or the *sql.Tx a Watermarker reads a chunk in.
+// A Querier runs a query: a *sql.DB, or the *sql.Tx a ChangeStream's Watermark reads a chunk in.
 type Querier interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }
@@ -146,9 +137,8 @@ func (s *Source) ReadChunk(ctx context.Context, after map[string]json.RawMessage
 	if err := s.Backfills(); err != nil {
 		return nil, err
 	}
-	wr := s.reader.(streamReader).ChangeStream.(Watermarker)
 	var c *Chunk
-	wm, err := wr.Watermark(ctx, func(tx Querier) error {
+	wm, err := s.reader.(streamReader).Watermark(ctx, func(tx Querier) error {
 		var err error
 		c, err = s.scanChunk(ctx, tx, q, args, where, limit)
 		return err
@@ -160,7 +150,7 @@ func (s *Source) ReadChunk(ctx context.Context, after map[string]json.RawMessage
 	return c, nil
 }
 
-// scanChunk runs a chunk's query q (ReadChunk) with db: through the driver's RawReader when it
+// scanChunk runs a chunk's query q (ReadChunk) with db: through the driver's ReadRaw when it
 // has one and db is the pool (a keyset cursor's chunk), else through database/sql. The query's
 // last column says whether the row is after the live position (1: left to the live changes).
 func (s *Source) scanChunk(ctx context.Context, db Querier, q string, args []any, where string, limit int) (*Chunk, error) {
@@ -184,37 +174,35 @@ func (s *Source) scanChunk(ctx context.Context, db Querier, q string, args []any
 	}
 	n := len(s.cols)
 	if pool, ok := db.(*sql.DB); ok {
-		if rr, ok := s.dl.(RawReader); ok {
-			var scanErr error
-			handled, err := rr.ReadRaw(ctx, pool, q, args, func(rows RawRows) error {
-				cols := rows.Columns()
-				if len(cols) != n+1 {
-					scanErr = fmt.Errorf("source: poller %q, table %s: backfill chunk: the query returned %d columns, want %d", s.poller, s.def.Table, len(cols), n+1)
+		var scanErr error
+		handled, err := s.dl.ReadRaw(ctx, pool, q, args, func(rows RawRows) error {
+			cols := rows.Columns()
+			if len(cols) != n+1 {
+				scanErr = fmt.Errorf("source: poller %q, table %s: backfill chunk: the query returned %d columns, want %d", s.poller, s.def.Table, len(cols), n+1)
+				return scanErr
+			}
+			cp := rawCopier{n: n, per: min(limit, 256)}
+			for rows.Next() {
+				vals := rows.Values()
+				left, err := rawFlag(cols[n], vals[n])
+				if err != nil {
+					scanErr = s.chunkErr(where, err)
 					return scanErr
 				}
-				cp := rawCopier{n: n, per: min(limit, 256)}
-				for rows.Next() {
-					vals := rows.Values()
-					left, err := rawFlag(cols[n], vals[n])
-					if err != nil {
-						scanErr = s.chunkErr(where, err)
-						return scanErr
-					}
-					if scanErr = add(Row{src: s, lz: cp.row(vals, cols)}, left); scanErr != nil {
-						return scanErr
-					}
+				if scanErr = add(Row{src: s, lz: cp.row(vals, cols)}, left); scanErr != nil {
+					return scanErr
 				}
-				return rows.Err()
-			})
-			if handled {
-				switch {
-				case scanErr != nil:
-					return nil, scanErr
-				case err != nil:
-					return nil, s.chunkErr(where, err)
-				}
-				return s.endChunk(c, last, read, limit)
 			}
+			return rows.Err()
+		})
+		if handled {
+			switch {
+			case scanErr != nil:
+				return nil, scanErr
+			case err != nil:
+				return nil, s.chunkErr(where, err)
+			}
+			return s.endChunk(c, last, read, limit)
 		}
 	}
 	rows, err := db.QueryContext(ctx, q, args...)

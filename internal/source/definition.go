@@ -242,10 +242,8 @@ func (d Definition) validate(poller string, ds Drivers, driver string) (Driver, 
 	if d.Cursor.Kind == state.KindTimestampPK && len(d.keyColumns()) < 2 {
 		return fail("table %s: a timestamp+pk cursor needs a key column other than %q as its tiebreaker", d.Table, d.Cursor.Column)
 	}
-	if dc, ok := dl.(DefinitionChecker); ok {
-		if err := dc.CheckDefinition(d); err != nil {
-			return fail("table %s: %v", d.Table, err)
-		}
+	if err := dl.CheckDefinition(d); err != nil {
+		return fail("table %s: %v", d.Table, err)
 	}
 	if d.Cursor.Kind == state.KindChangeTracking && strings.TrimSpace(d.Filter) != "" {
 		return fail("table %s: a %s cursor delivers every change of the table and takes no filter (CHANGETABLE has none: filter the rows in the handler)", d.Table, d.Cursor.Kind)

@@ -15,10 +15,11 @@
 //
 // What every database must answer (quoting, placeholders, LIMIT, the keyset predicate, the upper
 // bound, the stamp check, type classes, key codecs, opening a pool, reading a DSN's location) is
-// the Driver interface; what only some have, a driver adds through an optional interface that
-// this package discovers: ChangeStreamer (a change stream, read through a Layout of the source),
-// ReadBounder, DefinitionChecker, UUIDReader, and for pollerctl and the status CDCAdmin and
-// StatusReporter. The conformance suite every driver passes is package sourcetest.
+// the Driver interface; so is what only some have (a change stream, read through a Layout of
+// the source; a read bound; rules of their own for a definition; a set-up pollerctl cdc
+// administers; status details), which the others answer through Defaults with ErrNotSupported
+// or a neutral answer. Nothing outside this package asks a driver what it is. The conformance
+// suite every driver passes is package sourcetest.
 //
 // A poller declares a Definition: the table, the columns each row carries, the cursor kind and
 // column, the key columns, and optionally a fixed filter written in its Go code. Identifiers are

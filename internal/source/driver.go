@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -14,11 +15,12 @@ import (
 
 // A Driver is one database and its Go driver: what every database answers its own way. Each
 // lives in a package of its own; package drivers lists them, and the portable code asks them
-// instead of naming a database. What only some databases have, a driver adds by implementing an
-// optional interface too: ChangeStreamer (cursor kinds that read the database's own record of
-// changes), ReadBounder (reads kept behind transactions the server says are open), UUIDReader.
-// Another database is another package, its entry in package drivers, and a run of the
-// conformance suite (package sourcetest) against it.
+// instead of naming a database. Every capability is a method here: what only some databases
+// have (a change stream, reads bounded by open transactions, a raw row reader, a set-up that
+// pollerctl cdc administers, ...) the others answer through Defaults, which every driver
+// embeds, with ErrNotSupported or the neutral answer each method documents. Another database is
+// another package, its entry in package drivers, and a run of the conformance suite (package
+// sourcetest) against it.
 type Driver interface {
 	// Name is what a poller's {P}_DB_DRIVER setting says, and what the fingerprint records.
 	Name() string
@@ -28,107 +30,139 @@ type Driver interface {
 	Location(dsn string) (Location, error)
 	// Supports says whether a cursor of kind can be read here.
 	Supports(kind string) bool
+	// CheckDefinition refuses a definition that breaks the database's own rules (a logical
+	// cursor's slot and publication names), with the error Open gives; Defaults: nil.
+	CheckDefinition(d Definition) error
+
+	// SQL.
+
 	// Caseless says whether column names match whatever their case.
 	Caseless() bool
-	// Quote quotes an identifier.
+	// Quote quotes an identifier (Defaults: double quotes).
 	Quote(ident string) string
 	// Placeholder is the i-th (1-based) parameter marker.
 	Placeholder(i int) string
-	// Limit is "SELECT " + sel + rest, reading at most n rows.
+	// Limit is "SELECT " + sel + rest, reading at most n rows (Defaults: LIMIT n).
 	Limit(sel, rest, n string) string
 	// Keyset renders "the keys are after the params" in lexicographic order, for a cursor of
 	// kind; order is, when the markers are positional and the predicate repeats them, which key
-	// value each marker takes (nil: each its own, in order).
+	// value each marker takes (nil: each its own, in order). Defaults: a row-value comparison.
 	Keyset(kind string, keys, params []string) (pred string, order []int)
 	// UpperBound is what keeps a read of the cursor column col behind rows that may still
 	// commit (lag: the settle lag; next gives its argument's marker).
 	UpperBound(kind string, fl TSFlavor, col string, lag time.Duration, next func() string) Bound
+	// ReadBound returns the bound of the keyset reads of d by the role of dsn, kept behind
+	// transactions the server says are open; false when they take none (Defaults).
+	ReadBound(dsn string, d Definition) (ReadBound, bool)
 	// StampCheck renders the predicate that finds a row the cursor column col (of flavor fl)
 	// can never reach, its argument (marker param), and how to stamp the column and rewrite
 	// such rows; "" when there is nothing to check (see Source.CheckStamps).
 	StampCheck(fl TSFlavor, table, col, param string) (pred string, arg any, fix string)
+	// IsNull is the predicate that finds NULL alone in column quoted (MySQL's "col IS NULL"
+	// also finds a NOT NULL DATETIME's zero dates). Defaults: quoted IS NULL.
+	IsNull(quoted string) string
+	// Select is the expression that reads column quoted, of type c, as the database holds it,
+	// where the Go driver would read it otherwise (modernc's sqlite turns the text of a column
+	// declared DATE, DATETIME or TIMESTAMP into a time.Time, losing its form); "" (Defaults):
+	// quoted itself.
+	Select(c ColumnType, quoted string) string
+
+	// Column types and values.
+
 	// Classify maps a column's type (DatabaseTypeName, SQLite: the declared type; upper case,
 	// without its size) to a class, and for timestamps how they compare with the database's
 	// clock.
 	Classify(base string) (Class, TSFlavor)
+	// ColumnTypes returns the types of table's columns cols as Classify should take them,
+	// given what the Go driver reported (types, in the same order), where the Go driver does
+	// not name some as the database holds them (MariaDB's JSON, a LONGTEXT with a json_valid
+	// CHECK, reported as TEXT). Defaults: types.
+	ColumnTypes(ctx context.Context, db *sql.DB, table Table, cols, types []string) ([]string, error)
+	// Refuse says why a column of type c cannot be read, and what to do: a type whose values
+	// JSON cannot carry without loss and that has no lossless form of its own (SQL Server's
+	// sql_variant). "" when it can; ErrNotSupported (Defaults) when the database refuses no
+	// type. Open, and so pollerctl check, refuses a poller reading such a column, naming it,
+	// before any tick stalls on one of its values.
+	Refuse(c ColumnType) (string, error)
 	// Scalars says whether the Go driver returns integers, floats and text as int64, float64
-	// and string (else their values are widened when read).
+	// and string (else their values are widened when read). Defaults: true.
 	Scalars() bool
+	// Reads says whether values of columns of type c go through Value; asked once per column,
+	// when a source opens. Defaults: false.
+	Reads(c ColumnType) bool
+	// Value turns v, a non-NULL value of a column of type c as the Go driver returned it (or as
+	// the change stream's decoder did), into what a Row holds (documented in docs/types.md),
+	// where the Go driver returns a form a Row does not hold, or holds wrongly (PostgreSQL's
+	// arrays as their text literal, MySQL's dates that no calendar has). A value it cannot read
+	// is returned as it is. Asked only when Reads says so.
+	Value(c ColumnType, v any) any
+	// Elem is the type of an array's elements (Classify's ClassArray), as Classify takes it;
+	// "" (Defaults) for a database without arrays.
+	Elem(c ColumnType) string
+	// UUID gives the canonical text of a UUID column's bytes (SQL Server's uniqueidentifier
+	// comes as 16 bytes in an order of its own). Defaults: the bytes are the text itself.
+	UUID(b []byte) (string, error)
 	// KeyCodec is the driver's own codec for a key column, if it has one (else a generic one
 	// serves).
 	KeyCodec(c ColumnType) (KeyCodec, bool)
-}
+	// ReadRaw runs query with args on a connection of db and calls read with its rows, as the
+	// database sent them, for a keyset fetch that normalizes only the values a handler reads;
+	// handled is false when it cannot on this pool (Defaults: never), and the fetch then reads
+	// through database/sql.
+	ReadRaw(ctx context.Context, db *sql.DB, query string, args []any, read func(RawRows) error) (handled bool, err error)
 
-// A DefinitionChecker is a Driver with rules of its own for a definition (a logical cursor's slot
-// and publication names): Open refuses a definition that breaks them, with the error it gives.
-type DefinitionChecker interface {
-	CheckDefinition(d Definition) error
-}
+	// The table's set-up (pollerctl check).
 
-// A Restarter is a Driver that says where a poller of a cursor kind of its own starts again when
-// its state document is deleted (a change stream restarts where the database's record of changes
-// is, not at the beginning of the table): the line pollerctl delete warns with, naming the
-// poller; "" for the kinds whose poller starts over from the beginning of its table.
-type Restarter interface {
+	// CheckSetup returns the findings on d's table in db, in the order of the Check constants
+	// (CheckTable, CheckColumns, CheckIndex, CheckStamped, CheckPrivileges); an error only when
+	// the catalog cannot be read at all.
+	CheckSetup(ctx context.Context, db *sql.DB, d Definition) ([]Finding, error)
+	// Script renders fix statements as the database's own client runs them (a file of SQL).
+	Script(stmts []string) string
+	// DDLInTransaction says whether DDL runs in a transaction (else each statement commits).
+	DDLInTransaction() bool
+	// UniqueKey asks the catalog whether cols tell t's rows apart; ErrNotSupported (Defaults)
+	// when it cannot say, and each fetch then checks its rows.
+	UniqueKey(ctx context.Context, db *sql.DB, t Table, cols []string) (Uniqueness, error)
+	// CreateUniqueIndex is the statement that makes cols unique in t under the name index,
+	// where the database writes it its own way (SQLite names the schema on the index, not on
+	// the table); "" (Defaults): the standard CREATE UNIQUE INDEX (UniqueIndexSQL).
+	CreateUniqueIndex(t Table, index string, cols []string) string
+
+	// Change streams: cursor kinds that read the database's own record of changes.
+
+	// ChangeStream returns the reader of a change-stream cursor kind for the source l lays out;
+	// ErrNotSupported (Defaults) when the driver has none for kind.
+	ChangeStream(kind string, l *Layout) (ChangeStream, error)
+	// CDCKind is the cursor kind whose set-up (made on purpose, outside the tick: the logical
+	// cursor's replication slot and publication, which `pollerctl cdc enable` makes) the
+	// driver administers, and what that set-up is, for people ("logical", "PostgreSQL logical
+	// decoding"); "" (Defaults) when none.
+	CDCKind() (kind, what string)
+	// OpenCDC connects to a poller's database to administer its set-up (cfg as for Open with
+	// the drivers ds, of that kind; nothing of the table is checked): pollerctl cdc, reset and
+	// clone administer it through here. ErrNotSupported (Defaults) when CDCKind is "".
+	OpenCDC(ctx context.Context, ds Drivers, cfg Config) (CDCSetup, error)
+	// Restart says where a poller of a cursor kind of the driver's own starts again when its
+	// state document is deleted (a change stream restarts where the database's record of
+	// changes is, not at the beginning of the table): the line pollerctl delete warns with,
+	// naming the poller; "" (Defaults) for the kinds whose poller starts over from the
+	// beginning of its table.
 	Restart(kind, poller string) string
+	// CheckProbe says what is wrong with the details a probe of a poller of a kind only this
+	// driver reads found (ChangeStream.Inspect), given the checkpoint of a state document read
+	// after the probe: an error wrapping ErrMisconfigured that names poller in its fix, or nil
+	// (Defaults).
+	CheckProbe(details []Detail, checkpoint *state.Cursor, poller string) error
+	// StatusDetails are the details of the status row of a poller of a kind only this driver
+	// reads, made from the probe's and the ticks' history; none (Defaults) when it has nothing
+	// to show.
+	StatusDetails(in StatusInput) []Detail
 }
 
-// A UUIDReader is a Driver whose UUID columns come as 16 bytes in an order of their own (SQL
-// Server's uniqueidentifier): UUID gives their canonical text. Other drivers' bytes are taken
-// as the text itself.
-type UUIDReader interface {
-	UUID(b []byte) (string, error)
-}
-
-// A ValueReader is a Driver whose Go driver returns some types' values in a form a Row does not
-// hold, or holds wrongly: PostgreSQL's arrays as their text literal, MySQL's dates that no
-// calendar has ("0000-00-00") as another date. Its Value turns them into what a Row holds.
-type ValueReader interface {
-	// Reads says whether values of columns of type c go through Value; asked once per column,
-	// when a source opens.
-	Reads(c ColumnType) bool
-	// Value turns v, a non-NULL value of a column of type c as the Go driver returned it (or as
-	// the change stream's decoder did), into what a Row holds: documented in docs/types.md. A
-	// value it cannot read is returned as it is.
-	Value(c ColumnType, v any) any
-}
-
-// A ColumnTyper is a Driver whose Go driver does not name some column types as the database
-// holds them (MariaDB's JSON, a LONGTEXT with a json_valid CHECK, reported as TEXT): ColumnTypes
-// returns the types of table's columns cols, given what the Go driver reported (types, in the
-// same order), as Classify should take them.
-type ColumnTyper interface {
-	ColumnTypes(ctx context.Context, db *sql.DB, table Table, cols, types []string) ([]string, error)
-}
-
-// A Selector is a Driver whose Go driver reads some columns other than as the database holds
-// them unless the select list says otherwise (modernc's sqlite turns the text of a column
-// declared DATE, DATETIME or TIMESTAMP into a time.Time, losing its form): Select is the
-// expression that reads column quoted, of type c, as it is held ("" : quoted itself).
-type Selector interface {
-	Select(c ColumnType, quoted string) string
-}
-
-// A TypeRefuser is a Driver with column types whose values JSON cannot carry without loss and
-// that have no lossless form of their own (SQL Server's sql_variant, whose values carry their own
-// types): Refuse says why a column of type c cannot be read, and what to do ("": it can). Open,
-// and so pollerctl check, refuses a poller reading such a column, naming it, before any tick
-// stalls on one of its values.
-type TypeRefuser interface {
-	Refuse(c ColumnType) string
-}
-
-// A NullTester is a Driver whose "col IS NULL" finds more than NULLs (MySQL finds a NOT NULL
-// DATETIME's zero dates so): IsNull is the predicate that finds NULL alone in column quoted.
-type NullTester interface {
-	IsNull(quoted string) string
-}
-
-// An ArrayReader is a Driver with array types (Classify's ClassArray; its ValueReader turns their
-// values into []any): Elem is the type of an array's elements, as Classify takes it.
-type ArrayReader interface {
-	Elem(c ColumnType) string
-}
+// ErrNotSupported is what a Driver's method answers for a capability the database does not have
+// (Defaults answers it so); callers branch on it with errors.Is.
+var ErrNotSupported = errors.New("not supported by this database")
 
 // A Bound keeps a read behind rows that may still commit: a predicate on the cursor column.
 type Bound struct {
@@ -198,6 +232,17 @@ func (ds Drivers) Location(driver, dsn string) (Location, error) {
 	return d.Location(dsn)
 }
 
+// CDCAdmin returns the driver that administers the change-stream set-up of cursor kind
+// (Driver.CDCKind), when one does.
+func (ds Drivers) CDCAdmin(kind string) (Driver, bool) {
+	for _, d := range ds {
+		if k, _ := d.CDCKind(); k != "" && k == kind {
+			return d, true
+		}
+	}
+	return nil, false
+}
+
 // reading lists the names of the drivers that read cursor kind, sorted.
 func (ds Drivers) reading(kind string) []string {
 	var out []string
@@ -212,7 +257,8 @@ func (ds Drivers) reading(kind string) []string {
 
 // Defaults is what a Driver does unless it says otherwise (embed it): double-quoted
 // identifiers, LIMIT, row-value comparison for the keyset, the cursor kinds every database has,
-// and plain values from the Go driver.
+// plain values from the Go driver, and ErrNotSupported or the neutral answer for each
+// capability only some databases have.
 type Defaults struct{}
 
 // Quote quotes an identifier in double quotes.
@@ -236,6 +282,73 @@ func (Defaults) Supports(kind string) bool {
 
 // Scalars: integers, floats and text come as int64, float64 and string.
 func (Defaults) Scalars() bool { return true }
+
+// CheckDefinition: no rules of the database's own.
+func (Defaults) CheckDefinition(Definition) error { return nil }
+
+// ReadBound: the keyset reads take no bound but the cursor kind's (UpperBound).
+func (Defaults) ReadBound(string, Definition) (ReadBound, bool) { return nil, false }
+
+// IsNull is "quoted IS NULL".
+func (Defaults) IsNull(quoted string) string { return quoted + " IS NULL" }
+
+// Select: every column is read as it is quoted.
+func (Defaults) Select(ColumnType, string) string { return "" }
+
+// ColumnTypes: the Go driver names every type as the database holds it.
+func (Defaults) ColumnTypes(_ context.Context, _ *sql.DB, _ Table, _, types []string) ([]string, error) {
+	return types, nil
+}
+
+// Refuse: the database refuses no type.
+func (Defaults) Refuse(ColumnType) (string, error) { return "", ErrNotSupported }
+
+// Reads: the Go driver's values need no reading of the driver's own.
+func (Defaults) Reads(ColumnType) bool { return false }
+
+// Value returns v as it is.
+func (Defaults) Value(_ ColumnType, v any) any { return v }
+
+// Elem: no arrays.
+func (Defaults) Elem(ColumnType) string { return "" }
+
+// UUID takes the bytes as the text itself.
+func (Defaults) UUID(b []byte) (string, error) { return string(b), nil }
+
+// ReadRaw: every fetch reads through database/sql.
+func (Defaults) ReadRaw(context.Context, *sql.DB, string, []any, func(RawRows) error) (bool, error) {
+	return false, nil
+}
+
+// UniqueKey cannot read the catalog's keys.
+func (Defaults) UniqueKey(context.Context, *sql.DB, Table, []string) (Uniqueness, error) {
+	return Uniqueness{}, ErrNotSupported
+}
+
+// CreateUniqueIndex: the standard statement.
+func (Defaults) CreateUniqueIndex(Table, string, []string) string { return "" }
+
+// ChangeStream: no change-stream cursor kind.
+func (Defaults) ChangeStream(kind string, _ *Layout) (ChangeStream, error) {
+	return nil, fmt.Errorf("a %s cursor: %w", kind, ErrNotSupported)
+}
+
+// CDCKind: no set-up to administer.
+func (Defaults) CDCKind() (kind, what string) { return "", "" }
+
+// OpenCDC: no set-up to administer.
+func (Defaults) OpenCDC(_ context.Context, _ Drivers, cfg Config) (CDCSetup, error) {
+	return nil, fmt.Errorf("a %s cursor's set-up: %w", cfg.Definition.Cursor.Kind, ErrNotSupported)
+}
+
+// Restart: a poller starts over from the beginning of its table.
+func (Defaults) Restart(string, string) string { return "" }
+
+// CheckProbe: nothing to judge.
+func (Defaults) CheckProbe([]Detail, *state.Cursor, string) error { return nil }
+
+// StatusDetails: nothing to show.
+func (Defaults) StatusDetails(StatusInput) []Detail { return nil }
 
 // ExpandedKeyset is the keyset in the form without row comparison, with a leading range on the
 // first key so that an index on the keys is read as a range:

@@ -20,18 +20,6 @@ import (
 // (ErrMisconfigured): the fix is a unique index, or another key.
 var ErrKeyNotUnique = Mark(errors.New("the key does not tell the rows apart"), ErrMisconfigured)
 
-// A KeyChecker is a Driver that reads from its catalog whether a table's rows are told apart by
-// some of the given columns: a primary key or a unique index (or constraint) whose columns are
-// all among cols (and, for a partial/filtered index, none).
-//
-// The rows are read in the order of (cursor column, key columns...), and a keyset read needs no
-// two rows to share all of those; a unique index over any subset of them guarantees it. So
-// UNIQUE(updated_at, id) serves a timestamp+pk cursor on updated_at with key id even when id
-// alone repeats. Open passes the cursor column and the key columns as cols.
-type KeyChecker interface {
-	UniqueKey(ctx context.Context, db *sql.DB, t Table, cols []string) (Uniqueness, error)
-}
-
 // Uniqueness is what a catalog says of a key.
 type Uniqueness struct {
 	Verdict KeyVerdict // KeyUnique, KeyNotUnique, KeyUnknown (a view, an expression index, no access to the catalog)
@@ -60,7 +48,7 @@ func (v KeyVerdict) String() string {
 }
 
 // A UniqueIndex is a primary key or unique index (or constraint) as a catalog lists it: what a
-// KeyChecker hands to JudgeKey.
+// Driver.UniqueKey hands to JudgeKey.
 type UniqueIndex struct {
 	Name    string
 	Primary bool
@@ -70,7 +58,7 @@ type UniqueIndex struct {
 	Expression bool // some of its parts are expressions, not columns
 }
 
-// JudgeKey is the one rule every KeyChecker applies to the unique indexes of a table: unique
+// JudgeKey is the one rule every Driver.UniqueKey applies to the unique indexes of a table: unique
 // when a primary key or an index that is neither partial nor on an expression has all its
 // columns among cols (caseless: whatever their case); unknown when no such index exists but a
 // unique index on an expression does (the catalog cannot say which columns it makes unique);
@@ -101,12 +89,6 @@ func JudgeKey(indexes []UniqueIndex, cols []string, caseless bool) Uniqueness {
 	return Uniqueness{Verdict: KeyNotUnique}
 }
 
-// An IndexWriter is a Driver whose CREATE UNIQUE INDEX differs from the portable one
-// (UniqueIndexSQL): SQLite names the schema on the index, not on the table.
-type IndexWriter interface {
-	CreateUniqueIndex(t Table, index string, cols []string) string
-}
-
 // UniqueIndexSQL is the statement that makes cols unique in table t with driver d: the fix an
 // ErrKeyNotUnique names. The index is named ux_<table>_<columns>, cut to 60 bytes.
 func UniqueIndexSQL(d Driver, t Table, cols []string) string {
@@ -114,8 +96,8 @@ func UniqueIndexSQL(d Driver, t Table, cols []string) string {
 	if len(name) > 60 {
 		name = strings.ToValidUTF8(name[:60], "") // not half a character
 	}
-	if w, ok := d.(IndexWriter); ok {
-		return w.CreateUniqueIndex(t, name, cols)
+	if stmt := d.CreateUniqueIndex(t, name, cols); stmt != "" {
+		return stmt
 	}
 	return "CREATE UNIQUE INDEX " + d.Quote(name) + " ON " + QuoteTable(d, t) + " (" + strings.Join(QuoteAll(d, cols), ", ") + ")"
 }
@@ -128,15 +110,14 @@ const DupScan = 100_000
 // checkKey asks the driver's catalog whether the key tells the rows apart (keyset kinds only: a
 // change stream's rows are positions in the stream, not (cursor, key) values; a logical
 // poller's key is the table's replica identity and Change Tracking requires a primary key). Not
-// unique: an error wrapping ErrKeyNotUnique. Unknown, or a driver without a KeyChecker: each
+// unique: an error wrapping ErrKeyNotUnique. Unknown, or a driver that cannot read keys (ErrNotSupported): each
 // fetch checks its rows (dupCheck). Unique: nothing more to do.
 func (s *Source) checkKey(ctx context.Context) error {
-	kc, ok := s.dl.(KeyChecker)
-	if !ok {
+	u, err := s.dl.UniqueKey(ctx, s.db, s.def.Table, s.keyCols)
+	if errors.Is(err, ErrNotSupported) {
 		s.dupCheck, s.dupWhy = true, "the "+s.dl.Name()+" driver cannot read keys from its catalog"
 		return nil
 	}
-	u, err := kc.UniqueKey(ctx, s.db, s.def.Table, s.keyCols)
 	if err != nil {
 		return fmt.Errorf("source: poller %q, table %s: reading the table's keys from the catalog: %w", s.poller, s.def.Table, err)
 	}

@@ -9,15 +9,6 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
-// A ReadBounder is a Driver that keeps some reads behind the transactions the server says are
-// still open, besides the settle lag (MySQL's timestamp+pk reads, from
-// information_schema.innodb_trx).
-type ReadBounder interface {
-	// ReadBound returns the bound of the keyset reads of d by the role of dsn; false when they
-	// take none.
-	ReadBound(dsn string, d Definition) (ReadBound, bool)
-}
-
 // A ReadBound is an upper bound on the cursor column below the transactions still open: each
 // read takes it as an argument (cursor < Arg).
 type ReadBound interface {

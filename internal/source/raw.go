@@ -2,7 +2,6 @@ package source
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"reflect"
 	"strconv"
@@ -12,16 +11,6 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/jsonenc"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
-
-// A RawReader is a Driver that runs a keyset fetch itself and hands over its rows as the
-// database sent them, each value decoded only when it is read (PostgreSQL, through pgx). A
-// batch then holds one copy of its rows' bytes instead of a boxed value per column, which the
-// GC would mark and which a handler that reads few columns never needed.
-type RawReader interface {
-	// ReadRaw runs query with args on a connection of db and calls read with its rows; handled
-	// is false when it cannot on this pool (the fetch then reads through database/sql).
-	ReadRaw(ctx context.Context, db *sql.DB, query string, args []any, read func(RawRows) error) (handled bool, err error)
-}
 
 // RawRows are a query's rows as the database sent them.
 type RawRows interface {
@@ -193,17 +182,16 @@ func (l *lazyRow) appendJSON(out []byte, i int, c *column) ([]byte, bool) {
 	return out, false
 }
 
-// readRaw is keyset.read through the driver's RawReader: false when the driver has none or
+// readRaw is keyset.read through the driver's ReadRaw: false when the driver has none or
 // cannot on this pool.
 func (k *keyset) readRaw(ctx context.Context, q string, args []any, after *state.Cursor, limit int) (*Batch, bool, error) {
 	s := k.s
-	rr, ok := s.dl.(RawReader)
-	if !ok || s.dupCheck { // the repeat check compares the scanned values (keys.go)
+	if s.dupCheck { // the repeat check compares the scanned values (keys.go)
 		return nil, false, nil
 	}
 	var b *Batch
 	var scanErr error
-	handled, err := rr.ReadRaw(ctx, s.db, q, args, func(rows RawRows) error {
+	handled, err := s.dl.ReadRaw(ctx, s.db, q, args, func(rows RawRows) error {
 		b, scanErr = s.scanRaw(rows, after, limit)
 		return scanErr
 	})

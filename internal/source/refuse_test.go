@@ -13,14 +13,14 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
-// refusing is SQLite refusing BLOB columns, as SQL Server refuses sql_variant (TypeRefuser).
+// refusing is SQLite refusing BLOB columns, as SQL Server refuses sql_variant (Driver.Refuse).
 type refusing struct{ sqlite.Driver }
 
-func (refusing) Refuse(c source.ColumnType) string {
+func (refusing) Refuse(c source.ColumnType) (string, error) {
 	if strings.EqualFold(c.DBType, "BLOB") {
-		return "blobs cannot travel"
+		return "blobs cannot travel", nil
 	}
-	return ""
+	return "", nil
 }
 
 // TestRefusedType: a column of a type the driver refuses fails the poller's open and is a

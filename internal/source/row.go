@@ -31,7 +31,7 @@ type Row struct {
 	ch  *Change // what a change-stream cursor read (logical, changetracking); nil for a keyset row
 	// read says the row is a backfill's (ReadChunk): its current values, not a change.
 	read bool
-	lz   *lazyRow // a keyset row as the database sent it (RawReader), when raw is nil
+	lz   *lazyRow // a keyset row as the database sent it (Driver.ReadRaw), when raw is nil
 }
 
 // null says whether column i is NULL in a row read from the table (not a change), without

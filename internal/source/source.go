@@ -134,8 +134,8 @@ func Open(ctx context.Context, ds Drivers, cfg Config) (*Source, error) {
 		table:       d.Table.String(),
 		label:       d.label(),
 	}
-	if rb, ok := c.dl.(ReadBounder); ok && !d.Changes() {
-		s.bound, _ = rb.ReadBound(cfg.DSN, d)
+	if !d.Changes() {
+		s.bound, _ = c.dl.ReadBound(cfg.DSN, d)
 	}
 	// The more tables first: the change stream's check, in the first table's, reads them all.
 	for i, t := range d.More {
@@ -252,7 +252,7 @@ func (s *Source) schemaErr(column, format string, args ...any) error {
 
 // columnTypes reads the types of table's columns cols (nil: all of them, whose names it returns)
 // with a query that returns no rows: their DatabaseTypeName (SQLite: as declared), as the
-// driver's ColumnTyper names them.
+// driver names them (Driver.ColumnTypes).
 func columnTypes(ctx context.Context, db *sql.DB, dl Driver, t Table, cols []string) ([]string, []string, error) {
 	sel := "*"
 	if cols != nil {
@@ -275,10 +275,8 @@ func columnTypes(ctx context.Context, db *sql.DB, dl Driver, t Table, cols []str
 	if cols != nil {
 		names = cols
 	}
-	if ct, ok := dl.(ColumnTyper); ok {
-		if types, err = ct.ColumnTypes(ctx, db, t, names, types); err != nil {
-			return nil, nil, fmt.Errorf("reading column types: %v", err)
-		}
+	if types, err = dl.ColumnTypes(ctx, db, t, names, types); err != nil {
+		return nil, nil, fmt.Errorf("reading column types: %v", err)
 	}
 	return names, types, nil
 }
@@ -318,10 +316,7 @@ func (s *Source) check(ctx context.Context) error {
 
 	for _, k := range s.keyCols {
 		var one int
-		isNull := s.dl.Quote(k) + " IS NULL"
-		if nt, ok := s.dl.(NullTester); ok {
-			isNull = nt.IsNull(s.dl.Quote(k))
-		}
+		isNull := s.dl.IsNull(s.dl.Quote(k))
 		err := s.db.QueryRowContext(ctx, s.dl.Limit("1", " FROM "+table+" WHERE "+isNull, "1")).Scan(&one)
 		switch {
 		case err == nil:
@@ -350,13 +345,10 @@ func (s *Source) check(ctx context.Context) error {
 func (s *Source) lay(types []string) error {
 	cols := s.def.selected()
 	s.cols = make([]column, len(types))
-	refuser, _ := s.dl.(TypeRefuser)
 	for i, t := range types {
 		s.cols[i] = newColumn(s.dl, cols[i], t)
-		if refuser != nil {
-			if why := refuser.Refuse(s.cols[i].ColumnType); why != "" {
-				return s.schemaErr(cols[i], "type %s: %s", t, why)
-			}
+		if why, _ := s.dl.Refuse(s.cols[i].ColumnType); why != "" {
+			return s.schemaErr(cols[i], "type %s: %s", t, why)
 		}
 	}
 	s.names = cols
@@ -394,12 +386,9 @@ func (s *Source) lay(types []string) error {
 	if s.part {
 		return nil
 	}
-	var stream ChangeStream
-	if cs, ok := s.dl.(ChangeStreamer); ok {
-		stream, _ = cs.ChangeStream(s.def.Cursor.Kind, &Layout{s})
-	}
-	if stream == nil {
-		return fmt.Errorf("source: poller %q: driver %s has no reader of %s cursors", s.poller, s.dl.Name(), s.def.Cursor.Kind)
+	stream, err := s.dl.ChangeStream(s.def.Cursor.Kind, &Layout{s})
+	if err != nil {
+		return fmt.Errorf("source: poller %q: driver %s has no reader of %s cursors: %w", s.poller, s.dl.Name(), s.def.Cursor.Kind, err)
 	}
 	s.reader = streamReader{stream}
 	return nil
@@ -423,8 +412,8 @@ func Offline(drv Driver, cfg Config, types map[string]string) (*Source, *Layout,
 		}
 		s.db, s.close = db, db.Close
 	}
-	if rb, ok := drv.(ReadBounder); ok && !s.def.Changes() {
-		s.bound, _ = rb.ReadBound(cfg.DSN, s.def)
+	if !s.def.Changes() {
+		s.bound, _ = drv.ReadBound(cfg.DSN, s.def)
 	}
 	layOffline := func(s *Source) error {
 		var ordered []string
@@ -566,14 +555,6 @@ func (s *Source) Committed(ctx context.Context, c *state.Cursor) error {
 	return s.reader.committed(ctx, c)
 }
 
-// A CommitWanter can ask for the checkpoint to be committed before its next fetch (Source, and
-// a ChangeStream that re-reads from its own position until a commit moves it: a logical
-// cursor's slot).
-type CommitWanter interface {
-	// CommitWanted says that committing the checkpoint now would spare the next fetch work.
-	CommitWanted() bool
-}
-
 // CommitWanted says that committing the checkpoint now would spare the next fetch work: a
 // change stream that re-reads from its own position until the checkpoint moves it (a logical
 // cursor's slot) has no batch left in hand and its position is behind the cursor. The tick then
@@ -581,9 +562,7 @@ type CommitWanter interface {
 // catch-up reads its changes about once and holds a bounded window of them. Keyset kinds: false.
 func (s *Source) CommitWanted() bool {
 	if r, ok := s.reader.(streamReader); ok {
-		if w, ok := r.ChangeStream.(CommitWanter); ok {
-			return w.CommitWanted()
-		}
+		return r.CommitWanted()
 	}
 	return false
 }

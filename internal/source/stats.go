@@ -132,38 +132,14 @@ const (
 	Failing               // needs someone (a slot that grows while nothing reads it)
 )
 
-// An Inspector is a ChangeStream that reads from something of its own besides the table (a
-// logical cursor's replication slot), which the status shows.
-type Inspector interface {
-	// Inspect reads it, without writing, and returns its details, with what is wrong with it
-	// (an error wrapping ErrMisconfigured, naming poller in its fixes) when something is. The
-	// details come back even then.
-	Inspect(ctx context.Context, poller string) ([]Detail, error)
-}
-
 // Inspect reads what the source's change stream reads from besides the table, for the status
-// (Inspector); nothing for the other sources. poller names the poller in the fixes an error
+// (ChangeStream.Inspect); nothing for the other sources. poller names the poller in the fixes an error
 // gives.
 func (s *Source) Inspect(ctx context.Context, poller string) ([]Detail, error) {
 	if r, ok := s.reader.(streamReader); ok {
-		if in, ok := r.ChangeStream.(Inspector); ok {
-			return in.Inspect(ctx, poller)
-		}
+		return r.Inspect(ctx, poller)
 	}
 	return nil, nil
-}
-
-// A StatusReporter is a Driver whose pollers of a cursor kind only it reads have details of
-// their own on the status (the logical cursor's replication slot), which it judges with what
-// the status knows of the poller.
-type StatusReporter interface {
-	// CheckProbe says what is wrong with the details a probe found (Inspect) given the
-	// checkpoint of a state document read after the probe: an error wrapping ErrMisconfigured
-	// that names poller in its fix, or nil.
-	CheckProbe(details []Detail, checkpoint *state.Cursor, poller string) error
-	// StatusDetails are the details of a poller's status row, made from the probe's and the
-	// ticks' history; none when it has nothing to show.
-	StatusDetails(in StatusInput) []Detail
 }
 
 // StatusInput is what the status knows of a poller when its driver makes its details.

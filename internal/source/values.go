@@ -33,7 +33,7 @@ const (
 	ClassXID8                    // PostgreSQL xid8: decimal digits
 	ClassRowversion              // SQL Server rowversion / timestamp
 	ClassBool
-	// ClassArray: arrays (PostgreSQL), whose values a ValueReader turns into []any of their
+	// ClassArray: arrays (PostgreSQL), whose values the driver's Value turns into []any of their
 	// elements' values (nested for more dimensions).
 	ClassArray
 )
@@ -59,8 +59,8 @@ type column struct {
 	dl    Driver
 	scale int  // the declared scale; -1: none
 	pass  bool // the driver's value is already what a Row holds
-	// reads: the driver's ValueReader turns the Go driver's values into what a Row holds
-	reads ValueReader
+	// reads: the driver's Value turns the Go driver's values into what a Row holds
+	reads bool
 	elem  *column // an array's elements (ClassArray)
 }
 
@@ -89,11 +89,11 @@ func newColumn(dl Driver, name, dbType string) column {
 	case ClassInt, ClassFloat, ClassReal, ClassText:
 		c.pass = dl.Scalars() // else normalize widens
 	}
-	if vr, ok := dl.(ValueReader); ok && vr.Reads(c.ColumnType) {
-		c.reads, c.pass = vr, false
+	if dl.Reads(c.ColumnType) {
+		c.reads, c.pass = true, false
 	}
-	if ar, ok := dl.(ArrayReader); ok && c.Class == ClassArray {
-		e := newColumn(dl, name, ar.Elem(c.ColumnType))
+	if c.Class == ClassArray {
+		e := newColumn(dl, name, dl.Elem(c.ColumnType))
 		c.elem, c.pass = &e, false
 	}
 	return c
@@ -107,8 +107,8 @@ func normalize(c *column, v any) any {
 	if v == nil || c.pass {
 		return v
 	}
-	if c.reads != nil {
-		v = c.reads.Value(c.ColumnType, v)
+	if c.reads {
+		v = c.dl.Value(c.ColumnType, v)
 	}
 	n, err := normalizeErr(c, v)
 	if err != nil {
@@ -168,10 +168,7 @@ func normalizeErr(c *column, v any) (any, error) {
 		case string:
 			return strings.ToLower(x), nil
 		case []byte:
-			if u, ok := c.dl.(UUIDReader); ok {
-				return u.UUID(x)
-			}
-			return string(x), nil
+			return c.dl.UUID(x)
 		}
 	case ClassJSON:
 		switch x := v.(type) {
@@ -203,14 +200,13 @@ func normalizeErr(c *column, v any) (any, error) {
 }
 
 // selectCols is the select list that reads the source's columns names as a Row holds them: each
-// quoted, or as the driver's Selector reads it.
+// quoted, or as the driver's Select reads it.
 func (s *Source) selectCols(names []string) string {
-	sel, _ := s.dl.(Selector)
 	out := make([]string, len(names))
 	for i, n := range names {
 		out[i] = s.dl.Quote(n)
-		if j := slices.Index(s.names, n); sel != nil && j >= 0 {
-			if e := sel.Select(s.cols[j].ColumnType, out[i]); e != "" {
+		if j := slices.Index(s.names, n); j >= 0 {
+			if e := s.dl.Select(s.cols[j].ColumnType, out[i]); e != "" {
 				out[i] = e
 			}
 		}

@@ -38,6 +38,7 @@ func (s *statsSource) Backlog(context.Context, *state.Cursor, int) (source.Stats
 }
 func (s *statsSource) CheckStamps(context.Context) error              { return nil }
 func (s *statsSource) Committed(context.Context, *state.Cursor) error { return nil }
+func (s *statsSource) CommitWanted() bool                             { return false }
 func (s *statsSource) Stats() source.Stats {
 	return source.Stats{RetainedBytes: &s.retained, LateCommits: "open transactions (the oldest, connection 12, open 3 s)"}
 }

@@ -292,8 +292,7 @@ func (t *tickRun) commitDue() error {
 
 // commitWanted says the source asks for a commit before the next fetch.
 func (t *tickRun) commitWanted() bool {
-	w, ok := t.r.Source.(source.CommitWanter)
-	return ok && w.CommitWanted()
+	return t.r.Source.CommitWanted()
 }
 
 // advance tells the source that the checkpoint c is committed (a logical cursor moves its

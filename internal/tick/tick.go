@@ -109,6 +109,9 @@ type Source interface {
 	// position to it (a logical cursor's replication slot). Called only after a commit that
 	// succeeded.
 	Committed(ctx context.Context, c *state.Cursor) error
+	// CommitWanted says that committing the checkpoint now would spare the next fetch work (a
+	// change stream that re-reads from its own position until a commit moves it).
+	CommitWanted() bool
 	// Stats reports the last read without reading: whether a transaction still open may have
 	// held it back, the change log the database keeps (every tick's log line carries it, so that
 	// an alert sees a stuck poller), how reads are kept behind late commits.

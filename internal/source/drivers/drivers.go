@@ -48,18 +48,9 @@ func ForKind(kind string) (source.Driver, bool) {
 	return found, found != nil
 }
 
-// CDCAdmin returns the administration of the change-stream set-up of cursor kind (pollerctl
-// cdc), when a driver has one for it.
-func CDCAdmin(kind string) (source.CDCAdmin, bool) {
-	for _, d := range All() {
-		if a, ok := d.(source.CDCAdmin); ok {
-			if k, _ := a.CDCKind(); k == kind {
-				return a, true
-			}
-		}
-	}
-	return nil, false
-}
+// CDCAdmin returns the driver that administers the change-stream set-up of cursor kind
+// (pollerctl cdc), when one does.
+func CDCAdmin(kind string) (source.Driver, bool) { return All().CDCAdmin(kind) }
 
 // OpenCDC connects to the database of a poller whose cursor kind has a set-up pollerctl cdc
 // administers (CDCAdmin), with the driver its settings name.
@@ -76,8 +67,7 @@ func OpenCDC(ctx context.Context, cfg source.Config) (source.CDCSetup, error) {
 func CDCKinds() string {
 	var out []string
 	for _, d := range All() {
-		if a, ok := d.(source.CDCAdmin); ok {
-			kind, what := a.CDCKind()
+		if kind, what := d.CDCKind(); kind != "" {
 			out = append(out, kind+" ("+what+")")
 		}
 	}

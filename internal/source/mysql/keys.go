@@ -68,5 +68,3 @@ func (d Driver) UniqueKey(ctx context.Context, db *sql.DB, t source.Table, cols 
 	}
 	return u, nil
 }
-
-var _ source.KeyChecker = Driver{}

@@ -74,5 +74,3 @@ func (d Driver) UniqueKey(ctx context.Context, db *sql.DB, t source.Table, cols 
 	}
 	return u, nil
 }
-
-var _ source.KeyChecker = Driver{}

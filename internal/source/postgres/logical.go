@@ -68,6 +68,7 @@ var (
 )
 
 type logical struct {
+	source.StreamDefaults
 	lay     *source.Layout // the first table's: the connection, and errors naming every table
 	poller  string
 	def     source.Definition // the poller's: its first table's, and the slot's and the others'
@@ -159,11 +160,11 @@ func (p *peeked) stop(i, j int) (int, error) {
 const DefaultKeepUp int64 = 64 << 20
 
 // ChangeStream reads the logical cursor kind.
-func (Driver) ChangeStream(kind string, l *source.Layout) (source.ChangeStream, bool) {
+func (d Driver) ChangeStream(kind string, l *source.Layout) (source.ChangeStream, error) {
 	if kind != state.KindLogical {
-		return nil, false
+		return d.Defaults.ChangeStream(kind, l)
 	}
-	return newLogical(l), true
+	return newLogical(l), nil
 }
 
 func newLogical(lay *source.Layout) *logical {

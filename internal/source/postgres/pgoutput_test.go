@@ -37,10 +37,10 @@ type captureDriver struct {
 	got *logical
 }
 
-func (c *captureDriver) ChangeStream(kind string, l *source.Layout) (source.ChangeStream, bool) {
-	cs, ok := c.Driver.ChangeStream(kind, l)
+func (c *captureDriver) ChangeStream(kind string, l *source.Layout) (source.ChangeStream, error) {
+	cs, err := c.Driver.ChangeStream(kind, l)
 	c.got, _ = cs.(*logical)
-	return cs, ok
+	return cs, err
 }
 
 // TestDecoderRealMessages decodes the pgoutput messages PostgreSQL sent for inserts, updates

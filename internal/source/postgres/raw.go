@@ -17,7 +17,7 @@ import (
 )
 
 // ReadRaw runs a keyset fetch on a pool connection through pgx itself and hands its rows over as
-// PostgreSQL sent them (source.RawReader): pgx's database/sql driver would box every value into
+// PostgreSQL sent them (Driver.ReadRaw): pgx's database/sql driver would box every value into
 // an any, which a batch then keeps. Values decode into exactly what that driver gives (its
 // stdlib Rows.Next), so a row reads the same either way.
 func (Driver) ReadRaw(ctx context.Context, db *sql.DB, query string, args []any, read func(source.RawRows) error) (bool, error) {
@@ -164,5 +164,3 @@ func scanned[T any](m *pgtype.Map, oid uint32, format int16, value func(T) (any,
 		return value(d)
 	}
 }
-
-var _ source.RawReader = Driver{}

@@ -14,7 +14,7 @@ import (
 )
 
 // testKeys: a key that does not tell the rows apart never loses a row in silence. The catalog's
-// word (source.KeyChecker) on tables with and without keys; Open refuses a table whose catalog
+// word (Driver.UniqueKey) on tables with and without keys; Open refuses a table whose catalog
 // shows no unique key over the cursor and key columns, naming one repeated value and the fix,
 // which works; a view (the catalog cannot tell) is checked at each fetch, and a repeated key
 // blocks the reader before the first row it would lose, at batch sizes 2 to 5 and wherever the
@@ -64,10 +64,7 @@ func stamped(ids ...int64) []order {
 }
 
 func (h Harness) keysCatalog(t *testing.T) {
-	kc, ok := h.Driver.(source.KeyChecker)
-	if !ok {
-		t.Fatalf("%s has no source.KeyChecker", h.Driver.Name())
-	}
+	kc := h.Driver
 	schema := h.Fixture.Schema(t, h.DB)
 	keyless := h.plain(t, "keyless_")
 	nonUnique := h.plain(t, "nonunique_", "CREATE INDEX ix_%s ON %s (updated_at, id)")

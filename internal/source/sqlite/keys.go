@@ -106,7 +106,3 @@ func (d Driver) CreateUniqueIndex(t source.Table, index string, cols []string) s
 	}
 	return "CREATE UNIQUE INDEX " + name + " ON " + d.Quote(t.Name) + " (" + strings.Join(source.QuoteAll(d, cols), ", ") + ")"
 }
-
-var _ source.KeyChecker = Driver{}
-
-var _ source.IndexWriter = Driver{}

@@ -116,6 +116,7 @@ var (
 )
 
 type changeTracking struct {
+	source.StreamDefaults
 	l         *source.Layout
 	table     string // the quoted table name: in the SQL, and bound as OBJECT_ID's argument
 	q         ctQueries
@@ -134,14 +135,14 @@ type changeTracking struct {
 }
 
 // ChangeStream reads the changetracking cursor kind.
-func (Driver) ChangeStream(kind string, l *source.Layout) (source.ChangeStream, bool) {
+func (d Driver) ChangeStream(kind string, l *source.Layout) (source.ChangeStream, error) {
 	if kind != state.KindChangeTracking {
-		return nil, false
+		return d.Defaults.ChangeStream(kind, l)
 	}
 	if len(l.Tables()) > 1 {
-		return newCTTables(l), true
+		return newCTTables(l), nil
 	}
-	return newChangeTracking(l), true
+	return newChangeTracking(l), nil
 }
 
 // Restart says where a changetracking poller starts again when its state is deleted: at the

@@ -27,7 +27,7 @@ import (
 const Name = "sqlserver"
 
 // Driver is SQL Server and Azure SQL through go-mssqldb.
-type Driver struct{}
+type Driver struct{ source.Defaults }
 
 // Open picks azuresql when the DSN asks for Entra ID (fedauth=...). A DSN whose timezone setting
 // is not UTC is refused (utcOnly).

@@ -73,8 +73,6 @@ func (d Driver) UniqueKey(ctx context.Context, db *sql.DB, t source.Table, cols 
 	return u, nil
 }
 
-var _ source.KeyChecker = Driver{}
-
 // codePagesQuery lists the columns of table @p1 of a non-Unicode type (char, varchar, text)
 // whose collation's code page is not the code page of the database's default collation, with
 // both collations and code pages.

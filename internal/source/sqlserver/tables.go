@@ -34,6 +34,7 @@ const tableMark = "(table)"
 
 // ctTables reads several tables' Change Tracking as one stream.
 type ctTables struct {
+	source.StreamDefaults
 	l    *source.Layout    // the first table's: the connection, and errors naming every table
 	tabs []*changeTracking // each table's reader, in the poller's order
 	run  ctRun             // the fetches paging through one backlog under one bound

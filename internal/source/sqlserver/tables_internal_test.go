@@ -28,9 +28,9 @@ func threeTables(t *testing.T) *ctTables {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cs, ok := Driver{}.ChangeStream(state.KindChangeTracking, lay)
+	cs, err := Driver{}.ChangeStream(state.KindChangeTracking, lay)
 	m, isTables := cs.(*ctTables)
-	if !ok || !isTables || len(m.tabs) != 3 {
+	if err != nil || !isTables || len(m.tabs) != 3 {
 		t.Fatalf("the change stream of three tables is a %T", cs)
 	}
 	return m

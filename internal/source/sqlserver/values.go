@@ -21,10 +21,10 @@ func (Driver) Value(_ source.ColumnType, v any) any {
 
 // Refuse: sql_variant, whose values carry their own types (a decimal comes as its text, a
 // binary as bytes: JSON cannot say which).
-func (Driver) Refuse(c source.ColumnType) string {
+func (Driver) Refuse(c source.ColumnType) (string, error) {
 	if strings.EqualFold(c.DBType, "SQL_VARIANT") {
 		return "an sql_variant's values carry types of their own, which JSON cannot say (a decimal and a string holding its digits would arrive alike); " +
-			"read it through a view that CASTs it to the type it holds (CAST(col AS nvarchar(4000)), say), or leave it out of the poller's columns"
+			"read it through a view that CASTs it to the type it holds (CAST(col AS nvarchar(4000)), say), or leave it out of the poller's columns", nil
 	}
-	return ""
+	return "", nil
 }
