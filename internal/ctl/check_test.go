@@ -3,13 +3,13 @@ package ctl_test
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/ctl"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
+	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 	"github.com/pseudotrigger/pseudotrigger/poller"
 )
 
@@ -18,14 +18,7 @@ import (
 // ran and checks again; then the check is clean (exit 0). Usage errors exit 2.
 func TestCheck(t *testing.T) {
 	dsn := filepath.Join(t.TempDir(), "shop.db")
-	db, err := sql.Open("sqlite", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := db.Exec(`CREATE TABLE orders (id BIGINT PRIMARY KEY, amount TEXT NOT NULL, updated_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%f000Z','now')))`); err != nil {
-		t.Fatal(err)
-	}
+	testenv.DB(t, "sqlite", dsn, `CREATE TABLE orders (id BIGINT PRIMARY KEY, amount TEXT NOT NULL, updated_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%f000Z','now')))`)
 	shop := pollerdef.Of(poller.New("shop", "orders", poller.TimestampPK, func(context.Context, *poller.Batch[poller.Row]) error { return nil },
 		poller.WithColumns("id", "amount"), poller.WithKey("id"), poller.WithCursorColumn("updated_at")))
 	env := map[string]string{"SHOP_DB_DRIVER": "sqlite", "SHOP_DB_CONNECTION": dsn}

@@ -2,7 +2,6 @@ package devhost
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"strings"
 	"testing"
@@ -28,11 +27,7 @@ func TestWriterMySQL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	admin, err := sql.Open("mysql", adminDSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
+	admin := testenv.DB(t, "mysql", adminDSN)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	dbName := fmt.Sprintf("devhost_%d", time.Now().UnixNano()%1_000_000_000)
@@ -41,11 +36,7 @@ func TestWriterMySQL(t *testing.T) {
 	}
 	t.Cleanup(func() { admin.Exec("DROP DATABASE IF EXISTS " + dbName) })
 	cfg.DBName = dbName
-	db, err := sql.Open("mysql", cfg.FormatDSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := testenv.DB(t, "mysql", cfg.FormatDSN())
 	for range 2 { // again on an existing table
 		if err := CreateOrdersFor(ctx, db, "mysql"); err != nil {
 			t.Fatal(err)

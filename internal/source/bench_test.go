@@ -82,11 +82,7 @@ func BenchmarkKeysetScan(b *testing.B) {
 			dir = b.TempDir()
 		}
 		dsn := filepath.Join(dir, "bench-"+strconv.Itoa(benchRows())+".db") + "?_pragma=journal_mode(WAL)"
-		db, err := sql.Open("sqlite", dsn)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer db.Close()
+		db := testenv.DB(b, "sqlite", dsn)
 		table := "bench_orders"
 		if !exists(db, "SELECT 1 FROM "+table+" LIMIT 1") {
 			b.Logf("creating %s ...", table)

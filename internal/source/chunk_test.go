@@ -2,7 +2,6 @@ package source_test
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"path/filepath"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sqlite"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
+	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 )
 
 // TestChunkRefusesANullCursor: a row whose cursor column became NULL after the source was
@@ -19,14 +19,7 @@ import (
 // column and the row.
 func TestChunkRefusesANullCursor(t *testing.T) {
 	dsn := filepath.Join(t.TempDir(), "n.db")
-	db, err := sql.Open("sqlite", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := db.Exec(`CREATE TABLE t (id INTEGER PRIMARY KEY, seq INTEGER, name TEXT); INSERT INTO t VALUES (1, 1, 'a'), (2, 2, 'b')`); err != nil {
-		t.Fatal(err)
-	}
+	db := testenv.DB(t, "sqlite", dsn, `CREATE TABLE t (id INTEGER PRIMARY KEY, seq INTEGER, name TEXT); INSERT INTO t VALUES (1, 1, 'a'), (2, 2, 'b')`)
 	src, err := drivers.Open(context.Background(), source.Config{Poller: "p", Driver: sqlite.Name, DSN: dsn, Definition: source.Definition{
 		Table: source.Table{Name: "t"}, Columns: []string{"id", "seq", "name"}, PK: []string{"id"}, Cursor: source.Cursor{Kind: state.KindInteger, Column: "seq"}}})
 	if err != nil {

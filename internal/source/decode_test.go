@@ -11,6 +11,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sqlite"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
+	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 )
 
 // decoded has a field of each way Decode assigns: a sql.Scanner, a pointer, a time and plain
@@ -25,11 +26,7 @@ type decoded struct {
 func decodeRows(t testing.TB, n int) []source.Row {
 	t.Helper()
 	dsn := filepath.Join(t.TempDir(), "d.db")
-	db, err := sql.Open("sqlite", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := testenv.DB(t, "sqlite", dsn)
 	if _, err := db.Exec(`CREATE TABLE d (id INTEGER PRIMARY KEY, note TEXT, amount REAL, updated_at TEXT NOT NULL);
 		WITH RECURSIVE g(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM g WHERE n < ?)
 		INSERT INTO d SELECT n, CASE WHEN n % 2 = 0 THEN 'note ' || n END, CASE WHEN n % 3 <> 0 THEN n / 4.0 END,

@@ -2,7 +2,6 @@ package source_test
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"path/filepath"
 	"strings"
@@ -11,6 +10,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sqlite"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
+	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 )
 
 // refusing is SQLite refusing BLOB columns, as SQL Server refuses sql_variant (Driver.Refuse).
@@ -28,14 +28,7 @@ func (refusing) Refuse(c source.ColumnType) (string, error) {
 // it out of its columns opens.
 func TestRefusedType(t *testing.T) {
 	dsn := filepath.Join(t.TempDir(), "r.db")
-	db, err := sql.Open("sqlite", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := db.Exec(`CREATE TABLE r (id INTEGER PRIMARY KEY, note TEXT, b BLOB)`); err != nil {
-		t.Fatal(err)
-	}
+	testenv.DB(t, "sqlite", dsn, `CREATE TABLE r (id INTEGER PRIMARY KEY, note TEXT, b BLOB)`)
 	ds := source.Drivers{refusing{}}
 	cfg := func(cols ...string) source.Config {
 		return source.Config{Poller: "r", Driver: sqlite.Name, DSN: dsn, Definition: source.Definition{
@@ -43,7 +36,7 @@ func TestRefusedType(t *testing.T) {
 	}
 	ctx := context.Background()
 	for _, cols := range [][]string{{"id", "note", "b"}, {"b", "id"}} {
-		_, err = source.Open(ctx, ds, cfg(cols...))
+		_, err := source.Open(ctx, ds, cfg(cols...))
 		if !errors.Is(err, source.ErrSchema) || !strings.Contains(err.Error(), `column "b"`) || !strings.Contains(err.Error(), "blobs cannot travel") {
 			t.Fatalf("open reading %v: %v", cols, err)
 		}

@@ -2,7 +2,6 @@ package tick_test
 
 import (
 	"context"
-	"database/sql"
 	"slices"
 	"strconv"
 	"strings"
@@ -97,11 +96,7 @@ func BenchmarkBackfillLiveLatency(b *testing.B) {
 	n, rows := envInt("LATENCY_ROWS", 30), envInt("BACKFILL_LIVE_ROWS", 200_000)
 	e := newLgEnv(b)
 	e.insert(rows, 1000)
-	w, err := sql.Open("pgx", e.dsn)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer w.Close()
+	w := testenv.DB(b, "pgx", e.dsn)
 	var mu sync.Mutex
 	committed, arrived := map[int64]time.Time{}, map[int64]time.Time{}
 	var reads int

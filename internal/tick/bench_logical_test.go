@@ -514,11 +514,7 @@ func latency(b *testing.B, syncCommit bool) {
 	if syncCommit {
 		wdsn += "&synchronous_commit=on" // a run-time parameter of the writer's sessions
 	}
-	w, err := sql.Open("pgx", wdsn)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer w.Close()
+	w := testenv.DB(b, "pgx", wdsn)
 	var setting string
 	if err := w.QueryRow("SHOW synchronous_commit").Scan(&setting); err != nil {
 		b.Fatal(err)

@@ -31,11 +31,7 @@ func checkTable(t *testing.T, db *sql.DB, ddl ...string) source.Table {
 
 func TestCheckSetup(t *testing.T) {
 	dsn := testenv.MySQL(t)
-	db, err := sql.Open("mysql", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := testenv.DB(t, "mysql", dsn)
 	const base = "CREATE TABLE @ (id BIGINT PRIMARY KEY, amount DECIMAL(12,2) NOT NULL"
 	drv := mysql.Driver{}
 

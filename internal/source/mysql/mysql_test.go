@@ -200,11 +200,7 @@ func TestMySQLUnsignedKeys(t *testing.T) {
 func TestMySQLTimestampCursor(t *testing.T) {
 	db, dsn := mysqlDB(t)
 	table := mysqlTable(t, db, "tstz_", "(id BIGINT PRIMARY KEY, ts TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6), KEY (ts, id))")
-	writer, err := sql.Open("mysql", testenv.MySQL(t)+"?time_zone=%27%2B05%3A30%27")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer writer.Close()
+	writer := testenv.DB(t, "mysql", testenv.MySQL(t)+"?time_zone=%27%2B05%3A30%27")
 	base := time.Date(2026, 3, 4, 5, 6, 7, 999990000, time.UTC) // microseconds across a second
 	want := map[int64]time.Time{}
 	for i := range 30 {

@@ -117,11 +117,7 @@ func startMariaDB(t *testing.T, mariadbd, install string, options ...string) str
 		logf.Close()
 	})
 	dsn := fmt.Sprintf("root@tcp(127.0.0.1:%d)/", port)
-	admin, err := sql.Open("mysql", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
+	admin := testenv.DB(t, "mysql", dsn)
 	for deadline := time.Now().Add(60 * time.Second); ; {
 		err := admin.Ping()
 		if err == nil {

@@ -1,7 +1,6 @@
 package sqlite_test
 
 import (
-	"database/sql"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -10,17 +9,14 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcetest"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sqlite"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
+	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 )
 
 // checkDB is a database file of its own with orders made by ddl.
 func checkDB(t *testing.T, ddl ...string) string {
 	t.Helper()
 	dsn := filepath.Join(t.TempDir(), "chk.db")
-	db, err := sql.Open("sqlite", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := testenv.DB(t, "sqlite", dsn)
 	for _, q := range ddl {
 		if _, err := db.Exec(q); err != nil {
 			t.Fatalf("%s: %v", q, err)

@@ -2,13 +2,13 @@ package sqlite_test
 
 import (
 	"context"
-	"database/sql"
 	"path/filepath"
 	"testing"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
+	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 )
 
 // TestDatetimeDeclaredCursor: a timestamp cursor on a column declared DATETIME (or DATE,
@@ -17,15 +17,8 @@ import (
 // never reach" until the select list read it as +"ts".
 func TestDatetimeDeclaredCursor(t *testing.T) {
 	dsn := "file:" + filepath.Join(t.TempDir(), "dt.db")
-	db, err := sql.Open("sqlite", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := db.Exec(`CREATE TABLE t (id INTEGER PRIMARY KEY, ts DATETIME NOT NULL, d DATE);
-		INSERT INTO t VALUES (1, '2020-01-01T00:00:00.000000Z', '2020-01-01'), (2, '2020-01-01T00:00:01.000000Z', '2020-01-02 03:04:05')`); err != nil {
-		t.Fatal(err)
-	}
+	testenv.DB(t, "sqlite", dsn, `CREATE TABLE t (id INTEGER PRIMARY KEY, ts DATETIME NOT NULL, d DATE);
+		INSERT INTO t VALUES (1, '2020-01-01T00:00:00.000000Z', '2020-01-01'), (2, '2020-01-01T00:00:01.000000Z', '2020-01-02 03:04:05')`)
 	src, err := drivers.Open(context.Background(), source.Config{Poller: "dt", Driver: "sqlite", DSN: dsn, Definition: source.Definition{
 		Table: source.Table{Name: "t"}, Columns: []string{"id", "ts", "d"}, PK: []string{"id"},
 		Cursor: source.Cursor{Kind: state.KindTimestampPK, Column: "ts"},

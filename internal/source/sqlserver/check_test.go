@@ -1,7 +1,6 @@
 package sqlserver_test
 
 import (
-	"database/sql"
 	"strings"
 	"testing"
 
@@ -19,11 +18,7 @@ import (
 // a view.
 func TestCheckSetupSQLServer(t *testing.T) {
 	dsn := testenv.SQLServer(t)
-	db, err := sql.Open("sqlserver", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := testenv.DB(t, "sqlserver", dsn)
 	drv := sqlserver.Driver{}
 	table := func(t *testing.T, ddl ...string) source.Table {
 		t.Helper()

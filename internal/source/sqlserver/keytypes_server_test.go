@@ -27,11 +27,7 @@ func TestKeyTypesSQLServer(t *testing.T) {
 	if err != nil || u.Scheme != "sqlserver" {
 		t.Skipf("%s is not a sqlserver:// URL: the test makes a database and a login of its own", testenv.SQLServerVar)
 	}
-	admin, err := sql.Open("sqlserver", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
+	admin := testenv.DB(t, "sqlserver", dsn)
 	exec := func(db *sql.DB, q string) {
 		t.Helper()
 		if _, err := db.ExecContext(ctx, q); err != nil {
@@ -47,11 +43,7 @@ func TestKeyTypesSQLServer(t *testing.T) {
 	q := u.Query()
 	q.Set("database", name)
 	u.RawQuery = q.Encode()
-	db, err := sql.Open("sqlserver", u.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := testenv.DB(t, "sqlserver", u.String())
 	login, reader := leastPrivilege(t, admin, db, u.String())
 
 	// Each table: 60 rows, three to a cursor value, so that batches of 2 end between ties.
