@@ -284,8 +284,9 @@ func firstLine(q string) string {
 	return l
 }
 
-// CheckSetup checks the open source's table set-up (Driver.CheckSetup): what the handler runs once when it first opens a poller's source. The change stream's
-// set-up is not among them: Open checked it.
+// CheckSetup checks the open source's table set-up (Driver.CheckSetup): what the handler runs
+// once when it first opens a poller's source. The change stream's set-up is not among them: Open
+// checked it.
 func (s *Source) CheckSetup(ctx context.Context) ([]Finding, error) {
 	fs, err := checkSetup(ctx, s.dl, s.db, s.def)
 	if err != nil {

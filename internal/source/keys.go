@@ -110,8 +110,8 @@ const DupScan = 100_000
 // checkKey asks the driver's catalog whether the key tells the rows apart (keyset kinds only: a
 // change stream's rows are positions in the stream, not (cursor, key) values; a logical
 // poller's key is the table's replica identity and Change Tracking requires a primary key). Not
-// unique: an error wrapping ErrKeyNotUnique. Unknown, or a driver that cannot read keys (ErrNotSupported): each
-// fetch checks its rows (dupCheck). Unique: nothing more to do.
+// unique: an error wrapping ErrKeyNotUnique. Unknown, or a driver that cannot read keys
+// (ErrNotSupported): each fetch checks its rows (dupCheck). Unique: nothing more to do.
 func (s *Source) checkKey(ctx context.Context) error {
 	u, err := s.dl.UniqueKey(ctx, s.db, s.def.Table, s.keyCols)
 	if errors.Is(err, ErrNotSupported) {
