@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
@@ -94,76 +93,6 @@ func (e *BusyError) Unwrap() error { return e.Err }
 // PostgreSQL's ErrSlotAhead, says which and what to do).
 var ErrStreamAhead = errors.New("the change stream is past the checkpoint")
 
-// A Change is what a change-stream row carries besides its values; a driver's ChangeStream
-// makes them, and its rows with Layout.Row.
-type Change struct {
-	Op string // OpInsert, OpUpdate or OpDelete
-	// Cursor is the position just after this change, unless Pos gives it.
-	Cursor state.Cursor
-	// Pos, when not nil, makes the cursor just after this change when it is asked for (a
-	// stream whose positions cost to render, rows that are never asked).
-	Pos interface{ Cursor() state.Cursor }
-	// KeyOnly: a delete whose old row the database gave as its key columns only (the other
-	// values are nil): it has no row. A delete that is not KeyOnly holds its old row: its
-	// Row.Before too.
-	KeyOnly bool
-	// Last marks the last change of its transaction (of the table), Index its place there from
-	// 1 (0: not known); Commit is the transaction, shared by its changes, nil when the stream
-	// does not say.
-	Last   bool
-	Index  int32
-	Commit *Commit
-	// Unchanged marks the columns whose value the database did not send (PostgreSQL's unchanged
-	// TOAST values without REPLICA IDENTITY FULL); nil when none.
-	Unchanged []bool
-	// Images, when not nil, is what an update says besides its row (kept apart: most changes
-	// carry neither, and a catch-up holds hundreds of thousands of changes).
-	Images *Images
-	// Text and Decode, when Text is not nil, hold the values as the database sent them (nil:
-	// NULL) and their decoders, by column: a value is decoded when it is read, so that a
-	// handler pays only for the values it uses (the row's raw values are then unused).
-	Text   [][]byte
-	Decode []func([]byte) (any, error)
-}
-
-// Images are what an update carries besides its new row (Change.Images).
-type Images struct {
-	// Old, when not nil, is the row before the update as the database sent it, in Text's form
-	// and decoded by the change's Decode (PostgreSQL under REPLICA IDENTITY FULL): Row.Before.
-	Old [][]byte
-	// Changed, when not nil, marks the columns the update changed as the database records them
-	// (SQL Server's column mask); without it Row.Changed compares Old with the new values.
-	Changed []bool
-}
-
-// A Commit is what a change stream says of a change's transaction (Row.Transaction).
-type Commit struct {
-	// ID is the transaction as the database numbers it: PostgreSQL's top-level xid; SQL
-	// Server's change version, which numbers the committed transactions that changed tracked
-	// tables.
-	ID uint64
-	// LSN is the PostgreSQL commit record's log sequence number; 0 for other databases.
-	LSN uint64
-	// Version is SQL Server's change version; 0 for other databases.
-	Version int64
-	// Time is the commit's time; zero when the database does not give it.
-	Time time.Time
-}
-
-// decode returns column i's value as the Go driver would have returned it; text that does not
-// decode (which the database never sends) is returned as a string.
-func (c *Change) decode(i int) any {
-	t := c.Text[i]
-	if t == nil {
-		return nil
-	}
-	v, err := c.Decode[i](t)
-	if err != nil {
-		return string(t)
-	}
-	return v
-}
-
 // A Layout is a source as Open found it, for its driver's change stream: its connection,
 // definition and columns, and what makes its rows, batches and errors. The slices it returns
 // are the source's own: read them, never change them.
@@ -190,30 +119,30 @@ func (l *Layout) Table() string { return QuoteTable(l.s.dl, l.s.def.Table) }
 func (l *Layout) AllColumns() bool { return l.s.all }
 
 // Columns are the names of the columns a row holds, in order.
-func (l *Layout) Columns() []string { return l.s.names }
+func (l *Layout) Columns() []string { return l.s.Names }
 
 // KeyColumns are the key columns, in the order of a cursor's, and KeyIndex their places in a
 // row.
-func (l *Layout) KeyColumns() []string { return l.s.keyCols }
+func (l *Layout) KeyColumns() []string { return l.s.KeyCols }
 
 // KeyIndex gives the place in a row of each key column (KeyColumns' order).
-func (l *Layout) KeyIndex() []int { return l.s.keyIdx }
+func (l *Layout) KeyIndex() []int { return l.s.KeyIdx }
 
 // DecodeKey reads key column j's value from a cursor into a query argument.
-func (l *Layout) DecodeKey(j int, raw json.RawMessage) (any, error) { return l.s.codecs[j].Decode(raw) }
+func (l *Layout) DecodeKey(j int, raw json.RawMessage) (any, error) { return l.s.Codecs[j].Decode(raw) }
 
 // KeyMarker is the marker of key column j's argument as its codec writes it in SQL
 // (KeyCodec.Marker).
-func (l *Layout) KeyMarker(j int, marker string) string { return l.s.codecs[j].marker(marker) }
+func (l *Layout) KeyMarker(j int, marker string) string { return l.s.Codecs[j].Mark(marker) }
 
 // EncodeKey renders key column j's value, as the Go driver returned it, as a cursor holds it.
 func (l *Layout) EncodeKey(j int, v any) (json.RawMessage, error) {
-	return l.s.codecs[j].Encode(normalize(&l.s.cols[l.s.keyIdx[j]], v))
+	return l.s.Codecs[j].Encode(l.s.Cols[l.s.KeyIdx[j]].Normalize(v))
 }
 
 // Row makes a row of the source: raw are its values as the Go driver returned them, in
 // Columns' order (nil when ch carries them as Text).
-func (l *Layout) Row(raw []any, ch *Change) Row { return Row{src: l.s, raw: raw, ch: ch} }
+func (l *Layout) Row(raw []any, ch *Change) Row { return l.s.Shape.Row(raw, ch) }
 
 // Batch makes an empty batch of the source, read after from.
 func (l *Layout) Batch(from *state.Cursor) *Batch { return &Batch{src: l.s, From: from} }
@@ -298,7 +227,7 @@ func (s *Source) ReplayChange(ctx context.Context, table, op string, key map[str
 		if !ok {
 			return nil, "", fmt.Errorf("source: poller %q: the dead letter's key lacks column %q (it has %s)", s.poller, k, keyNames(key))
 		}
-		v, err := s.codecs[i].Decode(raw)
+		v, err := s.Codecs[i].Decode(raw)
 		if err != nil {
 			return nil, "", fmt.Errorf("source: poller %q: the dead letter's key column %q: value %s: %v", s.poller, k, raw, err)
 		}
@@ -320,18 +249,18 @@ func (s *Source) ReplayChange(ctx context.Context, table, op string, key map[str
 		if !exists {
 			return nil, "the row is gone: a later delete supersedes this " + op, nil
 		}
-		r := b.Rows[0]
-		r.ch = &Change{Op: OpUpdate, Cursor: cursor}
+		r := s.Shape.Row(b.Rows[0].Raw(), &Change{Op: OpUpdate, Cursor: cursor})
 		return &r, "", nil
 	case OpDelete:
 		if exists {
 			return nil, "the row exists again: a later insert supersedes this delete", nil
 		}
-		raw := make([]any, len(s.cols))
+		raw := make([]any, len(s.Cols))
 		for i := range s.def.PK {
-			raw[s.keyIdx[i]] = args[i]
+			raw[s.KeyIdx[i]] = args[i]
 		}
-		return &Row{src: s, raw: raw, ch: &Change{Op: OpDelete, Cursor: cursor, KeyOnly: true}}, "", nil
+		r := s.Shape.Row(raw, &Change{Op: OpDelete, Cursor: cursor, KeyOnly: true})
+		return &r, "", nil
 	}
 	return nil, "", fmt.Errorf("source: poller %q: a dead-lettered change of a %s cursor has op %q, not insert, update or delete", s.poller, s.def.Cursor.Kind, op)
 }

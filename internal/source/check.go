@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
 )
 
 // A Verdict is what a setup check found: ok, a problem, or that it cannot tell.
@@ -388,7 +390,7 @@ func typesFinding(ctx context.Context, drv Driver, db *sql.DB, d Definition) (Fi
 	f := Finding{Check: CheckTypes, Verdict: VerdictOK}
 	var why []string
 	for i, t := range types {
-		if w, _ := drv.Refuse(newColumn(drv, cols[i], t).ColumnType); w != "" {
+		if w, _ := drv.Refuse(row.NewColumn(drv, cols[i], t).ColumnType); w != "" {
 			why = append(why, fmt.Sprintf("column %s (%s): %s", cols[i], t, w))
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
@@ -110,7 +111,7 @@ func (s *Source) ReadChunk(ctx context.Context, after map[string]json.RawMessage
 			if err != nil {
 				return nil, err
 			}
-			pred, order := dl.Keyset(s.def.Cursor.Kind, QuoteAll(dl, s.keyCols), keyMarkers(s.codecs, next))
+			pred, order := dl.Keyset(s.def.Cursor.Kind, QuoteAll(dl, s.KeyCols), keyMarkers(s.Codecs, next))
 			args = append(args, inMarkerOrder(pos, order)...)
 			left = "CASE WHEN " + pred + " THEN 1 ELSE 0 END"
 		}
@@ -168,11 +169,11 @@ func (s *Source) scanChunk(ctx context.Context, db Querier, q string, args []any
 			key, _ := json.Marshal(r.Key())
 			return fmt.Errorf("%w, the row with key %s", err, key)
 		}
-		r.read = true
+		r = r.Read()
 		c.Rows = append(c.Rows, r)
 		return nil
 	}
-	n := len(s.cols)
+	n := len(s.Cols)
 	if pool, ok := db.(*sql.DB); ok {
 		var scanErr error
 		handled, err := s.dl.ReadRaw(ctx, pool, q, args, func(rows RawRows) error {
@@ -181,7 +182,7 @@ func (s *Source) scanChunk(ctx context.Context, db Querier, q string, args []any
 				scanErr = fmt.Errorf("source: poller %q, table %s: backfill chunk: the query returned %d columns, want %d", s.poller, s.def.Table, len(cols), n+1)
 				return scanErr
 			}
-			cp := rawCopier{n: n, per: min(limit, 256)}
+			cp := row.NewRawCopier(n, min(limit, 256))
 			for rows.Next() {
 				vals := rows.Values()
 				left, err := rawFlag(cols[n], vals[n])
@@ -189,7 +190,7 @@ func (s *Source) scanChunk(ctx context.Context, db Querier, q string, args []any
 					scanErr = s.chunkErr(where, err)
 					return scanErr
 				}
-				if scanErr = add(Row{src: s, lz: cp.row(vals, cols)}, left); scanErr != nil {
+				if scanErr = add(cp.Row(s.Shape, vals, cols), left); scanErr != nil {
 					return scanErr
 				}
 			}
@@ -221,7 +222,7 @@ func (s *Source) scanChunk(ctx context.Context, db Querier, q string, args []any
 		if err := rows.Scan(ptrs...); err != nil {
 			return nil, s.chunkErr(where, err)
 		}
-		if err := add(Row{src: s, raw: vals[:n:n]}, left.Int64 == 1); err != nil {
+		if err := add(s.Shape.Row(vals[:n:n], nil), left.Int64 == 1); err != nil {
 			return nil, err
 		}
 	}
@@ -302,8 +303,8 @@ func (s *Source) chunkErr(where string, err error) error {
 
 // pkCodec returns the codec of primary-key column pk (every key column has one: see lay).
 func (s *Source) pkCodec(pk string) (int, KeyCodec) {
-	i := slices.Index(s.keyCols, pk)
-	return s.keyIdx[i], s.codecs[i]
+	i := slices.Index(s.KeyCols, pk)
+	return s.KeyIdx[i], s.Codecs[i]
 }
 
 // chunkKey is row r's primary key as a backfill keeps it: each column's value in its key codec.
@@ -311,7 +312,7 @@ func (s *Source) chunkKey(r Row) (map[string]json.RawMessage, error) {
 	out := make(map[string]json.RawMessage, len(s.def.PK))
 	for _, pk := range s.def.PK {
 		idx, codec := s.pkCodec(pk)
-		raw, err := codec.Encode(r.value(idx))
+		raw, err := codec.Encode(r.At(idx))
 		if err != nil {
 			return nil, fmt.Errorf("source: poller %q, table %s, column %q: %w", s.poller, s.def.Table, pk, err)
 		}
@@ -339,24 +340,4 @@ func (s *Source) chunkKeyArgs(key map[string]json.RawMessage) ([]any, error) {
 		out[i] = v
 	}
 	return out, nil
-}
-
-// BackfillKey is the row's primary key as one string, the same for a backfill's read of a row
-// and for a change of it (each column's value in its key codec, in the key's order): a tick
-// matches a chunk's reads with the changes delivered meanwhile by it.
-func (r Row) BackfillKey() (string, error) {
-	s := r.src
-	var b []byte
-	for i, pk := range s.def.PK {
-		idx, codec := s.pkCodec(pk)
-		raw, err := codec.Encode(r.value(idx))
-		if err != nil {
-			return "", fmt.Errorf("source: poller %q, table %s, column %q: %w", s.poller, s.def.Table, pk, err)
-		}
-		if i > 0 {
-			b = append(b, 0) // JSON never holds a raw NUL
-		}
-		b = append(b, raw...)
-	}
-	return string(b), nil
 }

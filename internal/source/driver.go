@@ -3,7 +3,6 @@ package source
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -171,32 +170,6 @@ type Bound struct {
 	// OpenTrx: the bound is the oldest transaction still open (it takes no argument). A read
 	// may then stop short of committed rows behind it, which the backlog counts.
 	OpenTrx bool
-}
-
-// A ColumnType is what a driver made of a column's database type (Driver.Classify).
-type ColumnType struct {
-	DBType string   // the type as the Go driver names it (SQLite: as declared)
-	Class  Class    // what the type is, as far as encoding its values goes
-	Flavor TSFlavor // how a timestamp compares with the database's clock
-}
-
-// A KeyCodec encodes a key column's value into the state document's cursor and back into a
-// query argument, exactly.
-type KeyCodec struct {
-	Encode func(v any) (json.RawMessage, error)
-	Decode func(raw json.RawMessage) (any, error)
-	// Marker, when set, writes the argument's marker in the keyset predicate (e.g. cast to the
-	// column's type, where the argument's own type would compare the column by other rules);
-	// nil: the marker as it is.
-	Marker func(marker string) string
-}
-
-// marker is the argument marker m as the codec writes it in SQL.
-func (k KeyCodec) marker(m string) string {
-	if k.Marker == nil {
-		return m
-	}
-	return k.Marker(m)
 }
 
 // Drivers are the databases a poller's settings can name ({P}_DB_DRIVER); package drivers

@@ -113,7 +113,7 @@ const DupScan = 100_000
 // unique: an error wrapping ErrKeyNotUnique. Unknown, or a driver that cannot read keys
 // (ErrNotSupported): each fetch checks its rows (dupCheck). Unique: nothing more to do.
 func (s *Source) checkKey(ctx context.Context) error {
-	u, err := s.dl.UniqueKey(ctx, s.db, s.def.Table, s.keyCols)
+	u, err := s.dl.UniqueKey(ctx, s.db, s.def.Table, s.KeyCols)
 	if errors.Is(err, ErrNotSupported) {
 		s.dupCheck, s.dupWhy = true, "the "+s.dl.Name()+" driver cannot read keys from its catalog"
 		return nil
@@ -137,7 +137,7 @@ func (s *Source) checkKey(ctx context.Context) error {
 		example = fmt.Sprintf("%d rows have %s", n, dup)
 	}
 	return fmt.Errorf("source: poller %q, table %s: %w: no primary key or unique index covers the key columns (%s), so rows that share them are skipped when a batch ends between them, and get the same message id; %s. %s",
-		s.poller, s.def.Table, ErrKeyNotUnique, strings.Join(s.keyCols, ", "), example, s.keyFix(dup != ""))
+		s.poller, s.def.Table, ErrKeyNotUnique, strings.Join(s.KeyCols, ", "), example, s.keyFix(dup != ""))
 }
 
 // keyFix says how to make the key unique: the index over the definition's key columns, or
@@ -150,8 +150,8 @@ func (s *Source) keyFix(dups bool) string {
 	if dups {
 		fix += " (it fails while rows repeat: remove the repeats first)"
 	}
-	if len(s.keyCols) > len(s.def.PK) {
-		fix += fmt.Sprintf("; any unique index over columns among (%s) will do", strings.Join(s.keyCols, ", "))
+	if len(s.KeyCols) > len(s.def.PK) {
+		fix += fmt.Sprintf("; any unique index over columns among (%s) will do", strings.Join(s.KeyCols, ", "))
 	}
 	return fix + "; or choose key columns whose values are unique (poller.WithKey, or \"key\" in poller.json)"
 }
@@ -162,7 +162,7 @@ func (s *Source) keyFix(dups bool) string {
 // runs only for a poller it is about to refuse). It returns the values as the error shows them
 // ("" when none) and how many rows share them.
 func (s *Source) findDuplicate(ctx context.Context) (string, int64, error) {
-	vals, n, err := duplicateKey(ctx, s.db, s.dl, s.def.Table, s.keyCols)
+	vals, n, err := duplicateKey(ctx, s.db, s.dl, s.def.Table, s.KeyCols)
 	switch {
 	case err != nil:
 		return "", 0, fmt.Errorf("source: poller %q, table %s: looking for a repeated key: %w", s.poller, s.def.Table, err)
@@ -199,12 +199,12 @@ func duplicateKey(ctx context.Context, db *sql.DB, d Driver, t Table, keyCols []
 func (s *Source) keyText(vals []any) string {
 	var b strings.Builder
 	b.WriteByte('{')
-	for i, k := range s.keyCols {
+	for i, k := range s.KeyCols {
 		if i > 0 {
 			b.WriteByte(',')
 		}
 		name, _ := json.Marshal(k)
-		v := normalize(&s.cols[s.keyIdx[i]], vals[i])
+		v := s.Cols[s.KeyIdx[i]].Normalize(vals[i])
 		if bs, ok := v.([]byte); ok {
 			v = fmt.Sprintf("0x%X", bs)
 		}
@@ -284,8 +284,8 @@ func (k *keyset) fetchRepeats(ctx context.Context, after *state.Cursor, limit in
 		return nil, err
 	}
 	for i := 1; i < len(b.Rows); i++ {
-		if s.sameKey(b.Rows[i-1].raw, b.Rows[i].raw) {
-			return nil, s.repeated(b.Rows[i].raw, "two rows read one after the other")
+		if s.sameKey(b.Rows[i-1].Raw(), b.Rows[i].Raw()) {
+			return nil, s.repeated(b.Rows[i].Raw(), "two rows read one after the other")
 		}
 	}
 	if len(b.Rows) > limit {
@@ -311,8 +311,8 @@ func (k *keyset) checkpointRepeated(ctx context.Context, after *state.Cursor) er
 	if err != nil {
 		return err
 	}
-	preds := make([]string, len(s.keyCols))
-	for i, c := range s.keyCols {
+	preds := make([]string, len(s.KeyCols))
+	for i, c := range s.KeyCols {
 		preds[i] = s.dl.Quote(c) + " = " + s.dl.Placeholder(i+1)
 	}
 	if f := strings.TrimSpace(s.def.Filter); f != "" {
@@ -327,7 +327,7 @@ func (k *keyset) checkpointRepeated(ctx context.Context, after *state.Cursor) er
 	var vals []any
 	n := 0
 	for rows.Next() {
-		vals = make([]any, len(s.keyCols))
+		vals = make([]any, len(s.KeyCols))
 		ptrs := make([]any, len(vals))
 		for i := range vals {
 			ptrs[i] = &vals[i]
@@ -344,8 +344,8 @@ func (k *keyset) checkpointRepeated(ctx context.Context, after *state.Cursor) er
 		return nil
 	}
 	// vals are the key columns alone: lay them out as a row's so that keyText reads them.
-	raw := make([]any, len(s.cols))
-	for i, idx := range s.keyIdx {
+	raw := make([]any, len(s.Cols))
+	for i, idx := range s.KeyIdx {
 		raw[idx] = vals[i]
 	}
 	return s.repeated(raw, "the checkpoint's row and another row at the checkpoint (where no read reaches it)")
@@ -353,8 +353,8 @@ func (k *keyset) checkpointRepeated(ctx context.Context, after *state.Cursor) er
 
 // repeated is the error of a repeat found at fetch, raw being a row's values.
 func (s *Source) repeated(raw []any, what string) error {
-	vals := make([]any, len(s.keyIdx))
-	for i, idx := range s.keyIdx {
+	vals := make([]any, len(s.KeyIdx))
+	for i, idx := range s.KeyIdx {
 		vals[i] = raw[idx]
 	}
 	why := s.dupWhy
@@ -362,12 +362,12 @@ func (s *Source) repeated(raw []any, what string) error {
 		why = "the catalog cannot tell"
 	}
 	return fmt.Errorf("source: poller %q, table %s: %w: %s share the key columns (%s) = %s. Nothing in the catalog makes them unique (%s), so each fetch checks its rows; the poller stops here instead of skipping a row, and commits nothing past it until the key is unique. %s",
-		s.poller, s.def.Table, ErrKeyNotUnique, what, strings.Join(s.keyCols, ", "), s.keyText(vals), why, s.keyFix(true))
+		s.poller, s.def.Table, ErrKeyNotUnique, what, strings.Join(s.KeyCols, ", "), s.keyText(vals), why, s.keyFix(true))
 }
 
 // sameKey says whether two rows' values (as scanned) agree on every key column.
 func (s *Source) sameKey(a, b []any) bool {
-	for _, idx := range s.keyIdx {
+	for _, idx := range s.KeyIdx {
 		if !sameValue(a[idx], b[idx]) {
 			return false
 		}

@@ -117,7 +117,7 @@ func markers(n int, next func() string) []string {
 func keyMarkers(codecs []KeyCodec, next func() string) []string {
 	out := markers(len(codecs), next)
 	for i, c := range codecs {
-		out[i] = c.marker(out[i])
+		out[i] = c.Mark(out[i])
 	}
 	return out
 }

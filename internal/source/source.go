@@ -10,11 +10,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/redact"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
@@ -65,6 +65,8 @@ type Config struct {
 
 // Source reads a table in keyset order. It is safe for concurrent use.
 type Source struct {
+	// Shape is what the source's rows share: its table, its columns and its key (lay).
+	*row.Shape
 	poller      string
 	dl          Driver
 	def         Definition
@@ -73,16 +75,10 @@ type Source struct {
 	fingerprint string
 	identity    state.SourceDef
 	describe    string
-	table       string    // def.Table as text: every row's Table
-	label       string    // "table T", or "tables T, U, ..." for a poller of several, in errors
-	parts       []*Source // the poller's more tables (Definition.More), each laid out alone, sharing db
-	part        bool      // s is one of them: rows and layout only, no reader of its own
-	all         bool      // def.Columns was AllColumns: they are the table's as check found them
-	cols        []column
-	keyIdx      []int                      // positions in cols of the keyset columns, cursor first
-	keyCols     []string                   // their names
-	codecs      []KeyCodec                 // one per key column
-	names       []string                   // the columns' names, in row order
+	label       string                     // "table T", or "tables T, U, ..." for a poller of several, in errors
+	parts       []*Source                  // the poller's more tables (Definition.More), each laid out alone, sharing db
+	part        bool                       // s is one of them: rows and layout only, no reader of its own
+	all         bool                       // def.Columns was AllColumns: they are the table's as check found them
 	q           queries                    // the keyset queries, and the stamp check (keyset kinds only)
 	flavor      TSFlavor                   // how a timestamp cursor compares with the database's clock
 	reader      reader                     // reads the rows: keyset, or the driver's change stream
@@ -91,8 +87,6 @@ type Source struct {
 	dupWhy      string                     // why it cannot, for the error
 	repeat      atomic.Pointer[repeatSeen] // the repeat the last checked fetch found (dupCheck only)
 	setup       setupCache                 // the setup check's findings (SetupProblems)
-	plans       sync.Map                   // Row.Decode's plans: reflect.Type -> *decodePlan
-	lastPlan    atomic.Pointer[decodePlan] // the last of them used
 
 	// sel and keySel are the select lists of a row's columns and of its key columns, as the
 	// driver reads them (selectCols), made once when the source is laid out.
@@ -131,7 +125,7 @@ func Open(ctx context.Context, ds Drivers, cfg Config) (*Source, error) {
 		identity:    Identify(cfg.Driver, c.loc, d),
 		fingerprint: Fingerprint(cfg.Driver, c.loc, d),
 		describe:    c.describe,
-		table:       d.Table.String(),
+		Shape:       newShape(cfg.Poller, d, len(d.More) > 0),
 		label:       d.label(),
 	}
 	if !d.Changes() {
@@ -144,7 +138,7 @@ func Open(ctx context.Context, ds Drivers, cfg Config) (*Source, error) {
 			c.close()
 			return nil, err
 		}
-		s.identity.Tables[i].Columns = p.names
+		s.identity.Tables[i].Columns = p.Names
 		s.parts = append(s.parts, p)
 	}
 	if err := s.check(ctx); err != nil {
@@ -158,16 +152,22 @@ func Open(ctx context.Context, ds Drivers, cfg Config) (*Source, error) {
 // s's connection, read through s's change stream.
 func (s *Source) newPart(t TableDef) *Source {
 	d := s.def.Part(t)
-	return &Source{poller: s.poller, dl: s.dl, def: d, db: s.db, describe: s.describe, table: t.Table.String(), label: d.label(), part: true}
+	return &Source{poller: s.poller, dl: s.dl, def: d, db: s.db, describe: s.describe, Shape: newShape(s.poller, d, true), label: d.label(), part: true}
+}
+
+// newShape is the shape of d's rows, before the source is laid out (lay); several: the poller
+// reads several tables.
+func newShape(poller string, d Definition, several bool) *row.Shape {
+	return &row.Shape{Poller: poller, Table: d.Table.String(), Kind: d.Cursor.Kind, PK: d.PK, Several: several}
 }
 
 // partOf is the source of the poller's table named table ("" or the first table: s).
 func (s *Source) partOf(table string) (*Source, error) {
-	if table == "" || table == s.table {
+	if table == "" || table == s.Table {
 		return s, nil
 	}
 	for _, p := range s.parts {
-		if p.table == table {
+		if p.Table == table {
 			return p, nil
 		}
 	}
@@ -314,7 +314,7 @@ func (s *Source) check(ctx context.Context) error {
 		return err
 	}
 
-	for _, k := range s.keyCols {
+	for _, k := range s.KeyCols {
 		var one int
 		isNull := s.dl.IsNull(s.dl.Quote(k))
 		err := s.db.QueryRowContext(ctx, s.dl.Limit("1", " FROM "+table+" WHERE "+isNull, "1")).Scan(&one)
@@ -344,21 +344,21 @@ func (s *Source) check(ctx context.Context) error {
 // the reader.
 func (s *Source) lay(types []string) error {
 	cols := s.def.selected()
-	s.cols = make([]column, len(types))
+	s.Cols = make([]row.Column, len(types))
 	for i, t := range types {
-		s.cols[i] = newColumn(s.dl, cols[i], t)
-		if why, _ := s.dl.Refuse(s.cols[i].ColumnType); why != "" {
+		s.Cols[i] = row.NewColumn(s.dl, cols[i], t)
+		if why, _ := s.dl.Refuse(s.Cols[i].ColumnType); why != "" {
 			return s.schemaErr(cols[i], "type %s: %s", t, why)
 		}
 	}
-	s.names = cols
+	s.Names = cols
 	s.sel = s.selectCols(cols)
 
-	s.keyCols = s.def.keyColumns()
-	s.keySel = s.selectCols(s.keyCols)
-	for i, k := range s.keyCols {
+	s.KeyCols = s.def.keyColumns()
+	s.keySel = s.selectCols(s.KeyCols)
+	for i, k := range s.KeyCols {
 		idx := slices.Index(cols, k)
-		c := &s.cols[idx]
+		c := &s.Cols[idx]
 		if i == 0 && s.def.Changes() {
 			s.flavor = TSNone
 		} else if i == 0 {
@@ -371,15 +371,16 @@ func (s *Source) lay(types []string) error {
 		if i > 0 && kc.Flavor == TSText {
 			kc.Flavor = TSNone // a TEXT tiebreaker orders as text: only the cursor column holds times
 		}
-		codec, err := codecFor(&kc)
+		codec, err := row.CodecFor(&kc)
 		if err != nil {
 			return s.schemaErr(k, "%v", err)
 		}
-		s.keyIdx = append(s.keyIdx, idx)
-		s.codecs = append(s.codecs, codec)
+		s.KeyIdx = append(s.KeyIdx, idx)
+		s.Codecs = append(s.Codecs, codec)
 	}
 	if !s.def.Changes() {
-		s.q = buildQueries(s.dl, s.def, s.sel, s.keySel, s.codecs, s.flavor, s.bound != nil)
+		s.q = buildQueries(s.dl, s.def, s.sel, s.keySel, s.Codecs, s.flavor, s.bound != nil)
+		s.StampFix = s.q.stampFix
 		s.reader = &keyset{s}
 		return nil
 	}
@@ -404,7 +405,7 @@ func Offline(drv Driver, cfg Config, types map[string]string) (*Source, *Layout,
 	if _, err := cfg.Definition.validate(cfg.Poller, Drivers{drv}, cfg.Driver); err != nil {
 		return nil, nil, err
 	}
-	s := &Source{poller: cfg.Poller, dl: drv, def: cfg.Definition, describe: drv.Name() + " (offline) " + cfg.Definition.label(), table: cfg.Definition.Table.String(), label: cfg.Definition.label()}
+	s := &Source{poller: cfg.Poller, dl: drv, def: cfg.Definition, describe: drv.Name() + " (offline) " + cfg.Definition.label(), Shape: newShape(cfg.Poller, cfg.Definition, len(cfg.Definition.More) > 0), label: cfg.Definition.label()}
 	if cfg.DSN != "" {
 		db, err := drv.Open(cfg.DSN)
 		if err != nil {
@@ -505,11 +506,11 @@ func (s *Source) keyArgs(after *state.Cursor) ([]any, error) {
 	if after.Kind != s.def.Cursor.Kind {
 		return fail("the stored cursor is of kind %q, the source's is %q", after.Kind, s.def.Cursor.Kind)
 	}
-	if len(after.Tiebreaker) != len(s.keyCols)-1 {
-		return fail("the stored cursor's tiebreaker has %d columns, the source's key has %d (%s)", len(after.Tiebreaker), len(s.keyCols)-1, strings.Join(s.keyCols[1:], ", "))
+	if len(after.Tiebreaker) != len(s.KeyCols)-1 {
+		return fail("the stored cursor's tiebreaker has %d columns, the source's key has %d (%s)", len(after.Tiebreaker), len(s.KeyCols)-1, strings.Join(s.KeyCols[1:], ", "))
 	}
-	args := make([]any, len(s.keyCols))
-	for i, k := range s.keyCols {
+	args := make([]any, len(s.KeyCols))
+	for i, k := range s.KeyCols {
 		raw := after.Value
 		if i > 0 {
 			var ok bool
@@ -517,7 +518,7 @@ func (s *Source) keyArgs(after *state.Cursor) ([]any, error) {
 				return fail("the stored cursor's tiebreaker lacks column %q", k)
 			}
 		}
-		v, err := s.codecs[i].Decode(raw)
+		v, err := s.Codecs[i].Decode(raw)
 		if err != nil {
 			return fail("column %q: value %s: %v", k, raw, err)
 		}
@@ -578,7 +579,7 @@ func (s *Source) FetchKeyOf(ctx context.Context, c *state.Cursor) (*Batch, error
 	var preds []string
 	var pkArgs []any
 	for _, pk := range s.def.PK {
-		i := slices.Index(s.keyCols, pk)
+		i := slices.Index(s.KeyCols, pk)
 		if i < 0 {
 			return nil, fmt.Errorf("source: poller %q: primary key column %q is not in the cursor", s.poller, pk)
 		}
@@ -600,7 +601,7 @@ func (s *Source) FetchKeyOf(ctx context.Context, c *state.Cursor) (*Batch, error
 func (s *Source) scan(rows *sql.Rows, after *state.Cursor, limit int) (*Batch, error) {
 	defer rows.Close()
 	b := &Batch{src: s, From: after, Rows: make([]Row, 0, min(limit, 1024))}
-	n := len(s.cols)
+	n := len(s.Cols)
 	ptrs := make([]any, n)
 	var block []any // one allocation for many rows' values
 	for rows.Next() {
@@ -617,11 +618,11 @@ func (s *Source) scan(rows *sql.Rows, after *state.Cursor, limit int) (*Batch, e
 		}
 		// Values stay as the driver returned them; Row normalizes each one when it is read, so
 		// a handler pays only for the conversions it uses.
-		r := Row{src: s, raw: vals}
+		r := s.Shape.Row(vals, nil)
 		if err := s.checkKeys(r); err != nil {
 			return nil, err
 		}
-		if err := s.checkTextStamp(r, vals[s.keyIdx[0]]); err != nil {
+		if err := s.checkTextStamp(r, vals[s.KeyIdx[0]]); err != nil {
 			return nil, err
 		}
 		b.Rows = append(b.Rows, r)
@@ -635,9 +636,9 @@ func (s *Source) scan(rows *sql.Rows, after *state.Cursor, limit int) (*Batch, e
 // checkKeys checks that row r has a value in every keyset column: a NULL one would never be read
 // in order (ErrNullCursor).
 func (s *Source) checkKeys(r Row) error {
-	for j, idx := range s.keyIdx {
-		if r.null(idx) {
-			return fmt.Errorf("source: poller %q, table %s, column %q: %w", s.poller, s.def.Table, s.keyCols[j], ErrNullCursor)
+	for j, idx := range s.KeyIdx {
+		if r.IsNull(idx) {
+			return fmt.Errorf("source: poller %q, table %s, column %q: %w", s.poller, s.def.Table, s.KeyCols[j], ErrNullCursor)
 		}
 	}
 	return nil
@@ -682,9 +683,9 @@ type Batch struct {
 // Columns returns the column names, in the order of each row's values: the first table's, for
 // a poller of several tables, whose rows each have their table's (Row.Columns).
 func (b *Batch) Columns() []string {
-	out := make([]string, len(b.src.cols))
-	for i, c := range b.src.cols {
-		out[i] = c.name
+	out := make([]string, len(b.src.Cols))
+	for i, c := range b.src.Cols {
+		out[i] = c.Name
 	}
 	return out
 }
@@ -733,25 +734,25 @@ func (s *Source) CursorFromText(value string, keys map[string]string) (*state.Cu
 		return stream.CursorFromText(value)
 	}
 	for k := range keys {
-		if !slices.Contains(s.keyCols[1:], k) {
-			return fail("%q is not one of the key columns after the cursor column (%s)", k, strings.Join(s.keyCols[1:], ", "))
+		if !slices.Contains(s.KeyCols[1:], k) {
+			return fail("%q is not one of the key columns after the cursor column (%s)", k, strings.Join(s.KeyCols[1:], ", "))
 		}
 	}
 	c := &state.Cursor{Kind: s.def.Cursor.Kind}
-	for i, k := range s.keyCols {
+	for i, k := range s.KeyCols {
 		text := value
 		if i > 0 {
 			var ok bool
 			if text, ok = keys[k]; !ok {
-				return fail("no value for key column %q (give each of %s)", k, strings.Join(s.keyCols[1:], ", "))
+				return fail("no value for key column %q (give each of %s)", k, strings.Join(s.KeyCols[1:], ", "))
 			}
 		}
 		raw, err := s.rawFromText(i, text)
 		if err != nil {
-			return fail("column %q (%s): %q: %v", k, s.cols[s.keyIdx[i]].DBType, text, err)
+			return fail("column %q (%s): %q: %v", k, s.Cols[s.KeyIdx[i]].DBType, text, err)
 		}
-		if _, err := s.codecs[i].Decode(raw); err != nil {
-			return fail("column %q (%s): %q: %v", k, s.cols[s.keyIdx[i]].DBType, text, err)
+		if _, err := s.Codecs[i].Decode(raw); err != nil {
+			return fail("column %q (%s): %q: %v", k, s.Cols[s.KeyIdx[i]].DBType, text, err)
 		}
 		if i == 0 {
 			c.Value = raw
@@ -770,7 +771,7 @@ func (s *Source) CursorFromText(value string, keys map[string]string) (*state.Cu
 
 // rawFromText renders an operator's text for key column i as the JSON its codec decodes.
 func (s *Source) rawFromText(i int, text string) (json.RawMessage, error) {
-	col := s.cols[s.keyIdx[i]]
+	col := s.Cols[s.KeyIdx[i]]
 	switch col.Class {
 	case ClassInt:
 		if _, err := strconv.ParseInt(text, 10, 64); err != nil {

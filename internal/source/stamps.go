@@ -9,10 +9,6 @@ import (
 	"time"
 )
 
-// ErrUnreachableRow: a row sits where the cursor can never reach it, so a keyset read would skip
-// it forever while reporting nothing to do.
-var ErrUnreachableRow = errors.New("a row the cursor can never reach")
-
 // FutureTolerance is how far ahead of the database's UTC clock a timestamp in a column without a
 // time zone (timestamp, datetime2) may be before CheckStamps calls it stamped in local time: more
 // than clock skew, less than the smallest zone offset in use (15 minutes).
@@ -38,7 +34,7 @@ func (s *Source) CheckStamps(ctx context.Context) error {
 	if s.q.StampCheck == "" {
 		return nil
 	}
-	n := len(s.keyCols)
+	n := len(s.KeyCols)
 	vals := make([]any, n)
 	ptrs := make([]any, n)
 	for i := range vals {
@@ -52,12 +48,12 @@ func (s *Source) CheckStamps(ctx context.Context) error {
 		return fmt.Errorf("source: poller %q, table %s: looking for rows the cursor cannot reach: %w", s.poller, s.def.Table, err)
 	}
 	key := make(map[string]any, n-1)
-	for i, k := range s.keyCols[1:] {
-		key[k] = normalize(&s.cols[s.keyIdx[i+1]], vals[i+1])
+	for i, k := range s.KeyCols[1:] {
+		key[k] = s.Cols[s.KeyIdx[i+1]].Normalize(vals[i+1])
 	}
 	keyJSON, _ := json.Marshal(key)
 	var value string
-	switch v := normalize(&s.cols[s.keyIdx[0]], vals[0]).(type) {
+	switch v := s.Cols[s.KeyIdx[0]].Normalize(vals[0]).(type) {
 	case time.Time:
 		value = v.Format("2006-01-02T15:04:05.999999") // as stored: no zone
 	case []byte:
@@ -74,5 +70,5 @@ func (s *Source) CheckStamps(ctx context.Context) error {
 			"it is read only once the UTC clock passes it, and the same writer west of UTC puts its rows behind the cursor, unseen", int(FutureTolerance.Minutes()))
 	}
 	return fmt.Errorf("source: poller %q, table %s, column %q: %w: the row with key %s has %q, %s. %s",
-		s.poller, s.def.Table, s.keyCols[0], ErrUnreachableRow, keyJSON, value, why, s.q.stampFix)
+		s.poller, s.def.Table, s.KeyCols[0], ErrUnreachableRow, keyJSON, value, why, s.q.stampFix)
 }

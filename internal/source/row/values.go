@@ -1,4 +1,4 @@
-package source
+package row
 
 import (
 	"encoding/json"
@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -52,16 +51,29 @@ const (
 
 var declaredScale = regexp.MustCompile(`\(\s*\d+\s*,\s*(\d+)\s*\)`)
 
-// column is one column a source reads.
-type column struct {
-	name string
+// A Column is one column a source reads: its name, its type as its driver classed it, and how its
+// values become what a Row holds.
+type Column struct {
+	Name string
 	ColumnType
-	dl    Driver
+	types Types
 	scale int  // the declared scale; -1: none
 	pass  bool // the driver's value is already what a Row holds
 	// reads: the driver's Value turns the Go driver's values into what a Row holds
 	reads bool
-	elem  *column // an array's elements (ClassArray)
+	elem  *Column // an array's elements (ClassArray)
+}
+
+// Types is what a column needs of its database's driver (a source.Driver has it; its methods
+// are documented there).
+type Types interface {
+	Classify(base string) (Class, TSFlavor)
+	Scalars() bool
+	Reads(c ColumnType) bool
+	Value(c ColumnType, v any) any
+	Elem(c ColumnType) string
+	UUID(b []byte) (string, error)
+	KeyCodec(c ColumnType) (KeyCodec, bool)
 }
 
 // BaseType is a column type as Classify takes it: upper case, without its size ("DECIMAL" for
@@ -74,11 +86,11 @@ func BaseType(dbType string) string {
 	return base
 }
 
-// newColumn describes column name, whose DatabaseTypeName (SQLite: the declared type) is dbType,
+// NewColumn describes column name, whose DatabaseTypeName (SQLite: the declared type) is dbType,
 // in driver dl: its class, how a timestamp compares with the database's clock, its declared
 // scale (-1: none), and whether the driver's values need normalizing.
-func newColumn(dl Driver, name, dbType string) column {
-	c := column{name: name, dl: dl, ColumnType: ColumnType{DBType: dbType}, scale: -1}
+func NewColumn(dl Types, name, dbType string) Column {
+	c := Column{Name: name, types: dl, ColumnType: ColumnType{DBType: dbType}, scale: -1}
 	if m := declaredScale.FindStringSubmatch(strings.ToUpper(dbType)); m != nil {
 		c.scale, _ = strconv.Atoi(m[1])
 	}
@@ -93,22 +105,26 @@ func newColumn(dl Driver, name, dbType string) column {
 		c.reads, c.pass = true, false
 	}
 	if c.Class == ClassArray {
-		e := newColumn(dl, name, dl.Elem(c.ColumnType))
+		e := NewColumn(dl, name, dl.Elem(c.ColumnType))
 		c.elem, c.pass = &e, false
 	}
 	return c
 }
 
+// Normalize turns v, a value of column c as the Go driver returned it, into what a Row holds
+// (docs/types.md).
+func (c *Column) Normalize(v any) any { return normalize(c, v) }
+
 // normalize turns what the driver returned into the value a Row shows: decimals as strings,
 // UUIDs in canonical text, JSON raw, times in UTC, nil for NULL. A value that is already right
 // is returned as the same interface value, without boxing it again. It never fails: a value of
 // an unexpected type is returned as it is.
-func normalize(c *column, v any) any {
+func normalize(c *Column, v any) any {
 	if v == nil || c.pass {
 		return v
 	}
 	if c.reads {
-		v = c.dl.Value(c.ColumnType, v)
+		v = c.types.Value(c.ColumnType, v)
 	}
 	n, err := normalizeErr(c, v)
 	if err != nil {
@@ -117,7 +133,7 @@ func normalize(c *column, v any) any {
 	return n
 }
 
-func normalizeErr(c *column, v any) (any, error) {
+func normalizeErr(c *Column, v any) (any, error) {
 	// pgx gives integers and floats at their column's width; widen them to int64 and float64.
 	switch x := v.(type) {
 	case int16:
@@ -168,7 +184,7 @@ func normalizeErr(c *column, v any) (any, error) {
 		case string:
 			return strings.ToLower(x), nil
 		case []byte:
-			return c.dl.UUID(x)
+			return c.types.UUID(x)
 		}
 	case ClassJSON:
 		switch x := v.(type) {
@@ -199,23 +215,8 @@ func normalizeErr(c *column, v any) (any, error) {
 	return v, nil
 }
 
-// selectCols is the select list that reads the source's columns names as a Row holds them: each
-// quoted, or as the driver's Select reads it.
-func (s *Source) selectCols(names []string) string {
-	out := make([]string, len(names))
-	for i, n := range names {
-		out[i] = s.dl.Quote(n)
-		if j := slices.Index(s.names, n); j >= 0 {
-			if e := s.dl.Select(s.cols[j].ColumnType, out[i]); e != "" {
-				out[i] = e
-			}
-		}
-	}
-	return strings.Join(out, ", ")
-}
-
 // normalizeElems normalizes an array's elements in place, of every dimension (a []any within).
-func normalizeElems(e *column, a []any) {
+func normalizeElems(e *Column, a []any) {
 	for i, v := range a {
 		if sub, ok := v.([]any); ok {
 			normalizeElems(e, sub)
@@ -227,9 +228,9 @@ func normalizeElems(e *column, a []any) {
 
 var errKeyType = errors.New("cannot be a cursor or key column")
 
-// codecFor picks the codec for a key column: the driver's own, or one of the generic ones.
-func codecFor(c *column) (KeyCodec, error) {
-	if k, ok := c.dl.KeyCodec(c.ColumnType); ok {
+// CodecFor picks the codec for a key column: the driver's own, or one of the generic ones.
+func CodecFor(c *Column) (KeyCodec, error) {
+	if k, ok := c.types.KeyCodec(c.ColumnType); ok {
 		return k, nil
 	}
 	switch {

@@ -1,15 +1,12 @@
-package source
+package row
 
 import (
-	"context"
-	"fmt"
 	"reflect"
 	"strconv"
 	"time"
 	"unsafe"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/jsonenc"
-	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
 // RawRows are a query's rows as the database sent them.
@@ -53,7 +50,7 @@ const (
 )
 
 // directFor is how Decode can fill a field of type t from column c without boxing its value.
-func directFor(t reflect.Type, c *column) direct {
+func directFor(t reflect.Type, c *Column) direct {
 	switch {
 	case c.Class == ClassInt && t.Kind() >= reflect.Int && t.Kind() <= reflect.Int64:
 		return directInt
@@ -161,7 +158,7 @@ func (l *lazyRow) value(i int) any {
 
 // appendJSON appends column i's value as MarshalJSON renders it, read straight from the bytes
 // for an integer, a time, text and an exact numeric of column c; false for the others.
-func (l *lazyRow) appendJSON(out []byte, i int, c *column) ([]byte, bool) {
+func (l *lazyRow) appendJSON(out []byte, i int, c *Column) ([]byte, bool) {
 	t := l.text[i]
 	if t == nil {
 		return append(out, "null"...), true
@@ -182,44 +179,29 @@ func (l *lazyRow) appendJSON(out []byte, i int, c *column) ([]byte, bool) {
 	return out, false
 }
 
-// readRaw is keyset.read through the driver's ReadRaw: false when the driver has none or
-// cannot on this pool.
-func (k *keyset) readRaw(ctx context.Context, q string, args []any, after *state.Cursor, limit int) (*Batch, bool, error) {
-	s := k.s
-	if s.dupCheck { // the repeat check compares the scanned values (keys.go)
-		return nil, false, nil
-	}
-	var b *Batch
-	var scanErr error
-	handled, err := s.dl.ReadRaw(ctx, s.db, q, args, func(rows RawRows) error {
-		b, scanErr = s.scanRaw(rows, after, limit)
-		return scanErr
-	})
-	switch {
-	case !handled:
-		return nil, false, nil
-	case err != nil && scanErr != nil:
-		return nil, true, scanErr
-	case err != nil:
-		return nil, true, fmt.Errorf("source: poller %q, table %s: fetch: %w", s.poller, s.def.Table, err)
-	}
-	return b, true, nil
-}
-
 // rawBlock is the size of the blocks a batch's raw values are copied into.
 const rawBlock = 32 << 10
 
-// A rawCopier copies rows' raw values into blocks shared by a batch's rows (rawBlock bytes;
+// A RawCopier copies rows' raw values into blocks shared by a batch's rows (rawBlock bytes;
 // per rows' value slices and lazyRows at a time): a row costs no allocation of its own.
-type rawCopier struct {
+type RawCopier struct {
 	n, per int // values a row keeps (its first n), rows per allocation
 	texts  [][]byte
 	lazies []lazyRow
 	block  []byte
 }
 
-// row copies the first n of vals and returns them as a row decoded by cols.
-func (c *rawCopier) row(vals [][]byte, cols []RawColumn) *lazyRow {
+// NewRawCopier copies the first n values of each row, allocating for per rows at a time.
+func NewRawCopier(n, per int) *RawCopier { return &RawCopier{n: n, per: per} }
+
+// Row copies the first n of vals and returns them as a row of shape sh, decoded by cols when
+// read.
+func (c *RawCopier) Row(sh *Shape, vals [][]byte, cols []RawColumn) Row {
+	return Row{sh: sh, lz: c.lazy(vals, cols)}
+}
+
+// lazy copies the first n of vals and returns them as a lazyRow decoded by cols.
+func (c *RawCopier) lazy(vals [][]byte, cols []RawColumn) *lazyRow {
 	n := c.n
 	if len(c.texts) < n {
 		c.texts = make([][]byte, n*c.per)
@@ -245,33 +227,4 @@ func (c *rawCopier) row(vals [][]byte, cols []RawColumn) *lazyRow {
 	c.lazies = c.lazies[1:]
 	lz.text, lz.cols = t, cols[:n:n]
 	return lz
-}
-
-// scanRaw is scan for rows as the database sent them: each row's values are copied into blocks
-// shared by the batch's rows, and decoded when read.
-func (s *Source) scanRaw(rows RawRows, after *state.Cursor, limit int) (*Batch, error) {
-	b := &Batch{src: s, From: after, Rows: make([]Row, 0, min(limit, 1024))}
-	n := len(s.cols)
-	cols := rows.Columns()
-	if len(cols) != n {
-		return nil, fmt.Errorf("source: poller %q, table %s: fetch: the query returned %d columns, want %d", s.poller, s.def.Table, len(cols), n)
-	}
-	cp := rawCopier{n: n, per: min(limit, 256)}
-	for rows.Next() {
-		lz := cp.row(rows.Values(), cols)
-		r := Row{src: s, lz: lz}
-		if err := s.checkKeys(r); err != nil {
-			return nil, err
-		}
-		if s.flavor == TSText {
-			if err := s.checkTextStamp(r, lz.value(s.keyIdx[0])); err != nil {
-				return nil, err
-			}
-		}
-		b.Rows = append(b.Rows, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("source: poller %q, table %s: fetch: %w", s.poller, s.def.Table, err)
-	}
-	return b, s.endBatch(b)
 }

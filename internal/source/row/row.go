@@ -1,4 +1,8 @@
-package source
+// Package row is a source's rows as the runtime hands them on: each row's values as the database
+// sent them, normalized when read (docs/types.md), what a change-stream row says of its change
+// and transaction, its cursor, and its decoding into a poller's row type or JSON. A source lays
+// out a Shape when it opens (its table, columns and key) and its rows point at it.
+package row
 
 import (
 	"database/sql"
@@ -26,7 +30,7 @@ import (
 // A Row holds the driver's values and normalizes each one when it is read, so a handler pays
 // only for the conversions it uses. It is safe for concurrent readers.
 type Row struct {
-	src *Source
+	sh  *Shape
 	raw []any
 	ch  *Change // what a change-stream cursor read (logical, changetracking); nil for a keyset row
 	// read says the row is a backfill's (ReadChunk): its current values, not a change.
@@ -46,17 +50,17 @@ func (r Row) null(i int) bool {
 // value returns column i's normalized value.
 func (r Row) value(i int) any {
 	if r.lz != nil {
-		return normalize(&r.src.cols[i], r.lz.value(i))
+		return normalize(&r.sh.Cols[i], r.lz.value(i))
 	}
 	if r.ch != nil && r.ch.Text != nil {
-		return normalize(&r.src.cols[i], r.ch.decode(i))
+		return normalize(&r.sh.Cols[i], r.ch.decode(i))
 	}
-	return normalize(&r.src.cols[i], r.raw[i])
+	return normalize(&r.sh.Cols[i], r.raw[i])
 }
 
 // Values returns the normalized values in column order (see Batch.Columns), in a new slice.
 func (r Row) Values() []any {
-	out := make([]any, len(r.src.cols))
+	out := make([]any, len(r.sh.Cols))
 	for i := range out {
 		out[i] = r.value(i)
 	}
@@ -65,8 +69,8 @@ func (r Row) Values() []any {
 
 // Get returns the value of a column, or nil when there is no such column.
 func (r Row) Get(column string) any {
-	for i, c := range r.src.cols {
-		if c.name == column {
+	for i, c := range r.sh.Cols {
+		if c.Name == column {
 			return r.value(i)
 		}
 	}
@@ -75,8 +79,8 @@ func (r Row) Get(column string) any {
 
 // Key returns the row's key columns and values: its identity, for deduplication.
 func (r Row) Key() map[string]any {
-	out := make(map[string]any, len(r.src.def.PK))
-	for _, k := range r.src.def.PK {
+	out := make(map[string]any, len(r.sh.PK))
+	for _, k := range r.sh.PK {
 		out[k] = r.Get(k)
 	}
 	return out
@@ -117,15 +121,15 @@ func (r Row) Tx() uint64 {
 }
 
 // Table is the row's table, as the poller names it (schema-qualified when it names a schema).
-func (r Row) Table() string { return r.src.table }
+func (r Row) Table() string { return r.sh.Table }
 
 // OfSeveral says the row is of a poller of several tables (Definition.More): a position in
 // their stream is not the row's alone (a change version holds every table's changes), so a
 // message id mixes its table in.
-func (r Row) OfSeveral() bool { return r.src.part || len(r.src.parts) > 0 }
+func (r Row) OfSeveral() bool { return r.sh.Several }
 
 // Columns are the names of the row's columns, in the order of Values: its table's.
-func (r Row) Columns() []string { return slices.Clone(r.src.names) }
+func (r Row) Columns() []string { return slices.Clone(r.sh.Names) }
 
 // A Transaction is what a commit-ordered cursor (logical, changetracking) says of a change's
 // transaction: enough to apply a transaction at once (collect its changes until Last) and to
@@ -177,7 +181,7 @@ func (r Row) Before() (Row, bool) {
 		return Row{}, false
 	}
 	// A column the change lacks (added after it was written) is missing from its old row too.
-	return Row{src: r.src, ch: &Change{Op: r.ch.Op, Text: old, Decode: r.ch.Decode, Commit: r.ch.Commit, Unchanged: r.ch.Unchanged}}, true
+	return Row{sh: r.sh, ch: &Change{Op: r.ch.Op, Text: old, Decode: r.ch.Decode, Commit: r.ch.Commit, Unchanged: r.ch.Unchanged}}, true
 }
 
 // old is the row before the change, as the database sent it: an update's Images.Old, a delete's
@@ -206,14 +210,14 @@ func (r Row) Changed() ([]string, bool) {
 	case im == nil:
 		return nil, false
 	case im.Changed != nil:
-		out = r.src.columnsIn(out, im.Changed)
+		out = r.sh.columnsIn(out, im.Changed)
 	case im.Old != nil && ch.Text != nil:
 		for i := range ch.Text {
 			if r.unchanged(i) {
 				continue
 			}
 			if (im.Old[i] == nil) != (ch.Text[i] == nil) || string(im.Old[i]) != string(ch.Text[i]) {
-				out = append(out, r.src.cols[i].name)
+				out = append(out, r.sh.Cols[i].Name)
 			}
 		}
 	default:
@@ -233,14 +237,14 @@ func (r Row) Unchanged() []string {
 	if r.ch == nil {
 		return nil
 	}
-	return r.src.columnsIn(nil, r.ch.Unchanged)
+	return r.sh.columnsIn(nil, r.ch.Unchanged)
 }
 
 // columnsIn appends to out the names of the columns mask marks, in column order.
-func (s *Source) columnsIn(out []string, mask []bool) []string {
+func (s *Shape) columnsIn(out []string, mask []bool) []string {
 	for i, m := range mask {
 		if m {
-			out = append(out, s.cols[i].name)
+			out = append(out, s.Cols[i].Name)
 		}
 	}
 	return out
@@ -256,26 +260,26 @@ func (r Row) Cursor() (state.Cursor, error) {
 	if r.ch != nil {
 		return r.ch.Cursor, nil
 	}
-	s := r.src
-	c := state.Cursor{Kind: s.def.Cursor.Kind}
-	for j, idx := range s.keyIdx {
-		raw, err := s.codecs[j].Encode(r.value(idx))
+	s := r.sh
+	c := state.Cursor{Kind: s.Kind}
+	for j, idx := range s.KeyIdx {
+		raw, err := s.Codecs[j].Encode(r.value(idx))
 		if err != nil {
 			key, _ := json.Marshal(r.Key())
 			fix := ""
 			if j == 0 && errors.Is(err, ErrUnreachableRow) {
-				fix = ". " + s.q.stampFix
+				fix = ". " + s.StampFix
 			}
-			return state.Cursor{}, fmt.Errorf("source: poller %q, table %s, column %q, the row with key %s: %w%s", s.poller, s.def.Table, s.keyCols[j], key, err, fix)
+			return state.Cursor{}, fmt.Errorf("source: poller %q, table %s, column %q, the row with key %s: %w%s", s.Poller, s.Table, s.KeyCols[j], key, err, fix)
 		}
 		if j == 0 {
 			c.Value = raw
 			continue
 		}
 		if c.Tiebreaker == nil {
-			c.Tiebreaker = make(map[string]json.RawMessage, len(s.keyIdx)-1)
+			c.Tiebreaker = make(map[string]json.RawMessage, len(s.KeyIdx)-1)
 		}
-		c.Tiebreaker[s.keyCols[j]] = raw
+		c.Tiebreaker[s.KeyCols[j]] = raw
 	}
 	return c, nil
 }
@@ -284,10 +288,10 @@ func (r Row) Cursor() (state.Cursor, error) {
 // their full fractional precision, exact numerics strings, binary base64, NaN and the infinities
 // strings, NULL null (docs/types.md). Columns the change did not carry (Unchanged) are left out.
 func (r Row) MarshalJSON() ([]byte, error) {
-	out := make([]byte, 0, 32*len(r.src.cols))
+	out := make([]byte, 0, 32*len(r.sh.Cols))
 	out = append(out, '{')
 	first := true
-	for i, c := range r.src.cols {
+	for i, c := range r.sh.Cols {
 		if r.unchanged(i) {
 			continue
 		}
@@ -295,17 +299,17 @@ func (r Row) MarshalJSON() ([]byte, error) {
 			out = append(out, ',')
 		}
 		first = false
-		out = jsonenc.AppendString(out, c.name)
+		out = jsonenc.AppendString(out, c.Name)
 		out = append(out, ':')
 		if r.lz != nil {
 			var ok bool
-			if out, ok = r.lz.appendJSON(out, i, &r.src.cols[i]); ok {
+			if out, ok = r.lz.appendJSON(out, i, &r.sh.Cols[i]); ok {
 				continue
 			}
 		}
 		var err error
-		if out, err = appendValue(out, r.value(i), &r.src.cols[i]); err != nil {
-			return nil, fmt.Errorf("source: column %q: %w", c.name, err)
+		if out, err = appendValue(out, r.value(i), &r.sh.Cols[i]); err != nil {
+			return nil, fmt.Errorf("source: column %q: %w", c.Name, err)
 		}
 	}
 	return append(out, '}'), nil
@@ -315,7 +319,7 @@ func (r Row) MarshalJSON() ([]byte, error) {
 // (docs/types.md): floats as encoding/json writes them (a single-precision column's with float32
 // digits) but NaN and the infinities as strings, times as jsonenc.AppendTime writes them, an
 // array's elements as their type's values.
-func appendValue(out []byte, v any, c *column) ([]byte, error) {
+func appendValue(out []byte, v any, c *Column) ([]byte, error) {
 	switch v := v.(type) {
 	case nil:
 		return append(out, "null"...), nil
@@ -373,7 +377,7 @@ func (r Row) Decode(dst any) error {
 	}
 	base := rv.UnsafePointer()
 	rv = rv.Elem()
-	plan := r.src.planFor(rv.Type())
+	plan := r.sh.planFor(rv.Type())
 	for _, p := range plan {
 		if p.direct != directNone && r.lz != nil && r.lz.set(unsafe.Add(base, p.offset), p.kind, p.col, p.direct) {
 			continue
@@ -386,7 +390,7 @@ func (r Row) Decode(dst any) error {
 			err = assignValue(f, v)
 		}
 		if err != nil {
-			return fmt.Errorf("source: column %q into field %s.%s: %w", r.src.cols[p.col].name, rv.Type().Name(), rv.Type().FieldByIndex(p.field).Name, err)
+			return fmt.Errorf("source: column %q into field %s.%s: %w", r.sh.Cols[p.col].Name, rv.Type().Name(), rv.Type().FieldByIndex(p.field).Name, err)
 		}
 	}
 	return nil
@@ -445,7 +449,7 @@ type decodePlan struct {
 // planFor returns Decode's plan for struct type t: from the source's last one when it is for t
 // (a poller decodes into one type, row after row: one pointer comparison per row), else from
 // its map of plans by type.
-func (s *Source) planFor(t reflect.Type) []fieldPlan {
+func (s *Shape) planFor(t reflect.Type) []fieldPlan {
 	if p := s.lastPlan.Load(); p != nil && p.t == t {
 		return p.plan
 	}
@@ -463,11 +467,11 @@ func (s *Source) planFor(t reflect.Type) []fieldPlan {
 		if name == "-" {
 			continue
 		}
-		for i, c := range s.cols {
-			if (tagged && c.name == name) || (!tagged && strings.EqualFold(c.name, f.Name)) {
+		for i, c := range s.Cols {
+			if (tagged && c.Name == name) || (!tagged && strings.EqualFold(c.Name, f.Name)) {
 				p := fieldPlan{field: f.Index, col: i, scanner: scans(f.Type)}
 				if off, ok := fieldOffset(t, f.Index); ok && !p.scanner {
-					p.direct, p.kind, p.offset = directFor(f.Type, &s.cols[i]), f.Type.Kind(), off
+					p.direct, p.kind, p.offset = directFor(f.Type, &s.Cols[i]), f.Type.Kind(), off
 				}
 				plan = append(plan, p)
 				break
@@ -702,4 +706,24 @@ func assignValue(f reflect.Value, v any) error {
 		f.Set(rv)
 	}
 	return nil
+}
+
+// BackfillKey is the row's primary key as one string, the same for a backfill's read of a row
+// and for a change of it (each column's value in its key codec, in the key's order): a tick
+// matches a chunk's reads with the changes delivered meanwhile by it.
+func (r Row) BackfillKey() (string, error) {
+	s := r.sh
+	var b []byte
+	for i, pk := range s.PK {
+		idx, codec := s.pkCodec(pk)
+		raw, err := codec.Encode(r.value(idx))
+		if err != nil {
+			return "", fmt.Errorf("source: poller %q, table %s, column %q: %w", s.Poller, s.Table, pk, err)
+		}
+		if i > 0 {
+			b = append(b, 0) // JSON never holds a raw NUL
+		}
+		b = append(b, raw...)
+	}
+	return string(b), nil
 }
