@@ -1,6 +1,6 @@
 // Package source reads a SQL table for a poller, in keyset order or from the database's change
-// stream. It is the portable part: the definition, Source, Row and Batch, the keyset queries,
-// value normalization and key codecs, the errors and the Stats a source reports. It names no
+// stream. It is the portable part: the definition, Source and Batch, the keyset queries, the
+// errors and the Stats a source reports; the rows, their values and key codecs are package row. It names no
 // database and imports no database driver: each database is a package of its own that
 // implements the Driver interface declared here, and package drivers is the one place that lists
 // them and opens a source with the one a poller's settings name:
@@ -63,26 +63,8 @@
 // delete; the keyset kinds say upsert), a delete carries its key and, where the database gives
 // it, the old row (Row.HasRow), and they arrive in commit order, deletes included. Each reader is
 // its driver's ChangeStream; the tick calls Source.Committed after each commit, which advances a
-// logical cursor's slot up to the checkpoint. A change stream takes no filter.
-//
-// # Change Tracking
-//
-// A changetracking cursor reads CHANGETABLE(CHANGES table, @base): one row per key changed after
-// @base, at its latest version, with its net op (I insert, U update, D delete; a delete and a
-// re-insert of a key is an update, an insert then a delete a delete). Each read takes
-// CHANGE_TRACKING_CURRENT_VERSION() as its bound, then in a snapshot transaction checks the
-// checkpoint against the table's CHANGE_TRACKING_MIN_VALID_VERSION and selects TOP (@n) changes
-// up to the bound in (version, key) order, LEFT JOINed to the table for the current values; a
-// delete carries its key only. The cursor's Value is a version: alone, every change up to it is
-// done; with the key as tiebreaker, the position is inside that version (a transaction larger
-// than a batch), and the next read is CHANGES(@version-1) after (version, key). Versions are
-// given at commit, so nothing commits behind the cursor. A checkpoint below the minimum valid
-// version (retention cleanup, a TRUNCATE TABLE) fails with ErrExpired, naming `pollerctl reset P
-// --to-beginning` and the re-read the consumer then needs; it is never skipped. Open checks
-// Change Tracking on the database and the table, ALLOW_SNAPSHOT_ISOLATION, the VIEW CHANGE
-// TRACKING permission and that the key is the primary key, each with its fix (ErrNotTracked). A
-// quiet table's checkpoint is moved up to the current version before it can expire. The reasoning
-// is package sqlserver's changetracking.go's comment.
+// logical cursor's slot up to the checkpoint. How Change Tracking is read is package
+// sqlserver's doc.
 //
 // # Rows the cursor cannot reach
 //
@@ -122,15 +104,6 @@
 // rowversion SQL Server does it. An update that leaves the cursor column alone is not seen, and
 // deletes are never seen: a keyset reader sees only rows that exist. Use soft deletes (a flag
 // column plus an updated cursor) where deletes matter.
-//
-// # Rows
-//
-// A Row carries every column, its key (Key, the dedup identity) and its cursor (Cursor, what a
-// checkpoint records). Values are normalized when read: exact numerics as decimal strings,
-// timestamps as time.Time in UTC at full precision, binary as []byte (base64 in JSON), UUIDs and
-// SQL Server uniqueidentifiers in canonical lower-case text (go-mssqldb's mixed-endian bytes are
-// reordered), JSON columns as raw JSON, NULL as nil. Row.MarshalJSON and Row.Decode (into the
-// poller's own struct) build on that.
 //
 // # Fingerprint
 //

@@ -1,6 +1,25 @@
 // Package sqlserver is the source driver for SQL Server and Azure SQL, through go-mssqldb (with
 // Entra ID through its azuread driver): its SQL and types, the rowversion cursor, and the
 // changetracking cursor, which reads SQL Server Change Tracking (changetracking.go).
+//
+// # Change Tracking
+//
+// A changetracking cursor reads CHANGETABLE(CHANGES table, @base): one row per key changed after
+// @base, at its latest version, with its net op (I insert, U update, D delete; a delete and a
+// re-insert of a key is an update, an insert then a delete a delete). Each read takes
+// CHANGE_TRACKING_CURRENT_VERSION() as its bound, then in a snapshot transaction checks the
+// checkpoint against the table's CHANGE_TRACKING_MIN_VALID_VERSION and selects TOP (@n) changes
+// up to the bound in (version, key) order, LEFT JOINed to the table for the current values; a
+// delete carries its key only. The cursor's Value is a version: alone, every change up to it is
+// done; with the key as tiebreaker, the position is inside that version (a transaction larger
+// than a batch), and the next read is CHANGES(@version-1) after (version, key). Versions are
+// given at commit, so nothing commits behind the cursor. A checkpoint below the minimum valid
+// version (retention cleanup, a TRUNCATE TABLE) fails with ErrExpired, naming `pollerctl reset P
+// --to-beginning` and the re-read the consumer then needs; it is never skipped. Open checks
+// Change Tracking on the database and the table, ALLOW_SNAPSHOT_ISOLATION, the VIEW CHANGE
+// TRACKING permission and that the key is the primary key, each with its fix (ErrNotTracked). A
+// quiet table's checkpoint is moved up to the current version before it can expire. The reasoning
+// is changetracking.go's comment.
 package sqlserver
 
 import (
