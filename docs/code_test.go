@@ -14,7 +14,7 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/declared"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerstatus"
-	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres/pgcdc"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/poller"
 	"github.com/pseudotrigger/pseudotrigger/sink"
@@ -185,7 +185,7 @@ func TestContractFields(t *testing.T) {
 		{"Sink messages", jsonFields(reflect.TypeFor[sink.Change]())},
 		{"The state document", jsonFields(reflect.TypeFor[state.Doc]())},
 		// A Row's driver details are members of its own: the slot of a logical poller.
-		{"Status JSON", append(jsonFields(reflect.TypeFor[pollerstatus.Row]()), postgres.SlotDetail)},
+		{"Status JSON", append(jsonFields(reflect.TypeFor[pollerstatus.Row]()), pgcdc.SlotDetail)},
 	} {
 		got := tableNames(t, "docs/contract.md", c.section)
 		slices.Sort(got)

@@ -20,6 +20,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/replicacheck"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres/pgcdc"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/blobstore"
@@ -53,7 +54,7 @@ type replicaRun struct {
 	hook    *httptest.Server
 	extra   []string // settings for every process
 	ticks   *replicacheck.Ticks
-	start   postgres.Position
+	start   pgcdc.Position
 	// snapshot: the poller began with a snapshot of the table (REPLICA_INITIAL=snapshot).
 	snapshot bool
 	// skip is the writer whose changes the poller skips (REPLICA_SKIP_WRITER), "" for none.
@@ -176,7 +177,7 @@ func (r *replicaRun) afterKill(pid int) {
 		r.kills = append(r.kills, fmt.Sprintf("pid %d killed: slot %s (%v), checkpoint %v (%v)", pid, slot, serr, cp, cerr))
 		return
 	}
-	pos, _ := postgres.CursorPosition(cp)
+	pos, _ := pgcdc.CursorPosition(cp)
 	if slot.Before(pos) {
 		r.behind++
 	}

@@ -19,7 +19,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/deadletter"
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
-	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres/pgcdc"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/blobstore"
@@ -134,9 +134,9 @@ func (w *cdcWorld) exists(name string) (slot, pub bool) {
 	return slot, pub
 }
 
-func (w *cdcWorld) confirmed(slot string) postgres.Position {
+func (w *cdcWorld) confirmed(slot string) pgcdc.Position {
 	w.t.Helper()
-	st, err := postgres.SlotStatus(ctx, w.db, slot)
+	st, err := pgcdc.SlotStatus(ctx, w.db, slot)
 	if err != nil || !st.Exists {
 		w.t.Fatalf("slot %s: %+v %v", slot, st, err)
 	}
@@ -237,7 +237,7 @@ func TestLogicalResetCloneStatus(t *testing.T) {
 		if d := w.doc("lg"); d.Lease.FencingToken != before.Lease.FencingToken {
 			t.Fatal("a refused reset wrote the state")
 		}
-		later := postgres.Position{LSN: at.LSN + 16, Changes: 2}
+		later := pgcdc.Position{LSN: at.LSN + 16, Changes: 2}
 		w.must(ctl.ExitOK, []string{"reset", "lg", "--to-cursor", later.String(), "--yes"}, "is at or after replication slot")
 		if c := w.doc("lg").Checkpoint.Cursor; c == nil || string(c.Value) != `"`+later.String()+`"` || c.Kind != state.KindLogical {
 			t.Fatalf("after the reset: %+v", c)
@@ -247,7 +247,7 @@ func TestLogicalResetCloneStatus(t *testing.T) {
 		w.run("status", "lg", "--json")
 		var rows []struct {
 			Slot *struct {
-				postgres.SlotState
+				pgcdc.SlotState
 				From             string `json:"from"`
 				MaxRetainedBytes int64  `json:"max_retained_bytes"`
 			} `json:"slot"`
@@ -298,7 +298,7 @@ func TestLogicalDeadLetterReplay(t *testing.T) {
 		w.must(ctl.ExitOK, []string{"cdc", "enable", "lg", "--yes"})
 		w.must(ctl.ExitOK, []string{"reset", "lg", "--to-beginning", "--yes"})
 		w.exec("INSERT INTO " + w.table + " VALUES (1, 'now'), (3, 'back')")
-		pos := postgres.Position{LSN: 0x100}.Cursor()
+		pos := pgcdc.Position{LSN: 0x100}.Cursor()
 		key := func(id int) map[string]json.RawMessage {
 			return map[string]json.RawMessage{"id": json.RawMessage(fmt.Sprint(id))}
 		}

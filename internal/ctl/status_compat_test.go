@@ -10,7 +10,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/mysql"
-	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres/pgcdc"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
@@ -20,7 +20,7 @@ import (
 func TestStatusDetailLines(t *testing.T) {
 	n := func(v int64) *int64 { return &v }
 	d, _ := drivers.ForKind(state.KindLogical)
-	slot := func(name string, probed *postgres.SlotState, history ...state.Tick) Row {
+	slot := func(name string, probed *pgcdc.SlotState, history ...state.Tick) Row {
 		in := source.StatusInput{Poller: name, History: history, MaxRetained: 1 << 30}
 		if probed != nil {
 			in.Probe = []source.Detail{{Key: "slot", Value: *probed}}
@@ -29,9 +29,9 @@ func TestStatusDetailLines(t *testing.T) {
 			Details: d.StatusDetails(in)}
 	}
 	rows := []Row{
-		slot("lg", &postgres.SlotState{Name: "pt_lg", Exists: true, Active: true, ConfirmedFlush: "0/16D3290", RetainedBytes: n(4096)}),
+		slot("lg", &pgcdc.SlotState{Name: "pt_lg", Exists: true, Active: true, ConfirmedFlush: "0/16D3290", RetainedBytes: n(4096)}),
 		slot("lg2", nil, state.Tick{RetainedBytes: n(2 << 30)}),
-		slot("gone", &postgres.SlotState{Name: "pt_gone"}),
+		slot("gone", &pgcdc.SlotState{Name: "pt_gone"}),
 		{Poller: "my", Health: pollerstatus.HealthOK, State: pollerstatus.StateNone, RowsWaiting: -1,
 			Probe: &pollerstatus.Probe{OK: true, Details: []source.Detail{mysql.OpenTrx{Active: true, Bound: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}.Detail()}}},
 		{Poller: "my2", Health: pollerstatus.HealthOK, State: pollerstatus.StateNone, RowsWaiting: -1,

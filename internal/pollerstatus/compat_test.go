@@ -13,7 +13,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerstatus"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/mysql"
-	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres/pgcdc"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
@@ -50,7 +50,7 @@ func TestStatusCompat(t *testing.T) {
 	putDoc(t, st, doc)
 	clk.Advance(time.Second)
 
-	slot := postgres.SlotState{Name: "pt_orders", Exists: true, Type: "logical", Plugin: "pgoutput", Database: "app", Here: true,
+	slot := pgcdc.SlotState{Name: "pt_orders", Exists: true, Type: "logical", Plugin: "pgoutput", Database: "app", Here: true,
 		ConfirmedFlush: "0/16D3290", RestartLSN: "0/16D0000", RetainedBytes: bytesPtr(3 << 20), WALStatus: "reserved", WALEnd: "0/16E0000"}
 	*probe = pollerstatus.Probe{OK: true, RowsWaiting: 0, LagSeconds: ptr(0), DurationMS: 4, Details: []source.Detail{{Key: "slot", Value: slot}}}
 	fromProbe := pollerstatus.Read(ctx, st, cfg, "orders")

@@ -13,7 +13,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/clock"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerstatus"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
-	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres/pgcdc"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/memstore"
@@ -24,7 +24,7 @@ func bytesPtr(n int64) *int64 { return &n }
 func logicalDoc(at string) *state.Doc {
 	d := &state.Doc{Version: 1, PollerName: "orders", Lease: state.Lease{OwnerID: "test/host/1", FencingToken: 3, TTLSeconds: 60}}
 	if at != "" {
-		p, err := postgres.ParsePosition(at)
+		p, err := pgcdc.ParsePosition(at)
 		if err != nil {
 			panic(err)
 		}
@@ -96,7 +96,7 @@ func TestSlotHealth(t *testing.T) {
 		RetainedBytes: bytesPtr(2 << 20)})
 	putDoc(t, st, doc)
 	clk.Advance(time.Second)
-	slot := postgres.SlotState{Name: "pt_orders", Exists: true, Type: "logical", Plugin: "pgoutput", Here: true, ConfirmedFlush: "0/16D3290"}
+	slot := pgcdc.SlotState{Name: "pt_orders", Exists: true, Type: "logical", Plugin: "pgoutput", Here: true, ConfirmedFlush: "0/16D3290"}
 	read := func(step, want string, reason ...string) pollerstatus.Row {
 		t.Helper()
 		r := pollerstatus.Read(ctx, st, cfg, "orders")
@@ -161,7 +161,7 @@ func TestSlotHealth(t *testing.T) {
 func TestSlotAhead(t *testing.T) {
 	clk := clock.NewFake(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
 	st := memstore.New(clk)
-	slot := postgres.SlotState{Name: "pt_orders", Exists: true, Type: "logical", Plugin: "pgoutput", Here: true, ConfirmedFlush: "0/16D3290", RetainedBytes: bytesPtr(1)}
+	slot := pgcdc.SlotState{Name: "pt_orders", Exists: true, Type: "logical", Plugin: "pgoutput", Here: true, ConfirmedFlush: "0/16D3290", RetainedBytes: bytesPtr(1)}
 	stale := logicalDoc("0/16D0000+9")
 	stale.AddHistory(state.Tick{At: state.At(clk.Now()), Outcome: "committed", RowsWaiting: 0})
 	putDoc(t, st, stale)

@@ -21,7 +21,7 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
-	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres/pgcdc"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/poller"
 )
@@ -50,7 +50,7 @@ func (r Row) String() string {
 // Change is a delivered change as the checks see it.
 type Change struct {
 	Table  string `json:"table,omitempty"` // Row.Table (checked against Setup.TableOf)
-	Pos    string `json:"pos"`             // the position just after it (postgres.Position's text)
+	Pos    string `json:"pos"`             // the position just after it (pgcdc.Position's text)
 	Op     string `json:"op"`
 	ID     int64  `json:"id"`
 	HasRow bool   `json:"has_row"`
@@ -105,7 +105,7 @@ func FromRow(r poller.Row) (Change, error) {
 		if err != nil {
 			return Change{}, err
 		}
-		pos, err := postgres.CursorPosition((*state.Cursor)(&cur))
+		pos, err := pgcdc.CursorPosition((*state.Cursor)(&cur))
 		if err != nil {
 			return Change{}, err
 		}
@@ -245,7 +245,7 @@ func posText(c *state.Cursor) (string, error) {
 	if c == nil {
 		return "", nil
 	}
-	p, err := postgres.CursorPosition(c)
+	p, err := pgcdc.CursorPosition(c)
 	if err != nil {
 		return "", err
 	}
@@ -279,8 +279,8 @@ func (r *Recorder) Len() int {
 	return len(r.batches)
 }
 
-func mustPos(s string) postgres.Position {
-	p, err := postgres.ParsePosition(s)
+func mustPos(s string) pgcdc.Position {
+	p, err := pgcdc.ParsePosition(s)
 	if err != nil {
 		panic(err)
 	}
@@ -315,7 +315,7 @@ func Stream(batches []Batch) (stream []Change, repeats int, err error) {
 				// batch resumes at the first change after it; whether it skipped one is for the
 				// witness comparison (SameStream) and the table to tell.
 				from := mustPos(b.From)
-				k, _ = slices.BinarySearchFunc(stream, from, func(c Change, p postgres.Position) int {
+				k, _ = slices.BinarySearchFunc(stream, from, func(c Change, p pgcdc.Position) int {
 					if mustPos(c.Pos).Before(p) || c.Pos == b.From {
 						return -1
 					}
@@ -668,12 +668,12 @@ func (s *Setup) Hide(table map[int64]Row, stream []Change) (problems []string) {
 }
 
 // SlotLSN reads a slot's confirmed position.
-func (s *Setup) SlotLSN(ctx context.Context, slot string) (postgres.Position, error) {
+func (s *Setup) SlotLSN(ctx context.Context, slot string) (pgcdc.Position, error) {
 	var lsn string
 	if err := s.DB.QueryRowContext(ctx, "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1", slot).Scan(&lsn); err != nil {
-		return postgres.Position{}, fmt.Errorf("slot %s: %w", slot, err)
+		return pgcdc.Position{}, fmt.Errorf("slot %s: %w", slot, err)
 	}
-	return postgres.ParsePosition(lsn)
+	return pgcdc.ParsePosition(lsn)
 }
 
 // WitnessStream reads the whole stream from the witness slot (which nothing advanced) through
@@ -972,7 +972,7 @@ func (w *Workload) Stats() string {
 
 // Violation is a sample in which the slot was ahead of the checkpoint.
 type Violation struct {
-	Slot, Checkpoint postgres.Position
+	Slot, Checkpoint pgcdc.Position
 	HaveCheckpoint   bool
 	At               time.Time
 }
@@ -1002,7 +1002,7 @@ type Sampler struct {
 	Checkpoint func(ctx context.Context) (*state.Cursor, error)
 	// Start is the slot's position before anything was committed: without a checkpoint the
 	// slot must still be there.
-	Start postgres.Position
+	Start pgcdc.Position
 
 	mu         sync.Mutex
 	Samples    int
@@ -1042,7 +1042,7 @@ func (s *Sampler) Sample(ctx context.Context) {
 	if c == nil {
 		bad = s.Start.Before(slot)
 	} else {
-		cp, err := postgres.CursorPosition(c)
+		cp, err := pgcdc.CursorPosition(c)
 		if err != nil {
 			s.fail(ctx, err)
 			return
@@ -1132,7 +1132,7 @@ func (s *Setup) Verify(ctx context.Context, cfg source.Config, batches []Batch, 
 		}
 		return stream, repeats, problems
 	}
-	cp, err := postgres.CursorPosition(checkpoint)
+	cp, err := pgcdc.CursorPosition(checkpoint)
 	if err != nil {
 		return stream, repeats, append(problems, err.Error())
 	}

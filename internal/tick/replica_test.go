@@ -24,6 +24,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/replicacheck"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres/pgcdc"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/blobstore"
@@ -178,12 +179,12 @@ func (e *tickErrors) staleView(err error) bool {
 	if m == nil {
 		return false
 	}
-	slot, perr := postgres.ParsePosition(m[1])
+	slot, perr := pgcdc.ParsePosition(m[1])
 	cp, cerr := e.w.checkpoint(context.Background())
 	if perr != nil || cerr != nil || cp == nil {
 		return false
 	}
-	pos, perr := postgres.CursorPosition(cp)
+	pos, perr := pgcdc.CursorPosition(cp)
 	return perr == nil && slot.LSN <= pos.LSN
 }
 
@@ -404,7 +405,7 @@ func runLogicalReplica(t *testing.T, w *replicaWorld) {
 	if err != nil || cp == nil {
 		t.Fatalf("checkpoint %v, %v", cp, err)
 	}
-	cpPos, _ := postgres.CursorPosition(cp)
+	cpPos, _ := pgcdc.CursorPosition(cp)
 	if len(stream) > 0 && cpPos.String() != stream[len(stream)-1].Pos {
 		t.Errorf("the checkpoint is %s, the stream ends at %s", cpPos, stream[len(stream)-1].Pos)
 	}
@@ -529,7 +530,7 @@ func TestLogicalReplicaStalePeek(t *testing.T) {
 	}
 	cp, _ := w.checkpoint(ctx)
 	slot, _ := w.setup.SlotLSN(ctx, w.setup.Slot)
-	cpPos, _ := postgres.CursorPosition(cp)
+	cpPos, _ := pgcdc.CursorPosition(cp)
 	if slot.LSN > cpPos.LSN {
 		t.Fatalf("the slot %s is past the checkpoint %s", slot, cpPos)
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres/pgcdc"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
@@ -57,7 +58,7 @@ func (dr Driver) CheckSetup(ctx context.Context, db *sql.DB, d source.Definition
 	if !more { // the rest would judge a definition that does not fit
 		fs = append(fs, dr.privileges(ctx, db, d, oid.Int64)...)
 		if d.Cursor.Kind == state.KindLogical && view == "" {
-			f, err := beforeImages(ctx, db, d, table, oid.Int64)
+			f, err := pgcdc.BeforeImages(ctx, db, d, table, oid.Int64)
 			if err != nil {
 				return nil, err
 			}
@@ -293,43 +294,4 @@ FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = $1`,
 		f.Detail = "role " + user + " lacks " + strings.Join(lack, ", ") + " (run the fix as the table's owner or an admin)"
 	}
 	return []source.Finding{f}
-}
-
-// beforeImages is the logical cursor's offer of before images: under REPLICA IDENTITY FULL an
-// update or a delete carries the row before it (and an update the columns it changed); under any
-// other identity the check offers FULL with its cost: each update and delete writes the old row
-// to the WAL too, about the table's average row (its size over its rows, as last counted).
-//
-// A publication's column list must hold every column under FULL (or the table's updates fail):
-// when the poller's publication has one, the offer first publishes every column.
-func beforeImages(ctx context.Context, db *sql.DB, d source.Definition, table string, oid int64) (source.Finding, error) {
-	var ident string
-	var avg sql.NullFloat64
-	var version, tables int
-	err := db.QueryRowContext(ctx, `SELECT c.relreplident::text, CASE WHEN c.reltuples > 0 THEN pg_relation_size(c.oid) / c.reltuples END,
-  current_setting('server_version_num')::int, (SELECT count(*) FROM pg_publication_tables pt WHERE pt.pubname = $2)::int
-FROM pg_class c WHERE c.oid = $1`, oid, d.Publication).Scan(&ident, &avg, &version, &tables)
-	if err != nil {
-		return source.Finding{}, err
-	}
-	f := source.Finding{Check: source.CheckBefore, Verdict: source.VerdictOK,
-		Detail: "REPLICA IDENTITY FULL: updates and deletes carry the row before them (before), updates the columns they changed (changed)"}
-	if ident == "f" {
-		return f, nil
-	}
-	pub, err := published(ctx, db, version, d.Publication, oid)
-	if err != nil {
-		return source.Finding{}, err
-	}
-	cost := "about one row of the table more per update and delete"
-	if avg.Valid {
-		cost = fmt.Sprintf("about %s more per update and delete (the table's average row, as PostgreSQL last counted it)", bytesText(int64(avg.Float64)))
-	}
-	f.Verdict, f.Fix = source.VerdictOffer, []string{"ALTER TABLE " + table + " REPLICA IDENTITY FULL"}
-	if pub.Columns != nil {
-		f.Fix = append([]string{alterSQL(d.Publication, table, tables, pubTable{Filter: pub.Filter})}, f.Fix...)
-		cost += "; the publication then publishes every column, as PostgreSQL requires under FULL"
-	}
-	f.Detail = "updates and deletes carry no before image and updates no changed columns, since the table's replica identity sends the old key only; REPLICA IDENTITY FULL sends the old row, at a cost in WAL (and in what the slot keeps): " + cost
-	return f, nil
 }

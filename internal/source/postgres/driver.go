@@ -1,8 +1,9 @@
 // Package postgres is the source driver for PostgreSQL and Azure Database for PostgreSQL, through
 // pgx: its SQL and types, the xid cursor, its sign-in with Entra ID (entra.go), and the logical
-// cursor, which reads the table's changes through logical decoding (logical.go, position.go),
-// with the set-up pollerctl cdc makes for it (cdc.go, cdc_admin.go) and what the status shows of
-// its replication slot (status.go).
+// cursor, which reads the table's changes through logical decoding (logical.go, pgoutput.go).
+// What the logical cursor reads besides the table (its replication slot and its positions, its
+// publication), the set-up pollerctl cdc makes and drops, and what the status shows of the slot
+// are package pgcdc's; the driver's methods for them (OpenCDC, CheckProbe, StatusDetails) call it.
 package postgres
 
 import (

@@ -14,12 +14,12 @@ package postgres
 // slower (docs/cdc.md). The blob is the truth: a holder whose commit was refused never
 // advances, and a late advance by an old holder only trails the newest checkpoint.
 //
-// Positions (see Position): a transaction is done when the checkpoint's LSN is past the start of
-// its commit record; inside a transaction larger than a batch the checkpoint counts the changes
-// done, so a tick (or a process after a crash) resumes in the middle of it. A transaction is
-// decoded whole by every peek that reaches it, so the decoded changes are kept in memory between
-// fetches (cache) and a transaction of 10,000 changes read in batches of 100 is decoded once per
-// process, not once per batch.
+// Positions (see pgcdc.Position): a transaction is done when the checkpoint's LSN is past the
+// start of its commit record; inside a transaction larger than a batch the checkpoint counts the
+// changes done, so a tick (or a process after a crash) resumes in the middle of it. A
+// transaction is decoded whole by every peek that reaches it, so the decoded changes are kept in
+// memory between fetches (cache) and a transaction of 10,000 changes read in batches of 100 is
+// decoded once per process, not once per batch.
 //
 // What a change carries:
 //   - insert: the new row. update: the new row; a column whose value PostgreSQL did not send (an
@@ -53,6 +53,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres/pgcdc"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
@@ -94,7 +95,7 @@ type logical struct {
 	ask    int     // the rows the last peek asked for: a catch-up keeps asking for at least as many
 	// served is the position after the last batch Fetch served, servedLimit the rows it was asked
 	// for (CommitWanted).
-	served      Position
+	served      pgcdc.Position
 	servedLimit int
 	slotAt      pglogrepl.LSN // the furthest position this process advanced the slot to
 }
@@ -114,10 +115,10 @@ type peeked struct {
 	// is a place that is not a change: a stop (see stops), or a keep-up mark, a position the
 	// cursor may move to with nothing to deliver.
 	rows     []*change
-	pos      []Position // pos[i] is rows[i]'s cursor
-	complete bool       // the peek reached the end of the stream as it was then
-	at       time.Time  // when it was read
-	first    Position   // its changes before first were dropped (see continues)
+	pos      []pgcdc.Position // pos[i] is rows[i]'s cursor
+	complete bool             // the peek reached the end of the stream as it was then
+	at       time.Time        // when it was read
+	first    pgcdc.Position   // its changes before first were dropped (see continues)
 	// flushed is the WAL flushed before it was read: a complete peek read every transaction that
 	// committed up to there (the server decodes up to its flush position, no earlier).
 	flushed pglogrepl.LSN
@@ -138,7 +139,7 @@ const freshFor = 250 * time.Millisecond
 
 // covers reports whether p holds every change after pos that it read (pos is not before the
 // changes it dropped, nor, for a checkpoint, before the slot it was read from).
-func (p *peeked) covers(resume bool, pos Position) bool {
+func (p *peeked) covers(resume bool, pos pgcdc.Position) bool {
 	return p != nil && !pos.Before(p.first) && (!resume || p.from <= pos.LSN)
 }
 
@@ -204,7 +205,7 @@ func notEnabled(lay *source.Layout, format string, args ...any) error {
 type change struct {
 	source.Change
 	tab int32
-	pos Position
+	pos pgcdc.Position
 }
 
 // Check reads what the cursor needs, a query for each table: wal_level, the role's REPLICATION,
@@ -327,27 +328,15 @@ WHERE r.rolname = current_user`
 }
 
 // checkFilter compares how the publication publishes the table with the poller's filter and
-// columns (pubfilter.go): a publication that filters otherwise, or leaves out a column the
-// poller reads, would deliver other changes than the poller says.
+// columns (pgcdc.CheckPublished): a publication that filters otherwise, or leaves out a column
+// the poller reads, would deliver other changes than the poller says.
 func (l *logical) checkFilter(ctx context.Context, t *ltable, version int, oid int64) error {
-	if p := filterTooOld(t.def, version); p != "" {
-		return t.fail("%s", p)
-	}
-	pub, err := published(ctx, l.lay.DB(), version, l.pub, oid)
-	if err != nil {
+	problem, err := pgcdc.CheckPublished(ctx, l.lay.DB(), l.poller, l.pub, t.def, t.table, t.lay.Columns(), version, oid)
+	switch {
+	case err != nil:
 		return t.lay.Errorf("%v", err)
-	}
-	if pub.Filter == "" && t.def.Filter == "" && pub.Columns == nil {
-		return nil
-	}
-	normalized, err := normalizeFilter(ctx, l.lay.DB(), t.table, t.def.Filter)
-	if err != nil {
-		return t.lay.Errorf("%v (the role needs TEMPORARY on the database to read a filter as PostgreSQL does)", err)
-	}
-	want := pubTable{Filter: normalized, Columns: t.lay.Columns()}
-	if !pub.covers(want) {
-		return t.fail("publication %q publishes the table with %s, and the poller reads %s: it would deliver other changes than the poller says. `pollerctl cdc enable %s --yes` makes it so (pollerctl cdc enable %s shows the statement first)",
-			l.pub, pub, want, l.poller, l.poller)
+	case problem != "":
+		return t.fail("%s", problem)
 	}
 	return nil
 }
@@ -361,13 +350,13 @@ func sortedCopy(s []string) []string {
 func quoteIdentPG(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
 
 // position reads a stored cursor; nil is the beginning of the stream (wherever the slot is).
-func (l *logical) position(after *state.Cursor) (Position, error) {
+func (l *logical) position(after *state.Cursor) (pgcdc.Position, error) {
 	if after == nil {
-		return Position{}, nil
+		return pgcdc.Position{}, nil
 	}
-	p, err := CursorPosition(after)
+	p, err := pgcdc.CursorPosition(after)
 	if err != nil {
-		return Position{}, fmt.Errorf("source: poller %q: %w: %v", l.poller, source.ErrCursor, err)
+		return pgcdc.Position{}, fmt.Errorf("source: poller %q: %w: %v", l.poller, source.ErrCursor, err)
 	}
 	return p, nil
 }
@@ -378,7 +367,7 @@ func (l *logical) CheckCursor(c *state.Cursor) error {
 }
 
 func (l *logical) CursorFromText(value string) (*state.Cursor, error) {
-	p, err := ParsePosition(strings.TrimSpace(value))
+	p, err := pgcdc.ParsePosition(strings.TrimSpace(value))
 	if err != nil {
 		return nil, fmt.Errorf("source: poller %q: %w: %v", l.poller, source.ErrCursor, err)
 	}
@@ -464,7 +453,7 @@ func (l *logical) Waiting(ctx context.Context, after *state.Cursor, limit int) (
 // is not enough and is kept between fetches, a longer peek from the same position decodes only the messages past the last one's
 // end (continuing its decoder), and the changes before pos are dropped from the cache then, so
 // that it holds at most about maxAsk messages' changes.
-func (l *logical) read(ctx context.Context, resume bool, pos Position, limit int, keepUp bool) (*peeked, int, error) {
+func (l *logical) read(ctx context.Context, resume bool, pos pgcdc.Position, limit int, keepUp bool) (*peeked, int, error) {
 	l.mu.Lock()
 	p := l.cache
 	l.mu.Unlock()
@@ -565,8 +554,8 @@ func (l *logical) emitKeepUp(ctx context.Context) error {
 }
 
 // after is the index of the first change after pos.
-func (p *peeked) after(pos Position) int {
-	i, _ := slices.BinarySearchFunc(p.pos, pos, func(e, t Position) int {
+func (p *peeked) after(pos pgcdc.Position) int {
+	i, _ := slices.BinarySearchFunc(p.pos, pos, func(e, t pgcdc.Position) int {
 		if t.Before(e) {
 			return 1
 		}
@@ -611,7 +600,7 @@ var peekQuery13 = strings.Replace(peekQuery, ", 'messages', 'true'", "", 1)
 
 // peek reads up to about ask rows of the stream from the slot's position and decodes them. A
 // slot being read by another connection is retried a few times, then is ErrBusy.
-func (l *logical) peek(ctx context.Context, ask int, prev *peeked, pos Position) (*peeked, error) {
+func (l *logical) peek(ctx context.Context, ask int, prev *peeked, pos pgcdc.Position) (*peeked, error) {
 	for try := 0; ; try++ {
 		p, err := l.peekOnce(ctx, ask, prev, pos)
 		if errors.Is(err, errSlotMoved) && try < 4 {
@@ -633,7 +622,7 @@ func (l *logical) peek(ctx context.Context, ask int, prev *peeked, pos Position)
 
 // peekOnce runs peekQuery on a connection of the pool through pgconn: each row's bytes as the
 // server sent them, no database/sql scan (which copies every value).
-func (l *logical) peekOnce(ctx context.Context, ask int, prev *peeked, pos Position) (*peeked, error) {
+func (l *logical) peekOnce(ctx context.Context, ask int, prev *peeked, pos pgcdc.Position) (*peeked, error) {
 	c, err := l.lay.DB().Conn(ctx)
 	if err != nil {
 		return nil, l.peekErr(err)
@@ -662,7 +651,7 @@ const (
 // peekResultFormats: the header as text, the messages as bytes.
 var peekResultFormats = []int16{pgtype.TextFormatCode, pgtype.BinaryFormatCode}
 
-func (l *logical) peekConn(ctx context.Context, conn *pgx.Conn, ask int, prev *peeked, pos Position) (*peeked, error) {
+func (l *logical) peekConn(ctx context.Context, conn *pgx.Conn, ask int, prev *peeked, pos pgcdc.Position) (*peeked, error) {
 	name, q := peekStmt, peekQuery
 	if !l.messages {
 		name, q = peekStmt13, peekQuery13
@@ -763,10 +752,10 @@ func (l *logical) peekHead(p *peeked, head []byte) error {
 // queue overflow, which invalidates every table). So the decoder passes over prev's part by the
 // commit positions, never by a count of messages: a count one off began decoding inside a
 // transaction (a change "outside a transaction", or worse).
-func (p *peeked) continues(prev *peeked, pos Position, l *logical) *decoder {
+func (p *peeked) continues(prev *peeked, pos pgcdc.Position, l *logical) *decoder {
 	if prev == nil || prev.from != p.from || prev.d == nil || prev.d.tx != nil {
 		n := min(max(p.asked, 1024), 1<<16)
-		p.rows, p.pos = make([]*change, 0, n), make([]Position, 0, n)
+		p.rows, p.pos = make([]*change, 0, n), make([]pgcdc.Position, 0, n)
 		p.d = l.newDecoder(p)
 		return p.d
 	}

@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -13,6 +14,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres/pgcdc"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 )
@@ -151,13 +153,13 @@ func sameMaps(t *testing.T, got, want map[int64]map[string]any) {
 }
 
 // slotPosition reads the slot's confirmed position.
-func slotPosition(t *testing.T, db *sql.DB, slot string) postgres.Position {
+func slotPosition(t *testing.T, db *sql.DB, slot string) pgcdc.Position {
 	t.Helper()
 	var lsn string
 	if err := db.QueryRow("SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1", slot).Scan(&lsn); err != nil {
 		t.Fatal(err)
 	}
-	p, err := postgres.ParsePosition(lsn)
+	p, err := pgcdc.ParsePosition(lsn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +207,7 @@ func TestLogicalOps(t *testing.T) {
 	sameMaps(t, m, tableMap(t, db, table))
 
 	// The slot is at the checkpoint, not past it; a new source resumes there with nothing.
-	cp, err := postgres.CursorPosition(last)
+	cp, err := pgcdc.CursorPosition(last)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -277,9 +279,9 @@ func TestLogicalBigTransaction(t *testing.T) {
 	}
 }
 
-func mustPos(t *testing.T, c *state.Cursor) postgres.Position {
+func mustPos(t *testing.T, c *state.Cursor) pgcdc.Position {
 	t.Helper()
-	p, err := postgres.CursorPosition(c)
+	p, err := pgcdc.CursorPosition(c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -707,4 +709,60 @@ func fmtLag(lag *float64) string {
 		return "none"
 	}
 	return fmt.Sprint(*lag)
+}
+
+// TestReplayChange: a dead-lettered change is replayed as the row's current state.
+func TestReplayChange(t *testing.T) {
+	db, table, cfg := logicalTable(t, "CREATE TABLE %s (id BIGINT PRIMARY KEY, v TEXT NOT NULL)")
+	cfg.Definition.Columns = []string{"id", "v"}
+	ctx := context.Background()
+	exec(t, db, "INSERT INTO "+table+" VALUES (1, 'now'), (3, 'back')")
+	src, err := drivers.Open(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	cur := pgcdc.Position{LSN: 0x16D3290}.Cursor()
+	key := func(id int) map[string]json.RawMessage {
+		return map[string]json.RawMessage{"id": json.RawMessage(fmt.Sprint(id))}
+	}
+	for _, tc := range []struct {
+		op      string
+		id      int
+		wantOp  string
+		wantRow string // "" none; the row's JSON
+		why     string
+	}{
+		{source.OpUpdate, 1, source.OpUpdate, `{"id":1,"v":"now"}`, ""},
+		{source.OpInsert, 1, source.OpUpdate, `{"id":1,"v":"now"}`, ""},
+		{source.OpInsert, 2, "", "", "a later delete supersedes"},
+		{source.OpDelete, 2, source.OpDelete, `{"id":2,"v":null}`, ""},
+		{source.OpDelete, 3, "", "", "a later insert supersedes"},
+	} {
+		r, why, err := src.ReplayChange(ctx, "", tc.op, key(tc.id), cur)
+		if err != nil {
+			t.Fatalf("%s %d: %v", tc.op, tc.id, err)
+		}
+		if tc.wantOp == "" {
+			if r != nil || !strings.Contains(why, tc.why) {
+				t.Errorf("%s %d: got %v %q, want superseded (%q)", tc.op, tc.id, r, why, tc.why)
+			}
+			continue
+		}
+		if r == nil {
+			t.Fatalf("%s %d: superseded (%s), want %s", tc.op, tc.id, why, tc.wantOp)
+		}
+		j, _ := json.Marshal(r)
+		c, _ := r.Cursor()
+		if r.Op() != tc.wantOp || string(j) != tc.wantRow || string(c.Value) != `"0/16D3290"` {
+			t.Errorf("%s %d: op %s row %s cursor %s, want %s %s", tc.op, tc.id, r.Op(), j, c.Value, tc.wantOp, tc.wantRow)
+		}
+		if tc.wantOp == source.OpDelete && (r.HasRow() || fmt.Sprint(r.Key()["id"]) != "2") {
+			t.Errorf("delete: HasRow %v key %v, want a key-only delete of 2", r.HasRow(), r.Key())
+		}
+	}
+	if _, _, err := src.ReplayChange(ctx, "", source.OpUpdate, map[string]json.RawMessage{"x": json.RawMessage("1")}, cur); err == nil ||
+		!strings.Contains(err.Error(), `lacks column "id"`) {
+		t.Errorf("a key without id: %v", err)
+	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres/pgcdc"
 )
 
 // tuple is a TupleData: each column's kind ('n' null, 'u' unchanged TOAST, 't' text, 'b'
@@ -296,7 +297,7 @@ type txn struct {
 // whose error is made once its position is known; neither: a keep-up mark.
 type entry struct {
 	ch   *change
-	stop func(at Position) error
+	stop func(at pgcdc.Position) error
 }
 
 // newDecoder starts decoding the stream of p.
@@ -367,7 +368,7 @@ func (d *decoder) where() string {
 }
 
 // stop adds a change the poller cannot deliver; why gets the position just past it.
-func (d *decoder) stop(why func(at Position) error) error {
+func (d *decoder) stop(why func(at pgcdc.Position) error) error {
 	if d.tx == nil {
 		return d.l.lay.Errorf("a change came outside a transaction (protocol error)")
 	}
@@ -378,7 +379,7 @@ func (d *decoder) stop(why func(at Position) error) error {
 // truncate is the stop for a TRUNCATE of the poller's tables, named "table T" or "tables T, U".
 func (d *decoder) truncate(tables string) error {
 	l, where := d.l, d.where()
-	return d.stop(func(at Position) error {
+	return d.stop(func(at pgcdc.Position) error {
 		return fmt.Errorf("source: poller %q, %s: %w in %s: the rows it removed cannot be delivered one by one, so the poller stops here, after the changes before it. Clear what you built from the table, then skip the truncate: pollerctl reset %s --to-cursor %s --yes",
 			l.poller, tables, ErrTruncate, where, l.poller, at)
 	})
@@ -387,7 +388,7 @@ func (d *decoder) truncate(tables string) error {
 // schemaStop is the stop for a change of table r that lacks a column the poller reads.
 func (d *decoder) schemaStop(r *relation) error {
 	l, where, col, table := d.l, d.where(), r.t.lay.Columns()[r.absent[0]], r.t.def.Table
-	return d.stop(func(at Position) error {
+	return d.stop(func(at pgcdc.Position) error {
 		return fmt.Errorf("source: poller %q, table %s, column %q: %w: the change in %s has no such column (it was dropped or renamed); the poller stops before it. Take the column out of the poller's columns (a new definition: pollerctl reset %s --to-beginning), or add the column back; to skip only this change: pollerctl reset %s --to-cursor %s --yes",
 			l.poller, table, col, source.ErrSchema, where, l.poller, l.poller, at)
 	})
@@ -397,7 +398,7 @@ func (d *decoder) schemaStop(r *relation) error {
 // opened (it reads every column): the tick opens the source again, which reads the column.
 func (d *decoder) columnsStop(r *relation) error {
 	l, where, col, table := d.l, d.where(), r.added, r.t.def.Table
-	return d.stop(func(at Position) error {
+	return d.stop(func(at pgcdc.Position) error {
 		return fmt.Errorf("source: poller %q, table %s, column %q: %w: the change in %s carries a column added since the source opened",
 			l.poller, table, col, source.ErrColumnsChanged, where)
 	})
@@ -551,9 +552,9 @@ func (d *decoder) commit(end pglogrepl.LSN) {
 	}
 	index := 0
 	for i, e := range tx.entries {
-		at := Position{LSN: tx.commit, Changes: i + 1}
+		at := pgcdc.Position{LSN: tx.commit, Changes: i + 1}
 		if i == last {
-			at = Position{LSN: end}
+			at = pgcdc.Position{LSN: end}
 		}
 		switch {
 		case e.stop != nil:

@@ -12,6 +12,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres/pgcdc"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 )
@@ -191,7 +192,7 @@ func TestLogicalTablesCreate(t *testing.T) {
 	t.Cleanup(func() { db.Exec("DROP TABLE IF EXISTS " + lines) })
 	cfg.Definition.Columns = []string{"id", "name"}
 	cfg.Definition.More = []source.TableDef{{Table: source.Table{Name: lines}, Columns: []string{"qty"}, PK: []string{"order_id", "line"}, Filter: "qty > 0"}}
-	plan := func() postgres.EnablePlan {
+	plan := func() pgcdc.EnablePlan {
 		t.Helper()
 		cdc, info := inspectCDC(t, cfg)
 		return cdc.PlanEnable(info)
@@ -219,9 +220,9 @@ func TestLogicalTablesCreate(t *testing.T) {
 }
 
 // inspectCDC opens the set-up of cfg's poller (closed when the test ends) and reads it.
-func inspectCDC(t *testing.T, cfg source.Config) (*postgres.CDC, postgres.CDCInfo) {
+func inspectCDC(t *testing.T, cfg source.Config) (*pgcdc.CDC, pgcdc.CDCInfo) {
 	t.Helper()
-	cdc, err := postgres.OpenCDC(context.Background(), drivers.All(), cfg)
+	cdc, err := pgcdc.Open(context.Background(), drivers.All(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

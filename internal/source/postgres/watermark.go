@@ -35,6 +35,7 @@ import (
 	"github.com/jackc/pglogrepl"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres/pgcdc"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
@@ -160,7 +161,7 @@ func (w *watermark) Reached(c *state.Cursor) bool {
 	if c == nil {
 		return false
 	}
-	p, err := CursorPosition(c)
+	p, err := pgcdc.CursorPosition(c)
 	return err == nil && p.LSN >= w.mark
 }
 

@@ -1,4 +1,4 @@
-package postgres
+package pgcdc
 
 // The logical cursor's filters, applied by PostgreSQL as it decodes (PostgreSQL 15 or later): the
 // poller's filter is its publication's row filter, and its columns the publication's column list
@@ -104,6 +104,34 @@ FROM pg_publication_rel pr JOIN pg_publication p ON p.oid = pr.prpubid WHERE p.p
 	return out, nil
 }
 
+// CheckPublished is the reader's check, when it opens, of how publication pub publishes the
+// table of oid (table: quoted) against the poller's filter (d's) and the columns it reads, on a
+// server of version (server_version_num): problem says how they differ, or that the server
+// cannot filter (older than PostgreSQL 15), with the fix for poller; err is a failure to read
+// either.
+func CheckPublished(ctx context.Context, db *sql.DB, poller, pub string, d source.Definition, table string, columns []string, version int, oid int64) (problem string, err error) {
+	if p := filterTooOld(d, version); p != "" {
+		return p, nil
+	}
+	got, err := published(ctx, db, version, pub, oid)
+	if err != nil {
+		return "", err
+	}
+	if got.Filter == "" && d.Filter == "" && got.Columns == nil {
+		return "", nil
+	}
+	normalized, err := normalizeFilter(ctx, db, table, d.Filter)
+	if err != nil {
+		return "", fmt.Errorf("%v (the role needs TEMPORARY on the database to read a filter as PostgreSQL does)", err)
+	}
+	want := pubTable{Filter: normalized, Columns: columns}
+	if !got.covers(want) {
+		return fmt.Sprintf("publication %q publishes the table with %s, and the poller reads %s: it would deliver other changes than the poller says. `pollerctl cdc enable %s --yes` makes it so (pollerctl cdc enable %s shows the statement first)",
+			pub, got, want, poller, poller), nil
+	}
+	return "", nil
+}
+
 // normalizeFilter deparses filter (a predicate on table, quoted) as PostgreSQL deparses a
 // publication's row filter, in a transaction it rolls back: "" for none. Its error is
 // PostgreSQL's, for a filter it cannot parse.
@@ -151,7 +179,11 @@ func wantTable(d source.Definition, normalized string, tableCols []string, ident
 func tableSpec(table string, p pubTable) string {
 	s := table
 	if p.Columns != nil {
-		s += " (" + strings.Join(source.QuoteAll(Driver{}, p.Columns), ", ") + ")"
+		cols := make([]string, len(p.Columns))
+		for i, c := range p.Columns {
+			cols[i] = pgIdent(c)
+		}
+		s += " (" + strings.Join(cols, ", ") + ")"
 	}
 	if p.Filter != "" {
 		s += " WHERE (" + p.Filter + ")"

@@ -1,4 +1,4 @@
-package postgres
+package pgcdc
 
 import (
 	"encoding/json"

@@ -1,9 +1,8 @@
-package postgres_test
+package pgcdc_test
 
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -13,6 +12,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres/pgcdc"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 )
@@ -57,9 +57,9 @@ func cdcExec(t *testing.T, db *sql.DB, qs ...string) {
 	}
 }
 
-func (c cdcSetup) open(t *testing.T) *postgres.CDC {
+func (c cdcSetup) open(t *testing.T) *pgcdc.CDC {
 	t.Helper()
-	cdc, err := postgres.OpenCDC(context.Background(), drivers.All(), c.cfg)
+	cdc, err := pgcdc.Open(context.Background(), drivers.All(), c.cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func TestCDCEnableDisable(t *testing.T) {
 	}
 	details, err := src.Inspect(ctx, "lg")
 	src.Close()
-	if err != nil || len(details) != 1 || details[0].Key != "slot" || !details[0].Value.(postgres.SlotState).Exists {
+	if err != nil || len(details) != 1 || details[0].Key != "slot" || !details[0].Value.(pgcdc.SlotState).Exists {
 		t.Fatalf("Source.Inspect: %+v %v", details, err)
 	}
 	// Again: nothing to do.
@@ -191,7 +191,7 @@ func TestCDCEnableRefusals(t *testing.T) {
 			tc.setup(t, &c)
 			cdc := c.open(t)
 			_, err := cdc.Enable(ctx)
-			if !errors.Is(err, postgres.ErrCDCSetup) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "nothing was created") {
+			if !errors.Is(err, pgcdc.ErrCDCSetup) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "nothing was created") {
 				t.Fatalf("error %v, want ErrCDCSetup with %q and 'nothing was created'", err, tc.want)
 			}
 			if slot, pub := c.exists(t); slot != tc.slot || pub != tc.pub {
@@ -247,69 +247,11 @@ func TestCDCDisableKeepsSharedPublication(t *testing.T) {
 	}
 }
 
-func TestOpenCDCRefusesOtherKinds(t *testing.T) {
+func TestOpenRefusesOtherKinds(t *testing.T) {
 	cfg := source.Config{Poller: "p", Driver: postgres.Name, DSN: "postgres://u@h/db", Definition: source.Definition{
 		Table: source.Table{Name: "t"}, PK: []string{"id"}, Cursor: source.Cursor{Kind: state.KindInteger, Column: "id"}}}
-	_, err := postgres.OpenCDC(context.Background(), drivers.All(), cfg)
-	if !errors.Is(err, postgres.ErrCDCSetup) || !strings.Contains(err.Error(), "logical pollers only") {
+	_, err := pgcdc.Open(context.Background(), drivers.All(), cfg)
+	if !errors.Is(err, pgcdc.ErrCDCSetup) || !strings.Contains(err.Error(), "logical pollers only") {
 		t.Fatalf("got %v", err)
-	}
-}
-
-// TestReplayChange: a dead-lettered change is replayed as the row's current state.
-func TestReplayChange(t *testing.T) {
-	c := newCDCSetup(t)
-	ctx := context.Background()
-	if _, err := c.open(t).Enable(ctx); err != nil {
-		t.Fatal(err)
-	}
-	cdcExec(t, c.db, "INSERT INTO "+c.table+" VALUES (1, 'now'), (3, 'back')")
-	src, err := drivers.Open(ctx, c.cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
-	cur := postgres.Position{LSN: 0x16D3290}.Cursor()
-	key := func(id int) map[string]json.RawMessage {
-		return map[string]json.RawMessage{"id": json.RawMessage(fmt.Sprint(id))}
-	}
-	for _, tc := range []struct {
-		op      string
-		id      int
-		wantOp  string
-		wantRow string // "" none; the row's JSON
-		why     string
-	}{
-		{source.OpUpdate, 1, source.OpUpdate, `{"id":1,"v":"now"}`, ""},
-		{source.OpInsert, 1, source.OpUpdate, `{"id":1,"v":"now"}`, ""},
-		{source.OpInsert, 2, "", "", "a later delete supersedes"},
-		{source.OpDelete, 2, source.OpDelete, `{"id":2,"v":null}`, ""},
-		{source.OpDelete, 3, "", "", "a later insert supersedes"},
-	} {
-		r, why, err := src.ReplayChange(ctx, "", tc.op, key(tc.id), cur)
-		if err != nil {
-			t.Fatalf("%s %d: %v", tc.op, tc.id, err)
-		}
-		if tc.wantOp == "" {
-			if r != nil || !strings.Contains(why, tc.why) {
-				t.Errorf("%s %d: got %v %q, want superseded (%q)", tc.op, tc.id, r, why, tc.why)
-			}
-			continue
-		}
-		if r == nil {
-			t.Fatalf("%s %d: superseded (%s), want %s", tc.op, tc.id, why, tc.wantOp)
-		}
-		j, _ := json.Marshal(r)
-		c, _ := r.Cursor()
-		if r.Op() != tc.wantOp || string(j) != tc.wantRow || string(c.Value) != `"0/16D3290"` {
-			t.Errorf("%s %d: op %s row %s cursor %s, want %s %s", tc.op, tc.id, r.Op(), j, c.Value, tc.wantOp, tc.wantRow)
-		}
-		if tc.wantOp == source.OpDelete && (r.HasRow() || fmt.Sprint(r.Key()["id"]) != "2") {
-			t.Errorf("delete: HasRow %v key %v, want a key-only delete of 2", r.HasRow(), r.Key())
-		}
-	}
-	if _, _, err := src.ReplayChange(ctx, "", source.OpUpdate, map[string]json.RawMessage{"x": json.RawMessage("1")}, cur); err == nil ||
-		!strings.Contains(err.Error(), `lacks column "id"`) {
-		t.Errorf("a key without id: %v", err)
 	}
 }
