@@ -84,6 +84,15 @@ type Listing struct {
 	Date  time.Time
 }
 
+// Names are the listed blobs' names, in the listing's order.
+func (l Listing) Names() []string {
+	var names []string
+	for _, b := range l.Blobs {
+		names = append(names, b.Name)
+	}
+	return names
+}
+
 // TimedLister is a store whose listing also says when each blob was last written, in the same
 // requests as List (no blob is read). Both stores here implement it; callers that can do without
 // the times ask for it with a type assertion.

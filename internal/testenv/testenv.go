@@ -27,11 +27,7 @@ const AzuriteVar = "AZURITE_CONNECTION_STRING"
 // Azurite returns the Azurite connection string, or skips (fails under CI=true).
 func Azurite(t testing.TB) string {
 	t.Helper()
-	cs := os.Getenv(AzuriteVar)
-	if cs == "" {
-		missing(t, AzuriteVar, "an Azurite connection string (scripts/test.sh starts Azurite and sets it)")
-	}
-	return cs
+	return required(t, AzuriteVar, "an Azurite connection string (scripts/test.sh starts Azurite and sets it)")
 }
 
 // AzuriteQueue returns the Azurite connection string with its QueueEndpoint (scripts/test.sh
@@ -47,6 +43,17 @@ func AzuriteQueue(t testing.TB) string {
 
 // InCI reports whether CI=true.
 func InCI() bool { return strings.EqualFold(os.Getenv("CI"), "true") }
+
+// required is the variable's value; when it is not set, the test skips (fails under CI=true),
+// saying to set it to what.
+func required(t testing.TB, variable, what string) string {
+	t.Helper()
+	v := os.Getenv(variable)
+	if v == "" {
+		missing(t, variable, what)
+	}
+	return v
+}
 
 func missing(t testing.TB, variable, what string) {
 	t.Helper()
@@ -69,11 +76,7 @@ const PostgresVar = "PG_TEST_DSN"
 // Postgres returns the PostgreSQL DSN, or skips (fails under CI=true).
 func Postgres(t testing.TB) string {
 	t.Helper()
-	dsn := os.Getenv(PostgresVar)
-	if dsn == "" {
-		missing(t, PostgresVar, "a PostgreSQL DSN (scripts/test.sh starts PostgreSQL and sets it)")
-	}
-	return dsn
+	return required(t, PostgresVar, "a PostgreSQL DSN (scripts/test.sh starts PostgreSQL and sets it)")
 }
 
 // MySQLVar names the DSN of the MariaDB that scripts/test.sh starts (or of a MySQL 8, in the
@@ -83,11 +86,7 @@ const MySQLVar = "MYSQL_TEST_DSN"
 // MySQL returns the MySQL/MariaDB DSN, or skips (fails under CI=true).
 func MySQL(t testing.TB) string {
 	t.Helper()
-	dsn := os.Getenv(MySQLVar)
-	if dsn == "" {
-		missing(t, MySQLVar, "a MySQL or MariaDB DSN (scripts/test.sh starts MariaDB and sets it)")
-	}
-	return dsn
+	return required(t, MySQLVar, "a MySQL or MariaDB DSN (scripts/test.sh starts MariaDB and sets it)")
 }
 
 // SQLServerVar names the DSN of a SQL Server to test against. No SQL Server runs on these

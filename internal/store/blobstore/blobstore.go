@@ -199,14 +199,7 @@ func mapErr(op, name string, err error, conditional bool) error {
 // name order). A missing container lists nothing.
 func (s *Store) List(ctx context.Context, prefix string) ([]string, error) {
 	l, err := s.ListTimed(ctx, prefix)
-	if err != nil {
-		return nil, err
-	}
-	var names []string
-	for _, b := range l.Blobs {
-		names = append(names, b.Name)
-	}
-	return names, nil
+	return l.Names(), err
 }
 
 // ListTimed is List with each blob's Last-Modified, as the listing reports it, and the service's

@@ -109,14 +109,7 @@ func (s *Store) Delete(ctx context.Context, name string, cond store.Condition) e
 // List returns the sorted names that start with prefix.
 func (s *Store) List(ctx context.Context, prefix string) ([]string, error) {
 	l, err := s.ListTimed(ctx, prefix)
-	if err != nil {
-		return nil, err
-	}
-	var names []string
-	for _, b := range l.Blobs {
-		names = append(names, b.Name)
-	}
-	return names, nil
+	return l.Names(), err
 }
 
 // ListTimed is List with each blob's Last-Modified and the store's clock.
