@@ -8,7 +8,6 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
-	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
 // CursorKind is how a poller finds the rows after its checkpoint.
@@ -36,9 +35,6 @@ const (
 	// by change version. No cursor column.
 	ChangeTracking CursorKind = "changetracking"
 )
-
-// changes reports whether kind reads a change stream, which has no cursor column.
-func (k CursorKind) changes() bool { return state.ChangeKind(string(k)) }
 
 // Batch is what a poller's handler receives: rows in cursor order and the facts a sink needs to
 // deduplicate and to fence out stale writers.
@@ -182,8 +178,10 @@ func WithCursorColumn(column string) Option {
 //
 // handle returning an error (or panicking) leaves the batch uncommitted: it comes again, with
 // Attempt + 1, and ctx is cancelled when the lease is lost. New panics on a definition that can
-// never work (a bad name, no key or cursor column): a programming error, found by the first test
-// that lists the pollers.
+// never work (a bad name, no key or cursor column, an option its cursor kind does not take),
+// naming the option or the tag to fix: a programming error, found by the first test that lists
+// the pollers. A database's own rules (SQL Server's changetracking cursor takes no filter) are
+// checked when the poller's source opens, with the database its settings name.
 func New[T any](name, table string, kind CursorKind, handle func(ctx context.Context, b *Batch[T]) error, opts ...Option) *Poller {
 	if err := pollerdef.CheckName(name); err != nil {
 		panic("poller.New: " + err.Error())
@@ -196,19 +194,13 @@ func New[T any](name, table string, kind CursorKind, handle func(ctx context.Con
 	for _, o := range opts {
 		o(p)
 	}
-	src := p.spec.Source
-	switch {
-	case handle == nil:
+	if handle == nil {
 		panic(fmt.Sprintf("poller.New(%q): no handler", name))
-	case table == "":
-		panic(fmt.Sprintf("poller.New(%q): no table", name))
-	case src.Cursor.Column == "" && !kind.changes():
-		panic(fmt.Sprintf("poller.New(%q): no cursor column: tag a field `db:\"column,cursor\"` or use WithCursorColumn", name))
-	case src.Cursor.Column != "" && kind.changes():
-		panic(fmt.Sprintf("poller.New(%q): a %s cursor reads the database's change stream: it takes no cursor column (%s)", name, kind, src.Cursor.Column))
-	case len(src.PK) == 0:
-		panic(fmt.Sprintf("poller.New(%q): no key column: tag a field `db:\"column,key\"` or use WithKey", name))
-	case len(src.More) > 0 && reflect.TypeFor[T]() != reflect.TypeFor[Row]():
+	}
+	if err := p.spec.Source.Check(); err != nil {
+		panic(fmt.Sprintf("poller.New(%q): %s", name, optionError(err)))
+	}
+	if len(p.spec.Source.More) > 0 && reflect.TypeFor[T]() != reflect.TypeFor[Row]() {
 		panic(fmt.Sprintf("poller.New(%q): WithTables gives rows of several tables, each of its own shape: the row type is poller.Row (switch on Row.Table), not %v", name, reflect.TypeFor[T]()))
 	}
 	p.spec.Deliver = func(ctx context.Context, b *pollerdef.Batch) error {
@@ -228,6 +220,51 @@ func New[T any](name, table string, kind CursorKind, handle func(ctx context.Con
 		return handle(ctx, typed)
 	}
 	return p
+}
+
+// options word a definition's fields (source.FieldError) by what sets them, for New's panics:
+// what a missing one is and how to set it, and how what is wrong with it reads (%s: the
+// FieldError's Err). tableOptions word the fields of a table of WithTables by poller.Table's.
+var (
+	options = map[string]struct{ missing, format string }{
+		source.FieldTable:        {"no table", "table %s"},
+		source.FieldSchema:       {"no schema", "WithSchema: %s"},
+		source.FieldColumns:      {"no columns: tag the row type's fields `db:\"column\"` or use WithColumns", "columns (the row type's db tags, or WithColumns): %s"},
+		source.FieldKey:          {"no key column: tag a field `db:\"column,key\"` or use WithKey", "key (the db tags' key option, or WithKey): %s"},
+		source.FieldFilter:       {"no filter", "WithFilter: %s"},
+		source.FieldCursorKind:   {"no cursor kind", "cursor kind %s"},
+		source.FieldCursorColumn: {"no cursor column: tag a field `db:\"column,cursor\"` or use WithCursorColumn", "cursor column (the db tags' cursor option, or WithCursorColumn): %s"},
+		source.FieldInitial:      {"no initial position", "WithInitialSnapshot: %s"},
+		source.FieldSkipWriter:   {"no skip writer", "WithSkipWriter: %s"},
+		source.FieldTables:       {"no tables", "WithTables: %s"},
+	}
+	tableOptions = map[string]string{source.FieldTable: "Name", source.FieldSchema: "Schema", source.FieldColumns: "Columns",
+		source.FieldKey: "Key", source.FieldFilter: "Filter"}
+)
+
+// optionError words err, the rule a definition breaks (source.Definition.Check), by the option
+// or the tag that sets the part at fault.
+func optionError(err error) string {
+	fes := source.FieldErrors(err)
+	if len(fes) == 0 {
+		return err.Error()
+	}
+	fe := fes[0]
+	i, field := fe.Part()
+	if f, ok := tableOptions[field]; ok && i > 0 { // WithTables' table i (New's own is 0)
+		if fe.Missing() {
+			return fmt.Sprintf("WithTables' table %d: no %s", i, f)
+		}
+		return fmt.Sprintf("WithTables' table %d: %s: %v", i, f, fe.Err)
+	}
+	w, ok := options[field]
+	if !ok {
+		return fe.Error()
+	}
+	if fe.Missing() {
+		return w.missing
+	}
+	return fmt.Sprintf(w.format, fe.Err)
 }
 
 // definition is what New hands over to package pollerdef (pollerdef.Expose), for the runtime to

@@ -16,9 +16,9 @@ import (
 func TestAppliesTo(t *testing.T) {
 	values := map[string]string{"SETTLE_LAG": "3s", "CDC_SLOT": "myslot", "CDC_PUBLICATION": "mypub", "CDC_MAX_RETAINED": "2GiB"}
 	for _, kind := range state.Kinds {
-		opts := []poller.Option{poller.WithColumns("id"), poller.WithKey("id")}
-		if kind != state.KindLogical && kind != state.KindChangeTracking {
-			opts = append(opts, poller.WithCursorColumn("id"))
+		opts := []poller.Option{poller.WithColumns("id", "c"), poller.WithKey("id")}
+		if !state.ChangeKind(kind) { // a cursor column besides the key: timestamp+pk's needs a tiebreaker
+			opts = append(opts, poller.WithCursorColumn("c"))
 		}
 		def := pollerdef.Of(poller.New("p", "t", poller.CursorKind(kind), func(context.Context, *poller.Batch[poller.Row]) error { return nil }, opts...))
 		for _, st := range Table {

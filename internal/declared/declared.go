@@ -26,6 +26,7 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/poller"
 	"github.com/pseudotrigger/pseudotrigger/sink"
@@ -309,68 +310,113 @@ func field(name, format string, args ...any) error {
 	return fmt.Errorf("%s: %s", name, fmt.Sprintf(format, args...))
 }
 
+// check checks the spec: poller.json's own rules (the form of source.tables, the fields it
+// requires, settle_lag, batch_size, the sinks), then the definition it declares by the rules of
+// every definition (source.Definition.Check) and of the database its cursor kind pins
+// (drivers.CheckDefinition), worded by the fields of the file (fieldError).
 func (s Spec) check() error {
 	src := s.Source
+	def := s.definition()
 	if len(src.Tables) > 0 {
-		if err := s.checkTables(); err != nil {
-			return err
+		if src.Table != "" || src.Schema != "" || len(src.Columns) > 0 || len(src.Key) > 0 || src.Filter != "" {
+			return field("source.tables", "replaces source.table, schema, columns, key and filter, which each entry of it has: move them into the entries")
 		}
-		src.Table, src.Columns, src.Key = src.Tables[0].Table, src.Tables[0].Columns, src.Tables[0].Key // checked there
+		if err := def.CheckSeveralTables(); err != nil { // a list of one table too
+			return s.fieldError(err)
+		}
 	}
-	var writerErr error
-	if src.SkipWriter != "" {
-		writerErr = source.CheckWriter(src.SkipWriter)
-	}
-	switch {
-	case src.Table == "":
-		return field("source.table", "required: the table to read (or source.tables, the tables of a logical or changetracking poller)")
-	case len(src.Columns) == 0:
-		return field("source.columns", "required: the columns each change carries")
-	case len(src.Key) == 0:
-		return field("source.key", "required: the key columns (the rows' identity and the cursor's tiebreaker)")
-	case !slices.Contains(state.Kinds, src.Cursor.Kind):
-		return field("source.cursor.kind", "%q is not one of %s", src.Cursor.Kind, kindList())
-	case state.ChangeKind(src.Cursor.Kind) && src.Cursor.Column != "":
-		return field("source.cursor.column", "a %s cursor reads the database's record of changes and takes no column (%q): remove the field", src.Cursor.Kind, src.Cursor.Column)
-	case src.Cursor.Kind == string(poller.ChangeTracking) && src.Filter != "":
-		return field("source.filter", "a %s cursor delivers every change of the table and takes no filter (CHANGETABLE has none): filter in the sink's consumer", src.Cursor.Kind)
-	case state.ChangeKind(src.Cursor.Kind) && src.SettleLag != "":
-		return field("source.settle_lag", "a %s cursor reads committed changes in commit order and takes no settle lag", src.Cursor.Kind)
-	case src.Initial != "" && src.Initial != "now" && src.Initial != "snapshot":
-		return field("source.initial", "%q is not \"now\" (the default: the changes from the first tick on) or \"snapshot\" (the rows there are first, then the changes)", src.Initial)
-	case src.Initial == "snapshot" && !state.ChangeKind(src.Cursor.Kind):
-		return field("source.initial", "\"snapshot\" is for the logical and changetracking cursors: the %s cursor's first tick reads every row there is already", src.Cursor.Kind)
-	case slices.Contains(src.Columns, source.AllColumns) && (len(src.Columns) > 1 || src.Cursor.Kind != string(poller.Logical)):
-		return field("source.columns", "[\"*\"] alone reads every column, for the logical cursor only (its stream describes the table as it changes); list the columns")
-	case src.SkipWriter != "" && !state.ChangeKind(src.Cursor.Kind):
-		return field("source.skip_writer", "is for the logical and changetracking cursors, which know who wrote a change; a %s cursor reads rows, not their writers", src.Cursor.Kind)
-	case writerErr != nil:
-		return field("source.skip_writer", "%q: %v", src.SkipWriter, writerErr)
-	case src.Cursor.Column == "" && !state.ChangeKind(src.Cursor.Kind):
-		return field("source.cursor.column", "required: the column the cursor follows")
-	case s.BatchSize < 0:
-		return field("batch_size", "%d is not a positive number", s.BatchSize)
-	}
-	if err := checkColumnList("source.columns", src.Columns); err != nil {
-		return err
+	for i, t := range s.tables() {
+		if len(t.Columns) == 0 {
+			return field(s.tablePath(i, "columns"), "required: the columns each change carries ([\"*\"]: every column, for a logical cursor)")
+		}
 	}
 	if src.SettleLag != "" {
+		if state.ChangeKind(src.Cursor.Kind) {
+			return field("source.settle_lag", "a %s cursor reads committed changes in commit order and takes no settle lag", src.Cursor.Kind)
+		}
 		if _, err := time.ParseDuration(src.SettleLag); err != nil {
 			return field("source.settle_lag", "%q is not a Go duration like 10s", src.SettleLag)
 		}
 	}
-	return checkSink("", s.Sink)
-}
-
-// checkColumnList refuses a column list (at: its field, "source.columns") with an empty or a
-// repeated name.
-func checkColumnList(at string, cols []string) error {
-	for i, c := range cols {
-		if strings.TrimSpace(c) == "" || slices.Contains(cols[:i], c) {
-			return field(at, "%q is empty or listed twice", c)
+	if s.BatchSize < 0 {
+		return field("batch_size", "%d is not a positive number", s.BatchSize)
+	}
+	if err := s.fieldError(def.Check()); err != nil {
+		return err
+	}
+	if err := s.fieldError(drivers.CheckDefinition(def)); err != nil {
+		return err
+	}
+	if err := checkSink("", s.Sink); err != nil {
+		return err
+	}
+	for i, t := range src.Tables {
+		if t.Sink != nil {
+			if err := checkSink(fmt.Sprintf("source.tables[%d].", i), *t.Sink); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
+}
+
+// required says what each field of a definition that poller.json requires is, for the error
+// that says it is missing.
+var required = map[string]string{
+	source.FieldTable:        "the table to read",
+	source.FieldKey:          "the key columns (the rows' identity and the cursor's tiebreaker)",
+	source.FieldCursorColumn: "the column the cursor follows",
+}
+
+// settingsFields are the fields of a definition that are not poller.json's but the app
+// settings' ({P}_CDC_SLOT, {P}_CDC_PUBLICATION): the source checks them when it opens.
+var settingsFields = []string{source.FieldSlot, source.FieldPublication}
+
+// fieldError words the first rule err says the spec's definition breaks (a source.FieldError)
+// by its field in poller.json: "source.cursor.column: required: ...", "source.tables[1].key:
+// ...". Nil when err is, or holds only rules of the settings' fields.
+func (s Spec) fieldError(err error) error {
+	fes := source.FieldErrors(err)
+	if len(fes) == 0 {
+		return err
+	}
+	for _, fe := range fes {
+		i, name := fe.Part()
+		if slices.Contains(settingsFields, name) {
+			continue
+		}
+		path := "source." + fe.Field
+		if i >= 0 {
+			path = s.tablePath(i, name)
+		}
+		if fe.Missing() {
+			what := required[name]
+			if name == source.FieldTable && len(s.Source.Tables) == 0 {
+				what += " (or source.tables, the tables of a logical or changetracking poller)"
+			}
+			return field(path, "required: %s", what)
+		}
+		return field(path, "%v", fe.Err)
+	}
+	return nil
+}
+
+// tables are the spec's tables: source.tables, or source's own table.
+func (s Spec) tables() []Table {
+	src := s.Source
+	if len(src.Tables) > 0 {
+		return src.Tables
+	}
+	return []Table{{Table: src.Table, Schema: src.Schema, Columns: src.Columns, Key: src.Key, Filter: src.Filter}}
+}
+
+// tablePath is the path in poller.json of field of table i (tables): "source.tables[1].key", or
+// "source.key" for a spec of one table without source.tables.
+func (s Spec) tablePath(i int, field string) string {
+	if len(s.Source.Tables) == 0 {
+		return "source." + field
+	}
+	return fmt.Sprintf("source.tables[%d].%s", i, field)
 }
 
 // checkSink checks a sink's definition; its errors name the field ("sink.url"), after at (the
@@ -381,52 +427,6 @@ func checkSink(at string, cfg sink.Config) error {
 	}
 	return nil
 }
-
-// checkTables checks source.tables: for the change-stream cursors, instead of source.table and its
-// columns, key and filter; each entry a table of its own with its columns and key, and a sink
-// that is valid when it has one.
-func (s Spec) checkTables() error {
-	src := s.Source
-	switch {
-	case !state.ChangeKind(src.Cursor.Kind):
-		return field("source.tables", "several tables are for the logical and changetracking cursors (one stream for them all), not %q: give each table a poller of its own", src.Cursor.Kind)
-	case src.Table != "" || src.Schema != "" || len(src.Columns) > 0 || len(src.Key) > 0 || src.Filter != "":
-		return field("source.tables", "replaces source.table, schema, columns, key and filter, which each entry of it has: move them into the entries")
-	case src.Initial == "snapshot":
-		return field("source.initial", "\"snapshot\" reads one table's rows: a poller of several tables starts \"now\" (give a table a poller of its own for its snapshot)")
-	}
-	for i, t := range src.Tables {
-		at := fmt.Sprintf("source.tables[%d]", i)
-		switch {
-		case t.Table == "":
-			return field(at+".table", "required: the table to read")
-		case len(t.Columns) == 0:
-			return field(at+".columns", "required: the columns each change carries ([\"*\"]: every column)")
-		case len(t.Key) == 0:
-			return field(at+".key", "required: the key columns (the table's replica identity)")
-		case slices.Contains(t.Columns, source.AllColumns) && (len(t.Columns) > 1 || src.Cursor.Kind != string(poller.Logical)):
-			return field(at+".columns", "[\"*\"] alone reads every column, for the logical cursor only; list the columns")
-		case src.Cursor.Kind == string(poller.ChangeTracking) && t.Filter != "":
-			return field(at+".filter", "a %s cursor delivers every change of the table and takes no filter (CHANGETABLE has none): filter in the sink's consumer", src.Cursor.Kind)
-		}
-		if err := checkColumnList(at+".columns", t.Columns); err != nil {
-			return err
-		}
-		for _, u := range src.Tables[:i] {
-			if strings.EqualFold(u.name(), t.name()) {
-				return field(at+".table", "%s is listed twice", t.name())
-			}
-		}
-		if t.Sink != nil {
-			if err := checkSink(at+".", *t.Sink); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-func kindList() string { return strings.Join(state.Kinds, ", ") }
 
 // withKey is columns with the key columns and the cursor column added where missing (every
 // column, "*", has them).
@@ -440,29 +440,46 @@ func withKey(columns, key []string, cursor string) []string {
 	return columns
 }
 
-// Poller builds the poller the spec declares, named name.
+// definition is the source definition the spec declares, as Poller builds it: each table's
+// columns with its key (and the first's with the cursor column) added where missing, source's
+// fields or source.tables' first entry as its table and the others as More.
+func (s Spec) definition() source.Definition {
+	src := s.Source
+	d := source.Definition{Cursor: source.Cursor{Kind: src.Cursor.Kind, Column: src.Cursor.Column}, SkipWriter: src.SkipWriter}
+	if src.Initial != source.InitialNow { // the default
+		d.Initial = src.Initial
+	}
+	if lag, err := time.ParseDuration(src.SettleLag); err == nil {
+		if d.SettleLag = lag; lag <= 0 { // "0": up to the database's clock (poller.WithSettleLag)
+			d.SettleLag = source.NoSettleLag
+		}
+	}
+	for i, t := range s.tables() {
+		td := source.TableDef{Table: source.Table{Schema: t.Schema, Name: t.Table}, Columns: withKey(t.Columns, t.Key, ""), PK: t.Key, Filter: t.Filter}
+		if i > 0 {
+			d.More = append(d.More, td)
+			continue
+		}
+		d.Table, d.Columns, d.PK, d.Filter = td.Table, withKey(t.Columns, t.Key, src.Cursor.Column), td.PK, td.Filter
+	}
+	return d
+}
+
+// Poller builds the poller the spec declares (definition), named name.
 func (s Spec) Poller(name string) (p *poller.Poller, err error) {
 	snk, err := sink.New(s.Sink)
 	if err != nil {
 		return nil, err
 	}
-	src := s.Source
-	var more []poller.Table
+	def := s.definition()
 	var routes []route
-	if len(src.Tables) > 0 {
-		first := src.Tables[0]
-		src.Table, src.Schema, src.Columns, src.Key, src.Filter = first.Table, first.Schema, first.Columns, first.Key, first.Filter
-		for i, t := range src.Tables {
-			if i > 0 {
-				more = append(more, poller.Table{Schema: t.Schema, Name: t.Table, Columns: withKey(t.Columns, t.Key, ""), Key: t.Key, Filter: t.Filter})
+	for _, t := range s.Source.Tables {
+		if t.Sink != nil {
+			ts, err := sink.New(*t.Sink)
+			if err != nil {
+				return nil, err
 			}
-			if t.Sink != nil {
-				ts, err := sink.New(*t.Sink)
-				if err != nil {
-					return nil, err
-				}
-				routes = append(routes, route{table: t.name(), sink: ts})
-			}
+			routes = append(routes, route{table: t.name(), sink: ts})
 		}
 	}
 	handle, setup, target := sink.Handler[poller.Row](snk), snk.Setup, snk.String
@@ -471,30 +488,33 @@ func (s Spec) Poller(name string) (p *poller.Poller, err error) {
 		handle, setup, target = r.send, r.setup, r.String
 	}
 	opts := []poller.Option{
-		poller.WithColumns(withKey(src.Columns, src.Key, src.Cursor.Column)...), poller.WithKey(src.Key...),
+		poller.WithColumns(def.Columns...), poller.WithKey(def.PK...),
 		poller.WithSetup(setup), poller.WithTarget(target),
+	}
+	var more []poller.Table
+	for _, t := range def.More {
+		more = append(more, poller.Table{Schema: t.Table.Schema, Name: t.Table.Name, Columns: t.Columns, Key: t.PK, Filter: t.Filter})
 	}
 	if len(more) > 0 {
 		opts = append(opts, poller.WithTables(more...))
 	}
-	if src.Cursor.Column != "" {
-		opts = append(opts, poller.WithCursorColumn(src.Cursor.Column))
+	if def.Cursor.Column != "" {
+		opts = append(opts, poller.WithCursorColumn(def.Cursor.Column))
 	}
-	if src.Schema != "" {
-		opts = append(opts, poller.WithSchema(src.Schema))
+	if def.Table.Schema != "" {
+		opts = append(opts, poller.WithSchema(def.Table.Schema))
 	}
-	if src.Filter != "" {
-		opts = append(opts, poller.WithFilter(src.Filter))
+	if def.Filter != "" {
+		opts = append(opts, poller.WithFilter(def.Filter))
 	}
-	if src.SettleLag != "" {
-		d, _ := time.ParseDuration(src.SettleLag) // checked
-		opts = append(opts, poller.WithSettleLag(d))
+	if def.SettleLag != 0 {
+		opts = append(opts, poller.WithSettleLag(def.SettleLag))
 	}
-	if src.Initial == "snapshot" {
+	if def.Initial == source.InitialSnapshot {
 		opts = append(opts, poller.WithInitialSnapshot())
 	}
-	if src.SkipWriter != "" {
-		opts = append(opts, poller.WithSkipWriter(src.SkipWriter))
+	if def.SkipWriter != "" {
+		opts = append(opts, poller.WithSkipWriter(def.SkipWriter))
 	}
 	if s.BatchSize > 0 {
 		opts = append(opts, poller.WithBatchSize(s.BatchSize))
@@ -504,7 +524,7 @@ func (s Spec) Poller(name string) (p *poller.Poller, err error) {
 			p, err = nil, fmt.Errorf("%v", r)
 		}
 	}()
-	return poller.New(name, src.Table, poller.CursorKind(src.Cursor.Kind), handle, opts...), nil
+	return poller.New(name, def.Table.Name, poller.CursorKind(def.Cursor.Kind), handle, opts...), nil
 }
 
 // route sends a table's changes to a sink of its own (source.tables[].sink).

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -146,6 +147,62 @@ func TestTablesChecked(t *testing.T) {
 		_, err := Parse([]byte(`{"source": {` + c.src + `}, ` + hook + `}`))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: got %v, want %q", c.src, err, c.want)
+		}
+	}
+}
+
+// TestDefinitionWorded: the rules of a definition (source.Definition.Check) and of the database
+// its cursor kind pins (SQL Server's filter) name their field by its path in poller.json; a rule
+// of the app settings' part (a logical cursor's slot name) is the source's to check when it
+// opens, not the file's.
+func TestDefinitionWorded(t *testing.T) {
+	const hook = `"sink": {"type": "webhook", "url": "https://example.com"}`
+	two := func(kind, second string) string {
+		return `"cursor": {"kind": "` + kind + `"}, "tables": [{"table": "a", "columns": ["x"], "key": ["id"]}, {"table": "b", ` + second + `}]`
+	}
+	for _, c := range []struct{ src, want string }{
+		{`"table": "t", "columns": ["x"], "key": ["ts"], "cursor": {"kind": "timestamp+pk", "column": "ts"}`,
+			`source.key: a timestamp+pk cursor needs a key column other than its cursor column "ts" as its tiebreaker`},
+		{`"columns": ["x"], "key": ["id"], "cursor": {"kind": "integer", "column": "id"}`, "source.table: required: the table to read (or source.tables"},
+		{`"table": "t", "columns": ["x", "x"], "key": ["id"], "cursor": {"kind": "integer", "column": "id"}`, `source.columns: "x" is listed twice`},
+		{`"table": "t", "schema": "s;", "columns": ["x"], "key": ["id"], "cursor": {"kind": "integer", "column": "id"}`, `source.schema: "s;": identifier contains ';'`},
+		{`"table": "t", "columns": ["x"], "key": ["id"], "cursor": {"kind": "integer", "column": "id"}, "filter": "x > 1; DROP TABLE t"`, `source.filter: holds ';'`},
+		{two("logical", `"columns": ["x--y"], "key": ["id"]`), `source.tables[1].columns: "x--y": identifier contains a comment marker`},
+		{two("logical", `"columns": ["x"]`), "source.tables[1].key: required: the key columns"},
+		{two("changetracking", `"columns": ["x"], "key": ["id"], "filter": "x > 1"`), "source.tables[1].filter: a changetracking cursor delivers every change of the table and takes no filter"},
+		{two("changetracking", `"columns": ["x"], "key": ["id"]`) + `, "initial": "snapshot"`, `source.initial: "snapshot" reads one table's rows`},
+	} {
+		_, err := Parse([]byte(`{"source": {` + c.src + `}, ` + hook + `}`))
+		if err == nil || !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want %q", c.src, err, c.want)
+		}
+	}
+	if _, err := Parse([]byte(`{"source": {` + two("logical", `"columns": ["*"], "key": ["id"]`) + `}, ` + hook + `}`)); err != nil {
+		t.Errorf("a logical poller of two tables, without its slot (an app setting): %v", err)
+	}
+}
+
+// TestDefinitionIsThePollers: the definition check checks is the one the poller it builds
+// reads, for each form of poller.json.
+func TestDefinitionIsThePollers(t *testing.T) {
+	for _, src := range []string{
+		`"table": "t", "schema": "s", "columns": ["v"], "key": ["id"], "cursor": {"kind": "timestamp+pk", "column": "ts"}, "filter": "v > 0", "settle_lag": "0"`,
+		`"table": "t", "columns": ["id", "v"], "key": ["id"], "cursor": {"kind": "integer", "column": "id"}, "settle_lag": "3s"`,
+		`"table": "t", "columns": ["*"], "key": ["id"], "cursor": {"kind": "logical"}, "initial": "snapshot", "skip_writer": "app"`,
+		`"table": "t", "columns": ["v"], "key": ["id"], "cursor": {"kind": "changetracking"}, "initial": "now"`,
+		`"cursor": {"kind": "logical"}, "tables": [{"table": "a", "columns": ["x"], "key": ["id"], "filter": "x > 0"},
+		  {"table": "b", "schema": "s", "columns": ["y"], "key": ["k1", "k2"], "sink": {"type": "webhook", "url": "https://example.com/b"}}]`,
+	} {
+		spec, err := Parse([]byte(`{"source": {` + src + `}, "sink": {"type": "webhook", "url": "https://example.com"}}`))
+		if err != nil {
+			t.Fatalf("%s: %v", src, err)
+		}
+		p, err := spec.Poller("p")
+		if err != nil {
+			t.Fatalf("%s: %v", src, err)
+		}
+		if got, want := pollerdef.Of(p).Source(), spec.definition(); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s:\nthe poller reads %+v\ncheck checked    %+v", src, got, want)
 		}
 	}
 }

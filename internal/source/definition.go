@@ -168,102 +168,26 @@ func (d Definition) selected() []string {
 	return cols
 }
 
-// validate checks the definition for the driver of ds named driver, which it returns; errors
-// wrap ErrDefinition and name the poller and the part at fault.
+// validate checks the definition for the driver of ds named driver, which it returns: the rules
+// of every definition (Check), the driver's support of its cursor kind and the driver's own
+// rules (DefinitionChecker). Errors wrap ErrDefinition and name the poller and the part at
+// fault; a broken rule's wraps its *FieldError.
 func (d Definition) validate(poller string, ds Drivers, driver string) (Driver, error) {
 	fail := func(format string, args ...any) (Driver, error) {
 		return nil, fmt.Errorf("source: poller %q: %w: %s", poller, ErrDefinition, fmt.Sprintf(format, args...))
-	}
-	if len(d.More) > 0 {
-		switch {
-		case !d.Changes():
-			return fail("tables %s: a %s cursor reads one table; several tables in one poller are for the change-stream cursors (logical: one slot and publication; changetracking: one change version)", d.tableNames(), d.Cursor.Kind)
-		case d.Initial == InitialSnapshot:
-			return fail("tables %s: initial %q reads one table's rows; a poller of several tables starts %q (give each table a poller of its own for its snapshot, or start it with its rows already copied)", d.tableNames(), InitialSnapshot, InitialNow)
-		}
-		var dl Driver
-		for i, t := range d.Tables() {
-			if slices.ContainsFunc(d.Tables()[:i], func(u TableDef) bool { return strings.EqualFold(u.Table.String(), t.Table.String()) }) {
-				return fail("table %s is listed twice", t.Table)
-			}
-			var err error
-			if dl, err = d.Part(t).validate(poller, ds, driver); err != nil {
-				return nil, err
-			}
-		}
-		return dl, nil
 	}
 	dl, ok := ds.Lookup(driver)
 	if !ok {
 		return fail("driver %q is not one of %s", driver, strings.Join(ds.Names(), ", "))
 	}
-	if d.Table.Schema != "" {
-		if err := checkIdent(d.Table.Schema); err != nil {
-			return fail("table schema %q: %v", d.Table.Schema, err)
-		}
-	}
-	if err := checkIdent(d.Table.Name); err != nil {
-		return fail("table %q: %v", d.Table.Name, err)
-	}
-	if d.Cursor.Column == "" && !d.Changes() {
-		return fail("table %s: no cursor column", d.Table)
-	}
-	if d.Cursor.Column != "" && d.Changes() {
-		return fail("table %s: a %s cursor reads the database's change stream and takes no cursor column (%q)", d.Table, d.Cursor.Kind, d.Cursor.Column)
-	}
-	if len(d.PK) == 0 {
-		return fail("table %s: no key (PK) columns", d.Table)
-	}
-	listed := d.Columns
-	if slices.Contains(d.Columns, AllColumns) {
-		if !d.ReadsAllColumns() || d.Cursor.Kind != state.KindLogical {
-			return fail("table %s: columns %q: every column (%q, alone) is for the logical cursor, whose stream describes the table as it changes; list the columns", d.Table, d.Columns, AllColumns)
-		}
-		listed = nil
-	}
-	seen := map[string]bool{}
-	for _, c := range append(slices.Clone(listed), d.keyColumns()...) {
-		if err := checkIdent(c); err != nil {
-			return fail("table %s, column %q: %v", d.Table, c, err)
-		}
-	}
-	for _, c := range listed {
-		if seen[c] {
-			return fail("table %s: column %q is listed twice", d.Table, c)
-		}
-		seen[c] = true
-	}
-	if !slices.Contains(state.Kinds, d.Cursor.Kind) {
-		return fail("table %s: cursor kind %q is not one of %s", d.Table, d.Cursor.Kind, strings.Join(state.Kinds, ", "))
+	if err := d.Check(); err != nil {
+		return nil, d.openError(poller, err)
 	}
 	if !dl.Supports(d.Cursor.Kind) {
-		return fail("table %s: cursor kind %s needs %s, not %s", d.Table, d.Cursor.Kind, strings.Join(ds.reading(d.Cursor.Kind), " or "), driver)
-	}
-	if d.Cursor.Kind == state.KindTimestampPK && len(d.keyColumns()) < 2 {
-		return fail("table %s: a timestamp+pk cursor needs a key column other than %q as its tiebreaker", d.Table, d.Cursor.Column)
+		return fail("%s: cursor kind %s needs %s, not %s", d.label(), d.Cursor.Kind, strings.Join(ds.reading(d.Cursor.Kind), " or "), driver)
 	}
 	if err := dl.CheckDefinition(d); err != nil {
-		return fail("table %s: %v", d.Table, err)
-	}
-	if d.Cursor.Kind == state.KindChangeTracking && strings.TrimSpace(d.Filter) != "" {
-		return fail("table %s: a %s cursor delivers every change of the table and takes no filter (CHANGETABLE has none: filter the rows in the handler)", d.Table, d.Cursor.Kind)
-	}
-	switch {
-	case d.Initial != "" && d.Initial != InitialNow && d.Initial != InitialSnapshot:
-		return fail("table %s: initial %q is not %q or %q", d.Table, d.Initial, InitialNow, InitialSnapshot)
-	case d.Initial == InitialSnapshot && !d.Changes():
-		return fail("table %s: initial %q is for the change-stream cursors (logical, changetracking): the %s cursor's first tick reads every row there is already", d.Table, InitialSnapshot, d.Cursor.Kind)
-	}
-	if d.SkipWriter != "" {
-		if !d.Changes() {
-			return fail("table %s: skip_writer %q is for the change-stream cursors (logical, changetracking), which know who wrote a change; a %s cursor reads rows, not their writers", d.Table, d.SkipWriter, d.Cursor.Kind)
-		}
-		if err := CheckWriter(d.SkipWriter); err != nil {
-			return fail("table %s: skip_writer %q: %v", d.Table, d.SkipWriter, err)
-		}
-	}
-	if strings.Contains(d.Filter, ";") {
-		return fail("table %s: the filter must be one predicate, without ';'", d.Table)
+		return nil, d.openError(poller, err)
 	}
 	return dl, nil
 }

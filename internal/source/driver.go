@@ -30,7 +30,9 @@ type Driver interface {
 	// Supports says whether a cursor of kind can be read here.
 	Supports(kind string) bool
 	// CheckDefinition refuses a definition that breaks the database's own rules (a logical
-	// cursor's slot and publication names), with the error Open gives; Defaults: nil.
+	// cursor's slot and publication names, a changetracking cursor's filter), each broken rule a
+	// *FieldError naming the field (errors.Join of them when several), which Open, poller.New and
+	// poller.json word each their own way; run after Definition.Check. Defaults: nil.
 	CheckDefinition(d Definition) error
 
 	// SQL.

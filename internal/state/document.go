@@ -40,10 +40,24 @@ var Kinds = []string{KindTimestampPK, KindInteger, KindRowversion, KindXID, Kind
 // ChangeKind reports whether kind reads a change stream (logical, changetracking), the database's
 // own record of changes, rather than the table in keyset order: it has no cursor column and
 // takes no settle lag, every row carries its op, and a row's cursor is a position in the stream,
-// not the row's own values.
+// not the row's own values. A change stream knows who wrote a change (so it can leave out a
+// writer's) and can start with the table's rows as they are (an initial snapshot); a keyset
+// read has neither to offer.
 func ChangeKind(kind string) bool {
 	return kind == KindLogical || kind == KindChangeTracking
 }
+
+// SeveralTablesKind reports whether a poller of kind may read several tables: its stream
+// (a change stream) holds every table's changes in commit order, where a keyset read follows one
+// table's cursor column.
+func SeveralTablesKind(kind string) bool { return ChangeKind(kind) }
+
+// AllColumnsKind reports whether a poller of kind may read every column of its table, whatever
+// they are ("*"): its stream describes the table's columns as they change (logical decoding's
+// relation messages), so a column added later comes when it is added. A keyset read names its
+// columns in its SELECT and change tracking records keys, not columns: neither hears of a new
+// column.
+func AllColumnsKind(kind string) bool { return kind == KindLogical }
 
 // Sentinel errors; Decode wraps them in an *Error that names the blob.
 var (

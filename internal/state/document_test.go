@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -247,6 +248,20 @@ func TestCursorText(t *testing.T) {
 	} {
 		if tc.got != tc.want {
 			t.Errorf("%s, want %s", tc.got, tc.want)
+		}
+	}
+}
+
+// TestKindProperties: each property of a cursor kind holds for the kinds it names and no other:
+// the change streams read several tables, and logical alone every column.
+func TestKindProperties(t *testing.T) {
+	for _, kind := range append(slices.Clone(state.Kinds), "", "timestamp") {
+		change := kind == state.KindLogical || kind == state.KindChangeTracking
+		if state.ChangeKind(kind) != change || state.SeveralTablesKind(kind) != change {
+			t.Errorf("%q: ChangeKind %v, SeveralTablesKind %v, want %v", kind, state.ChangeKind(kind), state.SeveralTablesKind(kind), change)
+		}
+		if state.AllColumnsKind(kind) != (kind == state.KindLogical) {
+			t.Errorf("%q: AllColumnsKind %v", kind, state.AllColumnsKind(kind))
 		}
 	}
 }

@@ -48,6 +48,18 @@ func ForKind(kind string) (source.Driver, bool) {
 	return found, found != nil
 }
 
+// CheckDefinition checks d by the rules of the database that alone reads its cursor kind (its
+// driver's CheckDefinition), for a definition whose driver is not known yet, which its settings
+// name (poller.json's): none when several databases read the kind. The source checks them again
+// with its driver when it opens, and d's settings' part (a slot's name) only then.
+func CheckDefinition(d source.Definition) error {
+	dl, ok := ForKind(d.Cursor.Kind)
+	if !ok {
+		return nil
+	}
+	return dl.CheckDefinition(d)
+}
+
 // CDCAdmin returns the driver that administers the change-stream set-up of cursor kind
 // (pollerctl cdc), when one does.
 func CDCAdmin(kind string) (source.Driver, bool) { return All().CDCAdmin(kind) }

@@ -5,6 +5,7 @@ package postgres
 // publication themselves, and making and dropping them, are package pgcdc's.
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
@@ -21,15 +22,21 @@ func (Driver) Restart(kind, poller string) string {
 		"Its slot and publication are not dropped by a delete and keep WAL while nothing reads them: to remove the poller, run `pollerctl cdc disable %s --yes` first.\n", poller, poller)
 }
 
-// CheckDefinition checks a logical cursor's slot and publication names (CheckSlotName).
+// CheckDefinition checks PostgreSQL's rules of a definition: a logical cursor's slot and
+// publication names (CheckSlotName), each broken one a *source.FieldError (both joined when both
+// are). The names come from the poller's settings, not its declaration.
 func (Driver) CheckDefinition(d source.Definition) error {
 	if d.Cursor.Kind != state.KindLogical {
 		return nil
 	}
+	var errs []error
 	if err := CheckSlotName("slot", d.Slot); err != nil {
-		return err
+		errs = append(errs, &source.FieldError{Field: source.FieldSlot, Err: err})
 	}
-	return CheckSlotName("publication", d.Publication)
+	if err := CheckSlotName("publication", d.Publication); err != nil {
+		errs = append(errs, &source.FieldError{Field: source.FieldPublication, Err: err})
+	}
+	return errors.Join(errs...)
 }
 
 // CheckSlotName (what: "slot" or "publication") accepts what PostgreSQL accepts as a replication slot name (lower-case letters,

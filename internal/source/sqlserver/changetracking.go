@@ -154,6 +154,23 @@ func (Driver) Restart(kind, poller string) string {
 	return fmt.Sprintf("WARNING: %s is in this build: its next tick starts at the oldest version Change Tracking still keeps, and delivers those changes again.\n", poller)
 }
 
+// CheckDefinition checks SQL Server's rules of a definition: a changetracking cursor's tables
+// take no filter, since CHANGETABLE has none and every change of a table comes (a filter would
+// be left out without a word); each filtered table is a *source.FieldError, joined.
+func (Driver) CheckDefinition(d source.Definition) error {
+	if d.Cursor.Kind != state.KindChangeTracking {
+		return nil
+	}
+	var errs []error
+	for i, t := range d.Tables() {
+		if strings.TrimSpace(t.Filter) != "" {
+			errs = append(errs, &source.FieldError{Field: d.TableField(i, source.FieldFilter),
+				Err: fmt.Errorf("a %s cursor delivers every change of the table and takes no filter (CHANGETABLE has none): filter the rows where they are delivered", d.Cursor.Kind)})
+		}
+	}
+	return errors.Join(errs...)
+}
+
 func newChangeTracking(l *source.Layout) *changeTracking {
 	d := l.Definition()
 	return &changeTracking{l: l, table: l.Table(), q: buildCTQueries(l.Driver(), d.Table, l.Columns(), d.PK, l.KeyMarker, ctOptions{skip: d.SkipWriter})}

@@ -1,0 +1,54 @@
+package sqlserver_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sqlserver"
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
+)
+
+// TestChangeTrackingTakesNoFilter, without a server: SQL Server's rule that a changetracking
+// cursor's tables take no filter (CHANGETABLE has none) names the filtered table's field, every
+// one of a poller of several; the source's open refuses it, naming the table; a filter of the
+// other kinds, or a changetracking poller without one, is SQL Server's to accept.
+func TestChangeTrackingTakesNoFilter(t *testing.T) {
+	ct := source.Definition{Table: source.Table{Name: "orders"}, Columns: []string{"id"}, PK: []string{"id"},
+		Cursor: source.Cursor{Kind: state.KindChangeTracking}}
+	dr := sqlserver.Driver{}
+	if err := dr.CheckDefinition(ct); err != nil {
+		t.Fatalf("no filter: %v", err)
+	}
+	rv := ct
+	rv.Cursor, rv.Filter = source.Cursor{Kind: state.KindRowversion, Column: "rv"}, "id > 0"
+	if err := dr.CheckDefinition(rv); err != nil {
+		t.Fatalf("a rowversion cursor's filter: %v", err)
+	}
+
+	one := ct
+	one.Filter = "id > 0"
+	fes := source.FieldErrors(dr.CheckDefinition(one))
+	if len(fes) != 1 || fes[0].Field != "filter" || !errors.Is(fes[0], source.ErrDefinition) || !strings.Contains(fes[0].Err.Error(), "takes no filter (CHANGETABLE has none)") {
+		t.Fatalf("a filter of one table: %v", fes)
+	}
+	_, _, err := source.Offline(dr, source.Config{Poller: "p", Driver: sqlserver.Name, Definition: one}, map[string]string{"id": "BIGINT"})
+	if want := `source: poller "p": invalid source definition: table orders: filter: a changetracking cursor delivers every change of the table and takes no filter`; !errors.Is(err, source.ErrDefinition) || !strings.HasPrefix(err.Error(), want) {
+		t.Fatalf("open: %v, want %q", err, want)
+	}
+
+	two := ct
+	two.More = []source.TableDef{{Table: source.Table{Name: "lines"}, Columns: []string{"id"}, PK: []string{"id"}, Filter: "id > 0"}}
+	if fes := source.FieldErrors(dr.CheckDefinition(two)); len(fes) != 1 || fes[0].Field != "tables[1].filter" {
+		t.Fatalf("a filter of a second table: %v", fes)
+	}
+	two.Filter = " id > 0 "
+	if fes := source.FieldErrors(dr.CheckDefinition(two)); len(fes) != 2 || fes[0].Field != "tables[0].filter" || fes[1].Field != "tables[1].filter" {
+		t.Fatalf("filters of both tables: %v", fes)
+	}
+	_, _, err = source.Offline(dr, source.Config{Poller: "p", Driver: sqlserver.Name, Definition: two}, map[string]string{"id": "BIGINT"})
+	if want := "invalid source definition: table orders: filter:"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("open of two tables: %v, want %q", err, want)
+	}
+}
