@@ -85,7 +85,7 @@ func KeysetColumns(d Definition) []string {
 	if d.Changes() {
 		return nil
 	}
-	return d.keyColumns()
+	return d.KeyColumns()
 }
 
 // IndexServes says whether one of the indexes (each its columns in order; "" for an
@@ -381,7 +381,7 @@ func typesFinding(ctx context.Context, drv Driver, db *sql.DB, d Definition) (Fi
 	}
 	var want []string // every column, for a poller of them all
 	if !d.ReadsAllColumns() {
-		want = d.selected()
+		want = d.Selected()
 	}
 	cols, types, err := columnTypes(ctx, db, drv, d.Table, want)
 	if err != nil {
@@ -452,7 +452,7 @@ func ColumnsFinding(d Definition, missing, have []string, addCursor []string) Fi
 		return Finding{Check: CheckColumns, Verdict: VerdictOK, Detail: "every column (" + AllColumns + "): " + strings.Join(have, ", ")}
 	}
 	if len(missing) == 0 {
-		return Finding{Check: CheckColumns, Verdict: VerdictOK, Detail: strings.Join(d.selected(), ", ")}
+		return Finding{Check: CheckColumns, Verdict: VerdictOK, Detail: strings.Join(d.Selected(), ", ")}
 	}
 	f := Finding{Check: CheckColumns, Verdict: VerdictProblem}
 	var other []string
@@ -500,7 +500,7 @@ func TableAndColumns(d Definition, view string, have []string, caseless bool, ad
 // Missing lists the definition's columns (with the key's) that have lacks.
 func Missing(d Definition, have []string, caseless bool) []string {
 	var out []string
-	for _, c := range d.selected() {
+	for _, c := range d.Selected() {
 		if !slices.ContainsFunc(have, func(h string) bool { return h == c || caseless && strings.EqualFold(h, c) }) {
 			out = append(out, c)
 		}

@@ -19,7 +19,7 @@ type Location struct {
 func Identify(driver string, loc Location, d Definition) state.SourceDef {
 	return state.SourceDef{Driver: driver, Server: loc.Server, Database: loc.Database, Schema: d.Table.Schema, Table: d.Table.Name,
 		CursorKind: d.Cursor.Kind, CursorColumn: d.Cursor.Column, Key: slices.Clone(d.PK), Filter: strings.TrimSpace(d.Filter),
-		Slot: d.Slot, Columns: d.selected(), Tables: moreTables(d)}
+		Slot: d.Slot, Columns: d.Selected(), Tables: moreTables(d)}
 }
 
 // moreTables are d's more tables as a state document records them.
@@ -27,7 +27,7 @@ func moreTables(d Definition) []state.SourceTable {
 	var out []state.SourceTable
 	for _, t := range d.More {
 		out = append(out, state.SourceTable{Schema: t.Table.Schema, Table: t.Table.Name, Key: slices.Clone(t.PK),
-			Filter: strings.TrimSpace(t.Filter), Columns: d.Part(t).selected()})
+			Filter: strings.TrimSpace(t.Filter), Columns: d.Part(t).Selected()})
 	}
 	return out
 }

@@ -184,7 +184,7 @@ type queries struct {
 // columns' (their markers), flavor says how the cursor column is bounded by the database's clock
 // (timestamp+pk only), readBound whether the fetches take a read bound (ReadBound).
 func buildQueries(dl Driver, d Definition, cols, keys string, codecs []KeyCodec, flavor TSFlavor, readBound bool) queries {
-	qkeys := QuoteAll(dl, d.keyColumns())
+	qkeys := QuoteAll(dl, d.KeyColumns())
 	table := QuoteTable(dl, d.Table)
 	filter := ""
 	if f := strings.TrimSpace(d.Filter); f != "" {
@@ -202,7 +202,7 @@ func buildQueries(dl Driver, d Definition, cols, keys string, codecs []KeyCodec,
 			pred, order := dl.Keyset(d.Cursor.Kind, qkeys, keyMarkers(codecs, next))
 			preds, q.keyOrder = append(preds, pred), order
 		}
-		b := dl.UpperBound(d.Cursor.Kind, flavor, qkeys[0], d.settleLag(), next)
+		b := dl.UpperBound(d.Cursor.Kind, flavor, qkeys[0], d.SettleLagOrDefault(), next)
 		q.holdsBack = b.OpenTrx
 		if backlog && b.OpenTrx {
 			b = Bound{} // this bound is the open transactions (and takes no argument)

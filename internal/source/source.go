@@ -126,7 +126,7 @@ func Open(ctx context.Context, ds Drivers, cfg Config) (*Source, error) {
 		fingerprint: Fingerprint(cfg.Driver, c.loc, d),
 		describe:    c.describe,
 		Shape:       newShape(cfg.Poller, d, len(d.More) > 0),
-		label:       d.label(),
+		label:       d.Label(),
 	}
 	if !d.Changes() {
 		s.bound, _ = c.dl.ReadBound(cfg.DSN, d)
@@ -152,7 +152,7 @@ func Open(ctx context.Context, ds Drivers, cfg Config) (*Source, error) {
 // s's connection, read through s's change stream.
 func (s *Source) newPart(t TableDef) *Source {
 	d := s.def.Part(t)
-	return &Source{poller: s.poller, dl: s.dl, def: d, db: s.db, describe: s.describe, Shape: newShape(s.poller, d, true), label: d.label(), part: true}
+	return &Source{poller: s.poller, dl: s.dl, def: d, db: s.db, describe: s.describe, Shape: newShape(s.poller, d, true), label: d.Label(), part: true}
 }
 
 // newShape is the shape of d's rows, before the source is laid out (lay); several: the poller
@@ -171,7 +171,7 @@ func (s *Source) partOf(table string) (*Source, error) {
 			return p, nil
 		}
 	}
-	return nil, fmt.Errorf("source: poller %q: %w: it reads no table %q (it reads %s)", s.poller, ErrCursor, table, s.def.tableNames())
+	return nil, fmt.Errorf("source: poller %q: %w: it reads no table %q (it reads %s)", s.poller, ErrCursor, table, s.def.TableNames())
 }
 
 // Connect validates cfg's definition, opens its connection pool with the driver of ds that
@@ -197,7 +197,7 @@ type conn struct {
 // and checks that the database answers. Errors name the poller; DSNs in them are redacted.
 func connect(ctx context.Context, ds Drivers, cfg Config) (conn, error) {
 	d := cfg.Definition
-	dl, err := d.validate(cfg.Poller, ds, cfg.Driver)
+	dl, err := validate(d, cfg.Poller, ds, cfg.Driver)
 	if err != nil {
 		return conn{}, err
 	}
@@ -230,7 +230,7 @@ func connect(ctx context.Context, ds Drivers, cfg Config) (conn, error) {
 	if loc.Server != "" {
 		where = loc.Server + "/" + loc.Database
 	}
-	return conn{db: db, close: close, dl: dl, loc: loc, describe: fmt.Sprintf("%s %s %s", cfg.Driver, where, d.label())}, nil
+	return conn{db: db, close: close, dl: dl, loc: loc, describe: fmt.Sprintf("%s %s %s", cfg.Driver, where, d.Label())}, nil
 }
 
 // redactErr keeps a driver error from echoing the DSN's secrets.
@@ -285,7 +285,7 @@ func columnTypes(ctx context.Context, db *sql.DB, dl Driver, t Table, cols []str
 // the cursor and key types, and that no cursor or key value is NULL.
 func (s *Source) check(ctx context.Context) error {
 	table := QuoteTable(s.dl, s.def.Table)
-	cols := s.def.selected()
+	cols := s.def.Selected()
 	// Name what is missing from the table's own column list (SQLite would read a double-quoted
 	// name that matches no column as a string literal, so a failing query cannot be relied on).
 	all, err := s.db.QueryContext(ctx, "SELECT * FROM "+table+" WHERE 1=0")
@@ -343,7 +343,7 @@ func (s *Source) check(ctx context.Context) error {
 // key's columns and codecs, checking that the cursor and key types fit, the keyset queries, and
 // the reader.
 func (s *Source) lay(types []string) error {
-	cols := s.def.selected()
+	cols := s.def.Selected()
 	s.Cols = make([]row.Column, len(types))
 	for i, t := range types {
 		s.Cols[i] = row.NewColumn(s.dl, cols[i], t)
@@ -354,7 +354,7 @@ func (s *Source) lay(types []string) error {
 	s.Names = cols
 	s.sel = s.selectCols(cols)
 
-	s.KeyCols = s.def.keyColumns()
+	s.KeyCols = s.def.KeyColumns()
 	s.keySel = s.selectCols(s.KeyCols)
 	for i, k := range s.KeyCols {
 		idx := slices.Index(cols, k)
@@ -402,10 +402,10 @@ func (s *Source) lay(types []string) error {
 // test's stand-in for the server, which sees the SQL and the arguments the driver sends);
 // Close closes that pool.
 func Offline(drv Driver, cfg Config, types map[string]string) (*Source, *Layout, error) {
-	if _, err := cfg.Definition.validate(cfg.Poller, Drivers{drv}, cfg.Driver); err != nil {
+	if _, err := validate(cfg.Definition, cfg.Poller, Drivers{drv}, cfg.Driver); err != nil {
 		return nil, nil, err
 	}
-	s := &Source{poller: cfg.Poller, dl: drv, def: cfg.Definition, describe: drv.Name() + " (offline) " + cfg.Definition.label(), Shape: newShape(cfg.Poller, cfg.Definition, len(cfg.Definition.More) > 0), label: cfg.Definition.label()}
+	s := &Source{poller: cfg.Poller, dl: drv, def: cfg.Definition, describe: drv.Name() + " (offline) " + cfg.Definition.Label(), Shape: newShape(cfg.Poller, cfg.Definition, len(cfg.Definition.More) > 0), label: cfg.Definition.Label()}
 	if cfg.DSN != "" {
 		db, err := drv.Open(cfg.DSN)
 		if err != nil {
@@ -418,7 +418,7 @@ func Offline(drv Driver, cfg Config, types map[string]string) (*Source, *Layout,
 	}
 	layOffline := func(s *Source) error {
 		var ordered []string
-		for _, c := range s.def.selected() {
+		for _, c := range s.def.Selected() {
 			ordered = append(ordered, types[c])
 		}
 		return s.lay(ordered)

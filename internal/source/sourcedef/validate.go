@@ -1,4 +1,4 @@
-package source
+package sourcedef
 
 import (
 	"errors"
@@ -136,7 +136,7 @@ func (d Definition) Check() error {
 			return fieldErr(FieldCursorColumn, "%q: %v", d.Cursor.Column, err)
 		}
 	}
-	if kind == state.KindTimestampPK && len(d.keyColumns()) < 2 {
+	if kind == state.KindTimestampPK && len(d.KeyColumns()) < 2 {
 		return fieldErr(FieldKey, "a timestamp+pk cursor needs a key column other than its cursor column %q as its tiebreaker", d.Cursor.Column)
 	}
 	switch {
@@ -260,14 +260,14 @@ func (e *definitionError) Unwrap() error { return e.fe }
 // openError words err, the rules d breaks (Check's, or its driver's CheckDefinition's), as the
 // source's error: the poller, ErrDefinition, the table and the first broken rule, "source:
 // poller "p": invalid source definition: table b: no key (PK) columns".
-func (d Definition) openError(poller string, err error) error {
+func (d Definition) OpenError(poller string, err error) error {
 	fes := FieldErrors(err)
 	if len(fes) == 0 { // a driver's error without a field
-		return fmt.Errorf("source: poller %q: %w: %s: %v", poller, ErrDefinition, d.label(), err)
+		return fmt.Errorf("source: poller %q: %w: %s: %v", poller, ErrDefinition, d.Label(), err)
 	}
 	fe := fes[0]
 	i, name := fe.Part()
-	where := d.label() + ": "
+	where := d.Label() + ": "
 	switch {
 	case name == FieldTable && (!fe.Missing() || len(d.More) == 0): // the words name the table
 		where = ""

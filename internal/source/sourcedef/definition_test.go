@@ -1,4 +1,4 @@
-package source
+package sourcedef
 
 import (
 	"strings"
@@ -22,8 +22,8 @@ func TestIdentifiers(t *testing.T) {
 }
 
 func TestSettleLag(t *testing.T) {
-	if (Definition{}).settleLag() != DefaultSettleLag || (Definition{SettleLag: NoSettleLag}).settleLag() != 0 ||
-		(Definition{SettleLag: 3 * time.Second}).settleLag() != 3*time.Second {
+	if (Definition{}).SettleLagOrDefault() != DefaultSettleLag || (Definition{SettleLag: NoSettleLag}).SettleLagOrDefault() != 0 ||
+		(Definition{SettleLag: 3 * time.Second}).SettleLagOrDefault() != 3*time.Second {
 		t.Fatal("settle lag defaults")
 	}
 	if DefaultSettleLag <= 0 {

@@ -1,4 +1,8 @@
-package source
+// Package sourcedef is what a poller declares about its source (a Definition: its tables,
+// columns, key, cursor kind and column, filter) and the one validator of it (Definition.Check),
+// whose field-tagged errors (FieldError) poller.New, poller.json and the source each word their
+// own way. The rules of one database are its driver's (source.Driver.CheckDefinition).
+package sourcedef
 
 import (
 	"errors"
@@ -16,7 +20,7 @@ import (
 const DefaultSettleLag = 10 * time.Second
 
 // NoSettleLag reads up to the database's clock itself. It is unsafe for tables written by
-// transactions that commit after they take their timestamp (see the package doc).
+// transactions that commit after they take their timestamp (see package source's doc).
 const NoSettleLag time.Duration = -1
 
 // Definition is what a poller declares about its source.
@@ -124,8 +128,8 @@ func (t Table) String() string {
 // ErrDefinition: the poller's source definition is invalid.
 var ErrDefinition = errors.New("invalid source definition")
 
-// settleLag resolves the zero value and NoSettleLag.
-func (d Definition) settleLag() time.Duration {
+// SettleLagOrDefault is SettleLag with the zero value and NoSettleLag resolved.
+func (d Definition) SettleLagOrDefault() time.Duration {
 	switch {
 	case d.SettleLag == 0:
 		return DefaultSettleLag
@@ -135,9 +139,9 @@ func (d Definition) settleLag() time.Duration {
 	return d.SettleLag
 }
 
-// keyColumns are the keyset's columns in order: the cursor column, then the key columns that are
+// KeyColumns are the keyset's columns in order: the cursor column, then the key columns that are
 // not the cursor column. A change-stream cursor has no cursor column: the key columns.
-func (d Definition) keyColumns() []string {
+func (d Definition) KeyColumns() []string {
 	if d.Changes() {
 		return slices.Clone(d.PK)
 	}
@@ -150,17 +154,14 @@ func (d Definition) keyColumns() []string {
 	return keys
 }
 
-// Selected is Columns with the key columns added where missing: the columns a row holds.
-func (d Definition) Selected() []string { return d.selected() }
-
-// selected is Columns with the key columns added where missing (the key columns alone for
-// AllColumns, which the source replaces by the table's when it opens).
-func (d Definition) selected() []string {
+// Selected is Columns with the key columns added where missing: the columns a row holds (the
+// key columns alone for AllColumns, which the source replaces by the table's when it opens).
+func (d Definition) Selected() []string {
 	cols := slices.Clone(d.Columns)
 	if d.ReadsAllColumns() {
 		cols = nil
 	}
-	for _, k := range d.keyColumns() {
+	for _, k := range d.KeyColumns() {
 		if !slices.Contains(cols, k) {
 			cols = append(cols, k)
 		}
@@ -168,40 +169,16 @@ func (d Definition) selected() []string {
 	return cols
 }
 
-// validate checks the definition for the driver of ds named driver, which it returns: the rules
-// of every definition (Check), the driver's support of its cursor kind and the driver's own
-// rules (DefinitionChecker). Errors wrap ErrDefinition and name the poller and the part at
-// fault; a broken rule's wraps its *FieldError.
-func (d Definition) validate(poller string, ds Drivers, driver string) (Driver, error) {
-	fail := func(format string, args ...any) (Driver, error) {
-		return nil, fmt.Errorf("source: poller %q: %w: %s", poller, ErrDefinition, fmt.Sprintf(format, args...))
-	}
-	dl, ok := ds.Lookup(driver)
-	if !ok {
-		return fail("driver %q is not one of %s", driver, strings.Join(ds.Names(), ", "))
-	}
-	if err := d.Check(); err != nil {
-		return nil, d.openError(poller, err)
-	}
-	if !dl.Supports(d.Cursor.Kind) {
-		return fail("%s: cursor kind %s needs %s, not %s", d.label(), d.Cursor.Kind, strings.Join(ds.reading(d.Cursor.Kind), " or "), driver)
-	}
-	if err := dl.CheckDefinition(d); err != nil {
-		return nil, d.openError(poller, err)
-	}
-	return dl, nil
-}
-
-// label names the poller's table ("table T"), or its tables ("tables T, U").
-func (d Definition) label() string {
+// Label names the poller's table ("table T"), or its tables ("tables T, U").
+func (d Definition) Label() string {
 	if len(d.More) == 0 {
 		return "table " + d.Table.String()
 	}
-	return "tables " + d.tableNames()
+	return "tables " + d.TableNames()
 }
 
-// tableNames are the poller's tables, separated by commas.
-func (d Definition) tableNames() string {
+// TableNames are the poller's tables, separated by commas.
+func (d Definition) TableNames() string {
 	names := make([]string, 0, 1+len(d.More))
 	for _, t := range d.Tables() {
 		names = append(names, t.Table.String())

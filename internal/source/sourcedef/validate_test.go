@@ -1,4 +1,4 @@
-package source_test
+package sourcedef_test
 
 import (
 	"errors"
