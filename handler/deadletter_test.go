@@ -11,7 +11,6 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/handler"
 	"github.com/pseudotrigger/pseudotrigger/internal/clock"
 	"github.com/pseudotrigger/pseudotrigger/internal/deadletter"
-	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/memstore"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 	"github.com/pseudotrigger/pseudotrigger/poller"
@@ -40,13 +39,11 @@ func TestDeadLettersLine(t *testing.T) {
 	}
 	logs := &testenv.Buffer{}
 	env := map[string]string{"POLLER_APP_NAME": "test", "GOOD_DB_DRIVER": "sqlite", "GOOD_DB_CONNECTION": dsn}
-	app := handler.New(handler.Options{
+	app := handler.NewForTest(t, handler.Options{
 		Getenv:  func(k string) string { return env[k] },
 		Logger:  slog.New(slog.NewJSONHandler(logs, nil)),
-		Clock:   clk,
-		Pollers: pollerdef.OfAll([]*poller.Poller{def("good", new(int))}),
-		Store:   st,
-	})
+		Pollers: []*poller.Poller{def("good", new(int))},
+	}, handler.Internals{Clock: clk, Store: st})
 	srv := httptest.NewServer(app.Routes())
 	defer srv.Close()
 	tickOnce := func() {

@@ -2,6 +2,7 @@ package handler_test
 
 import (
 	"database/sql"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -45,19 +46,16 @@ func TestDeclaredPollers(t *testing.T) {
 	if _, err := db.Exec(`CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT); INSERT INTO t VALUES (1, 'a'), (2, 'b'), (3, 'c')`); err != nil {
 		t.Fatal(err)
 	}
-	all, err := declared.Load(root, []*poller.Poller{def("good", new(int))})
-	if err != nil {
-		t.Fatal(err)
-	}
 	env := map[string]string{
-		"WIDGETS_DB_DRIVER": "sqlite", "WIDGETS_DB_CONNECTION": dsn, "HOOK": hook.URL,
+		"AzureWebJobsScriptRoot": root, // where New finds the declared pollers
+		"WIDGETS_DB_DRIVER":      "sqlite", "WIDGETS_DB_CONNECTION": dsn, "HOOK": hook.URL,
 		"BROKEN_DB_DRIVER": "sqlite", "BROKEN_DB_CONNECTION": dsn,
 	}
 	logs := &testenv.Buffer{}
-	app := handler.New(handler.Options{
+	app := handler.NewForTest(t, handler.Options{
 		Getenv: func(k string) string { return env[k] }, Logger: slog.New(slog.NewJSONHandler(logs, nil)),
-		Pollers: all, Store: memstore.New(nil), NoProbe: true,
-	})
+		Pollers: []*poller.Poller{def("good", new(int))},
+	}, handler.Internals{Store: memstore.New(nil), NoProbe: true})
 	srv := httptest.NewServer(app.Routes())
 	defer srv.Close()
 	// The start-up line of a declared poller says where its changes go.
@@ -100,5 +98,19 @@ func declarePoller(t *testing.T, root, name, spec string) {
 		if err := os.WriteFile(filepath.Join(root, name, file), []byte(content), 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestPollerDeclaredTwice: New fails, naming the folder it read and the poller, when a Go
+// poller's name is declared as a folder too (the binary reports it and stops).
+func TestPollerDeclaredTwice(t *testing.T) {
+	root := t.TempDir()
+	declarePoller(t, root, "good", `{"source":{"table":"t","columns":["id"],"key":["id"],"cursor":{"kind":"integer","column":"id"}},"sink":{"type":"webhook","url":"http://127.0.0.1:1"}}`)
+	app, err := handler.New(handler.Options{
+		Getenv: func(k string) string { return map[string]string{"AzureWebJobsScriptRoot": root}[k] }, Logger: slog.New(slog.DiscardHandler),
+		Pollers: []*poller.Poller{def("good", new(int))},
+	})
+	if app != nil || !errors.Is(err, declared.ErrConflict) || !strings.Contains(err.Error(), root) || !strings.Contains(err.Error(), "good/poller.json declares it again") {
+		t.Fatalf("New: %v, %v", app, err)
 	}
 }

@@ -2,56 +2,59 @@ package handler_test
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
-	"io"
+	"log"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/pseudotrigger/pseudotrigger/handler"
-	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
-	"github.com/pseudotrigger/pseudotrigger/internal/store/memstore"
 	"github.com/pseudotrigger/pseudotrigger/poller"
 )
 
-// The Functions host runs a poller's tick by POSTing the timer invocation to /{poller}; the
-// reply's ReturnValue is the tick's summary. Here an in-memory state store stands in for the
-// state blob (deployed: the StateStorage settings) and an SQLite table for the database.
-func ExampleApp_Routes() {
-	dir, err := os.MkdirTemp("", "example")
-	if err != nil {
-		panic(err)
-	}
-	defer os.RemoveAll(dir)
-	dsn := filepath.Join(dir, "events.db")
-	db, err := sql.Open("sqlite", dsn)
-	if err != nil {
-		panic(err)
-	}
-	defer db.Close()
-	if _, err := db.Exec(`CREATE TABLE events (seq INTEGER PRIMARY KEY, what TEXT);
-		INSERT INTO events VALUES (1, 'created'), (2, 'paid')`); err != nil {
-		panic(err)
-	}
-
+// The binary (cmd/handler) serves the app's pollers on the port the Functions host names: its Go
+// pollers (pollers.All()) and the declared ones New finds, each a folder with a poller.json under
+// AzureWebJobsScriptRoot. The settings are the app settings (os.Getenv); the logs go to stdout.
+func ExampleNew() {
 	type Event struct {
 		Seq  int64  `db:"seq,key,cursor"`
 		What string `db:"what"`
 	}
 	events := poller.New("events", "events", poller.Integer,
 		func(ctx context.Context, b *poller.Batch[Event]) error { return nil })
-	settings := map[string]string{"EVENTS_DB_DRIVER": "sqlite", "EVENTS_DB_CONNECTION": dsn}
-	app := handler.New(handler.Options{
-		Getenv:  func(name string) string { return settings[name] },
-		Logger:  slog.New(slog.NewJSONHandler(io.Discard, nil)), // default: JSON lines on stdout
-		Pollers: pollerdef.OfAll([]*poller.Poller{events}),      // the binary: declared.Load(root, pollers.All())
-		Store:   memstore.New(nil),
+	app, err := handler.New(handler.Options{Pollers: []*poller.Poller{events}})
+	if err != nil {
+		log.Fatal(err) // a poller declared both in Go and as a folder
+	}
+	log.Fatal(http.ListenAndServe("127.0.0.1:"+os.Getenv("FUNCTIONS_CUSTOMHANDLER_PORT"), app.Routes()))
+}
+
+// The Functions host runs a poller's tick by POSTing the timer invocation to /{poller}; the
+// reply's ReturnValue is the tick's summary. The settings name the poller's database (an SQLite
+// file, with the rows 1 created and 2 paid) and the state store (Azurite's, here).
+// TestExampleRoutes runs the same exchange with the state in memory.
+func ExampleApp_Routes() {
+	type Event struct {
+		Seq  int64  `db:"seq,key,cursor"`
+		What string `db:"what"`
+	}
+	events := poller.New("events", "events", poller.Integer,
+		func(ctx context.Context, b *poller.Batch[Event]) error { return nil })
+	settings := map[string]string{
+		"EVENTS_DB_DRIVER": "sqlite", "EVENTS_DB_CONNECTION": "events.db",
+		"StateStorage": "UseDevelopmentStorage=true",
+	}
+	app, err := handler.New(handler.Options{
+		Getenv:  func(name string) string { return settings[name] }, // default: os.Getenv
+		Logger:  slog.New(slog.DiscardHandler),                      // default: JSON lines on stdout
+		Pollers: []*poller.Poller{events},
 	})
+	if err != nil {
+		panic(err)
+	}
 	host := httptest.NewServer(app.Routes())
 	defer host.Close()
 
@@ -73,7 +76,7 @@ func ExampleApp_Routes() {
 		summary, _ := json.Marshal(reply.ReturnValue)
 		fmt.Println(resp.StatusCode, string(summary))
 	}
-	// Output:
+	// It prints, on a new state container:
 	// 200 {"attempt":1,"batches":1,"cursor":{"kind":"integer","value":2},"fencing_token":1,"lag_seconds":0,"ops":{"upsert":2},"outcome":"committed","poller":"events","rows":2,"rows_waiting":0}
 	// 200 {"batches":0,"cursor":{"kind":"integer","value":2},"fencing_token":1,"lag_seconds":0,"outcome":"idle","poller":"events","rows":0,"rows_waiting":0}
 }

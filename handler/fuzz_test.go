@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/pseudotrigger/pseudotrigger/handler"
-	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/poller"
 )
 
@@ -24,13 +23,13 @@ func FuzzInvocationBody(f *testing.F) {
 	f.Add(`not json`)
 	f.Add(`[]`)
 	f.Add(`{"Data":{}} trailing`)
-	app := handler.New(handler.Options{
+	app := handler.NewForTest(f, handler.Options{
 		Getenv: func(k string) string {
 			return map[string]string{"GOOD_DB_DRIVER": "sqlite", "GOOD_DB_CONNECTION": "x.db"}[k]
 		},
 		Logger:  slog.New(slog.NewJSONHandler(io.Discard, nil)),
-		Pollers: pollerdef.OfAll([]*poller.Poller{def("good", new(int))}),
-	})
+		Pollers: []*poller.Poller{def("good", new(int))},
+	}, handler.Internals{})
 	routes := app.Routes()
 	f.Fuzz(func(t *testing.T, b string) {
 		rec := httptest.NewRecorder()

@@ -1,13 +1,12 @@
 // Package handler is the Azure Functions custom handler: an http.Handler that answers the host's
 // start-up probe and runs one tick per timer invocation of a poller.
 //
-// The binary (cmd/handler) is, apart from signals and a graceful Drain, this:
+// The binary (cmd/handler) is, apart from signals, a graceful Drain and telemetry, this:
 //
-//	all, err := declared.Load(declared.Root(os.Getenv), pollers.All()) // Go and declared pollers
+//	app, err := handler.New(handler.Options{Pollers: pollers.All()}) // and the declared pollers
 //	if err != nil {
 //		return err // a name declared twice
 //	}
-//	app := handler.New(handler.Options{Pollers: all}) // settings from os.Getenv, logs to stdout
 //	return http.ListenAndServe("127.0.0.1:"+os.Getenv("FUNCTIONS_CUSTOMHANDLER_PORT"), app.Routes())
 //
 // A poller author never changes it: adding a poller to pollers.All (or a poller.json folder) is
@@ -41,6 +40,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
 	"github.com/pseudotrigger/pseudotrigger/internal/clock"
 	"github.com/pseudotrigger/pseudotrigger/internal/deadletter"
+	"github.com/pseudotrigger/pseudotrigger/internal/declared"
 	"github.com/pseudotrigger/pseudotrigger/internal/faultpoint"
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
 	"github.com/pseudotrigger/pseudotrigger/internal/liveness"
@@ -52,12 +52,14 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/telemetry"
 	"github.com/pseudotrigger/pseudotrigger/internal/tick"
 	"github.com/pseudotrigger/pseudotrigger/internal/version"
+	"github.com/pseudotrigger/pseudotrigger/poller"
 )
 
 // MaxBodyBytes caps an invocation's body; a timer invocation is well under 4 KiB.
 const MaxBodyBytes = 1 << 20
 
-// App holds the configuration of every poller of the build (Options.Pollers) and runs their ticks.
+// App holds the configuration of every poller of the app (Options.Pollers and the declared ones)
+// and runs their ticks.
 type App struct {
 	log      *slog.Logger
 	getenv   func(string) string
@@ -98,17 +100,13 @@ const deadLettersEvery = 5 * time.Minute
 
 // Options configure an App. Zero values take the defaults.
 type Options struct {
-	Getenv  func(string) string // default os.Getenv
-	Logger  *slog.Logger        // default: JSON to stdout
-	Clock   clock.Clock         // default clock.System
-	Pollers []*pollerdef.Def    // the app's pollers: declared.Load(root, pollers.All())
-	// StoreOptions go to the blob store (tests count or cut requests through them).
-	StoreOptions *blobstore.Options
-	// Store replaces the blob store the settings name (unit tests use an in-memory store).
-	Store lease.Store
-	// NoProbe leaves the status function's rows without a live probe of the sources (unit
-	// tests of the page that open no source).
-	NoProbe bool
+	Getenv func(string) string // the app settings; default os.Getenv
+	Logger *slog.Logger        // default: JSON to stdout
+	// Pollers are the app's Go pollers (pollers.All()). New adds the declared ones: each folder
+	// with a poller.json under the app's root (the setting AzureWebJobsScriptRoot, else the
+	// working directory; docs/pollers.md, "A declared poller"), and fails on a name declared both
+	// ways.
+	Pollers []*poller.Poller
 	// Environ lists the settings' names, to warn of a misspelt one (default: the environment's).
 	Environ func() []string
 	// TracerProvider and MeterProvider receive the ticks' spans and metrics (package telemetry);
@@ -119,19 +117,52 @@ type Options struct {
 	MeterProvider  metric.MeterProvider
 }
 
-// New reads the settings of the state store and of every poller and logs what is wrong. A bad
-// state store setting fails every invocation; a poller's bad setting fails that poller's.
-func New(o Options) *App {
+// internals are what the package's own tests set besides Options (export_test.go).
+type internals struct {
+	Clock clock.Clock // default clock.System, shifted by a test build's PSEUDOTRIGGER_CLOCK_OFFSET
+	// StoreOptions go to the blob store (tests count or cut requests through them).
+	StoreOptions *blobstore.Options
+	// Store replaces the blob store the settings name (an in-memory store).
+	Store lease.Store
+	// NoProbe leaves the status function's rows without a live probe of the sources (tests of
+	// the page that open no source).
+	NoProbe bool
+}
+
+// New reads the app's pollers (Options.Pollers and the declared ones), the settings of the
+// state store and of every poller, and logs what is wrong. A bad state store setting fails every
+// invocation; a poller's bad setting or poller.json fails that poller's. New fails only on what
+// no invocation could get past: a poller declared both in Go and as a folder, and, in a test
+// build with fault points, a bad clock offset.
+func New(o Options) (*App, error) { return newApp(o, internals{}) }
+
+// newApp is New with the tests' knobs.
+func newApp(o Options, in internals) (*App, error) {
 	if o.Getenv == nil {
 		o.Getenv = os.Getenv
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewJSONHandler(os.Stdout, nil))
 	}
-	if o.Clock == nil {
-		o.Clock = clock.System{}
+	root := declared.Root(o.Getenv)
+	defs, err := declared.Load(root, o.Pollers)
+	if err != nil {
+		return nil, fmt.Errorf("the pollers of %s: %w", root, err)
 	}
-	a := &App{log: o.Logger, getenv: o.Getenv, clock: o.Clock, draining: make(chan struct{}), pollers: map[string]*pollerState{}, noProbe: o.NoProbe,
+	if in.Clock == nil {
+		in.Clock = clock.System{}
+		if faultpoint.Enabled { // a test build: never deploy one
+			off, err := faultpoint.ClockOffset()
+			if err != nil {
+				return nil, fmt.Errorf("the test build's clock: %w", err)
+			}
+			o.Logger.Warn("this is a test build with fault points compiled in", "clock_offset", off.String())
+			if off != 0 {
+				in.Clock = clock.Offset(in.Clock, off)
+			}
+		}
+	}
+	a := &App{log: o.Logger, getenv: o.Getenv, clock: in.Clock, draining: make(chan struct{}), pollers: map[string]*pollerState{}, noProbe: in.NoProbe,
 		traced: o.TracerProvider != nil || telemetry.Enabled()}
 	if o.TracerProvider != nil {
 		a.tracer = telemetry.Tracer(o.TracerProvider)
@@ -153,11 +184,11 @@ func New(o Options) *App {
 	}
 	a.owner = owner
 
-	if o.Store != nil {
-		a.store = o.Store
+	if in.Store != nil {
+		a.store = in.Store
 	} else if settings, err := blobstore.SettingsFromEnv(o.Getenv); err != nil {
 		a.storeErr = err
-	} else if st, err := blobstore.New(settings, o.StoreOptions); err != nil {
+	} else if st, err := blobstore.New(settings, in.StoreOptions); err != nil {
 		a.storeErr = err
 	} else {
 		a.store = st
@@ -174,7 +205,7 @@ func New(o Options) *App {
 		a.log.Error("every poller's invocations will fail", "error", poolErr.Error(), "setting", appsettings.PoolSizeSetting)
 	}
 	a.pools = source.NewPools(poolSize)
-	for _, d := range o.Pollers {
+	for _, d := range defs {
 		ps := &pollerState{def: d}
 		ps.settings, ps.err = appsettings.Load(d, o.Getenv)
 		if ps.err == nil {
@@ -205,23 +236,24 @@ func New(o Options) *App {
 		}
 		a.pollers[d.Name()] = ps
 	}
-	a.warnMisspelt(o)
-	return a
+	a.warnMisspelt(o.Environ, defs)
+	return a, nil
 }
 
 // warnMisspelt logs each setting whose name looks like a poller setting's but is none (a slip
-// that would leave a default in force), with the name meant.
-func (a *App) warnMisspelt(o Options) {
+// that would leave a default in force), with the name meant. environ lists the settings' names
+// (nil: the environment's).
+func (a *App) warnMisspelt(environ func() []string, defs []*pollerdef.Def) {
 	var keys, names []string
-	if o.Environ != nil {
-		keys = o.Environ()
+	if environ != nil {
+		keys = environ()
 	} else {
 		for _, kv := range os.Environ() {
 			k, _, _ := strings.Cut(kv, "=")
 			keys = append(keys, k)
 		}
 	}
-	for _, d := range o.Pollers {
+	for _, d := range defs {
 		names = append(names, d.Name())
 	}
 	for _, w := range appsettings.Misspelt(keys, names) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -16,7 +17,6 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/pseudotrigger/pseudotrigger/handler"
-	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/memstore"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 	"github.com/pseudotrigger/pseudotrigger/poller"
@@ -53,12 +53,11 @@ func newServerLogging(t *testing.T, logs io.Writer) (*httptest.Server, *int) {
 		"BAD_DB_DRIVER": "oracle", "BAD_DB_CONNECTION": dsn,
 	}
 	delivered := new(int)
-	app := handler.New(handler.Options{
+	app := handler.NewForTest(t, handler.Options{
 		Getenv:  func(k string) string { return env[k] },
 		Logger:  slog.New(slog.NewJSONHandler(logs, nil)),
-		Pollers: pollerdef.OfAll([]*poller.Poller{def("good", delivered), def("bad", new(int))}),
-		Store:   memstore.New(nil),
-	})
+		Pollers: []*poller.Poller{def("good", delivered), def("bad", new(int))},
+	}, handler.Internals{Store: memstore.New(nil)})
 	srv := httptest.NewServer(app.Routes())
 	t.Cleanup(srv.Close)
 	return srv, delivered
@@ -145,13 +144,13 @@ func TestErrors(t *testing.T) {
 }
 
 func TestMissingStateStorage(t *testing.T) {
-	app := handler.New(handler.Options{
+	app := handler.NewForTest(t, handler.Options{
 		Getenv: func(k string) string {
 			return map[string]string{"GOOD_DB_DRIVER": "sqlite", "GOOD_DB_CONNECTION": "x.db"}[k]
 		},
 		Logger:  slog.New(slog.NewJSONHandler(io.Discard, nil)),
-		Pollers: pollerdef.OfAll([]*poller.Poller{def("good", new(int))}),
-	})
+		Pollers: []*poller.Poller{def("good", new(int))},
+	}, handler.Internals{})
 	srv := httptest.NewServer(app.Routes())
 	defer srv.Close()
 	status, m, _ := post(t, srv.URL+"/good", body)
@@ -231,12 +230,11 @@ func TestMissingScheduleFailsThatPollerAlone(t *testing.T) {
 	}
 	logs := &testenv.Buffer{}
 	delivered := new(int)
-	app := handler.New(handler.Options{
+	app := handler.NewForTest(t, handler.Options{
 		Getenv:  func(k string) string { return env[k] },
 		Logger:  slog.New(slog.NewJSONHandler(logs, nil)),
-		Pollers: pollerdef.OfAll([]*poller.Poller{def("timed", delivered), def("untimed", new(int))}),
-		Store:   memstore.New(nil),
-	})
+		Pollers: []*poller.Poller{def("timed", delivered), def("untimed", new(int))},
+	}, handler.Internals{Store: memstore.New(nil)})
 	srv := httptest.NewServer(app.Routes())
 	defer srv.Close()
 	var errs []map[string]any
@@ -255,5 +253,55 @@ func TestMissingScheduleFailsThatPollerAlone(t *testing.T) {
 	}
 	if status, m, _ := post(t, srv.URL+"/timed", body); status != 200 || m["ReturnValue"].(map[string]any)["outcome"] != "committed" || *delivered != 1 {
 		t.Fatalf("the scheduled poller: %d %v (delivered %d)", status, m, *delivered)
+	}
+}
+
+// TestExampleRoutes: ExampleApp_Routes's exchange, with the state in memory (the example names
+// Azurite's): its two replies are the ones the example shows.
+func TestExampleRoutes(t *testing.T) {
+	dsn := filepath.Join(t.TempDir(), "events.db")
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`CREATE TABLE events (seq INTEGER PRIMARY KEY, what TEXT);
+		INSERT INTO events VALUES (1, 'created'), (2, 'paid')`); err != nil {
+		t.Fatal(err)
+	}
+	type Event struct {
+		Seq  int64  `db:"seq,key,cursor"`
+		What string `db:"what"`
+	}
+	events := poller.New("events", "events", poller.Integer,
+		func(ctx context.Context, b *poller.Batch[Event]) error { return nil })
+	settings := map[string]string{"EVENTS_DB_DRIVER": "sqlite", "EVENTS_DB_CONNECTION": dsn}
+	app := handler.NewForTest(t, handler.Options{
+		Getenv:  func(name string) string { return settings[name] },
+		Logger:  slog.New(slog.DiscardHandler),
+		Pollers: []*poller.Poller{events},
+	}, handler.Internals{Store: memstore.New(nil)})
+	host := httptest.NewServer(app.Routes())
+	defer host.Close()
+	invocation := `{"Data":{"timer":{"IsPastDue":false}},"Metadata":{"sys":{"MethodName":"events"}}}`
+	for i, want := range []string{
+		`200 {"attempt":1,"batches":1,"cursor":{"kind":"integer","value":2},"fencing_token":1,"lag_seconds":0,"ops":{"upsert":2},"outcome":"committed","poller":"events","rows":2,"rows_waiting":0}`,
+		`200 {"batches":0,"cursor":{"kind":"integer","value":2},"fencing_token":1,"lag_seconds":0,"outcome":"idle","poller":"events","rows":0,"rows_waiting":0}`,
+	} {
+		resp, err := http.Post(host.URL+"/events", "application/json", strings.NewReader(invocation))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var reply struct{ ReturnValue map[string]any }
+		err = json.NewDecoder(resp.Body).Decode(&reply)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		delete(reply.ReturnValue, "duration_ms")
+		summary, _ := json.Marshal(reply.ReturnValue)
+		if got := fmt.Sprint(resp.StatusCode, " ", string(summary)); got != want {
+			t.Errorf("reply %d:\n got %s\nwant %s", i+1, got, want)
+		}
 	}
 }

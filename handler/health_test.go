@@ -15,7 +15,6 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/handler"
 	"github.com/pseudotrigger/pseudotrigger/internal/blobpath"
 	"github.com/pseudotrigger/pseudotrigger/internal/clock"
-	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerstatus"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
@@ -78,8 +77,7 @@ func TestIdleWritesPerDay(t *testing.T) {
 	clk := clock.NewFake(time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC))
 	st := &countingStore{Store: memstore.New(clk), writes: map[string]*atomic.Int64{}}
 	env := map[string]string{"POLLER_APP_NAME": "day", "GOOD_DB_DRIVER": "sqlite", "GOOD_DB_CONNECTION": sqliteOrders(t), "GOOD_SCHEDULE": "*/10 * * * * *"}
-	app := handler.New(handler.Options{Getenv: func(k string) string { return env[k] }, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
-		Clock: clk, Pollers: pollerdef.OfAll([]*poller.Poller{def("good", new(int))}), Store: st})
+	app := handler.NewForTest(t, handler.Options{Getenv: func(k string) string { return env[k] }, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Pollers: []*poller.Poller{def("good", new(int))}}, handler.Internals{Clock: clk, Store: st})
 	srv := httptest.NewServer(app.Routes())
 	defer srv.Close()
 
@@ -107,8 +105,9 @@ func TestStatusFailingBeforeTheLease(t *testing.T) {
 	env := map[string]string{"POLLER_APP_NAME": "bad-cursor", "GOOD_DB_DRIVER": "sqlite",
 		"GOOD_DB_CONNECTION": sqliteOrders(t, "(1, '2026-01-01T00:00:00.000000Z')")}
 	opts := handler.Options{Getenv: func(k string) string { return env[k] }, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
-		Clock: clk, Pollers: pollerdef.OfAll([]*poller.Poller{def("good", new(int))}), Store: st}
-	app := handler.New(opts)
+		Pollers: []*poller.Poller{def("good", new(int))}}
+	in := handler.Internals{Clock: clk, Store: st}
+	app := handler.NewForTest(t, opts, in)
 	srv := httptest.NewServer(app.Routes())
 	defer srv.Close()
 	// One good tick creates the state; then an operator's mistake puts "abc" in the key.
@@ -124,9 +123,9 @@ func TestStatusFailingBeforeTheLease(t *testing.T) {
 	}
 	// What the handler that ran the ticks serves, and what another instance (no memory of the
 	// ticks, no probe: only the liveness mark) serves.
-	other := handler.New(opts)
-	opts.NoProbe = true
-	markOnly := handler.New(opts)
+	other := handler.NewForTest(t, opts, in)
+	in.NoProbe = true
+	markOnly := handler.NewForTest(t, opts, in)
 	for name, h := range map[string]*handler.App{"this instance": app, "another instance": other, "the liveness mark alone": markOnly} {
 		s := httptest.NewServer(h.Routes())
 		_, raw := get(t, s.URL+handler.StatusRoute, "")
@@ -155,8 +154,7 @@ func TestUnreachableRowIsLoud(t *testing.T) {
 	dsn := sqliteOrders(t, "(1, '"+now.Add(-2*time.Second).Format(state.TimeLayout)+"')", "(2, '"+now.Add(-time.Second).Format(state.TimeLayout)+"')")
 	env := map[string]string{"POLLER_APP_NAME": "stamps", "GOOD_DB_DRIVER": "sqlite", "GOOD_DB_CONNECTION": dsn}
 	delivered := new(int)
-	app := handler.New(handler.Options{Getenv: func(k string) string { return env[k] }, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
-		Clock: clk, Pollers: pollerdef.OfAll([]*poller.Poller{def("good", delivered)}), Store: memstore.New(clk)})
+	app := handler.NewForTest(t, handler.Options{Getenv: func(k string) string { return env[k] }, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Pollers: []*poller.Poller{def("good", delivered)}}, handler.Internals{Clock: clk, Store: memstore.New(clk)})
 	srv := httptest.NewServer(app.Routes())
 	defer srv.Close()
 	if status, m, _ := post(t, srv.URL+"/good", body); status != 200 || *delivered != 2 {

@@ -27,9 +27,8 @@ func TestSameLastTick(t *testing.T) {
 	st := memstore.New(clk)
 	env := map[string]string{"POLLER_APP_NAME": "same", "GOOD_DB_DRIVER": "sqlite", "GOOD_DB_CONNECTION": sqliteOrders(t, "(1, '2026-01-01T00:00:00.000000Z')"),
 		"GOOD_SCHEDULE": "*/10 * * * * *"}
-	pollers := pollerdef.OfAll([]*poller.Poller{def("good", new(int))})
-	app := handler.New(handler.Options{Getenv: func(k string) string { return env[k] }, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
-		Clock: clk, Pollers: pollers, Store: st, NoProbe: true})
+	good := def("good", new(int))
+	app := handler.NewForTest(t, handler.Options{Getenv: func(k string) string { return env[k] }, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Pollers: []*poller.Poller{good}}, handler.Internals{Clock: clk, Store: st, NoProbe: true})
 	srv := httptest.NewServer(app.Routes())
 	defer srv.Close()
 	if status, m, _ := post(t, srv.URL+"/good", body); status != 200 || m["ReturnValue"].(map[string]any)["outcome"] != "committed" {
@@ -54,7 +53,7 @@ func TestSameLastTick(t *testing.T) {
 	}
 	var out bytes.Buffer
 	ctl.Run(ctx, []string{"status", "--no-probe", "good"}, ctl.Env{Store: st, App: "same", Getenv: func(k string) string { return env[k] },
-		Pollers: pollers, Out: &out, In: strings.NewReader(""), Clock: clk})
+		Pollers: pollerdef.OfAll([]*poller.Poller{good}), Out: &out, In: strings.NewReader(""), Clock: clk})
 	if !strings.Contains(out.String(), want) {
 		t.Errorf("pollerctl status does not show the last tick %q:\n%s", want, out.String())
 	}

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/pseudotrigger/pseudotrigger/handler"
-	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/memstore"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 	"github.com/pseudotrigger/pseudotrigger/poller"
@@ -17,7 +16,7 @@ import (
 func TestMisspeltSettingLogged(t *testing.T) {
 	env := map[string]string{"GOOD_DB_DRIVER": "sqlite", "GOOD_DB_CONNECTION": "x.db", "GOOD_BATCHSIZE": "10", "GOD_SCHEDULE": "*/5 * * * * *"}
 	logs := &testenv.Buffer{}
-	handler.New(handler.Options{
+	handler.NewForTest(t, handler.Options{
 		Getenv: func(k string) string { return env[k] },
 		Environ: func() []string {
 			var keys []string
@@ -27,9 +26,8 @@ func TestMisspeltSettingLogged(t *testing.T) {
 			return keys
 		},
 		Logger:  slog.New(slog.NewJSONHandler(logs, nil)),
-		Pollers: pollerdef.OfAll([]*poller.Poller{def("good", new(int))}),
-		Store:   memstore.New(nil),
-	})
+		Pollers: []*poller.Poller{def("good", new(int))},
+	}, handler.Internals{Store: memstore.New(nil)})
 	var got []string
 	for _, l := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
 		if strings.Contains(l, `"setting not used: `) {

@@ -15,7 +15,6 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/pseudotrigger/pseudotrigger/handler"
-	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/memstore"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
@@ -63,10 +62,10 @@ func TestPollersShareOnePoolPerDatabase(t *testing.T) {
 				p := strings.ToUpper(name)
 				env[p+"_DB_DRIVER"], env[p+"_DB_CONNECTION"] = "postgres", testenv.WithParam(dsn, "application_name", app)
 			}
-			srv := httptest.NewServer(handler.New(handler.Options{
+			srv := httptest.NewServer(handler.NewForTest(t, handler.Options{
 				Getenv: func(k string) string { return env[k] }, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
-				Pollers: pollerdef.OfAll(pollers), Store: memstore.New(nil),
-			}).Routes())
+				Pollers: pollers,
+			}, handler.Internals{Store: memstore.New(nil)}).Routes())
 			defer srv.Close()
 			var wg sync.WaitGroup
 			codes := make([]int, n)
@@ -104,11 +103,10 @@ func TestPollersShareOnePoolPerDatabase(t *testing.T) {
 
 	t.Run("bad", func(t *testing.T) {
 		env := map[string]string{"POLLER_DB_MAX_CONNECTIONS": "lots", "GOOD_DB_DRIVER": "postgres", "GOOD_DB_CONNECTION": dsn}
-		srv := httptest.NewServer(handler.New(handler.Options{
+		srv := httptest.NewServer(handler.NewForTest(t, handler.Options{
 			Getenv: func(k string) string { return env[k] }, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
-			Pollers: pollerdef.OfAll([]*poller.Poller{poller.New("good", table, poller.TimestampPK, func(context.Context, *poller.Batch[testRow]) error { return nil })}),
-			Store:   memstore.New(nil),
-		}).Routes())
+			Pollers: []*poller.Poller{poller.New("good", table, poller.TimestampPK, func(context.Context, *poller.Batch[testRow]) error { return nil })},
+		}, handler.Internals{Store: memstore.New(nil)}).Routes())
 		defer srv.Close()
 		code, m, _ := post(t, srv.URL+"/good", body)
 		if code == http.StatusOK || !strings.Contains(fmt.Sprint(m), "POLLER_DB_MAX_CONNECTIONS") || !strings.Contains(fmt.Sprint(m), `"lots"`) {

@@ -10,7 +10,6 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/handler"
 	"github.com/pseudotrigger/pseudotrigger/internal/clock"
-	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerstatus"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/memstore"
@@ -27,14 +26,15 @@ func TestStatusSetupWarning(t *testing.T) {
 	dsn := sqliteOrders(t)
 	env := map[string]string{"POLLER_APP_NAME": "setup", "GOOD_DB_DRIVER": "sqlite", "GOOD_DB_CONNECTION": dsn}
 	opts := handler.Options{Getenv: func(k string) string { return env[k] }, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
-		Clock: clk, Pollers: pollerdef.OfAll([]*poller.Poller{def("good", new(int))}), Store: st}
-	app := handler.New(opts)
+		Pollers: []*poller.Poller{def("good", new(int))}}
+	in := handler.Internals{Clock: clk, Store: st}
+	app := handler.NewForTest(t, opts, in)
 	srv := httptest.NewServer(app.Routes())
 	defer srv.Close()
 	if status, m, _ := post(t, srv.URL+"/good", body); status != 200 {
 		t.Fatalf("tick: %d %v", status, m)
 	}
-	other := httptest.NewServer(handler.New(opts).Routes())
+	other := httptest.NewServer(handler.NewForTest(t, opts, in).Routes())
 	defer other.Close()
 	status := func(url string) pollerstatus.Row {
 		t.Helper()

@@ -46,9 +46,6 @@ const StatusRoute = "/api/status"
 // statusTimeout bounds the reads of one status request.
 const statusTimeout = 30 * time.Second
 
-// Report is the status function's JSON reply (pollerstatus makes it).
-type Report = pollerstatus.Report
-
 // status answers GET /api/status: every poller's row, as JSON, or as a page when the caller
 // prefers HTML (a browser). It only reads the state store.
 func (a *App) status(w http.ResponseWriter, r *http.Request) {

@@ -17,7 +17,6 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/handler"
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
 	"github.com/pseudotrigger/pseudotrigger/internal/blobpath"
-	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerstatus"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sqlite"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
@@ -47,8 +46,8 @@ func BenchmarkStatus20Pollers(b *testing.B) {
 		env[p+"_BATCH_SIZE"], env[p+"_TICK_BUDGET"] = "400", "1ns" // one batch a tick: 600 rows left waiting
 		defs = append(defs, def(name, new(int)))
 	}
-	opts := handler.Options{Getenv: func(k string) string { return env[k] }, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Pollers: pollerdef.OfAll(defs)}
-	a := handler.New(opts)
+	opts := handler.Options{Getenv: func(k string) string { return env[k] }, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Pollers: defs}
+	a := handler.NewForTest(b, opts, handler.Internals{})
 	srv := httptest.NewServer(a.Routes())
 	defer srv.Close()
 	for _, d := range defs { // one tick each: a state document, 600 rows left waiting
@@ -80,9 +79,7 @@ func BenchmarkStatus20Pollers(b *testing.B) {
 		noProbe bool
 	}{{"state-only", true}, {"with-probes", false}} {
 		b.Run(mode.name, func(b *testing.B) {
-			o := opts
-			o.NoProbe = mode.noProbe
-			h := handler.New(o)
+			h := handler.NewForTest(b, opts, handler.Internals{NoProbe: mode.noProbe})
 			s := httptest.NewServer(h.Routes())
 			defer s.Close()
 			var lat []time.Duration

@@ -20,7 +20,6 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/handler"
 	"github.com/pseudotrigger/pseudotrigger/internal/clock"
 	"github.com/pseudotrigger/pseudotrigger/internal/deadletter"
-	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/blobstore"
@@ -147,10 +146,9 @@ func statusServerWith(t *testing.T, env map[string]string) *httptest.Server {
 	clk := clock.NewFake(statusNow)
 	st := memstore.New(clk)
 	seed(t, st, statusApp, statusNow)
-	app := handler.New(handler.Options{
-		Getenv: func(k string) string { return env[k] }, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
-		Clock: clk, Pollers: pollerdef.OfAll(statusPollers()), Store: st, NoProbe: true,
-	})
+	app := handler.NewForTest(t, handler.Options{
+		Getenv: func(k string) string { return env[k] }, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Pollers: statusPollers(),
+	}, handler.Internals{Clock: clk, Store: st, NoProbe: true})
 	srv := httptest.NewServer(app.Routes())
 	t.Cleanup(srv.Close)
 	return srv
@@ -452,7 +450,7 @@ func TestStatusNegotiation(t *testing.T) {
 
 func TestStatusStoreProblems(t *testing.T) {
 	// No state store setting: 503, naming the setting, as JSON or as a page.
-	app := handler.New(handler.Options{Getenv: func(string) string { return "" }, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Pollers: pollerdef.OfAll(statusPollers())})
+	app := handler.NewForTest(t, handler.Options{Getenv: func(string) string { return "" }, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Pollers: statusPollers()}, handler.Internals{})
 	srv := httptest.NewServer(app.Routes())
 	defer srv.Close()
 	resp, body := get(t, srv.URL+handler.StatusRoute, "")
@@ -464,8 +462,7 @@ func TestStatusStoreProblems(t *testing.T) {
 		t.Fatalf("%d %s", resp.StatusCode, body)
 	}
 	// An empty store and no pollers: an empty list, and a page that says so.
-	app = handler.New(handler.Options{Getenv: func(string) string { return "" }, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
-		Pollers: []*pollerdef.Def{}, Store: memstore.New(nil)})
+	app = handler.NewForTest(t, handler.Options{Getenv: func(string) string { return "" }, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))}, handler.Internals{Store: memstore.New(nil)})
 	srv2 := httptest.NewServer(app.Routes())
 	defer srv2.Close()
 	if _, body := get(t, srv2.URL+handler.StatusRoute, ""); !strings.Contains(body, `"pollers":[]`) {
@@ -557,7 +554,7 @@ func TestStatusAzurite(t *testing.T) {
 			env[k] = v
 		}
 	}
-	h := handler.New(handler.Options{Getenv: func(k string) string { return env[k] }, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Pollers: pollerdef.OfAll(statusPollers()), NoProbe: true})
+	h := handler.NewForTest(t, handler.Options{Getenv: func(k string) string { return env[k] }, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Pollers: statusPollers()}, handler.Internals{NoProbe: true})
 	srv := httptest.NewServer(h.Routes())
 	defer srv.Close()
 

@@ -21,7 +21,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/pseudotrigger/pseudotrigger/handler"
-	"github.com/pseudotrigger/pseudotrigger/internal/declared"
 	"github.com/pseudotrigger/pseudotrigger/internal/telemetry/telemetrytest"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 )
@@ -62,14 +61,10 @@ func newTelemetryWorld(t *testing.T, opts handler.Options) *telemetryWorld {
 	if _, err := db.Exec(`CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT); INSERT INTO t VALUES (1, 'a'), (2, 'b'), (3, 'c'), (4, 'd'), (5, 'e')`); err != nil {
 		t.Fatal(err)
 	}
-	all, err := declared.Load(root, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := map[string]string{"StateStorage": testenv.Azurite(t), "POLLER_APP_NAME": testenv.Name("otel-"),
+	env := map[string]string{"AzureWebJobsScriptRoot": root, "StateStorage": testenv.Azurite(t), "POLLER_APP_NAME": testenv.Name("otel-"),
 		"TRACED_DB_DRIVER": "sqlite", "TRACED_DB_CONNECTION": dsn, "TRACED_BATCH_SIZE": "2", "HOOK": w.hook.URL}
-	opts.Getenv, opts.Logger, opts.Pollers, opts.NoProbe = func(k string) string { return env[k] }, slog.New(slog.NewJSONHandler(io.Discard, nil)), all, true
-	w.srv = httptest.NewServer(handler.New(opts).Routes())
+	opts.Getenv, opts.Logger = func(k string) string { return env[k] }, slog.New(slog.NewJSONHandler(io.Discard, nil))
+	w.srv = httptest.NewServer(handler.NewForTest(t, opts, handler.Internals{NoProbe: true}).Routes())
 	t.Cleanup(w.srv.Close)
 	return w
 }

@@ -12,7 +12,6 @@ import (
 	"testing"
 
 	"github.com/pseudotrigger/pseudotrigger/handler"
-	"github.com/pseudotrigger/pseudotrigger/internal/declared"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/memstore"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 )
@@ -56,15 +55,10 @@ func TestDeclaredNonFiniteToWebhook(t *testing.T) {
 	defer hook.Close()
 	root := t.TempDir()
 	declarePoller(t, root, "sensors", `{"source":{"table":"`+table+`","columns":["id","reading","peak","samples"],"key":["id"],"cursor":{"kind":"integer","column":"id"}},"sink":{"type":"webhook","url":"%HOOK%"}}`)
-	all, err := declared.Load(root, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := map[string]string{"SENSORS_DB_DRIVER": "postgres", "SENSORS_DB_CONNECTION": dsn, "HOOK": hook.URL}
-	app := handler.New(handler.Options{
+	env := map[string]string{"AzureWebJobsScriptRoot": root, "SENSORS_DB_DRIVER": "postgres", "SENSORS_DB_CONNECTION": dsn, "HOOK": hook.URL}
+	app := handler.NewForTest(t, handler.Options{
 		Getenv: func(k string) string { return env[k] }, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
-		Pollers: all, Store: memstore.New(nil), NoProbe: true,
-	})
+	}, handler.Internals{Store: memstore.New(nil), NoProbe: true})
 	srv := httptest.NewServer(app.Routes())
 	defer srv.Close()
 	if status, m, _ := post(t, srv.URL+"/sensors", strings.ReplaceAll(body, `"good"`, `"sensors"`)); status != 200 {

@@ -19,7 +19,7 @@ import (
 // author writes with. The runtime's plumbing lives in internal/pollerdef. A name added to the
 // package must be added here, on purpose.
 var authorAPI = []string{
-	"Batch", "Batch.Attempt", "Batch.FencingToken", "Batch.From", "Batch.ID", "Batch.Poller", "Batch.Raw", "Batch.Rows", "Batch.To",
+	"Batch", "Batch.Attempt", "Batch.FencingToken", "Batch.From", "Batch.ID", "Batch.Poller", "Batch.Raw", "Batch.Rows", "Batch.Tables", "Batch.To",
 	"ChangeTracking", "Integer", "Logical", "RowVersion", "TimestampPK", "XID",
 	"Cursor", "Cursor.Kind", "Cursor.Tiebreaker", "Cursor.Time", "Cursor.Value",
 	"CursorKind",

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
 	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
@@ -52,6 +53,11 @@ type Batch[T any] struct {
 	Attempt int64
 	From    *Cursor // the checkpoint the batch follows (nil: the beginning)
 	To      *Cursor // the checkpoint after its last row
+	// Tables are the tables the poller reads, as Row.Table names them: New's table, then those
+	// of WithTables. Several tables share one stream, so a row's position is not its own: a
+	// sink's message id then mixes in the row's table. A Batch made by hand for sink.Send
+	// carries its poller's Tables.
+	Tables []string
 	// Rows are the rows decoded into the poller's row type, in cursor order.
 	Rows []T
 	// Raw are the same rows as read, for untyped use (Raw[i] is Rows[i]).
@@ -203,10 +209,18 @@ func New[T any](name, table string, kind CursorKind, handle func(ctx context.Con
 	if len(p.spec.Source.More) > 0 && reflect.TypeFor[T]() != reflect.TypeFor[Row]() {
 		panic(fmt.Sprintf("poller.New(%q): WithTables gives rows of several tables, each of its own shape: the row type is poller.Row (switch on Row.Table), not %v", name, reflect.TypeFor[T]()))
 	}
+	tables := []string{p.spec.Source.Table.String()}
+	for _, t := range p.spec.Source.More {
+		tables = append(tables, t.Table.String())
+	}
+	p.spec.Raw = func(b *pollerdef.Batch) any {
+		rb := batchOf[Row](b, tables, rowsOf(b.Rows))
+		rb.Rows = rb.Raw
+		return rb
+	}
 	p.spec.Deliver = func(ctx context.Context, b *pollerdef.Batch) error {
 		raw := rowsOf(b.Rows)
-		typed := &Batch[T]{Poller: b.Poller, ID: b.ID, FencingToken: b.FencingToken, Attempt: b.Attempt,
-			From: (*Cursor)(b.From), To: (*Cursor)(b.To), Raw: raw}
+		typed := batchOf[T](b, tables, raw)
 		if rows, ok := any(raw).([]T); ok { // T is Row
 			typed.Rows = rows
 		} else {
@@ -265,6 +279,13 @@ func optionError(err error) string {
 		return w.missing
 	}
 	return fmt.Sprintf(w.format, fe.Err)
+}
+
+// batchOf is the runtime's batch b as a Batch of T, its rows raw (Rows left to the caller) and
+// Tables a copy of tables, so that a handler changing them changes nothing else.
+func batchOf[T any](b *pollerdef.Batch, tables []string, raw []Row) *Batch[T] {
+	return &Batch[T]{Poller: b.Poller, ID: b.ID, FencingToken: b.FencingToken, Attempt: b.Attempt,
+		From: cursorRef(b.From), To: cursorRef(b.To), Tables: slices.Clone(tables), Raw: raw}
 }
 
 // definition is what New hands over to package pollerdef (pollerdef.Expose), for the runtime to

@@ -3,7 +3,6 @@ package poller
 import (
 	"encoding/json"
 	"time"
-	"unsafe"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
@@ -13,57 +12,62 @@ import (
 // normalized: integers int64 (a MySQL BIGINT UNSIGNED above the largest int64: uint64), exact
 // numerics decimal strings, timestamps time.Time in UTC, binary []byte, UUIDs lower-case
 // strings, JSON json.RawMessage, NULL nil. A Row normalizes a value when it is read, so a
-// handler pays only for the values it uses; it is safe for concurrent readers.
-type Row source.Row
-
-// The methods convert r to the runtime's row, which costs nothing (the two types are the same
-// underlying struct), and delegate to it.
+// handler pays only for the values it uses; it is safe for concurrent readers. The zero Row is
+// no row: use the Rows a Batch (or Before) gives.
+type Row struct {
+	r *source.Row // the runtime's row (an element of its batch), whose methods Row's delegate to
+}
 
 // Get returns the value of a column, or nil when there is no such column.
-func (r Row) Get(column string) any { return source.Row(r).Get(column) }
+func (r Row) Get(column string) any { return r.r.Get(column) }
 
 // Values returns the values in column order (Columns), in a new slice.
-func (r Row) Values() []any { return source.Row(r).Values() }
+func (r Row) Values() []any { return r.r.Values() }
 
 // Columns returns the names of the row's columns, in the order of Values: its table's (a
 // poller of several tables has rows of several).
-func (r Row) Columns() []string { return source.Row(r).Columns() }
+func (r Row) Columns() []string { return r.r.Columns() }
 
 // Key returns the row's key columns and values: its identity, for deduplication.
-func (r Row) Key() map[string]any { return source.Row(r).Key() }
+func (r Row) Key() map[string]any { return r.r.Key() }
 
 // Op is the change the row stands for: "upsert" for the keyset cursor kinds (TimestampPK,
 // Integer, RowVersion, XID), which cannot tell an insert from an update and see no delete;
 // "insert", "update" or "delete" for the change-stream kinds (Logical, ChangeTracking); "read"
 // for a row a backfill sends again (pollerctl backfill): its current values, not a change.
-func (r Row) Op() string { return source.Row(r).Op() }
+func (r Row) Op() string { return r.r.Op() }
 
 // HasRow reports whether the row carries its columns' values: false for a delete of which the
 // database gave only the key (Key still has it). A delete with the old row has it.
-func (r Row) HasRow() bool { return source.Row(r).HasRow() }
+func (r Row) HasRow() bool { return r.r.HasRow() }
 
 // Unchanged lists the columns whose value the change did not carry (PostgreSQL sends an
 // unchanged TOAST value of an update as "unchanged" unless the table has REPLICA IDENTITY FULL):
 // Get returns nil for them and MarshalJSON leaves them out. Empty for every other row.
-func (r Row) Unchanged() []string { return source.Row(r).Unchanged() }
+func (r Row) Unchanged() []string { return r.r.Unchanged() }
 
 // Table is the row's table, as the poller names it (schema-qualified when it names a schema).
-func (r Row) Table() string { return source.Row(r).Table() }
+func (r Row) Table() string { return r.r.Table() }
 
 // Before returns the row as it was before the change, and true, for an update or a delete whose
 // old row the database sent: a Logical cursor on a table with REPLICA IDENTITY FULL (pollerctl
 // check --fix offers it). False for every other row: the keyset kinds and ChangeTracking read
 // only the row as it is now, and PostgreSQL's default replica identity sends only the old key.
 func (r Row) Before() (Row, bool) {
-	b, ok := source.Row(r).Before()
-	return Row(b), ok
+	b, ok := r.r.Before()
+	if !ok {
+		return Row{}, false
+	}
+	before := new(source.Row) // allocated only for a row that has one
+	*before = b
+	return Row{before}, true
 }
 
 // Changed lists the columns an update changed, in column order, and true; false when that is
 // not known: every op but "update"; a Logical update without its old row (Before); a
 // ChangeTracking update of a table without TRACK_COLUMNS_UPDATED. An update that changed no
 // value gives an empty list and true.
-func (r Row) Changed() ([]string, bool) { return source.Row(r).Changed() }
+func (r Row) Changed() ([]string, bool) { return r.r.Changed() }
 
 // Transaction is what a commit-ordered cursor (Logical, ChangeTracking) says of a change's
 // transaction: collect a transaction's changes until Last to apply it at once; CommitTime tells
@@ -87,35 +91,37 @@ type Transaction struct {
 // Transaction returns the row's transaction and true for a change of a Logical or
 // ChangeTracking cursor; false for the keyset kinds' rows and a backfill's reads.
 func (r Row) Transaction() (Transaction, bool) {
-	t, ok := source.Row(r).Transaction()
-	return Transaction(t), ok
+	t, ok := r.r.Transaction()
+	return Transaction{ID: t.ID, CommitLSN: t.CommitLSN, ChangeVersion: t.ChangeVersion, CommitTime: t.CommitTime, Index: t.Index, Last: t.Last}, ok
 }
 
 // Cursor returns the cursor just after this row: what a checkpoint records.
 func (r Row) Cursor() (Cursor, error) {
-	c, err := source.Row(r).Cursor()
-	return Cursor(c), err
+	c, err := r.r.Cursor()
+	return cursorOf(c), err
 }
 
 // MarshalJSON renders the row as an object in column order. Timestamps are RFC 3339 in UTC with
 // their full fractional precision, exact numerics strings, binary base64, NULL null. Columns
 // the change did not carry (Unchanged) are left out.
-func (r Row) MarshalJSON() ([]byte, error) { return source.Row(r).MarshalJSON() }
+func (r Row) MarshalJSON() ([]byte, error) { return r.r.MarshalJSON() }
 
 // Decode copies the row into the struct dst points to. A field takes the column named by its
 // `db` tag, else the column whose name equals the field's name ignoring case; a field tagged
 // `db:"-"` is skipped, and columns without a field are ignored. Values convert as they would in
 // database/sql's Scan: numbers and decimal strings to any numeric field, timestamps from
 // time.Time or RFC 3339 text, and any field implementing sql.Scanner receives the value.
-func (r Row) Decode(dst any) error { return source.Row(r).Decode(dst) }
+func (r Row) Decode(dst any) error { return r.r.Decode(dst) }
 
-// rowsOf shows the runtime's rows as Rows without copying them. It is safe because Row is
-// defined as source.Row: the two have the same underlying type, hence the same memory layout,
-// and the compiler checks that in the conversion of the element pointer (*source.Row to *Row),
-// which would not compile otherwise. The result's capacity is its length, so an append by the
-// handler copies instead of writing into the runtime's array.
+// rowsOf shows the runtime's rows as Rows, each pointing at its row in rows (which the runtime
+// does not reuse): one allocation per batch, a word per row. The result's capacity is its
+// length (an append by the handler copies).
 func rowsOf(rows []source.Row) []Row {
-	return unsafe.Slice((*Row)(unsafe.SliceData(rows)), len(rows))
+	out := make([]Row, len(rows))
+	for i := range rows {
+		out[i] = Row{&rows[i]}
+	}
+	return out
 }
 
 // Cursor is a position in the table: the cursor column's value and, for TimestampPK and Integer,
@@ -129,4 +135,30 @@ type Cursor struct {
 }
 
 // Time returns a TimestampPK cursor's timestamp; false for the other kinds, which have none.
-func (c *Cursor) Time() (time.Time, bool) { return (*state.Cursor)(c).Time() }
+func (c *Cursor) Time() (time.Time, bool) {
+	if c == nil {
+		return time.Time{}, false
+	}
+	sc := c.state()
+	return sc.Time()
+}
+
+// cursorOf is the runtime's cursor c as a Cursor, field by field (Value and Tiebreaker are
+// shared, not copied).
+func cursorOf(c state.Cursor) Cursor {
+	return Cursor{Kind: c.Kind, Value: c.Value, Tiebreaker: c.Tiebreaker}
+}
+
+// cursorRef is cursorOf of *c in a new Cursor; nil for nil (a batch from the beginning).
+func cursorRef(c *state.Cursor) *Cursor {
+	if c == nil {
+		return nil
+	}
+	out := cursorOf(*c)
+	return &out
+}
+
+// state is c as the runtime's cursor, field by field.
+func (c *Cursor) state() state.Cursor {
+	return state.Cursor{Kind: c.Kind, Value: c.Value, Tiebreaker: c.Tiebreaker}
+}

@@ -231,7 +231,7 @@ func (h *Harness) TickErr() (Result, error) {
 		observe := func(b *pollerdef.Batch, err error) {
 			h.mu.Lock()
 			defer h.mu.Unlock()
-			h.delivered = append(h.delivered, Delivery{Batch: rawBatch(b), Err: err})
+			h.delivered = append(h.delivered, Delivery{Batch: h.rawBatch(b), Err: err})
 		}
 		r, err := tick.Open(ctx, tick.Config{Poller: h.p, Settings: h.settings, Store: h.store, App: "test", Owner: "pollertest/1", Clock: h.clock, Observe: observe})
 		if err != nil {
@@ -240,18 +240,22 @@ func (h *Harness) TickErr() (Result, error) {
 		h.runner = r
 	}
 	sum, err := h.runner.Tick(ctx, "pollertest")
-	return Result{Outcome: string(sum.Outcome), Rows: sum.Rows, Batches: sum.Batches, Cursor: (*poller.Cursor)(sum.Cursor)}, err
+	return Result{Outcome: string(sum.Outcome), Rows: sum.Rows, Batches: sum.Batches, Cursor: cursorOf(sum.Cursor)}, err
 }
 
-// rawBatch is b as an untyped poller's handler gets it. Its rows are copies (a Row is three
-// words), made once per recorded batch.
-func rawBatch(b *pollerdef.Batch) *poller.Batch[poller.Row] {
-	rows := make([]poller.Row, len(b.Rows))
-	for i, r := range b.Rows {
-		rows[i] = poller.Row(r)
+// rawBatch is b as a handler of poller.Row gets it from h's poller (pollerdef.Def.Raw): its
+// rows are the runtime's, shown as poller.Rows once per recorded batch.
+func (h *Harness) rawBatch(b *pollerdef.Batch) *poller.Batch[poller.Row] {
+	rb, _ := h.p.Raw(b).(*poller.Batch[poller.Row])
+	return rb
+}
+
+// cursorOf is the runtime's cursor c as a poller.Cursor, field by field; nil for nil.
+func cursorOf(c *state.Cursor) *poller.Cursor {
+	if c == nil {
+		return nil
 	}
-	return &poller.Batch[poller.Row]{Poller: b.Poller, ID: b.ID, FencingToken: b.FencingToken, Attempt: b.Attempt,
-		From: (*poller.Cursor)(b.From), To: (*poller.Cursor)(b.To), Rows: rows, Raw: rows}
+	return &poller.Cursor{Kind: c.Kind, Value: c.Value, Tiebreaker: c.Tiebreaker}
 }
 
 // Deliveries returns every batch handed to the handler so far, with what it returned, in order

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/jsonenc"
-	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/poller"
 )
 
@@ -119,7 +118,7 @@ func (m Message) About() string {
 const maxKey = 128
 
 // Messages renders b as the messages a sink sends: one per row (mode row or "") or one for the
-// batch (mode batch).
+// batch (mode batch). A row's message id mixes in its table when b.Tables has several.
 func Messages(b *poller.Batch[poller.Row], mode string) ([]Message, error) {
 	if mode == ModeBatch {
 		return batchMessage(b)
@@ -188,7 +187,7 @@ func appendChange(dst []byte, b *poller.Batch[poller.Row], r poller.Row) ([]byte
 		// the backfill and the chunk, so a retry of the chunk keeps the id.
 		version = append(append(slices.Clip(version), 0), b.ID...)
 	}
-	if source.Row(r).OfSeveral() {
+	if len(b.Tables) > 1 {
 		// Two tables' changes of the same key share a change version: the table tells them apart.
 		version = append(append(slices.Clip(version), 0), m.Table...)
 	}

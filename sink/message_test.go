@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sqlite"
@@ -80,6 +81,11 @@ func TestChangeEncoding(t *testing.T) {
 	}
 }
 
+// rawBatch is rows as p's handler of poller.Row gets them, in the batch id.
+func rawBatch(p *poller.Poller, id string, rows []source.Row) *poller.Batch[poller.Row] {
+	return pollerdef.Of(p).Raw(&pollerdef.Batch{Poller: p.Name(), ID: id, Rows: rows}).(*poller.Batch[poller.Row])
+}
+
 // TestReadMessageID: a backfill's read of a row has another id than the change that carried the
 // same version, one that names its batch: the same chunk sent again keeps it, another backfill's
 // chunk does not.
@@ -107,13 +113,10 @@ func TestReadMessageID(t *testing.T) {
 	if err != nil || len(chunk.Rows) != 2 {
 		t.Fatalf("chunk: %+v, %v", chunk, err)
 	}
+	p := poller.New("p", "t", poller.Integer, func(context.Context, *poller.Batch[poller.Row]) error { return nil },
+		poller.WithColumns("id", "name"), poller.WithKey("id"), poller.WithCursorColumn("id"))
 	messages := func(id string, rows []source.Row) []Message {
-		b := &poller.Batch[poller.Row]{Poller: "p", ID: id}
-		for _, r := range rows {
-			b.Rows = append(b.Rows, poller.Row(r))
-		}
-		b.Raw = b.Rows
-		m, err := Messages(b, ModeRow)
+		m, err := Messages(rawBatch(p, id, rows), ModeRow)
 		if err != nil {
 			t.Fatal(err)
 		}

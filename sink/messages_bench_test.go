@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"context"
 	"testing"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
@@ -18,11 +19,13 @@ func BenchmarkMessages(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	rows := make([]poller.Row, 500)
+	rows := make([]source.Row, 500)
 	for i := range rows {
-		rows[i] = poller.Row(lay.Row([]any{int64(i), "a customer", 9.5, "2026-11-26T10:00:00Z"}, nil))
+		rows[i] = lay.Row([]any{int64(i), "a customer", 9.5, "2026-11-26T10:00:00Z"}, nil)
 	}
-	batch := &poller.Batch[poller.Row]{Poller: "p", ID: "b", Raw: rows}
+	p := poller.New("p", "orders", poller.Integer, func(context.Context, *poller.Batch[poller.Row]) error { return nil },
+		poller.WithColumns("id", "customer", "amount", "updated_at"), poller.WithKey("id"), poller.WithCursorColumn("id"))
+	batch := rawBatch(p, "b", rows)
 	for b.Loop() {
 		if _, err := Messages(batch, ModeRow); err != nil {
 			b.Fatal(err)

@@ -164,6 +164,8 @@ func (s *Sink) Close(ctx context.Context) error {
 
 // Send sends every row of b (or b as one message, in batch mode) and returns when the service
 // confirmed all of them, or with the first error. Nothing is sent when a message is too large.
+// A b made by hand carries the fields of the poller's batch, Tables too (the message ids of a
+// poller of several tables mix in each row's table).
 func (s *Sink) Send(ctx context.Context, b *poller.Batch[poller.Row]) error {
 	if s.t == nil {
 		return fmt.Errorf("sink %s: not set up (call Setup, or poller.WithSetup(s.Setup))", s.cfg.Type)
@@ -194,7 +196,7 @@ func Handler[T any](s *Sink) func(ctx context.Context, b *poller.Batch[T]) error
 	return func(ctx context.Context, b *poller.Batch[T]) error {
 		return s.Send(ctx, &poller.Batch[poller.Row]{
 			Poller: b.Poller, ID: b.ID, FencingToken: b.FencingToken, Attempt: b.Attempt,
-			From: b.From, To: b.To, Rows: b.Raw, Raw: b.Raw,
+			From: b.From, To: b.To, Tables: b.Tables, Rows: b.Raw, Raw: b.Raw,
 		})
 	}
 }

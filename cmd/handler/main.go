@@ -20,9 +20,6 @@ import (
 	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/handler"
-	"github.com/pseudotrigger/pseudotrigger/internal/clock"
-	"github.com/pseudotrigger/pseudotrigger/internal/declared"
-	"github.com/pseudotrigger/pseudotrigger/internal/faultpoint"
 	"github.com/pseudotrigger/pseudotrigger/internal/logbuf"
 	"github.com/pseudotrigger/pseudotrigger/internal/telemetry"
 	"github.com/pseudotrigger/pseudotrigger/internal/version"
@@ -68,21 +65,6 @@ func run(log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("FUNCTIONS_CUSTOMHANDLER_PORT=%s: %w", port, err)
 	}
-	all, err := declared.Load(declared.Root(os.Getenv), pollers.All())
-	if err != nil {
-		return err
-	}
-	opts := handler.Options{Logger: log, Pollers: all}
-	if faultpoint.Enabled { // a test build: never deploy one
-		off, err := faultpoint.ClockOffset()
-		if err != nil {
-			return err
-		}
-		log.Warn("this is a test build with fault points compiled in", "clock_offset", off.String())
-		if off != 0 {
-			opts.Clock = clock.Offset(clock.System{}, off)
-		}
-	}
 	// OpenTelemetry over OTLP when the OTEL_ variables ask for it; a setting it cannot honour is
 	// logged as an error and the pollers run without it.
 	instance := os.Getenv("WEBSITE_INSTANCE_ID")
@@ -100,7 +82,12 @@ func run(log *slog.Logger) error {
 			log.Warn("OpenTelemetry: the last spans and metrics were not exported", "error", err.Error())
 		}
 	}()
-	app := handler.New(opts)
+	// The Go pollers and the declared ones (poller.json folders under AzureWebJobsScriptRoot); a
+	// name declared both ways stops the handler.
+	app, err := handler.New(handler.Options{Logger: log, Pollers: pollers.All()})
+	if err != nil {
+		return err
+	}
 	srv := &http.Server{Handler: app.Routes(), ReadHeaderTimeout: 10 * time.Second}
 
 	stop := make(chan os.Signal, 1)

@@ -23,7 +23,6 @@ import (
 	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/handler"
-	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/replicacheck"
 	"github.com/pseudotrigger/pseudotrigger/poller"
 )
@@ -85,7 +84,10 @@ func run(log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	app := handler.New(handler.Options{Logger: log, Pollers: []*pollerdef.Def{pollerdef.Of(p)}})
+	app, err := handler.New(handler.Options{Logger: log, Pollers: []*poller.Poller{p}})
+	if err != nil {
+		return err
+	}
 	srv := &http.Server{Handler: app.Routes(), ReadHeaderTimeout: 10 * time.Second}
 	log.Info("listening", "addr", ln.Addr().String())
 	return srv.Serve(ln)

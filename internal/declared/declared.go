@@ -562,7 +562,7 @@ func (r *router) send(ctx context.Context, b *poller.Batch[poller.Row]) error {
 	for _, s := range order {
 		rows := parts[s]
 		if err := s.Send(ctx, &poller.Batch[poller.Row]{Poller: b.Poller, ID: b.ID, FencingToken: b.FencingToken, Attempt: b.Attempt,
-			From: b.From, To: b.To, Rows: rows, Raw: rows}); err != nil {
+			From: b.From, To: b.To, Tables: b.Tables, Rows: rows, Raw: rows}); err != nil {
 			return err
 		}
 	}

@@ -48,6 +48,9 @@ type Spec struct {
 	Target func() string
 	// Deliver decodes the batch's rows into the author's row type and runs the author's handler.
 	Deliver func(ctx context.Context, b *Batch) error
+	// Raw shows a batch as a handler of poller.Row receives it: a *poller.Batch[poller.Row],
+	// with the poller's Tables.
+	Raw func(b *Batch) any
 }
 
 // Def is one poller of the app, as the runtime reads it.
@@ -107,6 +110,16 @@ func (d *Def) Handle(ctx context.Context, b *Batch) (err error) {
 		}
 	}()
 	return d.spec.Deliver(ctx, b)
+}
+
+// Raw returns b as a handler of poller.Row would receive it from this poller: a
+// *poller.Batch[poller.Row] (pollertest records what a handler got so; a test makes a poller's
+// rows of the runtime's with it). Nil for a Failed poller.
+func (d *Def) Raw(b *Batch) any {
+	if d.spec.Raw == nil {
+		return nil
+	}
+	return d.spec.Raw(b)
 }
 
 // read is the function package poller handed over: the Def a *poller.Poller holds.

@@ -19,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres/pgcdc"
@@ -105,7 +106,7 @@ func FromRow(r poller.Row) (Change, error) {
 		if err != nil {
 			return Change{}, err
 		}
-		pos, err := pgcdc.CursorPosition((*state.Cursor)(&cur))
+		pos, err := pgcdc.CursorPosition(stateCursor(&cur))
 		if err != nil {
 			return Change{}, err
 		}
@@ -224,10 +225,10 @@ type Batch struct {
 func FromBatch(b *poller.Batch[poller.Row], owner string) (Batch, error) {
 	out := Batch{ID: b.ID, Token: b.FencingToken, Attempt: b.Attempt, Owner: owner}
 	var err error
-	if out.From, err = posText((*state.Cursor)(b.From)); err != nil {
+	if out.From, err = posText(stateCursor(b.From)); err != nil {
 		return out, err
 	}
-	if out.To, err = posText((*state.Cursor)(b.To)); err != nil {
+	if out.To, err = posText(stateCursor(b.To)); err != nil {
 		return out, err
 	}
 	for _, r := range b.Raw {
@@ -239,6 +240,14 @@ func FromBatch(b *poller.Batch[poller.Row], owner string) (Batch, error) {
 		out.Reads = c.Op == source.OpRead
 	}
 	return out, nil
+}
+
+// stateCursor is c as the runtime's cursor, field by field; nil for nil.
+func stateCursor(c *poller.Cursor) *state.Cursor {
+	if c == nil {
+		return nil
+	}
+	return &state.Cursor{Kind: c.Kind, Value: c.Value, Tiebreaker: c.Tiebreaker}
 }
 
 func posText(c *state.Cursor) (string, error) {
@@ -686,6 +695,9 @@ func (s *Setup) WitnessStream(ctx context.Context, cfg source.Config) ([]Change,
 		return nil, err
 	}
 	defer src.Close()
+	// The witness's rows as a logical poller of poller.Row gets them, which FromRow reads.
+	untyped := pollerdef.Of(poller.New("witness", cfg.Definition.Table.Name, poller.Logical, func(context.Context, *poller.Batch[poller.Row]) error { return nil },
+		poller.WithColumns(Columns...), poller.WithKey("id")))
 	var out []Change
 	var c *state.Cursor
 	for {
@@ -696,8 +708,8 @@ func (s *Setup) WitnessStream(ctx context.Context, cfg source.Config) ([]Change,
 		if len(b.Rows) == 0 {
 			return out, nil
 		}
-		for _, r := range b.Rows {
-			ch, err := FromRow(poller.Row(r))
+		for _, r := range untyped.Raw(&pollerdef.Batch{Rows: b.Rows}).(*poller.Batch[poller.Row]).Raw {
+			ch, err := FromRow(r)
 			if err != nil {
 				return out, err
 			}

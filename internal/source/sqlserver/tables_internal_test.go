@@ -1,12 +1,14 @@
 package sqlserver
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/poller"
@@ -172,7 +174,12 @@ func TestCTTablesMerge(t *testing.T) {
 	}
 
 	// Two tables' changes of one key in one version are two messages: their ids differ.
-	msgs, err := sink.Messages(&poller.Batch[poller.Row]{Poller: "orders", Raw: []poller.Row{poller.Row(orders[1].row), poller.Row(notes[0].row)}}, sink.ModeRow)
+	p := poller.New("orders", "orders", poller.ChangeTracking, func(context.Context, *poller.Batch[poller.Row]) error { return nil },
+		poller.WithSchema("dbo"), poller.WithColumns("id", "amount"), poller.WithKey("id"),
+		poller.WithTables(poller.Table{Schema: "dbo", Name: "lines", Columns: []string{"order_id", "line", "qty"}, Key: []string{"order_id", "line"}},
+			poller.Table{Schema: "dbo", Name: "notes", Columns: []string{"id", "text"}, Key: []string{"id"}}))
+	b := pollerdef.Of(p).Raw(&pollerdef.Batch{Poller: "orders", Rows: []source.Row{orders[1].row, notes[0].row}}).(*poller.Batch[poller.Row])
+	msgs, err := sink.Messages(b, sink.ModeRow)
 	if err != nil || len(msgs) != 2 || msgs[0].ID == msgs[1].ID {
 		t.Errorf("dbo.orders and dbo.notes, key id 2, version 5: ids %v (%v)", msgs, err)
 	}
