@@ -20,6 +20,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	srcmysql "github.com/pseudotrigger/pseudotrigger/internal/source/mysql"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sqlite"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sqlserver"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
@@ -248,14 +249,14 @@ var cursorColumns = map[string]string{
 func proveRecipe(t *testing.T, b block, f *fresh, kind string) {
 	t.Helper()
 	ctx := context.Background()
-	def := source.Definition{
-		Table:   source.Table{Name: "orders"},
+	def := sourcedef.Definition{
+		Table:   sourcedef.Table{Name: "orders"},
 		Columns: []string{"id", "customer", "amount"},
-		Cursor:  source.Cursor{Kind: kind, Column: cursorColumns[kind]},
+		Cursor:  sourcedef.Cursor{Kind: kind, Column: cursorColumns[kind]},
 		PK:      []string{"id"},
 	}
 	if kind == state.KindTimestampPK {
-		def.SettleLag = source.NoSettleLag // read up to the database's clock: no waiting in a test
+		def.SettleLag = sourcedef.NoSettleLag // read up to the database's clock: no waiting in a test
 	}
 	if f.driver == sqlserver.Name {
 		def.Table.Schema = "dbo"
@@ -333,7 +334,7 @@ func keyOf(c *state.Cursor) string {
 // logical makes the publication and the slot `pollerctl cdc enable` would, names them in def,
 // and returns a connection whose commits logical decoding sees at once (the test server runs
 // with synchronous_commit off, which would delay them by up to wal_writer_delay).
-func (f *fresh) logical(t *testing.T, def *source.Definition) *sql.DB {
+func (f *fresh) logical(t *testing.T, def *sourcedef.Definition) *sql.DB {
 	t.Helper()
 	def.Slot = testenv.Name("docs_slot_")
 	def.Publication = def.Slot

@@ -21,6 +21,8 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres/pgcdc"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/blobstore"
@@ -290,13 +292,13 @@ func (r *replicaRun) drain(ctx context.Context) {
 }
 
 func (r *replicaRun) config() source.Config {
-	cfg := source.Config{Poller: "replica", Driver: postgres.Name, DSN: r.dsn, Definition: source.Definition{
-		Table: source.Table{Name: r.setup.Table}, Columns: replicacheck.Columns, PK: []string{"id"},
-		Cursor: source.Cursor{Kind: state.KindLogical}, Slot: r.setup.Slot, Publication: r.setup.Publication,
+	cfg := source.Config{Poller: "replica", Driver: postgres.Name, DSN: r.dsn, Definition: sourcedef.Definition{
+		Table: sourcedef.Table{Name: r.setup.Table}, Columns: replicacheck.Columns, PK: []string{"id"},
+		Cursor: sourcedef.Cursor{Kind: state.KindLogical}, Slot: r.setup.Slot, Publication: r.setup.Publication,
 		Filter: r.setup.Options.Filter, SkipWriter: r.skip,
 	}}
 	if r.setup.Second != "" {
-		cfg.Definition.More = []source.TableDef{{Table: source.Table{Name: r.setup.Second}, Columns: replicacheck.Columns, PK: []string{"id"}, Filter: r.setup.Options.Filter}}
+		cfg.Definition.More = []sourcedef.TableDef{{Table: sourcedef.Table{Name: r.setup.Second}, Columns: replicacheck.Columns, PK: []string{"id"}, Filter: r.setup.Options.Filter}}
 	}
 	return cfg
 }
@@ -513,7 +515,7 @@ func TestLogicalReplicaBigTransaction(t *testing.T) {
 		if i == len(stream)-1 {
 			want = c.Pos // the last one ends the transaction: its commit's end
 		}
-		if c.ID != int64(i+1) || c.Op != source.OpInsert || c.Pos != want {
+		if c.ID != int64(i+1) || c.Op != row.OpInsert || c.Pos != want {
 			t.Fatalf("change %d: %v, want insert %d at %s", i, c, i+1, want)
 		}
 	}

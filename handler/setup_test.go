@@ -11,7 +11,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/handler"
 	"github.com/pseudotrigger/pseudotrigger/internal/clock"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerstatus"
-	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/setup"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/memstore"
 	"github.com/pseudotrigger/pseudotrigger/poller"
 )
@@ -50,9 +50,9 @@ func TestStatusSetupWarning(t *testing.T) {
 		if r.Health != pollerstatus.HealthDegraded || !strings.Contains(r.HealthReason, "pollerctl check good --fix") {
 			t.Fatalf("health %q (%s), want degraded naming pollerctl check", r.Health, r.HealthReason)
 		}
-		var stamped *source.Finding
+		var stamped *setup.Finding
 		for i, w := range r.SetupWarnings {
-			if w.Check == source.CheckStamped {
+			if w.Check == setup.CheckStamped {
 				stamped = &r.SetupWarnings[i]
 			}
 		}

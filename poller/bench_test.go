@@ -13,6 +13,8 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sqlite"
 	"github.com/pseudotrigger/pseudotrigger/poller"
 )
@@ -27,7 +29,7 @@ type benchOrder struct {
 
 // sqliteRows reads rows 1..n of an SQLite orders table, as the runtime reads them (an integer
 // cursor on id): for the benchmarks to hand to a handler again and again, and for the tests.
-func sqliteRows(b testing.TB, n int) []source.Row {
+func sqliteRows(b testing.TB, n int) []row.Row {
 	b.Helper()
 	dsn := filepath.Join(b.TempDir(), "bench.db")
 	db, err := sql.Open("sqlite", dsn)
@@ -44,8 +46,8 @@ func sqliteRows(b testing.TB, n int) []source.Row {
 			b.Fatal(err)
 		}
 	}
-	def := source.Definition{Table: source.Table{Name: "orders"}, Columns: []string{"id", "customer", "amount", "updated_at"},
-		PK: []string{"id"}, Cursor: source.Cursor{Kind: string(poller.Integer), Column: "id"}}
+	def := sourcedef.Definition{Table: sourcedef.Table{Name: "orders"}, Columns: []string{"id", "customer", "amount", "updated_at"},
+		PK: []string{"id"}, Cursor: sourcedef.Cursor{Kind: string(poller.Integer), Column: "id"}}
 	src, err := drivers.Open(context.Background(), source.Config{Poller: "bench", Driver: sqlite.Name, DSN: dsn, Definition: def})
 	if err != nil {
 		b.Fatal(err)

@@ -8,7 +8,8 @@ import (
 	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
-	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 )
 
 // CursorKind is how a poller finds the rows after its checkpoint.
@@ -82,7 +83,7 @@ func WithBatchSize(n int) Option { return func(p *Poller) { p.spec.BatchSize = n
 func WithSettleLag(d time.Duration) Option {
 	return func(p *Poller) {
 		if p.spec.Source.SettleLag = d; d <= 0 {
-			p.spec.Source.SettleLag = source.NoSettleLag
+			p.spec.Source.SettleLag = sourcedef.NoSettleLag
 		}
 	}
 }
@@ -93,7 +94,7 @@ func WithSettleLag(d time.Duration) Option {
 // change of its row (docs/backfills.md). Without it such a poller starts at the stream's current
 // position and sees only later changes. Keyset cursors read every row from the start anyway.
 func WithInitialSnapshot() Option {
-	return func(p *Poller) { p.spec.Source.Initial = source.InitialSnapshot }
+	return func(p *Poller) { p.spec.Source.Initial = sourcedef.InitialSnapshot }
 }
 
 // WithSkipWriter makes a Logical or ChangeTracking poller leave out the changes of the writer
@@ -125,7 +126,7 @@ type Table struct {
 func WithTables(tables ...Table) Option {
 	return func(p *Poller) {
 		for _, t := range tables {
-			p.spec.Source.More = append(p.spec.Source.More, source.TableDef{Table: source.Table{Schema: t.Schema, Name: t.Name},
+			p.spec.Source.More = append(p.spec.Source.More, sourcedef.TableDef{Table: sourcedef.Table{Schema: t.Schema, Name: t.Name},
 				Columns: t.Columns, PK: t.Key, Filter: t.Filter})
 		}
 	}
@@ -193,7 +194,7 @@ func New[T any](name, table string, kind CursorKind, handle func(ctx context.Con
 		panic("poller.New: " + err.Error())
 	}
 	pollerdef.Expose(definition)
-	p := &Poller{spec: pollerdef.Spec{Name: name, Source: source.Definition{Table: source.Table{Name: table}, Cursor: source.Cursor{Kind: string(kind)}}}}
+	p := &Poller{spec: pollerdef.Spec{Name: name, Source: sourcedef.Definition{Table: sourcedef.Table{Name: table}, Cursor: sourcedef.Cursor{Kind: string(kind)}}}}
 	if err := p.columnsOf(reflect.TypeFor[T]()); err != nil {
 		panic(fmt.Sprintf("poller.New(%q): %v", name, err))
 	}
@@ -241,25 +242,25 @@ func New[T any](name, table string, kind CursorKind, handle func(ctx context.Con
 // FieldError's Err). tableOptions word the fields of a table of WithTables by poller.Table's.
 var (
 	options = map[string]struct{ missing, format string }{
-		source.FieldTable:        {"no table", "table %s"},
-		source.FieldSchema:       {"no schema", "WithSchema: %s"},
-		source.FieldColumns:      {"no columns: tag the row type's fields `db:\"column\"` or use WithColumns", "columns (the row type's db tags, or WithColumns): %s"},
-		source.FieldKey:          {"no key column: tag a field `db:\"column,key\"` or use WithKey", "key (the db tags' key option, or WithKey): %s"},
-		source.FieldFilter:       {"no filter", "WithFilter: %s"},
-		source.FieldCursorKind:   {"no cursor kind", "cursor kind %s"},
-		source.FieldCursorColumn: {"no cursor column: tag a field `db:\"column,cursor\"` or use WithCursorColumn", "cursor column (the db tags' cursor option, or WithCursorColumn): %s"},
-		source.FieldInitial:      {"no initial position", "WithInitialSnapshot: %s"},
-		source.FieldSkipWriter:   {"no skip writer", "WithSkipWriter: %s"},
-		source.FieldTables:       {"no tables", "WithTables: %s"},
+		sourcedef.FieldTable:        {"no table", "table %s"},
+		sourcedef.FieldSchema:       {"no schema", "WithSchema: %s"},
+		sourcedef.FieldColumns:      {"no columns: tag the row type's fields `db:\"column\"` or use WithColumns", "columns (the row type's db tags, or WithColumns): %s"},
+		sourcedef.FieldKey:          {"no key column: tag a field `db:\"column,key\"` or use WithKey", "key (the db tags' key option, or WithKey): %s"},
+		sourcedef.FieldFilter:       {"no filter", "WithFilter: %s"},
+		sourcedef.FieldCursorKind:   {"no cursor kind", "cursor kind %s"},
+		sourcedef.FieldCursorColumn: {"no cursor column: tag a field `db:\"column,cursor\"` or use WithCursorColumn", "cursor column (the db tags' cursor option, or WithCursorColumn): %s"},
+		sourcedef.FieldInitial:      {"no initial position", "WithInitialSnapshot: %s"},
+		sourcedef.FieldSkipWriter:   {"no skip writer", "WithSkipWriter: %s"},
+		sourcedef.FieldTables:       {"no tables", "WithTables: %s"},
 	}
-	tableOptions = map[string]string{source.FieldTable: "Name", source.FieldSchema: "Schema", source.FieldColumns: "Columns",
-		source.FieldKey: "Key", source.FieldFilter: "Filter"}
+	tableOptions = map[string]string{sourcedef.FieldTable: "Name", sourcedef.FieldSchema: "Schema", sourcedef.FieldColumns: "Columns",
+		sourcedef.FieldKey: "Key", sourcedef.FieldFilter: "Filter"}
 )
 
 // optionError words err, the rule a definition breaks (source.Definition.Check), by the option
 // or the tag that sets the part at fault.
 func optionError(err error) string {
-	fes := source.FieldErrors(err)
+	fes := sourcedef.FieldErrors(err)
 	if len(fes) == 0 {
 		return err.Error()
 	}
@@ -306,7 +307,7 @@ func (p *Poller) columnsOf(t reflect.Type) error {
 	if t.Kind() != reflect.Struct {
 		return fmt.Errorf("the row type %v is not a struct or poller.Row", t)
 	}
-	for _, f := range source.TaggedFields(t) {
+	for _, f := range row.TaggedFields(t) {
 		column := f.Column
 		if column == "" {
 			return fmt.Errorf("field %s: the db tag names no column", f.Name)

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
@@ -15,7 +15,7 @@ import (
 // handler pays only for the values it uses; it is safe for concurrent readers. The zero Row is
 // no row: use the Rows a Batch (or Before) gives.
 type Row struct {
-	r *source.Row // the runtime's row (an element of its batch), whose methods Row's delegate to
+	r *row.Row // the runtime's row (an element of its batch), whose methods Row's delegate to
 }
 
 // Get returns the value of a column, or nil when there is no such column.
@@ -58,7 +58,7 @@ func (r Row) Before() (Row, bool) {
 	if !ok {
 		return Row{}, false
 	}
-	before := new(source.Row) // allocated only for a row that has one
+	before := new(row.Row) // allocated only for a row that has one
 	*before = b
 	return Row{before}, true
 }
@@ -116,7 +116,7 @@ func (r Row) Decode(dst any) error { return r.r.Decode(dst) }
 // rowsOf shows the runtime's rows as Rows, each pointing at its row in rows (which the runtime
 // does not reuse): one allocation per batch, a word per row. The result's capacity is its
 // length (an append by the handler copies).
-func rowsOf(rows []source.Row) []Row {
+func rowsOf(rows []row.Row) []Row {
 	out := make([]Row, len(rows))
 	for i := range rows {
 		out[i] = Row{&rows[i]}

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
-	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/poller"
 )
@@ -117,7 +117,7 @@ func TestCursorIsTheCheckpointsCursor(t *testing.T) {
 func TestMirrorsHaveTheRuntimesFields(t *testing.T) {
 	for _, c := range []struct{ public, runtime reflect.Type }{
 		{reflect.TypeFor[poller.Cursor](), reflect.TypeFor[state.Cursor]()},
-		{reflect.TypeFor[poller.Transaction](), reflect.TypeFor[source.Transaction]()},
+		{reflect.TypeFor[poller.Transaction](), reflect.TypeFor[row.Transaction]()},
 	} {
 		fields := func(t reflect.Type) []string {
 			var out []string

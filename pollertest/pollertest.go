@@ -45,7 +45,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
 	"github.com/pseudotrigger/pseudotrigger/internal/clock"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
-	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sqlite"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/memstore"
@@ -181,7 +181,7 @@ func (h *Harness) Insert(rows ...any) {
 
 // columnsOf lists a struct's db-tagged fields as quoted columns, their declarations and values.
 func columnsOf(v reflect.Value) (cols, decls []string, args []any) {
-	for _, f := range source.TaggedFields(v.Type()) {
+	for _, f := range row.TaggedFields(v.Type()) {
 		if f.Column == "" {
 			continue
 		}
@@ -296,7 +296,7 @@ func Rows[T any](h *Harness) []T {
 func Sample[T any](i int) T {
 	var v T
 	rv := reflect.ValueOf(&v).Elem()
-	for _, f := range source.TaggedFields(rv.Type()) {
+	for _, f := range row.TaggedFields(rv.Type()) {
 		fv := rv.FieldByIndex(f.Index)
 		if fv.Kind() == reflect.Pointer {
 			fv.Set(reflect.New(fv.Type().Elem()))

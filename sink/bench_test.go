@@ -23,6 +23,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/blobstore"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 	"github.com/pseudotrigger/pseudotrigger/internal/tick"
@@ -107,7 +108,7 @@ func sinkCatchUp(b *testing.B, newTarget benchTarget) {
 	}
 	settings := appsettings.Settings{Driver: postgres.Name, DSN: dsn, BatchSize: batch, LeaseTTL: lease.DefaultTTL,
 		HeartbeatInterval: lease.DefaultTTL / 4, TickBudget: time.Hour, CheckpointInterval: appsettings.DefaultCheckpointInterval,
-		SettleLag: source.DefaultSettleLag}
+		SettleLag: sourcedef.DefaultSettleLag}
 	var tTick, tHand time.Duration
 	var puts, batches int64
 	for i := 0; b.Loop(); i++ {

@@ -12,6 +12,8 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sqlite"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/poller"
@@ -82,7 +84,7 @@ func TestChangeEncoding(t *testing.T) {
 }
 
 // rawBatch is rows as p's handler of poller.Row gets them, in the batch id.
-func rawBatch(p *poller.Poller, id string, rows []source.Row) *poller.Batch[poller.Row] {
+func rawBatch(p *poller.Poller, id string, rows []row.Row) *poller.Batch[poller.Row] {
 	return pollerdef.Of(p).Raw(&pollerdef.Batch{Poller: p.Name(), ID: id, Rows: rows}).(*poller.Batch[poller.Row])
 }
 
@@ -99,8 +101,8 @@ func TestReadMessageID(t *testing.T) {
 	if _, err := db.Exec(`CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT NOT NULL); INSERT INTO t VALUES (1, 'a'), (2, 'b')`); err != nil {
 		t.Fatal(err)
 	}
-	src, err := drivers.Open(context.Background(), source.Config{Poller: "p", Driver: sqlite.Name, DSN: dsn, Definition: source.Definition{
-		Table: source.Table{Name: "t"}, Columns: []string{"id", "name"}, PK: []string{"id"}, Cursor: source.Cursor{Kind: state.KindInteger, Column: "id"}}})
+	src, err := drivers.Open(context.Background(), source.Config{Poller: "p", Driver: sqlite.Name, DSN: dsn, Definition: sourcedef.Definition{
+		Table: sourcedef.Table{Name: "t"}, Columns: []string{"id", "name"}, PK: []string{"id"}, Cursor: sourcedef.Cursor{Kind: state.KindInteger, Column: "id"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +117,7 @@ func TestReadMessageID(t *testing.T) {
 	}
 	p := poller.New("p", "t", poller.Integer, func(context.Context, *poller.Batch[poller.Row]) error { return nil },
 		poller.WithColumns("id", "name"), poller.WithKey("id"), poller.WithCursorColumn("id"))
-	messages := func(id string, rows []source.Row) []Message {
+	messages := func(id string, rows []row.Row) []Message {
 		m, err := Messages(rawBatch(p, id, rows), ModeRow)
 		if err != nil {
 			t.Fatal(err)

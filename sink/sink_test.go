@@ -11,8 +11,8 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/faultproxy"
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
-	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/memstore"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 	"github.com/pseudotrigger/pseudotrigger/internal/tick"
@@ -109,7 +109,7 @@ func TestPostgresToQueue(t *testing.T) {
 	st := &lease.Counting{Store: memstore.New(nil)}
 	r, err := tick.Open(context.Background(), tick.Config{Poller: pollerdef.Of(p), Store: st, App: "test", Owner: "test/1",
 		Settings: appsettings.Settings{Driver: postgres.Name, DSN: dsn, BatchSize: 100, LeaseTTL: lease.DefaultTTL,
-			HeartbeatInterval: lease.DefaultTTL / 4, TickBudget: time.Hour, CheckpointInterval: 0, SettleLag: source.NoSettleLag}})
+			HeartbeatInterval: lease.DefaultTTL / 4, TickBudget: time.Hour, CheckpointInterval: 0, SettleLag: sourcedef.NoSettleLag}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/mysql"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/memstore"
 	"github.com/pseudotrigger/pseudotrigger/internal/tick"
@@ -91,7 +92,7 @@ func (s scenario) effectiveLag() time.Duration {
 	case s.kind != state.KindTimestampPK || s.lag < 0:
 		return 0
 	case s.lag == 0:
-		return source.DefaultSettleLag
+		return sourcedef.DefaultSettleLag
 	}
 	return s.lag
 }

@@ -7,7 +7,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
@@ -40,7 +40,7 @@ func lagText(s scenario) string {
 	switch {
 	case s.kind == state.KindXID:
 		return "n/a"
-	case s.kind == state.KindTimestampPK && s.lag == source.NoSettleLag:
+	case s.kind == state.KindTimestampPK && s.lag == sourcedef.NoSettleLag:
 		return "none"
 	case s.kind == state.KindTimestampPK:
 		return s.effectiveLag().String()

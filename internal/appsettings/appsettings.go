@@ -22,6 +22,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/suggest"
 )
@@ -188,7 +189,7 @@ var Table = []Setting{
 		case err != nil || dur < 0:
 			return fmt.Errorf("%q is not a Go duration like 10s (0s reads up to the database's clock, unsafe with late commits)", v)
 		case dur == 0:
-			s.SettleLag = source.NoSettleLag
+			s.SettleLag = sourcedef.NoSettleLag
 		default:
 			s.SettleLag = dur
 		}
@@ -413,7 +414,7 @@ func (s Settings) Identity(p *pollerdef.Def) (state.SourceDef, error) {
 // else orig's). A logical clone reads its own slot and publication ({TO}_CDC_SLOT and
 // {TO}_CDC_PUBLICATION, checked and defaulted as Load does), never orig's: a slot is one reader's
 // stream. Errors name the setting at fault.
-func (s Settings) CloneConfig(orig *pollerdef.Def, to string, def source.Definition, getenv func(string) string) (source.Config, error) {
+func (s Settings) CloneConfig(orig *pollerdef.Def, to string, def sourcedef.Definition, getenv func(string) string) (source.Config, error) {
 	if def.Cursor.Kind == state.KindLogical {
 		var err error
 		if def.Slot, def.Publication, err = cdcNames(to, getenv); err != nil {

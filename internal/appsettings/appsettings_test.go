@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
-	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/poller"
 )
 
@@ -32,7 +32,7 @@ func TestSettingsDefaults(t *testing.T) {
 	env["MY_ORDERS_MAX_ATTEMPTS"] = "3"
 	env["MY_ORDERS_ON_POISON"] = "Quarantine"
 	s, err = Load(d, func(k string) string { return env[k] })
-	if err != nil || s.SettleLag != source.NoSettleLag || s.Schedule != "0 */5 * * * *" || s.BatchSize != 1000 || s.CheckpointInterval != 0 ||
+	if err != nil || s.SettleLag != sourcedef.NoSettleLag || s.Schedule != "0 */5 * * * *" || s.BatchSize != 1000 || s.CheckpointInterval != 0 ||
 		s.MaxAttempts != 3 || s.OnPoison != Quarantine {
 		t.Fatalf("%+v %v", s, err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/setup"
 )
 
 // problems is check's answer when a poller's set-up has a problem: exit ExitRefused (1).
@@ -76,31 +77,31 @@ func (env Env) checkOne(ctx context.Context, d *pollerdef.Def, fix, offers, yes 
 	name := d.Name()
 	if err := d.Err(); err != nil {
 		fmt.Fprintf(env.Out, "check %s\n", name)
-		printFinding(env, source.Finding{Check: "definition", Verdict: source.VerdictProblem, Detail: err.Error()}, "", name)
+		printFinding(env, setup.Finding{Check: "definition", Verdict: setup.VerdictProblem, Detail: err.Error()}, "", name)
 		return 1, nil
 	}
 	s, err := appsettings.Load(d, env.Getenv)
 	if err != nil && (s.Driver == "" || s.DSN == "") {
 		fmt.Fprintf(env.Out, "check %s\n", name)
-		printFinding(env, source.Finding{Check: "settings", Verdict: source.VerdictProblem, Detail: fmt.Sprintf("%v (pollerctl's environment: the shell, or local.settings.json in this folder)", err)}, "", name)
+		printFinding(env, setup.Finding{Check: "settings", Verdict: setup.VerdictProblem, Detail: fmt.Sprintf("%v (pollerctl's environment: the shell, or local.settings.json in this folder)", err)}, "", name)
 		return 1, nil
 	}
 	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	setup, err := drivers.CheckSetup(octx, s.Config(d))
+	su, err := drivers.CheckSetup(octx, s.Config(d))
 	if err != nil {
 		fmt.Fprintf(env.Out, "check %s\n", name)
-		printFinding(env, source.Finding{Check: "connect", Verdict: source.VerdictProblem, Detail: err.Error()}, "", name)
+		printFinding(env, setup.Finding{Check: "connect", Verdict: setup.VerdictProblem, Detail: err.Error()}, "", name)
 		return 1, nil
 	}
-	defer setup.Close()
-	setup.Offers = offers
-	printFindings(env, name, setup)
-	n := source.Problems(setup.Findings)
+	defer su.Close()
+	su.Offers = offers
+	printFindings(env, name, su)
+	n := setup.Problems(su.Findings)
 	if !fix {
 		return n, nil
 	}
-	script := setup.Script()
+	script := su.Script()
 	if script == "" {
 		if n > 0 {
 			fmt.Fprintf(env.Out, "fix %s: none of the problems above has a fix in SQL: do what each says\n", name)
@@ -110,7 +111,7 @@ func (env Env) checkOne(ctx context.Context, d *pollerdef.Def, fix, offers, yes 
 		return n, nil
 	}
 	how := "in one transaction"
-	if !setup.InTransaction() {
+	if !su.InTransaction() {
 		how = "one by one: this database commits each DDL statement by itself, so a failure stops there, with what ran kept"
 	}
 	fmt.Fprintf(env.Out, "fix %s (%s):\n%s", name, how, script)
@@ -118,44 +119,44 @@ func (env Env) checkOne(ctx context.Context, d *pollerdef.Def, fix, offers, yes 
 		fmt.Fprintln(env.Out, "dry run: nothing was changed. Add --yes to run it.")
 		return n, nil
 	}
-	ran, err := setup.Apply(ctx)
+	ran, err := su.Apply(ctx)
 	for _, q := range ran {
 		fmt.Fprintf(env.Out, "ran: %s\n", oneLine(q))
 	}
 	if err != nil {
 		fmt.Fprintf(env.Out, "failed: %v\n", err)
-		if !setup.InTransaction() && len(ran) > 0 {
+		if !su.InTransaction() && len(ran) > 0 {
 			fmt.Fprintf(env.Out, "the %d statement(s) above ran and stay; the rest did not run\n", len(ran))
 		}
 		return n, refusedf("check %s --fix: %v", name, err)
 	}
-	if err := setup.Check(ctx); err != nil {
+	if err := su.Check(ctx); err != nil {
 		return n, err
 	}
 	fmt.Fprintln(env.Out, "checked again:")
-	printFindings(env, name, setup)
-	return source.Problems(setup.Findings), nil
+	printFindings(env, name, su)
+	return setup.Problems(su.Findings), nil
 }
 
-func printFindings(env Env, name string, setup *source.Setup) {
-	fmt.Fprintf(env.Out, "check %s (%s)\n", name, setup)
-	for _, f := range setup.Findings {
-		printFinding(env, f, setup.ScriptOf(f), name)
+func printFindings(env Env, name string, su *source.Setup) {
+	fmt.Fprintf(env.Out, "check %s (%s)\n", name, su)
+	for _, f := range su.Findings {
+		printFinding(env, f, su.ScriptOf(f), name)
 	}
 }
 
 // printFinding prints one check's line of poller name; a problem's fix or an offer's statement
 // (script, as the database's client runs it) follows, indented.
-func printFinding(env Env, f source.Finding, script, name string) {
+func printFinding(env Env, f setup.Finding, script, name string) {
 	line := fmt.Sprintf("  %-12s %s", f.Verdict, f.Check)
 	if f.Detail != "" {
 		line += ": " + f.Detail
 	}
 	fmt.Fprintln(env.Out, line)
-	if f.Verdict != source.VerdictProblem && f.Verdict != source.VerdictOffer || script == "" {
+	if f.Verdict != setup.VerdictProblem && f.Verdict != setup.VerdictOffer || script == "" {
 		return
 	}
-	if f.Verdict == source.VerdictOffer {
+	if f.Verdict == setup.VerdictOffer {
 		fmt.Fprintf(env.Out, "               to take it (pollerctl check %s --fix --offers --yes runs it):\n", name)
 	} else {
 		fmt.Fprintln(env.Out, "               fix:")

@@ -16,6 +16,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/deadletter"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
 	"github.com/pseudotrigger/pseudotrigger/internal/tick"
@@ -234,7 +235,7 @@ func deadLetterReplay(ctx context.Context, args []string, env Env) error {
 		}
 	}()
 
-	var rows []source.Row
+	var rows []row.Row
 	var gone []string
 	attempts := int64(0)
 	stream := d.Source().Changes()

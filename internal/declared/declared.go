@@ -25,8 +25,8 @@ import (
 	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
-	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/poller"
 	"github.com/pseudotrigger/pseudotrigger/sink"
@@ -82,7 +82,7 @@ type Table struct {
 }
 
 // name is the table as its rows name it (Row.Table).
-func (t Table) name() string { return source.Table{Schema: t.Schema, Name: t.Table}.String() }
+func (t Table) name() string { return sourcedef.Table{Schema: t.Schema, Name: t.Table}.String() }
 
 // Cursor is poller.json's "source.cursor".
 type Cursor struct {
@@ -363,20 +363,20 @@ func (s Spec) check() error {
 // required says what each field of a definition that poller.json requires is, for the error
 // that says it is missing.
 var required = map[string]string{
-	source.FieldTable:        "the table to read",
-	source.FieldKey:          "the key columns (the rows' identity and the cursor's tiebreaker)",
-	source.FieldCursorColumn: "the column the cursor follows",
+	sourcedef.FieldTable:        "the table to read",
+	sourcedef.FieldKey:          "the key columns (the rows' identity and the cursor's tiebreaker)",
+	sourcedef.FieldCursorColumn: "the column the cursor follows",
 }
 
 // settingsFields are the fields of a definition that are not poller.json's but the app
 // settings' ({P}_CDC_SLOT, {P}_CDC_PUBLICATION): the source checks them when it opens.
-var settingsFields = []string{source.FieldSlot, source.FieldPublication}
+var settingsFields = []string{sourcedef.FieldSlot, sourcedef.FieldPublication}
 
 // fieldError words the first rule err says the spec's definition breaks (a source.FieldError)
 // by its field in poller.json: "source.cursor.column: required: ...", "source.tables[1].key:
 // ...". Nil when err is, or holds only rules of the settings' fields.
 func (s Spec) fieldError(err error) error {
-	fes := source.FieldErrors(err)
+	fes := sourcedef.FieldErrors(err)
 	if len(fes) == 0 {
 		return err
 	}
@@ -391,7 +391,7 @@ func (s Spec) fieldError(err error) error {
 		}
 		if fe.Missing() {
 			what := required[name]
-			if name == source.FieldTable && len(s.Source.Tables) == 0 {
+			if name == sourcedef.FieldTable && len(s.Source.Tables) == 0 {
 				what += " (or source.tables, the tables of a logical or changetracking poller)"
 			}
 			return field(path, "required: %s", what)
@@ -433,7 +433,7 @@ func checkSink(at string, cfg sink.Config) error {
 func withKey(columns, key []string, cursor string) []string {
 	columns = slices.Clone(columns)
 	for _, c := range append(slices.Clone(key), cursor) {
-		if c != "" && !slices.Contains(columns, c) && !slices.Equal(columns, []string{source.AllColumns}) {
+		if c != "" && !slices.Contains(columns, c) && !slices.Equal(columns, []string{sourcedef.AllColumns}) {
 			columns = append(columns, c)
 		}
 	}
@@ -443,19 +443,19 @@ func withKey(columns, key []string, cursor string) []string {
 // definition is the source definition the spec declares, as Poller builds it: each table's
 // columns with its key (and the first's with the cursor column) added where missing, source's
 // fields or source.tables' first entry as its table and the others as More.
-func (s Spec) definition() source.Definition {
+func (s Spec) definition() sourcedef.Definition {
 	src := s.Source
-	d := source.Definition{Cursor: source.Cursor{Kind: src.Cursor.Kind, Column: src.Cursor.Column}, SkipWriter: src.SkipWriter}
-	if src.Initial != source.InitialNow { // the default
+	d := sourcedef.Definition{Cursor: sourcedef.Cursor{Kind: src.Cursor.Kind, Column: src.Cursor.Column}, SkipWriter: src.SkipWriter}
+	if src.Initial != sourcedef.InitialNow { // the default
 		d.Initial = src.Initial
 	}
 	if lag, err := time.ParseDuration(src.SettleLag); err == nil {
 		if d.SettleLag = lag; lag <= 0 { // "0": up to the database's clock (poller.WithSettleLag)
-			d.SettleLag = source.NoSettleLag
+			d.SettleLag = sourcedef.NoSettleLag
 		}
 	}
 	for i, t := range s.tables() {
-		td := source.TableDef{Table: source.Table{Schema: t.Schema, Name: t.Table}, Columns: withKey(t.Columns, t.Key, ""), PK: t.Key, Filter: t.Filter}
+		td := sourcedef.TableDef{Table: sourcedef.Table{Schema: t.Schema, Name: t.Table}, Columns: withKey(t.Columns, t.Key, ""), PK: t.Key, Filter: t.Filter}
 		if i > 0 {
 			d.More = append(d.More, td)
 			continue
@@ -510,7 +510,7 @@ func (s Spec) Poller(name string) (p *poller.Poller, err error) {
 	if def.SettleLag != 0 {
 		opts = append(opts, poller.WithSettleLag(def.SettleLag))
 	}
-	if def.Initial == source.InitialSnapshot {
+	if def.Initial == sourcedef.InitialSnapshot {
 		opts = append(opts, poller.WithInitialSnapshot())
 	}
 	if def.SkipWriter != "" {

@@ -20,7 +20,8 @@ import (
 	"strings"
 	"sync/atomic"
 
-	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
@@ -34,13 +35,13 @@ type Batch struct {
 	Attempt      int64  // 1, then 2 after a failure...
 	From         *state.Cursor
 	To           *state.Cursor
-	Rows         []source.Row
+	Rows         []row.Row
 }
 
 // Spec is what poller.New builds from an author's arguments.
 type Spec struct {
 	Name      string
-	Source    source.Definition
+	Source    sourcedef.Definition
 	BatchSize int // the default for {P}_BATCH_SIZE (0: the runtime's)
 	// Setup, if set, runs once per process with the app settings (poller.WithSetup).
 	Setup func(getenv func(string) string) error
@@ -77,7 +78,7 @@ func (d *Def) Name() string { return d.spec.Name }
 func (d *Def) Err() error { return d.err }
 
 // Source is the poller's table definition (a copy: the caller may change it).
-func (d *Def) Source() source.Definition {
+func (d *Def) Source() sourcedef.Definition {
 	s := d.spec.Source
 	s.Columns, s.PK = slices.Clone(s.Columns), slices.Clone(s.PK)
 	return s

@@ -14,6 +14,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/mysql"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 )
@@ -34,8 +35,8 @@ func TestMySQLProbeShowsLateCommitBound(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Exec("DROP TABLE " + table) })
-	def := source.Definition{Table: source.Table{Name: table}, Columns: []string{"id", "ts"}, PK: []string{"id"},
-		Cursor: source.Cursor{Kind: state.KindTimestampPK, Column: "ts"}}
+	def := sourcedef.Definition{Table: sourcedef.Table{Name: table}, Columns: []string{"id", "ts"}, PK: []string{"id"},
+		Cursor: sourcedef.Cursor{Kind: state.KindTimestampPK, Column: "ts"}}
 
 	for _, c := range []struct {
 		name string

@@ -34,6 +34,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/redact"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/setup"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
 )
@@ -148,7 +149,7 @@ type Row struct {
 	// cursor column an UPDATE does not stamp, no index for the keyset read, a missing
 	// privilege), each with the SQL that fixes it (pollerctl check NAME --fix): the poller is
 	// degraded while there are any.
-	SetupWarnings []source.Finding `json:"setup_warnings,omitempty"`
+	SetupWarnings []setup.Finding `json:"setup_warnings,omitempty"`
 }
 
 // MarshalJSON writes the row with its details as members of its own, after history_ops, under
@@ -253,7 +254,7 @@ type Probe struct {
 	DurationMS    int64    `json:"duration_ms"`
 	// SetupWarnings are the problems of the source's set-up (source.Source.SetupProblems), each
 	// with its fix; the row shows them.
-	SetupWarnings []source.Finding `json:"-"`
+	SetupWarnings []setup.Finding `json:"-"`
 	// Details are what the source's driver showed of it as the probe read it (a logical
 	// poller's replication slot, also when the probe then failed; how a MySQL timestamp+pk
 	// poller's reads are kept behind late commits), each a member of the JSON here, under its
@@ -702,7 +703,7 @@ func verdict(r *Row, reg Registered, elsewhere string) (string, string) {
 }
 
 // SetupText says what the setup warnings are and where their fixes are, for the health reason.
-func SetupText(poller string, ws []source.Finding) string {
+func SetupText(poller string, ws []setup.Finding) string {
 	var parts []string
 	for _, w := range ws {
 		parts = append(parts, w.Check+": "+w.Detail)

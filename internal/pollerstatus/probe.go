@@ -8,6 +8,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
 	"github.com/pseudotrigger/pseudotrigger/internal/redact"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/setup"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
@@ -38,12 +39,12 @@ type stampChecker interface {
 // setupProber is the optional setup check of a source (source.Source has it): run when the
 // source is first opened in a process, and again while it finds a problem.
 type setupProber interface {
-	SetupProblems(ctx context.Context) ([]source.Finding, bool, error)
+	SetupProblems(ctx context.Context) ([]setup.Finding, bool, error)
 }
 
 // setupWarnings are the problems of the source's set-up; nil when none (or the check failed:
 // a check is advice, never the probe's failure).
-func setupWarnings(ctx context.Context, src Source) []source.Finding {
+func setupWarnings(ctx context.Context, src Source) []setup.Finding {
 	sp, ok := src.(setupProber)
 	if !ok {
 		return nil
@@ -52,9 +53,9 @@ func setupWarnings(ctx context.Context, src Source) []source.Finding {
 	if err != nil {
 		return nil
 	}
-	var out []source.Finding
+	var out []setup.Finding
 	for _, f := range found {
-		if f.Verdict == source.VerdictProblem {
+		if f.Verdict == setup.VerdictProblem {
 			out = append(out, f)
 		}
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/clock"
 	"github.com/pseudotrigger/pseudotrigger/internal/liveness"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerstatus"
-	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/setup"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/memstore"
 )
@@ -24,10 +24,10 @@ func TestSetupWarningDegrades(t *testing.T) {
 	clk := clock.NewFake(now)
 	st := memstore.New(clk)
 	marker := &liveness.Marker{Store: st, App: "test", Owner: "test/host/1", Clock: clk}
-	warning := source.Finding{Check: source.CheckStamped, Verdict: source.VerdictProblem,
+	warning := setup.Finding{Check: setup.CheckStamped, Verdict: setup.VerdictProblem,
 		Detail: "column txid: only a default stamps it, on INSERT; every UPDATE after the insert is never delivered",
 		Fix:    []string{`CREATE TRIGGER "orders_stamp_txid" BEFORE UPDATE ON "orders" FOR EACH ROW EXECUTE FUNCTION "orders_stamp_txid"()`}}
-	probe := pollerstatus.Probe{OK: true, RowsWaiting: 0, LagSeconds: ptr(0), SetupWarnings: []source.Finding{warning}}
+	probe := pollerstatus.Probe{OK: true, RowsWaiting: 0, LagSeconds: ptr(0), SetupWarnings: []setup.Finding{warning}}
 	cfg := pollerstatus.Config{App: "test", Now: clk.Now,
 		Registered: []pollerstatus.Registered{{Name: "orders", Schedule: "*/10 * * * * *", LivenessInterval: time.Minute}},
 		Probe:      func(context.Context, string, *state.Doc) pollerstatus.Probe { return probe },

@@ -23,6 +23,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres/pgcdc"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/poller"
 )
@@ -101,7 +102,7 @@ func FromRow(r poller.Row) (Change, error) {
 		return Change{}, fmt.Errorf("key %v is not an int64 id", r.Key())
 	}
 	c := Change{Table: r.Table(), Op: r.Op(), ID: id, HasRow: r.HasRow()}
-	if c.Op != source.OpRead { // a backfill's read has no place in the stream
+	if c.Op != row.OpRead { // a backfill's read has no place in the stream
 		cur, err := r.Cursor()
 		if err != nil {
 			return Change{}, err
@@ -148,13 +149,13 @@ func CheckImages(stream []Change, full bool) []string {
 	for i, c := range stream {
 		had, ok := m[c.ID]
 		switch {
-		case c.Op == source.OpInsert && (c.Before != nil || c.Known):
+		case c.Op == row.OpInsert && (c.Before != nil || c.Known):
 			bad("%v: an insert with a before image or changed columns", c)
-		case c.Op != source.OpInsert && full && (c.Before == nil || !ok || !c.Before.same(had)):
+		case c.Op != row.OpInsert && full && (c.Before == nil || !ok || !c.Before.same(had)):
 			bad("%v: before %v, the replica held %v (present: %v)", c, c.Before, had, ok)
-		case c.Op != source.OpInsert && !full && c.Before != nil:
+		case c.Op != row.OpInsert && !full && c.Before != nil:
 			bad("%v: a before image without REPLICA IDENTITY FULL", c)
-		case c.Op == source.OpUpdate && full:
+		case c.Op == row.OpUpdate && full:
 			var want []string
 			if had.Name != c.Row.Name {
 				want = append(want, "name")
@@ -165,10 +166,10 @@ func CheckImages(stream []Change, full bool) []string {
 			if !c.Known || !slices.Equal(c.Changed, want) && !(len(want) == 0 && len(c.Changed) == 0) {
 				bad("%v: changed %q (known %v), the replica's row %v differs in %q", c, c.Changed, c.Known, had, want)
 			}
-		case c.Op == source.OpUpdate && c.Known:
+		case c.Op == row.OpUpdate && c.Known:
 			bad("%v: changed columns known without REPLICA IDENTITY FULL", c)
 		}
-		if c.Op == source.OpDelete {
+		if c.Op == row.OpDelete {
 			delete(m, c.ID)
 		} else {
 			m[c.ID] = c.Row
@@ -237,7 +238,7 @@ func FromBatch(b *poller.Batch[poller.Row], owner string) (Batch, error) {
 			return out, err
 		}
 		out.Changes = append(out.Changes, c)
-		out.Reads = c.Op == source.OpRead
+		out.Reads = c.Op == row.OpRead
 	}
 	return out, nil
 }
@@ -366,17 +367,17 @@ func Apply(changes []Change) (map[int64]Row, error) {
 	for _, c := range changes {
 		_, have := m[c.ID]
 		switch c.Op {
-		case source.OpInsert:
+		case row.OpInsert:
 			if have {
 				errs = append(errs, fmt.Errorf("%v: the replica has the key already", c))
 			}
 			m[c.ID] = c.Row
-		case source.OpUpdate:
+		case row.OpUpdate:
 			if !have {
 				errs = append(errs, fmt.Errorf("%v: the replica lacks the key", c))
 			}
 			m[c.ID] = c.Row
-		case source.OpDelete:
+		case row.OpDelete:
 			if !have {
 				errs = append(errs, fmt.Errorf("%v: the replica lacks the key", c))
 			}
@@ -384,7 +385,7 @@ func Apply(changes []Change) (map[int64]Row, error) {
 		default:
 			errs = append(errs, fmt.Errorf("%v: op %q", c, c.Op))
 		}
-		if !c.HasRow && c.Op != source.OpDelete {
+		if !c.HasRow && c.Op != row.OpDelete {
 			errs = append(errs, fmt.Errorf("%v: an %s without its row", c, c.Op))
 		}
 		if len(errs) > 10 {
@@ -401,7 +402,7 @@ func ApplyArrival(batches []Batch) map[int64]Row {
 	m := map[int64]Row{}
 	for _, b := range batches {
 		for _, c := range b.Changes {
-			if c.Op == source.OpDelete {
+			if c.Op == row.OpDelete {
 				delete(m, c.ID)
 			} else {
 				m[c.ID] = c.Row
@@ -422,13 +423,13 @@ func CheckReads(batches []Batch) (reads int, problems []string) {
 	for _, b := range batches {
 		for _, c := range b.Changes {
 			switch {
-			case c.Op == source.OpRead:
+			case c.Op == row.OpRead:
 				reads++
 				if had, ok := m[c.ID]; touched[c.ID] && (!ok || had.Name != c.Row.Name || had.Note != c.Row.Note) && len(problems) < 10 {
 					problems = append(problems, fmt.Sprintf("batch %s: the read of %d is %v, but the changes delivered before it left %v (present: %v)", b.ID, c.ID, c.Row, had, ok))
 				}
 				m[c.ID] = c.Row
-			case c.Op == source.OpDelete:
+			case c.Op == row.OpDelete:
 				touched[c.ID] = true
 				delete(m, c.ID)
 			default:

@@ -15,6 +15,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/mysql"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sqlite"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
@@ -125,9 +126,9 @@ func BenchmarkKeysetScan(b *testing.B) {
 }
 
 func compare(b *testing.B, driver, dsn, table string, hand, native func() int) {
-	src, err := drivers.Open(context.Background(), source.Config{Poller: "bench", Driver: driver, DSN: dsn, Definition: source.Definition{
-		Table: source.Table{Name: table}, Columns: []string{"id", "customer", "amount", "updated_at"},
-		Cursor: source.Cursor{Kind: state.KindTimestampPK, Column: "updated_at"}, PK: []string{"id"},
+	src, err := drivers.Open(context.Background(), source.Config{Poller: "bench", Driver: driver, DSN: dsn, Definition: sourcedef.Definition{
+		Table: sourcedef.Table{Name: table}, Columns: []string{"id", "customer", "amount", "updated_at"},
+		Cursor: sourcedef.Cursor{Kind: state.KindTimestampPK, Column: "updated_at"}, PK: []string{"id"},
 	}})
 	if err != nil {
 		b.Fatal(err)

@@ -14,6 +14,9 @@ import (
 	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/setup"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
@@ -90,21 +93,21 @@ func (minimal) Open(string) (*sql.DB, error)             { return nil, errors.Er
 func (minimal) Location(string) (source.Location, error) { return source.Location{}, nil }
 func (minimal) Caseless() bool                           { return false }
 func (minimal) Placeholder(int) string                   { return "?" }
-func (minimal) Classify(string) (source.Class, source.TSFlavor) {
-	return source.ClassOther, source.TSNone
+func (minimal) Classify(string) (row.Class, row.TSFlavor) {
+	return row.ClassOther, row.TSNone
 }
-func (minimal) KeyCodec(source.ColumnType) (source.KeyCodec, bool) {
-	return source.KeyCodec{}, false
+func (minimal) KeyCodec(row.ColumnType) (row.KeyCodec, bool) {
+	return row.KeyCodec{}, false
 }
 func (minimal) Script([]string) string { return "" }
 func (minimal) DDLInTransaction() bool { return false }
-func (minimal) UpperBound(string, source.TSFlavor, string, time.Duration, func() string) source.Bound {
+func (minimal) UpperBound(string, row.TSFlavor, string, time.Duration, func() string) source.Bound {
 	return source.Bound{}
 }
-func (minimal) StampCheck(source.TSFlavor, string, string, string) (string, any, string) {
+func (minimal) StampCheck(row.TSFlavor, string, string, string) (string, any, string) {
 	return "", nil, ""
 }
-func (minimal) CheckSetup(context.Context, *sql.DB, source.Definition) ([]source.Finding, error) {
+func (minimal) CheckSetup(context.Context, *sql.DB, sourcedef.Definition) ([]setup.Finding, error) {
 	return nil, nil
 }
 
@@ -120,10 +123,10 @@ func TestDefaultsAnswerNotSupported(t *testing.T) {
 	if _, err := d.OpenCDC(ctx, nil, source.Config{}); !errors.Is(err, source.ErrNotSupported) {
 		t.Errorf("OpenCDC: %v", err)
 	}
-	if _, err := d.UniqueKey(ctx, nil, source.Table{Name: "t"}, []string{"id"}); !errors.Is(err, source.ErrNotSupported) {
+	if _, err := d.UniqueKey(ctx, nil, sourcedef.Table{Name: "t"}, []string{"id"}); !errors.Is(err, source.ErrNotSupported) {
 		t.Errorf("UniqueKey: %v", err)
 	}
-	if why, err := d.Refuse(source.ColumnType{DBType: "X"}); why != "" || !errors.Is(err, source.ErrNotSupported) {
+	if why, err := d.Refuse(row.ColumnType{DBType: "X"}); why != "" || !errors.Is(err, source.ErrNotSupported) {
 		t.Errorf("Refuse: %q, %v", why, err)
 	}
 	if k, _ := d.CDCKind(); k != "" {

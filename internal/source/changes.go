@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
@@ -105,7 +107,7 @@ func (l *Layout) DB() *sql.DB { return l.s.db }
 func (l *Layout) Poller() string { return l.s.poller }
 
 // Definition is the source's definition.
-func (l *Layout) Definition() Definition { return l.s.def }
+func (l *Layout) Definition() sourcedef.Definition { return l.s.def }
 
 // Driver is the source's driver.
 func (l *Layout) Driver() Driver { return l.s.dl }
@@ -142,7 +144,7 @@ func (l *Layout) EncodeKey(j int, v any) (json.RawMessage, error) {
 
 // Row makes a row of the source: raw are its values as the Go driver returned them, in
 // Columns' order (nil when ch carries them as Text).
-func (l *Layout) Row(raw []any, ch *Change) Row { return l.s.Shape.Row(raw, ch) }
+func (l *Layout) Row(raw []any, ch *row.Change) row.Row { return l.s.Shape.Row(raw, ch) }
 
 // Batch makes an empty batch of the source, read after from.
 func (l *Layout) Batch(from *state.Cursor) *Batch { return &Batch{src: l.s, From: from} }
@@ -212,7 +214,7 @@ func (r streamReader) stats() Stats { return r.Stats() }
 // is replayed as, or nil and why when it was superseded. It only reads.
 // table is the change's table (Row.Table; "" for a letter written before it was recorded: the
 // first table).
-func (s *Source) ReplayChange(ctx context.Context, table, op string, key map[string]json.RawMessage, cursor state.Cursor) (*Row, string, error) {
+func (s *Source) ReplayChange(ctx context.Context, table, op string, key map[string]json.RawMessage, cursor state.Cursor) (*row.Row, string, error) {
 	if _, ok := s.reader.(streamReader); !ok {
 		return nil, "", fmt.Errorf("source: poller %q: ReplayChange is for change-stream cursors (logical, changetracking); this one is %s: use FetchKeyOf", s.poller, s.def.Cursor.Kind)
 	}
@@ -245,13 +247,13 @@ func (s *Source) ReplayChange(ctx context.Context, table, op string, key map[str
 	}
 	exists := len(b.Rows) > 0
 	switch op {
-	case OpInsert, OpUpdate:
+	case row.OpInsert, row.OpUpdate:
 		if !exists {
 			return nil, "the row is gone: a later delete supersedes this " + op, nil
 		}
-		r := s.Shape.Row(b.Rows[0].Raw(), &Change{Op: OpUpdate, Cursor: cursor})
+		r := s.Shape.Row(b.Rows[0].Raw(), &row.Change{Op: row.OpUpdate, Cursor: cursor})
 		return &r, "", nil
-	case OpDelete:
+	case row.OpDelete:
 		if exists {
 			return nil, "the row exists again: a later insert supersedes this delete", nil
 		}
@@ -259,7 +261,7 @@ func (s *Source) ReplayChange(ctx context.Context, table, op string, key map[str
 		for i := range s.def.PK {
 			raw[s.KeyIdx[i]] = args[i]
 		}
-		r := s.Shape.Row(raw, &Change{Op: OpDelete, Cursor: cursor, KeyOnly: true})
+		r := s.Shape.Row(raw, &row.Change{Op: row.OpDelete, Cursor: cursor, KeyOnly: true})
 		return &r, "", nil
 	}
 	return nil, "", fmt.Errorf("source: poller %q: a dead-lettered change of a %s cursor has op %q, not insert, update or delete", s.poller, s.def.Cursor.Kind, op)

@@ -10,6 +10,8 @@ import (
 	"sync"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/setup"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 )
 
 // CheckSetup connects with the driver of ds that cfg.Driver names and checks the poller's table
@@ -35,7 +37,7 @@ type Setup struct {
 	sc       Driver
 	ds       Drivers
 	cfg      Config
-	Findings []Finding
+	Findings []setup.Finding
 	// Offers makes Script and Apply take the offers (VerdictOffer) with the problems' fixes.
 	Offers bool
 }
@@ -49,7 +51,7 @@ func (s *Setup) Close() error { return s.c.close() }
 // Script is the problems' fixes (and the offers', when Offers is set) as the database's client
 // runs them ("" when none).
 func (s *Setup) Script() string {
-	fix := Fixes(s.Findings, s.Offers)
+	fix := setup.Fixes(s.Findings, s.Offers)
 	if len(fix) == 0 {
 		return ""
 	}
@@ -57,7 +59,7 @@ func (s *Setup) Script() string {
 }
 
 // ScriptOf is one finding's fix as the database's client runs it ("" when none).
-func (s *Setup) ScriptOf(f Finding) string {
+func (s *Setup) ScriptOf(f setup.Finding) string {
 	if len(f.Fix) == 0 {
 		return ""
 	}
@@ -82,26 +84,26 @@ func (s *Setup) Check(ctx context.Context) error {
 
 // cdc is the change stream's finding, when the poller's kind has a set-up made on purpose: the
 // problems pollerctl cdc enable's plan reports, or that it is not enabled yet.
-func (s *Setup) cdc(ctx context.Context) (Finding, bool) {
+func (s *Setup) cdc(ctx context.Context) (setup.Finding, bool) {
 	admin, ok := s.ds.CDCAdmin(s.cfg.Definition.Cursor.Kind)
 	if !ok {
-		return Finding{}, false
+		return setup.Finding{}, false
 	}
-	f := Finding{Check: CheckCDC, Verdict: VerdictOK}
-	setup, err := admin.OpenCDC(ctx, s.ds, s.cfg)
+	f := setup.Finding{Check: setup.CheckCDC, Verdict: setup.VerdictOK}
+	cdc, err := admin.OpenCDC(ctx, s.ds, s.cfg)
 	if err != nil {
-		f.Verdict, f.Detail = VerdictUnknown, err.Error()
+		f.Verdict, f.Detail = setup.VerdictUnknown, err.Error()
 		return f, true
 	}
-	defer setup.Close()
-	plan, err := setup.PlanEnable(ctx)
+	defer cdc.Close()
+	plan, err := cdc.PlanEnable(ctx)
 	switch {
 	case err != nil:
-		f.Verdict, f.Detail = VerdictUnknown, err.Error()
+		f.Verdict, f.Detail = setup.VerdictUnknown, err.Error()
 	case len(plan.Problems) > 0:
-		f.Verdict, f.Detail = VerdictProblem, strings.Join(plan.Problems, "; ")
+		f.Verdict, f.Detail = setup.VerdictProblem, strings.Join(plan.Problems, "; ")
 	case len(plan.Steps) > 0:
-		f.Verdict = VerdictProblem
+		f.Verdict = setup.VerdictProblem
 		f.Detail = fmt.Sprintf("not enabled: run `pollerctl cdc enable %s --yes` (%s)", s.cfg.Poller, strings.Join(plan.Steps, "; "))
 	default:
 		f.Detail = plan.None
@@ -113,7 +115,7 @@ func (s *Setup) cdc(ctx context.Context) (Finding, bool) {
 // one by one, stopping at the first that fails. It returns the statements that ran (committed,
 // or with a transaction rolled back: none).
 func (s *Setup) Apply(ctx context.Context) (ran []string, err error) {
-	fix := Fixes(s.Findings, s.Offers)
+	fix := setup.Fixes(s.Findings, s.Offers)
 	if !s.sc.DDLInTransaction() {
 		for _, q := range fix {
 			if _, err := s.c.db.ExecContext(ctx, q); err != nil {
@@ -148,7 +150,7 @@ func firstLine(q string) string {
 // CheckSetup checks the open source's table set-up (Driver.CheckSetup): what the handler runs
 // once when it first opens a poller's source. The change stream's set-up is not among them: Open
 // checked it.
-func (s *Source) CheckSetup(ctx context.Context) ([]Finding, error) {
+func (s *Source) CheckSetup(ctx context.Context) ([]setup.Finding, error) {
 	fs, err := checkSetup(ctx, s.dl, s.db, s.def)
 	if err != nil {
 		return nil, fmt.Errorf("source: poller %q, table %s: checking the set-up: %w", s.poller, s.def.Table, err)
@@ -160,7 +162,7 @@ func (s *Source) CheckSetup(ctx context.Context) ([]Finding, error) {
 // problem.
 type setupCache struct {
 	mu    sync.Mutex
-	found []Finding
+	found []setup.Finding
 	done  bool
 }
 
@@ -168,10 +170,10 @@ type setupCache struct {
 // first call checks, and so does each later call while the last check found a problem (so that a
 // fix shows); a clean check is kept for the life of the source (its set-up is not checked on
 // every tick). It returns every finding and whether this call checked.
-func (s *Source) SetupProblems(ctx context.Context) (found []Finding, checked bool, err error) {
+func (s *Source) SetupProblems(ctx context.Context) (found []setup.Finding, checked bool, err error) {
 	s.setup.mu.Lock()
 	defer s.setup.mu.Unlock()
-	if s.setup.done && Problems(s.setup.found) == 0 {
+	if s.setup.done && setup.Problems(s.setup.found) == 0 {
 		return s.setup.found, false, nil
 	}
 	fs, err := s.CheckSetup(ctx)
@@ -184,18 +186,18 @@ func (s *Source) SetupProblems(ctx context.Context) (found []Finding, checked bo
 
 // checkSetup runs the driver's checks, with the portable ones at their place: for each of the
 // poller's tables, each finding's detail then naming its table.
-func checkSetup(ctx context.Context, sc Driver, db *sql.DB, d Definition) ([]Finding, error) {
+func checkSetup(ctx context.Context, sc Driver, db *sql.DB, d sourcedef.Definition) ([]setup.Finding, error) {
 	if len(d.More) == 0 {
 		return checkTable(ctx, sc, db, d)
 	}
-	var out []Finding
+	var out []setup.Finding
 	for _, t := range d.Tables() {
 		fs, err := checkTable(ctx, sc, db, d.Part(t))
 		if err != nil {
 			return nil, fmt.Errorf("table %s: %w", t.Table, err)
 		}
 		for _, f := range fs {
-			if f.Check != CheckTable { // whose detail names it
+			if f.Check != setup.CheckTable { // whose detail names it
 				f.Detail = "table " + t.Table.String() + ": " + f.Detail
 			}
 			out = append(out, f)
@@ -205,18 +207,18 @@ func checkSetup(ctx context.Context, sc Driver, db *sql.DB, d Definition) ([]Fin
 }
 
 // checkTable is checkSetup of one table.
-func checkTable(ctx context.Context, drv Driver, db *sql.DB, d Definition) ([]Finding, error) {
+func checkTable(ctx context.Context, drv Driver, db *sql.DB, d sourcedef.Definition) ([]setup.Finding, error) {
 	fs, err := drv.CheckSetup(ctx, db, d)
 	if err != nil {
 		return nil, err
 	}
 	// The unique key and the column types, after the columns' finding, when the table and its
 	// columns were found.
-	at := slices.IndexFunc(fs, func(f Finding) bool { return f.Check == CheckColumns })
-	if at < 0 || fs[at].Verdict != VerdictOK {
+	at := slices.IndexFunc(fs, func(f setup.Finding) bool { return f.Check == setup.CheckColumns })
+	if at < 0 || fs[at].Verdict != setup.VerdictOK {
 		return fs, nil
 	}
-	if KeysetColumns(d) != nil {
+	if setup.KeysetColumns(d) != nil {
 		f, err := keyFinding(ctx, drv, db, d)
 		if err != nil {
 			return nil, err
@@ -234,9 +236,9 @@ func checkTable(ctx context.Context, drv Driver, db *sql.DB, d Definition) ([]Fi
 
 // typesFinding is the column types' finding, for a driver with types it refuses (Driver.Refuse):
 // a problem names each column whose type Open refuses, and why; false for another driver.
-func typesFinding(ctx context.Context, drv Driver, db *sql.DB, d Definition) (Finding, bool, error) {
-	if _, err := drv.Refuse(ColumnType{}); errors.Is(err, ErrNotSupported) {
-		return Finding{}, false, nil
+func typesFinding(ctx context.Context, drv Driver, db *sql.DB, d sourcedef.Definition) (setup.Finding, bool, error) {
+	if _, err := drv.Refuse(row.ColumnType{}); errors.Is(err, ErrNotSupported) {
+		return setup.Finding{}, false, nil
 	}
 	var want []string // every column, for a poller of them all
 	if !d.ReadsAllColumns() {
@@ -244,9 +246,9 @@ func typesFinding(ctx context.Context, drv Driver, db *sql.DB, d Definition) (Fi
 	}
 	cols, types, err := columnTypes(ctx, db, drv, d.Table, want)
 	if err != nil {
-		return Finding{}, false, err
+		return setup.Finding{}, false, err
 	}
-	f := Finding{Check: CheckTypes, Verdict: VerdictOK}
+	f := setup.Finding{Check: setup.CheckTypes, Verdict: setup.VerdictOK}
 	var why []string
 	for i, t := range types {
 		if w, _ := drv.Refuse(row.NewColumn(drv, cols[i], t).ColumnType); w != "" {
@@ -254,7 +256,7 @@ func typesFinding(ctx context.Context, drv Driver, db *sql.DB, d Definition) (Fi
 		}
 	}
 	if len(why) > 0 {
-		f.Verdict, f.Detail = VerdictProblem, strings.Join(why, "; ")
+		f.Verdict, f.Detail = setup.VerdictProblem, strings.Join(why, "; ")
 	}
 	return f, true, nil
 }
@@ -262,30 +264,30 @@ func typesFinding(ctx context.Context, drv Driver, db *sql.DB, d Definition) (Fi
 // keyFinding is the unique key's finding (Driver.UniqueKey, as Open asks it): a problem names one
 // repeated key among the first DupScan rows, if there is one, and its fix is the unique index;
 // while rows repeat, the fix is left to people (creating the index would fail).
-func keyFinding(ctx context.Context, drv Driver, db *sql.DB, d Definition) (Finding, error) {
-	keys := KeysetColumns(d)
-	f := Finding{Check: CheckUniqueKey, Verdict: VerdictUnknown}
+func keyFinding(ctx context.Context, drv Driver, db *sql.DB, d sourcedef.Definition) (setup.Finding, error) {
+	keys := setup.KeysetColumns(d)
+	f := setup.Finding{Check: setup.CheckUniqueKey, Verdict: setup.VerdictUnknown}
 	u, err := drv.UniqueKey(ctx, db, d.Table, keys)
 	if errors.Is(err, ErrNotSupported) {
 		f.Detail = "the " + drv.Name() + " driver cannot read keys from its catalog: each fetch checks its rows for a repeated key"
 		return f, nil
 	}
 	if err != nil {
-		return Finding{}, fmt.Errorf("reading the table's keys from the catalog: %w", err)
+		return setup.Finding{}, fmt.Errorf("reading the table's keys from the catalog: %w", err)
 	}
 	switch u.Verdict {
-	case KeyUnique:
-		f.Verdict, f.Detail = VerdictOK, u.By
+	case setup.KeyUnique:
+		f.Verdict, f.Detail = setup.VerdictOK, u.By
 		return f, nil
-	case KeyUnknown:
+	case setup.KeyUnknown:
 		f.Detail = u.Why + ": each fetch checks its rows for a repeated key"
 		return f, nil
 	}
-	f.Verdict = VerdictProblem
+	f.Verdict = setup.VerdictProblem
 	f.Detail = fmt.Sprintf("no primary key or unique index covers the key columns (%s): rows that share them are skipped when a batch ends between them", strings.Join(keys, ", "))
 	vals, n, err := duplicateKey(ctx, db, drv, d.Table, keys)
 	if err != nil {
-		return Finding{}, fmt.Errorf("looking for a repeated key: %w", err)
+		return setup.Finding{}, fmt.Errorf("looking for a repeated key: %w", err)
 	}
 	create := UniqueIndexSQL(drv, d.Table, d.PK)
 	if vals == nil {

@@ -37,7 +37,7 @@ var ErrNoWatermark = errors.New("the change stream cannot mark a backfill chunk'
 type Watermark interface {
 	// Newer says r, a change of the stream, is not in the chunk's snapshot: the chunk holds an
 	// older version of its row, or none.
-	Newer(r Row) bool
+	Newer(r row.Row) bool
 	// Reached says the stream delivered up to c holds every change in the snapshot.
 	Reached(c *state.Cursor) bool
 }
@@ -70,7 +70,7 @@ type Chunk struct {
 	// Rows are the rows to send as reads. For a keyset cursor, those whose version (their cursor)
 	// is at or before the live position ReadChunk was given; for a change-stream cursor, every
 	// row read (the caller compares them with the change stream: its watermarks).
-	Rows []Row
+	Rows []row.Row
 	// Left counts the rows read whose version is after the live position: the live batches
 	// deliver them; a batch read ahead may hold an older version, which must not follow a read.
 	Left int
@@ -122,7 +122,7 @@ func (s *Source) ReadChunk(ctx context.Context, after map[string]json.RawMessage
 		if err != nil {
 			return nil, err
 		}
-		codecs := make([]KeyCodec, len(s.def.PK))
+		codecs := make([]row.KeyCodec, len(s.def.PK))
 		for i, pk := range s.def.PK {
 			_, codecs[i] = s.pkCodec(pk)
 		}
@@ -156,9 +156,9 @@ func (s *Source) ReadChunk(ctx context.Context, after map[string]json.RawMessage
 // last column says whether the row is after the live position (1: left to the live changes).
 func (s *Source) scanChunk(ctx context.Context, db Querier, q string, args []any, where string, limit int) (*Chunk, error) {
 	c := &Chunk{}
-	var last Row
+	var last row.Row
 	read := 0
-	add := func(r Row, left bool) error {
+	add := func(r row.Row, left bool) error {
 		last = r
 		read++
 		if left {
@@ -176,7 +176,7 @@ func (s *Source) scanChunk(ctx context.Context, db Querier, q string, args []any
 	n := len(s.Cols)
 	if pool, ok := db.(*sql.DB); ok {
 		var scanErr error
-		handled, err := s.dl.ReadRaw(ctx, pool, q, args, func(rows RawRows) error {
+		handled, err := s.dl.ReadRaw(ctx, pool, q, args, func(rows row.RawRows) error {
 			cols := rows.Columns()
 			if len(cols) != n+1 {
 				scanErr = fmt.Errorf("source: poller %q, table %s: backfill chunk: the query returned %d columns, want %d", s.poller, s.def.Table, len(cols), n+1)
@@ -233,7 +233,7 @@ func (s *Source) scanChunk(ctx context.Context, db Querier, q string, args []any
 }
 
 // endChunk completes c, which read rows ending with last: Full, Next.
-func (s *Source) endChunk(c *Chunk, last Row, read, limit int) (*Chunk, error) {
+func (s *Source) endChunk(c *Chunk, last row.Row, read, limit int) (*Chunk, error) {
 	c.Full = read == limit
 	if read > 0 {
 		var err error
@@ -245,7 +245,7 @@ func (s *Source) endChunk(c *Chunk, last Row, read, limit int) (*Chunk, error) {
 }
 
 // rawFlag reads a chunk's last column as the database sent it: 1 (true) or 0.
-func rawFlag(col RawColumn, v []byte) (bool, error) {
+func rawFlag(col row.RawColumn, v []byte) (bool, error) {
 	if col.Int != nil {
 		if n, ok := col.Int(v); ok {
 			return n == 1, nil
@@ -302,13 +302,13 @@ func (s *Source) chunkErr(where string, err error) error {
 }
 
 // pkCodec returns the codec of primary-key column pk (every key column has one: see lay).
-func (s *Source) pkCodec(pk string) (int, KeyCodec) {
+func (s *Source) pkCodec(pk string) (int, row.KeyCodec) {
 	i := slices.Index(s.KeyCols, pk)
 	return s.KeyIdx[i], s.Codecs[i]
 }
 
 // chunkKey is row r's primary key as a backfill keeps it: each column's value in its key codec.
-func (s *Source) chunkKey(r Row) (map[string]json.RawMessage, error) {
+func (s *Source) chunkKey(r row.Row) (map[string]json.RawMessage, error) {
 	out := make(map[string]json.RawMessage, len(s.def.PK))
 	for _, pk := range s.def.PK {
 		idx, codec := s.pkCodec(pk)

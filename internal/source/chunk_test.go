@@ -9,6 +9,7 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sqlite"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
@@ -20,8 +21,8 @@ import (
 func TestChunkRefusesANullCursor(t *testing.T) {
 	dsn := filepath.Join(t.TempDir(), "n.db")
 	db := testenv.DB(t, "sqlite", dsn, `CREATE TABLE t (id INTEGER PRIMARY KEY, seq INTEGER, name TEXT); INSERT INTO t VALUES (1, 1, 'a'), (2, 2, 'b')`)
-	src, err := drivers.Open(context.Background(), source.Config{Poller: "p", Driver: sqlite.Name, DSN: dsn, Definition: source.Definition{
-		Table: source.Table{Name: "t"}, Columns: []string{"id", "seq", "name"}, PK: []string{"id"}, Cursor: source.Cursor{Kind: state.KindInteger, Column: "seq"}}})
+	src, err := drivers.Open(context.Background(), source.Config{Poller: "p", Driver: sqlite.Name, DSN: dsn, Definition: sourcedef.Definition{
+		Table: sourcedef.Table{Name: "t"}, Columns: []string{"id", "seq", "name"}, PK: []string{"id"}, Cursor: sourcedef.Cursor{Kind: state.KindInteger, Column: "seq"}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,8 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sqlite"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
@@ -23,7 +25,7 @@ type decoded struct {
 	UpdatedAt time.Time      `db:"updated_at"`
 }
 
-func decodeRows(t testing.TB, n int) []source.Row {
+func decodeRows(t testing.TB, n int) []row.Row {
 	t.Helper()
 	dsn := filepath.Join(t.TempDir(), "d.db")
 	db := testenv.DB(t, "sqlite", dsn)
@@ -33,9 +35,9 @@ func decodeRows(t testing.TB, n int) []source.Row {
 		  strftime('%Y-%m-%dT%H:%M:%f', '2026-01-01', '+' || n || ' seconds') || '000Z' FROM g`, n); err != nil {
 		t.Fatal(err)
 	}
-	src, err := drivers.Open(context.Background(), source.Config{Poller: "decode", Driver: sqlite.Name, DSN: dsn, Definition: source.Definition{
-		Table: source.Table{Name: "d"}, Columns: []string{"id", "note", "amount", "updated_at"},
-		Cursor: source.Cursor{Kind: state.KindTimestampPK, Column: "updated_at"}, PK: []string{"id"},
+	src, err := drivers.Open(context.Background(), source.Config{Poller: "decode", Driver: sqlite.Name, DSN: dsn, Definition: sourcedef.Definition{
+		Table: sourcedef.Table{Name: "d"}, Columns: []string{"id", "note", "amount", "updated_at"},
+		Cursor: sourcedef.Cursor{Kind: state.KindTimestampPK, Column: "updated_at"}, PK: []string{"id"},
 	}})
 	if err != nil {
 		t.Fatal(err)

@@ -3,15 +3,17 @@ package source
 import (
 	"fmt"
 	"strings"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 )
 
 // validate checks the definition d for the driver of ds named driver, which it returns: the rules
 // of every definition (Check), the driver's support of its cursor kind and the driver's own
 // rules (DefinitionChecker). Errors wrap ErrDefinition and name the poller and the part at
 // fault; a broken rule's wraps its *FieldError.
-func validate(d Definition, poller string, ds Drivers, driver string) (Driver, error) {
+func validate(d sourcedef.Definition, poller string, ds Drivers, driver string) (Driver, error) {
 	fail := func(format string, args ...any) (Driver, error) {
-		return nil, fmt.Errorf("source: poller %q: %w: %s", poller, ErrDefinition, fmt.Sprintf(format, args...))
+		return nil, fmt.Errorf("source: poller %q: %w: %s", poller, sourcedef.ErrDefinition, fmt.Sprintf(format, args...))
 	}
 	dl, ok := ds.Lookup(driver)
 	if !ok {

@@ -9,6 +9,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/setup"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
@@ -33,7 +36,7 @@ type Driver interface {
 	// cursor's slot and publication names, a changetracking cursor's filter), each broken rule a
 	// *FieldError naming the field (errors.Join of them when several), which Open, poller.New and
 	// poller.json word each their own way; run after Definition.Check. Defaults: nil.
-	CheckDefinition(d Definition) error
+	CheckDefinition(d sourcedef.Definition) error
 
 	// SQL.
 
@@ -51,14 +54,14 @@ type Driver interface {
 	Keyset(kind string, keys, params []string) (pred string, order []int)
 	// UpperBound is what keeps a read of the cursor column col behind rows that may still
 	// commit (lag: the settle lag; next gives its argument's marker).
-	UpperBound(kind string, fl TSFlavor, col string, lag time.Duration, next func() string) Bound
+	UpperBound(kind string, fl row.TSFlavor, col string, lag time.Duration, next func() string) Bound
 	// ReadBound returns the bound of the keyset reads of d by the role of dsn, kept behind
 	// transactions the server says are open; false when they take none (Defaults).
-	ReadBound(dsn string, d Definition) (ReadBound, bool)
+	ReadBound(dsn string, d sourcedef.Definition) (ReadBound, bool)
 	// StampCheck renders the predicate that finds a row the cursor column col (of flavor fl)
 	// can never reach, its argument (marker param), and how to stamp the column and rewrite
 	// such rows; "" when there is nothing to check (see Source.CheckStamps).
-	StampCheck(fl TSFlavor, table, col, param string) (pred string, arg any, fix string)
+	StampCheck(fl row.TSFlavor, table, col, param string) (pred string, arg any, fix string)
 	// IsNull is the predicate that finds NULL alone in column quoted (MySQL's "col IS NULL"
 	// also finds a NOT NULL DATETIME's zero dates). Defaults: quoted IS NULL.
 	IsNull(quoted string) string
@@ -66,69 +69,69 @@ type Driver interface {
 	// where the Go driver would read it otherwise (modernc's sqlite turns the text of a column
 	// declared DATE, DATETIME or TIMESTAMP into a time.Time, losing its form); "" (Defaults):
 	// quoted itself.
-	Select(c ColumnType, quoted string) string
+	Select(c row.ColumnType, quoted string) string
 
 	// Column types and values.
 
 	// Classify maps a column's type (DatabaseTypeName, SQLite: the declared type; upper case,
 	// without its size) to a class, and for timestamps how they compare with the database's
 	// clock.
-	Classify(base string) (Class, TSFlavor)
+	Classify(base string) (row.Class, row.TSFlavor)
 	// ColumnTypes returns the types of table's columns cols as Classify should take them,
 	// given what the Go driver reported (types, in the same order), where the Go driver does
 	// not name some as the database holds them (MariaDB's JSON, a LONGTEXT with a json_valid
 	// CHECK, reported as TEXT). Defaults: types.
-	ColumnTypes(ctx context.Context, db *sql.DB, table Table, cols, types []string) ([]string, error)
+	ColumnTypes(ctx context.Context, db *sql.DB, table sourcedef.Table, cols, types []string) ([]string, error)
 	// Refuse says why a column of type c cannot be read, and what to do: a type whose values
 	// JSON cannot carry without loss and that has no lossless form of its own (SQL Server's
 	// sql_variant). "" when it can; ErrNotSupported (Defaults) when the database refuses no
 	// type. Open, and so pollerctl check, refuses a poller reading such a column, naming it,
 	// before any tick stalls on one of its values.
-	Refuse(c ColumnType) (string, error)
+	Refuse(c row.ColumnType) (string, error)
 	// Scalars says whether the Go driver returns integers, floats and text as int64, float64
 	// and string (else their values are widened when read). Defaults: true.
 	Scalars() bool
 	// Reads says whether values of columns of type c go through Value; asked once per column,
 	// when a source opens. Defaults: false.
-	Reads(c ColumnType) bool
+	Reads(c row.ColumnType) bool
 	// Value turns v, a non-NULL value of a column of type c as the Go driver returned it (or as
 	// the change stream's decoder did), into what a Row holds (documented in docs/types.md),
 	// where the Go driver returns a form a Row does not hold, or holds wrongly (PostgreSQL's
 	// arrays as their text literal, MySQL's dates that no calendar has). A value it cannot read
 	// is returned as it is. Asked only when Reads says so.
-	Value(c ColumnType, v any) any
+	Value(c row.ColumnType, v any) any
 	// Elem is the type of an array's elements (Classify's ClassArray), as Classify takes it;
 	// "" (Defaults) for a database without arrays.
-	Elem(c ColumnType) string
+	Elem(c row.ColumnType) string
 	// UUID gives the canonical text of a UUID column's bytes (SQL Server's uniqueidentifier
 	// comes as 16 bytes in an order of its own). Defaults: the bytes are the text itself.
 	UUID(b []byte) (string, error)
 	// KeyCodec is the driver's own codec for a key column, if it has one (else a generic one
 	// serves).
-	KeyCodec(c ColumnType) (KeyCodec, bool)
+	KeyCodec(c row.ColumnType) (row.KeyCodec, bool)
 	// ReadRaw runs query with args on a connection of db and calls read with its rows, as the
 	// database sent them, for a keyset fetch that normalizes only the values a handler reads;
 	// handled is false when it cannot on this pool (Defaults: never), and the fetch then reads
 	// through database/sql.
-	ReadRaw(ctx context.Context, db *sql.DB, query string, args []any, read func(RawRows) error) (handled bool, err error)
+	ReadRaw(ctx context.Context, db *sql.DB, query string, args []any, read func(row.RawRows) error) (handled bool, err error)
 
 	// The table's set-up (pollerctl check).
 
 	// CheckSetup returns the findings on d's table in db, in the order of the Check constants
 	// (CheckTable, CheckColumns, CheckIndex, CheckStamped, CheckPrivileges); an error only when
 	// the catalog cannot be read at all.
-	CheckSetup(ctx context.Context, db *sql.DB, d Definition) ([]Finding, error)
+	CheckSetup(ctx context.Context, db *sql.DB, d sourcedef.Definition) ([]setup.Finding, error)
 	// Script renders fix statements as the database's own client runs them (a file of SQL).
 	Script(stmts []string) string
 	// DDLInTransaction says whether DDL runs in a transaction (else each statement commits).
 	DDLInTransaction() bool
 	// UniqueKey asks the catalog whether cols tell t's rows apart; ErrNotSupported (Defaults)
 	// when it cannot say, and each fetch then checks its rows.
-	UniqueKey(ctx context.Context, db *sql.DB, t Table, cols []string) (Uniqueness, error)
+	UniqueKey(ctx context.Context, db *sql.DB, t sourcedef.Table, cols []string) (setup.Uniqueness, error)
 	// CreateUniqueIndex is the statement that makes cols unique in t under the name index,
 	// where the database writes it its own way (SQLite names the schema on the index, not on
 	// the table); "" (Defaults): the standard CREATE UNIQUE INDEX (UniqueIndexSQL).
-	CreateUniqueIndex(t Table, index string, cols []string) string
+	CreateUniqueIndex(t sourcedef.Table, index string, cols []string) string
 
 	// Change streams: cursor kinds that read the database's own record of changes.
 
@@ -259,49 +262,49 @@ func (Defaults) Supports(kind string) bool {
 func (Defaults) Scalars() bool { return true }
 
 // CheckDefinition: no rules of the database's own.
-func (Defaults) CheckDefinition(Definition) error { return nil }
+func (Defaults) CheckDefinition(sourcedef.Definition) error { return nil }
 
 // ReadBound: the keyset reads take no bound but the cursor kind's (UpperBound).
-func (Defaults) ReadBound(string, Definition) (ReadBound, bool) { return nil, false }
+func (Defaults) ReadBound(string, sourcedef.Definition) (ReadBound, bool) { return nil, false }
 
 // IsNull is "quoted IS NULL".
 func (Defaults) IsNull(quoted string) string { return quoted + " IS NULL" }
 
 // Select: every column is read as it is quoted.
-func (Defaults) Select(ColumnType, string) string { return "" }
+func (Defaults) Select(row.ColumnType, string) string { return "" }
 
 // ColumnTypes: the Go driver names every type as the database holds it.
-func (Defaults) ColumnTypes(_ context.Context, _ *sql.DB, _ Table, _, types []string) ([]string, error) {
+func (Defaults) ColumnTypes(_ context.Context, _ *sql.DB, _ sourcedef.Table, _, types []string) ([]string, error) {
 	return types, nil
 }
 
 // Refuse: the database refuses no type.
-func (Defaults) Refuse(ColumnType) (string, error) { return "", ErrNotSupported }
+func (Defaults) Refuse(row.ColumnType) (string, error) { return "", ErrNotSupported }
 
 // Reads: the Go driver's values need no reading of the driver's own.
-func (Defaults) Reads(ColumnType) bool { return false }
+func (Defaults) Reads(row.ColumnType) bool { return false }
 
 // Value returns v as it is.
-func (Defaults) Value(_ ColumnType, v any) any { return v }
+func (Defaults) Value(_ row.ColumnType, v any) any { return v }
 
 // Elem: no arrays.
-func (Defaults) Elem(ColumnType) string { return "" }
+func (Defaults) Elem(row.ColumnType) string { return "" }
 
 // UUID takes the bytes as the text itself.
 func (Defaults) UUID(b []byte) (string, error) { return string(b), nil }
 
 // ReadRaw: every fetch reads through database/sql.
-func (Defaults) ReadRaw(context.Context, *sql.DB, string, []any, func(RawRows) error) (bool, error) {
+func (Defaults) ReadRaw(context.Context, *sql.DB, string, []any, func(row.RawRows) error) (bool, error) {
 	return false, nil
 }
 
 // UniqueKey cannot read the catalog's keys.
-func (Defaults) UniqueKey(context.Context, *sql.DB, Table, []string) (Uniqueness, error) {
-	return Uniqueness{}, ErrNotSupported
+func (Defaults) UniqueKey(context.Context, *sql.DB, sourcedef.Table, []string) (setup.Uniqueness, error) {
+	return setup.Uniqueness{}, ErrNotSupported
 }
 
 // CreateUniqueIndex: the standard statement.
-func (Defaults) CreateUniqueIndex(Table, string, []string) string { return "" }
+func (Defaults) CreateUniqueIndex(sourcedef.Table, string, []string) string { return "" }
 
 // ChangeStream: no change-stream cursor kind.
 func (Defaults) ChangeStream(kind string, _ *Layout) (ChangeStream, error) {
@@ -355,7 +358,7 @@ func ExpandedKeysetOrder(n int) []int {
 }
 
 // QuoteTable quotes a table name, with its schema when it has one, for d.
-func QuoteTable(d Driver, t Table) string {
+func QuoteTable(d Driver, t sourcedef.Table) string {
 	if t.Schema == "" {
 		return d.Quote(t.Name)
 	}

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
@@ -16,14 +17,14 @@ type Location struct {
 // Identify is the canonical form of the source that a state document records beside its
 // fingerprint (state.SourceDef): driver, server, database, schema, table, cursor kind and column,
 // key, filter, slot (logical cursors) and the columns read. Never a password or token.
-func Identify(driver string, loc Location, d Definition) state.SourceDef {
+func Identify(driver string, loc Location, d sourcedef.Definition) state.SourceDef {
 	return state.SourceDef{Driver: driver, Server: loc.Server, Database: loc.Database, Schema: d.Table.Schema, Table: d.Table.Name,
 		CursorKind: d.Cursor.Kind, CursorColumn: d.Cursor.Column, Key: slices.Clone(d.PK), Filter: strings.TrimSpace(d.Filter),
 		Slot: d.Slot, Columns: d.Selected(), Tables: moreTables(d)}
 }
 
 // moreTables are d's more tables as a state document records them.
-func moreTables(d Definition) []state.SourceTable {
+func moreTables(d sourcedef.Definition) []state.SourceTable {
 	var out []state.SourceTable
 	for _, t := range d.More {
 		out = append(out, state.SourceTable{Schema: t.Table.Schema, Table: t.Table.Name, Key: slices.Clone(t.PK),
@@ -37,6 +38,6 @@ func moreTables(d Definition) []state.SourceTable {
 // database, schema, table, cursor kind and column, key columns, filter and (logical cursors) the
 // slot. It leaves out the payload columns (adding or removing one changes neither the order nor
 // the position, so it needs no reset) and the credentials (changing them changes nothing read).
-func Fingerprint(driver string, loc Location, d Definition) string {
+func Fingerprint(driver string, loc Location, d sourcedef.Definition) string {
 	return Identify(driver, loc, d).Fingerprint()
 }

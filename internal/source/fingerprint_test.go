@@ -7,14 +7,15 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sqlserver"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
 func TestFingerprint(t *testing.T) {
-	def := source.Definition{Table: source.Table{Schema: "dbo", Name: "orders"}, Columns: []string{"id", "customer"},
-		Cursor: source.Cursor{Kind: state.KindTimestampPK, Column: "updated_at"}, PK: []string{"id"}}
-	fp := func(driver, dsn string, d source.Definition) string {
+	def := sourcedef.Definition{Table: sourcedef.Table{Schema: "dbo", Name: "orders"}, Columns: []string{"id", "customer"},
+		Cursor: sourcedef.Cursor{Kind: state.KindTimestampPK, Column: "updated_at"}, PK: []string{"id"}}
+	fp := func(driver, dsn string, d sourcedef.Definition) string {
 		t.Helper()
 		loc, err := drivers.ParseLocation(driver, dsn)
 		if err != nil {
@@ -41,7 +42,7 @@ func TestFingerprint(t *testing.T) {
 			t.Errorf("%s changed the fingerprint", name)
 		}
 	}
-	changed := func(mutate func(d *source.Definition)) source.Definition {
+	changed := func(mutate func(d *sourcedef.Definition)) sourcedef.Definition {
 		d := def
 		d.Columns = append([]string(nil), def.Columns...)
 		d.PK = append([]string(nil), def.PK...)
@@ -49,12 +50,12 @@ func TestFingerprint(t *testing.T) {
 		return d
 	}
 	differ := map[string]string{
-		"table":    fp(sqlserver.Name, "sqlserver://app:secret1@db.example.com:1433?database=shop", changed(func(d *source.Definition) { d.Table.Name = "orders2" })),
-		"schema":   fp(sqlserver.Name, "sqlserver://app:secret1@db.example.com:1433?database=shop", changed(func(d *source.Definition) { d.Table.Schema = "sales" })),
-		"cursor":   fp(sqlserver.Name, "sqlserver://app:secret1@db.example.com:1433?database=shop", changed(func(d *source.Definition) { d.Cursor.Column = "created_at" })),
-		"kind":     fp(sqlserver.Name, "sqlserver://app:secret1@db.example.com:1433?database=shop", changed(func(d *source.Definition) { d.Cursor = source.Cursor{Kind: state.KindInteger, Column: "id"} })),
-		"pk":       fp(sqlserver.Name, "sqlserver://app:secret1@db.example.com:1433?database=shop", changed(func(d *source.Definition) { d.PK = []string{"id", "region"} })),
-		"filter":   fp(sqlserver.Name, "sqlserver://app:secret1@db.example.com:1433?database=shop", changed(func(d *source.Definition) { d.Filter = "x = 1" })),
+		"table":    fp(sqlserver.Name, "sqlserver://app:secret1@db.example.com:1433?database=shop", changed(func(d *sourcedef.Definition) { d.Table.Name = "orders2" })),
+		"schema":   fp(sqlserver.Name, "sqlserver://app:secret1@db.example.com:1433?database=shop", changed(func(d *sourcedef.Definition) { d.Table.Schema = "sales" })),
+		"cursor":   fp(sqlserver.Name, "sqlserver://app:secret1@db.example.com:1433?database=shop", changed(func(d *sourcedef.Definition) { d.Cursor.Column = "created_at" })),
+		"kind":     fp(sqlserver.Name, "sqlserver://app:secret1@db.example.com:1433?database=shop", changed(func(d *sourcedef.Definition) { d.Cursor = sourcedef.Cursor{Kind: state.KindInteger, Column: "id"} })),
+		"pk":       fp(sqlserver.Name, "sqlserver://app:secret1@db.example.com:1433?database=shop", changed(func(d *sourcedef.Definition) { d.PK = []string{"id", "region"} })),
+		"filter":   fp(sqlserver.Name, "sqlserver://app:secret1@db.example.com:1433?database=shop", changed(func(d *sourcedef.Definition) { d.Filter = "x = 1" })),
 		"database": fp(sqlserver.Name, "sqlserver://app:secret1@db.example.com:1433?database=shop2", def),
 		"server":   fp(sqlserver.Name, "sqlserver://app:secret1@db2.example.com:1433?database=shop", def),
 		"driver":   fp("postgres", "postgres://app:secret1@db.example.com:1433/shop", def),
@@ -65,7 +66,7 @@ func TestFingerprint(t *testing.T) {
 		}
 	}
 	// The settle lag is operational, not what is read.
-	if fp(sqlserver.Name, "sqlserver://app:secret1@db.example.com:1433?database=shop", changed(func(d *source.Definition) { d.SettleLag = time.Minute })) != base {
+	if fp(sqlserver.Name, "sqlserver://app:secret1@db.example.com:1433?database=shop", changed(func(d *sourcedef.Definition) { d.SettleLag = time.Minute })) != base {
 		t.Error("the settle lag changed the fingerprint")
 	}
 }
@@ -74,8 +75,8 @@ func TestFingerprint(t *testing.T) {
 // written before version 2 carry (the value below was computed by that code), so that they are
 // accepted without an operator's step.
 func TestFingerprintV1Golden(t *testing.T) {
-	def := source.Definition{Table: source.Table{Schema: "public", Name: "orders"}, Columns: []string{"id", "customer", "amount"},
-		Cursor: source.Cursor{Kind: state.KindTimestampPK, Column: "updated_at"}, PK: []string{"id"}}
+	def := sourcedef.Definition{Table: sourcedef.Table{Schema: "public", Name: "orders"}, Columns: []string{"id", "customer", "amount"},
+		Cursor: sourcedef.Cursor{Kind: state.KindTimestampPK, Column: "updated_at"}, PK: []string{"id"}}
 	loc, err := drivers.ParseLocation("postgres", "postgres://app:secret@db.example.com:5432/shop")
 	if err != nil {
 		t.Fatal(err)

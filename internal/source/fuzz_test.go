@@ -9,6 +9,7 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
@@ -38,7 +39,7 @@ func FuzzCursorValues(f *testing.F) {
 		if !ok {
 			f.Fatalf("no driver %s", k.driver)
 		}
-		def := source.Definition{Table: source.Table{Name: "t"}, Cursor: source.Cursor{Kind: k.kind, Column: "c"}, PK: []string{"k"}}
+		def := sourcedef.Definition{Table: sourcedef.Table{Name: "t"}, Cursor: sourcedef.Cursor{Kind: k.kind, Column: "c"}, PK: []string{"k"}}
 		_, lay, err := source.Offline(drv, source.Config{Poller: "fuzz", Driver: k.driver, Definition: def}, map[string]string{"c": k.cursorType, "k": k.keyType})
 		if err != nil {
 			f.Fatalf("%s %s: %v", k.driver, k.kind, err)

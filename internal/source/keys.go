@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source/setup"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
@@ -21,7 +23,7 @@ var ErrKeyNotUnique = Mark(errors.New("the key does not tell the rows apart"), E
 
 // UniqueIndexSQL is the statement that makes cols unique in table t with driver d: the fix an
 // ErrKeyNotUnique names. The index is named ux_<table>_<columns>, cut to 60 bytes.
-func UniqueIndexSQL(d Driver, t Table, cols []string) string {
+func UniqueIndexSQL(d Driver, t sourcedef.Table, cols []string) string {
 	name := "ux_" + t.Name + "_" + strings.Join(cols, "_")
 	if len(name) > 60 {
 		name = strings.ToValidUTF8(name[:60], "") // not half a character
@@ -52,9 +54,9 @@ func (s *Source) checkKey(ctx context.Context) error {
 		return fmt.Errorf("source: poller %q, table %s: reading the table's keys from the catalog: %w", s.poller, s.def.Table, err)
 	}
 	switch u.Verdict {
-	case KeyUnique:
+	case setup.KeyUnique:
 		return nil
-	case KeyUnknown:
+	case setup.KeyUnknown:
 		s.dupCheck, s.dupWhy = true, u.Why
 		return nil
 	}
@@ -104,7 +106,7 @@ func (s *Source) findDuplicate(ctx context.Context) (string, int64, error) {
 
 // duplicateKey is findDuplicate's query for driver d: the values of one repeated (keyCols...)
 // among the first DupScan rows of t in key order (nil when none), and how many rows share them.
-func duplicateKey(ctx context.Context, db *sql.DB, d Driver, t Table, keyCols []string) ([]any, int64, error) {
+func duplicateKey(ctx context.Context, db *sql.DB, d Driver, t sourcedef.Table, keyCols []string) ([]any, int64, error) {
 	keys := strings.Join(QuoteAll(d, keyCols), ", ")
 	inner := d.Limit(keys, " FROM "+QuoteTable(d, t)+" ORDER BY "+keys, fmt.Sprint(DupScan))
 	q := d.Limit(keys+", COUNT(*)", " FROM ("+inner+") d GROUP BY "+keys+" HAVING COUNT(*) > 1", "1")

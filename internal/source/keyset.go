@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
@@ -114,7 +116,7 @@ func markers(n int, next func() string) []string {
 
 // keyMarkers returns a marker from next for each key column of codecs, as its codec writes it
 // (KeyCodec.Marker).
-func keyMarkers(codecs []KeyCodec, next func() string) []string {
+func keyMarkers(codecs []row.KeyCodec, next func() string) []string {
 	out := markers(len(codecs), next)
 	for i, c := range codecs {
 		out[i] = c.Mark(out[i])
@@ -183,7 +185,7 @@ type queries struct {
 // list cols and, in the stamp check, the key columns' keys (Source.selectCols); codecs are the key
 // columns' (their markers), flavor says how the cursor column is bounded by the database's clock
 // (timestamp+pk only), readBound whether the fetches take a read bound (ReadBound).
-func buildQueries(dl Driver, d Definition, cols, keys string, codecs []KeyCodec, flavor TSFlavor, readBound bool) queries {
+func buildQueries(dl Driver, d sourcedef.Definition, cols, keys string, codecs []row.KeyCodec, flavor row.TSFlavor, readBound bool) queries {
 	qkeys := QuoteAll(dl, d.KeyColumns())
 	table := QuoteTable(dl, d.Table)
 	filter := ""

@@ -8,6 +8,9 @@ import (
 	"testing"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/setup"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sqlite"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
@@ -16,7 +19,7 @@ import (
 // refusing is SQLite refusing BLOB columns, as SQL Server refuses sql_variant (Driver.Refuse).
 type refusing struct{ sqlite.Driver }
 
-func (refusing) Refuse(c source.ColumnType) (string, error) {
+func (refusing) Refuse(c row.ColumnType) (string, error) {
 	if strings.EqualFold(c.DBType, "BLOB") {
 		return "blobs cannot travel", nil
 	}
@@ -31,8 +34,8 @@ func TestRefusedType(t *testing.T) {
 	testenv.DB(t, "sqlite", dsn, `CREATE TABLE r (id INTEGER PRIMARY KEY, note TEXT, b BLOB)`)
 	ds := source.Drivers{refusing{}}
 	cfg := func(cols ...string) source.Config {
-		return source.Config{Poller: "r", Driver: sqlite.Name, DSN: dsn, Definition: source.Definition{
-			Table: source.Table{Name: "r"}, Columns: cols, PK: []string{"id"}, Cursor: source.Cursor{Kind: state.KindInteger, Column: "id"}}}
+		return source.Config{Poller: "r", Driver: sqlite.Name, DSN: dsn, Definition: sourcedef.Definition{
+			Table: sourcedef.Table{Name: "r"}, Columns: cols, PK: []string{"id"}, Cursor: sourcedef.Cursor{Kind: state.KindInteger, Column: "id"}}}
 	}
 	ctx := context.Background()
 	for _, cols := range [][]string{{"id", "note", "b"}, {"b", "id"}} {
@@ -40,19 +43,19 @@ func TestRefusedType(t *testing.T) {
 		if !errors.Is(err, source.ErrSchema) || !strings.Contains(err.Error(), `column "b"`) || !strings.Contains(err.Error(), "blobs cannot travel") {
 			t.Fatalf("open reading %v: %v", cols, err)
 		}
-		setup, err := source.CheckSetup(ctx, ds, cfg(cols...))
+		st, err := source.CheckSetup(ctx, ds, cfg(cols...))
 		if err != nil {
 			t.Fatal(err)
 		}
 		found := false
-		for _, f := range setup.Findings {
-			if f.Check == source.CheckTypes {
-				found = f.Verdict == source.VerdictProblem && strings.Contains(f.Detail, "column b (BLOB): blobs cannot travel")
+		for _, f := range st.Findings {
+			if f.Check == setup.CheckTypes {
+				found = f.Verdict == setup.VerdictProblem && strings.Contains(f.Detail, "column b (BLOB): blobs cannot travel")
 			}
 		}
-		setup.Close()
+		st.Close()
 		if !found {
-			t.Fatalf("check reading %v: %+v", cols, setup.Findings)
+			t.Fatalf("check reading %v: %+v", cols, st.Findings)
 		}
 	}
 	src, err := source.Open(ctx, ds, cfg("id", "note"))
@@ -60,13 +63,13 @@ func TestRefusedType(t *testing.T) {
 		t.Fatalf("open without the column: %v", err)
 	}
 	src.Close()
-	setup, err := source.CheckSetup(ctx, ds, cfg("id", "note"))
+	st, err := source.CheckSetup(ctx, ds, cfg("id", "note"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer setup.Close()
-	for _, f := range setup.Findings {
-		if f.Check == source.CheckTypes && f.Verdict != source.VerdictOK {
+	defer st.Close()
+	for _, f := range st.Findings {
+		if f.Check == setup.CheckTypes && f.Verdict != setup.VerdictOK {
 			t.Fatalf("check without the column: %+v", f)
 		}
 	}

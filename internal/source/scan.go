@@ -34,7 +34,7 @@ func (k *keyset) readRaw(ctx context.Context, q string, args []any, after *state
 	}
 	var b *Batch
 	var scanErr error
-	handled, err := s.dl.ReadRaw(ctx, s.db, q, args, func(rows RawRows) error {
+	handled, err := s.dl.ReadRaw(ctx, s.db, q, args, func(rows row.RawRows) error {
 		b, scanErr = s.scanRaw(rows, after, limit)
 		return scanErr
 	})
@@ -51,8 +51,8 @@ func (k *keyset) readRaw(ctx context.Context, q string, args []any, after *state
 
 // scanRaw is scan for rows as the database sent them: each row's values are copied into blocks
 // shared by the batch's rows, and decoded when read.
-func (s *Source) scanRaw(rows RawRows, after *state.Cursor, limit int) (*Batch, error) {
-	b := &Batch{src: s, From: after, Rows: make([]Row, 0, min(limit, 1024))}
+func (s *Source) scanRaw(rows row.RawRows, after *state.Cursor, limit int) (*Batch, error) {
+	b := &Batch{src: s, From: after, Rows: make([]row.Row, 0, min(limit, 1024))}
 	n := len(s.Cols)
 	cols := rows.Columns()
 	if len(cols) != n {
@@ -64,7 +64,7 @@ func (s *Source) scanRaw(rows RawRows, after *state.Cursor, limit int) (*Batch, 
 		if err := s.checkKeys(r); err != nil {
 			return nil, err
 		}
-		if s.flavor == TSText {
+		if s.flavor == row.TSText {
 			if err := s.checkTextStamp(r, r.Sent(s.KeyIdx[0])); err != nil {
 				return nil, err
 			}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/redact"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
@@ -55,7 +56,7 @@ type Config struct {
 	Poller     string
 	Driver     string // the name of the driver (Driver.Name)
 	DSN        string
-	Definition Definition
+	Definition sourcedef.Definition
 	// MaxOpenConns bounds the connection pool; default 4. Not with Pools.
 	MaxOpenConns int
 	// Pools, when set, gives the source the pool it shares with the process's other sources on
@@ -69,7 +70,7 @@ type Source struct {
 	*row.Shape
 	poller      string
 	dl          Driver
-	def         Definition
+	def         sourcedef.Definition
 	db          *sql.DB
 	close       func() error // Close: closes db, or gives it back to Config.Pools
 	fingerprint string
@@ -80,7 +81,7 @@ type Source struct {
 	part        bool                       // s is one of them: rows and layout only, no reader of its own
 	all         bool                       // def.Columns was AllColumns: they are the table's as check found them
 	q           queries                    // the keyset queries, and the stamp check (keyset kinds only)
-	flavor      TSFlavor                   // how a timestamp cursor compares with the database's clock
+	flavor      row.TSFlavor               // how a timestamp cursor compares with the database's clock
 	reader      reader                     // reads the rows: keyset, or the driver's change stream
 	bound       ReadBound                  // a keyset read's bound below the transactions still open, if the driver keeps one
 	dupCheck    bool                       // the catalog cannot confirm the key is unique: each fetch checks its rows (keys.go)
@@ -150,14 +151,14 @@ func Open(ctx context.Context, ds Drivers, cfg Config) (*Source, error) {
 
 // newPart is the source of one more table t of s: laid out alone (its columns, key, rows), on
 // s's connection, read through s's change stream.
-func (s *Source) newPart(t TableDef) *Source {
+func (s *Source) newPart(t sourcedef.TableDef) *Source {
 	d := s.def.Part(t)
 	return &Source{poller: s.poller, dl: s.dl, def: d, db: s.db, describe: s.describe, Shape: newShape(s.poller, d, true), label: d.Label(), part: true}
 }
 
 // newShape is the shape of d's rows, before the source is laid out (lay); several: the poller
 // reads several tables.
-func newShape(poller string, d Definition, several bool) *row.Shape {
+func newShape(poller string, d sourcedef.Definition, several bool) *row.Shape {
 	return &row.Shape{Poller: poller, Table: d.Table.String(), Kind: d.Cursor.Kind, PK: d.PK, Several: several}
 }
 
@@ -253,7 +254,7 @@ func (s *Source) schemaErr(column, format string, args ...any) error {
 // columnTypes reads the types of table's columns cols (nil: all of them, whose names it returns)
 // with a query that returns no rows: their DatabaseTypeName (SQLite: as declared), as the
 // driver names them (Driver.ColumnTypes).
-func columnTypes(ctx context.Context, db *sql.DB, dl Driver, t Table, cols []string) ([]string, []string, error) {
+func columnTypes(ctx context.Context, db *sql.DB, dl Driver, t sourcedef.Table, cols []string) ([]string, []string, error) {
 	sel := "*"
 	if cols != nil {
 		sel = strings.Join(QuoteAll(dl, cols), ", ")
@@ -360,7 +361,7 @@ func (s *Source) lay(types []string) error {
 		idx := slices.Index(cols, k)
 		c := &s.Cols[idx]
 		if i == 0 && s.def.Changes() {
-			s.flavor = TSNone
+			s.flavor = row.TSNone
 		} else if i == 0 {
 			if err := cursorTypeFits(s.def.Cursor.Kind, c.Class, c.Flavor); err != nil {
 				return s.schemaErr(k, "type %s: %v", c.DBType, err)
@@ -368,8 +369,8 @@ func (s *Source) lay(types []string) error {
 			s.flavor = c.Flavor
 		}
 		kc := *c
-		if i > 0 && kc.Flavor == TSText {
-			kc.Flavor = TSNone // a TEXT tiebreaker orders as text: only the cursor column holds times
+		if i > 0 && kc.Flavor == row.TSText {
+			kc.Flavor = row.TSNone // a TEXT tiebreaker orders as text: only the cursor column holds times
 		}
 		codec, err := row.CodecFor(&kc)
 		if err != nil {
@@ -437,22 +438,22 @@ func Offline(drv Driver, cfg Config, types map[string]string) (*Source, *Layout,
 }
 
 // cursorTypeFits says whether a column of class cl can carry a cursor of kind.
-func cursorTypeFits(kind string, cl Class, fl TSFlavor) error {
+func cursorTypeFits(kind string, cl row.Class, fl row.TSFlavor) error {
 	switch kind {
 	case state.KindTimestampPK:
-		if fl == TSUnsupported || (cl != ClassTime && fl != TSText) {
+		if fl == row.TSUnsupported || (cl != row.ClassTime && fl != row.TSText) {
 			return errors.New("a timestamp+pk cursor needs a timestamp column (timestamptz/timestamp, datetime2/datetimeoffset, or SQLite TEXT as YYYY-MM-DDTHH:MM:SS.ffffffZ)")
 		}
 	case state.KindInteger:
-		if cl != ClassInt {
+		if cl != row.ClassInt {
 			return errors.New("an integer cursor needs an integer column")
 		}
 	case state.KindRowversion:
-		if cl != ClassRowversion && cl != ClassBinary {
+		if cl != row.ClassRowversion && cl != row.ClassBinary {
 			return errors.New("a rowversion cursor needs a rowversion column")
 		}
 	case state.KindXID:
-		if cl != ClassXID8 {
+		if cl != row.ClassXID8 {
 			return errors.New("an xid cursor needs an xid8 column (DEFAULT pg_current_xact_id())")
 		}
 	}
@@ -600,7 +601,7 @@ func (s *Source) FetchKeyOf(ctx context.Context, c *state.Cursor) (*Batch, error
 // scan reads a query's rows into a batch; limit sizes its first allocation.
 func (s *Source) scan(rows *sql.Rows, after *state.Cursor, limit int) (*Batch, error) {
 	defer rows.Close()
-	b := &Batch{src: s, From: after, Rows: make([]Row, 0, min(limit, 1024))}
+	b := &Batch{src: s, From: after, Rows: make([]row.Row, 0, min(limit, 1024))}
 	n := len(s.Cols)
 	ptrs := make([]any, n)
 	var block []any // one allocation for many rows' values
@@ -635,7 +636,7 @@ func (s *Source) scan(rows *sql.Rows, after *state.Cursor, limit int) (*Batch, e
 
 // checkKeys checks that row r has a value in every keyset column: a NULL one would never be read
 // in order (ErrNullCursor).
-func (s *Source) checkKeys(r Row) error {
+func (s *Source) checkKeys(r row.Row) error {
 	for j, idx := range s.KeyIdx {
 		if r.IsNull(idx) {
 			return fmt.Errorf("source: poller %q, table %s, column %q: %w", s.poller, s.def.Table, s.KeyCols[j], ErrNullCursor)
@@ -648,11 +649,11 @@ func (s *Source) checkKeys(r Row) error {
 // the driver gave it) reads as a time. Every row, not only the last (whose cursor the batch
 // records): a value out of the fixed-width layout sorts out of time order, and rows like it sort
 // behind the cursor.
-func (s *Source) checkTextStamp(r Row, v any) error {
-	if s.flavor != TSText {
+func (s *Source) checkTextStamp(r row.Row, v any) error {
+	if s.flavor != row.TSText {
 		return nil
 	}
-	if t, ok := v.(string); ok && FixedWidth(t) {
+	if t, ok := v.(string); ok && row.FixedWidth(t) {
 		return nil
 	}
 	_, err := r.Cursor()
@@ -677,7 +678,7 @@ type Batch struct {
 	src  *Source
 	From *state.Cursor // the cursor the batch was read after (nil: the beginning)
 	To   *state.Cursor // the cursor after the last row (nil when the batch is empty)
-	Rows []Row
+	Rows []row.Row
 }
 
 // Columns returns the column names, in the order of each row's values: the first table's, for
@@ -773,17 +774,17 @@ func (s *Source) CursorFromText(value string, keys map[string]string) (*state.Cu
 func (s *Source) rawFromText(i int, text string) (json.RawMessage, error) {
 	col := s.Cols[s.KeyIdx[i]]
 	switch col.Class {
-	case ClassInt:
+	case row.ClassInt:
 		if _, err := strconv.ParseInt(text, 10, 64); err != nil {
 			return nil, errors.New("not a whole number")
 		}
 		return json.RawMessage(text), nil
-	case ClassXID8:
+	case row.ClassXID8:
 		if _, err := strconv.ParseUint(text, 10, 64); err != nil {
 			return nil, errors.New("not a transaction id (decimal digits)")
 		}
 		return json.RawMessage(text), nil
-	case ClassRowversion, ClassBinary:
+	case row.ClassRowversion, row.ClassBinary:
 		if len(text) != 18 || !strings.HasPrefix(text, "0x") {
 			return nil, errors.New("not a rowversion like 0x00000000000007D1")
 		}
@@ -791,7 +792,7 @@ func (s *Source) rawFromText(i int, text string) (json.RawMessage, error) {
 			return nil, errors.New("not a rowversion like 0x00000000000007D1")
 		}
 		return json.Marshal("0x" + strings.ToUpper(text[2:]))
-	case ClassTime:
+	case row.ClassTime:
 		t, err := time.Parse(time.RFC3339Nano, text)
 		if err != nil {
 			return nil, errors.New("not an RFC 3339 timestamp like 2026-04-07T01:23:45.123456Z")

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
 )
 
 // FutureTolerance is how far ahead of the database's UTC clock a timestamp in a column without a
@@ -62,7 +64,7 @@ func (s *Source) CheckStamps(ctx context.Context) error {
 		value = fmt.Sprint(v)
 	}
 	var why string
-	if s.flavor == TSText {
+	if s.flavor == row.TSText {
 		why = "which is not in the fixed-width UTC layout YYYY-MM-DDTHH:MM:SS.ffffffZ (like 2026-11-23T03:40:32.287000Z) that the column needs: " +
 			"the cursor compares it as text, and only that layout sorts in time order, so the read passes it by"
 	} else {
@@ -70,5 +72,5 @@ func (s *Source) CheckStamps(ctx context.Context) error {
 			"it is read only once the UTC clock passes it, and the same writer west of UTC puts its rows behind the cursor, unseen", int(FutureTolerance.Minutes()))
 	}
 	return fmt.Errorf("source: poller %q, table %s, column %q: %w: the row with key %s has %q, %s. %s",
-		s.poller, s.def.Table, s.KeyCols[0], ErrUnreachableRow, keyJSON, value, why, s.q.stampFix)
+		s.poller, s.def.Table, s.KeyCols[0], row.ErrUnreachableRow, keyJSON, value, why, s.q.stampFix)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
@@ -184,7 +185,7 @@ func newPending(c *source.Chunk) (*pendingChunk, error) {
 }
 
 // see drops the reads of the keys that rows' newer changes touch.
-func (p *pendingChunk) see(rows []source.Row) {
+func (p *pendingChunk) see(rows []row.Row) {
 	for _, r := range rows {
 		if !p.c.Watermark.Newer(r) {
 			continue

@@ -15,9 +15,9 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/replicacheck"
-	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/mysql"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sqlite"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/memstore"
@@ -107,7 +107,7 @@ func keysetBackfillReplica(t *testing.T, drv string, rows int) {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, r := range b.Raw {
-			got = append(got, delivered{read: r.Op() == source.OpRead, id: asInt(r.Get("id")), v: asInt(r.Get("v")), note: fmt.Sprint(r.Get("note")), token: b.FencingToken})
+			got = append(got, delivered{read: r.Op() == row.OpRead, id: asInt(r.Get("id")), v: asInt(r.Get("v")), note: fmt.Sprint(r.Get("note")), token: b.FencingToken})
 		}
 		if calls++; calls%9 == 0 {
 			return fmt.Errorf("injected failure")

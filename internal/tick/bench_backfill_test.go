@@ -12,9 +12,10 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
-	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/blobstore"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
@@ -34,7 +35,7 @@ func BenchmarkBackfill(b *testing.B) {
 	p := poller.New("orders", table, poller.TimestampPK, func(context.Context, *poller.Batch[poller.Row]) error { return nil },
 		poller.WithColumns("id", "customer", "amount", "updated_at"), poller.WithKey("id"), poller.WithCursorColumn("updated_at"))
 	settings := appsettings.Settings{Driver: postgres.Name, DSN: dsn, BatchSize: 1000, LeaseTTL: lease.DefaultTTL, HeartbeatInterval: lease.DefaultTTL / 4,
-		TickBudget: time.Hour, CheckpointInterval: appsettings.DefaultCheckpointInterval, SettleLag: source.DefaultSettleLag}
+		TickBudget: time.Hour, CheckpointInterval: appsettings.DefaultCheckpointInterval, SettleLag: sourcedef.DefaultSettleLag}
 	src, err := drivers.Open(context.Background(), settings.Config(pollerdef.Of(p)))
 	if err != nil {
 		b.Fatal(err)
@@ -63,7 +64,7 @@ func BenchmarkBackfill(b *testing.B) {
 			writeBackfill(b, st, app, "orders", &state.Backfill{ID: "bf_bench", Kind: state.BackfillRequested, Chunk: 1000, StartedAt: state.At(time.Now())})
 			t0 := time.Now()
 			sum, err := r.Tick(context.Background(), "")
-			if err != nil || sum.Rows != rows || sum.Ops[source.OpRead] != rows {
+			if err != nil || sum.Rows != rows || sum.Ops[row.OpRead] != rows {
 				b.Fatalf("backfill tick: %+v %v", sum, err)
 			}
 			tBack += time.Since(t0)
@@ -104,12 +105,12 @@ func BenchmarkBackfillLiveLatency(b *testing.B) {
 		now := time.Now()
 		mu.Lock()
 		defer mu.Unlock()
-		for _, row := range bt.Raw {
-			if row.Op() == source.OpRead {
+		for _, r := range bt.Raw {
+			if r.Op() == row.OpRead {
 				reads++
 				continue
 			}
-			if id := row.Key()["id"].(int64); id > int64(rows) {
+			if id := r.Key()["id"].(int64); id > int64(rows) {
 				if _, ok := arrived[id]; !ok {
 					arrived[id] = now
 				}

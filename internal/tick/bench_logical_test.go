@@ -48,9 +48,9 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
-	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/blobstore"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 	"github.com/pseudotrigger/pseudotrigger/internal/tick"
@@ -173,7 +173,7 @@ func noop(context.Context, *poller.Batch[poller.Row]) error { return nil }
 // lgSettings: batches of 500, the default checkpoint interval, the default lease.
 func lgSettings(dsn, slot, pub string) appsettings.Settings {
 	return appsettings.Settings{Driver: postgres.Name, DSN: dsn, BatchSize: 500, LeaseTTL: lease.DefaultTTL, HeartbeatInterval: lease.DefaultTTL / 4,
-		TickBudget: time.Hour, CheckpointInterval: appsettings.DefaultCheckpointInterval, SettleLag: source.DefaultSettleLag,
+		TickBudget: time.Hour, CheckpointInterval: appsettings.DefaultCheckpointInterval, SettleLag: sourcedef.DefaultSettleLag,
 		Slot: slot, Publication: pub}
 }
 

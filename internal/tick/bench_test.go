@@ -13,6 +13,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/blobstore"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 	"github.com/pseudotrigger/pseudotrigger/internal/tick"
@@ -46,7 +47,7 @@ func catchUp(b *testing.B, interval time.Duration) {
 	p := poller.New("orders", table, poller.TimestampPK, func(context.Context, *poller.Batch[poller.Row]) error { return nil },
 		poller.WithColumns("id", "customer", "amount", "updated_at"), poller.WithKey("id"), poller.WithCursorColumn("updated_at"))
 	settings := appsettings.Settings{Driver: postgres.Name, DSN: dsn, BatchSize: 1000, LeaseTTL: lease.DefaultTTL, HeartbeatInterval: lease.DefaultTTL / 4,
-		TickBudget: time.Hour, CheckpointInterval: interval, SettleLag: source.DefaultSettleLag}
+		TickBudget: time.Hour, CheckpointInterval: interval, SettleLag: sourcedef.DefaultSettleLag}
 	src, err := drivers.Open(context.Background(), source.Config{Poller: "orders", Driver: postgres.Name, DSN: dsn, Definition: pollerdef.Of(p).Source()})
 	if err != nil {
 		b.Fatal(err)

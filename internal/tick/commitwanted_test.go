@@ -14,6 +14,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/memstore"
 	"github.com/pseudotrigger/pseudotrigger/internal/tick"
@@ -37,7 +38,7 @@ func (s *windowSource) Fetch(_ context.Context, after *state.Cursor, _ int) (*so
 		return &source.Batch{From: after}, nil
 	}
 	s.served = k + 1
-	return &source.Batch{From: after, Rows: make([]source.Row, s.size),
+	return &source.Batch{From: after, Rows: make([]row.Row, s.size),
 		To: &state.Cursor{Kind: state.KindInteger, Value: json.RawMessage(strconv.Itoa(k + 1))}}, nil
 }
 func (s *windowSource) CommitWanted() bool  { return s.served == s.wantAt }

@@ -13,6 +13,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/telemetry"
 )
@@ -255,7 +256,7 @@ func (t *tickRun) trusted(what, id string) error {
 
 // countOps adds rows' changes to the summary's count by Op, a map entry per run of rows of one
 // Op rather than per row (a keyset batch is one run: every row an upsert).
-func (t *tickRun) countOps(rows []source.Row) {
+func (t *tickRun) countOps(rows []row.Row) {
 	if t.sum.Ops == nil {
 		t.sum.Ops = map[string]int{}
 	}

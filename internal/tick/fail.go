@@ -8,7 +8,7 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
-	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
 )
 
 // failed applies the poison policy to pb, which the handler failed with herr. A batch is
@@ -78,7 +78,7 @@ func (t *tickRun) fail(pb *pollerdef.Batch, herr error, poisoned bool) error {
 }
 
 // keyRange names the first and last rows' keys, for error messages.
-func keyRange(rows []source.Row) string {
+func keyRange(rows []row.Row) string {
 	if len(rows) == 0 {
 		return "none"
 	}

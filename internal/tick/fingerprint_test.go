@@ -14,9 +14,9 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/blobpath"
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
-	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/mysql"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sqlite"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
@@ -69,7 +69,7 @@ func TestDocumentOfTheFirstFormRunsOn(t *testing.T) {
 
 			st := memstore.New(nil)
 			var logs testenv.Buffer
-			settings := appsettings.Settings{Driver: db.driver, DSN: dsn, SettleLag: source.NoSettleLag, BatchSize: 10,
+			settings := appsettings.Settings{Driver: db.driver, DSN: dsn, SettleLag: sourcedef.NoSettleLag, BatchSize: 10,
 				LeaseTTL: lease.DefaultTTL, HeartbeatInterval: lease.DefaultTTL / 4, TickBudget: time.Minute}
 			run := func(columns ...string) []int64 {
 				t.Helper()

@@ -14,8 +14,8 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
-	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/mysql"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/memstore"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 	"github.com/pseudotrigger/pseudotrigger/internal/tick"
@@ -58,8 +58,8 @@ func TestMySQLTickNamesLateCommitBound(t *testing.T) {
 	var logs testenv.Buffer
 	rec := &recorder{}
 	p := poller.New("orders", table, poller.TimestampPK, rec.handle, poller.WithColumns("id", "ts"), poller.WithKey("id"),
-		poller.WithCursorColumn("ts"), poller.WithSettleLag(source.NoSettleLag))
-	settings := appsettings.Settings{Driver: mysql.Name, DSN: dsn, SettleLag: source.NoSettleLag, BatchSize: 10,
+		poller.WithCursorColumn("ts"), poller.WithSettleLag(sourcedef.NoSettleLag))
+	settings := appsettings.Settings{Driver: mysql.Name, DSN: dsn, SettleLag: sourcedef.NoSettleLag, BatchSize: 10,
 		LeaseTTL: lease.DefaultTTL, HeartbeatInterval: lease.DefaultTTL / 4, TickBudget: time.Minute}
 	r, err := tick.Open(ctx, tick.Config{Poller: pollerdef.Of(p), Settings: settings, Store: memstore.New(nil), App: "test", Owner: "o1",
 		Logger: slog.New(slog.NewJSONHandler(&logs, nil))})

@@ -16,6 +16,8 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/setup"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/telemetry"
 )
@@ -113,10 +115,10 @@ func logSetup(ctx context.Context, src *source.Source, poller string, log *slog.
 	}
 	for _, f := range found {
 		switch f.Verdict {
-		case source.VerdictProblem:
+		case setup.VerdictProblem:
 			log.Warn("source set-up problem: "+f.Check, "poller", poller, "check", f.Check, "detail", f.Detail,
 				"fix", strings.Join(f.Fix, ";\n"), "see", "pollerctl check "+poller+" --fix")
-		case source.VerdictUnknown:
+		case setup.VerdictUnknown:
 			log.Info("source set-up: cannot tell "+f.Check, "poller", poller, "check", f.Check, "detail", f.Detail)
 		}
 	}
@@ -135,7 +137,7 @@ func (r *Runner) Close() error {
 // initialBackfill is the backfill p's state document starts with: its initial snapshot, in
 // chunks of a batch, when it asks for one (source.InitialSnapshot); else none.
 func initialBackfill(p *pollerdef.Def, batch int) *state.Backfill {
-	if p.Source().Initial != source.InitialSnapshot {
+	if p.Source().Initial != sourcedef.InitialSnapshot {
 		return nil
 	}
 	return &state.Backfill{ID: "snapshot", Kind: state.BackfillSnapshot, Chunk: batch}

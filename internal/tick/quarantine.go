@@ -10,16 +10,16 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/faultpoint"
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
-	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
 // quarantined is what quarantining a batch did.
 type quarantined struct {
-	name  string         // the dead letter's blob ("" when every row went through alone)
-	dead  int            // rows dead-lettered
-	calls int            // handler calls made
-	parts [][]source.Row // the parts the handler took
+	name  string      // the dead letter's blob ("" when every row went through alone)
+	dead  int         // rows dead-lettered
+	calls int         // handler calls made
+	parts [][]row.Row // the parts the handler took
 
 	rows []deadletter.Row // the rows that failed alone, for the letter
 }
@@ -71,10 +71,10 @@ func (t *tickRun) quarantine(pb *pollerdef.Batch) (quarantined, error) {
 
 // bisect tries each half of rows (read after from) on its own, and bisects the halves that
 // fail. The handler runs on the tick's handler context, which a lost lease cancels.
-func (t *tickRun) bisect(pb *pollerdef.Batch, from *state.Cursor, rows []source.Row, q *quarantined) error {
+func (t *tickRun) bisect(pb *pollerdef.Batch, from *state.Cursor, rows []row.Row, q *quarantined) error {
 	r, l := t.r, t.l
 	mid := len(rows) / 2
-	for _, part := range [][]source.Row{rows[:mid], rows[mid:]} {
+	for _, part := range [][]row.Row{rows[:mid], rows[mid:]} {
 		if len(part) == 0 {
 			continue
 		}
@@ -99,11 +99,11 @@ func (t *tickRun) bisect(pb *pollerdef.Batch, from *state.Cursor, rows []source.
 		case herr == nil:
 			q.parts = append(q.parts, part)
 		case len(part) == 1:
-			row, err := deadRow(part[0], to, herr, pb.Attempt)
+			dead, err := deadRow(part[0], to, herr, pb.Attempt)
 			if err != nil {
 				return err
 			}
-			q.rows = append(q.rows, row)
+			q.rows = append(q.rows, dead)
 		default:
 			if err := t.bisect(pb, from, part, q); err != nil {
 				return err
@@ -114,16 +114,16 @@ func (t *tickRun) bisect(pb *pollerdef.Batch, from *state.Cursor, rows []source.
 	return nil
 }
 
-func deadRow(row source.Row, cursor state.Cursor, herr error, attempts int64) (deadletter.Row, error) {
+func deadRow(r row.Row, cursor state.Cursor, herr error, attempts int64) (deadletter.Row, error) {
 	key := map[string]json.RawMessage{}
-	for k, v := range row.Key() {
+	for k, v := range r.Key() {
 		b, err := json.Marshal(v)
 		if err != nil {
 			return deadletter.Row{}, err
 		}
 		key[k] = b
 	}
-	data, err := json.Marshal(row)
+	data, err := json.Marshal(r)
 	if err != nil {
 		return deadletter.Row{}, err
 	}
@@ -131,5 +131,5 @@ func deadRow(row source.Row, cursor state.Cursor, herr error, attempts int64) (d
 	if len(msg) > 2000 {
 		msg = msg[:2000] + "..."
 	}
-	return deadletter.Row{Table: row.Table(), Op: row.Op(), Key: key, Cursor: cursor, Data: data, Error: msg, Attempts: attempts}, nil
+	return deadletter.Row{Table: r.Table(), Op: r.Op(), Key: key, Cursor: cursor, Data: data, Error: msg, Attempts: attempts}, nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/telemetry"
 )
@@ -157,6 +158,6 @@ var errorClasses = []struct {
 	{source.ErrConnect, "source_connect"},
 	{source.ErrSchema, "source_schema"},
 	{source.ErrMisconfigured, "source_setup"},
-	{source.ErrUnreachableRow, "unreachable_row"},
+	{row.ErrUnreachableRow, "unreachable_row"},
 	{source.ErrNullCursor, "null_cursor"},
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sqlite"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
@@ -66,10 +67,10 @@ func newEnv(t *testing.T, batchSize int) *env {
 	return e
 }
 
-func definition() source.Definition {
-	return source.Definition{
-		Table: source.Table{Name: "orders"}, Columns: []string{"id", "customer", "amount", "updated_at"},
-		Cursor: source.Cursor{Kind: state.KindTimestampPK, Column: "updated_at"}, PK: []string{"id"},
+func definition() sourcedef.Definition {
+	return sourcedef.Definition{
+		Table: sourcedef.Table{Name: "orders"}, Columns: []string{"id", "customer", "amount", "updated_at"},
+		Cursor: sourcedef.Cursor{Kind: state.KindTimestampPK, Column: "updated_at"}, PK: []string{"id"},
 		SettleLag: time.Second,
 	}
 }

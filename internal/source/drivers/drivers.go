@@ -11,6 +11,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/mysql"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sqlite"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sqlserver"
 )
@@ -52,7 +53,7 @@ func ForKind(kind string) (source.Driver, bool) {
 // driver's CheckDefinition), for a definition whose driver is not known yet, which its settings
 // name (poller.json's): none when several databases read the kind. The source checks them again
 // with its driver when it opens, and d's settings' part (a slot's name) only then.
-func CheckDefinition(d source.Definition) error {
+func CheckDefinition(d sourcedef.Definition) error {
 	dl, ok := ForKind(d.Cursor.Kind)
 	if !ok {
 		return nil

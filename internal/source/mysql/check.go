@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/setup"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
@@ -55,16 +57,16 @@ type myColumn struct {
 const schemaArg = "COALESCE(NULLIF(?, ''), DATABASE())"
 
 // CheckSetup reads information_schema: TABLES, COLUMNS, STATISTICS, TRIGGERS.
-func (dr Driver) CheckSetup(ctx context.Context, db *sql.DB, d source.Definition) ([]source.Finding, error) {
+func (dr Driver) CheckSetup(ctx context.Context, db *sql.DB, d sourcedef.Definition) ([]setup.Finding, error) {
 	var typ string
 	err := db.QueryRowContext(ctx, "SELECT TABLE_TYPE FROM information_schema.TABLES WHERE TABLE_SCHEMA = "+schemaArg+" AND TABLE_NAME = ?", d.Table.Schema, d.Table.Name).Scan(&typ)
 	if err == sql.ErrNoRows {
-		f := source.Finding{Check: source.CheckTable, Verdict: source.VerdictProblem,
+		f := setup.Finding{Check: setup.CheckTable, Verdict: setup.VerdictProblem,
 			Detail: fmt.Sprintf("no table %s that the login can see: check the poller's table name, or grant the login SELECT on it", d.Table)}
 		if user, err := currentUser(ctx, db); err == nil {
 			f.Fix = []string{"GRANT SELECT ON " + source.QuoteTable(dr, d.Table) + " TO " + user}
 		}
-		return []source.Finding{f}, nil
+		return []setup.Finding{f}, nil
 	}
 	if err != nil {
 		return nil, err
@@ -81,7 +83,7 @@ func (dr Driver) CheckSetup(ctx context.Context, db *sql.DB, d source.Definition
 	for _, c := range cols {
 		have = append(have, c.name)
 	}
-	fs, more := source.TableAndColumns(d, view, have, true, dr.addCursor(d))
+	fs, more := setup.TableAndColumns(d, view, have, true, dr.addCursor(d))
 	if !more {
 		return append(fs, dr.privileges(ctx, db, d)), nil
 	}
@@ -90,8 +92,8 @@ func (dr Driver) CheckSetup(ctx context.Context, db *sql.DB, d source.Definition
 	if err != nil {
 		return nil, err
 	}
-	create := fmt.Sprintf("CREATE INDEX %s ON %s (%s)", dr.Quote("ix_"+source.IndexName(d)), source.QuoteTable(dr, d.Table), strings.Join(source.QuoteAll(dr, source.KeysetColumns(d)), ", "))
-	fs = append(fs, source.IndexFinding(d, ix, true, create))
+	create := fmt.Sprintf("CREATE INDEX %s ON %s (%s)", dr.Quote("ix_"+setup.IndexName(d)), source.QuoteTable(dr, d.Table), strings.Join(source.QuoteAll(dr, setup.KeysetColumns(d)), ", "))
+	fs = append(fs, setup.IndexFinding(d, ix, true, create))
 
 	var col *myColumn
 	if i := slices.IndexFunc(cols, func(c myColumn) bool { return strings.EqualFold(c.name, d.Cursor.Column) }); i >= 0 {
@@ -101,12 +103,12 @@ func (dr Driver) CheckSetup(ctx context.Context, db *sql.DB, d source.Definition
 	if err != nil {
 		return nil, err
 	}
-	fix := dr.stampFix(d, col, st.Insert != source.VerdictOK, st.Update != source.VerdictOK, by)
+	fix := dr.stampFix(d, col, st.Insert != setup.VerdictOK, st.Update != setup.VerdictOK, by)
 	if col == nil && d.Cursor.Kind == state.KindTimestampPK {
 		fix = nil // the column the fix adds is stamped on both
 	}
-	f := source.StampFinding(d.Cursor.Column, st, fix)
-	if f.Verdict == source.VerdictProblem && slices.ContainsFunc(f.Fix, func(q string) bool { return strings.HasPrefix(q, "CREATE TRIGGER") }) {
+	f := setup.StampFinding(d.Cursor.Column, st, fix)
+	if f.Verdict == setup.VerdictProblem && slices.ContainsFunc(f.Fix, func(q string) bool { return strings.HasPrefix(q, "CREATE TRIGGER") }) {
 		if note := triggerPrivilegeNote(ctx, db); note != "" {
 			f.Detail += "; " + note
 		}
@@ -144,7 +146,7 @@ func triggerNote(logBin, trust bool) string {
 		"or SET GLOBAL log_bin_trust_function_creators = ON first (Azure Database for MySQL has it ON; see docs/mysql.md)"
 }
 
-func myColumns(ctx context.Context, db *sql.DB, t source.Table) ([]myColumn, error) {
+func myColumns(ctx context.Context, db *sql.DB, t sourcedef.Table) ([]myColumn, error) {
 	return source.Collect(ctx, db, func(rows *sql.Rows) (c myColumn, err error) {
 		var nullable string
 		err = rows.Scan(&c.name, &c.typ, &c.def, &c.extra, &c.colType, &nullable, &c.comment)
@@ -155,7 +157,7 @@ func myColumns(ctx context.Context, db *sql.DB, t source.Table) ([]myColumn, err
 
 // myIndexes lists the table's B-tree indexes, each its columns in order ("" for an expression or
 // a prefix of a column); InnoDB ends each secondary index with the primary key's columns.
-func myIndexes(ctx context.Context, db *sql.DB, t source.Table) ([][]string, error) {
+func myIndexes(ctx context.Context, db *sql.DB, t sourcedef.Table) ([][]string, error) {
 	rows, err := db.QueryContext(ctx, "SELECT INDEX_NAME, CASE WHEN SUB_PART IS NULL THEN COALESCE(COLUMN_NAME, '') ELSE '' END FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = "+schemaArg+" AND TABLE_NAME = ? AND INDEX_TYPE = 'BTREE' ORDER BY INDEX_NAME, SEQ_IN_INDEX", t.Schema, t.Name)
 	if err != nil {
 		return nil, err
@@ -193,23 +195,23 @@ func myIndexes(ctx context.Context, db *sql.DB, t source.Table) ([][]string, err
 // or triggers that SET NEW.column (col nil: the column is missing, as the fix adds it). A
 // DATETIME column stamped by the local clock is then judged by the server's time zone
 // (zoneRule).
-func (dr Driver) stamping(ctx context.Context, db *sql.DB, d source.Definition, col *myColumn) (source.Stamping, stampedBy, error) {
+func (dr Driver) stamping(ctx context.Context, db *sql.DB, d sourcedef.Definition, col *myColumn) (setup.Stamping, stampedBy, error) {
 	st, by, err := dr.stampSides(ctx, db, d, col)
 	if err != nil || col == nil || col.typ != "datetime" {
 		return st, by, err
 	}
 	v, why := dr.zoneVerdict(ctx, db, col, st, by)
-	if v == source.VerdictOK {
+	if v == setup.VerdictOK {
 		return st, by, nil
 	}
-	if st.Update == source.VerdictOK && onUpdateLocal(col, by) {
+	if st.Update == setup.VerdictOK && onUpdateLocal(col, by) {
 		st.Update = v
 	}
 	for _, side := range []struct {
-		v  *source.Verdict
+		v  *setup.Verdict
 		by string
 	}{{&st.Insert, by.insert}, {&st.Update, by.update}} {
-		if *side.v == source.VerdictOK && localClock(side.by) {
+		if *side.v == setup.VerdictOK && localClock(side.by) {
 			*side.v = v
 		}
 	}
@@ -219,14 +221,14 @@ func (dr Driver) stamping(ctx context.Context, db *sql.DB, d source.Definition, 
 
 // zoneVerdict judges a DATETIME column's stamping (st, by) in the server's zone (zoneRule): ok
 // when no side the column is stamped on is stamped by the local clock.
-func (dr Driver) zoneVerdict(ctx context.Context, db *sql.DB, col *myColumn, st source.Stamping, by stampedBy) (source.Verdict, string) {
+func (dr Driver) zoneVerdict(ctx context.Context, db *sql.DB, col *myColumn, st setup.Stamping, by stampedBy) (setup.Verdict, string) {
 	var local []string
 	for _, side := range []struct {
 		name string
-		v    source.Verdict
+		v    setup.Verdict
 		by   string
 	}{{"INSERT", st.Insert, by.insert}, {"UPDATE", st.Update, by.update}} {
-		if side.v == source.VerdictOK && localClock(side.by) {
+		if side.v == setup.VerdictOK && localClock(side.by) {
 			local = append(local, side.name+" by "+side.by)
 		}
 	}
@@ -234,7 +236,7 @@ func (dr Driver) zoneVerdict(ctx context.Context, db *sql.DB, col *myColumn, st 
 		local = append(local, "UPDATE by ON UPDATE CURRENT_TIMESTAMP, which MySQL 8 applies after the BEFORE triggers in a multi-table UPDATE")
 	}
 	if len(local) == 0 {
-		return source.VerdictOK, ""
+		return setup.VerdictOK, ""
 	}
 	z, err := readZone(ctx, db)
 	if err != nil { // judged as a zone the server cannot convert: cannot tell
@@ -254,7 +256,7 @@ func onUpdateLocal(col *myColumn, by stampedBy) bool {
 // zoneProblem is zoneRule's problem for d's cursor column, as the read's guard refuses it
 // (zoneGuard): when the table's newest stamp shows it too (stampedLocal); "" when there is none,
 // or when it cannot be told.
-func (dr Driver) zoneProblem(ctx context.Context, db *sql.DB, d source.Definition) string {
+func (dr Driver) zoneProblem(ctx context.Context, db *sql.DB, d sourcedef.Definition) string {
 	cols, err := myColumns(ctx, db, d.Table)
 	if err != nil {
 		return ""
@@ -268,7 +270,7 @@ func (dr Driver) zoneProblem(ctx context.Context, db *sql.DB, d source.Definitio
 		return ""
 	}
 	v, why := dr.zoneVerdict(ctx, db, &cols[i], st, by)
-	if v != source.VerdictProblem || !dr.stampedLocal(ctx, db, d) {
+	if v != setup.VerdictProblem || !dr.stampedLocal(ctx, db, d) {
 		return ""
 	}
 	return why
@@ -279,7 +281,7 @@ func (dr Driver) zoneProblem(ctx context.Context, db *sql.DB, d source.Definitio
 // wrong the other way (writers whose sessions run in UTC stamp CURRENT_TIMESTAMP in UTC; triggers
 // a login without the TRIGGER privilege cannot see), so the reads are refused only on this
 // evidence; pollerctl check reports the catalog's verdict whatever the data says.
-func (dr Driver) stampedLocal(ctx context.Context, db *sql.DB, d source.Definition) bool {
+func (dr Driver) stampedLocal(ctx context.Context, db *sql.DB, d sourcedef.Definition) bool {
 	col := dr.Quote(d.Cursor.Column)
 	var fromUTC, fromLocal sql.NullInt64
 	err := db.QueryRowContext(ctx, "SELECT TIMESTAMPDIFF(SECOND, MAX("+col+"), UTC_TIMESTAMP()), TIMESTAMPDIFF(SECOND, MAX("+col+"), CONVERT_TZ(UTC_TIMESTAMP(), '+00:00', @@global.time_zone)) FROM "+source.QuoteTable(dr, d.Table)).Scan(&fromUTC, &fromLocal)
@@ -376,23 +378,23 @@ func readZone(ctx context.Context, db *sql.DB) (serverZone, error) {
 // dropped (utcDefault), and BEFORE triggers, SET NEW.col = UTC_TIMESTAMP(6). (Comparing in the
 // column's own zone instead was rejected: a zone with daylight saving time repeats an hour of
 // local times each autumn, so local stamps do not increase with commits.)
-func zoneRule(col string, local []string, z serverZone) (source.Verdict, string) {
+func zoneRule(col string, local []string, z serverZone) (setup.Verdict, string) {
 	zone := fmt.Sprintf("@@global.time_zone %q", z.global)
 	if strings.EqualFold(z.global, "SYSTEM") {
 		zone += fmt.Sprintf(", @@system_time_zone %q", z.system)
 	}
 	stamped := fmt.Sprintf("DATETIME column %s is stamped by the server's local clock (%s)", col, strings.Join(local, ", "))
 	if !z.ok {
-		return source.VerdictUnknown, stamped + ", and the server cannot say how far its zone (" + zone + ") is from UTC: the source reads DATETIME as UTC, so this is right only if that zone is UTC all year"
+		return setup.VerdictUnknown, stamped + ", and the server cannot say how far its zone (" + zone + ") is from UTC: the source reads DATETIME as UTC, so this is right only if that zone is UTC all year"
 	}
 	if z.now == 0 && z.least == 0 && z.largest == 0 {
-		return source.VerdictOK, ""
+		return setup.VerdictOK, ""
 	}
 	off := fmt.Sprintf("UTC%+g h now", float64(z.now)/60)
 	if z.least != z.largest {
 		off += fmt.Sprintf(", from UTC%+g to UTC%+g h over the year", float64(z.least)/60, float64(z.largest)/60)
 	}
-	return source.VerdictProblem, stamped + " in a server whose zone is not UTC (" + zone + ": " + off + "). " +
+	return setup.VerdictProblem, stamped + " in a server whose zone is not UTC (" + zone + ": " + off + "). " +
 		"The source reads DATETIME as UTC, so west of UTC every stamp sits hours behind the settle lag and the open-transaction bound, " +
 		"which then hold nothing back: a transaction that commits late lands behind the cursor and its rows are never delivered. " +
 		"The fix makes its DEFAULT UTC_TIMESTAMP and drops its ON UPDATE (MySQL 8 applies ON UPDATE after BEFORE triggers in a multi-table UPDATE), and stamps it with UTC_TIMESTAMP(6) in BEFORE triggers " +
@@ -402,9 +404,9 @@ func zoneRule(col string, local []string, z serverZone) (source.Verdict, string)
 }
 
 // stampSides reads how each side is stamped, and by what (stampedBy).
-func (dr Driver) stampSides(ctx context.Context, db *sql.DB, d source.Definition, col *myColumn) (source.Stamping, stampedBy, error) {
+func (dr Driver) stampSides(ctx context.Context, db *sql.DB, d sourcedef.Definition, col *myColumn) (setup.Stamping, stampedBy, error) {
 	var by stampedBy
-	st := source.Stamping{Insert: source.VerdictProblem, Update: source.VerdictProblem}
+	st := setup.Stamping{Insert: setup.VerdictProblem, Update: setup.VerdictProblem}
 	if col == nil {
 		if d.Cursor.Kind == state.KindTimestampPK {
 			st.Why = append(st.Why, "the column is missing: the fix above adds it with DEFAULT CURRENT_TIMESTAMP(6) ON UPDATE CURRENT_TIMESTAMP(6), which stamps both")
@@ -415,10 +417,10 @@ func (dr Driver) stampSides(ctx context.Context, db *sql.DB, d source.Definition
 	}
 	def, extra := strings.ToLower(col.def), strings.ToLower(col.extra)
 	if strings.HasPrefix(def, "current_timestamp") || strings.Contains(def, "utc_timestamp") || strings.HasPrefix(def, "now(") {
-		st.Insert, by.insert = source.VerdictOK, stampFunc(def)
+		st.Insert, by.insert = setup.VerdictOK, stampFunc(def)
 	}
 	if strings.Contains(extra, "on update current_timestamp") {
-		st.Update, by.update = source.VerdictOK, "current_timestamp"
+		st.Update, by.update = setup.VerdictOK, "current_timestamp"
 	}
 	rows, err := db.QueryContext(ctx, "SELECT ACTION_TIMING, EVENT_MANIPULATION, ACTION_STATEMENT FROM information_schema.TRIGGERS WHERE EVENT_OBJECT_SCHEMA = "+schemaArg+" AND EVENT_OBJECT_TABLE = ? ORDER BY ACTION_ORDER", d.Table.Schema, d.Table.Name)
 	if err != nil {
@@ -438,38 +440,38 @@ func (dr Driver) stampSides(ctx context.Context, db *sql.DB, d source.Definition
 		fn := stampFunc(m[len(m)-1][1]) // the last trigger to run, and its last SET, wins
 		switch event {
 		case "INSERT":
-			st.Insert, by.insert = source.VerdictOK, fn
+			st.Insert, by.insert = setup.VerdictOK, fn
 		case "UPDATE":
-			st.Update, by.update = source.VerdictOK, fn
+			st.Update, by.update = setup.VerdictOK, fn
 		}
 	}
 	if err := rows.Err(); err != nil {
 		return st, by, err
 	}
-	if (st.Insert != source.VerdictOK || st.Update != source.VerdictOK) && !dr.sees(ctx, db, d, "TRIGGER") {
-		for _, v := range []*source.Verdict{&st.Insert, &st.Update} {
-			if *v == source.VerdictProblem {
-				*v = source.VerdictUnknown
+	if (st.Insert != setup.VerdictOK || st.Update != setup.VerdictOK) && !dr.sees(ctx, db, d, "TRIGGER") {
+		for _, v := range []*setup.Verdict{&st.Insert, &st.Update} {
+			if *v == setup.VerdictProblem {
+				*v = setup.VerdictUnknown
 			}
 		}
 		st.Why = append(st.Why, "the login lacks the TRIGGER privilege, without which MySQL hides the table's triggers: run pollerctl check as the table's owner")
 		return st, by, nil
 	}
-	if strings.Contains(extra, "auto_increment") && st.Update == source.VerdictProblem {
-		st.Update = source.VerdictUnknown
+	if strings.Contains(extra, "auto_increment") && st.Update == setup.VerdictProblem {
+		st.Update = setup.VerdictUnknown
 		st.Why = append(st.Why, "an AUTO_INCREMENT column never changes on UPDATE: right only for an append-only table (else use docs/mysql.md's integer recipe)")
 	}
-	if st.Insert == source.VerdictProblem {
+	if st.Insert == setup.VerdictProblem {
 		st.Why = append(st.Why, "no CURRENT_TIMESTAMP default or BEFORE INSERT trigger stamps it")
 	}
-	if st.Update == source.VerdictProblem {
+	if st.Update == setup.VerdictProblem {
 		st.Why = append(st.Why, "no ON UPDATE CURRENT_TIMESTAMP or BEFORE UPDATE trigger stamps it: every UPDATE after the insert is never delivered")
 	}
 	return st, by, nil
 }
 
 // addCursor is the fix that adds the missing cursor column, as docs/mysql.md's recipes do.
-func (dr Driver) addCursor(d source.Definition) []string {
+func (dr Driver) addCursor(d sourcedef.Definition) []string {
 	table, col := source.QuoteTable(dr, d.Table), dr.Quote(d.Cursor.Column)
 	switch d.Cursor.Kind {
 	case state.KindTimestampPK:
@@ -484,7 +486,7 @@ func (dr Driver) addCursor(d source.Definition) []string {
 // not stamped yet); an integer cursor takes its values from a one-row counter.
 // A side a BEFORE trigger already stamps in UTC (by) gets no trigger: only the column's
 // definition is mended (utcDefault).
-func (dr Driver) stampFix(d source.Definition, col *myColumn, insert, update bool, by stampedBy) []string {
+func (dr Driver) stampFix(d sourcedef.Definition, col *myColumn, insert, update bool, by stampedBy) []string {
 	table, qcol := source.QuoteTable(dr, d.Table), dr.Quote(d.Cursor.Column)
 	expr := "CURRENT_TIMESTAMP(6)"
 	if col != nil && col.typ == "datetime" {
@@ -493,14 +495,14 @@ func (dr Driver) stampFix(d source.Definition, col *myColumn, insert, update boo
 	body := "SET NEW." + qcol + " = " + expr
 	var out []string
 	if d.Cursor.Kind == state.KindInteger {
-		counter := source.QuoteTable(dr, source.Table{Schema: d.Table.Schema, Name: source.CounterName(d)})
+		counter := source.QuoteTable(dr, sourcedef.Table{Schema: d.Table.Schema, Name: setup.CounterName(d)})
 		out = append(out,
 			"CREATE TABLE IF NOT EXISTS "+counter+" (n BIGINT NOT NULL)",
 			"INSERT INTO "+counter+" (n) SELECT COALESCE(MAX("+qcol+"), 0) FROM "+table+" WHERE NOT EXISTS (SELECT 1 FROM "+counter+")")
 		body = "BEGIN\n  UPDATE " + counter + " SET n = LAST_INSERT_ID(n + 1);\n  SET NEW." + qcol + " = LAST_INSERT_ID();\nEND"
 	}
 	trigger := func(event string) string {
-		name := source.QuoteTable(dr, source.Table{Schema: d.Table.Schema, Name: source.StampName(d) + "_" + strings.ToLower(event)})
+		name := source.QuoteTable(dr, sourcedef.Table{Schema: d.Table.Schema, Name: setup.StampName(d) + "_" + strings.ToLower(event)})
 		return "CREATE TRIGGER " + name + " BEFORE " + event + " ON " + table + " FOR EACH ROW\n" + body
 	}
 	if insert && by.insert != "utc_timestamp" {
@@ -560,7 +562,7 @@ func currentUser(ctx context.Context, db *sql.DB) (string, error) {
 }
 
 // sees says whether the login holds priv on the table: globally, on its schema or on it.
-func (dr Driver) sees(ctx context.Context, db *sql.DB, d source.Definition, priv string) bool {
+func (dr Driver) sees(ctx context.Context, db *sql.DB, d sourcedef.Definition, priv string) bool {
 	user, err := currentUser(ctx, db)
 	if err != nil {
 		return false
@@ -576,15 +578,15 @@ func (dr Driver) sees(ctx context.Context, db *sql.DB, d source.Definition, priv
 
 // privileges: SELECT on the table, tried (information_schema showed the table, which any
 // privilege on it does).
-func (dr Driver) privileges(ctx context.Context, db *sql.DB, d source.Definition) source.Finding {
+func (dr Driver) privileges(ctx context.Context, db *sql.DB, d sourcedef.Definition) setup.Finding {
 	user, _ := currentUser(ctx, db)
-	f := source.Finding{Check: source.CheckPrivileges, Verdict: source.VerdictOK, Detail: user + " may read the table"}
+	f := setup.Finding{Check: setup.CheckPrivileges, Verdict: setup.VerdictOK, Detail: user + " may read the table"}
 	rows, err := db.QueryContext(ctx, "SELECT * FROM "+source.QuoteTable(dr, d.Table)+" WHERE 1=0")
 	if err == nil {
 		rows.Close()
 		return f
 	}
-	f.Verdict, f.Detail = source.VerdictProblem, user+" cannot read the table ("+err.Error()+"): run the fix as the table's owner or an admin"
+	f.Verdict, f.Detail = setup.VerdictProblem, user+" cannot read the table ("+err.Error()+"): run the fix as the table's owner or an admin"
 	f.Fix = []string{"GRANT SELECT ON " + source.QuoteTable(dr, d.Table) + " TO " + user}
 	return f
 }

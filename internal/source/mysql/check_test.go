@@ -6,15 +6,16 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/mysql"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/setup"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcetest"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 )
 
 // checkTable makes a table of its own from ddl (@: its name) and returns its name.
-func checkTable(t *testing.T, db *sql.DB, ddl ...string) source.Table {
+func checkTable(t *testing.T, db *sql.DB, ddl ...string) sourcedef.Table {
 	t.Helper()
 	name := testenv.Name("chk_")
 	for _, q := range ddl {
@@ -26,7 +27,7 @@ func checkTable(t *testing.T, db *sql.DB, ddl ...string) source.Table {
 		db.Exec("DROP VIEW IF EXISTS " + name + "_v")
 		db.Exec("DROP TABLE IF EXISTS " + name + ", " + name + "_version_counter")
 	})
-	return source.Table{Name: name}
+	return sourcedef.Table{Name: name}
 }
 
 func TestCheckSetup(t *testing.T) {
@@ -38,28 +39,28 @@ func TestCheckSetup(t *testing.T) {
 	t.Run("ON UPDATE CURRENT_TIMESTAMP", func(t *testing.T) {
 		tb := checkTable(t, db, base+", updated_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) ON UPDATE CURRENT_TIMESTAMP(6), INDEX (updated_at))")
 		s := sourcetest.Setup(t, drv, dsn, tb, state.KindTimestampPK, "updated_at")
-		sourcetest.Expect(t, s, source.CheckStamped, source.VerdictOK, nil)
+		sourcetest.Expect(t, s, setup.CheckStamped, setup.VerdictOK, nil)
 		// InnoDB ends a secondary index with the primary key: (updated_at) serves (updated_at, id).
-		sourcetest.Expect(t, s, source.CheckIndex, source.VerdictOK, nil)
-		if n := source.Problems(s.Findings); n != 0 {
+		sourcetest.Expect(t, s, setup.CheckIndex, setup.VerdictOK, nil)
+		if n := setup.Problems(s.Findings); n != 0 {
 			t.Fatalf("%d problems: %+v", n, s.Findings)
 		}
 	})
 	t.Run("updated_at with only a default", func(t *testing.T) {
 		tb := checkTable(t, db, base+", updated_at DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6))")
 		s := sourcetest.Setup(t, drv, dsn, tb, state.KindTimestampPK, "updated_at")
-		f := sourcetest.Expect(t, s, source.CheckStamped, source.VerdictProblem, []string{"no ON UPDATE CURRENT_TIMESTAMP"}, "BEFORE UPDATE ON `"+tb.Name+"`", "SET NEW.`updated_at` = UTC_TIMESTAMP(6)")
+		f := sourcetest.Expect(t, s, setup.CheckStamped, setup.VerdictProblem, []string{"no ON UPDATE CURRENT_TIMESTAMP"}, "BEFORE UPDATE ON `"+tb.Name+"`", "SET NEW.`updated_at` = UTC_TIMESTAMP(6)")
 		if strings.Contains(strings.Join(f.Fix, "\n"), "BEFORE INSERT") {
 			t.Errorf("the default stamps inserts already: %q", f.Fix)
 		}
-		sourcetest.Expect(t, s, source.CheckIndex, source.VerdictProblem, []string{"(updated_at, id)"}, "CREATE INDEX `ix_"+tb.Name+"_updated_at_id` ON `"+tb.Name+"` (`updated_at`, `id`)")
+		sourcetest.Expect(t, s, setup.CheckIndex, setup.VerdictProblem, []string{"(updated_at, id)"}, "CREATE INDEX `ix_"+tb.Name+"_updated_at_id` ON `"+tb.Name+"` (`updated_at`, `id`)")
 		sourcetest.FixAndRecheck(t, s)
 	})
 	t.Run("the cursor column missing", func(t *testing.T) {
 		tb := checkTable(t, db, base+")", "INSERT INTO @ VALUES (1, 2)")
 		s := sourcetest.Setup(t, drv, dsn, tb, state.KindInteger, "version")
-		sourcetest.Expect(t, s, source.CheckColumns, source.VerdictProblem, nil, "ADD COLUMN `version` BIGINT NOT NULL DEFAULT 0")
-		sourcetest.Expect(t, s, source.CheckStamped, source.VerdictProblem, nil, "BEFORE INSERT", "BEFORE UPDATE", "LAST_INSERT_ID(n + 1)")
+		sourcetest.Expect(t, s, setup.CheckColumns, setup.VerdictProblem, nil, "ADD COLUMN `version` BIGINT NOT NULL DEFAULT 0")
+		sourcetest.Expect(t, s, setup.CheckStamped, setup.VerdictProblem, nil, "BEFORE INSERT", "BEFORE UPDATE", "LAST_INSERT_ID(n + 1)")
 		sourcetest.FixAndRecheck(t, s)
 	})
 	t.Run("a fix that fails half way", func(t *testing.T) {
@@ -75,14 +76,14 @@ func TestCheckSetup(t *testing.T) {
 		if err := s.Check(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		sourcetest.Expect(t, s, source.CheckIndex, source.VerdictOK, nil)
-		sourcetest.Expect(t, s, source.CheckStamped, source.VerdictProblem, nil)
+		sourcetest.Expect(t, s, setup.CheckIndex, setup.VerdictOK, nil)
+		sourcetest.Expect(t, s, setup.CheckStamped, setup.VerdictProblem, nil)
 	})
 	t.Run("a view", func(t *testing.T) {
 		tb := checkTable(t, db, base+", updated_at TIMESTAMP(6) NOT NULL)", "CREATE VIEW @_v AS SELECT * FROM @")
-		s := sourcetest.Setup(t, drv, dsn, source.Table{Name: tb.Name + "_v"}, state.KindTimestampPK, "updated_at")
-		sourcetest.Expect(t, s, source.CheckTable, source.VerdictUnknown, []string{"is a view"})
-		if n := source.Problems(s.Findings); n != 0 {
+		s := sourcetest.Setup(t, drv, dsn, sourcedef.Table{Name: tb.Name + "_v"}, state.KindTimestampPK, "updated_at")
+		sourcetest.Expect(t, s, setup.CheckTable, setup.VerdictUnknown, []string{"is a view"})
+		if n := setup.Problems(s.Findings); n != 0 {
 			t.Fatalf("a view: %d problems, want none (cannot tell): %+v", n, s.Findings)
 		}
 	})

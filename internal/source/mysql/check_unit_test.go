@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/setup"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 )
 
@@ -17,20 +17,20 @@ func TestMySQLZoneRule(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		z    serverZone
-		want source.Verdict
+		want setup.Verdict
 		says []string
 	}{
-		{"UTC", serverZone{global: "SYSTEM", system: "UTC", ok: true}, source.VerdictOK, nil},
-		{"+00:00", serverZone{global: "+00:00", system: "CET", ok: true}, source.VerdictOK, nil},
-		{"-05:00", serverZone{global: "-05:00", system: "UTC", now: -300, least: -300, largest: -300, ok: true}, source.VerdictProblem,
+		{"UTC", serverZone{global: "SYSTEM", system: "UTC", ok: true}, setup.VerdictOK, nil},
+		{"+00:00", serverZone{global: "+00:00", system: "CET", ok: true}, setup.VerdictOK, nil},
+		{"-05:00", serverZone{global: "-05:00", system: "UTC", now: -300, least: -300, largest: -300, ok: true}, setup.VerdictProblem,
 			[]string{"DATETIME column updated_at", "INSERT by current_timestamp, UPDATE by current_timestamp", `@@global.time_zone "-05:00"`, "UTC-5 h now",
 				"never delivered", "UTC_TIMESTAMP(6)", "TIMESTAMP(6)", "time_zone='+00:00'"}},
-		{"New York", serverZone{global: "SYSTEM", system: "EST", now: -300, least: -300, largest: -240, ok: true}, source.VerdictProblem,
+		{"New York", serverZone{global: "SYSTEM", system: "EST", now: -300, least: -300, largest: -240, ok: true}, setup.VerdictProblem,
 			[]string{`@@global.time_zone "SYSTEM", @@system_time_zone "EST"`, "UTC-5 h now, from UTC-5 to UTC-4 h over the year"}},
-		{"London in winter", serverZone{global: "Europe/London", system: "UTC", now: 0, least: 0, largest: 60, ok: true}, source.VerdictProblem,
+		{"London in winter", serverZone{global: "Europe/London", system: "UTC", now: 0, least: 0, largest: 60, ok: true}, setup.VerdictProblem,
 			[]string{`"Europe/London"`, "UTC+0 h now, from UTC+0 to UTC+1 h over the year"}},
-		{"Kolkata", serverZone{global: "+05:30", now: 330, least: 330, largest: 330, ok: true}, source.VerdictProblem, []string{"UTC+5.5 h now"}},
-		{"unknown", serverZone{global: "Mars/Olympus"}, source.VerdictUnknown, []string{`"Mars/Olympus"`, "cannot say how far"}},
+		{"Kolkata", serverZone{global: "+05:30", now: 330, least: 330, largest: 330, ok: true}, setup.VerdictProblem, []string{"UTC+5.5 h now"}},
+		{"unknown", serverZone{global: "Mars/Olympus"}, setup.VerdictUnknown, []string{`"Mars/Olympus"`, "cannot say how far"}},
 	} {
 		v, why := zoneRule("updated_at", local, c.z)
 		if v != c.want {

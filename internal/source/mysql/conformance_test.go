@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/mysql"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcetest"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 )
@@ -97,7 +97,7 @@ var typesTZ = time.Date(2026, 11, 23, 23, 59, 59, 1000, time.UTC)
 // VARBINARY's bytes, BIGINT UNSIGNED near its maximum into uint64, string and float64 exactly
 // (and into int64: an overflow error, not a wrapped number), DECIMAL(38,10) as its digits, JSON
 // into a json.RawMessage as the server keeps its text (both: {"a": [1, 2]}).
-func checkTypes(t *testing.T, row source.Row) {
+func checkTypes(t *testing.T, row row.Row) {
 	var dst struct {
 		TZ     time.Time       `db:"tz"`
 		VB     []byte          `db:"vb"`

@@ -17,6 +17,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/redact"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/entra"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
@@ -92,7 +93,7 @@ func (Driver) Keyset(_ string, keys, params []string) (string, []int) {
 
 // UpperBound: a timestamp cursor reads rows older than the database's UTC clock minus the settle
 // lag. (TIMESTAMP columns are read in the session's UTC; DATETIME columns are taken as UTC.)
-func (Driver) UpperBound(kind string, _ source.TSFlavor, col string, lag time.Duration, next func() string) source.Bound {
+func (Driver) UpperBound(kind string, _ row.TSFlavor, col string, lag time.Duration, next func() string) source.Bound {
 	if kind != state.KindTimestampPK {
 		return source.Bound{}
 	}
@@ -103,8 +104,8 @@ func (Driver) UpperBound(kind string, _ source.TSFlavor, col string, lag time.Du
 // time east of UTC (NOW() in a non-UTC session). West of UTC such stamps look old, not wrong:
 // the set-up check (check.go, zoneRule) reports a DATETIME cursor stamped by the local clock on
 // a server whose zone is not UTC.
-func (Driver) StampCheck(fl source.TSFlavor, table, col, param string) (string, any, string) {
-	if fl != source.TSUTC {
+func (Driver) StampCheck(fl row.TSFlavor, table, col, param string) (string, any, string) {
+	if fl != row.TSUTC {
 		return "", nil, ""
 	}
 	return col + " > UTC_TIMESTAMP(6) + INTERVAL " + param + " SECOND", int64(source.FutureTolerance.Seconds()),
@@ -114,48 +115,48 @@ func (Driver) StampCheck(fl source.TSFlavor, table, col, param string) (string, 
 }
 
 // Classify maps go-sql-driver's DatabaseTypeName ("BIGINT", "UNSIGNED BIGINT", "DATETIME", ...).
-func (Driver) Classify(base string) (source.Class, source.TSFlavor) {
+func (Driver) Classify(base string) (row.Class, row.TSFlavor) {
 	base = strings.TrimPrefix(base, "UNSIGNED ")
 	switch base {
 	case "TINYINT", "SMALLINT", "MEDIUMINT", "INT", "BIGINT", "YEAR":
-		return source.ClassInt, source.TSNone
+		return row.ClassInt, row.TSNone
 	case "CHAR", "VARCHAR", "TEXT", "TINYTEXT", "MEDIUMTEXT", "LONGTEXT", "ENUM", "SET":
-		return source.ClassText, source.TSNone
+		return row.ClassText, row.TSNone
 	case "DECIMAL":
-		return source.ClassDecimal, source.TSNone
+		return row.ClassDecimal, row.TSNone
 	case "FLOAT":
-		return source.ClassReal, source.TSNone
+		return row.ClassReal, row.TSNone
 	case "DOUBLE":
-		return source.ClassFloat, source.TSNone
+		return row.ClassFloat, row.TSNone
 	case "TIMESTAMP":
-		return source.ClassTime, source.TSWithZone
+		return row.ClassTime, row.TSWithZone
 	case "DATETIME":
-		return source.ClassTime, source.TSUTC
+		return row.ClassTime, row.TSUTC
 	case "DATE", "TIME":
-		return source.ClassTime, source.TSUnsupported
+		return row.ClassTime, row.TSUnsupported
 	case "BINARY", "VARBINARY", "BLOB", "TINYBLOB", "MEDIUMBLOB", "LONGBLOB", "BIT", "GEOMETRY":
-		return source.ClassBinary, source.TSNone
+		return row.ClassBinary, row.TSNone
 	case "JSON":
-		return source.ClassJSON, source.TSNone
+		return row.ClassJSON, row.TSNone
 	}
-	return source.ClassOther, source.TSNone
+	return row.ClassOther, row.TSNone
 }
 
 // KeyCodec: a BIGINT UNSIGNED key (AUTO_INCREMENT ids often are) can pass the largest int64,
 // where its values come as uint64: the cursor holds the decimal digits either way, and gives
 // back an int64 when the value fits, else a uint64 (the driver binds both exactly). Other
 // columns take the generic codecs.
-func (Driver) KeyCodec(c source.ColumnType) (source.KeyCodec, bool) {
-	if c.Class == source.ClassTime && (c.Flavor == source.TSUTC || c.Flavor == source.TSWithZone) {
+func (Driver) KeyCodec(c row.ColumnType) (row.KeyCodec, bool) {
+	if c.Class == row.ClassTime && (c.Flavor == row.TSUTC || c.Flavor == row.TSWithZone) {
 		return timeCodec, true
 	}
-	if c.Class != source.ClassInt || !strings.HasPrefix(strings.ToUpper(c.DBType), "UNSIGNED BIGINT") {
-		return source.KeyCodec{}, false
+	if c.Class != row.ClassInt || !strings.HasPrefix(strings.ToUpper(c.DBType), "UNSIGNED BIGINT") {
+		return row.KeyCodec{}, false
 	}
 	return unsignedCodec, true
 }
 
-var unsignedCodec = source.KeyCodec{
+var unsignedCodec = row.KeyCodec{
 	Encode: func(v any) (json.RawMessage, error) {
 		switch n := v.(type) {
 		case int64:

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
@@ -12,7 +14,7 @@ import (
 // over (uint64 in the text protocol the source uses, decimal digits in the binary protocol), and
 // its key codec carries it through the cursor's digits and back as an exact argument.
 func TestMySQLUnsignedValues(t *testing.T) {
-	def := source.Definition{Table: source.Table{Name: "t"}, Cursor: source.Cursor{Kind: state.KindInteger, Column: "id"}, PK: []string{"id"}}
+	def := sourcedef.Definition{Table: sourcedef.Table{Name: "t"}, Cursor: sourcedef.Cursor{Kind: state.KindInteger, Column: "id"}, PK: []string{"id"}}
 	_, lay, err := source.Offline(Driver{}, source.Config{Poller: "p", Driver: Name, Definition: def}, map[string]string{"id": "UNSIGNED BIGINT"})
 	if err != nil {
 		t.Fatal(err)
@@ -48,7 +50,7 @@ func TestMySQLUnsignedValues(t *testing.T) {
 	if _, err := lay.DecodeKey(0, []byte("-1")); err == nil {
 		t.Error("a negative cursor for an unsigned column decoded")
 	}
-	if _, ok := (Driver{}).KeyCodec(source.ColumnType{DBType: "BIGINT", Class: source.ClassInt}); ok {
+	if _, ok := (Driver{}).KeyCodec(row.ColumnType{DBType: "BIGINT", Class: row.ClassInt}); ok {
 		t.Error("a signed BIGINT took the unsigned codec")
 	}
 }

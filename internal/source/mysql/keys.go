@@ -6,7 +6,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/setup"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 )
 
 // keysQuery lists a table's type and the columns of its unique indexes (the primary key is
@@ -24,30 +25,30 @@ ORDER BY s.INDEX_NAME, s.SEQ_IN_INDEX`
 // (source.JudgeKey judges them, matching column names whatever their case). A unique prefix
 // index (a column's first n characters) counts: unique prefixes make the whole values unique. A
 // view has no keys in the catalog: KeyUnknown.
-func (d Driver) UniqueKey(ctx context.Context, db *sql.DB, t source.Table, cols []string) (source.Uniqueness, error) {
+func (d Driver) UniqueKey(ctx context.Context, db *sql.DB, t sourcedef.Table, cols []string) (setup.Uniqueness, error) {
 	var schema any
 	if t.Schema != "" {
 		schema = t.Schema
 	}
 	rows, err := db.QueryContext(ctx, keysQuery, schema, t.Name)
 	if err != nil {
-		return source.Uniqueness{}, fmt.Errorf("reading information_schema.STATISTICS: %w", err)
+		return setup.Uniqueness{}, fmt.Errorf("reading information_schema.STATISTICS: %w", err)
 	}
 	defer rows.Close()
 	var kind string
-	var indexes []source.UniqueIndex
+	var indexes []setup.UniqueIndex
 	found := false
 	for rows.Next() {
 		var name, col sql.NullString
 		if err := rows.Scan(&kind, &name, &col); err != nil {
-			return source.Uniqueness{}, fmt.Errorf("reading information_schema.STATISTICS: %w", err)
+			return setup.Uniqueness{}, fmt.Errorf("reading information_schema.STATISTICS: %w", err)
 		}
 		found = true
 		if !name.Valid {
 			continue
 		}
 		if n := len(indexes); n == 0 || indexes[n-1].Name != name.String {
-			indexes = append(indexes, source.UniqueIndex{Name: name.String, Primary: name.String == "PRIMARY"})
+			indexes = append(indexes, setup.UniqueIndex{Name: name.String, Primary: name.String == "PRIMARY"})
 		}
 		ix := &indexes[len(indexes)-1]
 		if col.Valid {
@@ -57,14 +58,14 @@ func (d Driver) UniqueKey(ctx context.Context, db *sql.DB, t source.Table, cols 
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return source.Uniqueness{}, fmt.Errorf("reading information_schema.STATISTICS: %w", err)
+		return setup.Uniqueness{}, fmt.Errorf("reading information_schema.STATISTICS: %w", err)
 	}
 	if !found {
-		return source.Uniqueness{}, errors.New("information_schema.TABLES has no table " + t.String())
+		return setup.Uniqueness{}, errors.New("information_schema.TABLES has no table " + t.String())
 	}
-	u := source.JudgeKey(indexes, cols, d.Caseless())
-	if u.Verdict == source.KeyNotUnique && kind != "BASE TABLE" {
-		return source.Uniqueness{Verdict: source.KeyUnknown, Why: t.String() + " is a view, which has no keys in the catalog"}, nil
+	u := setup.JudgeKey(indexes, cols, d.Caseless())
+	if u.Verdict == setup.KeyNotUnique && kind != "BASE TABLE" {
+		return setup.Uniqueness{Verdict: setup.KeyUnknown, Why: t.String() + " is a view, which has no keys in the catalog"}, nil
 	}
 	return u, nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/mysql"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcetest"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
@@ -68,7 +69,7 @@ func mysqlInsert(t *testing.T, db *sql.DB, table string, rows [][]any) {
 	mysqlExec(t, db, "INSERT INTO "+table+" VALUES "+strings.Join(tuples, ", "), args...)
 }
 
-func mysqlOpen(t *testing.T, dsn string, def source.Definition) *source.Source {
+func mysqlOpen(t *testing.T, dsn string, def sourcedef.Definition) *source.Source {
 	t.Helper()
 	src, err := drivers.Open(context.Background(), source.Config{Poller: "p", Driver: mysql.Name, DSN: dsn, Definition: def})
 	if err != nil {
@@ -123,8 +124,8 @@ func TestMySQLWholeSeconds(t *testing.T) {
 		rows = append(rows, []any{id + 1, base.Add(time.Duration(i/40) * time.Second)})
 	}
 	mysqlInsert(t, db, table, rows)
-	src := mysqlOpen(t, dsn, source.Definition{Table: source.Table{Name: table}, Columns: []string{"id", "ts"}, PK: []string{"id"},
-		Cursor: source.Cursor{Kind: state.KindTimestampPK, Column: "ts"}, SettleLag: time.Second})
+	src := mysqlOpen(t, dsn, sourcedef.Definition{Table: sourcedef.Table{Name: table}, Columns: []string{"id", "ts"}, PK: []string{"id"},
+		Cursor: sourcedef.Cursor{Kind: state.KindTimestampPK, Column: "ts"}, SettleLag: time.Second})
 	var want []any
 	for s := 0; s < 5; s++ {
 		second := slices.Clone(ids[s*40 : (s+1)*40])
@@ -166,8 +167,8 @@ func TestMySQLUnsignedKeys(t *testing.T) {
 		}
 	}
 	for _, kind := range []string{state.KindInteger, state.KindTimestampPK} {
-		def := source.Definition{Table: source.Table{Name: table}, Columns: []string{"id", "ts"}, PK: []string{"id"},
-			Cursor: source.Cursor{Kind: kind, Column: "id"}, SettleLag: time.Second}
+		def := sourcedef.Definition{Table: sourcedef.Table{Name: table}, Columns: []string{"id", "ts"}, PK: []string{"id"},
+			Cursor: sourcedef.Cursor{Kind: kind, Column: "id"}, SettleLag: time.Second}
 		if kind == state.KindTimestampPK {
 			def.Cursor.Column = "ts"
 		}
@@ -209,8 +210,8 @@ func TestMySQLTimestampCursor(t *testing.T) {
 		mysqlExec(t, writer, "INSERT INTO "+table+" (id, ts) VALUES (?, ?)", 100-i, local) // read in +05:30
 		want[int64(100-i)] = at
 	}
-	src := mysqlOpen(t, dsn, source.Definition{Table: source.Table{Name: table}, Columns: []string{"id", "ts"}, PK: []string{"id"},
-		Cursor: source.Cursor{Kind: state.KindTimestampPK, Column: "ts"}, SettleLag: time.Second})
+	src := mysqlOpen(t, dsn, sourcedef.Definition{Table: sourcedef.Table{Name: table}, Columns: []string{"id", "ts"}, PK: []string{"id"},
+		Cursor: sourcedef.Cursor{Kind: state.KindTimestampPK, Column: "ts"}, SettleLag: time.Second})
 	var c *state.Cursor
 	var prev time.Time
 	var prevID int64
@@ -256,7 +257,7 @@ func TestMySQLSecrets(t *testing.T) {
 		c.Passwd = p
 		return c.FormatDSN()
 	}
-	def := source.Definition{Table: source.Table{Name: "t"}, Columns: []string{"id"}, PK: []string{"id"}, Cursor: source.Cursor{Kind: state.KindInteger, Column: "id"}}
+	def := sourcedef.Definition{Table: sourcedef.Table{Name: "t"}, Columns: []string{"id"}, PK: []string{"id"}, Cursor: sourcedef.Cursor{Kind: state.KindInteger, Column: "id"}}
 	var prints []string
 	for _, p := range []string{pass, "s3cret-pass", "other-pass"} {
 		loc, err := drivers.ParseLocation(mysql.Name, withPass(p))
@@ -305,8 +306,8 @@ func TestMySQLKeysetIsARange(t *testing.T) {
 		mysqlInsert(t, db, table, rows)
 	}
 	mysqlExec(t, db, "ANALYZE TABLE "+table)
-	src := mysqlOpen(t, dsn, source.Definition{Table: source.Table{Name: table}, Columns: []string{"id", "customer", "ts"}, PK: []string{"id"},
-		Cursor: source.Cursor{Kind: state.KindTimestampPK, Column: "ts"}})
+	src := mysqlOpen(t, dsn, sourcedef.Definition{Table: sourcedef.Table{Name: table}, Columns: []string{"id", "customer", "ts"}, PK: []string{"id"},
+		Cursor: sourcedef.Cursor{Kind: state.KindTimestampPK, Column: "ts"}})
 	after := src.Queries().FetchAfter
 	if n := strings.Count(after, "?"); n != 6 { // ts, ts, id, the settle lag, the open-transaction bound, the limit
 		t.Fatalf("%d markers in %s", n, after)

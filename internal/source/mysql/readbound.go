@@ -15,6 +15,7 @@ import (
 	gomysql "github.com/go-sql-driver/mysql"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
@@ -135,7 +136,7 @@ func (o OpenTrx) String() string {
 //
 // In front of it, each poller's reads are refused while its DATETIME cursor column is stamped by
 // the local clock of a server whose zone is not UTC (zoneGuard).
-func (Driver) ReadBound(dsn string, d source.Definition) (source.ReadBound, bool) {
+func (Driver) ReadBound(dsn string, d sourcedef.Definition) (source.ReadBound, bool) {
 	if d.Cursor.Kind != state.KindTimestampPK {
 		return nil, false
 	}
@@ -151,7 +152,7 @@ func (Driver) ReadBound(dsn string, d source.Definition) (source.ReadBound, bool
 // zone that cannot be read is left to pollerctl check (the read goes on).
 type zoneGuard struct {
 	source.ReadBound
-	def source.Definition
+	def sourcedef.Definition
 
 	mu      sync.Mutex
 	at      time.Time // when the verdict was read (zero: never)

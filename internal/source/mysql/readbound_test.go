@@ -14,6 +14,7 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/mysql"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 )
@@ -137,8 +138,8 @@ func TestMySQLOpenTrxBound(t *testing.T) {
 func testOpenTrxBound(t *testing.T, ts string) {
 	db, dsn := mysqlDB(t)
 	table := lateCommitTableOf(t, db, ts)
-	def := source.Definition{Table: source.Table{Name: table}, Columns: []string{"id", "ts"}, PK: []string{"id"},
-		Cursor: source.Cursor{Kind: state.KindTimestampPK, Column: "ts"}, SettleLag: source.NoSettleLag}
+	def := sourcedef.Definition{Table: sourcedef.Table{Name: table}, Columns: []string{"id", "ts"}, PK: []string{"id"},
+		Cursor: sourcedef.Cursor{Kind: state.KindTimestampPK, Column: "ts"}, SettleLag: sourcedef.NoSettleLag}
 	src := mysqlOpen(t, processUser(t, db, dsn), def)
 	weak := mysqlOpen(t, testenv.MySQLUser(t, db, dsn, "SELECT"), def)
 
@@ -183,8 +184,8 @@ func testOpenTrxBound(t *testing.T, ts string) {
 func TestMySQLOpenTrxStale(t *testing.T) {
 	db, dsn := mysqlDB(t)
 	table := lateCommitTable(t, db)
-	src := mysqlOpen(t, dsn, source.Definition{Table: source.Table{Name: table}, Columns: []string{"id", "ts"}, PK: []string{"id"},
-		Cursor: source.Cursor{Kind: state.KindTimestampPK, Column: "ts"}, SettleLag: source.NoSettleLag})
+	src := mysqlOpen(t, dsn, sourcedef.Definition{Table: sourcedef.Table{Name: table}, Columns: []string{"id", "ts"}, PK: []string{"id"},
+		Cursor: sourcedef.Cursor{Kind: state.KindTimestampPK, Column: "ts"}, SettleLag: sourcedef.NoSettleLag})
 	r := &reading{t: t, src: src}
 	r.until([]int64{1, 2}, "a trusted bound, with nothing open", func() bool { return fresh(src) })
 	trusted, _ := openTrxOf(src)
@@ -280,8 +281,8 @@ func TestMySQLGrantsScript(t *testing.T) {
 				mysqlExec(t, db, strings.Join(lines, " "))
 			}
 		}
-		src := mysqlOpen(t, userDSN, source.Definition{Table: source.Table{Name: table}, Columns: []string{"id", "ts"}, PK: []string{"id"},
-			Cursor: source.Cursor{Kind: state.KindTimestampPK, Column: "ts"}})
+		src := mysqlOpen(t, userDSN, sourcedef.Definition{Table: sourcedef.Table{Name: table}, Columns: []string{"id", "ts"}, PK: []string{"id"},
+			Cursor: sourcedef.Cursor{Kind: state.KindTimestampPK, Column: "ts"}})
 		r := &reading{t: t, src: src}
 		r.until([]int64{1}, "the row, read by "+user.User, func() bool {
 			o, ok := openTrxOf(src)

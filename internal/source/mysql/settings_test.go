@@ -19,6 +19,8 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/mysql"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/setup"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcetest"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
@@ -178,12 +180,12 @@ func TestMySQLServerSettings(t *testing.T) {
 		exec("CREATE TABLE " + table + " (id BIGINT PRIMARY KEY, amount DECIMAL(12,2) NOT NULL, " +
 			"updated_at DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) ON UPDATE CURRENT_TIMESTAMP(6), KEY (updated_at, id))")
 		t.Cleanup(func() { admin.Exec("DROP TABLE " + table) })
-		tb := source.Table{Name: table}
+		tb := sourcedef.Table{Name: table}
 
 		// A user that may change the table and create triggers, without SUPER.
 		owner := testenv.MySQLUser(t, admin, dsn, "SELECT, INSERT, UPDATE, CREATE, ALTER, INDEX, TRIGGER")
 		s := sourcetest.Setup(t, mysql.Driver{}, owner, tb, state.KindTimestampPK, "updated_at")
-		f := sourcetest.Expect(t, s, source.CheckStamped, source.VerdictProblem,
+		f := sourcetest.Expect(t, s, setup.CheckStamped, setup.VerdictProblem,
 			[]string{"DATETIME column updated_at is stamped by the server's local clock (INSERT by current_timestamp, UPDATE by current_timestamp)",
 				`@@global.time_zone "-05:00"`, "UTC-5 h now", "never delivered",
 				"log_bin_trust_function_creators=OFF, so CREATE TRIGGER needs the SUPER privilege", "ERROR 1419"},
@@ -193,8 +195,8 @@ func TestMySQLServerSettings(t *testing.T) {
 		// Until the column is fixed, the poller reads nothing, saying why, once a row shows the
 		// local stamps (before, the catalog alone cannot tell a writer whose session runs in UTC).
 		exec("INSERT INTO " + table + " (id, amount) VALUES (100, 1)")
-		def := source.Definition{Table: tb, Columns: []string{"id", "updated_at"}, PK: []string{"id"},
-			Cursor: source.Cursor{Kind: state.KindTimestampPK, Column: "updated_at"}}
+		def := sourcedef.Definition{Table: tb, Columns: []string{"id", "updated_at"}, PK: []string{"id"},
+			Cursor: sourcedef.Cursor{Kind: state.KindTimestampPK, Column: "updated_at"}}
 		src := mysqlOpen(t, dsn, def)
 		if _, err := src.Fetch(ctx, nil, 10); !errors.Is(err, source.ErrMisconfigured) || !strings.Contains(err.Error(), "stamped by the server's local clock") || !strings.Contains(err.Error(), "--fix") {
 			t.Fatalf("a read of a DATETIME stamped in local time west of UTC: %v; want it refused, saying why", err)
@@ -244,8 +246,8 @@ func TestMySQLServerSettings(t *testing.T) {
 		t.Cleanup(func() { admin.Exec("DROP TABLE " + table) })
 		exec("CREATE TRIGGER " + table + "_i BEFORE INSERT ON " + table + " FOR EACH ROW SET NEW.updated_at = UTC_TIMESTAMP(6)")
 		exec("CREATE TRIGGER " + table + "_u BEFORE UPDATE ON " + table + " FOR EACH ROW SET NEW.updated_at = UTC_TIMESTAMP(6)")
-		s := sourcetest.Setup(t, mysql.Driver{}, dsn, source.Table{Name: table}, state.KindTimestampPK, "updated_at")
-		f := sourcetest.Expect(t, s, source.CheckStamped, source.VerdictProblem,
+		s := sourcetest.Setup(t, mysql.Driver{}, dsn, sourcedef.Table{Name: table}, state.KindTimestampPK, "updated_at")
+		f := sourcetest.Expect(t, s, setup.CheckStamped, setup.VerdictProblem,
 			[]string{"UPDATE by ON UPDATE CURRENT_TIMESTAMP, which MySQL 8 applies after the BEFORE triggers"},
 			"ALTER TABLE `"+table+"` MODIFY `updated_at` datetime(6) NULL DEFAULT (UTC_TIMESTAMP(6)) COMMENT 'stamp''s'")
 		if strings.Contains(strings.Join(f.Fix, "\n"), "CREATE TRIGGER") {
@@ -254,8 +256,8 @@ func TestMySQLServerSettings(t *testing.T) {
 		// Its rows are stamped in UTC (the triggers): the catalog's problem alone does not stop
 		// the poller's reads (a writer whose session runs in UTC stamps so too).
 		exec("INSERT INTO " + table + " (id, amount) VALUES (1, 1)")
-		src := mysqlOpen(t, dsn, source.Definition{Table: source.Table{Name: table}, Columns: []string{"id", "updated_at"}, PK: []string{"id"},
-			Cursor: source.Cursor{Kind: state.KindTimestampPK, Column: "updated_at"}})
+		src := mysqlOpen(t, dsn, sourcedef.Definition{Table: sourcedef.Table{Name: table}, Columns: []string{"id", "updated_at"}, PK: []string{"id"},
+			Cursor: sourcedef.Cursor{Kind: state.KindTimestampPK, Column: "updated_at"}})
 		if _, err := src.Fetch(ctx, nil, 10); err != nil {
 			t.Errorf("a read of a table whose stamps are UTC: %v", err)
 		}
@@ -272,8 +274,8 @@ func TestMySQLServerSettings(t *testing.T) {
 		exec("CREATE TABLE " + table + " (id BIGINT PRIMARY KEY, amount DECIMAL(12,2) NOT NULL, updated_at DATETIME(6) NOT NULL DEFAULT (UTC_TIMESTAMP(6)), KEY (updated_at, id))")
 		exec("CREATE TRIGGER " + table + "_u BEFORE UPDATE ON " + table + " FOR EACH ROW SET NEW.updated_at = UTC_TIMESTAMP(6)")
 		t.Cleanup(func() { admin.Exec("DROP TABLE " + table) })
-		s := sourcetest.Setup(t, mysql.Driver{}, dsn, source.Table{Name: table}, state.KindTimestampPK, "updated_at")
-		sourcetest.Expect(t, s, source.CheckStamped, source.VerdictOK, nil)
+		s := sourcetest.Setup(t, mysql.Driver{}, dsn, sourcedef.Table{Name: table}, state.KindTimestampPK, "updated_at")
+		sourcetest.Expect(t, s, setup.CheckStamped, setup.VerdictOK, nil)
 	})
 
 	t.Run("a read-only server", func(t *testing.T) {
@@ -287,8 +289,8 @@ func TestMySQLServerSettings(t *testing.T) {
 		reader := testenv.MySQLUser(t, admin, dsn, "SELECT")
 		rcfg, _ := gomysql.ParseDSN(reader)
 		exec("GRANT PROCESS ON *.* TO '" + rcfg.User + "'@'%'")
-		src := mysqlOpen(t, reader, source.Definition{Table: source.Table{Name: table}, Columns: []string{"id", "ts"}, PK: []string{"id"},
-			Cursor: source.Cursor{Kind: state.KindTimestampPK, Column: "ts"}})
+		src := mysqlOpen(t, reader, sourcedef.Definition{Table: sourcedef.Table{Name: table}, Columns: []string{"id", "ts"}, PK: []string{"id"},
+			Cursor: sourcedef.Cursor{Kind: state.KindTimestampPK, Column: "ts"}})
 		got, _ := readIDs(t, src, nil)
 		o, ok := openTrxOf(src)
 		if !ok || o.Active || !strings.Contains(o.Reason, "read-only") || !strings.Contains(o.Reason, "read replica") {

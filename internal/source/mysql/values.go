@@ -10,7 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 )
 
 // The connection reads DATE, DATETIME and TIMESTAMP values as MySQL's text, not as time.Time
@@ -19,8 +20,8 @@ import (
 // another, valid one (2020-01-31). Value reads them instead.
 
 // Reads: DATE, DATETIME, TIMESTAMP and TIME, which come as text.
-func (Driver) Reads(c source.ColumnType) bool {
-	switch source.BaseType(c.DBType) {
+func (Driver) Reads(c row.ColumnType) bool {
+	switch row.BaseType(c.DBType) {
 	case "DATE", "DATETIME", "TIMESTAMP", "TIME":
 		return true
 	}
@@ -31,12 +32,12 @@ func (Driver) Reads(c source.ColumnType) bool {
 // calendar has it (a zero date, a zero month or day, a day past its month's end), as MySQL's own
 // text ("0000-00-00 00:00:00"); a TIME (-838:59:59 to 838:59:59, a duration as much as a time of
 // day) as its text.
-func (Driver) Value(c source.ColumnType, v any) any {
+func (Driver) Value(c row.ColumnType, v any) any {
 	b, ok := v.([]byte)
 	if !ok {
 		return v
 	}
-	if source.BaseType(c.DBType) == "TIME" {
+	if row.BaseType(c.DBType) == "TIME" {
 		return string(b)
 	}
 	if t, ok := parseDateTime(b); ok {
@@ -121,10 +122,10 @@ func (s sqlTime) Scan(v any) error {
 // that go-sql-driver reports as TEXT, a text column with that check is JSON, as MySQL 8's JSON
 // type is: a row carries its value, not a string holding it. MySQL's own JSON type is reported as
 // JSON already.
-func (Driver) ColumnTypes(ctx context.Context, db *sql.DB, table source.Table, cols, types []string) ([]string, error) {
+func (Driver) ColumnTypes(ctx context.Context, db *sql.DB, table sourcedef.Table, cols, types []string) ([]string, error) {
 	text := false
 	for _, t := range types {
-		text = text || strings.HasSuffix(source.BaseType(t), "TEXT")
+		text = text || strings.HasSuffix(row.BaseType(t), "TEXT")
 	}
 	if !text {
 		return types, nil
@@ -160,7 +161,7 @@ func (Driver) ColumnTypes(ctx context.Context, db *sql.DB, table source.Table, c
 	}
 	out := slices.Clone(types)
 	for i, t := range types {
-		if strings.HasSuffix(source.BaseType(t), "TEXT") && checks[strings.ToLower("json_valid("+Driver{}.Quote(cols[i])+")")] {
+		if strings.HasSuffix(row.BaseType(t), "TEXT") && checks[strings.ToLower("json_valid("+Driver{}.Quote(cols[i])+")")] {
 			out[i] = "JSON"
 		}
 	}
@@ -171,19 +172,19 @@ func (Driver) ColumnTypes(ctx context.Context, db *sql.DB, table source.Table, c
 // calendar has (a zero date, which a permissive sql_mode allows and which sorts first) as MySQL's
 // text, which goes back as a string that MySQL compares with the column as a date: a row holding
 // one is delivered in its place rather than stopping the poller.
-var timeCodec = source.KeyCodec{
+var timeCodec = row.KeyCodec{
 	Encode: func(v any) (json.RawMessage, error) {
 		if s, ok := v.(string); ok && mysqlDateText.MatchString(s) {
 			return json.Marshal(s)
 		}
-		return source.TimeCodec.Encode(v)
+		return row.TimeCodec.Encode(v)
 	},
 	Decode: func(raw json.RawMessage) (any, error) {
 		var s string
 		if err := json.Unmarshal(raw, &s); err == nil && mysqlDateText.MatchString(s) {
 			return s, nil
 		}
-		return source.TimeCodec.Decode(raw)
+		return row.TimeCodec.Decode(raw)
 	},
 }
 

@@ -7,6 +7,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/mysql"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
@@ -28,9 +29,9 @@ func TestZeroDateCursorMySQL(t *testing.T) {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
-	src, err := drivers.Open(context.Background(), source.Config{Poller: "zd", Driver: mysql.Name, DSN: dsn, Definition: source.Definition{
-		Table: source.Table{Name: table}, Columns: []string{"id", "ts"}, PK: []string{"id"},
-		Cursor: source.Cursor{Kind: state.KindTimestampPK, Column: "ts"},
+	src, err := drivers.Open(context.Background(), source.Config{Poller: "zd", Driver: mysql.Name, DSN: dsn, Definition: sourcedef.Definition{
+		Table: sourcedef.Table{Name: table}, Columns: []string{"id", "ts"}, PK: []string{"id"},
+		Cursor: sourcedef.Cursor{Kind: state.KindTimestampPK, Column: "ts"},
 	}})
 	if err != nil {
 		t.Fatal(err)

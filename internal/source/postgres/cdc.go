@@ -8,7 +8,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
@@ -25,16 +25,16 @@ func (Driver) Restart(kind, poller string) string {
 // CheckDefinition checks PostgreSQL's rules of a definition: a logical cursor's slot and
 // publication names (CheckSlotName), each broken one a *source.FieldError (both joined when both
 // are). The names come from the poller's settings, not its declaration.
-func (Driver) CheckDefinition(d source.Definition) error {
+func (Driver) CheckDefinition(d sourcedef.Definition) error {
 	if d.Cursor.Kind != state.KindLogical {
 		return nil
 	}
 	var errs []error
 	if err := CheckSlotName("slot", d.Slot); err != nil {
-		errs = append(errs, &source.FieldError{Field: source.FieldSlot, Err: err})
+		errs = append(errs, &sourcedef.FieldError{Field: sourcedef.FieldSlot, Err: err})
 	}
 	if err := CheckSlotName("publication", d.Publication); err != nil {
-		errs = append(errs, &source.FieldError{Field: source.FieldPublication, Err: err})
+		errs = append(errs, &sourcedef.FieldError{Field: sourcedef.FieldPublication, Err: err})
 	}
 	return errors.Join(errs...)
 }

@@ -12,11 +12,13 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres/pgcdc"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/setup"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
 // Script: psql runs each statement ended by a semicolon.
-func (Driver) Script(stmts []string) string { return source.JoinStatements(stmts) }
+func (Driver) Script(stmts []string) string { return setup.JoinStatements(stmts) }
 
 // DDLInTransaction: PostgreSQL's DDL is transactional.
 func (Driver) DDLInTransaction() bool { return true }
@@ -28,7 +30,7 @@ type pgColumn struct {
 }
 
 // CheckSetup reads pg_class, pg_attribute, pg_index, pg_trigger and the privileges.
-func (dr Driver) CheckSetup(ctx context.Context, db *sql.DB, d source.Definition) ([]source.Finding, error) {
+func (dr Driver) CheckSetup(ctx context.Context, db *sql.DB, d sourcedef.Definition) ([]setup.Finding, error) {
 	table := source.QuoteTable(dr, d.Table)
 	var (
 		oid     sql.NullInt64
@@ -36,7 +38,7 @@ func (dr Driver) CheckSetup(ctx context.Context, db *sql.DB, d source.Definition
 	)
 	err := db.QueryRowContext(ctx, `SELECT c.oid, c.relkind::text FROM pg_class c WHERE c.oid = to_regclass($1)`, table).Scan(&oid, &relkind)
 	if err == sql.ErrNoRows {
-		return []source.Finding{{Check: source.CheckTable, Verdict: source.VerdictProblem,
+		return []setup.Finding{{Check: setup.CheckTable, Verdict: setup.VerdictProblem,
 			Detail: fmt.Sprintf("no table %s (or it is not on the login's search_path): check the poller's table name and schema", d.Table)}}, nil
 	}
 	if err != nil {
@@ -54,7 +56,7 @@ func (dr Driver) CheckSetup(ctx context.Context, db *sql.DB, d source.Definition
 	for _, c := range cols {
 		have = append(have, c.name)
 	}
-	fs, more := source.TableAndColumns(d, view, have, false, dr.addCursor(d))
+	fs, more := setup.TableAndColumns(d, view, have, false, dr.addCursor(d))
 	if !more { // the rest would judge a definition that does not fit
 		fs = append(fs, dr.privileges(ctx, db, d, oid.Int64)...)
 		if d.Cursor.Kind == state.KindLogical && view == "" {
@@ -71,8 +73,8 @@ func (dr Driver) CheckSetup(ctx context.Context, db *sql.DB, d source.Definition
 	if err != nil {
 		return nil, err
 	}
-	create := fmt.Sprintf("CREATE INDEX %s ON %s (%s)", dr.Quote(source.IndexName(d)), table, strings.Join(source.QuoteAll(dr, source.KeysetColumns(d)), ", "))
-	fs = append(fs, source.IndexFinding(d, ix, false, create))
+	create := fmt.Sprintf("CREATE INDEX %s ON %s (%s)", dr.Quote(setup.IndexName(d)), table, strings.Join(source.QuoteAll(dr, setup.KeysetColumns(d)), ", "))
+	fs = append(fs, setup.IndexFinding(d, ix, false, create))
 
 	var col *pgColumn
 	if i := slices.IndexFunc(cols, func(c pgColumn) bool { return c.name == d.Cursor.Column }); i >= 0 {
@@ -86,7 +88,7 @@ func (dr Driver) CheckSetup(ctx context.Context, db *sql.DB, d source.Definition
 	if col != nil {
 		typ = col.typ
 	}
-	fs = append(fs, source.StampFinding(d.Cursor.Column, st, dr.stampFix(d, typ, st.Insert != source.VerdictOK)))
+	fs = append(fs, setup.StampFinding(d.Cursor.Column, st, dr.stampFix(d, typ, st.Insert != setup.VerdictOK)))
 	return append(fs, dr.privileges(ctx, db, d, oid.Int64)...), nil
 }
 
@@ -125,19 +127,19 @@ const (
 
 // stamping reads how the cursor column is written: its default, and the triggers that assign
 // NEW.column (col nil: the column is missing, as the fix adds it: a stamping default).
-func (dr Driver) stamping(ctx context.Context, db *sql.DB, d source.Definition, oid int64, col *pgColumn) (source.Stamping, error) {
-	st := source.Stamping{Insert: source.VerdictProblem, Update: source.VerdictProblem}
+func (dr Driver) stamping(ctx context.Context, db *sql.DB, d sourcedef.Definition, oid int64, col *pgColumn) (setup.Stamping, error) {
+	st := setup.Stamping{Insert: setup.VerdictProblem, Update: setup.VerdictProblem}
 	if col == nil {
 		if d.Cursor.Kind == state.KindInteger {
 			st.Why = append(st.Why, "the column the fix adds starts at 0: a counter must stamp every INSERT and UPDATE")
 			return st, nil
 		}
-		st.Insert = source.VerdictOK
+		st.Insert = setup.VerdictOK
 		st.Why = append(st.Why, "the column the fix adds has a default, which stamps inserts only: an UPDATE needs the trigger")
 		return st, nil
 	}
 	if col.def != "" && !pgConstant.MatchString(col.def) {
-		st.Insert = source.VerdictOK
+		st.Insert = setup.VerdictOK
 	}
 	rows, err := db.QueryContext(ctx, `SELECT t.tgname, t.tgtype, t.tgattr::text <> '' OR t.tgqual IS NOT NULL, l.lanname, COALESCE(p.prosrc, '')
 FROM pg_trigger t JOIN pg_proc p ON p.oid = t.tgfoid JOIN pg_language l ON l.oid = p.prolang
@@ -164,19 +166,19 @@ WHERE t.tgrelid = $1 AND NOT t.tgisinternal AND t.tgenabled <> 'D'`, oid)
 		switch {
 		case readable && !conditional && assigns.MatchString(body):
 			if typ&tgInsert != 0 {
-				st.Insert = source.VerdictOK
+				st.Insert = setup.VerdictOK
 			}
 			if typ&tgUpdate != 0 {
-				st.Update = source.VerdictOK
+				st.Update = setup.VerdictOK
 			}
 		case !readable || conditional && assigns.MatchString(body):
 			unread = append(unread, name)
 			for _, side := range []struct {
 				bit int
-				v   *source.Verdict
+				v   *setup.Verdict
 			}{{tgInsert, &st.Insert}, {tgUpdate, &st.Update}} {
-				if typ&side.bit != 0 && *side.v == source.VerdictProblem {
-					*side.v = source.VerdictUnknown
+				if typ&side.bit != 0 && *side.v == setup.VerdictProblem {
+					*side.v = setup.VerdictUnknown
 				}
 			}
 		}
@@ -185,18 +187,18 @@ WHERE t.tgrelid = $1 AND NOT t.tgisinternal AND t.tgenabled <> 'D'`, oid)
 		return st, err
 	}
 	if col.identity || strings.HasPrefix(col.def, "nextval(") {
-		if st.Update == source.VerdictProblem {
-			st.Update = source.VerdictUnknown
+		if st.Update == setup.VerdictProblem {
+			st.Update = setup.VerdictUnknown
 			st.Why = append(st.Why, "an identity or serial column never changes on UPDATE: right only for an append-only table (else use docs/postgres.md's integer recipe)")
 		}
 	}
 	if len(unread) > 0 {
 		st.Why = append(st.Why, "trigger "+strings.Join(unread, ", ")+" may stamp it: its function is not PL/pgSQL or SQL, or it fires only for some columns or rows, which the check cannot read")
 	}
-	if st.Insert == source.VerdictProblem {
+	if st.Insert == setup.VerdictProblem {
 		st.Why = append(st.Why, "no default or BEFORE INSERT trigger stamps it: rows inserted without it are never delivered")
 	}
-	if st.Update == source.VerdictProblem {
+	if st.Update == setup.VerdictProblem {
 		why := "no BEFORE UPDATE trigger assigns it"
 		if col.def != "" {
 			why = "only a default (" + col.def + ") stamps it, on INSERT; no BEFORE UPDATE trigger assigns it"
@@ -218,7 +220,7 @@ func stampExpr(kind, typ string) string {
 }
 
 // addCursor is the fix that adds the missing cursor column, as docs/postgres.md's recipes do.
-func (dr Driver) addCursor(d source.Definition) []string {
+func (dr Driver) addCursor(d sourcedef.Definition) []string {
 	table, col := source.QuoteTable(dr, d.Table), dr.Quote(d.Cursor.Column)
 	switch d.Cursor.Kind {
 	case state.KindTimestampPK:
@@ -232,15 +234,15 @@ func (dr Driver) addCursor(d source.Definition) []string {
 }
 
 // inSchema quotes name in the table's schema, if it has one.
-func (dr Driver) inSchema(d source.Definition, name string) string {
-	return source.QuoteTable(dr, source.Table{Schema: d.Table.Schema, Name: name})
+func (dr Driver) inSchema(d sourcedef.Definition, name string) string {
+	return source.QuoteTable(dr, sourcedef.Table{Schema: d.Table.Schema, Name: name})
 }
 
 // stampFix makes a BEFORE trigger that stamps the cursor column on UPDATE (and on INSERT too,
 // when inserts are not stamped yet); an integer cursor takes its values from a one-row counter.
-func (dr Driver) stampFix(d source.Definition, typ string, insertToo bool) []string {
+func (dr Driver) stampFix(d sourcedef.Definition, typ string, insertToo bool) []string {
 	table, col := source.QuoteTable(dr, d.Table), dr.Quote(d.Cursor.Column)
-	fn := dr.inSchema(d, source.StampName(d))
+	fn := dr.inSchema(d, setup.StampName(d))
 	events := "UPDATE"
 	if insertToo || d.Cursor.Kind == state.KindInteger {
 		events = "INSERT OR UPDATE"
@@ -248,7 +250,7 @@ func (dr Driver) stampFix(d source.Definition, typ string, insertToo bool) []str
 	var pre []string
 	assign := "  NEW." + col + " := " + stampExpr(d.Cursor.Kind, typ) + ";\n"
 	if d.Cursor.Kind == state.KindInteger {
-		counter := dr.inSchema(d, source.CounterName(d))
+		counter := dr.inSchema(d, setup.CounterName(d))
 		pre = []string{
 			"CREATE TABLE IF NOT EXISTS " + counter + " (n BIGINT NOT NULL)",
 			"INSERT INTO " + counter + " (n) SELECT COALESCE(MAX(" + col + "), 0) FROM " + table + " WHERE NOT EXISTS (SELECT 1 FROM " + counter + ")",
@@ -257,11 +259,11 @@ func (dr Driver) stampFix(d source.Definition, typ string, insertToo bool) []str
 	}
 	return append(pre,
 		"CREATE OR REPLACE FUNCTION "+fn+"() RETURNS trigger LANGUAGE plpgsql AS $$\nBEGIN\n"+assign+"  RETURN NEW;\nEND $$",
-		"CREATE TRIGGER "+dr.Quote(source.StampName(d))+" BEFORE "+events+" ON "+table+" FOR EACH ROW EXECUTE FUNCTION "+fn+"()")
+		"CREATE TRIGGER "+dr.Quote(setup.StampName(d))+" BEFORE "+events+" ON "+table+" FOR EACH ROW EXECUTE FUNCTION "+fn+"()")
 }
 
 // privileges: SELECT on the table and USAGE on its schema; a logical cursor's REPLICATION.
-func (dr Driver) privileges(ctx context.Context, db *sql.DB, d source.Definition, oid int64) []source.Finding {
+func (dr Driver) privileges(ctx context.Context, db *sql.DB, d sourcedef.Definition, oid int64) []setup.Finding {
 	var (
 		user             string
 		sel, usage, repl bool
@@ -270,10 +272,10 @@ func (dr Driver) privileges(ctx context.Context, db *sql.DB, d source.Definition
 	err := db.QueryRowContext(ctx, `SELECT current_user, has_table_privilege(c.oid, 'SELECT'), has_schema_privilege(c.relnamespace, 'USAGE'), n.nspname,
   (SELECT r.rolreplication OR r.rolsuper FROM pg_roles r WHERE r.rolname = current_user)
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = $1`, oid).Scan(&user, &sel, &usage, &schema, &repl)
-	f := source.Finding{Check: source.CheckPrivileges, Verdict: source.VerdictOK, Detail: "role " + user + " may read the table"}
+	f := setup.Finding{Check: setup.CheckPrivileges, Verdict: setup.VerdictOK, Detail: "role " + user + " may read the table"}
 	if err != nil {
-		f.Verdict, f.Detail = source.VerdictUnknown, "reading the privileges: "+err.Error()
-		return []source.Finding{f}
+		f.Verdict, f.Detail = setup.VerdictUnknown, "reading the privileges: "+err.Error()
+		return []setup.Finding{f}
 	}
 	role := dr.Quote(user)
 	var lack []string
@@ -290,8 +292,8 @@ FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = $1`,
 		f.Fix = append(f.Fix, "ALTER ROLE "+role+" WITH REPLICATION")
 	}
 	if len(lack) > 0 {
-		f.Verdict = source.VerdictProblem
+		f.Verdict = setup.VerdictProblem
 		f.Detail = "role " + user + " lacks " + strings.Join(lack, ", ") + " (run the fix as the table's owner or an admin)"
 	}
-	return []source.Finding{f}
+	return []setup.Finding{f}
 }

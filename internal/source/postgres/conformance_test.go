@@ -11,6 +11,8 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcetest"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
@@ -115,7 +117,7 @@ var fixture = sourcetest.Fixture{
 
 // logicalValues reads the values' table through a logical cursor: a publication and a slot of its
 // own, made before write inserts the rows, then drained.
-func logicalValues(t *testing.T, table string, write func()) []source.Row {
+func logicalValues(t *testing.T, table string, write func()) []row.Row {
 	db, err := sql.Open("pgx", testenv.Postgres(t))
 	if err != nil {
 		t.Fatal(err)
@@ -140,15 +142,15 @@ func logicalValues(t *testing.T, table string, write func()) []source.Row {
 		db.Exec("DROP PUBLICATION IF EXISTS " + slot)
 	})
 	write()
-	src, err := drivers.Open(context.Background(), source.Config{Poller: "values", Driver: postgres.Name, DSN: testenv.Postgres(t), Definition: source.Definition{
-		Table: source.Table{Name: table}, Columns: []string{"id", "v"}, PK: []string{"id"},
-		Cursor: source.Cursor{Kind: state.KindLogical}, Slot: slot, Publication: slot,
+	src, err := drivers.Open(context.Background(), source.Config{Poller: "values", Driver: postgres.Name, DSN: testenv.Postgres(t), Definition: sourcedef.Definition{
+		Table: sourcedef.Table{Name: table}, Columns: []string{"id", "v"}, PK: []string{"id"},
+		Cursor: sourcedef.Cursor{Kind: state.KindLogical}, Slot: slot, Publication: slot,
 	}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { src.Close() })
-	var rows []source.Row
+	var rows []row.Row
 	var c *state.Cursor
 	for {
 		b, err := src.Fetch(context.Background(), c, 1000)

@@ -10,6 +10,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 )
@@ -29,9 +30,9 @@ func TestDecodeArraysAndNonFinite(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Exec("DROP TABLE " + name)
-	src, err := drivers.Open(context.Background(), source.Config{Poller: "dv", Driver: postgres.Name, DSN: dsn, Definition: source.Definition{
-		Table: source.Table{Name: name}, Columns: []string{"id", "m", "t", "r", "f", "g"}, PK: []string{"id"},
-		Cursor: source.Cursor{Kind: state.KindInteger, Column: "id"},
+	src, err := drivers.Open(context.Background(), source.Config{Poller: "dv", Driver: postgres.Name, DSN: dsn, Definition: sourcedef.Definition{
+		Table: sourcedef.Table{Name: name}, Columns: []string{"id", "m", "t", "r", "f", "g"}, PK: []string{"id"},
+		Cursor: sourcedef.Cursor{Kind: state.KindInteger, Column: "id"},
 	}})
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
@@ -14,8 +15,8 @@ import (
 // cursor's slot and publication names, each broken one naming its field; every column ("*") is
 // the logical cursor's to read, and the source's open says which name is wrong.
 func TestDefinitionRules(t *testing.T) {
-	d := source.Definition{Table: source.Table{Name: "orders"}, Columns: []string{source.AllColumns}, PK: []string{"id"},
-		Cursor: source.Cursor{Kind: state.KindLogical}, Slot: "s1", Publication: "p1"}
+	d := sourcedef.Definition{Table: sourcedef.Table{Name: "orders"}, Columns: []string{sourcedef.AllColumns}, PK: []string{"id"},
+		Cursor: sourcedef.Cursor{Kind: state.KindLogical}, Slot: "s1", Publication: "p1"}
 	if err := d.Check(); err != nil {
 		t.Fatalf("every column of a logical cursor: %v", err)
 	}
@@ -24,8 +25,8 @@ func TestDefinitionRules(t *testing.T) {
 	}
 	bad := d
 	bad.Slot, bad.Publication = "", "Pub"
-	fes := source.FieldErrors(postgres.Driver{}.CheckDefinition(bad))
-	if len(fes) != 2 || fes[0].Field != "slot" || fes[1].Field != "publication" || !errors.Is(fes[1], source.ErrDefinition) ||
+	fes := sourcedef.FieldErrors(postgres.Driver{}.CheckDefinition(bad))
+	if len(fes) != 2 || fes[0].Field != "slot" || fes[1].Field != "publication" || !errors.Is(fes[1], sourcedef.ErrDefinition) ||
 		!strings.Contains(fes[1].Err.Error(), "lower-case letters") {
 		t.Fatalf("an empty slot and a publication in capitals: %v", fes)
 	}
@@ -34,7 +35,7 @@ func TestDefinitionRules(t *testing.T) {
 		t.Fatalf("open: %v, want %q", err, want)
 	}
 	keyset := d
-	keyset.Cursor, keyset.Slot, keyset.Publication = source.Cursor{Kind: state.KindXID, Column: "x"}, "", ""
+	keyset.Cursor, keyset.Slot, keyset.Publication = sourcedef.Cursor{Kind: state.KindXID, Column: "x"}, "", ""
 	if err := (postgres.Driver{}).CheckDefinition(keyset); err != nil {
 		t.Fatalf("an xid cursor has no slot: %v", err)
 	}

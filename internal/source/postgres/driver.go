@@ -20,6 +20,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/redact"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/entra"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
@@ -66,21 +67,21 @@ func (p Driver) Keyset(kind string, keys, params []string) (string, []int) {
 
 // UpperBound: an xid cursor reads below the oldest transaction still open; a timestamp cursor
 // rows older than the database's clock minus the settle lag.
-func (Driver) UpperBound(kind string, fl source.TSFlavor, col string, lag time.Duration, next func() string) source.Bound {
+func (Driver) UpperBound(kind string, fl row.TSFlavor, col string, lag time.Duration, next func() string) source.Bound {
 	switch {
 	case kind == state.KindXID:
 		return source.Bound{Pred: col + " < pg_snapshot_xmin(pg_current_snapshot())", OpenTrx: true}
 	case kind != state.KindTimestampPK:
 		return source.Bound{}
-	case fl == source.TSWithZone:
+	case fl == row.TSWithZone:
 		return source.Bound{Pred: col + " < now() - make_interval(secs => " + next() + ")", Arg: lag.Seconds()}
 	}
 	return source.Bound{Pred: col + " < (now() AT TIME ZONE 'UTC') - make_interval(secs => " + next() + ")", Arg: lag.Seconds()}
 }
 
 // StampCheck: a timestamp without time zone more than FutureTolerance ahead of the UTC clock.
-func (Driver) StampCheck(fl source.TSFlavor, table, col, param string) (string, any, string) {
-	if fl != source.TSUTC {
+func (Driver) StampCheck(fl row.TSFlavor, table, col, param string) (string, any, string) {
+	if fl != row.TSUTC {
 		return "", nil, ""
 	}
 	return col + " > (now() AT TIME ZONE 'UTC') + make_interval(secs => " + param + ")", source.FutureTolerance.Seconds(),
@@ -90,48 +91,48 @@ func (Driver) StampCheck(fl source.TSFlavor, table, col, param string) (string, 
 }
 
 // Classify maps pgx's DatabaseTypeName ("INT8", "TIMESTAMPTZ", ...).
-func (Driver) Classify(base string) (source.Class, source.TSFlavor) {
+func (Driver) Classify(base string) (row.Class, row.TSFlavor) {
 	switch base {
 	case "INT2", "INT4", "INT8":
-		return source.ClassInt, source.TSNone
+		return row.ClassInt, row.TSNone
 	case "TEXT", "VARCHAR", "BPCHAR", "NAME", "CHAR", "XML":
-		return source.ClassText, source.TSNone
+		return row.ClassText, row.TSNone
 	case "NUMERIC":
-		return source.ClassDecimal, source.TSNone
+		return row.ClassDecimal, row.TSNone
 	case "FLOAT4":
-		return source.ClassReal, source.TSNone
+		return row.ClassReal, row.TSNone
 	case "FLOAT8":
-		return source.ClassFloat, source.TSNone
+		return row.ClassFloat, row.TSNone
 	case "TIMESTAMPTZ":
-		return source.ClassTime, source.TSWithZone
+		return row.ClassTime, row.TSWithZone
 	case "TIMESTAMP":
-		return source.ClassTime, source.TSUTC
+		return row.ClassTime, row.TSUTC
 	case "DATE", "TIME", "TIMETZ":
-		return source.ClassTime, source.TSUnsupported
+		return row.ClassTime, row.TSUnsupported
 	case "BYTEA":
-		return source.ClassBinary, source.TSNone
+		return row.ClassBinary, row.TSNone
 	case "UUID":
-		return source.ClassUUID, source.TSNone
+		return row.ClassUUID, row.TSNone
 	case "JSON", "JSONB":
-		return source.ClassJSON, source.TSNone
+		return row.ClassJSON, row.TSNone
 	case "XID8":
-		return source.ClassXID8, source.TSNone
+		return row.ClassXID8, row.TSNone
 	case "BOOL":
-		return source.ClassBool, source.TSNone
+		return row.ClassBool, row.TSNone
 	}
 	if strings.HasPrefix(base, "_") { // pgx names an array type after its element's
-		return source.ClassArray, source.TSNone
+		return row.ClassArray, row.TSNone
 	}
-	return source.ClassOther, source.TSNone
+	return row.ClassOther, row.TSNone
 }
 
 // KeyCodec carries an xid8 key as its decimal digits.
-func (Driver) KeyCodec(c source.ColumnType) (source.KeyCodec, bool) {
-	return xid8Codec, c.Class == source.ClassXID8
+func (Driver) KeyCodec(c row.ColumnType) (row.KeyCodec, bool) {
+	return xid8Codec, c.Class == row.ClassXID8
 }
 
 // xid8Codec carries a transaction id as decimal digits: the driver returns it as text.
-var xid8Codec = source.KeyCodec{
+var xid8Codec = row.KeyCodec{
 	Encode: func(v any) (json.RawMessage, error) {
 		s, ok := v.(string)
 		if !ok || s == "" || strings.Trim(s, "0123456789") != "" {

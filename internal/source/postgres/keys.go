@@ -8,6 +8,8 @@ import (
 	"fmt"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/setup"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 )
 
 // keysQuery lists a relation's kind and its valid unique indexes (primary keys and unique
@@ -32,44 +34,44 @@ WHERE c.oid = to_regclass($1)`
 // UniqueKey reads pg_index: the table's primary key and unique indexes (source.JudgeKey judges
 // them). A view or a foreign table has none that the catalog knows of: KeyUnknown. Column names
 // match exactly (PostgreSQL's are case-sensitive once quoted).
-func (d Driver) UniqueKey(ctx context.Context, db *sql.DB, t source.Table, cols []string) (source.Uniqueness, error) {
+func (d Driver) UniqueKey(ctx context.Context, db *sql.DB, t sourcedef.Table, cols []string) (setup.Uniqueness, error) {
 	rows, err := db.QueryContext(ctx, keysQuery, source.QuoteTable(d, t))
 	if err != nil {
-		return source.Uniqueness{}, fmt.Errorf("reading pg_index: %w", err)
+		return setup.Uniqueness{}, fmt.Errorf("reading pg_index: %w", err)
 	}
 	defer rows.Close()
 	var kind string
-	var indexes []source.UniqueIndex
+	var indexes []setup.UniqueIndex
 	found := false
 	for rows.Next() {
 		var name, colsJSON sql.NullString
 		var primary, partial, expr sql.NullBool
 		if err := rows.Scan(&kind, &name, &primary, &partial, &expr, &colsJSON); err != nil {
-			return source.Uniqueness{}, fmt.Errorf("reading pg_index: %w", err)
+			return setup.Uniqueness{}, fmt.Errorf("reading pg_index: %w", err)
 		}
 		found = true
 		if !name.Valid {
 			continue
 		}
-		ix := source.UniqueIndex{Name: name.String, Primary: primary.Bool, Partial: partial.Bool, Expression: expr.Bool}
+		ix := setup.UniqueIndex{Name: name.String, Primary: primary.Bool, Partial: partial.Bool, Expression: expr.Bool}
 		if err := json.Unmarshal([]byte(colsJSON.String), &ix.Columns); err != nil {
-			return source.Uniqueness{}, fmt.Errorf("reading pg_index: index %s: %w", name.String, err)
+			return setup.Uniqueness{}, fmt.Errorf("reading pg_index: index %s: %w", name.String, err)
 		}
 		indexes = append(indexes, ix)
 	}
 	if err := rows.Err(); err != nil {
-		return source.Uniqueness{}, fmt.Errorf("reading pg_index: %w", err)
+		return setup.Uniqueness{}, fmt.Errorf("reading pg_index: %w", err)
 	}
 	if !found {
-		return source.Uniqueness{}, errors.New("pg_class has no relation " + source.QuoteTable(d, t))
+		return setup.Uniqueness{}, errors.New("pg_class has no relation " + source.QuoteTable(d, t))
 	}
-	u := source.JudgeKey(indexes, cols, d.Caseless())
-	if u.Verdict == source.KeyNotUnique {
+	u := setup.JudgeKey(indexes, cols, d.Caseless())
+	if u.Verdict == setup.KeyNotUnique {
 		switch kind {
 		case "v":
-			return source.Uniqueness{Verdict: source.KeyUnknown, Why: t.String() + " is a view, which has no keys in the catalog"}, nil
+			return setup.Uniqueness{Verdict: setup.KeyUnknown, Why: t.String() + " is a view, which has no keys in the catalog"}, nil
 		case "f":
-			return source.Uniqueness{Verdict: source.KeyUnknown, Why: t.String() + " is a foreign table, whose keys are on its server"}, nil
+			return setup.Uniqueness{Verdict: setup.KeyUnknown, Why: t.String() + " is a foreign table, whose keys are on its server"}, nil
 		}
 	}
 	return u, nil

@@ -54,6 +54,8 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres/pgcdc"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
@@ -72,7 +74,7 @@ type logical struct {
 	source.StreamDefaults
 	lay     *source.Layout // the first table's: the connection, and errors naming every table
 	poller  string
-	def     source.Definition // the poller's: its first table's, and the slot's and the others'
+	def     sourcedef.Definition // the poller's: its first table's, and the slot's and the others'
 	slot    string
 	pub     string
 	tabs    []*ltable // the poller's tables, the first first (Definition.More)
@@ -183,9 +185,9 @@ func newLogical(lay *source.Layout) *logical {
 
 // ltable is one of the poller's tables.
 type ltable struct {
-	lay   *source.Layout    // makes its rows
-	def   source.Definition // the table alone: its columns, key and filter
-	table string            // the quoted table name, for to_regclass and messages
+	lay   *source.Layout       // makes its rows
+	def   sourcedef.Definition // the table alone: its columns, key and filter
+	table string               // the quoted table name, for to_regclass and messages
 }
 
 // fail is ErrNotEnabled for the stream (its slot, its publication), naming the poller's tables.
@@ -203,7 +205,7 @@ func notEnabled(lay *source.Layout, format string, args ...any) error {
 // change is a decoded change: what its row carries, its table (index in logical.tabs) and its
 // position.
 type change struct {
-	source.Change
+	row.Change
 	tab int32
 	pos pgcdc.Position
 }
@@ -229,7 +231,7 @@ func (l *logical) Check(ctx context.Context) error {
 			return err
 		}
 		if j, ok := rels[oid]; ok {
-			return fmt.Errorf("source: poller %q: %w: tables %s and %s are the same table: name it once", l.poller, source.ErrDefinition, l.tabs[j].def.Table, t.def.Table)
+			return fmt.Errorf("source: poller %q: %w: tables %s and %s are the same table: name it once", l.poller, sourcedef.ErrDefinition, l.tabs[j].def.Table, t.def.Table)
 		}
 		rels[oid], l.messages = i, version >= 140000
 	}
@@ -391,7 +393,7 @@ func (l *logical) Fetch(ctx context.Context, after *state.Cursor, limit int) (*s
 		return nil, stop
 	}
 	b := l.lay.Batch(after)
-	b.Rows = make([]source.Row, 0, j-i)
+	b.Rows = make([]row.Row, 0, j-i)
 	for _, c := range p.rows[i:j] {
 		if c != nil { // not a keep-up mark
 			b.Rows = append(b.Rows, l.tabs[c.tab].lay.Row(nil, &c.Change))

@@ -15,6 +15,8 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres/pgcdc"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 )
@@ -24,9 +26,9 @@ import (
 func logicalTable(t *testing.T, ddl string) (*sql.DB, string, source.Config) {
 	t.Helper()
 	db, dsn, table, slot := testenv.PostgresLogical(t, ddl)
-	return db, table, source.Config{Poller: "lg", Driver: postgres.Name, DSN: dsn, Definition: source.Definition{
-		Table: source.Table{Name: table}, Columns: []string{"id", "name", "note"}, PK: []string{"id"},
-		Cursor: source.Cursor{Kind: state.KindLogical}, Slot: slot, Publication: slot,
+	return db, table, source.Config{Poller: "lg", Driver: postgres.Name, DSN: dsn, Definition: sourcedef.Definition{
+		Table: sourcedef.Table{Name: table}, Columns: []string{"id", "name", "note"}, PK: []string{"id"},
+		Cursor: sourcedef.Cursor{Kind: state.KindLogical}, Slot: slot, Publication: slot,
 	}}
 }
 
@@ -91,15 +93,15 @@ func apply(t *testing.T, m map[int64]map[string]any, changes []change) {
 	t.Helper()
 	for _, c := range changes {
 		switch c.op {
-		case source.OpInsert, source.OpUpdate:
-			row := c.row
+		case row.OpInsert, row.OpUpdate:
+			values := c.row
 			if old, ok := m[c.id]; ok && len(c.skip) > 0 {
 				for _, u := range c.skip {
-					row[u] = old[u]
+					values[u] = old[u]
 				}
 			}
-			m[c.id] = row
-		case source.OpDelete:
+			m[c.id] = values
+		case row.OpDelete:
 			if _, ok := m[c.id]; !ok {
 				t.Errorf("delete of %d, which the replica does not have", c.id)
 			}
@@ -306,7 +308,7 @@ func TestLogicalToast(t *testing.T) {
 			}
 			defer src.Close()
 			changes, _ := drain(t, src, nil, 10, false)
-			if len(changes) != 2 || changes[1].op != source.OpUpdate {
+			if len(changes) != 2 || changes[1].op != row.OpUpdate {
 				t.Fatalf("changes %v", changes)
 			}
 			up := changes[1]
@@ -443,7 +445,7 @@ func TestLogicalValuesAsKeyset(t *testing.T) {
 	}
 	defer lsrc.Close()
 	kcfg := cfg
-	kcfg.Definition.Cursor = source.Cursor{Kind: state.KindInteger, Column: "id"}
+	kcfg.Definition.Cursor = sourcedef.Cursor{Kind: state.KindInteger, Column: "id"}
 	kcfg.Definition.Slot, kcfg.Definition.Publication = "", ""
 	ksrc, err := drivers.Open(ctx, kcfg)
 	if err != nil {
@@ -681,7 +683,7 @@ func TestLogicalAllColumns(t *testing.T) {
 	exec(t, db, "INSERT INTO "+table+" VALUES (1, 'a')")
 	exec(t, db, "ALTER TABLE "+table+" ADD COLUMN note text")
 	exec(t, db, "INSERT INTO "+table+" VALUES (2, 'b', NULL)")
-	cfg.Definition.Columns = []string{source.AllColumns}
+	cfg.Definition.Columns = []string{sourcedef.AllColumns}
 	src, err := drivers.Open(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -733,11 +735,11 @@ func TestReplayChange(t *testing.T) {
 		wantRow string // "" none; the row's JSON
 		why     string
 	}{
-		{source.OpUpdate, 1, source.OpUpdate, `{"id":1,"v":"now"}`, ""},
-		{source.OpInsert, 1, source.OpUpdate, `{"id":1,"v":"now"}`, ""},
-		{source.OpInsert, 2, "", "", "a later delete supersedes"},
-		{source.OpDelete, 2, source.OpDelete, `{"id":2,"v":null}`, ""},
-		{source.OpDelete, 3, "", "", "a later insert supersedes"},
+		{row.OpUpdate, 1, row.OpUpdate, `{"id":1,"v":"now"}`, ""},
+		{row.OpInsert, 1, row.OpUpdate, `{"id":1,"v":"now"}`, ""},
+		{row.OpInsert, 2, "", "", "a later delete supersedes"},
+		{row.OpDelete, 2, row.OpDelete, `{"id":2,"v":null}`, ""},
+		{row.OpDelete, 3, "", "", "a later insert supersedes"},
 	} {
 		r, why, err := src.ReplayChange(ctx, "", tc.op, key(tc.id), cur)
 		if err != nil {
@@ -757,11 +759,11 @@ func TestReplayChange(t *testing.T) {
 		if r.Op() != tc.wantOp || string(j) != tc.wantRow || string(c.Value) != `"0/16D3290"` {
 			t.Errorf("%s %d: op %s row %s cursor %s, want %s %s", tc.op, tc.id, r.Op(), j, c.Value, tc.wantOp, tc.wantRow)
 		}
-		if tc.wantOp == source.OpDelete && (r.HasRow() || fmt.Sprint(r.Key()["id"]) != "2") {
+		if tc.wantOp == row.OpDelete && (r.HasRow() || fmt.Sprint(r.Key()["id"]) != "2") {
 			t.Errorf("delete: HasRow %v key %v, want a key-only delete of 2", r.HasRow(), r.Key())
 		}
 	}
-	if _, _, err := src.ReplayChange(ctx, "", source.OpUpdate, map[string]json.RawMessage{"x": json.RawMessage("1")}, cur); err == nil ||
+	if _, _, err := src.ReplayChange(ctx, "", row.OpUpdate, map[string]json.RawMessage{"x": json.RawMessage("1")}, cur); err == nil ||
 		!strings.Contains(err.Error(), `lacks column "id"`) {
 		t.Errorf("a key without id: %v", err)
 	}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres/pgcdc"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
 )
 
 // tuple is a TupleData: each column's kind ('n' null, 'u' unchanged TOAST, 't' text, 'b'
@@ -199,11 +200,11 @@ func skipsOrigin(writer, origin string) bool {
 // into the stream).
 func (d *decoder) begin(commit pglogrepl.LSN, at time.Time, xid uint32) {
 	if len(d.commits) == 0 {
-		d.commits = make([]source.Commit, 64)
+		d.commits = make([]row.Commit, 64)
 	}
 	meta := &d.commits[0]
 	d.commits = d.commits[1:]
-	*meta = source.Commit{ID: uint64(xid), LSN: uint64(commit), Time: at.UTC()}
+	*meta = row.Commit{ID: uint64(xid), LSN: uint64(commit), Time: at.UTC()}
 	d.txBuf = txn{commit: commit, meta: meta, entries: d.txBuf.entries[:0]}
 	d.tx = &d.txBuf
 }
@@ -233,14 +234,14 @@ func (d *decoder) change(data []byte) error {
 	}
 	switch op {
 	case 'I':
-		return d.add(source.OpInsert, cur, nil, false)
+		return d.add(row.OpInsert, cur, nil, false)
 	case 'U':
 		return d.update(old, oldKind, cur)
 	}
 	if old == nil {
 		return fmt.Errorf("no old tuple")
 	}
-	return d.add(source.OpDelete, old, nil, oldKind == 'K')
+	return d.add(row.OpDelete, old, nil, oldKind == 'K')
 }
 
 // decoder turns pgoutput messages into rows.
@@ -255,8 +256,8 @@ type decoder struct {
 	// (passing: inside one). See continues.
 	decoded pglogrepl.LSN
 	passing bool
-	changes []change        // newChange's blocks
-	commits []source.Commit // begin's blocks
+	changes []change     // newChange's blocks
+	commits []row.Commit // begin's blocks
 	texts   [][]byte
 	arena   []byte // the changes' messages, copied (keep)
 	tx      *txn   // the transaction being decoded (&txBuf), nil between transactions
@@ -286,8 +287,8 @@ type relCol struct {
 
 // txn is the transaction being decoded.
 type txn struct {
-	commit  pglogrepl.LSN  // its commit record's position
-	meta    *source.Commit // its xid, commit position and time, as its changes say them (Row.Transaction)
+	commit  pglogrepl.LSN // its commit record's position
+	meta    *row.Commit   // its xid, commit position and time, as its changes say them (Row.Transaction)
 	entries []entry
 	keepUp  bool // it carries a keep-up message: its end is a place to move to
 	skip    bool // its replication origin is the skipped writer's: its changes are left out
@@ -409,15 +410,15 @@ func (d *decoder) columnsStop(r *relation) error {
 // IDENTITY FULL).
 func (d *decoder) update(old *tuple, oldKind byte, cur *tuple) error {
 	if old != nil && d.keyChanged(old, cur) {
-		if err := d.add(source.OpDelete, old, nil, oldKind == 'K'); err != nil {
+		if err := d.add(row.OpDelete, old, nil, oldKind == 'K'); err != nil {
 			return err
 		}
-		return d.add(source.OpInsert, cur, old, false)
+		return d.add(row.OpInsert, cur, old, false)
 	}
 	if oldKind != 'O' {
 		old = nil
 	}
-	return d.add(source.OpUpdate, cur, old, false)
+	return d.add(row.OpUpdate, cur, old, false)
 }
 
 // keyChanged compares the key columns' text in two tuples.
@@ -460,9 +461,9 @@ func (d *decoder) add(op string, tup, old *tuple, keyOnly bool) error {
 	ch.tab = r.tab
 	ch.Op, ch.KeyOnly, ch.Decode, ch.Commit = op, keyOnly, r.dec, d.tx.meta
 	var oldRow [][]byte // an update's old row (REPLICA IDENTITY FULL)
-	if op == source.OpUpdate && old != nil {
+	if op == row.OpUpdate && old != nil {
 		oldRow = d.newTexts(n)
-		ch.Images = &source.Images{Old: oldRow}
+		ch.Images = &row.Images{Old: oldRow}
 	}
 	for j, rc := range r.rel {
 		if rc.idx < 0 {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 )
@@ -19,8 +20,8 @@ func openCaptured(t testing.TB, poller, dsn, table, slot string) (*captureDriver
 	t.Helper()
 	cd := &captureDriver{}
 	src, err := source.Open(context.Background(), source.Drivers{cd}, source.Config{Poller: poller, Driver: Name, DSN: dsn, MaxOpenConns: 1,
-		Definition: source.Definition{Table: source.Table{Name: table}, Columns: []string{"id", "name", "note"}, PK: []string{"id"},
-			Cursor: source.Cursor{Kind: state.KindLogical}, Slot: slot, Publication: slot}})
+		Definition: sourcedef.Definition{Table: sourcedef.Table{Name: table}, Columns: []string{"id", "name", "note"}, PK: []string{"id"},
+			Cursor: sourcedef.Cursor{Kind: state.KindLogical}, Slot: slot, Publication: slot}})
 	if err != nil {
 		t.Fatal(err)
 	}

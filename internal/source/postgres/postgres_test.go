@@ -7,6 +7,7 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcetest"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
@@ -50,7 +51,7 @@ func TestLocation(t *testing.T) {
 // TestCursorJSONStable: a cursor written by one build must read the same in the next: pin the
 // encoding.
 func TestCursorJSONStable(t *testing.T) {
-	def := source.Definition{Table: source.Table{Name: "t"}, Cursor: source.Cursor{Kind: state.KindInteger, Column: "c"}, PK: []string{"c"}}
+	def := sourcedef.Definition{Table: sourcedef.Table{Name: "t"}, Cursor: sourcedef.Cursor{Kind: state.KindInteger, Column: "c"}, PK: []string{"c"}}
 	_, lay, err := source.Offline(postgres.Driver{}, source.Config{Poller: "p", Driver: postgres.Name, Definition: def}, map[string]string{"c": "INT8"})
 	if err != nil {
 		t.Fatal(err)

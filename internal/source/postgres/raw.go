@@ -13,14 +13,14 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/stdlib"
 
-	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
 )
 
 // ReadRaw runs a keyset fetch on a pool connection through pgx itself and hands its rows over as
 // PostgreSQL sent them (Driver.ReadRaw): pgx's database/sql driver would box every value into
 // an any, which a batch then keeps. Values decode into exactly what that driver gives (its
 // stdlib Rows.Next), so a row reads the same either way.
-func (Driver) ReadRaw(ctx context.Context, db *sql.DB, query string, args []any, read func(source.RawRows) error) (bool, error) {
+func (Driver) ReadRaw(ctx context.Context, db *sql.DB, query string, args []any, read func(row.RawRows) error) (bool, error) {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return true, err
@@ -56,22 +56,22 @@ var resultFormats = pgx.QueryResultFormatsByOID{
 
 type rawRows struct {
 	rows pgx.Rows
-	cols []source.RawColumn
+	cols []row.RawColumn
 }
 
-func (r *rawRows) Next() bool                  { return r.rows.Next() }
-func (r *rawRows) Values() [][]byte            { return r.rows.RawValues() }
-func (r *rawRows) Columns() []source.RawColumn { return r.cols }
-func (r *rawRows) Err() error                  { return r.rows.Err() }
+func (r *rawRows) Next() bool               { return r.rows.Next() }
+func (r *rawRows) Values() [][]byte         { return r.rows.RawValues() }
+func (r *rawRows) Columns() []row.RawColumn { return r.cols }
+func (r *rawRows) Err() error               { return r.rows.Err() }
 
 // rawColumns are the decoders of a result's columns: for each, what pgx's database/sql driver
 // returns for the type (stdlib's Rows.initValueFuncs, case by case), with the scan plan made here
 // and the destination made per call, so that rows decode later, from any goroutine; and for the
 // types a struct field usually holds, their typed decoding.
-func rawColumns(m *pgtype.Map, fds []pgconn.FieldDescription) []source.RawColumn {
-	out := make([]source.RawColumn, len(fds))
+func rawColumns(m *pgtype.Map, fds []pgconn.FieldDescription) []row.RawColumn {
+	out := make([]row.RawColumn, len(fds))
 	for i, fd := range fds {
-		c := source.RawColumn{Value: valueFunc(m, fd.DataTypeOID, fd.Format)}
+		c := row.RawColumn{Value: valueFunc(m, fd.DataTypeOID, fd.Format)}
 		binary := fd.Format == pgtype.BinaryFormatCode
 		switch fd.DataTypeOID {
 		case pgtype.Int2OID, pgtype.Int4OID, pgtype.Int8OID:

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 )
@@ -19,7 +21,7 @@ import (
 // database/sql and pgx's stdlib driver, as it did before them.
 type viaDatabaseSQL struct{ Driver }
 
-func (viaDatabaseSQL) ReadRaw(context.Context, *sql.DB, string, []any, func(source.RawRows) error) (bool, error) {
+func (viaDatabaseSQL) ReadRaw(context.Context, *sql.DB, string, []any, func(row.RawRows) error) (bool, error) {
 	return false, nil
 }
 
@@ -64,8 +66,8 @@ func TestRawReadsAsDatabaseSQL(t *testing.T) {
 		(4, 0, 0, 0, 0, 'x', 'x', 'x', '0001-01-01 00:00:00', '294276-12-31 23:59:59.999999+00', NULL, NULL, 'NaN', NULL, NULL, NULL, NULL),
 		(5, 0, 0, 0, 'NaN', 'x', 'x', 'x', 'infinity', '-infinity', NULL, NULL, 'Infinity', NULL, NULL, NULL, NULL)`)
 	cols := []string{"id", "i2", "i4", "i4s", "num", "t", "vc", "bp", "ts", "tz", "u", "x", "f8", "b", "by", "j", "d"}
-	def := source.Definition{Table: source.Table{Name: table}, Columns: cols, PK: []string{"id"},
-		Cursor: source.Cursor{Kind: state.KindInteger, Column: "id"}}
+	def := sourcedef.Definition{Table: sourcedef.Table{Name: table}, Columns: cols, PK: []string{"id"},
+		Cursor: sourcedef.Cursor{Kind: state.KindInteger, Column: "id"}}
 	ctx := context.Background()
 	for _, mode := range []string{"", "exec", "simple_protocol"} {
 		t.Run("mode="+mode, func(t *testing.T) {
@@ -73,7 +75,7 @@ func TestRawReadsAsDatabaseSQL(t *testing.T) {
 			if mode != "" {
 				d = testenv.WithParam(dsn, "default_query_exec_mode", mode)
 			}
-			fetch := func(dl source.Driver) []source.Row {
+			fetch := func(dl source.Driver) []row.Row {
 				src, err := source.Open(ctx, source.Drivers{dl}, source.Config{Poller: "raw", Driver: Name, DSN: d, Definition: def})
 				if err != nil {
 					t.Fatal(err)
@@ -194,11 +196,11 @@ func sameTyped(a, b typedRow) bool {
 }
 
 // benchOrders returns a batch of 1,000 rows of the example's orders shape read through dl.
-func benchOrders(b *testing.B, dl source.Driver) []source.Row {
+func benchOrders(b *testing.B, dl source.Driver) []row.Row {
 	_, dsn := testenv.PostgresOrdersTable(b, "bench_raw_decode", 1000)
 	src, err := source.Open(context.Background(), source.Drivers{dl}, source.Config{Poller: "rd", Driver: Name, DSN: dsn,
-		Definition: source.Definition{Table: source.Table{Name: "bench_raw_decode"}, Columns: []string{"id", "customer", "amount", "updated_at"},
-			PK: []string{"id"}, Cursor: source.Cursor{Kind: state.KindTimestampPK, Column: "updated_at"}}})
+		Definition: sourcedef.Definition{Table: sourcedef.Table{Name: "bench_raw_decode"}, Columns: []string{"id", "customer", "amount", "updated_at"},
+			PK: []string{"id"}, Cursor: sourcedef.Cursor{Kind: state.KindTimestampPK, Column: "updated_at"}}})
 	if err != nil {
 		b.Fatal(err)
 	}

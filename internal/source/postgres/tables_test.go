@@ -13,6 +13,8 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres/pgcdc"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 )
@@ -30,7 +32,7 @@ func TestLogicalTables(t *testing.T) {
 		"CREATE TABLE "+lines+" (order_id bigint, line int, qty int NOT NULL, PRIMARY KEY (order_id, line))",
 		"CREATE TABLE "+other+" (id bigint PRIMARY KEY)")
 	t.Cleanup(func() { db.Exec("DROP TABLE IF EXISTS " + lines + ", " + other) })
-	cfg.Definition.More = []source.TableDef{{Table: source.Table{Name: lines}, Columns: []string{"qty"}, PK: []string{"order_id", "line"}}}
+	cfg.Definition.More = []sourcedef.TableDef{{Table: sourcedef.Table{Name: lines}, Columns: []string{"qty"}, PK: []string{"order_id", "line"}}}
 
 	// The publication publishes the first table alone: the reader refuses, naming the other.
 	if _, err := drivers.Open(ctx, cfg); !errors.Is(err, postgres.ErrNotEnabled) || !strings.Contains(err.Error(), "table "+lines) ||
@@ -53,7 +55,7 @@ func TestLogicalTables(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer src.Close()
-	if fp := source.Fingerprint(postgres.Name, source.Location{}, cfg.Definition); fp == source.Fingerprint(postgres.Name, source.Location{}, source.Definition{
+	if fp := source.Fingerprint(postgres.Name, source.Location{}, cfg.Definition); fp == source.Fingerprint(postgres.Name, source.Location{}, sourcedef.Definition{
 		Table: cfg.Definition.Table, Columns: cfg.Definition.Columns, PK: cfg.Definition.PK, Cursor: cfg.Definition.Cursor, Slot: cfg.Definition.Slot, Publication: cfg.Definition.Publication}) {
 		t.Error("the second table does not change the fingerprint")
 	}
@@ -70,7 +72,7 @@ func TestLogicalTables(t *testing.T) {
 	}
 	var got []string
 	var c *state.Cursor
-	var lastRow source.Row
+	var lastRow row.Row
 	for {
 		b, err := src.Fetch(ctx, c, 2) // transactions split over batches
 		if err != nil {
@@ -111,18 +113,18 @@ func TestLogicalTables(t *testing.T) {
 	}
 	// A dead letter of the second table's change is replayed from its table.
 	cur, _ := lastRow.Cursor()
-	row, why, err := src.ReplayChange(ctx, lines, source.OpUpdate, map[string]json.RawMessage{"order_id": json.RawMessage("1"), "line": json.RawMessage("1")}, cur)
-	if err != nil || row == nil || row.Table() != lines || row.Get("qty") != int64(6) {
-		t.Fatalf("replay of %s's change: %v %q %v", lines, row, why, err)
+	r, why, err := src.ReplayChange(ctx, lines, row.OpUpdate, map[string]json.RawMessage{"order_id": json.RawMessage("1"), "line": json.RawMessage("1")}, cur)
+	if err != nil || r == nil || r.Table() != lines || r.Get("qty") != int64(6) {
+		t.Fatalf("replay of %s's change: %v %q %v", lines, r, why, err)
 	}
-	if _, _, err := src.ReplayChange(ctx, other, source.OpUpdate, map[string]json.RawMessage{"id": json.RawMessage("9")}, cur); !errors.Is(err, source.ErrCursor) {
+	if _, _, err := src.ReplayChange(ctx, other, row.OpUpdate, map[string]json.RawMessage{"id": json.RawMessage("9")}, cur); !errors.Is(err, source.ErrCursor) {
 		t.Fatalf("replay of a table the poller does not read: %v", err)
 	}
 
 	// One table under two names is refused.
 	twice := cfg
-	twice.Definition.More = []source.TableDef{{Table: source.Table{Schema: "public", Name: orders}, Columns: []string{"name"}, PK: []string{"id"}}}
-	if _, err := drivers.Open(ctx, twice); !errors.Is(err, source.ErrDefinition) || !strings.Contains(err.Error(), "are the same table") {
+	twice.Definition.More = []sourcedef.TableDef{{Table: sourcedef.Table{Schema: "public", Name: orders}, Columns: []string{"name"}, PK: []string{"id"}}}
+	if _, err := drivers.Open(ctx, twice); !errors.Is(err, sourcedef.ErrDefinition) || !strings.Contains(err.Error(), "are the same table") {
 		t.Errorf("%s and public.%s in one poller: %v", orders, orders, err)
 	}
 
@@ -151,25 +153,25 @@ func TestLogicalTables(t *testing.T) {
 
 // TestTablesRefused: several tables are for the change-stream cursors, start now, and are named once.
 func TestTablesRefused(t *testing.T) {
-	base := source.Definition{Table: source.Table{Name: "a"}, Columns: []string{"id"}, PK: []string{"id"},
-		Cursor: source.Cursor{Kind: state.KindLogical}, Slot: "s", Publication: "s",
-		More: []source.TableDef{{Table: source.Table{Name: "b"}, Columns: []string{"id"}, PK: []string{"id"}}}}
+	base := sourcedef.Definition{Table: sourcedef.Table{Name: "a"}, Columns: []string{"id"}, PK: []string{"id"},
+		Cursor: sourcedef.Cursor{Kind: state.KindLogical}, Slot: "s", Publication: "s",
+		More: []sourcedef.TableDef{{Table: sourcedef.Table{Name: "b"}, Columns: []string{"id"}, PK: []string{"id"}}}}
 	for _, c := range []struct {
 		name string
-		edit func(d *source.Definition)
+		edit func(d *sourcedef.Definition)
 		want string
 	}{
-		{"keyset", func(d *source.Definition) { d.Cursor = source.Cursor{Kind: state.KindInteger, Column: "id"} }, "reads one table"},
-		{"snapshot", func(d *source.Definition) { d.Initial = source.InitialSnapshot }, `starts "now"`},
-		{"twice", func(d *source.Definition) { d.More[0].Table.Name = "A" }, "listed twice"},
-		{"no key", func(d *source.Definition) { d.More[0].PK = nil }, "table b: no key"},
+		{"keyset", func(d *sourcedef.Definition) { d.Cursor = sourcedef.Cursor{Kind: state.KindInteger, Column: "id"} }, "reads one table"},
+		{"snapshot", func(d *sourcedef.Definition) { d.Initial = sourcedef.InitialSnapshot }, `starts "now"`},
+		{"twice", func(d *sourcedef.Definition) { d.More[0].Table.Name = "A" }, "listed twice"},
+		{"no key", func(d *sourcedef.Definition) { d.More[0].PK = nil }, "table b: no key"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			d := base
 			d.More = slices.Clone(base.More)
 			c.edit(&d)
 			_, _, err := source.Offline(postgres.Driver{}, source.Config{Poller: "p", Driver: postgres.Name, Definition: d}, map[string]string{"id": "INT8"})
-			if !errors.Is(err, source.ErrDefinition) || !strings.Contains(err.Error(), c.want) {
+			if !errors.Is(err, sourcedef.ErrDefinition) || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("got %v, want ErrDefinition saying %q", err, c.want)
 			}
 		})
@@ -191,7 +193,7 @@ func TestLogicalTablesCreate(t *testing.T) {
 		"DROP PUBLICATION "+cfg.Definition.Publication)
 	t.Cleanup(func() { db.Exec("DROP TABLE IF EXISTS " + lines) })
 	cfg.Definition.Columns = []string{"id", "name"}
-	cfg.Definition.More = []source.TableDef{{Table: source.Table{Name: lines}, Columns: []string{"qty"}, PK: []string{"order_id", "line"}, Filter: "qty > 0"}}
+	cfg.Definition.More = []sourcedef.TableDef{{Table: sourcedef.Table{Name: lines}, Columns: []string{"qty"}, PK: []string{"order_id", "line"}, Filter: "qty > 0"}}
 	plan := func() pgcdc.EnablePlan {
 		t.Helper()
 		cdc, info := inspectCDC(t, cfg)

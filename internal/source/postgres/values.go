@@ -11,21 +11,22 @@ import (
 
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 )
 
 // Reads: arrays, which pgx's database/sql driver (and pgoutput) give as their text literal, and
 // xml, which it gives as bytes.
-func (Driver) Reads(c source.ColumnType) bool {
-	return c.Class == source.ClassArray || strings.EqualFold(c.DBType, "XML")
+func (Driver) Reads(c row.ColumnType) bool {
+	return c.Class == row.ClassArray || strings.EqualFold(c.DBType, "XML")
 }
 
 // Value turns an array's text literal into its elements ([]any, nested for more dimensions), each
 // decoded as a column of the element type is, and xml's bytes into text. An array written with
 // its bounds ("[0:1]={1,2}": a lower bound other than 1), which JSON's arrays cannot carry, stays
 // PostgreSQL's text literal, as does one of a type pgx does not know.
-func (Driver) Value(c source.ColumnType, v any) any {
-	if c.Class != source.ClassArray {
+func (Driver) Value(c row.ColumnType, v any) any {
+	if c.Class != row.ClassArray {
 		if b, ok := v.([]byte); ok {
 			return string(b)
 		}
@@ -48,7 +49,7 @@ func (Driver) Value(c source.ColumnType, v any) any {
 
 // Elem is an array type's element type: pgx names an array type after its element's, with a
 // leading underscore ("_INT4").
-func (Driver) Elem(c source.ColumnType) string { return arrayElem(c.DBType) }
+func (Driver) Elem(c row.ColumnType) string { return arrayElem(c.DBType) }
 
 func arrayElem(dbType string) string { return strings.TrimPrefix(strings.ToUpper(dbType), "_") }
 
@@ -194,7 +195,7 @@ func (p *arrayParser) decode(b []byte) (any, bool) {
 // (_TEXT for an enum's labels, the domain's base type for a domain's), so that it arrives as a
 // JSON array as the built-in types' arrays do; an enum as TEXT. Other types keep their oid and
 // arrive as PostgreSQL's text.
-func (Driver) ColumnTypes(ctx context.Context, db *sql.DB, _ source.Table, _, types []string) ([]string, error) {
+func (Driver) ColumnTypes(ctx context.Context, db *sql.DB, _ sourcedef.Table, _, types []string) ([]string, error) {
 	var oids []int64
 	for _, t := range types {
 		if n, err := strconv.ParseInt(t, 10, 64); err == nil {

@@ -36,6 +36,7 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres/pgcdc"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
@@ -146,7 +147,7 @@ func parseSnapshot(s string) (*watermark, error) {
 // Newer says r's transaction is not in the snapshot: its id at or past xmax, or in progress
 // then. A change whose transaction is unknown counts as newer (its read is dropped: the stream
 // delivered it).
-func (w *watermark) Newer(r source.Row) bool {
+func (w *watermark) Newer(r row.Row) bool {
 	x := r.Tx()
 	if x == 0 {
 		return true

@@ -6,14 +6,16 @@ import (
 	"testing"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/setup"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
 // Setup checks the set-up of table (its key id, cursor kind on column col) in the database of
 // dsn with drv, as pollerctl check does; the Setup closes with the test.
-func Setup(t testing.TB, drv source.Driver, dsn string, table source.Table, kind, col string) *source.Setup {
+func Setup(t testing.TB, drv source.Driver, dsn string, table sourcedef.Table, kind, col string) *source.Setup {
 	t.Helper()
-	def := source.Definition{Table: table, Columns: []string{"id", "amount"}, Cursor: source.Cursor{Kind: kind, Column: col}, PK: []string{"id"}}
+	def := sourcedef.Definition{Table: table, Columns: []string{"id", "amount"}, Cursor: sourcedef.Cursor{Kind: kind, Column: col}, PK: []string{"id"}}
 	if state.ChangeKind(kind) {
 		def.Cursor.Column = ""
 	}
@@ -27,7 +29,7 @@ func Setup(t testing.TB, drv source.Driver, dsn string, table source.Table, kind
 
 // Expect fails unless the check's finding has the verdict, its detail contains each of detail's
 // texts, and its fix each of fix's.
-func Expect(t testing.TB, s *source.Setup, check string, v source.Verdict, detail []string, fix ...string) source.Finding {
+func Expect(t testing.TB, s *source.Setup, check string, v setup.Verdict, detail []string, fix ...string) setup.Finding {
 	t.Helper()
 	for _, f := range s.Findings {
 		if f.Check != check {
@@ -50,7 +52,7 @@ func Expect(t testing.TB, s *source.Setup, check string, v source.Verdict, detai
 		return f
 	}
 	t.Errorf("%s: no %s finding among %+v", s, check, s.Findings)
-	return source.Finding{}
+	return setup.Finding{}
 }
 
 // FixAndRecheck applies the fixes (as pollerctl check --fix --yes) and checks that none is
@@ -64,7 +66,7 @@ func FixAndRecheck(t testing.TB, s *source.Setup) {
 	if err := s.Check(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if n := source.Problems(s.Findings); n > 0 {
+	if n := setup.Problems(s.Findings); n > 0 {
 		t.Fatalf("%s: %d problems left after the fix: %+v", s, n, s.Findings)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
@@ -131,9 +132,9 @@ type WatermarkWant struct {
 
 // CheckWatermark fetches src's changes after at, one a batch, and checks them against wants
 // with c's watermark; it returns the changes.
-func CheckWatermark(t testing.TB, src *source.Source, c *source.Chunk, at *state.Cursor, wants []WatermarkWant) []source.Row {
+func CheckWatermark(t testing.TB, src *source.Source, c *source.Chunk, at *state.Cursor, wants []WatermarkWant) []row.Row {
 	t.Helper()
-	var rows []source.Row
+	var rows []row.Row
 	var cursors []*state.Cursor
 	for cur := at; ; {
 		b, err := src.Fetch(context.Background(), cur, 1)

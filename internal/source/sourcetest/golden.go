@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
@@ -14,7 +15,7 @@ import (
 // the driver's package, read with its columns of the database types Types (by column).
 type GoldenCase struct {
 	Name  string
-	Def   source.Definition
+	Def   sourcedef.Definition
 	Types map[string]string
 }
 
@@ -60,17 +61,17 @@ func CompareGolden(t *testing.T, name, got string, update bool) {
 
 // Orders is the golden cases' orders table (id, customer, amount, updated_at) in schema ("":
 // none), read with a cursor of kind on column cursor, keyed by pk.
-func Orders(schema, kind, cursor string, pk ...string) source.Definition {
-	return source.Definition{
-		Table:   source.Table{Schema: schema, Name: "orders"},
+func Orders(schema, kind, cursor string, pk ...string) sourcedef.Definition {
+	return sourcedef.Definition{
+		Table:   sourcedef.Table{Schema: schema, Name: "orders"},
 		Columns: []string{"id", "customer", "amount", "updated_at"},
-		Cursor:  source.Cursor{Kind: kind, Column: cursor},
+		Cursor:  sourcedef.Cursor{Kind: kind, Column: cursor},
 		PK:      pk,
 	}
 }
 
 // OrdersFiltered is Orders read by a timestamp+pk cursor with a fixed filter.
-func OrdersFiltered() source.Definition {
+func OrdersFiltered() sourcedef.Definition {
 	d := Orders("", state.KindTimestampPK, "updated_at", "id")
 	d.Filter = "customer <> 'test'"
 	return d
@@ -79,7 +80,7 @@ func OrdersFiltered() source.Definition {
 // OddIdentifiers reads a table and columns whose names need every kind of quoting, with an
 // integer cursor on "Row ID" (of type intType in the driver's terms).
 func OddIdentifiers(intType string) GoldenCase {
-	return GoldenCase{Def: source.Definition{Table: source.Table{Schema: "my schema", Name: `Order "Details" [x]`}, Columns: []string{"Row ID", "it's"},
-		Cursor: source.Cursor{Kind: state.KindInteger, Column: "Row ID"}, PK: []string{"Row ID"}},
+	return GoldenCase{Def: sourcedef.Definition{Table: sourcedef.Table{Schema: "my schema", Name: `Order "Details" [x]`}, Columns: []string{"Row ID", "it's"},
+		Cursor: sourcedef.Cursor{Kind: state.KindInteger, Column: "Row ID"}, PK: []string{"Row ID"}},
 		Types: map[string]string{"Row ID": intType, "it's": "TEXT"}}
 }

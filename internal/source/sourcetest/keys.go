@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/setup"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 )
@@ -78,42 +80,42 @@ func (h Harness) keysCatalog(t *testing.T) {
 
 	cases := []struct {
 		name  string
-		table source.Table
+		table sourcedef.Table
 		cols  []string
-		want  source.KeyVerdict
+		want  setup.KeyVerdict
 		by    string // in By (KeyUnique) or Why (KeyUnknown)
 	}{
-		{"no key", source.Table{Name: keyless}, []string{"updated_at", "id"}, source.KeyNotUnique, ""},
-		{"a non-unique index", source.Table{Name: nonUnique}, []string{"updated_at", "id"}, source.KeyNotUnique, ""},
-		{"a unique index on the key", source.Table{Name: uniqueID}, []string{"updated_at", "id"}, source.KeyUnique, "ux_"},
-		{"schema-qualified", source.Table{Schema: schema, Name: uniqueID}, []string{"updated_at", "id"}, source.KeyUnique, "ux_"},
-		{"schema-qualified, no key", source.Table{Schema: schema, Name: keyless}, []string{"updated_at", "id"}, source.KeyNotUnique, ""},
-		{"a unique index on cursor and key", source.Table{Name: uniquePair}, []string{"updated_at", "id"}, source.KeyUnique, "ux_"},
-		{"a unique index beyond the columns", source.Table{Name: uniquePair}, []string{"id"}, source.KeyNotUnique, ""},
-		{"a composite primary key", source.Table{Name: composite}, []string{"ts", "a", "b"}, source.KeyUnique, "primary key"},
-		{"half a composite primary key", source.Table{Name: composite}, []string{"ts", "a"}, source.KeyNotUnique, ""},
-		{"quoted, mixed-case names", source.Table{Name: odd}, []string{"Seq", "Row ID"}, source.KeyUnique, "Row ID"},
-		{"a view", source.Table{Name: view}, []string{"updated_at", "id"}, source.KeyUnknown, "view"},
+		{"no key", sourcedef.Table{Name: keyless}, []string{"updated_at", "id"}, setup.KeyNotUnique, ""},
+		{"a non-unique index", sourcedef.Table{Name: nonUnique}, []string{"updated_at", "id"}, setup.KeyNotUnique, ""},
+		{"a unique index on the key", sourcedef.Table{Name: uniqueID}, []string{"updated_at", "id"}, setup.KeyUnique, "ux_"},
+		{"schema-qualified", sourcedef.Table{Schema: schema, Name: uniqueID}, []string{"updated_at", "id"}, setup.KeyUnique, "ux_"},
+		{"schema-qualified, no key", sourcedef.Table{Schema: schema, Name: keyless}, []string{"updated_at", "id"}, setup.KeyNotUnique, ""},
+		{"a unique index on cursor and key", sourcedef.Table{Name: uniquePair}, []string{"updated_at", "id"}, setup.KeyUnique, "ux_"},
+		{"a unique index beyond the columns", sourcedef.Table{Name: uniquePair}, []string{"id"}, setup.KeyNotUnique, ""},
+		{"a composite primary key", sourcedef.Table{Name: composite}, []string{"ts", "a", "b"}, setup.KeyUnique, "primary key"},
+		{"half a composite primary key", sourcedef.Table{Name: composite}, []string{"ts", "a"}, setup.KeyNotUnique, ""},
+		{"quoted, mixed-case names", sourcedef.Table{Name: odd}, []string{"Seq", "Row ID"}, setup.KeyUnique, "Row ID"},
+		{"a view", sourcedef.Table{Name: view}, []string{"updated_at", "id"}, setup.KeyUnknown, "view"},
 	}
 	if h.Driver.Caseless() {
 		cases = append(cases, struct {
 			name  string
-			table source.Table
+			table sourcedef.Table
 			cols  []string
-			want  source.KeyVerdict
+			want  setup.KeyVerdict
 			by    string
-		}{"columns in another case", source.Table{Name: uniqueID}, []string{"UPDATED_AT", "ID"}, source.KeyUnique, "ux_"})
+		}{"columns in another case", sourcedef.Table{Name: uniqueID}, []string{"UPDATED_AT", "ID"}, setup.KeyUnique, "ux_"})
 	}
 	// A partial (filtered) unique index is unique among some rows only: where the database has them.
 	partial := h.plain(t, "partial_")
 	if _, err := h.DB.ExecContext(ctx, "CREATE UNIQUE INDEX ux_"+partial+" ON "+partial+" (id) WHERE amount > 0"); err == nil {
 		cases = append(cases, struct {
 			name  string
-			table source.Table
+			table sourcedef.Table
 			cols  []string
-			want  source.KeyVerdict
+			want  setup.KeyVerdict
 			by    string
-		}{"a partial unique index", source.Table{Name: partial}, []string{"updated_at", "id"}, source.KeyNotUnique, ""})
+		}{"a partial unique index", sourcedef.Table{Name: partial}, []string{"updated_at", "id"}, setup.KeyNotUnique, ""})
 	} else {
 		t.Logf("no partial index here: %v", err)
 	}
@@ -141,7 +143,7 @@ func (h Harness) keysRefused(t *testing.T) {
 			rows := stamped(1, 2, 3, 4)
 			h.insert(t, h.DB.Exec, table, rows)
 			def := h.ordersDef(table, state.KindTimestampPK)
-			fix := source.UniqueIndexSQL(h.Driver, source.Table{Name: table}, []string{"id"})
+			fix := source.UniqueIndexSQL(h.Driver, sourcedef.Table{Name: table}, []string{"id"})
 			check := func(err error, mentions ...string) {
 				t.Helper()
 				if !errors.Is(err, source.ErrKeyNotUnique) || !errors.Is(err, source.ErrMisconfigured) {

@@ -21,6 +21,8 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 )
@@ -96,7 +98,7 @@ type TypesTable struct {
 	UUID   string    // what u decodes into a string as, when not its canonical text
 	Text   string    // what t decodes into a string as, when not grüße "q"
 	// Check decodes and checks the database's own columns of the row (nil: none).
-	Check func(t *testing.T, row source.Row)
+	Check func(t *testing.T, row row.Row)
 }
 
 // TextStamps: the timestamp cursor column is text in the fixed-width UTC layout
@@ -222,11 +224,11 @@ func (h Harness) insert(t testing.TB, exec func(string, ...any) (sql.Result, err
 }
 
 // openErr opens a source of def through package drivers, as the product does.
-func (h Harness) openErr(def source.Definition) (*source.Source, error) {
+func (h Harness) openErr(def sourcedef.Definition) (*source.Source, error) {
 	return drivers.Open(ctx, source.Config{Poller: "orders", Driver: h.Driver.Name(), DSN: h.DSN, Definition: def})
 }
 
-func (h Harness) open(t testing.TB, def source.Definition) *source.Source {
+func (h Harness) open(t testing.TB, def sourcedef.Definition) *source.Source {
 	t.Helper()
 	s, err := h.openErr(def)
 	if err != nil {
@@ -237,19 +239,19 @@ func (h Harness) open(t testing.TB, def source.Definition) *source.Source {
 }
 
 // ordersDef reads an orders table with a cursor of kind.
-func (h Harness) ordersDef(table, kind string) source.Definition {
-	d := source.Definition{
-		Table:   source.Table{Name: table},
+func (h Harness) ordersDef(table, kind string) sourcedef.Definition {
+	d := sourcedef.Definition{
+		Table:   sourcedef.Table{Name: table},
 		Columns: []string{"id", "customer", "amount", "updated_at"},
 		PK:      []string{"id"},
 	}
 	switch {
 	case kind == state.KindTimestampPK:
-		d.Cursor = source.Cursor{Kind: kind, Column: "updated_at"}
+		d.Cursor = sourcedef.Cursor{Kind: kind, Column: "updated_at"}
 	case kind == state.KindInteger:
-		d.Cursor = source.Cursor{Kind: kind, Column: "id"}
+		d.Cursor = sourcedef.Cursor{Kind: kind, Column: "id"}
 	case h.inCommitOrder(kind):
-		d.Cursor = source.Cursor{Kind: kind, Column: h.Fixture.Committed.Column}
+		d.Cursor = sourcedef.Cursor{Kind: kind, Column: h.Fixture.Committed.Column}
 	}
 	return d
 }
@@ -480,7 +482,7 @@ func (h Harness) testLateCommit(t *testing.T) {
 		}
 		h.settle(t, table, kind)
 		// Read the rest with no lag, as a later tick would once the lag has passed.
-		def.SettleLag = source.NoSettleLag
+		def.SettleLag = sourcedef.NoSettleLag
 		r.src = h.open(t, def)
 		for _, id := range r.drain(3) {
 			seen[id] = true
@@ -509,7 +511,7 @@ func (h Harness) testLateCommit(t *testing.T) {
 			t.Run("timestamp+pk with no lag misses it", func(t *testing.T) {
 				// The documented hazard, shown rather than asserted away: with no settle lag the
 				// reader moves past the open transaction's timestamp, and the row is lost.
-				if scenario(t, kind, source.NoSettleLag) {
+				if scenario(t, kind, sourcedef.NoSettleLag) {
 					t.Fatal("timestamp+pk with no lag delivered the late row: the hazard test no longer shows the hazard")
 				}
 			})
@@ -565,10 +567,10 @@ func (h Harness) testTypes(t *testing.T) {
 	h.create(t, name, tt.DDL)
 	h.exec(t, tt.Insert, tt.Args...)
 
-	src := h.open(t, source.Definition{
-		Table:     source.Table{Name: name},
+	src := h.open(t, sourcedef.Definition{
+		Table:     sourcedef.Table{Name: name},
 		Columns:   append([]string{"id", "d", "big", "ts", "bin", "u", "j", "n", "t", "f", "b", "i4", "i2", "r"}, tt.More...),
-		Cursor:    source.Cursor{Kind: state.KindTimestampPK, Column: "ts"},
+		Cursor:    sourcedef.Cursor{Kind: state.KindTimestampPK, Column: "ts"},
 		PK:        []string{"id"},
 		SettleLag: time.Second,
 	})
@@ -644,9 +646,9 @@ func (h Harness) testOddIdentifiers(t *testing.T) {
 	for i := 1; i <= 5; i++ {
 		h.exec(t, fmt.Sprintf("INSERT INTO %s VALUES (%d, 'n%d', 'w', %d, 'x')", h.q(table), i, i, i))
 	}
-	src := h.open(t, source.Definition{
-		Table: source.Table{Name: table}, Columns: cols,
-		Cursor: source.Cursor{Kind: state.KindInteger, Column: "Row ID"}, PK: []string{"Row ID"},
+	src := h.open(t, sourcedef.Definition{
+		Table: sourcedef.Table{Name: table}, Columns: cols,
+		Cursor: sourcedef.Cursor{Kind: state.KindInteger, Column: "Row ID"}, PK: []string{"Row ID"},
 		Filter: h.q("MixedCase") + " <> 3",
 	})
 	r := &reader{t: t, src: src}
@@ -679,23 +681,25 @@ func (h Harness) testRefusals(t *testing.T) {
 	h.insert(t, h.DB.Exec, table, []order{{ID: 1, Customer: "c", Amount: "1.00", Updated: time.Now().Add(-time.Hour)}})
 	cases := []struct {
 		name     string
-		mutate   func(d *source.Definition)
+		mutate   func(d *sourcedef.Definition)
 		sentinel error
 		mentions []string
 	}{
-		{"table injection", func(d *source.Definition) { d.Table = source.Table{Name: "orders; DROP TABLE x"} }, source.ErrDefinition, []string{`"orders"`, "';'"}},
-		{"column injection", func(d *source.Definition) { d.Columns = append(d.Columns, "id -- x") }, source.ErrDefinition, []string{"comment"}},
-		{"schema injection", func(d *source.Definition) { d.Table.Schema = "dbo;" }, source.ErrDefinition, []string{"schema"}},
-		{"missing table", func(d *source.Definition) { d.Table = source.Table{Name: "no_such_table"} }, source.ErrSchema, []string{"no_such_table", `"orders"`}},
-		{"missing column", func(d *source.Definition) { d.Columns = append(d.Columns, "no_such_column") }, source.ErrSchema, []string{`"no_such_column"`, table}},
-		{"integer cursor on text", func(d *source.Definition) { d.Cursor = source.Cursor{Kind: state.KindInteger, Column: "customer"} }, source.ErrSchema, []string{`"customer"`, "integer"}},
-		{"timestamp cursor on a number", func(d *source.Definition) { d.Cursor.Column = "amount" }, source.ErrSchema, []string{`"amount"`, "timestamp"}},
-		{"wrong driver kind", func(d *source.Definition) {
+		{"table injection", func(d *sourcedef.Definition) { d.Table = sourcedef.Table{Name: "orders; DROP TABLE x"} }, sourcedef.ErrDefinition, []string{`"orders"`, "';'"}},
+		{"column injection", func(d *sourcedef.Definition) { d.Columns = append(d.Columns, "id -- x") }, sourcedef.ErrDefinition, []string{"comment"}},
+		{"schema injection", func(d *sourcedef.Definition) { d.Table.Schema = "dbo;" }, sourcedef.ErrDefinition, []string{"schema"}},
+		{"missing table", func(d *sourcedef.Definition) { d.Table = sourcedef.Table{Name: "no_such_table"} }, source.ErrSchema, []string{"no_such_table", `"orders"`}},
+		{"missing column", func(d *sourcedef.Definition) { d.Columns = append(d.Columns, "no_such_column") }, source.ErrSchema, []string{`"no_such_column"`, table}},
+		{"integer cursor on text", func(d *sourcedef.Definition) {
+			d.Cursor = sourcedef.Cursor{Kind: state.KindInteger, Column: "customer"}
+		}, source.ErrSchema, []string{`"customer"`, "integer"}},
+		{"timestamp cursor on a number", func(d *sourcedef.Definition) { d.Cursor.Column = "amount" }, source.ErrSchema, []string{`"amount"`, "timestamp"}},
+		{"wrong driver kind", func(d *sourcedef.Definition) {
 			d.Cursor.Kind = state.KindXID
 			if h.Driver.Supports(state.KindXID) {
 				d.Cursor.Kind = state.KindRowversion
 			}
-		}, source.ErrDefinition, []string{"needs"}},
+		}, sourcedef.ErrDefinition, []string{"needs"}},
 	}
 	for _, c := range cases {
 		def := h.ordersDef(table, state.KindTimestampPK)
@@ -720,8 +724,8 @@ func (h Harness) testRefusals(t *testing.T) {
 	nullable := testenv.Name("nullable_")
 	h.create(t, nullable, "CREATE TABLE "+nullable+" (id BIGINT PRIMARY KEY, seq BIGINT)")
 	h.exec(t, "INSERT INTO "+nullable+" VALUES (1, 1), (2, NULL)")
-	_, err := h.openErr(source.Definition{
-		Table: source.Table{Name: nullable}, Columns: []string{"id"}, Cursor: source.Cursor{Kind: state.KindInteger, Column: "seq"}, PK: []string{"id"},
+	_, err := h.openErr(sourcedef.Definition{
+		Table: sourcedef.Table{Name: nullable}, Columns: []string{"id"}, Cursor: sourcedef.Cursor{Kind: state.KindInteger, Column: "seq"}, PK: []string{"id"},
 	})
 	if !errors.Is(err, source.ErrNullCursor) || !strings.Contains(err.Error(), `"seq"`) || !strings.Contains(err.Error(), nullable) {
 		t.Fatalf("NULL cursor values: %v", err)
@@ -812,8 +816,8 @@ func (h Harness) testIntKeys(t *testing.T) {
 	for i := 1; i <= 9; i++ {
 		h.exec(t, fmt.Sprintf("INSERT INTO %s VALUES (%d, %d)", name, i, i%3))
 	}
-	src := h.open(t, source.Definition{Table: source.Table{Name: name}, Columns: []string{"id", "seq"},
-		Cursor: source.Cursor{Kind: state.KindInteger, Column: "id"}, PK: []string{"id"}})
+	src := h.open(t, sourcedef.Definition{Table: sourcedef.Table{Name: name}, Columns: []string{"id", "seq"},
+		Cursor: sourcedef.Cursor{Kind: state.KindInteger, Column: "id"}, PK: []string{"id"}})
 	r := &reader{t: t, src: src}
 	if got := r.drain(4); !slices.Equal(got, []int64{1, 2, 3, 4, 5, 6, 7, 8, 9}) {
 		t.Fatalf("INT keys: %v", got)
@@ -841,9 +845,9 @@ func (h Harness) testUnreachableRows(t *testing.T) {
 
 // unreachable checks that err is ErrUnreachableRow naming the row and its value and containing
 // each of more, and that Open fails the same way while an integer cursor on the table opens.
-func (h Harness) unreachable(t *testing.T, err error, def source.Definition, key, value string, more ...string) {
+func (h Harness) unreachable(t *testing.T, err error, def sourcedef.Definition, key, value string, more ...string) {
 	t.Helper()
-	if !errors.Is(err, source.ErrUnreachableRow) {
+	if !errors.Is(err, row.ErrUnreachableRow) {
 		t.Fatalf("CheckStamps with the bad row: %v, want ErrUnreachableRow", err)
 	}
 	t.Log(err)
@@ -852,7 +856,7 @@ func (h Harness) unreachable(t *testing.T, err error, def source.Definition, key
 			t.Errorf("the error does not contain %s: %v", want, err)
 		}
 	}
-	if _, err := h.openErr(def); !errors.Is(err, source.ErrUnreachableRow) {
+	if _, err := h.openErr(def); !errors.Is(err, row.ErrUnreachableRow) {
 		t.Fatalf("Open with the bad row: %v, want ErrUnreachableRow", err)
 	}
 	h.open(t, h.ordersDef(def.Table.Name, state.KindInteger)).Close() // nothing to check there
@@ -864,7 +868,7 @@ func (h Harness) unreachableText(t *testing.T, text TextStamps) {
 	day := time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC)
 	h.insert(t, h.DB.Exec, table, []order{{ID: 1, Customer: "c", Amount: "1.00", Updated: day.Add(time.Hour)}, {ID: 2, Customer: "c", Amount: "1.00", Updated: day.Add(2 * time.Hour)}})
 	def := h.ordersDef(table, state.KindTimestampPK)
-	def.SettleLag = source.NoSettleLag
+	def.SettleLag = sourcedef.NoSettleLag
 	r := &reader{t: t, src: h.open(t, def)} // a clean table opens
 	if err := r.src.CheckStamps(ctx); err != nil {
 		t.Fatalf("a clean table: %v", err)
@@ -876,10 +880,10 @@ func (h Harness) unreachableText(t *testing.T, text TextStamps) {
 	// RFC 3339 but not fixed width, after the cursor and first of a batch whose last row is
 	// fine: the fetch fails naming it, never delivering it out of time order.
 	h.exec(t, "INSERT INTO "+table+" (id, customer, amount, updated_at) VALUES (40, 'c', 1, '2026-01-02T02:30:00Z'), (41, 'c', 1, '2026-01-02T02:40:00.000000Z')")
-	if err := r.src.CheckStamps(ctx); !errors.Is(err, source.ErrUnreachableRow) || !strings.Contains(err.Error(), `{"id":40}`) {
+	if err := r.src.CheckStamps(ctx); !errors.Is(err, row.ErrUnreachableRow) || !strings.Contains(err.Error(), `{"id":40}`) {
 		t.Fatalf("CheckStamps with a value without fractional seconds: %v", err)
 	}
-	if _, err := r.src.Fetch(ctx, r.cursor, 10); !errors.Is(err, source.ErrUnreachableRow) || !strings.Contains(err.Error(), `{"id":40}`) || !strings.Contains(err.Error(), "2026-01-02T02:30:00Z") {
+	if _, err := r.src.Fetch(ctx, r.cursor, 10); !errors.Is(err, row.ErrUnreachableRow) || !strings.Contains(err.Error(), `{"id":40}`) || !strings.Contains(err.Error(), "2026-01-02T02:30:00Z") {
 		t.Fatalf("fetching a value without fractional seconds: %v", err)
 	}
 	h.exec(t, "UPDATE "+table+" SET updated_at = '2026-01-02T02:30:00.000000Z' WHERE id = 40")
@@ -948,7 +952,7 @@ func (h Harness) unreachableFuture(t *testing.T, fs FutureStamps) {
 	// Within the tolerance: clock skew between writers, not a time zone.
 	h.exec(t, "INSERT INTO "+table+" (id, customer, amount, updated_at) VALUES (2, 'c', 1, "+fs.Ahead(5, "minute")+")")
 	def := h.ordersDef(table, state.KindTimestampPK)
-	def.SettleLag = source.NoSettleLag
+	def.SettleLag = sourcedef.NoSettleLag
 	r := &reader{t: t, src: h.open(t, def)}
 	if err := r.src.CheckStamps(ctx); err != nil {
 		t.Fatalf("a clean table: %v", err)

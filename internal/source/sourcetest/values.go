@@ -12,7 +12,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 )
@@ -171,7 +172,7 @@ type Values struct {
 	// Changes, when set, reads the table's changes through the database's change stream: it
 	// prepares table (columns id and v) for it, then, after write has inserted the rows, returns
 	// them as the stream delivers them.
-	Changes func(t *testing.T, table string, write func()) []source.Row
+	Changes func(t *testing.T, table string, write func()) []row.Row
 }
 
 // testValues: every value on TypesPage's table for the database arrives, through the keyset
@@ -246,16 +247,16 @@ func (h Harness) values(t *testing.T, typ string, cases []ValueCase) {
 			t.Fatal(err)
 		}
 	}
-	var changes []source.Row
+	var changes []row.Row
 	if v.Changes != nil {
 		changes = v.Changes(t, name, write)
 	} else {
 		write()
 	}
-	src := h.open(t, source.Definition{
-		Table:   source.Table{Name: name},
+	src := h.open(t, sourcedef.Definition{
+		Table:   sourcedef.Table{Name: name},
 		Columns: []string{"id", "v"},
-		Cursor:  source.Cursor{Kind: state.KindInteger, Column: "id"},
+		Cursor:  sourcedef.Cursor{Kind: state.KindInteger, Column: "id"},
 		PK:      []string{"id"},
 	})
 	b, err := src.Fetch(ctx, nil, 1000)
@@ -266,7 +267,7 @@ func (h Harness) values(t *testing.T, typ string, cases []ValueCase) {
 	if err != nil {
 		t.Fatalf("backfill chunk: %v", err)
 	}
-	reads := map[string][]source.Row{"keyset": b.Rows, "backfill": ch.Rows}
+	reads := map[string][]row.Row{"keyset": b.Rows, "backfill": ch.Rows}
 	if v.Changes != nil {
 		reads["changes"] = changes
 	}
@@ -336,7 +337,7 @@ func (h Harness) values(t *testing.T, typ string, cases []ValueCase) {
 }
 
 // vJSON is column v's JSON in the row's JSON, compacted.
-func vJSON(r source.Row) (string, error) {
+func vJSON(r row.Row) (string, error) {
 	j, err := r.MarshalJSON()
 	if err != nil {
 		return "", err

@@ -11,11 +11,13 @@ import (
 	"strings"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/setup"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
 // Script: the sqlite3 shell runs each statement ended by a semicolon.
-func (Driver) Script(stmts []string) string { return source.JoinStatements(stmts) }
+func (Driver) Script(stmts []string) string { return setup.JoinStatements(stmts) }
 
 // DDLInTransaction: SQLite's DDL is transactional.
 func (Driver) DDLInTransaction() bool { return true }
@@ -26,7 +28,7 @@ type liteColumn struct {
 }
 
 // CheckSetup reads sqlite_master and the table's pragmas.
-func (dr Driver) CheckSetup(ctx context.Context, db *sql.DB, d source.Definition) ([]source.Finding, error) {
+func (dr Driver) CheckSetup(ctx context.Context, db *sql.DB, d sourcedef.Definition) ([]setup.Finding, error) {
 	schema := d.Table.Schema
 	if schema == "" {
 		schema = "main"
@@ -35,7 +37,7 @@ func (dr Driver) CheckSetup(ctx context.Context, db *sql.DB, d source.Definition
 	var typ, ddl string
 	err := db.QueryRowContext(ctx, "SELECT type, COALESCE(sql, '') FROM "+master+" WHERE type IN ('table', 'view') AND name = ? COLLATE NOCASE", d.Table.Name).Scan(&typ, &ddl)
 	if err == sql.ErrNoRows {
-		return []source.Finding{{Check: source.CheckTable, Verdict: source.VerdictProblem,
+		return []setup.Finding{{Check: setup.CheckTable, Verdict: setup.VerdictProblem,
 			Detail: fmt.Sprintf("no table %s in the database file: check the poller's table name and its DSN", d.Table)}}, nil
 	}
 	if err != nil {
@@ -53,7 +55,7 @@ func (dr Driver) CheckSetup(ctx context.Context, db *sql.DB, d source.Definition
 	for _, c := range cols {
 		have = append(have, c.name)
 	}
-	fs, more := source.TableAndColumns(d, view, have, true, dr.addCursor(d))
+	fs, more := setup.TableAndColumns(d, view, have, true, dr.addCursor(d))
 	if !more {
 		return append(fs, privileges()), nil
 	}
@@ -69,12 +71,12 @@ func (dr Driver) CheckSetup(ctx context.Context, db *sql.DB, d source.Definition
 		}
 		ix = append(ix, []string{alias})
 	}
-	idxName := dr.Quote(source.IndexName(d))
+	idxName := dr.Quote(setup.IndexName(d))
 	if d.Table.Schema != "" {
 		idxName = dr.Quote(d.Table.Schema) + "." + idxName
 	}
-	create := fmt.Sprintf("CREATE INDEX %s ON %s (%s)", idxName, dr.Quote(d.Table.Name), strings.Join(source.QuoteAll(dr, source.KeysetColumns(d)), ", "))
-	fs = append(fs, source.IndexFinding(d, ix, true, create))
+	create := fmt.Sprintf("CREATE INDEX %s ON %s (%s)", idxName, dr.Quote(d.Table.Name), strings.Join(source.QuoteAll(dr, setup.KeysetColumns(d)), ", "))
+	fs = append(fs, setup.IndexFinding(d, ix, true, create))
 
 	var col *liteColumn
 	if i := slices.IndexFunc(cols, func(c liteColumn) bool { return strings.EqualFold(c.name, d.Cursor.Column) }); i >= 0 {
@@ -84,13 +86,13 @@ func (dr Driver) CheckSetup(ctx context.Context, db *sql.DB, d source.Definition
 	if err != nil {
 		return nil, err
 	}
-	fs = append(fs, source.StampFinding(d.Cursor.Column, st, dr.stampFix(d, st.Insert != source.VerdictOK, st.Update != source.VerdictOK)))
+	fs = append(fs, setup.StampFinding(d.Cursor.Column, st, dr.stampFix(d, st.Insert != setup.VerdictOK, st.Update != setup.VerdictOK)))
 	return append(fs, privileges()), nil
 }
 
 // privileges: SQLite has none; the file must be readable, which opening it showed.
-func privileges() source.Finding {
-	return source.Finding{Check: source.CheckPrivileges, Verdict: source.VerdictOK, Detail: "SQLite has no privileges: the file is readable"}
+func privileges() setup.Finding {
+	return setup.Finding{Check: setup.CheckPrivileges, Verdict: setup.VerdictOK, Detail: "SQLite has no privileges: the file is readable"}
 }
 
 func liteColumns(ctx context.Context, db *sql.DB, schema, table string) ([]liteColumn, error) {
@@ -145,14 +147,14 @@ var (
 // stamping reads how the cursor column is written: a default that is not a literal stamps
 // inserts; a trigger on INSERT or UPDATE whose body sets the column stamps those (col nil: the
 // column is missing, and the fix adds it with a literal default).
-func (dr Driver) stamping(ctx context.Context, db *sql.DB, d source.Definition, master string, col *liteColumn) (source.Stamping, error) {
-	st := source.Stamping{Insert: source.VerdictProblem, Update: source.VerdictProblem}
+func (dr Driver) stamping(ctx context.Context, db *sql.DB, d sourcedef.Definition, master string, col *liteColumn) (setup.Stamping, error) {
+	st := setup.Stamping{Insert: setup.VerdictProblem, Update: setup.VerdictProblem}
 	if col == nil {
 		st.Why = append(st.Why, "the column the fix adds has a constant default (SQLite adds no other): triggers must stamp every INSERT and UPDATE")
 		return st, nil
 	}
 	if col.def != "" && !liteConstant.MatchString(col.def) {
-		st.Insert = source.VerdictOK
+		st.Insert = setup.VerdictOK
 	}
 	rows, err := db.QueryContext(ctx, "SELECT name, COALESCE(sql, '') FROM "+master+" WHERE type = 'trigger' AND tbl_name = ? COLLATE NOCASE", d.Table.Name)
 	if err != nil {
@@ -176,15 +178,15 @@ func (dr Driver) stamping(ctx context.Context, db *sql.DB, d source.Definition, 
 			continue
 		}
 		conditional := word("WHEN").MatchString(cond) || updateOf.MatchString(head)
-		verdict := source.VerdictOK
+		verdict := setup.VerdictOK
 		if conditional {
-			verdict = source.VerdictUnknown
+			verdict = setup.VerdictUnknown
 			unread = append(unread, name)
 		}
-		if word("INSERT").MatchString(head) && st.Insert != source.VerdictOK {
+		if word("INSERT").MatchString(head) && st.Insert != setup.VerdictOK {
 			st.Insert = verdict
 		}
-		if word("UPDATE").MatchString(head) && st.Update != source.VerdictOK {
+		if word("UPDATE").MatchString(head) && st.Update != setup.VerdictOK {
 			st.Update = verdict
 		}
 	}
@@ -194,14 +196,14 @@ func (dr Driver) stamping(ctx context.Context, db *sql.DB, d source.Definition, 
 	if len(unread) > 0 {
 		st.Why = append(st.Why, "trigger "+strings.Join(unread, ", ")+" may stamp it only for some columns or rows (UPDATE OF, WHEN), which the check cannot judge")
 	}
-	if st.Insert == source.VerdictProblem {
+	if st.Insert == setup.VerdictProblem {
 		why := "no default or INSERT trigger stamps it"
 		if col.def != "" {
 			why = "its default (" + col.def + ") is a constant and no INSERT trigger stamps it"
 		}
 		st.Why = append(st.Why, why+": inserted rows keep a value the cursor may have passed")
 	}
-	if st.Update == source.VerdictProblem {
+	if st.Update == setup.VerdictProblem {
 		st.Why = append(st.Why, "no UPDATE trigger stamps it: every UPDATE after the insert is never delivered")
 	}
 	return st, nil
@@ -209,7 +211,7 @@ func (dr Driver) stamping(ctx context.Context, db *sql.DB, d source.Definition, 
 
 // addCursor is the fix that adds the missing cursor column, as docs/sqlite.md's recipes do:
 // SQLite adds a column with a constant default only, so the rows there get a stamp of now.
-func (dr Driver) addCursor(d source.Definition) []string {
+func (dr Driver) addCursor(d sourcedef.Definition) []string {
 	table, col := source.QuoteTable(dr, d.Table), dr.Quote(d.Cursor.Column)
 	switch d.Cursor.Kind {
 	case state.KindTimestampPK:
@@ -225,7 +227,7 @@ func (dr Driver) addCursor(d source.Definition) []string {
 
 // stampFix makes the AFTER triggers that stamp the cursor column on INSERT and on UPDATE (those
 // not stamped yet); an integer cursor takes its values from a one-row counter.
-func (dr Driver) stampFix(d source.Definition, insert, update bool) []string {
+func (dr Driver) stampFix(d sourcedef.Definition, insert, update bool) []string {
 	table, col := dr.Quote(d.Table.Name), dr.Quote(d.Cursor.Column)
 	var where []string
 	for _, k := range d.PK {
@@ -234,15 +236,15 @@ func (dr Driver) stampFix(d source.Definition, insert, update bool) []string {
 	stamp := "  UPDATE " + table + " SET " + col + " = " + StampExpr + " WHERE " + strings.Join(where, " AND ") + ";\n"
 	var out []string
 	if d.Cursor.Kind == state.KindInteger {
-		counter := dr.Quote(source.CounterName(d))
-		qcounter := source.QuoteTable(dr, source.Table{Schema: d.Table.Schema, Name: source.CounterName(d)})
+		counter := dr.Quote(setup.CounterName(d))
+		qcounter := source.QuoteTable(dr, sourcedef.Table{Schema: d.Table.Schema, Name: setup.CounterName(d)})
 		out = append(out,
 			"CREATE TABLE IF NOT EXISTS "+qcounter+" (n INTEGER NOT NULL)",
 			"INSERT INTO "+qcounter+" (n) SELECT COALESCE(MAX("+col+"), 0) FROM "+source.QuoteTable(dr, d.Table)+" WHERE NOT EXISTS (SELECT 1 FROM "+qcounter+")")
 		stamp = "  UPDATE " + counter + " SET n = n + 1;\n  UPDATE " + table + " SET " + col + " = (SELECT n FROM " + counter + ") WHERE " + strings.Join(where, " AND ") + ";\n"
 	}
 	trigger := func(event string) string {
-		name := dr.Quote(source.StampName(d) + "_" + strings.ToLower(event))
+		name := dr.Quote(setup.StampName(d) + "_" + strings.ToLower(event))
 		if d.Table.Schema != "" {
 			name = dr.Quote(d.Table.Schema) + "." + name
 		}

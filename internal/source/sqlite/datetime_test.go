@@ -7,6 +7,7 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 )
@@ -19,9 +20,9 @@ func TestDatetimeDeclaredCursor(t *testing.T) {
 	dsn := "file:" + filepath.Join(t.TempDir(), "dt.db")
 	testenv.DB(t, "sqlite", dsn, `CREATE TABLE t (id INTEGER PRIMARY KEY, ts DATETIME NOT NULL, d DATE);
 		INSERT INTO t VALUES (1, '2020-01-01T00:00:00.000000Z', '2020-01-01'), (2, '2020-01-01T00:00:01.000000Z', '2020-01-02 03:04:05')`)
-	src, err := drivers.Open(context.Background(), source.Config{Poller: "dt", Driver: "sqlite", DSN: dsn, Definition: source.Definition{
-		Table: source.Table{Name: "t"}, Columns: []string{"id", "ts", "d"}, PK: []string{"id"},
-		Cursor: source.Cursor{Kind: state.KindTimestampPK, Column: "ts"},
+	src, err := drivers.Open(context.Background(), source.Config{Poller: "dt", Driver: "sqlite", DSN: dsn, Definition: sourcedef.Definition{
+		Table: sourcedef.Table{Name: "t"}, Columns: []string{"id", "ts", "d"}, PK: []string{"id"},
+		Cursor: sourcedef.Cursor{Kind: state.KindTimestampPK, Column: "ts"},
 	}})
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	_ "modernc.org/sqlite" // no cgo
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
@@ -75,7 +76,7 @@ func (Driver) Placeholder(int) string { return "?" }
 // UpperBound: 'now' has millisecond resolution; padding to six digits keeps the fixed-width text
 // comparable with stored YYYY-MM-DDTHH:MM:SS.ffffffZ values. The scalar subquery is evaluated
 // once per statement, not once per row.
-func (Driver) UpperBound(kind string, _ source.TSFlavor, col string, lag time.Duration, next func() string) source.Bound {
+func (Driver) UpperBound(kind string, _ row.TSFlavor, col string, lag time.Duration, next func() string) source.Bound {
 	if kind != state.KindTimestampPK {
 		return source.Bound{}
 	}
@@ -83,8 +84,8 @@ func (Driver) UpperBound(kind string, _ source.TSFlavor, col string, lag time.Du
 }
 
 // StampCheck: a TEXT value not in the fixed-width layout. A full scan.
-func (Driver) StampCheck(fl source.TSFlavor, table, col, param string) (string, any, string) {
-	if fl != source.TSText {
+func (Driver) StampCheck(fl row.TSFlavor, table, col, param string) (string, any, string) {
+	if fl != row.TSText {
 		return "", nil, ""
 	}
 	return "NOT (" + col + " GLOB " + param + ")", stampPattern,
@@ -94,44 +95,44 @@ func (Driver) StampCheck(fl source.TSFlavor, table, col, param string) (string, 
 }
 
 // Classify applies SQLite's type affinity rules to the declared type.
-func (Driver) Classify(base string) (source.Class, source.TSFlavor) {
+func (Driver) Classify(base string) (row.Class, row.TSFlavor) {
 	switch {
 	case strings.Contains(base, "INT"):
-		return source.ClassInt, source.TSNone
+		return row.ClassInt, row.TSNone
 	case base == "DATETIME" || base == "TIMESTAMP":
-		return source.ClassText, source.TSText
+		return row.ClassText, row.TSText
 	case strings.Contains(base, "CHAR") || strings.Contains(base, "CLOB") || strings.Contains(base, "TEXT"):
-		return source.ClassText, source.TSText
+		return row.ClassText, row.TSText
 	case base == "BLOB" || base == "":
-		return source.ClassBinary, source.TSNone
+		return row.ClassBinary, row.TSNone
 	case strings.Contains(base, "DEC") || strings.Contains(base, "NUMERIC"):
-		return source.ClassDecimal, source.TSNone
+		return row.ClassDecimal, row.TSNone
 	case strings.Contains(base, "REAL") || strings.Contains(base, "FLOA") || strings.Contains(base, "DOUB"):
-		return source.ClassFloat, source.TSNone
+		return row.ClassFloat, row.TSNone
 	case strings.Contains(base, "BOOL"):
-		return source.ClassBool, source.TSNone
+		return row.ClassBool, row.TSNone
 	}
-	return source.ClassOther, source.TSNone
+	return row.ClassOther, row.TSNone
 }
 
 // KeyCodec carries a TEXT timestamp cursor verbatim (textTimeCodec).
-func (Driver) KeyCodec(c source.ColumnType) (source.KeyCodec, bool) {
-	return textTimeCodec, c.Flavor == source.TSText
+func (Driver) KeyCodec(c row.ColumnType) (row.KeyCodec, bool) {
+	return textTimeCodec, c.Flavor == row.TSText
 }
 
 // textTimeCodec carries a SQLite TEXT timestamp verbatim (its text order is its time order), and
 // refuses text that is not in the fixed-width layout, whose place in that order would be wrong.
-var textTimeCodec = source.KeyCodec{
+var textTimeCodec = row.KeyCodec{
 	Encode: func(v any) (json.RawMessage, error) {
 		s, ok := v.(string)
 		if !ok {
 			// SQLite sorts numbers and blobs apart from text: such a row is out of time order.
 			return nil, fmt.Errorf("%w: a TEXT timestamp column holds %T %v, not text in the fixed-width UTC layout YYYY-MM-DDTHH:MM:SS.ffffffZ",
-				source.ErrUnreachableRow, v, v)
+				row.ErrUnreachableRow, v, v)
 		}
-		if !source.FixedWidth(s) {
+		if !row.FixedWidth(s) {
 			return nil, fmt.Errorf("%w: value %q is not in the fixed-width UTC layout YYYY-MM-DDTHH:MM:SS.ffffffZ, the only text whose order is time order",
-				source.ErrUnreachableRow, s)
+				row.ErrUnreachableRow, s)
 		}
 		return json.Marshal(s)
 	},
@@ -140,7 +141,7 @@ var textTimeCodec = source.KeyCodec{
 		if err := json.Unmarshal(raw, &s); err != nil {
 			return nil, err
 		}
-		if !source.FixedWidth(s) {
+		if !row.FixedWidth(s) {
 			return nil, fmt.Errorf("%q is not a timestamp in the fixed-width layout YYYY-MM-DDTHH:MM:SS.ffffffZ (text that compares in time order)", s)
 		}
 		return s, nil
@@ -151,7 +152,7 @@ var textTimeCodec = source.KeyCodec{
 // such a column's text into a time.Time (losing its form: "2026-04-07 01:23:45" would come back
 // as 2026-04-07T01:23:45Z, and a TEXT timestamp cursor could not read it at all), but not an
 // expression's; SQLite's unary + returns its operand's value as it is.
-func (Driver) Select(c source.ColumnType, quoted string) string {
+func (Driver) Select(c row.ColumnType, quoted string) string {
 	switch strings.ToUpper(strings.TrimSpace(c.DBType)) {
 	case "DATE", "DATETIME", "TIMESTAMP":
 		return "+" + quoted

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
 )
 
 func TestDSN(t *testing.T) {
@@ -39,7 +39,7 @@ func TestTextTimeCodec(t *testing.T) {
 		" 2026-11-23T03:40:32.287000Z",
 		int64(1795491632), // a Unix time in a column of NUMERIC affinity
 	} {
-		if _, err := textTimeCodec.Encode(bad); !errors.Is(err, source.ErrUnreachableRow) {
+		if _, err := textTimeCodec.Encode(bad); !errors.Is(err, row.ErrUnreachableRow) {
 			t.Errorf("encode(%#v) = %v, want source.ErrUnreachableRow", bad, err)
 		}
 		if s, ok := bad.(string); ok {

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/setup"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 )
 
 // UniqueKey reads the table's primary key (pragma_table_info: an INTEGER PRIMARY KEY is the
@@ -15,28 +17,28 @@ import (
 // from pragma_index_info: an expression's part, or the rowid, has no name), which
 // source.JudgeKey judges, matching column names whatever their case. A view has no keys in the
 // catalog: KeyUnknown.
-func (d Driver) UniqueKey(ctx context.Context, db *sql.DB, t source.Table, cols []string) (source.Uniqueness, error) {
+func (d Driver) UniqueKey(ctx context.Context, db *sql.DB, t sourcedef.Table, cols []string) (setup.Uniqueness, error) {
 	schema := t.Schema
 	if schema == "" {
 		schema = "main"
 	}
-	fail := func(what string, err error) (source.Uniqueness, error) {
-		return source.Uniqueness{}, fmt.Errorf("reading %s: %w", what, err)
+	fail := func(what string, err error) (setup.Uniqueness, error) {
+		return setup.Uniqueness{}, fmt.Errorf("reading %s: %w", what, err)
 	}
 	var kind string
 	err := db.QueryRowContext(ctx, "SELECT type FROM "+d.Quote(schema)+".sqlite_master WHERE type IN ('table', 'view') AND name = ? COLLATE NOCASE", t.Name).Scan(&kind)
 	if errors.Is(err, sql.ErrNoRows) {
-		return source.Uniqueness{}, errors.New("sqlite_master has no table " + t.String())
+		return setup.Uniqueness{}, errors.New("sqlite_master has no table " + t.String())
 	}
 	if err != nil {
 		return fail("sqlite_master", err)
 	}
 	if kind == "view" {
-		return source.Uniqueness{Verdict: source.KeyUnknown, Why: t.String() + " is a view, which has no keys in the catalog"}, nil
+		return setup.Uniqueness{Verdict: setup.KeyUnknown, Why: t.String() + " is a view, which has no keys in the catalog"}, nil
 	}
 
-	var indexes []source.UniqueIndex
-	pk := source.UniqueIndex{Name: "PRIMARY KEY", Primary: true}
+	var indexes []setup.UniqueIndex
+	pk := setup.UniqueIndex{Name: "PRIMARY KEY", Primary: true}
 	rows, err := db.QueryContext(ctx, "SELECT name FROM pragma_table_info(?, ?) WHERE pk > 0 ORDER BY pk", t.Name, schema)
 	if err != nil {
 		return fail("pragma_table_info", err)
@@ -60,9 +62,9 @@ func (d Driver) UniqueKey(ctx context.Context, db *sql.DB, t source.Table, cols 
 	if err != nil {
 		return fail("pragma_index_list", err)
 	}
-	var listed []source.UniqueIndex
+	var listed []setup.UniqueIndex
 	for rows.Next() {
-		var ix source.UniqueIndex
+		var ix setup.UniqueIndex
 		if err := rows.Scan(&ix.Name, &ix.Partial); err != nil {
 			rows.Close()
 			return fail("pragma_index_list", err)
@@ -94,12 +96,12 @@ func (d Driver) UniqueKey(ctx context.Context, db *sql.DB, t source.Table, cols 
 		}
 		indexes = append(indexes, ix)
 	}
-	return source.JudgeKey(indexes, cols, d.Caseless()), nil
+	return setup.JudgeKey(indexes, cols, d.Caseless()), nil
 }
 
 // CreateUniqueIndex names the schema on the index, as SQLite wants it (the table then takes
 // none): CREATE UNIQUE INDEX "s"."ux" ON "t" (...).
-func (d Driver) CreateUniqueIndex(t source.Table, index string, cols []string) string {
+func (d Driver) CreateUniqueIndex(t sourcedef.Table, index string, cols []string) string {
 	name := d.Quote(index)
 	if t.Schema != "" {
 		name = d.Quote(t.Schema) + "." + name

@@ -100,6 +100,8 @@ import (
 	mssql "github.com/microsoft/go-mssqldb"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
@@ -157,14 +159,14 @@ func (Driver) Restart(kind, poller string) string {
 // CheckDefinition checks SQL Server's rules of a definition: a changetracking cursor's tables
 // take no filter, since CHANGETABLE has none and every change of a table comes (a filter would
 // be left out without a word); each filtered table is a *source.FieldError, joined.
-func (Driver) CheckDefinition(d source.Definition) error {
+func (Driver) CheckDefinition(d sourcedef.Definition) error {
 	if d.Cursor.Kind != state.KindChangeTracking {
 		return nil
 	}
 	var errs []error
 	for i, t := range d.Tables() {
 		if strings.TrimSpace(t.Filter) != "" {
-			errs = append(errs, &source.FieldError{Field: d.TableField(i, source.FieldFilter),
+			errs = append(errs, &sourcedef.FieldError{Field: d.TableField(i, sourcedef.FieldFilter),
 				Err: fmt.Errorf("a %s cursor delivers every change of the table and takes no filter (CHANGETABLE has none): filter the rows where they are delivered", d.Cursor.Kind)})
 		}
 	}
@@ -227,7 +229,7 @@ func readsCommitTime(ctx context.Context, db *sql.DB) bool {
 
 // buildCTQueries renders the queries of table t's columns cols, keyed by keys; marker writes key
 // j's argument marker (Layout.KeyMarker: cast to the column's type where it needs it).
-func buildCTQueries(dl source.Driver, t source.Table, cols, keys []string, marker func(j int, m string) string, o ctOptions) ctQueries {
+func buildCTQueries(dl source.Driver, t sourcedef.Table, cols, keys []string, marker func(j int, m string) string, o ctOptions) ctQueries {
 	table := source.QuoteTable(dl, t)
 	var sel, extra []string
 	for _, c := range cols {
@@ -737,8 +739,8 @@ func (c *changeTracking) deliver(after *state.Cursor, limit int, got []ctChange,
 type ctChange struct {
 	version int64
 	at      time.Time
-	row     source.Row
-	ch      *source.Change
+	row     row.Row
+	ch      *row.Change
 }
 
 // changes runs rd's read (its query, with n as the limit) in tx and returns its changes, each
@@ -766,7 +768,7 @@ func (c *changeTracking) changes(ctx context.Context, tx *sql.Tx, q ctQueries, r
 			return nil, err
 		}
 		if changed := sc.changed(ch.Op, c.l); changed != nil {
-			ch.Images = &source.Images{Changed: changed}
+			ch.Images = &row.Images{Changed: changed}
 		}
 		out = append(out, ctChange{version: sc.version, at: sc.commitTime(), row: r, ch: ch})
 	}
@@ -791,7 +793,7 @@ func number(changes []ctChange, limit int, inside int64) (batch []ctChange, more
 			return changes[:limit], true
 		}
 		if tx0 == nil || tx0.version != c.version {
-			tx0 = &ctTx{version: c.version, commit: &source.Commit{ID: uint64(c.version), Version: c.version, Time: c.at}}
+			tx0 = &ctTx{version: c.version, commit: &row.Commit{ID: uint64(c.version), Version: c.version, Time: c.at}}
 			tx0.unknown = inside == c.version
 		}
 		c.ch.Commit = tx0.commit
@@ -807,8 +809,8 @@ func number(changes []ctChange, limit int, inside int64) (batch []ctChange, more
 }
 
 // rowsOf are the changes' rows.
-func rowsOf(changes []ctChange) []source.Row {
-	out := make([]source.Row, len(changes))
+func rowsOf(changes []ctChange) []row.Row {
+	out := make([]row.Row, len(changes))
 	for i, c := range changes {
 		out[i] = c.row
 	}
@@ -818,10 +820,10 @@ func rowsOf(changes []ctChange) []source.Row {
 // ctTx is a transaction (a change version) as a fetch reads its changes.
 type ctTx struct {
 	version int64
-	commit  *source.Commit
+	commit  *row.Commit
 	count   int
-	unknown bool           // the read began inside it: its changes' places are not known
-	last    *source.Change // its last change read
+	unknown bool        // the read began inside it: its changes' places are not known
+	last    *row.Change // its last change read
 }
 
 // ctScan is where a fetch's row is scanned: the version, op and found flag, what ctOptions add,
@@ -881,7 +883,7 @@ func (sc *ctScan) commitTime() time.Time {
 // changed marks the columns an update changed, from its column mask; nil for other ops and
 // when the table does not track them. A NULL mask on an update means every column but the key.
 func (sc *ctScan) changed(op string, l *source.Layout) []bool {
-	if !sc.opts.columns || op != source.OpUpdate {
+	if !sc.opts.columns || op != row.OpUpdate {
 		return nil
 	}
 	out := slices.Clone(sc.mask)
@@ -907,7 +909,7 @@ func ctKeepUp(p *ctPosition, current, minValid int64) bool {
 // seal is the To of a batch whose last row's change is last: that row's cursor, made a version
 // boundary when the read reached its bound (whole: no change after the batch's was read), so
 // that the last row's version is complete.
-func seal(last *source.Change, whole bool) *state.Cursor {
+func seal(last *row.Change, whole bool) *state.Cursor {
 	if whole {
 		last.Cursor.Tiebreaker = nil
 	}
@@ -918,11 +920,11 @@ func seal(last *source.Change, whole bool) *state.Cursor {
 // row makes a Row of one change: op its SYS_CHANGE_OPERATION, found whether the table has the
 // row now, vals the columns in the source's order (the key from CHANGETABLE, the rest from the
 // table). Its cursor is inside version, after its key.
-func (c *changeTracking) row(version int64, op string, found bool, vals []any) (source.Row, *source.Change, error) {
+func (c *changeTracking) row(version int64, op string, found bool, vals []any) (row.Row, *row.Change, error) {
 	l := c.l
 	kind, keyOnly, err := ctOp(op, found)
 	if err != nil {
-		return source.Row{}, nil, l.Errorf("the change at version %d: %v", version, err)
+		return row.Row{}, nil, l.Errorf("the change at version %d: %v", version, err)
 	}
 	keyIdx, keyCols := l.KeyIndex(), l.KeyColumns()
 	if keyOnly {
@@ -932,15 +934,15 @@ func (c *changeTracking) row(version int64, op string, found bool, vals []any) (
 			}
 		}
 	}
-	ch := &source.Change{Op: kind, KeyOnly: keyOnly}
+	ch := &row.Change{Op: kind, KeyOnly: keyOnly}
 	key := make(map[string]json.RawMessage, len(keyIdx))
 	for j, idx := range keyIdx {
 		if vals[idx] == nil {
-			return source.Row{}, nil, fmt.Errorf("source: poller %q, table %s, column %q: %w: the change at version %d carries no key", l.Poller(), l.Definition().Table, keyCols[j], source.ErrNullCursor, version)
+			return row.Row{}, nil, fmt.Errorf("source: poller %q, table %s, column %q: %w: the change at version %d carries no key", l.Poller(), l.Definition().Table, keyCols[j], source.ErrNullCursor, version)
 		}
 		raw, err := l.EncodeKey(j, vals[idx])
 		if err != nil {
-			return source.Row{}, nil, fmt.Errorf("source: poller %q, table %s, column %q: the change at version %d: %w", l.Poller(), l.Definition().Table, keyCols[j], version, err)
+			return row.Row{}, nil, fmt.Errorf("source: poller %q, table %s, column %q: the change at version %d: %w", l.Poller(), l.Definition().Table, keyCols[j], version, err)
 		}
 		key[keyCols[j]] = raw
 	}
@@ -953,16 +955,16 @@ func (c *changeTracking) row(version int64, op string, found bool, vals []any) (
 func ctOp(op string, found bool) (kind string, keyOnly bool, err error) {
 	switch strings.TrimSpace(op) {
 	case "I":
-		kind = source.OpInsert
+		kind = row.OpInsert
 	case "U":
-		kind = source.OpUpdate
+		kind = row.OpUpdate
 	case "D":
-		return source.OpDelete, true, nil
+		return row.OpDelete, true, nil
 	default:
 		return "", false, fmt.Errorf("unknown SYS_CHANGE_OPERATION %q", op)
 	}
 	if !found {
-		return source.OpDelete, true, nil
+		return row.OpDelete, true, nil
 	}
 	return kind, false, nil
 }
@@ -1108,7 +1110,7 @@ type ctWatermark struct {
 }
 
 // Newer says r's change is above the chunk's version (or its version cannot be read).
-func (w *ctWatermark) Newer(r source.Row) bool {
+func (w *ctWatermark) Newer(r row.Row) bool {
 	cur, err := r.Cursor()
 	if err != nil {
 		return true

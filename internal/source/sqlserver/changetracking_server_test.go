@@ -15,6 +15,8 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcetest"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sqlserver"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
@@ -41,13 +43,13 @@ func changeTrackingSuite(t *testing.T, dsn string) {
 	exec(db, `CREATE TABLE orders (id BIGINT PRIMARY KEY, customer NVARCHAR(100) NOT NULL, amount DECIMAL(12,2) NOT NULL,
 	  updated_at DATETIME2(7) NOT NULL DEFAULT SYSUTCDATETIME())`)
 
-	def := source.Definition{
-		Table:   source.Table{Schema: "dbo", Name: "orders"},
+	def := sourcedef.Definition{
+		Table:   sourcedef.Table{Schema: "dbo", Name: "orders"},
 		Columns: []string{"id", "customer", "amount", "updated_at"},
-		Cursor:  source.Cursor{Kind: state.KindChangeTracking},
+		Cursor:  sourcedef.Cursor{Kind: state.KindChangeTracking},
 		PK:      []string{"id"},
 	}
-	open := func(d source.Definition) (*source.Source, error) {
+	open := func(d sourcedef.Definition) (*source.Source, error) {
 		s, err := drivers.Open(ctx, source.Config{Poller: "orders", Driver: sqlserver.Name, DSN: ctDSN, Definition: d})
 		if err == nil {
 			t.Cleanup(func() { s.Close() })
@@ -102,8 +104,8 @@ func changeTrackingSuite(t *testing.T, dsn string) {
 		t.Fatalf("waiting from the beginning: %d, %v, want 11", n, err)
 	}
 	got := r.drain(4)
-	r.expect(got, []want{{1, source.OpInsert}, {2, source.OpInsert}, {3, source.OpInsert}, {4, source.OpInsert}, {5, source.OpInsert},
-		{6, source.OpInsert}, {7, source.OpInsert}, {8, source.OpInsert}, {9, source.OpInsert}, {10, source.OpInsert}, {13, source.OpInsert}})
+	r.expect(got, []want{{1, row.OpInsert}, {2, row.OpInsert}, {3, row.OpInsert}, {4, row.OpInsert}, {5, row.OpInsert},
+		{6, row.OpInsert}, {7, row.OpInsert}, {8, row.OpInsert}, {9, row.OpInsert}, {10, row.OpInsert}, {13, row.OpInsert}})
 	if got[0].value == got[10].value || got[0].value != got[9].value {
 		t.Errorf("versions: the first transaction's rows share one version, the next has another: %s %s %s", got[0].value, got[9].value, got[10].value)
 	}
@@ -125,15 +127,15 @@ func changeTrackingSuite(t *testing.T, dsn string) {
 	var without21 []ctChange
 	for _, c := range got {
 		if c.id == 21 {
-			if c.op != source.OpDelete {
+			if c.op != row.OpDelete {
 				t.Errorf("a row inserted and deleted since the checkpoint came as %s", c.op)
 			}
 			continue
 		}
 		without21 = append(without21, c)
 	}
-	r.expect(without21, []want{{1, source.OpUpdate}, {2, source.OpUpdate}, {3, source.OpUpdate}, {4, source.OpDelete}, {5, source.OpDelete},
-		{8, source.OpUpdate}, {20, source.OpInsert}})
+	r.expect(without21, []want{{1, row.OpUpdate}, {2, row.OpUpdate}, {3, row.OpUpdate}, {4, row.OpDelete}, {5, row.OpDelete},
+		{8, row.OpUpdate}, {20, row.OpInsert}})
 	for _, c := range got {
 		if c.id == 20 && c.customer != "twenty" {
 			t.Errorf("the insert of 20 carries %q, not its current values", c.customer)
@@ -191,11 +193,11 @@ func changeTrackingSuite(t *testing.T, dsn string) {
 	for _, c := range rest {
 		switch c.id {
 		case pending, done:
-			if c.op != source.OpUpdate || c.customer != "later" {
+			if c.op != row.OpUpdate || c.customer != "later" {
 				t.Errorf("key %d: %s %q, want its later update", c.id, c.op, c.customer)
 			}
 		case gone:
-			if c.op != source.OpDelete {
+			if c.op != row.OpDelete {
 				t.Errorf("key %d: %s, want its delete", c.id, c.op)
 			}
 		}
@@ -250,7 +252,7 @@ func changeTrackingSuite(t *testing.T, dsn string) {
 	}
 	exec(db, insert(30))
 	b, err := src.Fetch(ctx, nil, 10)
-	if err != nil || len(b.Rows) != 1 || b.Rows[0].Op() != source.OpInsert || b.To == nil || b.To.Tiebreaker != nil {
+	if err != nil || len(b.Rows) != 1 || b.Rows[0].Op() != row.OpInsert || b.To == nil || b.To.Tiebreaker != nil {
 		t.Fatalf("from the beginning after the truncate and an insert: %v, %v", b, err)
 	}
 
@@ -298,9 +300,9 @@ func ctImages(t *testing.T, db *sql.DB, dsn string) {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
-	src, err := drivers.Open(ctx, source.Config{Poller: "items", Driver: sqlserver.Name, DSN: dsn, Definition: source.Definition{
-		Table: source.Table{Schema: "dbo", Name: "items"}, Columns: []string{"id", "customer", "amount"},
-		Cursor: source.Cursor{Kind: state.KindChangeTracking}, PK: []string{"id"}, SkipWriter: "orders-app",
+	src, err := drivers.Open(ctx, source.Config{Poller: "items", Driver: sqlserver.Name, DSN: dsn, Definition: sourcedef.Definition{
+		Table: sourcedef.Table{Schema: "dbo", Name: "items"}, Columns: []string{"id", "customer", "amount"},
+		Cursor: sourcedef.Cursor{Kind: state.KindChangeTracking}, PK: []string{"id"}, SkipWriter: "orders-app",
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -389,10 +391,10 @@ func ctTables(t *testing.T, db *sql.DB, dsn string) {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
-	cfg := source.Config{Poller: "orders2", Driver: sqlserver.Name, DSN: dsn, Definition: source.Definition{
-		Table: source.Table{Schema: "dbo", Name: "orders2"}, Columns: []string{"id", "amount"}, PK: []string{"id"},
-		Cursor: source.Cursor{Kind: state.KindChangeTracking},
-		More:   []source.TableDef{{Table: source.Table{Schema: "dbo", Name: "lines2"}, Columns: []string{"qty"}, PK: []string{"order_id", "line"}}},
+	cfg := source.Config{Poller: "orders2", Driver: sqlserver.Name, DSN: dsn, Definition: sourcedef.Definition{
+		Table: sourcedef.Table{Schema: "dbo", Name: "orders2"}, Columns: []string{"id", "amount"}, PK: []string{"id"},
+		Cursor: sourcedef.Cursor{Kind: state.KindChangeTracking},
+		More:   []sourcedef.TableDef{{Table: sourcedef.Table{Schema: "dbo", Name: "lines2"}, Columns: []string{"qty"}, PK: []string{"order_id", "line"}}},
 	}}
 	src, err := drivers.Open(ctx, cfg)
 	if err != nil {
@@ -605,31 +607,31 @@ func (r *ctReader) batch(limit int) []ctChange {
 		t.Fatalf("%d rows in a batch of %d", len(b.Rows), limit)
 	}
 	var out []ctChange
-	for i, row := range b.Rows {
-		c, err := row.Cursor()
+	for i, rw := range b.Rows {
+		c, err := rw.Cursor()
 		if err != nil {
 			t.Fatal(err)
 		}
-		id, _ := row.Key()["id"].(int64)
-		ch := ctChange{id: id, op: row.Op(), value: string(c.Value), cursor: c}
+		id, _ := rw.Key()["id"].(int64)
+		ch := ctChange{id: id, op: rw.Op(), value: string(c.Value), cursor: c}
 		if _, err := strconv.ParseInt(ch.value, 10, 64); err != nil {
 			t.Fatalf("cursor value %s is not a version", c.Value)
 		}
 		if i > 0 && version(out[i-1].value) > version(ch.value) {
 			t.Fatalf("versions out of order in a batch: %v then %v", out[i-1], ch)
 		}
-		switch row.Op() {
-		case source.OpDelete:
-			if row.HasRow() || row.Get("customer") != nil || id == 0 {
-				t.Errorf("delete of %v: has row %v, customer %v", row.Key(), row.HasRow(), row.Get("customer"))
+		switch rw.Op() {
+		case row.OpDelete:
+			if rw.HasRow() || rw.Get("customer") != nil || id == 0 {
+				t.Errorf("delete of %v: has rw %v, customer %v", rw.Key(), rw.HasRow(), rw.Get("customer"))
 			}
 			delete(r.model, id)
-		case source.OpInsert, source.OpUpdate:
-			customer, _ := row.Get("customer").(string)
+		case row.OpInsert, row.OpUpdate:
+			customer, _ := rw.Get("customer").(string)
 			ch.customer = customer
-			r.model[id] = [2]any{customer, fmt.Sprint(row.Get("amount"))}
+			r.model[id] = [2]any{customer, fmt.Sprint(rw.Get("amount"))}
 		default:
-			t.Errorf("op %q", row.Op())
+			t.Errorf("op %q", rw.Op())
 		}
 		out = append(out, ch)
 	}

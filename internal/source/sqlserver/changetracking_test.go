@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
@@ -18,8 +20,8 @@ import (
 // updated_at DATETIME2), with a reader of its own.
 func ctSource(t *testing.T, pk ...string) (*source.Source, *changeTracking) {
 	t.Helper()
-	def := source.Definition{Table: source.Table{Schema: "dbo", Name: "orders"}, Columns: []string{"id", "customer", "amount", "updated_at"},
-		Cursor: source.Cursor{Kind: state.KindChangeTracking}, PK: pk}
+	def := sourcedef.Definition{Table: sourcedef.Table{Schema: "dbo", Name: "orders"}, Columns: []string{"id", "customer", "amount", "updated_at"},
+		Cursor: sourcedef.Cursor{Kind: state.KindChangeTracking}, PK: pk}
 	types := map[string]string{"id": "BIGINT", "region": "NVARCHAR", "customer": "NVARCHAR", "amount": "DECIMAL", "updated_at": "DATETIME2"}
 	s, lay, err := source.Offline(Driver{}, source.Config{Poller: "orders", Driver: Name, Definition: def}, types)
 	if err != nil {
@@ -116,13 +118,13 @@ func TestChangeTrackingOps(t *testing.T) {
 		want    string
 		keyOnly bool
 	}{
-		{"I", true, source.OpInsert, false},
-		{"U", true, source.OpUpdate, false},
-		{"D", false, source.OpDelete, true},
-		{"D", true, source.OpDelete, true},
-		{"I", false, source.OpDelete, true}, // inserted, and gone now
-		{"U", false, source.OpDelete, true},
-		{"U ", true, source.OpUpdate, false}, // nchar(1) padded by a driver
+		{"I", true, row.OpInsert, false},
+		{"U", true, row.OpUpdate, false},
+		{"D", false, row.OpDelete, true},
+		{"D", true, row.OpDelete, true},
+		{"I", false, row.OpDelete, true}, // inserted, and gone now
+		{"U", false, row.OpDelete, true},
+		{"U ", true, row.OpUpdate, false}, // nchar(1) padded by a driver
 	}
 	for _, c := range cases {
 		got, keyOnly, err := ctOp(c.op, c.found)
@@ -140,7 +142,7 @@ func TestChangeTrackingOps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Op() != source.OpDelete || r.HasRow() || r.Get("customer") != nil || r.Get("amount") != nil || r.Key()["id"] != int64(3) {
+	if r.Op() != row.OpDelete || r.HasRow() || r.Get("customer") != nil || r.Get("amount") != nil || r.Key()["id"] != int64(3) {
 		t.Fatalf("delete row: op %s, has row %v, customer %v, key %v", r.Op(), r.HasRow(), r.Get("customer"), r.Key())
 	}
 	j, _ := r.MarshalJSON()
@@ -151,7 +153,7 @@ func TestChangeTrackingOps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Op() != source.OpInsert || !r.HasRow() || r.Get("amount") != "12.50" || r.Get("customer") != "alice" {
+	if r.Op() != row.OpInsert || !r.HasRow() || r.Get("amount") != "12.50" || r.Get("customer") != "alice" {
 		t.Fatalf("insert row: %s %v %v", r.Op(), r.Get("amount"), r.Get("customer"))
 	}
 	if _, _, err := ct.row(13, "U", true, []any{nil, "x", nil, nil}); !errors.Is(err, source.ErrNullCursor) {
@@ -164,8 +166,8 @@ func TestChangeTrackingOps(t *testing.T) {
 
 func TestChangeTrackingSeal(t *testing.T) {
 	_, ct := ctSource(t, "id")
-	var last *source.Change
-	mk := func(v int64, id int64) source.Row {
+	var last *row.Change
+	mk := func(v int64, id int64) row.Row {
 		r, ch, err := ct.row(v, "U", true, []any{id, "c", []byte("1"), time.Now()})
 		if err != nil {
 			t.Fatal(err)
@@ -173,12 +175,12 @@ func TestChangeTrackingSeal(t *testing.T) {
 		last = ch
 		return r
 	}
-	full := &source.Batch{Rows: []source.Row{mk(5, 1), mk(5, 2)}}
+	full := &source.Batch{Rows: []row.Row{mk(5, 1), mk(5, 2)}}
 	full.To = seal(last, false)
 	if string(full.To.Value) != "5" || string(full.To.Tiebreaker["id"]) != "2" {
 		t.Fatalf("a batch whose read found a change after it ends inside its last version: %+v", full.To)
 	}
-	short := &source.Batch{Rows: []source.Row{mk(5, 1), mk(6, 2)}}
+	short := &source.Batch{Rows: []row.Row{mk(5, 1), mk(6, 2)}}
 	short.To = seal(last, true)
 	if string(short.To.Value) != "6" || short.To.Tiebreaker != nil {
 		t.Fatalf("a batch whose read reached its bound ends on a version boundary: %+v", short.To)

@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/setup"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
@@ -34,12 +36,12 @@ type msColumn struct {
 }
 
 // CheckSetup reads sys.objects, sys.columns, sys.indexes, sys.triggers and the permissions.
-func (dr Driver) CheckSetup(ctx context.Context, db *sql.DB, d source.Definition) ([]source.Finding, error) {
+func (dr Driver) CheckSetup(ctx context.Context, db *sql.DB, d sourcedef.Definition) ([]setup.Finding, error) {
 	table := source.QuoteTable(dr, d.Table)
 	var typ string
 	err := db.QueryRowContext(ctx, "SELECT RTRIM(type) FROM sys.objects WHERE object_id = OBJECT_ID(@p1)", table).Scan(&typ)
 	if err == sql.ErrNoRows {
-		return []source.Finding{{Check: source.CheckTable, Verdict: source.VerdictProblem,
+		return []setup.Finding{{Check: setup.CheckTable, Verdict: setup.VerdictProblem,
 			Detail: fmt.Sprintf("no table %s that the user can see: check the poller's table name and schema, or grant the user SELECT on it", d.Table)}}, nil
 	}
 	if err != nil {
@@ -57,7 +59,7 @@ func (dr Driver) CheckSetup(ctx context.Context, db *sql.DB, d source.Definition
 	for _, c := range cols {
 		have = append(have, c.name)
 	}
-	fs, more := source.TableAndColumns(d, view, have, true, dr.addCursor(d))
+	fs, more := setup.TableAndColumns(d, view, have, true, dr.addCursor(d))
 	if !more {
 		return append(fs, dr.privileges(ctx, db, d)), nil
 	}
@@ -66,7 +68,7 @@ func (dr Driver) CheckSetup(ctx context.Context, db *sql.DB, d source.Definition
 	if err != nil {
 		return nil, err
 	}
-	fs = append(fs, source.IndexFinding(d, ix, true, dr.createIndex(d)))
+	fs = append(fs, setup.IndexFinding(d, ix, true, dr.createIndex(d)))
 
 	var col *msColumn
 	if i := slices.IndexFunc(cols, func(c msColumn) bool { return strings.EqualFold(c.name, d.Cursor.Column) }); i >= 0 {
@@ -76,23 +78,23 @@ func (dr Driver) CheckSetup(ctx context.Context, db *sql.DB, d source.Definition
 	if err != nil {
 		return nil, err
 	}
-	fs = append(fs, source.StampFinding(d.Cursor.Column, st, dr.stampFixFor(d, col, st)))
+	fs = append(fs, setup.StampFinding(d.Cursor.Column, st, dr.stampFixFor(d, col, st)))
 	return append(fs, dr.privileges(ctx, db, d)), nil
 }
 
 // createIndex makes the index the keyset read seeks on.
-func (dr Driver) createIndex(d source.Definition) string {
-	return fmt.Sprintf("CREATE INDEX %s ON %s (%s)", dr.Quote("ix_"+source.IndexName(d)), source.QuoteTable(dr, d.Table),
-		strings.Join(source.QuoteAll(dr, source.KeysetColumns(d)), ", "))
+func (dr Driver) createIndex(d sourcedef.Definition) string {
+	return fmt.Sprintf("CREATE INDEX %s ON %s (%s)", dr.Quote("ix_"+setup.IndexName(d)), source.QuoteTable(dr, d.Table),
+		strings.Join(source.QuoteAll(dr, setup.KeysetColumns(d)), ", "))
 }
 
 // stampFixFor is the fix of what st found not stamped (none for a rowversion, stamped by its
 // type).
-func (dr Driver) stampFixFor(d source.Definition, col *msColumn, st source.Stamping) []string {
+func (dr Driver) stampFixFor(d sourcedef.Definition, col *msColumn, st setup.Stamping) []string {
 	if d.Cursor.Kind == state.KindRowversion {
 		return nil
 	}
-	return dr.stampFix(d, col, st.Insert != source.VerdictOK, st.Update != source.VerdictOK)
+	return dr.stampFix(d, col, st.Insert != setup.VerdictOK, st.Update != setup.VerdictOK)
 }
 
 func msColumns(ctx context.Context, db *sql.DB, table string) ([]msColumn, error) {
@@ -153,9 +155,9 @@ ORDER BY i.index_id, ic.key_ordinal`, table)
 // stamping reads how the cursor column is written: rowversion by its type; a default that is
 // not a literal stamps inserts; an AFTER trigger whose body SETs the column stamps its events
 // (col nil: the column is missing, as the fix adds it).
-func (dr Driver) stamping(ctx context.Context, db *sql.DB, d source.Definition, table string, col *msColumn) (source.Stamping, error) {
-	ok := source.Stamping{Insert: source.VerdictOK, Update: source.VerdictOK}
-	st := source.Stamping{Insert: source.VerdictProblem, Update: source.VerdictProblem}
+func (dr Driver) stamping(ctx context.Context, db *sql.DB, d sourcedef.Definition, table string, col *msColumn) (setup.Stamping, error) {
+	ok := setup.Stamping{Insert: setup.VerdictOK, Update: setup.VerdictOK}
+	st := setup.Stamping{Insert: setup.VerdictProblem, Update: setup.VerdictProblem}
 	switch {
 	case d.Cursor.Kind == state.KindRowversion:
 		if col == nil || col.typ == "timestamp" || col.typ == "rowversion" {
@@ -167,12 +169,12 @@ func (dr Driver) stamping(ctx context.Context, db *sql.DB, d source.Definition, 
 		st.Why = append(st.Why, "the column the fix adds starts at 0: a counter must stamp every INSERT and UPDATE")
 		return st, nil
 	case col == nil:
-		st.Insert = source.VerdictOK
+		st.Insert = setup.VerdictOK
 		st.Why = append(st.Why, "the column the fix adds has a default, which stamps inserts only: an UPDATE needs the trigger")
 		return st, nil
 	}
 	if col.def != "" && !regexp.MustCompile(`^\(*(N?'([^']|'')*'|[-+]?[0-9.]+|NULL)\)*$`).MatchString(col.def) {
-		st.Insert = source.VerdictOK
+		st.Insert = setup.VerdictOK
 	}
 	rows, err := db.QueryContext(ctx, `SELECT t.name, COALESCE(OBJECT_DEFINITION(t.object_id), ''), te.type_desc
 FROM sys.triggers t JOIN sys.trigger_events te ON te.object_id = t.object_id
@@ -190,22 +192,22 @@ WHERE t.parent_id = OBJECT_ID(@p1) AND t.is_disabled = 0`, table)
 		if err := rows.Scan(&name, &body, &event); err != nil {
 			return st, err
 		}
-		v := source.VerdictOK
+		v := setup.VerdictOK
 		switch {
 		case body == "": // WITH ENCRYPTION
-			v = source.VerdictUnknown
+			v = setup.VerdictUnknown
 			unread = append(unread, name)
 		case !sets.MatchString(body):
 			continue
 		case conditional.MatchString(body):
-			v = source.VerdictUnknown
+			v = setup.VerdictUnknown
 			unread = append(unread, name)
 		}
 		for _, side := range []struct {
 			event string
-			v     *source.Verdict
+			v     *setup.Verdict
 		}{{"INSERT", &st.Insert}, {"UPDATE", &st.Update}} {
-			if event == side.event && *side.v != source.VerdictOK {
+			if event == side.event && *side.v != setup.VerdictOK {
 				*side.v = v
 			}
 		}
@@ -216,14 +218,14 @@ WHERE t.parent_id = OBJECT_ID(@p1) AND t.is_disabled = 0`, table)
 	if len(unread) > 0 {
 		st.Why = append(st.Why, "trigger "+strings.Join(unread, ", ")+" may stamp it: its body is encrypted or stamps only when some columns change, which the check cannot read")
 	}
-	if col.identity && st.Update == source.VerdictProblem {
-		st.Update = source.VerdictUnknown
+	if col.identity && st.Update == setup.VerdictProblem {
+		st.Update = setup.VerdictUnknown
 		st.Why = append(st.Why, "an IDENTITY column never changes on UPDATE: right only for an append-only table (else use rowversion)")
 	}
-	if st.Insert == source.VerdictProblem {
+	if st.Insert == setup.VerdictProblem {
 		st.Why = append(st.Why, "no default or INSERT trigger stamps it")
 	}
-	if st.Update == source.VerdictProblem {
+	if st.Update == setup.VerdictProblem {
 		why := "no UPDATE trigger stamps it"
 		if col.def != "" {
 			why = "only a default " + col.def + " stamps it, on INSERT; no UPDATE trigger does"
@@ -234,7 +236,7 @@ WHERE t.parent_id = OBJECT_ID(@p1) AND t.is_disabled = 0`, table)
 }
 
 // addCursor is the fix that adds the missing cursor column, as docs/sqlserver.md's recipes do.
-func (dr Driver) addCursor(d source.Definition) []string {
+func (dr Driver) addCursor(d sourcedef.Definition) []string {
 	table, col := source.QuoteTable(dr, d.Table), dr.Quote(d.Cursor.Column)
 	df := dr.Quote("df_" + d.Table.Name + "_" + d.Cursor.Column)
 	switch d.Cursor.Kind {
@@ -250,7 +252,7 @@ func (dr Driver) addCursor(d source.Definition) []string {
 
 // stampFix makes an AFTER trigger that stamps the cursor column on INSERT and UPDATE (those not
 // stamped yet); an integer cursor takes its values from a one-row counter.
-func (dr Driver) stampFix(d source.Definition, col *msColumn, insert, update bool) []string {
+func (dr Driver) stampFix(d sourcedef.Definition, col *msColumn, insert, update bool) []string {
 	table, qcol := source.QuoteTable(dr, d.Table), dr.Quote(d.Cursor.Column)
 	var on []string
 	for _, k := range d.PK {
@@ -264,7 +266,7 @@ func (dr Driver) stampFix(d source.Definition, col *msColumn, insert, update boo
 	body := "  UPDATE o SET " + qcol + " = " + expr + "\n" + join
 	var out []string
 	if d.Cursor.Kind == state.KindInteger {
-		counter := source.QuoteTable(dr, source.Table{Schema: d.Table.Schema, Name: source.CounterName(d)})
+		counter := source.QuoteTable(dr, sourcedef.Table{Schema: d.Table.Schema, Name: setup.CounterName(d)})
 		lit := "N'" + strings.ReplaceAll(counter, "'", "''") + "'"
 		out = append(out,
 			"IF OBJECT_ID("+lit+") IS NULL CREATE TABLE "+counter+" (n BIGINT NOT NULL)",
@@ -281,21 +283,21 @@ func (dr Driver) stampFix(d source.Definition, col *msColumn, insert, update boo
 	if len(events) == 0 {
 		return out
 	}
-	name := source.QuoteTable(dr, source.Table{Schema: d.Table.Schema, Name: source.StampName(d)})
+	name := source.QuoteTable(dr, sourcedef.Table{Schema: d.Table.Schema, Name: setup.StampName(d)})
 	return append(out, "CREATE TRIGGER "+name+" ON "+table+" AFTER "+strings.Join(events, ", ")+" AS\nBEGIN\n  SET NOCOUNT ON;\n"+body+"END")
 }
 
 // privileges: SELECT on the table; a changetracking cursor's VIEW CHANGE TRACKING.
-func (dr Driver) privileges(ctx context.Context, db *sql.DB, d source.Definition) source.Finding {
+func (dr Driver) privileges(ctx context.Context, db *sql.DB, d sourcedef.Definition) setup.Finding {
 	table := source.QuoteTable(dr, d.Table)
 	var (
 		user     string
 		sel, vct int
 	)
 	err := db.QueryRowContext(ctx, `SELECT USER_NAME(), COALESCE(HAS_PERMS_BY_NAME(@p1, 'OBJECT', 'SELECT'), 0), COALESCE(HAS_PERMS_BY_NAME(@p1, 'OBJECT', 'VIEW CHANGE TRACKING'), 0)`, table).Scan(&user, &sel, &vct)
-	f := source.Finding{Check: source.CheckPrivileges, Verdict: source.VerdictOK, Detail: "user " + user + " may read the table"}
+	f := setup.Finding{Check: setup.CheckPrivileges, Verdict: setup.VerdictOK, Detail: "user " + user + " may read the table"}
 	if err != nil {
-		f.Verdict, f.Detail = source.VerdictUnknown, "reading the permissions: "+err.Error()
+		f.Verdict, f.Detail = setup.VerdictUnknown, "reading the permissions: "+err.Error()
 		return f
 	}
 	var lack []string
@@ -308,7 +310,7 @@ func (dr Driver) privileges(ctx context.Context, db *sql.DB, d source.Definition
 		f.Fix = append(f.Fix, "GRANT VIEW CHANGE TRACKING ON "+table+" TO "+dr.Quote(user))
 	}
 	if len(lack) > 0 {
-		f.Verdict = source.VerdictProblem
+		f.Verdict = setup.VerdictProblem
 		f.Detail = "user " + user + " lacks " + strings.Join(lack, " and ") + " on the table (run the fix as the table's owner)"
 	}
 	return f

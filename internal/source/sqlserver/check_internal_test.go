@@ -6,7 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/setup"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
@@ -20,14 +21,14 @@ func TestRecipesAreTheFix(t *testing.T) {
 	}
 	dr := Driver{}
 	for kind, col := range map[string]string{state.KindTimestampPK: "updated_at", state.KindInteger: "version", state.KindRowversion: "rv"} {
-		d := source.Definition{Table: source.Table{Schema: "dbo", Name: "orders"}, Columns: []string{"id", "customer", "amount"},
-			Cursor: source.Cursor{Kind: kind, Column: col}, PK: []string{"id"}}
+		d := sourcedef.Definition{Table: sourcedef.Table{Schema: "dbo", Name: "orders"}, Columns: []string{"id", "customer", "amount"},
+			Cursor: sourcedef.Cursor{Kind: kind, Column: col}, PK: []string{"id"}}
 		st, err := dr.stamping(context.Background(), nil, d, "[dbo].[orders]", nil) // a missing column reads nothing
 		if err != nil {
 			t.Fatal(err)
 		}
 		fix := append(dr.addCursor(d), dr.createIndex(d))
-		if st.Insert != source.VerdictOK || st.Update != source.VerdictOK {
+		if st.Insert != setup.VerdictOK || st.Update != setup.VerdictOK {
 			fix = append(fix, dr.stampFixFor(d, nil, st)...)
 		}
 		want := "```sql sqlserver recipe=" + kind + "\n" + dr.Script(fix) + "```\n"

@@ -6,7 +6,8 @@ import (
 
 	_ "github.com/microsoft/go-mssqldb"
 
-	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/setup"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcetest"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sqlserver"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
@@ -20,7 +21,7 @@ func TestCheckSetupSQLServer(t *testing.T) {
 	dsn := testenv.SQLServer(t)
 	db := testenv.DB(t, "sqlserver", dsn)
 	drv := sqlserver.Driver{}
-	table := func(t *testing.T, ddl ...string) source.Table {
+	table := func(t *testing.T, ddl ...string) sourcedef.Table {
 		t.Helper()
 		name := testenv.Name("chk_")
 		for _, q := range ddl {
@@ -32,29 +33,29 @@ func TestCheckSetupSQLServer(t *testing.T) {
 			db.Exec("DROP VIEW IF EXISTS dbo." + name + "_v")
 			db.Exec("DROP TABLE IF EXISTS dbo." + name)
 		})
-		return source.Table{Schema: "dbo", Name: name}
+		return sourcedef.Table{Schema: "dbo", Name: name}
 	}
 	const base = "CREATE TABLE dbo.@ (id BIGINT PRIMARY KEY, amount DECIMAL(12,2) NOT NULL"
 
 	t.Run("updated_at with only a default", func(t *testing.T) {
 		tb := table(t, base+", updated_at DATETIME2(7) NOT NULL DEFAULT SYSUTCDATETIME())")
 		s := sourcetest.Setup(t, drv, dsn, tb, state.KindTimestampPK, "updated_at")
-		sourcetest.Expect(t, s, source.CheckStamped, source.VerdictProblem, []string{"never delivered"}, "AFTER UPDATE AS", "SET [updated_at] = SYSUTCDATETIME()")
-		sourcetest.Expect(t, s, source.CheckIndex, source.VerdictProblem, nil, "CREATE INDEX [ix_"+tb.Name+"_updated_at_id]")
+		sourcetest.Expect(t, s, setup.CheckStamped, setup.VerdictProblem, []string{"never delivered"}, "AFTER UPDATE AS", "SET [updated_at] = SYSUTCDATETIME()")
+		sourcetest.Expect(t, s, setup.CheckIndex, setup.VerdictProblem, nil, "CREATE INDEX [ix_"+tb.Name+"_updated_at_id]")
 		sourcetest.FixAndRecheck(t, s)
 	})
 	t.Run("rowversion", func(t *testing.T) {
 		tb := table(t, base+", rv ROWVERSION)", "CREATE INDEX ix ON dbo.@ (rv)")
 		s := sourcetest.Setup(t, drv, dsn, tb, state.KindRowversion, "rv")
-		sourcetest.Expect(t, s, source.CheckStamped, source.VerdictOK, nil)
+		sourcetest.Expect(t, s, setup.CheckStamped, setup.VerdictOK, nil)
 		// The clustered primary key ends every nonclustered index: (rv) serves (rv, id).
-		sourcetest.Expect(t, s, source.CheckIndex, source.VerdictOK, nil)
+		sourcetest.Expect(t, s, setup.CheckIndex, setup.VerdictOK, nil)
 	})
 	t.Run("a view", func(t *testing.T) {
 		tb := table(t, base+", rv ROWVERSION)", "CREATE VIEW dbo.@_v AS SELECT * FROM dbo.@")
-		s := sourcetest.Setup(t, drv, dsn, source.Table{Schema: "dbo", Name: tb.Name + "_v"}, state.KindRowversion, "rv")
-		sourcetest.Expect(t, s, source.CheckTable, source.VerdictUnknown, []string{"is a view"})
-		if n := source.Problems(s.Findings); n != 0 {
+		s := sourcetest.Setup(t, drv, dsn, sourcedef.Table{Schema: "dbo", Name: tb.Name + "_v"}, state.KindRowversion, "rv")
+		sourcetest.Expect(t, s, setup.CheckTable, setup.VerdictUnknown, []string{"is a view"})
+		if n := setup.Problems(s.Findings); n != 0 {
 			t.Fatalf("a view: %d problems, want none: %+v", n, s.Findings)
 		}
 	})

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sqlserver"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
@@ -15,36 +16,36 @@ import (
 // one of a poller of several; the source's open refuses it, naming the table; a filter of the
 // other kinds, or a changetracking poller without one, is SQL Server's to accept.
 func TestChangeTrackingTakesNoFilter(t *testing.T) {
-	ct := source.Definition{Table: source.Table{Name: "orders"}, Columns: []string{"id"}, PK: []string{"id"},
-		Cursor: source.Cursor{Kind: state.KindChangeTracking}}
+	ct := sourcedef.Definition{Table: sourcedef.Table{Name: "orders"}, Columns: []string{"id"}, PK: []string{"id"},
+		Cursor: sourcedef.Cursor{Kind: state.KindChangeTracking}}
 	dr := sqlserver.Driver{}
 	if err := dr.CheckDefinition(ct); err != nil {
 		t.Fatalf("no filter: %v", err)
 	}
 	rv := ct
-	rv.Cursor, rv.Filter = source.Cursor{Kind: state.KindRowversion, Column: "rv"}, "id > 0"
+	rv.Cursor, rv.Filter = sourcedef.Cursor{Kind: state.KindRowversion, Column: "rv"}, "id > 0"
 	if err := dr.CheckDefinition(rv); err != nil {
 		t.Fatalf("a rowversion cursor's filter: %v", err)
 	}
 
 	one := ct
 	one.Filter = "id > 0"
-	fes := source.FieldErrors(dr.CheckDefinition(one))
-	if len(fes) != 1 || fes[0].Field != "filter" || !errors.Is(fes[0], source.ErrDefinition) || !strings.Contains(fes[0].Err.Error(), "takes no filter (CHANGETABLE has none)") {
+	fes := sourcedef.FieldErrors(dr.CheckDefinition(one))
+	if len(fes) != 1 || fes[0].Field != "filter" || !errors.Is(fes[0], sourcedef.ErrDefinition) || !strings.Contains(fes[0].Err.Error(), "takes no filter (CHANGETABLE has none)") {
 		t.Fatalf("a filter of one table: %v", fes)
 	}
 	_, _, err := source.Offline(dr, source.Config{Poller: "p", Driver: sqlserver.Name, Definition: one}, map[string]string{"id": "BIGINT"})
-	if want := `source: poller "p": invalid source definition: table orders: filter: a changetracking cursor delivers every change of the table and takes no filter`; !errors.Is(err, source.ErrDefinition) || !strings.HasPrefix(err.Error(), want) {
+	if want := `source: poller "p": invalid source definition: table orders: filter: a changetracking cursor delivers every change of the table and takes no filter`; !errors.Is(err, sourcedef.ErrDefinition) || !strings.HasPrefix(err.Error(), want) {
 		t.Fatalf("open: %v, want %q", err, want)
 	}
 
 	two := ct
-	two.More = []source.TableDef{{Table: source.Table{Name: "lines"}, Columns: []string{"id"}, PK: []string{"id"}, Filter: "id > 0"}}
-	if fes := source.FieldErrors(dr.CheckDefinition(two)); len(fes) != 1 || fes[0].Field != "tables[1].filter" {
+	two.More = []sourcedef.TableDef{{Table: sourcedef.Table{Name: "lines"}, Columns: []string{"id"}, PK: []string{"id"}, Filter: "id > 0"}}
+	if fes := sourcedef.FieldErrors(dr.CheckDefinition(two)); len(fes) != 1 || fes[0].Field != "tables[1].filter" {
 		t.Fatalf("a filter of a second table: %v", fes)
 	}
 	two.Filter = " id > 0 "
-	if fes := source.FieldErrors(dr.CheckDefinition(two)); len(fes) != 2 || fes[0].Field != "tables[0].filter" || fes[1].Field != "tables[1].filter" {
+	if fes := sourcedef.FieldErrors(dr.CheckDefinition(two)); len(fes) != 2 || fes[0].Field != "tables[0].filter" || fes[1].Field != "tables[1].filter" {
 		t.Fatalf("filters of both tables: %v", fes)
 	}
 	_, _, err = source.Offline(dr, source.Config{Poller: "p", Driver: sqlserver.Name, Definition: two}, map[string]string{"id": "BIGINT"})

@@ -39,6 +39,8 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/redact"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
@@ -128,13 +130,13 @@ func (Driver) Keyset(_ string, keys, params []string) (string, []int) {
 // UpperBound: a rowversion cursor reads below the lowest rowversion a transaction still open
 // holds (its ReadBound); a timestamp cursor rows older than the database's clock minus the
 // settle lag.
-func (Driver) UpperBound(kind string, fl source.TSFlavor, col string, lag time.Duration, next func() string) source.Bound {
+func (Driver) UpperBound(kind string, fl row.TSFlavor, col string, lag time.Duration, next func() string) source.Bound {
 	switch {
 	case kind == state.KindRowversion:
 		return source.Bound{OpenTrx: true}
 	case kind != state.KindTimestampPK:
 		return source.Bound{}
-	case fl == source.TSWithZone:
+	case fl == row.TSWithZone:
 		return source.Bound{Pred: col + " < DATEADD(millisecond, -" + next() + ", SYSDATETIMEOFFSET())", Arg: int32(lag.Milliseconds())}
 	}
 	return source.Bound{Pred: col + " < DATEADD(millisecond, -" + next() + ", SYSUTCDATETIME())", Arg: int32(lag.Milliseconds())}
@@ -152,7 +154,7 @@ func (Driver) UpperBound(kind string, fl source.TSFlavor, col string, lag time.D
 // the read would pass over its rows for good. Read first, every transaction still open then
 // holds rowversions at or above the bound, which the read leaves for later, and every one below
 // it has committed before the read's snapshot, which sees its rows.
-func (Driver) ReadBound(_ string, d source.Definition) (source.ReadBound, bool) {
+func (Driver) ReadBound(_ string, d sourcedef.Definition) (source.ReadBound, bool) {
 	if d.Cursor.Kind != state.KindRowversion {
 		return nil, false
 	}
@@ -179,8 +181,8 @@ func (activeRowversion) Stats() source.Stats { return source.Stats{} }
 
 // StampCheck: a datetime2, datetime or smalldatetime more than FutureTolerance ahead of the UTC
 // clock.
-func (Driver) StampCheck(fl source.TSFlavor, table, col, param string) (string, any, string) {
-	if fl != source.TSUTC {
+func (Driver) StampCheck(fl row.TSFlavor, table, col, param string) (string, any, string) {
+	if fl != row.TSUTC {
 		return "", nil, ""
 	}
 	return col + " > DATEADD(second, " + param + ", SYSUTCDATETIME())", int32(source.FutureTolerance.Seconds()),
@@ -190,34 +192,34 @@ func (Driver) StampCheck(fl source.TSFlavor, table, col, param string) (string, 
 }
 
 // Classify maps go-mssqldb's DatabaseTypeName ("BIGINT", "DATETIME2", ...).
-func (Driver) Classify(base string) (source.Class, source.TSFlavor) {
+func (Driver) Classify(base string) (row.Class, row.TSFlavor) {
 	switch base {
 	case "TINYINT", "SMALLINT", "INT", "BIGINT":
-		return source.ClassInt, source.TSNone
+		return row.ClassInt, row.TSNone
 	case "CHAR", "VARCHAR", "NCHAR", "NVARCHAR", "TEXT", "NTEXT", "XML", "SYSNAME":
-		return source.ClassText, source.TSNone
+		return row.ClassText, row.TSNone
 	case "DECIMAL", "NUMERIC", "MONEY", "SMALLMONEY":
-		return source.ClassDecimal, source.TSNone
+		return row.ClassDecimal, row.TSNone
 	case "REAL":
-		return source.ClassReal, source.TSNone
+		return row.ClassReal, row.TSNone
 	case "FLOAT":
-		return source.ClassFloat, source.TSNone
+		return row.ClassFloat, row.TSNone
 	case "DATETIMEOFFSET":
-		return source.ClassTime, source.TSWithZone
+		return row.ClassTime, row.TSWithZone
 	case "DATETIME2", "DATETIME", "SMALLDATETIME":
-		return source.ClassTime, source.TSUTC
+		return row.ClassTime, row.TSUTC
 	case "DATE", "TIME":
-		return source.ClassTime, source.TSUnsupported
+		return row.ClassTime, row.TSUnsupported
 	case "TIMESTAMP", "ROWVERSION":
-		return source.ClassRowversion, source.TSNone
+		return row.ClassRowversion, row.TSNone
 	case "BINARY", "VARBINARY", "IMAGE":
-		return source.ClassBinary, source.TSNone
+		return row.ClassBinary, row.TSNone
 	case "UNIQUEIDENTIFIER":
-		return source.ClassUUID, source.TSNone
+		return row.ClassUUID, row.TSNone
 	case "BIT":
-		return source.ClassBool, source.TSNone
+		return row.ClassBool, row.TSNone
 	}
-	return source.ClassOther, source.TSNone
+	return row.ClassOther, row.TSNone
 }
 
 // Scalars: go-mssqldb may return narrower integers and text as bytes.
@@ -261,38 +263,38 @@ func (Driver) UUID(b []byte) (string, error) {
 //     page of the database's default collation, and the comparison takes the column's collation
 //     (the column's label outranks the cast's). Check refuses a key column whose collation has
 //     another code page, where the conversion could change a value.
-func (Driver) KeyCodec(c source.ColumnType) (source.KeyCodec, bool) {
+func (Driver) KeyCodec(c row.ColumnType) (row.KeyCodec, bool) {
 	base := strings.ToUpper(c.DBType)
 	if i := strings.IndexByte(base, '('); i >= 0 {
 		base = strings.TrimSpace(base[:i])
 	}
 	switch {
-	case c.Class == source.ClassRowversion || c.Class == source.ClassBinary:
+	case c.Class == row.ClassRowversion || c.Class == row.ClassBinary:
 		return rowversionCodec, true
-	case c.Class == source.ClassTime && c.Flavor == source.TSUTC && base == "DATETIME":
+	case c.Class == row.ClassTime && c.Flavor == row.TSUTC && base == "DATETIME":
 		return timeCodec(func(t time.Time) any { return mssql.DateTime1(t) }), true
-	case c.Class == source.ClassTime && c.Flavor == source.TSUTC && base == "SMALLDATETIME":
+	case c.Class == row.ClassTime && c.Flavor == row.TSUTC && base == "SMALLDATETIME":
 		// Truncated to the minute: a value read is one already; one an operator typed
 		// (pollerctl reset --to-cursor) is then taken as the minute it falls in, whose rows come
 		// again rather than be passed over (CAST rounds 30 seconds and more up).
 		k := timeCodec(func(t time.Time) any { return mssql.DateTime1(t.Truncate(time.Minute)) })
 		k.Marker = func(m string) string { return "CAST(" + m + " AS smalldatetime)" }
 		return k, true
-	case c.Class == source.ClassTime && c.Flavor == source.TSUTC:
+	case c.Class == row.ClassTime && c.Flavor == row.TSUTC:
 		return timeCodec(func(t time.Time) any { return civil.DateTimeOf(t) }), true
 	case nonUnicode(base):
 		return varcharCodec, true
 	}
-	return source.KeyCodec{}, false
+	return row.KeyCodec{}, false
 }
 
 // nonUnicode says whether a type (DatabaseTypeName) holds text in a collation's code page.
 func nonUnicode(base string) bool { return base == "CHAR" || base == "VARCHAR" || base == "TEXT" }
 
 // timeCodec encodes a timestamp as the generic codec does and gives it back as arg makes it.
-func timeCodec(arg func(time.Time) any) source.KeyCodec {
-	return source.KeyCodec{Encode: source.TimeCodec.Encode, Decode: func(raw json.RawMessage) (any, error) {
-		t, err := source.TimeCodec.Decode(raw)
+func timeCodec(arg func(time.Time) any) row.KeyCodec {
+	return row.KeyCodec{Encode: row.TimeCodec.Encode, Decode: func(raw json.RawMessage) (any, error) {
+		t, err := row.TimeCodec.Decode(raw)
 		if err != nil {
 			return nil, err
 		}
@@ -301,13 +303,13 @@ func timeCodec(arg func(time.Time) any) source.KeyCodec {
 }
 
 // varcharCodec keeps a char or varchar key as a JSON string and casts its argument to varchar.
-var varcharCodec = func() source.KeyCodec {
-	k := source.TextCodec
+var varcharCodec = func() row.KeyCodec {
+	k := row.TextCodec
 	k.Marker = func(m string) string { return "CAST(" + m + " AS varchar(8000))" }
 	return k
 }()
 
-var rowversionCodec = source.KeyCodec{
+var rowversionCodec = row.KeyCodec{
 	Encode: func(v any) (json.RawMessage, error) {
 		b, ok := v.([]byte)
 		if !ok {

@@ -9,6 +9,7 @@ import (
 	"github.com/golang-sql/civil"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
@@ -28,7 +29,7 @@ func TestDriverName(t *testing.T) {
 // the given types, as Open does, without a server.
 func offline(t *testing.T, kind string, types map[string]string, columns ...string) (*source.Layout, error) {
 	t.Helper()
-	def := source.Definition{Table: source.Table{Name: "t"}, Columns: columns, Cursor: source.Cursor{Kind: kind, Column: "c"}, PK: []string{"k"}}
+	def := sourcedef.Definition{Table: sourcedef.Table{Name: "t"}, Columns: columns, Cursor: sourcedef.Cursor{Kind: kind, Column: "c"}, PK: []string{"k"}}
 	_, lay, err := source.Offline(Driver{}, source.Config{Poller: "p", Driver: Name, Definition: def}, types)
 	return lay, err
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/setup"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 )
 
 // keysQuery lists an object's type (sys.objects: U a table, V a view) and the key columns of
@@ -30,27 +32,27 @@ ORDER BY i.index_id, ic.key_ordinal`
 // (source.JudgeKey judges them, matching column names whatever their case). A view has keys
 // only when it is indexed (a unique clustered index); without one, KeyUnknown. A table the
 // catalog does not show (metadata visibility: no VIEW DEFINITION) is KeyUnknown too.
-func (d Driver) UniqueKey(ctx context.Context, db *sql.DB, t source.Table, cols []string) (source.Uniqueness, error) {
+func (d Driver) UniqueKey(ctx context.Context, db *sql.DB, t sourcedef.Table, cols []string) (setup.Uniqueness, error) {
 	rows, err := db.QueryContext(ctx, keysQuery, source.QuoteTable(d, t))
 	if err != nil {
-		return source.Uniqueness{}, fmt.Errorf("reading sys.indexes: %w", err)
+		return setup.Uniqueness{}, fmt.Errorf("reading sys.indexes: %w", err)
 	}
 	defer rows.Close()
 	var kind string
-	var indexes []source.UniqueIndex
+	var indexes []setup.UniqueIndex
 	found := false
 	for rows.Next() {
 		var name, col sql.NullString
 		var primary, filtered sql.NullBool
 		if err := rows.Scan(&kind, &name, &primary, &filtered, &col); err != nil {
-			return source.Uniqueness{}, fmt.Errorf("reading sys.indexes: %w", err)
+			return setup.Uniqueness{}, fmt.Errorf("reading sys.indexes: %w", err)
 		}
 		found = true
 		if !name.Valid {
 			continue
 		}
 		if n := len(indexes); n == 0 || indexes[n-1].Name != name.String {
-			indexes = append(indexes, source.UniqueIndex{Name: name.String, Primary: primary.Bool, Partial: filtered.Bool})
+			indexes = append(indexes, setup.UniqueIndex{Name: name.String, Primary: primary.Bool, Partial: filtered.Bool})
 		}
 		if col.Valid {
 			ix := &indexes[len(indexes)-1]
@@ -58,17 +60,17 @@ func (d Driver) UniqueKey(ctx context.Context, db *sql.DB, t source.Table, cols 
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return source.Uniqueness{}, fmt.Errorf("reading sys.indexes: %w", err)
+		return setup.Uniqueness{}, fmt.Errorf("reading sys.indexes: %w", err)
 	}
 	if !found {
-		return source.Uniqueness{Verdict: source.KeyUnknown, Why: "the catalog does not show " + t.String() + " to this user (VIEW DEFINITION on it lets sys.indexes show its keys)"}, nil
+		return setup.Uniqueness{Verdict: setup.KeyUnknown, Why: "the catalog does not show " + t.String() + " to this user (VIEW DEFINITION on it lets sys.indexes show its keys)"}, nil
 	}
 	if err := checkCodePages(ctx, db, d, t, cols); err != nil {
-		return source.Uniqueness{}, err
+		return setup.Uniqueness{}, err
 	}
-	u := source.JudgeKey(indexes, cols, d.Caseless())
-	if u.Verdict == source.KeyNotUnique && strings.TrimSpace(kind) == "V" {
-		return source.Uniqueness{Verdict: source.KeyUnknown, Why: t.String() + " is a view without a unique index, which has no keys in the catalog"}, nil
+	u := setup.JudgeKey(indexes, cols, d.Caseless())
+	if u.Verdict == setup.KeyNotUnique && strings.TrimSpace(kind) == "V" {
+		return setup.Uniqueness{Verdict: setup.KeyUnknown, Why: t.String() + " is a view without a unique index, which has no keys in the catalog"}, nil
 	}
 	return u, nil
 }
@@ -94,7 +96,7 @@ type codePage struct {
 // the database's default collation: a key argument is cast to varchar (KeyCodec) in the default
 // collation's code page, where a character of the column's code page may have no place, and the
 // keyset predicate would then compare another value than the cursor's.
-func checkCodePages(ctx context.Context, db *sql.DB, d source.Driver, t source.Table, keys []string) error {
+func checkCodePages(ctx context.Context, db *sql.DB, d source.Driver, t sourcedef.Table, keys []string) error {
 	rows, err := db.QueryContext(ctx, codePagesQuery, source.QuoteTable(d, t))
 	if err != nil {
 		return fmt.Errorf("reading the key columns' collations (sys.columns): %w", err)
@@ -116,7 +118,7 @@ func checkCodePages(ctx context.Context, db *sql.DB, d source.Driver, t source.T
 
 // codePageProblem is the error for the first key column among found (the error names the
 // column; the caller, the poller and the table), nil when none is a key.
-func codePageProblem(d source.Driver, t source.Table, keys []string, found []codePage) error {
+func codePageProblem(d source.Driver, t sourcedef.Table, keys []string, found []codePage) error {
 	for _, c := range found {
 		if !slices.ContainsFunc(keys, func(k string) bool { return strings.EqualFold(k, c.column) }) {
 			continue

@@ -10,6 +10,8 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sqlserver"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
@@ -73,15 +75,15 @@ func TestKeyTypesSQLServer(t *testing.T) {
 			}
 			exec(db, "INSERT INTO "+table+" (ts, k) SELECT "+c.stamp+", "+key+" FROM (SELECT TOP (60) ROW_NUMBER() OVER (ORDER BY (SELECT NULL)) - 1 AS n FROM sys.all_objects) s")
 			exec(db, "GRANT SELECT ON "+table+" TO ["+login+"]")
-			def := source.Definition{Table: source.Table{Schema: "dbo", Name: table}, Columns: []string{c.cursor, c.key},
-				Cursor: source.Cursor{Kind: state.KindTimestampPK, Column: c.cursor}, PK: []string{c.key}}
+			def := sourcedef.Definition{Table: sourcedef.Table{Schema: "dbo", Name: table}, Columns: []string{c.cursor, c.key},
+				Cursor: sourcedef.Cursor{Kind: state.KindTimestampPK, Column: c.cursor}, PK: []string{c.key}}
 			src, err := drivers.Open(ctx, source.Config{Poller: table, Driver: sqlserver.Name, DSN: reader, Definition: def})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer src.Close()
 			seen := map[string]int{}
-			fetchAll(t, src, 2, 100, func(r source.Row) bool {
+			fetchAll(t, src, 2, 100, func(r row.Row) bool {
 				seen[fmt.Sprint(r.Get(c.key))]++
 				return true
 			})
@@ -131,7 +133,7 @@ func leastPrivilege(t *testing.T, admin, db *sql.DB, dsn string) (login, readerD
 // fetchAll reads src from the beginning in batches of limit, as a poller does, giving each row
 // to each until it says stop, or a batch comes back empty; more than most batches fail the test
 // (a cursor stuck on ties, say). It returns each fetch's time.
-func fetchAll(t *testing.T, src *source.Source, limit, most int, each func(source.Row) bool) []time.Duration {
+func fetchAll(t *testing.T, src *source.Source, limit, most int, each func(row.Row) bool) []time.Duration {
 	t.Helper()
 	var cur *state.Cursor
 	var took []time.Duration

@@ -8,6 +8,8 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sqlserver"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
@@ -34,8 +36,8 @@ func TestChangeTrackingPagingSQLServer(t *testing.T) {
 		t.Helper()
 		exec(db, "CREATE TABLE "+table+" (id BIGINT PRIMARY KEY, v NVARCHAR(20) NOT NULL)")
 		exec(db, "ALTER TABLE "+table+" ENABLE CHANGE_TRACKING")
-		src, err := drivers.Open(ctx, source.Config{Poller: table, Driver: sqlserver.Name, DSN: dsn, Definition: source.Definition{
-			Table: source.Table{Schema: "dbo", Name: table}, Columns: []string{"id", "v"}, Cursor: source.Cursor{Kind: state.KindChangeTracking}, PK: []string{"id"}}})
+		src, err := drivers.Open(ctx, source.Config{Poller: table, Driver: sqlserver.Name, DSN: dsn, Definition: sourcedef.Definition{
+			Table: sourcedef.Table{Schema: "dbo", Name: table}, Columns: []string{"id", "v"}, Cursor: sourcedef.Cursor{Kind: state.KindChangeTracking}, PK: []string{"id"}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -52,7 +54,7 @@ func TestChangeTrackingPagingSQLServer(t *testing.T) {
 		inTx(t, db, true, "INSERT INTO overtaken (id, v) VALUES (11, 'b')")
 		inTx(t, db, true, "UPDATE overtaken SET v = 'c' WHERE id = 5")
 		ops := map[int64]string{}
-		fetchAll(t, src, 10, 10, func(r source.Row) bool {
+		fetchAll(t, src, 10, 10, func(r row.Row) bool {
 			id, _ := r.Key()["id"].(int64)
 			if _, again := ops[id]; again {
 				t.Errorf("id %d came twice", id)
@@ -64,7 +66,7 @@ func TestChangeTrackingPagingSQLServer(t *testing.T) {
 			t.Errorf("%d of 11 rows came: %v", len(ops), ops)
 		}
 		for id, op := range ops {
-			if op != source.OpInsert {
+			if op != row.OpInsert {
 				t.Errorf("id %d came as %s; every row was inserted after the poller's beginning", id, op)
 			}
 		}
@@ -78,8 +80,8 @@ func TestChangeTrackingPagingSQLServer(t *testing.T) {
 		login, reader := leastPrivilege(t, admin, db, dsn)
 		exec(db, "GRANT SELECT ON dbo.granted TO ["+login+"]")
 		exec(db, "GRANT VIEW CHANGE TRACKING ON dbo.granted TO ["+login+"]")
-		def := source.Definition{Table: source.Table{Schema: "dbo", Name: "granted"}, Columns: []string{"id", "v"}, Cursor: source.Cursor{Kind: state.KindChangeTracking}, PK: []string{"id"}}
-		read := func(id int) (source.Transaction, bool) {
+		def := sourcedef.Definition{Table: sourcedef.Table{Schema: "dbo", Name: "granted"}, Columns: []string{"id", "v"}, Cursor: sourcedef.Cursor{Kind: state.KindChangeTracking}, PK: []string{"id"}}
+		read := func(id int) (row.Transaction, bool) {
 			t.Helper()
 			src, err := drivers.Open(ctx, source.Config{Poller: "granted", Driver: sqlserver.Name, DSN: reader, Definition: def})
 			if err != nil {
@@ -87,9 +89,9 @@ func TestChangeTrackingPagingSQLServer(t *testing.T) {
 			}
 			defer src.Close()
 			inTx(t, db, true, fmt.Sprintf("INSERT INTO granted (id, v) VALUES (%d, 'x')", id))
-			var tx source.Transaction
+			var tx row.Transaction
 			found := false
-			fetchAll(t, src, 100, 100, func(r source.Row) bool {
+			fetchAll(t, src, 100, 100, func(r row.Row) bool {
 				if r.Key()["id"] == int64(id) {
 					tx, found = r.Transaction()
 					return false
@@ -117,7 +119,7 @@ func TestChangeTrackingPagingSQLServer(t *testing.T) {
 		inTx(t, db, true, fmt.Sprintf("INSERT INTO large (id, v) SELECT value, 'x' FROM GENERATE_SERIES(CAST(1 AS bigint), CAST(%d AS bigint))", n))
 		seen := make(map[int64]bool, n)
 		start := time.Now()
-		took := fetchAll(t, src, batch, 2*n/batch, func(r source.Row) bool {
+		took := fetchAll(t, src, batch, 2*n/batch, func(r row.Row) bool {
 			id, _ := r.Key()["id"].(int64)
 			if seen[id] {
 				t.Fatalf("id %d came twice", id)

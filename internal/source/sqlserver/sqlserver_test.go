@@ -8,6 +8,7 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcetest"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sqlserver"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
@@ -56,7 +57,7 @@ func TestLocation(t *testing.T) {
 // TestChangeTrackingSupported: only sqlserver reads a changetracking cursor; the others refuse
 // it, naming sqlserver.
 func TestChangeTrackingSupported(t *testing.T) {
-	def := source.Definition{Table: source.Table{Name: "orders"}, Columns: []string{"id"}, Cursor: source.Cursor{Kind: state.KindChangeTracking}, PK: []string{"id"}}
+	def := sourcedef.Definition{Table: sourcedef.Table{Name: "orders"}, Columns: []string{"id"}, Cursor: sourcedef.Cursor{Kind: state.KindChangeTracking}, PK: []string{"id"}}
 	if _, _, err := source.Offline(sqlserver.Driver{}, source.Config{Poller: "orders", Driver: sqlserver.Name, Definition: def}, map[string]string{"id": "BIGINT"}); err != nil {
 		t.Fatalf("sqlserver refuses changetracking: %v", err)
 	}
@@ -65,7 +66,7 @@ func TestChangeTrackingSupported(t *testing.T) {
 			continue
 		}
 		_, err := drivers.Open(ctx, source.Config{Poller: "orders", Driver: driver, Definition: def})
-		if !errors.Is(err, source.ErrDefinition) || !strings.Contains(err.Error(), "needs sqlserver") {
+		if !errors.Is(err, sourcedef.ErrDefinition) || !strings.Contains(err.Error(), "needs sqlserver") {
 			t.Errorf("%s: %v, want a refusal naming sqlserver", driver, err)
 		}
 	}
@@ -75,16 +76,16 @@ func TestChangeTrackingSupported(t *testing.T) {
 func TestGoldenChangeTracking(t *testing.T) {
 	cases := []struct {
 		name                string
-		table               source.Table
+		table               sourcedef.Table
 		cols                []string
 		pk                  []string
 		columns, commitTime bool
 		skip                string
 	}{
-		{"sqlserver_changetracking", source.Table{Schema: "dbo", Name: "orders"}, []string{"id", "customer", "amount", "updated_at"}, []string{"id"}, false, false, ""},
-		{"sqlserver_changetracking_odd_composite", source.Table{Schema: "my schema", Name: `Order "Details" [x]`}, []string{"Row ID", "it's", "region]"}, []string{"region]", "Row ID"}, false, false, ""},
+		{"sqlserver_changetracking", sourcedef.Table{Schema: "dbo", Name: "orders"}, []string{"id", "customer", "amount", "updated_at"}, []string{"id"}, false, false, ""},
+		{"sqlserver_changetracking_odd_composite", sourcedef.Table{Schema: "my schema", Name: `Order "Details" [x]`}, []string{"Row ID", "it's", "region]"}, []string{"region]", "Row ID"}, false, false, ""},
 		// TRACK_COLUMNS_UPDATED on, the commit time readable, the application's writes left out.
-		{"sqlserver_changetracking_columns_time_skip", source.Table{Schema: "dbo", Name: "it's"}, []string{"id", "customer", "amount"}, []string{"id"}, true, true, "orders-app"},
+		{"sqlserver_changetracking_columns_time_skip", sourcedef.Table{Schema: "dbo", Name: "it's"}, []string{"id", "customer", "amount"}, []string{"id"}, true, true, "orders-app"},
 	}
 	for _, c := range cases {
 		q := sqlserver.BuildCTQueries(sqlserver.Driver{}, c.table, c.cols, c.pk, c.columns, c.commitTime, c.skip)

@@ -25,6 +25,7 @@ import (
 	"maps"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
@@ -60,7 +61,7 @@ func (m *ctTables) Check(ctx context.Context) error {
 			return t.l.Errorf("reading the table's object id: %v", err)
 		}
 		if j, ok := ids[id]; ok {
-			return fmt.Errorf("source: poller %q: %w: tables %s and %s are the same table: name it once", m.l.Poller(), source.ErrDefinition, m.tabs[j].l.Definition().Table, t.l.Definition().Table)
+			return fmt.Errorf("source: poller %q: %w: tables %s and %s are the same table: name it once", m.l.Poller(), sourcedef.ErrDefinition, m.tabs[j].l.Definition().Table, t.l.Definition().Table)
 		}
 		ids[id] = i
 	}

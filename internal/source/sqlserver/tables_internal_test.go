@@ -10,6 +10,8 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/poller"
 	"github.com/pseudotrigger/pseudotrigger/sink"
@@ -19,11 +21,11 @@ import (
 // dbo.lines (key order_id, line) and dbo.notes (key id), and returns its stream.
 func threeTables(t *testing.T) *ctTables {
 	t.Helper()
-	def := source.Definition{Table: source.Table{Schema: "dbo", Name: "orders"}, Columns: []string{"id", "amount"}, PK: []string{"id"},
-		Cursor: source.Cursor{Kind: state.KindChangeTracking},
-		More: []source.TableDef{
-			{Table: source.Table{Schema: "dbo", Name: "lines"}, Columns: []string{"order_id", "line", "qty"}, PK: []string{"order_id", "line"}},
-			{Table: source.Table{Schema: "dbo", Name: "notes"}, Columns: []string{"id", "text"}, PK: []string{"id"}},
+	def := sourcedef.Definition{Table: sourcedef.Table{Schema: "dbo", Name: "orders"}, Columns: []string{"id", "amount"}, PK: []string{"id"},
+		Cursor: sourcedef.Cursor{Kind: state.KindChangeTracking},
+		More: []sourcedef.TableDef{
+			{Table: sourcedef.Table{Schema: "dbo", Name: "lines"}, Columns: []string{"order_id", "line", "qty"}, PK: []string{"order_id", "line"}},
+			{Table: sourcedef.Table{Schema: "dbo", Name: "notes"}, Columns: []string{"id", "text"}, PK: []string{"id"}},
 		}}
 	types := map[string]string{"id": "BIGINT", "amount": "DECIMAL", "order_id": "BIGINT", "line": "INT", "qty": "INT", "text": "NVARCHAR"}
 	_, lay, err := source.Offline(Driver{}, source.Config{Poller: "orders", Driver: Name, Definition: def}, types)
@@ -178,7 +180,7 @@ func TestCTTablesMerge(t *testing.T) {
 		poller.WithSchema("dbo"), poller.WithColumns("id", "amount"), poller.WithKey("id"),
 		poller.WithTables(poller.Table{Schema: "dbo", Name: "lines", Columns: []string{"order_id", "line", "qty"}, Key: []string{"order_id", "line"}},
 			poller.Table{Schema: "dbo", Name: "notes", Columns: []string{"id", "text"}, Key: []string{"id"}}))
-	b := pollerdef.Of(p).Raw(&pollerdef.Batch{Poller: "orders", Rows: []source.Row{orders[1].row, notes[0].row}}).(*poller.Batch[poller.Row])
+	b := pollerdef.Of(p).Raw(&pollerdef.Batch{Poller: "orders", Rows: []row.Row{orders[1].row, notes[0].row}}).(*poller.Batch[poller.Row])
 	msgs, err := sink.Messages(b, sink.ModeRow)
 	if err != nil || len(msgs) != 2 || msgs[0].ID == msgs[1].ID {
 		t.Errorf("dbo.orders and dbo.notes, key id 2, version 5: ids %v (%v)", msgs, err)

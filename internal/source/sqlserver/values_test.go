@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sqlserver"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
@@ -14,8 +16,8 @@ import (
 // TestSQLVariantRefused: a poller reading an sql_variant column is refused at open (and so by
 // pollerctl check), naming the column, instead of sending values whose type JSON cannot say.
 func TestSQLVariantRefused(t *testing.T) {
-	def := source.Definition{Table: source.Table{Schema: "dbo", Name: "t"}, Columns: []string{"id", "v"}, PK: []string{"id"},
-		Cursor: source.Cursor{Kind: state.KindInteger, Column: "id"}}
+	def := sourcedef.Definition{Table: sourcedef.Table{Schema: "dbo", Name: "t"}, Columns: []string{"id", "v"}, PK: []string{"id"},
+		Cursor: sourcedef.Cursor{Kind: state.KindInteger, Column: "id"}}
 	_, _, err := source.Offline(sqlserver.Driver{}, source.Config{Poller: "p", Driver: sqlserver.Name, Definition: def}, map[string]string{"id": "BIGINT", "v": "SQL_VARIANT"})
 	if err == nil || !errors.Is(err, source.ErrSchema) || !strings.Contains(err.Error(), `column "v"`) || !strings.Contains(err.Error(), "CAST(col AS nvarchar(4000))") {
 		t.Fatalf("open with an sql_variant column: %v", err)
@@ -29,8 +31,8 @@ func TestSQLVariantRefused(t *testing.T) {
 // time of day as SQL Server writes it.
 func TestTimeValue(t *testing.T) {
 	d := sqlserver.Driver{}
-	c := source.ColumnType{DBType: "TIME", Class: source.ClassTime}
-	if !d.Reads(c) || d.Reads(source.ColumnType{DBType: "DATETIME2"}) {
+	c := row.ColumnType{DBType: "TIME", Class: row.ClassTime}
+	if !d.Reads(c) || d.Reads(row.ColumnType{DBType: "DATETIME2"}) {
 		t.Fatal("Reads: time only")
 	}
 	for in, want := range map[time.Time]string{

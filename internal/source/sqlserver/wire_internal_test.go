@@ -14,6 +14,7 @@ import (
 	mssql "github.com/microsoft/go-mssqldb"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
@@ -26,14 +27,14 @@ import (
 // c, keyed by k, with the column types given, its reads sent to srv.
 func wireSource(t *testing.T, srv *tdsServer, kind string, types map[string]string) *source.Source {
 	t.Helper()
-	def := source.Definition{Table: source.Table{Schema: "dbo", Name: "t"}, Columns: []string{"c", "k"}, Cursor: source.Cursor{Kind: kind, Column: "c"}, PK: []string{"k"}}
+	def := sourcedef.Definition{Table: sourcedef.Table{Schema: "dbo", Name: "t"}, Columns: []string{"c", "k"}, Cursor: sourcedef.Cursor{Kind: kind, Column: "c"}, PK: []string{"k"}}
 	src, _ := standIn(t, srv, def, types)
 	return src
 }
 
 // standIn lays out a source of def, the columns of the types given, as Open does, its reads sent
 // to srv; it is closed when the test ends.
-func standIn(t *testing.T, srv *tdsServer, def source.Definition, types map[string]string) (*source.Source, *source.Layout) {
+func standIn(t *testing.T, srv *tdsServer, def sourcedef.Definition, types map[string]string) (*source.Source, *source.Layout) {
 	t.Helper()
 	src, lay, err := source.Offline(Driver{}, source.Config{Poller: "p", Driver: Name, DSN: srv.DSN(), Definition: def}, types)
 	if err != nil {
@@ -46,10 +47,10 @@ func standIn(t *testing.T, srv *tdsServer, def source.Definition, types map[stri
 // ctStandIn is a stand-in server and the layout of a changetracking poller of dbo.t (id BIGINT,
 // v NVARCHAR) and more tables of those columns, whose reads find version 20 current and 1 the
 // minimum valid.
-func ctStandIn(t *testing.T, more ...source.TableDef) (*tdsServer, *source.Layout) {
+func ctStandIn(t *testing.T, more ...sourcedef.TableDef) (*tdsServer, *source.Layout) {
 	t.Helper()
 	srv := newTDSServer(t)
-	def := source.Definition{Table: source.Table{Schema: "dbo", Name: "t"}, Columns: []string{"id", "v"}, Cursor: source.Cursor{Kind: state.KindChangeTracking}, PK: []string{"id"}, More: more}
+	def := sourcedef.Definition{Table: sourcedef.Table{Schema: "dbo", Name: "t"}, Columns: []string{"id", "v"}, Cursor: sourcedef.Cursor{Kind: state.KindChangeTracking}, PK: []string{"id"}, More: more}
 	_, lay := standIn(t, srv, def, map[string]string{"id": "BIGINT", "v": "NVARCHAR"})
 	srv.answers["SELECT CHANGE_TRACKING_CURRENT_VERSION()"] = int64(20)
 	srv.answers["SELECT CHANGE_TRACKING_MIN_VALID_VERSION"] = int64(1)
@@ -122,8 +123,8 @@ func TestKeyArgumentsOnTheWire(t *testing.T) {
 // datetime tick, which is what makes "c > @p1" exclude exactly the rows up to it. (As datetime2
 // the .003 would be 3 ms, before the stored 3.333 ms: the row would come again.)
 func TestDatetimeArgumentsRoundTrip(t *testing.T) {
-	_, lay, err := source.Offline(Driver{}, source.Config{Poller: "p", Driver: Name, Definition: source.Definition{
-		Table: source.Table{Name: "t"}, Columns: []string{"c", "k"}, Cursor: source.Cursor{Kind: state.KindTimestampPK, Column: "c"}, PK: []string{"k"}}},
+	_, lay, err := source.Offline(Driver{}, source.Config{Poller: "p", Driver: Name, Definition: sourcedef.Definition{
+		Table: sourcedef.Table{Name: "t"}, Columns: []string{"c", "k"}, Cursor: sourcedef.Cursor{Kind: state.KindTimestampPK, Column: "c"}, PK: []string{"k"}}},
 		map[string]string{"c": "DATETIME", "k": "BIGINT"})
 	if err != nil {
 		t.Fatal(err)
@@ -185,7 +186,7 @@ func TestRowversionBoundReadFirst(t *testing.T) {
 // table's types and collations).
 func TestChangeTrackingKeyArgumentsOnTheWire(t *testing.T) {
 	srv := newTDSServer(t)
-	def := source.Definition{Table: source.Table{Schema: "dbo", Name: "t"}, Columns: []string{"k", "v"}, Cursor: source.Cursor{Kind: state.KindChangeTracking}, PK: []string{"k"}}
+	def := sourcedef.Definition{Table: sourcedef.Table{Schema: "dbo", Name: "t"}, Columns: []string{"k", "v"}, Cursor: sourcedef.Cursor{Kind: state.KindChangeTracking}, PK: []string{"k"}}
 	src, lay := standIn(t, srv, def, map[string]string{"k": "VARCHAR", "v": "INT"})
 	c := newChangeTracking(lay)
 	p, err := c.position(&state.Cursor{Kind: state.KindChangeTracking, Value: json.RawMessage(`9`), Tiebreaker: map[string]json.RawMessage{"k": json.RawMessage(`"a-c"`)}})
@@ -218,7 +219,7 @@ func TestCodePageProblem(t *testing.T) {
 		{column: "note", collation: "Cyrillic_General_CI_AS", page: 1251, dbCollation: "SQL_Latin1_General_CP1_CI_AS", dbPage: 1252},
 		{column: "Code", collation: "Greek_CI_AS", page: 1253, dbCollation: "SQL_Latin1_General_CP1_CI_AS", dbPage: 1252},
 	}
-	tbl := source.Table{Schema: "dbo", Name: "t"}
+	tbl := sourcedef.Table{Schema: "dbo", Name: "t"}
 	if err := codePageProblem(Driver{}, tbl, []string{"id"}, found); err != nil {
 		t.Errorf("no key column differs, yet: %v", err)
 	}
@@ -326,7 +327,7 @@ func TestChangeTrackingRunOnTheWire(t *testing.T) {
 // TestChangeTrackingTablesRunOnTheWire: a poller of several tables pages a backlog as one run
 // too: the next fetch reads each table under the run's bound and from that table's base.
 func TestChangeTrackingTablesRunOnTheWire(t *testing.T) {
-	srv, lay := ctStandIn(t, source.TableDef{Table: source.Table{Schema: "dbo", Name: "b"}, Columns: []string{"id", "v"}, PK: []string{"id"}})
+	srv, lay := ctStandIn(t, sourcedef.TableDef{Table: sourcedef.Table{Schema: "dbo", Name: "b"}, Columns: []string{"id", "v"}, PK: []string{"id"}})
 	m := newCTTables(lay)
 	srv.answers["SELECT TOP"] = tdsRows{ // each table's read: versions 5 and 6
 		{int64(5), "I", int64(1), int64(1), "a"},
@@ -460,8 +461,8 @@ func TestBackfillChunkArgumentsOnTheWire(t *testing.T) {
 // TestSmalldatetimeCursorTruncated: a smalldatetime cursor an operator typed with seconds goes
 // back as the minute it falls in (its rows come again), not rounded up past them by the cast.
 func TestSmalldatetimeCursorTruncated(t *testing.T) {
-	_, lay, err := source.Offline(Driver{}, source.Config{Poller: "p", Driver: Name, Definition: source.Definition{
-		Table: source.Table{Name: "t"}, Columns: []string{"c", "k"}, Cursor: source.Cursor{Kind: state.KindTimestampPK, Column: "c"}, PK: []string{"k"}}},
+	_, lay, err := source.Offline(Driver{}, source.Config{Poller: "p", Driver: Name, Definition: sourcedef.Definition{
+		Table: sourcedef.Table{Name: "t"}, Columns: []string{"c", "k"}, Cursor: sourcedef.Cursor{Kind: state.KindTimestampPK, Column: "c"}, PK: []string{"k"}}},
 		map[string]string{"c": "SMALLDATETIME", "k": "BIGINT"})
 	if err != nil {
 		t.Fatal(err)

@@ -19,6 +19,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/redact"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/entra"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
@@ -247,7 +248,7 @@ func TokenHook(t *testing.T, driver string, connect func(token func(context.Cont
 // location and fingerprint as without them, and redaction hides the password but keeps the keys.
 func SameSource(t *testing.T, drv source.Driver, plain string) {
 	t.Helper()
-	def := source.Definition{Table: source.Table{Name: "orders"}, Cursor: source.Cursor{Kind: state.KindInteger, Column: "id"}, PK: []string{"id"}}
+	def := sourcedef.Definition{Table: sourcedef.Table{Name: "orders"}, Cursor: sourcedef.Cursor{Kind: state.KindInteger, Column: "id"}, PK: []string{"id"}}
 	withEntra := plain + "&fedauth=ActiveDirectoryManagedIdentity&azure_client_id=11111111-2222-3333-4444-555555555555"
 	a, err := drv.Location(plain)
 	if err != nil {
@@ -276,7 +277,7 @@ func RefusesPlaintext(t *testing.T, drv source.Driver, dsn, mentions string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_, err := source.Open(ctx, source.Drivers{drv}, source.Config{Poller: "orders", Driver: drv.Name(), DSN: dsn,
-		Definition: source.Definition{Table: source.Table{Name: "orders"}, Cursor: source.Cursor{Kind: state.KindInteger, Column: "id"}, PK: []string{"id"}}})
+		Definition: sourcedef.Definition{Table: sourcedef.Table{Name: "orders"}, Cursor: sourcedef.Cursor{Kind: state.KindInteger, Column: "id"}, PK: []string{"id"}}})
 	if !errors.Is(err, source.ErrConnect) || !strings.Contains(err.Error(), mentions) || !strings.Contains(err.Error(), `poller "orders"`) ||
 		strings.Contains(err.Error(), "hunter2") {
 		t.Fatalf("Open: %v", err)

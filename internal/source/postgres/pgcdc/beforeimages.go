@@ -5,7 +5,8 @@ import (
 	"database/sql"
 	"fmt"
 
-	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/setup"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 )
 
 // BeforeImages is pollerctl check's finding (source.CheckBefore) on the before images of a
@@ -16,7 +17,7 @@ import (
 //
 // A publication's column list must hold every column under FULL (or the table's updates fail):
 // when the poller's publication has one, the offer first publishes every column.
-func BeforeImages(ctx context.Context, db *sql.DB, d source.Definition, table string, oid int64) (source.Finding, error) {
+func BeforeImages(ctx context.Context, db *sql.DB, d sourcedef.Definition, table string, oid int64) (setup.Finding, error) {
 	var ident string
 	var avg sql.NullFloat64
 	var version, tables int
@@ -24,22 +25,22 @@ func BeforeImages(ctx context.Context, db *sql.DB, d source.Definition, table st
   current_setting('server_version_num')::int, (SELECT count(*) FROM pg_publication_tables pt WHERE pt.pubname = $2)::int
 FROM pg_class c WHERE c.oid = $1`, oid, d.Publication).Scan(&ident, &avg, &version, &tables)
 	if err != nil {
-		return source.Finding{}, err
+		return setup.Finding{}, err
 	}
-	f := source.Finding{Check: source.CheckBefore, Verdict: source.VerdictOK,
+	f := setup.Finding{Check: setup.CheckBefore, Verdict: setup.VerdictOK,
 		Detail: "REPLICA IDENTITY FULL: updates and deletes carry the row before them (before), updates the columns they changed (changed)"}
 	if ident == "f" {
 		return f, nil
 	}
 	pub, err := published(ctx, db, version, d.Publication, oid)
 	if err != nil {
-		return source.Finding{}, err
+		return setup.Finding{}, err
 	}
 	cost := "about one row of the table more per update and delete"
 	if avg.Valid {
 		cost = fmt.Sprintf("about %s more per update and delete (the table's average row, as PostgreSQL last counted it)", bytesText(int64(avg.Float64)))
 	}
-	f.Verdict, f.Fix = source.VerdictOffer, []string{"ALTER TABLE " + table + " REPLICA IDENTITY FULL"}
+	f.Verdict, f.Fix = setup.VerdictOffer, []string{"ALTER TABLE " + table + " REPLICA IDENTITY FULL"}
 	if pub.Columns != nil {
 		f.Fix = append([]string{alterSQL(d.Publication, table, tables, pubTable{Filter: pub.Filter})}, f.Fix...)
 		cost += "; the publication then publishes every column, as PostgreSQL requires under FULL"

@@ -27,6 +27,7 @@ import (
 	"strings"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
@@ -41,7 +42,7 @@ var ErrCDCSetup = errors.New("cannot set up logical decoding")
 type CDC struct {
 	poller   string
 	db       *sql.DB
-	def      source.Definition
+	def      sourcedef.Definition
 	table    string // quoted
 	describe string
 	parts    []*CDC // the poller's more tables (Definition.More), each alone, on db
@@ -171,7 +172,7 @@ func pgIdent(s string) string { return source.Defaults{}.Quote(s) }
 
 // quoteTable quotes a table's name, with its schema when it has one, as the postgres driver does
 // (source.QuoteTable).
-func quoteTable(t source.Table) string {
+func quoteTable(t sourcedef.Table) string {
 	if t.Schema == "" {
 		return pgIdent(t.Name)
 	}

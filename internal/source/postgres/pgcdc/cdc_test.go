@@ -13,6 +13,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres/pgcdc"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 )
@@ -41,9 +42,9 @@ func newCDCSetup(t *testing.T) cdcSetup {
 		db.Exec("DROP PUBLICATION IF EXISTS " + table)
 		db.Exec("DROP TABLE IF EXISTS " + table)
 	})
-	cfg := source.Config{Poller: "p", Driver: postgres.Name, DSN: dsn, Definition: source.Definition{
-		Table: source.Table{Name: table}, Columns: []string{"id", "v"}, PK: []string{"id"},
-		Cursor: source.Cursor{Kind: state.KindLogical}, Slot: table, Publication: table,
+	cfg := source.Config{Poller: "p", Driver: postgres.Name, DSN: dsn, Definition: sourcedef.Definition{
+		Table: sourcedef.Table{Name: table}, Columns: []string{"id", "v"}, PK: []string{"id"},
+		Cursor: sourcedef.Cursor{Kind: state.KindLogical}, Slot: table, Publication: table,
 	}}
 	return cdcSetup{db: db, dsn: dsn, table: table, cfg: cfg}
 }
@@ -248,8 +249,8 @@ func TestCDCDisableKeepsSharedPublication(t *testing.T) {
 }
 
 func TestOpenRefusesOtherKinds(t *testing.T) {
-	cfg := source.Config{Poller: "p", Driver: postgres.Name, DSN: "postgres://u@h/db", Definition: source.Definition{
-		Table: source.Table{Name: "t"}, PK: []string{"id"}, Cursor: source.Cursor{Kind: state.KindInteger, Column: "id"}}}
+	cfg := source.Config{Poller: "p", Driver: postgres.Name, DSN: "postgres://u@h/db", Definition: sourcedef.Definition{
+		Table: sourcedef.Table{Name: "t"}, PK: []string{"id"}, Cursor: sourcedef.Cursor{Kind: state.KindInteger, Column: "id"}}}
 	_, err := pgcdc.Open(context.Background(), drivers.All(), cfg)
 	if !errors.Is(err, pgcdc.ErrCDCSetup) || !strings.Contains(err.Error(), "logical pollers only") {
 		t.Fatalf("got %v", err)

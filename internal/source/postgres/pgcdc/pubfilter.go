@@ -33,7 +33,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 )
 
 // filtersSince is the first server version whose publications take row filters and column lists.
@@ -41,7 +41,7 @@ const filtersSince = 150000
 
 // filterTooOld is the problem with a poller's filter on a server older than filtersSince ("" for
 // none).
-func filterTooOld(d source.Definition, version int) string {
+func filterTooOld(d sourcedef.Definition, version int) string {
 	if d.Filter == "" || version >= filtersSince {
 		return ""
 	}
@@ -109,7 +109,7 @@ FROM pg_publication_rel pr JOIN pg_publication p ON p.oid = pr.prpubid WHERE p.p
 // server of version (server_version_num): problem says how they differ, or that the server
 // cannot filter (older than PostgreSQL 15), with the fix for poller; err is a failure to read
 // either.
-func CheckPublished(ctx context.Context, db *sql.DB, poller, pub string, d source.Definition, table string, columns []string, version int, oid int64) (problem string, err error) {
+func CheckPublished(ctx context.Context, db *sql.DB, poller, pub string, d sourcedef.Definition, table string, columns []string, version int, oid int64) (problem string, err error) {
 	if p := filterTooOld(d, version); p != "" {
 		return p, nil
 	}
@@ -161,7 +161,7 @@ func normalizeFilter(ctx context.Context, db *sql.DB, table, filter string) (str
 // wantTable is how the poller's publication should publish the table: the poller's filter, and
 // its columns as the column list when they are fewer than the table's (tableCols) and the
 // replica identity is not FULL, which needs every column in the list.
-func wantTable(d source.Definition, normalized string, tableCols []string, ident string) pubTable {
+func wantTable(d sourcedef.Definition, normalized string, tableCols []string, ident string) pubTable {
 	want := pubTable{Filter: normalized}
 	sel := d.Selected()
 	if !d.ReadsAllColumns() && ident != "full" && ident != "f" && len(sel) < len(tableCols) {
