@@ -126,7 +126,7 @@ func Open(ctx context.Context, ds Drivers, cfg Config) (*Source, error) {
 		identity:    Identify(cfg.Driver, c.loc, d),
 		fingerprint: Fingerprint(cfg.Driver, c.loc, d),
 		describe:    c.describe,
-		Shape:       newShape(cfg.Poller, d, len(d.More) > 0),
+		Shape:       newShape(cfg.Poller, d),
 		label:       d.Label(),
 	}
 	if !d.Changes() {
@@ -153,13 +153,12 @@ func Open(ctx context.Context, ds Drivers, cfg Config) (*Source, error) {
 // s's connection, read through s's change stream.
 func (s *Source) newPart(t sourcedef.TableDef) *Source {
 	d := s.def.Part(t)
-	return &Source{poller: s.poller, dl: s.dl, def: d, db: s.db, describe: s.describe, Shape: newShape(s.poller, d, true), label: d.Label(), part: true}
+	return &Source{poller: s.poller, dl: s.dl, def: d, db: s.db, describe: s.describe, Shape: newShape(s.poller, d), label: d.Label(), part: true}
 }
 
-// newShape is the shape of d's rows, before the source is laid out (lay); several: the poller
-// reads several tables.
-func newShape(poller string, d sourcedef.Definition, several bool) *row.Shape {
-	return &row.Shape{Poller: poller, Table: d.Table.String(), Kind: d.Cursor.Kind, PK: d.PK, Several: several}
+// newShape is the shape of d's rows, before the source is laid out (lay).
+func newShape(poller string, d sourcedef.Definition) *row.Shape {
+	return &row.Shape{Poller: poller, Table: d.Table.String(), Kind: d.Cursor.Kind, PK: d.PK}
 }
 
 // partOf is the source of the poller's table named table ("" or the first table: s).
@@ -406,7 +405,7 @@ func Offline(drv Driver, cfg Config, types map[string]string) (*Source, *Layout,
 	if _, err := validate(cfg.Definition, cfg.Poller, Drivers{drv}, cfg.Driver); err != nil {
 		return nil, nil, err
 	}
-	s := &Source{poller: cfg.Poller, dl: drv, def: cfg.Definition, describe: drv.Name() + " (offline) " + cfg.Definition.Label(), Shape: newShape(cfg.Poller, cfg.Definition, len(cfg.Definition.More) > 0), label: cfg.Definition.Label()}
+	s := &Source{poller: cfg.Poller, dl: drv, def: cfg.Definition, describe: drv.Name() + " (offline) " + cfg.Definition.Label(), Shape: newShape(cfg.Poller, cfg.Definition), label: cfg.Definition.Label()}
 	if cfg.DSN != "" {
 		db, err := drv.Open(cfg.DSN)
 		if err != nil {

@@ -123,10 +123,6 @@ func (r Row) Tx() uint64 {
 // Table is the row's table, as the poller names it (schema-qualified when it names a schema).
 func (r Row) Table() string { return r.sh.Table }
 
-// OfSeveral says the row is of a poller of several tables (Definition.More): a position in
-// their stream is not the row's alone (a change version holds every table's changes), so a
-// message id mixes its table in.
-func (r Row) OfSeveral() bool { return r.sh.Several }
 
 // Columns are the names of the row's columns, in the order of Values: its table's.
 func (r Row) Columns() []string { return slices.Clone(r.sh.Names) }

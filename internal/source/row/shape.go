@@ -13,7 +13,6 @@ type Shape struct {
 	Poller  string
 	Table   string   // the table as the poller names it: every row's Table, and in errors
 	Kind    string   // the cursor kind, which a keyset row's Cursor names
-	Several bool     // the poller reads several tables (Row.OfSeveral)
 	PK      []string // the key columns (Row.Key)
 	Names   []string // the columns' names, in row order
 	Cols    []Column
