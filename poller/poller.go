@@ -257,7 +257,7 @@ var (
 		sourcedef.FieldKey: "Key", sourcedef.FieldFilter: "Filter"}
 )
 
-// optionError words err, the rule a definition breaks (source.Definition.Check), by the option
+// optionError words err, the rule a definition breaks (sourcedef.Definition.Check), by the option
 // or the tag that sets the part at fault.
 func optionError(err error) string {
 	fes := sourcedef.FieldErrors(err)

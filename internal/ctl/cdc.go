@@ -19,7 +19,7 @@ import (
 // cdcCmd is `pollerctl cdc enable|disable POLLER`: it creates (or drops) what a poller's change
 // stream reads, set up on purpose (a logical poller's publication and replication slot), with
 // the poller's own settings ({P}_DB_CONNECTION, {P}_CDC_SLOT, {P}_CDC_PUBLICATION). What to run
-// and what it means is the poller's driver's (source.CDCAdmin); this is the plan shown, the
+// and what it means is the poller's driver's (source.Driver.OpenCDC); this is the plan shown, the
 // guardrails and the messages.
 func cdcCmd(ctx context.Context, args []string, env Env) error {
 	if len(args) == 0 {

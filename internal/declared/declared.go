@@ -312,7 +312,7 @@ func field(name, format string, args ...any) error {
 
 // check checks the spec: poller.json's own rules (the form of source.tables, the fields it
 // requires, settle_lag, batch_size, the sinks), then the definition it declares by the rules of
-// every definition (source.Definition.Check) and of the database its cursor kind pins
+// every definition (sourcedef.Definition.Check) and of the database its cursor kind pins
 // (drivers.CheckDefinition), worded by the fields of the file (fieldError).
 func (s Spec) check() error {
 	src := s.Source

@@ -299,7 +299,7 @@ type Reader interface {
 type Registered struct {
 	Name string
 	// Kind is its cursor kind: a driver that alone reads it may show details of its own
-	// (source.StatusReporter).
+	// (source.Driver.StatusDetails).
 	Kind string
 	// Poison is the poller's {P}_MAX_ATTEMPTS and {P}_ON_POISON; zero values mean the defaults.
 	Poison appsettings.Poison

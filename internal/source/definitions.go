@@ -9,7 +9,7 @@ import (
 
 // validate checks the definition d for the driver of ds named driver, which it returns: the rules
 // of every definition (Check), the driver's support of its cursor kind and the driver's own
-// rules (DefinitionChecker). Errors wrap ErrDefinition and name the poller and the part at
+// rules (Driver.CheckDefinition). Errors wrap ErrDefinition and name the poller and the part at
 // fault; a broken rule's wraps its *FieldError.
 func validate(d sourcedef.Definition, poller string, ds Drivers, driver string) (Driver, error) {
 	fail := func(format string, args ...any) (Driver, error) {

@@ -177,7 +177,7 @@ func (s *Source) partOf(table string) (*Source, error) {
 // Connect validates cfg's definition, opens its connection pool with the driver of ds that
 // cfg.Driver names (cfg.MaxOpenConns connections, default 4) and checks that the database
 // answers; describe names the driver, server, database and table, without secrets. It checks
-// nothing of the table: what a driver's administration of a set-up (CDCAdmin) starts from.
+// nothing of the table: what a driver's administration of a set-up (Driver.OpenCDC) starts from.
 // Errors name the poller; DSNs in them are redacted.
 func Connect(ctx context.Context, ds Drivers, cfg Config) (db *sql.DB, describe string, err error) {
 	c, err := connect(ctx, ds, cfg)

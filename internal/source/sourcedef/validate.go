@@ -109,7 +109,7 @@ func missing(field string) *FieldError { return &FieldError{Field: field, Err: E
 
 // Check checks the rules of every definition, whatever its database: the first one d breaks,
 // as a *FieldError (nil when it breaks none). A database's own rules are its driver's
-// (DefinitionChecker); the source checks both when it opens, poller.New and poller.json these
+// (source.Driver.CheckDefinition); the source checks both when it opens, poller.New and poller.json these
 // as soon as the poller is declared.
 func (d Definition) Check() error {
 	kind := d.Cursor.Kind

@@ -1,6 +1,6 @@
 package sqlserver
 
-// Several tables in one changetracking poller (source.Definition.More).
+// Several tables in one changetracking poller (sourcedef.Definition.More).
 //
 // Change versions number the database's committing transactions, whatever tables they changed:
 // a transaction that wrote an order and its lines has one version, in both tables'
