@@ -1,7 +1,6 @@
 package handler_test
 
 import (
-	"database/sql"
 	"log/slog"
 	"net/http/httptest"
 	"path/filepath"
@@ -21,14 +20,7 @@ import (
 // the dead-letters alert rule counts; once they are resolved one line says count 0, then none.
 func TestDeadLettersLine(t *testing.T) {
 	dsn := filepath.Join(t.TempDir(), "o.db")
-	db, err := sql.Open("sqlite", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := db.Exec(`CREATE TABLE orders (id BIGINT PRIMARY KEY, updated_at TEXT NOT NULL)`); err != nil {
-		t.Fatal(err)
-	}
+	testenv.DB(t, "sqlite", dsn, `CREATE TABLE orders (id BIGINT PRIMARY KEY, updated_at TEXT NOT NULL)`)
 	clk := clock.NewFake(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
 	st := memstore.New(clk)
 	for _, id := range []string{"b1", "b2"} {

@@ -1,7 +1,6 @@
 package handler_test
 
 import (
-	"database/sql"
 	"errors"
 	"io"
 	"log/slog"
@@ -38,14 +37,7 @@ func TestDeclaredPollers(t *testing.T) {
 		declarePoller(t, root, name, spec)
 	}
 	dsn := filepath.Join(t.TempDir(), "t.db")
-	db, err := sql.Open("sqlite", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := db.Exec(`CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT); INSERT INTO t VALUES (1, 'a'), (2, 'b'), (3, 'c')`); err != nil {
-		t.Fatal(err)
-	}
+	testenv.DB(t, "sqlite", dsn, `CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT); INSERT INTO t VALUES (1, 'a'), (2, 'b'), (3, 'c')`)
 	env := map[string]string{
 		"AzureWebJobsScriptRoot": root, // where New finds the declared pollers
 		"WIDGETS_DB_DRIVER":      "sqlite", "WIDGETS_DB_CONNECTION": dsn, "HOOK": hook.URL,

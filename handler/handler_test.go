@@ -2,7 +2,6 @@ package handler_test
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -39,15 +38,8 @@ func newServer(t *testing.T) (*httptest.Server, *int) {
 
 func newServerLogging(t *testing.T, logs io.Writer) (*httptest.Server, *int) {
 	dsn := filepath.Join(t.TempDir(), "o.db")
-	db, err := sql.Open("sqlite", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := db.Exec(`CREATE TABLE orders (id BIGINT PRIMARY KEY, updated_at TEXT NOT NULL);
-		INSERT INTO orders VALUES (1, '2026-01-01T00:00:00.000000Z'), (2, '2026-01-01T00:00:01.000000Z')`); err != nil {
-		t.Fatal(err)
-	}
+	testenv.DB(t, "sqlite", dsn, `CREATE TABLE orders (id BIGINT PRIMARY KEY, updated_at TEXT NOT NULL);
+		INSERT INTO orders VALUES (1, '2026-01-01T00:00:00.000000Z'), (2, '2026-01-01T00:00:01.000000Z')`)
 	env := map[string]string{
 		"GOOD_DB_DRIVER": "sqlite", "GOOD_DB_CONNECTION": dsn,
 		"BAD_DB_DRIVER": "oracle", "BAD_DB_CONNECTION": dsn,
@@ -215,15 +207,8 @@ func TestTickLogLine(t *testing.T) {
 // ticks as usual.
 func TestMissingScheduleFailsThatPollerAlone(t *testing.T) {
 	dsn := filepath.Join(t.TempDir(), "o.db")
-	db, err := sql.Open("sqlite", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := db.Exec(`CREATE TABLE orders (id BIGINT PRIMARY KEY, updated_at TEXT NOT NULL);
-		INSERT INTO orders VALUES (1, '2026-01-01T00:00:00.000000Z')`); err != nil {
-		t.Fatal(err)
-	}
+	testenv.DB(t, "sqlite", dsn, `CREATE TABLE orders (id BIGINT PRIMARY KEY, updated_at TEXT NOT NULL);
+		INSERT INTO orders VALUES (1, '2026-01-01T00:00:00.000000Z')`)
 	env := map[string]string{
 		"TIMED_DB_DRIVER": "sqlite", "TIMED_DB_CONNECTION": dsn, "TIMED_SCHEDULE": "*/5 * * * * *",
 		"UNTIMED_DB_DRIVER": "sqlite", "UNTIMED_DB_CONNECTION": dsn,
@@ -260,15 +245,8 @@ func TestMissingScheduleFailsThatPollerAlone(t *testing.T) {
 // Azurite's): its two replies are the ones the example shows.
 func TestExampleRoutes(t *testing.T) {
 	dsn := filepath.Join(t.TempDir(), "events.db")
-	db, err := sql.Open("sqlite", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := db.Exec(`CREATE TABLE events (seq INTEGER PRIMARY KEY, what TEXT);
-		INSERT INTO events VALUES (1, 'created'), (2, 'paid')`); err != nil {
-		t.Fatal(err)
-	}
+	testenv.DB(t, "sqlite", dsn, `CREATE TABLE events (seq INTEGER PRIMARY KEY, what TEXT);
+		INSERT INTO events VALUES (1, 'created'), (2, 'paid')`)
 	type Event struct {
 		Seq  int64  `db:"seq,key,cursor"`
 		What string `db:"what"`

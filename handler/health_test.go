@@ -2,7 +2,6 @@ package handler_test
 
 import (
 	"context"
-	"database/sql"
 	"io"
 	"log/slog"
 	"net/http/httptest"
@@ -19,6 +18,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/memstore"
+	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 	"github.com/pseudotrigger/pseudotrigger/poller"
 )
 
@@ -54,11 +54,7 @@ func (c *countingStore) count(name string) int64 {
 func sqliteOrders(t testing.TB, rows ...string) string {
 	t.Helper()
 	dsn := filepath.Join(t.TempDir(), "o.db")
-	db, err := sql.Open("sqlite", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := testenv.DB(t, "sqlite", dsn)
 	q := `CREATE TABLE orders (id BIGINT PRIMARY KEY, updated_at TEXT NOT NULL);`
 	if len(rows) > 0 {
 		q += "INSERT INTO orders VALUES " + strings.Join(rows, ", ")
@@ -160,14 +156,7 @@ func TestUnreachableRowIsLoud(t *testing.T) {
 	if status, m, _ := post(t, srv.URL+"/good", body); status != 200 || *delivered != 2 {
 		t.Fatalf("first tick: %d %v, %d delivered", status, m, *delivered)
 	}
-	db, err := sql.Open("sqlite", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := db.Exec(`INSERT INTO orders VALUES (3, CURRENT_TIMESTAMP)`); err != nil {
-		t.Fatal(err)
-	}
+	testenv.DB(t, "sqlite", dsn, `INSERT INTO orders VALUES (3, CURRENT_TIMESTAMP)`)
 	clk.Advance(61 * time.Second)
 	status, m, _ := post(t, srv.URL+"/good", body)
 	msg, _ := m["error"].(string)

@@ -2,7 +2,6 @@ package handler_test
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"io"
 	"log/slog"
@@ -27,11 +26,7 @@ import (
 // bad value fails every poller's invocations, naming the setting.
 func TestPollersShareOnePoolPerDatabase(t *testing.T) {
 	dsn := testenv.Postgres(t)
-	admin, err := sql.Open("pgx", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
+	admin := testenv.DB(t, "pgx", dsn)
 	table := testenv.Name("pools_")
 	if _, err := admin.Exec(`CREATE TABLE ` + table + ` (id BIGINT PRIMARY KEY, updated_at TIMESTAMPTZ NOT NULL DEFAULT now());
 		CREATE INDEX ON ` + table + ` (updated_at, id);

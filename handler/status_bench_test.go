@@ -2,7 +2,6 @@ package handler_test
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -110,11 +109,7 @@ func BenchmarkStatus20Pollers(b *testing.B) {
 // and finds nothing, which is the cost this benchmark measures.
 func setUp(tb testing.TB, dsn string) string {
 	tb.Helper()
-	db, err := sql.Open("sqlite", dsn)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer db.Close()
+	db := testenv.DB(tb, "sqlite", dsn)
 	for _, q := range []string{
 		`CREATE INDEX orders_updated_at_id ON orders (updated_at, id)`,
 		`CREATE TRIGGER orders_stamp_insert AFTER INSERT ON orders BEGIN UPDATE orders SET updated_at = ` + sqlite.StampExpr + ` WHERE id = NEW.id; END`,

@@ -1,7 +1,6 @@
 package handler_test
 
 import (
-	"database/sql"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -22,11 +21,7 @@ import (
 // poller).
 func TestDeclaredNonFiniteToWebhook(t *testing.T) {
 	dsn := testenv.Postgres(t)
-	db, err := sql.Open("pgx", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := testenv.DB(t, "pgx", dsn)
 	table := testenv.Name("nf_")
 	if _, err := db.Exec(`CREATE TABLE ` + table + ` (id bigint PRIMARY KEY, reading float8, peak float4, samples float8[]);
 		INSERT INTO ` + table + ` VALUES (1, 'NaN', 'Infinity', '{1.5,-Infinity}'), (2, '-Infinity', 3.4028235e+38, '{NaN}'), (3, 21.5, '-0', '{}')`); err != nil {

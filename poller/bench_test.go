@@ -2,7 +2,6 @@ package poller_test
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"path/filepath"
 	"testing"
@@ -16,6 +15,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sqlite"
+	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 	"github.com/pseudotrigger/pseudotrigger/poller"
 )
 
@@ -32,14 +32,7 @@ type benchOrder struct {
 func sqliteRows(b testing.TB, n int) []row.Row {
 	b.Helper()
 	dsn := filepath.Join(b.TempDir(), "bench.db")
-	db, err := sql.Open("sqlite", dsn)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := db.Exec(`CREATE TABLE orders (id INTEGER PRIMARY KEY, customer TEXT, amount TEXT, updated_at TEXT)`); err != nil {
-		b.Fatal(err)
-	}
+	db := testenv.DB(b, "sqlite", dsn, `CREATE TABLE orders (id INTEGER PRIMARY KEY, customer TEXT, amount TEXT, updated_at TEXT)`)
 	for i := 1; i <= n; i++ {
 		ts := time.Date(2025, 1, 1, 0, 0, i, 0, time.UTC).Format("2006-01-02T15:04:05.000000Z")
 		if _, err := db.Exec(`INSERT INTO orders VALUES (?, ?, ?, ?)`, i, fmt.Sprint("customer ", i), "12.50", ts); err != nil {

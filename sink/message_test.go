@@ -3,7 +3,6 @@ package sink
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"encoding/json"
 	"path/filepath"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sqlite"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
+	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 	"github.com/pseudotrigger/pseudotrigger/poller"
 	"github.com/pseudotrigger/pseudotrigger/pollertest"
 )
@@ -93,14 +93,7 @@ func rawBatch(p *poller.Poller, id string, rows []row.Row) *poller.Batch[poller.
 // chunk does not.
 func TestReadMessageID(t *testing.T) {
 	dsn := filepath.Join(t.TempDir(), "r.db")
-	db, err := sql.Open("sqlite", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := db.Exec(`CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT NOT NULL); INSERT INTO t VALUES (1, 'a'), (2, 'b')`); err != nil {
-		t.Fatal(err)
-	}
+	testenv.DB(t, "sqlite", dsn, `CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT NOT NULL); INSERT INTO t VALUES (1, 'a'), (2, 'b')`)
 	src, err := drivers.Open(context.Background(), source.Config{Poller: "p", Driver: sqlite.Name, DSN: dsn, Definition: sourcedef.Definition{
 		Table: sourcedef.Table{Name: "t"}, Columns: []string{"id", "name"}, PK: []string{"id"}, Cursor: sourcedef.Cursor{Kind: state.KindInteger, Column: "id"}}})
 	if err != nil {

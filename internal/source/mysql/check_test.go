@@ -17,17 +17,7 @@ import (
 // checkTable makes a table of its own from ddl (@: its name) and returns its name.
 func checkTable(t *testing.T, db *sql.DB, ddl ...string) sourcedef.Table {
 	t.Helper()
-	name := testenv.Name("chk_")
-	for _, q := range ddl {
-		if _, err := db.Exec(strings.ReplaceAll(q, "@", name)); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	t.Cleanup(func() {
-		db.Exec("DROP VIEW IF EXISTS " + name + "_v")
-		db.Exec("DROP TABLE IF EXISTS " + name + ", " + name + "_version_counter")
-	})
-	return sourcedef.Table{Name: name}
+	return sourcetest.CheckTable(t, db, "", []string{"DROP VIEW IF EXISTS @_v", "DROP TABLE IF EXISTS @, @_version_counter"}, ddl...)
 }
 
 func TestCheckSetup(t *testing.T) {

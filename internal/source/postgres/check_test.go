@@ -19,27 +19,12 @@ import (
 // checkTable makes a table of its own from ddl (%s: its name) and returns its name.
 func checkTable(t *testing.T, db *sql.DB, ddl ...string) sourcedef.Table {
 	t.Helper()
-	name := testenv.Name("chk_")
-	for _, q := range ddl {
-		if _, err := db.Exec(strings.ReplaceAll(q, "@", name)); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	t.Cleanup(func() {
-		db.Exec(`DROP VIEW IF EXISTS ` + name + `_v`)
-		db.Exec(`DROP TABLE IF EXISTS ` + name + ` CASCADE`)
-		db.Exec(`DROP TABLE IF EXISTS ` + name + `_txid_counter, ` + name + `_version_counter`)
-	})
-	return sourcedef.Table{Name: name}
+	return sourcetest.CheckTable(t, db, "", []string{"DROP VIEW IF EXISTS @_v", "DROP TABLE IF EXISTS @ CASCADE", "DROP TABLE IF EXISTS @_txid_counter, @_version_counter"}, ddl...)
 }
 
 func TestCheckSetup(t *testing.T) {
 	dsn := testenv.Postgres(t)
-	db, err := sql.Open("pgx", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := testenv.DB(t, "pgx", dsn)
 	const base = `CREATE TABLE @ (id BIGINT PRIMARY KEY, amount NUMERIC NOT NULL`
 	drv := postgres.Driver{}
 

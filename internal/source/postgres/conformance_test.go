@@ -118,11 +118,7 @@ var fixture = sourcetest.Fixture{
 // logicalValues reads the values' table through a logical cursor: a publication and a slot of its
 // own, made before write inserts the rows, then drained.
 func logicalValues(t *testing.T, table string, write func()) []row.Row {
-	db, err := sql.Open("pgx", testenv.Postgres(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := testenv.DB(t, "pgx", testenv.Postgres(t))
 	slot := strings.ToLower(table)
 	for _, q := range []string{
 		"CREATE PUBLICATION " + slot + " FOR TABLE " + table,

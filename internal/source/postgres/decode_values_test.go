@@ -2,7 +2,6 @@ package postgres_test
 
 import (
 	"context"
-	"database/sql"
 	"math"
 	"slices"
 	"testing"
@@ -19,11 +18,7 @@ import (
 // and float fields with NaN and the infinities, which the row's JSON carries as strings.
 func TestDecodeArraysAndNonFinite(t *testing.T) {
 	dsn := testenv.Postgres(t)
-	db, err := sql.Open("pgx", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := testenv.DB(t, "pgx", dsn)
 	name := testenv.Name("dv_")
 	if _, err := db.Exec(`CREATE TABLE ` + name + ` (id bigint PRIMARY KEY, m int4[], t text[], r real[], f float8, g float4);
 		INSERT INTO ` + name + ` VALUES (1, '{{1,2},{3,4}}', ARRAY['a', NULL], '{1.5,-Infinity}', 'NaN', '-Infinity')`); err != nil {

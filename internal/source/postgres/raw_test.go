@@ -48,11 +48,7 @@ type typedRow struct {
 // wire format (binary, or text under simple_protocol).
 func TestRawReadsAsDatabaseSQL(t *testing.T) {
 	dsn := testenv.Postgres(t)
-	db, err := sql.Open("pgx", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := testenv.DB(t, "pgx", dsn)
 	table := testenv.Name("raw_")
 	t.Cleanup(func() { _, _ = db.Exec("DROP TABLE IF EXISTS " + table) })
 	testenv.ExecFlushed(t, db, `CREATE TABLE `+table+` (id bigint PRIMARY KEY, i2 smallint, i4 int, i4s int, num numeric(38,10), t text,

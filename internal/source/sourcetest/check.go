@@ -2,6 +2,7 @@ package sourcetest
 
 import (
 	"context"
+	"database/sql"
 	"strings"
 	"testing"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/source/setup"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
+	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 )
 
 // Setup checks the set-up of table (its key id, cursor kind on column col) in the database of
@@ -69,4 +71,22 @@ func FixAndRecheck(t testing.TB, s *source.Setup) {
 	if n := setup.Problems(s.Findings); n > 0 {
 		t.Fatalf("%s: %d problems left after the fix: %+v", s, n, s.Findings)
 	}
+}
+
+// CheckTable makes a table of its own in schema (may be "") for a set-up check, from ddl ("@"
+// stands for its name), dropped by drop (likewise) when the test ends, and returns it.
+func CheckTable(t testing.TB, db *sql.DB, schema string, drop []string, ddl ...string) sourcedef.Table {
+	t.Helper()
+	name := testenv.Name("chk_")
+	for _, q := range ddl {
+		if _, err := db.Exec(strings.ReplaceAll(q, "@", name)); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, q := range drop {
+			db.Exec(strings.ReplaceAll(q, "@", name))
+		}
+	})
+	return sourcedef.Table{Schema: schema, Name: name}
 }

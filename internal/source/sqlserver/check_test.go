@@ -1,7 +1,6 @@
 package sqlserver_test
 
 import (
-	"strings"
 	"testing"
 
 	_ "github.com/microsoft/go-mssqldb"
@@ -23,17 +22,7 @@ func TestCheckSetupSQLServer(t *testing.T) {
 	drv := sqlserver.Driver{}
 	table := func(t *testing.T, ddl ...string) sourcedef.Table {
 		t.Helper()
-		name := testenv.Name("chk_")
-		for _, q := range ddl {
-			if _, err := db.Exec(strings.ReplaceAll(q, "@", name)); err != nil {
-				t.Fatalf("%s: %v", q, err)
-			}
-		}
-		t.Cleanup(func() {
-			db.Exec("DROP VIEW IF EXISTS dbo." + name + "_v")
-			db.Exec("DROP TABLE IF EXISTS dbo." + name)
-		})
-		return sourcedef.Table{Schema: "dbo", Name: name}
+		return sourcetest.CheckTable(t, db, "dbo", []string{"DROP VIEW IF EXISTS dbo.@_v", "DROP TABLE IF EXISTS dbo.@"}, ddl...)
 	}
 	const base = "CREATE TABLE dbo.@ (id BIGINT PRIMARY KEY, amount DECIMAL(12,2) NOT NULL"
 
