@@ -237,7 +237,7 @@ func New[T any](name, table string, kind CursorKind, handle func(ctx context.Con
 	return p
 }
 
-// options word a definition's fields (source.FieldError) by what sets them, for New's panics:
+// options word a definition's fields (sourcedef.FieldError) by what sets them, for New's panics:
 // what a missing one is and how to set it, and how what is wrong with it reads (%s: the
 // FieldError's Err). tableOptions word the fields of a table of WithTables by poller.Table's.
 var (

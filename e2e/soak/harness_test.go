@@ -38,7 +38,7 @@ type workload struct {
 type scenario struct {
 	name    string
 	kind    string        // state.KindXID, KindTimestampPK or KindInteger
-	lag     time.Duration // the source's SettleLag (source.NoSettleLag: none)
+	lag     time.Duration // the source's SettleLag (sourcedef.NoSettleLag: none)
 	bound   bound         // what keeps the source's reads behind transactions still open
 	updates bool          // writers also update rows they committed earlier
 	expect  expectation

@@ -43,7 +43,7 @@ type Settings struct {
 	// (0: after every batch); the tick's end always commits. A crash replays the batches since
 	// the last commit.
 	CheckpointInterval time.Duration
-	SettleLag          time.Duration // {P}_SETTLE_LAG (source.NoSettleLag for an explicit 0)
+	SettleLag          time.Duration // {P}_SETTLE_LAG (sourcedef.NoSettleLag for an explicit 0)
 	// MaxAttempts is {P}_MAX_ATTEMPTS: failed attempts at one batch before OnPoison applies.
 	MaxAttempts int
 	// OnPoison is {P}_ON_POISON: Block (keep retrying, loudly) or Quarantine (isolate the failing

@@ -28,6 +28,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
+	"github.com/pseudotrigger/pseudotrigger/internal/suggest"
 	"github.com/pseudotrigger/pseudotrigger/poller"
 	"github.com/pseudotrigger/pseudotrigger/sink"
 )
@@ -257,7 +258,7 @@ func unknownField(data []byte, name string) error {
 		best, dist := "", 3 // suggest only a close name
 		for i := range o.t.NumField() {
 			f, _, _ := strings.Cut(o.t.Field(i).Tag.Get("json"), ",")
-			if d := distance(name, f); d < dist {
+			if d := suggest.Distance(name, f); d < dist {
 				best, dist = f, d
 			}
 		}
@@ -268,27 +269,6 @@ func unknownField(data []byte, name string) error {
 		return fmt.Errorf("%s; %s describes the fields", msg, SchemaFile)
 	}
 	return fmt.Errorf("%q is not a field of poller.json; %s describes the fields", name, SchemaFile)
-}
-
-// distance is the Levenshtein distance between a and b.
-func distance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
 }
 
 // expected names a Go type as JSON spells it.
@@ -372,7 +352,7 @@ var required = map[string]string{
 // settings' ({P}_CDC_SLOT, {P}_CDC_PUBLICATION): the source checks them when it opens.
 var settingsFields = []string{sourcedef.FieldSlot, sourcedef.FieldPublication}
 
-// fieldError words the first rule err says the spec's definition breaks (a source.FieldError)
+// fieldError words the first rule err says the spec's definition breaks (a sourcedef.FieldError)
 // by its field in poller.json: "source.cursor.column: required: ...", "source.tables[1].key:
 // ...". Nil when err is, or holds only rules of the settings' fields.
 func (s Spec) fieldError(err error) error {

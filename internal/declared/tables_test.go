@@ -151,7 +151,7 @@ func TestTablesChecked(t *testing.T) {
 	}
 }
 
-// TestDefinitionWorded: the rules of a definition (source.Definition.Check) and of the database
+// TestDefinitionWorded: the rules of a definition (sourcedef.Definition.Check) and of the database
 // its cursor kind pins (SQL Server's filter) name their field by its path in poller.json; a rule
 // of the app settings' part (a logical cursor's slot name) is the source's to check when it
 // opens, not the file's.

@@ -133,7 +133,7 @@ func internalMentions(files []*ast.File, info *types.Info) []string {
 		}
 	}
 	// expr checks a piece of syntax: each name in it that stands for an internal package's
-	// object (the Row of source.Row).
+	// object (the Row of row.Row).
 	expr := func(what string, e ast.Node) {
 		ast.Inspect(e, func(n ast.Node) bool {
 			if id, ok := n.(*ast.Ident); ok {

@@ -135,7 +135,7 @@ func (r *Runner) Close() error {
 }
 
 // initialBackfill is the backfill p's state document starts with: its initial snapshot, in
-// chunks of a batch, when it asks for one (source.InitialSnapshot); else none.
+// chunks of a batch, when it asks for one (sourcedef.InitialSnapshot); else none.
 func initialBackfill(p *pollerdef.Def, batch int) *state.Backfill {
 	if p.Source().Initial != sourcedef.InitialSnapshot {
 		return nil

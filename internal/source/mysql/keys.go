@@ -22,7 +22,7 @@ WHERE t.TABLE_SCHEMA = COALESCE(?, DATABASE()) AND t.TABLE_NAME = ?
 ORDER BY s.INDEX_NAME, s.SEQ_IN_INDEX`
 
 // UniqueKey reads information_schema.STATISTICS: the table's primary key and unique indexes
-// (source.JudgeKey judges them, matching column names whatever their case). A unique prefix
+// (setup.JudgeKey judges them, matching column names whatever their case). A unique prefix
 // index (a column's first n characters) counts: unique prefixes make the whole values unique. A
 // view has no keys in the catalog: KeyUnknown.
 func (d Driver) UniqueKey(ctx context.Context, db *sql.DB, t sourcedef.Table, cols []string) (setup.Uniqueness, error) {

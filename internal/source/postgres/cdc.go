@@ -23,7 +23,7 @@ func (Driver) Restart(kind, poller string) string {
 }
 
 // CheckDefinition checks PostgreSQL's rules of a definition: a logical cursor's slot and
-// publication names (CheckSlotName), each broken one a *source.FieldError (both joined when both
+// publication names (CheckSlotName), each broken one a *sourcedef.FieldError (both joined when both
 // are). The names come from the poller's settings, not its declaration.
 func (Driver) CheckDefinition(d sourcedef.Definition) error {
 	if d.Cursor.Kind != state.KindLogical {

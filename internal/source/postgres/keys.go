@@ -31,7 +31,7 @@ LEFT JOIN LATERAL (
 ) ix ON true
 WHERE c.oid = to_regclass($1)`
 
-// UniqueKey reads pg_index: the table's primary key and unique indexes (source.JudgeKey judges
+// UniqueKey reads pg_index: the table's primary key and unique indexes (setup.JudgeKey judges
 // them). A view or a foreign table has none that the catalog knows of: KeyUnknown. Column names
 // match exactly (PostgreSQL's are case-sensitive once quoted).
 func (d Driver) UniqueKey(ctx context.Context, db *sql.DB, t sourcedef.Table, cols []string) (setup.Uniqueness, error) {

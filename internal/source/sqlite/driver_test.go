@@ -19,7 +19,7 @@ func TestDSN(t *testing.T) {
 }
 
 // TestTextTimeCodec: a SQLite TEXT cursor value is carried only in the exact fixed-width layout;
-// anything else (RFC 3339 that parses, CURRENT_TIMESTAMP's text, a number) is source.ErrUnreachableRow.
+// anything else (RFC 3339 that parses, CURRENT_TIMESTAMP's text, a number) is row.ErrUnreachableRow.
 func TestTextTimeCodec(t *testing.T) {
 	good := "2026-11-23T03:40:32.287000Z"
 	if raw, err := textTimeCodec.Encode(good); err != nil || string(raw) != `"`+good+`"` {

@@ -15,7 +15,7 @@ import (
 // UniqueKey reads the table's primary key (pragma_table_info: an INTEGER PRIMARY KEY is the
 // rowid and has no index of its own) and unique indexes (pragma_index_list, with their columns
 // from pragma_index_info: an expression's part, or the rowid, has no name), which
-// source.JudgeKey judges, matching column names whatever their case. A view has no keys in the
+// setup.JudgeKey judges, matching column names whatever their case. A view has no keys in the
 // catalog: KeyUnknown.
 func (d Driver) UniqueKey(ctx context.Context, db *sql.DB, t sourcedef.Table, cols []string) (setup.Uniqueness, error) {
 	schema := t.Schema

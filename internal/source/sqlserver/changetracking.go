@@ -158,7 +158,7 @@ func (Driver) Restart(kind, poller string) string {
 
 // CheckDefinition checks SQL Server's rules of a definition: a changetracking cursor's tables
 // take no filter, since CHANGETABLE has none and every change of a table comes (a filter would
-// be left out without a word); each filtered table is a *source.FieldError, joined.
+// be left out without a word); each filtered table is a *sourcedef.FieldError, joined.
 func (Driver) CheckDefinition(d sourcedef.Definition) error {
 	if d.Cursor.Kind != state.KindChangeTracking {
 		return nil

@@ -29,7 +29,7 @@ WHERE o.object_id = OBJECT_ID(@p1)
 ORDER BY i.index_id, ic.key_ordinal`
 
 // UniqueKey reads sys.indexes: the table's primary key, unique constraints and unique indexes
-// (source.JudgeKey judges them, matching column names whatever their case). A view has keys
+// (setup.JudgeKey judges them, matching column names whatever their case). A view has keys
 // only when it is indexed (a unique clustered index); without one, KeyUnknown. A table the
 // catalog does not show (metadata visibility: no VIEW DEFINITION) is KeyUnknown too.
 func (d Driver) UniqueKey(ctx context.Context, db *sql.DB, t sourcedef.Table, cols []string) (setup.Uniqueness, error) {

@@ -9,7 +9,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 )
 
-// BeforeImages is pollerctl check's finding (source.CheckBefore) on the before images of a
+// BeforeImages is pollerctl check's finding (setup.CheckBefore) on the before images of a
 // logical poller of d, whose table is table (quoted) of oid: under REPLICA IDENTITY FULL an
 // update or a delete carries the row before it (and an update the columns it changed); under any
 // other identity the check offers FULL with its cost: each update and delete writes the old row
