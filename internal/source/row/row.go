@@ -123,7 +123,6 @@ func (r Row) Tx() uint64 {
 // Table is the row's table, as the poller names it (schema-qualified when it names a schema).
 func (r Row) Table() string { return r.sh.Table }
 
-
 // Columns are the names of the row's columns, in the order of Values: its table's.
 func (r Row) Columns() []string { return slices.Clone(r.sh.Names) }
 
