@@ -78,13 +78,14 @@ func (h Harness) keysCatalog(t *testing.T) {
 	h.create(t, h.q(odd), "CREATE TABLE "+h.q(odd)+" ("+h.q("Row ID")+" BIGINT NOT NULL, "+h.q("Seq")+" BIGINT NOT NULL, CONSTRAINT "+h.q("pk "+odd[len(odd)-8:])+" PRIMARY KEY ("+h.q("Row ID")+"))")
 	view := h.view(t, uniqueID)
 
-	cases := []struct {
+	type keyCase struct {
 		name  string
 		table sourcedef.Table
 		cols  []string
 		want  setup.KeyVerdict
 		by    string // in By (KeyUnique) or Why (KeyUnknown)
-	}{
+	}
+	cases := []keyCase{
 		{"no key", sourcedef.Table{Name: keyless}, []string{"updated_at", "id"}, setup.KeyNotUnique, ""},
 		{"a non-unique index", sourcedef.Table{Name: nonUnique}, []string{"updated_at", "id"}, setup.KeyNotUnique, ""},
 		{"a unique index on the key", sourcedef.Table{Name: uniqueID}, []string{"updated_at", "id"}, setup.KeyUnique, "ux_"},
@@ -98,24 +99,12 @@ func (h Harness) keysCatalog(t *testing.T) {
 		{"a view", sourcedef.Table{Name: view}, []string{"updated_at", "id"}, setup.KeyUnknown, "view"},
 	}
 	if h.Driver.Caseless() {
-		cases = append(cases, struct {
-			name  string
-			table sourcedef.Table
-			cols  []string
-			want  setup.KeyVerdict
-			by    string
-		}{"columns in another case", sourcedef.Table{Name: uniqueID}, []string{"UPDATED_AT", "ID"}, setup.KeyUnique, "ux_"})
+		cases = append(cases, keyCase{"columns in another case", sourcedef.Table{Name: uniqueID}, []string{"UPDATED_AT", "ID"}, setup.KeyUnique, "ux_"})
 	}
 	// A partial (filtered) unique index is unique among some rows only: where the database has them.
 	partial := h.plain(t, "partial_")
 	if _, err := h.DB.ExecContext(ctx, "CREATE UNIQUE INDEX ux_"+partial+" ON "+partial+" (id) WHERE amount > 0"); err == nil {
-		cases = append(cases, struct {
-			name  string
-			table sourcedef.Table
-			cols  []string
-			want  setup.KeyVerdict
-			by    string
-		}{"a partial unique index", sourcedef.Table{Name: partial}, []string{"updated_at", "id"}, setup.KeyNotUnique, ""})
+		cases = append(cases, keyCase{"a partial unique index", sourcedef.Table{Name: partial}, []string{"updated_at", "id"}, setup.KeyNotUnique, ""})
 	} else {
 		t.Logf("no partial index here: %v", err)
 	}
