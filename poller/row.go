@@ -13,48 +13,61 @@ import (
 // numerics decimal strings, timestamps time.Time in UTC, binary []byte, UUIDs lower-case
 // strings, JSON json.RawMessage, NULL nil. A Row normalizes a value when it is read, so a
 // handler pays only for the values it uses; it is safe for concurrent readers. The zero Row is
-// no row: use the Rows a Batch (or Before) gives.
+// no row (Before gives it when there is no before-image): it has no columns to read, and its
+// other methods answer as for a keyset row.
 type Row struct {
 	r *row.Row // the runtime's row (an element of its batch), whose methods Row's delegate to
 }
 
+// noRow is what a zero Row's methods ask: the zero runtime row, which answers the methods that
+// need no column ("upsert", no before-image, ...) as a zero Row always did.
+var noRow row.Row
+
+// row is the runtime's row r stands for.
+func (r Row) row() *row.Row {
+	if r.r == nil {
+		return &noRow
+	}
+	return r.r
+}
+
 // Get returns the value of a column, or nil when there is no such column.
-func (r Row) Get(column string) any { return r.r.Get(column) }
+func (r Row) Get(column string) any { return r.row().Get(column) }
 
 // Values returns the values in column order (Columns), in a new slice.
-func (r Row) Values() []any { return r.r.Values() }
+func (r Row) Values() []any { return r.row().Values() }
 
 // Columns returns the names of the row's columns, in the order of Values: its table's (a
 // poller of several tables has rows of several).
-func (r Row) Columns() []string { return r.r.Columns() }
+func (r Row) Columns() []string { return r.row().Columns() }
 
 // Key returns the row's key columns and values: its identity, for deduplication.
-func (r Row) Key() map[string]any { return r.r.Key() }
+func (r Row) Key() map[string]any { return r.row().Key() }
 
 // Op is the change the row stands for: "upsert" for the keyset cursor kinds (TimestampPK,
 // Integer, RowVersion, XID), which cannot tell an insert from an update and see no delete;
 // "insert", "update" or "delete" for the change-stream kinds (Logical, ChangeTracking); "read"
 // for a row a backfill sends again (pollerctl backfill): its current values, not a change.
-func (r Row) Op() string { return r.r.Op() }
+func (r Row) Op() string { return r.row().Op() }
 
 // HasRow reports whether the row carries its columns' values: false for a delete of which the
 // database gave only the key (Key still has it). A delete with the old row has it.
-func (r Row) HasRow() bool { return r.r.HasRow() }
+func (r Row) HasRow() bool { return r.row().HasRow() }
 
 // Unchanged lists the columns whose value the change did not carry (PostgreSQL sends an
 // unchanged TOAST value of an update as "unchanged" unless the table has REPLICA IDENTITY FULL):
 // Get returns nil for them and MarshalJSON leaves them out. Empty for every other row.
-func (r Row) Unchanged() []string { return r.r.Unchanged() }
+func (r Row) Unchanged() []string { return r.row().Unchanged() }
 
 // Table is the row's table, as the poller names it (schema-qualified when it names a schema).
-func (r Row) Table() string { return r.r.Table() }
+func (r Row) Table() string { return r.row().Table() }
 
 // Before returns the row as it was before the change, and true, for an update or a delete whose
 // old row the database sent: a Logical cursor on a table with REPLICA IDENTITY FULL (pollerctl
 // check --fix offers it). False for every other row: the keyset kinds and ChangeTracking read
 // only the row as it is now, and PostgreSQL's default replica identity sends only the old key.
 func (r Row) Before() (Row, bool) {
-	b, ok := r.r.Before()
+	b, ok := r.row().Before()
 	if !ok {
 		return Row{}, false
 	}
@@ -67,7 +80,7 @@ func (r Row) Before() (Row, bool) {
 // not known: every op but "update"; a Logical update without its old row (Before); a
 // ChangeTracking update of a table without TRACK_COLUMNS_UPDATED. An update that changed no
 // value gives an empty list and true.
-func (r Row) Changed() ([]string, bool) { return r.r.Changed() }
+func (r Row) Changed() ([]string, bool) { return r.row().Changed() }
 
 // Transaction is what a commit-ordered cursor (Logical, ChangeTracking) says of a change's
 // transaction: collect a transaction's changes until Last to apply it at once; CommitTime tells
@@ -91,27 +104,27 @@ type Transaction struct {
 // Transaction returns the row's transaction and true for a change of a Logical or
 // ChangeTracking cursor; false for the keyset kinds' rows and a backfill's reads.
 func (r Row) Transaction() (Transaction, bool) {
-	t, ok := r.r.Transaction()
+	t, ok := r.row().Transaction()
 	return Transaction{ID: t.ID, CommitLSN: t.CommitLSN, ChangeVersion: t.ChangeVersion, CommitTime: t.CommitTime, Index: t.Index, Last: t.Last}, ok
 }
 
 // Cursor returns the cursor just after this row: what a checkpoint records.
 func (r Row) Cursor() (Cursor, error) {
-	c, err := r.r.Cursor()
+	c, err := r.row().Cursor()
 	return cursorOf(c), err
 }
 
 // MarshalJSON renders the row as an object in column order. Timestamps are RFC 3339 in UTC with
 // their full fractional precision, exact numerics strings, binary base64, NULL null. Columns
 // the change did not carry (Unchanged) are left out.
-func (r Row) MarshalJSON() ([]byte, error) { return r.r.MarshalJSON() }
+func (r Row) MarshalJSON() ([]byte, error) { return r.row().MarshalJSON() }
 
 // Decode copies the row into the struct dst points to. A field takes the column named by its
 // `db` tag, else the column whose name equals the field's name ignoring case; a field tagged
 // `db:"-"` is skipped, and columns without a field are ignored. Values convert as they would in
 // database/sql's Scan: numbers and decimal strings to any numeric field, timestamps from
 // time.Time or RFC 3339 text, and any field implementing sql.Scanner receives the value.
-func (r Row) Decode(dst any) error { return r.r.Decode(dst) }
+func (r Row) Decode(dst any) error { return r.row().Decode(dst) }
 
 // rowsOf shows the runtime's rows as Rows, each pointing at its row in rows (which the runtime
 // does not reuse): one allocation per batch, a word per row. The result's capacity is its

@@ -171,3 +171,33 @@ func TestOneKeyInOrder(t *testing.T) {
 		t.Fatalf("%v, last %v", err, last)
 	}
 }
+
+// TestSeveralTablesIDs: the message ids of a poller of two tables mix in each row's table (the
+// batch's Tables say it reads two); a batch made by hand without Tables, its rows of both
+// tables, gets the same ids as the poller's own.
+func TestSeveralTablesIDs(t *testing.T) {
+	db, dsn, orders, slot := testenv.PostgresLogical(t, "CREATE TABLE %s (id bigint PRIMARY KEY, name text NOT NULL)")
+	lines := testenv.Name("lines")
+	testenv.ExecFlushed(t, db, "CREATE TABLE "+lines+" (id bigint PRIMARY KEY, qty int NOT NULL)", "ALTER PUBLICATION "+slot+" ADD TABLE "+lines)
+	t.Cleanup(func() { db.Exec("DROP TABLE IF EXISTS " + lines) })
+	var got *poller.Batch[poller.Row]
+	p := poller.New("cdc2", orders, poller.Logical, func(_ context.Context, b *poller.Batch[poller.Row]) error { got = b; return nil },
+		poller.WithColumns("id", "name"), poller.WithKey("id"), poller.WithTables(poller.Table{Name: lines, Columns: []string{"id", "qty"}, Key: []string{"id"}}))
+	testenv.ExecFlushed(t, db, "BEGIN; INSERT INTO "+orders+" VALUES (1, 'a'); INSERT INTO "+lines+" VALUES (1, 5); COMMIT")
+	if sum, err := tickOnce(t, p, dsn, slot); err != nil || sum.Rows != 2 {
+		t.Fatalf("tick: %+v %v", sum, err)
+	}
+	if len(got.Tables) != 2 {
+		t.Fatalf("the batch names tables %v", got.Tables)
+	}
+	msgs, err := Messages(got, ModeRow)
+	if err != nil || len(msgs) != 2 || msgs[0].ID == msgs[1].ID {
+		t.Fatalf("messages %+v %v: want two of their own ids", msgs, err)
+	}
+	byHand := *got
+	byHand.Tables = nil
+	again, err := Messages(&byHand, ModeRow)
+	if err != nil || again[0].ID != msgs[0].ID || again[1].ID != msgs[1].ID {
+		t.Fatalf("made by hand: %+v %v, want the ids %s and %s", again, err, msgs[0].ID, msgs[1].ID)
+	}
+}

@@ -118,20 +118,22 @@ func (m Message) About() string {
 const maxKey = 128
 
 // Messages renders b as the messages a sink sends: one per row (mode row or "") or one for the
-// batch (mode batch). A row's message id mixes in its table when b.Tables has several.
+// batch (mode batch). A row's message id mixes in its table when b.Tables has several (or, for a
+// batch made by hand without Tables, when its rows are of several tables).
 func Messages(b *poller.Batch[poller.Row], mode string) ([]Message, error) {
 	if mode == ModeBatch {
 		return batchMessage(b)
 	}
 	msgs := make([]Message, len(b.Raw))
 	buf := make([]byte, 0, 512*len(b.Raw)) // one allocation for the batch's bodies
+	several := severalTables(b)
 	for i, r := range b.Raw {
 		start := len(buf)
 		var (
 			m   Message
 			err error
 		)
-		buf, m, err = appendChange(buf, b, r)
+		buf, m, err = appendChange(buf, b, r, several)
 		if err != nil {
 			return nil, err
 		}
@@ -153,12 +155,13 @@ func batchMessage(b *poller.Batch[poller.Row]) ([]Message, error) {
 	body = append(body, `,"attempt":`...)
 	body = strconv.AppendInt(body, b.Attempt, 10)
 	body = append(body, `,"changes":[`...)
+	several := severalTables(b)
 	for i, r := range b.Raw {
 		if i > 0 {
 			body = append(body, ',')
 		}
 		var err error
-		if body, _, err = appendChange(body, b, r); err != nil {
+		if body, _, err = appendChange(body, b, r, several); err != nil {
 			return nil, err
 		}
 	}
@@ -166,10 +169,25 @@ func batchMessage(b *poller.Batch[poller.Row]) ([]Message, error) {
 	return []Message{{ID: b.ID, Poller: b.Poller, Op: "batch", Body: body, FencingToken: b.FencingToken, about: "batch " + b.ID + " (mode batch: lower the batch size)"}}, nil
 }
 
+// severalTables says whether b's rows are of a poller of several tables, whose message ids mix in
+// each row's table: b.Tables says so; a batch made by hand without Tables, when its rows are of
+// more than one table.
+func severalTables(b *poller.Batch[poller.Row]) bool {
+	if len(b.Tables) > 0 {
+		return len(b.Tables) > 1
+	}
+	for _, r := range b.Raw {
+		if r.Table() != b.Raw[0].Table() {
+			return true
+		}
+	}
+	return false
+}
+
 // appendChange appends r's Change as JSON, byte for byte what json.Marshal(Change) writes
 // (TestChangeEncoding), without its reflection: on a fast webhook the encoding is a tenth of
 // the tick's time.
-func appendChange(dst []byte, b *poller.Batch[poller.Row], r poller.Row) ([]byte, Message, error) {
+func appendChange(dst []byte, b *poller.Batch[poller.Row], r poller.Row, several bool) ([]byte, Message, error) {
 	key := r.Key()
 	keyJSON, err := appendKey(nil, key)
 	if err != nil {
@@ -187,7 +205,7 @@ func appendChange(dst []byte, b *poller.Batch[poller.Row], r poller.Row) ([]byte
 		// the backfill and the chunk, so a retry of the chunk keeps the id.
 		version = append(append(slices.Clip(version), 0), b.ID...)
 	}
-	if len(b.Tables) > 1 {
+	if several {
 		// Two tables' changes of the same key share a change version: the table tells them apart.
 		version = append(append(slices.Clip(version), 0), m.Table...)
 	}

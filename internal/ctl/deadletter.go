@@ -15,7 +15,6 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/blobpath"
 	"github.com/pseudotrigger/pseudotrigger/internal/deadletter"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
-	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
@@ -206,7 +205,7 @@ func deadLetterReplay(ctx context.Context, args []string, env Env) error {
 		return err
 	}
 	defer r.Close()
-	src, m := r.Source.(*source.Source), r.Lease
+	src, m := r.Source, r.Lease
 	// A letter written before the fingerprint's second form carries the first (FingerprintV1).
 	if id := src.Identity(); letter.SourceFingerprint != id.Fingerprint() && letter.SourceFingerprint != id.FingerprintV1() {
 		return refusedf("the dead letter was written for source %s, but %s is now configured for %s", letter.SourceFingerprint, name, src.Fingerprint())

@@ -23,33 +23,22 @@ type Source interface {
 	Identity() state.SourceDef
 	CheckCursor(c *state.Cursor) error
 	Backlog(ctx context.Context, after *state.Cursor, limit int) (source.Stats, error)
-}
-
-// inspector is the optional look at what a source's change stream reads from besides the
-// table (source.Source has it): its details, and what is wrong with it.
-type inspector interface {
+	// Inspect looks at what the source's change stream reads from besides the table: its
+	// details, and what is wrong with it (none for the other sources).
 	Inspect(ctx context.Context, poller string) ([]source.Detail, error)
-}
-
-// stampChecker is the optional check for rows the cursor can never reach (source.Source has it).
-type stampChecker interface {
+	// CheckStamps looks for rows the cursor can never reach.
 	CheckStamps(ctx context.Context) error
-}
-
-// setupProber is the optional setup check of a source (source.Source has it): run when the
-// source is first opened in a process, and again while it finds a problem.
-type setupProber interface {
+	// SetupProblems is the set-up check, run when the source is first opened in a process and
+	// again while it finds a problem.
 	SetupProblems(ctx context.Context) ([]setup.Finding, bool, error)
 }
+
+var _ Source = (*source.Source)(nil)
 
 // setupWarnings are the problems of the source's set-up; nil when none (or the check failed:
 // a check is advice, never the probe's failure).
 func setupWarnings(ctx context.Context, src Source) []setup.Finding {
-	sp, ok := src.(setupProber)
-	if !ok {
-		return nil
-	}
-	found, _, err := sp.SetupProblems(ctx)
+	found, _, err := src.SetupProblems(ctx)
 	if err != nil {
 		return nil
 	}
@@ -82,20 +71,16 @@ func ProbeSource(ctx context.Context, src Source, blob string, doc *state.Doc, n
 				return ProbeFailed(err)
 			}
 		}
-		if in, ok := src.(inspector); ok {
-			name := ""
-			if doc != nil {
-				name = doc.PollerName
-			}
-			var err error
-			if details, err = in.Inspect(ctx, name); err != nil {
-				return ProbeFailed(err)
-			}
+		name := ""
+		if doc != nil {
+			name = doc.PollerName
 		}
-		if sc, ok := src.(stampChecker); ok {
-			if err := sc.CheckStamps(ctx); err != nil {
-				return ProbeFailed(err)
-			}
+		var err error
+		if details, err = src.Inspect(ctx, name); err != nil {
+			return ProbeFailed(err)
+		}
+		if err := src.CheckStamps(ctx); err != nil {
+			return ProbeFailed(err)
 		}
 		b, err := src.Backlog(ctx, cursor, ProbeCap)
 		if err != nil {

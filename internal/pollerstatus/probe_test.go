@@ -8,6 +8,7 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerstatus"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/setup"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
@@ -15,6 +16,13 @@ type fakeSource struct{ rows int64 }
 
 func (fakeSource) Identity() state.SourceDef       { return state.SourceDef{} }
 func (fakeSource) CheckCursor(*state.Cursor) error { return nil }
+func (fakeSource) Inspect(context.Context, string) ([]source.Detail, error) {
+	return nil, nil
+}
+func (fakeSource) CheckStamps(context.Context) error { return nil }
+func (fakeSource) SetupProblems(context.Context) ([]setup.Finding, bool, error) {
+	return nil, false, nil
+}
 func (s fakeSource) Backlog(context.Context, *state.Cursor, int) (source.Stats, error) {
 	return source.Stats{Rows: s.rows}, nil
 }

@@ -121,30 +121,30 @@ func (l *Layout) Table() string { return QuoteTable(l.s.dl, l.s.def.Table) }
 func (l *Layout) AllColumns() bool { return l.s.all }
 
 // Columns are the names of the columns a row holds, in order.
-func (l *Layout) Columns() []string { return l.s.Names }
+func (l *Layout) Columns() []string { return l.s.shape.Names }
 
 // KeyColumns are the key columns, in the order of a cursor's, and KeyIndex their places in a
 // row.
-func (l *Layout) KeyColumns() []string { return l.s.KeyCols }
+func (l *Layout) KeyColumns() []string { return l.s.shape.KeyCols }
 
 // KeyIndex gives the place in a row of each key column (KeyColumns' order).
-func (l *Layout) KeyIndex() []int { return l.s.KeyIdx }
+func (l *Layout) KeyIndex() []int { return l.s.shape.KeyIdx }
 
 // DecodeKey reads key column j's value from a cursor into a query argument.
-func (l *Layout) DecodeKey(j int, raw json.RawMessage) (any, error) { return l.s.Codecs[j].Decode(raw) }
+func (l *Layout) DecodeKey(j int, raw json.RawMessage) (any, error) { return l.s.shape.Codecs[j].Decode(raw) }
 
 // KeyMarker is the marker of key column j's argument as its codec writes it in SQL
 // (KeyCodec.Marker).
-func (l *Layout) KeyMarker(j int, marker string) string { return l.s.Codecs[j].Mark(marker) }
+func (l *Layout) KeyMarker(j int, marker string) string { return l.s.shape.Codecs[j].Mark(marker) }
 
 // EncodeKey renders key column j's value, as the Go driver returned it, as a cursor holds it.
 func (l *Layout) EncodeKey(j int, v any) (json.RawMessage, error) {
-	return l.s.Codecs[j].Encode(l.s.Cols[l.s.KeyIdx[j]].Normalize(v))
+	return l.s.shape.Codecs[j].Encode(l.s.shape.Cols[l.s.shape.KeyIdx[j]].Normalize(v))
 }
 
 // Row makes a row of the source: raw are its values as the Go driver returned them, in
 // Columns' order (nil when ch carries them as Text).
-func (l *Layout) Row(raw []any, ch *row.Change) row.Row { return l.s.Shape.Row(raw, ch) }
+func (l *Layout) Row(raw []any, ch *row.Change) row.Row { return l.s.shape.Row(raw, ch) }
 
 // Batch makes an empty batch of the source, read after from.
 func (l *Layout) Batch(from *state.Cursor) *Batch { return &Batch{src: l.s, From: from} }
@@ -229,7 +229,7 @@ func (s *Source) ReplayChange(ctx context.Context, table, op string, key map[str
 		if !ok {
 			return nil, "", fmt.Errorf("source: poller %q: the dead letter's key lacks column %q (it has %s)", s.poller, k, keyNames(key))
 		}
-		v, err := s.Codecs[i].Decode(raw)
+		v, err := s.shape.Codecs[i].Decode(raw)
 		if err != nil {
 			return nil, "", fmt.Errorf("source: poller %q: the dead letter's key column %q: value %s: %v", s.poller, k, raw, err)
 		}
@@ -251,17 +251,17 @@ func (s *Source) ReplayChange(ctx context.Context, table, op string, key map[str
 		if !exists {
 			return nil, "the row is gone: a later delete supersedes this " + op, nil
 		}
-		r := s.Shape.Row(b.Rows[0].Raw(), &row.Change{Op: row.OpUpdate, Cursor: cursor})
+		r := s.shape.Row(b.Rows[0].Raw(), &row.Change{Op: row.OpUpdate, Cursor: cursor})
 		return &r, "", nil
 	case row.OpDelete:
 		if exists {
 			return nil, "the row exists again: a later insert supersedes this delete", nil
 		}
-		raw := make([]any, len(s.Cols))
+		raw := make([]any, len(s.shape.Cols))
 		for i := range s.def.PK {
-			raw[s.KeyIdx[i]] = args[i]
+			raw[s.shape.KeyIdx[i]] = args[i]
 		}
-		r := s.Shape.Row(raw, &row.Change{Op: row.OpDelete, Cursor: cursor, KeyOnly: true})
+		r := s.shape.Row(raw, &row.Change{Op: row.OpDelete, Cursor: cursor, KeyOnly: true})
 		return &r, "", nil
 	}
 	return nil, "", fmt.Errorf("source: poller %q: a dead-lettered change of a %s cursor has op %q, not insert, update or delete", s.poller, s.def.Cursor.Kind, op)

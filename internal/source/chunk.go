@@ -111,7 +111,7 @@ func (s *Source) ReadChunk(ctx context.Context, after map[string]json.RawMessage
 			if err != nil {
 				return nil, err
 			}
-			pred, order := dl.Keyset(s.def.Cursor.Kind, QuoteAll(dl, s.KeyCols), keyMarkers(s.Codecs, next))
+			pred, order := dl.Keyset(s.def.Cursor.Kind, QuoteAll(dl, s.shape.KeyCols), keyMarkers(s.shape.Codecs, next))
 			args = append(args, inMarkerOrder(pos, order)...)
 			left = "CASE WHEN " + pred + " THEN 1 ELSE 0 END"
 		}
@@ -169,11 +169,11 @@ func (s *Source) scanChunk(ctx context.Context, db Querier, q string, args []any
 			key, _ := json.Marshal(r.Key())
 			return fmt.Errorf("%w, the row with key %s", err, key)
 		}
-		r = r.Read()
+		r = r.AsRead()
 		c.Rows = append(c.Rows, r)
 		return nil
 	}
-	n := len(s.Cols)
+	n := len(s.shape.Cols)
 	if pool, ok := db.(*sql.DB); ok {
 		var scanErr error
 		handled, err := s.dl.ReadRaw(ctx, pool, q, args, func(rows row.RawRows) error {
@@ -190,7 +190,7 @@ func (s *Source) scanChunk(ctx context.Context, db Querier, q string, args []any
 					scanErr = s.chunkErr(where, err)
 					return scanErr
 				}
-				if scanErr = add(cp.Row(s.Shape, vals, cols), left); scanErr != nil {
+				if scanErr = add(cp.Row(s.shape, vals, cols), left); scanErr != nil {
 					return scanErr
 				}
 			}
@@ -222,7 +222,7 @@ func (s *Source) scanChunk(ctx context.Context, db Querier, q string, args []any
 		if err := rows.Scan(ptrs...); err != nil {
 			return nil, s.chunkErr(where, err)
 		}
-		if err := add(s.Shape.Row(vals[:n:n], nil), left.Int64 == 1); err != nil {
+		if err := add(s.shape.Row(vals[:n:n], nil), left.Int64 == 1); err != nil {
 			return nil, err
 		}
 	}
@@ -303,8 +303,8 @@ func (s *Source) chunkErr(where string, err error) error {
 
 // pkCodec returns the codec of primary-key column pk (every key column has one: see lay).
 func (s *Source) pkCodec(pk string) (int, row.KeyCodec) {
-	i := slices.Index(s.KeyCols, pk)
-	return s.KeyIdx[i], s.Codecs[i]
+	i := slices.Index(s.shape.KeyCols, pk)
+	return s.shape.KeyIdx[i], s.shape.Codecs[i]
 }
 
 // chunkKey is row r's primary key as a backfill keeps it: each column's value in its key codec.

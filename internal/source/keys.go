@@ -45,7 +45,7 @@ const DupScan = 100_000
 // unique: an error wrapping ErrKeyNotUnique. Unknown, or a driver that cannot read keys
 // (ErrNotSupported): each fetch checks its rows (dupCheck). Unique: nothing more to do.
 func (s *Source) checkKey(ctx context.Context) error {
-	u, err := s.dl.UniqueKey(ctx, s.db, s.def.Table, s.KeyCols)
+	u, err := s.dl.UniqueKey(ctx, s.db, s.def.Table, s.shape.KeyCols)
 	if errors.Is(err, ErrNotSupported) {
 		s.dupCheck, s.dupWhy = true, "the "+s.dl.Name()+" driver cannot read keys from its catalog"
 		return nil
@@ -69,7 +69,7 @@ func (s *Source) checkKey(ctx context.Context) error {
 		example = fmt.Sprintf("%d rows have %s", n, dup)
 	}
 	return fmt.Errorf("source: poller %q, table %s: %w: no primary key or unique index covers the key columns (%s), so rows that share them are skipped when a batch ends between them, and get the same message id; %s. %s",
-		s.poller, s.def.Table, ErrKeyNotUnique, strings.Join(s.KeyCols, ", "), example, s.keyFix(dup != ""))
+		s.poller, s.def.Table, ErrKeyNotUnique, strings.Join(s.shape.KeyCols, ", "), example, s.keyFix(dup != ""))
 }
 
 // keyFix says how to make the key unique: the index over the definition's key columns, or
@@ -82,8 +82,8 @@ func (s *Source) keyFix(dups bool) string {
 	if dups {
 		fix += " (it fails while rows repeat: remove the repeats first)"
 	}
-	if len(s.KeyCols) > len(s.def.PK) {
-		fix += fmt.Sprintf("; any unique index over columns among (%s) will do", strings.Join(s.KeyCols, ", "))
+	if len(s.shape.KeyCols) > len(s.def.PK) {
+		fix += fmt.Sprintf("; any unique index over columns among (%s) will do", strings.Join(s.shape.KeyCols, ", "))
 	}
 	return fix + "; or choose key columns whose values are unique (poller.WithKey, or \"key\" in poller.json)"
 }
@@ -94,7 +94,7 @@ func (s *Source) keyFix(dups bool) string {
 // runs only for a poller it is about to refuse). It returns the values as the error shows them
 // ("" when none) and how many rows share them.
 func (s *Source) findDuplicate(ctx context.Context) (string, int64, error) {
-	vals, n, err := duplicateKey(ctx, s.db, s.dl, s.def.Table, s.KeyCols)
+	vals, n, err := duplicateKey(ctx, s.db, s.dl, s.def.Table, s.shape.KeyCols)
 	switch {
 	case err != nil:
 		return "", 0, fmt.Errorf("source: poller %q, table %s: looking for a repeated key: %w", s.poller, s.def.Table, err)
@@ -131,12 +131,12 @@ func duplicateKey(ctx context.Context, db *sql.DB, d Driver, t sourcedef.Table, 
 func (s *Source) keyText(vals []any) string {
 	var b strings.Builder
 	b.WriteByte('{')
-	for i, k := range s.KeyCols {
+	for i, k := range s.shape.KeyCols {
 		if i > 0 {
 			b.WriteByte(',')
 		}
 		name, _ := json.Marshal(k)
-		v := s.Cols[s.KeyIdx[i]].Normalize(vals[i])
+		v := s.shape.Cols[s.shape.KeyIdx[i]].Normalize(vals[i])
 		if bs, ok := v.([]byte); ok {
 			v = fmt.Sprintf("0x%X", bs)
 		}
@@ -243,8 +243,8 @@ func (k *keyset) checkpointRepeated(ctx context.Context, after *state.Cursor) er
 	if err != nil {
 		return err
 	}
-	preds := make([]string, len(s.KeyCols))
-	for i, c := range s.KeyCols {
+	preds := make([]string, len(s.shape.KeyCols))
+	for i, c := range s.shape.KeyCols {
 		preds[i] = s.dl.Quote(c) + " = " + s.dl.Placeholder(i+1)
 	}
 	if f := strings.TrimSpace(s.def.Filter); f != "" {
@@ -259,7 +259,7 @@ func (k *keyset) checkpointRepeated(ctx context.Context, after *state.Cursor) er
 	var vals []any
 	n := 0
 	for rows.Next() {
-		vals = make([]any, len(s.KeyCols))
+		vals = make([]any, len(s.shape.KeyCols))
 		ptrs := make([]any, len(vals))
 		for i := range vals {
 			ptrs[i] = &vals[i]
@@ -276,8 +276,8 @@ func (k *keyset) checkpointRepeated(ctx context.Context, after *state.Cursor) er
 		return nil
 	}
 	// vals are the key columns alone: lay them out as a row's so that keyText reads them.
-	raw := make([]any, len(s.Cols))
-	for i, idx := range s.KeyIdx {
+	raw := make([]any, len(s.shape.Cols))
+	for i, idx := range s.shape.KeyIdx {
 		raw[idx] = vals[i]
 	}
 	return s.repeated(raw, "the checkpoint's row and another row at the checkpoint (where no read reaches it)")
@@ -285,8 +285,8 @@ func (k *keyset) checkpointRepeated(ctx context.Context, after *state.Cursor) er
 
 // repeated is the error of a repeat found at fetch, raw being a row's values.
 func (s *Source) repeated(raw []any, what string) error {
-	vals := make([]any, len(s.KeyIdx))
-	for i, idx := range s.KeyIdx {
+	vals := make([]any, len(s.shape.KeyIdx))
+	for i, idx := range s.shape.KeyIdx {
 		vals[i] = raw[idx]
 	}
 	why := s.dupWhy
@@ -294,12 +294,12 @@ func (s *Source) repeated(raw []any, what string) error {
 		why = "the catalog cannot tell"
 	}
 	return fmt.Errorf("source: poller %q, table %s: %w: %s share the key columns (%s) = %s. Nothing in the catalog makes them unique (%s), so each fetch checks its rows; the poller stops here instead of skipping a row, and commits nothing past it until the key is unique. %s",
-		s.poller, s.def.Table, ErrKeyNotUnique, what, strings.Join(s.KeyCols, ", "), s.keyText(vals), why, s.keyFix(true))
+		s.poller, s.def.Table, ErrKeyNotUnique, what, strings.Join(s.shape.KeyCols, ", "), s.keyText(vals), why, s.keyFix(true))
 }
 
 // sameKey says whether two rows' values (as scanned) agree on every key column.
 func (s *Source) sameKey(a, b []any) bool {
-	for _, idx := range s.KeyIdx {
+	for _, idx := range s.shape.KeyIdx {
 		if !sameValue(a[idx], b[idx]) {
 			return false
 		}

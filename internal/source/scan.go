@@ -16,8 +16,8 @@ func (s *Source) selectCols(names []string) string {
 	out := make([]string, len(names))
 	for i, n := range names {
 		out[i] = s.dl.Quote(n)
-		if j := slices.Index(s.Names, n); j >= 0 {
-			if e := s.dl.Select(s.Cols[j].ColumnType, out[i]); e != "" {
+		if j := slices.Index(s.shape.Names, n); j >= 0 {
+			if e := s.dl.Select(s.shape.Cols[j].ColumnType, out[i]); e != "" {
 				out[i] = e
 			}
 		}
@@ -53,19 +53,19 @@ func (k *keyset) readRaw(ctx context.Context, q string, args []any, after *state
 // shared by the batch's rows, and decoded when read.
 func (s *Source) scanRaw(rows row.RawRows, after *state.Cursor, limit int) (*Batch, error) {
 	b := &Batch{src: s, From: after, Rows: make([]row.Row, 0, min(limit, 1024))}
-	n := len(s.Cols)
+	n := len(s.shape.Cols)
 	cols := rows.Columns()
 	if len(cols) != n {
 		return nil, fmt.Errorf("source: poller %q, table %s: fetch: the query returned %d columns, want %d", s.poller, s.def.Table, len(cols), n)
 	}
 	cp := row.NewRawCopier(n, min(limit, 256))
 	for rows.Next() {
-		r := cp.Row(s.Shape, rows.Values(), cols)
+		r := cp.Row(s.shape, rows.Values(), cols)
 		if err := s.checkKeys(r); err != nil {
 			return nil, err
 		}
 		if s.flavor == row.TSText {
-			if err := s.checkTextStamp(r, r.Sent(s.KeyIdx[0])); err != nil {
+			if err := s.checkTextStamp(r, r.Sent(s.shape.KeyIdx[0])); err != nil {
 				return nil, err
 			}
 		}

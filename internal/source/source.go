@@ -66,8 +66,7 @@ type Config struct {
 
 // Source reads a table in keyset order. It is safe for concurrent use.
 type Source struct {
-	// Shape is what the source's rows share: its table, its columns and its key (lay).
-	*row.Shape
+	shape *row.Shape // what the source's rows share: its table, its columns and its key (lay)
 	poller      string
 	dl          Driver
 	def         sourcedef.Definition
@@ -126,7 +125,7 @@ func Open(ctx context.Context, ds Drivers, cfg Config) (*Source, error) {
 		identity:    Identify(cfg.Driver, c.loc, d),
 		fingerprint: Fingerprint(cfg.Driver, c.loc, d),
 		describe:    c.describe,
-		Shape:       newShape(cfg.Poller, d),
+		shape:       newShape(cfg.Poller, d),
 		label:       d.Label(),
 	}
 	if !d.Changes() {
@@ -139,7 +138,7 @@ func Open(ctx context.Context, ds Drivers, cfg Config) (*Source, error) {
 			c.close()
 			return nil, err
 		}
-		s.identity.Tables[i].Columns = p.Names
+		s.identity.Tables[i].Columns = p.shape.Names
 		s.parts = append(s.parts, p)
 	}
 	if err := s.check(ctx); err != nil {
@@ -153,7 +152,7 @@ func Open(ctx context.Context, ds Drivers, cfg Config) (*Source, error) {
 // s's connection, read through s's change stream.
 func (s *Source) newPart(t sourcedef.TableDef) *Source {
 	d := s.def.Part(t)
-	return &Source{poller: s.poller, dl: s.dl, def: d, db: s.db, describe: s.describe, Shape: newShape(s.poller, d), label: d.Label(), part: true}
+	return &Source{poller: s.poller, dl: s.dl, def: d, db: s.db, describe: s.describe, shape: newShape(s.poller, d), label: d.Label(), part: true}
 }
 
 // newShape is the shape of d's rows, before the source is laid out (lay).
@@ -163,11 +162,11 @@ func newShape(poller string, d sourcedef.Definition) *row.Shape {
 
 // partOf is the source of the poller's table named table ("" or the first table: s).
 func (s *Source) partOf(table string) (*Source, error) {
-	if table == "" || table == s.Table {
+	if table == "" || table == s.shape.Table {
 		return s, nil
 	}
 	for _, p := range s.parts {
-		if p.Table == table {
+		if p.shape.Table == table {
 			return p, nil
 		}
 	}
@@ -314,7 +313,7 @@ func (s *Source) check(ctx context.Context) error {
 		return err
 	}
 
-	for _, k := range s.KeyCols {
+	for _, k := range s.shape.KeyCols {
 		var one int
 		isNull := s.dl.IsNull(s.dl.Quote(k))
 		err := s.db.QueryRowContext(ctx, s.dl.Limit("1", " FROM "+table+" WHERE "+isNull, "1")).Scan(&one)
@@ -344,21 +343,21 @@ func (s *Source) check(ctx context.Context) error {
 // the reader.
 func (s *Source) lay(types []string) error {
 	cols := s.def.Selected()
-	s.Cols = make([]row.Column, len(types))
+	s.shape.Cols = make([]row.Column, len(types))
 	for i, t := range types {
-		s.Cols[i] = row.NewColumn(s.dl, cols[i], t)
-		if why, _ := s.dl.Refuse(s.Cols[i].ColumnType); why != "" {
+		s.shape.Cols[i] = row.NewColumn(s.dl, cols[i], t)
+		if why, _ := s.dl.Refuse(s.shape.Cols[i].ColumnType); why != "" {
 			return s.schemaErr(cols[i], "type %s: %s", t, why)
 		}
 	}
-	s.Names = cols
+	s.shape.Names = cols
 	s.sel = s.selectCols(cols)
 
-	s.KeyCols = s.def.KeyColumns()
-	s.keySel = s.selectCols(s.KeyCols)
-	for i, k := range s.KeyCols {
+	s.shape.KeyCols = s.def.KeyColumns()
+	s.keySel = s.selectCols(s.shape.KeyCols)
+	for i, k := range s.shape.KeyCols {
 		idx := slices.Index(cols, k)
-		c := &s.Cols[idx]
+		c := &s.shape.Cols[idx]
 		if i == 0 && s.def.Changes() {
 			s.flavor = row.TSNone
 		} else if i == 0 {
@@ -375,12 +374,12 @@ func (s *Source) lay(types []string) error {
 		if err != nil {
 			return s.schemaErr(k, "%v", err)
 		}
-		s.KeyIdx = append(s.KeyIdx, idx)
-		s.Codecs = append(s.Codecs, codec)
+		s.shape.KeyIdx = append(s.shape.KeyIdx, idx)
+		s.shape.Codecs = append(s.shape.Codecs, codec)
 	}
 	if !s.def.Changes() {
-		s.q = buildQueries(s.dl, s.def, s.sel, s.keySel, s.Codecs, s.flavor, s.bound != nil)
-		s.StampFix = s.q.stampFix
+		s.q = buildQueries(s.dl, s.def, s.sel, s.keySel, s.shape.Codecs, s.flavor, s.bound != nil)
+		s.shape.StampFix = s.q.stampFix
 		s.reader = &keyset{s}
 		return nil
 	}
@@ -389,7 +388,10 @@ func (s *Source) lay(types []string) error {
 	}
 	stream, err := s.dl.ChangeStream(s.def.Cursor.Kind, &Layout{s})
 	if err != nil {
-		return fmt.Errorf("source: poller %q: driver %s has no reader of %s cursors: %w", s.poller, s.dl.Name(), s.def.Cursor.Kind, err)
+		if errors.Is(err, ErrNotSupported) {
+			return fmt.Errorf("source: poller %q: driver %s has no reader of %s cursors: %w", s.poller, s.dl.Name(), s.def.Cursor.Kind, ErrNotSupported)
+		}
+		return fmt.Errorf("source: poller %q: opening the %s reader: %w", s.poller, s.def.Cursor.Kind, err)
 	}
 	s.reader = streamReader{stream}
 	return nil
@@ -405,7 +407,7 @@ func Offline(drv Driver, cfg Config, types map[string]string) (*Source, *Layout,
 	if _, err := validate(cfg.Definition, cfg.Poller, Drivers{drv}, cfg.Driver); err != nil {
 		return nil, nil, err
 	}
-	s := &Source{poller: cfg.Poller, dl: drv, def: cfg.Definition, describe: drv.Name() + " (offline) " + cfg.Definition.Label(), Shape: newShape(cfg.Poller, cfg.Definition), label: cfg.Definition.Label()}
+	s := &Source{poller: cfg.Poller, dl: drv, def: cfg.Definition, describe: drv.Name() + " (offline) " + cfg.Definition.Label(), shape: newShape(cfg.Poller, cfg.Definition), label: cfg.Definition.Label()}
 	if cfg.DSN != "" {
 		db, err := drv.Open(cfg.DSN)
 		if err != nil {
@@ -506,11 +508,11 @@ func (s *Source) keyArgs(after *state.Cursor) ([]any, error) {
 	if after.Kind != s.def.Cursor.Kind {
 		return fail("the stored cursor is of kind %q, the source's is %q", after.Kind, s.def.Cursor.Kind)
 	}
-	if len(after.Tiebreaker) != len(s.KeyCols)-1 {
-		return fail("the stored cursor's tiebreaker has %d columns, the source's key has %d (%s)", len(after.Tiebreaker), len(s.KeyCols)-1, strings.Join(s.KeyCols[1:], ", "))
+	if len(after.Tiebreaker) != len(s.shape.KeyCols)-1 {
+		return fail("the stored cursor's tiebreaker has %d columns, the source's key has %d (%s)", len(after.Tiebreaker), len(s.shape.KeyCols)-1, strings.Join(s.shape.KeyCols[1:], ", "))
 	}
-	args := make([]any, len(s.KeyCols))
-	for i, k := range s.KeyCols {
+	args := make([]any, len(s.shape.KeyCols))
+	for i, k := range s.shape.KeyCols {
 		raw := after.Value
 		if i > 0 {
 			var ok bool
@@ -518,7 +520,7 @@ func (s *Source) keyArgs(after *state.Cursor) ([]any, error) {
 				return fail("the stored cursor's tiebreaker lacks column %q", k)
 			}
 		}
-		v, err := s.Codecs[i].Decode(raw)
+		v, err := s.shape.Codecs[i].Decode(raw)
 		if err != nil {
 			return fail("column %q: value %s: %v", k, raw, err)
 		}
@@ -579,7 +581,7 @@ func (s *Source) FetchKeyOf(ctx context.Context, c *state.Cursor) (*Batch, error
 	var preds []string
 	var pkArgs []any
 	for _, pk := range s.def.PK {
-		i := slices.Index(s.KeyCols, pk)
+		i := slices.Index(s.shape.KeyCols, pk)
 		if i < 0 {
 			return nil, fmt.Errorf("source: poller %q: primary key column %q is not in the cursor", s.poller, pk)
 		}
@@ -601,7 +603,7 @@ func (s *Source) FetchKeyOf(ctx context.Context, c *state.Cursor) (*Batch, error
 func (s *Source) scan(rows *sql.Rows, after *state.Cursor, limit int) (*Batch, error) {
 	defer rows.Close()
 	b := &Batch{src: s, From: after, Rows: make([]row.Row, 0, min(limit, 1024))}
-	n := len(s.Cols)
+	n := len(s.shape.Cols)
 	ptrs := make([]any, n)
 	var block []any // one allocation for many rows' values
 	for rows.Next() {
@@ -618,11 +620,11 @@ func (s *Source) scan(rows *sql.Rows, after *state.Cursor, limit int) (*Batch, e
 		}
 		// Values stay as the driver returned them; Row normalizes each one when it is read, so
 		// a handler pays only for the conversions it uses.
-		r := s.Shape.Row(vals, nil)
+		r := s.shape.Row(vals, nil)
 		if err := s.checkKeys(r); err != nil {
 			return nil, err
 		}
-		if err := s.checkTextStamp(r, vals[s.KeyIdx[0]]); err != nil {
+		if err := s.checkTextStamp(r, vals[s.shape.KeyIdx[0]]); err != nil {
 			return nil, err
 		}
 		b.Rows = append(b.Rows, r)
@@ -636,9 +638,9 @@ func (s *Source) scan(rows *sql.Rows, after *state.Cursor, limit int) (*Batch, e
 // checkKeys checks that row r has a value in every keyset column: a NULL one would never be read
 // in order (ErrNullCursor).
 func (s *Source) checkKeys(r row.Row) error {
-	for j, idx := range s.KeyIdx {
+	for j, idx := range s.shape.KeyIdx {
 		if r.IsNull(idx) {
-			return fmt.Errorf("source: poller %q, table %s, column %q: %w", s.poller, s.def.Table, s.KeyCols[j], ErrNullCursor)
+			return fmt.Errorf("source: poller %q, table %s, column %q: %w", s.poller, s.def.Table, s.shape.KeyCols[j], ErrNullCursor)
 		}
 	}
 	return nil
@@ -683,8 +685,8 @@ type Batch struct {
 // Columns returns the column names, in the order of each row's values: the first table's, for
 // a poller of several tables, whose rows each have their table's (Row.Columns).
 func (b *Batch) Columns() []string {
-	out := make([]string, len(b.src.Cols))
-	for i, c := range b.src.Cols {
+	out := make([]string, len(b.src.shape.Cols))
+	for i, c := range b.src.shape.Cols {
 		out[i] = c.Name
 	}
 	return out
@@ -734,25 +736,25 @@ func (s *Source) CursorFromText(value string, keys map[string]string) (*state.Cu
 		return stream.CursorFromText(value)
 	}
 	for k := range keys {
-		if !slices.Contains(s.KeyCols[1:], k) {
-			return fail("%q is not one of the key columns after the cursor column (%s)", k, strings.Join(s.KeyCols[1:], ", "))
+		if !slices.Contains(s.shape.KeyCols[1:], k) {
+			return fail("%q is not one of the key columns after the cursor column (%s)", k, strings.Join(s.shape.KeyCols[1:], ", "))
 		}
 	}
 	c := &state.Cursor{Kind: s.def.Cursor.Kind}
-	for i, k := range s.KeyCols {
+	for i, k := range s.shape.KeyCols {
 		text := value
 		if i > 0 {
 			var ok bool
 			if text, ok = keys[k]; !ok {
-				return fail("no value for key column %q (give each of %s)", k, strings.Join(s.KeyCols[1:], ", "))
+				return fail("no value for key column %q (give each of %s)", k, strings.Join(s.shape.KeyCols[1:], ", "))
 			}
 		}
 		raw, err := s.rawFromText(i, text)
 		if err != nil {
-			return fail("column %q (%s): %q: %v", k, s.Cols[s.KeyIdx[i]].DBType, text, err)
+			return fail("column %q (%s): %q: %v", k, s.shape.Cols[s.shape.KeyIdx[i]].DBType, text, err)
 		}
-		if _, err := s.Codecs[i].Decode(raw); err != nil {
-			return fail("column %q (%s): %q: %v", k, s.Cols[s.KeyIdx[i]].DBType, text, err)
+		if _, err := s.shape.Codecs[i].Decode(raw); err != nil {
+			return fail("column %q (%s): %q: %v", k, s.shape.Cols[s.shape.KeyIdx[i]].DBType, text, err)
 		}
 		if i == 0 {
 			c.Value = raw
@@ -771,7 +773,7 @@ func (s *Source) CursorFromText(value string, keys map[string]string) (*state.Cu
 
 // rawFromText renders an operator's text for key column i as the JSON its codec decodes.
 func (s *Source) rawFromText(i int, text string) (json.RawMessage, error) {
-	col := s.Cols[s.KeyIdx[i]]
+	col := s.shape.Cols[s.shape.KeyIdx[i]]
 	switch col.Class {
 	case row.ClassInt:
 		if _, err := strconv.ParseInt(text, 10, 64); err != nil {

@@ -36,7 +36,7 @@ func (s *Source) CheckStamps(ctx context.Context) error {
 	if s.q.StampCheck == "" {
 		return nil
 	}
-	n := len(s.KeyCols)
+	n := len(s.shape.KeyCols)
 	vals := make([]any, n)
 	ptrs := make([]any, n)
 	for i := range vals {
@@ -50,12 +50,12 @@ func (s *Source) CheckStamps(ctx context.Context) error {
 		return fmt.Errorf("source: poller %q, table %s: looking for rows the cursor cannot reach: %w", s.poller, s.def.Table, err)
 	}
 	key := make(map[string]any, n-1)
-	for i, k := range s.KeyCols[1:] {
-		key[k] = s.Cols[s.KeyIdx[i+1]].Normalize(vals[i+1])
+	for i, k := range s.shape.KeyCols[1:] {
+		key[k] = s.shape.Cols[s.shape.KeyIdx[i+1]].Normalize(vals[i+1])
 	}
 	keyJSON, _ := json.Marshal(key)
 	var value string
-	switch v := s.Cols[s.KeyIdx[0]].Normalize(vals[0]).(type) {
+	switch v := s.shape.Cols[s.shape.KeyIdx[0]].Normalize(vals[0]).(type) {
 	case time.Time:
 		value = v.Format("2006-01-02T15:04:05.999999") // as stored: no zone
 	case []byte:
@@ -72,5 +72,5 @@ func (s *Source) CheckStamps(ctx context.Context) error {
 			"it is read only once the UTC clock passes it, and the same writer west of UTC puts its rows behind the cursor, unseen", int(FutureTolerance.Minutes()))
 	}
 	return fmt.Errorf("source: poller %q, table %s, column %q: %w: the row with key %s has %q, %s. %s",
-		s.poller, s.def.Table, s.KeyCols[0], row.ErrUnreachableRow, keyJSON, value, why, s.q.stampFix)
+		s.poller, s.def.Table, s.shape.KeyCols[0], row.ErrUnreachableRow, keyJSON, value, why, s.q.stampFix)
 }

@@ -1,7 +1,6 @@
 package tick
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,14 +12,6 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
-
-// A chunkReader reads a backfill's chunks (source.Source's ReadChunk), if the source can
-// (Backfills).
-type chunkReader interface {
-	ReadChunk(ctx context.Context, after map[string]json.RawMessage, where string, position *state.Cursor, limit int) (*source.Chunk, error)
-	Backfills() error
-	CountChunkRows(ctx context.Context, where string, limit int64) (int64, error)
-}
 
 // backfillStep runs one chunk of the backfill in progress, if there is one, and reports whether
 // another follows. A keyset cursor's chunk (keysetChunk) is read and delivered at once; a change
@@ -42,10 +33,7 @@ func (t *tickRun) backfillStep(behind bool) (more bool, err error) {
 		t.log.Info("backfill cancelled", "backfill_id", b.ID, "rows", b.Rows, "left", b.Left)
 		return false, nil
 	}
-	cr, ok := t.r.Source.(chunkReader)
-	if !ok {
-		return false, nil
-	}
+	cr := t.r.Source
 	if err := cr.Backfills(); err != nil {
 		if !t.backfillFailed {
 			t.backfillFailed = true
@@ -127,7 +115,7 @@ func (t *tickRun) backfillStep(behind bool) (more bool, err error) {
 // follows in the stream), or the live batches moved since the last look. A chunk not delivered
 // by the end of the tick is read again by the next (the progress moves only with one
 // delivered).
-func (t *tickRun) streamChunk(cr chunkReader, b *state.Backfill, behind bool) (c *source.Chunk, more bool, err error) {
+func (t *tickRun) streamChunk(cr Source, b *state.Backfill, behind bool) (c *source.Chunk, more bool, err error) {
 	if p := t.pending; p != nil {
 		if p.c.Watermark.Reached(t.cursor) {
 			t.pending = nil
@@ -228,8 +216,7 @@ func (t *tickRun) settleAhead() {
 
 // canBackfill says whether the tick runs a backfill of src.
 func canBackfill(src Source) bool {
-	cr, ok := src.(chunkReader)
-	return ok && cr.Backfills() == nil
+	return src.Backfills() == nil
 }
 
 // chunkFailed records a chunk that failed (what, with err) in the backfill's progress and logs

@@ -25,6 +25,7 @@ import (
 // commit (CommitWanted) right after it served batch wantAt, as a logical cursor whose peek's
 // window ran out does; it records the checkpoints it is told are committed.
 type windowSource struct {
+	noBackfill
 	n, size, wantAt, served int
 	committed               []string
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/memstore"
 	"github.com/pseudotrigger/pseudotrigger/internal/tick"
@@ -24,7 +26,27 @@ import (
 // statsSource is a source whose reads report what a driver adds to the backlog: the change
 // log its database keeps and how reads are kept behind late commits. Its first read is a move
 // with nothing to deliver (as a logical cursor's keep-up), the next ones find nothing.
-type statsSource struct{ retained int64 }
+type statsSource struct {
+	noBackfill
+	retained int64
+}
+
+// noBackfill answers what a test's fake source does not play of tick.Source: it runs no
+// backfill and replays no dead letter.
+type noBackfill struct{}
+
+func (noBackfill) Backfills() error { return source.ErrNoWatermark }
+func (noBackfill) ReadChunk(context.Context, map[string]json.RawMessage, string, *state.Cursor, int) (*source.Chunk, error) {
+	return nil, source.ErrNoWatermark
+}
+func (noBackfill) CountChunkRows(context.Context, string, int64) (int64, error) { return 0, nil }
+func (noBackfill) Identity() state.SourceDef                                    { return state.SourceDef{} }
+func (noBackfill) ReplayChange(context.Context, string, string, map[string]json.RawMessage, state.Cursor) (*row.Row, string, error) {
+	return nil, "", errors.ErrUnsupported
+}
+func (noBackfill) FetchKeyOf(context.Context, *state.Cursor) (*source.Batch, error) {
+	return nil, errors.ErrUnsupported
+}
 
 func (s *statsSource) Fetch(_ context.Context, after *state.Cursor, _ int) (*source.Batch, error) {
 	if after == nil {

@@ -28,6 +28,7 @@ package tick
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -43,6 +44,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/telemetry"
 )
@@ -112,6 +114,17 @@ type Source interface {
 	// CommitWanted says that committing the checkpoint now would spare the next fetch work (a
 	// change stream that re-reads from its own position until a commit moves it).
 	CommitWanted() bool
+	// Backfills says whether the source can read a backfill's chunks (nil), or why not;
+	// ReadChunk reads one, and CountChunkRows estimates how many rows a backfill reads.
+	Backfills() error
+	ReadChunk(ctx context.Context, after map[string]json.RawMessage, where string, position *state.Cursor, limit int) (*source.Chunk, error)
+	CountChunkRows(ctx context.Context, where string, limit int64) (int64, error)
+	// Identity is what decides the source's order and positions, as the state document and a
+	// dead letter record it; ReplayChange and FetchKeyOf read a dead letter's row again
+	// (pollerctl deadletter replay).
+	Identity() state.SourceDef
+	ReplayChange(ctx context.Context, table, op string, key map[string]json.RawMessage, cursor state.Cursor) (*row.Row, string, error)
+	FetchKeyOf(ctx context.Context, c *state.Cursor) (*source.Batch, error)
 	// Stats reports the last read without reading: whether a transaction still open may have
 	// held it back, the change log the database keeps (every tick's log line carries it, so that
 	// an alert sees a stuck poller), how reads are kept behind late commits.

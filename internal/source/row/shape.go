@@ -37,8 +37,8 @@ func (s *Shape) pkCodec(pk string) (int, KeyCodec) {
 	return s.KeyIdx[i], s.Codecs[i]
 }
 
-// Read is r as a backfill's read: its current values, not a change (Op "read").
-func (r Row) Read() Row {
+// AsRead is r as a backfill's read: its current values, not a change (Op "read").
+func (r Row) AsRead() Row {
 	r.read = true
 	return r
 }
