@@ -34,8 +34,9 @@ type Driver interface {
 	Supports(kind string) bool
 	// CheckDefinition refuses a definition that breaks the database's own rules (a logical
 	// cursor's slot and publication names, a changetracking cursor's filter), each broken rule a
-	// *FieldError naming the field (errors.Join of them when several), which Open, poller.New and
-	// poller.json word each their own way; run after Definition.Check. Defaults: nil.
+	// *sourcedef.FieldError naming the field (errors.Join of them when several), which Open and
+	// poller.json (for the one database that reads its kind: drivers.CheckDefinition) word each
+	// their own way; run after Definition.Check. Defaults: nil.
 	CheckDefinition(d sourcedef.Definition) error
 
 	// SQL.
@@ -117,9 +118,10 @@ type Driver interface {
 
 	// The table's set-up (pollerctl check).
 
-	// CheckSetup returns the findings on d's table in db, in the order of the Check constants
-	// (CheckTable, CheckColumns, CheckIndex, CheckStamped, CheckPrivileges); an error only when
-	// the catalog cannot be read at all.
+	// CheckSetup returns the findings on d's table in db, in the order of package setup's
+	// Check constants (setup.CheckTable, CheckColumns, CheckIndex, CheckStamped,
+	// CheckPrivileges; the portable checks, such as the unique key's, go at their place); an
+	// error only when the catalog cannot be read at all.
 	CheckSetup(ctx context.Context, db *sql.DB, d sourcedef.Definition) ([]setup.Finding, error)
 	// Script renders fix statements as the database's own client runs them (a file of SQL).
 	Script(stmts []string) string

@@ -271,7 +271,7 @@ func (t *tickRun) countOps(rows []row.Row) {
 }
 
 // commitDue commits the progress not yet committed once CheckpointInterval has passed since
-// the last commit, or sooner when the source asks for it (source.CommitWanter). It runs before a
+// the last commit, or sooner when the source asks for it (Source.CommitWanted). It runs before a
 // batch is handled: a commit made then has a successor (that batch), so it is never the last
 // one: the last commit is always the one folded into the release, keeping B batches at B+1
 // writes.

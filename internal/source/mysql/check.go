@@ -1,6 +1,6 @@
 package mysql
 
-// pollerctl check and the handler's first look at a source: information_schema (SetupChecker).
+// pollerctl check and the handler's first look at a source: information_schema (Driver.CheckSetup).
 
 import (
 	"context"

@@ -1,6 +1,6 @@
 package postgres
 
-// pollerctl check and the handler's first look at a source: PostgreSQL's catalog (SetupChecker).
+// pollerctl check and the handler's first look at a source: PostgreSQL's catalog (Driver.CheckSetup).
 
 import (
 	"context"

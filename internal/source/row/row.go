@@ -58,7 +58,7 @@ func (r Row) value(i int) any {
 	return normalize(&r.sh.Cols[i], r.raw[i])
 }
 
-// Values returns the normalized values in column order (see Batch.Columns), in a new slice.
+// Values returns the normalized values in column order (Columns), in a new slice.
 func (r Row) Values() []any {
 	out := make([]any, len(r.sh.Cols))
 	for i := range out {

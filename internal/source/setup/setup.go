@@ -32,8 +32,8 @@ const (
 const (
 	CheckTable   = "table"   // the table exists (a view: cannot tell the rest)
 	CheckColumns = "columns" // the definition's columns exist
-	// CheckUniqueKey: the key columns are unique. Issue 26 item 1 (Driver.UniqueKey) adds it at
-	// the merge, right after the columns (see checkSetup).
+	// CheckUniqueKey: the key columns are unique (source.Driver.UniqueKey); package source adds
+	// it to a driver's findings right after the columns.
 	CheckUniqueKey = "unique key"
 	// CheckTypes: every column's values can travel as JSON (Driver.Refuse), right after the unique
 	// key (or the columns).

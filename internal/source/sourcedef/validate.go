@@ -257,7 +257,7 @@ type definitionError struct {
 func (e *definitionError) Error() string { return e.text }
 func (e *definitionError) Unwrap() error { return e.fe }
 
-// openError words err, the rules d breaks (Check's, or its driver's CheckDefinition's), as the
+// OpenError words err, the rules d breaks (Check's, or its driver's CheckDefinition's), as the
 // source's error: the poller, ErrDefinition, the table and the first broken rule, "source:
 // poller "p": invalid source definition: table b: no key (PK) columns".
 func (d Definition) OpenError(poller string, err error) error {

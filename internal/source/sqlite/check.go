@@ -1,6 +1,6 @@
 package sqlite
 
-// pollerctl check and the handler's first look at a source: SQLite's catalog (SetupChecker).
+// pollerctl check and the handler's first look at a source: SQLite's catalog (Driver.CheckSetup).
 
 import (
 	"context"

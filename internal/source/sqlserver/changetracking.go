@@ -1069,7 +1069,7 @@ func (c *changeTracking) Waiting(ctx context.Context, after *state.Cursor, limit
 	return n, err
 }
 
-// A backfill beside the changetracking cursor (source.Watermarker): its chunk is read in a
+// A backfill beside the changetracking cursor (source.ChangeStream.Watermark): its chunk is read in a
 // snapshot transaction begun after reading CHANGE_TRACKING_CURRENT_VERSION() (v), as a fetch
 // reads its bound, so every version up to v is complete in the snapshot. A change whose version
 // is above v may not be in it: it counts as newer, and the tick drops that key's read (one in

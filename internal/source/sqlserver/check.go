@@ -1,7 +1,7 @@
 package sqlserver
 
 // pollerctl check and the handler's first look at a source: SQL Server's catalog views
-// (SetupChecker).
+// (Driver.CheckSetup).
 
 import (
 	"context"
