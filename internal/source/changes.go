@@ -131,7 +131,9 @@ func (l *Layout) KeyColumns() []string { return l.s.shape.KeyCols }
 func (l *Layout) KeyIndex() []int { return l.s.shape.KeyIdx }
 
 // DecodeKey reads key column j's value from a cursor into a query argument.
-func (l *Layout) DecodeKey(j int, raw json.RawMessage) (any, error) { return l.s.shape.Codecs[j].Decode(raw) }
+func (l *Layout) DecodeKey(j int, raw json.RawMessage) (any, error) {
+	return l.s.shape.Codecs[j].Decode(raw)
+}
 
 // KeyMarker is the marker of key column j's argument as its codec writes it in SQL
 // (KeyCodec.Marker).

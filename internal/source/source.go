@@ -66,7 +66,7 @@ type Config struct {
 
 // Source reads a table in keyset order. It is safe for concurrent use.
 type Source struct {
-	shape *row.Shape // what the source's rows share: its table, its columns and its key (lay)
+	shape       *row.Shape // what the source's rows share: its table, its columns and its key (lay)
 	poller      string
 	dl          Driver
 	def         sourcedef.Definition
