@@ -20,13 +20,68 @@ func validate(d sourcedef.Definition, poller string, ds Drivers, driver string) 
 		return fail("driver %q is not one of %s", driver, strings.Join(ds.Names(), ", "))
 	}
 	if err := d.Check(); err != nil {
-		return nil, d.OpenError(poller, err)
+		return nil, openError(d, poller, err)
 	}
 	if !dl.Supports(d.Cursor.Kind) {
 		return fail("%s: cursor kind %s needs %s, not %s", d.Label(), d.Cursor.Kind, strings.Join(ds.reading(d.Cursor.Kind), " or "), driver)
 	}
 	if err := dl.CheckDefinition(d); err != nil {
-		return nil, d.OpenError(poller, err)
+		return nil, openError(d, poller, err)
 	}
 	return dl, nil
+}
+
+// openWords word a definition's fields in the source's errors: what a missing one is, and how
+// what is wrong with it reads (%s: the FieldError's Err).
+var openWords = map[string]struct{ missing, format string }{
+	sourcedef.FieldTable:        {"no table name", "table %s"},
+	sourcedef.FieldSchema:       {"no schema", "schema %s"},
+	sourcedef.FieldColumns:      {"no columns", "columns: %s"},
+	sourcedef.FieldKey:          {"no key (PK) columns", "key: %s"},
+	sourcedef.FieldFilter:       {"no filter", "filter: %s"},
+	sourcedef.FieldCursorKind:   {"no cursor kind", "cursor kind %s"},
+	sourcedef.FieldCursorColumn: {"no cursor column", "cursor column: %s"},
+	sourcedef.FieldInitial:      {"no initial position", "initial %s"},
+	sourcedef.FieldSkipWriter:   {"no skip_writer", "skip_writer %s"},
+	sourcedef.FieldTables:       {"no tables", "%s"},
+	sourcedef.FieldSlot:         {"no slot", "%s"}, // the driver's error names it
+	sourcedef.FieldPublication:  {"no publication", "%s"},
+}
+
+// definitionError is a broken rule of a definition as the source words it, with the FieldError
+// it words (errors.As finds it; errors.Is finds sourcedef.ErrDefinition through it).
+type definitionError struct {
+	text string
+	fe   *sourcedef.FieldError
+}
+
+func (e *definitionError) Error() string { return e.text }
+func (e *definitionError) Unwrap() error { return e.fe }
+
+// openError words err, the rules d breaks (Check's, or its driver's CheckDefinition's), as the
+// source's error: the poller, sourcedef.ErrDefinition, the table and the first broken rule, "source:
+// poller "p": invalid source definition: table b: no key (PK) columns".
+func openError(d sourcedef.Definition, poller string, err error) error {
+	fes := sourcedef.FieldErrors(err)
+	if len(fes) == 0 { // a driver's error without a field
+		return fmt.Errorf("source: poller %q: %w: %s: %v", poller, sourcedef.ErrDefinition, d.Label(), err)
+	}
+	fe := fes[0]
+	i, name := fe.Part()
+	where := d.Label() + ": "
+	switch {
+	case name == sourcedef.FieldTable && (!fe.Missing() || len(d.More) == 0): // the words name the table
+		where = ""
+	case i >= 0 && i < len(d.Tables()):
+		where = "table " + d.Tables()[i].Table.String() + ": "
+	}
+	w, ok := openWords[name]
+	if !ok {
+		w.missing, w.format = "no "+name, name+": %s"
+	}
+	what := fmt.Sprintf(w.format, fe.Err)
+	if fe.Missing() {
+		what = w.missing
+	}
+	return &definitionError{text: fmt.Sprintf("source: poller %q: %v: %s%s", poller, sourcedef.ErrDefinition, where, what), fe: fe}
 }
