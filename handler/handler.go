@@ -144,6 +144,11 @@ func newApp(o Options, in internals) (*App, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewJSONHandler(os.Stdout, nil))
 	}
+	for i, p := range o.Pollers {
+		if p == nil {
+			return nil, fmt.Errorf("handler: Options.Pollers[%d] is nil: list the pollers poller.New made (pollers.All())", i)
+		}
+	}
 	root := declared.Root(o.Getenv)
 	defs, err := declared.Load(root, o.Pollers)
 	if err != nil {
