@@ -101,10 +101,21 @@ type Setting struct {
 // onlyFor are the settings that apply to some cursor kinds only (each refuses a value for the
 // others); every other setting applies to every poller.
 var onlyFor = map[string][]string{
-	"SETTLE_LAG":       {state.KindTimestampPK},
+	"SETTLE_LAG":       kindsWhere(state.SettleLagKind),
 	"CDC_SLOT":         {state.KindLogical},
 	"CDC_PUBLICATION":  {state.KindLogical},
 	"CDC_MAX_RETAINED": {state.KindLogical},
+}
+
+// kindsWhere lists the cursor kinds of which has says true.
+func kindsWhere(has func(kind string) bool) []string {
+	var out []string
+	for _, k := range state.Kinds {
+		if has(k) {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 // AppliesTo reports whether the setting means anything for a poller whose cursor is of kind
@@ -182,7 +193,7 @@ var Table = []Setting{
 		}
 		dur, err := time.ParseDuration(v)
 		switch {
-		case def.Cursor.Kind != "" && def.Cursor.Kind != state.KindTimestampPK:
+		case def.Cursor.Kind != "" && !state.SettleLagKind(def.Cursor.Kind):
 			// Only a timestamp has an age: an integer, xid or rowversion cursor would silently
 			// ignore the setting, and its user would believe it protects against late commits.
 			return fmt.Errorf("applies to timestamp+pk cursors only; this poller's cursor is %s (xid and rowversion are bounded by the database's open transactions, integer by nothing: use it on append-only tables)", def.Cursor.Kind)

@@ -317,6 +317,9 @@ func (s Spec) check() error {
 		if _, err := time.ParseDuration(src.SettleLag); err != nil {
 			return field("source.settle_lag", "%q is not a Go duration like 10s", src.SettleLag)
 		}
+		if !state.SettleLagKind(src.Cursor.Kind) && src.Cursor.Kind != "" {
+			return field("source.settle_lag", "applies to timestamp+pk cursors only; this poller's cursor is %s (xid and rowversion are bounded by the database's open transactions, integer by nothing: use it on append-only tables)", src.Cursor.Kind)
+		}
 	}
 	if s.BatchSize < 0 {
 		return field("batch_size", "%d is not a positive number", s.BatchSize)

@@ -187,7 +187,8 @@ func TestDefinitionWorded(t *testing.T) {
 func TestDefinitionIsThePollers(t *testing.T) {
 	for _, src := range []string{
 		`"table": "t", "schema": "s", "columns": ["v"], "key": ["id"], "cursor": {"kind": "timestamp+pk", "column": "ts"}, "filter": "v > 0", "settle_lag": "0"`,
-		`"table": "t", "columns": ["id", "v"], "key": ["id"], "cursor": {"kind": "integer", "column": "id"}, "settle_lag": "3s"`,
+		`"table": "t", "columns": ["id", "v"], "key": ["id"], "cursor": {"kind": "integer", "column": "id"}`,
+		`"table": "t", "columns": ["v"], "key": ["id"], "cursor": {"kind": "timestamp+pk", "column": "ts"}, "settle_lag": "3s"`,
 		`"table": "t", "columns": ["*"], "key": ["id"], "cursor": {"kind": "logical"}, "initial": "snapshot", "skip_writer": "app"`,
 		`"table": "t", "columns": ["v"], "key": ["id"], "cursor": {"kind": "changetracking"}, "initial": "now"`,
 		`"cursor": {"kind": "logical"}, "tables": [{"table": "a", "columns": ["x"], "key": ["id"], "filter": "x > 0"},

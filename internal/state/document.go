@@ -47,6 +47,12 @@ func ChangeKind(kind string) bool {
 	return kind == KindLogical || kind == KindChangeTracking
 }
 
+// SettleLagKind reports whether a poller of kind reads only rows older than a settle lag (its
+// {P}_SETTLE_LAG, poller.json's settle_lag): its cursor is a timestamp, which has an age. xid and
+// rowversion are bounded by the database's open transactions instead, an integer by nothing, and
+// a change stream reads committed changes in commit order.
+func SettleLagKind(kind string) bool { return kind == KindTimestampPK }
+
 // SeveralTablesKind reports whether a poller of kind may read several tables: its stream
 // (a change stream) holds every table's changes in commit order, where a keyset read follows one
 // table's cursor column.

@@ -263,5 +263,8 @@ func TestKindProperties(t *testing.T) {
 		if state.AllColumnsKind(kind) != (kind == state.KindLogical) {
 			t.Errorf("%q: AllColumnsKind %v", kind, state.AllColumnsKind(kind))
 		}
+		if state.SettleLagKind(kind) != (kind == state.KindTimestampPK) {
+			t.Errorf("%q: SettleLagKind %v", kind, state.SettleLagKind(kind))
+		}
 	}
 }
