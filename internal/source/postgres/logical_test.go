@@ -374,9 +374,11 @@ func TestLogicalSetupErrors(t *testing.T) {
 		}
 		return err
 	}
+	// The slots this test's configurations name: other tests create and drop slots of their own
+	// on the same server meanwhile.
 	slots := func() int {
 		var n int
-		db.QueryRow("SELECT count(*) FROM pg_replication_slots").Scan(&n)
+		db.QueryRow("SELECT count(*) FROM pg_replication_slots WHERE slot_name IN ($1, 'no_such_slot')", cfg.Definition.Slot).Scan(&n)
 		return n
 	}
 	before := slots()
