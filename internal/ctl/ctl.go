@@ -14,6 +14,7 @@ import (
 	"io"
 	"os"
 	"os/user"
+	"strings"
 	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
@@ -132,6 +133,33 @@ Exit codes: 0 done, 1 refused by a guardrail (check: a problem found), 2 bad usa
 network path to the account).
 `
 
+// commands are pollerctl's commands, in the order its usage error lists them.
+var commands = []struct {
+	name string
+	run  func(ctx context.Context, args []string, env Env) error
+}{
+	{"status", status},
+	{"reset", reset},
+	{"clone", clone},
+	{"delete", deleteCmd},
+	{"backups", backupsCmd},
+	{"new", func(_ context.Context, args []string, env Env) error { return newCmd(args, env) }},
+	{"deadletter", deadLetters},
+	{"quarantine", quarantineCmd},
+	{"backfill", backfillCmd},
+	{"cdc", cdcCmd},
+	{"check", checkCmd},
+}
+
+// commandNames are the commands' names, in order.
+func commandNames() []string {
+	out := make([]string, len(commands))
+	for i, c := range commands {
+		out[i] = c.name
+	}
+	return out
+}
+
 // Run runs one command and returns its exit code.
 func Run(ctx context.Context, args []string, env Env) int {
 	if env.Clock == nil {
@@ -157,32 +185,11 @@ func Run(ctx context.Context, args []string, env Env) int {
 		}
 		env.announce(ctx)
 	}
-	var err error
-	switch args[0] {
-	case "status":
-		err = status(ctx, args[1:], env)
-	case "reset":
-		err = reset(ctx, args[1:], env)
-	case "clone":
-		err = clone(ctx, args[1:], env)
-	case "new":
-		err = newCmd(args[1:], env)
-	case "delete":
-		err = deleteCmd(ctx, args[1:], env)
-	case "backups":
-		err = backupsCmd(ctx, args[1:], env)
-	case "deadletter":
-		err = deadLetters(ctx, args[1:], env)
-	case "quarantine":
-		err = quarantineCmd(ctx, args[1:], env)
-	case "cdc":
-		err = cdcCmd(ctx, args[1:], env)
-	case "check":
-		err = checkCmd(ctx, args[1:], env)
-	case "backfill":
-		err = backfillCmd(ctx, args[1:], env)
-	default:
-		err = usagef("unknown command %q (status, reset, clone, delete, backups, new, deadletter, quarantine, backfill, cdc, check; see pollerctl --help)", args[0])
+	err := usagef("unknown command %q (%s; see pollerctl --help)", args[0], strings.Join(commandNames(), ", "))
+	for _, c := range commands {
+		if c.name == args[0] {
+			err = c.run(ctx, args[1:], env)
+		}
 	}
 	var u usage
 	var sick unhealthy

@@ -35,6 +35,16 @@ func TestDidYouMeanPoller(t *testing.T) {
 	})
 }
 
+// TestUnknownCommand: a command pollerctl does not have exits 2, listing the ones it has.
+func TestUnknownCommand(t *testing.T) {
+	forEachStore(t, func(t *testing.T, w *world) {
+		const want = `unknown command "stats" (status, reset, clone, delete, backups, new, deadletter, quarantine, backfill, cdc, check; see pollerctl --help)`
+		if code := w.run("stats", "orders"); code != ctl.ExitUsage || !strings.Contains(w.out.String(), want) {
+			t.Errorf("exit %d\n%s", code, w.out.String())
+		}
+	})
+}
+
 // TestMisspeltSettingWarned: pollerctl warns on stderr of a setting it sees (environment or
 // local.settings.json) that looks like a poller's but is none, naming the one meant.
 func TestMisspeltSettingWarned(t *testing.T) {
