@@ -158,11 +158,11 @@ func (c *CDC) AlterPublicationSQL(info CDCInfo) string {
 	return strings.Join(stmts, "; ")
 }
 
-// CreateSlotSQL is the statement Enable runs to create the slot ($1: the slot's name).
-const CreateSlotSQL = "SELECT pg_create_logical_replication_slot($1, 'pgoutput')"
+// createSlotSQL is the statement Enable runs to create the slot ($1: the slot's name).
+const createSlotSQL = "SELECT pg_create_logical_replication_slot($1, 'pgoutput')"
 
-// DropSlotSQL is the statement Disable runs to drop the slot ($1: the slot's name).
-const DropSlotSQL = "SELECT pg_drop_replication_slot($1)"
+// dropSlotSQL is the statement Disable runs to drop the slot ($1: the slot's name).
+const dropSlotSQL = "SELECT pg_drop_replication_slot($1)"
 
 // DropPublicationSQL is the statement Disable runs to drop the publication.
 func (c *CDC) DropPublicationSQL() string { return "DROP PUBLICATION " + pgIdent(c.def.Publication) }

@@ -129,7 +129,7 @@ func (c *CDC) planSlot(p *EnablePlan, bad func(format string, args ...any)) {
 	slot := info.Slot
 	switch {
 	case !slot.Exists:
-		p.Steps = append(p.Steps, strings.Replace(CreateSlotSQL, "$1", "'"+slot.Name+"'", 1))
+		p.Steps = append(p.Steps, strings.Replace(createSlotSQL, "$1", "'"+slot.Name+"'", 1))
 		if !info.Superuser && !info.Replication {
 			bad("creating replication slot %q needs the REPLICATION attribute: ALTER ROLE %s WITH REPLICATION (as a superuser, or on Azure Flexible Server as the admin)", slot.Name, pgIdent(info.User))
 		}
@@ -184,7 +184,7 @@ func (c *CDC) Enable(ctx context.Context) (Enabled, error) {
 		done.AlteredPublication = true
 	}
 	if !info.Slot.Exists {
-		if _, err := c.db.ExecContext(ctx, CreateSlotSQL, c.def.Slot); err != nil {
+		if _, err := c.db.ExecContext(ctx, createSlotSQL, c.def.Slot); err != nil {
 			what := fmt.Sprintf("publication %q existed before", c.def.Publication)
 			if done.CreatedPublication {
 				what = fmt.Sprintf("publication %q was created and is kept (running `cdc enable` again reuses it; `cdc disable` drops it)", c.def.Publication)
@@ -224,7 +224,7 @@ func (c *CDC) PlanDisable(info CDCInfo) DisablePlan {
 	case slot.Active:
 		bad("replication slot %q is being read right now (active): run again when the tick is over", slot.Name)
 	default:
-		p.Steps = append(p.Steps, strings.Replace(DropSlotSQL, "$1", "'"+slot.Name+"'", 1))
+		p.Steps = append(p.Steps, strings.Replace(dropSlotSQL, "$1", "'"+slot.Name+"'", 1))
 		if !info.Superuser && !info.Replication {
 			bad("dropping replication slot %q needs the REPLICATION attribute: ALTER ROLE %s WITH REPLICATION", slot.Name, pgIdent(info.User))
 		}
@@ -273,7 +273,7 @@ func (c *CDC) Disable(ctx context.Context) (Disabled, error) {
 		return done, fmt.Errorf("source: poller %q: %w: %s; nothing was dropped", c.poller, ErrCDCSetup, strings.Join(plan.Problems, "; "))
 	}
 	if info.Slot.Exists {
-		if _, err := c.db.ExecContext(ctx, DropSlotSQL, c.def.Slot); err != nil {
+		if _, err := c.db.ExecContext(ctx, dropSlotSQL, c.def.Slot); err != nil {
 			return done, fmt.Errorf("source: poller %q: %w: dropping replication slot %q: %v; nothing was dropped", c.poller, ErrCDCSetup, c.def.Slot, err)
 		}
 		done.DroppedSlot = true
