@@ -210,8 +210,8 @@ func New[T any](name, table string, kind CursorKind, handle func(ctx context.Con
 	if len(p.spec.Source.More) > 0 && reflect.TypeFor[T]() != reflect.TypeFor[Row]() {
 		panic(fmt.Sprintf("poller.New(%q): WithTables gives rows of several tables, each of its own shape: the row type is poller.Row (switch on Row.Table), not %v", name, reflect.TypeFor[T]()))
 	}
-	tables := []string{p.spec.Source.Table.String()}
-	for _, t := range p.spec.Source.More {
+	var tables []string
+	for _, t := range p.spec.Source.Tables() {
 		tables = append(tables, t.Table.String())
 	}
 	p.spec.Raw = func(b *pollerdef.Batch) any {

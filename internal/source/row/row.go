@@ -38,17 +38,18 @@ type Row struct {
 	lz   *lazyRow // a keyset row as the database sent it (Driver.ReadRaw), when raw is nil
 }
 
-// null says whether column i is NULL in a row read from the table (not a change), without
+// IsNull says whether column i is NULL in a row read from the table (not a change), without
 // decoding it.
-func (r Row) null(i int) bool {
+func (r Row) IsNull(i int) bool {
 	if r.lz != nil {
 		return r.lz.text[i] == nil
 	}
 	return r.raw[i] == nil
 }
 
-// value returns column i's normalized value.
-func (r Row) value(i int) any {
+// At is column i's value, normalized. It normalizes what Sent gives, written out here rather than
+// calling it: At runs for every value a handler reads.
+func (r Row) At(i int) any {
 	if r.lz != nil {
 		return normalize(&r.sh.Cols[i], r.lz.value(i))
 	}
@@ -62,7 +63,7 @@ func (r Row) value(i int) any {
 func (r Row) Values() []any {
 	out := make([]any, len(r.sh.Cols))
 	for i := range out {
-		out[i] = r.value(i)
+		out[i] = r.At(i)
 	}
 	return out
 }
@@ -71,7 +72,7 @@ func (r Row) Values() []any {
 func (r Row) Get(column string) any {
 	for i, c := range r.sh.Cols {
 		if c.Name == column {
-			return r.value(i)
+			return r.At(i)
 		}
 	}
 	return nil
@@ -258,7 +259,7 @@ func (r Row) Cursor() (state.Cursor, error) {
 	s := r.sh
 	c := state.Cursor{Kind: s.Kind}
 	for j, idx := range s.KeyIdx {
-		raw, err := s.Codecs[j].Encode(r.value(idx))
+		raw, err := s.Codecs[j].Encode(r.At(idx))
 		if err != nil {
 			key, _ := json.Marshal(r.Key())
 			fix := ""
@@ -303,7 +304,7 @@ func (r Row) MarshalJSON() ([]byte, error) {
 			}
 		}
 		var err error
-		if out, err = appendValue(out, r.value(i), &r.sh.Cols[i]); err != nil {
+		if out, err = appendValue(out, r.At(i), &r.sh.Cols[i]); err != nil {
 			return nil, fmt.Errorf("source: column %q: %w", c.Name, err)
 		}
 	}
@@ -377,7 +378,7 @@ func (r Row) Decode(dst any) error {
 		if p.direct != directNone && r.lz != nil && r.lz.set(unsafe.Add(base, p.offset), p.kind, p.col, p.direct) {
 			continue
 		}
-		f, v := rv.FieldByIndex(p.field), r.value(p.col)
+		f, v := rv.FieldByIndex(p.field), r.At(p.col)
 		var err error
 		if p.scanner {
 			err = f.Addr().Interface().(sql.Scanner).Scan(v)
@@ -711,7 +712,7 @@ func (r Row) BackfillKey() (string, error) {
 	var b []byte
 	for i, pk := range s.PK {
 		idx, codec := s.pkCodec(pk)
-		raw, err := codec.Encode(r.value(idx))
+		raw, err := codec.Encode(r.At(idx))
 		if err != nil {
 			return "", fmt.Errorf("source: poller %q, table %s, column %q: %w", s.Poller, s.Table, pk, err)
 		}

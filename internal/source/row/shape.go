@@ -47,13 +47,6 @@ func (r Row) AsRead() Row {
 // sent it, or whose change carries its values as text).
 func (r Row) Raw() []any { return r.raw }
 
-// IsNull says whether column i is NULL in a row read from the table (not a change), without
-// decoding it.
-func (r Row) IsNull(i int) bool { return r.null(i) }
-
-// At is column i's value, normalized.
-func (r Row) At(i int) any { return r.value(i) }
-
 // Sent is column i's value as the Go driver (or the database, for a row read raw) gave it, not
 // normalized.
 func (r Row) Sent(i int) any {
