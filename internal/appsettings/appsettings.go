@@ -196,7 +196,7 @@ var Table = []Setting{
 		case def.Cursor.Kind != "" && !state.SettleLagKind(def.Cursor.Kind):
 			// Only a timestamp has an age: an integer, xid or rowversion cursor would silently
 			// ignore the setting, and its user would believe it protects against late commits.
-			return fmt.Errorf("applies to timestamp+pk cursors only; this poller's cursor is %s (xid and rowversion are bounded by the database's open transactions, integer by nothing: use it on append-only tables)", def.Cursor.Kind)
+			return sourcedef.SettleLagRefused(def.Cursor.Kind)
 		case err != nil || dur < 0:
 			return fmt.Errorf("%q is not a Go duration like 10s (0s reads up to the database's clock, unsafe with late commits)", v)
 		case dur == 0:

@@ -318,7 +318,7 @@ func (s Spec) check() error {
 			return field("source.settle_lag", "%q is not a Go duration like 10s", src.SettleLag)
 		}
 		if !state.SettleLagKind(src.Cursor.Kind) && src.Cursor.Kind != "" {
-			return field("source.settle_lag", "applies to timestamp+pk cursors only; this poller's cursor is %s (xid and rowversion are bounded by the database's open transactions, integer by nothing: use it on append-only tables)", src.Cursor.Kind)
+			return field("source.settle_lag", "%v", sourcedef.SettleLagRefused(src.Cursor.Kind))
 		}
 	}
 	if s.BatchSize < 0 {

@@ -19,6 +19,12 @@ import (
 // the poller says otherwise: longer than any write transaction on the table should stay open.
 const DefaultSettleLag = 10 * time.Second
 
+// SettleLagRefused says why a cursor of kind, which is not one state.SettleLagKind says has an
+// age, takes no settle lag: the one wording of {P}_SETTLE_LAG's and poller.json's refusal.
+func SettleLagRefused(kind string) error {
+	return fmt.Errorf("applies to timestamp+pk cursors only; this poller's cursor is %s (xid and rowversion are bounded by the database's open transactions, integer by nothing: use it on append-only tables)", kind)
+}
+
 // NoSettleLag reads up to the database's clock itself. It is unsafe for tables written by
 // transactions that commit after they take their timestamp (see package source's doc).
 const NoSettleLag time.Duration = -1
