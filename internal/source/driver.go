@@ -359,8 +359,13 @@ func ExpandedKeysetOrder(n int) []int {
 	return append(out, n-1)
 }
 
+// A Quoter quotes an identifier: a Driver, or Defaults for the databases that double-quote.
+type Quoter interface {
+	Quote(ident string) string
+}
+
 // QuoteTable quotes a table name, with its schema when it has one, for d.
-func QuoteTable(d Driver, t sourcedef.Table) string {
+func QuoteTable(d Quoter, t sourcedef.Table) string {
 	if t.Schema == "" {
 		return d.Quote(t.Name)
 	}
@@ -368,7 +373,7 @@ func QuoteTable(d Driver, t sourcedef.Table) string {
 }
 
 // QuoteAll quotes each name for d.
-func QuoteAll(d Driver, names []string) []string {
+func QuoteAll(d Quoter, names []string) []string {
 	out := make([]string, len(names))
 	for i, n := range names {
 		out[i] = d.Quote(n)

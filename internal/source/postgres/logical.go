@@ -274,7 +274,7 @@ WHERE r.rolname = current_user`
 	case walLevel != "logical":
 		return 0, 0, l.fail("the server's wal_level is %q; logical decoding needs wal_level = logical (ALTER SYSTEM SET wal_level = logical, then restart the server; on Azure Database for PostgreSQL Flexible Server set the server parameter wal_level to LOGICAL and restart)", walLevel)
 	case !replication:
-		return 0, 0, l.fail("the role %q has neither REPLICATION nor SUPERUSER, and reading a replication slot needs one: ALTER ROLE %s WITH REPLICATION (as a superuser or, on Azure, the server's admin)", user, quoteIdentPG(user))
+		return 0, 0, l.fail("the role %q has neither REPLICATION nor SUPERUSER, and reading a replication slot needs one: ALTER ROLE %s WITH REPLICATION (as a superuser or, on Azure, the server's admin)", user, Driver{}.Quote(user))
 	case !relid.Valid:
 		return 0, 0, t.lay.SchemaErr("", "the table does not exist")
 	case !slotExists:
@@ -348,8 +348,6 @@ func sortedCopy(s []string) []string {
 	slices.Sort(c)
 	return c
 }
-
-func quoteIdentPG(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
 
 // position reads a stored cursor; nil is the beginning of the stream (wherever the slot is).
 func (l *logical) position(after *state.Cursor) (pgcdc.Position, error) {

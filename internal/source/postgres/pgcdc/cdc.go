@@ -63,9 +63,9 @@ func Open(ctx context.Context, ds source.Drivers, cfg source.Config) (*CDC, erro
 	if err != nil {
 		return nil, err
 	}
-	c := &CDC{poller: cfg.Poller, db: db, def: d, table: quoteTable(d.Table), describe: describe}
+	c := &CDC{poller: cfg.Poller, db: db, def: d, table: source.QuoteTable(source.Defaults{}, d.Table), describe: describe}
 	for _, t := range d.More {
-		c.parts = append(c.parts, &CDC{poller: cfg.Poller, db: db, def: d.Part(t), table: quoteTable(t.Table), describe: describe, multi: true})
+		c.parts = append(c.parts, &CDC{poller: cfg.Poller, db: db, def: d.Part(t), table: source.QuoteTable(source.Defaults{}, t.Table), describe: describe, multi: true})
 	}
 	c.multi = len(c.parts) > 0
 	return c, nil
@@ -169,15 +169,6 @@ func (c *CDC) DropPublicationSQL() string { return "DROP PUBLICATION " + pgIdent
 
 // pgIdent quotes an identifier as the postgres driver does (its Quote is source.Defaults').
 func pgIdent(s string) string { return source.Defaults{}.Quote(s) }
-
-// quoteTable quotes a table's name, with its schema when it has one, as the postgres driver does
-// (source.QuoteTable).
-func quoteTable(t sourcedef.Table) string {
-	if t.Schema == "" {
-		return pgIdent(t.Name)
-	}
-	return pgIdent(t.Schema) + "." + pgIdent(t.Name)
-}
 
 // Inspect reads the set-up (CDCInfo) in one query; it writes nothing.
 func (c *CDC) Inspect(ctx context.Context) (CDCInfo, error) {
