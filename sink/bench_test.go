@@ -14,13 +14,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
+
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 	_ "github.com/jackc/pgx/v5/stdlib" // the pgx driver for the hand-written loop
 
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
-	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
@@ -168,7 +169,7 @@ func sinkCatchUp(b *testing.B, newTarget benchTarget) {
 
 // firstBatch reads the first batch of the benchmark's table through a source, for its MB/s
 // (testenv.JSONBytesPerRow).
-func firstBatch(b *testing.B, settings appsettings.Settings, table string, batch int) *source.Batch {
+func firstBatch(b *testing.B, settings appsettings.Settings, table string, batch int) *row.Batch {
 	p := poller.New("orders", table, poller.TimestampPK, func(context.Context, *poller.Batch[poller.Row]) error { return nil },
 		poller.WithColumns("id", "customer", "amount", "updated_at"), poller.WithKey("id"), poller.WithCursorColumn("updated_at"))
 	src, err := drivers.Open(context.Background(), settings.Config(pollerdef.Of(p)))

@@ -22,7 +22,7 @@ type ChangeStream interface {
 	// columns are known); its errors name the fix, and nothing is created or written.
 	Check(ctx context.Context) error
 	// Fetch reads up to limit changes after the cursor (nil: from the stream's start).
-	Fetch(ctx context.Context, after *state.Cursor, limit int) (*Batch, error)
+	Fetch(ctx context.Context, after *state.Cursor, limit int) (*row.Batch, error)
 	// Waiting counts the changes after the cursor, up to limit.
 	Waiting(ctx context.Context, after *state.Cursor, limit int) (int64, error)
 	// CheckCursor says whether a stored cursor is a position of this stream (an error wrapping
@@ -149,7 +149,7 @@ func (l *Layout) EncodeKey(j int, v any) (json.RawMessage, error) {
 func (l *Layout) Row(raw []any, ch *row.Change) row.Row { return l.s.shape.Row(raw, ch) }
 
 // Batch makes an empty batch of the source, read after from.
-func (l *Layout) Batch(from *state.Cursor) *Batch { return &Batch{src: l.s, From: from} }
+func (l *Layout) Batch(from *state.Cursor) *row.Batch { return l.s.shape.Batch(from, 0) }
 
 // Errorf is an error that names the poller and the table (the first table's layout: its
 // tables).
@@ -180,7 +180,7 @@ func (l *Layout) SchemaErr(column, format string, args ...any) error {
 // streamReader reads a source through its driver's change stream.
 type streamReader struct{ ChangeStream }
 
-func (r streamReader) fetch(ctx context.Context, after *state.Cursor, limit int) (*Batch, error) {
+func (r streamReader) fetch(ctx context.Context, after *state.Cursor, limit int) (*row.Batch, error) {
 	return r.Fetch(ctx, after, limit)
 }
 
@@ -188,7 +188,7 @@ func (r streamReader) waiting(ctx context.Context, after *state.Cursor, limit in
 	return r.Waiting(ctx, after, limit)
 }
 
-func (r streamReader) oldest(ctx context.Context, after *state.Cursor) (*Batch, error) {
+func (r streamReader) oldest(ctx context.Context, after *state.Cursor) (*row.Batch, error) {
 	return r.Fetch(ctx, after, 1)
 }
 

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/setup"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
@@ -174,7 +175,7 @@ func (s *Source) keyText(vals []any) string {
 // the cursor it read after, until a fetch after that cursor finds none: Backlog after that
 // cursor fails with it, so that the status probe (which reads the backlog after the checkpoint)
 // says the poller is misconfigured, as its ticks find it.
-func (k *keyset) fetchChecked(ctx context.Context, after *state.Cursor, limit int) (*Batch, error) {
+func (k *keyset) fetchChecked(ctx context.Context, after *state.Cursor, limit int) (*row.Batch, error) {
 	at := cursorKey(after)
 	b, err := k.fetchRepeats(ctx, after, limit)
 	switch {
@@ -209,7 +210,7 @@ func (s *Source) repeatAt(c *state.Cursor) error {
 }
 
 // fetchRepeats reads a batch, one row more, and checks it for repeats.
-func (k *keyset) fetchRepeats(ctx context.Context, after *state.Cursor, limit int) (*Batch, error) {
+func (k *keyset) fetchRepeats(ctx context.Context, after *state.Cursor, limit int) (*row.Batch, error) {
 	s := k.s
 	b, err := k.read(ctx, after, limit+1, false)
 	if err != nil {

@@ -24,19 +24,19 @@ type ReadBound interface {
 // keyset reads a table in keyset order: every cursor kind that is not a change stream.
 type keyset struct{ s *Source }
 
-func (k *keyset) fetch(ctx context.Context, after *state.Cursor, limit int) (*Batch, error) {
+func (k *keyset) fetch(ctx context.Context, after *state.Cursor, limit int) (*row.Batch, error) {
 	if k.s.dupCheck {
 		return k.fetchChecked(ctx, after, limit)
 	}
 	return k.read(ctx, after, limit, false)
 }
 
-func (k *keyset) oldest(ctx context.Context, after *state.Cursor) (*Batch, error) {
+func (k *keyset) oldest(ctx context.Context, after *state.Cursor) (*row.Batch, error) {
 	return k.read(ctx, after, 1, true)
 }
 
 // read is fetch; backlog reads what waits instead (queries.BacklogFirst and BacklogAfter).
-func (k *keyset) read(ctx context.Context, after *state.Cursor, limit int, backlog bool) (*Batch, error) {
+func (k *keyset) read(ctx context.Context, after *state.Cursor, limit int, backlog bool) (*row.Batch, error) {
 	s := k.s
 	q, args, err := k.query(ctx, after, limit, backlog)
 	if err != nil {

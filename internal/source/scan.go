@@ -27,12 +27,12 @@ func (s *Source) selectCols(names []string) string {
 
 // readRaw is keyset.read through the driver's ReadRaw: false when the driver has none or
 // cannot on this pool.
-func (k *keyset) readRaw(ctx context.Context, q string, args []any, after *state.Cursor, limit int) (*Batch, bool, error) {
+func (k *keyset) readRaw(ctx context.Context, q string, args []any, after *state.Cursor, limit int) (*row.Batch, bool, error) {
 	s := k.s
 	if s.dupCheck { // the repeat check compares the scanned values (keys.go)
 		return nil, false, nil
 	}
-	var b *Batch
+	var b *row.Batch
 	var scanErr error
 	handled, err := s.dl.ReadRaw(ctx, s.db, q, args, func(rows row.RawRows) error {
 		b, scanErr = s.scanRaw(rows, after, limit)
@@ -51,8 +51,8 @@ func (k *keyset) readRaw(ctx context.Context, q string, args []any, after *state
 
 // scanRaw is scan for rows as the database sent them: each row's values are copied into blocks
 // shared by the batch's rows, and decoded when read.
-func (s *Source) scanRaw(rows row.RawRows, after *state.Cursor, limit int) (*Batch, error) {
-	b := &Batch{src: s, From: after, Rows: make([]row.Row, 0, min(limit, 1024))}
+func (s *Source) scanRaw(rows row.RawRows, after *state.Cursor, limit int) (*row.Batch, error) {
+	b := s.shape.Batch(after, min(limit, 1024))
 	n := len(s.shape.Cols)
 	cols := rows.Columns()
 	if len(cols) != n {

@@ -96,10 +96,10 @@ type Source struct {
 // A reader reads a source's rows: in keyset order (keyset) or through the driver's change
 // stream (streamReader).
 type reader interface {
-	fetch(ctx context.Context, after *state.Cursor, limit int) (*Batch, error)
+	fetch(ctx context.Context, after *state.Cursor, limit int) (*row.Batch, error)
 	waiting(ctx context.Context, after *state.Cursor, limit int) (int64, error)
 	// oldest reads the first row that waits after the cursor.
-	oldest(ctx context.Context, after *state.Cursor) (*Batch, error)
+	oldest(ctx context.Context, after *state.Cursor) (*row.Batch, error)
 	// refresh reads what Stats reports of the reads but that they do not read each time.
 	refresh(ctx context.Context) error
 	checkCursor(c *state.Cursor) error
@@ -540,7 +540,7 @@ func (s *Source) Waiting(ctx context.Context, after *state.Cursor, limit int) (i
 
 // Fetch returns up to limit rows after the cursor (nil: from the beginning), in keyset order
 // (or the change stream's), within the safe upper bound.
-func (s *Source) Fetch(ctx context.Context, after *state.Cursor, limit int) (*Batch, error) {
+func (s *Source) Fetch(ctx context.Context, after *state.Cursor, limit int) (*row.Batch, error) {
 	if limit <= 0 {
 		return nil, fmt.Errorf("source: poller %q: batch size %d must be positive", s.poller, limit)
 	}
@@ -573,7 +573,7 @@ func (s *Source) CommitWanted() bool {
 // FetchKeyOf reads the row with the primary key of c (a row's cursor, as Row.Cursor gives it) as
 // the row is now, whatever the checkpoint: a batch of that row, or an empty one when the row is
 // gone or no longer matches the definition's filter. Dead letters are replayed with it.
-func (s *Source) FetchKeyOf(ctx context.Context, c *state.Cursor) (*Batch, error) {
+func (s *Source) FetchKeyOf(ctx context.Context, c *state.Cursor) (*row.Batch, error) {
 	args, err := s.keyArgs(c)
 	if err != nil {
 		return nil, err
@@ -600,9 +600,9 @@ func (s *Source) FetchKeyOf(ctx context.Context, c *state.Cursor) (*Batch, error
 }
 
 // scan reads a query's rows into a batch; limit sizes its first allocation.
-func (s *Source) scan(rows *sql.Rows, after *state.Cursor, limit int) (*Batch, error) {
+func (s *Source) scan(rows *sql.Rows, after *state.Cursor, limit int) (*row.Batch, error) {
 	defer rows.Close()
-	b := &Batch{src: s, From: after, Rows: make([]row.Row, 0, min(limit, 1024))}
+	b := s.shape.Batch(after, min(limit, 1024))
 	n := len(s.shape.Cols)
 	ptrs := make([]any, n)
 	var block []any // one allocation for many rows' values
@@ -662,7 +662,7 @@ func (s *Source) checkTextStamp(r row.Row, v any) error {
 }
 
 // endBatch sets b's To from its last row.
-func (s *Source) endBatch(b *Batch) error {
+func (s *Source) endBatch(b *row.Batch) error {
 	if len(b.Rows) == 0 {
 		return nil
 	}
@@ -673,42 +673,6 @@ func (s *Source) endBatch(b *Batch) error {
 	b.To = &c
 	return nil
 }
-
-// Batch is one fetch's rows.
-type Batch struct {
-	src  *Source
-	From *state.Cursor // the cursor the batch was read after (nil: the beginning)
-	To   *state.Cursor // the cursor after the last row (nil when the batch is empty)
-	Rows []row.Row
-}
-
-// Columns returns the column names, in the order of each row's values: the first table's, for
-// a poller of several tables, whose rows each have their table's (Row.Columns).
-func (b *Batch) Columns() []string {
-	out := make([]string, len(b.src.shape.Cols))
-	for i, c := range b.src.shape.Cols {
-		out[i] = c.Name
-	}
-	return out
-}
-
-// MarshalJSON renders the rows as a JSON array of objects.
-func (b *Batch) MarshalJSON() ([]byte, error) {
-	out := []byte{'['}
-	for i, r := range b.Rows {
-		if i > 0 {
-			out = append(out, ',')
-		}
-		j, err := r.MarshalJSON()
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, j...)
-	}
-	return append(out, ']'), nil
-}
-
-var _ json.Marshaler = (*Batch)(nil)
 
 // CheckCursor reports whether a stored cursor fits this source: its kind, its tiebreaker's
 // columns, and every value against its column's type (a key value "abc" for a BIGINT column

@@ -6,7 +6,7 @@ import (
 )
 
 // JSONBytesPerRow is the size of a row in the benchmarks' MB/s: the JSON a batch of rows encodes
-// to (source.Batch's MarshalJSON, the array of one object per row that a webhook or a queue
+// to (row.Batch's MarshalJSON, the array of one object per row that a webhook or a queue
 // message carries, without the envelope) divided by its rows. sample is such a batch of rows
 // rows, read outside the timed part.
 func JSONBytesPerRow(tb testing.TB, sample json.Marshaler, rows int) float64 {

@@ -30,16 +30,16 @@ type windowSource struct {
 	committed               []string
 }
 
-func (s *windowSource) Fetch(_ context.Context, after *state.Cursor, _ int) (*source.Batch, error) {
+func (s *windowSource) Fetch(_ context.Context, after *state.Cursor, _ int) (*row.Batch, error) {
 	k := 0
 	if after != nil {
 		k, _ = strconv.Atoi(string(after.Value))
 	}
 	if k >= s.n {
-		return &source.Batch{From: after}, nil
+		return &row.Batch{From: after}, nil
 	}
 	s.served = k + 1
-	return &source.Batch{From: after, Rows: make([]row.Row, s.size),
+	return &row.Batch{From: after, Rows: make([]row.Row, s.size),
 		To: &state.Cursor{Kind: state.KindInteger, Value: json.RawMessage(strconv.Itoa(k + 1))}}, nil
 }
 func (s *windowSource) CommitWanted() bool  { return s.served == s.wantAt }

@@ -44,15 +44,15 @@ func (noBackfill) Identity() state.SourceDef                                    
 func (noBackfill) ReplayChange(context.Context, string, string, map[string]json.RawMessage, state.Cursor) (*row.Row, string, error) {
 	return nil, "", errors.ErrUnsupported
 }
-func (noBackfill) FetchKeyOf(context.Context, *state.Cursor) (*source.Batch, error) {
+func (noBackfill) FetchKeyOf(context.Context, *state.Cursor) (*row.Batch, error) {
 	return nil, errors.ErrUnsupported
 }
 
-func (s *statsSource) Fetch(_ context.Context, after *state.Cursor, _ int) (*source.Batch, error) {
+func (s *statsSource) Fetch(_ context.Context, after *state.Cursor, _ int) (*row.Batch, error) {
 	if after == nil {
-		return &source.Batch{To: &state.Cursor{Kind: state.KindInteger, Value: json.RawMessage("7")}}, nil
+		return &row.Batch{To: &state.Cursor{Kind: state.KindInteger, Value: json.RawMessage("7")}}, nil
 	}
-	return &source.Batch{From: after}, nil
+	return &row.Batch{From: after}, nil
 }
 func (s *statsSource) Fingerprint() string { return "sha256:stats" }
 func (s *statsSource) Backlog(context.Context, *state.Cursor, int) (source.Stats, error) {

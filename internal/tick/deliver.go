@@ -12,21 +12,20 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/faultpoint"
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
-	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/telemetry"
 )
 
 type fetched struct {
-	batch *source.Batch
+	batch *row.Batch
 	err   error
 }
 
 // deliver is steps 4-8: fetch, handle, commit, repeat, release. first is the batch the peek read;
 // ahead, if not nil, is the one after it, already being read. When the host dropped the
 // invocation, like on a drain, no batch is taken after the one in hand.
-func (t *tickRun) deliver(first *source.Batch, firstDur time.Duration, ahead <-chan fetched) error {
+func (t *tickRun) deliver(first *row.Batch, firstDur time.Duration, ahead <-chan fetched) error {
 	l := t.l
 	// The handler's work stops when the lease is lost (ctx is never cancelled: see Tick).
 	wctx, cancel := context.WithCancelCause(t.ctx)
@@ -114,7 +113,7 @@ func (t *tickRun) over() bool {
 }
 
 // fetch reads the batch after the cursor in a "fetch" span.
-func (r *Runner) fetch(ctx context.Context, after *state.Cursor, peek bool) (*source.Batch, error) {
+func (r *Runner) fetch(ctx context.Context, after *state.Cursor, peek bool) (*row.Batch, error) {
 	ctx, span := r.start(ctx, "fetch")
 	b, err := r.Source.Fetch(ctx, after, r.Settings.BatchSize)
 	if span.IsRecording() {
@@ -152,7 +151,7 @@ func (t *tickRun) next() fetched {
 		return f
 	}
 	if t.liveQuiet() {
-		return fetched{batch: &source.Batch{}}
+		return fetched{batch: &row.Batch{}}
 	}
 	t0 := t.clk.Now()
 	b, err := t.r.fetch(t.fctx, t.cursor, false)
@@ -189,7 +188,7 @@ func (t *tickRun) liveQuiet() bool {
 // moves the cursor past it. It reports whether the tick takes another batch; an error ends
 // the tick as it stands (a failed batch was recorded by fail; a lease still held is released
 // by Tick).
-func (t *tickRun) step(b *source.Batch) (more bool, err error) {
+func (t *tickRun) step(b *row.Batch) (more bool, err error) {
 	l, s := t.l, t.r.Settings
 	faultpoint.Hit(faultpoint.AfterFetch)
 	if err := l.Err(); err != nil { // lost while the batch was read: deliver nothing

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
+
 	_ "github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
@@ -481,7 +483,7 @@ type pausingSource struct {
 	pause func()
 }
 
-func (p *pausingSource) Fetch(ctx context.Context, after *state.Cursor, limit int) (*source.Batch, error) {
+func (p *pausingSource) Fetch(ctx context.Context, after *state.Cursor, limit int) (*row.Batch, error) {
 	p.once.Do(p.pause)
 	return p.Source.Fetch(ctx, after, limit)
 }

@@ -98,7 +98,7 @@ type Summary struct {
 // Source is what a tick needs of a poller's source; *source.Source has it.
 type Source interface {
 	// Fetch reads up to limit rows after the cursor, in keyset order.
-	Fetch(ctx context.Context, after *state.Cursor, limit int) (*source.Batch, error)
+	Fetch(ctx context.Context, after *state.Cursor, limit int) (*row.Batch, error)
 	// Fingerprint names the source's definition, for batch ids and dead letters.
 	Fingerprint() string
 	// Backlog measures what waits after the cursor (a count up to limit and the oldest row),
@@ -124,7 +124,7 @@ type Source interface {
 	// (pollerctl deadletter replay).
 	Identity() state.SourceDef
 	ReplayChange(ctx context.Context, table, op string, key map[string]json.RawMessage, cursor state.Cursor) (*row.Row, string, error)
-	FetchKeyOf(ctx context.Context, c *state.Cursor) (*source.Batch, error)
+	FetchKeyOf(ctx context.Context, c *state.Cursor) (*row.Batch, error)
 	// Stats reports the last read without reading: whether a transaction still open may have
 	// held it back, the change log the database keeps (every tick's log line carries it, so that
 	// an alert sees a stuck poller), how reads are kept behind late commits.
@@ -397,7 +397,7 @@ func (t *tickRun) raced(snap lease.Snapshot) bool {
 
 // acquire is step 3: take the lease, reading the second batch meanwhile (the acquire only
 // waits on storage), and deliver from first on.
-func (t *tickRun) acquire(snap lease.Snapshot, first *source.Batch, firstDur time.Duration) error {
+func (t *tickRun) acquire(snap lease.Snapshot, first *row.Batch, firstDur time.Duration) error {
 	r := t.r
 	var ahead <-chan fetched
 	if len(first.Rows) == r.Settings.BatchSize {

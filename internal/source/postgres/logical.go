@@ -377,7 +377,7 @@ func (l *logical) CursorFromText(value string) (*state.Cursor, error) {
 
 // Fetch serves the changes after the cursor from the last peek when it holds a whole batch of
 // them, and peeks again otherwise.
-func (l *logical) Fetch(ctx context.Context, after *state.Cursor, limit int) (*source.Batch, error) {
+func (l *logical) Fetch(ctx context.Context, after *state.Cursor, limit int) (*row.Batch, error) {
 	pos, err := l.position(after)
 	if err != nil {
 		return nil, err

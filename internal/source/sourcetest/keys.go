@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
+
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/setup"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
@@ -218,7 +220,7 @@ func (h Harness) keysRepeatsInView(t *testing.T) {
 			}
 			var err error
 			for {
-				var b *source.Batch
+				var b *row.Batch
 				if b, err = r.src.Fetch(ctx, r.cursor, n); err != nil || len(b.Rows) == 0 {
 					break
 				}

@@ -649,7 +649,7 @@ func (c *changeTracking) readErr(what string, err error) error {
 // Fetch reads up to limit changes after the cursor. It asks for one more, so that it knows
 // whether the last one ends its transaction (Row.Transaction's Last), and leaves that one out.
 // A fetch that goes on with a run (ctRun) takes the changes the run read ahead, or reads ahead.
-func (c *changeTracking) Fetch(ctx context.Context, after *state.Cursor, limit int) (*source.Batch, error) {
+func (c *changeTracking) Fetch(ctx context.Context, after *state.Cursor, limit int) (*row.Batch, error) {
 	if run, ok := c.run.takeAhead(after); ok {
 		p, err := c.position(after)
 		if err != nil {
@@ -697,7 +697,7 @@ const ctReadAhead = 10_000
 // version, last when the read stopped short of its bound), numbered; whole says the changes end
 // at the bound. What follows the batch is kept for the run's next fetch, with the run's bases and
 // bound (run), and a fetch that delivers all there was up to the bound ends the run.
-func (c *changeTracking) deliver(after *state.Cursor, limit int, got []ctChange, whole bool, inside int64, run ctRunState) *source.Batch {
+func (c *changeTracking) deliver(after *state.Cursor, limit int, got []ctChange, whole bool, inside int64, run ctRunState) *row.Batch {
 	n := len(got)
 	for i, ch := range got {
 		if ch.ch == nil { // the one more: no change to deliver

@@ -175,12 +175,12 @@ func TestChangeTrackingSeal(t *testing.T) {
 		last = ch
 		return r
 	}
-	full := &source.Batch{Rows: []row.Row{mk(5, 1), mk(5, 2)}}
+	full := &row.Batch{Rows: []row.Row{mk(5, 1), mk(5, 2)}}
 	full.To = seal(last, false)
 	if string(full.To.Value) != "5" || string(full.To.Tiebreaker["id"]) != "2" {
 		t.Fatalf("a batch whose read found a change after it ends inside its last version: %+v", full.To)
 	}
-	short := &source.Batch{Rows: []row.Row{mk(5, 1), mk(6, 2)}}
+	short := &row.Batch{Rows: []row.Row{mk(5, 1), mk(6, 2)}}
 	short.To = seal(last, true)
 	if string(short.To.Value) != "6" || short.To.Tiebreaker != nil {
 		t.Fatalf("a batch whose read reached its bound ends on a version boundary: %+v", short.To)

@@ -24,6 +24,8 @@ import (
 	"fmt"
 	"maps"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
+
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
@@ -215,7 +217,7 @@ func (m *ctTables) read(ctx context.Context, p *ctTablesPos, run *ctRun, after *
 
 // Fetch reads up to limit changes of the tables after the cursor, in (version, table, key)
 // order, and one more, as a one-table fetch does.
-func (m *ctTables) Fetch(ctx context.Context, after *state.Cursor, limit int) (*source.Batch, error) {
+func (m *ctTables) Fetch(ctx context.Context, after *state.Cursor, limit int) (*row.Batch, error) {
 	p, err := m.position(after)
 	if err != nil {
 		return nil, err

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
+
 	mssql "github.com/microsoft/go-mssqldb"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
@@ -275,7 +277,7 @@ func TestChangeTrackingRunOnTheWire(t *testing.T) {
 		{int64(5), "I", int64(1), int64(2), "b"},
 		{int64(6), "I", int64(1), int64(3), "c"},
 	}
-	fetch := func(after *state.Cursor) (*source.Batch, []rpcCall) {
+	fetch := func(after *state.Cursor) (*row.Batch, []rpcCall) {
 		t.Helper()
 		n := len(srv.Calls())
 		b, err := c.Fetch(ctx(t), after, 2)

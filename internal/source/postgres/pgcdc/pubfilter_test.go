@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
+
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres/pgcdc"
@@ -150,7 +152,7 @@ func TestLogicalColumnList(t *testing.T) {
 }
 
 // changes are a batch's changes as "op id status" (status: <nil> when the batch lacks it).
-func changes(b *source.Batch) []string {
+func changes(b *row.Batch) []string {
 	var out []string
 	for _, r := range b.Rows {
 		out = append(out, fmt.Sprintf("%s %v %v", r.Op(), r.Key()["id"], r.Get("status")))
