@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
+
 	"github.com/go-sql-driver/mysql"
 	_ "github.com/jackc/pgx/v5/stdlib"
 	_ "github.com/microsoft/go-mssqldb"
@@ -306,7 +308,7 @@ func proveRecipe(t *testing.T, b block, f *fresh, kind string) {
 // cover those bounds. A timestamp cursor reads only rows older than the database's clock, which
 // may not have passed the row's stamp yet (SQLite's has milliseconds): it is read again until
 // want rows wait, for at most 5 s, without sleeping.
-func backlog(t *testing.T, src *source.Source, after *state.Cursor, want int64) source.Stats {
+func backlog(t *testing.T, src *source.Source, after *state.Cursor, want int64) driver.Stats {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {

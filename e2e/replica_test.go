@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
+
 	"github.com/pseudotrigger/pseudotrigger/internal/blobpath"
 	"github.com/pseudotrigger/pseudotrigger/internal/faultpoint"
 	"github.com/pseudotrigger/pseudotrigger/internal/replicacheck"
@@ -67,7 +69,7 @@ type replicaRun struct {
 	kills    []string    // what the slot and the blob held right after each kill
 	behind   int         // kills after which the slot was behind the checkpoint
 	rejected int         // ticks that ended with the lease lost (a stale holder refused)
-	busy     int         // ticks whose fetch found the slot busy (source.ErrBusy)
+	busy     int         // ticks whose fetch found the slot busy (driver.ErrBusy)
 	spurious []string    // ticks failed with ErrSlotAhead while the blob had reached the slot
 	failed   []string    // any other failed tick
 }
@@ -194,7 +196,7 @@ func (r *replicaRun) classify(pid int, rep reply) {
 	case rep.status == 200:
 	case rep.status == 500 && strings.Contains(rep.raw, "lease lost"):
 		r.rejected++
-	case rep.status == 500 && strings.Contains(rep.raw, source.ErrBusy.Error()):
+	case rep.status == 500 && strings.Contains(rep.raw, driver.ErrBusy.Error()):
 		// The holder's fetch met another process's peek (or a stale holder's advance) of the
 		// slot five times in a row, which a loaded machine makes possible: the tick failed
 		// before handing anything over, and the next one goes on from the checkpoint.

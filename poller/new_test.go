@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/poller"
 )
@@ -60,6 +61,10 @@ func TestNewPanics(t *testing.T) {
 		{"snapshot of a keyset", func() *poller.Poller {
 			return poller.New("p", "orders", poller.TimestampPK, orders, poller.WithInitialSnapshot())
 		}, `poller.New("p"): WithInitialSnapshot: "snapshot" is for the logical and changetracking cursors`},
+		{"settle lag of an integer cursor", row(poller.Integer, poller.WithKey("id"), poller.WithCursorColumn("seq"), poller.WithSettleLag(0)),
+			`poller.New("p"): WithSettleLag: applies to timestamp+pk cursors only; this poller's cursor is integer`},
+		{"settle lag of a change stream", row(poller.Logical, poller.WithKey("id"), poller.WithSettleLag(time.Second)),
+			`poller.New("p"): WithSettleLag: applies to timestamp+pk cursors only; this poller's cursor is logical, which reads committed changes`},
 		{"several tables of a keyset", row(poller.Integer, poller.WithKey("id"), poller.WithCursorColumn("seq"),
 			poller.WithTables(poller.Table{Name: "lines", Key: []string{"id"}})), `poller.New("p"): WithTables: several tables are for the logical and changetracking cursors`},
 		{"no key of a more table", row(poller.Logical, poller.WithKey("id"), poller.WithTables(poller.Table{Name: "lines"})),

@@ -79,7 +79,8 @@ func WithBatchSize(n int) Option { return func(p *Poller) { p.spec.BatchSize = n
 
 // WithSettleLag is the default for {P}_SETTLE_LAG, for TimestampPK cursors (otherwise 10s):
 // longer than any write transaction on the table stays open. 0 reads up to the database's
-// clock, which loses rows of transactions that commit after they take their timestamp.
+// clock, which loses rows of transactions that commit after they take their timestamp. New
+// panics when the cursor kind is not TimestampPK, whose rows have no age to lag behind.
 func WithSettleLag(d time.Duration) Option {
 	return func(p *Poller) {
 		if p.spec.Source.SettleLag = d; d <= 0 {
@@ -251,6 +252,7 @@ var (
 		sourcedef.FieldCursorColumn: {"no cursor column: tag a field `db:\"column,cursor\"` or use WithCursorColumn", "cursor column (the db tags' cursor option, or WithCursorColumn): %s"},
 		sourcedef.FieldInitial:      {"no initial position", "WithInitialSnapshot: %s"},
 		sourcedef.FieldSkipWriter:   {"no skip writer", "WithSkipWriter: %s"},
+		sourcedef.FieldSettleLag:    {"no settle lag", "WithSettleLag: %s"},
 		sourcedef.FieldTables:       {"no tables", "WithTables: %s"},
 	}
 	tableOptions = map[string]string{sourcedef.FieldTable: "Name", sourcedef.FieldSchema: "Schema", sourcedef.FieldColumns: "Columns",

@@ -10,10 +10,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
+
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
-	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/mysql"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
@@ -571,7 +572,7 @@ func waitFor(ctx context.Context, timeout, interval time.Duration, what string, 
 }
 
 // openTrxOf is the open-transaction bound a MySQL timestamp+pk source's stats show.
-func openTrxOf(st source.Stats) (mysql.OpenTrx, bool) {
+func openTrxOf(st driver.Stats) (mysql.OpenTrx, bool) {
 	for _, d := range st.Details {
 		if o, ok := d.Value.(mysql.OpenTrx); ok {
 			return o, true

@@ -388,11 +388,14 @@ func Load(p *pollerdef.Def, getenv func(string) string) (Settings, error) {
 }
 
 // Config is the source.Config that opens p's source with these settings: the one place the
-// poller's definition meets its settings (the settle lag, the slot and publication, and the
-// keep-up distance: a quarter of {P}_CDC_MAX_RETAINED, at most postgres.DefaultKeepUp).
+// poller's definition meets its settings (the settle lag of a cursor kind with an age, which
+// Load refuses for the others; the slot and publication; and the keep-up distance: a quarter of
+// {P}_CDC_MAX_RETAINED, at most postgres.DefaultKeepUp).
 func (s Settings) Config(p *pollerdef.Def) source.Config {
 	def := p.Source()
-	def.SettleLag = s.SettleLag
+	if state.SettleLagKind(def.Cursor.Kind) {
+		def.SettleLag = s.SettleLag
+	}
 	def.Slot, def.Publication = s.Slot, s.Publication
 	if s.MaxRetained > 0 { // keep up well before the status calls the retained WAL too much
 		def.KeepUp = min(postgres.DefaultKeepUp, s.MaxRetained/4)

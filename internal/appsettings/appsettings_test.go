@@ -114,6 +114,15 @@ func TestSettleLagOnlyForTimestampCursors(t *testing.T) {
 	if s, err := Load(d, func(k string) string { return env[k] }); err != nil || s.SettleLag != 30*time.Second {
 		t.Errorf("timestamp+pk cursor: %+v %v", s, err)
 	}
+	// Settings made otherwise than by Load (a test's, a benchmark's) give the definition the lag
+	// only where it applies: the source refuses a settle lag for a cursor kind without an age.
+	s := Settings{Driver: "postgres", DSN: "x", SettleLag: 30 * time.Second}
+	if got := s.Config(testPoller("orders", poller.Integer)).Definition; got.SettleLag != 0 || got.Check() != nil {
+		t.Errorf("integer cursor: settle lag %v, %v", got.SettleLag, got.Check())
+	}
+	if got := s.Config(d).Definition.SettleLag; got != 30*time.Second {
+		t.Errorf("timestamp+pk cursor: settle lag %v", got)
+	}
 }
 
 // TestPoisonRule: a batch is poison at MAX_ATTEMPTS failures (default 5); it blocks under block

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
+
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
@@ -19,7 +21,7 @@ import (
 // cdcCmd is `pollerctl cdc enable|disable POLLER`: it creates (or drops) what a poller's change
 // stream reads, set up on purpose (a logical poller's publication and replication slot), with
 // the poller's own settings ({P}_DB_CONNECTION, {P}_CDC_SLOT, {P}_CDC_PUBLICATION). What to run
-// and what it means is the poller's driver's (source.Driver.OpenCDC); this is the plan shown, the
+// and what it means is the poller's driver's (driver.Driver.OpenCDC); this is the plan shown, the
 // guardrails and the messages.
 func cdcCmd(ctx context.Context, args []string, env Env) error {
 	if len(args) == 0 {
@@ -36,13 +38,13 @@ func cdcCmd(ctx context.Context, args []string, env Env) error {
 
 // cdcAdmin is the administration of the poller's change-stream set-up, when its cursor kind
 // has one.
-func cdcAdmin(d *pollerdef.Def) (source.Driver, bool) {
+func cdcAdmin(d *pollerdef.Def) (driver.Driver, bool) {
 	return drivers.CDCAdmin(d.Source().Cursor.Kind)
 }
 
 // openCDC connects to the database of a poller whose change stream reads a set-up, with
 // pollerctl's settings.
-func (env Env) openCDC(ctx context.Context, name, cmd string) (*pollerdef.Def, source.CDCSetup, error) {
+func (env Env) openCDC(ctx context.Context, name, cmd string) (*pollerdef.Def, driver.CDCSetup, error) {
 	d, ok := env.definition(name)
 	if !ok {
 		return nil, nil, usagef("poller %q is not registered in this build%s", name, suggest.DidYouMean(name, env.names(), strconv.Quote))
@@ -68,7 +70,7 @@ func (env Env) openCDC(ctx context.Context, name, cmd string) (*pollerdef.Def, s
 
 // printCDCPlan shows what enable or disable would do: the set-up, the steps, what is kept and the
 // problems; problems refuse it ("nothing was <undone>").
-func printCDCPlan(env Env, cmd, name string, cdc source.CDCSetup, plan source.CDCPlan, undone string) error {
+func printCDCPlan(env Env, cmd, name string, cdc driver.CDCSetup, plan driver.CDCPlan, undone string) error {
 	fmt.Fprintf(env.Out, "cdc %s %s (%s)\n", cmd, name, cdc)
 	for _, l := range plan.Info {
 		fmt.Fprintln(env.Out, l)
@@ -264,7 +266,8 @@ func (env Env) cloneStream(ctx context.Context, orig *pollerdef.Def, to string, 
 		return "", nil, "", refusedf("%v; nothing written", err)
 	}
 	defer cdc.Close()
-	cloned, err := cdc.Clone(ctx, s.Config(orig), d.Checkpoint.Cursor, fromSlotStart)
+	origCfg := s.Config(orig)
+	cloned, err := cdc.Clone(ctx, driver.Original{Poller: origCfg.Poller, Definition: origCfg.Definition, Checkpoint: d.Checkpoint.Cursor}, fromSlotStart)
 	for _, n := range cloned.Notes {
 		fmt.Fprintln(env.Out, n)
 	}

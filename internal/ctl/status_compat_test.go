@@ -6,8 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
+
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerstatus"
-	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/mysql"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres/pgcdc"
@@ -21,9 +22,9 @@ func TestStatusDetailLines(t *testing.T) {
 	n := func(v int64) *int64 { return &v }
 	d, _ := drivers.ForKind(state.KindLogical)
 	slot := func(name string, probed *pgcdc.SlotState, history ...state.Tick) Row {
-		in := source.StatusInput{Poller: name, History: history, MaxRetained: 1 << 30}
+		in := driver.StatusInput{Poller: name, History: history, MaxRetained: 1 << 30}
 		if probed != nil {
-			in.Probe = []source.Detail{{Key: "slot", Value: *probed}}
+			in.Probe = []driver.Detail{{Key: "slot", Value: *probed}}
 		}
 		return Row{Poller: name, Health: pollerstatus.HealthOK, State: pollerstatus.StateNone, RowsWaiting: -1,
 			Details: d.StatusDetails(in)}
@@ -33,9 +34,9 @@ func TestStatusDetailLines(t *testing.T) {
 		slot("lg2", nil, state.Tick{RetainedBytes: n(2 << 30)}),
 		slot("gone", &pgcdc.SlotState{Name: "pt_gone"}),
 		{Poller: "my", Health: pollerstatus.HealthOK, State: pollerstatus.StateNone, RowsWaiting: -1,
-			Probe: &pollerstatus.Probe{OK: true, Details: []source.Detail{mysql.OpenTrx{Active: true, Bound: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}.Detail()}}},
+			Probe: &pollerstatus.Probe{OK: true, Details: []driver.Detail{mysql.OpenTrx{Active: true, Bound: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}.Detail()}}},
 		{Poller: "my2", Health: pollerstatus.HealthOK, State: pollerstatus.StateNone, RowsWaiting: -1,
-			Probe: &pollerstatus.Probe{OK: true, Details: []source.Detail{mysql.OpenTrx{Reason: "the role cannot read information_schema.innodb_trx (MySQL error 1227)"}.Detail()}}},
+			Probe: &pollerstatus.Probe{OK: true, Details: []driver.Detail{mysql.OpenTrx{Reason: "the role cannot read information_schema.innodb_trx (MySQL error 1227)"}.Detail()}}},
 	}
 	var out bytes.Buffer
 	if err := statusTable(Env{Out: &out}, rows); err != nil {

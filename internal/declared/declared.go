@@ -27,7 +27,6 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
-	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/suggest"
 	"github.com/pseudotrigger/pseudotrigger/poller"
 	"github.com/pseudotrigger/pseudotrigger/sink"
@@ -310,15 +309,9 @@ func (s Spec) check() error {
 			return field(s.tablePath(i, "columns"), "required: the columns each change carries ([\"*\"]: every column, for a logical cursor)")
 		}
 	}
-	if src.SettleLag != "" {
-		if state.ChangeKind(src.Cursor.Kind) {
-			return field("source.settle_lag", "a %s cursor reads committed changes in commit order and takes no settle lag", src.Cursor.Kind)
-		}
+	if src.SettleLag != "" { // the cursor kinds it applies to: Definition.Check
 		if _, err := time.ParseDuration(src.SettleLag); err != nil {
 			return field("source.settle_lag", "%q is not a Go duration like 10s", src.SettleLag)
-		}
-		if !state.SettleLagKind(src.Cursor.Kind) && src.Cursor.Kind != "" {
-			return field("source.settle_lag", "%v", sourcedef.SettleLagRefused(src.Cursor.Kind))
 		}
 	}
 	if s.BatchSize < 0 {

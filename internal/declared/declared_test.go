@@ -92,7 +92,7 @@ func TestBadFilesFailAlone(t *testing.T) {
 		"logicalcolumn": {strings.Replace(good, `"integer"`, `"logical"`, 1), `bad-logicalcolumn/poller.json: source.cursor.column: a logical cursor reads the database's record of changes and takes no column ("id")`},
 		"ctcolumn":      {strings.Replace(good, `"integer"`, `"changetracking"`, 1), `bad-ctcolumn/poller.json: source.cursor.column: a changetracking cursor`},
 		"ctfilter":      {strings.Replace(good, `{"kind":"integer","column":"id"}`, `{"kind":"changetracking"},"filter":"v <> ''"`, 1), `bad-ctfilter/poller.json: source.filter: a changetracking cursor delivers every change`},
-		"logicallag":    {strings.Replace(good, `{"kind":"integer","column":"id"}`, `{"kind":"logical"},"settle_lag":"5s"`, 1), `bad-logicallag/poller.json: source.settle_lag: a logical cursor`},
+		"logicallag":    {strings.Replace(good, `{"kind":"integer","column":"id"}`, `{"kind":"logical"},"settle_lag":"5s"`, 1), `bad-logicallag/poller.json: source.settle_lag: applies to timestamp+pk cursors only; this poller's cursor is logical, which reads committed changes`},
 		"integerlag":    {strings.Replace(good, `"columns"`, `"settle_lag":"5s","columns"`, 1), `bad-integerlag/poller.json: source.settle_lag: applies to timestamp+pk cursors only; this poller's cursor is integer`},
 		"nocolumn":      {strings.Replace(good, `,"column":"id"`, ``, 1), `bad-nocolumn/poller.json: source.cursor.column: required`},
 		"initial":       {strings.Replace(good, `{"kind":"integer","column":"id"}`, `{"kind":"logical"},"initial":"all"`, 1), `bad-initial/poller.json: source.initial: "all" is not "now"`},

@@ -10,8 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
+
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerstatus"
-	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/mysql"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres/pgcdc"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
@@ -52,14 +53,14 @@ func TestStatusCompat(t *testing.T) {
 
 	slot := pgcdc.SlotState{Name: "pt_orders", Exists: true, Type: "logical", Plugin: "pgoutput", Database: "app", Here: true,
 		ConfirmedFlush: "0/16D3290", RestartLSN: "0/16D0000", RetainedBytes: bytesPtr(3 << 20), WALStatus: "reserved", WALEnd: "0/16E0000"}
-	*probe = pollerstatus.Probe{OK: true, RowsWaiting: 0, LagSeconds: ptr(0), DurationMS: 4, Details: []source.Detail{{Key: "slot", Value: slot}}}
+	*probe = pollerstatus.Probe{OK: true, RowsWaiting: 0, LagSeconds: ptr(0), DurationMS: 4, Details: []driver.Detail{{Key: "slot", Value: slot}}}
 	fromProbe := pollerstatus.Read(ctx, st, cfg, "orders")
 	*probe = pollerstatus.Probe{Skipped: "no settings", RowsWaiting: -1}
 	fromTick := pollerstatus.Read(ctx, st, cfg, "orders")
 	late := pollerstatus.Probe{OK: true, RowsWaiting: 3, LagSeconds: ptr(1.5), DurationMS: 7,
-		Details: []source.Detail{mysql.OpenTrx{Reason: "the role cannot read information_schema.innodb_trx (MySQL error 1227)"}.Detail()}}
+		Details: []driver.Detail{mysql.OpenTrx{Reason: "the role cannot read information_schema.innodb_trx (MySQL error 1227)"}.Detail()}}
 	bound := pollerstatus.Probe{OK: true, RowsWaiting: 0, LagSeconds: ptr(0), DurationMS: 2,
-		Details: []source.Detail{mysql.OpenTrx{Active: true, Bound: time.Date(2026, 11, 22, 11, 59, 0, 0, time.UTC), OldestSeconds: 61, OldestThread: 42}.Detail()}}
+		Details: []driver.Detail{mysql.OpenTrx{Active: true, Bound: time.Date(2026, 11, 22, 11, 59, 0, 0, time.UTC), OldestSeconds: 61, OldestThread: 42}.Detail()}}
 
 	var out bytes.Buffer
 	for _, v := range []struct {

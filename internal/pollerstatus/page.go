@@ -13,7 +13,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
+
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/tick"
 )
@@ -128,7 +129,7 @@ type pollerCard struct {
 	Ops, LastOps string
 	// Details are what the source's driver shows of the poller (Row.Shown): a logical poller's
 	// replication slot, how a MySQL timestamp+pk poller's reads are kept behind late commits.
-	Details []source.Detail
+	Details []driver.Detail
 	// BackfillText is the running backfill's progress in words (BackfillText), BackfillBar its
 	// percentage for the bar (-1: no estimate to show one).
 	BackfillText string

@@ -25,6 +25,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
+
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
 	"github.com/pseudotrigger/pseudotrigger/internal/blobpath"
 	"github.com/pseudotrigger/pseudotrigger/internal/deadletter"
@@ -32,7 +34,6 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/liveness"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/redact"
-	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/setup"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
@@ -94,7 +95,7 @@ type Row struct {
 	Probe *Probe `json:"probe,omitempty"`
 
 	Cursor *state.Cursor `json:"cursor,omitempty"`
-	// LagSeconds is the age of the oldest row not yet delivered (source.Stats.LagSeconds): 0
+	// LagSeconds is the age of the oldest row not yet delivered (driver.Stats.LagSeconds): 0
 	// when nothing waits; nil when unknown (cursor kinds without time while rows wait, or nothing
 	// measured it). LagFrom says where it comes from: "probe" (measured now) or "last tick".
 	LagSeconds *float64 `json:"lag_seconds,omitempty"`
@@ -137,7 +138,7 @@ type Row struct {
 	// Details are what the source's driver shows of the poller beyond its backlog (a logical
 	// poller's replication slot: as the probe found it now, or the WAL it kept at the last tick
 	// that measured it), each a member of the JSON here, under its key.
-	Details []source.Detail `json:"-"`
+	Details []driver.Detail `json:"-"`
 	// Registered: this build has the poller (otherwise only its state blob, or its folder, was found).
 	Registered bool `json:"registered"`
 	// HandlerVersion is the version of the handler that last wrote the state document, when it
@@ -175,11 +176,11 @@ func (r Row) MarshalJSON() ([]byte, error) {
 
 // Shown are the details a row shows on the page and in pollerctl status: its own, then the
 // probe's that it does not replace (a row's detail replaces the probe's of the same key).
-func (r Row) Shown() []source.Detail {
+func (r Row) Shown() []driver.Detail {
 	out := slices.Clone(r.Details)
 	if r.Probe != nil {
 		for _, d := range r.Probe.Details {
-			if !slices.ContainsFunc(r.Details, func(o source.Detail) bool { return o.Key == d.Key }) {
+			if !slices.ContainsFunc(r.Details, func(o driver.Detail) bool { return o.Key == d.Key }) {
 				out = append(out, d)
 			}
 		}
@@ -188,7 +189,7 @@ func (r Row) Shown() []source.Detail {
 }
 
 // appendDetails appends each detail to b as a JSON member: a comma, its key and its value.
-func appendDetails(b []byte, details []source.Detail) ([]byte, error) {
+func appendDetails(b []byte, details []driver.Detail) ([]byte, error) {
 	for _, d := range details {
 		v, err := json.Marshal(d.Value)
 		if err != nil {
@@ -259,7 +260,7 @@ type Probe struct {
 	// poller's replication slot, also when the probe then failed; how a MySQL timestamp+pk
 	// poller's reads are kept behind late commits), each a member of the JSON here, under its
 	// key, after the others.
-	Details []source.Detail `json:"-"`
+	Details []driver.Detail `json:"-"`
 }
 
 // MarshalJSON writes the probe with its details as members of its own, last.
@@ -299,7 +300,7 @@ type Reader interface {
 type Registered struct {
 	Name string
 	// Kind is its cursor kind: a driver that alone reads it may show details of its own
-	// (source.Driver.StatusDetails).
+	// (driver.Driver.StatusDetails).
 	Kind string
 	// Poison is the poller's {P}_MAX_ATTEMPTS and {P}_ON_POISON; zero values mean the defaults.
 	Poison appsettings.Poison
@@ -426,11 +427,11 @@ func Read(ctx context.Context, st Reader, cfg Config, pollerName string) (r Row)
 	r.DeadLetters = deadLetters(ctx, st, cfg.App, pollerName)
 	var (
 		doc *state.Doc
-		rep source.Driver // the driver's part, once the document is read
+		rep driver.Driver // the driver's part, once the document is read
 	)
 	defer func() {
 		if rep != nil { // with the row's last word on the rows waiting
-			r.Details = rep.StatusDetails(source.StatusInput{Poller: pollerName, SettingPrefix: appsettings.Prefix(pollerName), Probe: probeDetails(r.Probe),
+			r.Details = rep.StatusDetails(driver.StatusInput{Poller: pollerName, SettingPrefix: appsettings.Prefix(pollerName), Probe: probeDetails(r.Probe),
 				History: r.History, RowsWaiting: r.RowsWaiting, MaxRetained: cmp.Or(reg.MaxRetained, appsettings.DefaultMaxRetained)})
 		}
 		r.Health, r.HealthReason = verdict(&r, reg, cfg.Elsewhere)
@@ -501,7 +502,7 @@ func Read(ctx context.Context, st Reader, cfg Config, pollerName string) (r Row)
 // reporter is the driver that alone reads the poller's cursor kind (kind, else its
 // checkpoint's), whose CheckProbe and StatusDetails judge and show what only it reads; nil when
 // no driver alone reads it.
-func reporter(kind string, doc *state.Doc) source.Driver {
+func reporter(kind string, doc *state.Doc) driver.Driver {
 	if kind == "" && doc != nil && doc.Checkpoint.Cursor != nil {
 		kind = doc.Checkpoint.Cursor.Kind
 	}
@@ -513,7 +514,7 @@ func reporter(kind string, doc *state.Doc) source.Driver {
 }
 
 // checkProbe is the driver's judgement of what the probe found against doc's checkpoint.
-func checkProbe(rep source.Driver, p Probe, doc *state.Doc) error {
+func checkProbe(rep driver.Driver, p Probe, doc *state.Doc) error {
 	if doc == nil {
 		return nil
 	}
@@ -521,7 +522,7 @@ func checkProbe(rep source.Driver, p Probe, doc *state.Doc) error {
 }
 
 // probeDetails are the details the probe found; nil without a probe.
-func probeDetails(p *Probe) []source.Detail {
+func probeDetails(p *Probe) []driver.Detail {
 	if p == nil {
 		return nil
 	}
@@ -777,7 +778,7 @@ func (d DeadLetters) Text() string {
 // detailVerdict is what the driver's details make of the poller's health once its ticks are
 // otherwise fine (a slot that keeps more WAL than allowed): the most urgent; "" when fine.
 func detailVerdict(r *Row) (string, string) {
-	worst := source.Fine
+	worst := driver.Fine
 	reason := ""
 	for _, d := range r.Details {
 		if d.Health > worst {
@@ -785,9 +786,9 @@ func detailVerdict(r *Row) (string, string) {
 		}
 	}
 	switch worst {
-	case source.Failing:
+	case driver.Failing:
 		return HealthFailing, reason
-	case source.Lagging:
+	case driver.Lagging:
 		return HealthLagging, reason
 	}
 	return "", ""

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"time"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
+
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
 	"github.com/pseudotrigger/pseudotrigger/internal/redact"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
@@ -22,10 +24,10 @@ const ProbeCap = 10_000
 type Source interface {
 	Identity() state.SourceDef
 	CheckCursor(c *state.Cursor) error
-	Backlog(ctx context.Context, after *state.Cursor, limit int) (source.Stats, error)
+	Backlog(ctx context.Context, after *state.Cursor, limit int) (driver.Stats, error)
 	// Inspect looks at what the source's change stream reads from besides the table: its
 	// details, and what is wrong with it (none for the other sources).
-	Inspect(ctx context.Context, poller string) ([]source.Detail, error)
+	Inspect(ctx context.Context, poller string) ([]driver.Detail, error)
 	// CheckStamps looks for rows the cursor can never reach.
 	CheckStamps(ctx context.Context) error
 	// SetupProblems is the set-up check, run when the source is first opened in a process and
@@ -59,7 +61,7 @@ func ProbeSource(ctx context.Context, src Source, blob string, doc *state.Doc, n
 	start := now()
 	ctx, cancel := context.WithTimeout(ctx, ProbeTimeout)
 	defer cancel()
-	var details []source.Detail
+	var details []driver.Detail
 	p := func() Probe {
 		var cursor *state.Cursor
 		if doc != nil {

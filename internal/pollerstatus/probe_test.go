@@ -6,8 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
+
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerstatus"
-	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/setup"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
@@ -16,15 +17,15 @@ type fakeSource struct{ rows int64 }
 
 func (fakeSource) Identity() state.SourceDef       { return state.SourceDef{} }
 func (fakeSource) CheckCursor(*state.Cursor) error { return nil }
-func (fakeSource) Inspect(context.Context, string) ([]source.Detail, error) {
+func (fakeSource) Inspect(context.Context, string) ([]driver.Detail, error) {
 	return nil, nil
 }
 func (fakeSource) CheckStamps(context.Context) error { return nil }
 func (fakeSource) SetupProblems(context.Context) ([]setup.Finding, bool, error) {
 	return nil, false, nil
 }
-func (s fakeSource) Backlog(context.Context, *state.Cursor, int) (source.Stats, error) {
-	return source.Stats{Rows: s.rows}, nil
+func (s fakeSource) Backlog(context.Context, *state.Cursor, int) (driver.Stats, error) {
+	return driver.Stats{Rows: s.rows}, nil
 }
 
 // TestOpenAndProbe: a Skip skips the probe, any other error opening the source fails it (timed),

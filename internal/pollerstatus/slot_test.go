@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
+
 	"github.com/pseudotrigger/pseudotrigger/internal/blobpath"
 	"github.com/pseudotrigger/pseudotrigger/internal/clock"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerstatus"
@@ -38,17 +40,17 @@ func logicalDoc(at string) *state.Doc {
 // it inspects; its backlog reports a detail of the driver's too.
 type inspectSource struct {
 	fakeSource
-	inspected []source.Detail
+	inspected []driver.Detail
 	problem   error
-	backlog   []source.Detail
+	backlog   []driver.Detail
 }
 
-func (s inspectSource) Inspect(context.Context, string) ([]source.Detail, error) {
+func (s inspectSource) Inspect(context.Context, string) ([]driver.Detail, error) {
 	return s.inspected, s.problem
 }
 
-func (s inspectSource) Backlog(context.Context, *state.Cursor, int) (source.Stats, error) {
-	return source.Stats{Rows: s.rows, Details: s.backlog}, nil
+func (s inspectSource) Backlog(context.Context, *state.Cursor, int) (driver.Stats, error) {
+	return driver.Stats{Rows: s.rows, Details: s.backlog}, nil
 }
 
 // TestProbeDetails: the probe shows what the driver inspected, also when it then fails the probe
@@ -56,9 +58,9 @@ func (s inspectSource) Backlog(context.Context, *state.Cursor, int) (source.Stat
 // after its own members.
 func TestProbeDetails(t *testing.T) {
 	now := func() time.Time { return time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC) }
-	slot := source.Detail{Key: "slot", Value: map[string]any{"name": "pt_orders"}}
-	bound := source.Detail{Key: "open_trx", Value: map[string]any{"active": true}}
-	p := pollerstatus.ProbeSource(ctx, inspectSource{fakeSource: fakeSource{rows: 2}, inspected: []source.Detail{slot}, backlog: []source.Detail{bound}}, "b", nil, now)
+	slot := driver.Detail{Key: "slot", Value: map[string]any{"name": "pt_orders"}}
+	bound := driver.Detail{Key: "open_trx", Value: map[string]any{"active": true}}
+	p := pollerstatus.ProbeSource(ctx, inspectSource{fakeSource: fakeSource{rows: 2}, inspected: []driver.Detail{slot}, backlog: []driver.Detail{bound}}, "b", nil, now)
 	if !p.OK || len(p.Details) != 2 || p.Details[0].Key != "slot" || p.Details[1].Key != "open_trx" {
 		t.Fatalf("probe %+v", p)
 	}
@@ -66,7 +68,7 @@ func TestProbeDetails(t *testing.T) {
 		t.Errorf("probe JSON %s", j)
 	}
 	bad := fmt.Errorf("replication slot pt_orders: does not exist: %w", source.ErrMisconfigured)
-	p = pollerstatus.ProbeSource(ctx, inspectSource{inspected: []source.Detail{slot}, problem: bad}, "b", nil, now)
+	p = pollerstatus.ProbeSource(ctx, inspectSource{inspected: []driver.Detail{slot}, problem: bad}, "b", nil, now)
 	if p.OK || !p.Misconfigured || p.Error != bad.Error() || len(p.Details) != 1 {
 		t.Fatalf("a misconfigured slot: %+v", p)
 	}
@@ -112,7 +114,7 @@ func TestSlotHealth(t *testing.T) {
 	}
 
 	slot.RetainedBytes = bytesPtr(512 << 10)
-	probed := func() []source.Detail { return []source.Detail{{Key: "slot", Value: slot}} }
+	probed := func() []driver.Detail { return []driver.Detail{{Key: "slot", Value: slot}} }
 	*probe = pollerstatus.Probe{OK: true, RowsWaiting: 0, LagSeconds: ptr(0), Details: probed()}
 	r := read("within the limit", pollerstatus.HealthOK)
 	if len(r.Details) != 1 || r.Details[0].Key != "slot" {
@@ -171,7 +173,7 @@ func TestSlotAhead(t *testing.T) {
 			if afterProbe != nil {
 				afterProbe()
 			}
-			return pollerstatus.Probe{OK: true, RowsWaiting: 0, LagSeconds: ptr(0), Details: []source.Detail{{Key: "slot", Value: slot}}}
+			return pollerstatus.Probe{OK: true, RowsWaiting: 0, LagSeconds: ptr(0), Details: []driver.Detail{{Key: "slot", Value: slot}}}
 		}}
 	r := pollerstatus.Read(ctx, st, cfg, "orders")
 	if r.Health != pollerstatus.HealthMisconfigured || !strings.Contains(r.HealthReason, "is at 0/16D3290, past the checkpoint 0/16D0000+9") ||

@@ -4,181 +4,61 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
-// A ChangeStream reads a database's own record of changes: its rows carry their op (Change),
-// deletes included, in commit order. Its errors name the poller and the table (Layout.Errorf).
-// What only some streams do, the others answer through StreamDefaults, which they embed.
-type ChangeStream interface {
-	// Check says whether the database is set up for the stream (Open runs it after the table's
-	// columns are known); its errors name the fix, and nothing is created or written.
-	Check(ctx context.Context) error
-	// Fetch reads up to limit changes after the cursor (nil: from the stream's start).
-	Fetch(ctx context.Context, after *state.Cursor, limit int) (*row.Batch, error)
-	// Waiting counts the changes after the cursor, up to limit.
-	Waiting(ctx context.Context, after *state.Cursor, limit int) (int64, error)
-	// CheckCursor says whether a stored cursor is a position of this stream (an error wrapping
-	// ErrCursor when not).
-	CheckCursor(c *state.Cursor) error
-	// CursorFromText reads a position an operator typed.
-	CursorFromText(value string) (*state.Cursor, error)
-	// Committed tells the stream that the checkpoint c is durable (the logical cursor advances
-	// its slot to it); it may do nothing.
-	Committed(ctx context.Context, c *state.Cursor) error
-	// CommitWanted says that committing the checkpoint now would spare the next fetch work (a
-	// logical cursor re-reads from its slot's position until a commit moves it); StreamDefaults:
-	// false.
-	CommitWanted() bool
-	// Stats are the stream's measures of its last reads; StreamDefaults: none.
-	Stats() Stats
-	// Inspect reads what the stream reads from besides the table (a logical cursor's
-	// replication slot), for the status, without writing, and returns its details, with what
-	// is wrong with it (an error wrapping ErrMisconfigured, naming poller in its fixes) when
-	// something is. The details come back even then. StreamDefaults: none.
-	Inspect(ctx context.Context, poller string) ([]Detail, error)
-	// Watermarks says whether Watermark can work here: nil, or an error wrapping
-	// ErrNoWatermark that says why not (StreamDefaults).
-	Watermarks() error
-	// Watermark reads a backfill chunk (read, in the transaction q) and marks its place in the
-	// stream (see Watermark). StreamDefaults: ErrNoWatermark.
-	Watermark(ctx context.Context, read func(q Querier) error) (Watermark, error)
-}
+// layout is the driver.Layout of a source (of one of its tables, for a poller of several).
+type layout struct{ s *Source }
 
-// StreamDefaults is what a ChangeStream does unless it says otherwise (embed it).
-type StreamDefaults struct{}
+func (l *layout) DB() *sql.DB                           { return l.s.db }
+func (l *layout) Poller() string                        { return l.s.poller }
+func (l *layout) Definition() sourcedef.Definition      { return l.s.def }
+func (l *layout) Driver() driver.Driver                 { return l.s.dl }
+func (l *layout) Table() string                         { return driver.QuoteTable(l.s.dl, l.s.def.Table) }
+func (l *layout) AllColumns() bool                      { return l.s.all }
+func (l *layout) Columns() []string                     { return l.s.shape.Names }
+func (l *layout) KeyColumns() []string                  { return l.s.shape.KeyCols }
+func (l *layout) KeyIndex() []int                       { return l.s.shape.KeyIdx }
+func (l *layout) Label() string                         { return l.s.label }
+func (l *layout) Row(raw []any, ch *row.Change) row.Row { return l.s.shape.Row(raw, ch) }
+func (l *layout) Batch(from *state.Cursor) *row.Batch   { return l.s.shape.Batch(from, 0) }
 
-// CommitWanted: never.
-func (StreamDefaults) CommitWanted() bool { return false }
-
-// Stats: none.
-func (StreamDefaults) Stats() Stats { return Stats{} }
-
-// Inspect: nothing read besides the table.
-func (StreamDefaults) Inspect(context.Context, string) ([]Detail, error) { return nil, nil }
-
-// Watermarks: the stream cannot mark a chunk's place.
-func (StreamDefaults) Watermarks() error { return ErrNoWatermark }
-
-// Watermark: the stream cannot mark a chunk's place.
-func (StreamDefaults) Watermark(context.Context, func(Querier) error) (Watermark, error) {
-	return nil, ErrNoWatermark
-}
-
-// ErrBusy: another process is reading the change stream right now (PostgreSQL: the replication
-// slot is active for another connection). Nothing was read; the next tick tries again. A stream
-// returns it as a *BusyError, which names that reader.
-var ErrBusy = errors.New("the change stream is being read by another process")
-
-// A BusyError is ErrBusy (Err wraps it) with the reader that holds the stream, as the tick's
-// summary names it ("another reader of the replication slot").
-type BusyError struct {
-	Holder string
-	Err    error
-}
-
-// Error is Err's text.
-func (e *BusyError) Error() string { return e.Err.Error() }
-
-// Unwrap is Err.
-func (e *BusyError) Unwrap() error { return e.Err }
-
-// ErrStreamAhead: a change stream's own position is past the checkpoint, so the changes between
-// were consumed by something else and cannot be read again (a driver's error, such as
-// PostgreSQL's ErrSlotAhead, says which and what to do).
-var ErrStreamAhead = errors.New("the change stream is past the checkpoint")
-
-// A Layout is a source as Open found it, for its driver's change stream: its connection,
-// definition and columns, and what makes its rows, batches and errors. The slices it returns
-// are the source's own: read them, never change them.
-type Layout struct{ s *Source }
-
-// DB is the connection pool.
-func (l *Layout) DB() *sql.DB { return l.s.db }
-
-// Poller is the poller's name.
-func (l *Layout) Poller() string { return l.s.poller }
-
-// Definition is the source's definition.
-func (l *Layout) Definition() sourcedef.Definition { return l.s.def }
-
-// Driver is the source's driver.
-func (l *Layout) Driver() Driver { return l.s.dl }
-
-// Table is the table's name, quoted.
-func (l *Layout) Table() string { return QuoteTable(l.s.dl, l.s.def.Table) }
-
-// AllColumns says the source reads every column of the table (Definition's AllColumns): the
-// stream adds the columns the table gains (ErrColumnsChanged), and a change written before one
-// of them was added lacks it.
-func (l *Layout) AllColumns() bool { return l.s.all }
-
-// Columns are the names of the columns a row holds, in order.
-func (l *Layout) Columns() []string { return l.s.shape.Names }
-
-// KeyColumns are the key columns, in the order of a cursor's, and KeyIndex their places in a
-// row.
-func (l *Layout) KeyColumns() []string { return l.s.shape.KeyCols }
-
-// KeyIndex gives the place in a row of each key column (KeyColumns' order).
-func (l *Layout) KeyIndex() []int { return l.s.shape.KeyIdx }
-
-// DecodeKey reads key column j's value from a cursor into a query argument.
-func (l *Layout) DecodeKey(j int, raw json.RawMessage) (any, error) {
+func (l *layout) DecodeKey(j int, raw json.RawMessage) (any, error) {
 	return l.s.shape.Codecs[j].Decode(raw)
 }
 
-// KeyMarker is the marker of key column j's argument as its codec writes it in SQL
-// (KeyCodec.Marker).
-func (l *Layout) KeyMarker(j int, marker string) string { return l.s.shape.Codecs[j].Mark(marker) }
+func (l *layout) KeyMarker(j int, marker string) string { return l.s.shape.Codecs[j].Mark(marker) }
 
-// EncodeKey renders key column j's value, as the Go driver returned it, as a cursor holds it.
-func (l *Layout) EncodeKey(j int, v any) (json.RawMessage, error) {
+func (l *layout) EncodeKey(j int, v any) (json.RawMessage, error) {
 	return l.s.shape.Codecs[j].Encode(l.s.shape.Cols[l.s.shape.KeyIdx[j]].Normalize(v))
 }
 
-// Row makes a row of the source: raw are its values as the Go driver returned them, in
-// Columns' order (nil when ch carries them as Text).
-func (l *Layout) Row(raw []any, ch *row.Change) row.Row { return l.s.shape.Row(raw, ch) }
-
-// Batch makes an empty batch of the source, read after from.
-func (l *Layout) Batch(from *state.Cursor) *row.Batch { return l.s.shape.Batch(from, 0) }
-
-// Errorf is an error that names the poller and the table (the first table's layout: its
-// tables).
-func (l *Layout) Errorf(format string, args ...any) error {
+func (l *layout) Errorf(format string, args ...any) error {
 	return fmt.Errorf("source: poller %q, %s: %s", l.s.poller, l.s.label, fmt.Sprintf(format, args...))
 }
 
-// Label names the table ("table T"), or the first table's layout the poller's tables ("tables
-// T, U"), as errors name them.
-func (l *Layout) Label() string { return l.s.label }
-
-// Tables are the layouts of the poller's tables, l's first (Definition.More: a change stream
-// reads them all; a poller of one table has l alone). Each makes its own table's rows.
-func (l *Layout) Tables() []*Layout {
-	out := []*Layout{l}
+func (l *layout) Tables() []driver.Layout {
+	out := []driver.Layout{l}
 	for _, p := range l.s.parts {
-		out = append(out, &Layout{p})
+		out = append(out, &layout{p})
 	}
 	return out
 }
 
-// SchemaErr is an error wrapping ErrSchema that names the poller, the table and the column
-// ("" for none).
-func (l *Layout) SchemaErr(column, format string, args ...any) error {
+func (l *layout) SchemaErr(column, format string, args ...any) error {
 	return l.s.schemaErr(column, format, args...)
 }
 
 // streamReader reads a source through its driver's change stream.
-type streamReader struct{ ChangeStream }
+type streamReader struct{ driver.ChangeStream }
 
 func (r streamReader) fetch(ctx context.Context, after *state.Cursor, limit int) (*row.Batch, error) {
 	return r.Fetch(ctx, after, limit)
@@ -199,7 +79,7 @@ func (r streamReader) committed(ctx context.Context, c *state.Cursor) error {
 	return r.Committed(ctx, c)
 }
 
-func (r streamReader) stats() Stats { return r.Stats() }
+func (r streamReader) stats() driver.Stats { return r.Stats() }
 
 // Replaying a dead-lettered change of a change-stream cursor (logical, changetracking). Its
 // cursor is a position in the stream, not the row's key, so FetchKeyOf cannot find the row; the
@@ -238,7 +118,7 @@ func (s *Source) ReplayChange(ctx context.Context, table, op string, key map[str
 		args[i] = v
 		preds = append(preds, s.dl.Quote(k)+" = "+s.dl.Placeholder(i+1))
 	}
-	q := "SELECT " + s.sel + " FROM " + QuoteTable(s.dl, s.def.Table) + " WHERE " + strings.Join(preds, " AND ")
+	q := "SELECT " + s.sel + " FROM " + driver.QuoteTable(s.dl, s.def.Table) + " WHERE " + strings.Join(preds, " AND ")
 	rows, err := s.db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, "", fmt.Errorf("source: poller %q, table %s: reading a row by key: %w", s.poller, s.def.Table, err)

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
+
 	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/setup"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
@@ -18,7 +20,7 @@ import (
 // set-up (Driver.CheckSetup), adding the change stream's (Driver.OpenCDC's plan, as pollerctl cdc enable
 // reads it). The Setup it returns stays connected, to apply the fixes (Apply) and check again;
 // close it.
-func CheckSetup(ctx context.Context, ds Drivers, cfg Config) (*Setup, error) {
+func CheckSetup(ctx context.Context, ds driver.Drivers, cfg Config) (*Setup, error) {
 	c, err := connect(ctx, ds, cfg)
 	if err != nil {
 		return nil, err
@@ -34,8 +36,8 @@ func CheckSetup(ctx context.Context, ds Drivers, cfg Config) (*Setup, error) {
 // A Setup is a connected check of one poller's table set-up.
 type Setup struct {
 	c        conn
-	sc       Driver
-	ds       Drivers
+	sc       driver.Driver
+	ds       driver.Drivers
 	cfg      Config
 	Findings []setup.Finding
 	// Offers makes Script and Apply take the offers (VerdictOffer) with the problems' fixes.
@@ -85,12 +87,11 @@ func (s *Setup) Check(ctx context.Context) error {
 // cdc is the change stream's finding, when the poller's kind has a set-up made on purpose: the
 // problems pollerctl cdc enable's plan reports, or that it is not enabled yet.
 func (s *Setup) cdc(ctx context.Context) (setup.Finding, bool) {
-	admin, ok := s.ds.CDCAdmin(s.cfg.Definition.Cursor.Kind)
-	if !ok {
+	if _, ok := s.ds.CDCAdmin(s.cfg.Definition.Cursor.Kind); !ok {
 		return setup.Finding{}, false
 	}
 	f := setup.Finding{Check: setup.CheckCDC, Verdict: setup.VerdictOK}
-	cdc, err := admin.OpenCDC(ctx, s.ds, s.cfg)
+	cdc, err := OpenCDC(ctx, s.ds, s.cfg)
 	if err != nil {
 		f.Verdict, f.Detail = setup.VerdictUnknown, err.Error()
 		return f, true
@@ -186,7 +187,7 @@ func (s *Source) SetupProblems(ctx context.Context) (found []setup.Finding, chec
 
 // checkSetup runs the driver's checks, with the portable ones at their place: for each of the
 // poller's tables, each finding's detail then naming its table.
-func checkSetup(ctx context.Context, sc Driver, db *sql.DB, d sourcedef.Definition) ([]setup.Finding, error) {
+func checkSetup(ctx context.Context, sc driver.Driver, db *sql.DB, d sourcedef.Definition) ([]setup.Finding, error) {
 	if len(d.More) == 0 {
 		return checkTable(ctx, sc, db, d)
 	}
@@ -207,7 +208,7 @@ func checkSetup(ctx context.Context, sc Driver, db *sql.DB, d sourcedef.Definiti
 }
 
 // checkTable is checkSetup of one table.
-func checkTable(ctx context.Context, drv Driver, db *sql.DB, d sourcedef.Definition) ([]setup.Finding, error) {
+func checkTable(ctx context.Context, drv driver.Driver, db *sql.DB, d sourcedef.Definition) ([]setup.Finding, error) {
 	fs, err := drv.CheckSetup(ctx, db, d)
 	if err != nil {
 		return nil, err
@@ -236,8 +237,8 @@ func checkTable(ctx context.Context, drv Driver, db *sql.DB, d sourcedef.Definit
 
 // typesFinding is the column types' finding, for a driver with types it refuses (Driver.Refuse):
 // a problem names each column whose type Open refuses, and why; false for another driver.
-func typesFinding(ctx context.Context, drv Driver, db *sql.DB, d sourcedef.Definition) (setup.Finding, bool, error) {
-	if _, err := drv.Refuse(row.ColumnType{}); errors.Is(err, ErrNotSupported) {
+func typesFinding(ctx context.Context, drv driver.Driver, db *sql.DB, d sourcedef.Definition) (setup.Finding, bool, error) {
+	if _, err := drv.Refuse(row.ColumnType{}); errors.Is(err, driver.ErrNotSupported) {
 		return setup.Finding{}, false, nil
 	}
 	var want []string // every column, for a poller of them all
@@ -264,11 +265,11 @@ func typesFinding(ctx context.Context, drv Driver, db *sql.DB, d sourcedef.Defin
 // keyFinding is the unique key's finding (Driver.UniqueKey, as Open asks it): a problem names one
 // repeated key among the first DupScan rows, if there is one, and its fix is the unique index;
 // while rows repeat, the fix is left to people (creating the index would fail).
-func keyFinding(ctx context.Context, drv Driver, db *sql.DB, d sourcedef.Definition) (setup.Finding, error) {
+func keyFinding(ctx context.Context, drv driver.Driver, db *sql.DB, d sourcedef.Definition) (setup.Finding, error) {
 	keys := setup.KeysetColumns(d)
 	f := setup.Finding{Check: setup.CheckUniqueKey, Verdict: setup.VerdictUnknown}
 	u, err := drv.UniqueKey(ctx, db, d.Table, keys)
-	if errors.Is(err, ErrNotSupported) {
+	if errors.Is(err, driver.ErrNotSupported) {
 		f.Detail = "the " + drv.Name() + " driver cannot read keys from its catalog: each fetch checks its rows for a repeated key"
 		return f, nil
 	}

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
+
 	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
@@ -26,22 +28,6 @@ var ErrChunkPosition = errors.New("a change-stream cursor's backfill compares it
 // batch. Not a failure.
 var ErrChunkAgain = errors.New("a transaction committed but not yet visible to the chunk's snapshot: the chunk is read again")
 
-// ErrNoWatermark says the change stream cannot judge its changes against a chunk's snapshot (a
-// server or cursor that cannot write a watermark into its stream): no backfill for it.
-var ErrNoWatermark = errors.New("the change stream cannot mark a backfill chunk's place in it")
-
-// A Watermark judges a change stream's changes against the snapshot a backfill's chunk was read
-// in (Chunk.Watermark): the DBLog technique. A read of a key is delivered once the stream has
-// been delivered up to the watermark (Reached), unless a change newer than the snapshot touched
-// that key meanwhile (Newer): the change was delivered, the read would be older.
-type Watermark interface {
-	// Newer says r, a change of the stream, is not in the chunk's snapshot: the chunk holds an
-	// older version of its row, or none.
-	Newer(r row.Row) bool
-	// Reached says the stream delivered up to c holds every change in the snapshot.
-	Reached(c *state.Cursor) bool
-}
-
 // Backfills says whether the source can run a backfill (ReadChunk): nil for a keyset cursor and
 // for a change stream that writes watermarks; else an error wrapping ErrNoWatermark that says why
 // not.
@@ -50,18 +36,13 @@ func (s *Source) Backfills() error {
 		return nil
 	}
 	if len(s.parts) > 0 {
-		return fmt.Errorf("source: poller %q: a backfill reads one table, and the poller reads %s (%w for several tables yet): give a table a poller of its own for its backfill", s.poller, s.label, ErrNoWatermark)
+		return fmt.Errorf("source: poller %q: a backfill reads one table, and the poller reads %s (%w for several tables yet): give a table a poller of its own for its backfill", s.poller, s.label, driver.ErrNoWatermark)
 	}
 	err := s.reader.(streamReader).Watermarks()
-	if err == ErrNoWatermark { //nolint:errorlint // StreamDefaults' bare sentinel, which names nothing
+	if err == driver.ErrNoWatermark { //nolint:errorlint // StreamDefaults' bare sentinel, which names nothing
 		return fmt.Errorf("source: poller %q: a %s cursor: %w", s.poller, s.def.Cursor.Kind, err)
 	}
 	return err
-}
-
-// A Querier runs a query: a *sql.DB, or the *sql.Tx a ChangeStream's Watermark reads a chunk in.
-type Querier interface {
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }
 
 // A Chunk is one read of a backfill: the table's current rows in primary-key order, a chunk at a
@@ -81,7 +62,7 @@ type Chunk struct {
 	Full bool
 	// Watermark, for a change-stream cursor, judges the stream's changes against the chunk's
 	// snapshot; nil for a keyset cursor.
-	Watermark Watermark
+	Watermark driver.Watermark
 }
 
 // ReadChunk reads up to limit of the table's current rows in primary-key order, after the key
@@ -111,7 +92,7 @@ func (s *Source) ReadChunk(ctx context.Context, after map[string]json.RawMessage
 			if err != nil {
 				return nil, err
 			}
-			pred, order := dl.Keyset(s.def.Cursor.Kind, QuoteAll(dl, s.shape.KeyCols), keyMarkers(s.shape.Codecs, next))
+			pred, order := dl.Keyset(s.def.Cursor.Kind, driver.QuoteAll(dl, s.shape.KeyCols), keyMarkers(s.shape.Codecs, next))
 			args = append(args, inMarkerOrder(pos, order)...)
 			left = "CASE WHEN " + pred + " THEN 1 ELSE 0 END"
 		}
@@ -126,11 +107,11 @@ func (s *Source) ReadChunk(ctx context.Context, after map[string]json.RawMessage
 		for i, pk := range s.def.PK {
 			_, codecs[i] = s.pkCodec(pk)
 		}
-		pred, order := dl.Keyset(state.KindInteger, QuoteAll(dl, s.def.PK), keyMarkers(codecs, next))
+		pred, order := dl.Keyset(state.KindInteger, driver.QuoteAll(dl, s.def.PK), keyMarkers(codecs, next))
 		preds = append(preds, pred)
 		args = append(args, inMarkerOrder(key, order)...)
 	}
-	q := dl.Limit(s.sel+", "+left, s.chunkFrom(where, preds...)+" ORDER BY "+strings.Join(QuoteAll(dl, s.def.PK), ", "), next())
+	q := dl.Limit(s.sel+", "+left, s.chunkFrom(where, preds...)+" ORDER BY "+strings.Join(driver.QuoteAll(dl, s.def.PK), ", "), next())
 	args = append(args, limit)
 	if !s.def.Changes() {
 		return s.scanChunk(ctx, s.db, q, args, where, limit)
@@ -139,7 +120,7 @@ func (s *Source) ReadChunk(ctx context.Context, after map[string]json.RawMessage
 		return nil, err
 	}
 	var c *Chunk
-	wm, err := s.reader.(streamReader).Watermark(ctx, func(tx Querier) error {
+	wm, err := s.reader.(streamReader).Watermark(ctx, func(tx driver.Querier) error {
 		var err error
 		c, err = s.scanChunk(ctx, tx, q, args, where, limit)
 		return err
@@ -154,7 +135,7 @@ func (s *Source) ReadChunk(ctx context.Context, after map[string]json.RawMessage
 // scanChunk runs a chunk's query q (ReadChunk) with db: through the driver's ReadRaw when it
 // has one and db is the pool (a keyset cursor's chunk), else through database/sql. The query's
 // last column says whether the row is after the live position (1: left to the live changes).
-func (s *Source) scanChunk(ctx context.Context, db Querier, q string, args []any, where string, limit int) (*Chunk, error) {
+func (s *Source) scanChunk(ctx context.Context, db driver.Querier, q string, args []any, where string, limit int) (*Chunk, error) {
 	c := &Chunk{}
 	var last row.Row
 	read := 0
@@ -287,7 +268,7 @@ func (s *Source) chunkFrom(where string, preds ...string) string {
 			preds = append(preds, "("+f+")")
 		}
 	}
-	from := " FROM " + QuoteTable(s.dl, s.def.Table)
+	from := " FROM " + driver.QuoteTable(s.dl, s.def.Table)
 	if len(preds) > 0 {
 		from += " WHERE " + strings.Join(preds, " AND ")
 	}

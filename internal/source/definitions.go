@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
+
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 )
 
@@ -11,19 +13,19 @@ import (
 // of every definition (Check), the driver's support of its cursor kind and the driver's own
 // rules (Driver.CheckDefinition). Errors wrap ErrDefinition and name the poller and the part at
 // fault; a broken rule's wraps its *FieldError.
-func validate(d sourcedef.Definition, poller string, ds Drivers, driver string) (Driver, error) {
-	fail := func(format string, args ...any) (Driver, error) {
+func validate(d sourcedef.Definition, poller string, ds driver.Drivers, name string) (driver.Driver, error) {
+	fail := func(format string, args ...any) (driver.Driver, error) {
 		return nil, fmt.Errorf("source: poller %q: %w: %s", poller, sourcedef.ErrDefinition, fmt.Sprintf(format, args...))
 	}
-	dl, ok := ds.Lookup(driver)
+	dl, ok := ds.Lookup(name)
 	if !ok {
-		return fail("driver %q is not one of %s", driver, strings.Join(ds.Names(), ", "))
+		return fail("driver %q is not one of %s", name, strings.Join(ds.Names(), ", "))
 	}
 	if err := d.Check(); err != nil {
 		return nil, openError(d, poller, err)
 	}
 	if !dl.Supports(d.Cursor.Kind) {
-		return fail("%s: cursor kind %s needs %s, not %s", d.Label(), d.Cursor.Kind, strings.Join(ds.reading(d.Cursor.Kind), " or "), driver)
+		return fail("%s: cursor kind %s needs %s, not %s", d.Label(), d.Cursor.Kind, strings.Join(ds.Reading(d.Cursor.Kind), " or "), name)
 	}
 	if err := dl.CheckDefinition(d); err != nil {
 		return nil, openError(d, poller, err)
@@ -43,6 +45,7 @@ var openWords = map[string]struct{ missing, format string }{
 	sourcedef.FieldCursorColumn: {"no cursor column", "cursor column: %s"},
 	sourcedef.FieldInitial:      {"no initial position", "initial %s"},
 	sourcedef.FieldSkipWriter:   {"no skip_writer", "skip_writer %s"},
+	sourcedef.FieldSettleLag:    {"no settle lag", "settle lag %s"},
 	sourcedef.FieldTables:       {"no tables", "%s"},
 	sourcedef.FieldSlot:         {"no slot", "%s"}, // the driver's error names it
 	sourcedef.FieldPublication:  {"no publication", "%s"},

@@ -1,9 +1,10 @@
 // Package source reads a SQL table for a poller, in keyset order or from the database's change
-// stream. It is the portable part: the definition, Source and Batch, the keyset queries, the
-// errors and the Stats a source reports; the rows, their values and key codecs are package row. It names no
-// database and imports no database driver: each database is a package of its own that
-// implements the Driver interface declared here, and package drivers is the one place that lists
-// them and opens a source with the one a poller's settings name:
+// stream. It is the portable part: Source, the keyset queries, backfill chunks, the set-up check
+// and the errors; the definition and its validation are package sourcedef, the rows, their
+// batches, values and key codecs package row. It names no database and imports no database
+// driver: each database is a package of its own that implements the Driver interface of package
+// driver, and package drivers is the one place that lists them and opens a source with the one a
+// poller's settings name:
 //
 //	postgres   PostgreSQL, Azure Database for PostgreSQL (pgx; Entra ID: package entra): the xid
 //	           and logical cursors, the slot and publication pollerctl cdc administers
@@ -18,8 +19,8 @@
 // the Driver interface; so is what only some have (a change stream, read through a Layout of
 // the source; a read bound; rules of their own for a definition; a set-up pollerctl cdc
 // administers; status details), which the others answer through Defaults with ErrNotSupported
-// or a neutral answer. Nothing outside this package asks a driver what it is. The conformance
-// suite every driver passes is package sourcetest.
+// or a neutral answer (package driver). Nothing outside these packages asks a driver what it
+// is. The conformance suite every driver passes is package sourcetest.
 //
 // A poller declares a Definition: the table, the columns each row carries, the cursor kind and
 // column, the key columns, and optionally a fixed filter written in its Go code. Identifiers are

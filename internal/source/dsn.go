@@ -4,21 +4,17 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
+
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
-// Location is where a source lives, without credentials: what the fingerprint covers.
-type Location struct {
-	Server   string // host[:port][\instance]; empty for SQLite
-	Database string // database name; the file path for SQLite
-}
-
 // Identify is the canonical form of the source that a state document records beside its
 // fingerprint (state.SourceDef): driver, server, database, schema, table, cursor kind and column,
 // key, filter, slot (logical cursors) and the columns read. Never a password or token.
-func Identify(driver string, loc Location, d sourcedef.Definition) state.SourceDef {
-	return state.SourceDef{Driver: driver, Server: loc.Server, Database: loc.Database, Schema: d.Table.Schema, Table: d.Table.Name,
+func Identify(driverName string, loc driver.Location, d sourcedef.Definition) state.SourceDef {
+	return state.SourceDef{Driver: driverName, Server: loc.Server, Database: loc.Database, Schema: d.Table.Schema, Table: d.Table.Name,
 		CursorKind: d.Cursor.Kind, CursorColumn: d.Cursor.Column, Key: slices.Clone(d.PK), Filter: strings.TrimSpace(d.Filter),
 		Slot: d.Slot, Columns: d.Selected(), Tables: moreTables(d)}
 }
@@ -38,6 +34,6 @@ func moreTables(d sourcedef.Definition) []state.SourceTable {
 // database, schema, table, cursor kind and column, key columns, filter and (logical cursors) the
 // slot. It leaves out the payload columns (adding or removing one changes neither the order nor
 // the position, so it needs no reset) and the credentials (changing them changes nothing read).
-func Fingerprint(driver string, loc Location, d sourcedef.Definition) string {
-	return Identify(driver, loc, d).Fingerprint()
+func Fingerprint(driverName string, loc driver.Location, d sourcedef.Definition) string {
+	return Identify(driverName, loc, d).Fingerprint()
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
+
 	"github.com/golang-sql/civil"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
@@ -24,7 +26,7 @@ func FuzzCursorValues(f *testing.F) {
 	}
 	type kase struct {
 		name string
-		lay  *source.Layout
+		lay  driver.Layout
 	}
 	var cases []kase
 	for _, k := range []struct {

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
+
 	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/setup"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
@@ -24,7 +26,7 @@ var ErrKeyNotUnique = Mark(errors.New("the key does not tell the rows apart"), E
 
 // UniqueIndexSQL is the statement that makes cols unique in table t with driver d: the fix an
 // ErrKeyNotUnique names. The index is named ux_<table>_<columns>, cut to 60 bytes.
-func UniqueIndexSQL(d Driver, t sourcedef.Table, cols []string) string {
+func UniqueIndexSQL(d driver.Driver, t sourcedef.Table, cols []string) string {
 	name := "ux_" + t.Name + "_" + strings.Join(cols, "_")
 	if len(name) > 60 {
 		name = strings.ToValidUTF8(name[:60], "") // not half a character
@@ -32,7 +34,7 @@ func UniqueIndexSQL(d Driver, t sourcedef.Table, cols []string) string {
 	if stmt := d.CreateUniqueIndex(t, name, cols); stmt != "" {
 		return stmt
 	}
-	return "CREATE UNIQUE INDEX " + d.Quote(name) + " ON " + QuoteTable(d, t) + " (" + strings.Join(QuoteAll(d, cols), ", ") + ")"
+	return "CREATE UNIQUE INDEX " + d.Quote(name) + " ON " + driver.QuoteTable(d, t) + " (" + strings.Join(driver.QuoteAll(d, cols), ", ") + ")"
 }
 
 // DupScan bounds the rows Open's search for an example of a repeated key reads: the first rows
@@ -47,7 +49,7 @@ const DupScan = 100_000
 // (ErrNotSupported): each fetch checks its rows (dupCheck). Unique: nothing more to do.
 func (s *Source) checkKey(ctx context.Context) error {
 	u, err := s.dl.UniqueKey(ctx, s.db, s.def.Table, s.shape.KeyCols)
-	if errors.Is(err, ErrNotSupported) {
+	if errors.Is(err, driver.ErrNotSupported) {
 		s.dupCheck, s.dupWhy = true, "the "+s.dl.Name()+" driver cannot read keys from its catalog"
 		return nil
 	}
@@ -107,9 +109,9 @@ func (s *Source) findDuplicate(ctx context.Context) (string, int64, error) {
 
 // duplicateKey is findDuplicate's query for driver d: the values of one repeated (keyCols...)
 // among the first DupScan rows of t in key order (nil when none), and how many rows share them.
-func duplicateKey(ctx context.Context, db *sql.DB, d Driver, t sourcedef.Table, keyCols []string) ([]any, int64, error) {
-	keys := strings.Join(QuoteAll(d, keyCols), ", ")
-	inner := d.Limit(keys, " FROM "+QuoteTable(d, t)+" ORDER BY "+keys, fmt.Sprint(DupScan))
+func duplicateKey(ctx context.Context, db *sql.DB, d driver.Driver, t sourcedef.Table, keyCols []string) ([]any, int64, error) {
+	keys := strings.Join(driver.QuoteAll(d, keyCols), ", ")
+	inner := d.Limit(keys, " FROM "+driver.QuoteTable(d, t)+" ORDER BY "+keys, fmt.Sprint(DupScan))
 	q := d.Limit(keys+", COUNT(*)", " FROM ("+inner+") d GROUP BY "+keys+" HAVING COUNT(*) > 1", "1")
 	vals := make([]any, len(keyCols)+1)
 	ptrs := make([]any, len(vals))
@@ -252,7 +254,7 @@ func (k *keyset) checkpointRepeated(ctx context.Context, after *state.Cursor) er
 		preds = append(preds, "("+f+")")
 	}
 	sel := s.keySel
-	rows, err := s.db.QueryContext(ctx, s.dl.Limit(sel, " FROM "+QuoteTable(s.dl, s.def.Table)+" WHERE "+strings.Join(preds, " AND "), "2"), args...)
+	rows, err := s.db.QueryContext(ctx, s.dl.Limit(sel, " FROM "+driver.QuoteTable(s.dl, s.def.Table)+" WHERE "+strings.Join(preds, " AND "), "2"), args...)
 	if err != nil {
 		return fmt.Errorf("source: poller %q, table %s: looking for a repeat of the checkpoint's key: %w", s.poller, s.def.Table, err)
 	}

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
+
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/mysql"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres"
@@ -54,7 +56,7 @@ func TestJudgeKey(t *testing.T) {
 func TestUniqueIndexSQL(t *testing.T) {
 	sales := sourcedef.Table{Schema: "Sales", Name: "Order Lines"}
 	for _, c := range []struct {
-		d    source.Driver
+		d    driver.Driver
 		t    sourcedef.Table
 		want string
 	}{

@@ -2,24 +2,15 @@ package source
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"strings"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
-
-// A ReadBound is an upper bound on the cursor column below the transactions still open: each
-// read takes it as an argument (cursor < Arg).
-type ReadBound interface {
-	// Arg is the bound for a read: the rows stamped at or after it wait.
-	Arg(ctx context.Context, db *sql.DB) (any, error)
-	// Stats says how the last read was bounded (HoldBack, LateCommits, Details); the zero
-	// Stats before any read.
-	Stats() Stats
-}
 
 // keyset reads a table in keyset order: every cursor kind that is not a change stream.
 type keyset struct{ s *Source }
@@ -150,8 +141,8 @@ func (k *keyset) checkCursor(c *state.Cursor) error {
 
 func (k *keyset) committed(context.Context, *state.Cursor) error { return nil }
 
-func (k *keyset) stats() Stats {
-	var st Stats
+func (k *keyset) stats() driver.Stats {
+	var st driver.Stats
 	if k.s.bound != nil {
 		st = k.s.bound.Stats()
 	}
@@ -185,9 +176,9 @@ type queries struct {
 // list cols and, in the stamp check, the key columns' keys (Source.selectCols); codecs are the key
 // columns' (their markers), flavor says how the cursor column is bounded by the database's clock
 // (timestamp+pk only), readBound whether the fetches take a read bound (ReadBound).
-func buildQueries(dl Driver, d sourcedef.Definition, cols, keys string, codecs []row.KeyCodec, flavor row.TSFlavor, readBound bool) queries {
-	qkeys := QuoteAll(dl, d.KeyColumns())
-	table := QuoteTable(dl, d.Table)
+func buildQueries(dl driver.Driver, d sourcedef.Definition, cols, keys string, codecs []row.KeyCodec, flavor row.TSFlavor, readBound bool) queries {
+	qkeys := driver.QuoteAll(dl, d.KeyColumns())
+	table := driver.QuoteTable(dl, d.Table)
 	filter := ""
 	if f := strings.TrimSpace(d.Filter); f != "" {
 		filter = "(" + f + ")"
@@ -207,7 +198,7 @@ func buildQueries(dl Driver, d sourcedef.Definition, cols, keys string, codecs [
 		b := dl.UpperBound(d.Cursor.Kind, flavor, qkeys[0], d.SettleLagOrDefault(), next)
 		q.holdsBack = b.OpenTrx
 		if backlog && b.OpenTrx {
-			b = Bound{} // this bound is the open transactions (and takes no argument)
+			b = driver.Bound{} // this bound is the open transactions (and takes no argument)
 		}
 		var args []any
 		if b.Arg != nil {

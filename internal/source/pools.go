@@ -4,6 +4,8 @@ import (
 	"database/sql"
 	"sync"
 	"time"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
 )
 
 // DefaultPoolSize is the connections a process holds to one database at most, all its pollers
@@ -39,7 +41,7 @@ func (p *Pools) Size() int { return p.size }
 
 // acquire returns the pool for dl and dsn, opening it the first time, and the func that gives it
 // back: the last one given back closes it.
-func (p *Pools) acquire(dl Driver, dsn string) (*sql.DB, func() error, error) {
+func (p *Pools) acquire(dl driver.Driver, dsn string) (*sql.DB, func() error, error) {
 	key := dl.Name() + "\x00" + dsn
 	p.mu.Lock()
 	defer p.mu.Unlock()

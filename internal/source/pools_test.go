@@ -5,11 +5,13 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
+
 	_ "modernc.org/sqlite"
 )
 
 // poolDriver opens SQLite files, for the pools' bookkeeping.
-type poolDriver struct{ Driver }
+type poolDriver struct{ driver.Driver }
 
 func (poolDriver) Name() string                     { return "sqlite" }
 func (poolDriver) Open(dsn string) (*sql.DB, error) { return sql.Open("sqlite", dsn) }

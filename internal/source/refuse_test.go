@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
+
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/setup"
@@ -32,7 +34,7 @@ func (refusing) Refuse(c row.ColumnType) (string, error) {
 func TestRefusedType(t *testing.T) {
 	dsn := filepath.Join(t.TempDir(), "r.db")
 	testenv.DB(t, "sqlite", dsn, `CREATE TABLE r (id INTEGER PRIMARY KEY, note TEXT, b BLOB)`)
-	ds := source.Drivers{refusing{}}
+	ds := driver.Drivers{refusing{}}
 	cfg := func(cols ...string) source.Config {
 		return source.Config{Poller: "r", Driver: sqlite.Name, DSN: dsn, Definition: sourcedef.Definition{
 			Table: sourcedef.Table{Name: "r"}, Columns: cols, PK: []string{"id"}, Cursor: sourcedef.Cursor{Kind: state.KindInteger, Column: "id"}}}

@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
+
 	"github.com/pseudotrigger/pseudotrigger/internal/redact"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
@@ -68,7 +70,7 @@ type Config struct {
 type Source struct {
 	shape       *row.Shape // what the source's rows share: its table, its columns and its key (lay)
 	poller      string
-	dl          Driver
+	dl          driver.Driver
 	def         sourcedef.Definition
 	db          *sql.DB
 	close       func() error // Close: closes db, or gives it back to Config.Pools
@@ -82,7 +84,7 @@ type Source struct {
 	q           queries                    // the keyset queries, and the stamp check (keyset kinds only)
 	flavor      row.TSFlavor               // how a timestamp cursor compares with the database's clock
 	reader      reader                     // reads the rows: keyset, or the driver's change stream
-	bound       ReadBound                  // a keyset read's bound below the transactions still open, if the driver keeps one
+	bound       driver.ReadBound           // a keyset read's bound below the transactions still open, if the driver keeps one
 	dupCheck    bool                       // the catalog cannot confirm the key is unique: each fetch checks its rows (keys.go)
 	dupWhy      string                     // why it cannot, for the error
 	repeat      atomic.Pointer[repeatSeen] // the repeat the last checked fetch found (dupCheck only)
@@ -104,13 +106,13 @@ type reader interface {
 	refresh(ctx context.Context) error
 	checkCursor(c *state.Cursor) error
 	committed(ctx context.Context, c *state.Cursor) error
-	stats() Stats
+	stats() driver.Stats
 }
 
 // Open connects with the driver of ds that cfg.Driver names, checks the table against the
 // definition, and prepares the queries (package drivers opens with every driver). Errors name
 // the poller, the table and the column at fault; DSNs in them are redacted.
-func Open(ctx context.Context, ds Drivers, cfg Config) (*Source, error) {
+func Open(ctx context.Context, ds driver.Drivers, cfg Config) (*Source, error) {
 	c, err := connect(ctx, ds, cfg)
 	if err != nil {
 		return nil, err
@@ -178,23 +180,45 @@ func (s *Source) partOf(table string) (*Source, error) {
 // answers; describe names the driver, server, database and table, without secrets. It checks
 // nothing of the table: what a driver's administration of a set-up (Driver.OpenCDC) starts from.
 // Errors name the poller; DSNs in them are redacted.
-func Connect(ctx context.Context, ds Drivers, cfg Config) (db *sql.DB, describe string, err error) {
+func Connect(ctx context.Context, ds driver.Drivers, cfg Config) (db *sql.DB, describe string, err error) {
 	c, err := connect(ctx, ds, cfg)
 	return c.db, c.describe, err
+}
+
+// OpenCDC connects to the database of a poller whose cursor kind has a set-up pollerctl cdc
+// administers (Drivers.CDCAdmin), on one connection (cfg.MaxOpenConns and cfg.Pools are not
+// used), and hands it to that driver (Driver.OpenCDC), which administers the set-up. Errors name
+// the poller; DSNs in them are redacted.
+func OpenCDC(ctx context.Context, ds driver.Drivers, cfg Config) (driver.CDCSetup, error) {
+	admin, ok := ds.CDCAdmin(cfg.Definition.Cursor.Kind)
+	if !ok {
+		return nil, fmt.Errorf("source: poller %q: a %s cursor has no set-up to administer", cfg.Poller, cfg.Definition.Cursor.Kind)
+	}
+	cfg.MaxOpenConns, cfg.Pools = 1, nil
+	c, err := connect(ctx, ds, cfg)
+	if err != nil {
+		return nil, err
+	}
+	cdc, err := admin.OpenCDC(ctx, driver.Conn{Poller: cfg.Poller, Definition: cfg.Definition, DB: c.db, Describe: c.describe})
+	if err != nil {
+		c.close()
+		return nil, err
+	}
+	return cdc, nil
 }
 
 // conn is a connected source database: what Open and Connect start from.
 type conn struct {
 	db       *sql.DB
 	close    func() error // closes db, or gives it back to Config.Pools
-	dl       Driver
-	loc      Location
+	dl       driver.Driver
+	loc      driver.Location
 	describe string // "driver server/database table T", without secrets
 }
 
 // connect validates cfg's definition, opens its connection pool (cfg.MaxOpenConns, default 4)
 // and checks that the database answers. Errors name the poller; DSNs in them are redacted.
-func connect(ctx context.Context, ds Drivers, cfg Config) (conn, error) {
+func connect(ctx context.Context, ds driver.Drivers, cfg Config) (conn, error) {
 	d := cfg.Definition
 	dl, err := validate(d, cfg.Poller, ds, cfg.Driver)
 	if err != nil {
@@ -252,12 +276,12 @@ func (s *Source) schemaErr(column, format string, args ...any) error {
 // columnTypes reads the types of table's columns cols (nil: all of them, whose names it returns)
 // with a query that returns no rows: their DatabaseTypeName (SQLite: as declared), as the
 // driver names them (Driver.ColumnTypes).
-func columnTypes(ctx context.Context, db *sql.DB, dl Driver, t sourcedef.Table, cols []string) ([]string, []string, error) {
+func columnTypes(ctx context.Context, db *sql.DB, dl driver.Driver, t sourcedef.Table, cols []string) ([]string, []string, error) {
 	sel := "*"
 	if cols != nil {
-		sel = strings.Join(QuoteAll(dl, cols), ", ")
+		sel = strings.Join(driver.QuoteAll(dl, cols), ", ")
 	}
-	rows, err := db.QueryContext(ctx, "SELECT "+sel+" FROM "+QuoteTable(dl, t)+" WHERE 1=0")
+	rows, err := db.QueryContext(ctx, "SELECT "+sel+" FROM "+driver.QuoteTable(dl, t)+" WHERE 1=0")
 	if err != nil {
 		return nil, nil, fmt.Errorf("the columns cannot be read: %v", err)
 	}
@@ -283,7 +307,7 @@ func columnTypes(ctx context.Context, db *sql.DB, dl Driver, t sourcedef.Table, 
 // check reads the column types with a query that returns no rows, names what is missing, checks
 // the cursor and key types, and that no cursor or key value is NULL.
 func (s *Source) check(ctx context.Context) error {
-	table := QuoteTable(s.dl, s.def.Table)
+	table := driver.QuoteTable(s.dl, s.def.Table)
 	cols := s.def.Selected()
 	// Name what is missing from the table's own column list (SQLite would read a double-quoted
 	// name that matches no column as a string literal, so a failing query cannot be relied on).
@@ -386,10 +410,10 @@ func (s *Source) lay(types []string) error {
 	if s.part {
 		return nil
 	}
-	stream, err := s.dl.ChangeStream(s.def.Cursor.Kind, &Layout{s})
+	stream, err := s.dl.ChangeStream(s.def.Cursor.Kind, &layout{s})
 	if err != nil {
-		if errors.Is(err, ErrNotSupported) {
-			return fmt.Errorf("source: poller %q: driver %s has no reader of %s cursors: %w", s.poller, s.dl.Name(), s.def.Cursor.Kind, ErrNotSupported)
+		if errors.Is(err, driver.ErrNotSupported) {
+			return fmt.Errorf("source: poller %q: driver %s has no reader of %s cursors: %w", s.poller, s.dl.Name(), s.def.Cursor.Kind, driver.ErrNotSupported)
 		}
 		return fmt.Errorf("source: poller %q: opening the %s reader: %w", s.poller, s.def.Cursor.Kind, err)
 	}
@@ -403,8 +427,8 @@ func (s *Source) lay(types []string) error {
 // unit tests and golden SQL (Queries), without a server. With cfg.DSN, its reads go there (a
 // test's stand-in for the server, which sees the SQL and the arguments the driver sends);
 // Close closes that pool.
-func Offline(drv Driver, cfg Config, types map[string]string) (*Source, *Layout, error) {
-	if _, err := validate(cfg.Definition, cfg.Poller, Drivers{drv}, cfg.Driver); err != nil {
+func Offline(drv driver.Driver, cfg Config, types map[string]string) (*Source, driver.Layout, error) {
+	if _, err := validate(cfg.Definition, cfg.Poller, driver.Drivers{drv}, cfg.Driver); err != nil {
 		return nil, nil, err
 	}
 	s := &Source{poller: cfg.Poller, dl: drv, def: cfg.Definition, describe: drv.Name() + " (offline) " + cfg.Definition.Label(), shape: newShape(cfg.Poller, cfg.Definition), label: cfg.Definition.Label()}
@@ -435,7 +459,7 @@ func Offline(drv Driver, cfg Config, types map[string]string) (*Source, *Layout,
 	if err := layOffline(s); err != nil {
 		return nil, nil, err
 	}
-	return s, &Layout{s}, nil
+	return s, &layout{s}, nil
 }
 
 // cursorTypeFits says whether a column of class cl can carry a cursor of kind.
@@ -591,7 +615,7 @@ func (s *Source) FetchKeyOf(ctx context.Context, c *state.Cursor) (*row.Batch, e
 	if f := strings.TrimSpace(s.def.Filter); f != "" {
 		preds = append(preds, "("+f+")")
 	}
-	q := "SELECT " + s.sel + " FROM " + QuoteTable(s.dl, s.def.Table) + " WHERE " + strings.Join(preds, " AND ")
+	q := "SELECT " + s.sel + " FROM " + driver.QuoteTable(s.dl, s.def.Table) + " WHERE " + strings.Join(preds, " AND ")
 	rows, err := s.db.QueryContext(ctx, q, pkArgs...)
 	if err != nil {
 		return nil, fmt.Errorf("source: poller %q, table %s: reading a row by key: %w", s.poller, s.def.Table, err)

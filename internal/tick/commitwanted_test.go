@@ -8,12 +8,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
+
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
 	"github.com/pseudotrigger/pseudotrigger/internal/blobpath"
 	"github.com/pseudotrigger/pseudotrigger/internal/clock"
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
-	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/memstore"
@@ -44,15 +45,15 @@ func (s *windowSource) Fetch(_ context.Context, after *state.Cursor, _ int) (*ro
 }
 func (s *windowSource) CommitWanted() bool  { return s.served == s.wantAt }
 func (s *windowSource) Fingerprint() string { return "sha256:window" }
-func (s *windowSource) Backlog(context.Context, *state.Cursor, int) (source.Stats, error) {
-	return source.Stats{}, nil
+func (s *windowSource) Backlog(context.Context, *state.Cursor, int) (driver.Stats, error) {
+	return driver.Stats{}, nil
 }
 func (s *windowSource) CheckStamps(context.Context) error { return nil }
 func (s *windowSource) Committed(_ context.Context, c *state.Cursor) error {
 	s.committed = append(s.committed, string(c.Value))
 	return nil
 }
-func (s *windowSource) Stats() source.Stats { return source.Stats{} }
+func (s *windowSource) Stats() driver.Stats { return driver.Stats{} }
 
 // TestTickCommitsWhenTheSourceAsks: with a checkpoint interval that never passes, a tick of ten
 // batches commits once, at its end, unless the source asks for a commit; when it asks after

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
+
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
 	"github.com/pseudotrigger/pseudotrigger/internal/blobpath"
 	"github.com/pseudotrigger/pseudotrigger/internal/clock"
@@ -35,9 +37,9 @@ type statsSource struct {
 // backfill and replays no dead letter.
 type noBackfill struct{}
 
-func (noBackfill) Backfills() error { return source.ErrNoWatermark }
+func (noBackfill) Backfills() error { return driver.ErrNoWatermark }
 func (noBackfill) ReadChunk(context.Context, map[string]json.RawMessage, string, *state.Cursor, int) (*source.Chunk, error) {
-	return nil, source.ErrNoWatermark
+	return nil, driver.ErrNoWatermark
 }
 func (noBackfill) CountChunkRows(context.Context, string, int64) (int64, error) { return 0, nil }
 func (noBackfill) Identity() state.SourceDef                                    { return state.SourceDef{} }
@@ -55,14 +57,14 @@ func (s *statsSource) Fetch(_ context.Context, after *state.Cursor, _ int) (*row
 	return &row.Batch{From: after}, nil
 }
 func (s *statsSource) Fingerprint() string { return "sha256:stats" }
-func (s *statsSource) Backlog(context.Context, *state.Cursor, int) (source.Stats, error) {
+func (s *statsSource) Backlog(context.Context, *state.Cursor, int) (driver.Stats, error) {
 	return s.Stats(), nil
 }
 func (s *statsSource) CheckStamps(context.Context) error              { return nil }
 func (s *statsSource) Committed(context.Context, *state.Cursor) error { return nil }
 func (s *statsSource) CommitWanted() bool                             { return false }
-func (s *statsSource) Stats() source.Stats {
-	return source.Stats{RetainedBytes: &s.retained, LateCommits: "open transactions (the oldest, connection 12, open 3 s)"}
+func (s *statsSource) Stats() driver.Stats {
+	return driver.Stats{RetainedBytes: &s.retained, LateCommits: "open transactions (the oldest, connection 12, open 3 s)"}
 }
 
 // TestTickStatsCompat pins what the tick's summary (the host's ReturnValue), its log line and

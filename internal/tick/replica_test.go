@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
+
 	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
 
 	_ "github.com/jackc/pgx/v5/stdlib"
@@ -24,7 +26,6 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/replicacheck"
-	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres/pgcdc"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
@@ -206,7 +207,7 @@ func (e *tickErrors) add(owner string, err error) {
 	case errors.Is(err, tick.ErrBatchFailed) && strings.Contains(err.Error(), "injected failure"):
 		e.injected++
 		return
-	case errors.Is(err, source.ErrBusy):
+	case errors.Is(err, driver.ErrBusy):
 		e.busy++ // a fetch under the lease met another runner's peek of the slot
 		return
 	case errors.Is(err, postgres.ErrSlotAhead):

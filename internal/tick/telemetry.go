@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
+
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
@@ -154,7 +156,7 @@ var errorClasses = []struct {
 	{state.ErrCorrupt, "state_document"},
 	{state.ErrVersion, "state_document"},
 	{state.ErrPollerMismatch, "state_document"},
-	{source.ErrStreamAhead, "stream_ahead"},
+	{driver.ErrStreamAhead, "stream_ahead"},
 	{source.ErrConnect, "source_connect"},
 	{source.ErrSchema, "source_schema"},
 	{source.ErrMisconfigured, "source_setup"},

@@ -4,10 +4,10 @@
 //
 // Costs: an idle tick is one blob read and one SQL round trip, and writes nothing (the handler
 // writes a liveness mark at most once per {P}_LIVENESS_INTERVAL, see package liveness); when the
-// read may have been held back by a transaction still open (source.Stats.HoldBack), it also
+// read may have been held back by a transaction still open (driver.Stats.HoldBack), it also
 // counts what waits behind it (one or two queries), so that a held transaction shows as rows
 // waiting and lag, not as an idle poller. A source whose driver keeps reads behind the server's
-// open transactions also reads them (source.ReadBound: at most once a second per process). A
+// open transactions also reads them (driver.ReadBound: at most once a second per process). A
 // tick that
 // delivers B batches writes at most B+1 times: the acquire, at most one commit per batch (every
 // CheckpointInterval, only when another batch follows), and the final commit, which also
@@ -34,6 +34,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
 
 	"go.opentelemetry.io/otel/trace"
 
@@ -76,7 +78,7 @@ type Summary struct {
 	Holder       string        `json:"lease_holder,omitempty"`
 	Attempt      int64         `json:"attempt,omitempty"`
 	// LagSeconds is the age of the oldest row still waiting at the tick's end
-	// (source.Stats.LagSeconds): 0 when nothing waits, nil when not measured (the lease was held
+	// (driver.Stats.LagSeconds): 0 when nothing waits, nil when not measured (the lease was held
 	// elsewhere, the tick failed before it, or the cursor kind has no time and rows wait).
 	LagSeconds *float64 `json:"lag_seconds,omitempty"`
 	// RowsWaiting counts the rows after the cursor at the tick's end, up to WaitingCap; -1 when
@@ -85,10 +87,10 @@ type Summary struct {
 	// Ops counts the delivered rows by op (insert, update, delete; upsert for keyset cursors).
 	Ops map[string]int `json:"ops,omitempty"`
 	// RetainedBytes is the change log the source's database keeps for the poller at the tick's
-	// end (source.Stats.RetainedBytes, measured with the backlog).
+	// end (driver.Stats.RetainedBytes, measured with the backlog).
 	RetainedBytes *int64 `json:"slot_retained_bytes,omitempty"`
 	// LateCommitBound says how the source's reads were kept behind late commits, when it has
-	// more to say than its settle lag (source.Stats.LateCommits).
+	// more to say than its settle lag (driver.Stats.LateCommits).
 	LateCommitBound string `json:"late_commit_bound,omitempty"`
 	DeadLettered    int    `json:"dead_lettered,omitempty"` // rows quarantined into a dead letter
 	DeadLetter      string `json:"dead_letter,omitempty"`   // the last dead letter written
@@ -103,7 +105,7 @@ type Source interface {
 	Fingerprint() string
 	// Backlog measures what waits after the cursor (a count up to limit and the oldest row),
 	// with the rest of the source's Stats.
-	Backlog(ctx context.Context, after *state.Cursor, limit int) (source.Stats, error)
+	Backlog(ctx context.Context, after *state.Cursor, limit int) (driver.Stats, error)
 	// CheckStamps looks for rows the cursor could never reach (run at most once per
 	// StampCheckEvery).
 	CheckStamps(ctx context.Context) error
@@ -128,7 +130,7 @@ type Source interface {
 	// Stats reports the last read without reading: whether a transaction still open may have
 	// held it back, the change log the database keeps (every tick's log line carries it, so that
 	// an alert sees a stuck poller), how reads are kept behind late commits.
-	Stats() source.Stats
+	Stats() driver.Stats
 }
 
 var _ Source = (*source.Source)(nil)
@@ -343,11 +345,11 @@ func (t *tickRun) run() error {
 	}
 	t0 := t.clk.Now()
 	first, err := r.fetch(t.ctx, cursor, true)                 // never cancelled midway: see deliver
-	if busy, ok := errors.AsType[*source.BusyError](err); ok { // another process's tick is reading the change stream: as a held lease
+	if busy, ok := errors.AsType[*driver.BusyError](err); ok { // another process's tick is reading the change stream: as a held lease
 		t.sum.Outcome, t.sum.Holder = LeaseHeld, busy.Holder
 		return nil
 	}
-	if errors.Is(err, source.ErrStreamAhead) && t.raced(snap) {
+	if errors.Is(err, driver.ErrStreamAhead) && t.raced(snap) {
 		// The checkpoint read in step 1 was stale: another owner committed and moved the
 		// stream's position since. This tick would have lost the acquire; it is not the loss the
 		// error reports.

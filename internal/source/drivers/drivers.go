@@ -5,8 +5,9 @@ package drivers
 
 import (
 	"context"
-	"fmt"
 	"strings"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/mysql"
@@ -17,8 +18,8 @@ import (
 )
 
 // All returns every driver.
-func All() source.Drivers {
-	return source.Drivers{postgres.Driver{}, mysql.Driver{}, sqlserver.Driver{}, sqlite.Driver{}}
+func All() driver.Drivers {
+	return driver.Drivers{postgres.Driver{}, mysql.Driver{}, sqlserver.Driver{}, sqlite.Driver{}}
 }
 
 // Names lists the drivers' names, sorted: what {P}_DB_DRIVER may say.
@@ -30,14 +31,14 @@ func Open(ctx context.Context, cfg source.Config) (*source.Source, error) {
 }
 
 // ParseLocation reads the server and database out of a DSN of the named driver.
-func ParseLocation(driver, dsn string) (source.Location, error) {
+func ParseLocation(driver, dsn string) (driver.Location, error) {
 	return All().Location(driver, dsn)
 }
 
 // ForKind returns the driver that alone reads cursor kind (a change stream's kind, xid,
 // rowversion); false when none does, or several do.
-func ForKind(kind string) (source.Driver, bool) {
-	var found source.Driver
+func ForKind(kind string) (driver.Driver, bool) {
+	var found driver.Driver
 	for _, d := range All() {
 		if d.Supports(kind) {
 			if found != nil {
@@ -63,16 +64,12 @@ func CheckDefinition(d sourcedef.Definition) error {
 
 // CDCAdmin returns the driver that administers the change-stream set-up of cursor kind
 // (pollerctl cdc), when one does.
-func CDCAdmin(kind string) (source.Driver, bool) { return All().CDCAdmin(kind) }
+func CDCAdmin(kind string) (driver.Driver, bool) { return All().CDCAdmin(kind) }
 
 // OpenCDC connects to the database of a poller whose cursor kind has a set-up pollerctl cdc
-// administers (CDCAdmin), with the driver its settings name.
-func OpenCDC(ctx context.Context, cfg source.Config) (source.CDCSetup, error) {
-	a, ok := CDCAdmin(cfg.Definition.Cursor.Kind)
-	if !ok {
-		return nil, fmt.Errorf("source: poller %q: a %s cursor has no set-up to administer", cfg.Poller, cfg.Definition.Cursor.Kind)
-	}
-	return a.OpenCDC(ctx, All(), cfg)
+// administers (CDCAdmin), with the driver its settings name (source.OpenCDC).
+func OpenCDC(ctx context.Context, cfg source.Config) (driver.CDCSetup, error) {
+	return source.OpenCDC(ctx, All(), cfg)
 }
 
 // CDCKinds names the cursor kinds whose set-up pollerctl cdc administers, for messages:

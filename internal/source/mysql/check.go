@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
+
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/setup"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
@@ -64,7 +66,7 @@ func (dr Driver) CheckSetup(ctx context.Context, db *sql.DB, d sourcedef.Definit
 		f := setup.Finding{Check: setup.CheckTable, Verdict: setup.VerdictProblem,
 			Detail: fmt.Sprintf("no table %s that the login can see: check the poller's table name, or grant the login SELECT on it", d.Table)}
 		if user, err := currentUser(ctx, db); err == nil {
-			f.Fix = []string{"GRANT SELECT ON " + source.QuoteTable(dr, d.Table) + " TO " + user}
+			f.Fix = []string{"GRANT SELECT ON " + driver.QuoteTable(dr, d.Table) + " TO " + user}
 		}
 		return []setup.Finding{f}, nil
 	}
@@ -92,7 +94,7 @@ func (dr Driver) CheckSetup(ctx context.Context, db *sql.DB, d sourcedef.Definit
 	if err != nil {
 		return nil, err
 	}
-	create := fmt.Sprintf("CREATE INDEX %s ON %s (%s)", dr.Quote("ix_"+setup.IndexName(d)), source.QuoteTable(dr, d.Table), strings.Join(source.QuoteAll(dr, setup.KeysetColumns(d)), ", "))
+	create := fmt.Sprintf("CREATE INDEX %s ON %s (%s)", dr.Quote("ix_"+setup.IndexName(d)), driver.QuoteTable(dr, d.Table), strings.Join(driver.QuoteAll(dr, setup.KeysetColumns(d)), ", "))
 	fs = append(fs, setup.IndexFinding(d, ix, true, create))
 
 	var col *myColumn
@@ -284,7 +286,7 @@ func (dr Driver) zoneProblem(ctx context.Context, db *sql.DB, d sourcedef.Defini
 func (dr Driver) stampedLocal(ctx context.Context, db *sql.DB, d sourcedef.Definition) bool {
 	col := dr.Quote(d.Cursor.Column)
 	var fromUTC, fromLocal sql.NullInt64
-	err := db.QueryRowContext(ctx, "SELECT TIMESTAMPDIFF(SECOND, MAX("+col+"), UTC_TIMESTAMP()), TIMESTAMPDIFF(SECOND, MAX("+col+"), CONVERT_TZ(UTC_TIMESTAMP(), '+00:00', @@global.time_zone)) FROM "+source.QuoteTable(dr, d.Table)).Scan(&fromUTC, &fromLocal)
+	err := db.QueryRowContext(ctx, "SELECT TIMESTAMPDIFF(SECOND, MAX("+col+"), UTC_TIMESTAMP()), TIMESTAMPDIFF(SECOND, MAX("+col+"), CONVERT_TZ(UTC_TIMESTAMP(), '+00:00', @@global.time_zone)) FROM "+driver.QuoteTable(dr, d.Table)).Scan(&fromUTC, &fromLocal)
 	if err != nil || !fromUTC.Valid || !fromLocal.Valid {
 		return false
 	}
@@ -472,7 +474,7 @@ func (dr Driver) stampSides(ctx context.Context, db *sql.DB, d sourcedef.Definit
 
 // addCursor is the fix that adds the missing cursor column, as docs/mysql.md's recipes do.
 func (dr Driver) addCursor(d sourcedef.Definition) []string {
-	table, col := source.QuoteTable(dr, d.Table), dr.Quote(d.Cursor.Column)
+	table, col := driver.QuoteTable(dr, d.Table), dr.Quote(d.Cursor.Column)
 	switch d.Cursor.Kind {
 	case state.KindTimestampPK:
 		return []string{"ALTER TABLE " + table + " ADD COLUMN " + col + " TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) ON UPDATE CURRENT_TIMESTAMP(6)"}
@@ -487,7 +489,7 @@ func (dr Driver) addCursor(d sourcedef.Definition) []string {
 // A side a BEFORE trigger already stamps in UTC (by) gets no trigger: only the column's
 // definition is mended (utcDefault).
 func (dr Driver) stampFix(d sourcedef.Definition, col *myColumn, insert, update bool, by stampedBy) []string {
-	table, qcol := source.QuoteTable(dr, d.Table), dr.Quote(d.Cursor.Column)
+	table, qcol := driver.QuoteTable(dr, d.Table), dr.Quote(d.Cursor.Column)
 	expr := "CURRENT_TIMESTAMP(6)"
 	if col != nil && col.typ == "datetime" {
 		expr = "UTC_TIMESTAMP(6)"
@@ -495,14 +497,14 @@ func (dr Driver) stampFix(d sourcedef.Definition, col *myColumn, insert, update 
 	body := "SET NEW." + qcol + " = " + expr
 	var out []string
 	if d.Cursor.Kind == state.KindInteger {
-		counter := source.QuoteTable(dr, sourcedef.Table{Schema: d.Table.Schema, Name: setup.CounterName(d)})
+		counter := driver.QuoteTable(dr, sourcedef.Table{Schema: d.Table.Schema, Name: setup.CounterName(d)})
 		out = append(out,
 			"CREATE TABLE IF NOT EXISTS "+counter+" (n BIGINT NOT NULL)",
 			"INSERT INTO "+counter+" (n) SELECT COALESCE(MAX("+qcol+"), 0) FROM "+table+" WHERE NOT EXISTS (SELECT 1 FROM "+counter+")")
 		body = "BEGIN\n  UPDATE " + counter + " SET n = LAST_INSERT_ID(n + 1);\n  SET NEW." + qcol + " = LAST_INSERT_ID();\nEND"
 	}
 	trigger := func(event string) string {
-		name := source.QuoteTable(dr, sourcedef.Table{Schema: d.Table.Schema, Name: setup.StampName(d) + "_" + strings.ToLower(event)})
+		name := driver.QuoteTable(dr, sourcedef.Table{Schema: d.Table.Schema, Name: setup.StampName(d) + "_" + strings.ToLower(event)})
 		return "CREATE TRIGGER " + name + " BEFORE " + event + " ON " + table + " FOR EACH ROW\n" + body
 	}
 	if insert && by.insert != "utc_timestamp" {
@@ -581,12 +583,12 @@ func (dr Driver) sees(ctx context.Context, db *sql.DB, d sourcedef.Definition, p
 func (dr Driver) privileges(ctx context.Context, db *sql.DB, d sourcedef.Definition) setup.Finding {
 	user, _ := currentUser(ctx, db)
 	f := setup.Finding{Check: setup.CheckPrivileges, Verdict: setup.VerdictOK, Detail: user + " may read the table"}
-	rows, err := db.QueryContext(ctx, "SELECT * FROM "+source.QuoteTable(dr, d.Table)+" WHERE 1=0")
+	rows, err := db.QueryContext(ctx, "SELECT * FROM "+driver.QuoteTable(dr, d.Table)+" WHERE 1=0")
 	if err == nil {
 		rows.Close()
 		return f
 	}
 	f.Verdict, f.Detail = setup.VerdictProblem, user+" cannot read the table ("+err.Error()+"): run the fix as the table's owner or an admin"
-	f.Fix = []string{"GRANT SELECT ON " + source.QuoteTable(dr, d.Table) + " TO " + user}
+	f.Fix = []string{"GRANT SELECT ON " + driver.QuoteTable(dr, d.Table) + " TO " + user}
 	return f
 }

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
+
 	gomysql "github.com/go-sql-driver/mysql"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/redact"
@@ -31,7 +33,7 @@ const Name = "mysql"
 // TIMESTAMP columns and UTC_TIMESTAMP() agree), and interpolates parameters on
 // the client: every read is one round trip of the text protocol, not a prepare, an execute and a
 // close. Values are still never spliced into SQL by this package: the driver escapes them.
-type Driver struct{ source.Defaults }
+type Driver struct{ driver.Defaults }
 
 // Open: a DSN with fedauth signs in with Entra ID tokens (entra.go).
 func (Driver) Open(dsn string) (*sql.DB, error) { return openMySQL(dsn, entra.Deps{}) }
@@ -57,16 +59,16 @@ func mysqlConfig(dsn string) (*gomysql.Config, error) {
 }
 
 // Location is the DSN's address (unix: and the socket's path for a socket) and database.
-func (Driver) Location(dsn string) (source.Location, error) {
+func (Driver) Location(dsn string) (driver.Location, error) {
 	cfg, err := mysqlConfig(dsn)
 	if err != nil {
-		return source.Location{}, err
+		return driver.Location{}, err
 	}
 	addr := strings.ToLower(cfg.Addr)
 	if cfg.Net == "unix" {
 		addr = "unix:" + cfg.Addr
 	}
-	return source.Location{Server: addr, Database: cfg.DBName}, nil
+	return driver.Location{Server: addr, Database: cfg.DBName}, nil
 }
 
 // Caseless: MySQL matches column names whatever their case.
@@ -79,7 +81,7 @@ func (Driver) Quote(s string) string { return "`" + strings.ReplaceAll(s, "`", "
 func (Driver) Placeholder(int) string { return "?" }
 
 // Supports the cursor kinds every database has.
-func (Driver) Supports(kind string) bool { return source.Defaults{}.Supports(kind) }
+func (Driver) Supports(kind string) bool { return driver.Defaults{}.Supports(kind) }
 
 // Scalars: go-sql-driver may return integers and text as bytes.
 func (Driver) Scalars() bool { return false }
@@ -88,16 +90,16 @@ func (Driver) Scalars() bool { return false }
 // its start, so the expanded form with a leading range gets a range read instead (as on SQL
 // Server). Its markers are positional: keysetArgs says which key value each one takes.
 func (Driver) Keyset(_ string, keys, params []string) (string, []int) {
-	return source.ExpandedKeyset(keys, params), source.ExpandedKeysetOrder(len(keys))
+	return driver.ExpandedKeyset(keys, params), driver.ExpandedKeysetOrder(len(keys))
 }
 
 // UpperBound: a timestamp cursor reads rows older than the database's UTC clock minus the settle
 // lag. (TIMESTAMP columns are read in the session's UTC; DATETIME columns are taken as UTC.)
-func (Driver) UpperBound(kind string, _ row.TSFlavor, col string, lag time.Duration, next func() string) source.Bound {
+func (Driver) UpperBound(kind string, _ row.TSFlavor, col string, lag time.Duration, next func() string) driver.Bound {
 	if kind != state.KindTimestampPK {
-		return source.Bound{}
+		return driver.Bound{}
 	}
-	return source.Bound{Pred: col + " < UTC_TIMESTAMP(6) - INTERVAL " + next() + " MICROSECOND", Arg: lag.Microseconds()}
+	return driver.Bound{Pred: col + " < UTC_TIMESTAMP(6) - INTERVAL " + next() + " MICROSECOND", Arg: lag.Microseconds()}
 }
 
 // StampCheck: a DATETIME more than FutureTolerance ahead of the UTC clock was written in local

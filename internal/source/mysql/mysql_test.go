@@ -168,9 +168,9 @@ func TestMySQLUnsignedKeys(t *testing.T) {
 	}
 	for _, kind := range []string{state.KindInteger, state.KindTimestampPK} {
 		def := sourcedef.Definition{Table: sourcedef.Table{Name: table}, Columns: []string{"id", "ts"}, PK: []string{"id"},
-			Cursor: sourcedef.Cursor{Kind: kind, Column: "id"}, SettleLag: time.Second}
+			Cursor: sourcedef.Cursor{Kind: kind, Column: "id"}}
 		if kind == state.KindTimestampPK {
-			def.Cursor.Column = "ts"
+			def.Cursor.Column, def.SettleLag = "ts", time.Second
 		}
 		src := mysqlOpen(t, dsn, def)
 		if got := mysqlDrain(t, src, 4, "id"); !slices.Equal(got, want) {

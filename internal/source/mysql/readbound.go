@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
+
 	gomysql "github.com/go-sql-driver/mysql"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
@@ -136,7 +138,7 @@ func (o OpenTrx) String() string {
 //
 // In front of it, each poller's reads are refused while its DATETIME cursor column is stamped by
 // the local clock of a server whose zone is not UTC (zoneGuard).
-func (Driver) ReadBound(dsn string, d sourcedef.Definition) (source.ReadBound, bool) {
+func (Driver) ReadBound(dsn string, d sourcedef.Definition) (driver.ReadBound, bool) {
 	if d.Cursor.Kind != state.KindTimestampPK {
 		return nil, false
 	}
@@ -151,7 +153,7 @@ func (Driver) ReadBound(dsn string, d sourcedef.Definition) (source.ReadBound, b
 // first read and again every zoneRecheck, so a fix takes effect without a restart; a column or
 // zone that cannot be read is left to pollerctl check (the read goes on).
 type zoneGuard struct {
-	source.ReadBound
+	driver.ReadBound
 	def sourcedef.Definition
 
 	mu      sync.Mutex
@@ -217,12 +219,12 @@ func (b *openTrxBound) Arg(ctx context.Context, db *sql.DB) (any, error) { retur
 // Stats says how the last read was kept behind late commits: whether it may have stopped short
 // of committed rows (an open write transaction bounded it, or an older bound than a fresh one),
 // the bound's text, and its detail for the status.
-func (b *openTrxBound) Stats() source.Stats {
+func (b *openTrxBound) Stats() driver.Stats {
 	o, ok := b.current()
 	if !ok {
-		return source.Stats{}
+		return driver.Stats{}
 	}
-	return source.Stats{HoldBack: o.Active && (o.Reason != "" || o.OldestThread != 0 || o.OldestSeconds != 0), LateCommits: o.String(), Details: []source.Detail{o.Detail()}}
+	return driver.Stats{HoldBack: o.Active && (o.Reason != "" || o.OldestThread != 0 || o.OldestSeconds != 0), LateCommits: o.String(), Details: []driver.Detail{o.Detail()}}
 }
 
 // OpenTrxDetail is the member of the status JSON (a probe) that says how a timestamp+pk
@@ -231,13 +233,13 @@ const OpenTrxDetail = "open_trx"
 
 // Detail is the bound as the status shows it: the page's late commits row, pollerctl status's
 // line, marked when the reads are bounded by the settle lag alone.
-func (o OpenTrx) Detail() source.Detail {
+func (o OpenTrx) Detail() driver.Detail {
 	text := o.String()
 	line := "late commits: " + text
 	if !o.Active {
 		line += " (NOT SAFE FROM TRANSACTIONS LONGER THAN THE SETTLE LAG)"
 	}
-	return source.Detail{Key: OpenTrxDetail, Value: o, Label: "late commits", Class: "latecommits", Text: text, Line: line, Bad: !o.Active}
+	return driver.Detail{Key: OpenTrxDetail, Value: o, Label: "late commits", Class: "latecommits", Text: text, Line: line, Bad: !o.Active}
 }
 
 // arg is the bound's argument for a read: the bound, or openTrxNone when there is none. It reads

@@ -6,7 +6,8 @@ package postgres
 import (
 	"context"
 
-	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
+
 	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres/pgcdc"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
@@ -16,9 +17,9 @@ func (Driver) CDCKind() (kind, what string) {
 	return state.KindLogical, "PostgreSQL logical decoding"
 }
 
-// OpenCDC connects to a logical poller's database for pollerctl (see pgcdc.Open).
-func (Driver) OpenCDC(ctx context.Context, ds source.Drivers, cfg source.Config) (source.CDCSetup, error) {
-	c, err := pgcdc.Open(ctx, ds, cfg)
+// OpenCDC administers a logical poller's slot and publication for pollerctl (see pgcdc.New).
+func (Driver) OpenCDC(_ context.Context, conn driver.Conn) (driver.CDCSetup, error) {
+	c, err := pgcdc.New(conn)
 	if err != nil {
 		return nil, err
 	}

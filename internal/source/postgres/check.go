@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
+
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres/pgcdc"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/setup"
@@ -31,7 +33,7 @@ type pgColumn struct {
 
 // CheckSetup reads pg_class, pg_attribute, pg_index, pg_trigger and the privileges.
 func (dr Driver) CheckSetup(ctx context.Context, db *sql.DB, d sourcedef.Definition) ([]setup.Finding, error) {
-	table := source.QuoteTable(dr, d.Table)
+	table := driver.QuoteTable(dr, d.Table)
 	var (
 		oid     sql.NullInt64
 		relkind string
@@ -73,7 +75,7 @@ func (dr Driver) CheckSetup(ctx context.Context, db *sql.DB, d sourcedef.Definit
 	if err != nil {
 		return nil, err
 	}
-	create := fmt.Sprintf("CREATE INDEX %s ON %s (%s)", dr.Quote(setup.IndexName(d)), table, strings.Join(source.QuoteAll(dr, setup.KeysetColumns(d)), ", "))
+	create := fmt.Sprintf("CREATE INDEX %s ON %s (%s)", dr.Quote(setup.IndexName(d)), table, strings.Join(driver.QuoteAll(dr, setup.KeysetColumns(d)), ", "))
 	fs = append(fs, setup.IndexFinding(d, ix, false, create))
 
 	var col *pgColumn
@@ -221,7 +223,7 @@ func stampExpr(kind, typ string) string {
 
 // addCursor is the fix that adds the missing cursor column, as docs/postgres.md's recipes do.
 func (dr Driver) addCursor(d sourcedef.Definition) []string {
-	table, col := source.QuoteTable(dr, d.Table), dr.Quote(d.Cursor.Column)
+	table, col := driver.QuoteTable(dr, d.Table), dr.Quote(d.Cursor.Column)
 	switch d.Cursor.Kind {
 	case state.KindTimestampPK:
 		return []string{"ALTER TABLE " + table + " ADD COLUMN " + col + " TIMESTAMPTZ(6) NOT NULL DEFAULT clock_timestamp()"}
@@ -235,13 +237,13 @@ func (dr Driver) addCursor(d sourcedef.Definition) []string {
 
 // inSchema quotes name in the table's schema, if it has one.
 func (dr Driver) inSchema(d sourcedef.Definition, name string) string {
-	return source.QuoteTable(dr, sourcedef.Table{Schema: d.Table.Schema, Name: name})
+	return driver.QuoteTable(dr, sourcedef.Table{Schema: d.Table.Schema, Name: name})
 }
 
 // stampFix makes a BEFORE trigger that stamps the cursor column on UPDATE (and on INSERT too,
 // when inserts are not stamped yet); an integer cursor takes its values from a one-row counter.
 func (dr Driver) stampFix(d sourcedef.Definition, typ string, insertToo bool) []string {
-	table, col := source.QuoteTable(dr, d.Table), dr.Quote(d.Cursor.Column)
+	table, col := driver.QuoteTable(dr, d.Table), dr.Quote(d.Cursor.Column)
 	fn := dr.inSchema(d, setup.StampName(d))
 	events := "UPDATE"
 	if insertToo || d.Cursor.Kind == state.KindInteger {
@@ -285,7 +287,7 @@ FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = $1`,
 	}
 	if !sel {
 		lack = append(lack, "SELECT on "+d.Table.String())
-		f.Fix = append(f.Fix, "GRANT SELECT ON "+source.QuoteTable(dr, d.Table)+" TO "+role)
+		f.Fix = append(f.Fix, "GRANT SELECT ON "+driver.QuoteTable(dr, d.Table)+" TO "+role)
 	}
 	if d.Cursor.Kind == state.KindLogical && !repl {
 		lack = append(lack, "the REPLICATION attribute (logical cursor)")

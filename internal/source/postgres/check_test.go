@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
+
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/setup"
@@ -99,7 +101,7 @@ func TestCheckSetup(t *testing.T) {
 		tb := checkTable(t, db, base+`)`)
 		slot := strings.ToLower(tb.Name)
 		def := sourcedef.Definition{Table: tb, Columns: []string{"id", "amount"}, Cursor: sourcedef.Cursor{Kind: state.KindLogical}, PK: []string{"id"}, Slot: slot, Publication: slot}
-		s, err := source.CheckSetup(context.Background(), source.Drivers{drv}, source.Config{Poller: "chk", Driver: postgres.Name, DSN: dsn, Definition: def})
+		s, err := source.CheckSetup(context.Background(), driver.Drivers{drv}, source.Config{Poller: "chk", Driver: postgres.Name, DSN: dsn, Definition: def})
 		if err != nil {
 			t.Fatal(err)
 		}

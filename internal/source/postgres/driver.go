@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
+
 	"github.com/jackc/pgx/v5"
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
 
@@ -28,7 +30,7 @@ import (
 const Name = "postgres"
 
 // Driver is PostgreSQL through pgx.
-type Driver struct{ source.Defaults }
+type Driver struct{ driver.Defaults }
 
 // Open is pgx's database/sql driver; a DSN with fedauth (Entra ID, see entra.go) gets a pool
 // whose every new connection signs in with a fresh access token, over TLS only.
@@ -49,12 +51,12 @@ func (p Driver) Supports(kind string) bool {
 }
 
 // Location is the DSN's host and port, and its database.
-func (Driver) Location(dsn string) (source.Location, error) {
+func (Driver) Location(dsn string) (driver.Location, error) {
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
-		return source.Location{}, fmt.Errorf("the postgres connection string is not valid (%s)", redact.DSN(dsn))
+		return driver.Location{}, fmt.Errorf("the postgres connection string is not valid (%s)", redact.DSN(dsn))
 	}
-	return source.Location{Server: fmt.Sprintf("%s:%d", strings.ToLower(cfg.Host), cfg.Port), Database: cfg.Database}, nil
+	return driver.Location{Server: fmt.Sprintf("%s:%d", strings.ToLower(cfg.Host), cfg.Port), Database: cfg.Database}, nil
 }
 
 // Keyset compares row values; an xid cursor's argument is its decimal text.
@@ -67,16 +69,16 @@ func (p Driver) Keyset(kind string, keys, params []string) (string, []int) {
 
 // UpperBound: an xid cursor reads below the oldest transaction still open; a timestamp cursor
 // rows older than the database's clock minus the settle lag.
-func (Driver) UpperBound(kind string, fl row.TSFlavor, col string, lag time.Duration, next func() string) source.Bound {
+func (Driver) UpperBound(kind string, fl row.TSFlavor, col string, lag time.Duration, next func() string) driver.Bound {
 	switch {
 	case kind == state.KindXID:
-		return source.Bound{Pred: col + " < pg_snapshot_xmin(pg_current_snapshot())", OpenTrx: true}
+		return driver.Bound{Pred: col + " < pg_snapshot_xmin(pg_current_snapshot())", OpenTrx: true}
 	case kind != state.KindTimestampPK:
-		return source.Bound{}
+		return driver.Bound{}
 	case fl == row.TSWithZone:
-		return source.Bound{Pred: col + " < now() - make_interval(secs => " + next() + ")", Arg: lag.Seconds()}
+		return driver.Bound{Pred: col + " < now() - make_interval(secs => " + next() + ")", Arg: lag.Seconds()}
 	}
-	return source.Bound{Pred: col + " < (now() AT TIME ZONE 'UTC') - make_interval(secs => " + next() + ")", Arg: lag.Seconds()}
+	return driver.Bound{Pred: col + " < (now() AT TIME ZONE 'UTC') - make_interval(secs => " + next() + ")", Arg: lag.Seconds()}
 }
 
 // StampCheck: a timestamp without time zone more than FutureTolerance ahead of the UTC clock.

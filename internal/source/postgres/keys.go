@@ -7,7 +7,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
+
 	"github.com/pseudotrigger/pseudotrigger/internal/source/setup"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 )
@@ -35,7 +36,7 @@ WHERE c.oid = to_regclass($1)`
 // them). A view or a foreign table has none that the catalog knows of: KeyUnknown. Column names
 // match exactly (PostgreSQL's are case-sensitive once quoted).
 func (d Driver) UniqueKey(ctx context.Context, db *sql.DB, t sourcedef.Table, cols []string) (setup.Uniqueness, error) {
-	rows, err := db.QueryContext(ctx, keysQuery, source.QuoteTable(d, t))
+	rows, err := db.QueryContext(ctx, keysQuery, driver.QuoteTable(d, t))
 	if err != nil {
 		return setup.Uniqueness{}, fmt.Errorf("reading pg_index: %w", err)
 	}
@@ -63,7 +64,7 @@ func (d Driver) UniqueKey(ctx context.Context, db *sql.DB, t sourcedef.Table, co
 		return setup.Uniqueness{}, fmt.Errorf("reading pg_index: %w", err)
 	}
 	if !found {
-		return setup.Uniqueness{}, errors.New("pg_class has no relation " + source.QuoteTable(d, t))
+		return setup.Uniqueness{}, errors.New("pg_class has no relation " + driver.QuoteTable(d, t))
 	}
 	u := setup.JudgeKey(indexes, cols, d.Caseless())
 	if u.Verdict == setup.KeyNotUnique {

@@ -47,6 +47,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
+
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -67,12 +69,12 @@ var (
 	ErrTruncate = source.Mark(errors.New("the table was truncated"), source.ErrMisconfigured)
 	// ErrSlotAhead: the replication slot is past the checkpoint: changes between were consumed
 	// by something else and cannot be read again.
-	ErrSlotAhead = source.Mark(errors.New("the replication slot is past the checkpoint"), source.ErrStreamAhead, source.ErrMisconfigured)
+	ErrSlotAhead = source.Mark(errors.New("the replication slot is past the checkpoint"), driver.ErrStreamAhead, source.ErrMisconfigured)
 )
 
 type logical struct {
-	source.StreamDefaults
-	lay     *source.Layout // the first table's: the connection, and errors naming every table
+	driver.StreamDefaults
+	lay     driver.Layout // the first table's: the connection, and errors naming every table
 	poller  string
 	def     sourcedef.Definition // the poller's: its first table's, and the slot's and the others'
 	slot    string
@@ -163,14 +165,14 @@ func (p *peeked) stop(i, j int) (int, error) {
 const DefaultKeepUp int64 = 64 << 20
 
 // ChangeStream reads the logical cursor kind.
-func (d Driver) ChangeStream(kind string, l *source.Layout) (source.ChangeStream, error) {
+func (d Driver) ChangeStream(kind string, l driver.Layout) (driver.ChangeStream, error) {
 	if kind != state.KindLogical {
 		return d.Defaults.ChangeStream(kind, l)
 	}
 	return newLogical(l), nil
 }
 
-func newLogical(lay *source.Layout) *logical {
+func newLogical(lay driver.Layout) *logical {
 	d := lay.Definition()
 	keepUp := d.KeepUp
 	if keepUp <= 0 {
@@ -185,7 +187,7 @@ func newLogical(lay *source.Layout) *logical {
 
 // ltable is one of the poller's tables.
 type ltable struct {
-	lay   *source.Layout       // makes its rows
+	lay   driver.Layout        // makes its rows
 	def   sourcedef.Definition // the table alone: its columns, key and filter
 	table string               // the quoted table name, for to_regclass and messages
 }
@@ -198,7 +200,7 @@ func (t *ltable) fail(format string, args ...any) error { return notEnabled(t.la
 
 // notEnabled is ErrNotEnabled naming the poller and what lay lays out (its table, or the poller's
 // tables).
-func notEnabled(lay *source.Layout, format string, args ...any) error {
+func notEnabled(lay driver.Layout, format string, args ...any) error {
 	return fmt.Errorf("source: poller %q, %s: %w: %s", lay.Poller(), lay.Label(), ErrNotEnabled, fmt.Sprintf(format, args...))
 }
 
@@ -333,7 +335,8 @@ WHERE r.rolname = current_user`
 // columns (pgcdc.CheckPublished): a publication that filters otherwise, or leaves out a column
 // the poller reads, would deliver other changes than the poller says.
 func (l *logical) checkFilter(ctx context.Context, t *ltable, version int, oid int64) error {
-	problem, err := pgcdc.CheckPublished(ctx, l.lay.DB(), l.poller, l.pub, t.def, t.table, t.lay.Columns(), version, oid)
+	problem, err := pgcdc.CheckPublished(ctx, l.lay.DB(), pgcdc.Published{Poller: l.poller, Publication: l.pub,
+		Definition: t.def, Table: t.table, OID: oid, Columns: t.lay.Columns(), Version: version})
 	switch {
 	case err != nil:
 		return t.lay.Errorf("%v", err)
@@ -606,9 +609,9 @@ func (l *logical) peek(ctx context.Context, ask int, prev *peeked, pos pgcdc.Pos
 		if errors.Is(err, errSlotMoved) && try < 4 {
 			continue // at once: its stream is the slot's new one
 		}
-		if !errors.Is(err, source.ErrBusy) || try == 4 {
+		if !errors.Is(err, driver.ErrBusy) || try == 4 {
 			if errors.Is(err, errSlotMoved) {
-				err = &source.BusyError{Holder: "another reader of the replication slot", Err: fmt.Errorf("source: poller %q, slot %q: %w (%v)", l.poller, l.slot, source.ErrBusy, err)}
+				err = &driver.BusyError{Holder: "another reader of the replication slot", Err: fmt.Errorf("source: poller %q, slot %q: %w (%v)", l.poller, l.slot, driver.ErrBusy, err)}
 			}
 			return p, err
 		}
@@ -792,8 +795,8 @@ func (l *logical) peekErr(err error) error {
 		enable := fmt.Sprintf("run `pollerctl cdc enable %s --yes`", l.poller)
 		switch {
 		case pe.Code == "55006": // object_in_use
-			return &source.BusyError{Holder: "another reader of the replication slot",
-				Err: fmt.Errorf("source: poller %q, slot %q: %w (%s)", l.poller, l.slot, source.ErrBusy, pe.Message)}
+			return &driver.BusyError{Holder: "another reader of the replication slot",
+				Err: fmt.Errorf("source: poller %q, slot %q: %w (%s)", l.poller, l.slot, driver.ErrBusy, pe.Message)}
 		case pe.Code == "42704" && strings.Contains(pe.Message, "publication"):
 			return l.fail("%s: %s", pe.Message, enable)
 		case pe.Code == "42704":
@@ -828,12 +831,12 @@ WHERE slot_name = $1 AND confirmed_flush_lsn < $2::pg_lsn`, l.slot, pos.LSN.Stri
 
 // Stats says the WAL the slot kept at the last peek, in bytes (none before any): every tick
 // peeks, so its log line can say it without another query, idle and failing ticks included.
-func (l *logical) Stats() source.Stats {
+func (l *logical) Stats() driver.Stats {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.cache == nil {
-		return source.Stats{}
+		return driver.Stats{}
 	}
 	n := l.cache.retained
-	return source.Stats{RetainedBytes: &n}
+	return driver.Stats{RetainedBytes: &n}
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
+
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
@@ -19,7 +21,7 @@ import (
 func openCaptured(t testing.TB, poller, dsn, table, slot string) (*captureDriver, *source.Source) {
 	t.Helper()
 	cd := &captureDriver{}
-	src, err := source.Open(context.Background(), source.Drivers{cd}, source.Config{Poller: poller, Driver: Name, DSN: dsn, MaxOpenConns: 1,
+	src, err := source.Open(context.Background(), driver.Drivers{cd}, source.Config{Poller: poller, Driver: Name, DSN: dsn, MaxOpenConns: 1,
 		Definition: sourcedef.Definition{Table: sourcedef.Table{Name: table}, Columns: []string{"id", "name", "note"}, PK: []string{"id"},
 			Cursor: sourcedef.Cursor{Kind: state.KindLogical}, Slot: slot, Publication: slot}})
 	if err != nil {
@@ -38,7 +40,7 @@ type captureDriver struct {
 	got *logical
 }
 
-func (c *captureDriver) ChangeStream(kind string, l *source.Layout) (source.ChangeStream, error) {
+func (c *captureDriver) ChangeStream(kind string, l driver.Layout) (driver.ChangeStream, error) {
 	cs, err := c.Driver.ChangeStream(kind, l)
 	c.got, _ = cs.(*logical)
 	return cs, err

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
+
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
@@ -35,7 +37,7 @@ func TestGoldenSQL(t *testing.T) {
 }
 
 func TestLocation(t *testing.T) {
-	for dsn, want := range map[string]source.Location{
+	for dsn, want := range map[string]driver.Location{
 		"postgres://u:p@Host.Example:5433/shop?sslmode=require": {Server: "host.example:5433", Database: "shop"},
 		"host=h1 port=5432 dbname=db1 user=u password=secret":   {Server: "h1:5432", Database: "db1"},
 	} {

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
+
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
@@ -71,8 +73,8 @@ func TestRawReadsAsDatabaseSQL(t *testing.T) {
 			if mode != "" {
 				d = testenv.WithParam(dsn, "default_query_exec_mode", mode)
 			}
-			fetch := func(dl source.Driver) []row.Row {
-				src, err := source.Open(ctx, source.Drivers{dl}, source.Config{Poller: "raw", Driver: Name, DSN: d, Definition: def})
+			fetch := func(dl driver.Driver) []row.Row {
+				src, err := source.Open(ctx, driver.Drivers{dl}, source.Config{Poller: "raw", Driver: Name, DSN: d, Definition: def})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -192,9 +194,9 @@ func sameTyped(a, b typedRow) bool {
 }
 
 // benchOrders returns a batch of 1,000 rows of the example's orders shape read through dl.
-func benchOrders(b *testing.B, dl source.Driver) []row.Row {
+func benchOrders(b *testing.B, dl driver.Driver) []row.Row {
 	_, dsn := testenv.PostgresOrdersTable(b, "bench_raw_decode", 1000)
-	src, err := source.Open(context.Background(), source.Drivers{dl}, source.Config{Poller: "rd", Driver: Name, DSN: dsn,
+	src, err := source.Open(context.Background(), driver.Drivers{dl}, source.Config{Poller: "rd", Driver: Name, DSN: dsn,
 		Definition: sourcedef.Definition{Table: sourcedef.Table{Name: "bench_raw_decode"}, Columns: []string{"id", "customer", "amount", "updated_at"},
 			PK: []string{"id"}, Cursor: sourcedef.Cursor{Kind: state.KindTimestampPK, Column: "updated_at"}}})
 	if err != nil {
@@ -232,7 +234,7 @@ func BenchmarkRawDecode(b *testing.B) {
 func BenchmarkRawMarshalJSON(b *testing.B) {
 	for _, tc := range []struct {
 		name string
-		dl   source.Driver
+		dl   driver.Driver
 	}{{"raw", Driver{}}, {"database-sql", viaDatabaseSQL{}}} {
 		b.Run(tc.name, func(b *testing.B) {
 			rows := benchOrders(b, tc.dl)

@@ -7,14 +7,15 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
+
 	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres/pgcdc"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
 // Inspect reads the slot for the status: its detail, and what is wrong with the slot itself
 // (pgcdc.ProbeDetails).
-func (l *logical) Inspect(ctx context.Context, poller string) ([]source.Detail, error) {
+func (l *logical) Inspect(ctx context.Context, poller string) ([]driver.Detail, error) {
 	st, err := pgcdc.SlotStatus(ctx, l.lay.DB(), l.slot)
 	if err != nil {
 		return nil, fmt.Errorf("source: poller %q: %w", l.poller, err)
@@ -23,11 +24,11 @@ func (l *logical) Inspect(ctx context.Context, poller string) ([]source.Detail, 
 }
 
 // CheckProbe says when the slot a probe found is past the checkpoint (pgcdc.CheckProbe).
-func (Driver) CheckProbe(details []source.Detail, checkpoint *state.Cursor, poller string) error {
+func (Driver) CheckProbe(details []driver.Detail, checkpoint *state.Cursor, poller string) error {
 	return pgcdc.CheckProbe(details, checkpoint, poller)
 }
 
 // StatusDetails shows the slot (pgcdc.StatusDetails).
-func (Driver) StatusDetails(in source.StatusInput) []source.Detail {
+func (Driver) StatusDetails(in driver.StatusInput) []driver.Detail {
 	return pgcdc.StatusDetails(in)
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
+
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres"
@@ -55,7 +57,7 @@ func TestLogicalTables(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer src.Close()
-	if fp := source.Fingerprint(postgres.Name, source.Location{}, cfg.Definition); fp == source.Fingerprint(postgres.Name, source.Location{}, sourcedef.Definition{
+	if fp := source.Fingerprint(postgres.Name, driver.Location{}, cfg.Definition); fp == source.Fingerprint(postgres.Name, driver.Location{}, sourcedef.Definition{
 		Table: cfg.Definition.Table, Columns: cfg.Definition.Columns, PK: cfg.Definition.PK, Cursor: cfg.Definition.Cursor, Slot: cfg.Definition.Slot, Publication: cfg.Definition.Publication}) {
 		t.Error("the second table does not change the fingerprint")
 	}
@@ -222,7 +224,7 @@ func TestLogicalTablesCreate(t *testing.T) {
 }
 
 // inspectCDC opens the set-up of cfg's poller (closed when the test ends) and reads it.
-func inspectCDC(t *testing.T, cfg source.Config) (*pgcdc.CDC, pgcdc.CDCInfo) {
+func inspectCDC(t *testing.T, cfg source.Config) (*pgcdc.Admin, pgcdc.Info) {
 	t.Helper()
 	cdc, err := pgcdc.Open(context.Background(), drivers.All(), cfg)
 	if err != nil {

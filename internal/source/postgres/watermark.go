@@ -32,6 +32,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
+
 	"github.com/jackc/pglogrepl"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
@@ -51,7 +53,7 @@ const watermarkMessage = `SELECT pg_logical_emit_message(true, '` + keepUpPrefix
 
 // Watermark runs read, a backfill chunk's query, in a snapshot it then judges the stream's
 // changes against (see the top of this file).
-func (l *logical) Watermark(ctx context.Context, read func(q source.Querier) error) (source.Watermark, error) {
+func (l *logical) Watermark(ctx context.Context, read func(q driver.Querier) error) (driver.Watermark, error) {
 	if err := l.Watermarks(); err != nil {
 		return nil, err
 	}
@@ -66,7 +68,7 @@ func (l *logical) Watermark(ctx context.Context, read func(q source.Querier) err
 }
 
 // watermarkOnce is one try of Watermark.
-func (l *logical) watermarkOnce(ctx context.Context, read func(q source.Querier) error) (source.Watermark, error) {
+func (l *logical) watermarkOnce(ctx context.Context, read func(q driver.Querier) error) (driver.Watermark, error) {
 	tx, err := l.lay.DB().BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead})
 	if err != nil {
 		return nil, l.lay.Errorf("backfill chunk: beginning its transaction: %v", err)
@@ -106,7 +108,7 @@ func (l *logical) watermarkOnce(ctx context.Context, read func(q source.Querier)
 // Watermarks says whether the server sends the messages a watermark is (PostgreSQL 14 or later).
 func (l *logical) Watermarks() error {
 	if !l.messages {
-		return fmt.Errorf("source: poller %q, table %s: %w: a backfill of a logical cursor marks its place in the stream with a logical decoding message, which pgoutput sends from PostgreSQL 14", l.poller, l.def.Table, source.ErrNoWatermark)
+		return fmt.Errorf("source: poller %q, table %s: %w: a backfill of a logical cursor marks its place in the stream with a logical decoding message, which pgoutput sends from PostgreSQL 14", l.poller, l.def.Table, driver.ErrNoWatermark)
 	}
 	return nil
 }

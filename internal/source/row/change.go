@@ -7,7 +7,7 @@ import (
 )
 
 // A Change is what a change-stream row carries besides its values; a driver's ChangeStream
-// makes them, and its rows with source.Layout.Row.
+// makes them, and its rows with driver.Layout.Row.
 type Change struct {
 	Op string // OpInsert, OpUpdate or OpDelete
 	// Cursor is the position just after this change, unless Pos gives it.

@@ -64,7 +64,7 @@ type Column struct {
 	elem  *Column // an array's elements (ClassArray)
 }
 
-// Types is what a column needs of its database's driver (a source.Driver has it; its methods
+// Types is what a column needs of its database's driver (a driver.Driver has it; its methods
 // are documented there).
 type Types interface {
 	Classify(base string) (Class, TSFlavor)

@@ -1,7 +1,7 @@
 // Package setup is the vocabulary of a poller's table set-up check (pollerctl check, and the
 // handler when it first opens a source): the checks, their findings and verdicts, and the
 // judgements every database's check shares (the keyset's index, the unique key, the cursor's
-// stamping, the columns), which each driver's source.Driver.CheckSetup builds on.
+// stamping, the columns), which each driver's driver.Driver.CheckSetup builds on.
 package setup
 
 import (
@@ -32,7 +32,7 @@ const (
 const (
 	CheckTable   = "table"   // the table exists (a view: cannot tell the rest)
 	CheckColumns = "columns" // the definition's columns exist
-	// CheckUniqueKey: the key columns are unique (source.Driver.UniqueKey); package source adds
+	// CheckUniqueKey: the key columns are unique (driver.Driver.UniqueKey); package source adds
 	// it to a driver's findings right after the columns.
 	CheckUniqueKey = "unique key"
 	// CheckTypes: every column's values can travel as JSON (Driver.Refuse), right after the unique

@@ -1,7 +1,7 @@
 // Package sourcedef is what a poller declares about its source (a Definition: its tables,
 // columns, key, cursor kind and column, filter) and the one validator of it (Definition.Check),
 // whose field-tagged errors (FieldError) poller.New, poller.json and the source each word their
-// own way. The rules of one database are its driver's (source.Driver.CheckDefinition).
+// own way. The rules of one database are its driver's (driver.Driver.CheckDefinition).
 package sourcedef
 
 import (
@@ -20,8 +20,11 @@ import (
 const DefaultSettleLag = 10 * time.Second
 
 // SettleLagRefused says why a cursor of kind, which is not one state.SettleLagKind says has an
-// age, takes no settle lag: the one wording of {P}_SETTLE_LAG's and poller.json's refusal.
+// age, takes no settle lag: the one wording of the refusal (Check's, and {P}_SETTLE_LAG's).
 func SettleLagRefused(kind string) error {
+	if state.ChangeKind(kind) {
+		return fmt.Errorf("applies to timestamp+pk cursors only; this poller's cursor is %s, which reads committed changes in commit order", kind)
+	}
 	return fmt.Errorf("applies to timestamp+pk cursors only; this poller's cursor is %s (xid and rowversion are bounded by the database's open transactions, integer by nothing: use it on append-only tables)", kind)
 }
 

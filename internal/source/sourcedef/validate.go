@@ -25,6 +25,7 @@ const (
 	FieldCursorColumn = "cursor.column"
 	FieldInitial      = "initial"
 	FieldSkipWriter   = "skip_writer"
+	FieldSettleLag    = "settle_lag"
 	FieldTables       = "tables" // the tables of a poller of several, as a whole
 	FieldSlot         = "slot"
 	FieldPublication  = "publication"
@@ -109,7 +110,7 @@ func missing(field string) *FieldError { return &FieldError{Field: field, Err: E
 
 // Check checks the rules of every definition, whatever its database: the first one d breaks,
 // as a *FieldError (nil when it breaks none). A database's own rules are its driver's
-// (source.Driver.CheckDefinition); the source checks both when it opens, poller.New and poller.json these
+// (driver.Driver.CheckDefinition); the source checks both when it opens, poller.New and poller.json these
 // as soon as the poller is declared.
 func (d Definition) Check() error {
 	kind := d.Cursor.Kind
@@ -135,6 +136,9 @@ func (d Definition) Check() error {
 		if err := checkIdent(d.Cursor.Column); err != nil {
 			return fieldErr(FieldCursorColumn, "%q: %v", d.Cursor.Column, err)
 		}
+	}
+	if d.SettleLag != 0 && !state.SettleLagKind(kind) {
+		return fieldErr(FieldSettleLag, "%v", SettleLagRefused(kind))
 	}
 	if kind == state.KindTimestampPK && len(d.KeyColumns()) < 2 {
 		return fieldErr(FieldKey, "a timestamp+pk cursor needs a key column other than its cursor column %q as its tiebreaker", d.Cursor.Column)

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
+
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/setup"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
@@ -15,13 +17,13 @@ import (
 
 // Setup checks the set-up of table (its key id, cursor kind on column col) in the database of
 // dsn with drv, as pollerctl check does; the Setup closes with the test.
-func Setup(t testing.TB, drv source.Driver, dsn string, table sourcedef.Table, kind, col string) *source.Setup {
+func Setup(t testing.TB, drv driver.Driver, dsn string, table sourcedef.Table, kind, col string) *source.Setup {
 	t.Helper()
 	def := sourcedef.Definition{Table: table, Columns: []string{"id", "amount"}, Cursor: sourcedef.Cursor{Kind: kind, Column: col}, PK: []string{"id"}}
 	if state.ChangeKind(kind) {
 		def.Cursor.Column = ""
 	}
-	s, err := source.CheckSetup(context.Background(), source.Drivers{drv}, source.Config{Poller: "chk", Driver: drv.Name(), DSN: dsn, Definition: def})
+	s, err := source.CheckSetup(context.Background(), driver.Drivers{drv}, source.Config{Poller: "chk", Driver: drv.Name(), DSN: dsn, Definition: def})
 	if err != nil {
 		t.Fatalf("checking %s: %v", table, err)
 	}

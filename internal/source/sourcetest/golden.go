@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
+
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
@@ -21,7 +23,7 @@ type GoldenCase struct {
 
 // Golden renders each case's keyset SQL with drv, without a database (source.Offline), and
 // compares it with its golden file; update rewrites the files instead.
-func Golden(t *testing.T, drv source.Driver, update bool, cases []GoldenCase) {
+func Golden(t *testing.T, drv driver.Driver, update bool, cases []GoldenCase) {
 	t.Helper()
 	for _, c := range cases {
 		src, _, err := source.Offline(drv, source.Config{Poller: "orders", Driver: drv.Name(), Definition: c.Def}, c.Types)

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
+
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/setup"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
@@ -75,7 +77,7 @@ func (dr Driver) CheckSetup(ctx context.Context, db *sql.DB, d sourcedef.Definit
 	if d.Table.Schema != "" {
 		idxName = dr.Quote(d.Table.Schema) + "." + idxName
 	}
-	create := fmt.Sprintf("CREATE INDEX %s ON %s (%s)", idxName, dr.Quote(d.Table.Name), strings.Join(source.QuoteAll(dr, setup.KeysetColumns(d)), ", "))
+	create := fmt.Sprintf("CREATE INDEX %s ON %s (%s)", idxName, dr.Quote(d.Table.Name), strings.Join(driver.QuoteAll(dr, setup.KeysetColumns(d)), ", "))
 	fs = append(fs, setup.IndexFinding(d, ix, true, create))
 
 	var col *liteColumn
@@ -212,7 +214,7 @@ func (dr Driver) stamping(ctx context.Context, db *sql.DB, d sourcedef.Definitio
 // addCursor is the fix that adds the missing cursor column, as docs/sqlite.md's recipes do:
 // SQLite adds a column with a constant default only, so the rows there get a stamp of now.
 func (dr Driver) addCursor(d sourcedef.Definition) []string {
-	table, col := source.QuoteTable(dr, d.Table), dr.Quote(d.Cursor.Column)
+	table, col := driver.QuoteTable(dr, d.Table), dr.Quote(d.Cursor.Column)
 	switch d.Cursor.Kind {
 	case state.KindTimestampPK:
 		return []string{
@@ -237,10 +239,10 @@ func (dr Driver) stampFix(d sourcedef.Definition, insert, update bool) []string 
 	var out []string
 	if d.Cursor.Kind == state.KindInteger {
 		counter := dr.Quote(setup.CounterName(d))
-		qcounter := source.QuoteTable(dr, sourcedef.Table{Schema: d.Table.Schema, Name: setup.CounterName(d)})
+		qcounter := driver.QuoteTable(dr, sourcedef.Table{Schema: d.Table.Schema, Name: setup.CounterName(d)})
 		out = append(out,
 			"CREATE TABLE IF NOT EXISTS "+qcounter+" (n INTEGER NOT NULL)",
-			"INSERT INTO "+qcounter+" (n) SELECT COALESCE(MAX("+col+"), 0) FROM "+source.QuoteTable(dr, d.Table)+" WHERE NOT EXISTS (SELECT 1 FROM "+qcounter+")")
+			"INSERT INTO "+qcounter+" (n) SELECT COALESCE(MAX("+col+"), 0) FROM "+driver.QuoteTable(dr, d.Table)+" WHERE NOT EXISTS (SELECT 1 FROM "+qcounter+")")
 		stamp = "  UPDATE " + counter + " SET n = n + 1;\n  UPDATE " + table + " SET " + col + " = (SELECT n FROM " + counter + ") WHERE " + strings.Join(where, " AND ") + ";\n"
 	}
 	trigger := func(event string) string {

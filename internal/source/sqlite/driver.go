@@ -11,16 +11,17 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
+
 	_ "modernc.org/sqlite" // no cgo
 
-	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
 // Driver is SQLite through modernc.org/sqlite (no cgo). A timestamp cursor column is TEXT in the
 // fixed-width UTC layout state.TimeLayout, whose text order is time order.
-type Driver struct{ source.Defaults }
+type Driver struct{ driver.Defaults }
 
 // Name is the driver's name in a poller's settings ({P}_DB_DRIVER).
 const Name = "sqlite"
@@ -56,15 +57,15 @@ func sqliteDSN(dsn string) string {
 }
 
 // Location: no server; the database is the file's path.
-func (Driver) Location(dsn string) (source.Location, error) {
+func (Driver) Location(dsn string) (driver.Location, error) {
 	path := strings.TrimPrefix(dsn, "file:")
 	if i := strings.IndexByte(path, '?'); i >= 0 {
 		path = path[:i]
 	}
 	if path == "" || path == ":memory:" {
-		return source.Location{Database: path}, nil
+		return driver.Location{Database: path}, nil
 	}
-	return source.Location{Database: filepath.Clean(path)}, nil
+	return driver.Location{Database: filepath.Clean(path)}, nil
 }
 
 // Caseless: SQLite matches column names whatever their case.
@@ -76,11 +77,11 @@ func (Driver) Placeholder(int) string { return "?" }
 // UpperBound: 'now' has millisecond resolution; padding to six digits keeps the fixed-width text
 // comparable with stored YYYY-MM-DDTHH:MM:SS.ffffffZ values. The scalar subquery is evaluated
 // once per statement, not once per row.
-func (Driver) UpperBound(kind string, _ row.TSFlavor, col string, lag time.Duration, next func() string) source.Bound {
+func (Driver) UpperBound(kind string, _ row.TSFlavor, col string, lag time.Duration, next func() string) driver.Bound {
 	if kind != state.KindTimestampPK {
-		return source.Bound{}
+		return driver.Bound{}
 	}
-	return source.Bound{Pred: col + " < (SELECT strftime('%Y-%m-%dT%H:%M:%f', 'now', " + next() + ") || '000Z')", Arg: fmt.Sprintf("-%.3f seconds", lag.Seconds())}
+	return driver.Bound{Pred: col + " < (SELECT strftime('%Y-%m-%dT%H:%M:%f', 'now', " + next() + ") || '000Z')", Arg: fmt.Sprintf("-%.3f seconds", lag.Seconds())}
 }
 
 // StampCheck: a TEXT value not in the fixed-width layout. A full scan.

@@ -7,7 +7,8 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
+
 	"github.com/pseudotrigger/pseudotrigger/internal/source/setup"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 )
@@ -106,5 +107,5 @@ func (d Driver) CreateUniqueIndex(t sourcedef.Table, index string, cols []string
 	if t.Schema != "" {
 		name = d.Quote(t.Schema) + "." + name
 	}
-	return "CREATE UNIQUE INDEX " + name + " ON " + d.Quote(t.Name) + " (" + strings.Join(source.QuoteAll(d, cols), ", ") + ")"
+	return "CREATE UNIQUE INDEX " + name + " ON " + d.Quote(t.Name) + " (" + strings.Join(driver.QuoteAll(d, cols), ", ") + ")"
 }

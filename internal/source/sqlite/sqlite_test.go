@@ -4,7 +4,8 @@ import (
 	"flag"
 	"testing"
 
-	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
+
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcetest"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sqlite"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
@@ -24,7 +25,7 @@ func TestGoldenSQL(t *testing.T) {
 }
 
 func TestLocation(t *testing.T) {
-	for dsn, want := range map[string]source.Location{
+	for dsn, want := range map[string]driver.Location{
 		"file:data/orders.db?_pragma=journal_mode(WAL)": {Database: "data/orders.db"},
 		"./data//orders.db":                             {Database: "data/orders.db"},
 	} {

@@ -97,6 +97,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
+
 	mssql "github.com/microsoft/go-mssqldb"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
@@ -118,8 +120,8 @@ var (
 )
 
 type changeTracking struct {
-	source.StreamDefaults
-	l         *source.Layout
+	driver.StreamDefaults
+	l         driver.Layout
 	table     string // the quoted table name: in the SQL, and bound as OBJECT_ID's argument
 	q         ctQueries
 	retention string // the database's CHANGE_RETENTION as check read it ("2 DAYS"), for errors
@@ -137,7 +139,7 @@ type changeTracking struct {
 }
 
 // ChangeStream reads the changetracking cursor kind.
-func (d Driver) ChangeStream(kind string, l *source.Layout) (source.ChangeStream, error) {
+func (d Driver) ChangeStream(kind string, l driver.Layout) (driver.ChangeStream, error) {
 	if kind != state.KindChangeTracking {
 		return d.Defaults.ChangeStream(kind, l)
 	}
@@ -173,7 +175,7 @@ func (Driver) CheckDefinition(d sourcedef.Definition) error {
 	return errors.Join(errs...)
 }
 
-func newChangeTracking(l *source.Layout) *changeTracking {
+func newChangeTracking(l driver.Layout) *changeTracking {
 	d := l.Definition()
 	return &changeTracking{l: l, table: l.Table(), q: buildCTQueries(l.Driver(), d.Table, l.Columns(), d.PK, l.KeyMarker, ctOptions{skip: d.SkipWriter})}
 }
@@ -229,8 +231,8 @@ func readsCommitTime(ctx context.Context, db *sql.DB) bool {
 
 // buildCTQueries renders the queries of table t's columns cols, keyed by keys; marker writes key
 // j's argument marker (Layout.KeyMarker: cast to the column's type where it needs it).
-func buildCTQueries(dl source.Driver, t sourcedef.Table, cols, keys []string, marker func(j int, m string) string, o ctOptions) ctQueries {
-	table := source.QuoteTable(dl, t)
+func buildCTQueries(dl driver.Driver, t sourcedef.Table, cols, keys []string, marker func(j int, m string) string, o ctOptions) ctQueries {
+	table := driver.QuoteTable(dl, t)
 	var sel, extra []string
 	for _, c := range cols {
 		if slices.Contains(keys, c) {
@@ -343,7 +345,7 @@ type ctSetup struct {
 
 // problems lists what keeps the cursor from working, each with the statement that fixes it, in
 // the order to run them; none when the set-up is complete. poller is the poller's key.
-func (st ctSetup) problems(dl source.Driver, table string, poller []string) []string {
+func (st ctSetup) problems(dl driver.Driver, table string, poller []string) []string {
 	var out []string
 	db := dl.Quote(st.database)
 	if !st.dbTracked {
@@ -364,7 +366,7 @@ func (st ctSetup) problems(dl source.Driver, table string, poller []string) []st
 	}
 	switch {
 	case len(st.pk) == 0:
-		out = append(out, fmt.Sprintf("the table has no primary key, which Change Tracking needs: add one (ALTER TABLE %s ADD CONSTRAINT ... PRIMARY KEY (%s)) and make it the poller's key", table, strings.Join(source.QuoteAll(dl, poller), ", ")))
+		out = append(out, fmt.Sprintf("the table has no primary key, which Change Tracking needs: add one (ALTER TABLE %s ADD CONSTRAINT ... PRIMARY KEY (%s)) and make it the poller's key", table, strings.Join(driver.QuoteAll(dl, poller), ", ")))
 	case !sameColumns(st.pk, poller):
 		out = append(out, fmt.Sprintf("the poller's key (%s) is not the table's primary key (%s), which is all CHANGETABLE returns of a change: make the poller's key %s",
 			strings.Join(poller, ", "), strings.Join(st.pk, ", "), strings.Join(st.pk, ", ")))
@@ -882,7 +884,7 @@ func (sc *ctScan) commitTime() time.Time {
 
 // changed marks the columns an update changed, from its column mask; nil for other ops and
 // when the table does not track them. A NULL mask on an update means every column but the key.
-func (sc *ctScan) changed(op string, l *source.Layout) []bool {
+func (sc *ctScan) changed(op string, l driver.Layout) []bool {
 	if !sc.opts.columns || op != row.OpUpdate {
 		return nil
 	}
@@ -1069,7 +1071,7 @@ func (c *changeTracking) Waiting(ctx context.Context, after *state.Cursor, limit
 	return n, err
 }
 
-// A backfill beside the changetracking cursor (source.ChangeStream.Watermark): its chunk is read in a
+// A backfill beside the changetracking cursor (driver.ChangeStream.Watermark): its chunk is read in a
 // snapshot transaction begun after reading CHANGE_TRACKING_CURRENT_VERSION() (v), as a fetch
 // reads its bound, so every version up to v is complete in the snapshot. A change whose version
 // is above v may not be in it: it counts as newer, and the tick drops that key's read (one in
@@ -1081,7 +1083,7 @@ func (c *changeTracking) Waiting(ctx context.Context, after *state.Cursor, limit
 func (c *changeTracking) Watermarks() error { return nil }
 
 // Watermark runs read, a backfill chunk's query, in a snapshot it judges the stream against.
-func (c *changeTracking) Watermark(ctx context.Context, read func(q source.Querier) error) (source.Watermark, error) {
+func (c *changeTracking) Watermark(ctx context.Context, read func(q driver.Querier) error) (driver.Watermark, error) {
 	var current sql.NullInt64
 	if err := c.l.DB().QueryRowContext(ctx, c.queries().Current).Scan(&current); err != nil {
 		return nil, c.readErr("backfill chunk: reading CHANGE_TRACKING_CURRENT_VERSION()", err)

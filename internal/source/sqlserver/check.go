@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
+
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/setup"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
@@ -37,7 +39,7 @@ type msColumn struct {
 
 // CheckSetup reads sys.objects, sys.columns, sys.indexes, sys.triggers and the permissions.
 func (dr Driver) CheckSetup(ctx context.Context, db *sql.DB, d sourcedef.Definition) ([]setup.Finding, error) {
-	table := source.QuoteTable(dr, d.Table)
+	table := driver.QuoteTable(dr, d.Table)
 	var typ string
 	err := db.QueryRowContext(ctx, "SELECT RTRIM(type) FROM sys.objects WHERE object_id = OBJECT_ID(@p1)", table).Scan(&typ)
 	if err == sql.ErrNoRows {
@@ -84,8 +86,8 @@ func (dr Driver) CheckSetup(ctx context.Context, db *sql.DB, d sourcedef.Definit
 
 // createIndex makes the index the keyset read seeks on.
 func (dr Driver) createIndex(d sourcedef.Definition) string {
-	return fmt.Sprintf("CREATE INDEX %s ON %s (%s)", dr.Quote("ix_"+setup.IndexName(d)), source.QuoteTable(dr, d.Table),
-		strings.Join(source.QuoteAll(dr, setup.KeysetColumns(d)), ", "))
+	return fmt.Sprintf("CREATE INDEX %s ON %s (%s)", dr.Quote("ix_"+setup.IndexName(d)), driver.QuoteTable(dr, d.Table),
+		strings.Join(driver.QuoteAll(dr, setup.KeysetColumns(d)), ", "))
 }
 
 // stampFixFor is the fix of what st found not stamped (none for a rowversion, stamped by its
@@ -237,7 +239,7 @@ WHERE t.parent_id = OBJECT_ID(@p1) AND t.is_disabled = 0`, table)
 
 // addCursor is the fix that adds the missing cursor column, as docs/sqlserver.md's recipes do.
 func (dr Driver) addCursor(d sourcedef.Definition) []string {
-	table, col := source.QuoteTable(dr, d.Table), dr.Quote(d.Cursor.Column)
+	table, col := driver.QuoteTable(dr, d.Table), dr.Quote(d.Cursor.Column)
 	df := dr.Quote("df_" + d.Table.Name + "_" + d.Cursor.Column)
 	switch d.Cursor.Kind {
 	case state.KindTimestampPK:
@@ -253,7 +255,7 @@ func (dr Driver) addCursor(d sourcedef.Definition) []string {
 // stampFix makes an AFTER trigger that stamps the cursor column on INSERT and UPDATE (those not
 // stamped yet); an integer cursor takes its values from a one-row counter.
 func (dr Driver) stampFix(d sourcedef.Definition, col *msColumn, insert, update bool) []string {
-	table, qcol := source.QuoteTable(dr, d.Table), dr.Quote(d.Cursor.Column)
+	table, qcol := driver.QuoteTable(dr, d.Table), dr.Quote(d.Cursor.Column)
 	var on []string
 	for _, k := range d.PK {
 		on = append(on, "o."+dr.Quote(k)+" = i."+dr.Quote(k))
@@ -266,7 +268,7 @@ func (dr Driver) stampFix(d sourcedef.Definition, col *msColumn, insert, update 
 	body := "  UPDATE o SET " + qcol + " = " + expr + "\n" + join
 	var out []string
 	if d.Cursor.Kind == state.KindInteger {
-		counter := source.QuoteTable(dr, sourcedef.Table{Schema: d.Table.Schema, Name: setup.CounterName(d)})
+		counter := driver.QuoteTable(dr, sourcedef.Table{Schema: d.Table.Schema, Name: setup.CounterName(d)})
 		lit := "N'" + strings.ReplaceAll(counter, "'", "''") + "'"
 		out = append(out,
 			"IF OBJECT_ID("+lit+") IS NULL CREATE TABLE "+counter+" (n BIGINT NOT NULL)",
@@ -283,13 +285,13 @@ func (dr Driver) stampFix(d sourcedef.Definition, col *msColumn, insert, update 
 	if len(events) == 0 {
 		return out
 	}
-	name := source.QuoteTable(dr, sourcedef.Table{Schema: d.Table.Schema, Name: setup.StampName(d)})
+	name := driver.QuoteTable(dr, sourcedef.Table{Schema: d.Table.Schema, Name: setup.StampName(d)})
 	return append(out, "CREATE TRIGGER "+name+" ON "+table+" AFTER "+strings.Join(events, ", ")+" AS\nBEGIN\n  SET NOCOUNT ON;\n"+body+"END")
 }
 
 // privileges: SELECT on the table; a changetracking cursor's VIEW CHANGE TRACKING.
 func (dr Driver) privileges(ctx context.Context, db *sql.DB, d sourcedef.Definition) setup.Finding {
-	table := source.QuoteTable(dr, d.Table)
+	table := driver.QuoteTable(dr, d.Table)
 	var (
 		user     string
 		sel, vct int

@@ -32,6 +32,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
+
 	"github.com/golang-sql/civil"
 	mssql "github.com/microsoft/go-mssqldb"
 	_ "github.com/microsoft/go-mssqldb/azuread" // azuresql: Entra ID and managed identity
@@ -48,7 +50,7 @@ import (
 const Name = "sqlserver"
 
 // Driver is SQL Server and Azure SQL through go-mssqldb.
-type Driver struct{ source.Defaults }
+type Driver struct{ driver.Defaults }
 
 // Open picks azuresql when the DSN asks for Entra ID (fedauth=...). A DSN whose timezone setting
 // is not UTC is refused (utcOnly).
@@ -85,13 +87,13 @@ func sqlServerDriver(dsn string) string {
 }
 
 // Location is the DSN's host, instance and port, and its database.
-func (Driver) Location(dsn string) (source.Location, error) {
+func (Driver) Location(dsn string) (driver.Location, error) {
 	cfg, err := msdsn.Parse(dsn)
 	if err != nil {
-		return source.Location{}, fmt.Errorf("the sqlserver connection string is not valid (%s)", redact.DSN(dsn))
+		return driver.Location{}, fmt.Errorf("the sqlserver connection string is not valid (%s)", redact.DSN(dsn))
 	}
 	if err := utcOnly(cfg); err != nil {
-		return source.Location{}, err
+		return driver.Location{}, err
 	}
 	server := strings.ToLower(cfg.Host)
 	if cfg.Instance != "" {
@@ -100,7 +102,7 @@ func (Driver) Location(dsn string) (source.Location, error) {
 	if cfg.Port != 0 {
 		server += fmt.Sprintf(":%d", cfg.Port)
 	}
-	return source.Location{Server: server, Database: cfg.Database}, nil
+	return driver.Location{Server: server, Database: cfg.Database}, nil
 }
 
 // Caseless: SQL Server's usual collations match column names whatever their case.
@@ -117,29 +119,29 @@ func (Driver) Limit(sel, rest, n string) string { return "SELECT TOP (" + n + ")
 
 // Supports rowversion and changetracking cursors besides the kinds every database has.
 func (Driver) Supports(kind string) bool {
-	return kind == state.KindRowversion || kind == state.KindChangeTracking || source.Defaults{}.Supports(kind)
+	return kind == state.KindRowversion || kind == state.KindChangeTracking || driver.Defaults{}.Supports(kind)
 }
 
 // Keyset: SQL Server has no row comparison: the expanded form (ExpandedKeyset), whose named
 // markers repeat.
 // Its markers are named (@p1): each key value is passed once.
 func (Driver) Keyset(_ string, keys, params []string) (string, []int) {
-	return source.ExpandedKeyset(keys, params), nil
+	return driver.ExpandedKeyset(keys, params), nil
 }
 
 // UpperBound: a rowversion cursor reads below the lowest rowversion a transaction still open
 // holds (its ReadBound); a timestamp cursor rows older than the database's clock minus the
 // settle lag.
-func (Driver) UpperBound(kind string, fl row.TSFlavor, col string, lag time.Duration, next func() string) source.Bound {
+func (Driver) UpperBound(kind string, fl row.TSFlavor, col string, lag time.Duration, next func() string) driver.Bound {
 	switch {
 	case kind == state.KindRowversion:
-		return source.Bound{OpenTrx: true}
+		return driver.Bound{OpenTrx: true}
 	case kind != state.KindTimestampPK:
-		return source.Bound{}
+		return driver.Bound{}
 	case fl == row.TSWithZone:
-		return source.Bound{Pred: col + " < DATEADD(millisecond, -" + next() + ", SYSDATETIMEOFFSET())", Arg: int32(lag.Milliseconds())}
+		return driver.Bound{Pred: col + " < DATEADD(millisecond, -" + next() + ", SYSDATETIMEOFFSET())", Arg: int32(lag.Milliseconds())}
 	}
-	return source.Bound{Pred: col + " < DATEADD(millisecond, -" + next() + ", SYSUTCDATETIME())", Arg: int32(lag.Milliseconds())}
+	return driver.Bound{Pred: col + " < DATEADD(millisecond, -" + next() + ", SYSUTCDATETIME())", Arg: int32(lag.Milliseconds())}
 }
 
 // ReadBound keeps a rowversion read below MIN_ACTIVE_ROWVERSION(), the lowest rowversion of the
@@ -154,7 +156,7 @@ func (Driver) UpperBound(kind string, fl row.TSFlavor, col string, lag time.Dura
 // the read would pass over its rows for good. Read first, every transaction still open then
 // holds rowversions at or above the bound, which the read leaves for later, and every one below
 // it has committed before the read's snapshot, which sees its rows.
-func (Driver) ReadBound(_ string, d sourcedef.Definition) (source.ReadBound, bool) {
+func (Driver) ReadBound(_ string, d sourcedef.Definition) (driver.ReadBound, bool) {
 	if d.Cursor.Kind != state.KindRowversion {
 		return nil, false
 	}
@@ -177,7 +179,7 @@ func (activeRowversion) Arg(ctx context.Context, db *sql.DB) (any, error) {
 }
 
 // Stats: nothing beyond the bound's hold-back, which the cursor kind says (Bound.OpenTrx).
-func (activeRowversion) Stats() source.Stats { return source.Stats{} }
+func (activeRowversion) Stats() driver.Stats { return driver.Stats{} }
 
 // StampCheck: a datetime2, datetime or smalldatetime more than FutureTolerance ahead of the UTC
 // clock.

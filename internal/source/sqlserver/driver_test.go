@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
+
 	"github.com/golang-sql/civil"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
@@ -27,7 +29,7 @@ func TestDriverName(t *testing.T) {
 
 // offline lays out table t, read by a cursor of kind on column c, keyed by k, with the columns of
 // the given types, as Open does, without a server.
-func offline(t *testing.T, kind string, types map[string]string, columns ...string) (*source.Layout, error) {
+func offline(t *testing.T, kind string, types map[string]string, columns ...string) (driver.Layout, error) {
 	t.Helper()
 	def := sourcedef.Definition{Table: sourcedef.Table{Name: "t"}, Columns: columns, Cursor: sourcedef.Cursor{Kind: kind, Column: "c"}, PK: []string{"k"}}
 	_, lay, err := source.Offline(Driver{}, source.Config{Poller: "p", Driver: Name, Definition: def}, types)

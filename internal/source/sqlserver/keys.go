@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
+
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/setup"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
@@ -33,7 +35,7 @@ ORDER BY i.index_id, ic.key_ordinal`
 // only when it is indexed (a unique clustered index); without one, KeyUnknown. A table the
 // catalog does not show (metadata visibility: no VIEW DEFINITION) is KeyUnknown too.
 func (d Driver) UniqueKey(ctx context.Context, db *sql.DB, t sourcedef.Table, cols []string) (setup.Uniqueness, error) {
-	rows, err := db.QueryContext(ctx, keysQuery, source.QuoteTable(d, t))
+	rows, err := db.QueryContext(ctx, keysQuery, driver.QuoteTable(d, t))
 	if err != nil {
 		return setup.Uniqueness{}, fmt.Errorf("reading sys.indexes: %w", err)
 	}
@@ -96,8 +98,8 @@ type codePage struct {
 // the database's default collation: a key argument is cast to varchar (KeyCodec) in the default
 // collation's code page, where a character of the column's code page may have no place, and the
 // keyset predicate would then compare another value than the cursor's.
-func checkCodePages(ctx context.Context, db *sql.DB, d source.Driver, t sourcedef.Table, keys []string) error {
-	rows, err := db.QueryContext(ctx, codePagesQuery, source.QuoteTable(d, t))
+func checkCodePages(ctx context.Context, db *sql.DB, d driver.Driver, t sourcedef.Table, keys []string) error {
+	rows, err := db.QueryContext(ctx, codePagesQuery, driver.QuoteTable(d, t))
 	if err != nil {
 		return fmt.Errorf("reading the key columns' collations (sys.columns): %w", err)
 	}
@@ -118,13 +120,13 @@ func checkCodePages(ctx context.Context, db *sql.DB, d source.Driver, t sourcede
 
 // codePageProblem is the error for the first key column among found (the error names the
 // column; the caller, the poller and the table), nil when none is a key.
-func codePageProblem(d source.Driver, t sourcedef.Table, keys []string, found []codePage) error {
+func codePageProblem(d driver.Driver, t sourcedef.Table, keys []string, found []codePage) error {
 	for _, c := range found {
 		if !slices.ContainsFunc(keys, func(k string) bool { return strings.EqualFold(k, c.column) }) {
 			continue
 		}
 		return fmt.Errorf("column %q: %w: the key column's collation %s has code page %d, the database's default collation %s has %d: its values are compared with the cursor's after a conversion to the default's code page, which can change them, so a batch boundary could skip or repeat rows. Give the column the database's collation (ALTER TABLE %s ALTER COLUMN %s ... COLLATE %s), or make it nvarchar",
-			c.column, source.ErrSchema, c.collation, c.page, c.dbCollation, c.dbPage, source.QuoteTable(d, t), d.Quote(c.column), c.dbCollation)
+			c.column, source.ErrSchema, c.collation, c.page, c.dbCollation, c.dbPage, driver.QuoteTable(d, t), d.Quote(c.column), c.dbCollation)
 	}
 	return nil
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
+
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
@@ -44,7 +46,7 @@ func TestGoldenSQL(t *testing.T) {
 }
 
 func TestLocation(t *testing.T) {
-	for dsn, want := range map[string]source.Location{
+	for dsn, want := range map[string]driver.Location{
 		"sqlserver://u:p@srv.database.windows.net?database=shop&fedauth=ActiveDirectoryDefault": {Server: "srv.database.windows.net", Database: "shop"},
 		"server=srv;user id=u;password=p;port=1433;database=shop":                               {Server: "srv:1433", Database: "shop"},
 	} {

@@ -24,6 +24,8 @@ import (
 	"fmt"
 	"maps"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
+
 	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
@@ -37,13 +39,13 @@ const tableMark = "(table)"
 
 // ctTables reads several tables' Change Tracking as one stream.
 type ctTables struct {
-	source.StreamDefaults
-	l    *source.Layout    // the first table's: the connection, and errors naming every table
+	driver.StreamDefaults
+	l    driver.Layout     // the first table's: the connection, and errors naming every table
 	tabs []*changeTracking // each table's reader, in the poller's order
 	run  ctRun             // the fetches paging through one backlog under one bound
 }
 
-func newCTTables(l *source.Layout) *ctTables {
+func newCTTables(l driver.Layout) *ctTables {
 	m := &ctTables{l: l}
 	for _, tl := range l.Tables() {
 		m.tabs = append(m.tabs, newChangeTracking(tl))

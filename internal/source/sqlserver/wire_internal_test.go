@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
+
 	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
 
 	mssql "github.com/microsoft/go-mssqldb"
@@ -36,7 +38,7 @@ func wireSource(t *testing.T, srv *tdsServer, kind string, types map[string]stri
 
 // standIn lays out a source of def, the columns of the types given, as Open does, its reads sent
 // to srv; it is closed when the test ends.
-func standIn(t *testing.T, srv *tdsServer, def sourcedef.Definition, types map[string]string) (*source.Source, *source.Layout) {
+func standIn(t *testing.T, srv *tdsServer, def sourcedef.Definition, types map[string]string) (*source.Source, driver.Layout) {
 	t.Helper()
 	src, lay, err := source.Offline(Driver{}, source.Config{Poller: "p", Driver: Name, DSN: srv.DSN(), Definition: def}, types)
 	if err != nil {
@@ -49,7 +51,7 @@ func standIn(t *testing.T, srv *tdsServer, def sourcedef.Definition, types map[s
 // ctStandIn is a stand-in server and the layout of a changetracking poller of dbo.t (id BIGINT,
 // v NVARCHAR) and more tables of those columns, whose reads find version 20 current and 1 the
 // minimum valid.
-func ctStandIn(t *testing.T, more ...sourcedef.TableDef) (*tdsServer, *source.Layout) {
+func ctStandIn(t *testing.T, more ...sourcedef.TableDef) (*tdsServer, driver.Layout) {
 	t.Helper()
 	srv := newTDSServer(t)
 	def := sourcedef.Definition{Table: sourcedef.Table{Schema: "dbo", Name: "t"}, Columns: []string{"id", "v"}, Cursor: sourcedef.Cursor{Kind: state.KindChangeTracking}, PK: []string{"id"}, More: more}

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
+
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 
@@ -246,7 +248,7 @@ func TokenHook(t *testing.T, driver string, connect func(token func(context.Cont
 // SameSource: a DSN with the Entra keys (plain, whose password is hunter2, and then
 // fedauth=ActiveDirectoryManagedIdentity and azure_client_id as further parameters) has the same
 // location and fingerprint as without them, and redaction hides the password but keeps the keys.
-func SameSource(t *testing.T, drv source.Driver, plain string) {
+func SameSource(t *testing.T, drv driver.Driver, plain string) {
 	t.Helper()
 	def := sourcedef.Definition{Table: sourcedef.Table{Name: "orders"}, Cursor: sourcedef.Cursor{Kind: state.KindInteger, Column: "id"}, PK: []string{"id"}}
 	withEntra := plain + "&fedauth=ActiveDirectoryManagedIdentity&azure_client_id=11111111-2222-3333-4444-555555555555"
@@ -272,11 +274,11 @@ func SameSource(t *testing.T, drv source.Driver, plain string) {
 // RefusesPlaintext: Open, the path every poller takes, refuses a DSN with fedauth whose
 // connection would go without TLS, before connecting, naming what says so (mentions) and the
 // poller, and keeping the DSN's password (hunter2) hidden.
-func RefusesPlaintext(t *testing.T, drv source.Driver, dsn, mentions string) {
+func RefusesPlaintext(t *testing.T, drv driver.Driver, dsn, mentions string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, err := source.Open(ctx, source.Drivers{drv}, source.Config{Poller: "orders", Driver: drv.Name(), DSN: dsn,
+	_, err := source.Open(ctx, driver.Drivers{drv}, source.Config{Poller: "orders", Driver: drv.Name(), DSN: dsn,
 		Definition: sourcedef.Definition{Table: sourcedef.Table{Name: "orders"}, Cursor: sourcedef.Cursor{Kind: state.KindInteger, Column: "id"}, PK: []string{"id"}}})
 	if !errors.Is(err, source.ErrConnect) || !strings.Contains(err.Error(), mentions) || !strings.Contains(err.Error(), `poller "orders"`) ||
 		strings.Contains(err.Error(), "hunter2") {

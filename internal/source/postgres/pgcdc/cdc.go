@@ -1,14 +1,14 @@
 // Package pgcdc is what a logical poller reads on PostgreSQL besides its table, and its
 // administration: the replication slot (SlotState, and Position, a place in the slot's stream);
 // the publication of the poller's tables, with its row filter and column list (and the check the
-// reader makes of them as it opens); making and dropping both (CDC: `pollerctl cdc enable` and
+// reader makes of them as it opens); making and dropping both (Admin: `pollerctl cdc enable` and
 // `disable`, and the rules `pollerctl reset` and `clone` keep with them); what `pollerctl check`
 // offers of the table's replica identity; and what the status shows of the slot. The reader of
 // the slot's stream is package postgres's logical cursor, which imports this package.
 //
 // A logical poller reads a replication slot (plugin pgoutput) through a publication of its table.
 // Both are made here, outside the tick: the tick never creates or drops anything. Creating them
-// needs privileges the poller's role may lack for reading (see CDCInfo.Needs), and a slot, once
+// needs privileges the poller's role may lack for reading (see Info.Needs), and a slot, once
 // made, keeps every WAL segment it has not confirmed: a slot nobody advances fills the disk. So
 // they are made and dropped on purpose, by an operator, and shown by the status.
 //
@@ -26,72 +26,96 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
+
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
-// ErrCDCSetup: the database cannot take, or keep, the logical cursor's set-up as asked (a
+// ErrSetup: the database cannot take, or keep, the logical cursor's set-up as asked (a
 // privilege is missing, a slot or publication of that name exists but is something else, the
 // table's replica identity is NOTHING, ...). Nothing was created or dropped; the error names the
 // fix.
-var ErrCDCSetup = errors.New("cannot set up logical decoding")
+var ErrSetup = errors.New("cannot set up logical decoding")
 
-// CDC is a connection to a logical poller's database for setting up (and tearing down) its slot
+// Admin is a connection to a logical poller's database for setting up (and tearing down) its slot
 // and publication. It needs no slot to exist, unlike source.Open.
-type CDC struct {
+type Admin struct {
 	poller   string
 	db       *sql.DB
 	def      sourcedef.Definition
 	table    string // quoted
 	describe string
-	parts    []*CDC // the poller's more tables (Definition.More), each alone, on db
-	multi    bool   // one of the tables of a poller of several
+	parts    []*Admin // the poller's more tables (Definition.More), each alone, on db
+	multi    bool     // one of the tables of a poller of several
 }
 
 // Open connects to the database of a logical poller (cfg as for source.Open with the drivers ds:
 // the definition must be valid, with its Slot and Publication, and its cursor kind logical on
-// postgres). It checks nothing of the table: Inspect does.
-func Open(ctx context.Context, ds source.Drivers, cfg source.Config) (*CDC, error) {
-	d := cfg.Definition
-	if d.Cursor.Kind != state.KindLogical {
-		return nil, fmt.Errorf("source: poller %q: %w: its cursor kind is %s; a slot and a publication are for logical pollers only (cursor kind logical, PostgreSQL)",
-			cfg.Poller, ErrCDCSetup, d.Cursor.Kind)
+// postgres), on one connection, as source.OpenCDC does for the driver. It checks nothing of the
+// table: Inspect does.
+func Open(ctx context.Context, ds driver.Drivers, cfg source.Config) (*Admin, error) {
+	if err := logicalOnly(cfg.Poller, cfg.Definition); err != nil {
+		return nil, err
 	}
 	cfg.MaxOpenConns = 1
 	db, describe, err := source.Connect(ctx, ds, cfg)
 	if err != nil {
 		return nil, err
 	}
-	c := &CDC{poller: cfg.Poller, db: db, def: d, table: source.QuoteTable(source.Defaults{}, d.Table), describe: describe}
-	for _, t := range d.More {
-		c.parts = append(c.parts, &CDC{poller: cfg.Poller, db: db, def: d.Part(t), table: source.QuoteTable(source.Defaults{}, t.Table), describe: describe, multi: true})
+	c, err := New(driver.Conn{Poller: cfg.Poller, Definition: cfg.Definition, DB: db, Describe: describe})
+	if err != nil {
+		db.Close()
+		return nil, err
 	}
-	c.multi = len(c.parts) > 0
 	return c, nil
 }
 
+// New administers the slot and publication of the logical poller on c (Close closes c.DB).
+func New(c driver.Conn) (*Admin, error) {
+	d := c.Definition
+	if err := logicalOnly(c.Poller, d); err != nil {
+		return nil, err
+	}
+	out := &Admin{poller: c.Poller, db: c.DB, def: d, table: driver.QuoteTable(driver.Defaults{}, d.Table), describe: c.Describe}
+	for _, t := range d.More {
+		out.parts = append(out.parts, &Admin{poller: c.Poller, db: c.DB, def: d.Part(t), table: driver.QuoteTable(driver.Defaults{}, t.Table), describe: c.Describe, multi: true})
+	}
+	out.multi = len(out.parts) > 0
+	return out, nil
+}
+
+// logicalOnly refuses a definition of another cursor kind than logical, before anything connects.
+func logicalOnly(poller string, d sourcedef.Definition) error {
+	if d.Cursor.Kind != state.KindLogical {
+		return fmt.Errorf("source: poller %q: %w: its cursor kind is %s; a slot and a publication are for logical pollers only (cursor kind logical, PostgreSQL)",
+			poller, ErrSetup, d.Cursor.Kind)
+	}
+	return nil
+}
+
 // Close closes the connection.
-func (c *CDC) Close() error { return c.db.Close() }
+func (c *Admin) Close() error { return c.db.Close() }
 
 // DB returns the connection pool (one connection).
-func (c *CDC) DB() *sql.DB { return c.db }
+func (c *Admin) DB() *sql.DB { return c.db }
 
 // String describes the database and table without secrets.
-func (c *CDC) String() string { return c.describe }
+func (c *Admin) String() string { return c.describe }
 
 // Slot is the replication slot's name the poller's settings give.
-func (c *CDC) Slot() string { return c.def.Slot }
+func (c *Admin) Slot() string { return c.def.Slot }
 
 // Publication is the publication's name the poller's settings give.
-func (c *CDC) Publication() string { return c.def.Publication }
+func (c *Admin) Publication() string { return c.def.Publication }
 
 // Table is the table, quoted as in the SQL.
-func (c *CDC) Table() string { return c.table }
+func (c *Admin) Table() string { return c.table }
 
 // CreatePublicationSQL is the statement Enable runs to create the publication: of the table as
-// the poller needs it (CDCInfo.Want: its row filter and column list).
-func (c *CDC) CreatePublicationSQL(info CDCInfo) string {
+// the poller needs it (Info.Want: its row filter and column list).
+func (c *Admin) CreatePublicationSQL(info Info) string {
 	return createSQL(c.def.Publication, c.specs(info))
 }
 
@@ -106,12 +130,12 @@ func addSQL(pub, table string, want pubTable) string {
 }
 
 // tables are the poller's tables with their infos (info's, and info.More's), the first first.
-func (c *CDC) tables(info CDCInfo) ([]*CDC, []CDCInfo) {
-	return append([]*CDC{c}, c.parts...), append([]CDCInfo{info}, info.More...)
+func (c *Admin) tables(info Info) ([]*Admin, []Info) {
+	return append([]*Admin{c}, c.parts...), append([]Info{info}, info.More...)
 }
 
 // specs are the poller's tables as the publication's table list names them (tableSpec).
-func (c *CDC) specs(info CDCInfo) string {
+func (c *Admin) specs(info Info) string {
 	out := tableSpec(c.table, info.Want)
 	for i, p := range c.parts {
 		out += ", " + tableSpec(p.table, info.More[i].Want)
@@ -123,7 +147,7 @@ func (c *CDC) specs(info CDCInfo) string {
 // otherwise than the poller needs ("" when it does not). A poller of several tables: the tables
 // it lacks are added too (publishes tells whether it publishes tables not the poller's: one SET
 // TABLE of them all when not, else a statement a table).
-func (c *CDC) AlterPublicationSQL(info CDCInfo) string {
+func (c *Admin) AlterPublicationSQL(info Info) string {
 	if len(c.parts) == 0 {
 		if !info.alter() {
 			return ""
@@ -165,13 +189,13 @@ const createSlotSQL = "SELECT pg_create_logical_replication_slot($1, 'pgoutput')
 const dropSlotSQL = "SELECT pg_drop_replication_slot($1)"
 
 // DropPublicationSQL is the statement Disable runs to drop the publication.
-func (c *CDC) DropPublicationSQL() string { return "DROP PUBLICATION " + pgIdent(c.def.Publication) }
+func (c *Admin) DropPublicationSQL() string { return "DROP PUBLICATION " + pgIdent(c.def.Publication) }
 
-// pgIdent quotes an identifier as the postgres driver does (its Quote is source.Defaults').
-func pgIdent(s string) string { return source.Defaults{}.Quote(s) }
+// pgIdent quotes an identifier as the postgres driver does (its Quote is driver.Defaults').
+func pgIdent(s string) string { return driver.Defaults{}.Quote(s) }
 
-// Inspect reads the set-up (CDCInfo) in one query; it writes nothing.
-func (c *CDC) Inspect(ctx context.Context) (CDCInfo, error) {
+// Inspect reads the set-up (Info) in one query; it writes nothing.
+func (c *Admin) Inspect(ctx context.Context) (Info, error) {
 	const q = `SELECT current_setting('wal_level'), current_database()::text, current_user::text, r.rolsuper, r.rolreplication,
   has_database_privilege(current_database(), 'CREATE'),
   cl.oid IS NOT NULL, COALESCE(quote_ident(n.nspname) || '.' || quote_ident(cl.relname), ''),
@@ -195,7 +219,7 @@ LEFT JOIN pg_namespace n ON n.oid = cl.relnamespace
 LEFT JOIN pg_publication p ON p.pubname = $1
 WHERE r.rolname = current_user`
 	var (
-		info                       CDCInfo
+		info                       Info
 		identCols, publishes, cols string
 		oid                        int64
 	)
@@ -234,7 +258,7 @@ WHERE r.rolname = current_user`
 
 // inspectFilters fills in how the publication publishes the table, how the poller needs it, and
 // what PostgreSQL refuses of that (pubfilter.go).
-func (c *CDC) inspectFilters(ctx context.Context, info *CDCInfo, oid int64) error {
+func (c *Admin) inspectFilters(ctx context.Context, info *Info, oid int64) error {
 	if !info.TableExists || info.ServerVersion < filtersSince {
 		return nil
 	}

@@ -58,7 +58,7 @@ func cdcExec(t *testing.T, db *sql.DB, qs ...string) {
 	}
 }
 
-func (c cdcSetup) open(t *testing.T) *pgcdc.CDC {
+func (c cdcSetup) open(t *testing.T) *pgcdc.Admin {
 	t.Helper()
 	cdc, err := pgcdc.Open(context.Background(), drivers.All(), c.cfg)
 	if err != nil {
@@ -192,8 +192,8 @@ func TestCDCEnableRefusals(t *testing.T) {
 			tc.setup(t, &c)
 			cdc := c.open(t)
 			_, err := cdc.Enable(ctx)
-			if !errors.Is(err, pgcdc.ErrCDCSetup) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "nothing was created") {
-				t.Fatalf("error %v, want ErrCDCSetup with %q and 'nothing was created'", err, tc.want)
+			if !errors.Is(err, pgcdc.ErrSetup) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "nothing was created") {
+				t.Fatalf("error %v, want ErrSetup with %q and 'nothing was created'", err, tc.want)
 			}
 			if slot, pub := c.exists(t); slot != tc.slot || pub != tc.pub {
 				t.Fatalf("after the refusal: slot %v (want %v), publication %v (want %v)", slot, tc.slot, pub, tc.pub)
@@ -252,7 +252,7 @@ func TestOpenRefusesOtherKinds(t *testing.T) {
 	cfg := source.Config{Poller: "p", Driver: postgres.Name, DSN: "postgres://u@h/db", Definition: sourcedef.Definition{
 		Table: sourcedef.Table{Name: "t"}, PK: []string{"id"}, Cursor: sourcedef.Cursor{Kind: state.KindInteger, Column: "id"}}}
 	_, err := pgcdc.Open(context.Background(), drivers.All(), cfg)
-	if !errors.Is(err, pgcdc.ErrCDCSetup) || !strings.Contains(err.Error(), "logical pollers only") {
+	if !errors.Is(err, pgcdc.ErrSetup) || !strings.Contains(err.Error(), "logical pollers only") {
 		t.Fatalf("got %v", err)
 	}
 }

@@ -18,10 +18,10 @@ type PublicationState struct {
 // allOps reports whether it publishes every operation the logical cursor needs.
 func (p PublicationState) allOps() bool { return len(p.Publishes) == 4 }
 
-// CDCInfo is what the database says about a logical poller's set-up, read without writing
+// Info is what the database says about a logical poller's set-up, read without writing
 // anything: the server, the role and its privileges, the table and its replica identity, the
 // slot and the publication.
-type CDCInfo struct {
+type Info struct {
 	WALLevel    string `json:"wal_level"`
 	Database    string `json:"database"`
 	User        string `json:"user"`
@@ -57,16 +57,16 @@ type CDCInfo struct {
 
 	// More are the same of the poller's more tables (Definition.More), in order: their table's
 	// fields, and their publication's Covers, Published and Want, are theirs.
-	More []CDCInfo `json:"more_tables,omitempty"`
+	More []Info `json:"more_tables,omitempty"`
 }
 
 // alter says whether the publication publishes the table otherwise than the poller needs.
-func (i CDCInfo) alter() bool {
+func (i Info) alter() bool {
 	return i.Publication.Exists && i.Publication.Covers && !i.Publication.AllTables && i.ServerVersion >= filtersSince && !i.Published.covers(i.Want)
 }
 
 // IdentityMeaning says what the table's REPLICA IDENTITY means for the poller's deletes.
-func (i CDCInfo) IdentityMeaning() string {
+func (i Info) IdentityMeaning() string {
 	switch i.ReplicaIdentity {
 	case "default":
 		if len(i.IdentityColumns) == 0 {
@@ -87,7 +87,7 @@ func (i CDCInfo) IdentityMeaning() string {
 // needs REPLICATION (or superuser); the publication CREATE on the database and ownership of the
 // table (or superuser); reading needs SELECT on the table and REPLICATION. The table's own are
 // the last two.
-func (i CDCInfo) Needs() []Need {
+func (i Info) Needs() []Need {
 	su := " (or superuser)"
 	return []Need{
 		{"REPLICATION attribute" + su, "to create, read and drop the slot", i.Superuser || i.Replication,

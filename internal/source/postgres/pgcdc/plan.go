@@ -7,10 +7,10 @@ import (
 	"strings"
 )
 
-// EnablePlan is what Enable would do, from Inspect's CDCInfo: the statements, and the problems
+// EnablePlan is what Enable would do, from Inspect's Info: the statements, and the problems
 // that refuse it (nothing is created when there is any).
 type EnablePlan struct {
-	Info     CDCInfo
+	Info     Info
 	Steps    []string // the SQL it runs, in order; none when everything exists
 	Problems []string // each names the fix
 }
@@ -18,7 +18,7 @@ type EnablePlan struct {
 // PlanEnable decides what Enable does, without writing: create the publication when missing,
 // then the slot when missing; refuse when the server, the role, the table or an existing slot or
 // publication of those names does not fit.
-func (c *CDC) PlanEnable(info CDCInfo) EnablePlan {
+func (c *Admin) PlanEnable(info Info) EnablePlan {
 	p := EnablePlan{Info: info}
 	bad := func(format string, args ...any) { p.Problems = append(p.Problems, fmt.Sprintf(format, args...)) }
 	if info.WALLevel != "logical" {
@@ -56,7 +56,7 @@ func (c *CDC) PlanEnable(info CDCInfo) EnablePlan {
 // slot), after the server's checks: each table's problems, then the publication made or changed
 // to publish every table as the poller needs (a table missing from it is added, which a table
 // added to the poller needs), then the slot.
-func (c *CDC) planTables(p EnablePlan) EnablePlan {
+func (c *Admin) planTables(p EnablePlan) EnablePlan {
 	info := p.Info
 	bad := func(format string, args ...any) { p.Problems = append(p.Problems, fmt.Sprintf(format, args...)) }
 	all, infos := c.tables(info)
@@ -97,7 +97,7 @@ func (c *CDC) planTables(p EnablePlan) EnablePlan {
 
 // tableProblems adds, through bad, what keeps table c's changes from being read as the poller
 // needs (its replica identity, its filter), and says whether the table exists.
-func (c *CDC) tableProblems(info CDCInfo, bad func(format string, args ...any)) bool {
+func (c *Admin) tableProblems(info Info, bad func(format string, args ...any)) bool {
 	if !info.TableExists {
 		bad("table %s does not exist (or the role cannot see it)", c.def.Table)
 		return false
@@ -124,7 +124,7 @@ func (c *CDC) tableProblems(info CDCInfo, bad func(format string, args ...any)) 
 }
 
 // planSlot adds the slot's step to p, or its problems through bad.
-func (c *CDC) planSlot(p *EnablePlan, bad func(format string, args ...any)) {
+func (c *Admin) planSlot(p *EnablePlan, bad func(format string, args ...any)) {
 	info := p.Info
 	slot := info.Slot
 	switch {
@@ -161,7 +161,7 @@ type Enabled struct {
 // first: a slot without it could not be read, and a slot is what costs disk. When the slot cannot
 // be made after the publication was, the error says so, and what exists: running Enable again
 // reuses the publication.
-func (c *CDC) Enable(ctx context.Context) (Enabled, error) {
+func (c *Admin) Enable(ctx context.Context) (Enabled, error) {
 	var done Enabled
 	info, err := c.Inspect(ctx)
 	if err != nil {
@@ -169,17 +169,17 @@ func (c *CDC) Enable(ctx context.Context) (Enabled, error) {
 	}
 	plan := c.PlanEnable(info)
 	if len(plan.Problems) > 0 {
-		return done, fmt.Errorf("source: poller %q: %w: %s; nothing was created", c.poller, ErrCDCSetup, strings.Join(plan.Problems, "; "))
+		return done, fmt.Errorf("source: poller %q: %w: %s; nothing was created", c.poller, ErrSetup, strings.Join(plan.Problems, "; "))
 	}
 	if !info.Publication.Exists {
 		if _, err := c.db.ExecContext(ctx, c.CreatePublicationSQL(info)); err != nil {
-			return done, fmt.Errorf("source: poller %q: %w: creating publication %q: %v; nothing was created", c.poller, ErrCDCSetup, c.def.Publication, err)
+			return done, fmt.Errorf("source: poller %q: %w: creating publication %q: %v; nothing was created", c.poller, ErrSetup, c.def.Publication, err)
 		}
 		done.CreatedPublication = true
 	}
 	if q := c.AlterPublicationSQL(info); q != "" {
 		if _, err := c.db.ExecContext(ctx, q); err != nil {
-			return done, fmt.Errorf("source: poller %q: %w: changing how publication %q publishes the table (%s): %v; nothing was changed", c.poller, ErrCDCSetup, c.def.Publication, q, err)
+			return done, fmt.Errorf("source: poller %q: %w: changing how publication %q publishes the table (%s): %v; nothing was changed", c.poller, ErrSetup, c.def.Publication, q, err)
 		}
 		done.AlteredPublication = true
 	}
@@ -189,7 +189,7 @@ func (c *CDC) Enable(ctx context.Context) (Enabled, error) {
 			if done.CreatedPublication {
 				what = fmt.Sprintf("publication %q was created and is kept (running `cdc enable` again reuses it; `cdc disable` drops it)", c.def.Publication)
 			}
-			return done, fmt.Errorf("source: poller %q: %w: creating replication slot %q: %v; the slot does not exist; %s", c.poller, ErrCDCSetup, c.def.Slot, err, what)
+			return done, fmt.Errorf("source: poller %q: %w: creating replication slot %q: %v; the slot does not exist; %s", c.poller, ErrSetup, c.def.Slot, err, what)
 		}
 		done.CreatedSlot = true
 	}
@@ -201,7 +201,7 @@ func (c *CDC) Enable(ctx context.Context) (Enabled, error) {
 
 // DisablePlan is what Disable would do: the statements, and what it leaves alone and why.
 type DisablePlan struct {
-	Info  CDCInfo
+	Info  Info
 	Steps []string
 	// Keep says why the publication is kept (it publishes other tables too, or it is FOR ALL
 	// TABLES: other readers may use it); "" when it is dropped or absent.
@@ -212,7 +212,7 @@ type DisablePlan struct {
 // PlanDisable decides what Disable does, without writing: drop the slot (when it exists and is
 // the poller's kind of slot), then the publication (when it exists and publishes only the
 // poller's table).
-func (c *CDC) PlanDisable(info CDCInfo) DisablePlan {
+func (c *Admin) PlanDisable(info Info) DisablePlan {
 	p := DisablePlan{Info: info}
 	bad := func(format string, args ...any) { p.Problems = append(p.Problems, fmt.Sprintf(format, args...)) }
 	slot := info.Slot
@@ -231,7 +231,7 @@ func (c *CDC) PlanDisable(info CDCInfo) DisablePlan {
 	}
 	pub := info.Publication
 	mine := 0 // the poller's tables it publishes
-	for _, ti := range append([]CDCInfo{info}, info.More...) {
+	for _, ti := range append([]Info{info}, info.More...) {
 		if ti.Publication.Covers {
 			mine++
 		}
@@ -262,7 +262,7 @@ type Disabled struct {
 
 // Disable drops the slot (first: it is what keeps WAL) and then the publication, as PlanDisable
 // decides, after it finds no problem.
-func (c *CDC) Disable(ctx context.Context) (Disabled, error) {
+func (c *Admin) Disable(ctx context.Context) (Disabled, error) {
 	var done Disabled
 	info, err := c.Inspect(ctx)
 	if err != nil {
@@ -270,11 +270,11 @@ func (c *CDC) Disable(ctx context.Context) (Disabled, error) {
 	}
 	plan := c.PlanDisable(info)
 	if len(plan.Problems) > 0 {
-		return done, fmt.Errorf("source: poller %q: %w: %s; nothing was dropped", c.poller, ErrCDCSetup, strings.Join(plan.Problems, "; "))
+		return done, fmt.Errorf("source: poller %q: %w: %s; nothing was dropped", c.poller, ErrSetup, strings.Join(plan.Problems, "; "))
 	}
 	if info.Slot.Exists {
 		if _, err := c.db.ExecContext(ctx, dropSlotSQL, c.def.Slot); err != nil {
-			return done, fmt.Errorf("source: poller %q: %w: dropping replication slot %q: %v; nothing was dropped", c.poller, ErrCDCSetup, c.def.Slot, err)
+			return done, fmt.Errorf("source: poller %q: %w: dropping replication slot %q: %v; nothing was dropped", c.poller, ErrSetup, c.def.Slot, err)
 		}
 		done.DroppedSlot = true
 	}
@@ -284,7 +284,7 @@ func (c *CDC) Disable(ctx context.Context) (Disabled, error) {
 			if done.DroppedSlot {
 				what = fmt.Sprintf("the slot %q was dropped; the publication is left (drop it by hand: %s)", c.def.Slot, c.DropPublicationSQL())
 			}
-			return done, fmt.Errorf("source: poller %q: %w: dropping publication %q: %v; %s", c.poller, ErrCDCSetup, c.def.Publication, err, what)
+			return done, fmt.Errorf("source: poller %q: %w: dropping publication %q: %v; %s", c.poller, ErrSetup, c.def.Publication, err, what)
 		}
 		done.DroppedPublication = true
 	}

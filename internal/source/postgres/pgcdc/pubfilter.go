@@ -104,27 +104,39 @@ FROM pg_publication_rel pr JOIN pg_publication p ON p.oid = pr.prpubid WHERE p.p
 	return out, nil
 }
 
-// CheckPublished is the reader's check, when it opens, of how publication pub publishes the
-// table of oid (table: quoted) against the poller's filter (d's) and the columns it reads, on a
-// server of version (server_version_num): problem says how they differ, or that the server
-// cannot filter (older than PostgreSQL 15), with the fix for poller; err is a failure to read
-// either.
-func CheckPublished(ctx context.Context, db *sql.DB, poller, pub string, d sourcedef.Definition, table string, columns []string, version int, oid int64) (problem string, err error) {
-	if p := filterTooOld(d, version); p != "" {
-		return p, nil
+// A Published is a table as the reader of a poller's publication reads it, which
+// CheckPublished checks the publication against.
+type Published struct {
+	Poller      string               // the poller, named in the fix
+	Publication string               // the publication's name
+	Definition  sourcedef.Definition // the table's part of the poller's definition (its filter)
+	Table       string               // the table, quoted
+	OID         int64                // the table's oid
+	Columns     []string             // the columns the poller reads
+	Version     int                  // the server's server_version_num
+}
+
+// CheckPublished is the reader's check, when it opens, of how the publication publishes p's
+// table against the poller's filter and the columns it reads: problem says how they differ, or
+// that the server cannot filter (older than PostgreSQL 15), with the fix for the poller; err is
+// a failure to read either.
+func CheckPublished(ctx context.Context, db *sql.DB, p Published) (problem string, err error) {
+	d, version, pub, poller := p.Definition, p.Version, p.Publication, p.Poller
+	if problem := filterTooOld(d, version); problem != "" {
+		return problem, nil
 	}
-	got, err := published(ctx, db, version, pub, oid)
+	got, err := published(ctx, db, version, pub, p.OID)
 	if err != nil {
 		return "", err
 	}
 	if got.Filter == "" && d.Filter == "" && got.Columns == nil {
 		return "", nil
 	}
-	normalized, err := normalizeFilter(ctx, db, table, d.Filter)
+	normalized, err := normalizeFilter(ctx, db, p.Table, d.Filter)
 	if err != nil {
 		return "", fmt.Errorf("%v (the role needs TEMPORARY on the database to read a filter as PostgreSQL does)", err)
 	}
-	want := pubTable{Filter: normalized, Columns: columns}
+	want := pubTable{Filter: normalized, Columns: p.Columns}
 	if !got.covers(want) {
 		return fmt.Sprintf("publication %q publishes the table with %s, and the poller reads %s: it would deliver other changes than the poller says. `pollerctl cdc enable %s --yes` makes it so (pollerctl cdc enable %s shows the statement first)",
 			pub, got, want, poller, poller), nil

@@ -38,7 +38,7 @@ func TestLogicalFilter(t *testing.T) {
 		!strings.Contains(plan.Problems[0], "every UPDATE or DELETE of the table would fail") {
 		t.Fatalf("a filter on a column outside the replica identity: %q", plan.Problems)
 	}
-	if _, err := cdc.Enable(ctx); !errors.Is(err, pgcdc.ErrCDCSetup) {
+	if _, err := cdc.Enable(ctx); !errors.Is(err, pgcdc.ErrSetup) {
 		t.Fatalf("enable: %v", err)
 	}
 	if slot, pub := c.exists(t); slot || pub {

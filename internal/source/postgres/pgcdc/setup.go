@@ -8,26 +8,28 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
+
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
 // Setup is c as pollerctl administers it: its plans and what they did, as text.
-func (c *CDC) Setup() source.CDCSetup { return &cdcSetup{CDC: c} }
+func (c *Admin) Setup() driver.CDCSetup { return &cdcSetup{Admin: c} }
 
-// cdcSetup is a CDC as pollerctl uses it: its plans and what they did, as text.
+// cdcSetup is an Admin as pollerctl uses it: its plans and what they did, as text.
 type cdcSetup struct {
-	*CDC
+	*Admin
 	enabled SlotState // the slot after Enable
 }
 
-func (c *cdcSetup) PlanEnable(ctx context.Context) (source.CDCPlan, error) {
+func (c *cdcSetup) PlanEnable(ctx context.Context) (driver.CDCPlan, error) {
 	info, err := c.Inspect(ctx)
 	if err != nil {
-		return source.CDCPlan{}, err
+		return driver.CDCPlan{}, err
 	}
-	p := c.CDC.PlanEnable(info)
-	plan := source.CDCPlan{Info: infoLines(c.CDC, info), Steps: p.Steps, None: "the publication and the slot exist and fit", Problems: p.Problems, Nothing: "is enabled already"}
+	p := c.Admin.PlanEnable(info)
+	plan := driver.CDCPlan{Info: infoLines(c.Admin, info), Steps: p.Steps, None: "the publication and the slot exist and fit", Problems: p.Problems, Nothing: "is enabled already"}
 	if !info.Slot.Exists {
 		plan.Note = fmt.Sprintf("  note: from the moment the slot exists PostgreSQL keeps every WAL segment it has not confirmed. The poller\n"+
 			"  advances it after each commit; a slot nobody advances fills the server's disk. If %s goes away, run\n"+
@@ -36,13 +38,13 @@ func (c *cdcSetup) PlanEnable(ctx context.Context) (source.CDCPlan, error) {
 	return plan, nil
 }
 
-func (c *cdcSetup) PlanDisable(ctx context.Context, checkpoint string) (source.CDCPlan, error) {
+func (c *cdcSetup) PlanDisable(ctx context.Context, checkpoint string) (driver.CDCPlan, error) {
 	info, err := c.Inspect(ctx)
 	if err != nil {
-		return source.CDCPlan{}, err
+		return driver.CDCPlan{}, err
 	}
-	p := c.CDC.PlanDisable(info)
-	plan := source.CDCPlan{Info: infoLines(c.CDC, info), Steps: p.Steps, Kept: p.Keep, Problems: p.Problems, Nothing: "has no slot or publication of its own to drop"}
+	p := c.Admin.PlanDisable(info)
+	plan := driver.CDCPlan{Info: infoLines(c.Admin, info), Steps: p.Steps, Kept: p.Keep, Problems: p.Problems, Nothing: "has no slot or publication of its own to drop"}
 	if info.Slot.Exists {
 		name := c.poller
 		plan.Note = fmt.Sprintf("  lost: the slot's stream. Every change after the poller's checkpoint %s that it has not delivered\n"+
@@ -55,7 +57,7 @@ func (c *cdcSetup) PlanDisable(ctx context.Context, checkpoint string) (source.C
 }
 
 func (c *cdcSetup) Enable(ctx context.Context) ([]string, error) {
-	done, err := c.CDC.Enable(ctx)
+	done, err := c.Admin.Enable(ctx)
 	var lines []string
 	if done.CreatedPublication {
 		lines = append(lines, "created publication "+c.Publication())
@@ -74,7 +76,7 @@ func (c *cdcSetup) Enable(ctx context.Context) ([]string, error) {
 }
 
 func (c *cdcSetup) Disable(ctx context.Context) ([]string, error) {
-	done, err := c.CDC.Disable(ctx)
+	done, err := c.Admin.Disable(ctx)
 	var lines []string
 	if done.DroppedSlot {
 		lines = append(lines, "dropped replication slot "+c.Slot())
@@ -142,15 +144,15 @@ func (c *cdcSetup) CheckReset(ctx context.Context, cur *state.Cursor, what strin
 }
 
 // Clone decides a logical poller's clone: it reads its own replication slot and publication
-// (this CDC's), which `pollerctl cdc enable NEW --yes` makes, starting at the WAL of that moment.
+// (this Admin's), which `pollerctl cdc enable NEW --yes` makes, starting at the WAL of that moment.
 // The original's checkpoint is copied only when the new slot can serve it (its confirmed
 // position is at or before it): the clone then goes on exactly where the original is.
 // Otherwise copying it would be a silent gap (the changes between are in no slot the clone can
 // read), so the clone is refused, unless fromStart: then the clone starts where its slot is (a
 // nil checkpoint), and the gap is said aloud.
-func (c *cdcSetup) Clone(ctx context.Context, from source.Config, checkpoint *state.Cursor, fromStart bool) (source.Cloned, error) {
-	to, orig := c.poller, from.Poller
-	out := source.Cloned{Reads: "the same table, read through " + to + "'s own slot"}
+func (c *cdcSetup) Clone(ctx context.Context, from driver.Original, fromStart bool) (driver.Cloned, error) {
+	to, orig, checkpoint := c.poller, from.Poller, from.Checkpoint
+	out := driver.Cloned{Reads: "the same table, read through " + to + "'s own slot"}
 	newSlot, err := SlotStatus(ctx, c.DB(), c.Slot())
 	if err != nil {
 		return out, err
@@ -166,7 +168,7 @@ func (c *cdcSetup) Clone(ctx context.Context, from source.Config, checkpoint *st
 	} else if origSlot, err := SlotStatus(ctx, c.DB(), from.Definition.Slot); err == nil {
 		at, atKnown = origSlot.Confirmed()
 	}
-	startHere := func(why string) (source.Cloned, error) {
+	startHere := func(why string) (driver.Cloned, error) {
 		out.Notes = append(out.Notes, fmt.Sprintf("note: --from-slot-start: %s starts where its own slot %s is%s; %s", to, c.Slot(), why,
 			"the changes "+orig+" has not delivered yet at that point are not delivered to "+to))
 		return out, nil
@@ -201,7 +203,7 @@ func (c *cdcSetup) Clone(ctx context.Context, from source.Config, checkpoint *st
 
 // infoLines show the set-up: server, role and privileges, table and replica identity, the
 // publication and the slot.
-func infoLines(cdc *CDC, info CDCInfo) []string {
+func infoLines(cdc *Admin, info Info) []string {
 	yn := func(b bool) string {
 		if b {
 			return "yes"

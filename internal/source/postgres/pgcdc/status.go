@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
+
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
@@ -32,10 +34,10 @@ type slotView struct {
 
 // ProbeDetails are the details of a probe that read the slot st (the stream's Inspect): the
 // slot, and what is wrong with the slot itself (checkSlot).
-func ProbeDetails(st SlotState, poller string) ([]source.Detail, error) {
+func ProbeDetails(st SlotState, poller string) ([]driver.Detail, error) {
 	d := slotView{SlotState: st, From: "probe"}.detail()
 	d.Value = st // the probe shows the slot as it read it
-	return []source.Detail{d}, checkSlot(st, poller)
+	return []driver.Detail{d}, checkSlot(st, poller)
 }
 
 // checkSlot says what is wrong with a logical poller's slot itself (poller, "" when unknown, is
@@ -60,7 +62,7 @@ func checkSlot(s SlotState, poller string) error {
 // CheckProbe says when the slot a probe found is past the checkpoint (nil: never). Only a state
 // document read after the slot may be compared with it: a tick advances the slot after it
 // commits, so a document read before the slot may be one commit old.
-func CheckProbe(details []source.Detail, checkpoint *state.Cursor, poller string) error {
+func CheckProbe(details []driver.Detail, checkpoint *state.Cursor, poller string) error {
 	s, ok := probedSlot(details)
 	if !ok || checkpoint == nil {
 		return nil
@@ -76,7 +78,7 @@ func CheckProbe(details []source.Detail, checkpoint *state.Cursor, poller string
 
 // StatusDetails shows the slot: as the probe read it, else the WAL it kept at the newest tick
 // that measured it; nothing when neither says.
-func StatusDetails(in source.StatusInput) []source.Detail {
+func StatusDetails(in driver.StatusInput) []driver.Detail {
 	v := slotView{From: "probe"}
 	if s, ok := probedSlot(in.Probe); ok {
 		v.SlotState = s
@@ -88,11 +90,11 @@ func StatusDetails(in source.StatusInput) []source.Detail {
 	v.MaxRetainedBytes = in.MaxRetained
 	d := v.detail()
 	d.Health, d.Reason = v.verdict(in)
-	return []source.Detail{d}
+	return []driver.Detail{d}
 }
 
 // probedSlot is the slot among a probe's details.
-func probedSlot(details []source.Detail) (SlotState, bool) {
+func probedSlot(details []driver.Detail) (SlotState, bool) {
 	for _, d := range details {
 		if s, ok := d.Value.(SlotState); ok {
 			return s, true
@@ -117,13 +119,13 @@ const SlotDetail = "slot"
 
 // detail is the slot as the page's card and pollerctl status show it, marked when it keeps more
 // WAL than its limit.
-func (v slotView) detail() source.Detail {
+func (v slotView) detail() driver.Detail {
 	text, bad := v.text()
 	line := "replication slot " + text
 	if bad {
 		line += " (PAST THE LIMIT)"
 	}
-	return source.Detail{Key: SlotDetail, Value: v, Label: "replication slot", Class: "slot", Text: text, Line: line, Bad: bad}
+	return driver.Detail{Key: SlotDetail, Value: v, Label: "replication slot", Class: "slot", Text: text, Line: line, Bad: bad}
 }
 
 // text describes the slot, and says whether it keeps more WAL than its limit.
@@ -155,9 +157,9 @@ func (v slotView) text() (string, bool) {
 // WAL than {P}_CDC_MAX_RETAINED is failing when nothing reads it and it still grows (inactive,
 // and more than at the last tick that measured it), lagging otherwise. (A missing slot, or one
 // past the checkpoint, fails the probe: misconfigured, before this.)
-func (v slotView) verdict(in source.StatusInput) (source.Health, string) {
+func (v slotView) verdict(in driver.StatusInput) (driver.Health, string) {
 	if v.RetainedBytes == nil || v.MaxRetainedBytes <= 0 || *v.RetainedBytes <= v.MaxRetainedBytes {
-		return source.Fine, ""
+		return driver.Fine, ""
 	}
 	p := in.SettingPrefix
 	name := cmp.Or(v.Name, "the poller's slot")
@@ -168,10 +170,10 @@ func (v slotView) verdict(in source.StatusInput) (source.Health, string) {
 	fix := "the server's disk fills with it. Let the poller catch up (rows waiting: " + waitingText(in.RowsWaiting) + "); a table that is not written while the database is, " +
 		"keeps the slot where it is until the next change of the table (any write to it lets the next tick advance it)"
 	if prev := lastRetained(in.History); v.From == "probe" && !v.Active && prev != nil && *v.RetainedBytes > *prev {
-		return source.Failing, kept + ", and it grows while nothing reads it (inactive, " + bytesText(*prev) + " at the last tick): " + fix +
+		return driver.Failing, kept + ", and it grows while nothing reads it (inactive, " + bytesText(*prev) + " at the last tick): " + fix +
 			fmt.Sprintf(". If the poller is gone for good: pollerctl cdc disable %s --yes drops the slot", in.Poller)
 	}
-	return source.Lagging, kept + ": " + fix
+	return driver.Lagging, kept + ": " + fix
 }
 
 func waitingText(n int64) string {

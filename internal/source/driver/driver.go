@@ -1,4 +1,4 @@
-package source
+package driver
 
 import (
 	"context"
@@ -34,7 +34,7 @@ type Driver interface {
 	Supports(kind string) bool
 	// CheckDefinition refuses a definition that breaks the database's own rules (a logical
 	// cursor's slot and publication names, a changetracking cursor's filter), each broken rule a
-	// *sourcedef.FieldError naming the field (errors.Join of them when several), which Open and
+	// *sourcedef.FieldError naming the field (errors.Join of them when several), which source.Open and
 	// poller.json (for the one database that reads its kind: drivers.CheckDefinition) word each
 	// their own way; run after Definition.Check. Defaults: nil.
 	CheckDefinition(d sourcedef.Definition) error
@@ -61,7 +61,7 @@ type Driver interface {
 	ReadBound(dsn string, d sourcedef.Definition) (ReadBound, bool)
 	// StampCheck renders the predicate that finds a row the cursor column col (of flavor fl)
 	// can never reach, its argument (marker param), and how to stamp the column and rewrite
-	// such rows; "" when there is nothing to check (see Source.CheckStamps).
+	// such rows; "" when there is nothing to check (see source.Source.CheckStamps).
 	StampCheck(fl row.TSFlavor, table, col, param string) (pred string, arg any, fix string)
 	// IsNull is the predicate that finds NULL alone in column quoted (MySQL's "col IS NULL"
 	// also finds a NOT NULL DATETIME's zero dates). Defaults: quoted IS NULL.
@@ -86,7 +86,7 @@ type Driver interface {
 	// Refuse says why a column of type c cannot be read, and what to do: a type whose values
 	// JSON cannot carry without loss and that has no lossless form of its own (SQL Server's
 	// sql_variant). "" when it can; ErrNotSupported (Defaults) when the database refuses no
-	// type. Open, and so pollerctl check, refuses a poller reading such a column, naming it,
+	// type. source.Open, and so pollerctl check, refuses a poller reading such a column, naming it,
 	// before any tick stalls on one of its values.
 	Refuse(c row.ColumnType) (string, error)
 	// Scalars says whether the Go driver returns integers, floats and text as int64, float64
@@ -139,16 +139,17 @@ type Driver interface {
 
 	// ChangeStream returns the reader of a change-stream cursor kind for the source l lays out;
 	// ErrNotSupported (Defaults) when the driver has none for kind.
-	ChangeStream(kind string, l *Layout) (ChangeStream, error)
+	ChangeStream(kind string, l Layout) (ChangeStream, error)
 	// CDCKind is the cursor kind whose set-up (made on purpose, outside the tick: the logical
 	// cursor's replication slot and publication, which `pollerctl cdc enable` makes) the
 	// driver administers, and what that set-up is, for people ("logical", "PostgreSQL logical
 	// decoding"); "" (Defaults) when none.
 	CDCKind() (kind, what string)
-	// OpenCDC connects to a poller's database to administer its set-up (cfg as for Open with
-	// the drivers ds, of that kind; nothing of the table is checked): pollerctl cdc, reset and
-	// clone administer it through here. ErrNotSupported (Defaults) when CDCKind is "".
-	OpenCDC(ctx context.Context, ds Drivers, cfg Config) (CDCSetup, error)
+	// OpenCDC administers a poller's set-up on its database c (package source's OpenCDC
+	// connects to it; nothing of the table is checked): pollerctl cdc, reset and clone
+	// administer it through here. The CDCSetup closes c.DB. ErrNotSupported (Defaults) when
+	// CDCKind is "".
+	OpenCDC(ctx context.Context, c Conn) (CDCSetup, error)
 	// Restart says where a poller of a cursor kind of the driver's own starts again when its
 	// state document is deleted (a change stream restarts where the database's record of
 	// changes is, not at the beginning of the table): the line pollerctl delete warns with,
@@ -157,7 +158,7 @@ type Driver interface {
 	Restart(kind, poller string) string
 	// CheckProbe says what is wrong with the details a probe of a poller of a kind only this
 	// driver reads found (ChangeStream.Inspect), given the checkpoint of a state document read
-	// after the probe: an error wrapping ErrMisconfigured that names poller in its fix, or nil
+	// after the probe: an error wrapping source.ErrMisconfigured that names poller in its fix, or nil
 	// (Defaults).
 	CheckProbe(details []Detail, checkpoint *state.Cursor, poller string) error
 	// StatusDetails are the details of the status row of a poller of a kind only this driver
@@ -223,8 +224,8 @@ func (ds Drivers) CDCAdmin(kind string) (Driver, bool) {
 	return nil, false
 }
 
-// reading lists the names of the drivers that read cursor kind, sorted.
-func (ds Drivers) reading(kind string) []string {
+// Reading lists the names of the drivers that read cursor kind, sorted.
+func (ds Drivers) Reading(kind string) []string {
 	var out []string
 	for _, d := range ds {
 		if d.Supports(kind) {
@@ -309,7 +310,7 @@ func (Defaults) UniqueKey(context.Context, *sql.DB, sourcedef.Table, []string) (
 func (Defaults) CreateUniqueIndex(sourcedef.Table, string, []string) string { return "" }
 
 // ChangeStream: no change-stream cursor kind.
-func (Defaults) ChangeStream(kind string, _ *Layout) (ChangeStream, error) {
+func (Defaults) ChangeStream(kind string, _ Layout) (ChangeStream, error) {
 	return nil, fmt.Errorf("a %s cursor: %w", kind, ErrNotSupported)
 }
 
@@ -317,8 +318,8 @@ func (Defaults) ChangeStream(kind string, _ *Layout) (ChangeStream, error) {
 func (Defaults) CDCKind() (kind, what string) { return "", "" }
 
 // OpenCDC: no set-up to administer.
-func (Defaults) OpenCDC(_ context.Context, _ Drivers, cfg Config) (CDCSetup, error) {
-	return nil, fmt.Errorf("a %s cursor's set-up: %w", cfg.Definition.Cursor.Kind, ErrNotSupported)
+func (Defaults) OpenCDC(_ context.Context, c Conn) (CDCSetup, error) {
+	return nil, fmt.Errorf("a %s cursor's set-up: %w", c.Definition.Cursor.Kind, ErrNotSupported)
 }
 
 // Restart: a poller starts over from the beginning of its table.
@@ -379,4 +380,20 @@ func QuoteAll(d Quoter, names []string) []string {
 		out[i] = d.Quote(n)
 	}
 	return out
+}
+
+// A ReadBound is an upper bound on the cursor column below the transactions still open: each
+// read takes it as an argument (cursor < Arg).
+type ReadBound interface {
+	// Arg is the bound for a read: the rows stamped at or after it wait.
+	Arg(ctx context.Context, db *sql.DB) (any, error)
+	// Stats says how the last read was bounded (HoldBack, LateCommits, Details); the zero
+	// Stats before any read.
+	Stats() Stats
+}
+
+// Location is where a source lives, without credentials: what the fingerprint covers.
+type Location struct {
+	Server   string // host[:port][\instance]; empty for SQLite
+	Database string // database name; the file path for SQLite
 }

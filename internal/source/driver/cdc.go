@@ -1,8 +1,10 @@
-package source
+package driver
 
 import (
 	"context"
+	"database/sql"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
@@ -24,14 +26,13 @@ type CDCSetup interface {
 	// "" when nothing.
 	Enabled(c *state.Cursor) string
 	// CheckReset says whether a reset may put the poller's checkpoint at c (nil: the
-	// beginning), which what names: a note for people, or why not (an error wrapping ErrCursor
+	// beginning), which what names: a note for people, or why not (an error wrapping source.ErrCursor
 	// when c is no position of the stream at all).
 	CheckReset(ctx context.Context, c *state.Cursor, what string) (note string, err error)
 	// Clone decides where a clone starts that reads this set-up, its own, instead of the
-	// original's (from: how the original is read; checkpoint: its checkpoint, nil when none):
-	// where the original is, when this set-up can serve that; else, with fromStart, where this
-	// set-up starts, said aloud; else it refuses.
-	Clone(ctx context.Context, from Config, checkpoint *state.Cursor, fromStart bool) (Cloned, error)
+	// original's: where the original is, when this set-up can serve that; else, with
+	// fromStart, where this set-up starts, said aloud; else it refuses.
+	Clone(ctx context.Context, orig Original, fromStart bool) (Cloned, error)
 }
 
 // A CDCPlan is what enabling or disabling a poller's set-up would do, read without writing.
@@ -50,4 +51,20 @@ type Cloned struct {
 	Cursor *state.Cursor // its checkpoint; nil: where its own stream starts
 	Notes  []string      // for people
 	Reads  string        // what it reads, for people
+}
+
+// A Conn is a poller's database as a driver's administration of its set-up gets it
+// (Driver.OpenCDC): connected and answering, nothing of its table checked.
+type Conn struct {
+	Poller     string
+	Definition sourcedef.Definition
+	DB         *sql.DB // a pool of one connection
+	Describe   string  // the driver, server, database and table, without secrets
+}
+
+// Original is the poller a clone copies (CDCSetup.Clone).
+type Original struct {
+	Poller     string
+	Definition sourcedef.Definition // how it is read
+	Checkpoint *state.Cursor        // its checkpoint; nil when none
 }
