@@ -15,12 +15,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
-
 	"github.com/pseudotrigger/pseudotrigger/internal/blobpath"
 	"github.com/pseudotrigger/pseudotrigger/internal/faultpoint"
 	"github.com/pseudotrigger/pseudotrigger/internal/replicacheck"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres/pgcdc"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/row"

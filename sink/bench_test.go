@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
-
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 	_ "github.com/jackc/pgx/v5/stdlib" // the pgx driver for the hand-written loop
 
@@ -24,6 +22,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/blobstore"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"

@@ -6,9 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
-
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerstatus"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/mysql"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres/pgcdc"

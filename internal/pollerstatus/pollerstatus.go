@@ -25,8 +25,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
-
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
 	"github.com/pseudotrigger/pseudotrigger/internal/blobpath"
 	"github.com/pseudotrigger/pseudotrigger/internal/deadletter"
@@ -34,6 +32,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/liveness"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/redact"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/setup"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"

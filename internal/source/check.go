@@ -10,7 +10,6 @@ import (
 	"sync"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
-
 	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/setup"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"

@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
-
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 )
 

@@ -5,9 +5,9 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
-
 	_ "modernc.org/sqlite"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
 )
 
 // poolDriver opens SQLite files, for the pools' bookkeeping.

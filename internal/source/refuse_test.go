@@ -7,9 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
-
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/setup"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"

@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
-
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 

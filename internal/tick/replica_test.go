@@ -15,10 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
-
-	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
-
 	_ "github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
@@ -26,8 +22,10 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/replicacheck"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres/pgcdc"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/blobstore"

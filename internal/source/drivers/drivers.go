@@ -7,9 +7,8 @@ import (
 	"context"
 	"strings"
 
-	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
-
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/mysql"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"

@@ -12,11 +12,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
-
 	gomysql "github.com/go-sql-driver/mysql"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )

@@ -7,7 +7,6 @@ import (
 	"context"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
-
 	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres/pgcdc"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )

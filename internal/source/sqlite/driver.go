@@ -11,10 +11,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
-
 	_ "modernc.org/sqlite" // no cgo
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )

@@ -24,11 +24,9 @@ import (
 	"fmt"
 	"maps"
 
-	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
-
-	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
-
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )

@@ -7,11 +7,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
-
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres/pgcdc"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 )
 
