@@ -474,23 +474,47 @@ func TestModuleParams(t *testing.T) {
 	}
 }
 
-// alertQueries returns the five queries in modules/alerts.bicep (multi-line strings) by variable name.
+// alertQueries returns the six queries in modules/alerts.bicep (multi-line strings, some with
+// placeholders a replace() fills) by variable name.
 func alertQueries(t *testing.T, alerts string) map[string]string {
 	t.Helper()
-	q := regexp.MustCompile(`(?s)var (\w+Query) = (?:replace\()?'''(.*?)'''`)
+	q := regexp.MustCompile(`(?s)var (\w+Query) = (?:replace\()*'''(.*?)'''`)
 	out := map[string]string{}
 	for _, m := range q.FindAllStringSubmatch(alerts, -1) {
 		out[m[1]] = m[2]
 	}
-	if len(out) != 5 {
-		t.Fatalf("modules/alerts.bicep has %d queries, want 5 (failedTicksQuery, lagQuery, blockedQuery, slotRetainedQuery, deadLettersQuery)", len(out))
+	if len(out) != 6 {
+		t.Fatalf("modules/alerts.bicep has %d queries, want 6 (failedTicksQuery, lagQuery, blockedQuery, slotRetainedQuery, deadLettersQuery, stoppedQuery)", len(out))
 	}
 	return out
 }
 
-// TestAlertRules: five log search alert rules on a stable API version, scoped to Application
-// Insights, each notifying the action group parameter, split by poller, with thresholds,
-// severities, frequency and window from parameters, and queries over the handler's JSON lines.
+// alertRules returns the body of each scheduledQueryRules resource of modules/alerts.bicep by its
+// symbolic name, failing t for a rule on another API version than the stable 2023-12-01 (the REST
+// spec's stable/2023-12-01; later ones are previews).
+func alertRules(t *testing.T, alerts string) map[string]string {
+	t.Helper()
+	rule := regexp.MustCompile(`(?m)^resource (\w+) 'Microsoft\.Insights/scheduledQueryRules@([^']+)' = \{`)
+	masked := mask(alerts)
+	rules := map[string]string{}
+	for _, m := range rule.FindAllStringSubmatchIndex(alerts, -1) {
+		name, version := alerts[m[2]:m[3]], alerts[m[4]:m[5]]
+		if version != "2023-12-01" {
+			t.Errorf("rule %s uses scheduledQueryRules@%s, want the stable 2023-12-01", name, version)
+		}
+		s, e := block(masked, m[0])
+		if s < 0 {
+			t.Fatalf("rule %s: unbalanced braces", name)
+		}
+		rules[name] = alerts[s:e]
+	}
+	return rules
+}
+
+// TestAlertRules: seven log search alert rules on a stable API version, scoped to Application
+// Insights, each notifying the action group parameter, split by poller (but the all-pollers one),
+// with thresholds, severities, frequency and window from parameters, and queries over the
+// handler's JSON lines.
 func TestAlertRules(t *testing.T) {
 	alerts := read(t, "modules/alerts.bicep")
 	decl := params(alerts)
@@ -508,24 +532,9 @@ func TestAlertRules(t *testing.T) {
 		}
 	}
 
-	rule := regexp.MustCompile(`(?m)^resource (\w+) 'Microsoft\.Insights/scheduledQueryRules@([^']+)' = \{`)
-	masked := mask(alerts)
-	rules := map[string]string{}
-	for _, m := range rule.FindAllStringSubmatchIndex(alerts, -1) {
-		name, version := alerts[m[2]:m[3]], alerts[m[4]:m[5]]
-		// 2023-12-01 is the current stable version (the REST spec's stable/2023-12-01); later
-		// ones are previews.
-		if version != "2023-12-01" {
-			t.Errorf("rule %s uses scheduledQueryRules@%s, want the stable 2023-12-01", name, version)
-		}
-		s, e := block(masked, m[0])
-		if s < 0 {
-			t.Fatalf("rule %s: unbalanced braces", name)
-		}
-		rules[name] = alerts[s:e]
-	}
-	if len(rules) != 5 {
-		t.Fatalf("modules/alerts.bicep has %d scheduledQueryRules, want 5", len(rules))
+	rules := alertRules(t, alerts)
+	if len(rules) != 7 {
+		t.Fatalf("modules/alerts.bicep has %d scheduledQueryRules, want 7", len(rules))
 	}
 	type want struct {
 		query, severity, window, threshold string
@@ -537,6 +546,8 @@ func TestAlertRules(t *testing.T) {
 		"blocked":      {"blockedQuery", "blockedSeverity", "windowSize", "0", []string{"poller", "batch_id"}},
 		"slotRetained": {"slotRetainedQuery", "slotRetainedSeverity", "windowSize", "slotRetainedThresholdBytes", []string{"poller"}},
 		"deadLetters":  {"deadLettersQuery", "deadLettersSeverity", "windowSize", "0", []string{"poller"}},
+		"stopped":      {"stoppedQuery", "stoppedSeverity", "evaluationFrequency", "0", []string{"poller"}},
+		"appStopped":   {"stoppedQuery", "appStoppedSeverity", "evaluationFrequency", "0", nil},
 	}
 	queries := alertQueries(t, alerts)
 	for name, w := range wants {
@@ -1069,7 +1080,7 @@ func TestWorkbook(t *testing.T) {
 		"visualization: 'timechart'", "resourceType: 'microsoft.insights/components'",
 	)
 	queries := map[string]string{}
-	for _, m := range regexp.MustCompile(`(?s)var (\w+Query) = '''(.*?)'''`).FindAllStringSubmatch(wb, -1) {
+	for _, m := range regexp.MustCompile(`(?s)var (\w+Query) = (?:replace\()?'''(.*?)'''`).FindAllStringSubmatch(wb, -1) {
 		queries[m[1]] = m[2]
 	}
 	charts := []string{"lagQuery", "rowsQuery", "durationQuery", "failuresQuery", "deadLettersQuery", "slotQuery"}
@@ -1103,7 +1114,7 @@ func TestWorkbook(t *testing.T) {
 	if len(documented["tick"]) < 10 || len(documented["dead letters"]) < 3 {
 		t.Fatalf("docs/contract.md's log lines read as %v", documented)
 	}
-	for _, name := range append(charts, "pollersQuery") {
+	for _, name := range append(charts, "pollersQuery", "lastTickQuery") {
 		q, ok := queries[name]
 		if !ok {
 			t.Errorf("modules/workbook.bicep has no %s", name)
@@ -1120,13 +1131,28 @@ func TestWorkbook(t *testing.T) {
 			}
 		}
 		wantIn(t, name, q, "\ntraces\n", "| where timestamp {TimeRange}\n", "| extend line = parse_json(message)\n", "where isnotempty(poller)")
-		if name != "pollersQuery" && (!strings.Contains(q, "poller in ({Poller})") || !strings.Contains(q, "by poller, bin(timestamp, {TimeRange:grain})")) {
+		if name != "pollersQuery" && name != "lastTickQuery" && (!strings.Contains(q, "poller in ({Poller})") || !strings.Contains(q, "by poller, bin(timestamp, {TimeRange:grain})")) {
 			t.Errorf("%s is not one series per chosen poller, binned by the range's grain", name)
 		}
 		if strings.Count(q, "(") != strings.Count(q, ")") || strings.Count(q, `"`)%2 != 0 || strings.Contains(q, "'") {
 			t.Errorf("%s has unbalanced parentheses or quotes, or a quote the template would end:\n%s", name, q)
 		}
 	}
+	// The time since each poller's last tick line, first: a row for every poller the deployment
+	// declares (the datatable of pollerPeriods, full-outer-joined: one with no line in the range
+	// keeps its row) and any other that logged one, the silent ones first.
+	wantIn(t, "modules/workbook.bicep", wb, "param pollerPeriods array\n",
+		"''', 'EXPECTED_POLLERS', join(map(pollerPeriods, p => '\"${p.name}\", ${p.periodSeconds}'), ', '))\n",
+		"name: 'last-tick'\n", "query: lastTickQuery\n", "visualization: 'table'\n")
+	if strings.Index(wb, "name: 'last-tick'") > strings.Index(wb, "map(charts, c => {") {
+		t.Error("the last-tick table is not the workbook's first item after its parameters")
+	}
+	wantIn(t, "lastTickQuery", queries["lastTickQuery"],
+		"let expected = datatable(poller: string, period_seconds: long) [EXPECTED_POLLERS];\ntraces\n",
+		"| summarize arg_max(timestamp, outcome) by poller\n| join kind=fullouter expected on poller\n",
+		"| project poller = coalesce(poller, poller1), period_seconds, last_tick = timestamp, last_outcome = outcome\n",
+		"since_last_tick_seconds = tolong((now() - last_tick) / 1s)", "periods_since_last_tick = iff(period_seconds > 0,",
+		"| order by since_last_tick_seconds desc nulls first, poller asc\n")
 	main := read(t, "main.bicep")
 	wantIn(t, "main.bicep", main, "module workbook 'modules/workbook.bicep' = {", "STATUS_WORKBOOK_URL: '${environment().portal}/#resource${workbook.outputs.id}'\n")
 }

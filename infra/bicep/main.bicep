@@ -95,7 +95,7 @@ param tags object = {}
 // Alerts (modules/alerts.bicep): log search alert rules over the handler's JSON lines in
 // Application Insights, split by poller.
 
-@description('Create the alert rules: a poller failing failedTicksInARow ticks in a row, lagging more than lagThresholdSeconds, blocked on a poison batch, with unresolved dead letters (degraded), or (logical pollers) its replication slot keeping more than slotRetainedThresholdBytes of WAL.')
+@description('Create the alert rules: a poller failing failedTicksInARow ticks in a row, lagging more than lagThresholdSeconds, blocked on a poison batch, with unresolved dead letters (degraded), (logical pollers) its replication slot keeping more than slotRetainedThresholdBytes of WAL, or stopped (no tick line for stoppedAfterPeriods periods), and all pollers stopped.')
 param alertsEnabled bool = true
 
 @description('Resource id of the action group the alert rules notify (/subscriptions/.../providers/Microsoft.Insights/actionGroups/NAME). Empty: the rules are created without actions and their alerts show only in Azure Monitor > Alerts.')
@@ -143,7 +143,48 @@ param blockedSeverity int = 1
 @maxValue(4)
 param deadLettersSeverity int = 2
 
+@description('The dead man\'s switch: alert when a poller has written no tick line for this many of its schedule periods (and at least stoppedAfterMinSeconds), and once for the app when none of its pollers has. A stopped timer writes no line, so no other rule fires.')
+@minValue(2)
+@maxValue(100)
+param stoppedAfterPeriods int = 3
+
+@description('The least silence the stopped rules alert on, in seconds, whatever the schedule: above the time a tick line takes to reach Application Insights (minutes) plus alertEvaluationFrequency, so that a late line is not a stopped poller.')
+@minValue(300)
+param stoppedAfterMinSeconds int = 900
+
+@description('Severity of the poller-stopped alert, 0 (critical) to 4 (verbose).')
+@minValue(0)
+@maxValue(4)
+param stoppedSeverity int = 1
+
+@description('Severity of the all-pollers-stopped alert (nothing is delivered), 0 (critical) to 4 (verbose).')
+@minValue(0)
+@maxValue(4)
+param appStoppedSeverity int = 0
+
+@description('When this deployment ran (leave it to its default): the stopped rules count a poller\'s silence from its last tick line or from this, whichever is later, so that a poller just added (or timers not yet restarted by this deployment) is given its periods before it is called stopped.')
+param deployedAt string = utcNow('o')
+
 var suffix = uniqueString(resourceGroup().id, appName)
+
+// Each poller's schedule period in seconds, at most: how long it may go between two ticks while
+// its timer runs (the stopped rules' and the workbook's unit). NCRONTAB's six fields are second,
+// minute, hour, day, month and day of week. Of the second, minute and hour fields, the most
+// significant one that is not * fires every k of its units for */k (or 0/k), and at least once
+// per unit of the field above it for any other value (a number, a list, a range), while every
+// field above it is *: so the longest gap is k of its units, or the whole unit above. A schedule
+// that names days, months or days of the week has no period here (0): its gaps run to days or
+// years, longer than any stopped rule can look back. Exact for the usual */k and single-value
+// forms, never below the real period: infra/bicep/alerts_test.go checks the rule against the
+// handler's own (SchedulePeriod).
+var scheduleFields = [for p in pollers: concat(filter(split(trim(p.schedule), ' '), f => !empty(f)), ['*', '*', '*', '*', '*', '*'])]
+var restrictedField = [for f in scheduleFields: lastIndexOf(map(take(f, 3), x => x != '*'), true)]
+var fieldSeconds = [1, 60, 3600]
+var fieldWhole = [60, 60, 24]
+var pollerPeriods = [for (p, i) in pollers: {
+  name: p.name
+  periodSeconds: length(filter(skip(take(scheduleFields[i], 6), 3), x => x != '*')) > 0 ? 0 : restrictedField[i] < 0 ? 1 : fieldSeconds[restrictedField[i]] * (startsWith(scheduleFields[i][restrictedField[i]], '*/') || startsWith(scheduleFields[i][restrictedField[i]], '0/') ? int(substring(scheduleFields[i][restrictedField[i]], 2)) : fieldWhole[restrictedField[i]])
+}]
 
 // vnetEnabled: the private DNS zone of each service reached through a private endpoint (the host
 // account's blob and queue, its table with hostDiagnosticEvents, the state account's blob, and
@@ -308,6 +349,7 @@ module workbook 'modules/workbook.bicep' = {
     name: appName
     location: location
     insightsId: monitoring.outputs.id
+    pollerPeriods: pollerPeriods
     tags: tags
   }
 }
@@ -329,6 +371,12 @@ module alerts 'modules/alerts.bicep' = if (alertsEnabled) {
     lagSeverity: lagSeverity
     blockedSeverity: blockedSeverity
     deadLettersSeverity: deadLettersSeverity
+    pollerPeriods: pollerPeriods
+    stoppedAfterPeriods: stoppedAfterPeriods
+    stoppedAfterMinSeconds: stoppedAfterMinSeconds
+    stoppedSeverity: stoppedSeverity
+    appStoppedSeverity: appStoppedSeverity
+    deployedAt: deployedAt
     tags: tags
   }
 }

@@ -19,10 +19,16 @@ type workbookChart struct {
 	Title, Summarize, Name string
 }
 
+// workbookTable is the workbook's last-tick table: its title and its columns.
+type workbookTable struct {
+	Title   string
+	Columns []string
+}
+
 // workbookLayout reads the workbook's items from modules/workbook.bicep as the portal lays them
-// out: the title text, the two parameters with their defaults, then each chart, full width, in
-// the order of the charts list.
-func workbookLayout(t *testing.T) (title string, params []string, charts []workbookChart) {
+// out: the title text, the two parameters with their defaults, the last-tick table, then each
+// chart, full width, in the order of the charts list.
+func workbookLayout(t *testing.T) (title string, params []string, table workbookTable, charts []workbookChart) {
 	t.Helper()
 	wb := read(t, "modules/workbook.bicep")
 	m := regexp.MustCompile(`json: '## \$\{name\}: (.*?)\\n(.*?)'\n`).FindStringSubmatch(wb)
@@ -34,17 +40,34 @@ func workbookLayout(t *testing.T) (title string, params []string, charts []workb
 		params = append(params, l[1])
 	}
 	queries := map[string]string{}
-	for _, q := range regexp.MustCompile(`(?s)var (\w+Query) = '''(.*?)'''`).FindAllStringSubmatch(wb, -1) {
+	for _, q := range regexp.MustCompile(`(?s)var (\w+Query) = (?:replace\()?'''(.*?)'''`).FindAllStringSubmatch(wb, -1) {
 		for _, line := range strings.Split(q[2], "\n") {
 			if strings.HasPrefix(line, "| summarize ") {
 				queries[q[1]] = strings.TrimPrefix(line, "| ")
 			}
+			// The table's columns: those its project names, then those each extend after it adds.
+			if q[1] == "lastTickQuery" {
+				if p, ok := strings.CutPrefix(line, "| project "); ok {
+					table.Columns = nil
+					for _, c := range strings.Split(regexp.MustCompile(`\([^()]*\)`).ReplaceAllString(p, "()"), ", ") {
+						name, _, _ := strings.Cut(c, " = ")
+						table.Columns = append(table.Columns, name)
+					}
+				}
+				if e, ok := strings.CutPrefix(line, "| extend "); ok && table.Columns != nil {
+					name, _, _ := strings.Cut(e, " = ")
+					table.Columns = append(table.Columns, name)
+				}
+			}
 		}
+	}
+	if m := regexp.MustCompile(`name: 'last-tick'\n\s+content: \{\n\s+version: '[^']+'\n\s+title: '((?:[^'\\]|\\')*)'\n\s+query: lastTickQuery\n`).FindStringSubmatch(wb); m != nil {
+		table.Title = strings.ReplaceAll(m[1], `\'`, "'")
 	}
 	for _, c := range regexp.MustCompile(`name: '([-\w]+)'\n\s+title: '((?:[^'\\]|\\')*)'\n\s+query: (\w+)`).FindAllStringSubmatch(wb, -1) {
 		charts = append(charts, workbookChart{Name: c[1], Title: strings.ReplaceAll(c[2], `\'`, "'"), Summarize: queries[c[3]]})
 	}
-	return title, params, charts
+	return title, params, table, charts
 }
 
 var layoutPage = template.Must(template.New("wb").Parse(`<!doctype html>
@@ -64,12 +87,18 @@ p.lead { margin: 0 16px 12px; }
 .axis { stroke: #c8c6c4; }
 .placeholder { fill: #0078d4; fill-opacity: .08; stroke: #0078d4; stroke-dasharray: 4 3; }
 .note { fill: #605e5c; font-size: 12px; }
+table { border-collapse: collapse; width: 100%; }
+th { text-align: left; font-weight: 600; font-size: 12px; border-bottom: 1px solid #c8c6c4; padding: 4px 6px; }
+td.cell { height: 18px; border-bottom: 1px solid #edebe9; }
 </style></head>
 <body>
 <div class="bar">Workbook layout drawn from infra/bicep/modules/workbook.bicep (not the portal's rendering: no data)</div>
 <h2>{{.Heading}}</h2>
 <p class="lead">{{.Lead}}</p>
 <div class="params">{{range .Params}}<div class="param"><b>{{.Label}}</b>{{.Value}} &#9662;</div>{{end}}</div>
+<section class="chart" id="last-tick"><h3>{{.Table.Title}}</h3>
+<table><tr>{{range .Table.Columns}}<th>{{.}}</th>{{end}}</tr>
+<tr>{{range .Table.Columns}}<td class="cell"></td>{{end}}</tr><tr>{{range .Table.Columns}}<td class="cell"></td>{{end}}</tr></table></section>
 {{range .Charts}}<section class="chart" id="chart-{{.Name}}"><h3>{{.Title}}</h3>
 <svg viewBox="0 0 1000 120" preserveAspectRatio="none"><rect class="placeholder" x="40" y="8" width="950" height="96"/>
 <line class="axis" x1="40" y1="104" x2="990" y2="104"/><line class="axis" x1="40" y1="8" x2="40" y2="104"/>
@@ -81,14 +110,18 @@ p.lead { margin: 0 16px 12px; }
 var domText = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
 
 // TestWorkbookLayoutInChromium draws the workbook's layout from its template (its title, its
-// parameters, each chart's title and the summarize its query charts) and screenshots it in
-// headless Chromium: every chart is laid out, in order. WORKBOOK_SCREENSHOT=file.png keeps a copy
+// parameters, the last-tick table's title and columns, each chart's title and the summarize its
+// query charts) and screenshots it in headless Chromium: the table first, with the time since the
+// last tick, then every chart, in order. WORKBOOK_SCREENSHOT=file.png keeps a copy
 // (docs/img/workbook-layout.png is one). No Azure subscription runs here, so this is the
 // layout, not the portal's rendering of data.
 func TestWorkbookLayoutInChromium(t *testing.T) {
-	title, params, charts := workbookLayout(t)
+	title, params, table, charts := workbookLayout(t)
 	if len(params) != 2 || len(charts) != 6 {
 		t.Fatalf("the workbook has parameters %v and %d charts, want 2 and 6", params, len(charts))
+	}
+	if table.Title == "" || strings.Join(table.Columns, ",") != "poller,period_seconds,last_tick,last_outcome,since_last_tick_seconds,periods_since_last_tick" {
+		t.Fatalf("the last-tick table: %q, columns %v", table.Title, table.Columns)
 	}
 	for _, c := range charts {
 		if c.Summarize == "" {
@@ -100,7 +133,7 @@ func TestWorkbookLayoutInChromium(t *testing.T) {
 	type param struct{ Label, Value string }
 	var page bytes.Buffer
 	if err := layoutPage.Execute(&page, map[string]any{
-		"Heading": heading, "Lead": lead, "Charts": charts,
+		"Heading": heading, "Lead": lead, "Charts": charts, "Table": table,
 		"Params": []param{{params[0], "Last 24 hours"}, {params[1], "All"}},
 	}); err != nil {
 		t.Fatal(err)
@@ -110,7 +143,10 @@ func TestWorkbookLayoutInChromium(t *testing.T) {
 		t.Fatal(err)
 	}
 	dom := string(testenv.RunChromium(t, bin, "file://"+file, "--dump-dom"))
-	at := 0
+	at := strings.Index(dom, `<section class="chart" id="last-tick"><h3>`+domText.Replace(table.Title)+`</h3>`)
+	if at < 0 || !strings.Contains(dom[at:], "<th>since_last_tick_seconds</th>") || at > strings.Index(dom, `id="chart-`) {
+		t.Fatalf("the last-tick table is not laid out before the charts:\n%s", testenv.Tail(dom, 2000))
+	}
 	for _, c := range charts {
 		i := strings.Index(dom[at:], fmt.Sprintf(`<section class="chart" id="chart-%s"><h3>%s</h3>`, c.Name, domText.Replace(c.Title)))
 		if i < 0 {
@@ -119,7 +155,7 @@ func TestWorkbookLayoutInChromium(t *testing.T) {
 		at += i
 	}
 	shot := filepath.Join(t.TempDir(), "workbook.png")
-	testenv.RunChromium(t, bin, "file://"+file, "--hide-scrollbars", "--window-size=1100,1340", "--screenshot="+shot)
+	testenv.RunChromium(t, bin, "file://"+file, "--hide-scrollbars", "--window-size=1100,1480", "--screenshot="+shot)
 	data, err := os.ReadFile(shot)
 	if err != nil {
 		t.Fatalf("no screenshot: %v", err)

@@ -1,5 +1,6 @@
-// Five log search alert rules over the handler's own log lines, split by poller so each alert
-// names the poller (and, for a poison batch, the batch).
+// Seven log search alert rules over the handler's own log lines, split by poller so each alert
+// names the poller (and, for a poison batch, the batch): five on what the lines say, and the dead
+// man's switch, two on the lines that stopped coming (a poller's, and every poller's).
 //
 // Where the lines are: the handler writes one slog JSON line per tick, per batch and per blocked
 // tick to stdout. The Functions host logs each stdout line of a custom handler, verbatim, with the
@@ -74,6 +75,31 @@ param slotRetainedSeverity int = 1
 @minValue(0)
 @maxValue(4)
 param deadLettersSeverity int = 2
+
+@description('The pollers the stopped rules expect a tick line from, each { name, periodSeconds }: its schedule period at most, 0 for a schedule naming days, months or days of the week (main.bicep\'s pollerPeriods).')
+param pollerPeriods array
+
+@description('Fire when a poller has written no tick line for this many of its schedule periods (and at least stoppedAfterMinSeconds).')
+@minValue(2)
+@maxValue(100)
+param stoppedAfterPeriods int = 3
+
+@description('The least silence the stopped rules fire on, in seconds: above the time a line takes to reach Application Insights plus evaluationFrequency.')
+@minValue(300)
+param stoppedAfterMinSeconds int = 900
+
+@description('When the deployment ran (main.bicep\'s utcNow()): a poller\'s silence counts from its last tick line or from this, whichever is later.')
+param deployedAt string
+
+@description('Severity of "a poller wrote no tick line for N periods".')
+@minValue(0)
+@maxValue(4)
+param stoppedSeverity int = 1
+
+@description('Severity of "no poller of the app wrote a tick line for N periods" (nothing is delivered).')
+@minValue(0)
+@maxValue(4)
+param appStoppedSeverity int = 0
 
 param tags object = {}
 
@@ -151,6 +177,42 @@ traces
 | where isnotempty(poller) and isnotnull(dead_letters)
 | summarize arg_max(timestamp, dead_letters, oldest_age_seconds) by poller
 '''
+
+// The dead man's switch. A timer that stopped (the host has been seen to stop every timer of a
+// Flex app after a deployment: azure-functions-host #11828) writes no line, so the rules above
+// never fire. This query makes a row for every poller the deployment declares, whether or not a
+// line of it is in the range (a query that returns no row never fires): the datatable of the
+// expected pollers, right-outer-joined to each one's latest tick line. A poller is stopped when
+// its silence, counted from its latest tick line or from the deployment (deployedAt) whichever is
+// later, passes N of its schedule periods and at least stoppedAfterMinSeconds; no tick line at all
+// since the deployment counts from the deployment. `stopped` (0 or 1) is the measure: the
+// per-poller rule fires on its maximum split by poller, the app rule on its minimum over every
+// row, above 0 only when every poller is stopped. The query looks back two days
+// (overrideQueryTimeRange, the most Azure Monitor allows), so only pollers whose N periods fit in
+// two days are expected (watchedPollers: not one whose schedule names days, period 0); its result has no datetime column, so the service never
+// bins these rows by a time (a stopped poller's latest tick is older than any bin).
+var stoppedRange = 'P2D'
+var stoppedRangeSeconds = 172800
+var watchedPollers = filter(pollerPeriods, p => p.periodSeconds > 0 && max(stoppedAfterPeriods * p.periodSeconds, stoppedAfterMinSeconds) <= stoppedRangeSeconds)
+var stoppedQuery = replace(replace(replace(replace('''
+let expected = datatable(poller: string, period_seconds: long) [EXPECTED_POLLERS];
+let n = N_PERIODS;
+let min_seconds = MIN_SECONDS;
+let deployed = datetime(DEPLOYED_AT);
+traces
+| where message has "tick"
+| extend line = parse_json(message)
+| where tostring(line.msg) == "tick"
+| extend poller = tostring(line.poller)
+| where isnotempty(poller)
+| summarize last_tick = max(timestamp) by poller
+| join kind=rightouter expected on poller
+| project poller = poller1, period_seconds, last_tick
+| extend stopped_after_seconds = max_of(n * period_seconds, min_seconds)
+| extend silent_seconds = tolong((now() - max_of(last_tick, deployed)) / 1s)
+| extend stopped = iff(silent_seconds > stopped_after_seconds, 1, 0), last_tick = tostring(last_tick)
+| project poller, stopped, silent_seconds, stopped_after_seconds, period_seconds, last_tick
+''', 'EXPECTED_POLLERS', join(map(watchedPollers, p => '"${p.name}", ${p.periodSeconds}'), ', ')), 'N_PERIODS', string(stoppedAfterPeriods)), 'MIN_SECONDS', string(stoppedAfterMinSeconds)), 'DEPLOYED_AT', deployedAt)
 
 resource failedTicks 'Microsoft.Insights/scheduledQueryRules@2023-12-01' = {
   name: 'alert-${name}-ticks-failing'
@@ -295,12 +357,6 @@ resource blocked 'Microsoft.Insights/scheduledQueryRules@2023-12-01' = {
   }
 }
 
-output names array = [
-  failedTicks.name
-  lag.name
-  blocked.name
-]
-
 resource slotRetained 'Microsoft.Insights/scheduledQueryRules@2023-12-01' = {
   name: 'alert-${name}-slot-retained-wal'
   location: location
@@ -392,3 +448,103 @@ resource deadLetters 'Microsoft.Insights/scheduledQueryRules@2023-12-01' = {
     }
   }
 }
+
+// The two stopped rules: one query (stoppedQuery), two measures of its `stopped` column.
+resource stopped 'Microsoft.Insights/scheduledQueryRules@2023-12-01' = {
+  name: 'alert-${name}-poller-stopped'
+  location: location
+  tags: tags
+  kind: 'LogAlert'
+  properties: {
+    displayName: '${name}: a poller wrote no tick line for ${stoppedAfterPeriods} schedule periods'
+    description: 'The poller named in the alert has written no tick line for ${stoppedAfterPeriods} of its schedule periods (at least ${stoppedAfterMinSeconds} s), or none since the deployment: its timer does not run (the host can stop an app\'s timers after a deployment: restart the app), the app is down, every invocation fails before the tick runs (a "tick failed" line says why), or the workspace reached its daily cap and takes no lines (the status page still tells). pollerctl status POLLER shows its last tick.'
+    severity: stoppedSeverity
+    enabled: true
+    scopes: [
+      insightsId
+    ]
+    evaluationFrequency: evaluationFrequency
+    windowSize: evaluationFrequency
+    overrideQueryTimeRange: stoppedRange
+    criteria: {
+      allOf: [
+        {
+          query: stoppedQuery
+          timeAggregation: 'Maximum'
+          metricMeasureColumn: 'stopped'
+          dimensions: [
+            {
+              name: 'poller'
+              operator: 'Include'
+              values: [
+                '*'
+              ]
+            }
+          ]
+          operator: 'GreaterThan'
+          threshold: 0
+          failingPeriods: {
+            numberOfEvaluationPeriods: 1
+            minFailingPeriodsToAlert: 1
+          }
+        }
+      ]
+    }
+    autoMitigate: true
+    actions: {
+      actionGroups: actionGroups
+    }
+  }
+}
+
+resource appStopped 'Microsoft.Insights/scheduledQueryRules@2023-12-01' = {
+  name: 'alert-${name}-all-pollers-stopped'
+  location: location
+  tags: tags
+  kind: 'LogAlert'
+  properties: {
+    displayName: '${name}: no poller wrote a tick line for ${stoppedAfterPeriods} schedule periods'
+    description: 'Every poller of the app is stopped (see ${name}: a poller wrote no tick line): nothing is delivered. The app is down or its timers stopped (restart it: az functionapp restart), its last publish failed, or the workspace reached its daily cap. The status page tells which.'
+    severity: appStoppedSeverity
+    enabled: true
+    scopes: [
+      insightsId
+    ]
+    evaluationFrequency: evaluationFrequency
+    windowSize: evaluationFrequency
+    overrideQueryTimeRange: stoppedRange
+    criteria: {
+      allOf: [
+        {
+          query: stoppedQuery
+          timeAggregation: 'Minimum'
+          metricMeasureColumn: 'stopped'
+          dimensions: []
+          operator: 'GreaterThan'
+          threshold: 0
+          failingPeriods: {
+            numberOfEvaluationPeriods: 1
+            minFailingPeriodsToAlert: 1
+          }
+        }
+      ]
+    }
+    autoMitigate: true
+    actions: {
+      actionGroups: actionGroups
+    }
+  }
+}
+
+output names array = [
+  failedTicks.name
+  lag.name
+  blocked.name
+  slotRetained.name
+  deadLetters.name
+  stopped.name
+  appStopped.name
+]
+
+@description('The pollers the stopped rules watch: those whose stoppedAfterPeriods periods fit in the rules\' two days.')
+output watched array = map(watchedPollers, p => p.name)

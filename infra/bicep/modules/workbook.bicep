@@ -1,14 +1,18 @@
-// An Azure Monitor workbook of the pollers, over hours to weeks: per poller, the lag, the rows
-// delivered, the tick duration, the failed ticks, the dead letters and (logical pollers) the WAL
-// their replication slots keep, charted from the handler's own log lines in Application Insights
-// (the `traces` table, each line in `message`: see modules/alerts.bicep, whose queries read the
-// same lines). It opens from the portal (the component's Workbooks, or the resource group) and
-// from the status page's link (STATUS_WORKBOOK_URL).
+// An Azure Monitor workbook of the pollers, over hours to weeks: the time since each poller's last
+// tick line, then per poller the lag, the rows delivered, the tick duration, the failed ticks, the
+// dead letters and (logical pollers) the WAL their replication slots keep, charted from the
+// handler's own log lines in Application Insights (the `traces` table, each line in `message`:
+// see modules/alerts.bicep, whose queries read the same lines). It opens from the portal (the
+// component's Workbooks, or the resource group) and from the status page's link
+// (STATUS_WORKBOOK_URL).
 param name string
 param location string
 
 @description('The Application Insights component (resource id) the workbook queries.')
 param insightsId string
+
+@description('The pollers the deployment declares, each { name, periodSeconds } (main.bicep\'s pollerPeriods): the last-tick table shows each one, a line of it in the range or not.')
+param pollerPeriods array
 
 param tags object = {}
 
@@ -80,6 +84,27 @@ traces
 | where isnotempty(poller) and poller in ({Poller}) and isnotnull(slot_retained_bytes)
 | summarize slot_retained_bytes = max(slot_retained_bytes) by poller, bin(timestamp, {TimeRange:grain})
 '''
+
+// Since each poller's last tick line: the pollers the deployment declares (a datatable, so that
+// one with no line in the range has its row) and any other that logged one, full-outer-joined to
+// each one's latest tick line; the time since it in seconds and in its schedule periods, the
+// silent ones first. The stopped alert rules (modules/alerts.bicep) fire on the same silence.
+var lastTickQuery = replace('''
+let expected = datatable(poller: string, period_seconds: long) [EXPECTED_POLLERS];
+traces
+| where timestamp {TimeRange}
+| where message has "tick"
+| extend line = parse_json(message)
+| where tostring(line.msg) == "tick"
+| extend poller = tostring(line.poller), outcome = tostring(line.outcome)
+| where isnotempty(poller)
+| summarize arg_max(timestamp, outcome) by poller
+| join kind=fullouter expected on poller
+| project poller = coalesce(poller, poller1), period_seconds, last_tick = timestamp, last_outcome = outcome
+| extend since_last_tick_seconds = tolong((now() - last_tick) / 1s)
+| extend periods_since_last_tick = iff(period_seconds > 0, round(todouble(since_last_tick_seconds) / period_seconds, 1), real(null))
+| order by since_last_tick_seconds desc nulls first, poller asc
+''', 'EXPECTED_POLLERS', join(map(pollerPeriods, p => '"${p.name}", ${p.periodSeconds}'), ', '))
 
 // The pollers that logged a tick in the range: the Poller parameter's choices.
 var pollersQuery = '''
@@ -198,6 +223,19 @@ var workbook = {
             defaultValue: 'value::all'
           }
         ]
+      }
+    }
+    {
+      type: 3
+      name: 'last-tick'
+      content: {
+        version: 'KqlItem/1.0'
+        title: 'Since each poller\'s last tick line (seconds, and in its schedule periods; none in the range: empty)'
+        query: lastTickQuery
+        size: 0
+        queryType: 0
+        resourceType: 'microsoft.insights/components'
+        visualization: 'table'
       }
     }
   ], map(charts, c => {
