@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # Builds the custom handler to bin/handler for this machine, or for Azure with
-#   GOOS=linux GOARCH=amd64 scripts/build.sh
-# More commands go to bin/ with the same flags, in the same go build (what they share is compiled
-# once, and later builds of any of them find it in Go's build cache):
+#   GOOS=linux GOARCH=amd64 BUILD_DIR=.dist/bin scripts/build.sh
+# (BUILD_DIR, default bin: where the binaries go; scripts/publish.sh builds Azure's into its
+# staging folder, so that bin/handler stays this machine's, the one func start runs).
+# More commands go to the same folder with the same flags, in the same go build (what they share
+# is compiled once, and later builds of any of them find it in Go's build cache):
 #   scripts/build.sh ./cmd/devhost ./cmd/pollerctl
 # BUILD_PROGRESS=1 says how many packages have been compiled so far: on a terminal in one line it
 # rewrites, otherwise every 5 s, then every 30 s (a first build on a fresh machine compiles
 # several hundred: a few minutes; later builds take seconds).
 set -euo pipefail
-case "${1:-}" in -h | --help) sed -n '2,9s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
+case "${1:-}" in -h | --help) sed -n '2,11s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 cd "$(dirname "$0")/.."
-mkdir -p bin
+dir=${BUILD_DIR:-bin}
+mkdir -p "$dir"
 # The version --version prints and the state document records (internal/version): the build info's
 # VCS data when go build has it; these -X values when it has none (a build outside git, or with
 # -buildvcs=false), from git when there is one, else from SOURCE_REVISION (e.g. a CI variable).
@@ -21,9 +24,9 @@ dirty=false
 if [ -n "$(git status --porcelain 2>/dev/null | head -1)" ]; then dirty=true; fi
 flags=(-trimpath -ldflags "-s -w -X $pkg.revision=$rev -X $pkg.time=$at -X $pkg.modified=$dirty")
 if [ $# -eq 0 ]; then
-  out=(-o bin/handler)
+  out=(-o "$dir/handler")
 else
-  out=(-o bin/)
+  out=(-o "$dir/")
 fi
 
 if [ -z "${BUILD_PROGRESS:-}" ]; then
@@ -64,6 +67,6 @@ else
   set -e
   [ "$rc" = 0 ] || exit "$rc"
 fi
-built=bin/handler
-for p in "$@"; do built+=", bin/${p##*/}"; done
-echo "built $built (${GOOS:-$(go env GOOS)}/${GOARCH:-$(go env GOARCH)}): $(bin/handler --version 2>/dev/null || echo "handler rev ${rev:-unknown}")"
+built=$dir/handler
+for p in "$@"; do built+=", $dir/${p##*/}"; done
+echo "built $built (${GOOS:-$(go env GOOS)}/${GOARCH:-$(go env GOARCH)}): $("$dir/handler" --version 2>/dev/null || echo "handler rev ${rev:-unknown}")"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Deploys pseudotrigger to Azure: the Bicep in infra/bicep (Flex Consumption app, identity-only
 # storage, Application Insights, least-privilege roles), then the handler built for linux/amd64,
-# published with Azure Functions Core Tools. Usage: scripts/deploy.sh --help.
+# published with Azure Functions Core Tools (scripts/publish.sh). Usage: scripts/deploy.sh --help.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -9,9 +9,11 @@ usage() {
   cat <<'USAGE'
 Usage: scripts/deploy.sh -g RESOURCE_GROUP [-l LOCATION] [-p infra/bicep/main.bicepparam] [--dry-run] [--allow-example]
 
-Deploys infra/bicep/main.bicep with the parameters file, builds bin/handler for linux/amd64 and
-publishes it with func azure functionapp publish, then prints the deployment's outputs and the
-next steps (the operator's role for pollerctl, the SQL grants for each poller's table).
+Deploys infra/bicep/main.bicep with the parameters file, builds the handler for linux/amd64 and
+publishes it with func azure functionapp publish (scripts/publish.sh), then prints the
+deployment's outputs and the next steps (the operator's role for pollerctl, the SQL grants for
+each poller's table). With vnetEnabled set in the parameters file it first checks that the
+subscription has the Microsoft.App resource provider registered, which the app's subnet needs.
 
   -g RESOURCE_GROUP  the resource group to deploy to (required)
   -l LOCATION        create the resource group in LOCATION when it does not exist
@@ -67,6 +69,31 @@ if [ -z "$dry" ]; then
   command -v az >/dev/null || { echo "deploy.sh: the Azure CLI (az) is not installed: https://learn.microsoft.com/cli/azure/install-azure-cli" >&2; exit 1; }
   command -v func >/dev/null || { echo "deploy.sh: Azure Functions Core Tools (func) is not installed: https://learn.microsoft.com/azure/azure-functions/functions-run-local" >&2; exit 1; }
   az account show >/dev/null 2>&1 || { echo "deploy.sh: not logged in to Azure: run az login" >&2; exit 1; }
+fi
+
+# vnetEnabled delegates the app's subnet to Microsoft.App/environments, which needs the
+# Microsoft.App resource provider registered in the subscription (Microsoft's Flex Consumption
+# plan page, Considerations). Unregistered, the deployment fails half-way, after the storage
+# accounts and the network are made: check first, and say how to register it (which needs a
+# subscription-level right a resource group's Contributor may lack, so this script does not).
+vnet=$(grep -v -E '^[[:space:]]*//' "$params" | grep -E '^[[:space:]]*param[[:space:]]+vnetEnabled[[:space:]]*=[[:space:]]*true' || true)
+if [ -n "$vnet" ]; then
+  if [ -n "$dry" ]; then
+    run az provider show --namespace Microsoft.App --query registrationState -o tsv
+  else
+    state=$(az provider show --namespace Microsoft.App --query registrationState -o tsv 2>/dev/null | tr -d '\r' || true)
+    if [ "$state" != Registered ]; then
+      cat >&2 <<EOF
+deploy.sh: $params sets vnetEnabled, which needs the Microsoft.App resource provider registered
+  in the subscription (the app's subnet is delegated to Microsoft.App/environments); its
+  registration state is ${state:-unknown: az provider show --namespace Microsoft.App failed}.
+  Register it once per subscription (it needs the right to register resource providers, e.g. the
+  subscription's Contributor, and takes a few minutes), then deploy again:
+    az provider register --namespace Microsoft.App --wait
+EOF
+      exit 1
+    fi
+  fi
 fi
 
 if [ -n "$location" ]; then

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Publishes the handler to a Flex Consumption function app: builds bin/handler for linux/amd64,
-# stages exactly what the app runs in .dist/ (host.json, bin/handler, poller.schema.json, each
+# Publishes the handler to a Flex Consumption function app: stages exactly what the app runs in
+# .dist/ (host.json, bin/handler built there for linux/amd64, poller.schema.json, each
 # <function>/function.json and, for a declared poller, its <function>/poller.json) and runs
 # `func azure functionapp publish APP --custom` there, retrying while a new app's role assignments
-# apply. Usage: scripts/publish.sh --help.
+# apply. The working tree's bin/handler is never touched: it stays this machine's build, the one
+# `func start` runs. Usage: scripts/publish.sh --help.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,10 +12,11 @@ usage() {
   cat <<'USAGE'
 Usage: scripts/publish.sh APP [--dry-run]
 
-Builds bin/handler for linux/amd64, stages .dist/ with host.json, bin/handler, every
-<name>/function.json folder of the repository with its <name>/poller.json when it has one (a
-declared poller, read by the handler at start-up) and poller.schema.json (the poller.json files'
-"$schema"), and publishes .dist/ to the function app APP with
+Stages .dist/ with host.json, bin/handler (built there for linux/amd64: the working tree's
+bin/handler, this machine's build for func start, is left alone), every <name>/function.json
+folder of the repository with its <name>/poller.json when it has one (a declared poller, read by
+the handler at start-up) and poller.schema.json (the poller.json files' "$schema"), and publishes
+.dist/ to the function app APP with
   func azure functionapp publish APP --custom
 (--custom: the custom handler runtime; there is no local.settings.json to tell Core Tools, and
 Flex Consumption takes the runtime from the app, never from FUNCTIONS_WORKER_RUNTIME).
@@ -63,13 +65,14 @@ if [ -z "$dry" ]; then
   command -v func >/dev/null || { echo "publish.sh: Azure Functions Core Tools (func) is not installed: https://learn.microsoft.com/azure/azure-functions/functions-run-local" >&2; exit 1; }
 fi
 
-run env GOOS=linux GOARCH=amd64 scripts/build.sh
-[ -n "$dry" ] || [ -f bin/handler ] || { echo "publish.sh: scripts/build.sh did not write bin/handler" >&2; exit 1; }
+# Azure's build goes straight into the staging folder: a linux/amd64 bin/handler left in the
+# working tree would be what a later plain `func start` runs on macOS or arm64.
 run rm -rf .dist
 run mkdir -p .dist/bin
-run cp host.json .dist/host.json
-run cp bin/handler .dist/bin/handler
+run env BUILD_DIR=.dist/bin GOOS=linux GOARCH=amd64 scripts/build.sh
+[ -n "$dry" ] || [ -f .dist/bin/handler ] || { echo "publish.sh: scripts/build.sh did not write .dist/bin/handler" >&2; exit 1; }
 run chmod 755 .dist/bin/handler
+run cp host.json .dist/host.json
 [ ! -f poller.schema.json ] || run cp poller.schema.json .dist/poller.schema.json
 for fn in "${functions[@]}"; do
   run mkdir -p ".dist/$fn"

@@ -316,7 +316,8 @@ func TestHostAndBuildAgree(t *testing.T) {
 		t.Fatal(err)
 	}
 	exe := host.CustomHandler.Description.DefaultExecutablePath
-	if exe != "bin/handler" || !strings.Contains(read(t, "../../scripts/build.sh"), "-o "+exe) {
+	build := read(t, "../../scripts/build.sh")
+	if exe != "bin/handler" || !strings.Contains(build, "dir=${BUILD_DIR:-bin}\n") || !strings.Contains(build, `out=(-o "$dir/handler")`) {
 		t.Errorf("host.json runs %q, which scripts/build.sh does not build", exe)
 	}
 	if host.FunctionTimeout != "00:10:00" {

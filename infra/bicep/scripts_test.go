@@ -63,7 +63,8 @@ type scriptResult struct {
 // runScript runs a script of the tree with stub az, func, go and azd first on PATH, each logging
 // its arguments. go writes the file its -o names. func logs the folder it runs in and the files
 // it sees there, and fails its first STUB_FUNC_FAILS calls. az answers deployment group show with
-// the outputs main.bicep declares. env adds variables.
+// the outputs main.bicep declares, and provider show for Microsoft.App with STUB_APP_PROVIDER
+// (Registered; fail: an error), as -o tsv prints it on Windows too (\r\n). env adds variables.
 func runScript(t *testing.T, root string, env []string, script string, args ...string) scriptResult {
 	t.Helper()
 	dir := t.TempDir()
@@ -72,12 +73,15 @@ func runScript(t *testing.T, root string, env []string, script string, args ...s
 		"az": `echo "az $*" >>"$STUB_LOG"
 case "$*" in
   *"deployment group show"*) printf 'func-app-x1\nid-func-app-x1\nstsx1\ndb-state\n' ;;
+  "provider show --namespace Microsoft.App --query registrationState -o tsv")
+    [ "${STUB_APP_PROVIDER:-Registered}" != fail ] || { echo "ERROR: AuthorizationFailed" >&2; exit 1; }
+    printf '%s\r\n' "${STUB_APP_PROVIDER:-Registered}" ;;
 esac`,
 		"func": `echo "func $* (in $(basename "$PWD"))" >>"$STUB_LOG"
 find . -type f | sort >"$STUB_DIR/staged"
 n=$(cat "$STUB_DIR/func-calls" 2>/dev/null || echo 0); n=$((n + 1)); echo "$n" >"$STUB_DIR/func-calls"
 if [ "$n" -le "${STUB_FUNC_FAILS:-0}" ]; then echo "Deployment was successful but the app appears to be unhealthy" >&2; exit 1; fi`,
-		"go": `echo "go $*" >>"$STUB_LOG"
+		"go": `echo "go $* (GOOS=${GOOS:-} GOARCH=${GOARCH:-})" >>"$STUB_LOG"
 while [ $# -gt 0 ]; do
   if [ "$1" = -o ]; then mkdir -p "$(dirname "$2")"; echo stub-handler >"$2"; fi
   shift
@@ -146,20 +150,36 @@ func published(t *testing.T) []string {
 	return out
 }
 
-// TestPublishStagesAndCustom: scripts/publish.sh builds the handler, stages exactly host.json,
-// bin/handler, poller.schema.json, each <name>/function.json and each <name>/poller.json in .dist, and publishes from there with --custom
-// (on a fresh clone there is no local.settings.json, and without --custom Core Tools stops with
-// "Worker runtime cannot be 'None'").
+// TestPublishStagesAndCustom: scripts/publish.sh builds the handler for linux/amd64 straight into
+// .dist/bin, stages exactly host.json, bin/handler, poller.schema.json, each <name>/function.json
+// and each <name>/poller.json in .dist, and publishes from there with --custom (on a fresh clone
+// there is no local.settings.json, and without --custom Core Tools stops with "Worker runtime
+// cannot be 'None'"). The working tree's bin/handler, this machine's build that `func start`
+// runs, is left as it was: a linux/amd64 one left there would be what a later `func start` on
+// macOS or arm64 runs.
 func TestPublishStagesAndCustom(t *testing.T) {
 	root := scriptTree(t)
+	if err := os.MkdirAll(filepath.Join(root, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	hostBuild := filepath.Join(root, "bin", "handler")
+	if err := os.WriteFile(hostBuild, []byte("this machine's build\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	r := runScript(t, root, nil, "scripts/publish.sh", "func-app-x1")
 	if r.code != 0 {
 		t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	// The revision goes in with -X (internal/version): this tree is no git checkout, so it is empty.
 	if !strings.Contains(r.calls, "go build -trimpath -ldflags -s -w -X github.com/pseudotrigger/pseudotrigger/internal/version.revision= ") ||
-		!strings.Contains(r.calls, " -o bin/handler ./cmd/handler") {
-		t.Errorf("the handler was not built:\n%s", r.calls)
+		!strings.Contains(r.calls, " -o .dist/bin/handler ./cmd/handler (GOOS=linux GOARCH=amd64)\n") {
+		t.Errorf("the handler was not built for linux/amd64 into .dist/bin:\n%s", r.calls)
+	}
+	if b, err := os.ReadFile(hostBuild); err != nil || string(b) != "this machine's build\n" {
+		t.Errorf("publish.sh changed the working tree's bin/handler: %q %v", b, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(root, ".dist", "bin", "handler")); err != nil || string(b) != "stub-handler\n" {
+		t.Errorf(".dist/bin/handler is not the build publish.sh made: %q %v", b, err)
 	}
 	if !strings.Contains(r.calls, "func azure functionapp publish func-app-x1 --custom (in .dist)\n") {
 		t.Errorf("not published from .dist with --custom:\n%s", r.calls)
@@ -229,7 +249,7 @@ func TestPublishDryRun(t *testing.T) {
 	if r.code != 0 || r.calls != "" {
 		t.Fatalf("exit %d, calls %q\n%s", r.code, r.calls, r.stderr)
 	}
-	for _, want := range []string{"+ env GOOS=linux GOARCH=amd64 scripts/build.sh\n+ rm -rf .dist\n+ mkdir -p .dist/bin\n+ cp host.json .dist/host.json\n+ cp bin/handler .dist/bin/handler\n",
+	for _, want := range []string{"+ rm -rf .dist\n+ mkdir -p .dist/bin\n+ env BUILD_DIR=.dist/bin GOOS=linux GOARCH=amd64 scripts/build.sh\n+ chmod 755 .dist/bin/handler\n+ cp host.json .dist/host.json\n",
 		"+ mkdir -p .dist/orders\n+ cp orders/function.json .dist/orders/function.json\n",
 		"+ cp poller.schema.json .dist/poller.schema.json\n",
 		"+ mkdir -p .dist/orders-queue\n+ cp orders-queue/function.json .dist/orders-queue/function.json\n+ cp orders-queue/poller.json .dist/orders-queue/poller.json\n",
@@ -400,15 +420,15 @@ func funcIgnore(text string) (accepts func(path string) bool) {
 	return func(path string) bool { return a.MatchString(path) || !d.MatchString(path) }
 }
 
-// TestPublishFolderOnly: .funcignore lets a publish from the repository root upload exactly
-// what scripts/publish.sh stages in .dist (host.json, bin/handler, poller.schema.json, each
-// <name>/function.json and <name>/poller.json),
-// judged by a port of Core Tools' own parser over every file of the checkout (node_modules,
-// model/, the Go sources, ...); .dist itself is not committed.
+// TestPublishFolderOnly: .funcignore lets a publish from the repository root upload what
+// scripts/publish.sh stages in .dist (host.json, poller.schema.json, each <name>/function.json
+// and <name>/poller.json) but bin/: the root's bin/handler is this machine's build (func start's),
+// which must never ship. Judged by a port of Core Tools' own parser over every file of the
+// checkout (node_modules, model/, the Go sources, ...); .dist itself is not committed.
 func TestPublishFolderOnly(t *testing.T) {
 	accepts := funcIgnore(readFile(t, "../../.funcignore"))
 	// The parser port on the cases its source shows: anchored, * stops at /, \b after.
-	for path, want := range map[string]bool{"host.json": true, "bin/handler": true, "orders/function.json": true,
+	for path, want := range map[string]bool{"host.json": true, "bin/handler": false, "orders/function.json": true,
 		"pollers/orders/orders.go": false, "model/lease.pml": false, "bin/pollerctl": false, "go.mod": false,
 		"node_modules/x/function.json": false, "a/b/function.json": false, "host.jsonx": false,
 		"orders-queue/poller.json": true, "poller.schema.json": true, "a/b/poller.json": false, "poller.json": false,
@@ -417,7 +437,7 @@ func TestPublishFolderOnly(t *testing.T) {
 			t.Errorf(".funcignore accepts %s: %v, want %v", path, got, want)
 		}
 	}
-	want := published(t)
+	want := slices.DeleteFunc(published(t), func(p string) bool { return p == "bin/handler" })
 	var got []string
 	root := "../.."
 	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
@@ -437,7 +457,7 @@ func TestPublishFolderOnly(t *testing.T) {
 		case ".funcignore", ".gitignore", "local.settings.json", "project.lock.json":
 			return nil // never uploaded (FileSystemHelpers.GetLocalFiles)
 		}
-		if rel != "bin/handler" && accepts(rel) {
+		if accepts(rel) {
 			got = append(got, rel)
 		}
 		return nil
@@ -445,11 +465,10 @@ func TestPublishFolderOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got = append(got, "bin/handler") // built by publish.sh before it publishes
 	slices.Sort(got)
 	slices.Sort(want)
 	if !slices.Equal(got, want) {
-		t.Errorf("a publish from the repository root would upload %v, want exactly %v (what publish.sh stages)", got, want)
+		t.Errorf("a publish from the repository root would upload %v, want exactly %v (what publish.sh stages, but the host's bin/handler)", got, want)
 	}
 	if !regexp.MustCompile(`(?m)^/\.dist/$`).MatchString(readFile(t, "../../.gitignore")) {
 		t.Errorf(".gitignore does not ignore /.dist/")
@@ -481,5 +500,55 @@ func TestCheckParams(t *testing.T) {
 	}
 	if r := runScript(t, root, nil, "scripts/check-params.sh", p+".missing"); r.code != 2 || !strings.Contains(r.stderr, "not found") {
 		t.Errorf("check-params.sh on a missing file: exit %d\n%s", r.code, r.stderr)
+	}
+}
+
+// TestDeployChecksMicrosoftApp: a parameters file with vnetEnabled makes deploy.sh check, before
+// it deploys anything, that the subscription has the Microsoft.App resource provider registered
+// (Flex Consumption's subnet delegation Microsoft.App/environments needs it: Microsoft's Flex
+// Consumption plan page, Considerations, MicrosoftDocs/azure-docs
+// articles/azure-functions/flex-consumption-plan.md); otherwise it stops (exit 1) with the state
+// and the command that registers it. Registered, or without vnetEnabled (or with it only in a
+// comment), it deploys as before; the dry run shows the check.
+func TestDeployChecksMicrosoftApp(t *testing.T) {
+	root := scriptTree(t)
+	edited, err := os.ReadFile(editedParams(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vnet := filepath.Join(t.TempDir(), "vnet.bicepparam")
+	if err := os.WriteFile(vnet, append(edited, []byte("param vnetEnabled = true\n")...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const check = "az provider show --namespace Microsoft.App --query registrationState -o tsv"
+	for _, c := range []struct{ state, want string }{
+		{"NotRegistered", "its\n  registration state is NotRegistered."},
+		{"Registering", "registration state is Registering."},
+		{"fail", "registration state is unknown: az provider show --namespace Microsoft.App failed."},
+	} {
+		r := runScript(t, root, []string{"STUB_APP_PROVIDER=" + c.state}, "scripts/deploy.sh", "-g", "rg-test", "-p", vnet)
+		if r.code != 1 || !strings.Contains(r.stderr, vnet+" sets vnetEnabled, which needs the Microsoft.App resource provider registered") ||
+			!strings.Contains(r.stderr, c.want) || !strings.Contains(r.stderr, "    az provider register --namespace Microsoft.App --wait\n") {
+			t.Errorf("Microsoft.App %s: exit %d, want 1 and %q with the command that registers it\n%s", c.state, r.code, c.want, r.stderr)
+		}
+		if !strings.Contains(r.calls, check) || strings.Contains(r.calls, "deployment group") || strings.Contains(r.calls, "group create") || strings.Contains(r.calls, "func ") {
+			t.Errorf("Microsoft.App %s: deployed anyway, or never checked:\n%s", c.state, r.calls)
+		}
+	}
+	r := runScript(t, root, nil, "scripts/deploy.sh", "-g", "rg-test", "-l", "westeurope", "-p", vnet)
+	if r.code != 0 || !strings.Contains(r.calls, check+"\naz group create") || !strings.Contains(r.calls, "deployment group create") {
+		t.Errorf("Microsoft.App registered: exit %d, want the check first, then the deployment\n%s\n%s", r.code, r.calls, r.stderr)
+	}
+	commented := filepath.Join(t.TempDir(), "commented.bicepparam")
+	if err := os.WriteFile(commented, append(edited, []byte("// param vnetEnabled = true\nparam vnetEnabled = false\n")...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = runScript(t, root, []string{"STUB_APP_PROVIDER=NotRegistered"}, "scripts/deploy.sh", "-g", "rg-test", "-p", commented)
+	if r.code != 0 || strings.Contains(r.calls, "provider show") {
+		t.Errorf("without vnetEnabled: exit %d, want no check\n%s\n%s", r.code, r.calls, r.stderr)
+	}
+	r = runScript(t, root, nil, "scripts/deploy.sh", "-g", "rg-test", "-p", vnet, "--dry-run")
+	if r.code != 0 || r.calls != "" || !strings.Contains(r.stdout, "+ "+check+"\n") {
+		t.Errorf("the dry run does not show the check: exit %d\n%s", r.code, r.stdout)
 	}
 }
