@@ -267,3 +267,23 @@ param pollers = [
 		}
 	}
 }
+
+// TestKeyVaultDocsNetworkRestriction: where the docs recommend Key Vault references they say
+// that Flex Consumption does not resolve them when the vault is network-restricted, even with
+// virtual network integration (Microsoft's Flex Consumption plan page, Considerations, "Key Vault
+// and App Configuration References": MicrosoftDocs/azure-docs
+// articles/azure-functions/flex-consumption-plan.md), and give the alternative: connections
+// signed in with the app's identity.
+func TestKeyVaultDocsNetworkRestriction(t *testing.T) {
+	const page = "https://learn.microsoft.com/azure/azure-functions/flex-consumption-plan#considerations"
+	deploying := readFile(t, "../../docs/deploying.md")
+	kv := deploying[strings.Index(deploying, "## Key Vault references"):]
+	kv = kv[:strings.Index(kv, "\n## Roles")]
+	networking := readFile(t, "../../docs/networking.md")
+	for name, text := range map[string]string{"docs/deploying.md's Key Vault references": kv, "docs/networking.md": networking} {
+		wantIn(t, name, strings.Join(strings.Fields(text), " "), "network-restricted", "even with virtual network integration",
+			"fedauth=ActiveDirectoryManagedIdentity", "`server` and `database`")
+	}
+	wantIn(t, "docs/deploying.md", kv, page)
+	wantIn(t, "docs/networking.md", networking, "## Key Vault references\n", "(deploying.md#key-vault-references)", page)
+}
