@@ -539,7 +539,7 @@ var functionTemplate = template.Must(template.New("function").Parse(`{
       "name": "timer",
       "schedule": "%{{.Prefix}}_SCHEDULE%",
       "runOnStartup": false,
-      "useMonitor": true
+      "useMonitor": false
     }
   ]
 }
