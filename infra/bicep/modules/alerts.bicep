@@ -189,8 +189,9 @@ traces
 // per-poller rule fires on its maximum split by poller, the app rule on its minimum over every
 // row, above 0 only when every poller is stopped. The query looks back two days
 // (overrideQueryTimeRange, the most Azure Monitor allows), so only pollers whose N periods fit in
-// two days are expected (watchedPollers: not one whose schedule names days, period 0); its result has no datetime column, so the service never
-// bins these rows by a time (a stopped poller's latest tick is older than any bin).
+// two days are expected (watchedPollers; not one whose schedule names days, period 0). Its result
+// has no datetime column, so the service never bins these rows by a time (a stopped poller's
+// latest tick is older than any bin).
 var stoppedRange = 'P2D'
 var stoppedRangeSeconds = 172800
 var watchedPollers = filter(pollerPeriods, p => p.periodSeconds > 0 && max(stoppedAfterPeriods * p.periodSeconds, stoppedAfterMinSeconds) <= stoppedRangeSeconds)
