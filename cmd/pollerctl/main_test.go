@@ -232,3 +232,64 @@ func TestPollerctlUnreachableStore(t *testing.T) {
 		}
 	}
 }
+
+// TestPollerctlHelp runs the built pollerctl as a new user would ask it for help: with
+// StateStorage pointing at an address that accepts connections and counts them, and with no
+// settings at all. Every subcommand's --help, -h and `help SUBCOMMAND` print its usage on stdout
+// and exit 0, at once, and nothing connects to the state store.
+func TestPollerctlHelp(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "pollerctl")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	accepted := make(chan string, 1000) // the connections' remote addresses, in the order accepted
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c.RemoteAddr().String()
+			c.Close()
+		}
+	}()
+	cs := "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==;BlobEndpoint=http://" + l.Addr().String() + "/devstoreaccount1;"
+	withStore, without := t.TempDir(), t.TempDir()
+	writeSettings(t, withStore, map[string]string{"StateStorage": cs, "POLLER_APP_NAME": "local"})
+	for _, dir := range []string{withStore, without} {
+		for _, args := range [][]string{
+			{"backfill", "--help"}, {"backfill", "-h"}, {"help", "backfill"}, {"status", "-h"}, {"check", "--help"}, {"reset", "--help"},
+			{"cdc", "--help"}, {"cdc", "enable", "-h"}, {"help", "cdc", "disable"}, {"deadletter", "replay", "--help"}, {"new", "--help"},
+		} {
+			cmd := exec.Command(bin, args...)
+			cmd.Dir = dir
+			cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir}
+			var stdout, stderr strings.Builder
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			_ = cmd.Run()
+			path := strings.Join(slices.DeleteFunc(slices.Clone(args), func(a string) bool { return a == "help" || strings.HasPrefix(a, "-") }), " ")
+			if code := cmd.ProcessState.ExitCode(); code != 0 || stderr.Len() > 0 || !strings.HasPrefix(stdout.String(), "Usage: pollerctl "+path+" ") {
+				t.Errorf("pollerctl %s: exit %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), code, stdout.String(), stderr.String())
+			}
+		}
+	}
+	// A last connection of the test's own: the ones accepted before it are pollerctl's.
+	last, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer last.Close()
+	for n := 0; ; n++ {
+		if <-accepted == last.LocalAddr().String() {
+			if n > 0 {
+				t.Errorf("help connected to the state store's address %d time(s)", n)
+			}
+			break
+		}
+	}
+}

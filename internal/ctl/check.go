@@ -27,49 +27,46 @@ func (p problems) Error() string {
 // change, such as before images) by its SQL. --fix prints the fixes as one script, the offers'
 // too with --offers; with --yes it runs them (in one transaction where the database allows DDL
 // in one), prints each statement it ran, and checks again.
-func checkCmd(ctx context.Context, args []string, env Env) error {
-	fs := flag.NewFlagSet("check", flag.ContinueOnError)
+func checkCmd(fs *flag.FlagSet) runner {
 	fix := fs.Bool("fix", false, "print the fixes as one script (with --yes: run them)")
 	offers := fs.Bool("offers", false, "with --fix: take the offers too (such as REPLICA IDENTITY FULL for before images)")
 	var yes yesFlag
 	fs.Var(&yes, "yes", "with --fix: run the fixes (default: dry run)")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) > 1 {
-		return usagef("check takes at most one poller name")
-	}
-	if yes.given() && !*fix {
-		return usagef("check: --yes runs the fixes, with --fix")
-	}
-	if *offers && !*fix {
-		return usagef("check: --offers takes the offers, with --fix")
-	}
-	defs := env.Pollers
-	if len(pos) == 1 {
-		d, ok := env.definition(pos[0])
-		if !ok {
-			return usagef("poller %q is not registered in this build", pos[0])
+	return func(ctx context.Context, pos []string, env Env) error {
+		if len(pos) > 1 {
+			return usagef("check takes at most one poller name")
 		}
-		defs = []*pollerdef.Def{d}
-	} else if *fix {
-		return usagef("check --fix takes one poller name: pollerctl check POLLER --fix")
-	}
-	var total, bad int
-	for _, d := range defs {
-		n, err := env.checkOne(ctx, d, *fix, *offers, yes.given())
-		if err != nil {
-			return err
+		if yes.given() && !*fix {
+			return usagef("check: --yes runs the fixes, with --fix")
 		}
-		if n > 0 {
-			total, bad = total+n, bad+1
+		if *offers && !*fix {
+			return usagef("check: --offers takes the offers, with --fix")
 		}
+		defs := env.Pollers
+		if len(pos) == 1 {
+			d, ok := env.definition(pos[0])
+			if !ok {
+				return usagef("poller %q is not registered in this build", pos[0])
+			}
+			defs = []*pollerdef.Def{d}
+		} else if *fix {
+			return usagef("check --fix takes one poller name: pollerctl check POLLER --fix")
+		}
+		var total, bad int
+		for _, d := range defs {
+			n, err := env.checkOne(ctx, d, *fix, *offers, yes.given())
+			if err != nil {
+				return err
+			}
+			if n > 0 {
+				total, bad = total+n, bad+1
+			}
+		}
+		if total > 0 {
+			return problems{total, bad}
+		}
+		return nil
 	}
-	if total > 0 {
-		return problems{total, bad}
-	}
-	return nil
 }
 
 // checkOne checks one poller (and fixes it, when asked), returning how many problems are left.
