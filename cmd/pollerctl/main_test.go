@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	_ "modernc.org/sqlite"
+
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/blobstore"
@@ -190,7 +192,7 @@ func TestPollerctlProcess(t *testing.T) {
 // TestPollerctlUnreachableStore: StateStorage names an Azurite address where nothing listens.
 // pollerctl says so once, naming the setting and the address, says how to start Azurite, and
 // exits with 4 at once (before, the SDK retried for seconds and the command ended with a long
-// request error and exit 1).
+// request error and exit 1). check, which needs only the database, runs all the same.
 func TestPollerctlUnreachableStore(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "pollerctl")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
@@ -229,6 +231,37 @@ func TestPollerctlUnreachableStore(t *testing.T) {
 		}
 		if strings.Contains(errOut, "RESPONSE") || strings.Contains(errOut+stdout.String(), "AccountKey") {
 			t.Errorf("%v: an SDK error or the key was printed:\n%s", args, errOut)
+		}
+	}
+
+	// check needs only the database: it says in one line that the state store was not read,
+	// and its exit code is the database's findings' (1: problems; 0 once --fix --yes fixed them).
+	db := filepath.Join(dir, "orders.db")
+	testenv.DB(t, "sqlite", db, "CREATE TABLE orders (id INTEGER PRIMARY KEY, customer TEXT NOT NULL, amount TEXT NOT NULL, updated_at TEXT NOT NULL)")
+	unset := t.TempDir() // no local.settings.json: no state store at all
+	for _, tc := range []struct {
+		dir, why string
+		args     []string
+		code     int
+	}{
+		{unset, "no state storage configured: set StateStorage", []string{"check", "orders"}, 1},
+		{dir, "StateStorage: cannot connect to " + addr, []string{"check", "orders"}, 1},
+		{dir, "StateStorage: cannot connect to " + addr, []string{"check", "orders", "--fix", "--yes"}, 0},
+	} {
+		cmd := exec.Command(bin, tc.args...)
+		cmd.Dir = tc.dir
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "ORDERS_DB_DRIVER=sqlite", "ORDERS_DB_CONNECTION=" + db}
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		_ = cmd.Run()
+		errOut := stderr.String()
+		if code := cmd.ProcessState.ExitCode(); code != tc.code || !strings.Contains(stdout.String(), "check orders (sqlite "+db) {
+			t.Errorf("%v: exit %d, want %d\n%s%s", tc.args, code, tc.code, stdout.String(), errOut)
+		}
+		want := "pollerctl: the state store was not read (" + tc.why
+		if strings.Count(errOut, want) != 1 || !strings.Contains(errOut, "check needs only each poller's database; left out: the app's state") ||
+			strings.Contains(errOut, "npx azurite") {
+			t.Errorf("%v: want %q once, and no Azurite advice, in:\n%s", tc.args, want, errOut)
 		}
 	}
 }
