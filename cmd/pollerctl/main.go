@@ -8,7 +8,8 @@
 //
 // It reads the handler's settings from the environment and, run in the app folder (or below the
 // repository root), from local.settings.json's Values, as Core Tools does: the environment wins.
-// Every command but new first says on stderr which app, state store and settings it uses.
+// Every command but new and help first says on stderr which app, state store and settings it
+// uses.
 package main
 
 import (

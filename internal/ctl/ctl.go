@@ -96,7 +96,7 @@ for it to end), and bumps the fencing token. When POLLER_APP_NAME contains "prod
 Settings are the handler's: StateStorage (or AzureWebJobsStorage), STATE_CONTAINER,
 POLLER_APP_NAME, {P}_DB_DRIVER, {P}_DB_CONNECTION, read from the environment and, run in the app
 folder, from local.settings.json's Values (the environment wins, as with Core Tools). Every
-command but new says first, on stderr, which app, state store and settings it uses.
+command but new and help says first, on stderr, which app, state store and settings it uses.
 status lists the pollers of this build, the poller folders here and the state under
 state/{app}/; one this build does not have (a newer app's) is "unknown", not judged, and delete,
 a restore (reset --from-file/--from-backup) and a clone over it need --force.
