@@ -32,6 +32,31 @@ func writeSettings(t *testing.T, dir string, values map[string]string) {
 	}
 }
 
+// buildPollerctl builds pollerctl into a folder of the test's.
+func buildPollerctl(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "pollerctl")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// runPollerctl runs bin with args in dir, with nothing in the environment but PATH, HOME (dir)
+// and env, and returns its stdout, stderr and exit code.
+func runPollerctl(t *testing.T, bin, dir string, env []string, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = dir
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir}, env...)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil && cmd.ProcessState == nil {
+		t.Fatal(err)
+	}
+	return stdout.String(), stderr.String(), cmd.ProcessState.ExitCode()
+}
+
 // TestSettings: local.settings.json's Values in the working directory, else at the repository
 // root, under the environment (which wins); a file that does not parse is an error naming it;
 // without one, the environment alone.
@@ -77,10 +102,7 @@ func TestSettings(t *testing.T) {
 // experiment's state only with --yes, after backing it up, and `backups` lists the backup.
 func TestPollerctlProcess(t *testing.T) {
 	cs := testenv.Azurite(t)
-	bin := filepath.Join(t.TempDir(), "pollerctl")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildPollerctl(t)
 	app, container := testenv.Name("ctlproc-"), testenv.Name("ctlproc-")
 	root := t.TempDir()
 	sub := filepath.Join(root, "sub")
@@ -115,15 +137,7 @@ func TestPollerctlProcess(t *testing.T) {
 
 	run := func(dir string, env []string, args ...string) (string, string, int) {
 		t.Helper()
-		cmd := exec.Command(bin, args...)
-		cmd.Dir = dir
-		cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + root}, env...)
-		var stdout, stderr strings.Builder
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		if err := cmd.Run(); err != nil && cmd.ProcessState == nil {
-			t.Fatal(err)
-		}
-		return stdout.String(), stderr.String(), cmd.ProcessState.ExitCode()
+		return runPollerctl(t, bin, dir, env, args...)
 	}
 	key := "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq"
 
@@ -194,10 +208,7 @@ func TestPollerctlProcess(t *testing.T) {
 // exits with 4 at once (before, the SDK retried for seconds and the command ended with a long
 // request error and exit 1). check, which needs only the database, runs all the same.
 func TestPollerctlUnreachableStore(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "pollerctl")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildPollerctl(t)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -208,17 +219,11 @@ func TestPollerctlUnreachableStore(t *testing.T) {
 	cs := "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==;BlobEndpoint=http://" + addr + "/devstoreaccount1;"
 	writeSettings(t, dir, map[string]string{"StateStorage": cs, "POLLER_APP_NAME": "local"})
 	for _, args := range [][]string{{"status"}, {"backups", "orders"}} {
-		cmd := exec.Command(bin, args...)
-		cmd.Dir = dir
-		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir}
-		var stdout, stderr strings.Builder
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		began := time.Now()
-		_ = cmd.Run()
+		stdout, errOut, code := runPollerctl(t, bin, dir, nil, args...)
 		took := time.Since(began)
-		errOut := stderr.String()
-		if code := cmd.ProcessState.ExitCode(); code != 4 {
-			t.Fatalf("%v: exit %d, want 4\n%s%s", args, code, stdout.String(), errOut)
+		if code != 4 {
+			t.Fatalf("%v: exit %d, want 4\n%s%s", args, code, stdout, errOut)
 		}
 		if took > 2*blobstore.ReachTimeout {
 			t.Errorf("%v took %v: the refused connection was retried", args, took)
@@ -229,7 +234,7 @@ func TestPollerctlUnreachableStore(t *testing.T) {
 				t.Errorf("%v: want %q once in:\n%s", args, want, errOut)
 			}
 		}
-		if strings.Contains(errOut, "RESPONSE") || strings.Contains(errOut+stdout.String(), "AccountKey") {
+		if strings.Contains(errOut, "RESPONSE") || strings.Contains(errOut+stdout, "AccountKey") {
 			t.Errorf("%v: an SDK error or the key was printed:\n%s", args, errOut)
 		}
 	}
@@ -248,15 +253,9 @@ func TestPollerctlUnreachableStore(t *testing.T) {
 		{dir, "StateStorage: cannot connect to " + addr, []string{"check", "orders"}, 1},
 		{dir, "StateStorage: cannot connect to " + addr, []string{"check", "orders", "--fix", "--yes"}, 0},
 	} {
-		cmd := exec.Command(bin, tc.args...)
-		cmd.Dir = tc.dir
-		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "ORDERS_DB_DRIVER=sqlite", "ORDERS_DB_CONNECTION=" + db}
-		var stdout, stderr strings.Builder
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		_ = cmd.Run()
-		errOut := stderr.String()
-		if code := cmd.ProcessState.ExitCode(); code != tc.code || !strings.Contains(stdout.String(), "check orders (sqlite "+db) {
-			t.Errorf("%v: exit %d, want %d\n%s%s", tc.args, code, tc.code, stdout.String(), errOut)
+		stdout, errOut, code := runPollerctl(t, bin, tc.dir, []string{"ORDERS_DB_DRIVER=sqlite", "ORDERS_DB_CONNECTION=" + db}, tc.args...)
+		if code != tc.code || !strings.Contains(stdout, "check orders (sqlite "+db) {
+			t.Errorf("%v: exit %d, want %d\n%s%s", tc.args, code, tc.code, stdout, errOut)
 		}
 		want := "pollerctl: the state store was not read (" + tc.why
 		if strings.Count(errOut, want) != 1 || !strings.Contains(errOut, "check needs only each poller's database; left out: the app's state") ||
@@ -271,10 +270,7 @@ func TestPollerctlUnreachableStore(t *testing.T) {
 // settings at all. Every subcommand's --help, -h and `help SUBCOMMAND` print its usage on stdout
 // and exit 0, at once, and nothing connects to the state store.
 func TestPollerctlHelp(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "pollerctl")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildPollerctl(t)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -299,15 +295,10 @@ func TestPollerctlHelp(t *testing.T) {
 			{"backfill", "--help"}, {"backfill", "-h"}, {"help", "backfill"}, {"status", "-h"}, {"check", "--help"}, {"reset", "--help"},
 			{"cdc", "--help"}, {"cdc", "enable", "-h"}, {"help", "cdc", "disable"}, {"deadletter", "replay", "--help"}, {"new", "--help"},
 		} {
-			cmd := exec.Command(bin, args...)
-			cmd.Dir = dir
-			cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir}
-			var stdout, stderr strings.Builder
-			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			_ = cmd.Run()
+			stdout, stderr, code := runPollerctl(t, bin, dir, nil, args...)
 			path := strings.Join(slices.DeleteFunc(slices.Clone(args), func(a string) bool { return a == "help" || strings.HasPrefix(a, "-") }), " ")
-			if code := cmd.ProcessState.ExitCode(); code != 0 || stderr.Len() > 0 || !strings.HasPrefix(stdout.String(), "Usage: pollerctl "+path+" ") {
-				t.Errorf("pollerctl %s: exit %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), code, stdout.String(), stderr.String())
+			if code != 0 || stderr != "" || !strings.HasPrefix(stdout, "Usage: pollerctl "+path+" ") {
+				t.Errorf("pollerctl %s: exit %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), code, stdout, stderr)
 			}
 		}
 	}
