@@ -1,18 +1,15 @@
 // Command pollerctl shows every poller's state and moves one on purpose (see package ctl).
 // Usage:
 //
-//	pollerctl status [POLLER] [--json] [--no-probe]
-//	pollerctl reset POLLER --to-beginning | --keep-cursor | --to-cursor VALUE --pk K=V | --from-file F | --from-backup NAME|latest  [--yes]
-//	pollerctl clone POLLER --to NEW [--yes]
-//	pollerctl delete POLLER [--yes] [--wait]
-//	pollerctl backups POLLER [--json]
-//	pollerctl new NAME [--sink TYPE]
-//	pollerctl deadletter list|show|replay|discard POLLER [BATCH_ID] [--yes]
-//	pollerctl quarantine POLLER [--yes]
+//	pollerctl COMMAND [ARGS] [FLAGS]
+//
+// `pollerctl help` lists the commands; `pollerctl help COMMAND`, or COMMAND --help, says one's
+// flags and gives an example, touching nothing.
 //
 // It reads the handler's settings from the environment and, run in the app folder (or below the
 // repository root), from local.settings.json's Values, as Core Tools does: the environment wins.
-// Every command but new first says on stderr which app, state store and settings it uses.
+// Every command but new and help first says on stderr which app, state store and settings it
+// uses.
 package main
 
 import (

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	_ "modernc.org/sqlite"
+
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/blobstore"
@@ -28,6 +30,31 @@ func writeSettings(t *testing.T, dir string, values map[string]string) {
 	if err := os.WriteFile(filepath.Join(dir, "local.settings.json"), data, 0o600); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// buildPollerctl builds pollerctl into a folder of the test's.
+func buildPollerctl(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "pollerctl")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// runPollerctl runs bin with args in dir, with nothing in the environment but PATH, HOME (dir)
+// and env, and returns its stdout, stderr and exit code.
+func runPollerctl(t *testing.T, bin, dir string, env []string, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = dir
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir}, env...)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil && cmd.ProcessState == nil {
+		t.Fatal(err)
+	}
+	return stdout.String(), stderr.String(), cmd.ProcessState.ExitCode()
 }
 
 // TestSettings: local.settings.json's Values in the working directory, else at the repository
@@ -75,10 +102,7 @@ func TestSettings(t *testing.T) {
 // experiment's state only with --yes, after backing it up, and `backups` lists the backup.
 func TestPollerctlProcess(t *testing.T) {
 	cs := testenv.Azurite(t)
-	bin := filepath.Join(t.TempDir(), "pollerctl")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildPollerctl(t)
 	app, container := testenv.Name("ctlproc-"), testenv.Name("ctlproc-")
 	root := t.TempDir()
 	sub := filepath.Join(root, "sub")
@@ -113,15 +137,7 @@ func TestPollerctlProcess(t *testing.T) {
 
 	run := func(dir string, env []string, args ...string) (string, string, int) {
 		t.Helper()
-		cmd := exec.Command(bin, args...)
-		cmd.Dir = dir
-		cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + root}, env...)
-		var stdout, stderr strings.Builder
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		if err := cmd.Run(); err != nil && cmd.ProcessState == nil {
-			t.Fatal(err)
-		}
-		return stdout.String(), stderr.String(), cmd.ProcessState.ExitCode()
+		return runPollerctl(t, bin, dir, env, args...)
 	}
 	key := "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq"
 
@@ -190,12 +206,9 @@ func TestPollerctlProcess(t *testing.T) {
 // TestPollerctlUnreachableStore: StateStorage names an Azurite address where nothing listens.
 // pollerctl says so once, naming the setting and the address, says how to start Azurite, and
 // exits with 4 at once (before, the SDK retried for seconds and the command ended with a long
-// request error and exit 1).
+// request error and exit 1). check, which needs only the database, runs all the same.
 func TestPollerctlUnreachableStore(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "pollerctl")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildPollerctl(t)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -206,17 +219,11 @@ func TestPollerctlUnreachableStore(t *testing.T) {
 	cs := "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==;BlobEndpoint=http://" + addr + "/devstoreaccount1;"
 	writeSettings(t, dir, map[string]string{"StateStorage": cs, "POLLER_APP_NAME": "local"})
 	for _, args := range [][]string{{"status"}, {"backups", "orders"}} {
-		cmd := exec.Command(bin, args...)
-		cmd.Dir = dir
-		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir}
-		var stdout, stderr strings.Builder
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		began := time.Now()
-		_ = cmd.Run()
+		stdout, errOut, code := runPollerctl(t, bin, dir, nil, args...)
 		took := time.Since(began)
-		errOut := stderr.String()
-		if code := cmd.ProcessState.ExitCode(); code != 4 {
-			t.Fatalf("%v: exit %d, want 4\n%s%s", args, code, stdout.String(), errOut)
+		if code != 4 {
+			t.Fatalf("%v: exit %d, want 4\n%s%s", args, code, stdout, errOut)
 		}
 		if took > 2*blobstore.ReachTimeout {
 			t.Errorf("%v took %v: the refused connection was retried", args, took)
@@ -227,8 +234,86 @@ func TestPollerctlUnreachableStore(t *testing.T) {
 				t.Errorf("%v: want %q once in:\n%s", args, want, errOut)
 			}
 		}
-		if strings.Contains(errOut, "RESPONSE") || strings.Contains(errOut+stdout.String(), "AccountKey") {
+		if strings.Contains(errOut, "RESPONSE") || strings.Contains(errOut+stdout, "AccountKey") {
 			t.Errorf("%v: an SDK error or the key was printed:\n%s", args, errOut)
+		}
+	}
+
+	// check needs only the database: it says in one line that the state store was not read,
+	// and its exit code is the database's findings' (1: problems; 0 once --fix --yes fixed them).
+	db := filepath.Join(dir, "orders.db")
+	testenv.DB(t, "sqlite", db, "CREATE TABLE orders (id INTEGER PRIMARY KEY, customer TEXT NOT NULL, amount TEXT NOT NULL, updated_at TEXT NOT NULL)")
+	unset := t.TempDir() // no local.settings.json: no state store at all
+	for _, tc := range []struct {
+		dir, why string
+		args     []string
+		code     int
+	}{
+		{unset, "no state storage configured: set StateStorage", []string{"check", "orders"}, 1},
+		{dir, "StateStorage: cannot connect to " + addr, []string{"check", "orders"}, 1},
+		{dir, "StateStorage: cannot connect to " + addr, []string{"check", "orders", "--fix", "--yes"}, 0},
+	} {
+		stdout, errOut, code := runPollerctl(t, bin, tc.dir, []string{"ORDERS_DB_DRIVER=sqlite", "ORDERS_DB_CONNECTION=" + db}, tc.args...)
+		if code != tc.code || !strings.Contains(stdout, "check orders (sqlite "+db) {
+			t.Errorf("%v: exit %d, want %d\n%s%s", tc.args, code, tc.code, stdout, errOut)
+		}
+		want := "pollerctl: the state store was not read (" + tc.why
+		if strings.Count(errOut, want) != 1 || !strings.Contains(errOut, "check needs only each poller's database; left out: the app's state") ||
+			strings.Contains(errOut, "npx azurite") {
+			t.Errorf("%v: want %q once, and no Azurite advice, in:\n%s", tc.args, want, errOut)
+		}
+	}
+}
+
+// TestPollerctlHelp runs the built pollerctl as a new user would ask it for help: with
+// StateStorage pointing at an address that accepts connections and counts them, and with no
+// settings at all. Every subcommand's --help, -h and `help SUBCOMMAND` print its usage on stdout
+// and exit 0, at once, and nothing connects to the state store.
+func TestPollerctlHelp(t *testing.T) {
+	bin := buildPollerctl(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	accepted := make(chan string, 1000) // the connections' remote addresses, in the order accepted
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c.RemoteAddr().String()
+			c.Close()
+		}
+	}()
+	cs := "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==;BlobEndpoint=http://" + l.Addr().String() + "/devstoreaccount1;"
+	withStore, without := t.TempDir(), t.TempDir()
+	writeSettings(t, withStore, map[string]string{"StateStorage": cs, "POLLER_APP_NAME": "local"})
+	for _, dir := range []string{withStore, without} {
+		for _, args := range [][]string{
+			{"backfill", "--help"}, {"backfill", "-h"}, {"help", "backfill"}, {"status", "-h"}, {"check", "--help"}, {"reset", "--help"},
+			{"cdc", "--help"}, {"cdc", "enable", "-h"}, {"help", "cdc", "disable"}, {"deadletter", "replay", "--help"}, {"new", "--help"},
+		} {
+			stdout, stderr, code := runPollerctl(t, bin, dir, nil, args...)
+			path := strings.Join(slices.DeleteFunc(slices.Clone(args), func(a string) bool { return a == "help" || strings.HasPrefix(a, "-") }), " ")
+			if code != 0 || stderr != "" || !strings.HasPrefix(stdout, "Usage: pollerctl "+path+" ") {
+				t.Errorf("pollerctl %s: exit %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), code, stdout, stderr)
+			}
+		}
+	}
+	// A last connection of the test's own: the ones accepted before it are pollerctl's.
+	last, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer last.Close()
+	for n := 0; ; n++ {
+		if <-accepted == last.LocalAddr().String() {
+			if n > 0 {
+				t.Errorf("help connected to the state store's address %d time(s)", n)
+			}
+			break
 		}
 	}
 }

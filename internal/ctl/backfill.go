@@ -21,102 +21,99 @@ import (
 // --cancel, to stop the backfill that runs. The poller's ticks do the work: the command writes
 // the request into the state document, then follows the progress until the backfill ends
 // (--detach: it returns at once).
-func backfillCmd(ctx context.Context, args []string, env Env) error {
-	fs := flag.NewFlagSet("backfill", flag.ContinueOnError)
-	where := fs.String("where", "", "send only the rows this SQL condition selects (besides the poller's own filter)")
-	chunk := fs.Int("chunk", 0, "rows a chunk reads (default: the poller's batch size)")
+func backfillCmd(fs *flag.FlagSet) runner {
+	where := fs.String("where", "", "send only the rows this `SQL` condition selects (besides the poller's own filter)")
+	chunk := fs.Int("chunk", 0, "`N` rows a chunk (default: the poller's batch size)")
 	cancel := fs.Bool("cancel", false, "stop the backfill that runs (its next tick ends it)")
 	detach := fs.Bool("detach", false, "return once the request is written, without following its progress")
 	g := guardFlags(fs, "write the request")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) != 1 {
-		return usagef("backfill takes one poller name")
-	}
-	name := pos[0]
-	if err := env.knownPoller(ctx, name); err != nil {
-		return err
-	}
-	d, ok := env.definition(name)
-	if !ok {
-		return refusedf("%s is not a poller of this build (pollerctl %s): its ticks would not know a backfill", name, env.version())
-	}
-	if *cancel && (*where != "" || *chunk != 0) {
-		return usagef("--cancel takes no --where or --chunk")
-	}
-	op, cur, err := env.readRequest(ctx, name)
-	switch {
-	case err != nil:
-		return err
-	case cur.Doc == nil:
-		return refusedf("%s has no state yet: its first tick delivers every row there is; backfill once it has run", name)
-	case *cancel && cur.Doc.Backfill == nil:
-		return refusedf("%s runs no backfill: nothing to cancel", name)
-	case *cancel:
-		return env.cancelBackfill(ctx, op, cur, g)
-	case cur.Doc.Backfill != nil:
-		b := cur.Doc.Backfill
-		return refusedf("%s already runs backfill %s (%d rows sent since %s): one at a time; stop it with pollerctl backfill %s --cancel --yes",
-			name, b.ID, b.Rows, b.StartedAt.UTC().Format(time.RFC3339), name)
-	case cur.Doc.Failure != nil:
-		f := cur.Doc.Failure
-		return refusedf("%s is failing on batch %s (%d attempt(s); last error: %s): a backfill would wait behind it; fix what fails it, or pollerctl quarantine %s",
-			name, f.BatchID, f.Attempts, truncate(f.LastError, 200), name)
-	}
-	s, err := appsettings.Load(d, env.Getenv)
-	if err != nil && (s.Driver == "" || s.DSN == "") {
-		return usagef("the backfill's --where is checked against the source, which needs its settings: %v", err)
-	}
-	if *chunk == 0 {
-		*chunk = s.BatchSize
-	}
-	if *chunk < 1 || *chunk > appsettings.MaxBatchSize {
-		return usagef("--chunk %d: a chunk reads 1 to %d rows", *chunk, appsettings.MaxBatchSize)
-	}
-	// The rows are counted with the condition, so that the database says now what it would say
-	// at every tick.
-	src, err := env.openSource(ctx, d, "the backfill's --where")
-	if err != nil {
-		return err
-	}
-	if err := src.Backfills(); err != nil {
+	return func(ctx context.Context, pos []string, env Env) error {
+		if len(pos) != 1 {
+			return usagef("backfill takes one poller name")
+		}
+		name := pos[0]
+		if err := env.knownPoller(ctx, name); err != nil {
+			return err
+		}
+		d, ok := env.definition(name)
+		if !ok {
+			return refusedf("%s is not a poller of this build (pollerctl %s): its ticks would not know a backfill", name, env.version())
+		}
+		if *cancel && (*where != "" || *chunk != 0) {
+			return usagef("--cancel takes no --where or --chunk")
+		}
+		op, cur, err := env.readRequest(ctx, name)
+		switch {
+		case err != nil:
+			return err
+		case cur.Doc == nil:
+			return refusedf("%s has no state yet: its first tick delivers every row there is; backfill once it has run", name)
+		case *cancel && cur.Doc.Backfill == nil:
+			return refusedf("%s runs no backfill: nothing to cancel", name)
+		case *cancel:
+			return env.cancelBackfill(ctx, op, cur, g)
+		case cur.Doc.Backfill != nil:
+			b := cur.Doc.Backfill
+			return refusedf("%s already runs backfill %s (%d rows sent since %s): one at a time; stop it with pollerctl backfill %s --cancel --yes",
+				name, b.ID, b.Rows, b.StartedAt.UTC().Format(time.RFC3339), name)
+		case cur.Doc.Failure != nil:
+			f := cur.Doc.Failure
+			return refusedf("%s is failing on batch %s (%d attempt(s); last error: %s): a backfill would wait behind it; fix what fails it, or pollerctl quarantine %s",
+				name, f.BatchID, f.Attempts, truncate(f.LastError, 200), name)
+		}
+		s, err := appsettings.Load(d, env.Getenv)
+		if err != nil && (s.Driver == "" || s.DSN == "") {
+			return usagef("the backfill's --where is checked against the source, which needs its settings: %v", err)
+		}
+		if *chunk == 0 {
+			*chunk = s.BatchSize
+		}
+		if *chunk < 1 || *chunk > appsettings.MaxBatchSize {
+			return usagef("--chunk %d: a chunk reads 1 to %d rows", *chunk, appsettings.MaxBatchSize)
+		}
+		// The rows are counted with the condition, so that the database says now what it would say
+		// at every tick.
+		src, err := env.openSource(ctx, d, "the backfill's --where")
+		if err != nil {
+			return err
+		}
+		if err := src.Backfills(); err != nil {
+			src.Close()
+			return refusedf("%s cannot run a backfill here: %v; nothing written", name, err)
+		}
+		estimate, err := src.CountChunkRows(ctx, *where, source.CountCap)
 		src.Close()
-		return refusedf("%s cannot run a backfill here: %v; nothing written", name, err)
+		if err != nil {
+			return usagef("the database refuses the backfill's --where %q: %v; nothing written", *where, err)
+		}
+		what := "all of its rows"
+		if strings.TrimSpace(*where) != "" {
+			what = "its rows where " + *where
+		}
+		fmt.Fprintf(env.Out, "backfill %s: send %s again as reads (%s now), %d a chunk, beside its live changes (a chunk after each live batch)\n",
+			name, what, pollerstatus.EstimateText(estimate), *chunk)
+		if !g.yes.given() {
+			fmt.Fprintln(env.Out, nothingWritten)
+			return nil
+		}
+		if cur, err = awaitFree(ctx, env, op, cur, "a backfill request", *g.wait, *g.waitTimeout); err != nil {
+			return err
+		}
+		if cur.Doc == nil || cur.Doc.Backfill != nil {
+			return refusedf("%s's state changed while waiting (a backfill started, or the state was deleted): nothing written; run it again", name)
+		}
+		b := &state.Backfill{ID: backfillID(env.Clock.Now()), Kind: state.BackfillRequested, Where: strings.TrimSpace(*where), Chunk: *chunk,
+			Estimate: estimate, StartedAt: state.At(env.Clock.Now())}
+		if err := env.writeRequest(ctx, op, cur, func(next *state.Doc) { next.Backfill = b }); err != nil {
+			return err
+		}
+		fmt.Fprintf(env.Out, "%s: backfill %s requested; its next ticks send the rows\n", name, b.ID)
+		if *detach {
+			fmt.Fprintf(env.Out, "follow it with pollerctl status %s; stop it with pollerctl backfill %s --cancel --yes\n", name, name)
+			return nil
+		}
+		return env.followBackfill(ctx, op, b.ID, b.StartedAt.Time)
 	}
-	estimate, err := src.CountChunkRows(ctx, *where, source.CountCap)
-	src.Close()
-	if err != nil {
-		return usagef("the database refuses the backfill's --where %q: %v; nothing written", *where, err)
-	}
-	what := "all of its rows"
-	if strings.TrimSpace(*where) != "" {
-		what = "its rows where " + *where
-	}
-	fmt.Fprintf(env.Out, "backfill %s: send %s again as reads (%s now), %d a chunk, beside its live changes (a chunk after each live batch)\n",
-		name, what, pollerstatus.EstimateText(estimate), *chunk)
-	if !g.yes.given() {
-		fmt.Fprintln(env.Out, nothingWritten)
-		return nil
-	}
-	if cur, err = awaitFree(ctx, env, op, cur, "a backfill request", *g.wait, *g.waitTimeout); err != nil {
-		return err
-	}
-	if cur.Doc == nil || cur.Doc.Backfill != nil {
-		return refusedf("%s's state changed while waiting (a backfill started, or the state was deleted): nothing written; run it again", name)
-	}
-	b := &state.Backfill{ID: backfillID(env.Clock.Now()), Kind: state.BackfillRequested, Where: strings.TrimSpace(*where), Chunk: *chunk,
-		Estimate: estimate, StartedAt: state.At(env.Clock.Now())}
-	if err := env.writeRequest(ctx, op, cur, func(next *state.Doc) { next.Backfill = b }); err != nil {
-		return err
-	}
-	fmt.Fprintf(env.Out, "%s: backfill %s requested; its next ticks send the rows\n", name, b.ID)
-	if *detach {
-		fmt.Fprintf(env.Out, "follow it with pollerctl status %s; stop it with pollerctl backfill %s --cancel --yes\n", name, name)
-		return nil
-	}
-	return env.followBackfill(ctx, op, b.ID, b.StartedAt.Time)
 }
 
 // cancelBackfill asks the poller's next tick to end its backfill.

@@ -74,73 +74,70 @@ func listBackups(ctx context.Context, env Env, st store.Store, pollerName string
 	return names, letters, nil
 }
 
-func backupsCmd(ctx context.Context, args []string, env Env) error {
-	fs := flag.NewFlagSet("backups", flag.ContinueOnError)
+func backupsCmd(fs *flag.FlagSet) runner {
 	asJSON := fs.Bool("json", false, "JSON instead of a table")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) != 1 {
-		return usagef("backups takes one poller name")
-	}
-	st, err := env.store()
-	if err != nil {
-		return err
-	}
-	name := pos[0]
-	if err := env.knownPoller(ctx, name); err != nil {
-		return err
-	}
-	names, letters, err := listBackups(ctx, env, st, name)
-	if err != nil {
-		return err
-	}
-	if len(names) == 0 {
-		if letters > 0 {
-			return usagef("%s has no state backups under %s (only %d of discarded dead letters)", name, blobpath.Backups(env.App, name), letters)
+	return func(ctx context.Context, pos []string, env Env) error {
+		if len(pos) != 1 {
+			return usagef("backups takes one poller name")
 		}
-		return usagef("%s has no backups (none under %s)", name, blobpath.Backups(env.App, name))
-	}
-	entries := make([]backupEntry, 0, len(names))
-	for _, n := range names {
-		e := backupEntry{Name: n, File: path.Base(n)}
-		if t, ok := backupTime(n); ok {
-			e.Time = t.UTC().Format(time.RFC3339Nano)
-		}
-		b, err := st.Get(ctx, n)
+		st, err := env.store()
 		if err != nil {
-			e.Problem = err.Error()
-		} else if d, err := state.Decode(n, name, b.Data); err != nil {
-			e.Problem = err.Error()
-		} else {
-			e.Cursor, e.FencingToken = d.Checkpoint.Cursor, d.Lease.FencingToken
+			return err
 		}
-		entries = append(entries, e)
-	}
-	if *asJSON {
-		enc := json.NewEncoder(env.Out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(entries)
-	}
-	tw := tabwriter.NewWriter(env.Out, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "BACKUP\tTIME\tCURSOR\tTOKEN")
-	for _, e := range entries {
-		if e.Problem != "" {
-			fmt.Fprintf(tw, "%s\t%s\t(does not decode: %s)\t-\n", e.File, orDash(e.Time), truncate(e.Problem, 80))
-			continue
+		name := pos[0]
+		if err := env.knownPoller(ctx, name); err != nil {
+			return err
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", e.File, orDash(e.Time), e.Cursor.Text(), e.FencingToken)
+		names, letters, err := listBackups(ctx, env, st, name)
+		if err != nil {
+			return err
+		}
+		if len(names) == 0 {
+			if letters > 0 {
+				return usagef("%s has no state backups under %s (only %d of discarded dead letters)", name, blobpath.Backups(env.App, name), letters)
+			}
+			return usagef("%s has no backups (none under %s)", name, blobpath.Backups(env.App, name))
+		}
+		entries := make([]backupEntry, 0, len(names))
+		for _, n := range names {
+			e := backupEntry{Name: n, File: path.Base(n)}
+			if t, ok := backupTime(n); ok {
+				e.Time = t.UTC().Format(time.RFC3339Nano)
+			}
+			b, err := st.Get(ctx, n)
+			if err != nil {
+				e.Problem = err.Error()
+			} else if d, err := state.Decode(n, name, b.Data); err != nil {
+				e.Problem = err.Error()
+			} else {
+				e.Cursor, e.FencingToken = d.Checkpoint.Cursor, d.Lease.FencingToken
+			}
+			entries = append(entries, e)
+		}
+		if *asJSON {
+			enc := json.NewEncoder(env.Out)
+			enc.SetIndent("", "  ")
+			return enc.Encode(entries)
+		}
+		tw := tabwriter.NewWriter(env.Out, 2, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "BACKUP\tTIME\tCURSOR\tTOKEN")
+		for _, e := range entries {
+			if e.Problem != "" {
+				fmt.Fprintf(tw, "%s\t%s\t(does not decode: %s)\t-\n", e.File, orDash(e.Time), truncate(e.Problem, 80))
+				continue
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", e.File, orDash(e.Time), e.Cursor.Text(), e.FencingToken)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		if letters > 0 {
+			fmt.Fprintf(env.Out, "(and %d dead-letter backup(s) of discarded dead letters, %s%s*, not listed: they are not state documents)\n",
+				letters, blobpath.Backups(env.App, name), deadLetterBackup)
+		}
+		fmt.Fprintf(env.Out, "restore one with: pollerctl reset %s --from-backup %s (or latest)\n", name, entries[0].File)
+		return nil
 	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	if letters > 0 {
-		fmt.Fprintf(env.Out, "(and %d dead-letter backup(s) of discarded dead letters, %s%s*, not listed: they are not state documents)\n",
-			letters, blobpath.Backups(env.App, name), deadLetterBackup)
-	}
-	fmt.Fprintf(env.Out, "restore one with: pollerctl reset %s --from-backup %s (or latest)\n", name, entries[0].File)
-	return nil
 }
 
 // readBackup resolves --from-backup's NAME (a file listed by `backups`, or the full blob name)

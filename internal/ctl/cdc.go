@@ -17,24 +17,6 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/suggest"
 )
 
-// cdcCmd is `pollerctl cdc enable|disable POLLER`: it creates (or drops) what a poller's change
-// stream reads, set up on purpose (a logical poller's publication and replication slot), with
-// the poller's own settings ({P}_DB_CONNECTION, {P}_CDC_SLOT, {P}_CDC_PUBLICATION). What to run
-// and what it means is the poller's driver's (driver.Driver.OpenCDC); this is the plan shown, the
-// guardrails and the messages.
-func cdcCmd(ctx context.Context, args []string, env Env) error {
-	if len(args) == 0 {
-		return usagef("cdc needs a subcommand: enable or disable (pollerctl cdc enable POLLER [--yes])")
-	}
-	switch args[0] {
-	case "enable":
-		return cdcEnable(ctx, args[1:], env)
-	case "disable":
-		return cdcDisable(ctx, args[1:], env)
-	}
-	return usagef("unknown cdc subcommand %q (enable, disable)", args[0])
-}
-
 // cdcAdmin is the administration of the poller's change-stream set-up, when its cursor kind
 // has one.
 func cdcAdmin(d *pollerdef.Def) (driver.Driver, bool) {
@@ -98,118 +80,112 @@ func printCDCPlan(env Env, cmd, name string, cdc driver.CDCSetup, plan driver.CD
 	return nil
 }
 
-func cdcEnable(ctx context.Context, args []string, env Env) error {
-	fs := flag.NewFlagSet("cdc enable", flag.ContinueOnError)
+func cdcEnable(fs *flag.FlagSet) runner {
 	var yes yesFlag
 	fs.Var(&yes, "yes", "create the publication and the slot (default: dry run)")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) != 1 {
-		return usagef("cdc enable takes one poller name")
-	}
-	name := pos[0]
-	_, cdc, err := env.openCDC(ctx, name, "enable")
-	if err != nil {
-		return err
-	}
-	defer cdc.Close()
-	plan, err := cdc.PlanEnable(ctx)
-	if err != nil {
-		return err
-	}
-	if err := printCDCPlan(env, "enable", name, cdc, plan, "created"); err != nil {
-		return err
-	}
-	if len(plan.Steps) == 0 {
-		fmt.Fprintf(env.Out, "%s %s: nothing to do\n", name, plan.Nothing)
-		return nil
-	}
-	fmt.Fprint(env.Out, plan.Note)
-	if !yes.given() {
-		fmt.Fprintln(env.Out, "dry run: nothing created. Add --yes to create.")
-		return nil
-	}
-	done, err := cdc.Enable(ctx)
-	for _, l := range done {
-		fmt.Fprintln(env.Out, l)
-	}
-	if err != nil {
-		return refusedf("%v", err)
-	}
-	var checkpoint *state.Cursor // none, as far as the state says
-	if st, err := env.store(); err != nil {
-		return nil
-	} else if cur, err := env.operator(st, name).Read(ctx); err == nil && cur.Doc != nil {
-		checkpoint = cur.Doc.Checkpoint.Cursor
-	}
-	fmt.Fprint(env.Out, cdc.Enabled(checkpoint))
-	return nil
-}
-
-func cdcDisable(ctx context.Context, args []string, env Env) error {
-	fs := flag.NewFlagSet("cdc disable", flag.ContinueOnError)
-	g := guardFlags(fs, "drop the slot and the publication")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) != 1 {
-		return usagef("cdc disable takes one poller name")
-	}
-	name := pos[0]
-	_, cdc, err := env.openCDC(ctx, name, "disable")
-	if err != nil {
-		return err
-	}
-	defer cdc.Close()
-	// The lease: a tick reading the stream while its set-up goes would fail; refuse, as a reset does.
-	var doc *state.Doc
-	if st, err := env.store(); err == nil {
-		op := env.operator(st, name)
-		cur, err := op.Read(ctx)
+	return func(ctx context.Context, pos []string, env Env) error {
+		if len(pos) != 1 {
+			return usagef("cdc enable takes one poller name")
+		}
+		name := pos[0]
+		_, cdc, err := env.openCDC(ctx, name, "enable")
 		if err != nil {
 			return err
 		}
-		if cur, err = awaitFree(ctx, env, op, cur, "dropping its slot", *g.wait, *g.waitTimeout); err != nil {
+		defer cdc.Close()
+		plan, err := cdc.PlanEnable(ctx)
+		if err != nil {
 			return err
 		}
-		doc = cur.Doc
-	} else {
-		fmt.Fprintf(env.Out, "note: %v: the poller's lease cannot be checked\n", err)
-	}
-	at := "(no checkpoint yet)"
-	if doc != nil && doc.Checkpoint.Cursor != nil {
-		at = doc.Checkpoint.Cursor.Text()
-	}
-	plan, err := cdc.PlanDisable(ctx, at)
-	if err != nil {
-		return err
-	}
-	if err := printCDCPlan(env, "disable", name, cdc, plan, "dropped"); err != nil {
-		return err
-	}
-	if len(plan.Steps) == 0 {
-		fmt.Fprintf(env.Out, "%s %s: nothing to do\n", name, plan.Nothing)
+		if err := printCDCPlan(env, "enable", name, cdc, plan, "created"); err != nil {
+			return err
+		}
+		if len(plan.Steps) == 0 {
+			fmt.Fprintf(env.Out, "%s %s: nothing to do\n", name, plan.Nothing)
+			return nil
+		}
+		fmt.Fprint(env.Out, plan.Note)
+		if !yes.given() {
+			fmt.Fprintln(env.Out, "dry run: nothing created. Add --yes to create.")
+			return nil
+		}
+		done, err := cdc.Enable(ctx)
+		for _, l := range done {
+			fmt.Fprintln(env.Out, l)
+		}
+		if err != nil {
+			return refusedf("%v", err)
+		}
+		var checkpoint *state.Cursor // none, as far as the state says
+		if st, err := env.store(); err != nil {
+			return nil
+		} else if cur, err := env.operator(st, name).Read(ctx); err == nil && cur.Doc != nil {
+			checkpoint = cur.Doc.Checkpoint.Cursor
+		}
+		fmt.Fprint(env.Out, cdc.Enabled(checkpoint))
 		return nil
 	}
-	fmt.Fprint(env.Out, plan.Note)
-	if !g.yes.given() {
-		fmt.Fprintln(env.Out, "dry run: nothing dropped. Add --yes to drop.")
+}
+
+func cdcDisable(fs *flag.FlagSet) runner {
+	g := guardFlags(fs, "drop the slot and the publication")
+	return func(ctx context.Context, pos []string, env Env) error {
+		if len(pos) != 1 {
+			return usagef("cdc disable takes one poller name")
+		}
+		name := pos[0]
+		_, cdc, err := env.openCDC(ctx, name, "disable")
+		if err != nil {
+			return err
+		}
+		defer cdc.Close()
+		// The lease: a tick reading the stream while its set-up goes would fail; refuse, as a reset does.
+		var doc *state.Doc
+		if st, err := env.store(); err == nil {
+			op := env.operator(st, name)
+			cur, err := op.Read(ctx)
+			if err != nil {
+				return err
+			}
+			if cur, err = awaitFree(ctx, env, op, cur, "dropping its slot", *g.wait, *g.waitTimeout); err != nil {
+				return err
+			}
+			doc = cur.Doc
+		} else {
+			fmt.Fprintf(env.Out, "note: %v: the poller's lease cannot be checked\n", err)
+		}
+		at := "(no checkpoint yet)"
+		if doc != nil && doc.Checkpoint.Cursor != nil {
+			at = doc.Checkpoint.Cursor.Text()
+		}
+		plan, err := cdc.PlanDisable(ctx, at)
+		if err != nil {
+			return err
+		}
+		if err := printCDCPlan(env, "disable", name, cdc, plan, "dropped"); err != nil {
+			return err
+		}
+		if len(plan.Steps) == 0 {
+			fmt.Fprintf(env.Out, "%s %s: nothing to do\n", name, plan.Nothing)
+			return nil
+		}
+		fmt.Fprint(env.Out, plan.Note)
+		if !g.yes.given() {
+			fmt.Fprintln(env.Out, "dry run: nothing dropped. Add --yes to drop.")
+			return nil
+		}
+		if err := confirm(env, name, string(*g.yes), *g.production); err != nil {
+			return err
+		}
+		done, err := cdc.Disable(ctx)
+		for _, l := range done {
+			fmt.Fprintln(env.Out, l)
+		}
+		if err != nil {
+			return refusedf("%v", err)
+		}
 		return nil
 	}
-	if err := confirm(env, name, string(*g.yes), *g.production); err != nil {
-		return err
-	}
-	done, err := cdc.Disable(ctx)
-	for _, l := range done {
-		fmt.Fprintln(env.Out, l)
-	}
-	if err != nil {
-		return refusedf("%v", err)
-	}
-	return nil
 }
 
 // checkStreamReset applies the reset rule of a poller whose change stream reads a set-up: its

@@ -334,3 +334,35 @@ func (w *cdcWorld) managerLG(owner string) *lease.Manager {
 	}
 	return m
 }
+
+// TestCDCEnableFirstTick: after cdc enable --yes, a poller without a checkpoint is told where its
+// first tick starts, by its initial mode: the changes committed from now on, or (with "initial":
+// "snapshot") the table's rows first.
+func TestCDCEnableFirstTick(t *testing.T) {
+	forEachCDCStore(t, func(t *testing.T, w *cdcWorld) {
+		snap := pollerdef.Of(poller.New("lgsnap", w.table, poller.Logical, func(context.Context, *poller.Batch[poller.Row]) error { return nil },
+			poller.WithColumns("id", "v"), poller.WithKey("id"), poller.WithInitialSnapshot()))
+		run := func(args ...string) string {
+			t.Helper()
+			var out bytes.Buffer
+			if code := ctl.Run(ctx, args, ctl.Env{
+				Store: w.st, App: w.app, Getenv: func(k string) string { return w.env[k] }, Pollers: []*pollerdef.Def{w.lg, snap},
+				Out: &out, In: strings.NewReader(""), Clock: w.clk, Actor: "pollerctl/test",
+			}); code != ctl.ExitOK {
+				t.Fatalf("pollerctl %s: exit %d\n%s", strings.Join(args, " "), code, out.String())
+			}
+			return out.String()
+		}
+		w.env["LGSNAP_DB_DRIVER"], w.env["LGSNAP_DB_CONNECTION"] = w.env["LG_DB_DRIVER"], w.env["LG_DB_CONNECTION"]
+		t.Cleanup(func() { run("cdc", "disable", "lgsnap", "--yes") })
+		now := "its first tick reads from the slot's position, the changes committed from now on"
+		rowsFirst := "its first tick reads the table's rows first"
+		if out := run("cdc", "enable", "lg", "--yes"); !strings.Contains(out, "lg has no checkpoint yet: "+now) || strings.Contains(out, rowsFirst) {
+			t.Errorf("a poller that starts now:\n%s", out)
+		}
+		if out := run("cdc", "enable", "lgsnap", "--yes"); !strings.Contains(out, `lgsnap has no checkpoint yet and starts with a snapshot ("initial": "snapshot"): `+rowsFirst) ||
+			strings.Contains(out, now) {
+			t.Errorf("a poller that starts with a snapshot:\n%s", out)
+		}
+	})
+}

@@ -25,6 +25,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/scaffold"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
+	"github.com/pseudotrigger/pseudotrigger/sink"
 )
 
 // Exit codes.
@@ -86,36 +87,8 @@ func (u usage) Error() string   { return u.msg }
 func refusedf(format string, args ...any) error { return refusal{fmt.Sprintf(format, args...)} }
 func usagef(format string, args ...any) error   { return usage{fmt.Sprintf(format, args...)} }
 
-const help = `pollerctl: see every poller's state and move one on purpose.
-
-  pollerctl status [POLLER] [--json] [--no-probe]          (exit 3 when a poller is not ok)
-  pollerctl reset POLLER (--to-beginning | --keep-cursor | --to-cursor VALUE [--pk COLUMN=VALUE ...] | --from-file FILE | --from-backup NAME|latest)
-                  [--yes | --yes=POLLER] [--wait [--wait-timeout 2m]] [--production]
-                  (--keep-cursor: accept a changed source definition and go on from the saved cursor, refused where it would mean nothing there;
-                   a logical poller's VALUE is a position like 0/16D3290, never before its slot's; --to-beginning: where the slot is)
-  pollerctl clone POLLER --to NEW [--yes] [--from-slot-start]
-                  (a logical poller's clone reads its own slot: run pollerctl cdc enable NEW --yes first)
-  pollerctl delete POLLER [--yes | --yes=POLLER] [--wait [--wait-timeout 2m]] [--production] [--force]
-                  (its state, backed up first, and liveness mark; refused while it has dead letters)
-  pollerctl backups POLLER [--json]                       (its state backups, newest first)
-  pollerctl new NAME [--sink webhook|storagequeue|servicebus|eventhubs|eventgrid]
-                  (a Go poller, or with --sink a declared one: NAME/poller.json, no Go)
-  pollerctl deadletter list POLLER [--json]
-  pollerctl deadletter show POLLER BATCH_ID
-  pollerctl deadletter replay POLLER BATCH_ID [--yes]     (rows read again by key, to the handler, under the lease)
-  pollerctl deadletter discard POLLER BATCH_ID [--yes]
-  pollerctl quarantine POLLER [--yes] [--wait]            (unblock: the next tick dead-letters the failing rows)
-  pollerctl backfill POLLER [--where SQL] [--chunk N] [--yes] [--wait] [--detach]
-                  (send the table's current rows again, as reads, a chunk after each live batch; follows its progress
-                   unless --detach)
-  pollerctl backfill POLLER --cancel [--yes] [--wait]    (its next tick ends the backfill)
-  pollerctl cdc enable POLLER [--yes]                     (logical pollers: create the publication and the replication slot)
-  pollerctl cdc disable POLLER [--yes | --yes=POLLER] [--wait]
-                  (drop them: the slot's unread changes are lost, and PostgreSQL frees the WAL it kept)
-  pollerctl check [POLLER] [--fix [--offers] [--yes]]     (exit 1 when a set-up has a problem)
-                  (each poller's table: columns, cursor stamped on INSERT and UPDATE, keyset index, privileges;
-                   --fix prints the SQL that fixes the problems, --yes runs it)
-
+// helpTail is what pollerctl's help says after the commands (writeTopHelp).
+const helpTail = `
 Writes are dry runs unless --yes is given. A reset backs the old document up to
 backups/{app}/{poller}/{utc}.json first, refuses while another owner's lease is live (--wait waits
 for it to end), and bumps the fencing token. When POLLER_APP_NAME contains "prod" (or with
@@ -123,42 +96,16 @@ for it to end), and bumps the fencing token. When POLLER_APP_NAME contains "prod
 Settings are the handler's: StateStorage (or AzureWebJobsStorage), STATE_CONTAINER,
 POLLER_APP_NAME, {P}_DB_DRIVER, {P}_DB_CONNECTION, read from the environment and, run in the app
 folder, from local.settings.json's Values (the environment wins, as with Core Tools). Every
-command but new says first, on stderr, which app, state store and settings it uses.
+command but new and help says first, on stderr, which app, state store and settings it uses.
 status lists the pollers of this build, the poller folders here and the state under
 state/{app}/; one this build does not have (a newer app's) is "unknown", not judged, and delete,
 a restore (reset --from-file/--from-backup) and a clone over it need --force.
 pollerctl --version says which build it is (as the handler's and devhost's do).
+pollerctl help COMMAND (or pollerctl COMMAND --help) shows a command's flags and an example.
 Exit codes: 0 done, 1 refused by a guardrail (check: a problem found), 2 bad usage or input, 3
 (status) a poller is not ok, 4 the state store is not reachable (Azurite not started, or no
 network path to the account).
 `
-
-// commands are pollerctl's commands, in the order its usage error lists them.
-var commands = []struct {
-	name string
-	run  func(ctx context.Context, args []string, env Env) error
-}{
-	{"status", status},
-	{"reset", reset},
-	{"clone", clone},
-	{"delete", deleteCmd},
-	{"backups", backupsCmd},
-	{"new", func(_ context.Context, args []string, env Env) error { return newCmd(args, env) }},
-	{"deadletter", deadLetters},
-	{"quarantine", quarantineCmd},
-	{"backfill", backfillCmd},
-	{"cdc", cdcCmd},
-	{"check", checkCmd},
-}
-
-// commandNames are the commands' names, in order.
-func commandNames() []string {
-	out := make([]string, len(commands))
-	for i, c := range commands {
-		out[i] = c.name
-	}
-	return out
-}
 
 // Run runs one command and returns its exit code.
 func Run(ctx context.Context, args []string, env Env) int {
@@ -171,26 +118,54 @@ func Run(ctx context.Context, args []string, env Env) int {
 	if env.Actor == "" {
 		env.Actor = actor()
 	}
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprint(env.Out, help)
+	if len(args) == 0 || isHelp(args[0]) || args[0] == "help" && len(args) == 1 {
+		writeTopHelp(env.Out)
 		if len(args) == 0 {
 			return ExitUsage
 		}
 		return ExitOK
 	}
-	if args[0] != "new" {
+	asked := args[0] == "help" // pollerctl help COMMAND [SUBCOMMAND]
+	if asked {
+		args = args[1:]
+	}
+	c, path, args, err := find(args)
+	switch {
+	case err != nil:
+		fmt.Fprintln(env.Out, "pollerctl:", err)
+		return ExitUsage
+	case asked && len(args) > 0 && !isHelp(args[0]):
+		fmt.Fprintf(env.Out, "pollerctl: help %s: %q is none of its subcommands (pollerctl help %s says what it takes)\n", path, args[0], path)
+		return ExitUsage
+	case asked, c.subs != nil && len(args) > 0: // help COMMAND, or a group's --help
+		writeHelp(env.Out, c, path)
+		return ExitOK
+	case c.subs != nil:
+		fmt.Fprintf(env.Out, "pollerctl: %s needs a subcommand: %s (pollerctl help %s says what each does)\n", path, strings.Join(commandNames(c.subs), ", "), path)
+		return ExitUsage
+	}
+	fs := flag.NewFlagSet(path, flag.ContinueOnError)
+	run := c.flags(fs)
+	pos, err := parse(fs, args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		writeHelp(env.Out, c, path)
+		return ExitOK
+	case err != nil:
+		fmt.Fprintln(env.Out, "pollerctl:", err)
+		return ExitUsage
+	}
+	switch c.store {
+	case storeNeeded:
 		if err := env.unreachable(ctx); err != nil {
 			reportUnreachable(env, err)
 			return ExitUnreachable
 		}
 		env.announce(ctx)
+	case storeOptional:
+		env = env.withoutStoreIfAway(ctx, path)
 	}
-	err := usagef("unknown command %q (%s; see pollerctl --help)", args[0], strings.Join(commandNames(), ", "))
-	for _, c := range commands {
-		if c.name == args[0] {
-			err = c.run(ctx, args[1:], env)
-		}
-	}
+	err = run(ctx, pos, env)
 	var u usage
 	var sick unhealthy
 	switch {
@@ -211,16 +186,23 @@ func Run(ctx context.Context, args []string, env Env) int {
 }
 
 // newCmd is `pollerctl new`: package scaffold writes the poller.
-func newCmd(args []string, env Env) error {
-	registered := make([]string, len(env.Pollers))
-	for i, d := range env.Pollers {
-		registered[i] = d.Name()
+func newCmd(fs *flag.FlagSet) runner {
+	sinkType := fs.String("sink", "", "write a declared poller sending to a sink of this `TYPE` ("+strings.Join(sink.Types, ", ")+") instead of a Go poller")
+	return func(_ context.Context, pos []string, env Env) error {
+		registered := make([]string, len(env.Pollers))
+		for i, d := range env.Pollers {
+			registered[i] = d.Name()
+		}
+		args := pos
+		if *sinkType != "" {
+			args = append(args, "--sink="+*sinkType)
+		}
+		err := scaffold.Run(args, scaffold.Env{Out: env.Out, Root: env.Root, Registered: registered})
+		if u := (*scaffold.UsageError)(nil); errors.As(err, &u) {
+			return usage{u.Error()}
+		}
+		return err
 	}
-	err := scaffold.Run(args, scaffold.Env{Out: env.Out, Root: env.Root, Registered: registered})
-	if u := (*scaffold.UsageError)(nil); errors.As(err, &u) {
-		return usage{u.Error()}
-	}
-	return err
 }
 
 func actor() string {
@@ -232,13 +214,16 @@ func actor() string {
 	return "pollerctl/" + name + "@" + host
 }
 
-// flags parses a command's flags, allowing them before and after positional arguments.
+// parse parses a command's flags, allowing them before and after positional arguments; a -h or
+// --help among them is flag.ErrHelp.
 func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 	fs.SetOutput(io.Discard)
 	var positional []string
 	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, usagef("%s: %v", fs.Name(), err)
+		if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+			return nil, err
+		} else if err != nil {
+			return nil, usagef("%s: %v (pollerctl %s --help shows its flags)", fs.Name(), err, fs.Name())
 		}
 		args = fs.Args()
 		if len(args) == 0 {

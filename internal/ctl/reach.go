@@ -53,3 +53,26 @@ func reportUnreachable(env Env, err error) {
 // refused reports whether err is a connection refused by the state store's address (Azurite
 // stopped while the command ran).
 func refused(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }
+
+// withoutStoreIfAway is env for a command that reads the databases only (check): when the state
+// store is not usable or not reachable it says so in one line, with what that leaves out, and
+// the command goes on without it; else it announces, as before every command.
+func (env Env) withoutStoreIfAway(ctx context.Context, path string) Env {
+	why := env.StoreErr
+	if env.Store == nil && why == nil {
+		why = errors.New("none given")
+	}
+	if env.Store != nil {
+		why = env.unreachable(ctx)
+	}
+	if why == nil {
+		env.announce(ctx)
+		return env
+	}
+	env.Store, env.StoreErr = nil, why
+	env.announce(ctx)
+	if env.Err != nil {
+		fmt.Fprintf(env.Err, "pollerctl: the state store was not read (%v): %s needs only each poller's database; left out: the app's state (checkpoints, leases, dead letters: pollerctl status shows them)\n", why, path)
+	}
+	return env
+}

@@ -28,11 +28,22 @@ func (p *pkFlags) Set(v string) error { *p = append(*p, v); return nil }
 // reset is `pollerctl reset`: it builds the new checkpoint from the flag given, checks it against
 // the source, reads the state document, plans the operator's takeover (package lease bumps the
 // fencing token), shows the plan and, with --yes, backs the old document up and writes the new one.
-func reset(ctx context.Context, args []string, env Env) error {
-	f, err := parseReset(args)
-	if err != nil {
-		return err
+func reset(fs *flag.FlagSet) runner {
+	f := resetFlagSet(fs)
+	return func(ctx context.Context, pos []string, env Env) error {
+		if len(pos) != 1 {
+			return usagef("reset takes one poller name")
+		}
+		f.name = pos[0]
+		if err := f.check(); err != nil {
+			return err
+		}
+		return f.run(ctx, env)
 	}
+}
+
+// run is the reset f asks for.
+func (f resetFlags) run(ctx context.Context, env Env) error {
 	st, err := env.store()
 	if err != nil {
 		return err
@@ -100,25 +111,21 @@ type resetFlags struct {
 	guards
 }
 
-// parseReset parses a reset's arguments: one poller name and exactly one way to say where it goes.
-func parseReset(args []string) (resetFlags, error) {
-	var f resetFlags
-	fs := flag.NewFlagSet("reset", flag.ContinueOnError)
+// resetFlagSet declares a reset's flags on fs.
+func resetFlagSet(fs *flag.FlagSet) *resetFlags {
+	f := &resetFlags{}
 	fs.BoolVar(&f.toBeginning, "to-beginning", false, "start over from the first row")
 	fs.BoolVar(&f.keepCursor, "keep-cursor", false, "accept the configured source definition and go on from the saved cursor")
-	fs.StringVar(&f.toCursor, "to-cursor", "", "the cursor value to resume after")
-	fs.Var(&f.pks, "pk", "COLUMN=VALUE of the cursor's tiebreaker (repeat for a composite key)")
-	fs.StringVar(&f.fromFile, "from-file", "", "a state document saved earlier (e.g. a backup)")
-	fs.StringVar(&f.fromBackup, "from-backup", "", "a backup in the state container: a name `pollerctl backups` lists, or latest")
+	fs.StringVar(&f.toCursor, "to-cursor", "", "the cursor `VALUE` to resume after")
+	fs.Var(&f.pks, "pk", "`COLUMN=VALUE` of the cursor's tiebreaker (repeat for a composite key)")
+	fs.StringVar(&f.fromFile, "from-file", "", "a state document saved earlier (e.g. a backup), in `FILE`")
+	fs.StringVar(&f.fromBackup, "from-backup", "", "a backup in the state container: a `NAME` that pollerctl backups lists, or latest")
 	f.guards = guardFlags(fs, "write")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return f, err
-	}
-	if len(pos) != 1 {
-		return f, usagef("reset takes one poller name")
-	}
-	f.name = pos[0]
+	return f
+}
+
+// check says whether exactly one way to say where the poller goes was given.
+func (f resetFlags) check() error {
 	modes := 0
 	for _, set := range []bool{f.toBeginning, f.keepCursor, f.toCursor != "", f.fromFile != "", f.fromBackup != ""} {
 		if set {
@@ -126,12 +133,12 @@ func parseReset(args []string) (resetFlags, error) {
 		}
 	}
 	if modes != 1 {
-		return f, usagef("give exactly one of --to-beginning, --keep-cursor, --to-cursor VALUE, --from-file FILE, --from-backup NAME|latest")
+		return usagef("give exactly one of --to-beginning, --keep-cursor, --to-cursor VALUE, --from-file FILE, --from-backup NAME|latest")
 	}
 	if len(f.pks) > 0 && f.toCursor == "" {
-		return f, usagef("--pk goes with --to-cursor")
+		return usagef("--pk goes with --to-cursor")
 	}
-	return f, nil
+	return nil
 }
 
 // restores reports whether the reset restores a saved document (--from-file, --from-backup).

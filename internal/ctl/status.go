@@ -27,47 +27,44 @@ type unhealthy struct{ n, of int }
 
 func (u unhealthy) Error() string { return fmt.Sprintf("%d of %d pollers not ok", u.n, u.of) }
 
-func status(ctx context.Context, args []string, env Env) error {
-	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+func status(fs *flag.FlagSet) runner {
 	asJSON := fs.Bool("json", false, "JSON instead of a table")
 	noProbe := fs.Bool("no-probe", false, "do not open the sources (the health then rests on the state and liveness marks)")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) > 1 {
-		return usagef("status takes at most one poller name")
-	}
-	st, err := env.store()
-	if err != nil {
-		return err
-	}
-	cfg := env.statusConfig(!*noProbe)
-	pollers, err := pollerstatus.Pollers(ctx, st, cfg)
-	if err != nil {
-		return err
-	}
-	if len(pos) == 1 {
-		if !slices.Contains(pollers, pos[0]) {
-			return usagef("no poller %q: it is neither registered in this build, nor a poller folder here, nor has state under state/%s/%s", pos[0], env.App,
-				suggest.DidYouMean(pos[0], pollers, strconv.Quote))
+	return func(ctx context.Context, pos []string, env Env) error {
+		if len(pos) > 1 {
+			return usagef("status takes at most one poller name")
 		}
-		pollers = []string{pos[0]}
-	}
-	rows := pollerstatus.ReadAll(ctx, st, cfg, pollers)
-	if *asJSON {
-		enc := json.NewEncoder(env.Out)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rows); err != nil {
+		st, err := env.store()
+		if err != nil {
 			return err
 		}
-	} else if err := statusTable(env, rows); err != nil {
-		return err
+		cfg := env.statusConfig(!*noProbe)
+		pollers, err := pollerstatus.Pollers(ctx, st, cfg)
+		if err != nil {
+			return err
+		}
+		if len(pos) == 1 {
+			if !slices.Contains(pollers, pos[0]) {
+				return usagef("no poller %q: it is neither registered in this build, nor a poller folder here, nor has state under state/%s/%s", pos[0], env.App,
+					suggest.DidYouMean(pos[0], pollers, strconv.Quote))
+			}
+			pollers = []string{pos[0]}
+		}
+		rows := pollerstatus.ReadAll(ctx, st, cfg, pollers)
+		if *asJSON {
+			enc := json.NewEncoder(env.Out)
+			enc.SetIndent("", "  ")
+			if err := enc.Encode(rows); err != nil {
+				return err
+			}
+		} else if err := statusTable(env, rows); err != nil {
+			return err
+		}
+		if bad := pollerstatus.NotOK(rows); bad > 0 {
+			return unhealthy{bad, len(rows)}
+		}
+		return nil
 	}
-	if bad := pollerstatus.NotOK(rows); bad > 0 {
-		return unhealthy{bad, len(rows)}
-	}
-	return nil
 }
 
 func statusTable(env Env, rows []Row) error {

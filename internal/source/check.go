@@ -119,7 +119,7 @@ func (s *Setup) Apply(ctx context.Context) (ran []string, err error) {
 	if !s.sc.DDLInTransaction() {
 		for _, q := range fix {
 			if _, err := s.c.db.ExecContext(ctx, q); err != nil {
-				return ran, fmt.Errorf("%s: %w", firstLine(q), err)
+				return ran, fmt.Errorf("%s: %w", firstLine(q), s.withDetail(err))
 			}
 			ran = append(ran, q)
 		}
@@ -132,7 +132,7 @@ func (s *Setup) Apply(ctx context.Context) (ran []string, err error) {
 	defer tx.Rollback()
 	for _, q := range fix {
 		if _, err := tx.ExecContext(ctx, q); err != nil {
-			return nil, fmt.Errorf("%s: %w (rolled back: nothing was changed)", firstLine(q), err)
+			return nil, fmt.Errorf("%s: %w (rolled back: nothing was changed)", firstLine(q), s.withDetail(err))
 		}
 		ran = append(ran, q)
 	}
@@ -140,6 +140,15 @@ func (s *Setup) Apply(ctx context.Context) (ran []string, err error) {
 		return nil, fmt.Errorf("commit: %w (nothing was changed)", err)
 	}
 	return ran, nil
+}
+
+// withDetail is a statement's error with what the database said of it beyond its message
+// (Driver.ErrorDetail: which key repeats), which the Go driver's error text leaves out.
+func (s *Setup) withDetail(err error) error {
+	if d := s.sc.ErrorDetail(err); d != "" {
+		return fmt.Errorf("%w: %s", err, d)
+	}
+	return err
 }
 
 func firstLine(q string) string {
@@ -261,9 +270,10 @@ func typesFinding(ctx context.Context, drv driver.Driver, db *sql.DB, d sourcede
 	return f, true, nil
 }
 
-// keyFinding is the unique key's finding (Driver.UniqueKey, as Open asks it): a problem names one
-// repeated key among the first DupScan rows, if there is one, and its fix is the unique index;
-// while rows repeat, the fix is left to people (creating the index would fail).
+// keyFinding is the unique key's finding (Driver.UniqueKey, as Open asks it): a problem whose fix
+// is the unique index over the definition's key columns; unless their values repeat among the
+// first DupScan rows in key order, and creating the index would fail: then the problem names one
+// repeated key and how many rows have it, and the fix is left to people.
 func keyFinding(ctx context.Context, drv driver.Driver, db *sql.DB, d sourcedef.Definition) (setup.Finding, error) {
 	keys := setup.KeysetColumns(d)
 	f := setup.Finding{Check: setup.CheckUniqueKey, Verdict: setup.VerdictUnknown}
@@ -285,7 +295,9 @@ func keyFinding(ctx context.Context, drv driver.Driver, db *sql.DB, d sourcedef.
 	}
 	f.Verdict = setup.VerdictProblem
 	f.Detail = fmt.Sprintf("no primary key or unique index covers the key columns (%s): rows that share them are skipped when a batch ends between them", strings.Join(keys, ", "))
-	vals, n, err := duplicateKey(ctx, db, drv, d.Table, keys)
+	// The repeats that would fail the fix: of the columns it makes unique, not only of (cursor,
+	// key...), whose rows may differ in the cursor alone.
+	vals, n, err := duplicateKey(ctx, db, drv, d.Table, d.PK)
 	if err != nil {
 		return setup.Finding{}, fmt.Errorf("looking for a repeated key: %w", err)
 	}
@@ -299,8 +311,10 @@ func keyFinding(ctx context.Context, drv driver.Driver, db *sql.DB, d sourcedef.
 		if b, ok := v.([]byte); ok {
 			v = string(b)
 		}
-		shown[i] = fmt.Sprintf("%s=%v", keys[i], v)
+		shown[i] = fmt.Sprintf("%s=%v", d.PK[i], v)
 	}
-	f.Detail += fmt.Sprintf("; %d rows have %s: remove the repeats, then %s, or choose key columns whose values are unique", n, strings.Join(shown, " "), create)
+	f.Detail += fmt.Sprintf("; and the key repeats: %d rows have %s, so a unique index over (%s) cannot be made (no fix in SQL): "+
+		"remove the repeats, then %s; or choose key columns whose values are unique (\"key\" in poller.json, poller.WithKey)",
+		n, strings.Join(shown, " "), strings.Join(d.PK, ", "), create)
 	return f, nil
 }

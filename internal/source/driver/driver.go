@@ -130,6 +130,10 @@ type Driver interface {
 	// UniqueKey asks the catalog whether cols tell t's rows apart; ErrNotSupported (Defaults)
 	// when it cannot say, and each fetch then checks its rows.
 	UniqueKey(ctx context.Context, db *sql.DB, t sourcedef.Table, cols []string) (setup.Uniqueness, error)
+	// ErrorDetail is what the database said of a failed statement beyond the Go driver's error
+	// text (PostgreSQL's DETAIL and HINT: "Key (id)=(1) is duplicated."), so that pollerctl
+	// check --fix keeps it; "" (Defaults) where the error text says it all.
+	ErrorDetail(err error) string
 	// CreateUniqueIndex is the statement that makes cols unique in t under the name index,
 	// where the database writes it its own way (SQLite names the schema on the index, not on
 	// the table); "" (Defaults): the standard CREATE UNIQUE INDEX (UniqueIndexSQL).
@@ -305,6 +309,9 @@ func (Defaults) ReadRaw(context.Context, *sql.DB, string, []any, func(row.RawRow
 func (Defaults) UniqueKey(context.Context, *sql.DB, sourcedef.Table, []string) (setup.Uniqueness, error) {
 	return setup.Uniqueness{}, ErrNotSupported
 }
+
+// ErrorDetail: the error's text says it all.
+func (Defaults) ErrorDetail(error) string { return "" }
 
 // CreateUniqueIndex: the standard statement.
 func (Defaults) CreateUniqueIndex(sourcedef.Table, string, []string) string { return "" }

@@ -5,10 +5,13 @@ package postgres
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
@@ -23,6 +26,23 @@ func (Driver) Script(stmts []string) string { return setup.JoinStatements(stmts)
 
 // DDLInTransaction: PostgreSQL's DDL is transactional.
 func (Driver) DDLInTransaction() bool { return true }
+
+// ErrorDetail is the DETAIL and HINT of a PostgreSQL error, which pgconn's error text leaves out
+// ("Key (id)=(1) is duplicated." of a unique index that cannot be made).
+func (Driver) ErrorDetail(err error) string {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return ""
+	}
+	var parts []string
+	if pe.Detail != "" {
+		parts = append(parts, pe.Detail)
+	}
+	if pe.Hint != "" {
+		parts = append(parts, "hint: "+pe.Hint)
+	}
+	return strings.Join(parts, " ")
+}
 
 // pgColumn is a column as pg_attribute has it.
 type pgColumn struct {

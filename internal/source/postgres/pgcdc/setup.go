@@ -10,6 +10,7 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
@@ -89,11 +90,17 @@ func (c *cdcSetup) Disable(ctx context.Context) ([]string, error) {
 	return lines, nil
 }
 
-// Enabled says when the poller's checkpoint is behind its slot (a new slot starts at the
-// current WAL): the poller cannot read from its checkpoint, and a reset starts it at the slot.
+// Enabled says where a poller without a checkpoint starts (its initial mode: the changes
+// committed from now on, or the table's rows first), and when the poller's checkpoint is behind
+// its slot (a new slot starts at the current WAL): the poller cannot read from its checkpoint,
+// and a reset starts it at the slot.
 func (c *cdcSetup) Enabled(checkpoint *state.Cursor) string {
 	name := c.poller
-	if checkpoint == nil {
+	switch {
+	case checkpoint == nil && c.def.Initial == sourcedef.InitialSnapshot:
+		return name + " has no checkpoint yet and starts with a snapshot (\"initial\": \"snapshot\"): its first tick reads the table's rows first, " +
+			"sent as reads a chunk after each batch of the changes committed from now on, from the slot's position\n"
+	case checkpoint == nil:
 		return name + " has no checkpoint yet: its first tick reads from the slot's position, the changes committed from now on\n"
 	}
 	at, err := CursorPosition(checkpoint)
