@@ -45,6 +45,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
 	"github.com/pseudotrigger/pseudotrigger/internal/liveness"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
+	"github.com/pseudotrigger/pseudotrigger/internal/pollerstatus"
 	"github.com/pseudotrigger/pseudotrigger/internal/redact"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/store"
@@ -371,8 +372,8 @@ func (a *App) tick(ctx context.Context, ps *pollerState, invID string) (tick.Sum
 	sum, err := a.runTick(ctx, ps, invID)
 	outcome := string(sum.Outcome)
 	switch {
-	case ps.err != nil:
-		outcome = "misconfigured"
+	case ps.err != nil, err != nil && pollerstatus.Misconfigured(err): // as the status's probe judges an error
+		outcome = pollerstatus.OutcomeMisconfigured
 	case err != nil && sum.Outcome != tick.Blocked:
 		outcome = string(tick.Failed)
 	}

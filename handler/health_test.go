@@ -94,7 +94,9 @@ func TestIdleWritesPerDay(t *testing.T) {
 // TestStatusFailingBeforeTheLease: a stored cursor that no longer fits the source (a key value
 // "abc" for a BIGINT key) makes every tick fail before it takes the lease, so the state document
 // is never written. The status must not call the poller ok: before, it showed "ok", "attempts
-// none", no error. Now the ticks' liveness mark and the probe both say why.
+// none", no error. Now the ticks' liveness mark and the probe both say why, and the same: the
+// cursor needs a change, so it is misconfigured with the probe and without it (before, the mark
+// alone said failing). The last tick is the last attempt, 3 s ago, failing since the first.
 func TestStatusFailingBeforeTheLease(t *testing.T) {
 	clk := clock.NewFake(time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC))
 	st := memstore.New(clk)
@@ -111,12 +113,17 @@ func TestStatusFailingBeforeTheLease(t *testing.T) {
 		t.Fatalf("first tick: %d %v", status, m)
 	}
 	breakCursor(t, st, "bad-cursor", "good")
-	for range 3 {
+	var first time.Time
+	for i := range 3 {
 		clk.Advance(10 * time.Second)
+		if i == 0 {
+			first = clk.Now()
+		}
 		if status, m, _ := post(t, srv.URL+"/good", body); status != 500 || !strings.Contains(m["error"].(string), `"abc"`) {
 			t.Fatalf("a tick with the bad cursor: %d %v", status, m)
 		}
 	}
+	clk.Advance(3 * time.Second)
 	// What the handler that ran the ticks serves, and what another instance (no memory of the
 	// ticks, no probe: only the liveness mark) serves.
 	other := handler.NewForTest(t, opts, in)
@@ -131,11 +138,14 @@ func TestStatusFailingBeforeTheLease(t *testing.T) {
 			t.Fatalf("%s: %d rows", name, len(rep.Pollers))
 		}
 		r := rep.Pollers[0]
-		if r.Health == pollerstatus.HealthOK || !strings.Contains(r.HealthReason, `"abc"`) {
-			t.Errorf("%s: health %q, reason %q; want not ok, naming the bad value", name, r.Health, r.HealthReason)
+		if r.Health != pollerstatus.HealthMisconfigured || !strings.Contains(r.HealthReason, `"abc"`) {
+			t.Errorf("%s: health %q, reason %q; want misconfigured, naming the bad value", name, r.Health, r.HealthReason)
 		}
-		if r.LastTick == nil || !r.LastTick.Failed() {
-			t.Errorf("%s: last tick %+v", name, r.LastTick)
+		if lt := r.LastTick; lt == nil || !lt.Failed() || lt.Outcome != pollerstatus.OutcomeMisconfigured || lt.AgoSeconds != 3 ||
+			lt.FailingSince == nil || !lt.FailingSince.Equal(first) || lt.FailingSeconds != 23 {
+			t.Errorf("%s: last tick %+v, want the last attempt 3s ago, failing for 23s since %v", name, lt, first)
+		} else if want := "failing since " + first.Format(time.RFC3339) + " (23s), last attempt 3s ago · misconfigured (liveness mark)"; lt.Text() != want {
+			t.Errorf("%s: last tick %q, want %q", name, lt.Text(), want)
 		}
 	}
 }

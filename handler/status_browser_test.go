@@ -1,10 +1,7 @@
 package handler_test
 
 import (
-	"bytes"
-	"image/png"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -27,19 +24,7 @@ func TestStatusPageInChromium(t *testing.T) {
 	}
 	checkPage(t, dom)
 
-	shot := filepath.Join(t.TempDir(), "status.png")
-	testenv.RunChromium(t, bin, url, "--hide-scrollbars", "--window-size=1280,1400", "--screenshot="+shot)
-	data, err := os.ReadFile(shot)
-	if err != nil {
-		t.Fatalf("no screenshot: %v", err)
-	}
-	img, err := png.Decode(bytes.NewReader(data))
-	if err != nil {
-		t.Fatalf("the screenshot is not a PNG: %v", err)
-	}
-	if b := img.Bounds(); b.Dx() != 1280 || b.Dy() != 1400 {
-		t.Fatalf("screenshot %v", b)
-	}
+	img, data := testenv.Screenshot(t, bin, url, 1280, 1400)
 	// The BLOCKED badge is solid red (--bad, light or dark scheme): the page was laid out and painted.
 	red := 0
 	for y := img.Bounds().Min.Y; y < img.Bounds().Max.Y; y++ {

@@ -296,9 +296,36 @@ func TestStatusHTML(t *testing.T) {
 // checkPage checks what the page shows; body is the page as served, or the DOM Chromium built.
 func checkPage(t *testing.T, body string) {
 	t.Helper()
-	for _, bad := range []string{secret, "FUNCTIONKEY", "DB_CONNECTION", "<script", "src=", "href="} {
+	for _, bad := range []string{secret, "FUNCTIONKEY", "DB_CONNECTION", "<script", "src="} {
 		if strings.Contains(body, bad) {
 			t.Errorf("the page shows %q", bad)
+		}
+	}
+	// It links within itself only: the table's rows to the cards, the cards back to the table.
+	for _, m := range hrefAttr.FindAllStringSubmatch(body, -1) {
+		if !strings.HasPrefix(m[1], "#poller-") && !strings.HasPrefix(m[1], "#row-") {
+			t.Errorf("the page links to %q", m[1])
+		}
+	}
+	// The table leads, a row per poller, the problems first (as the cards), each row linking to
+	// its poller's card, and a legend says what the figures mean.
+	var order []string
+	for _, m := range summaryRow.FindAllStringSubmatch(body, -1) {
+		if m[1] != m[3] || !strings.Contains(body, `id="poller-`+m[1]+`"`) {
+			t.Errorf("the table's row of %s links to #poller-%s", m[1], m[3])
+		}
+		order = append(order, m[1]+":"+m[2])
+	}
+	if got := strings.Join(order, " "); got != "orders:blocked broken:misconfigured new:misconfigured ledger:stopped legacy:stopped fresh:ok" {
+		t.Errorf("the table's rows: %s", got)
+	}
+	if i, j := strings.Index(body, `id="summary"`), strings.Index(body, `class="poller `); i < 0 || j < i {
+		t.Error("the table does not come before the cards")
+	}
+	for _, want := range []string{"<dt>lag</dt><dd>The age of the oldest row not yet delivered", "<dt>rows waiting</dt><dd>Rows after the checkpoint not yet delivered",
+		"<dt>last tick</dt><dd>The poller's last attempt"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the legend lacks %q", want)
 		}
 	}
 	if !strings.Contains(body, "&lt;script&gt;alert(1)&lt;/script&gt;") {
@@ -321,6 +348,10 @@ func checkPage(t *testing.T, body string) {
 		if !strings.Contains(orders, want) {
 			t.Errorf("orders does not show %q", want)
 		}
+	}
+	// The failed batch's error is the last tick's too: shown once on the card.
+	if n := strings.Count(orders, "alert(1)"); n != 1 || !strings.Contains(orders, "(the error above)") {
+		t.Errorf("orders shows its error %d times, want once and a reference to it:\n%s", n, orders)
 	}
 	checkSpark(t, orders, "lag", orderTicks)
 	if !strings.Contains(orders, "last tick 2m0s · min 2m0s · max 5m0s") {
@@ -383,21 +414,15 @@ func checkPage(t *testing.T, body string) {
 	}
 }
 
-// section returns the poller's <section> of the page.
+// section returns the poller's <section> of the page: its card.
 func section(t *testing.T, body, poller string) string {
 	t.Helper()
-	start := strings.Index(body, `id="poller-`+poller+`"`)
-	if start < 0 {
-		t.Fatalf("no section for %s", poller)
-	}
-	end := strings.Index(body[start:], "</section>")
-	if end < 0 {
-		t.Fatalf("the section of %s does not end", poller)
-	}
-	return body[start : start+end]
+	return testenv.Section(t, body, "poller-"+poller)
 }
 
 var (
+	hrefAttr    = regexp.MustCompile(`href="([^"]*)"`)
+	summaryRow  = regexp.MustCompile(`<tr id="row-([a-z]+)" class="tone-[a-z]+" data-poller="[a-z]+" data-health="([a-z]+)"><td><a href="#poller-([a-z]+)">`)
 	svgTag      = regexp.MustCompile(`<svg [^>]*data-of="([^"]*)"[^>]*data-points="(\d+)"`)
 	polylineTag = regexp.MustCompile(`<polyline points="([^"]*)"`)
 	xyPair      = regexp.MustCompile(`^\d+(\.\d+)?,\d+(\.\d+)?$`)
@@ -613,7 +638,13 @@ func TestStatusHistoryLink(t *testing.T) {
 		env["STATUS_WORKBOOK_URL"] = c.url
 		_, body := get(t, statusServerWith(t, env).URL+handler.StatusRoute, browser)
 		want := `<a id="history" href="` + workbook + `">history in Azure Monitor</a>`
-		if got := strings.Count(body, "href="); c.link && (got != 1 || !strings.Contains(body, want)) || !c.link && got != 0 {
+		got := 0 // links out of the page (the others are the table's and the cards' to each other)
+		for _, m := range hrefAttr.FindAllStringSubmatch(body, -1) {
+			if !strings.HasPrefix(m[1], "#") {
+				got++
+			}
+		}
+		if c.link && (got != 1 || !strings.Contains(body, want)) || !c.link && got != 0 {
 			t.Errorf("STATUS_WORKBOOK_URL %q: %d links; the page's header: %s", c.url, got, body[strings.Index(body, "<header>"):strings.Index(body, "</header>")])
 		}
 	}

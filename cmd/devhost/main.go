@@ -38,6 +38,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
 	"github.com/pseudotrigger/pseudotrigger/internal/devhost"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
+	"github.com/pseudotrigger/pseudotrigger/internal/pollerstatus"
 	"github.com/pseudotrigger/pseudotrigger/internal/redact"
 	"github.com/pseudotrigger/pseudotrigger/internal/version"
 	"github.com/pseudotrigger/pseudotrigger/pollers/orders"
@@ -286,15 +287,8 @@ func progress(ctx context.Context, fn devhost.Function, r devhost.Result, writer
 	p := v.(*int64)
 	*p += rows
 	total = *p
-	line := fmt.Sprintf("%s %-12s %-10s rows %5d  batches %3d  token %3d  delivered %7d  waiting %5d", stamp, fn.Name, s["outcome"], rows,
-		int(num(s["batches"])), int(num(s["fencing_token"])), total, int(num(s["rows_waiting"])))
-	// The lag is the tick's own: the age of the oldest row still waiting, 0 when none waits (the
-	// same definition as the status and the alert rules).
-	if lag, ok := s["lag_seconds"]; ok && lag != nil {
-		line += fmt.Sprintf("  lag %6.1fs", num(lag))
-	} else {
-		line += "  lag      -"
-	}
+	line := fmt.Sprintf("%s %-12s %-10s rows %5d  batches %3d  token %3d  delivered %7d  %s", stamp, fn.Name, s["outcome"], rows,
+		int(num(s["batches"])), int(num(s["fencing_token"])), total, backlogText(s))
 	// A MySQL poller held back by an open transaction, or bounded by the settle lag alone, says so.
 	if b, _ := s["late_commit_bound"].(string); b != "" && b != "open transactions (none open)" {
 		line += "  late commits: " + b
@@ -309,6 +303,24 @@ func progress(ctx context.Context, fn devhost.Function, r devhost.Result, writer
 		cancel()
 	}
 	fmt.Println(line)
+}
+
+// backlogText is what waits as the tick measured it at its end, in the status page's words
+// (pollerstatus.Backlog), and labelled so: the page's "measured now" is read later, and counts
+// the rows written since.
+func backlogText(s map[string]any) string {
+	b := pollerstatus.Backlog{RowsWaiting: -1}
+	if v, ok := s["rows_waiting"]; ok {
+		b.RowsWaiting = int64(num(v))
+	}
+	if v, ok := s["lag_seconds"]; ok && v != nil {
+		lag := num(v)
+		b.LagSeconds = &lag
+	}
+	if c, ok := s["cursor"].(map[string]any); ok {
+		b.CursorKind, _ = c["kind"].(string)
+	}
+	return pollerstatus.MeasuredAtTickEnd + ": waiting " + b.WaitingText() + ", lag " + b.LagText()
 }
 
 func num(v any) float64 {

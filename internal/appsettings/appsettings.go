@@ -49,9 +49,9 @@ type Settings struct {
 	// OnPoison is {P}_ON_POISON: Block (keep retrying, loudly) or Quarantine (isolate the failing
 	// rows, dead-letter them, deliver the rest and go on).
 	OnPoison string
-	// LivenessInterval is {P}_LIVENESS_INTERVAL: ticks that write nothing else (idle ones, and
-	// those that fail before taking the lease) leave a liveness mark at most this often, so the
-	// status knows the timer still runs (package liveness).
+	// LivenessInterval is {P}_LIVENESS_INTERVAL: idle ticks (which write nothing else) leave a
+	// liveness mark at most this often, so the status knows the timer still runs; a failed tick
+	// leaves one each time (package liveness).
 	LivenessInterval time.Duration
 	// MaxLag is {P}_MAX_LAG: the status calls the poller lagging when the oldest row waiting is
 	// older than this.
@@ -220,7 +220,7 @@ var Table = []Setting{
 		}
 		return nil
 	}},
-	{"LIVENESS_INTERVAL", "ticks that write nothing else leave a liveness mark at most this often (at least 10s); a poller silent for longer than this plus three schedule periods is `stopped`", "`5m`", func(s *Settings, v string, _ *pollerdef.Def) error {
+	{"LIVENESS_INTERVAL", "an idle tick leaves a liveness mark at most this often, a failed one each time (at least 10s); a poller silent for longer than this plus three schedule periods is `stopped`", "`5m`", func(s *Settings, v string, _ *pollerdef.Def) error {
 		if err := duration(&s.LivenessInterval, v, DefaultLivenessInterval, false); err != nil {
 			return err
 		}

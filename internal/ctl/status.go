@@ -67,16 +67,13 @@ func status(fs *flag.FlagSet) runner {
 	}
 }
 
+// statusTable prints the rows as a table, each row's figures in the words of the status page
+// (pollerstatus.Figures), then what more there is to say of each.
 func statusTable(env Env, rows []Row) error {
 	tw := tabwriter.NewWriter(env.Out, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "POLLER\tHEALTH\tLAST TICK\tLAG\tWAITING\tCURSOR\tTOKEN\tLEASE\tLAST BATCH\tFAILURES")
+	fmt.Fprintln(tw, "POLLER\tHEALTH\tLAST TICK\tLAG\tWAITING\tMEASURED\tCURSOR\tTOKEN\tLEASE\tLAST BATCH\tFAILURES")
 	for _, r := range rows {
-		lastTick := r.LastTick.Text()
-		lag := pollerstatus.LagText(r)
-		waiting := "-"
-		if r.RowsWaiting >= 0 {
-			waiting = fmt.Sprint(r.RowsWaiting)
-		}
+		f := r.Figures()
 		cursor, token, leaseText, batch, failures := "("+r.State+")", "-", "-", "-", "-"
 		if r.State == pollerstatus.StateOK {
 			cursor, token, batch = r.Cursor.Text(), fmt.Sprint(r.FencingToken), orDash(r.LastBatchID)
@@ -91,8 +88,8 @@ func statusTable(env Env, rows []Row) error {
 				failures = fmt.Sprintf("%d (%s)", r.FailedAttempts, truncate(r.LastError, 60))
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Poller, strings.ToUpper(r.Health), lastTick, lag, waiting, cursor, token,
-			leaseText, batch, failures)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Poller, healthCell(f), f.LastTick, f.Lag, f.Waiting, orDash(f.Measured),
+			cursor, token, leaseText, batch, failures)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -167,6 +164,16 @@ func (env Env) probe(ctx context.Context, name string, doc *state.Doc) pollersta
 		}
 		return src, env.blob(name), func() { src.Close() }, nil
 	})
+}
+
+// healthCell is the health in capitals (the exit code's concern), with "(not probed)" where
+// no probe took part (pollerstatus.Figures.NotProbed).
+func healthCell(f pollerstatus.Figures) string {
+	h := strings.ToUpper(f.Health)
+	if f.NotProbed {
+		h += " (not probed)"
+	}
+	return h
 }
 
 func orDash(s string) string {

@@ -6,13 +6,14 @@
 //
 // # Cost
 //
-// A Marker writes a poller's mark only when the news changes or has grown old: when this
-// process has not written it yet, when a tick ends another way than the last signal said (ok
-// versus failed, or another error, at most every ErrorEvery), or when Interval has passed since
-// the last signal. A tick that wrote the state document (it took the lease) is a signal too and
-// writes no mark. So an idle poller writes one mark per {P}_LIVENESS_INTERVAL (default 5m: 288
-// writes a day, whatever its schedule) plus one per process start, and an idle tick otherwise
-// stays at one blob read and no write.
+// A Marker writes a poller's mark when a tick fails (every time, so that the status shows the
+// last attempt and since when they fail), and otherwise only when the news changes or has grown
+// old: when this process has not written it yet, when a tick ends well after a failed one, or
+// when Interval has passed since the last signal. A tick that wrote the state document (it took
+// the lease) is a signal too and writes no mark. So an idle poller writes one mark per
+// {P}_LIVENESS_INTERVAL (default 5m: 288 writes a day, whatever its schedule) plus one per
+// process start, and an idle tick otherwise stays at one blob read and no write; a failing
+// poller writes one mark per tick while it fails.
 //
 // # Safety
 //
@@ -42,10 +43,6 @@ import (
 // DefaultInterval is {P}_LIVENESS_INTERVAL's default.
 const DefaultInterval = 5 * time.Minute
 
-// ErrorEvery bounds how often a tick that keeps failing with a changing error text (a time-out
-// that names its duration, say) rewrites the mark.
-const ErrorEvery = 30 * time.Second
-
 // maxError bounds the error text a mark keeps.
 const maxError = 2000
 
@@ -60,6 +57,9 @@ type Mark struct {
 	Outcome string `json:"outcome"`
 	// Error is the failed tick's error ("" otherwise), as the tick returned it.
 	Error string `json:"error,omitempty"`
+	// FailingSince is, for a failed tick, when the poller's ticks began to fail: the first failed
+	// tick since the last that did not fail (the handler's clock); absent otherwise.
+	FailingSince *state.Time `json:"failing_since,omitempty"`
 	// RowsWaiting and LagSeconds are the tick's measure of the backlog (-1 and absent: not
 	// measured).
 	RowsWaiting int64    `json:"rows_waiting"`
@@ -134,8 +134,8 @@ type Marker struct {
 type signal struct {
 	at     time.Time // this process's clock
 	failed bool
-	err    string
-	etag   string // of the mark as this process last wrote or read it ("" unknown)
+	since  time.Time // failed: when the ticks began to fail
+	etag   string    // of the mark as this process last wrote or read it ("" unknown)
 }
 
 // Record notes how a tick ended and writes the poller's mark when it is due. It never fails the
@@ -162,14 +162,11 @@ func (m *Marker) Record(ctx context.Context, t Tick) bool {
 		m.last = map[string]*signal{}
 	}
 	prev := m.last[t.Poller]
-	next := &signal{at: now, failed: t.Err != nil, err: errText}
+	next := &signal{at: now, failed: t.Err != nil}
 	if prev != nil {
 		next.etag = prev.etag
 	}
-	due := !t.WroteState && (prev == nil ||
-		prev.failed != next.failed ||
-		(prev.err != next.err && now.Sub(prev.at) >= ErrorEvery) ||
-		now.Sub(prev.at) >= interval)
+	due := !t.WroteState && (prev == nil || next.failed || prev.failed || now.Sub(prev.at) >= interval)
 	if !due {
 		if t.WroteState {
 			m.last[t.Poller] = next
@@ -181,6 +178,19 @@ func (m *Marker) Record(ctx context.Context, t Tick) bool {
 
 	mark := Mark{Version: 1, Poller: t.Poller, At: state.At(now), Outcome: t.Outcome, Error: errText, RowsWaiting: t.RowsWaiting,
 		LagSeconds: t.LagSeconds, IntervalSeconds: int64(interval / time.Second), Owner: m.Owner}
+	if next.failed {
+		switch {
+		case prev != nil && prev.failed:
+			next.since = prev.since
+		case prev == nil: // this process's first tick of the poller: the ticks may have failed before it
+			next.since, next.etag = m.failingSince(ctx, t.Poller, interval)
+		}
+		if next.since.IsZero() {
+			next.since = now
+		}
+		since := state.At(next.since)
+		mark.FailingSince = &since
+	}
 	etag, err := m.write(context.WithoutCancel(ctx), mark, next.etag)
 	if err != nil {
 		log := m.Logger
@@ -195,6 +205,23 @@ func (m *Marker) Record(ctx context.Context, t Tick) bool {
 	m.last[t.Poller] = next
 	m.mu.Unlock()
 	return true
+}
+
+// failingSince reads the poller's mark as another process (or this one before a restart) left
+// it: when it records a failed tick written within interval (ticks that keep failing rewrite it
+// every time), the time they began to fail; zero otherwise. It returns the mark's ETag too ("":
+// none), for the write that follows.
+func (m *Marker) failingSince(ctx context.Context, pollerName string, interval time.Duration) (time.Time, string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+	defer cancel()
+	mark, b, err := Read(ctx, m.Store, m.App, pollerName)
+	if err != nil || mark == nil {
+		return time.Time{}, b.ETag
+	}
+	if !mark.Failed() || mark.FailingSince == nil || b.Date.IsZero() || b.Date.Sub(b.LastModified) > interval {
+		return time.Time{}, b.ETag
+	}
+	return mark.FailingSince.Time, b.ETag
 }
 
 // writeTimeout bounds one mark's write and its settling read.

@@ -147,7 +147,7 @@ func TestLagText(t *testing.T) {
 		{pollerstatus.Row{Cursor: ts, RowsWaiting: -1}, "-"},
 		{pollerstatus.Row{RowsWaiting: -1}, "-"},
 	} {
-		if got := pollerstatus.LagText(c.r); got != c.want {
+		if got := c.r.Backlog().LagText(); got != c.want {
 			t.Errorf("LagText(%s, %d waiting, lag %v) = %q, want %q", c.r.Cursor.Text(), c.r.RowsWaiting, c.r.LagSeconds, got, c.want)
 		}
 	}

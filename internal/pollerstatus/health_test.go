@@ -68,7 +68,8 @@ func TestHealth(t *testing.T) {
 	}
 	// Then the timer stops: past the interval plus three schedule periods (90 s) it is stopped.
 	clk.Advance(41 * time.Second)
-	check("timer stopped", pollerstatus.HealthStopped, "no tick for 1m31s", "within 1m30s")
+	check("timer stopped", pollerstatus.HealthStopped, "no tick for 1m31s", "at least every 1m30s",
+		`should fire every 10s (ORDERS_SCHEDULE "*/10 * * * * *")`, "azure-functions-host#11828", "restart the app")
 
 	// A tick that fails before the lease (the stored cursor does not fit) writes only its mark.
 	cursorErr := fmt.Errorf("source: poller \"orders\": %w: column \"id\": value \"abc\": invalid syntax", source.ErrCursor)
@@ -92,7 +93,7 @@ func TestHealth(t *testing.T) {
 	clk.Advance(time.Second)
 	putDoc(t, st, doc)
 	probe = pollerstatus.Probe{Skipped: "no settings at hand", RowsWaiting: -1}
-	r = check("committed but behind", pollerstatus.HealthLagging, "6m40s old", "ORDERS_MAX_LAG (5m0s)", "1200 rows waiting")
+	r = check("committed but behind", pollerstatus.HealthLagging, "6m40s old", "ORDERS_MAX_LAG (5m0s)", "rows waiting: 1200")
 	if r.LastTick.From != "state" || r.LastTick.Outcome != "committed" || r.LagFrom != "last tick" {
 		t.Fatalf("committed: last tick %+v, lag from %q", r.LastTick, r.LagFrom)
 	}
@@ -101,9 +102,9 @@ func TestHealth(t *testing.T) {
 	check("caught up", pollerstatus.HealthOK)
 
 	// A newer failed tick's liveness mark beats the older state document, its error redacted.
-	clk.Advance(liveness.ErrorEvery)
+	clk.Advance(30 * time.Second)
 	if !marker.Record(ctx, liveness.Tick{Poller: "orders", Outcome: "failed", Err: errors.New("source: connect: Password=hunter2;"), RowsWaiting: -1, Interval: time.Minute}) {
-		t.Fatal("a failed tick with a new error after ErrorEvery must write a mark")
+		t.Fatal("a failed tick must write a mark")
 	}
 	r = check("a newer failed tick", pollerstatus.HealthFailing, "REDACTED")
 	if r.LastTick.From != "liveness" || strings.Contains(r.HealthReason, "hunter2") {

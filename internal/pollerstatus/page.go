@@ -15,7 +15,6 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
-	"github.com/pseudotrigger/pseudotrigger/internal/tick"
 )
 
 // Report is every poller's row at one moment: the status function's JSON reply, and what its
@@ -33,22 +32,6 @@ func NewReport(ctx context.Context, st Reader, cfg Config) (Report, error) {
 		return Report{}, err
 	}
 	return Report{App: cfg.App, Pollers: rows, GeneratedAt: state.At(cfg.now())}, nil
-}
-
-// LagText renders a row's lag for people, the same on the page and in pollerctl status: "0s
-// (nothing waits)", the age of the oldest row waiting, "unknown" with why when rows wait behind
-// a cursor with no clock in it (integer, xid, rowversion, a change stream's position: the rows
-// waiting say how far behind it is), and "-" when nothing measured it. Never a made-up 0.
-func LagText(r Row) string {
-	switch {
-	case r.LagSeconds != nil && *r.LagSeconds == 0 && r.RowsWaiting == 0:
-		return "0s (nothing waits)"
-	case r.LagSeconds != nil:
-		return DurationText(*r.LagSeconds)
-	case r.Cursor != nil && r.Cursor.Kind != state.KindTimestampPK && r.RowsWaiting != 0:
-		return "unknown (the " + r.Cursor.Kind + " cursor has no clock: see the rows waiting)"
-	}
-	return "-"
 }
 
 // NotOK counts the rows whose health is not ok.
@@ -104,15 +87,13 @@ func ErrorPage(app, msg string, now time.Time) PageData {
 	return PageData{App: app, Error: msg, GeneratedAt: now.UTC().Format(time.RFC3339), Refresh: refreshSeconds}
 }
 
-// pollerCard is a Row made ready to show: every value is text (html/template escapes it).
+// pollerCard is a Row made ready to show: every value is text (html/template escapes it). It is
+// the poller's line in the page's table and its card.
 type pollerCard struct {
 	Row
+	Figures      Figures
 	CursorKind   string
 	CursorText   string
-	Lag          string
-	LagFrom      string
-	RowsWaiting  string
-	LastTickText string
 	Lease        string
 	LeaseClass   string
 	LastCommit   string
@@ -121,6 +102,11 @@ type pollerCard struct {
 	DeadMore     int
 	DeadOldest   string // the oldest dead letter's age, for people
 	Spark        sparkline
+	ReasonHead   string // the health reason's headline
+	Error        string // the error the reason quotes, shown once on the card
+	TickError    string // the last tick's error, where it is not one shown before it ("": "the error above")
+	ProbeError   string // the probe's, likewise
+	AttemptError string // the failed batch's, likewise
 	// Rows and Duration chart the history's rows per tick and tick duration beside Spark.
 	Rows, Duration sparkline
 	// Ops are the rows the history's ticks delivered, by op ("120 insert · 4 delete"); LastOps
@@ -141,18 +127,11 @@ func NewPage(rep Report) PageData {
 	d := PageData{App: rep.App, GeneratedAt: now.UTC().Format(time.RFC3339), Refresh: refreshSeconds}
 	counts := map[string]int{}
 	for _, r := range rep.Pollers {
-		c := pollerCard{Row: r, CursorText: r.Cursor.Text(), RowsWaiting: waiting(r.RowsWaiting), LastCommit: "-", Attempts: "none"}
+		c := pollerCard{Row: r, Figures: r.Figures(), CursorText: r.Cursor.Text(), LastCommit: "-", Attempts: "none"}
 		if r.Cursor != nil {
 			c.CursorKind = r.Cursor.Kind
 		}
-		c.Lag = LagText(r)
-		switch r.LagFrom {
-		case "probe":
-			c.LagFrom = "measured now"
-		case "last tick":
-			c.LagFrom = "at the last tick"
-		}
-		c.LastTickText = r.LastTick.Text()
+		c.errorsOnce()
 		switch {
 		case r.LeaseOwner == "":
 			c.Lease, c.LeaseClass = "free", "free"
@@ -233,14 +212,34 @@ func urgency(r Row) int {
 	return len(Healths)
 }
 
-func waiting(n int64) string {
-	switch {
-	case n < 0:
-		return "not counted"
-	case n >= tick.WaitingCap:
-		return "at least " + strconv.Itoa(tick.WaitingCap)
+// errorsOnce sets the card's reason and errors so that each error is shown once: the reason's
+// first, then the last tick's, the probe's and the failed batch's where they are not one already
+// shown (the same text, or one quoting the other: a tick's error wraps the source's).
+func (c *pollerCard) errorsOnce() {
+	r := c.Row
+	c.ReasonHead, c.Error = r.reason.head, r.reason.err
+	if c.ReasonHead == "" { // a row read back from JSON: its reason in one piece
+		c.ReasonHead = r.HealthReason
 	}
-	return strconv.FormatInt(n, 10)
+	shown := []string{c.Error}
+	once := func(e string) string {
+		for _, s := range shown {
+			if s != "" && (strings.Contains(s, e) || strings.Contains(e, s)) {
+				return ""
+			}
+		}
+		shown = append(shown, e)
+		return e
+	}
+	if r.LastTick.Failed() {
+		c.TickError = once(r.LastTick.Error)
+	}
+	if r.Probe != nil && !r.Probe.OK && r.Probe.Skipped == "" && r.Probe.Error != "" {
+		c.ProbeError = once(r.Probe.Error)
+	}
+	if r.FailedAttempts > 0 && r.LastError != "" {
+		c.AttemptError = once(r.LastError)
+	}
 }
 
 // sparkline is an inline SVG polyline over a poller's history: its lag, or, for cursors without

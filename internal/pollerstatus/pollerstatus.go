@@ -53,7 +53,9 @@ const (
 	HealthBlocked = "blocked"
 	// HealthMisconfigured: it cannot work until someone changes something: its settings, a
 	// state document that does not decode, a source whose table or columns do not fit, a stored
-	// cursor the source cannot hold, another source's checkpoint (fingerprint).
+	// cursor the source cannot hold, another source's checkpoint (fingerprint). The probe or the
+	// last tick's error says so (Misconfigured judges both), so the verdict is the same with the
+	// probe and without it.
 	HealthMisconfigured = "misconfigured"
 	// HealthFailing: its last tick failed, or the live probe of its source failed (the database
 	// cannot be reached, a row the cursor can never reach), or its state cannot be read.
@@ -85,9 +87,12 @@ type Row struct {
 	State   string `json:"state"` // ok, none (no state yet), corrupt, unreadable
 	Problem string `json:"problem,omitempty"`
 
-	// Health is the one verdict (HealthOK, ...); HealthReason says why, redacted, and what to do.
+	// Health is the one verdict (HealthOK, ...); HealthReason says why, redacted, and what to do:
+	// its headline, then the error it quotes, if any, after ": ".
 	Health       string `json:"health"`
 	HealthReason string `json:"health_reason,omitempty"`
+	// reason is HealthReason in its two parts, for the page (which shows a long error once).
+	reason reason
 	// LastTick is the newest sign of the poller's timer running a tick; nil when there is none.
 	LastTick *LastTick `json:"last_tick"`
 	// Probe is the live, read-only look at the source; nil when no probe was asked for.
@@ -200,9 +205,12 @@ func appendDetails(b []byte, details []driver.Detail) ([]byte, error) {
 	return b, nil
 }
 
-// LastTick is the newest sign of a tick in the state container. It is one rule for every reader
-// (the status function of any instance, pollerctl status): no reader's own memory of the ticks
-// it ran takes part, so they all show the same last tick.
+// LastTick is the newest sign of a tick in the state container: its last attempt. Every failed
+// tick and every tick that took the lease leaves one (its liveness mark, or the state document);
+// a tick that found nothing to do leaves one at most once per {P}_LIVENESS_INTERVAL, so an idle
+// poller's last tick may be that old. It is one rule for every reader (the status function of
+// any instance, pollerctl status): no reader's own memory of the ticks it ran takes part, so
+// they all show the same last tick.
 type LastTick struct {
 	// AgoSeconds is how long ago, on the storage service's clock (its blob's Last-Modified
 	// against the read's Date).
@@ -215,18 +223,28 @@ type LastTick struct {
 	// ExpectedWithinSeconds is how recent a running poller's last tick always is: its liveness
 	// interval plus three schedule periods. An older one makes the poller stopped.
 	ExpectedWithinSeconds float64 `json:"expected_within_seconds,omitempty"`
+	// FailingSince is, for a failed tick, when the ticks began to fail (the first failed attempt
+	// since the last one that did not fail, on the handler's clock), and FailingSeconds how long
+	// they have failed, up to this reading; absent when not recorded (a mark written before it
+	// was).
+	FailingSince   *state.Time `json:"failing_since,omitempty"`
+	FailingSeconds float64     `json:"failing_seconds,omitempty"`
 
 	rowsWaiting int64
 	lag         *float64
 }
 
 // Text renders the last tick for people, the same on the page and in pollerctl status: how long
-// ago, its outcome and where it was read; "none recorded" for nil.
+// ago, its outcome and where it was read; for failing ticks since when they fail and the last
+// attempt; "none recorded" for nil.
 func (t *LastTick) Text() string {
 	if t == nil {
 		return "none recorded"
 	}
 	s := DurationText(t.AgoSeconds) + " ago · " + t.Outcome
+	if t.Failed() && t.FailingSince != nil {
+		s = "failing since " + t.since() + ", last attempt " + DurationText(t.AgoSeconds) + " ago · " + t.Outcome
+	}
 	switch t.From {
 	case "liveness":
 		s += " (liveness mark)"
@@ -238,6 +256,30 @@ func (t *LastTick) Text() string {
 
 // Failed reports whether the tick failed.
 func (t *LastTick) Failed() bool { return t != nil && t.Error != "" }
+
+// since renders FailingSince and how long: "2026-11-22T11:58:39Z (1m21s)".
+func (t *LastTick) since() string {
+	return t.FailingSince.UTC().Format(time.RFC3339) + " (" + DurationText(t.FailingSeconds) + ")"
+}
+
+// failedText says that the ticks fail, since when and when the last attempt was, for the
+// health reason.
+func (t *LastTick) failedText() string {
+	if t.FailingSince == nil {
+		return "its last tick (" + DurationText(t.AgoSeconds) + " ago) failed"
+	}
+	return "its ticks have failed since " + t.since() + "; the last attempt was " + DurationText(t.AgoSeconds) + " ago"
+}
+
+// failing sets FailingSince and FailingSeconds from the first and the last failed attempt's
+// times (one clock: the handler's, so that its offset from the service's cancels out).
+func (t *LastTick) failing(first, last time.Time) {
+	if first.IsZero() || last.IsZero() {
+		return
+	}
+	since := state.At(first)
+	t.FailingSince, t.FailingSeconds = &since, max(last.Sub(first).Seconds(), 0)+t.AgoSeconds
+}
 
 // Probe is a live, read-only look at a poller's source with the app's own settings: can it be
 // opened, does the stored checkpoint fit it, does a row sit where the cursor can never reach it,
@@ -433,13 +475,18 @@ func Read(ctx context.Context, st Reader, cfg Config, pollerName string) (r Row)
 			r.Details = rep.StatusDetails(driver.StatusInput{Poller: pollerName, SettingPrefix: appsettings.Prefix(pollerName), Probe: probeDetails(r.Probe),
 				History: r.History, RowsWaiting: r.RowsWaiting, MaxRetained: cmp.Or(reg.MaxRetained, appsettings.DefaultMaxRetained)})
 		}
-		r.Health, r.HealthReason = verdict(&r, reg, cfg.Elsewhere)
+		r.Health, r.reason = verdict(&r, reg, cfg)
+		r.HealthReason = r.reason.String()
 	}()
 
 	var ticks []LastTick
 	if m, b, err := liveness.Read(ctx, st, cfg.App, pollerName); err == nil && m != nil {
-		ticks = append(ticks, LastTick{AgoSeconds: ago(b), Outcome: m.Outcome, Error: redact.Text(m.Error), From: "liveness",
-			rowsWaiting: m.RowsWaiting, lag: m.LagSeconds})
+		t := LastTick{AgoSeconds: ago(b), Outcome: m.Outcome, Error: redact.Text(m.Error), From: "liveness",
+			rowsWaiting: m.RowsWaiting, lag: m.LagSeconds}
+		if t.Failed() && m.FailingSince != nil {
+			t.failing(m.FailingSince.Time, m.At.Time)
+		}
+		ticks = append(ticks, t)
 	}
 	defer func() {
 		r.LastTick = newest(ticks)
@@ -582,6 +629,10 @@ func (r *Row) fromDoc(d *state.Doc, b store.Blob, cfg Config) {
 	}
 }
 
+// OutcomeMisconfigured is the outcome a tick's liveness mark records when its error needs a
+// change, not a retry (Misconfigured): its settings, the source's schema, the checkpoint.
+const OutcomeMisconfigured = "misconfigured"
+
 // ActorPrefix starts the lease owner that pollerctl records when it writes a state document: such
 // a write is not a tick.
 const ActorPrefix = "pollerctl/"
@@ -602,6 +653,7 @@ func stateTick(d *state.Doc, b store.Blob) (LastTick, bool) {
 			t.Outcome = "failed"
 		}
 		t.Error = redact.Text(f.LastError)
+		t.failing(f.FirstFailureAt.Time, f.LastFailureAt.Time)
 	}
 	return t, true
 }
@@ -643,63 +695,97 @@ func expectedWithin(reg Registered, now time.Time) time.Duration {
 	return interval + 3*appsettings.SchedulePeriod(reg.Schedule, now)
 }
 
+// reason is why a poller has its health: a headline that says what is wrong and what to do, and
+// the error it quotes ("" for none), which may be long (a driver's, of many lines).
+type reason struct{ head, err string }
+
+// String is the reason as one text: the headline, then ": " and the error.
+func (r reason) String() string {
+	if r.err == "" {
+		return r.head
+	}
+	return r.head + ": " + r.err
+}
+
 // verdict is the one place that decides a poller's health, from what Read gathered into the row:
 // the state document, the liveness signals (LastTick), the probe and the registered settings. The first
 // rule that applies wins; the reason says why and what to do.
-func verdict(r *Row, reg Registered, elsewhere string) (string, string) {
+func verdict(r *Row, reg Registered, cfg Config) (string, reason) {
 	name := r.Poller
 	switch {
 	case r.State == StateCorrupt:
-		return HealthMisconfigured, "the state document does not decode, so every tick fails: " + r.Problem +
-			fmt.Sprintf(". Restore a backup: pollerctl backups %s, then pollerctl reset %s --from-backup latest", name, name)
+		return HealthMisconfigured, reason{fmt.Sprintf("the state document does not decode, so every tick fails. Restore a backup: pollerctl backups %s, then pollerctl reset %s --from-backup latest",
+			name, name), r.Problem}
 	case r.Blocked:
-		return HealthBlocked, fmt.Sprintf("batch %s failed %d times (limit %d); it is retried every tick and never skipped. To unblock: %s",
-			r.FailedBatchID, r.FailedAttempts, r.MaxAttempts, r.Unblock)
-	case !r.Registered && elsewhere != "":
-		return HealthUnknown, NotInBuild(name, elsewhere, r.HandlerVersion)
+		return HealthBlocked, reason{head: fmt.Sprintf("batch %s failed %d times (limit %d); it is retried every tick and never skipped. To unblock: %s",
+			r.FailedBatchID, r.FailedAttempts, r.MaxAttempts, r.Unblock)}
+	case !r.Registered && cfg.Elsewhere != "":
+		return HealthUnknown, reason{head: NotInBuild(name, cfg.Elsewhere, r.HandlerVersion)}
 	case !r.Registered:
-		return HealthStopped, fmt.Sprintf("not in this build: no function ticks it, only its state is left (pollerctl delete %s removes it)", name)
+		return HealthStopped, reason{head: fmt.Sprintf("not in this build: no function ticks it, only its state is left (pollerctl delete %s removes it)", name)}
 	case r.SettingsProblem != "":
-		return HealthMisconfigured, "settings: " + r.SettingsProblem
+		return HealthMisconfigured, reason{"settings", r.SettingsProblem}
 	case r.Probe != nil && !r.Probe.OK && r.Probe.Skipped == "" && r.Probe.Misconfigured:
-		return HealthMisconfigured, r.Probe.Error
+		return HealthMisconfigured, reason{"the probe of its source finds what needs a change (settings, schema or checkpoint), not a retry", r.Probe.Error}
+	case r.LastTick.Failed() && r.LastTick.Outcome == OutcomeMisconfigured:
+		// The same facts as the probe's above, read from the tick's error: a pollerctl status
+		// --no-probe says what the probe says.
+		return HealthMisconfigured, reason{r.LastTick.failedText() + ", with an error that needs a change (settings, schema or checkpoint), not a retry", r.LastTick.Error}
 	case r.State == StateUnreadable:
-		return HealthFailing, "the state document cannot be read: " + r.Problem
+		return HealthFailing, reason{"the state document cannot be read", r.Problem}
 	case r.LastTick.Failed():
-		return HealthFailing, fmt.Sprintf("the last tick (%s ago) failed: %s", DurationText(r.LastTick.AgoSeconds), r.LastTick.Error)
+		return HealthFailing, reason{r.LastTick.failedText(), r.LastTick.Error}
 	case r.Probe != nil && !r.Probe.OK && r.Probe.Skipped == "":
-		return HealthFailing, "the source probe failed: " + r.Probe.Error
+		return HealthFailing, reason{"the source probe failed", r.Probe.Error}
 	}
 	if r.LastTick == nil {
-		return HealthStopped, "no tick recorded yet: is the function app running, and the timer " + name + " enabled?"
+		return HealthStopped, reason{head: "no tick recorded yet. " + stoppedCauses(name, reg, cfg)}
 	}
 	if within := r.LastTick.ExpectedWithinSeconds; within > 0 && r.LastTick.AgoSeconds > within {
-		return HealthStopped, fmt.Sprintf("no tick for %s (a running poller shows one within %s: its liveness interval plus three schedule periods): is the function app running, and the timer %s enabled?",
-			DurationText(r.LastTick.AgoSeconds), DurationText(within), name)
+		return HealthStopped, reason{head: fmt.Sprintf("no tick for %s, and a running poller records one at least every %s. %s",
+			DurationText(r.LastTick.AgoSeconds), DurationText(within), stoppedCauses(name, reg, cfg))}
 	}
 	h, why := detailVerdict(r)
 	if h == HealthFailing {
-		return h, why
+		return h, reason{head: why}
 	}
 	if r.DeadLetters.Count > 0 {
-		return HealthDegraded, r.DeadLetters.Text() + ": rows it gave up on, never delivered. Fix what failed them, then replay them (pollerctl deadletter replay " +
-			name + " BATCH_ID) or discard them (pollerctl deadletter discard " + name + " BATCH_ID)"
+		return HealthDegraded, reason{head: r.DeadLetters.Text() + ": rows it gave up on, never delivered. Fix what failed them, then replay them (pollerctl deadletter replay " +
+			name + " BATCH_ID) or discard them (pollerctl deadletter discard " + name + " BATCH_ID)"}
 	}
 	if len(r.SetupWarnings) > 0 {
-		return HealthDegraded, SetupText(name, r.SetupWarnings)
+		return HealthDegraded, reason{head: SetupText(name, r.SetupWarnings)}
 	}
 	if h != "" {
-		return h, why
+		return h, reason{head: why}
 	}
 	maxLag := reg.MaxLag
 	if maxLag <= 0 {
 		maxLag = appsettings.DefaultMaxLag
 	}
 	if r.LagSeconds != nil && *r.LagSeconds > maxLag.Seconds() {
-		return HealthLagging, fmt.Sprintf("the oldest row waiting is %s old, more than %s_MAX_LAG (%s); %s rows waiting",
-			DurationText(*r.LagSeconds), appsettings.Prefix(name), maxLag, waitingText(r.RowsWaiting))
+		return HealthLagging, reason{head: fmt.Sprintf("the oldest row waiting is %s old, more than %s_MAX_LAG (%s); rows waiting: %s",
+			DurationText(*r.LagSeconds), appsettings.Prefix(name), maxLag, WaitingText(r.RowsWaiting))}
 	}
-	return HealthOK, ""
+	return HealthOK, reason{}
+}
+
+// stoppedCauses says, for a poller with no recent tick, how often its timer should fire and what
+// to look at on the host's side: the timer never reaches the handler, so the handler cannot say.
+func stoppedCauses(name string, reg Registered, cfg Config) string {
+	setting := appsettings.Prefix(name) + "_SCHEDULE"
+	interval := cmp.Or(reg.LivenessInterval, appsettings.DefaultLivenessInterval)
+	expect := fmt.Sprintf("%s is not set, and the Functions host cannot run its timer without it: set it (NCRONTAB, six fields)", setting)
+	if cfg.Elsewhere != "" {
+		expect = fmt.Sprintf("%s is not set in pollerctl's environment, so the period its timer fires at is not known here", setting)
+	}
+	if period := appsettings.SchedulePeriod(reg.Schedule, cfg.now()); period > 0 {
+		expect = fmt.Sprintf("Its timer should fire every %s (%s %q): a tick that fails or delivers rows is recorded each time, an idle one at least every %s (%s_LIVENESS_INTERVAL)",
+			DurationText(period.Seconds()), setting, reg.Schedule, DurationText(interval.Seconds()), appsettings.Prefix(name))
+	}
+	return expect + ". No tick reaches the handler, so look at the host: is the function app running, and the function " + name + " enabled? " +
+		"After a deployment the Functions host has been seen to stop every timer of an app (Azure/azure-functions-host#11828): restart the app. " +
+		"Check " + setting + " in the app's settings, and the host's own logs (Application Insights traces whose category starts with Host.)"
 }
 
 // SetupText says what the setup warnings are and where their fixes are, for the health reason.
@@ -731,13 +817,6 @@ func DurationText(s float64) string {
 		return d.Round(100 * time.Millisecond).String()
 	}
 	return d.Round(time.Second).String()
-}
-
-func waitingText(n int64) string {
-	if n < 0 {
-		return "unknown"
-	}
-	return fmt.Sprint(n)
 }
 
 // deadLetters lists a poller's dead letters in one listing: it reads none of them, whatever

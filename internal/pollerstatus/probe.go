@@ -125,13 +125,19 @@ func OpenAndProbe(ctx context.Context, doc *state.Doc, now func() time.Time,
 	return ProbeSource(ctx, src, blob, doc, now)
 }
 
-// ProbeFailed is the probe of a source that could not be opened or read: Misconfigured when the
-// error needs a change (settings, schema, the checkpoint: a cursor that does not fit, another
-// source's fingerprint), not a retry (a database that cannot be reached, a row the cursor can
-// never reach). A source's driver marks its own errors of the first kind (source.ErrMisconfigured).
+// ProbeFailed is the probe of a source that could not be opened or read, Misconfigured as the
+// error is.
 func ProbeFailed(err error) Probe {
-	return Probe{Error: redact.Text(err.Error()), RowsWaiting: -1,
-		Misconfigured: errors.Is(err, source.ErrSchema) || errors.Is(err, source.ErrCursor) ||
-			errors.Is(err, state.ErrFingerprintMismatch) || errors.Is(err, appsettings.ErrSetting) ||
-			errors.Is(err, source.ErrMisconfigured)}
+	return Probe{Error: redact.Text(err.Error()), RowsWaiting: -1, Misconfigured: Misconfigured(err)}
+}
+
+// Misconfigured reports whether an error of a probe or a tick needs a change (settings, schema,
+// the checkpoint: a cursor that does not fit, another source's fingerprint), not a retry (a
+// database that cannot be reached, a row the cursor can never reach). A source's driver marks its
+// own errors of the first kind (source.ErrMisconfigured). The probe's verdict and the tick's
+// (its liveness mark's outcome, OutcomeMisconfigured) both rest on it.
+func Misconfigured(err error) bool {
+	return errors.Is(err, source.ErrSchema) || errors.Is(err, source.ErrCursor) ||
+		errors.Is(err, state.ErrFingerprintMismatch) || errors.Is(err, appsettings.ErrSetting) ||
+		errors.Is(err, source.ErrMisconfigured)
 }

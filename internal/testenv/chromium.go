@@ -3,8 +3,13 @@ package testenv
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"image"
+	"image/png"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -60,4 +65,40 @@ func Tail(s string, n int) string {
 		return "..." + s[len(s)-n:]
 	}
 	return s
+}
+
+// Screenshot loads url in headless Chromium bin in a window of w by h pixels and returns its
+// screenshot, decoded, and the PNG's bytes; a missing screenshot, or one of another size, fails
+// the test.
+func Screenshot(t testing.TB, bin, url string, w, h int) (image.Image, []byte) {
+	t.Helper()
+	shot := filepath.Join(t.TempDir(), "screenshot.png")
+	RunChromium(t, bin, url, "--hide-scrollbars", fmt.Sprintf("--window-size=%d,%d", w, h), "--screenshot="+shot)
+	data, err := os.ReadFile(shot)
+	if err != nil {
+		t.Fatalf("no screenshot: %v", err)
+	}
+	img, err := png.Decode(bytes.NewReader(data))
+	if err != nil {
+		t.Fatalf("the screenshot is not a PNG: %v", err)
+	}
+	if b := img.Bounds(); b.Dx() != w || b.Dy() != h {
+		t.Fatalf("screenshot %v, want %dx%d", b, w, h)
+	}
+	return img, data
+}
+
+// Section is the <section> element of an HTML page whose id is id, from its id attribute to its
+// end tag (a poller's card on the status page: id "poller-NAME"); none fails the test.
+func Section(t testing.TB, page, id string) string {
+	t.Helper()
+	start := strings.Index(page, `id="`+id+`"`)
+	if start < 0 {
+		t.Fatalf("no section %s", id)
+	}
+	end := strings.Index(page[start:], "</section>")
+	if end < 0 {
+		t.Fatalf("the section %s does not end", id)
+	}
+	return page[start : start+end]
 }
