@@ -352,21 +352,21 @@ func healthy(t *testing.T, out string, want ...string) {
 var pgPort = regexp.MustCompile(`PostgreSQL \S+ on 127\.0\.0\.1:(\d+)`)
 
 // TestDevShPostgresLogical: DEV_DRIVER=postgres scripts/dev.sh, from a fresh copy in a mode-700
-// folder, shows each step and the build, starts PostgreSQL, makes the logical poller's slot with
-// pollerctl cdc enable, and delivers rows through orders-changes (logical decoding) to its queue.
-// Then kill PID (SIGTERM to dev.sh's pid alone, not its group) stops it at once, and with it
-// devhost, the handler, Azurite and PostgreSQL, and frees its lock.
+// folder, shows each step and the build, starts the PostgreSQL it keeps, makes the logical
+// poller's slot with pollerctl cdc enable, and delivers rows through orders-changes (logical
+// decoding) to its queue. Then kill PID (SIGTERM to dev.sh's pid alone, not its group) stops it
+// at once, and with it devhost, the handler, Azurite and PostgreSQL (whose cluster stays), and
+// frees its lock.
 func TestDevShPostgresLogical(t *testing.T) {
 	needServers(t)
-	if bins, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb"); len(bins) == 0 || os.Getuid() != 0 {
-		t.Skip("needs PostgreSQL's server binaries, started as root as scripts/test.sh does")
-	}
+	needPostgres(t)
 	dir := checkout(t)
+	cleanAtEnd(t, dir)
 	blob, queue := testenv.FreePort(t), testenv.FreePort(t)
 	s := start(t, dir, []string{"DEV_DRIVER=postgres", fmt.Sprintf("DEV_BLOB_PORT=%d", blob), fmt.Sprintf("DEV_QUEUE_PORT=%d", queue)}, "scripts/dev.sh")
 	s.waitFor(regexp.MustCompile(`\d\d:\d\d:\d\d orders-changes committed +rows +\d+ +batches +\d+ +token +\d+ +delivered +[1-9]\d*`), 5*time.Minute)
 	out := s.output()
-	for _, want := range []string{"[1/4] the orders table: a throwaway PostgreSQL with wal_level=logical", "[2/4] Azurite", "[3/4] building bin/handler, bin/devhost and bin/pollerctl",
+	for _, want := range []string{"[1/4] the orders table: a PostgreSQL with wal_level=logical, kept in .dev/postgres between runs", "[2/4] Azurite", "[3/4] building bin/handler, bin/devhost and bin/pollerctl",
 		"built bin/handler, bin/devhost, bin/pollerctl", "[4/4] starting the handler", "created replication slot pseudotrigger_local_postgres_",
 		"orders-changes sends to queue orders-logical", fixedSetup} {
 		if !strings.Contains(out, want) {
@@ -398,6 +398,9 @@ func TestDevShPostgresLogical(t *testing.T) {
 	allGone(t, procs, []int{blob, queue, port}, 15*time.Second)
 	if _, err := os.Stat(filepath.Join(dir, ".dev", "dev.pid")); !os.IsNotExist(err) {
 		t.Errorf("the lock .dev/dev.pid is left: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, ".dev", "postgres", "data", "PG_VERSION")); err != nil {
+		t.Errorf("the kept PostgreSQL's cluster is gone: %v", err)
 	}
 }
 

@@ -273,7 +273,8 @@ install_mariadb() {
 # start_mariadb initialises a throwaway MariaDB in a directory of its own under the system's
 # temporary directory (as start_postgres does, for the same reason: run as root, the server runs
 # as the mysql user), starts it on a free 127.0.0.1 port with its socket there, creates the
-# database pseudotrigger and exports MYSQL_TEST_DSN (go-sql-driver/mysql's form).
+# database pseudotrigger and exports MYSQL_TEST_DSN (go-sql-driver/mysql's form), MYSQL_DIR and
+# MYSQL_PID (the server's, or its runuser's when run as root: either ends when the server does).
 start_mariadb() {
   install_mariadb
   local d port as=() user=root mariadbd=/usr/sbin/mariadbd
@@ -301,7 +302,7 @@ start_mariadb() {
   mariadb --no-defaults -h 127.0.0.1 -P "$port" -u root -e "CREATE DATABASE IF NOT EXISTS pseudotrigger CHARACTER SET utf8mb4" \
     || die "MariaDB: cannot create the database pseudotrigger"
   export MYSQL_TEST_DSN="root@tcp(127.0.0.1:$port)/pseudotrigger"
-  export MYSQL_DIR=$d
+  export MYSQL_DIR=$d MYSQL_PID=$pid
   log "MariaDB $("$mariadbd" --version | awk '{print $3}') on 127.0.0.1:$port (data in $d)"
 }
 
