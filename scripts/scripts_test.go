@@ -490,6 +490,43 @@ func stopsOnSignal(t *testing.T, started *regexp.Regexp, sig syscall.Signal, env
 	return runDir
 }
 
+// TestStopServicesOutlastsASecondSignal: a second SIGTERM (timeout(1) sends one to the script
+// and one to its process group) or a SIGINT (Ctrl-C pressed again) while the exit trap stops what
+// the script started does not end the trap midway: every stop runs, the last one too.
+func TestStopServicesOutlastsASecondSignal(t *testing.T) {
+	dir := t.TempDir()
+	started, stopped := filepath.Join(dir, "started"), filepath.Join(dir, "stopped")
+	s := start(t, dir, []string{"RUN_DIR=" + dir}, "-c", `source "$1/scripts/lib/services.sh"
+start_child sleep 300
+_stops+=("touch $2; sleep 2; touch $3")
+echo ready
+wait`, "x", repoRoot(t), started, stopped)
+	s.waitFor(regexp.MustCompile(`ready`), time.Minute)
+	procs := descendants(s.cmd.Process.Pid)
+	if err := syscall.Kill(s.cmd.Process.Pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for _, err := os.Stat(started); err != nil; _, err = os.Stat(started) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the exit trap did not reach its stops:\n%s", s.output())
+		}
+		time.Sleep(20 * time.Millisecond) // polling with a deadline
+	}
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+		if err := syscall.Kill(s.cmd.Process.Pid, sig); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if code := s.exited(time.Minute); code != 143 {
+		t.Errorf("exit %d, want 143 (the first signal's)", code)
+	}
+	if _, err := os.Stat(stopped); err != nil {
+		t.Errorf("the exit trap ended before its last stop: %v", err)
+	}
+	allGone(t, procs, nil, 15*time.Second)
+}
+
 // TestTestShStopsOnSignal: scripts/test.sh, interrupted (SIGINT, as Ctrl-C; to its pid alone)
 // while go test builds and runs every package, stops go test and the servers at once. Before,
 // bash deferred the trap until the foreground go test ended. (SKIP_CHECKS: vet, staticcheck and

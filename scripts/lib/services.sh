@@ -22,8 +22,14 @@ _stops=()
 # (SIGTERM to the whole group, so that the children of a go test or a devhost go too; up to 30 s
 # for them to finish their work, then SIGKILL), then the servers in _pids in reverse order (the
 # timers and the handler are gone before Azurite, which keeps their last writes), then the _stops.
+# A signal that comes meanwhile no longer ends the script (its trap would exit from the middle of
+# this, leaving servers running: timeout(1) sends SIGTERM to the script and to its process group,
+# Ctrl-C may be pressed twice), and a step that fails does not stop the others.
 stop_services() {
   local pid cmd i
+  trap : INT TERM HUP
+  trap '' PIPE
+  set +e
   for ((i = ${#_groups[@]} - 1; i >= 0; i--)); do
     _stop_group "${_groups[i]}"
   done
