@@ -19,12 +19,14 @@ var request = regexp.MustCompile(`\b(?:Get|Head|Post|Put|Patch|Delete) "[^"]*": 
 
 // The wording in a tick's error of the packages that reach each service: the state store's
 // (internal/store/blobstore), the source's (internal/source), and the tick's for a batch the
-// handler or sink failed (tick.ErrBatchFailed). TestFailedLineLeadsWithTheCause pins each with
+// handler or sink failed (tick.ErrBatchFailed, or tick.ErrBlocked once it has failed
+// {P}_MAX_ATTEMPTS times). TestFailedLineLeadsWithTheCause pins each with
 // the package's own error. devhost has only the text: the handler answers a failed tick with it.
 const (
 	stateStoreWording = "blobstore: "
 	sourceWording     = "source: poller "
 	batchWording      = "batch failed: "
+	blockedWording    = "poller blocked on a poison batch: " // tick.ErrBlocked: the batch's last error
 )
 
 // netCause finds a network failure in a failed invocation's error text (one line) and says it
@@ -59,7 +61,7 @@ func netCause(text string, status int) (cause, doing string, ok bool) {
 	switch {
 	case status < 0:
 		cause = "handler unreachable: " + cause
-	case strings.Contains(doing, batchWording):
+	case strings.Contains(doing, batchWording), strings.Contains(doing, blockedWording):
 		cause = "sink unreachable: " + cause
 	case strings.Contains(doing, sourceWording):
 		cause = "source database unreachable: " + cause

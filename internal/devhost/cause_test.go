@@ -96,6 +96,20 @@ func TestFailedLineLeadsWithTheCause(t *testing.T) {
 		t.Errorf("the sink:\n got %q\nwant it to start %q, without the URL\n(from %q)", line, want, err)
 	}
 
+	// The same sink once the batch has failed {P}_MAX_ATTEMPTS times: the poller is blocked, and
+	// the line says so after the cause.
+	blocked := pollertest.New(t, p, "Q=DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey="+devKey+";QueueEndpoint=http://"+queue+"/devstoreaccount1;",
+		"ORDERS_QUEUE_MAX_ATTEMPTS=1")
+	blocked.Insert(orders.Order{ID: 1, Customer: "ada", Amount: "9.50", UpdatedAt: time.Date(2025, 1, 1, 9, 0, 0, 0, time.UTC)})
+	_, err = blocked.TickErr()
+	if !errors.Is(err, tick.ErrBlocked) {
+		t.Fatalf("a send to a closed port, one attempt allowed: %v", err)
+	}
+	line = failedLine("orders-queue", err)
+	if want := "12:00:00 orders-queue FAILED (500): sink unreachable: connection refused (" + queue + ") - poller blocked on a poison batch: orders-queue has failed batch "; !strings.HasPrefix(line, want) {
+		t.Errorf("the sink, blocked:\n got %q\nwant it to start %q\n(from %q)", line, want, err)
+	}
+
 	// The source database: PostgreSQL's driver connecting to a closed port.
 	db := closedPort(t)
 	_, err = source.Open(ctx, driver.Drivers{postgres.Driver{}}, source.Config{Poller: "orders", Driver: postgres.Name,
