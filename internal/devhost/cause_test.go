@@ -82,11 +82,15 @@ func TestFailedLineLeadsWithTheCause(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := pollertest.New(t, p, "Q=DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey="+devKey+";QueueEndpoint=http://"+queue+"/devstoreaccount1;",
-		"ORDERS_QUEUE_MAX_ATTEMPTS=100")
-	h.Insert(orders.Order{ID: 1, Customer: "ada", Amount: "9.50", UpdatedAt: time.Date(2025, 1, 1, 9, 0, 0, 0, time.UTC)})
-	_, err = h.TickErr()
-	if !errors.Is(err, tick.ErrBatchFailed) {
+	// tickOnce runs the poller's first tick over one row, with attempts as {P}_MAX_ATTEMPTS.
+	tickOnce := func(attempts string) error {
+		h := pollertest.New(t, p, "Q=DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey="+devKey+";QueueEndpoint=http://"+queue+"/devstoreaccount1;",
+			"ORDERS_QUEUE_MAX_ATTEMPTS="+attempts)
+		h.Insert(orders.Order{ID: 1, Customer: "ada", Amount: "9.50", UpdatedAt: time.Date(2025, 1, 1, 9, 0, 0, 0, time.UTC)})
+		_, err := h.TickErr()
+		return err
+	}
+	if err = tickOnce("100"); !errors.Is(err, tick.ErrBatchFailed) {
 		t.Fatalf("a send to a closed port: %v", err)
 	}
 	line = failedLine("orders-queue", err)
@@ -95,14 +99,9 @@ func TestFailedLineLeadsWithTheCause(t *testing.T) {
 		strings.Contains(line, "http://") || !strings.HasSuffix(line, "(the full error: .dev/handler.log)") {
 		t.Errorf("the sink:\n got %q\nwant it to start %q, without the URL\n(from %q)", line, want, err)
 	}
-
 	// The same sink once the batch has failed {P}_MAX_ATTEMPTS times: the poller is blocked, and
 	// the line says so after the cause.
-	blocked := pollertest.New(t, p, "Q=DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey="+devKey+";QueueEndpoint=http://"+queue+"/devstoreaccount1;",
-		"ORDERS_QUEUE_MAX_ATTEMPTS=1")
-	blocked.Insert(orders.Order{ID: 1, Customer: "ada", Amount: "9.50", UpdatedAt: time.Date(2025, 1, 1, 9, 0, 0, 0, time.UTC)})
-	_, err = blocked.TickErr()
-	if !errors.Is(err, tick.ErrBlocked) {
+	if err = tickOnce("1"); !errors.Is(err, tick.ErrBlocked) {
 		t.Fatalf("a send to a closed port, one attempt allowed: %v", err)
 	}
 	line = failedLine("orders-queue", err)
