@@ -5,38 +5,61 @@
 # cmd/devhost, which POSTs the host's timer invocations on each function's schedule. Each step
 # says what it does and how long it may take the first time (the first build compiles several
 # hundred packages: a few minutes, with a count as it goes); then a line per tick, with the depth
-# of the pollers' storage queues. Ctrl-C (or kill PID, or closing its output) stops it all. One
-# run per checkout: a second is refused, naming the first one's pid. A local.settings.json
-# lacking keys the .example sets (made before a poller was added) is told by devhost, which
-# names them.
+# of the pollers' storage queues, and, for a failed tick, its cause first. Ctrl-C (or kill PID,
+# or closing its output) stops it all. A service it started that stops meanwhile (Azurite, the
+# database, the handler) is named, with its log, and the rest is stopped. One run per checkout:
+# a second is refused, naming the first one's pid. A local.settings.json lacking keys the
+# .example sets (made before a poller was added) is told by devhost, which names them.
+#
+# What a run keeps for the next in .dev/: Azurite's data (checkpoints, queues), one folder per
+# database (.dev/azurite-sqlite, -postgres, ...: a queue filled by one DEV_DRIVER is not another's),
+# the SQLite table, and the PostgreSQL of DEV_DRIVER=postgres.
 #
 #   scripts/dev.sh            settings from local.settings.json (created from the .example)
 #   DEV_DRIVER=postgres scripts/dev.sh
-#                             the orders table in a throwaway PostgreSQL started for the run
-#                             (wal_level=logical; Debian's postgresql is installed when missing),
-#                             and a third poller, orders-changes, reading it by logical decoding
-#                             (scripts/dev/postgres/): app name local-postgres-PORT
+#                             the orders table in a PostgreSQL (wal_level=logical) kept in
+#                             .dev/postgres between runs (created on the first; Debian's
+#                             postgresql is installed when missing), on the last run's port when
+#                             free; every poller of the app reads it (a folder added since the last
+#                             run too), and a third one, orders-changes, by logical decoding
+#                             (scripts/dev/postgres/): app name local-postgres
+#   DEV_DRIVER=postgres DEV_POSTGRES_DSN='postgres://user:password@127.0.0.1:5432/shop' scripts/dev.sh
+#                             the same in a PostgreSQL of yours (the database must exist, with
+#                             wal_level=logical for orders-changes; the table is created when
+#                             missing)
 #   DEV_DRIVER=mysql DEV_MYSQL_DSN='user:password@tcp(127.0.0.1:3306)/shop' scripts/dev.sh
 #                             the orders table in a MySQL or MariaDB of yours instead of SQLite
 #                             (go-sql-driver/mysql's DSN; the database must exist, the table is
-#                             created when missing): both example pollers read it, under the app
-#                             name local-mysql so that their checkpoints are not SQLite's
+#                             created when missing): every poller reads it, under the app name
+#                             local-mysql so that their checkpoints are not SQLite's
 #   DEV_DRIVER=mysql scripts/dev.sh
 #                             the same in a throwaway MariaDB started for the run (Debian's
 #                             mariadb-server is installed when missing), on a free port, under the
-#                             app name local-mariadb-PORT (a new server each run, so new checkpoints)
+#                             app name local-mariadb-PORT (a new server each run, so new checkpoints,
+#                             kept by an Azurite in memory, gone with it)
+#   scripts/dev.sh --clean    removes what runs keep in .dev (the kept PostgreSQL, Azurite's data,
+#                             the SQLite table), saying what; refused while dev.sh runs here
 #   DEV_BLOB_PORT=20000 DEV_QUEUE_PORT=20001 scripts/dev.sh
 #                             Azurite on other ports than 10000 and 10001 (UseDevelopmentStorage=true's)
 #   OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318 scripts/dev.sh
 #                             the handler's traces and metrics to an OTLP/HTTP receiver of yours (a
 #                             Jaeger, a Collector): docs/telemetry.md. The handler inherits every
 #                             OTEL_ variable set here.
+#
+# A poller of the app keeps its own database when the environment sets its {P}_DB_CONNECTION.
 set -euo pipefail
 # shellcheck source=scripts/lib/services.sh
 source "$(dirname "$0")/lib/services.sh"
+# shellcheck source=scripts/dev/lib.sh
+source "$(dirname "$0")/dev/lib.sh"
 cd "$ROOT"
+clean=""
+case "$*" in
+  "") ;;
+  --clean) clean=1 ;;
+  *) die "scripts/dev.sh takes no arguments but --clean or --help (given: $*); DEV_DRIVER and the other settings are variables: scripts/dev.sh --help" ;;
+esac
 export GOFLAGS=${GOFLAGS:--buildvcs=false}
-need go "install Go 1.26 or newer"
 mkdir -p .dev
 began=$SECONDS
 step_no=0
@@ -60,6 +83,7 @@ take_lock() {
 if ! take_lock; then
   other=$(cat "$lock" 2>/dev/null || true)
   if [[ $other =~ ^[0-9]+$ ]] && [ "$other" != $$ ] && _alive "$other" && tr '\0' ' ' <"/proc/$other/cmdline" 2>/dev/null | grep -q 'dev\.sh'; then
+    [ -z "$clean" ] || die "scripts/dev.sh runs in this checkout (pid $other): stop it (Ctrl-C in its terminal, or kill $other) before scripts/dev.sh --clean removes what it uses"
     die "scripts/dev.sh is already running in this checkout (pid $other; its handler's log is .dev/handler.log): stop it first (Ctrl-C in its terminal, or kill $other), or run the second copy from another clone"
   fi
   log "taking over $lock: the run that held it (pid ${other:-unknown}) is gone"
@@ -70,83 +94,96 @@ fi
 release_lock() { [ "$(cat "$ROOT/$lock" 2>/dev/null)" != $$ ] || rm -f "$ROOT/$lock"; }
 _stops+=(release_lock)
 
-if [ ! -f local.settings.json ]; then
-  cp local.settings.json.example local.settings.json
-  log "created local.settings.json from local.settings.json.example"
+if [ -n "$clean" ]; then
+  dev_clean
+  exit 0
 fi
+need go "install Go 1.26 or newer"
+
+dev_settings_file
 
 # DEV_DRIVER picks the example's database: SQLite (the default, nothing to install), a
-# throwaway PostgreSQL, or a MySQL or MariaDB. The environment wins over local.settings.json, in
-# devhost as in Core Tools, so local.settings.json stays as it is.
-app_root=.
+# PostgreSQL kept between runs (or yours), or a MySQL or MariaDB. The environment wins over
+# local.settings.json, in devhost as in Core Tools, so local.settings.json stays as it is.
+# azurite_data is where Azurite keeps its data for that database (none: in memory).
 pollerctl_env=""
 case "${DEV_DRIVER:-sqlite}" in
   sqlite)
     step "the orders table: SQLite, .dev/orders.db (nothing to install; devhost creates it)"
+    dev_app_root sqlite
+    azurite_data=.dev/azurite-sqlite
     ;;
   postgres)
-    step "the orders table: a throwaway PostgreSQL with wal_level=logical, on a free port (a few seconds; Debian's postgresql is installed when missing) ..."
-    start_postgres
-    pg_port=${PG_TEST_DSN##*:}
-    pg_port=${pg_port%%/*}
-    export POLLER_APP_NAME=${DEV_POLLER_APP_NAME:-local-postgres-$pg_port}
-    for p in ORDERS ORDERS_QUEUE ORDERS_CHANGES; do
-      export "${p}_DB_DRIVER=postgres" "${p}_DB_CONNECTION=$PG_TEST_DSN"
-    done
-    export ORDERS_CHANGES_SCHEDULE=${ORDERS_CHANGES_SCHEDULE:-*/5 * * * * *}
+    if [ -n "${DEV_POSTGRES_DSN:-}" ]; then
+      step "the orders table: in the PostgreSQL of DEV_POSTGRES_DSN (orders-changes needs its wal_level=logical)"
+      case "$DEV_POSTGRES_DSN" in postgres://* | postgresql://* | *host=*) ;; *)
+        die "DEV_POSTGRES_DSN is neither a URL postgres://user:password@host:5432/database nor key=value pairs with host=" ;;
+      esac
+      pg_dsn=$DEV_POSTGRES_DSN dsn_shown='"$DEV_POSTGRES_DSN"' db_named="the PostgreSQL of DEV_POSTGRES_DSN"
+      azurite_data=.dev/azurite-postgres-dsn
+    else
+      step "the orders table: a PostgreSQL with wal_level=logical, kept in .dev/postgres between runs (a few seconds; Debian's postgresql is installed when missing) ..."
+      start_kept_postgres
+      pg_dsn=$dev_pg_dsn dsn_shown="'$dev_pg_dsn'" db_named="the kept PostgreSQL"
+      azurite_data=.dev/azurite-postgres
+    fi
+    export POLLER_APP_NAME=${DEV_POLLER_APP_NAME:-local-postgres}
     # The app root: the top-level function folders and scripts/dev/postgres/orders-changes (a
-    # logical poller, only for this mode), read by devhost and the handler.
-    app_root=.dev/app-postgres
-    rm -rf "$app_root" && mkdir -p "$app_root"
-    for f in host.json */function.json; do
-      f=${f%/function.json}
-      ln -s "../../$f" "$app_root/$f"
-    done
-    ln -s ../../scripts/dev/postgres/orders-changes "$app_root/orders-changes"
+    # logical poller, only for this mode), read by devhost, the handler and func start.
+    dev_app_root postgres
     pollerctl_env="AzureWebJobsScriptRoot=$app_root POLLER_APP_NAME=$POLLER_APP_NAME"
-    for p in ORDERS ORDERS_QUEUE ORDERS_CHANGES; do
-      pollerctl_env+=" ${p}_DB_DRIVER=postgres ${p}_DB_CONNECTION='$PG_TEST_DSN'"
-    done
-    log "app $POLLER_APP_NAME: orders, orders-queue and orders-changes (logical decoding) read orders in $PG_TEST_DSN"
+    dev_point_pollers postgres "$pg_dsn" "$dsn_shown"
+    log "app $POLLER_APP_NAME; pollers reading $db_named: ${pointed:-none} (orders-changes by logical decoding)"
     ;;
   mysql)
+    dev_app_root mysql
     if [ -z "${DEV_MYSQL_DSN:-}" ]; then
-      step "the orders table: DEV_DRIVER=mysql without DEV_MYSQL_DSN: a throwaway MariaDB for this run (gone when it stops; ~10 s, Debian's mariadb-server installed when missing) ..."
+      step "the orders table: DEV_DRIVER=mysql without DEV_MYSQL_DSN: a throwaway MariaDB for this run (gone when it stops, and its checkpoints with it; ~10 s, Debian's mariadb-server installed when missing) ..."
       start_mariadb
+      addr=${MYSQL_TEST_DSN#*tcp(}
+      watch_service "$MYSQL_PID" "MariaDB (${addr%%)*}, this run's)" "$MYSQL_DIR/server.log"
       DEV_MYSQL_DSN=$MYSQL_TEST_DSN
       DEV_POLLER_APP_NAME=${DEV_POLLER_APP_NAME:-local-mariadb-${MYSQL_TEST_DSN##*:}}
       DEV_POLLER_APP_NAME=${DEV_POLLER_APP_NAME%%)*}
+      azurite_data="" db_named="this run's MariaDB"
     else
       step "the orders table: in the MySQL or MariaDB of DEV_MYSQL_DSN"
+      azurite_data=.dev/azurite-mysql-dsn db_named="the MySQL of DEV_MYSQL_DSN"
     fi
     case "$DEV_MYSQL_DSN" in *@tcp\(*\)/* | *@unix\(*\)/*) ;; *)
       die "DEV_MYSQL_DSN is not go-sql-driver/mysql's form user:password@tcp(host:3306)/database" ;;
     esac
-    export ORDERS_DB_DRIVER=mysql ORDERS_DB_CONNECTION="$DEV_MYSQL_DSN"
-    export ORDERS_QUEUE_DB_DRIVER=mysql ORDERS_QUEUE_DB_CONNECTION="$DEV_MYSQL_DSN"
     export POLLER_APP_NAME=${DEV_POLLER_APP_NAME:-local-mysql}
-    # The password stays out of the log: user:REDACTED@tcp(...).
-    log "the orders table is in MySQL: $(printf '%s' "$DEV_MYSQL_DSN" | sed -E 's/^([^:]*):.*@(tcp|unix)\(/\1:REDACTED@\2(/'), app $POLLER_APP_NAME"
     # pollerctl reads local.settings.json (SQLite, app local): the same overrides point it here.
     dsn_shown="'$DEV_MYSQL_DSN'"
     [ -n "${MYSQL_TEST_DSN:-}" ] && [ "$DEV_MYSQL_DSN" = "$MYSQL_TEST_DSN" ] || dsn_shown='"$DEV_MYSQL_DSN"'
-    pollerctl_env="POLLER_APP_NAME=$POLLER_APP_NAME ORDERS_DB_DRIVER=mysql ORDERS_DB_CONNECTION=$dsn_shown ORDERS_QUEUE_DB_DRIVER=mysql ORDERS_QUEUE_DB_CONNECTION=$dsn_shown"
+    pollerctl_env="POLLER_APP_NAME=$POLLER_APP_NAME"
+    dev_point_pollers mysql "$DEV_MYSQL_DSN" "$dsn_shown"
+    log "app $POLLER_APP_NAME; pollers reading $db_named: ${pointed:-none}"
     ;;
   *) die "DEV_DRIVER=$DEV_DRIVER: use sqlite (the default), postgres or mysql" ;;
 esac
+if [ -d .dev/azurite ]; then
+  log "(.dev/azurite, Azurite's data of an older dev.sh that kept every DEV_DRIVER's together, is no longer read: scripts/dev.sh --clean removes it)"
+fi
 
-# Azurite's blob service (the checkpoints) and queue service (the storage queue sinks), persisted
-# under .dev/azurite so both survive restarts. Ports 10000 and 10001 are what
-# UseDevelopmentStorage=true means; when one is taken by something else, that service goes on a
-# free port and the connection settings point there (the environment wins over
-# local.settings.json, in devhost as in Core Tools).
+# Azurite's blob service (the checkpoints) and queue service (the storage queue sinks), their
+# data kept in $azurite_data, the database's own folder, so that both survive restarts and a
+# queue one DEV_DRIVER filled is not another's (a throwaway database's Azurite keeps it in
+# memory). Ports 10000 and 10001 are what UseDevelopmentStorage=true means; when one is taken by
+# something else, that service goes on a free port and the connection settings point there (the
+# environment wins over local.settings.json, in devhost as in Core Tools).
 if [ -x node_modules/.bin/azurite-blob ]; then
   step "Azurite, the local Azure Storage (blob: checkpoints; queue: the queue sinks): starting it (~2 s) ..."
 else
   step "Azurite, the local Azure Storage (blob: checkpoints; queue: the queue sinks): installing it into node_modules with npm ci (about a minute, once), then starting it ..."
 fi
 install_azurite
-mkdir -p .dev/azurite
+keep=(--inMemoryPersistence) kept="in memory, gone when it stops"
+if [ -n "$azurite_data" ]; then
+  mkdir -p "$azurite_data"
+  keep=(--location "$azurite_data") kept="data in $azurite_data"
+fi
 
 # azurite SERVICE DEFAULT_PORT PROBE_PATH starts Azurite's SERVICE on DEFAULT_PORT, or uses the
 # Azurite already answering there, or starts it on a free port when something else holds it;
@@ -155,7 +192,7 @@ azurite() {
   local service=$1 port=$2 probe=$3 pid
   if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
     if curl -s -m 2 "http://127.0.0.1:$port$probe" 2>/dev/null | grep -q "EnumerationResults\|AuthorizationFailure\|AuthenticationFailed"; then
-      log "using the Azurite $service service already listening on 127.0.0.1:$port"
+      log "using the Azurite $service service already listening on 127.0.0.1:$port (not this run's: its data is wherever it keeps it, and dev.sh does not watch it)"
       printf -v "port_$service" %s "$port"
       return 0
     fi
@@ -166,10 +203,10 @@ azurite() {
   # In a session of its own (setsid), so that Ctrl-C reaches the timers and the handler only:
   # Azurite is stopped by the exit trap once they are gone (stop_services stops the newest
   # first). Stopped together, the handler's last batch could land on Azurite's queue after it
-  # saved its data to .dev/azurite, and be lost on the next start while its checkpoint was kept.
+  # saved its data, and be lost on the next start while its checkpoint was kept.
   local detach=()
   command -v setsid >/dev/null 2>&1 && detach=(setsid)
-  "${detach[@]}" "node_modules/.bin/azurite-$service" "--${service}Host" 127.0.0.1 "--${service}Port" "$port" --location .dev/azurite \
+  "${detach[@]}" "node_modules/.bin/azurite-$service" "--${service}Host" 127.0.0.1 "--${service}Port" "$port" "${keep[@]}" \
     --silent --skipApiVersionCheck --disableTelemetry >".dev/azurite-$service.log" 2>&1 &
   pid=$!
   local name=Blob
@@ -177,7 +214,8 @@ azurite() {
   wait_port "$port" "$pid" "Azurite $service" ".dev/azurite-$service.log" "Azurite $name service successfully listens on http://127.0.0.1:$port" ||
     die "Azurite's $service service would not start"
   _pids+=("$pid")
-  log "Azurite $service service on 127.0.0.1:$port (pid $pid, data in .dev/azurite)"
+  watch_service "$pid" "Azurite's $service service (127.0.0.1:$port)" ".dev/azurite-$service.log"
+  log "Azurite $service service on 127.0.0.1:$port (pid $pid, $kept)"
   printf -v "port_$service" %s "$port"
 }
 port_blob="" port_queue=""
@@ -228,12 +266,13 @@ fi
 if command -v func >/dev/null 2>&1; then
   step "Azure Functions Core Tools found: func start fires the timers; devhost writes orders (started in $((SECONDS - began))s)"
   start_child bin/devhost -root "$app_root" -writer-only
+  watch_service "$CHILD_PID" "devhost's orders writer" ""
   if [ "$app_root" = . ]; then
-    run_child func start
+    run_watched "func start" func start
   else
-    run_child func start --script-root "$app_root"
+    run_watched "func start" func start --script-root "$app_root"
   fi
 else
   step "starting the handler; devhost fires the timers (func, Azure Functions Core Tools, is not on PATH). Ready in $((SECONDS - began))s; the first tick within 5 s:"
-  run_child bin/devhost -root "$app_root" -write-orders
+  run_watched devhost bin/devhost -root "$app_root" -write-orders
 fi

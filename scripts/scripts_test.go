@@ -352,21 +352,21 @@ func healthy(t *testing.T, out string, want ...string) {
 var pgPort = regexp.MustCompile(`PostgreSQL \S+ on 127\.0\.0\.1:(\d+)`)
 
 // TestDevShPostgresLogical: DEV_DRIVER=postgres scripts/dev.sh, from a fresh copy in a mode-700
-// folder, shows each step and the build, starts PostgreSQL, makes the logical poller's slot with
-// pollerctl cdc enable, and delivers rows through orders-changes (logical decoding) to its queue.
-// Then kill PID (SIGTERM to dev.sh's pid alone, not its group) stops it at once, and with it
-// devhost, the handler, Azurite and PostgreSQL, and frees its lock.
+// folder, shows each step and the build, starts the PostgreSQL it keeps, makes the logical
+// poller's slot with pollerctl cdc enable, and delivers rows through orders-changes (logical
+// decoding) to its queue. Then kill PID (SIGTERM to dev.sh's pid alone, not its group) stops it
+// at once, and with it devhost, the handler, Azurite and PostgreSQL (whose cluster stays), and
+// frees its lock.
 func TestDevShPostgresLogical(t *testing.T) {
 	needServers(t)
-	if bins, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb"); len(bins) == 0 || os.Getuid() != 0 {
-		t.Skip("needs PostgreSQL's server binaries, started as root as scripts/test.sh does")
-	}
+	needPostgres(t)
 	dir := checkout(t)
+	cleanAtEnd(t, dir)
 	blob, queue := testenv.FreePort(t), testenv.FreePort(t)
 	s := start(t, dir, []string{"DEV_DRIVER=postgres", fmt.Sprintf("DEV_BLOB_PORT=%d", blob), fmt.Sprintf("DEV_QUEUE_PORT=%d", queue)}, "scripts/dev.sh")
 	s.waitFor(regexp.MustCompile(`\d\d:\d\d:\d\d orders-changes committed +rows +\d+ +batches +\d+ +token +\d+ +delivered +[1-9]\d*`), 5*time.Minute)
 	out := s.output()
-	for _, want := range []string{"[1/4] the orders table: a throwaway PostgreSQL with wal_level=logical", "[2/4] Azurite", "[3/4] building bin/handler, bin/devhost and bin/pollerctl",
+	for _, want := range []string{"[1/4] the orders table: a PostgreSQL with wal_level=logical, kept in .dev/postgres between runs", "[2/4] Azurite", "[3/4] building bin/handler, bin/devhost and bin/pollerctl",
 		"built bin/handler, bin/devhost, bin/pollerctl", "[4/4] starting the handler", "created replication slot pseudotrigger_local_postgres_",
 		"orders-changes sends to queue orders-logical", fixedSetup} {
 		if !strings.Contains(out, want) {
@@ -398,6 +398,9 @@ func TestDevShPostgresLogical(t *testing.T) {
 	allGone(t, procs, []int{blob, queue, port}, 15*time.Second)
 	if _, err := os.Stat(filepath.Join(dir, ".dev", "dev.pid")); !os.IsNotExist(err) {
 		t.Errorf("the lock .dev/dev.pid is left: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, ".dev", "postgres", "data", "PG_VERSION")); err != nil {
+		t.Errorf("the kept PostgreSQL's cluster is gone: %v", err)
 	}
 }
 
@@ -485,6 +488,43 @@ func stopsOnSignal(t *testing.T, started *regexp.Regexp, sig syscall.Signal, env
 	allGone(t, procs, ports, 15*time.Second)
 	t.Logf("%v: everything stopped %v after %v", args, time.Since(began).Round(time.Millisecond), sig)
 	return runDir
+}
+
+// TestStopServicesOutlastsASecondSignal: a second SIGTERM (timeout(1) sends one to the script
+// and one to its process group) or a SIGINT (Ctrl-C pressed again) while the exit trap stops what
+// the script started does not end the trap midway: every stop runs, the last one too.
+func TestStopServicesOutlastsASecondSignal(t *testing.T) {
+	dir := t.TempDir()
+	started, stopped := filepath.Join(dir, "started"), filepath.Join(dir, "stopped")
+	s := start(t, dir, []string{"RUN_DIR=" + dir}, "-c", `source "$1/scripts/lib/services.sh"
+start_child sleep 300
+_stops+=("touch $2; sleep 2; touch $3")
+echo ready
+wait`, "x", repoRoot(t), started, stopped)
+	s.waitFor(regexp.MustCompile(`ready`), time.Minute)
+	procs := descendants(s.cmd.Process.Pid)
+	if err := syscall.Kill(s.cmd.Process.Pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for _, err := os.Stat(started); err != nil; _, err = os.Stat(started) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the exit trap did not reach its stops:\n%s", s.output())
+		}
+		time.Sleep(20 * time.Millisecond) // polling with a deadline
+	}
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+		if err := syscall.Kill(s.cmd.Process.Pid, sig); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if code := s.exited(time.Minute); code != 143 {
+		t.Errorf("exit %d, want 143 (the first signal's)", code)
+	}
+	if _, err := os.Stat(stopped); err != nil {
+		t.Errorf("the exit trap ended before its last stop: %v", err)
+	}
+	allGone(t, procs, nil, 15*time.Second)
 }
 
 // TestTestShStopsOnSignal: scripts/test.sh, interrupted (SIGINT, as Ctrl-C; to its pid alone)

@@ -211,8 +211,12 @@ func run() error {
 	if err := h.Start(); err != nil {
 		return fmt.Errorf("starting %s (run scripts/build.sh first): %w", *handlerPath, err)
 	}
+	// The handler's end, whenever it comes: asked for (Ctrl-C), or not (it crashed, or was
+	// killed), which stops the run, saying so, rather than failing every tick from then on.
+	exited := make(chan error, 1)
+	go func() { exited <- h.Wait() }()
 	base := "http://127.0.0.1:" + strconv.Itoa(port)
-	if err := waitReady(ctx, base, h); err != nil {
+	if err := waitReady(ctx, base, h, exited, logPath); err != nil {
 		return err
 	}
 	fmt.Printf("handler on %s (its JSON log: %s); timers: ", base, logPath)
@@ -238,18 +242,30 @@ func run() error {
 			fire(ctx, base, fn, writer, q, &totals, logPath)
 		}()
 	}
-	<-ctx.Done()
-	fmt.Println("\nstopping ...")
-	_ = h.Process.Signal(syscall.SIGTERM)
-	done := make(chan error, 1)
-	go func() { done <- h.Wait() }()
+	var died error
 	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		_ = h.Process.Kill()
+	case <-ctx.Done():
+		fmt.Println("\nstopping ...")
+		_ = h.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(30 * time.Second):
+			_ = h.Process.Kill()
+		}
+	case err := <-exited:
+		died = fmt.Errorf("the handler (%s, pid %d) stopped: %s; its log: %s. The timers stop with it", *handlerPath, h.Process.Pid, ended(err), logPath)
+		stop()
 	}
 	wg.Wait()
-	return nil
+	return died
+}
+
+// ended says how a process that Wait returned err for ended.
+func ended(err error) string {
+	if err == nil {
+		return "exit status 0"
+	}
+	return err.Error() // "signal: killed", "exit status 2"
 }
 
 func fire(ctx context.Context, base string, fn devhost.Function, writer *devhost.Writer, q *devhost.Queue, totals *sync.Map, logPath string) {
@@ -343,7 +359,9 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-func waitReady(ctx context.Context, base string, h *exec.Cmd) error {
+// waitReady waits up to 20 s for the handler to answer GET /, as the host's start-up probe
+// does; a handler that exits meanwhile (exited) is said at once.
+func waitReady(ctx context.Context, base string, h *exec.Cmd, exited <-chan error, logPath string) error {
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
 		if resp, err := http.Get(base + "/"); err == nil {
@@ -353,11 +371,13 @@ func waitReady(ctx context.Context, base string, h *exec.Cmd) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case err := <-exited:
+			return fmt.Errorf("the handler (%s) exited during start-up: %s; see %s", h.Path, ended(err), logPath)
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
 	_ = h.Process.Kill()
-	return errors.New("the handler did not answer GET / within 20 s: see .dev/handler.log")
+	return errors.New("the handler did not answer GET / within 20 s: see " + logPath)
 }
 
 // redactedErr hides what looks like a secret (a DSN's password) in a driver's error.

@@ -38,7 +38,7 @@ func reportUnreachable(env Env, err error) {
 	if u.Local() {
 		fmt.Fprintf(env.Err, "  %s points at Azurite, the local storage emulator, on %s, and it is not running there. Start it:\n", u.Setting, u.Address)
 		fmt.Fprintln(env.Err, "    scripts/dev.sh    (starts Azurite on 127.0.0.1:10000 and :10001 with the example pollers), or Azurite alone:")
-		fmt.Fprintln(env.Err, "    npx azurite --skipApiVersionCheck --location .dev/azurite")
+		fmt.Fprintln(env.Err, "    npx azurite --skipApiVersionCheck --location .dev/azurite-sqlite")
 		fmt.Fprintf(env.Err, "  or point %s at the Azurite or storage account you use (the environment wins over local.settings.json).\n", u.Setting)
 		return
 	}

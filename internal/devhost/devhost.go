@@ -156,13 +156,23 @@ func Invoke(ctx context.Context, base string, fn Function, body []byte) Result {
 // FailedReasonMax is how much of a failed tick's error a progress line shows.
 const FailedReasonMax = 160
 
-// FailedLine is the progress line of a failed invocation: one line, the reason's first line
-// shortened to FailedReasonMax characters, and where the full text is (the handler's log).
+// FailedLine is the progress line of a failed invocation: one line, and where the full text is
+// (the handler's log). When the error ends in a network failure (a dial refused, a name not
+// found, a timeout), the line leads with it and what could not be reached (netCause), then says
+// what the tick was doing, without the request's URL; otherwise it is the reason's first line.
+// Either way it is shortened to FailedReasonMax characters; the cause is never cut.
 func FailedLine(stamp, name string, r Result, logPath string) string {
-	reason, _, multi := strings.Cut(strings.TrimSpace(r.Error), "\n")
-	reason = strings.Join(strings.Fields(reason), " ")
-	if runes := []rune(reason); len(runes) > FailedReasonMax {
-		reason, multi = string(runes[:FailedReasonMax-1])+"…", true
+	first, _, multi := strings.Cut(strings.TrimSpace(r.Error), "\n")
+	first = strings.Join(strings.Fields(first), " ")
+	reason := first
+	if cause, doing, ok := netCause(first, r.Status); ok {
+		reason = cause
+		if doing != "" {
+			reason += " - " + shorten(doing, FailedReasonMax-len([]rune(cause))-3, &multi)
+		}
+		multi = true // the request it made is in the log
+	} else {
+		reason = shorten(reason, FailedReasonMax, &multi)
 	}
 	if reason == "" {
 		reason = "no error text"
@@ -172,4 +182,15 @@ func FailedLine(stamp, name string, r Result, logPath string) string {
 		line += " (the full error: " + logPath + ")"
 	}
 	return line
+}
+
+// shorten cuts s to limit characters (at least 20), ending it with "…", and sets cut when it
+// does.
+func shorten(s string, limit int, cut *bool) string {
+	limit = max(limit, 20)
+	if runes := []rune(s); len(runes) > limit {
+		*cut = true
+		return string(runes[:limit-1]) + "…"
+	}
+	return s
 }

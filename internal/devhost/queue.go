@@ -2,6 +2,7 @@ package devhost
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/azconn"
 	"github.com/pseudotrigger/pseudotrigger/internal/declared"
+	"github.com/pseudotrigger/pseudotrigger/sink"
 )
 
 // Overlay sets each of values' keys that the environment (lookup) also sets to the
@@ -47,7 +49,9 @@ type Queue struct {
 // StorageQueue returns the storage queue root/name/poller.json sends to, resolving its
 // connection from values as the sink does (UseDevelopmentStorage=true is Azurite's queue on
 // 127.0.0.1:10001). It returns nil and no error when the folder has no poller.json or its sink
-// is not a storage queue. Errors never quote a connection string.
+// is not a storage queue (a webhook), also when the file has an error but names another sink
+// or none (or is no JSON): there is no queue to speak of, and the handler names the file's error
+// on each tick. Errors never quote a connection string.
 func StorageQueue(root, name string, values map[string]string) (*Queue, error) {
 	data, err := os.ReadFile(filepath.Join(root, name, declared.File))
 	if errors.Is(err, os.ErrNotExist) {
@@ -55,12 +59,16 @@ func StorageQueue(root, name string, values map[string]string) (*Queue, error) {
 	} else if err != nil {
 		return nil, err
 	}
+	// The sink's type alone first: a file with an error elsewhere still says whether it has a queue.
+	var kind struct {
+		Sink struct{ Type string }
+	}
+	if json.Unmarshal(data, &kind) != nil || kind.Sink.Type != sink.StorageQueue {
+		return nil, nil
+	}
 	spec, err := declared.Parse(data)
 	if err != nil {
 		return nil, fmt.Errorf("%s/%s: %w", name, declared.File, err)
-	}
-	if spec.Sink.Type != "storagequeue" {
-		return nil, nil
 	}
 	getenv := func(k string) string { return values[k] }
 	q := &Queue{Name: spec.Sink.Queue}

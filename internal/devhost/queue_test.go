@@ -130,8 +130,19 @@ func TestStorageQueueDepth(t *testing.T) {
 		t.Errorf("unreachable: %q", got)
 	}
 
-	// Not a storage queue, or no poller.json: nothing to show.
-	for _, name := range []string{"hook", "gocode", "absent"} {
+	// Not a storage queue, or no poller.json: nothing to show. A webhook's poller.json with an
+	// error (an option of another sink, no url) says nothing of a queue either: the handler says
+	// what is wrong with it on each tick. A storage queue's does say why its depth is not shown.
+	writePoller(t, root, "hook-queue", `{"source":{"table":"orders","columns":["id","updated_at"],"key":["id"],"cursor":{"kind":"timestamp+pk","column":"updated_at"}},
+"sink":{"type":"webhook","url":"https://example.com/x","queue":"q"}}`)
+	writePoller(t, root, "hook-nourl", `{"source":{"table":"orders","columns":["id","updated_at"],"key":["id"],"cursor":{"kind":"timestamp+pk","column":"updated_at"}},
+"sink":{"type":"webhook"}}`)
+	writePoller(t, root, "queue-hub", `{"source":{"table":"orders","columns":["id","updated_at"],"key":["id"],"cursor":{"kind":"timestamp+pk","column":"updated_at"}},
+"sink":{"type":"storagequeue","connection":"Q","queue":"q","hub":"h"}}`)
+	if _, err := StorageQueue(root, "queue-hub", values); err == nil || !strings.HasPrefix(err.Error(), "queue-hub/poller.json: sink.hub") {
+		t.Errorf("a storage queue's poller.json with an error: %v", err)
+	}
+	for _, name := range []string{"hook", "hook-queue", "hook-nourl", "gocode", "absent"} {
 		if q, err := StorageQueue(root, name, values); q != nil || err != nil {
 			t.Errorf("%s: %v %v, want nil, nil", name, q, err)
 		}

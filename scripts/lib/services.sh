@@ -22,8 +22,14 @@ _stops=()
 # (SIGTERM to the whole group, so that the children of a go test or a devhost go too; up to 30 s
 # for them to finish their work, then SIGKILL), then the servers in _pids in reverse order (the
 # timers and the handler are gone before Azurite, which keeps their last writes), then the _stops.
+# A signal that comes meanwhile no longer ends the script (its trap would exit from the middle of
+# this, leaving servers running: timeout(1) sends SIGTERM to the script and to its process group,
+# Ctrl-C may be pressed twice), and a step that fails does not stop the others.
 stop_services() {
   local pid cmd i
+  trap : INT TERM HUP
+  trap '' PIPE
+  set +e
   for ((i = ${#_groups[@]} - 1; i >= 0; i--)); do
     _stop_group "${_groups[i]}"
   done
@@ -273,7 +279,8 @@ install_mariadb() {
 # start_mariadb initialises a throwaway MariaDB in a directory of its own under the system's
 # temporary directory (as start_postgres does, for the same reason: run as root, the server runs
 # as the mysql user), starts it on a free 127.0.0.1 port with its socket there, creates the
-# database pseudotrigger and exports MYSQL_TEST_DSN (go-sql-driver/mysql's form).
+# database pseudotrigger and exports MYSQL_TEST_DSN (go-sql-driver/mysql's form), MYSQL_DIR and
+# MYSQL_PID (the server's, or its runuser's when run as root: either ends when the server does).
 start_mariadb() {
   install_mariadb
   local d port as=() user=root mariadbd=/usr/sbin/mariadbd
@@ -301,7 +308,7 @@ start_mariadb() {
   mariadb --no-defaults -h 127.0.0.1 -P "$port" -u root -e "CREATE DATABASE IF NOT EXISTS pseudotrigger CHARACTER SET utf8mb4" \
     || die "MariaDB: cannot create the database pseudotrigger"
   export MYSQL_TEST_DSN="root@tcp(127.0.0.1:$port)/pseudotrigger"
-  export MYSQL_DIR=$d
+  export MYSQL_DIR=$d MYSQL_PID=$pid
   log "MariaDB $("$mariadbd" --version | awk '{print $3}') on 127.0.0.1:$port (data in $d)"
 }
 
