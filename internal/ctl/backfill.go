@@ -28,11 +28,8 @@ func backfillCmd(fs *flag.FlagSet) runner {
 	detach := fs.Bool("detach", false, "return once the request is written, without following its progress")
 	g := guardFlags(fs, "write the request")
 	return func(ctx context.Context, pos []string, env Env) error {
-		if len(pos) != 1 {
-			return usagef("backfill takes one poller name")
-		}
-		name := pos[0]
-		if err := env.knownPoller(ctx, name); err != nil {
+		name, err := env.knownPollerArg(ctx, "backfill", pos)
+		if err != nil {
 			return err
 		}
 		d, ok := env.definition(name)

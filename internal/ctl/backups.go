@@ -77,15 +77,12 @@ func listBackups(ctx context.Context, env Env, st store.Store, pollerName string
 func backupsCmd(fs *flag.FlagSet) runner {
 	asJSON := fs.Bool("json", false, "JSON instead of a table")
 	return func(ctx context.Context, pos []string, env Env) error {
-		if len(pos) != 1 {
-			return usagef("backups takes one poller name")
-		}
-		st, err := env.store()
+		name, err := env.knownPollerArg(ctx, "backups", pos)
 		if err != nil {
 			return err
 		}
-		name := pos[0]
-		if err := env.knownPoller(ctx, name); err != nil {
+		st, err := env.store()
+		if err != nil {
 			return err
 		}
 		names, letters, err := listBackups(ctx, env, st, name)

@@ -84,10 +84,10 @@ func cdcEnable(fs *flag.FlagSet) runner {
 	var yes yesFlag
 	fs.Var(&yes, "yes", "create the publication and the slot (default: dry run)")
 	return func(ctx context.Context, pos []string, env Env) error {
-		if len(pos) != 1 {
-			return usagef("cdc enable takes one poller name")
+		name, err := pollerArg("cdc enable", pos)
+		if err != nil {
+			return err
 		}
-		name := pos[0]
 		_, cdc, err := env.openCDC(ctx, name, "enable")
 		if err != nil {
 			return err
@@ -130,10 +130,10 @@ func cdcEnable(fs *flag.FlagSet) runner {
 func cdcDisable(fs *flag.FlagSet) runner {
 	g := guardFlags(fs, "drop the slot and the publication")
 	return func(ctx context.Context, pos []string, env Env) error {
-		if len(pos) != 1 {
-			return usagef("cdc disable takes one poller name")
+		name, err := pollerArg("cdc disable", pos)
+		if err != nil {
+			return err
 		}
-		name := pos[0]
 		_, cdc, err := env.openCDC(ctx, name, "disable")
 		if err != nil {
 			return err

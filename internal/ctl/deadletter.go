@@ -278,11 +278,8 @@ func quarantineCmd(fs *flag.FlagSet) runner {
 	wait := fs.Bool("wait", false, "wait for another owner's live lease to end")
 	waitTimeout := fs.Duration("wait-timeout", 2*time.Minute, "how long --wait waits")
 	return func(ctx context.Context, pos []string, env Env) error {
-		if len(pos) != 1 {
-			return usagef("quarantine takes one poller name")
-		}
-		name := pos[0]
-		if err := env.knownPoller(ctx, name); err != nil {
+		name, err := env.knownPollerArg(ctx, "quarantine", pos)
+		if err != nil {
 			return err
 		}
 		op, cur, err := env.readRequest(ctx, name)

@@ -19,11 +19,8 @@ import (
 func deleteCmd(fs *flag.FlagSet) runner {
 	g := guardFlags(fs, "delete")
 	return func(ctx context.Context, pos []string, env Env) error {
-		if len(pos) != 1 {
-			return usagef("delete takes one poller name")
-		}
-		name := pos[0]
-		if err := env.knownPoller(ctx, name); err != nil {
+		name, err := env.knownPollerArg(ctx, "delete", pos)
+		if err != nil {
 			return err
 		}
 		st, err := env.store()

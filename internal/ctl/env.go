@@ -71,6 +71,23 @@ func (env Env) names() []string {
 	return out
 }
 
+// pollerArg is the one poller name cmd takes as its argument (a usage error otherwise).
+func pollerArg(cmd string, pos []string) (string, error) {
+	if len(pos) != 1 {
+		return "", usagef("%s takes one poller name", cmd)
+	}
+	return pos[0], nil
+}
+
+// knownPollerArg is pollerArg of a poller that is somewhere (knownPoller).
+func (env Env) knownPollerArg(ctx context.Context, cmd string, pos []string) (string, error) {
+	name, err := pollerArg(cmd, pos)
+	if err != nil {
+		return "", err
+	}
+	return name, env.knownPoller(ctx, name)
+}
+
 // knownPoller returns nil when name is a poller pollerctl can work on: this build has it, or the
 // state container has its state, backups or dead letters. Otherwise a usage error says so, with
 // the name meant when one is near (a slip in the name would otherwise list nothing, or act on

@@ -31,10 +31,10 @@ func (p *pkFlags) Set(v string) error { *p = append(*p, v); return nil }
 func reset(fs *flag.FlagSet) runner {
 	f := resetFlagSet(fs)
 	return func(ctx context.Context, pos []string, env Env) error {
-		if len(pos) != 1 {
-			return usagef("reset takes one poller name")
+		var err error
+		if f.name, err = pollerArg("reset", pos); err != nil {
+			return err
 		}
-		f.name = pos[0]
 		if err := f.check(); err != nil {
 			return err
 		}
