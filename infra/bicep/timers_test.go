@@ -40,8 +40,11 @@ func TestTimersUseMonitor(t *testing.T) {
 			shipped[k] = append(shipped[k], v)
 		}
 	}
-	for _, m := range regexp.MustCompile(`export (\w+_SCHEDULE)=\$\{\w+:-([^}]+)\}`).FindAllStringSubmatch(read(t, "../../scripts/dev.sh"), -1) {
-		shipped[m[1]] = append(shipped[m[1]], m[2])
+	devScripts, _ := filepath.Glob("../../scripts/dev/*.sh")
+	for _, f := range append([]string{"../../scripts/dev.sh"}, devScripts...) {
+		for _, m := range regexp.MustCompile(`export (\w+_SCHEDULE)=\$\{\w+:-([^}]+)\}`).FindAllStringSubmatch(read(t, f), -1) {
+			shipped[m[1]] = append(shipped[m[1]], m[2])
+		}
 	}
 	scaffold := read(t, "../../internal/scaffold/scaffold.go")
 	def := regexp.MustCompile(`const schedule = "([^"]+)"`).FindStringSubmatch(scaffold)
