@@ -19,10 +19,12 @@ import (
 // author writes with. The runtime's plumbing lives in internal/pollerdef. A name added to the
 // package must be added here, on purpose.
 var authorAPI = []string{
-	"Batch", "Batch.Attempt", "Batch.FencingToken", "Batch.From", "Batch.ID", "Batch.Poller", "Batch.Raw", "Batch.Rows", "Batch.Tables", "Batch.To",
+	"Batch", "Batch.Attempt", "Batch.FencingToken", "Batch.From", "Batch.ID", "Batch.Outbox", "Batch.Poller", "Batch.Raw", "Batch.Rows", "Batch.Tables", "Batch.To",
 	"ChangeTracking", "Integer", "Logical", "RowVersion", "TimestampPK", "XID",
 	"Cursor", "Cursor.Kind", "Cursor.Tiebreaker", "Cursor.Time", "Cursor.Value",
 	"CursorKind",
+	"Cleanup", "Cleanup.Column", "Cleanup.Delete", "Cleanup.OlderThan", "WithCleanup",
+	"Outbox", "Outbox.AggregateID", "Outbox.AggregateType", "Outbox.ContentType", "Outbox.Headers", "Outbox.ID", "Outbox.Messages", "Outbox.Payload", "Outbox.Type", "WithOutbox",
 	"New",
 	"Option", "WithBatchSize", "WithColumns", "WithCursorColumn", "WithFilter", "WithInitialSnapshot", "WithKey", "WithSchema", "WithSettleLag", "WithSetup", "WithSkipWriter", "WithTables", "WithTarget",
 	"Poller", "Poller.Name",

@@ -63,6 +63,9 @@ type Batch[T any] struct {
 	Rows []T
 	// Raw are the same rows as read, for untyped use (Raw[i] is Rows[i]).
 	Raw []Row
+	// Outbox is the poller's outbox (WithOutbox), nil when its table is not one: a sink sends
+	// each row as the event it holds.
+	Outbox *Outbox
 }
 
 // Poller is one table trigger: its name, its table and the handler its batches go to. Build it
@@ -215,14 +218,16 @@ func New[T any](name, table string, kind CursorKind, handle func(ctx context.Con
 	for _, t := range p.spec.Source.Tables() {
 		tables = append(tables, t.Table.String())
 	}
+	outbox := outboxOf(p.spec.Source.Outbox)
 	p.spec.Raw = func(b *pollerdef.Batch) any {
 		rb := batchOf[Row](b, tables, rowsOf(b.Rows))
-		rb.Rows = rb.Raw
+		rb.Rows, rb.Outbox = rb.Raw, outbox
 		return rb
 	}
 	p.spec.Deliver = func(ctx context.Context, b *pollerdef.Batch) error {
 		raw := rowsOf(b.Rows)
 		typed := batchOf[T](b, tables, raw)
+		typed.Outbox = outbox
 		if rows, ok := any(raw).([]T); ok { // T is Row
 			typed.Rows = rows
 		} else {
@@ -254,6 +259,8 @@ var (
 		sourcedef.FieldSkipWriter:   {"no skip writer", "WithSkipWriter: %s"},
 		sourcedef.FieldSettleLag:    {"no settle lag", "WithSettleLag: %s"},
 		sourcedef.FieldTables:       {"no tables", "WithTables: %s"},
+		sourcedef.FieldOutbox:       {"no outbox", "WithOutbox: %s"},
+		sourcedef.FieldCleanup:      {"no cleanup", "WithCleanup: %s"},
 	}
 	tableOptions = map[string]string{sourcedef.FieldTable: "Name", sourcedef.FieldSchema: "Schema", sourcedef.FieldColumns: "Columns",
 		sourcedef.FieldKey: "Key", sourcedef.FieldFilter: "Filter"}

@@ -44,6 +44,10 @@ type Spec struct {
 	Source    Source      `json:"source"`
 	BatchSize int         `json:"batch_size,omitempty"`
 	Sink      sink.Config `json:"sink"`
+	// Outbox makes the table an outbox of events (docs/outbox.md).
+	Outbox *Outbox `json:"outbox,omitempty"`
+	// Cleanup deletes delivered rows (keyset cursors).
+	Cleanup *Cleanup `json:"cleanup,omitempty"`
 }
 
 // Source is poller.json's "source": what to read.
@@ -223,6 +227,7 @@ var objects = []struct {
 	{"", reflect.TypeFor[Spec]()}, {"source.", reflect.TypeFor[Source]()},
 	{"source.cursor.", reflect.TypeFor[Cursor]()}, {"sink.", reflect.TypeFor[sink.Config]()},
 	{"source.tables[].", reflect.TypeFor[Table]()}, {"source.tables[].sink.", reflect.TypeFor[sink.Config]()},
+	{"outbox.", reflect.TypeFor[Outbox]()}, {"cleanup.", reflect.TypeFor[Cleanup]()},
 }
 
 // unknownField names an unknown field by its path ("source.tabel") and the closest field that
@@ -317,6 +322,11 @@ func (s Spec) check() error {
 	if s.BatchSize < 0 {
 		return field("batch_size", "%d is not a positive number", s.BatchSize)
 	}
+	if s.Cleanup != nil && s.Cleanup.OlderThan != "" {
+		if _, err := ParseAge(s.Cleanup.OlderThan); err != nil {
+			return field("cleanup.older_than", "%v", err)
+		}
+	}
 	if err := s.fieldError(def.Check()); err != nil {
 		return err
 	}
@@ -362,7 +372,9 @@ func (s Spec) fieldError(err error) error {
 			continue
 		}
 		path := "source." + fe.Field
-		if i >= 0 {
+		if top, _, _ := strings.Cut(fe.Field, "."); top == sourcedef.FieldOutbox || top == sourcedef.FieldCleanup {
+			path = fe.Field // poller.json's own objects, beside source
+		} else if i >= 0 {
 			path = s.tablePath(i, name)
 		}
 		if fe.Missing() {
@@ -421,7 +433,8 @@ func withKey(columns, key []string, cursor string) []string {
 // fields or source.tables' first entry as its table and the others as More.
 func (s Spec) definition() sourcedef.Definition {
 	src := s.Source
-	d := sourcedef.Definition{Cursor: sourcedef.Cursor{Kind: src.Cursor.Kind, Column: src.Cursor.Column}, SkipWriter: src.SkipWriter}
+	d := sourcedef.Definition{Cursor: sourcedef.Cursor{Kind: src.Cursor.Kind, Column: src.Cursor.Column}, SkipWriter: src.SkipWriter,
+		Outbox: s.Outbox.definition(), Cleanup: s.Cleanup.definition()}
 	if src.Initial != sourcedef.InitialNow { // the default
 		d.Initial = src.Initial
 	}
@@ -437,6 +450,9 @@ func (s Spec) definition() sourcedef.Definition {
 			continue
 		}
 		d.Table, d.Columns, d.PK, d.Filter = td.Table, withKey(t.Columns, t.Key, src.Cursor.Column), td.PK, td.Filter
+		if d.Outbox != nil && !d.ReadsAllColumns() {
+			d.Columns = withKey(d.Columns, d.Outbox.Columns(), "")
+		}
 	}
 	return d
 }
@@ -494,6 +510,12 @@ func (s Spec) Poller(name string) (p *poller.Poller, err error) {
 	}
 	if s.BatchSize > 0 {
 		opts = append(opts, poller.WithBatchSize(s.BatchSize))
+	}
+	if def.Outbox != nil {
+		opts = append(opts, poller.WithOutbox(poller.Outbox(*def.Outbox)))
+	}
+	if def.Cleanup != nil {
+		opts = append(opts, poller.WithCleanup(poller.Cleanup(*def.Cleanup)))
 	}
 	defer func() { // poller.New panics on what check should have caught
 		if r := recover(); r != nil {

@@ -74,6 +74,10 @@ type Definition struct {
 	// columns, key and filter; the cursor, slot, publication, keep-up, start and skipped writer
 	// are the poller's.
 	More []TableDef
+	// Outbox, when set, makes the table an outbox whose rows are events (Outbox).
+	Outbox *Outbox
+	// Cleanup, when set, deletes delivered rows behind the committed checkpoint (keyset cursors).
+	Cleanup *Cleanup
 }
 
 // A TableDef is one more table of a poller that reads several (Definition.More).

@@ -157,7 +157,7 @@ func (d Definition) Check() error {
 			return fieldErr(FieldSkipWriter, "%q: %v", d.SkipWriter, err)
 		}
 	}
-	return nil
+	return d.checkOutbox()
 }
 
 // CheckSeveralTables checks the rules of a poller of several tables, which Check checks when d
