@@ -337,3 +337,15 @@ func TestContractHealths(t *testing.T) {
 	}
 	t.Fatal("docs/contract.md has no health row")
 }
+
+// TestPythonSyntax: Python examples parse (python3's ast; the libraries they import need not be
+// installed).
+func TestPythonSyntax(t *testing.T) {
+	for _, b := range blocksOf(t, "python", "syntax") {
+		cmd := command(t, "python3", "-c", "import ast, sys; ast.parse(sys.stdin.read())")
+		cmd.Stdin = strings.NewReader(b.body)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("%s: %v\n%s", b, err, out)
+		}
+	}
+}

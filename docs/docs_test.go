@@ -156,13 +156,15 @@ var classes = map[string]map[string]string{
 	"kusto":   {"fields": "TestKustoFields"},
 	"bicep":   {"params": "TestBicepParams"},
 	"js":      {"syntax": "TestJSSyntax"},
+	"python":  {"syntax": "TestPythonSyntax"},
+	"csharp":  {"reviewed": "nothing to run: reviewed (no .NET SDK here)"},
 	"text":    {"output": "nothing to run: output shown", "example": "nothing to run: example values"},
 	"yaml":    {"collector": "TestCollectorConfig"},
 	"mermaid": {"": "nothing to run: a diagram"},
 }
 
 // sqlKinds are what follows the database in a ```sql DATABASE block.
-var sqlKinds = []string{"recipe", "grants", "query"}
+var sqlKinds = []string{"recipe", "outbox", "insert", "grants", "query"}
 
 // TestBlocksClassified: every block says what it is, so that no page can slip in a command or a
 // recipe that no test runs.

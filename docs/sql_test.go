@@ -151,9 +151,19 @@ var (
 
 // script runs a block as the database's own client would: PostgreSQL and SQLite take it whole;
 // T-SQL goes in batches separated by GO lines (sqlcmd's); MySQL statement by statement, split at
-// the current DELIMITER (the mysql client's).
-func (f *fresh) script(t *testing.T, b block) {
+// the current DELIMITER (the mysql client's). All on one session, so that a block's transaction
+// (BEGIN ... COMMIT) holds its statements.
+func (f *fresh) script(t *testing.T, b block) { f.scriptOn(t, f.db, b) }
+
+// scriptOn runs a block as script does, on a session of db.
+func (f *fresh) scriptOn(t *testing.T, db *sql.DB, b block) {
 	t.Helper()
+	ctx := context.Background()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
 	var stmts []string
 	switch f.driver {
 	case sqlserver.Name:
@@ -180,7 +190,7 @@ func (f *fresh) script(t *testing.T, b block) {
 		if strings.TrimSpace(stripSQLComments(s)) == "" {
 			continue
 		}
-		if _, err := f.db.ExecContext(context.Background(), s); err != nil {
+		if _, err := conn.ExecContext(ctx, s); err != nil {
 			t.Fatalf("%s: %v\nin:\n%s", b, err, s)
 		}
 	}
@@ -205,6 +215,10 @@ func testSQL(t *testing.T, driver string) {
 	}
 	for _, b := range bs {
 		t.Run(fmt.Sprintf("%s:%d", filepath.Base(b.page), b.line), func(t *testing.T) {
+			if kind := b.arg("insert"); kind != "" { // run by its outbox block
+				outboxBlock(t, bs, b, kind)
+				return
+			}
 			f := newDatabase(t, driver)
 			f.principal(t)
 			kind, recipe := b.words[1], b.arg("recipe")
@@ -215,12 +229,14 @@ func testSQL(t *testing.T, driver string) {
 				if cursorColumns[recipe] != "" { // a cursor column: the recipe is pollerctl check's fix
 					proveFix(t, b, driver, recipe)
 				}
+			case b.arg("outbox") != "":
+				proveOutbox(t, b, f, insertBlock(t, bs, b, b.arg("outbox")))
 			case kind == "grants": // run on the table, to the role
 				f.script(t, b)
 			case kind == "query":
 				f.script(t, b)
 			default:
-				t.Fatalf("%s: %q is not recipe=KIND, grants or query", b, kind)
+				t.Fatalf("%s: %q is not recipe=KIND, outbox=KIND, insert=KIND, grants or query", b, kind)
 			}
 		})
 	}
@@ -332,14 +348,14 @@ func keyOf(c *state.Cursor) string {
 	return string(c.Tiebreaker["id"])
 }
 
-// logical makes the publication and the slot `pollerctl cdc enable` would, names them in def,
+// logical makes the publication and the slot `pollerctl cdc enable` would for def's table, names them in def,
 // and returns a connection whose commits logical decoding sees at once (the test server runs
 // with synchronous_commit off, which would delay them by up to wal_writer_delay).
 func (f *fresh) logical(t *testing.T, def *sourcedef.Definition) *sql.DB {
 	t.Helper()
 	def.Slot = testenv.Name("docs_slot_")
 	def.Publication = def.Slot
-	execSQL(t, f.db, `CREATE PUBLICATION `+def.Publication+` FOR TABLE orders WITH (publish = 'insert, update, delete, truncate')`)
+	execSQL(t, f.db, `CREATE PUBLICATION `+def.Publication+` FOR TABLE `+def.Table.Name+` WITH (publish = 'insert, update, delete, truncate')`)
 	execSQL(t, f.db, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, def.Slot)
 	u, err := url.Parse(f.dsn)
 	if err != nil {
