@@ -10,8 +10,6 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/ctl"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
-	"github.com/pseudotrigger/pseudotrigger/internal/source"
-	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sqlserver"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
@@ -82,21 +80,7 @@ func proveOutbox(t *testing.T, table block, f *fresh, insert block) {
 		PK:      []string{outboxColumns.ID},
 		Outbox:  &o,
 	}
-	if kind == state.KindTimestampPK {
-		def.SettleLag = sourcedef.NoSettleLag // read up to the database's clock: no waiting in a test
-	}
-	if f.driver == sqlserver.Name {
-		def.Table.Schema = "dbo"
-	}
-	writer := f.db
-	if kind == state.KindLogical {
-		writer = f.logical(t, &def)
-	}
-	src, err := drivers.Open(ctx, source.Config{Poller: outboxTable, Driver: f.driver, DSN: f.dsn, Definition: def})
-	if err != nil {
-		t.Fatalf("%s: the poller cannot open the outbox table: %v", table, err)
-	}
-	t.Cleanup(func() { src.Close() })
+	src, writer := f.open(t, table, def)
 
 	f.scriptOn(t, writer, insert)
 	wantEvents := 1

@@ -261,32 +261,40 @@ var cursorColumns = map[string]string{
 	state.KindTimestampPK: "updated_at", state.KindInteger: "version", state.KindXID: "txid", state.KindRowversion: "rv",
 }
 
-// proveRecipe opens the recipe's table as a poller of that cursor kind would, and shows that an
-// inserted row is read, and that the same row updated is read again.
-func proveRecipe(t *testing.T, b block, f *fresh, kind string) {
+// open opens def's table as a poller of its cursor kind would (in the database's schema, a
+// timestamp cursor without a settle lag, a logical one with its publication and slot), and returns
+// the source and the connection to write to it through (one whose commits a slot sees at once).
+func (f *fresh) open(t *testing.T, b block, def sourcedef.Definition) (*source.Source, *sql.DB) {
 	t.Helper()
-	ctx := context.Background()
-	def := sourcedef.Definition{
-		Table:   sourcedef.Table{Name: "orders"},
-		Columns: []string{"id", "customer", "amount"},
-		Cursor:  sourcedef.Cursor{Kind: kind, Column: cursorColumns[kind]},
-		PK:      []string{"id"},
-	}
-	if kind == state.KindTimestampPK {
+	if def.Cursor.Kind == state.KindTimestampPK {
 		def.SettleLag = sourcedef.NoSettleLag // read up to the database's clock: no waiting in a test
 	}
 	if f.driver == sqlserver.Name {
 		def.Table.Schema = "dbo"
 	}
 	writer := f.db
-	if kind == state.KindLogical {
+	if def.Cursor.Kind == state.KindLogical {
 		writer = f.logical(t, &def)
 	}
-	src, err := drivers.Open(ctx, source.Config{Poller: "orders", Driver: f.driver, DSN: f.dsn, Definition: def})
+	src, err := drivers.Open(context.Background(), source.Config{Poller: def.Table.Name, Driver: f.driver, DSN: f.dsn, Definition: def})
 	if err != nil {
-		t.Fatalf("%s: the poller cannot open the recipe's table: %v", b, err)
+		t.Fatalf("%s: the poller cannot open table %s: %v", b, def.Table.Name, err)
 	}
 	t.Cleanup(func() { src.Close() })
+	return src, writer
+}
+
+// proveRecipe opens the recipe's table as a poller of that cursor kind would, and shows that an
+// inserted row is read, and that the same row updated is read again.
+func proveRecipe(t *testing.T, b block, f *fresh, kind string) {
+	t.Helper()
+	def := sourcedef.Definition{
+		Table:   sourcedef.Table{Name: "orders"},
+		Columns: []string{"id", "customer", "amount"},
+		Cursor:  sourcedef.Cursor{Kind: kind, Column: cursorColumns[kind]},
+		PK:      []string{"id"},
+	}
+	src, writer := f.open(t, b, def)
 
 	execSQL(t, writer, "INSERT INTO orders (id, customer, amount) VALUES (1, 'ada', 9.50)")
 	if state.ChangeKind(kind) {
