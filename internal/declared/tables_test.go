@@ -24,22 +24,38 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/sink"
 )
 
-// hook is a webhook receiver that keeps each message's table, op, key and transaction index, and
-// fails while fail is set.
+// hook is a webhook receiver that keeps each message's table, op, key and transaction index (and
+// id), and fails while fail is set. Its first request closes arrived; with await set, each
+// request waits for await to close (at most 10s: then the test fails) before answering.
 type hook struct {
-	mu   sync.Mutex
-	got  []string
-	fail bool
-	srv  *httptest.Server
+	mu      sync.Mutex
+	got     []string
+	ids     []string
+	fail    bool
+	srv     *httptest.Server
+	arrived chan struct{}
+	await   chan struct{}
 }
 
 func newHook(t *testing.T) *hook {
-	h := &hook{}
+	h := &hook{arrived: make(chan struct{})}
+	var first sync.Once
 	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		var c sink.Change
 		if err := json.Unmarshal(body, &c); err != nil {
 			t.Errorf("body %s: %v", body, err)
+		}
+		first.Do(func() { close(h.arrived) })
+		h.mu.Lock()
+		await := h.await
+		h.mu.Unlock()
+		if await != nil {
+			select {
+			case <-await:
+			case <-time.After(10 * time.Second):
+				t.Errorf("%s: still waiting for another sink's request after 10s", h.srv.URL)
+			}
 		}
 		h.mu.Lock()
 		defer h.mu.Unlock()
@@ -48,7 +64,12 @@ func newHook(t *testing.T) *hook {
 			return
 		}
 		k, _ := json.Marshal(c.Key)
-		h.got = append(h.got, fmt.Sprintf("%s %s %s #%d", c.Table, c.Op, k, c.Tx.Index))
+		var index int
+		if c.Tx != nil { // a change stream's
+			index = c.Tx.Index
+		}
+		h.got = append(h.got, fmt.Sprintf("%s %s %s #%d", c.Table, c.Op, k, index))
+		h.ids = append(h.ids, c.ID)
 	}))
 	t.Cleanup(h.srv.Close)
 	return h
