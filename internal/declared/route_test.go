@@ -19,6 +19,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sqlite"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/memstore"
 	"github.com/pseudotrigger/pseudotrigger/internal/tick"
+	"github.com/pseudotrigger/pseudotrigger/poller"
 	"github.com/pseudotrigger/pseudotrigger/pollertest"
 )
 
@@ -68,14 +69,7 @@ func TestRouteColumnRead(t *testing.T) {
 		`"table": "t", "columns": ["*"], "key": ["id"], "cursor": {"kind": "logical"}`:                                                                {{"*"}},
 		`"cursor": {"kind": "logical"}, "tables": [{"table": "a", "columns": ["x"], "key": ["id"]}, {"table": "b", "columns": ["y"], "key": ["id"]}]`: {{"x", "id", "kind"}, {"y", "id", "kind"}},
 	} {
-		spec, err := Parse([]byte(`{"source": {` + src + `}, ` + route + `}`))
-		if err != nil {
-			t.Fatalf("%s: %v", src, err)
-		}
-		p, err := spec.Poller("p")
-		if err != nil {
-			t.Fatalf("%s: %v", src, err)
-		}
+		p := parsed(t, "p", `{"source": {`+src+`}, `+route+`}`)
 		var got [][]string
 		for _, td := range pollerdef.Of(p).Source().Tables() {
 			got = append(got, td.Columns)
@@ -105,16 +99,24 @@ func TestValueText(t *testing.T) {
 	}
 }
 
-// events makes the events table of routed's poller in a new SQLite database, with a row per
-// aggregate type (nil: NULL) keyed 1, 2, ...; it returns the database's path.
-func events(t *testing.T, types ...any) string {
+// parsed is the poller a poller.json declares, named name.
+func parsed(t *testing.T, name, pollerJSON string) *poller.Poller {
 	t.Helper()
-	dsn := filepath.Join(t.TempDir(), "events.db")
-	db, err := sql.Open("sqlite", dsn)
+	spec, err := Parse([]byte(pollerJSON))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
+	p, err := spec.Poller(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// events makes the events table of routed's poller in db (SQLite), with a row per aggregate type
+// (nil: NULL) keyed 1, 2, ...
+func events(t *testing.T, db *sql.DB, types ...any) {
+	t.Helper()
 	if _, err := db.Exec(`CREATE TABLE events (id INTEGER PRIMARY KEY, aggregate_type TEXT, body TEXT NOT NULL)`); err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +125,6 @@ func events(t *testing.T, types ...any) string {
 			t.Fatal(err)
 		}
 	}
-	return dsn
 }
 
 // TestRouteByValue: each row goes to the webhook its aggregate_type names, NULL and a value with
@@ -131,14 +132,7 @@ func events(t *testing.T, types ...any) string {
 // first request waits for the other's). While one of them fails, the batch is not committed and
 // comes again whole, the other sinks' messages repeated with the same ids.
 func TestRouteByValue(t *testing.T) {
-	spec, err := Parse([]byte(routed(`, "default": {"type": "webhook", "url": "%OTHER_HOOK%", "concurrency": 1}`)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := spec.Poller("events")
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := parsed(t, "events", routed(`, "default": {"type": "webhook", "url": "%OTHER_HOOK%", "concurrency": 1}`))
 	order, payment, other := newHook(t), newHook(t), newHook(t)
 	order.await, payment.await = payment.arrived, order.arrived
 	payment.fail = true
@@ -146,14 +140,7 @@ func TestRouteByValue(t *testing.T) {
 	if want := "route aggregate_type: order to POST " + order.srv.URL + "; payment to POST " + payment.srv.URL + "; default to POST " + other.srv.URL; pollerdef.Of(p).Target() != want {
 		t.Errorf("target:\n%s\nwant\n%s", pollerdef.Of(p).Target(), want)
 	}
-	if _, err := h.DB.Exec(`CREATE TABLE events (id INTEGER PRIMARY KEY, aggregate_type TEXT, body TEXT NOT NULL)`); err != nil {
-		t.Fatal(err)
-	}
-	for i, typ := range []any{"order", "payment", nil, "refund", "order", "payment"} {
-		if _, err := h.DB.Exec(`INSERT INTO events VALUES (?, ?, 'b')`, i+1, typ); err != nil {
-			t.Fatal(err)
-		}
-	}
+	events(t, h.DB, "order", "payment", nil, "refund", "order", "payment")
 	if r, err := h.TickErr(); err == nil || r.Rows != 0 || !strings.Contains(err.Error(), "route.sinks.payment: sink webhook") {
 		t.Fatalf("tick with the payment sink down: %+v %v", r, err)
 	}
@@ -194,19 +181,18 @@ func TestRouteByValue(t *testing.T) {
 // the column, the value, the row and the fix. Quarantined, the batch goes through but for those
 // rows, which a dead letter holds; the checkpoint passes them.
 func TestRouteUnroutable(t *testing.T) {
-	spec, err := Parse([]byte(routed("")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := spec.Poller("events")
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := parsed(t, "events", routed(""))
 	order, payment := newHook(t), newHook(t)
 	if err := pollertest.Setup(p, "ORDER_HOOK="+order.srv.URL, "PAYMENT_HOOK="+payment.srv.URL); err != nil {
 		t.Fatal(err)
 	}
-	dsn := events(t, "order", "refund", "payment", "order", nil)
+	dsn := filepath.Join(t.TempDir(), "events.db")
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	events(t, db, "order", "refund", "payment", "order", nil)
 	st := memstore.New(nil)
 	def := pollerdef.Of(p)
 	settings := appsettings.Settings{Driver: sqlite.Name, DSN: dsn, BatchSize: 10, LeaseTTL: lease.DefaultTTL, HeartbeatInterval: lease.DefaultTTL / 4,

@@ -91,23 +91,16 @@ func TestTablesRouted(t *testing.T) {
 	testenv.ExecFlushed(t, db, "CREATE TABLE "+lines+" (order_id bigint, line int, qty int NOT NULL, PRIMARY KEY (order_id, line))",
 		"ALTER PUBLICATION "+slot+" ADD TABLE "+lines)
 	t.Cleanup(func() { db.Exec("DROP TABLE IF EXISTS " + lines) })
-	spec, err := Parse([]byte(`{
+	p := parsed(t, "orders-cdc", `{
   "source": {
     "cursor": {"kind": "logical"},
     "tables": [
-      {"table": "` + orders + `", "columns": ["name"], "key": ["id"]},
-      {"table": "` + lines + `", "columns": ["qty"], "key": ["order_id", "line"], "sink": {"type": "webhook", "url": "%LINES_HOOK%", "concurrency": 1}}
+      {"table": "`+orders+`", "columns": ["name"], "key": ["id"]},
+      {"table": "`+lines+`", "columns": ["qty"], "key": ["order_id", "line"], "sink": {"type": "webhook", "url": "%LINES_HOOK%", "concurrency": 1}}
     ]
   },
   "sink": {"type": "webhook", "url": "%ORDERS_HOOK%", "concurrency": 1}
-}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := spec.Poller("orders-cdc")
-	if err != nil {
-		t.Fatal(err)
-	}
+}`)
 	oh, lh := newHook(t), newHook(t)
 	if err := pollertest.Setup(p, "ORDERS_HOOK="+oh.srv.URL, "LINES_HOOK="+lh.srv.URL); err != nil {
 		t.Fatal(err)
