@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -90,12 +91,11 @@ type router struct {
 	column  string
 	targets []target // in the order String and setup name them
 	byKey   map[string]*sink.Sink
-	def     *sink.Sink
+	def     target // the sink of the rows no target takes (def.sink nil: none)
 }
 
-// newRouter builds the router of targets (the last, when its key is "" and column is set, or
-// the poller's sink for a table router, is the default; def may be nil).
-func newRouter(column string, targets []target, def *sink.Sink) *router {
+// newRouter builds the router sending by column ("": by table) to targets, the other rows to def.
+func newRouter(column string, targets []target, def target) *router {
 	r := &router{column: column, targets: targets, byKey: make(map[string]*sink.Sink, len(targets)), def: def}
 	for _, t := range targets {
 		r.byKey[t.key] = t.sink
@@ -120,7 +120,7 @@ func tableRouter(s Spec, def *sink.Sink) (*router, error) {
 	if len(targets) == 0 {
 		return nil, nil
 	}
-	return newRouter("", targets, def), nil
+	return newRouter("", targets, target{path: "sink", sink: def}), nil
 }
 
 // valueRouter is the router of poller.json's route.
@@ -133,10 +133,10 @@ func valueRouter(r *Route) (*router, error) {
 		}
 		targets = append(targets, target{key: v, path: "route.sinks." + v, sink: s})
 	}
-	var def *sink.Sink
+	def := target{path: "route.default"}
 	if r.Default != nil {
 		var err error
-		if def, err = sink.New(*r.Default); err != nil {
+		if def.sink, err = sink.New(*r.Default); err != nil {
 			return nil, err
 		}
 	}
@@ -159,8 +159,8 @@ func (r *router) which(row poller.Row, outbox *poller.Outbox) (*sink.Sink, error
 			return s, nil
 		}
 	}
-	if r.def != nil {
-		return r.def, nil
+	if r.def.sink != nil {
+		return r.def.sink, nil
 	}
 	return nil, r.noRoute(row, outbox, key, ok)
 }
@@ -252,32 +252,28 @@ func (r *router) send(ctx context.Context, b *poller.Batch[poller.Row]) error {
 	return errors.Join(errs...)
 }
 
-// named prefixes err with the route of s ("route.sinks.order: ..."), for a router of values.
+// named prefixes err with the place of s in poller.json ("route.sinks.order: ...").
 func (r *router) named(s *sink.Sink, err error) error {
-	if err == nil || r.column == "" {
-		return err
+	if err == nil {
+		return nil
 	}
+	path := r.def.path
 	for _, t := range r.targets {
 		if t.sink == s {
-			return fmt.Errorf("%s: %w", t.path, err)
+			path = t.path
 		}
 	}
-	return fmt.Errorf("route.default: %w", err)
+	return fmt.Errorf("%s: %w", path, err)
 }
 
 // setup sets every sink up; an error names the sink's place in poller.json.
 func (r *router) setup(getenv func(string) string) error {
-	for _, t := range r.targets {
+	for _, t := range append(slices.Clone(r.targets), r.def) {
+		if t.sink == nil {
+			continue
+		}
 		if err := t.sink.Setup(getenv); err != nil {
 			return fmt.Errorf("%s: %w", t.path, err)
-		}
-	}
-	if r.def != nil {
-		if err := r.def.Setup(getenv); err != nil {
-			if r.column == "" {
-				return fmt.Errorf("sink: %w", err)
-			}
-			return fmt.Errorf("route.default: %w", err)
 		}
 	}
 	return nil
@@ -288,7 +284,7 @@ func (r *router) setup(getenv func(string) string) error {
 func (r *router) String() string {
 	var parts []string
 	if r.column == "" {
-		parts = append(parts, r.def.String())
+		parts = append(parts, r.def.sink.String())
 		for _, t := range r.targets {
 			parts = append(parts, t.key+" to "+t.sink.String())
 		}
@@ -301,8 +297,8 @@ func (r *router) String() string {
 		}
 		parts = append(parts, v+" to "+t.sink.String())
 	}
-	if r.def != nil {
-		parts = append(parts, "default to "+r.def.String())
+	if r.def.sink != nil {
+		parts = append(parts, "default to "+r.def.sink.String())
 	}
 	return "route " + r.column + ": " + strings.Join(parts, "; ")
 }
