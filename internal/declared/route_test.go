@@ -247,3 +247,22 @@ func TestRouteUnroutable(t *testing.T) {
 		t.Errorf("status after the quarantine: blocked %v, dead letters %+v", status.Blocked, status.DeadLetters)
 	}
 }
+
+// TestRouteNamed: a route's sink that cannot be set up is named by its path; in an outbox, a row
+// no sink takes is named by its event id too.
+func TestRouteNamed(t *testing.T) {
+	p := parsed(t, "events", routed(""))
+	if err := pollertest.Setup(p, "ORDER_HOOK=https://example.com/order"); err == nil || !strings.HasPrefix(err.Error(), "route.sinks.payment: ") {
+		t.Errorf("setup without PAYMENT_HOOK: %v", err)
+	}
+	outbox := strings.Replace(routed(""), `"route"`, `"outbox": {"id": "event_id", "aggregate_type": "aggregate_type", "aggregate_id": "aggregate_id", "payload": "body"}, "route"`, 1)
+	order, payment := newHook(t), newHook(t)
+	h := pollertest.New(t, parsed(t, "events", outbox), "ORDER_HOOK="+order.srv.URL, "PAYMENT_HOOK="+payment.srv.URL)
+	if _, err := h.DB.Exec(`CREATE TABLE events (id INTEGER PRIMARY KEY, event_id TEXT NOT NULL, aggregate_type TEXT, aggregate_id TEXT NOT NULL, body TEXT NOT NULL);
+		INSERT INTO events VALUES (1, 'e-1', 'order', 'o1', '{}'), (2, 'e-2', 'refund', 'r1', '{}')`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.TickErr(); !errors.Is(err, ErrNoRoute) || !strings.Contains(err.Error(), `is "refund" in the row with key {"id":2} of events (event id "e-2")`) {
+		t.Errorf("tick: %v", err)
+	}
+}
