@@ -40,10 +40,12 @@ const SchemaFile = "poller.schema.json"
 
 // Spec is poller.json.
 type Spec struct {
-	Schema    string      `json:"$schema,omitempty"`
-	Source    Source      `json:"source"`
-	BatchSize int         `json:"batch_size,omitempty"`
-	Sink      sink.Config `json:"sink"`
+	Schema    string `json:"$schema,omitempty"`
+	Source    Source `json:"source"`
+	BatchSize int    `json:"batch_size,omitempty"`
+	// Sink is where the changes go; Route instead sends each row to a sink by a column's value.
+	Sink  sink.Config `json:"sink,omitzero"`
+	Route *Route      `json:"route,omitempty"`
 	// Outbox makes the table an outbox of events (docs/outbox.md).
 	Outbox *Outbox `json:"outbox,omitempty"`
 	// Cleanup deletes delivered rows (keyset cursors).
@@ -203,7 +205,7 @@ func Parse(data []byte) (Spec, error) {
 		var se *json.SyntaxError
 		switch {
 		case errors.As(err, &te):
-			return Spec{}, fmt.Errorf("%s: a JSON %s where %s is expected", te.Field, te.Value, expected(te.Type))
+			return Spec{}, fmt.Errorf("%s: a JSON %s where %s is expected", sinkField(data, te.Field), te.Value, expected(te.Type))
 		case errors.As(err, &se):
 			line := bytes.Count(data[:min(int(se.Offset), len(data))], []byte("\n")) + 1
 			return Spec{}, fmt.Errorf("line %d: %v", line, err)
@@ -228,37 +230,52 @@ var objects = []struct {
 	{"source.cursor.", reflect.TypeFor[Cursor]()}, {"sink.", reflect.TypeFor[sink.Config]()},
 	{"source.tables[].", reflect.TypeFor[Table]()}, {"source.tables[].sink.", reflect.TypeFor[sink.Config]()},
 	{"outbox.", reflect.TypeFor[Outbox]()}, {"cleanup.", reflect.TypeFor[Cleanup]()},
+	{"route.", reflect.TypeFor[Route]()}, {"route.sinks{}.", reflect.TypeFor[sink.Config]()},
+	{"route.default.", reflect.TypeFor[sink.Config]()},
 }
 
-// unknownField names an unknown field by its path ("source.tabel") and the closest field that
-// object has ("did you mean table?").
+// unknownField names an unknown field by its path ("source.tabel", "source.tables[].colums",
+// "route.sinks.order.urll") and the closest field that object has ("did you mean table?").
 func unknownField(data []byte, name string) error {
+	type object struct {
+		path string // as the error names it: a list's items by [], a map's values by their key
+		m    map[string]any
+	}
 	var doc map[string]any
 	_ = json.Unmarshal(data, &doc)
 	for _, o := range objects {
-		objs := []map[string]any{doc}
+		objs := []object{{"", doc}}
 		for _, part := range strings.Split(strings.TrimSuffix(o.path, "."), ".") {
 			if part == "" {
 				break
 			}
-			var next []map[string]any
+			var next []object
 			for _, obj := range objs {
 				if list, ok := strings.CutSuffix(part, "[]"); ok { // a list of objects: each of them
-					items, _ := obj[list].([]any)
+					items, _ := obj.m[list].([]any)
 					for _, it := range items {
 						if m, ok := it.(map[string]any); ok {
-							next = append(next, m)
+							next = append(next, object{obj.path + part + ".", m})
 						}
 					}
-				} else if m, ok := obj[part].(map[string]any); ok {
-					next = append(next, m)
+				} else if values, ok := strings.CutSuffix(part, "{}"); ok { // a map of objects: each value
+					entries, _ := obj.m[values].(map[string]any)
+					for _, k := range sortedKeys(entries) {
+						if m, ok := entries[k].(map[string]any); ok {
+							next = append(next, object{obj.path + values + "." + k + ".", m})
+						}
+					}
+				} else if m, ok := obj.m[part].(map[string]any); ok {
+					next = append(next, object{obj.path + part + ".", m})
 				}
 			}
 			objs = next
 		}
-		if !slices.ContainsFunc(objs, func(obj map[string]any) bool { _, ok := obj[name]; return ok }) {
+		i := slices.IndexFunc(objs, func(obj object) bool { _, ok := obj.m[name]; return ok })
+		if i < 0 {
 			continue
 		}
+		at := objs[i].path
 		best, dist := "", 3 // suggest only a close name
 		for i := range o.t.NumField() {
 			f, _, _ := strings.Cut(o.t.Field(i).Tag.Get("json"), ",")
@@ -266,9 +283,9 @@ func unknownField(data []byte, name string) error {
 				best, dist = f, d
 			}
 		}
-		msg := fmt.Sprintf("%s%s is not a field of poller.json", o.path, name)
+		msg := fmt.Sprintf("%s%s is not a field of poller.json", at, name)
 		if best != "" {
-			msg += fmt.Sprintf(" (did you mean %s%s?)", o.path, best)
+			msg += fmt.Sprintf(" (did you mean %s%s?)", at, best)
 		}
 		return fmt.Errorf("%s; %s describes the fields", msg, SchemaFile)
 	}
@@ -333,12 +350,18 @@ func (s Spec) check() error {
 	if err := s.fieldError(drivers.CheckDefinition(def)); err != nil {
 		return err
 	}
-	if err := checkSink("", s.Sink); err != nil {
+	if s.Route != nil {
+		return s.checkRoute()
+	}
+	if !sinkSet(s.Sink) {
+		return field("sink", "required: where the changes go (or route, which sends each row to a sink by a column's value)")
+	}
+	if err := checkSink("sink", s.Sink); err != nil {
 		return err
 	}
 	for i, t := range src.Tables {
 		if t.Sink != nil {
-			if err := checkSink(fmt.Sprintf("source.tables[%d].", i), *t.Sink); err != nil {
+			if err := checkSink(fmt.Sprintf("source.tables[%d].sink", i), *t.Sink); err != nil {
 				return err
 			}
 		}
@@ -407,11 +430,11 @@ func (s Spec) tablePath(i int, field string) string {
 	return fmt.Sprintf("source.tables[%d].%s", i, field)
 }
 
-// checkSink checks a sink's definition; its errors name the field ("sink.url"), after at (the
-// object holding the sink, "source.tables[1].", or "" for the poller's).
+// checkSink checks a sink's definition; its errors name the field by its path, at being the
+// sink's own ("sink", "source.tables[1].sink", "route.sinks.order"): "route.sinks.order.url".
 func checkSink(at string, cfg sink.Config) error {
 	if _, err := sink.New(cfg); err != nil {
-		return errors.New(at + strings.TrimPrefix(err.Error(), sink.ErrConfig.Error()+": ")) // it names "sink.<field>"
+		return errors.New(at + "." + strings.TrimPrefix(err.Error(), sink.ErrConfig.Error()+": sink.")) // it names "sink.<field>"
 	}
 	return nil
 }
@@ -429,7 +452,8 @@ func withKey(columns, key []string, cursor string) []string {
 }
 
 // definition is the source definition the spec declares, as Poller builds it: each table's
-// columns with its key (and the first's with the cursor column) added where missing, source's
+// columns with its key (and the first's with the cursor column, the outbox's columns), then the
+// route's column, added where missing, source's
 // fields or source.tables' first entry as its table and the others as More.
 func (s Spec) definition() sourcedef.Definition {
 	src := s.Source
@@ -444,7 +468,7 @@ func (s Spec) definition() sourcedef.Definition {
 		}
 	}
 	for i, t := range s.tables() {
-		td := sourcedef.TableDef{Table: sourcedef.Table{Schema: t.Schema, Name: t.Table}, Columns: withKey(t.Columns, t.Key, ""), PK: t.Key, Filter: t.Filter}
+		td := sourcedef.TableDef{Table: sourcedef.Table{Schema: t.Schema, Name: t.Table}, Columns: withKey(withKey(t.Columns, t.Key, ""), s.Route.columns(), ""), PK: t.Key, Filter: t.Filter}
 		if i > 0 {
 			d.More = append(d.More, td)
 			continue
@@ -453,32 +477,18 @@ func (s Spec) definition() sourcedef.Definition {
 		if d.Outbox != nil && !d.ReadsAllColumns() {
 			d.Columns = withKey(d.Columns, d.Outbox.Columns(), "")
 		}
+		d.Columns = withKey(d.Columns, s.Route.columns(), "")
 	}
 	return d
 }
 
 // Poller builds the poller the spec declares (definition), named name.
 func (s Spec) Poller(name string) (p *poller.Poller, err error) {
-	snk, err := sink.New(s.Sink)
+	handle, setup, target, err := s.handler()
 	if err != nil {
 		return nil, err
 	}
 	def := s.definition()
-	var routes []route
-	for _, t := range s.Source.Tables {
-		if t.Sink != nil {
-			ts, err := sink.New(*t.Sink)
-			if err != nil {
-				return nil, err
-			}
-			routes = append(routes, route{table: t.name(), sink: ts})
-		}
-	}
-	handle, setup, target := sink.Handler[poller.Row](snk), snk.Setup, snk.String
-	if len(routes) > 0 {
-		r := &router{def: snk, routes: routes}
-		handle, setup, target = r.send, r.setup, r.String
-	}
 	opts := []poller.Option{
 		poller.WithColumns(def.Columns...), poller.WithKey(def.PK...),
 		poller.WithSetup(setup), poller.WithTarget(target),
@@ -525,66 +535,25 @@ func (s Spec) Poller(name string) (p *poller.Poller, err error) {
 	return poller.New(name, def.Table.Name, poller.CursorKind(def.Cursor.Kind), handle, opts...), nil
 }
 
-// route sends a table's changes to a sink of its own (source.tables[].sink).
-type route struct {
-	table string // as its rows name it
-	sink  *sink.Sink
-}
-
-// router sends each row of a batch to its table's sink, or to def: a sink's rows in the batch's
-// order, one sink after another, every sink's confirmed before the batch counts as delivered.
-type router struct {
-	def    *sink.Sink
-	routes []route
-}
-
-func (r *router) sinkOf(table string) *sink.Sink {
-	for _, rt := range r.routes {
-		if rt.table == table {
-			return rt.sink
+// handler is what the poller's batches go to, with its setup and target: its sink, or a router
+// sending each row to its own sink (route, or source.tables' sinks).
+func (s Spec) handler() (handle func(context.Context, *poller.Batch[poller.Row]) error, setup func(func(string) string) error, target func() string, err error) {
+	var r *router
+	if s.Route != nil {
+		if r, err = valueRouter(s.Route); err != nil {
+			return nil, nil, nil, err
 		}
+		return r.send, r.setup, r.String, nil
 	}
-	return r.def
-}
-
-func (r *router) send(ctx context.Context, b *poller.Batch[poller.Row]) error {
-	var order []*sink.Sink
-	parts := map[*sink.Sink][]poller.Row{}
-	for _, row := range b.Raw {
-		s := r.sinkOf(row.Table())
-		if _, ok := parts[s]; !ok {
-			order = append(order, s)
-		}
-		parts[s] = append(parts[s], row)
+	snk, err := sink.New(s.Sink)
+	if err != nil {
+		return nil, nil, nil, err
 	}
-	for _, s := range order {
-		rows := parts[s]
-		if err := s.Send(ctx, &poller.Batch[poller.Row]{Poller: b.Poller, ID: b.ID, FencingToken: b.FencingToken, Attempt: b.Attempt,
-			From: b.From, To: b.To, Tables: b.Tables, Rows: rows, Raw: rows}); err != nil {
-			return err
-		}
+	if r, err = tableRouter(s, snk); err != nil {
+		return nil, nil, nil, err
 	}
-	return nil
-}
-
-// setup sets every sink up.
-func (r *router) setup(getenv func(string) string) error {
-	if err := r.def.Setup(getenv); err != nil {
-		return err
+	if r == nil { // one sink: no router on the rows' path
+		return sink.Handler[poller.Row](snk), snk.Setup, snk.String, nil
 	}
-	for _, rt := range r.routes {
-		if err := rt.sink.Setup(getenv); err != nil {
-			return fmt.Errorf("table %s: %w", rt.table, err)
-		}
-	}
-	return nil
-}
-
-// String names the poller's sink and each table's own.
-func (r *router) String() string {
-	out := r.def.String()
-	for _, rt := range r.routes {
-		out += "; " + rt.table + " to " + rt.sink.String()
-	}
-	return out
+	return r.send, r.setup, r.String, nil
 }

@@ -216,8 +216,8 @@ func TestDeclaredPollerDelivers(t *testing.T) {
 	}
 }
 
-// TestSchemaMatchesSpec: poller.schema.json names exactly the fields Spec, Source, Cursor and
-// sink.Config decode, and the same enums: the sink types, state.Kinds, and as the kinds that take
+// TestSchemaMatchesSpec: poller.schema.json names exactly the fields Spec, Source, Cursor, Route
+// and sink.Config decode (route's sinks being sinks), and the same enums: the sink types, state.Kinds, and as the kinds that take
 // no cursor column those of state.ChangeKind.
 func TestSchemaMatchesSpec(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join("../..", SchemaFile))
@@ -285,6 +285,7 @@ func TestSchemaMatchesSpec(t *testing.T) {
 		{"source.cursor", keys(props(src["cursor"], "source.cursor")), fields(Cursor{})},
 		{"source.tables[]", keys(props(items(src["tables"]), "source.tables[]")), fields(Table{})},
 		{"sink", keys(snk), fields(sink.Config{})},
+		{"route", keys(props(top["route"], "route")), fields(Route{})},
 		{"sink.type", enum(snk["type"]), sorted(sink.Types)},
 		{"source.cursor.kind", enum(props(src["cursor"], "")["kind"]), sorted(state.Kinds)},
 		{"source.cursor's change kinds (if)", enum(props(ifKind(src["cursor"]), "source.cursor.if")["kind"]), sorted(slices.DeleteFunc(slices.Clone(state.Kinds), func(k string) bool { return !state.ChangeKind(k) }))},
@@ -292,6 +293,22 @@ func TestSchemaMatchesSpec(t *testing.T) {
 		if !slices.Equal(c.schema, c.code) {
 			t.Errorf("%s: the schema has %v, the code %v", c.path, c.schema, c.code)
 		}
+	}
+	// route's sinks and default are sinks as the poller's is.
+	var route struct {
+		Properties struct {
+			Sinks struct {
+				Values struct {
+					Ref string `json:"$ref"`
+				} `json:"additionalProperties"`
+			} `json:"sinks"`
+			Default struct {
+				Ref string `json:"$ref"`
+			} `json:"default"`
+		} `json:"properties"`
+	}
+	if err := json.Unmarshal(top["route"], &route); err != nil || route.Properties.Sinks.Values.Ref != "#/properties/sink" || route.Properties.Default.Ref != "#/properties/sink" {
+		t.Errorf("route.sinks' values and route.default are not the sink's schema: %+v (%v)", route, err)
 	}
 	// The example names the schema, so that editors validate it.
 	ex, err := os.ReadFile("../../orders-queue/poller.json")

@@ -24,22 +24,38 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/sink"
 )
 
-// hook is a webhook receiver that keeps each message's table, op, key and transaction index, and
-// fails while fail is set.
+// hook is a webhook receiver that keeps each message's table, op, key and transaction index (and
+// id), and fails while fail is set. Its first request closes arrived; with await set, each
+// request waits for await to close (at most 10s: then the test fails) before answering.
 type hook struct {
-	mu   sync.Mutex
-	got  []string
-	fail bool
-	srv  *httptest.Server
+	mu      sync.Mutex
+	got     []string
+	ids     []string
+	fail    bool
+	srv     *httptest.Server
+	arrived chan struct{}
+	await   chan struct{}
 }
 
 func newHook(t *testing.T) *hook {
-	h := &hook{}
+	h := &hook{arrived: make(chan struct{})}
+	var first sync.Once
 	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		var c sink.Change
 		if err := json.Unmarshal(body, &c); err != nil {
 			t.Errorf("body %s: %v", body, err)
+		}
+		first.Do(func() { close(h.arrived) })
+		h.mu.Lock()
+		await := h.await
+		h.mu.Unlock()
+		if await != nil {
+			select {
+			case <-await:
+			case <-time.After(10 * time.Second):
+				t.Errorf("%s: still waiting for another sink's request after 10s", h.srv.URL)
+			}
 		}
 		h.mu.Lock()
 		defer h.mu.Unlock()
@@ -48,7 +64,12 @@ func newHook(t *testing.T) *hook {
 			return
 		}
 		k, _ := json.Marshal(c.Key)
-		h.got = append(h.got, fmt.Sprintf("%s %s %s #%d", c.Table, c.Op, k, c.Tx.Index))
+		var index int
+		if c.Tx != nil { // a change stream's
+			index = c.Tx.Index
+		}
+		h.got = append(h.got, fmt.Sprintf("%s %s %s #%d", c.Table, c.Op, k, index))
+		h.ids = append(h.ids, c.ID)
 	}))
 	t.Cleanup(h.srv.Close)
 	return h
@@ -70,23 +91,16 @@ func TestTablesRouted(t *testing.T) {
 	testenv.ExecFlushed(t, db, "CREATE TABLE "+lines+" (order_id bigint, line int, qty int NOT NULL, PRIMARY KEY (order_id, line))",
 		"ALTER PUBLICATION "+slot+" ADD TABLE "+lines)
 	t.Cleanup(func() { db.Exec("DROP TABLE IF EXISTS " + lines) })
-	spec, err := Parse([]byte(`{
+	p := parsed(t, "orders-cdc", `{
   "source": {
     "cursor": {"kind": "logical"},
     "tables": [
-      {"table": "` + orders + `", "columns": ["name"], "key": ["id"]},
-      {"table": "` + lines + `", "columns": ["qty"], "key": ["order_id", "line"], "sink": {"type": "webhook", "url": "%LINES_HOOK%", "concurrency": 1}}
+      {"table": "`+orders+`", "columns": ["name"], "key": ["id"]},
+      {"table": "`+lines+`", "columns": ["qty"], "key": ["order_id", "line"], "sink": {"type": "webhook", "url": "%LINES_HOOK%", "concurrency": 1}}
     ]
   },
   "sink": {"type": "webhook", "url": "%ORDERS_HOOK%", "concurrency": 1}
-}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := spec.Poller("orders-cdc")
-	if err != nil {
-		t.Fatal(err)
-	}
+}`)
 	oh, lh := newHook(t), newHook(t)
 	if err := pollertest.Setup(p, "ORDERS_HOOK="+oh.srv.URL, "LINES_HOOK="+lh.srv.URL); err != nil {
 		t.Fatal(err)
