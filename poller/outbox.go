@@ -73,11 +73,24 @@ func WithCleanup(c Cleanup) Option {
 	}
 }
 
-// outboxOf is the poller's outbox as its batches show it (nil: not an outbox).
+// outboxOf is the poller's outbox as its batches show it (nil: not an outbox). A messages
+// outbox's rows hold the event in the columns sourcedef.MessageColumns names, whatever fields of
+// the payload the outbox names: its batches name those columns, so that a sink reads them as
+// it reads a table's (Type and Headers only when the outbox names those fields).
 func outboxOf(d *sourcedef.Outbox) *Outbox {
 	if d == nil {
 		return nil
 	}
 	o := Outbox(*d)
+	if o.Messages != "" {
+		c := sourcedef.MessageColumns
+		o.ID, o.AggregateType, o.AggregateID, o.Payload = c[0], c[1], c[2], c[3]
+		if o.Type != "" {
+			o.Type = c[4]
+		}
+		if o.Headers != "" {
+			o.Headers = c[5]
+		}
+	}
 	return &o
 }
