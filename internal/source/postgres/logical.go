@@ -249,7 +249,7 @@ func (l *logical) Check(ctx context.Context) error {
 		if j, ok := rels[oid]; ok {
 			return fmt.Errorf("source: poller %q: %w: tables %s and %s are the same table: name it once", l.poller, sourcedef.ErrDefinition, l.tabs[j].def.Table, t.def.Table)
 		}
-		rels[oid], l.messages = i, version >= 140000
+		rels[oid], l.messages = i, version >= pgcdc.MessagesSince
 	}
 	l.rels, l.layoutAt = rels, at
 	return nil
@@ -393,8 +393,8 @@ WHERE r.rolname = current_user`
 	if err != nil {
 		return l.lay.Errorf("checking the logical decoding set-up: %v", err)
 	}
-	if version < 140000 {
-		return l.fail("the server is PostgreSQL %d.%d; its pgoutput sends logical decoding messages (pg_logical_emit_message) from PostgreSQL 14: upgrade the server, or write the events into an outbox table", version/10000, version%10000)
+	if old := pgcdc.MessagesTooOld(version); old != "" {
+		return l.fail("%s", old)
 	}
 	if err := l.checkServer(st); err != nil {
 		return err
