@@ -29,9 +29,12 @@ type Outbox struct {
 	// ContentType is the payload's media type ("": JSON for a JSON column, else text). A JSON
 	// type makes a payload that is not valid JSON fail its batch, naming the event.
 	ContentType string
-	// Messages, for a Logical poller, reads PostgreSQL's transactional messages written with
-	// pg_logical_emit_message(true, Messages, payload) instead of rows: the other fields then
-	// name fields of the payload's JSON object (ID "": the message's WAL position).
+	// Messages, for a Logical poller of no table (New's table ""), reads PostgreSQL's (14+)
+	// transactional messages written with pg_logical_emit_message(true, Messages, payload)
+	// instead of rows: ID, AggregateType, AggregateID, Type and Headers then name fields of the
+	// payload's JSON object (ID "": the message's WAL position), Payload is left "". Its rows
+	// have the columns id, aggregate_type, aggregate_id, payload, type and headers, keyed by id,
+	// and its batches' Outbox names them.
 	Messages string
 }
 

@@ -46,6 +46,17 @@ func messagesOutbox(t *testing.T) (*sql.DB, string, source.Config) {
 	}}
 }
 
+// openEvents opens the source of cfg, closed when the test ends.
+func openEvents(t *testing.T, cfg source.Config) *source.Source {
+	t.Helper()
+	src, err := drivers.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { src.Close() })
+	return src
+}
+
 // emit is a statement writing a transactional message of prefix with the event's payload.
 func emit(prefix string, event int, agg string) string {
 	return fmt.Sprintf(`SELECT pg_logical_emit_message(true, '%s', '{"event_id": "e%d", "agg": "order", "agg_id": "%s", "kind": "created", "meta": {"trace": "t%d"}, "n": %d}')`,
@@ -118,11 +129,7 @@ func ids(evs []event) string {
 func TestMessagesOutbox(t *testing.T) {
 	db, prefix, cfg := messagesOutbox(t)
 	ctx := context.Background()
-	src, err := drivers.Open(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
+	src := openEvents(t, cfg)
 
 	exec(t, db, emit(prefix, 1, "a"), emit(prefix, 2, "b"))
 	// Transaction B begins (writes) first and commits second: commit order is A's events first.
@@ -165,12 +172,7 @@ func TestMessagesOutbox(t *testing.T) {
 	}
 	// What the status probe counts: another process's source, its peek the slot's lag.
 	exec(t, db, emit(prefix, 7, "a"), emit(prefix, 8, "a"))
-	probe, err := drivers.Open(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer probe.Close()
-	if n, err := probe.Waiting(ctx, last, 100); err != nil || n != 2 {
+	if n, err := openEvents(t, cfg).Waiting(ctx, last, 100); err != nil || n != 2 {
 		t.Errorf("waiting: %d, %v; want 2", n, err)
 	}
 }
@@ -183,14 +185,7 @@ func TestMessagesOutboxResume(t *testing.T) {
 	db, prefix, cfg := messagesOutbox(t)
 	cfg.Definition.Outbox.ID = ""
 	ctx := context.Background()
-	open := func() *source.Source {
-		src, err := drivers.Open(ctx, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { src.Close() })
-		return src
-	}
+	open := func() *source.Source { return openEvents(t, cfg) }
 	for i := range 5 {
 		exec(t, db, emit(prefix, 2*i, "a"), emit(prefix, 2*i+1, "b"))
 	}
@@ -234,11 +229,7 @@ func TestMessagesOutboxBadPayload(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			db, prefix, cfg := messagesOutbox(t)
 			ctx := context.Background()
-			src, err := drivers.Open(ctx, cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer src.Close()
+			src := openEvents(t, cfg)
 			var lsn string
 			exec(t, db, emit(prefix, 1, "a"))
 			tx, _ := db.Begin()
