@@ -29,9 +29,12 @@ type Outbox struct {
 	// ContentType is the payload's media type ("": JSON for a JSON column, else text). A JSON
 	// type makes a payload that is not valid JSON fail its batch, naming the event.
 	ContentType string
-	// Messages, for a Logical poller, reads PostgreSQL's transactional messages written with
-	// pg_logical_emit_message(true, Messages, payload) instead of rows: the other fields then
-	// name fields of the payload's JSON object (ID "": the message's WAL position).
+	// Messages, for a Logical poller of no table (New's table ""), reads PostgreSQL's (14+)
+	// transactional messages written with pg_logical_emit_message(true, Messages, payload)
+	// instead of rows: ID, AggregateType, AggregateID, Type and Headers then name fields of the
+	// payload's JSON object (ID "": the message's WAL position), Payload is left "". Its rows
+	// have the columns id, aggregate_type, aggregate_id, payload, type and headers, keyed by id,
+	// and its batches' Outbox names them.
 	Messages string
 }
 
@@ -73,11 +76,24 @@ func WithCleanup(c Cleanup) Option {
 	}
 }
 
-// outboxOf is the poller's outbox as its batches show it (nil: not an outbox).
+// outboxOf is the poller's outbox as its batches show it (nil: not an outbox). A messages
+// outbox's rows hold the event in the columns sourcedef.MessageColumns names, whatever fields of
+// the payload the outbox names: its batches name those columns, so that a sink reads them as
+// it reads a table's (Type and Headers only when the outbox names those fields).
 func outboxOf(d *sourcedef.Outbox) *Outbox {
 	if d == nil {
 		return nil
 	}
 	o := Outbox(*d)
+	if o.Messages != "" {
+		c := sourcedef.MessageColumns
+		o.ID, o.AggregateType, o.AggregateID, o.Payload = c[0], c[1], c[2], c[3]
+		if o.Type != "" {
+			o.Type = c[4]
+		}
+		if o.Headers != "" {
+			o.Headers = c[5]
+		}
+	}
 	return &o
 }

@@ -196,6 +196,10 @@ func (s *Source) SetupProblems(ctx context.Context) (found []setup.Finding, chec
 // checkSetup runs the driver's checks, with the portable ones at their place: for each of the
 // poller's tables, each finding's detail then naming its table.
 func checkSetup(ctx context.Context, sc driver.Driver, db *sql.DB, d sourcedef.Definition) ([]setup.Finding, error) {
+	if d.ReadsMessages() { // no table: what it reads is the change stream's set-up (Setup.cdc)
+		return []setup.Finding{{Check: setup.CheckTable, Verdict: setup.VerdictOK,
+			Detail: fmt.Sprintf("none: a messages outbox reads the transactional messages of prefix %q (pg_logical_emit_message(true, %s, payload)) from the replication slot", d.Outbox.Messages, quoteLiteral(d.Outbox.Messages))}}, nil
+	}
 	if len(d.More) == 0 {
 		return checkTable(ctx, sc, db, d)
 	}
@@ -318,3 +322,6 @@ func keyFinding(ctx context.Context, drv driver.Driver, db *sql.DB, d sourcedef.
 		n, strings.Join(shown, " "), strings.Join(d.PK, ", "), create)
 	return f, nil
 }
+
+// quoteLiteral is s as an SQL string literal.
+func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }

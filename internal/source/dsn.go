@@ -11,11 +11,19 @@ import (
 
 // Identify is the canonical form of the source that a state document records beside its
 // fingerprint (state.SourceDef): driver, server, database, schema, table, cursor kind and column,
-// key, filter, slot (logical cursors) and the columns read. Never a password or token.
+// key, filter, slot (logical cursors), the columns read, and the prefix of a messages outbox. Never a password or token.
 func Identify(driverName string, loc driver.Location, d sourcedef.Definition) state.SourceDef {
 	return state.SourceDef{Driver: driverName, Server: loc.Server, Database: loc.Database, Schema: d.Table.Schema, Table: d.Table.Name,
 		CursorKind: d.Cursor.Kind, CursorColumn: d.Cursor.Column, Key: slices.Clone(d.PK), Filter: strings.TrimSpace(d.Filter),
-		Slot: d.Slot, Columns: d.Selected(), Tables: moreTables(d)}
+		Slot: d.Slot, Columns: d.Selected(), Tables: moreTables(d), Messages: messagesOf(d)}
+}
+
+// messagesOf is the prefix of the messages d reads ("" for a table).
+func messagesOf(d sourcedef.Definition) string {
+	if !d.ReadsMessages() {
+		return ""
+	}
+	return d.Outbox.Messages
 }
 
 // moreTables are d's more tables as a state document records them.

@@ -116,7 +116,7 @@ func Open(ctx context.Context, ds driver.Drivers, cfg Config) (*Source, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := cfg.Definition
+	d := cfg.Definition.Resolved()
 	s := &Source{
 		poller:      cfg.Poller,
 		dl:          c.dl,
@@ -306,6 +306,9 @@ func columnTypes(ctx context.Context, db *sql.DB, dl driver.Driver, t sourcedef.
 // check reads the column types with a query that returns no rows, names what is missing, checks
 // the cursor and key types, and that no cursor or key value is NULL.
 func (s *Source) check(ctx context.Context) error {
+	if s.def.ReadsMessages() {
+		return s.checkMessages(ctx)
+	}
 	table := driver.QuoteTable(s.dl, s.def.Table)
 	cols := s.def.Selected()
 	// Name what is missing from the table's own column list (SQLite would read a double-quoted
@@ -358,6 +361,24 @@ func (s *Source) check(ctx context.Context) error {
 		return err
 	}
 	return s.CheckStamps(ctx)
+}
+
+// messageTypes are the database types of a messages outbox's columns (sourcedef.MessageColumns),
+// as PostgreSQL's driver classes them (the one database whose logical cursor reads messages):
+// text, but the payload and the headers, which are JSON.
+var messageTypes = []string{"TEXT", "TEXT", "TEXT", "JSONB", "TEXT", "JSONB"}
+
+// checkMessages lays out a messages outbox (sourcedef.Definition.ReadsMessages): no table to
+// read, its columns fixed; then the change stream checks its set-up.
+func (s *Source) checkMessages(ctx context.Context) error {
+	if err := s.lay(messageTypes); err != nil {
+		return err
+	}
+	r, ok := s.reader.(streamReader)
+	if !ok {
+		return fmt.Errorf("source: poller %q, %s: a messages outbox is read by a change stream, not a %s cursor", s.poller, s.label, s.def.Cursor.Kind)
+	}
+	return r.Check(ctx)
 }
 
 // lay lays the source out from its columns' database types (DatabaseTypeName, SQLite: as
@@ -427,6 +448,7 @@ func (s *Source) lay(types []string) error {
 // test's stand-in for the server, which sees the SQL and the arguments the driver sends);
 // Close closes that pool.
 func Offline(drv driver.Driver, cfg Config, types map[string]string) (*Source, driver.Layout, error) {
+	cfg.Definition = cfg.Definition.Resolved()
 	if _, err := validate(cfg.Definition, cfg.Poller, driver.Drivers{drv}, cfg.Driver); err != nil {
 		return nil, nil, err
 	}

@@ -31,6 +31,9 @@ type SourceDef struct {
 	// Tables are the tables a change-stream cursor reads besides Table (one stream); none for a
 	// poller of one table.
 	Tables []SourceTable `json:"tables,omitempty"`
+	// Messages is the prefix of the logical decoding messages a messages outbox reads instead of
+	// a table (another prefix is other events); "" for a table.
+	Messages string `json:"messages,omitempty"`
 }
 
 // SourceTable is one more table of a SourceDef: where it is, its key and filter, and (not
@@ -94,8 +97,9 @@ func (s SourceDef) Fingerprint() string {
 		Key      []string  `json:"key"`
 		Filter   string    `json:"filter"`
 		Slot     string    `json:"slot,omitempty"`
-		Tables   []tableFP `json:"tables,omitempty"` // absent for one table: its fingerprint is as before
-	}{2, s.Driver, s.Server, s.Database, s.Schema, s.Table, s.CursorKind, s.CursorColumn, s.Key, s.Filter, s.Slot, s.tablesFP()})
+		Tables   []tableFP `json:"tables,omitempty"`   // absent for one table: its fingerprint is as before
+		Messages string    `json:"messages,omitempty"` // absent for a table: its fingerprint is as before
+	}{2, s.Driver, s.Server, s.Database, s.Schema, s.Table, s.CursorKind, s.CursorColumn, s.Key, s.Filter, s.Slot, s.tablesFP(), s.Messages})
 }
 
 // tableFP is what the fingerprint covers of a more table: all but its payload columns.
@@ -185,6 +189,7 @@ func (s SourceDef) Diff(to SourceDef) []Change {
 	add("cursor_kind", s.CursorKind, to.CursorKind, false, "the saved cursor is of the old kind: its value means nothing to the new one")
 	add("cursor_column", s.CursorColumn, to.CursorColumn, false, "the saved cursor is a value of the old cursor column: it means nothing in the new one")
 	add("slot", s.Slot, to.Slot, false, "another slot is another change stream: a position in one means nothing in the other")
+	add("messages", s.Messages, to.Messages, true, "the saved position is in the same stream: it keeps its place, and the events from there on are the messages of the new prefix")
 	if !slices.Equal(s.Key, to.Key) {
 		if slices.Equal(s.cursorColumns(), to.cursorColumns()) {
 			add("key", strings.Join(s.Key, ","), strings.Join(to.Key, ","), true,

@@ -91,6 +91,9 @@ type logical struct {
 	// keep-up uses; keepUp is the distance behind the WAL's end that makes an idle fetch write one.
 	messages bool
 	keepUp   int64
+	// events, for a messages outbox (sourcedef.Definition.ReadsMessages), decode its rows'
+	// columns (sourcedef.MessageColumns); nil for a table's poller.
+	events []func([]byte) (any, error)
 
 	peekMu sync.Mutex // one peek at a time: the slot serves one reader, and the cache's decoder is reused
 	mu     sync.Mutex
@@ -181,6 +184,9 @@ func newLogical(lay driver.Layout) *logical {
 	for _, tl := range lay.Tables() {
 		l.tabs = append(l.tabs, &ltable{lay: tl, def: tl.Definition(), table: tl.Table()})
 	}
+	if d.ReadsMessages() {
+		l.events = eventDecoders(l.types, &l.typesMu)
+	}
 	return l
 }
 
@@ -226,7 +232,16 @@ func (l *logical) Check(ctx context.Context) error {
 		return l.lay.Errorf("reading the WAL position %q: %v", walAt, err)
 	}
 	rels := map[uint32]int{}
+	if l.def.ReadsMessages() {
+		if err := l.checkMessages(ctx); err != nil {
+			return err
+		}
+		l.messages = true
+	}
 	for i, t := range l.tabs {
+		if l.def.ReadsMessages() {
+			break // no table: checkMessages
+		}
 		oid, version, err := l.checkTable(ctx, t)
 		if err != nil {
 			return err
@@ -234,7 +249,7 @@ func (l *logical) Check(ctx context.Context) error {
 		if j, ok := rels[oid]; ok {
 			return fmt.Errorf("source: poller %q: %w: tables %s and %s are the same table: name it once", l.poller, sourcedef.ErrDefinition, l.tabs[j].def.Table, t.def.Table)
 		}
-		rels[oid], l.messages = i, version >= 140000
+		rels[oid], l.messages = i, version >= pgcdc.MessagesSince
 	}
 	l.rels, l.layoutAt = rels, at
 	return nil
@@ -270,22 +285,17 @@ WHERE r.rolname = current_user`
 		return 0, 0, t.lay.Errorf("checking the logical decoding set-up: %v", err)
 	}
 	fail := func(format string, args ...any) (uint32, int, error) { return 0, 0, t.fail(format, args...) }
-	enable := fmt.Sprintf("run `pollerctl cdc enable %s --yes`, which creates the publication and the slot", l.poller)
-	switch {
-	case walLevel != "logical":
-		return 0, 0, l.fail("the server's wal_level is %q; logical decoding needs wal_level = logical (ALTER SYSTEM SET wal_level = logical, then restart the server; on Azure Database for PostgreSQL Flexible Server set the server parameter wal_level to LOGICAL and restart)", walLevel)
-	case !replication:
-		return 0, 0, l.fail("the role %q has neither REPLICATION nor SUPERUSER, and reading a replication slot needs one: ALTER ROLE %s WITH REPLICATION (as a superuser or, on Azure, the server's admin)", user, Driver{}.Quote(user))
-	case !relid.Valid:
+	st := streamSetup{walLevel: walLevel, user: user, replication: replication, slotExists: slotExists, plugin: plugin, slotType: slotType, slotHere: slotHere, pubExists: pubExists}
+	if err := l.checkServer(st); err != nil {
+		return 0, 0, err
+	}
+	if !relid.Valid {
 		return 0, 0, t.lay.SchemaErr("", "the table does not exist")
-	case !slotExists:
-		return 0, 0, l.fail("replication slot %q does not exist: %s", l.slot, enable)
-	case slotType != "logical" || plugin != "pgoutput":
-		return 0, 0, l.fail("replication slot %q is a %s slot with plugin %q, not a logical slot with pgoutput: drop it or set {P}_CDC_SLOT to another name, then %s", l.slot, slotType, plugin, enable)
-	case !slotHere:
-		return 0, 0, l.fail("replication slot %q belongs to another database: set {P}_CDC_SLOT to another name, then %s", l.slot, enable)
-	case !pubExists:
-		return 0, 0, l.fail("publication %q does not exist: %s", l.pub, enable)
+	}
+	if err := l.checkSlot(st); err != nil {
+		return 0, 0, err
+	}
+	switch {
 	case !pubHas:
 		return fail("publication %q does not include the table: run `pollerctl cdc enable %s --yes`, which adds it (ALTER PUBLICATION %s ADD TABLE %s)", l.pub, l.poller, l.pub, t.table)
 	case !pubAll:
@@ -328,6 +338,68 @@ WHERE r.rolname = current_user`
 		return 0, 0, err
 	}
 	return uint32(relid.Int64), version, nil
+}
+
+// streamSetup is what a logical cursor's stream needs of the server, the role, the slot and the
+// publication, as Check read it.
+type streamSetup struct {
+	walLevel, user, plugin, slotType             string
+	replication, slotExists, slotHere, pubExists bool
+}
+
+// checkServer checks the server's wal_level and the role's REPLICATION.
+func (l *logical) checkServer(st streamSetup) error {
+	switch {
+	case st.walLevel != "logical":
+		return l.fail("the server's wal_level is %q; logical decoding needs wal_level = logical (ALTER SYSTEM SET wal_level = logical, then restart the server; on Azure Database for PostgreSQL Flexible Server set the server parameter wal_level to LOGICAL and restart)", st.walLevel)
+	case !st.replication:
+		return l.fail("the role %q has neither REPLICATION nor SUPERUSER, and reading a replication slot needs one: ALTER ROLE %s WITH REPLICATION (as a superuser or, on Azure, the server's admin)", st.user, Driver{}.Quote(st.user))
+	}
+	return nil
+}
+
+// checkSlot checks that the slot is a pgoutput slot of the database and that the publication
+// exists.
+func (l *logical) checkSlot(st streamSetup) error {
+	enable := fmt.Sprintf("run `pollerctl cdc enable %s --yes`, which creates the publication and the slot", l.poller)
+	switch {
+	case !st.slotExists:
+		return l.fail("replication slot %q does not exist: %s", l.slot, enable)
+	case st.slotType != "logical" || st.plugin != "pgoutput":
+		return l.fail("replication slot %q is a %s slot with plugin %q, not a logical slot with pgoutput: drop it or set {P}_CDC_SLOT to another name, then %s", l.slot, st.slotType, st.plugin, enable)
+	case !st.slotHere:
+		return l.fail("replication slot %q belongs to another database: set {P}_CDC_SLOT to another name, then %s", l.slot, enable)
+	case !st.pubExists:
+		return l.fail("publication %q does not exist: %s", l.pub, enable)
+	}
+	return nil
+}
+
+// checkMessages checks the stream of a messages outbox (sourcedef.Definition.ReadsMessages): the
+// server, the role and the slot as for a table, any publication of that name (pgoutput needs one
+// to decode, and sends the messages whatever it publishes), and PostgreSQL 14 or later, whose
+// pgoutput sends logical decoding messages (its option messages).
+func (l *logical) checkMessages(ctx context.Context) error {
+	const q = `SELECT current_setting('wal_level'), current_setting('server_version_num')::int, current_user::text, r.rolsuper OR r.rolreplication,
+  s.slot_name IS NOT NULL, COALESCE(s.plugin, ''), COALESCE(s.slot_type, ''), COALESCE(s.database = current_database(), false),
+  EXISTS (SELECT 1 FROM pg_publication p WHERE p.pubname = $2)
+FROM pg_roles r
+LEFT JOIN pg_replication_slots s ON s.slot_name = $1
+WHERE r.rolname = current_user`
+	var st streamSetup
+	var version int
+	err := l.lay.DB().QueryRowContext(ctx, q, l.slot, l.pub).Scan(&st.walLevel, &version, &st.user, &st.replication,
+		&st.slotExists, &st.plugin, &st.slotType, &st.slotHere, &st.pubExists)
+	if err != nil {
+		return l.lay.Errorf("checking the logical decoding set-up: %v", err)
+	}
+	if old := pgcdc.MessagesTooOld(version); old != "" {
+		return l.fail("%s", old)
+	}
+	if err := l.checkServer(st); err != nil {
+		return err
+	}
+	return l.checkSlot(st)
 }
 
 // checkFilter compares how the publication publishes the table with the poller's filter and

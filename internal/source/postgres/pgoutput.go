@@ -160,8 +160,12 @@ func (d *decoder) message(data []byte) error {
 			d.tx.skip = true
 		}
 	case *pglogrepl.LogicalDecodingMessage:
-		if m.Transactional && m.Prefix == keepUpPrefix && d.tx != nil {
+		switch {
+		case !m.Transactional || d.tx == nil: // written outside a transaction: no place in commit order
+		case m.Prefix == keepUpPrefix:
 			d.tx.keepUp = true
+		case d.l.events != nil && m.Prefix == d.l.def.Outbox.Messages && !d.tx.skip:
+			return d.event(m)
 		}
 	}
 	return nil

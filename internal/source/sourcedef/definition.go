@@ -182,8 +182,12 @@ func (d Definition) Selected() []string {
 	return cols
 }
 
-// Label names the poller's table ("table T"), or its tables ("tables T, U").
+// Label names the poller's table ("table T"), or its tables ("tables T, U"), or a messages
+// outbox's prefix ("messages of prefix "P"").
 func (d Definition) Label() string {
+	if d.ReadsMessages() {
+		return fmt.Sprintf("messages of prefix %q", d.Outbox.Messages)
+	}
 	if len(d.More) == 0 {
 		return "table " + d.Table.String()
 	}

@@ -3,6 +3,7 @@ package sourcedef
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
@@ -70,13 +71,74 @@ type Cleanup struct {
 	Column string
 }
 
+// The columns of the rows a messages outbox (Outbox.Messages) makes of its messages, in order,
+// whatever fields of the payload they come from: the event's id (MessageKey, the rows' key), its
+// aggregate's type and id, the payload itself (JSON), its type and its headers (a JSON object;
+// NULL, like the type, when the outbox names no such field or the payload lacks it).
+var MessageColumns = []string{MessageKey, "aggregate_type", "aggregate_id", "payload", "type", "headers"}
+
+// MessageKey is the key of a messages outbox's rows: the event's id.
+const MessageKey = "id"
+
+// ReadsMessages says whether d reads a messages outbox (Outbox.Messages) rather than a table.
+func (d Definition) ReadsMessages() bool { return d.Outbox != nil && d.Outbox.Messages != "" }
+
+// Resolved is d as a source lays it out: a messages outbox's fixed columns (MessageColumns) and
+// key (MessageKey) filled in; any other definition as it is.
+func (d Definition) Resolved() Definition {
+	if d.ReadsMessages() {
+		d.Columns, d.PK = slices.Clone(MessageColumns), []string{MessageKey}
+	}
+	return d
+}
+
+// ReservedMessagePrefix is the prefix of the logical decoding messages the logical cursor writes
+// itself (keep-up marks, backfill watermarks): no messages outbox may read it.
+const ReservedMessagePrefix = "pseudotrigger"
+
+// checkMessages checks a messages outbox: a logical cursor, a prefix, the payload's fields of the
+// aggregate, and nothing of a table (there is none to read: a table, its columns, key or filter
+// given beside it would say one is read, so they are refused rather than ignored).
+func (d Definition) checkMessages() error {
+	o, f := d.Outbox, FieldOutbox+".messages"
+	switch {
+	case d.Cursor.Kind != state.KindLogical:
+		return fieldErr(f, "reads PostgreSQL's pg_logical_emit_message messages: for the logical cursor, not %s", d.Cursor.Kind)
+	case o.Messages == ReservedMessagePrefix:
+		return fieldErr(f, "%q is the prefix of the poller's own messages (keep-up marks, backfill watermarks): give your events another prefix", o.Messages)
+	case strings.ContainsRune(o.Messages, 0):
+		return fieldErr(f, "a prefix holds no NUL character")
+	case o.Payload != "":
+		return fieldErr(FieldOutbox+".payload", "a message's payload is the message's content: leave payload out with messages")
+	case d.Table.Name != "" || d.Table.Schema != "":
+		return fieldErr(FieldTable, "a messages outbox reads no table (%s): its events are the messages of prefix %q; leave the table out", d.Table, o.Messages)
+	case d.Filter != "":
+		return fieldErr(FieldFilter, "a messages outbox reads no table to filter: leave the filter out")
+	case len(d.PK) > 0 && !slices.Equal(d.PK, []string{MessageKey}):
+		return fieldErr(FieldKey, "a messages outbox's key is the event's id (column %q): leave the key out", MessageKey)
+	case d.Initial == InitialSnapshot:
+		return fieldErr(FieldInitial, "%q reads a table's rows; a messages outbox has none: leave initial out", InitialSnapshot)
+	}
+	for _, c := range d.Columns {
+		if !slices.Contains(MessageColumns, c) {
+			return fieldErr(FieldColumns, "%q: a messages outbox's rows have the columns %s (fields of the payload that outbox names): leave the columns out", c, strings.Join(MessageColumns, ", "))
+		}
+	}
+	for _, f := range []struct{ name, field string }{{"aggregate_type", o.AggregateType}, {"aggregate_id", o.AggregateID}} {
+		if f.field == "" {
+			return fieldErr(FieldOutbox+"."+f.name, "required: the payload's field holding the event's %s", f.name)
+		}
+	}
+	return nil
+}
+
 // checkOutbox checks d's outbox and cleanup: the rules that need no database.
 func (d Definition) checkOutbox() error {
 	kind := d.Cursor.Kind
 	if o := d.Outbox; o != nil {
 		if o.Messages != "" {
-			if kind != state.KindLogical {
-				return fieldErr(FieldOutbox+".messages", "reads PostgreSQL's pg_logical_emit_message messages: for the logical cursor, not %s", kind)
+			if err := d.checkMessages(); err != nil {
+				return err
 			}
 		} else {
 			for _, f := range []struct{ name, col string }{{"id", o.ID}, {"aggregate_type", o.AggregateType}, {"aggregate_id", o.AggregateID}, {"payload", o.Payload}} {

@@ -123,6 +123,9 @@ func (d Definition) Check() error {
 		}
 	}
 	for i, t := range d.Tables() {
+		if d.ReadsMessages() {
+			break // no table: checkMessages
+		}
 		if err := d.checkTable(i, t); err != nil {
 			return err
 		}

@@ -77,7 +77,10 @@ func New(c driver.Conn) (*Admin, error) {
 	if err := logicalOnly(c.Poller, d); err != nil {
 		return nil, err
 	}
-	out := &Admin{poller: c.Poller, db: c.DB, def: d, table: driver.QuoteTable(driver.Defaults{}, d.Table), describe: c.Describe}
+	out := &Admin{poller: c.Poller, db: c.DB, def: d, describe: c.Describe}
+	if !d.ReadsMessages() { // a messages outbox reads no table
+		out.table = driver.QuoteTable(driver.Defaults{}, d.Table)
+	}
 	for _, t := range d.More {
 		out.parts = append(out.parts, &Admin{poller: c.Poller, db: c.DB, def: d.Part(t), table: driver.QuoteTable(driver.Defaults{}, t.Table), describe: c.Describe, multi: true})
 	}
@@ -113,8 +116,12 @@ func (c *Admin) Publication() string { return c.def.Publication }
 func (c *Admin) Table() string { return c.table }
 
 // CreatePublicationSQL is the statement Enable runs to create the publication: of the table as
-// the poller needs it (Info.Want: its row filter and column list).
+// the poller needs it (Info.Want: its row filter and column list); of no table for a messages
+// outbox (pgoutput needs a publication to decode, and sends the messages whatever it publishes).
 func (c *Admin) CreatePublicationSQL(info Info) string {
+	if c.def.ReadsMessages() {
+		return "CREATE PUBLICATION " + pgIdent(c.def.Publication)
+	}
 	return createSQL(c.def.Publication, c.specs(info))
 }
 
@@ -213,7 +220,7 @@ func (c *Admin) Inspect(ctx context.Context) (Info, error) {
   COALESCE((SELECT array_to_json(array_agg(a.attname::text ORDER BY a.attnum))::text FROM pg_attribute a
     WHERE a.attrelid = cl.oid AND a.attnum > 0 AND NOT a.attisdropped), '[]')
 FROM pg_roles r
-LEFT JOIN pg_class cl ON cl.oid = to_regclass($2)
+LEFT JOIN pg_class cl ON cl.oid = to_regclass(NULLIF($2, ''))
 LEFT JOIN pg_namespace n ON n.oid = cl.relnamespace
 LEFT JOIN pg_publication p ON p.pubname = $1
 WHERE r.rolname = current_user`

@@ -27,6 +27,9 @@ func (c *Admin) PlanEnable(info Info) EnablePlan {
 	if len(c.parts) > 0 {
 		return c.planTables(p)
 	}
+	if c.def.ReadsMessages() {
+		return c.planMessages(p)
+	}
 	if !c.tableProblems(info, bad) {
 		return p
 	}
@@ -93,6 +96,38 @@ func (c *Admin) planTables(p EnablePlan) EnablePlan {
 	}
 	c.planSlot(&p, bad)
 	return p
+}
+
+// planMessages is PlanEnable of a messages outbox, after the server's checks: PostgreSQL 14 or
+// later (pgoutput's messages option), a publication (made of no table when missing; an existing
+// one of that name serves whatever it publishes), then the slot.
+func (c *Admin) planMessages(p EnablePlan) EnablePlan {
+	info := p.Info
+	bad := func(format string, args ...any) { p.Problems = append(p.Problems, fmt.Sprintf(format, args...)) }
+	if old := MessagesTooOld(info.ServerVersion); old != "" {
+		bad("%s", old)
+	}
+	if !info.Publication.Exists {
+		p.Steps = append(p.Steps, c.CreatePublicationSQL(info))
+		if !info.Superuser && !info.CreateOnDatabase {
+			bad("creating publication %q needs CREATE on database %s: GRANT CREATE ON DATABASE %s TO %s", info.Publication.Name, info.Database, pgIdent(info.Database), pgIdent(info.User))
+		}
+	}
+	c.planSlot(&p, bad)
+	return p
+}
+
+// MessagesSince is the first PostgreSQL (server_version_num) whose pgoutput sends logical
+// decoding messages (its option messages).
+const MessagesSince = 140000
+
+// MessagesTooOld says why a server of version (server_version_num) cannot serve a messages
+// outbox, or "" when it can.
+func MessagesTooOld(version int) string {
+	if version >= MessagesSince {
+		return ""
+	}
+	return fmt.Sprintf("the server is PostgreSQL %d.%d; its pgoutput sends logical decoding messages (pg_logical_emit_message) from PostgreSQL 14: upgrade the server, or write the events into an outbox table", version/10000, version%10000)
 }
 
 // tableProblems adds, through bad, what keeps table c's changes from being read as the poller

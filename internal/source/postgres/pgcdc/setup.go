@@ -221,7 +221,12 @@ func infoLines(cdc *Admin, info Info) []string {
 		fmt.Sprintf("  %-12s %s (superuser %s, REPLICATION %s)", "role", info.User, yn(info.Superuser), yn(info.Replication)),
 		"  privileges:",
 	}
-	if info.TableExists {
+	if cdc.def.ReadsMessages() {
+		for _, n := range info.Needs()[:2] { // no table: its ownership and SELECT are not needed
+			lines = append(lines, needLine(n))
+		}
+		lines = append(lines, fmt.Sprintf("  %-12s none: the transactional messages of prefix %q (pg_logical_emit_message)", "table", cdc.def.Outbox.Messages))
+	} else if info.TableExists {
 		for _, n := range info.Needs() {
 			lines = append(lines, needLine(n))
 		}
@@ -233,8 +238,11 @@ func infoLines(cdc *Admin, info Info) []string {
 	if !pub.Exists {
 		lines = append(lines, fmt.Sprintf("  %-12s %s: does not exist", "publication", pub.Name))
 	} else {
-		lines = append(lines, fmt.Sprintf("  %-12s %s: exists, publishes %s of %s", "publication", pub.Name, strings.Join(pub.Publishes, ", "),
-			map[bool]string{true: "this table", false: "other tables, not this one"}[pub.Covers]))
+		what := map[bool]string{true: "this table", false: "other tables, not this one"}[pub.Covers]
+		if cdc.def.ReadsMessages() {
+			what = fmt.Sprintf("%d tables (the messages come whatever it publishes)", pub.Tables)
+		}
+		lines = append(lines, fmt.Sprintf("  %-12s %s: exists, publishes %s of %s", "publication", pub.Name, strings.Join(pub.Publishes, ", "), what))
 		if pub.Covers && info.ServerVersion >= filtersSince {
 			lines = append(lines, fmt.Sprintf("  %-12s the table with %s", "", info.Published))
 		}
