@@ -2,7 +2,11 @@ package sink
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"os"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -135,5 +139,75 @@ func TestPostgresToQueue(t *testing.T) {
 	}
 	if w := st.Puts.Load(); w > int64(sum.Batches)+1 {
 		t.Fatalf("%d blob writes for %d batches: more than batches + 1", w, sum.Batches)
+	}
+}
+
+// TestSchemaFields: poller.schema.json's sink object has a property for each field of Config
+// (and its auth object one for each of WebhookAuth's), no more, so that editors offer what New
+// takes; the fields only a webhook takes are refused there on other types, as New refuses them.
+func TestSchemaFields(t *testing.T) {
+	data, err := os.ReadFile("../poller.schema.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type object struct {
+		Properties map[string]json.RawMessage `json:"properties"`
+	}
+	var schema struct {
+		Properties struct {
+			Sink struct {
+				object
+				AllOf []struct {
+					Else struct {
+						Properties map[string]json.RawMessage `json:"properties"`
+					} `json:"else"`
+				} `json:"allOf"`
+			} `json:"sink"`
+		} `json:"properties"`
+	}
+	if err := json.Unmarshal(data, &schema); err != nil {
+		t.Fatal(err)
+	}
+	sinkSchema := schema.Properties.Sink
+	var auth object
+	if err := json.Unmarshal(sinkSchema.Properties["auth"], &auth); err != nil {
+		t.Fatal(err)
+	}
+	for what, c := range map[string]struct {
+		schema map[string]json.RawMessage
+		typ    reflect.Type
+	}{"sink": {sinkSchema.Properties, reflect.TypeFor[Config]()}, "sink.auth": {auth.Properties, reflect.TypeFor[WebhookAuth]()}} {
+		var fieldNames, props []string
+		for f := range c.typ.Fields() {
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			fieldNames = append(fieldNames, name)
+		}
+		for p := range c.schema {
+			props = append(props, p)
+		}
+		slices.Sort(fieldNames)
+		slices.Sort(props)
+		if !slices.Equal(fieldNames, props) {
+			t.Errorf("poller.schema.json's %s properties %v; %s's fields %v", what, props, c.typ, fieldNames)
+		}
+	}
+	var refused []string
+	for _, a := range sinkSchema.AllOf {
+		for p, s := range a.Else.Properties {
+			if string(s) == "false" {
+				refused = append(refused, p)
+			}
+		}
+	}
+	slices.Sort(refused)
+	if want := []string{"auth", "signing_secret"}; !slices.Equal(refused, want) {
+		t.Errorf("poller.schema.json refuses %v on sinks other than webhook; want %v", refused, want)
+	}
+	for _, f := range []string{"signing_secret", "auth"} {
+		for typ, allowed := range fields {
+			if slices.Contains(allowed, f) != (typ == Webhook) {
+				t.Errorf("fields[%s] and %s: only a webhook takes %s", typ, f, f)
+			}
+		}
 	}
 }
