@@ -170,6 +170,9 @@ func TestSchemaFields(t *testing.T) {
 	}
 	sinkSchema := schema.Properties.Sink
 	var auth object
+	if sinkSchema.Properties["auth"] == nil {
+		t.Fatal("poller.schema.json's sink has no auth property (sink.Config.Auth)")
+	}
 	if err := json.Unmarshal(sinkSchema.Properties["auth"], &auth); err != nil {
 		t.Fatal(err)
 	}

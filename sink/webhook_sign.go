@@ -45,6 +45,9 @@ type signer struct {
 // name the setting and the secret's position, never a secret.
 func newSigner(ref, value string, now func() time.Time) (*signer, error) {
 	setting := strings.Trim(ref, "%")
+	if strings.HasPrefix(value, "@Microsoft.KeyVault(") {
+		return nil, fmt.Errorf("signing_secret: app setting %s is still the Key Vault reference, not its secret: the app has not resolved it (give the app's identity Key Vault Secrets User on the vault; docs/deploying.md, Key Vault references)", setting)
+	}
 	s := &signer{now: now}
 	for i, secret := range strings.Fields(value) {
 		key, err := decodeSecret(secret)
