@@ -7,9 +7,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"slices"
@@ -24,43 +21,6 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/azconn"
 )
-
-// captured is one request a test server received.
-type captured struct {
-	header http.Header
-	body   []byte
-}
-
-// capture is a server that records every request and answers 200.
-type capture struct {
-	srv *httptest.Server
-	mu  sync.Mutex
-	got []captured
-}
-
-func newCapture(t *testing.T) *capture {
-	c := &capture{}
-	c.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(r.Body)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		c.mu.Lock()
-		c.got = append(c.got, captured{header: r.Header.Clone(), body: body})
-		c.mu.Unlock()
-	}))
-	t.Cleanup(c.srv.Close)
-	return c
-}
-
-func (c *capture) take() []captured {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := c.got
-	c.got = nil
-	return out
-}
 
 // newSecret is a fresh Standard Webhooks secret: whsec_ and the base64 of 32 random bytes.
 func newSecret(t *testing.T) string {
@@ -130,12 +90,12 @@ type libraryCase struct {
 	Body    string            `json:"body"`
 }
 
-func caseOf(name, secret string, r captured) libraryCase {
+func caseOf(name, secret string, r received) libraryCase {
 	h := map[string]string{}
-	for k := range r.header {
-		h[k] = r.header.Get(k)
+	for k := range r.Header {
+		h[k] = r.Header.Get(k)
 	}
-	return libraryCase{Name: name, Secret: secret, Headers: h, Body: string(r.body)}
+	return libraryCase{Name: name, Secret: secret, Headers: h, Body: string(r.Body)}
 }
 
 // TestWebhookSignaturesVerifiedByStandardWebhooksLibrary: requests the sink sent to a real
@@ -143,18 +103,18 @@ func caseOf(name, secret string, r captured) libraryCase {
 // check with either secret; the library refuses them with a third secret, with a body or a
 // webhook-id changed by one byte, and when they were stamped more than its 5 minutes ago.
 func TestWebhookSignaturesVerifiedByStandardWebhooksLibrary(t *testing.T) {
-	hook := newCapture(t)
+	hook := newRecorder(t, false, nil)
 	oldSecret, newSecret_, other := newSecret(t), newSecret(t), newSecret(t)
 	s := signedSink(t, hook.srv.URL+"/in", oldSecret+" "+newSecret_, nil)
 	if err := s.t.send(context.Background(), someMessages()); err != nil {
 		t.Fatal(err)
 	}
 	stale := signedSink(t, hook.srv.URL+"/in", newSecret_, func() time.Time { return time.Now().Add(-10 * time.Minute) })
-	reqs := hook.take()
+	reqs := hook.read(t)
 	if err := stale.t.send(context.Background(), someMessages()[:1]); err != nil {
 		t.Fatal(err)
 	}
-	staleReq := hook.take()
+	staleReq := hook.read(t)
 	if len(reqs) != 3 || len(staleReq) != 1 {
 		t.Fatalf("the server got %d and %d requests; want 3 and 1", len(reqs), len(staleReq))
 	}
@@ -190,7 +150,7 @@ func TestWebhookSignaturesVerifiedByStandardWebhooksLibrary(t *testing.T) {
 // per secret; sent again later, the same message keeps its id and gets a fresh timestamp. An id
 // holding a "." cannot be signed: the batch fails, naming the row, and nothing is sent.
 func TestWebhookSigningHeaders(t *testing.T) {
-	hook := newCapture(t)
+	hook := newRecorder(t, false, nil)
 	clock := time.Unix(1_700_000_000, 0)
 	s := signedSink(t, hook.srv.URL, newSecret(t)+"  "+newSecret(t), func() time.Time { return clock })
 	msgs := someMessages()[:1]
@@ -201,23 +161,23 @@ func TestWebhookSigningHeaders(t *testing.T) {
 	if err := s.t.send(context.Background(), msgs); err != nil {
 		t.Fatal(err)
 	}
-	got := hook.take()
+	got := hook.read(t)
 	if len(got) != 2 {
 		t.Fatalf("%d requests; want 2", len(got))
 	}
 	for i, r := range got {
-		if id := r.header.Get("webhook-id"); id != msgs[0].ID || r.header.Get("Idempotency-Key") != id {
-			t.Errorf("request %d: webhook-id %q, Idempotency-Key %q; want both %q", i, id, r.header.Get("Idempotency-Key"), msgs[0].ID)
+		if id := r.Header.Get("webhook-id"); id != msgs[0].ID || r.Header.Get("Idempotency-Key") != id {
+			t.Errorf("request %d: webhook-id %q, Idempotency-Key %q; want both %q", i, id, r.Header.Get("Idempotency-Key"), msgs[0].ID)
 		}
-		if ts, want := r.header.Get("webhook-timestamp"), strconv.Itoa(1_700_000_000+90*i); ts != want {
+		if ts, want := r.Header.Get("webhook-timestamp"), strconv.Itoa(1_700_000_000+90*i); ts != want {
 			t.Errorf("request %d: webhook-timestamp %q; want %q (the sink's clock)", i, ts, want)
 		}
-		sigs := strings.Split(r.header.Get("webhook-signature"), " ")
+		sigs := strings.Split(r.Header.Get("webhook-signature"), " ")
 		if len(sigs) != 2 || !strings.HasPrefix(sigs[0], "v1,") || !strings.HasPrefix(sigs[1], "v1,") || sigs[0] == sigs[1] {
-			t.Errorf("request %d: webhook-signature %q; want two different v1 signatures", i, r.header.Get("webhook-signature"))
+			t.Errorf("request %d: webhook-signature %q; want two different v1 signatures", i, r.Header.Get("webhook-signature"))
 		}
 	}
-	if got[0].header.Get("webhook-signature") == got[1].header.Get("webhook-signature") {
+	if got[0].Header.Get("webhook-signature") == got[1].Header.Get("webhook-signature") {
 		t.Error("the second send has the first one's signatures: its timestamp is not signed")
 	}
 
@@ -226,7 +186,7 @@ func TestWebhookSigningHeaders(t *testing.T) {
 	if !errors.Is(err, errDotInID) || !strings.Contains(err.Error(), `the row with key {"id":42}`) || !strings.Contains(err.Error(), `"order.42"`) {
 		t.Errorf("an id with a dot: %v; want the row, the id and why", err)
 	}
-	if n := len(hook.take()); n != 0 {
+	if n := len(hook.read(t)); n != 0 {
 		t.Errorf("an id with a dot: %d requests sent; want none", n)
 	}
 }
@@ -297,7 +257,7 @@ func authSink(t *testing.T, cfg Config, env map[string]string, cred azcore.Token
 // audience and the identity, and nothing is sent; a token is never sent over plain http but to
 // the local host.
 func TestWebhookEntraToken(t *testing.T) {
-	hook := newCapture(t)
+	hook := newRecorder(t, false, nil)
 	auth := &WebhookAuth{Audience: "api://orders-hook", Connection: "HOOKID"}
 	env := map[string]string{"HOOKID__clientId": "11111111-2222-3333-4444-555555555555", "HOOK_SECRETS": newSecret(t)}
 	cred := &fakeCredential{token: "eyJ.token.1"}
@@ -311,15 +271,15 @@ func TestWebhookEntraToken(t *testing.T) {
 	if want := [][]string{{"api://orders-hook/.default"}}; !slices.EqualFunc(cred.scopes, want, slices.Equal) {
 		t.Errorf("scopes asked: %v; want %v (once per batch)", cred.scopes, want)
 	}
-	got := hook.take()
+	got := hook.read(t)
 	if len(got) != 3 {
 		t.Fatalf("%d requests; want 3", len(got))
 	}
 	for _, r := range got {
-		if a := r.header.Get("Authorization"); a != "Bearer eyJ.token.1" {
+		if a := r.Header.Get("Authorization"); a != "Bearer eyJ.token.1" {
 			t.Errorf("Authorization: %q; want the token", a)
 		}
-		if r.header.Get("webhook-signature") == "" {
+		if r.Header.Get("webhook-signature") == "" {
 			t.Error("signing and auth both on: no webhook-signature")
 		}
 	}
@@ -331,7 +291,7 @@ func TestWebhookEntraToken(t *testing.T) {
 			t.Errorf("a failing credential: %v; want it to say %q", err, want)
 		}
 	}
-	if n := len(hook.take()); n != 0 {
+	if n := len(hook.read(t)); n != 0 {
 		t.Errorf("a failing credential: %d requests sent; want none", n)
 	}
 
