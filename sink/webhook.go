@@ -74,8 +74,20 @@ func newWebhook(cfg, raw Config, getenv func(string) string, d webhookDeps) (*we
 	return w, nil
 }
 
-func (w *webhook) String() string { return "POST " + w.shown }
-func (w *webhook) maxBytes() int  { return 0 }
+// String says where the webhook posts and, when on, that it signs (and with how many secrets)
+// and whose token it sends: what the start-up log line and the status show.
+func (w *webhook) String() string {
+	out := "POST " + w.shown
+	if w.signer != nil {
+		out += fmt.Sprintf(", signed with %d secret(s)", len(w.signer.keys))
+	}
+	if w.auth != nil {
+		out += ", Entra ID token for " + w.auth.audience + " as " + w.auth.who
+	}
+	return out
+}
+
+func (w *webhook) maxBytes() int { return 0 }
 func (w *webhook) target() traceTarget {
 	return traceTarget{name: "send " + w.shown, attrs: []attribute.KeyValue{semconv.HTTPRequestMethodPost, semconv.URLFull(w.shown)}}
 }

@@ -241,14 +241,14 @@ func (f *fakeCredential) GetToken(_ context.Context, o policy.TokenRequestOption
 
 // authSink is a webhook sink to url with auth for api://orders-hook through HOOKID's identity
 // settings in env, its credential cred; id receives the identity the credential was made for.
-func authSink(t *testing.T, cfg Config, env map[string]string, cred azcore.TokenCredential, id *azconn.Identity) error {
+func authSink(t *testing.T, cfg Config, env map[string]string, cred azcore.TokenCredential, id *azconn.Identity) (shown string, err error) {
 	t.Helper()
 	s := MustNew(cfg)
 	s.cred = func(got azconn.Identity, _ string) (azcore.TokenCredential, error) { *id = got; return cred, nil }
 	if err := s.Setup(func(k string) string { return env[k] }); err != nil {
-		return err
+		return "", err
 	}
-	return s.t.send(context.Background(), someMessages())
+	return s.String(), s.t.send(context.Background(), someMessages())
 }
 
 // TestWebhookEntraToken: with auth, every request carries Authorization: Bearer and the token the
@@ -262,8 +262,12 @@ func TestWebhookEntraToken(t *testing.T) {
 	env := map[string]string{"HOOKID__clientId": "11111111-2222-3333-4444-555555555555", "HOOK_SECRETS": newSecret(t)}
 	cred := &fakeCredential{token: "eyJ.token.1"}
 	var id azconn.Identity
-	if err := authSink(t, Config{Type: Webhook, URL: hook.srv.URL, Auth: auth, SigningSecret: "%HOOK_SECRETS%"}, env, cred, &id); err != nil {
+	shown, err := authSink(t, Config{Type: Webhook, URL: hook.srv.URL, Auth: auth, SigningSecret: "%HOOK_SECRETS%"}, env, cred, &id)
+	if err != nil {
 		t.Fatal(err)
+	}
+	if want := ", signed with 1 secret(s), Entra ID token for api://orders-hook as managed identity 11111111-2222-3333-4444-555555555555"; !strings.HasSuffix(shown, want) {
+		t.Errorf("the sink says %q; want it to end %q", shown, want)
 	}
 	if id.ClientID != env["HOOKID__clientId"] {
 		t.Errorf("the credential is for %+v; want the user-assigned identity HOOKID__clientId names", id)
@@ -285,7 +289,7 @@ func TestWebhookEntraToken(t *testing.T) {
 	}
 
 	failing := &fakeCredential{err: errors.New("ManagedIdentityCredential: no identity with that client id")}
-	err := authSink(t, Config{Type: Webhook, URL: hook.srv.URL, Auth: auth}, env, failing, &id)
+	_, err = authSink(t, Config{Type: Webhook, URL: hook.srv.URL, Auth: auth}, env, failing, &id)
 	for _, want := range []string{"audience api://orders-hook", "managed identity 11111111-2222-3333-4444-555555555555", "nothing was sent", "no identity with that client id"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("a failing credential: %v; want it to say %q", err, want)
@@ -295,7 +299,7 @@ func TestWebhookEntraToken(t *testing.T) {
 		t.Errorf("a failing credential: %d requests sent; want none", n)
 	}
 
-	err = authSink(t, Config{Type: Webhook, URL: "http://hooks.example.com/in", Auth: auth}, env, cred, &id)
+	_, err = authSink(t, Config{Type: Webhook, URL: "http://hooks.example.com/in", Auth: auth}, env, cred, &id)
 	if err == nil || !strings.Contains(err.Error(), "must use https") {
 		t.Errorf("auth to a plain http URL: %v; want it refused", err)
 	}
