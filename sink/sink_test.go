@@ -42,6 +42,8 @@ func TestSecretsNeverShown(t *testing.T) {
 		{Config{Type: Webhook, URL: "%H%", Headers: map[string]string{"Authorization": "Bearer %T%"}},
 			map[string]string{"H": "https://hooks.example.com/in?code=" + secret, "T": secret}, "POST https://hooks.example.com/in"},
 		{Config{Type: StorageQueue, Connection: "Q", Queue: "q1x"}, map[string]string{"Q__queueServiceUri": "http://acct1.queue.core.windows.net"}, "must use https"},
+		{Config{Type: Webhook, URL: "%H%", Auth: &WebhookAuth{Audience: "api://orders-hook", Connection: "HOOKID"}},
+			map[string]string{"H": "http://hooks.example.com/in?code=" + secret}, "must use https"},
 	}
 	for _, c := range cases {
 		s := MustNew(c.cfg)

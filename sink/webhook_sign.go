@@ -16,6 +16,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/azconn"
+	"github.com/pseudotrigger/pseudotrigger/internal/redact"
 )
 
 // The Standard Webhooks headers (https://www.standardwebhooks.com/, spec/standard-webhooks.md
@@ -120,7 +121,7 @@ type tokenSource struct {
 // 127.0.0.1 or localhost) so that the token never travels in clear. newCred nil: azconn's.
 func newTokenSource(auth WebhookAuth, url string, getenv func(string) string,
 	newCred func(azconn.Identity, string) (azcore.TokenCredential, error), timeout time.Duration) (*tokenSource, error) {
-	if err := azconn.CheckServiceURL(url, "https://orders-hook.azurewebsites.net/api/changes"); err != nil {
+	if err := azconn.CheckServiceURL(redact.URL(url), "https://orders-hook.azurewebsites.net/api/changes"); err != nil { // redact: a ?code= is a secret
 		return nil, fmt.Errorf("auth: the url %w", err)
 	}
 	id, err := azconn.ReadIdentity(getenv, auth.Connection)
