@@ -2,6 +2,7 @@ package sink
 
 import (
 	"fmt"
+	"net/http"
 	"net/url"
 	"regexp"
 	"strconv"
@@ -31,6 +32,13 @@ type Config struct {
 	Headers map[string]string `json:"headers,omitempty"`
 	// Timeout bounds one webhook request, as a Go duration (default 30s) (webhook).
 	Timeout string `json:"timeout,omitempty"`
+	// SigningSecret is %SETTING%, the app setting (a Key Vault reference in Azure) holding the
+	// Standard Webhooks signing secrets, "whsec_" + base64, several separated by spaces during a
+	// rotation: each request then carries webhook-id, webhook-timestamp and webhook-signature
+	// (docs/webhooks.md) (webhook).
+	SigningSecret string `json:"signing_secret,omitempty"`
+	// Auth sends an Entra ID access token from the app's identity with each request (webhook).
+	Auth *WebhookAuth `json:"auth,omitempty"`
 
 	// Queue is the storage queue or Service Bus queue (storagequeue, servicebus).
 	Queue string `json:"queue,omitempty"`
@@ -56,6 +64,19 @@ type Config struct {
 	EventType   string `json:"event_type,omitempty"`
 }
 
+// WebhookAuth is a webhook's Entra ID token: each request carries Authorization: Bearer and
+// a token for Audience + "/.default", from the identity that Connection's app settings pick as
+// for the other sinks (Connection__clientId: a user-assigned managed identity,
+// Connection__credential=managedidentity: the system-assigned one, neither:
+// DefaultAzureCredential). For an Easy Auth-protected Function or App Service (docs/webhooks.md).
+type WebhookAuth struct {
+	// Audience is the receiver's Application ID URI (api://...) or its app registration's client
+	// id, without /.default.
+	Audience string `json:"audience"`
+	// Connection is the app setting name prefix X of X__clientId and X__credential.
+	Connection string `json:"connection"`
+}
+
 // The storage queue encodings (Config.Encoding).
 const (
 	EncodingBase64 = "base64"
@@ -68,7 +89,7 @@ const DefaultConcurrency = 16
 // fields says which optional fields each type takes; the others are refused, so that a
 // misplaced option ("queue" on an eventhubs sink) is an error rather than ignored.
 var fields = map[string][]string{
-	Webhook:      {"url", "headers", "timeout"},
+	Webhook:      {"url", "headers", "timeout", "signing_secret", "auth"},
 	StorageQueue: {"connection", "queue", "encoding", "message_ttl"},
 	ServiceBus:   {"connection", "queue", "topic", "sessions"},
 	EventHubs:    {"connection", "hub"},
@@ -77,6 +98,8 @@ var fields = map[string][]string{
 
 var (
 	settingRef = regexp.MustCompile(`%([A-Za-z_][A-Za-z0-9_.-]*)%`)
+	onlyRef    = regexp.MustCompile(`^` + settingRef.String() + `$`)
+	audience   = regexp.MustCompile(`^(?:[a-z][a-z0-9+.-]*://[^\s]+|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})$`)
 	entityName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/~-]{0,259}$`)
 	queueName  = regexp.MustCompile(`^[a-z0-9](?:[a-z0-9]|-[a-z0-9]){2,62}$`)
 	connName   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -94,6 +117,8 @@ func (c Config) set() []string {
 	add("url", c.URL != "")
 	add("headers", len(c.Headers) > 0)
 	add("timeout", c.Timeout != "")
+	add("signing_secret", c.SigningSecret != "")
+	add("auth", c.Auth != nil)
 	add("queue", c.Queue != "")
 	add("encoding", c.Encoding != "")
 	add("message_ttl", c.MessageTTL != "")
@@ -150,10 +175,33 @@ func (c Config) check() error {
 			if !validHeader(k) {
 				return bad("headers", "%q is not a header name", k)
 			}
+			switch h := http.CanonicalHeaderKey(k); {
+			case c.Auth != nil && h == "Authorization":
+				return bad("headers", "%q is what auth sets: drop one of them", k)
+			case c.SigningSecret != "" && strings.HasPrefix(h, "Webhook-"):
+				return bad("headers", "%q is what signing_secret sets: drop it", k)
+			}
 		}
 		if c.Timeout != "" {
 			if d, err := time.ParseDuration(c.Timeout); err != nil || d <= 0 {
 				return bad("timeout", "%q is not a positive Go duration like 30s", c.Timeout)
+			}
+		}
+		if c.SigningSecret != "" && !onlyRef.MatchString(c.SigningSecret) {
+			return bad("signing_secret", "give %%SETTING%%, the app setting (a Key Vault reference in Azure) that holds the secret: a secret written here would be in the repository")
+		}
+		if a := c.Auth; a != nil {
+			if strings.HasSuffix(a.Audience, "/.default") {
+				return bad("auth.audience", "%q: drop /.default (the sink asks for the audience's /.default scope)", a.Audience)
+			}
+			if !audience.MatchString(a.Audience) {
+				return bad("auth.audience", "%q is not the receiver's Application ID URI (api://...) or client id (a GUID)", a.Audience)
+			}
+			if a.Connection == "" {
+				return bad("auth.connection", "required: X, the app setting name prefix of X__clientId (the user-assigned identity whose token is sent) and X__credential")
+			}
+			if !connName.MatchString(a.Connection) {
+				return bad("auth.connection", "%q is not an app setting name prefix (letters, digits and _): X of X__clientId, the identity whose token is sent", a.Connection)
 			}
 		}
 	case StorageQueue:
@@ -237,7 +285,7 @@ func (c Config) concurrency() int {
 	return DefaultConcurrency
 }
 
-// expand resolves %NAME% in URL and Headers from the app settings. An unset setting is an error
+// expand resolves %NAME% in URL, Headers and SigningSecret from the app settings. An unset setting is an error
 // naming it; the values are never shown.
 func (c Config) expand(getenv func(string) string) (Config, error) {
 	var missing []string
@@ -253,6 +301,7 @@ func (c Config) expand(getenv func(string) string) (Config, error) {
 	}
 	out := c
 	out.URL = sub(c.URL)
+	out.SigningSecret = sub(c.SigningSecret)
 	if len(c.Headers) > 0 {
 		out.Headers = make(map[string]string, len(c.Headers))
 		for k, v := range c.Headers {

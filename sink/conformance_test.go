@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -42,6 +43,8 @@ type received struct {
 	ID    string // the id the service saw (header, MessageID, CloudEvent id)
 	Body  []byte // the Change
 	Trace string // the traceparent it carried ("" none)
+	// Header is the request's headers (a webhook's; nil for the other services).
+	Header http.Header
 }
 
 // changeRow is the row type of the suite's table.

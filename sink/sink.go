@@ -76,6 +76,8 @@ type Sink struct {
 	now func() time.Time
 	// target is what the send spans say of the destination (trace.go), made by Setup.
 	target traceTarget
+	// cred makes a webhook auth's credential (nil: azconn's rule); tests give a fake.
+	cred func(id azconn.Identity, setting string) (azcore.TokenCredential, error)
 }
 
 // transport is one service's sending: every message or an error.
@@ -129,7 +131,7 @@ func (s *Sink) Setup(getenv func(string) string) error {
 	opts.Retry = azconn.Retry(opts.Retry, 30*time.Second)
 	switch cfg.Type {
 	case Webhook:
-		t, err = newWebhook(cfg, opts.Transport)
+		t, err = newWebhook(cfg, s.cfg, getenv, webhookDeps{transport: opts.Transport, now: s.now, cred: s.cred})
 	case StorageQueue:
 		t, err = newStorageQueue(cfg, getenv, opts)
 	case ServiceBus:

@@ -2,7 +2,11 @@ package sink
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"os"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -38,6 +42,8 @@ func TestSecretsNeverShown(t *testing.T) {
 		{Config{Type: Webhook, URL: "%H%", Headers: map[string]string{"Authorization": "Bearer %T%"}},
 			map[string]string{"H": "https://hooks.example.com/in?code=" + secret, "T": secret}, "POST https://hooks.example.com/in"},
 		{Config{Type: StorageQueue, Connection: "Q", Queue: "q1x"}, map[string]string{"Q__queueServiceUri": "http://acct1.queue.core.windows.net"}, "must use https"},
+		{Config{Type: Webhook, URL: "%H%", Auth: &WebhookAuth{Audience: "api://orders-hook", Connection: "HOOKID"}},
+			map[string]string{"H": "http://hooks.example.com/in?code=" + secret}, "must use https"},
 	}
 	for _, c := range cases {
 		s := MustNew(c.cfg)
@@ -64,20 +70,27 @@ func TestSecretsNeverShown(t *testing.T) {
 // TestConfigErrors: a definition that can never work is refused by New, naming the field.
 func TestConfigErrors(t *testing.T) {
 	for cfg, want := range map[*Config]string{
-		{Type: "kafka"}:                                                       "sink.type",
-		{Type: Webhook}:                                                       "sink.url: required",
-		{Type: Webhook, URL: "ftp://x"}:                                       "sink.url: is not an http(s) URL",
-		{Type: Webhook, URL: "%U%", Timeout: "soon"}:                          "sink.timeout",
-		{Type: StorageQueue, Queue: "q1x"}:                                    "sink.connection: required",
-		{Type: StorageQueue, Connection: "a-b", Queue: "q1x"}:                 "sink.connection",
-		{Type: StorageQueue, Connection: "Q", Queue: "Q"}:                     "sink.queue",
-		{Type: StorageQueue, Connection: "Q", Queue: "q1x", MessageTTL: "1d"}: "sink.message_ttl",
-		{Type: ServiceBus, Connection: "B"}:                                   "sink.queue: a servicebus sink names a queue or a topic",
-		{Type: ServiceBus, Connection: "B", Queue: "a", Topic: "b"}:           "sink.queue: a servicebus sink names a queue or a topic",
-		{Type: EventHubs, Connection: "E"}:                                    "sink.hub: required",
-		{Type: EventGrid, Connection: "G", Queue: "q1x"}:                      "sink.queue: is not an option of a eventgrid sink",
-		{Type: Webhook, URL: "http://x", Mode: "rows"}:                        "sink.mode",
-		{Type: Webhook, URL: "http://x", Concurrency: 1000}:                   "sink.concurrency",
+		{Type: "kafka"}:                                                                           "sink.type",
+		{Type: Webhook}:                                                                           "sink.url: required",
+		{Type: Webhook, URL: "ftp://x"}:                                                           "sink.url: is not an http(s) URL",
+		{Type: Webhook, URL: "%U%", Timeout: "soon"}:                                              "sink.timeout",
+		{Type: StorageQueue, Queue: "q1x"}:                                                        "sink.connection: required",
+		{Type: StorageQueue, Connection: "a-b", Queue: "q1x"}:                                     "sink.connection",
+		{Type: StorageQueue, Connection: "Q", Queue: "Q"}:                                         "sink.queue",
+		{Type: StorageQueue, Connection: "Q", Queue: "q1x", MessageTTL: "1d"}:                     "sink.message_ttl",
+		{Type: ServiceBus, Connection: "B"}:                                                       "sink.queue: a servicebus sink names a queue or a topic",
+		{Type: ServiceBus, Connection: "B", Queue: "a", Topic: "b"}:                               "sink.queue: a servicebus sink names a queue or a topic",
+		{Type: EventHubs, Connection: "E"}:                                                        "sink.hub: required",
+		{Type: EventGrid, Connection: "G", Queue: "q1x"}:                                          "sink.queue: is not an option of a eventgrid sink",
+		{Type: Webhook, URL: "http://x", Mode: "rows"}:                                            "sink.mode",
+		{Type: Webhook, URL: "http://x", Concurrency: 1000}:                                       "sink.concurrency",
+		{Type: Webhook, URL: "http://x", SigningSecret: "whsec_abc"}:                              "sink.signing_secret: give %SETTING%",
+		{Type: Webhook, URL: "http://x", Auth: &WebhookAuth{Audience: "orders", Connection: "H"}}: "sink.auth.audience",
+		{Type: Webhook, URL: "http://x", Auth: &WebhookAuth{Audience: "api://orders/.default", Connection: "H"}}:                                          "sink.auth.audience: \"api://orders/.default\": drop /.default",
+		{Type: Webhook, URL: "http://x", Auth: &WebhookAuth{Audience: "api://orders"}}:                                                                    "sink.auth.connection: required",
+		{Type: Webhook, URL: "http://x", Auth: &WebhookAuth{Audience: "api://orders", Connection: "H"}, Headers: map[string]string{"authorization": "x"}}: "sink.headers: \"authorization\" is what auth sets",
+		{Type: Webhook, URL: "http://x", SigningSecret: "%S%", Headers: map[string]string{"Webhook-Id": "x"}}:                                             "sink.headers: \"Webhook-Id\" is what signing_secret sets",
+		{Type: ServiceBus, Connection: "B", Queue: "q", SigningSecret: "%S%"}:                                                                             "sink.signing_secret: is not an option of a servicebus sink",
 	} {
 		if _, err := New(*cfg); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), want) {
 			t.Errorf("New(%+v): %v; want %q", *cfg, err, want)
@@ -128,5 +141,78 @@ func TestPostgresToQueue(t *testing.T) {
 	}
 	if w := st.Puts.Load(); w > int64(sum.Batches)+1 {
 		t.Fatalf("%d blob writes for %d batches: more than batches + 1", w, sum.Batches)
+	}
+}
+
+// TestSchemaFields: poller.schema.json's sink object has a property for each field of Config
+// (and its auth object one for each of WebhookAuth's), no more, so that editors offer what New
+// takes; the fields only a webhook takes are refused there on other types, as New refuses them.
+func TestSchemaFields(t *testing.T) {
+	data, err := os.ReadFile("../poller.schema.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type object struct {
+		Properties map[string]json.RawMessage `json:"properties"`
+	}
+	var schema struct {
+		Properties struct {
+			Sink struct {
+				object
+				AllOf []struct {
+					Else struct {
+						Properties map[string]json.RawMessage `json:"properties"`
+					} `json:"else"`
+				} `json:"allOf"`
+			} `json:"sink"`
+		} `json:"properties"`
+	}
+	if err := json.Unmarshal(data, &schema); err != nil {
+		t.Fatal(err)
+	}
+	sinkSchema := schema.Properties.Sink
+	var auth object
+	if sinkSchema.Properties["auth"] == nil {
+		t.Fatal("poller.schema.json's sink has no auth property (sink.Config.Auth)")
+	}
+	if err := json.Unmarshal(sinkSchema.Properties["auth"], &auth); err != nil {
+		t.Fatal(err)
+	}
+	for what, c := range map[string]struct {
+		schema map[string]json.RawMessage
+		typ    reflect.Type
+	}{"sink": {sinkSchema.Properties, reflect.TypeFor[Config]()}, "sink.auth": {auth.Properties, reflect.TypeFor[WebhookAuth]()}} {
+		var fieldNames, props []string
+		for f := range c.typ.Fields() {
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			fieldNames = append(fieldNames, name)
+		}
+		for p := range c.schema {
+			props = append(props, p)
+		}
+		slices.Sort(fieldNames)
+		slices.Sort(props)
+		if !slices.Equal(fieldNames, props) {
+			t.Errorf("poller.schema.json's %s properties %v; %s's fields %v", what, props, c.typ, fieldNames)
+		}
+	}
+	var refused []string
+	for _, a := range sinkSchema.AllOf {
+		for p, s := range a.Else.Properties {
+			if string(s) == "false" {
+				refused = append(refused, p)
+			}
+		}
+	}
+	slices.Sort(refused)
+	if want := []string{"auth", "signing_secret"}; !slices.Equal(refused, want) {
+		t.Errorf("poller.schema.json refuses %v on sinks other than webhook; want %v", refused, want)
+	}
+	for _, f := range []string{"signing_secret", "auth"} {
+		for typ, allowed := range fields {
+			if slices.Contains(allowed, f) != (typ == Webhook) {
+				t.Errorf("fields[%s] and %s: only a webhook takes %s", typ, f, f)
+			}
+		}
 	}
 }

@@ -11,51 +11,101 @@ import (
 	"strings"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"go.opentelemetry.io/otel/attribute"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/azconn"
 	"github.com/pseudotrigger/pseudotrigger/internal/redact"
 )
 
 // webhook POSTs each message as JSON, with headers Idempotency-Key (the message id: the change
-// id, or the batch id in batch mode), X-Fencing-Token and the sink's own. A non-2xx reply or a
-// transport error fails the batch.
+// id, or the batch id in batch mode), X-Fencing-Token and the sink's own; signed as Standard
+// Webhooks says when it has signing secrets (webhook_sign.go), with an Entra ID token when it
+// has auth. A non-2xx reply or a transport error fails the batch.
 type webhook struct {
 	url         string
 	shown       string // the URL without its query and user info
 	headers     map[string]string
 	client      *http.Client
 	concurrency int
+	signer      *signer      // nil: requests are not signed
+	auth        *tokenSource // nil: no Authorization token
 }
 
-func newWebhook(cfg Config, t policy.Transporter) (*webhook, error) {
+// webhookDeps are what a webhook takes from its Sink: the transport tests give, the clock that
+// stamps webhook-timestamp, and how a credential is made for auth.
+type webhookDeps struct {
+	transport policy.Transporter
+	now       func() time.Time
+	cred      func(id azconn.Identity, setting string) (azcore.TokenCredential, error)
+}
+
+// newWebhook makes the webhook of cfg, whose settings expand resolved; raw is the definition
+// before that, whose %SETTING% names the signing secrets' setting in errors.
+func newWebhook(cfg, raw Config, getenv func(string) string, d webhookDeps) (*webhook, error) {
 	timeout := 30 * time.Second
 	if cfg.Timeout != "" {
 		timeout, _ = time.ParseDuration(cfg.Timeout) // checked by New
 	}
 	client := &http.Client{Timeout: timeout, Transport: keepAlive(cfg.concurrency())}
-	if hc, ok := t.(*http.Client); ok && hc != nil {
+	if hc, ok := d.transport.(*http.Client); ok && hc != nil {
 		client = &http.Client{Timeout: timeout, Transport: hc.Transport}
 	}
 	if _, err := url.Parse(cfg.URL); err != nil {
 		return nil, fmt.Errorf("url: %w", err)
 	}
-	return &webhook{url: cfg.URL, shown: redact.URL(cfg.URL), headers: cfg.Headers, client: client, concurrency: cfg.concurrency()}, nil
+	w := &webhook{url: cfg.URL, shown: redact.URL(cfg.URL), headers: cfg.Headers, client: client, concurrency: cfg.concurrency()}
+	if cfg.SigningSecret != "" {
+		s, err := newSigner(raw.SigningSecret, cfg.SigningSecret, d.now)
+		if err != nil {
+			return nil, err
+		}
+		w.signer = s
+	}
+	if cfg.Auth != nil {
+		a, err := newTokenSource(*cfg.Auth, cfg.URL, getenv, d.cred, timeout)
+		if err != nil {
+			return nil, err
+		}
+		w.auth = a
+	}
+	return w, nil
 }
 
-func (w *webhook) String() string { return "POST " + w.shown }
-func (w *webhook) maxBytes() int  { return 0 }
+// String says where the webhook posts and, when on, that it signs (and with how many secrets)
+// and whose token it sends: what the start-up log line and the status show.
+func (w *webhook) String() string {
+	out := "POST " + w.shown
+	if w.signer != nil {
+		out += fmt.Sprintf(", signed with %d secret(s)", len(w.signer.keys))
+	}
+	if w.auth != nil {
+		out += ", Entra ID token for " + w.auth.audience + " as " + w.auth.who
+	}
+	return out
+}
+
+func (w *webhook) maxBytes() int { return 0 }
 func (w *webhook) target() traceTarget {
 	return traceTarget{name: "send " + w.shown, attrs: []attribute.KeyValue{semconv.HTTPRequestMethodPost, semconv.URLFull(w.shown)}}
 }
 func (w *webhook) close(_ context.Context) error { w.client.CloseIdleConnections(); return nil }
 
 func (w *webhook) send(ctx context.Context, msgs []Message) error {
-	return eachInOrder(ctx, msgs, w.concurrency, w.post)
+	if w.auth == nil {
+		return eachInOrder(ctx, msgs, w.concurrency, func(ctx context.Context, m Message) error { return w.post(ctx, m, "") })
+	}
+	bearer, err := w.auth.bearer(ctx)
+	if err != nil {
+		return err
+	}
+	return eachInOrder(ctx, msgs, w.concurrency, func(ctx context.Context, m Message) error { return w.post(ctx, m, bearer) })
 }
 
-func (w *webhook) post(ctx context.Context, m Message) error {
+// post sends m; bearer is the Authorization header's value ("": none).
+func (w *webhook) post(ctx context.Context, m Message, bearer string) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.url, bytes.NewReader(m.Body))
 	if err != nil {
 		return fmt.Errorf("%s: %s", m.About(), redact.Text(err.Error()))
@@ -71,6 +121,14 @@ func (w *webhook) post(ctx context.Context, m Message) error {
 		if m.TraceState != "" {
 			req.Header.Set("tracestate", m.TraceState)
 		}
+	}
+	if w.signer != nil {
+		if err := w.signer.sign(req.Header, m.ID, m.Body); err != nil {
+			return fmt.Errorf("%s: %w", m.About(), err)
+		}
+	}
+	if bearer != "" {
+		req.Header.Set("Authorization", bearer)
 	}
 	resp, err := w.client.Do(req)
 	if err != nil {

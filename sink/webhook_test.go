@@ -50,7 +50,7 @@ func (rec *recorder) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	msgs := []received{{ID: r.Header.Get("Idempotency-Key"), Body: body, Trace: r.Header.Get("traceparent")}}
+	msgs := []received{{ID: r.Header.Get("Idempotency-Key"), Body: body, Trace: r.Header.Get("traceparent"), Header: r.Header.Clone()}}
 	if rec.parse != nil {
 		msgs = rec.parse(r, body)
 	}

@@ -153,13 +153,15 @@ need() {
 }
 
 # install_azurite installs the tools pinned in package.json (Azurite, the Bicep syntax checker, the
-# Kusto language service scripts/check-kql.mjs runs) into node_modules when any is missing.
+# Kusto language service scripts/check-kql.mjs runs, the Standard Webhooks library the webhook
+# signing tests verify with) into node_modules when any is missing.
 install_azurite() {
   need node "install Node.js 20 (Azurite 3.35 needs Node >= 18)"
   need npm "install npm (it comes with Node.js)"
   if [ ! -x "$ROOT/node_modules/.bin/azurite-blob" ] || [ ! -f "$ROOT/node_modules/tree-sitter-bicep/tree-sitter-bicep.wasm" ] \
-    || [ ! -d "$ROOT/node_modules/web-tree-sitter" ] || [ ! -f "$ROOT/node_modules/@kusto/language-service-next/Kusto.Language.Bridge.min.js" ]; then
-    log "installing the tools pinned in package.json (Azurite, tree-sitter-bicep, the Kusto language service) into node_modules ..."
+    || [ ! -d "$ROOT/node_modules/web-tree-sitter" ] || [ ! -f "$ROOT/node_modules/@kusto/language-service-next/Kusto.Language.Bridge.min.js" ] \
+    || [ ! -f "$ROOT/node_modules/standardwebhooks/package.json" ]; then
+    log "installing the tools pinned in package.json (Azurite, tree-sitter-bicep, the Kusto language service, standardwebhooks) into node_modules ..."
     (cd "$ROOT" && npm ci --no-fund --no-audit --loglevel=error >&2) || die "npm ci failed"
   fi
 }
