@@ -21,11 +21,7 @@ import (
 // cleanup failed (its liveness mark, written after its commit) makes it degraded with the error;
 // a later commit (no mark: its cleanup succeeded) clears it.
 func TestCleanupStatus(t *testing.T) {
-	ctx := context.Background()
-	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
-	clk := clock.NewFake(now)
-	st := memstore.New(clk)
-	marker := &liveness.Marker{Store: st, App: "test", Owner: "test/host/1", Clock: clk}
+	now, clk, st, marker := markedStore()
 	doc := &state.Doc{Version: 1, PollerName: "orders", SourceFingerprint: "sha256:x",
 		Checkpoint: state.Checkpoint{Cursor: tsCursor(now.Add(-time.Minute), 12), UpdatedAt: state.At(now)}}
 	putDoc(t, st, doc)
@@ -83,4 +79,13 @@ func TestCleanupStatus(t *testing.T) {
 	if r := pollerstatus.Read(ctx, st, cfg, "orders"); r.Health != pollerstatus.HealthOK || r.Cleanup.Error != "" {
 		t.Fatalf("after a later commit: health %q (%s), cleanup %+v", r.Health, r.HealthReason, r.Cleanup)
 	}
+}
+
+// markedStore is a state store of app "test" on a fake clock at a fixed now, and a liveness
+// marker writing to it.
+func markedStore() (time.Time, *clock.Fake, *memstore.Store, *liveness.Marker) {
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	clk := clock.NewFake(now)
+	st := memstore.New(clk)
+	return now, clk, st, &liveness.Marker{Store: st, App: "test", Owner: "test/host/1", Clock: clk}
 }
