@@ -391,7 +391,7 @@ func (a *App) tick(ctx context.Context, ps *pollerState, invID string) (tick.Sum
 	}
 	if a.marker != nil {
 		a.marker.Record(ctx, liveness.Tick{Poller: ps.def.Name(), Outcome: outcome, Err: err, RowsWaiting: rowsWaiting, LagSeconds: sum.LagSeconds,
-			WroteState: err == nil && sum.Outcome == tick.Committed, Interval: ps.settings.LivenessInterval})
+			WroteState: err == nil && sum.Outcome == tick.Committed, Interval: ps.settings.LivenessInterval, CleanupErr: sum.CleanupError})
 	}
 	a.checkDeadLetters(ctx, ps, sum.DeadLettered > 0)
 	return sum, err

@@ -110,6 +110,9 @@ func statusTable(env Env, rows []Row) error {
 		if r.Probe != nil && r.Probe.Skipped != "" {
 			fmt.Fprintf(env.Out, "%s: the source was not probed: %s\n", r.Poller, r.Probe.Skipped)
 		}
+		if c := r.Figures().Cleanup; c != "" {
+			fmt.Fprintf(env.Out, "%s: cleanup: %s\n", r.Poller, c)
+		}
 		for _, d := range r.Shown() { // what the source's driver says of it: a replication slot, ...
 			if d.Text != "" {
 				fmt.Fprintf(env.Out, "%s: %s\n", r.Poller, d.Line)

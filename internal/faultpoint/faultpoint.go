@@ -35,6 +35,10 @@ const (
 // the replication slot is about to be advanced to it.
 const BeforeSlotAdvance Point = "before_slot_advance"
 
+// The point of a cleanup (package tick): the checkpoint is committed, and the delivered rows
+// behind it are about to be deleted.
+const BeforeCleanup Point = "before_cleanup"
+
 // The point of a backfill's chunk (package tick): its reads are being handed to the handler; its
 // progress is not written.
 const InBackfill Point = "in_backfill"

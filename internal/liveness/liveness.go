@@ -69,6 +69,9 @@ type Mark struct {
 	IntervalSeconds int64 `json:"interval_seconds"`
 	// Owner is the process that wrote it (its lease owner id).
 	Owner string `json:"owner,omitempty"`
+	// CleanupError is why the tick's cleanup of delivered rows failed (tick.Summary's), which
+	// fails no tick; absent when it did not fail.
+	CleanupError string `json:"cleanup_error,omitempty"`
 }
 
 // Failed reports whether the mark records a failed tick.
@@ -117,6 +120,9 @@ type Tick struct {
 	WroteState bool
 	// Interval is the poller's {P}_LIVENESS_INTERVAL (DefaultInterval when 0).
 	Interval time.Duration
+	// CleanupErr is why the tick's cleanup of delivered rows failed ("": it did not). A mark is
+	// written for every tick whose cleanup fails, and for the first after them whose does not.
+	CleanupErr string
 }
 
 // Marker writes the liveness marks of one process's pollers. It is safe for concurrent use.
@@ -136,6 +142,8 @@ type signal struct {
 	failed bool
 	since  time.Time // failed: when the ticks began to fail
 	etag   string    // of the mark as this process last wrote or read it ("" unknown)
+	// cleanupFailed: the tick's cleanup failed.
+	cleanupFailed bool
 }
 
 // Record notes how a tick ended and writes the poller's mark when it is due. It never fails the
@@ -152,21 +160,19 @@ func (m *Marker) Record(ctx context.Context, t Tick) bool {
 	}
 	errText := ""
 	if t.Err != nil {
-		errText = t.Err.Error()
-		if len(errText) > maxError {
-			errText = errText[:maxError] + "..."
-		}
+		errText = clip(t.Err.Error())
 	}
 	m.mu.Lock()
 	if m.last == nil {
 		m.last = map[string]*signal{}
 	}
 	prev := m.last[t.Poller]
-	next := &signal{at: now, failed: t.Err != nil}
+	next := &signal{at: now, failed: t.Err != nil, cleanupFailed: t.CleanupErr != ""}
 	if prev != nil {
 		next.etag = prev.etag
 	}
-	due := !t.WroteState && (prev == nil || next.failed || prev.failed || now.Sub(prev.at) >= interval)
+	due := !t.WroteState && (prev == nil || next.failed || prev.failed || now.Sub(prev.at) >= interval) ||
+		next.cleanupFailed || prev != nil && prev.cleanupFailed
 	if !due {
 		if t.WroteState {
 			m.last[t.Poller] = next
@@ -177,7 +183,7 @@ func (m *Marker) Record(ctx context.Context, t Tick) bool {
 	m.mu.Unlock()
 
 	mark := Mark{Version: 1, Poller: t.Poller, At: state.At(now), Outcome: t.Outcome, Error: errText, RowsWaiting: t.RowsWaiting,
-		LagSeconds: t.LagSeconds, IntervalSeconds: int64(interval / time.Second), Owner: m.Owner}
+		LagSeconds: t.LagSeconds, IntervalSeconds: int64(interval / time.Second), Owner: m.Owner, CleanupError: clip(t.CleanupErr)}
 	if next.failed {
 		switch {
 		case prev != nil && prev.failed:
@@ -205,6 +211,14 @@ func (m *Marker) Record(ctx context.Context, t Tick) bool {
 	m.last[t.Poller] = next
 	m.mu.Unlock()
 	return true
+}
+
+// clip bounds an error's text to maxError.
+func clip(s string) string {
+	if len(s) > maxError {
+		return s[:maxError] + "..."
+	}
+	return s
 }
 
 // failingSince reads the poller's mark as another process (or this one before a restart) left

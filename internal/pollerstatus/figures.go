@@ -89,12 +89,16 @@ type Figures struct {
 	LastTick string
 	// Problem is the first words of the health reason: what is wrong ("" when nothing).
 	Problem string
+	// Cleanup says how many delivered rows await the poller's cleanup and what it deletes
+	// (Cleanup.Text); "" when it has none.
+	Cleanup string
 }
 
 // Figures returns the row's figures in words.
 func (r Row) Figures() Figures {
 	b := r.Backlog()
-	f := Figures{Health: r.Health, Lag: b.LagText(), Waiting: b.WaitingText(), LastTick: r.LastTick.Text(), Problem: Headline(r.problem())}
+	f := Figures{Health: r.Health, Lag: b.LagText(), Waiting: b.WaitingText(), LastTick: r.LastTick.Text(), Problem: Headline(r.problem()),
+		Cleanup: r.Cleanup.Text()}
 	switch r.LagFrom {
 	case "probe":
 		f.Measured = MeasuredNow

@@ -155,6 +155,8 @@ type Row struct {
 	// privilege), each with the SQL that fixes it (pollerctl check NAME --fix): the poller is
 	// degraded while there are any.
 	SetupWarnings []setup.Finding `json:"setup_warnings,omitempty"`
+	// Cleanup is the poller's cleanup of its delivered rows; nil when it has none.
+	Cleanup *Cleanup `json:"cleanup,omitempty"`
 }
 
 // MarshalJSON writes the row with its details as members of its own, after history_ops, under
@@ -297,6 +299,9 @@ type Probe struct {
 	// SetupWarnings are the problems of the source's set-up (source.Source.SetupProblems), each
 	// with its fix; the row shows them.
 	SetupWarnings []setup.Finding `json:"-"`
+	// RowsAwaitingCleanup counts, up to ProbeCap, the delivered rows behind the checkpoint that
+	// the poller's cleanup deletes; nil when it has none.
+	RowsAwaitingCleanup *int64 `json:"rows_awaiting_cleanup,omitempty"`
 	// Details are what the source's driver showed of it as the probe read it (a logical
 	// poller's replication slot, also when the probe then failed; how a MySQL timestamp+pk
 	// poller's reads are kept behind late commits), each a member of the JSON here, under its
@@ -356,6 +361,9 @@ type Registered struct {
 	// MaxRetained is the poller's {P}_CDC_MAX_RETAINED (appsettings.DefaultMaxRetained when 0):
 	// more change log kept for it (a logical poller's slot's WAL) is not ok.
 	MaxRetained int64
+	// Cleanup says what its cleanup of delivered rows deletes (sourcedef.Cleanup.String); ""
+	// when it has none.
+	Cleanup string
 }
 
 // RegisteredFrom describes a registered poller from its definition, its settings and their
@@ -364,6 +372,9 @@ type Registered struct {
 func RegisteredFrom(p *pollerdef.Def, s appsettings.Settings, err error) Registered {
 	r := Registered{Name: p.Name(), Kind: p.Source().Cursor.Kind, Poison: s.Poison(), Schedule: s.Schedule,
 		LivenessInterval: s.LivenessInterval, MaxLag: s.MaxLag, MaxRetained: s.MaxRetained}
+	if c := p.Source().Cleanup; c != nil {
+		r.Cleanup = c.String()
+	}
 	if err != nil {
 		r.Problem = err.Error()
 	}
@@ -479,8 +490,15 @@ func Read(ctx context.Context, st Reader, cfg Config, pollerName string) (r Row)
 		r.HealthReason = r.reason.String()
 	}()
 
-	var ticks []LastTick
+	var (
+		ticks     []LastTick
+		mark      *liveness.Mark
+		markBlob  store.Blob
+		stateBlob store.Blob
+	)
+	defer func() { r.Cleanup = cleanupOf(reg, r.Probe, mark, markBlob, stateBlob) }() // before the verdict's
 	if m, b, err := liveness.Read(ctx, st, cfg.App, pollerName); err == nil && m != nil {
+		mark, markBlob = m, b
 		t := LastTick{AgoSeconds: ago(b), Outcome: m.Outcome, Error: redact.Text(m.Error), From: "liveness",
 			rowsWaiting: m.RowsWaiting, lag: m.LagSeconds}
 		if t.Failed() && m.FailingSince != nil {
@@ -511,7 +529,7 @@ func Read(ctx context.Context, st Reader, cfg Config, pollerName string) (r Row)
 			r.State, r.Problem = StateCorrupt, redact.Text(err.Error())
 			return r
 		}
-		doc = d
+		doc, stateBlob = d, b
 		r.fromDoc(d, b, cfg)
 		if t, ok := stateTick(d, b); ok {
 			ticks = append(ticks, t)
@@ -755,6 +773,9 @@ func verdict(r *Row, reg Registered, cfg Config) (string, reason) {
 	}
 	if len(r.SetupWarnings) > 0 {
 		return HealthDegraded, reason{head: SetupText(name, r.SetupWarnings)}
+	}
+	if r.Cleanup != nil && r.Cleanup.Error != "" {
+		return HealthDegraded, reason{cleanupReason(name), r.Cleanup.Error}
 	}
 	if h != "" {
 		return h, reason{head: why}

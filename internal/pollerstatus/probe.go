@@ -32,6 +32,10 @@ type Source interface {
 	// SetupProblems is the set-up check, run when the source is first opened in a process and
 	// again while it finds a problem.
 	SetupProblems(ctx context.Context) ([]setup.Finding, bool, error)
+	// Cleans says whether the source deletes its delivered rows, and AwaitingCleanup counts up
+	// to limit of those behind the checkpoint upTo.
+	Cleans() bool
+	AwaitingCleanup(ctx context.Context, upTo *state.Cursor, limit int) (int64, error)
 }
 
 var _ Source = (*source.Source)(nil)
@@ -88,7 +92,15 @@ func ProbeSource(ctx context.Context, src Source, blob string, doc *state.Doc, n
 			return ProbeFailed(err)
 		}
 		details = append(details, b.Details...)
-		return Probe{OK: true, RowsWaiting: b.Rows, LagSeconds: b.LagSeconds(now()), SetupWarnings: setupWarnings(ctx, src)}
+		p := Probe{OK: true, RowsWaiting: b.Rows, LagSeconds: b.LagSeconds(now()), SetupWarnings: setupWarnings(ctx, src)}
+		if src.Cleans() {
+			n, err := src.AwaitingCleanup(ctx, cursor, ProbeCap)
+			if err != nil {
+				return ProbeFailed(err)
+			}
+			p.RowsAwaitingCleanup = &n
+		}
+		return p
 	}()
 	p.DurationMS = now().Sub(start).Milliseconds()
 	p.Details = details

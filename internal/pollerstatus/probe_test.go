@@ -12,7 +12,17 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
-type fakeSource struct{ rows int64 }
+// fakeSource is a source with rows waiting and, when it cleans, awaiting rows behind the
+// checkpoint.
+type fakeSource struct {
+	rows, awaiting int64
+	cleans         bool
+}
+
+func (s fakeSource) Cleans() bool { return s.cleans }
+func (s fakeSource) AwaitingCleanup(context.Context, *state.Cursor, int) (int64, error) {
+	return s.awaiting, nil
+}
 
 func (fakeSource) Identity() state.SourceDef       { return state.SourceDef{} }
 func (fakeSource) CheckCursor(*state.Cursor) error { return nil }

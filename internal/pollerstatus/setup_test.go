@@ -7,12 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pseudotrigger/pseudotrigger/internal/clock"
 	"github.com/pseudotrigger/pseudotrigger/internal/liveness"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerstatus"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/setup"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
-	"github.com/pseudotrigger/pseudotrigger/internal/store/memstore"
 )
 
 // TestSetupWarningDegrades: a probe whose setup check finds a problem makes a ticking poller
@@ -20,10 +18,7 @@ import (
 // page; once the check is clean it is ok again.
 func TestSetupWarningDegrades(t *testing.T) {
 	ctx := context.Background()
-	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
-	clk := clock.NewFake(now)
-	st := memstore.New(clk)
-	marker := &liveness.Marker{Store: st, App: "test", Owner: "test/host/1", Clock: clk}
+	_, clk, st, marker := markedStore()
 	warning := setup.Finding{Check: setup.CheckStamped, Verdict: setup.VerdictProblem,
 		Detail: "column txid: only a default stamps it, on INSERT; every UPDATE after the insert is never delivered",
 		Fix:    []string{`CREATE TRIGGER "orders_stamp_txid" BEFORE UPDATE ON "orders" FOR EACH ROW EXECUTE FUNCTION "orders_stamp_txid"()`}}

@@ -91,7 +91,7 @@ func (s *Source) ReadChunk(ctx context.Context, after map[string]json.RawMessage
 			if err != nil {
 				return nil, err
 			}
-			pred, order := dl.Keyset(s.def.Cursor.Kind, driver.QuoteAll(dl, s.shape.KeyCols), keyMarkers(s.shape.Codecs, next))
+			pred, order := dl.Keyset(s.def.Cursor.Kind, driver.QuoteAll(dl, s.shape.KeyCols), keyMarkers(s.shape.Codecs, next), driver.After)
 			args = append(args, inMarkerOrder(pos, order)...)
 			left = "CASE WHEN " + pred + " THEN 1 ELSE 0 END"
 		}
@@ -106,7 +106,7 @@ func (s *Source) ReadChunk(ctx context.Context, after map[string]json.RawMessage
 		for i, pk := range s.def.PK {
 			_, codecs[i] = s.pkCodec(pk)
 		}
-		pred, order := dl.Keyset(state.KindInteger, driver.QuoteAll(dl, s.def.PK), keyMarkers(codecs, next))
+		pred, order := dl.Keyset(state.KindInteger, driver.QuoteAll(dl, s.def.PK), keyMarkers(codecs, next), driver.After)
 		preds = append(preds, pred)
 		args = append(args, inMarkerOrder(key, order)...)
 	}

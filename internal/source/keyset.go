@@ -191,7 +191,7 @@ func buildQueries(dl driver.Driver, d sourcedef.Definition, cols, keys string, c
 		next := func() string { n++; return dl.Placeholder(n) }
 		var preds []string
 		if after {
-			pred, order := dl.Keyset(d.Cursor.Kind, qkeys, keyMarkers(codecs, next))
+			pred, order := dl.Keyset(d.Cursor.Kind, qkeys, keyMarkers(codecs, next), driver.After)
 			preds, q.keyOrder = append(preds, pred), order
 		}
 		b := dl.UpperBound(d.Cursor.Kind, flavor, qkeys[0], d.SettleLagOrDefault(), next)

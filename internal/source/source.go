@@ -81,6 +81,8 @@ type Source struct {
 	part        bool                       // s is one of them: rows and layout only, no reader of its own
 	all         bool                       // def.Columns was AllColumns: they are the table's as check found them
 	q           queries                    // the keyset queries, and the stamp check (keyset kinds only)
+	cq          cleanupQueries             // the cleanup's (Definition.Cleanup; keyset kinds only)
+	ageType     string                     // the database type of the cleanup's time column, when the rows do not carry it
 	flavor      row.TSFlavor               // how a timestamp cursor compares with the database's clock
 	reader      reader                     // reads the rows: keyset, or the driver's change stream
 	bound       driver.ReadBound           // a keyset read's bound below the transactions still open, if the driver keeps one
@@ -335,6 +337,9 @@ func (s *Source) check(ctx context.Context) error {
 	if err != nil {
 		return s.schemaErr("", "%v", err)
 	}
+	if s.ageType, err = s.ageColumnType(ctx, have); err != nil {
+		return err
+	}
 	if err := s.lay(types); err != nil {
 		return err
 	}
@@ -425,7 +430,7 @@ func (s *Source) lay(types []string) error {
 		s.q = buildQueries(s.dl, s.def, s.sel, s.keySel, s.shape.Codecs, s.flavor, s.bound != nil)
 		s.shape.StampFix = s.q.stampFix
 		s.reader = &keyset{s}
-		return nil
+		return s.layCleanup(s.ageType)
 	}
 	if s.part {
 		return nil
@@ -462,6 +467,9 @@ func Offline(drv driver.Driver, cfg Config, types map[string]string) (*Source, d
 	}
 	if !s.def.Changes() {
 		s.bound, _ = drv.ReadBound(cfg.DSN, s.def)
+	}
+	if col := cleanupColumn(s.def); !slices.Contains(s.def.Selected(), col) {
+		s.ageType = types[col]
 	}
 	layOffline := func(s *Source) error {
 		var ordered []string
@@ -526,12 +534,15 @@ type Queries struct {
 	// the cursor has nothing to check.
 	StampCheck string
 	StampArg   any
+	// Cleanup deletes delivered rows behind a checkpoint, a bounded number (Source.Cleanup), and
+	// CleanupCount counts them (AwaitingCleanup); "" without a cleanup.
+	Cleanup, CleanupCount string
 }
 
 // Queries returns the SQL texts of the source's keyset reads.
 func (s *Source) Queries() Queries {
 	return Queries{FetchFirst: s.q.FetchFirst, FetchAfter: s.q.FetchAfter, BacklogFirst: s.q.BacklogFirst, BacklogAfter: s.q.BacklogAfter,
-		StampCheck: s.q.StampCheck, StampArg: s.q.stampArg}
+		StampCheck: s.q.StampCheck, StampArg: s.q.stampArg, Cleanup: s.cq.Delete, CleanupCount: s.cq.Count}
 }
 
 // DB returns the connection pool.

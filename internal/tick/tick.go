@@ -94,6 +94,11 @@ type Summary struct {
 	DeadLettered    int    `json:"dead_lettered,omitempty"` // rows quarantined into a dead letter
 	DeadLetter      string `json:"dead_letter,omitempty"`   // the last dead letter written
 	BatchID         string `json:"batch_id,omitempty"`      // the batch that failed
+	// RowsDeleted counts the delivered rows the tick's cleanup deleted (Cleaner), and
+	// CleanupError is why it stopped short ("" when it did not): the rows stay behind the
+	// checkpoint for the next tick; the tick itself is not failed by it.
+	RowsDeleted  int64  `json:"rows_deleted,omitempty"`
+	CleanupError string `json:"cleanup_error,omitempty"`
 }
 
 // Source is what a tick needs of a poller's source; *source.Source has it.
@@ -159,6 +164,9 @@ type Runner struct {
 	// Active).
 	Tracer  trace.Tracer
 	Metrics *telemetry.Metrics
+	// CleanupRows and CleanupStatements bound a tick's cleanup of delivered rows: rows a DELETE,
+	// DELETEs a tick (DefaultCleanupRows and DefaultCleanupStatements when 0).
+	CleanupRows, CleanupStatements int
 
 	close func() error // closes the source Open opened
 	// reopen opens the poller's source anew (a source Open opened; nil for one given to it);
@@ -168,6 +176,8 @@ type Runner struct {
 	srcMu        sync.RWMutex
 	stampMu      sync.Mutex
 	stampChecked time.Time // when CheckStamps last passed
+	cleanMu      sync.Mutex
+	clean        cleaned // the last cleanup that left nothing (cleanup.go)
 }
 
 // ErrBlocked wraps the error of a tick whose batch failed {P}_MAX_ATTEMPTS times or more while
@@ -249,6 +259,7 @@ func (r *Runner) Tick(ctx context.Context, invocationID string) (Summary, error)
 		}
 	}
 	r.srcMu.RLock()
+	t.cleanup()
 	sum, err := t.finish(err)
 	r.srcMu.RUnlock()
 	if t.reopen {
@@ -475,6 +486,12 @@ func (t *tickRun) finish(err error) (Summary, error) {
 	}
 	if sum.DeadLettered > 0 {
 		attrs = append(attrs, "dead_lettered", sum.DeadLettered, "dead_letter", sum.DeadLetter)
+	}
+	if sum.RowsDeleted > 0 {
+		attrs = append(attrs, "rows_deleted", sum.RowsDeleted)
+	}
+	if sum.CleanupError != "" {
+		attrs = append(attrs, "cleanup_error", sum.CleanupError)
 	}
 	if err != nil {
 		if sum.BatchID != "" {

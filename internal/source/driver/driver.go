@@ -49,16 +49,26 @@ type Driver interface {
 	Placeholder(i int) string
 	// Limit is "SELECT " + sel + rest, reading at most n rows (Defaults: LIMIT n).
 	Limit(sel, rest, n string) string
-	// Keyset renders "the keys are after the params" in lexicographic order, for a cursor of
-	// kind; order is, when the markers are positional and the predicate repeats them, which key
-	// value each marker takes (nil: each its own, in order). Defaults: a row-value comparison.
-	Keyset(kind string, keys, params []string) (pred string, order []int)
+	// Keyset renders "the keys are after the params" (side After) or "at or before them"
+	// (Behind) in lexicographic order, for a cursor of kind; order is, when the markers are
+	// positional and the predicate repeats them, which key value each marker takes (nil: each
+	// its own, in order). Defaults: a row-value comparison.
+	Keyset(kind string, keys, params []string, side Side) (pred string, order []int)
 	// UpperBound is what keeps a read of the cursor column col behind rows that may still
 	// commit (lag: the settle lag; next gives its argument's marker).
 	UpperBound(kind string, fl row.TSFlavor, col string, lag time.Duration, next func() string) Bound
 	// ReadBound returns the bound of the keyset reads of d by the role of dsn, kept behind
 	// transactions the server says are open; false when they take none (Defaults).
 	ReadBound(dsn string, d sourcedef.Definition) (ReadBound, bool)
+	// DeleteFirst renders a statement that deletes from table (quoted) the first rows in the
+	// order of the columns order that match the predicate where renders, at most as many as
+	// the marker limit renders: by the key pk (quoted columns) where it selects them in a
+	// subquery. where and limit render their markers each time they are called, so the caller
+	// passes their arguments in the order of the calls. Defaults: DELETE ... WHERE (pk) IN
+	// (SELECT pk ... ORDER BY ... LIMIT n) AND the predicate again, so that a row changed
+	// since the subquery read it is deleted only if it still matches (PostgreSQL re-checks the
+	// outer WHERE on a row updated concurrently, not the subquery).
+	DeleteFirst(table string, pk, order []string, where, limit func() string) string
 	// StampCheck renders the predicate that finds a row the cursor column col (of flavor fl)
 	// can never reach, its argument (marker param), and how to stamp the column and rewrite
 	// such rows; "" when there is nothing to check (see source.Source.CheckStamps).
@@ -253,11 +263,46 @@ func (Defaults) Quote(s string) string { return `"` + strings.ReplaceAll(s, `"`,
 func (Defaults) Limit(sel, rest, n string) string { return "SELECT " + sel + rest + " LIMIT " + n }
 
 // Keyset compares row values, which PostgreSQL's and SQLite's indexes seek on.
-func (Defaults) Keyset(_ string, keys, params []string) (string, []int) {
+func (Defaults) Keyset(_ string, keys, params []string, side Side) (string, []int) {
+	op := side.ops().last
 	if len(keys) == 1 {
-		return keys[0] + " > " + params[0], nil
+		return keys[0] + " " + op + " " + params[0], nil
 	}
-	return "(" + strings.Join(keys, ", ") + ") > (" + strings.Join(params, ", ") + ")", nil
+	return "(" + strings.Join(keys, ", ") + ") " + op + " (" + strings.Join(params, ", ") + ")", nil
+}
+
+// DeleteFirst deletes by key the rows a subquery selects in order, checking the predicate
+// again on each row it deletes.
+func (Defaults) DeleteFirst(table string, pk, order []string, where, limit func() string) string {
+	keys := strings.Join(pk, ", ")
+	sub := "SELECT " + keys + " FROM " + table + " WHERE " + where() + " ORDER BY " + strings.Join(order, ", ") + " LIMIT " + limit()
+	if len(pk) > 1 {
+		keys = "(" + keys + ")"
+	}
+	return "DELETE FROM " + table + " WHERE " + keys + " IN (" + sub + ") AND " + where()
+}
+
+// Side is which rows a keyset predicate selects against a cursor (Driver.Keyset).
+type Side int
+
+// The sides of a cursor.
+const (
+	// After: the rows after the cursor, which are still to be read.
+	After Side = iota
+	// Behind: the rows at or before it, which a committed checkpoint says were delivered (a
+	// cleanup deletes them).
+	Behind
+)
+
+// sideOps are a side's comparisons: strict on a key that decides, wide on the leading range,
+// last on the last key.
+type sideOps struct{ strict, wide, last string }
+
+func (s Side) ops() sideOps {
+	if s == Behind {
+		return sideOps{"<", "<=", "<="}
+	}
+	return sideOps{">", ">=", ">"}
 }
 
 // Supports the cursor kinds every database has: timestamp+pk and integer.
@@ -339,18 +384,20 @@ func (Defaults) CheckProbe([]Detail, *state.Cursor, string) error { return nil }
 func (Defaults) StatusDetails(StatusInput) []Detail { return nil }
 
 // ExpandedKeyset is the keyset in the form without row comparison, with a leading range on the
-// first key so that an index on the keys is read as a range:
-// k0 >= p0 AND (k0 > p0 OR (k1 > p1 OR (k1 = p1 AND k2 > p2))).
-func ExpandedKeyset(keys, params []string) string {
+// first key so that an index on the keys is read as a range; After:
+// k0 >= p0 AND (k0 > p0 OR (k1 > p1 OR (k1 = p1 AND k2 > p2))), Behind the same with <=, < and
+// <= on the last key.
+func ExpandedKeyset(keys, params []string, side Side) string {
+	op := side.ops()
 	last := len(keys) - 1
-	rest := keys[last] + " > " + params[last]
+	rest := keys[last] + " " + op.last + " " + params[last]
 	if last == 0 {
 		return rest
 	}
 	for i := last - 1; i >= 1; i-- {
-		rest = "(" + keys[i] + " > " + params[i] + " OR (" + keys[i] + " = " + params[i] + " AND " + rest + "))"
+		rest = "(" + keys[i] + " " + op.strict + " " + params[i] + " OR (" + keys[i] + " = " + params[i] + " AND " + rest + "))"
 	}
-	return keys[0] + " >= " + params[0] + " AND (" + keys[0] + " > " + params[0] + " OR " + rest + ")"
+	return keys[0] + " " + op.wide + " " + params[0] + " AND (" + keys[0] + " " + op.strict + " " + params[0] + " OR " + rest + ")"
 }
 
 // ExpandedKeysetOrder is the order of the n key values in ExpandedKeyset's markers, for a

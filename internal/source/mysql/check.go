@@ -578,13 +578,17 @@ func (dr Driver) sees(ctx context.Context, db *sql.DB, d sourcedef.Definition, p
 }
 
 // privileges: SELECT on the table, tried (information_schema showed the table, which any
-// privilege on it does).
+// privilege on it does); a cleanup's DELETE, granted globally, on the schema or on the table.
 func (dr Driver) privileges(ctx context.Context, db *sql.DB, d sourcedef.Definition) setup.Finding {
 	user, _ := currentUser(ctx, db)
 	f := setup.Finding{Check: setup.CheckPrivileges, Verdict: setup.VerdictOK, Detail: user + " may read the table"}
 	rows, err := db.QueryContext(ctx, "SELECT * FROM "+driver.QuoteTable(dr, d.Table)+" WHERE 1=0")
 	if err == nil {
 		rows.Close()
+		if d.Cleanup != nil && !dr.sees(ctx, db, d, "DELETE") {
+			f.Verdict, f.Detail = setup.VerdictProblem, user+" lacks DELETE on the table, which its cleanup deletes the delivered rows with: run the fix as the table's owner or an admin"
+			f.Fix = []string{"GRANT DELETE ON " + driver.QuoteTable(dr, d.Table) + " TO " + user}
+		}
 		return f
 	}
 	f.Verdict, f.Detail = setup.VerdictProblem, user+" cannot read the table ("+err.Error()+"): run the fix as the table's owner or an admin"

@@ -36,6 +36,18 @@ func TestCheckSetup(t *testing.T) {
 			t.Fatalf("%d problems: %+v", n, s.Findings)
 		}
 	})
+	t.Run("a cleanup without DELETE", func(t *testing.T) {
+		tb := checkTable(t, db, base+", updated_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) ON UPDATE CURRENT_TIMESTAMP(6), INDEX (updated_at))")
+		def := sourcetest.CheckDef(tb, state.KindTimestampPK, "updated_at")
+		def.Cleanup = &sourcedef.Cleanup{Delete: true}
+		reader := testenv.MySQLUser(t, db, dsn, "SELECT")
+		f := sourcetest.Expect(t, sourcetest.SetupDef(t, drv, reader, def), setup.CheckPrivileges, setup.VerdictProblem,
+			[]string{"lacks DELETE on the table, which its cleanup deletes the delivered rows with"}, "GRANT DELETE ON `"+tb.Name+"` TO '")
+		if _, err := db.Exec(f.Fix[0]); err != nil {
+			t.Fatalf("the fix %q: %v", f.Fix[0], err)
+		}
+		sourcetest.Expect(t, sourcetest.SetupDef(t, drv, reader, def), setup.CheckPrivileges, setup.VerdictOK, nil)
+	})
 	t.Run("updated_at with only a default", func(t *testing.T) {
 		tb := checkTable(t, db, base+", updated_at DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6))")
 		s := sourcetest.Setup(t, drv, dsn, tb, state.KindTimestampPK, "updated_at")

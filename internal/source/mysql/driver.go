@@ -88,8 +88,15 @@ func (Driver) Scalars() bool { return false }
 // Keyset: MariaDB reads a row comparison, (a, b) > (?, ?), with a scan of the whole index from
 // its start, so the expanded form with a leading range gets a range read instead (as on SQL
 // Server). Its markers are positional: keysetArgs says which key value each one takes.
-func (Driver) Keyset(_ string, keys, params []string) (string, []int) {
-	return driver.ExpandedKeyset(keys, params), driver.ExpandedKeysetOrder(len(keys))
+func (Driver) Keyset(_ string, keys, params []string, side driver.Side) (string, []int) {
+	return driver.ExpandedKeyset(keys, params, side), driver.ExpandedKeysetOrder(len(keys))
+}
+
+// DeleteFirst is a single-table DELETE with ORDER BY and LIMIT, which MySQL and MariaDB allow
+// (https://dev.mysql.com/doc/refman/8.4/en/delete.html), where a subquery on the table being
+// deleted from is refused (error 1093).
+func (Driver) DeleteFirst(table string, _, order []string, where, limit func() string) string {
+	return "DELETE FROM " + table + " WHERE " + where() + " ORDER BY " + strings.Join(order, ", ") + " LIMIT " + limit()
 }
 
 // UpperBound: a timestamp cursor reads rows older than the database's UTC clock minus the settle

@@ -346,6 +346,8 @@ func TestGoldenSQL(t *testing.T) {
 	sourcetest.Golden(t, mysql.Driver{}, *update, []sourcetest.GoldenCase{
 		{Name: "mysql_timestamp_pk_datetime", Def: sourcetest.Orders("", state.KindTimestampPK, "updated_at", "id"), Types: types},
 		{Name: "mysql_integer", Def: sourcetest.Orders("", state.KindInteger, "id", "id"), Types: types},
+		{Name: "mysql_cleanup_composite", Def: sourcetest.Cleaned(sourcetest.Orders("", state.KindTimestampPK, "updated_at", "customer", "id"), 0, ""), Types: types},
+		{Name: "mysql_cleanup_integer_older_than", Def: sourcetest.Cleaned(sourcetest.Orders("", state.KindInteger, "id", "id"), 7*24*time.Hour, "updated_at"), Types: types},
 	})
 }
 

@@ -283,16 +283,17 @@ func (dr Driver) stampFix(d sourcedef.Definition, typ string, insertToo bool) []
 		"CREATE TRIGGER "+dr.Quote(setup.StampName(d))+" BEFORE "+events+" ON "+table+" FOR EACH ROW EXECUTE FUNCTION "+fn+"()")
 }
 
-// privileges: SELECT on the table and USAGE on its schema; a logical cursor's REPLICATION.
+// privileges: SELECT on the table and USAGE on its schema; a logical cursor's REPLICATION; a
+// cleanup's DELETE.
 func (dr Driver) privileges(ctx context.Context, db *sql.DB, d sourcedef.Definition, oid int64) []setup.Finding {
 	var (
-		user             string
-		sel, usage, repl bool
-		schema           string
+		user                  string
+		sel, usage, repl, del bool
+		schema                string
 	)
 	err := db.QueryRowContext(ctx, `SELECT current_user, has_table_privilege(c.oid, 'SELECT'), has_schema_privilege(c.relnamespace, 'USAGE'), n.nspname,
-  (SELECT r.rolreplication OR r.rolsuper FROM pg_roles r WHERE r.rolname = current_user)
-FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = $1`, oid).Scan(&user, &sel, &usage, &schema, &repl)
+  (SELECT r.rolreplication OR r.rolsuper FROM pg_roles r WHERE r.rolname = current_user), has_table_privilege(c.oid, 'DELETE')
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = $1`, oid).Scan(&user, &sel, &usage, &schema, &repl, &del)
 	f := setup.Finding{Check: setup.CheckPrivileges, Verdict: setup.VerdictOK, Detail: "role " + user + " may read the table"}
 	if err != nil {
 		f.Verdict, f.Detail = setup.VerdictUnknown, "reading the privileges: "+err.Error()
@@ -311,6 +312,10 @@ FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = $1`,
 	if d.Cursor.Kind == state.KindLogical && !repl {
 		lack = append(lack, "the REPLICATION attribute (logical cursor)")
 		f.Fix = append(f.Fix, "ALTER ROLE "+role+" WITH REPLICATION")
+	}
+	if d.Cleanup != nil && !del {
+		lack = append(lack, "DELETE on "+d.Table.String()+" (its cleanup deletes the delivered rows)")
+		f.Fix = append(f.Fix, "GRANT DELETE ON "+driver.QuoteTable(dr, d.Table)+" TO "+role)
 	}
 	if len(lack) > 0 {
 		f.Verdict = setup.VerdictProblem

@@ -153,5 +153,19 @@ func TestCheckSetup(t *testing.T) {
 		u.User = url.User(role)
 		s := sourcetest.Setup(t, drv, u.String(), tb, state.KindTimestampPK, "updated_at")
 		sourcetest.Expect(t, s, setup.CheckPrivileges, setup.VerdictProblem, []string{"lacks SELECT on " + tb.Name}, `GRANT SELECT ON "`+tb.Name+`" TO "`+role+`"`)
+
+		// A cleanup needs DELETE too: an error finding with its GRANT, which fixes it.
+		if _, err := db.Exec(`GRANT SELECT ON ` + tb.Name + ` TO ` + role); err != nil {
+			t.Fatal(err)
+		}
+		def := sourcetest.CheckDef(tb, state.KindTimestampPK, "updated_at")
+		def.Cleanup = &sourcedef.Cleanup{Delete: true}
+		s = sourcetest.SetupDef(t, drv, u.String(), def)
+		sourcetest.Expect(t, s, setup.CheckPrivileges, setup.VerdictProblem, []string{"lacks DELETE on " + tb.Name + " (its cleanup deletes the delivered rows)"},
+			`GRANT DELETE ON "`+tb.Name+`" TO "`+role+`"`)
+		if _, err := db.Exec(`GRANT DELETE ON ` + tb.Name + ` TO ` + role); err != nil {
+			t.Fatal(err)
+		}
+		sourcetest.Expect(t, sourcetest.SetupDef(t, drv, u.String(), def), setup.CheckPrivileges, setup.VerdictOK, nil)
 	})
 }

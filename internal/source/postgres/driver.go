@@ -59,11 +59,11 @@ func (Driver) Location(dsn string) (driver.Location, error) {
 }
 
 // Keyset compares row values; an xid cursor's argument is its decimal text.
-func (p Driver) Keyset(kind string, keys, params []string) (string, []int) {
+func (p Driver) Keyset(kind string, keys, params []string, side driver.Side) (string, []int) {
 	if kind == state.KindXID {
 		params[0] += "::text::xid8" // the argument is the xid8's decimal text
 	}
-	return p.Defaults.Keyset(kind, keys, params)
+	return p.Defaults.Keyset(kind, keys, params, side)
 }
 
 // UpperBound: an xid cursor reads below the oldest transaction still open; a timestamp cursor

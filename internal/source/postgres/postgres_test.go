@@ -4,6 +4,7 @@ import (
 	"flag"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
@@ -28,6 +29,9 @@ func TestGoldenSQL(t *testing.T) {
 		{Name: "postgres_timestamp_pk_filter", Def: sourcetest.OrdersFiltered(), Types: zoned},
 		{Name: "postgres_integer", Def: sourcetest.Orders("", state.KindInteger, "id", "id"), Types: zoned},
 		{Name: "postgres_xid", Def: sourcetest.Orders("public", state.KindXID, "txid", "id"), Types: zoned},
+		{Name: "postgres_cleanup_timestamp_filter", Def: sourcetest.Cleaned(sourcetest.OrdersFiltered(), 0, ""), Types: zoned},
+		{Name: "postgres_cleanup_xid_older_than", Def: sourcetest.Cleaned(sourcetest.Orders("public", state.KindXID, "txid", "id"), 7*24*time.Hour, "updated_at"), Types: zoned},
+		{Name: "postgres_cleanup_composite_older_than", Def: sourcetest.Cleaned(sourcetest.Orders("public", state.KindTimestampPK, "updated_at", "customer", "id"), 36*time.Hour, ""), Types: utc},
 		odd,
 	})
 	if got := (postgres.Driver{}).Quote(`a"b`); got != `"a""b"` {

@@ -18,13 +18,24 @@ import (
 // dsn with drv, as pollerctl check does; the Setup closes with the test.
 func Setup(t testing.TB, drv driver.Driver, dsn string, table sourcedef.Table, kind, col string) *source.Setup {
 	t.Helper()
+	return SetupDef(t, drv, dsn, CheckDef(table, kind, col))
+}
+
+// CheckDef is the definition Setup checks: table's id and amount, the cursor of kind on col.
+func CheckDef(table sourcedef.Table, kind, col string) sourcedef.Definition {
 	def := sourcedef.Definition{Table: table, Columns: []string{"id", "amount"}, Cursor: sourcedef.Cursor{Kind: kind, Column: col}, PK: []string{"id"}}
 	if state.ChangeKind(kind) {
 		def.Cursor.Column = ""
 	}
+	return def
+}
+
+// SetupDef runs the set-up check of def with drv on dsn's database.
+func SetupDef(t testing.TB, drv driver.Driver, dsn string, def sourcedef.Definition) *source.Setup {
+	t.Helper()
 	s, err := source.CheckSetup(context.Background(), driver.Drivers{drv}, source.Config{Poller: "chk", Driver: drv.Name(), DSN: dsn, Definition: def})
 	if err != nil {
-		t.Fatalf("checking %s: %v", table, err)
+		t.Fatalf("checking %s: %v", def.Table, err)
 	}
 	t.Cleanup(func() { s.Close() })
 	return s

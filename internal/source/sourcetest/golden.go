@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
@@ -36,6 +37,9 @@ func Golden(t *testing.T, drv driver.Driver, update bool, cases []GoldenCase) {
 		}
 		if q.StampCheck != "" {
 			got += fmt.Sprintf("-- stamp check (argument %v)\n%s\n", q.StampArg, q.StampCheck)
+		}
+		if q.Cleanup != "" {
+			got += fmt.Sprintf("-- cleanup (%v)\n%s\n-- rows awaiting cleanup\n%s\n", c.Def.Cleanup, q.Cleanup, q.CleanupCount)
 		}
 		CompareGolden(t, c.Name, got, update)
 	}
@@ -69,6 +73,13 @@ func Orders(schema, kind, cursor string, pk ...string) sourcedef.Definition {
 		Cursor:  sourcedef.Cursor{Kind: kind, Column: cursor},
 		PK:      pk,
 	}
+}
+
+// Cleaned is d with a cleanup of its delivered rows: every one (olderThan 0), or those older than
+// olderThan by column ("" the cursor column).
+func Cleaned(d sourcedef.Definition, olderThan time.Duration, column string) sourcedef.Definition {
+	d.Cleanup = &sourcedef.Cleanup{Delete: true, OlderThan: olderThan, Column: column}
+	return d
 }
 
 // OrdersFiltered is Orders read by a timestamp+pk cursor with a fixed filter.

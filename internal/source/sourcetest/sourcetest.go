@@ -151,6 +151,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Keys", h.testKeys)
 	t.Run("Chunks", h.testChunks)
 	t.Run("Values", h.testValues)
+	t.Run("Cleanup", h.testCleanup)
 }
 
 var ctx = context.Background()

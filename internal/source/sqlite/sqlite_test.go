@@ -3,6 +3,7 @@ package sqlite_test
 import (
 	"flag"
 	"testing"
+	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcetest"
@@ -20,6 +21,7 @@ func TestGoldenSQL(t *testing.T) {
 		{Name: "sqlite_timestamp_pk_text", Def: sourcetest.Orders("", state.KindTimestampPK, "updated_at", "id"), Types: types},
 		{Name: "sqlite_timestamp_pk_filter", Def: sourcetest.OrdersFiltered(), Types: types},
 		{Name: "sqlite_integer", Def: sourcetest.Orders("", state.KindInteger, "id", "id"), Types: types},
+		{Name: "sqlite_cleanup_composite_older_than", Def: sourcetest.Cleaned(sourcetest.Orders("", state.KindTimestampPK, "updated_at", "customer", "id"), 7*24*time.Hour, ""), Types: types},
 	})
 }
 

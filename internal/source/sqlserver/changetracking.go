@@ -275,7 +275,7 @@ func buildCTQueries(dl driver.Driver, t sourcedef.Table, cols, keys []string, ma
 			for j := range keys {
 				params = append(params, marker(j, next()))
 			}
-			pred, _ := dl.Keyset(state.KindChangeTracking, order, params)
+			pred, _ := dl.Keyset(state.KindChangeTracking, order, params, driver.After)
 			preds = append(preds, pred)
 		}
 		if !inside {

@@ -288,14 +288,15 @@ func (dr Driver) stampFix(d sourcedef.Definition, col *msColumn, insert, update 
 	return append(out, "CREATE TRIGGER "+name+" ON "+table+" AFTER "+strings.Join(events, ", ")+" AS\nBEGIN\n  SET NOCOUNT ON;\n"+body+"END")
 }
 
-// privileges: SELECT on the table; a changetracking cursor's VIEW CHANGE TRACKING.
+// privileges: SELECT on the table; a changetracking cursor's VIEW CHANGE TRACKING; a cleanup's
+// DELETE.
 func (dr Driver) privileges(ctx context.Context, db *sql.DB, d sourcedef.Definition) setup.Finding {
 	table := driver.QuoteTable(dr, d.Table)
 	var (
-		user     string
-		sel, vct int
+		user          string
+		sel, vct, del int
 	)
-	err := db.QueryRowContext(ctx, `SELECT USER_NAME(), COALESCE(HAS_PERMS_BY_NAME(@p1, 'OBJECT', 'SELECT'), 0), COALESCE(HAS_PERMS_BY_NAME(@p1, 'OBJECT', 'VIEW CHANGE TRACKING'), 0)`, table).Scan(&user, &sel, &vct)
+	err := db.QueryRowContext(ctx, `SELECT USER_NAME(), COALESCE(HAS_PERMS_BY_NAME(@p1, 'OBJECT', 'SELECT'), 0), COALESCE(HAS_PERMS_BY_NAME(@p1, 'OBJECT', 'VIEW CHANGE TRACKING'), 0), COALESCE(HAS_PERMS_BY_NAME(@p1, 'OBJECT', 'DELETE'), 0)`, table).Scan(&user, &sel, &vct, &del)
 	f := setup.Finding{Check: setup.CheckPrivileges, Verdict: setup.VerdictOK, Detail: "user " + user + " may read the table"}
 	if err != nil {
 		f.Verdict, f.Detail = setup.VerdictUnknown, "reading the permissions: "+err.Error()
@@ -309,6 +310,10 @@ func (dr Driver) privileges(ctx context.Context, db *sql.DB, d sourcedef.Definit
 	if d.Cursor.Kind == state.KindChangeTracking && vct == 0 {
 		lack = append(lack, "VIEW CHANGE TRACKING")
 		f.Fix = append(f.Fix, "GRANT VIEW CHANGE TRACKING ON "+table+" TO "+dr.Quote(user))
+	}
+	if d.Cleanup != nil && del == 0 {
+		lack = append(lack, "DELETE (its cleanup deletes the delivered rows)")
+		f.Fix = append(f.Fix, "GRANT DELETE ON "+table+" TO "+dr.Quote(user))
 	}
 	if len(lack) > 0 {
 		f.Verdict = setup.VerdictProblem

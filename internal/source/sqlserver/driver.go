@@ -28,6 +28,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -124,8 +125,22 @@ func (Driver) Supports(kind string) bool {
 // Keyset: SQL Server has no row comparison: the expanded form (ExpandedKeyset), whose named
 // markers repeat.
 // Its markers are named (@p1): each key value is passed once.
-func (Driver) Keyset(_ string, keys, params []string) (string, []int) {
-	return driver.ExpandedKeyset(keys, params), nil
+func (Driver) Keyset(_ string, keys, params []string, side driver.Side) (string, []int) {
+	return driver.ExpandedKeyset(keys, params, side), nil
+}
+
+// DeleteFirst is DELETE TOP (n) FROM table WHERE predicate, as Microsoft documents it ("When a
+// TOP (n) clause is used with DELETE, the delete operation is performed on a random selection of
+// n number of rows", with the example DELETE TOP (20) FROM Purchasing.PurchaseOrderDetail WHERE
+// DueDate < '20020701': "Limiting Deleted Rows by Using TOP",
+// https://learn.microsoft.com/en-us/previous-versions/sql/sql-server-2008-r2/ms175486(v=sql.105);
+// the grammar DELETE [ TOP ( expression ) [ PERCENT ] ] [ FROM ] ... [ WHERE ... ] in
+// https://learn.microsoft.com/sql/t-sql/statements/delete-transact-sql). Every row it picks
+// matches the predicate, which is all a cleanup needs: their order does not matter. Its
+// limit's marker comes first: the markers are named, each taking the argument of its number.
+func (Driver) DeleteFirst(table string, _, _ []string, where, limit func() string) string {
+	n := limit()
+	return "DELETE TOP (" + n + ") FROM " + table + " WHERE " + where()
 }
 
 // UpperBound: a rowversion cursor reads below the lowest rowversion a transaction still open
@@ -137,10 +152,18 @@ func (Driver) UpperBound(kind string, fl row.TSFlavor, col string, lag time.Dura
 		return driver.Bound{OpenTrx: true}
 	case kind != state.KindTimestampPK:
 		return driver.Bound{}
-	case fl == row.TSWithZone:
-		return driver.Bound{Pred: col + " < DATEADD(millisecond, -" + next() + ", SYSDATETIMEOFFSET())", Arg: int32(lag.Milliseconds())}
 	}
-	return driver.Bound{Pred: col + " < DATEADD(millisecond, -" + next() + ", SYSUTCDATETIME())", Arg: int32(lag.Milliseconds())}
+	// DATEADD takes an int: milliseconds up to 24 days, whole seconds beyond (a cleanup's
+	// older_than of weeks, which UpperBound bounds too).
+	unit, arg := "millisecond", int32(lag.Milliseconds())
+	if lag.Milliseconds() > math.MaxInt32 {
+		unit, arg = "second", int32(min(lag.Seconds(), math.MaxInt32))
+	}
+	now := "SYSUTCDATETIME()"
+	if fl == row.TSWithZone {
+		now = "SYSDATETIMEOFFSET()"
+	}
+	return driver.Bound{Pred: col + " < DATEADD(" + unit + ", -" + next() + ", " + now + ")", Arg: arg}
 }
 
 // ReadBound keeps a rowversion read below MIN_ACTIVE_ROWVERSION(), the lowest rowversion of the

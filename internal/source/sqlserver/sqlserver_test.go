@@ -5,6 +5,7 @@ import (
 	"flag"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
@@ -37,6 +38,9 @@ func TestGoldenSQL(t *testing.T) {
 		{Name: "sqlserver_timestamp_composite_pk", Def: sourcetest.Orders("dbo", state.KindTimestampPK, "updated_at", "region", "id"), Types: types},
 		{Name: "sqlserver_integer", Def: sourcetest.Orders("dbo", state.KindInteger, "id", "id"), Types: types},
 		{Name: "sqlserver_rowversion", Def: sourcetest.Orders("dbo", state.KindRowversion, "rv", "id"), Types: types},
+		{Name: "sqlserver_cleanup_composite", Def: sourcetest.Cleaned(sourcetest.Orders("dbo", state.KindTimestampPK, "updated_at", "region", "id"), 0, ""), Types: types},
+		{Name: "sqlserver_cleanup_rowversion_older_than", Def: sourcetest.Cleaned(sourcetest.Orders("dbo", state.KindRowversion, "rv", "id"), 30*24*time.Hour, "updated_at"), Types: types},
+		{Name: "sqlserver_cleanup_datetimeoffset_older_than", Def: sourcetest.Cleaned(sourcetest.Orders("dbo", state.KindTimestampPK, "updated_at", "id"), 7*24*time.Hour, ""), Types: zoned},
 		odd,
 	})
 	if got := (sqlserver.Driver{}).Quote("a]b"); got != "[a]]b]" {
