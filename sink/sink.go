@@ -196,7 +196,7 @@ func Handler[T any](s *Sink) func(ctx context.Context, b *poller.Batch[T]) error
 	return func(ctx context.Context, b *poller.Batch[T]) error {
 		return s.Send(ctx, &poller.Batch[poller.Row]{
 			Poller: b.Poller, ID: b.ID, FencingToken: b.FencingToken, Attempt: b.Attempt,
-			From: b.From, To: b.To, Tables: b.Tables, Rows: b.Raw, Raw: b.Raw,
+			From: b.From, To: b.To, Tables: b.Tables, Rows: b.Raw, Raw: b.Raw, Outbox: b.Outbox,
 		})
 	}
 }

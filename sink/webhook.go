@@ -19,8 +19,10 @@ import (
 )
 
 // webhook POSTs each message as JSON, with headers Idempotency-Key (the message id: the change
-// id, or the batch id in batch mode), X-Fencing-Token and the sink's own. A non-2xx reply or a
-// transport error fails the batch.
+// id, or the batch id in batch mode), X-Fencing-Token and the sink's own. An outbox event is
+// POSTed as its payload, with its content type, its id as the Idempotency-Key and its headers'
+// entries as HTTP headers (the sink's own win). A non-2xx reply or a transport error fails the
+// batch.
 type webhook struct {
 	url         string
 	shown       string // the URL without its query and user info
@@ -60,10 +62,15 @@ func (w *webhook) post(ctx context.Context, m Message) error {
 	if err != nil {
 		return fmt.Errorf("%s: %s", m.About(), redact.Text(err.Error()))
 	}
+	if m.ev != nil { // the sink's own headers and those below win over an event's
+		for _, h := range m.ev.headers {
+			req.Header.Set(h.name, h.value)
+		}
+	}
 	for k, v := range w.headers {
 		req.Header.Set(k, v)
 	}
-	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Content-Type", m.ContentType())
 	req.Header.Set("Idempotency-Key", m.ID)
 	req.Header.Set("X-Fencing-Token", strconv.FormatInt(m.FencingToken, 10))
 	if m.TraceParent != "" {
