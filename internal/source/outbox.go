@@ -1,11 +1,15 @@
 package source
 
 import (
+	"context"
+	"database/sql"
 	"fmt"
 	"slices"
 	"strings"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/setup"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 )
 
@@ -113,4 +117,61 @@ func (s *Source) outboxErr(f outboxField, format string, args ...any) error {
 // hasColumn says whether have holds column c (in any case, where the database ignores it).
 func (s *Source) hasColumn(have []string, c string) bool {
 	return slices.Contains(have, c) || s.dl.Caseless() && slices.ContainsFunc(have, func(h string) bool { return strings.EqualFold(h, c) })
+}
+
+// outboxFinding is pollerctl check's finding on an outbox (false when d has none): a problem
+// when its cursor can skip an event whose transaction commits late (Driver.LateCommits), or
+// when the reads' bound behind open transactions (bound, nil when none) cannot be read, and
+// when a column's type does not fit its field (once the columns are found: columns).
+func outboxFinding(ctx context.Context, drv driver.Driver, db *sql.DB, d sourcedef.Definition, bound driver.ReadBound, columns bool) (setup.Finding, bool, error) {
+	if d.Outbox == nil {
+		return setup.Finding{}, false, nil
+	}
+	f := setup.Finding{Check: setup.CheckOutbox, Verdict: setup.VerdictOK}
+	var problems, seen []string
+	kind := d.Cursor.Kind
+	if skips, instead := drv.LateCommits(kind); skips {
+		use := "a cursor that reads in commit order"
+		if instead != "" {
+			use = instead
+		}
+		problems = append(problems, fmt.Sprintf("the %s cursor can skip an event: its value is taken before the transaction commits, "+
+			"so an event committed after a later one was read stays behind the cursor, never sent; use %s (docs/outbox.md)", kind, use))
+	} else if bound != nil {
+		if _, err := bound.Arg(ctx, db); err != nil {
+			return setup.Finding{}, false, err
+		}
+		for _, det := range bound.Stats().Details {
+			if det.Bad {
+				problems = append(problems, fmt.Sprintf("the %s cursor is safe for an outbox only while its reads stay behind the open transactions, "+
+					"and they cannot: %s", kind, det.Text))
+			} else {
+				seen = append(seen, "reads behind the open transactions: "+det.Text)
+			}
+		}
+	} else {
+		seen = append(seen, fmt.Sprintf("the %s cursor cannot skip a late commit", kind))
+	}
+	if fields := outboxFields(d.Outbox); len(fields) > 0 && columns {
+		cols := make([]string, len(fields))
+		for i, fl := range fields {
+			cols[i] = fl.column
+		}
+		_, types, err := columnTypes(ctx, db, drv, d.Table, cols)
+		if err != nil {
+			return setup.Finding{}, false, err
+		}
+		for i, fl := range fields {
+			c := row.NewColumn(drv, fl.column, types[i])
+			if why := OutboxTypeFits(fl.name, c); why != "" {
+				problems = append(problems, fmt.Sprintf("%s.%s: column %s is %s; %s", sourcedef.FieldOutbox, fl.name, fl.column, strings.ToLower(c.DBType), why))
+			}
+		}
+	}
+	if len(problems) > 0 {
+		f.Verdict, f.Detail = setup.VerdictProblem, strings.Join(problems, "; ")
+	} else {
+		f.Detail = strings.Join(seen, "; ")
+	}
+	return f, true, nil
 }
