@@ -33,7 +33,7 @@ const traceOverhead = 600
 // eventGrid publishes a CloudEvent 1.0 per message to an Event Grid topic, in requests of at
 // most 1 MB, one after the other. The event's id is the message id, its source
 // /pseudotrigger/{poller} (or EventSource), its type pseudotrigger.row.{op} (or EventType), its
-// subject {poller}/{key}, its data the Change.
+// subject {poller}/{key}, its data the Change; an outbox event's as event says.
 type eventGrid struct {
 	c        *azeventgrid.Client
 	conn     azconn.Conn

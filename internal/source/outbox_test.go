@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -105,6 +106,36 @@ func TestOutboxTypeFitsSQLServer(t *testing.T) {
 		why := source.OutboxTypeFits(c.field, row.NewColumn(sqlserver.Driver{}, "c", c.dbType))
 		if (why == "") != c.fits {
 			t.Errorf("outbox.%s of a %s column: fits %v (%q), want %v", c.field, c.dbType, why == "", why, c.fits)
+		}
+	}
+}
+
+// TestLateCommits: which cursors of each database can skip a late-committed event (an outbox's
+// pollerctl check refuses them), and that each database that has some names the ones to use.
+func TestLateCommits(t *testing.T) {
+	skips := map[string][]string{
+		postgres.Name:  {state.KindInteger, state.KindTimestampPK},
+		sqlserver.Name: {state.KindInteger, state.KindTimestampPK},
+		mysql.Name:     {state.KindInteger}, // timestamp+pk: its reads stay behind the open transactions
+		sqlite.Name:    nil,                 // one writer at a time
+	}
+	for _, d := range drivers.All() {
+		want, ok := skips[d.Name()]
+		if !ok {
+			t.Errorf("driver %s: no expectation", d.Name())
+			continue
+		}
+		for _, kind := range []string{state.KindInteger, state.KindTimestampPK, state.KindXID, state.KindRowversion, state.KindLogical, state.KindChangeTracking} {
+			if !d.Supports(kind) {
+				continue
+			}
+			got, instead := d.LateCommits(kind)
+			if got != slices.Contains(want, kind) {
+				t.Errorf("%s %s: skips a late commit %v, want %v", d.Name(), kind, got, !got)
+			}
+			if got && instead == "" {
+				t.Errorf("%s %s: names no cursor to use instead", d.Name(), kind)
+			}
 		}
 	}
 }
