@@ -128,14 +128,22 @@ func TestLogicalImagesToWebhook(t *testing.T) {
 // state store in memory.
 func tickOnce(t *testing.T, p *poller.Poller, dsn, slot string) (tick.Summary, error) {
 	t.Helper()
+	r := logicalRunner(t, p, dsn, slot)
+	defer r.Close()
+	return r.Tick(context.Background(), "")
+}
+
+// logicalRunner is a tick runner of p, a logical poller reading slot on dsn, with its state in
+// memory: its ticks go on from each other's checkpoints.
+func logicalRunner(t *testing.T, p *poller.Poller, dsn, slot string) *tick.Runner {
+	t.Helper()
 	r, err := tick.Open(context.Background(), tick.Config{Poller: pollerdef.Of(p), Store: &lease.Counting{Store: memstore.New(nil)}, App: "test", Owner: "test/1",
 		Settings: appsettings.Settings{Driver: postgres.Name, DSN: dsn, BatchSize: 10, LeaseTTL: lease.DefaultTTL,
 			HeartbeatInterval: lease.DefaultTTL / 4, TickBudget: time.Hour, Slot: slot, Publication: slot}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Close()
-	return r.Tick(context.Background(), "")
+	return r
 }
 
 // TestOneKeyInOrder: at any concurrency, the messages of one key go one after another, in
@@ -225,12 +233,7 @@ func TestLogicalOutbox(t *testing.T) {
 	}
 	p := poller.New("cdc-outbox", table, poller.Logical, Handler[poller.Row](s), poller.WithColumns("seq"), poller.WithKey("seq"),
 		poller.WithOutbox(poller.Outbox{ID: "event_id", AggregateType: "agg_type", AggregateID: "agg_id", Payload: "payload"}))
-	r, err := tick.Open(context.Background(), tick.Config{Poller: pollerdef.Of(p), Store: &lease.Counting{Store: memstore.New(nil)}, App: "test", Owner: "test/1",
-		Settings: appsettings.Settings{Driver: postgres.Name, DSN: dsn, BatchSize: 10, LeaseTTL: lease.DefaultTTL,
-			HeartbeatInterval: lease.DefaultTTL / 4, TickBudget: time.Hour, Slot: slot, Publication: slot}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := logicalRunner(t, p, dsn, slot)
 	defer r.Close()
 	const e1, e2 = "00000000-0000-0000-0000-000000000001", "00000000-0000-0000-0000-000000000002"
 	testenv.ExecFlushed(t, db, "INSERT INTO "+table+` VALUES (1, '`+e1+`', 'order', 7, '{"n": 1}')`, "DELETE FROM "+table+" WHERE seq = 1")
