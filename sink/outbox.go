@@ -76,7 +76,8 @@ func eventMessage(b *poller.Batch[poller.Row], o *poller.Outbox, r poller.Row) (
 	}
 	id, ok := valueText(r.Get(o.ID))
 	if !ok {
-		return Message{}, fmt.Errorf("sink: %w: the outbox row with key %v: its id (column %s) is %s", ErrBadPayload, r.Key(), o.ID, describe(r.Get(o.ID)))
+		key, _ := appendKey(nil, r.Key())
+		return Message{}, fmt.Errorf("sink: %w: the outbox row with key %s: its id (column %s) is %s", ErrBadPayload, key, o.ID, describe(r.Get(o.ID)))
 	}
 	m.ID = id
 	agg, ok := valueText(r.Get(o.AggregateID))

@@ -124,7 +124,7 @@ func TestOutboxBadEvents(t *testing.T) {
 		{"invalid JSON", "body", "application/json", `(1, 'e-1', 'order', 'o-1', '{"secret": "s3cr3t"', NULL, NULL, NULL)`,
 			[]string{"event e-1 (aggregate order o-1)", "column body", "not valid JSON", "outbox.content_type"}},
 		{"NULL payload", "body", "", `(1, 'e-1', 'order', 'o-1', NULL, NULL, NULL, NULL)`, []string{"event e-1", "column body", "NULL"}},
-		{"NULL id", "body", "", `(1, NULL, 'order', 'o-1', 'x', NULL, NULL, NULL)`, []string{"key map[seq:1]", "column event_id", "NULL"}},
+		{"NULL id", "body", "", `(1, NULL, 'order', 'o-1', 'x', NULL, NULL, NULL)`, []string{`the outbox row with key {"seq":1}`, "column event_id", "NULL"}},
 		{"NULL aggregate id", "body", "", `(1, 'e-1', 'order', NULL, 'x', NULL, NULL, NULL)`, []string{"event e-1", "column agg_id", "NULL"}},
 		{"headers an array", "body", "", `(1, 'e-1', 'order', 'o-1', 'x', NULL, NULL, '["s3cr3t"]')`, []string{"event e-1", "column hdrs", "not a JSON object"}},
 		{"headers not JSON", "body", "", `(1, 'e-1', 'order', 'o-1', 'x', NULL, NULL, 's3cr3t')`, []string{"event e-1", "column hdrs", "not a JSON object"}},
@@ -196,6 +196,12 @@ func TestOutboxWebhook(t *testing.T) {
 	}
 	if len(got) != 1 {
 		t.Fatalf("%d requests", len(got))
+	}
+	for _, hs := range []string{`{"X Tenant":"t1"}`, `{"X-Tenant":"a\r\nX-Admin: 1"}`} {
+		b := outboxBatches(t, testOutbox("body", ""), `INSERT INTO outbox VALUES (1, 'e-2', 'order', 'o-7', 'hello', NULL, NULL, '`+hs+`')`)[0]
+		if err := s.Send(context.Background(), b); !errors.Is(err, ErrBadPayload) || !strings.Contains(err.Error(), "event e-2") || len(got) != 1 {
+			t.Errorf("headers %s: %v (%d requests)", hs, err, len(got))
+		}
 	}
 	h := got[0].Header
 	if bod[0] != "hello" || h.Get("Content-Type") != "text/plain; charset=utf-8" || h.Get("Idempotency-Key") != "e-1" ||

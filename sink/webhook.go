@@ -54,7 +54,31 @@ func (w *webhook) target() traceTarget {
 func (w *webhook) close(_ context.Context) error { w.client.CloseIdleConnections(); return nil }
 
 func (w *webhook) send(ctx context.Context, msgs []Message) error {
+	for _, m := range msgs { // before anything is sent
+		if err := checkHTTPHeaders(m); err != nil {
+			return err
+		}
+	}
 	return eachInOrder(ctx, msgs, w.concurrency, w.post)
+}
+
+// checkHTTPHeaders refuses an outbox event whose headers cannot be HTTP headers: a name that is
+// not an HTTP token, or a value holding a line break or a NUL.
+func checkHTTPHeaders(m Message) error {
+	if m.ev == nil {
+		return nil
+	}
+	for _, h := range m.ev.headers {
+		ok := h.name != "" && !strings.ContainsAny(h.value, "\r\n\x00")
+		for _, c := range []byte(h.name) {
+			ok = ok && c > ' ' && c < 0x7f && !strings.ContainsRune(`"(),/:;<=>?@[\]{}`, rune(c))
+		}
+		if !ok {
+			return fmt.Errorf("%w: %s: header %q cannot be an HTTP header (names are letters, digits and !#$%%&'*+-.^_`|~; values hold no line break): "+
+				"fix it in the headers column; nothing of the batch was sent", ErrBadPayload, m.About(), h.name)
+		}
+	}
+	return nil
 }
 
 func (w *webhook) post(ctx context.Context, m Message) error {
