@@ -43,6 +43,9 @@ const (
 	CheckPrivileges = "privileges"                   // what the poller's login needs
 	CheckBefore     = "before images"                // a change stream sends the row before an update or delete
 	CheckCDC        = "change stream set-up"         // pollerctl cdc enable's plan has no problem
+	// CheckOutbox: an outbox's cursor cannot skip a late-committed event, and its columns'
+	// types fit their fields.
+	CheckOutbox = "outbox"
 )
 
 // A Finding is one check's verdict on a poller's source set-up.
