@@ -26,6 +26,7 @@ func TestCheckOutbox(t *testing.T) {
 		headers string // the headers column
 		line    string // what the outbox line says
 		refused bool
+		cleanup bool // a poller that deletes its delivered rows, not an outbox
 	}
 	for _, db := range []struct {
 		driver, ddl string
@@ -42,6 +43,9 @@ func TestCheckOutbox(t *testing.T) {
 				"so an event committed after a later one was read stays behind the cursor, never sent; use xid (an xid8 column DEFAULT pg_current_xact_id()) or logical (docs/outbox.md)\n", refused: true},
 			{kind: poller.TimestampPK, column: "at", headers: "h", line: "  problem      outbox: the timestamp+pk cursor can skip an event", refused: true},
 			{kind: poller.XID, column: "tx", headers: "h", line: "  ok           outbox: the xid cursor cannot skip a late commit\n"},
+			{kind: poller.Integer, column: "seq", cleanup: true, line: "  problem      cleanup: the integer cursor can skip a row: its value is taken before the transaction commits, " +
+				"so a row committed after a later one was read stays behind the cursor, never sent, then deleted by the cleanup; use xid", refused: true},
+			{kind: poller.XID, column: "tx", cleanup: true, line: "  ok           cleanup: the xid cursor cannot skip a late commit\n"},
 		}},
 		{"mysql", "CREATE TABLE @ (seq bigint PRIMARY KEY, id char(36) NOT NULL, agg_type varchar(64) NOT NULL, agg_id varchar(64) NOT NULL, payload json NOT NULL, h json, n int, " +
 			"at datetime(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) ON UPDATE CURRENT_TIMESTAMP(6))", []want{
@@ -57,6 +61,9 @@ func TestCheckOutbox(t *testing.T) {
 			for _, c := range db.cases {
 				opts := []poller.Option{poller.WithColumns("seq"), poller.WithKey("seq"), poller.WithCursorColumn(c.column),
 					poller.WithOutbox(poller.Outbox{ID: "id", AggregateType: "agg_type", AggregateID: "agg_id", Payload: "payload", Headers: c.headers})}
+				if c.cleanup {
+					opts[3] = poller.WithCleanup(poller.Cleanup{Delete: true})
+				}
 				p := pollerdef.Of(poller.New("obx", table, c.kind, func(context.Context, *poller.Batch[poller.Row]) error { return nil }, opts...))
 				userDSN := dsn
 				if c.user != "" {

@@ -119,15 +119,20 @@ func (s *Source) hasColumn(have []string, c string) bool {
 	return slices.Contains(have, c) || s.dl.Caseless() && slices.ContainsFunc(have, func(h string) bool { return strings.EqualFold(h, c) })
 }
 
-// outboxFinding is pollerctl check's finding on an outbox (false when d has none): a problem
-// when its cursor can skip an event whose transaction commits late (Driver.LateCommits), or
-// when the reads' bound behind open transactions (bound, nil when none) cannot be read, and
-// when a column's type does not fit its field (once the columns are found: columns).
+// outboxFinding is pollerctl check's finding on an outbox, or on a poller that deletes its
+// delivered rows (false when d is neither): a problem when its cursor can skip a row whose
+// transaction commits late (Driver.LateCommits), never sent and, with cleanup, deleted; or when
+// the reads' bound behind open transactions (bound, nil when none) cannot be read; and when an
+// outbox column's type does not fit its field (once the columns are found: columns).
 func outboxFinding(ctx context.Context, drv driver.Driver, db *sql.DB, d sourcedef.Definition, bound driver.ReadBound, columns bool) (setup.Finding, bool, error) {
-	if d.Outbox == nil {
+	if d.Outbox == nil && d.Cleanup == nil {
 		return setup.Finding{}, false, nil
 	}
 	f := setup.Finding{Check: setup.CheckOutbox, Verdict: setup.VerdictOK}
+	what, lost, of := "an event", "never sent", "an outbox"
+	if d.Outbox == nil {
+		f.Check, what, lost, of = setup.CheckCleanup, "a row", "never sent, then deleted by the cleanup", "a cleanup"
+	}
 	var problems, seen []string
 	kind := d.Cursor.Kind
 	if skips, instead := drv.LateCommits(kind); skips {
@@ -135,16 +140,16 @@ func outboxFinding(ctx context.Context, drv driver.Driver, db *sql.DB, d sourced
 		if instead != "" {
 			use = instead
 		}
-		problems = append(problems, fmt.Sprintf("the %s cursor can skip an event: its value is taken before the transaction commits, "+
-			"so an event committed after a later one was read stays behind the cursor, never sent; use %s (docs/outbox.md)", kind, use))
+		problems = append(problems, fmt.Sprintf("the %s cursor can skip %s: its value is taken before the transaction commits, "+
+			"so %s committed after a later one was read stays behind the cursor, %s; use %s (docs/outbox.md)", kind, what, what, lost, use))
 	} else if bound != nil {
 		if _, err := bound.Arg(ctx, db); err != nil {
 			return setup.Finding{}, false, err
 		}
 		for _, det := range bound.Stats().Details {
 			if det.Bad {
-				problems = append(problems, fmt.Sprintf("the %s cursor is safe for an outbox only while its reads stay behind the open transactions, "+
-					"and they cannot: %s", kind, det.Text))
+				problems = append(problems, fmt.Sprintf("the %s cursor is safe for %s only while its reads stay behind the open transactions, "+
+					"and they cannot: %s", kind, of, det.Text))
 			} else {
 				seen = append(seen, "reads behind the open transactions: "+det.Text)
 			}

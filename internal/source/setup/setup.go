@@ -46,6 +46,9 @@ const (
 	// CheckOutbox: an outbox's cursor cannot skip a late-committed event, and its columns'
 	// types fit their fields.
 	CheckOutbox = "outbox"
+	// CheckCleanup: the cursor of a poller that deletes its delivered rows cannot skip a
+	// late-committed row (which the cleanup would delete unsent).
+	CheckCleanup = "cleanup"
 )
 
 // A Finding is one check's verdict on a poller's source set-up.
