@@ -2,6 +2,7 @@ package tick
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/faultpoint"
@@ -58,6 +59,12 @@ func (t *tickRun) cleanup() {
 	if !ok || !c.Cleans() {
 		return
 	}
+	if err := t.behind.stop(); err != nil { // its rows are counted; a failure the next tick retries
+		t.sum.RowsDeleted += t.behind.deleted
+		t.cleanupFailed(err, "")
+		return
+	}
+	t.sum.RowsDeleted += t.behind.deleted
 	var upTo *state.Cursor
 	switch {
 	case t.l != nil:
@@ -138,4 +145,102 @@ func (r *Runner) setCleaned(key string, now time.Time) {
 	r.cleanMu.Lock()
 	r.clean = cleaned{at: key, looked: now}
 	r.cleanMu.Unlock()
+}
+
+// behindCleanup deletes, while a tick goes on, the rows behind the checkpoints it commits before
+// its end (commitDue): a tick that catches up a backlog keeps the table as small as its commits
+// allow, rather than deleting it all once it ends. One runs at a time, in the background, on
+// the source's pool, so delivery does not wait for it; statements of the runner's rows bound
+// (CleanupRows) until nothing is left behind the checkpoint or the tick ends. The tick's end
+// stops it (between two statements) before its own bounded cleanup.
+type behindCleanup struct {
+	mu      sync.Mutex
+	done    chan struct{} // closes when the running one returns; nil when none ran
+	quit    chan struct{} // closed by stop
+	deleted int64         // rows deleted, read after stop
+	err     error         // the first failure, read after stop
+}
+
+// start begins deleting the rows behind upTo, a checkpoint just committed, unless a cleanup is
+// still running (the next commit's will delete these too).
+func (b *behindCleanup) start(ctx context.Context, c Cleaner, upTo state.Cursor, rows int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.quit == nil {
+		b.quit = make(chan struct{})
+	}
+	if b.err != nil || closedOrNil(b.quit) {
+		return
+	}
+	if b.done != nil {
+		select {
+		case <-b.done:
+		default:
+			return // still running
+		}
+	}
+	done := make(chan struct{})
+	b.done = done
+	go func() {
+		defer close(done)
+		ctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
+		defer cancel()
+		faultpoint.Hit(faultpoint.BeforeCleanup)
+		for {
+			n, err := c.Cleanup(ctx, &upTo, rows)
+			b.mu.Lock()
+			b.deleted += n
+			if err != nil && b.err == nil {
+				b.err = err
+			}
+			b.mu.Unlock()
+			if err != nil || n < int64(rows) || closedOrNil(b.quit) {
+				return
+			}
+		}
+	}()
+}
+
+// stop waits for the running cleanup to end (after its statement) and returns its first
+// failure; none starts after it.
+func (b *behindCleanup) stop() error {
+	b.mu.Lock()
+	if b.quit == nil {
+		b.quit = make(chan struct{})
+	}
+	if !closedOrNil(b.quit) {
+		close(b.quit)
+	}
+	done := b.done
+	b.mu.Unlock()
+	if done != nil {
+		<-done
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.err
+}
+
+// closedOrNil says whether ch is closed (or nil).
+func closedOrNil(ch chan struct{}) bool {
+	if ch == nil {
+		return true
+	}
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// cleanupBehind starts deleting the rows behind the checkpoint c the tick just committed, in the
+// background (behindCleanup), when the source deletes its delivered rows.
+func (t *tickRun) cleanupBehind(c *state.Cursor) {
+	cl, ok := t.r.Source.(Cleaner)
+	if !ok || !cl.Cleans() || c == nil {
+		return
+	}
+	rows, _ := t.r.cleanupBounds()
+	t.behind.start(t.ctx, cl, *c, rows)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -49,7 +50,8 @@ func (c *countingSource) AwaitingCleanup(ctx context.Context, upTo *state.Cursor
 }
 
 // cleanupRunner is a runner of the orders poller with cleanup c over its own counting source,
-// deleting at most rows a statement, statements a tick.
+// deleting at most rows a statement, statements a tick; its tick commits once, as it ends
+// (TestCleanupBehindCommits commits more often).
 func (e *env) cleanupRunner(c *poller.Cleanup, h handlerFunc, rows, statements int) (*tick.Runner, *countingSource) {
 	e.t.Helper()
 	def := definition()
@@ -67,7 +69,7 @@ func (e *env) cleanupRunner(c *poller.Cleanup, h handlerFunc, rows, statements i
 	e.t.Cleanup(func() { src.Close() })
 	r, err := tick.Open(ctx, tick.Config{Poller: pollerdef.Of(poller.New("orders", "orders", poller.TimestampPK, h, opts...)), Store: e.st, App: "test",
 		Owner: "A", Source: src, Settings: appsettings.Settings{BatchSize: e.batch, LeaseTTL: lease.DefaultTTL,
-			HeartbeatInterval: lease.DefaultTTL / 4, TickBudget: time.Minute}})
+			HeartbeatInterval: lease.DefaultTTL / 4, TickBudget: time.Minute, CheckpointInterval: time.Hour}}) // one commit, at the end
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -219,5 +221,54 @@ func TestCleanupKeepsWindow(t *testing.T) {
 	wider, _ := e.cleanupRunner(&poller.Cleanup{OlderThan: time.Hour}, rec.handle, 0, 0)
 	if sum, _, _ := e.idleTick(wider); sum.RowsDeleted != 1 || !slices.Equal(e.left(), []int64{4}) {
 		t.Fatalf("older than 1h: deleted %d, left %v; want row 3 deleted", sum.RowsDeleted, e.left())
+	}
+}
+
+// TestCleanupBehindCommits: a tick that commits before its end (CheckpointInterval) deletes the
+// rows behind each commit while it goes on, so that a tick catching up a backlog keeps the table
+// small; a row is still there while its batch, or any later one, is handled (never deleted
+// before its commit), and nothing is sent twice.
+func TestCleanupBehindCommits(t *testing.T) {
+	e := newEnv(t, 10)
+	rec := &recorder{}
+	var early []string
+	r, _ := e.cleanupRunner(&poller.Cleanup{Delete: true}, func(ctx context.Context, b *poller.Batch[poller.Row]) error {
+		first := b.Rows[0].Get("id").(int64)
+		left := e.left()
+		for id := first; id <= 30; id++ {
+			if !slices.Contains(left, id) {
+				early = append(early, fmt.Sprintf("row %d gone while the batch from %d was handled", id, first))
+			}
+		}
+		if first == 11 { // the first batch's commit deletes its rows meanwhile
+			deadline := time.Now().Add(10 * time.Second)
+			for len(e.left()) > 20 {
+				if time.Now().After(deadline) {
+					return fmt.Errorf("the rows behind the first commit are still there: %v", e.left())
+				}
+				runtime.Gosched()
+			}
+		}
+		return rec.handle(ctx, b)
+	}, 7, 2)
+	r.Settings.CheckpointInterval = 0 // a commit before each batch
+	e.insert(30)
+	sum, err := r.Tick(ctx, "deliver")
+	if err != nil || sum.Rows != 30 || sum.CleanupError != "" {
+		t.Fatalf("delivering tick: %+v, %v", sum, err)
+	}
+	if len(early) > 0 {
+		t.Fatalf("deleted before their commit: %v", early)
+	}
+	// The first commit's 10 rows went meanwhile; the end's bounded cleanup (14) or the second
+	// commit's (10, when the first had ended by then) took more.
+	if left := e.left(); sum.RowsDeleted < 24 || int(sum.RowsDeleted)+len(left) != 30 {
+		t.Fatalf("deleted %d in the tick, %d left (%v)", sum.RowsDeleted, len(left), left)
+	}
+	for range 2 {
+		e.idleTick(r)
+	}
+	if left := e.left(); len(left) != 0 || len(rec.ids) != 30 {
+		t.Fatalf("after the idle ticks: %v left, %d delivered (want 0, 30)", left, len(rec.ids))
 	}
 }

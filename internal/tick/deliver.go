@@ -286,6 +286,7 @@ func (t *tickRun) commitDue() error {
 		return wrapLost(t.l, err)
 	}
 	t.advance(t.uncommitted.Cursor)
+	t.cleanupBehind(t.uncommitted.Cursor)
 	t.uncommitted, t.lastCommit = nil, t.clk.Now()
 	return nil
 }

@@ -211,6 +211,8 @@ type tickRun struct {
 	tookOver bool
 
 	l *lease.Lease // the lease, once won
+	// behind deletes the rows behind the tick's commits while it goes on (cleanup.go).
+	behind behindCleanup
 
 	wctx        context.Context   // the handler's: cancelled when the lease is lost
 	fctx        context.Context   // the fetches': never cancelled midway (see deliver)

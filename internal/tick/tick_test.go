@@ -49,7 +49,7 @@ type env struct {
 
 func newEnv(t *testing.T, batchSize int) *env {
 	dsn := filepath.Join(t.TempDir(), "orders.db")
-	db, err := sql.Open("sqlite", dsn)
+	db, err := sql.Open("sqlite", dsn+"?_pragma=busy_timeout(10000)") // the test's reads wait for a cleanup's DELETE
 	if err != nil {
 		t.Fatal(err)
 	}
