@@ -4,6 +4,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 )
 
@@ -74,6 +75,24 @@ func WithCleanup(c Cleanup) Option {
 		def := sourcedef.Cleanup(c)
 		p.spec.Source.Cleanup = &def
 	}
+}
+
+// eventRows are the rows of a change-stream outbox's batch that are events: all but the
+// deletes. An application may delete each event in the transaction that inserts it (the table
+// then stays empty): the insert is the event, the delete is not one. An update is the event
+// again, under the same id. rows itself when it holds no delete.
+func eventRows(rows []row.Row) []row.Row {
+	i := slices.IndexFunc(rows, func(r row.Row) bool { return r.Op() == row.OpDelete })
+	if i < 0 {
+		return rows
+	}
+	out := slices.Clone(rows[:i])
+	for _, r := range rows[i+1:] {
+		if r.Op() != row.OpDelete {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // outboxOf is the poller's outbox as its batches show it (nil: not an outbox). A messages

@@ -10,6 +10,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
 // CursorKind is how a poller finds the rows after its checkpoint.
@@ -219,13 +220,24 @@ func New[T any](name, table string, kind CursorKind, handle func(ctx context.Con
 		tables = append(tables, t.Table.String())
 	}
 	outbox := outboxOf(p.spec.Source.Outbox)
+	events := outbox != nil && state.ChangeKind(p.spec.Source.Cursor.Kind)
 	p.spec.Raw = func(b *pollerdef.Batch) any {
-		rb := batchOf[Row](b, tables, rowsOf(b.Rows))
+		rows := b.Rows
+		if events {
+			rows = eventRows(rows)
+		}
+		rb := batchOf[Row](b, tables, rowsOf(rows))
 		rb.Rows, rb.Outbox = rb.Raw, outbox
 		return rb
 	}
 	p.spec.Deliver = func(ctx context.Context, b *pollerdef.Batch) error {
-		raw := rowsOf(b.Rows)
+		rows := b.Rows
+		if events {
+			if rows = eventRows(rows); len(rows) == 0 {
+				return nil // only deletes: nothing to hand over, and the batch commits
+			}
+		}
+		raw := rowsOf(rows)
 		typed := batchOf[T](b, tables, raw)
 		typed.Outbox = outbox
 		if rows, ok := any(raw).([]T); ok { // T is Row

@@ -1,11 +1,15 @@
 package sink
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"slices"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/messaging"
@@ -29,7 +33,7 @@ const traceOverhead = 600
 // eventGrid publishes a CloudEvent 1.0 per message to an Event Grid topic, in requests of at
 // most 1 MB, one after the other. The event's id is the message id, its source
 // /pseudotrigger/{poller} (or EventSource), its type pseudotrigger.row.{op} (or EventType), its
-// subject {poller}/{key}, its data the Change.
+// subject {poller}/{key}, its data the Change; an outbox event's as event says.
 type eventGrid struct {
 	c        *azeventgrid.Client
 	conn     azconn.Conn
@@ -82,10 +86,15 @@ func (g *eventGrid) target() traceTarget {
 	return messagingTarget(semconv.MessagingSystemEventGrid, host)
 }
 
-// extensions are a CloudEvent's extension attributes: table, and the distributed tracing
+// extensions are a CloudEvent's extension attributes: an outbox event's headers, table, and the distributed tracing
 // extension's traceparent and tracestate.
 func extensions(m Message) map[string]any {
 	ext := map[string]any{}
+	if m.ev != nil {
+		for _, h := range m.ev.headers {
+			ext[h.name] = h.value
+		}
+	}
 	if m.Table != "" {
 		ext["table"] = m.Table
 	}
@@ -99,6 +108,11 @@ func extensions(m Message) map[string]any {
 }
 
 func (g *eventGrid) send(ctx context.Context, msgs []Message) error {
+	for _, m := range msgs { // before anything is sent
+		if err := checkExtensions(m); err != nil {
+			return err
+		}
+	}
 	events := make([]messaging.CloudEvent, 0, len(msgs))
 	size, first := 2, ""
 	flush := func() error {
@@ -133,7 +147,10 @@ func (g *eventGrid) send(ctx context.Context, msgs []Message) error {
 			ID: m.ID, Source: source, Type: typ, SpecVersion: "1.0", Subject: &subject, Time: &when,
 			Data: json.RawMessage(m.Body), DataContentType: ptr("application/json"),
 		}
-		if m.Table != "" || m.TraceParent != "" {
+		if m.ev != nil {
+			g.event(&ce, m)
+		}
+		if m.Table != "" || m.TraceParent != "" || m.ev != nil && len(m.ev.headers) > 0 {
 			ce.Extensions = extensions(m)
 		}
 		n := len(m.Body) + eventGridOverhead
@@ -149,6 +166,46 @@ func (g *eventGrid) send(ctx context.Context, msgs []Message) error {
 		size += n
 	}
 	return flush()
+}
+
+// event makes ce an outbox event's: its type the event's (else the sink's event_type, else
+// pseudotrigger.event), its subject {aggregate_type}/{aggregate_id}, its data the payload: JSON
+// as JSON, text as a string, bytes as data_base64.
+func (g *eventGrid) event(ce *messaging.CloudEvent, m Message) {
+	ce.Type = cmp.Or(m.ev.typ, g.typ, "pseudotrigger.event")
+	subject := m.ev.aggregateType + "/" + m.ev.aggregateID
+	ce.Subject, ce.DataContentType = &subject, ptr(m.ev.contentType)
+	switch {
+	case IsJSONContent(m.ev.contentType):
+		ce.Data = json.RawMessage(m.Body)
+	case strings.HasPrefix(m.ev.contentType, "text/") && utf8.Valid(m.Body):
+		ce.Data = string(m.Body)
+	default:
+		ce.Data = m.Body // the SDK writes data_base64
+	}
+}
+
+// ceAttributes are the CloudEvents attribute names an extension cannot take.
+var ceAttributes = []string{"id", "source", "specversion", "type", "datacontenttype", "dataschema", "subject", "time", "data", "traceparent", "tracestate", "table"}
+
+// checkExtensions refuses an outbox event whose headers cannot be CloudEvents extension
+// attributes: a name not of lower-case letters and digits (at most 20), or one of the spec's own.
+func checkExtensions(m Message) error {
+	if m.ev == nil {
+		return nil
+	}
+	for _, h := range m.ev.headers {
+		ok := len(h.name) > 0 && len(h.name) <= 20 && !slices.Contains(ceAttributes, h.name)
+		for _, c := range []byte(h.name) {
+			ok = ok && ('a' <= c && c <= 'z' || '0' <= c && c <= '9')
+		}
+		if !ok {
+			return fmt.Errorf("%w: %s: header %q cannot be a CloudEvents extension attribute, whose names are 1 to 20 lower-case letters and digits, "+
+				"other than the spec's own (id, source, type, subject, time, data...): rename it in the headers column; nothing of the batch was sent",
+				ErrBadPayload, m.About(), h.name)
+		}
+	}
+	return nil
 }
 
 func ptr[T any](v T) *T { return &v }

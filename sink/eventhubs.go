@@ -111,7 +111,7 @@ func ehEvent(m Message) *azeventhubs.EventData {
 	return &azeventhubs.EventData{
 		MessageID:   ptr(m.ID),
 		Body:        m.Body,
-		ContentType: ptr("application/json"),
+		ContentType: ptr(m.ContentType()),
 		Properties:  m.Properties(),
 	}
 }

@@ -128,14 +128,22 @@ func TestLogicalImagesToWebhook(t *testing.T) {
 // state store in memory.
 func tickOnce(t *testing.T, p *poller.Poller, dsn, slot string) (tick.Summary, error) {
 	t.Helper()
+	r := logicalRunner(t, p, dsn, slot)
+	defer r.Close()
+	return r.Tick(context.Background(), "")
+}
+
+// logicalRunner is a tick runner of p, a logical poller reading slot on dsn, with its state in
+// memory: its ticks go on from each other's checkpoints.
+func logicalRunner(t *testing.T, p *poller.Poller, dsn, slot string) *tick.Runner {
+	t.Helper()
 	r, err := tick.Open(context.Background(), tick.Config{Poller: pollerdef.Of(p), Store: &lease.Counting{Store: memstore.New(nil)}, App: "test", Owner: "test/1",
 		Settings: appsettings.Settings{Driver: postgres.Name, DSN: dsn, BatchSize: 10, LeaseTTL: lease.DefaultTTL,
 			HeartbeatInterval: lease.DefaultTTL / 4, TickBudget: time.Hour, Slot: slot, Publication: slot}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Close()
-	return r.Tick(context.Background(), "")
+	return r
 }
 
 // TestOneKeyInOrder: at any concurrency, the messages of one key go one after another, in
@@ -199,5 +207,52 @@ func TestSeveralTablesIDs(t *testing.T) {
 	again, err := Messages(&byHand, ModeRow)
 	if err != nil || again[0].ID != msgs[0].ID || again[1].ID != msgs[1].ID {
 		t.Fatalf("made by hand: %+v %v, want the ids %s and %s", again, err, msgs[0].ID, msgs[1].ID)
+	}
+}
+
+// TestLogicalOutbox: a logical outbox's events reach the webhook as their payloads: an event
+// inserted and deleted in one transaction (the table stays empty) once, an update as the event
+// again under its id, and no delete at all; a batch of deletes alone commits with nothing sent,
+// and the next tick finds nothing.
+func TestLogicalOutbox(t *testing.T) {
+	db, dsn, table, slot := testenv.PostgresLogical(t, "CREATE TABLE %s (seq bigint PRIMARY KEY, event_id uuid NOT NULL, agg_type text NOT NULL, agg_id bigint NOT NULL, payload jsonb NOT NULL)")
+	var (
+		mu  sync.Mutex
+		got []string
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		got = append(got, r.Header.Get("Idempotency-Key")+" "+r.Header.Get("Content-Type")+" "+string(body))
+		mu.Unlock()
+	}))
+	defer srv.Close()
+	s := MustNew(Config{Type: Webhook, URL: srv.URL, Concurrency: 1})
+	if err := s.Setup(func(string) string { return "" }); err != nil {
+		t.Fatal(err)
+	}
+	p := poller.New("cdc-outbox", table, poller.Logical, Handler[poller.Row](s), poller.WithColumns("seq"), poller.WithKey("seq"),
+		poller.WithOutbox(poller.Outbox{ID: "event_id", AggregateType: "agg_type", AggregateID: "agg_id", Payload: "payload"}))
+	r := logicalRunner(t, p, dsn, slot)
+	defer r.Close()
+	const e1, e2 = "00000000-0000-0000-0000-000000000001", "00000000-0000-0000-0000-000000000002"
+	testenv.ExecFlushed(t, db, "INSERT INTO "+table+` VALUES (1, '`+e1+`', 'order', 7, '{"n": 1}')`, "DELETE FROM "+table+" WHERE seq = 1")
+	testenv.ExecFlushed(t, db, "INSERT INTO "+table+` VALUES (2, '`+e2+`', 'order', 7, '{"n": 2}')`)
+	testenv.ExecFlushed(t, db, "UPDATE "+table+` SET payload = '{"n": 3}' WHERE seq = 2`)
+	sum, err := r.Tick(context.Background(), "")
+	if err != nil || sum.Rows != 4 {
+		t.Fatalf("tick: %+v %v", sum, err)
+	}
+	want := e1 + ` application/json {"n": 1}, ` + e2 + ` application/json {"n": 2}, ` + e2 + ` application/json {"n": 3}`
+	if strings.Join(got, ", ") != want {
+		t.Errorf("received %s\nwant     %s", strings.Join(got, ", "), want)
+	}
+	got = nil
+	testenv.ExecFlushed(t, db, "DELETE FROM "+table+" WHERE seq = 2")
+	if sum, err = r.Tick(context.Background(), ""); err != nil || sum.Rows != 1 || sum.Batches != 1 || len(got) != 0 {
+		t.Fatalf("a batch of a delete alone: %+v %v, received %q", sum, err, got)
+	}
+	if sum, err = r.Tick(context.Background(), ""); err != nil || sum.Outcome != "idle" {
+		t.Fatalf("the tick after it: %+v %v (the delete's batch was not committed)", sum, err)
 	}
 }

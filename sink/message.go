@@ -80,8 +80,18 @@ type Message struct {
 	// docs/telemetry.md). Send sets them.
 	TraceParent, TraceState string
 
-	keyJSON []byte // the row's key as JSON (nil in batch mode)
-	about   string // batch mode: what About says
+	keyJSON []byte // the row's key as JSON (nil in batch mode and for an event)
+	about   string // batch mode and events: what About says
+	ev      *event // an outbox row's event (outbox.go); nil for a Change or a Batch
+}
+
+// ContentType is the body's media type: application/json for a Change or a Batch, an outbox
+// event's own (poller.Outbox's ContentType, else its payload column's kind).
+func (m Message) ContentType() string {
+	if m.ev != nil {
+		return m.ev.contentType
+	}
+	return contentJSON
 }
 
 // Properties are what a service carries beside the body, for its filters and routing
@@ -89,7 +99,13 @@ type Message struct {
 // ("" in batch mode: none), for a change of a commit-ordered cursor tx_id and tx_last, and the
 // trace context when there is one: traceparent, tracestate and Diagnostic-Id (the traceparent
 // again, under the name the Azure SDKs' older versions read).
+//
+// An outbox event's are instead the poller, aggregate_type, aggregate_id, type (when the outbox
+// has a type column), each entry of its headers and the trace context.
 func (m Message) Properties() map[string]any {
+	if m.ev != nil {
+		return m.eventProperties()
+	}
 	p := map[string]any{"poller": m.Poller, "op": m.Op}
 	if m.Table != "" {
 		p["table"] = m.Table
@@ -121,6 +137,9 @@ const maxKey = 128
 // batch (mode batch). A row's message id mixes in its table when b.Tables has several (or, for a
 // batch made by hand without Tables, when its rows are of several tables).
 func Messages(b *poller.Batch[poller.Row], mode string) ([]Message, error) {
+	if b.Outbox != nil {
+		return outboxMessages(b, mode)
+	}
 	if mode == ModeBatch {
 		return batchMessage(b)
 	}
@@ -363,20 +382,18 @@ func keyText(key map[string]any, keyJSON []byte) string {
 	s := string(keyJSON)
 	if len(key) == 1 {
 		for _, v := range key {
-			switch v := v.(type) {
-			case string:
-				s = v
-			case int64:
-				s = strconv.FormatInt(v, 10)
-			case time.Time:
-				s = v.UTC().Format(time.RFC3339Nano)
-			default:
-				if j, err := json.Marshal(v); err == nil {
-					s = string(j)
-				}
+			if t, ok := valueText(v); ok {
+				s = t
+			} else {
+				s = "null"
 			}
 		}
 	}
+	return fitKey(s)
+}
+
+// fitKey is s as a session id or partition key: s, or past maxKey its SHA-256.
+func fitKey(s string) string {
 	if len(s) > maxKey {
 		sum := sha256.Sum256([]byte(s))
 		s = "sha256:" + hex.EncodeToString(sum[:])

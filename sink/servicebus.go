@@ -24,7 +24,8 @@ import (
 // delivered: the poller then sends the whole batch again with the same message ids, which
 // duplicate detection drops (consumers of an entity without it deduplicate on the id).
 //
-// With Sessions, each message's SessionID is the row's key, and the messages are batched per
+// With Sessions, each message's SessionID is the row's key (an outbox event's
+// aggregate id), and the messages are batched per
 // session (a batch to a partitioned entity must hold one session), each key's messages in order;
 // different sessions' batches are sent at most Concurrency at a time.
 type serviceBus struct {
@@ -127,9 +128,15 @@ func sbMessage(m Message, sessions bool) *azservicebus.Message {
 	out := &azservicebus.Message{
 		MessageID:             ptr(m.ID),
 		Body:                  m.Body,
-		ContentType:           ptr("application/json"),
+		ContentType:           ptr(m.ContentType()),
 		Subject:               ptr(m.Op),
 		ApplicationProperties: m.Properties(),
+	}
+	if m.ev != nil { // an event's subject is its type
+		out.Subject = nil
+		if m.ev.typ != "" {
+			out.Subject = ptr(m.ev.typ)
+		}
 	}
 	if sessions {
 		out.SessionID = ptr(m.Key)

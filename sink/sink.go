@@ -9,7 +9,9 @@
 // so a batch that failed midway and comes again repeats the messages already sent with the same
 // ids: consumers deduplicate on that id (Service Bus duplicate detection does it for them). A
 // message larger than the service takes fails the batch with ErrTooLarge and the row's key; no
-// row is dropped.
+// row is dropped. The rows of an outbox (poller.WithOutbox) are sent as the events they hold
+// instead: each one's payload as the body, under the event's id, keyed by its aggregate
+// (outbox.go, docs/sinks.md's "Outbox events").
 //
 // A Go poller uses a sink as its handler:
 //
@@ -198,7 +200,7 @@ func Handler[T any](s *Sink) func(ctx context.Context, b *poller.Batch[T]) error
 	return func(ctx context.Context, b *poller.Batch[T]) error {
 		return s.Send(ctx, &poller.Batch[poller.Row]{
 			Poller: b.Poller, ID: b.ID, FencingToken: b.FencingToken, Attempt: b.Attempt,
-			From: b.From, To: b.To, Tables: b.Tables, Rows: b.Raw, Raw: b.Raw,
+			From: b.From, To: b.To, Tables: b.Tables, Rows: b.Raw, Raw: b.Raw, Outbox: b.Outbox,
 		})
 	}
 }

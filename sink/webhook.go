@@ -23,7 +23,9 @@ import (
 // webhook POSTs each message as JSON, with headers Idempotency-Key (the message id: the change
 // id, or the batch id in batch mode), X-Fencing-Token and the sink's own; signed as Standard
 // Webhooks says when it has signing secrets (webhook_sign.go), with an Entra ID token when it
-// has auth. A non-2xx reply or a transport error fails the batch.
+// has auth. An outbox event is POSTed as its payload, with its content type, its id as the
+// Idempotency-Key and its headers' entries as HTTP headers (the sink's own win). A non-2xx reply
+// or a transport error fails the batch.
 type webhook struct {
 	url         string
 	shown       string // the URL without its query and user info
@@ -94,6 +96,11 @@ func (w *webhook) target() traceTarget {
 func (w *webhook) close(_ context.Context) error { w.client.CloseIdleConnections(); return nil }
 
 func (w *webhook) send(ctx context.Context, msgs []Message) error {
+	for _, m := range msgs { // before anything is sent
+		if err := checkHTTPHeaders(m); err != nil {
+			return err
+		}
+	}
 	if w.auth == nil {
 		return eachInOrder(ctx, msgs, w.concurrency, func(ctx context.Context, m Message) error { return w.post(ctx, m, "") })
 	}
@@ -104,16 +111,36 @@ func (w *webhook) send(ctx context.Context, msgs []Message) error {
 	return eachInOrder(ctx, msgs, w.concurrency, func(ctx context.Context, m Message) error { return w.post(ctx, m, bearer) })
 }
 
+// checkHTTPHeaders refuses an outbox event whose headers cannot be HTTP headers: a name that is
+// not an HTTP token, or a value holding a line break or a NUL.
+func checkHTTPHeaders(m Message) error {
+	if m.ev == nil {
+		return nil
+	}
+	for _, h := range m.ev.headers {
+		if !validHeader(h.name) || strings.ContainsAny(h.value, "\r\n\x00") {
+			return fmt.Errorf("%w: %s: header %q cannot be an HTTP header (names are letters, digits and !#$%%&'*+-.^_`|~; values hold no line break): "+
+				"fix it in the headers column; nothing of the batch was sent", ErrBadPayload, m.About(), h.name)
+		}
+	}
+	return nil
+}
+
 // post sends m; bearer is the Authorization header's value ("": none).
 func (w *webhook) post(ctx context.Context, m Message, bearer string) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.url, bytes.NewReader(m.Body))
 	if err != nil {
 		return fmt.Errorf("%s: %s", m.About(), redact.Text(err.Error()))
 	}
+	if m.ev != nil { // the sink's own headers and those below win over an event's
+		for _, h := range m.ev.headers {
+			req.Header.Set(h.name, h.value)
+		}
+	}
 	for k, v := range w.headers {
 		req.Header.Set(k, v)
 	}
-	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Content-Type", m.ContentType())
 	req.Header.Set("Idempotency-Key", m.ID)
 	req.Header.Set("X-Fencing-Token", strconv.FormatInt(m.FencingToken, 10))
 	if m.TraceParent != "" {

@@ -3,6 +3,7 @@ package ctl_test
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -81,6 +82,22 @@ func TestCheck(t *testing.T) {
 	}
 }
 
+// checkDB makes a table of ddl (@ its name) on the database of driver (sqlite: the file
+// sqlite; postgres and mysql: the test servers, or skips) and returns its DSN, the database/sql
+// driver's name, a connection and the table's name.
+func checkDB(t *testing.T, driver, sqlite, ddl string) (dsn, sqlDriver string, conn *sql.DB, table string) {
+	t.Helper()
+	dsn, sqlDriver = sqlite, driver
+	switch driver {
+	case "postgres":
+		dsn, sqlDriver = testenv.Postgres(t), "pgx"
+	case "mysql":
+		dsn = testenv.MySQL(t)
+	}
+	conn = testenv.DB(t, sqlDriver, dsn)
+	return dsn, sqlDriver, conn, sourcetest.CheckTable(t, conn, "", []string{"DROP TABLE @"}, ddl).Name
+}
+
 // TestCheckRepeatedKey, on SQLite, PostgreSQL and MariaDB: a table without a key whose key
 // column repeats (rows that differ in the cursor alone) gets a unique-key problem that names one
 // repeated value and how many rows have it, and no CREATE UNIQUE INDEX as its fix (it would
@@ -100,15 +117,7 @@ func TestCheckRepeatedKey(t *testing.T) {
 			func(string) string { return "Duplicate entry '100001'" }},
 	} {
 		t.Run(db.driver, func(t *testing.T) {
-			dsn, sqlDriver := db.dsn, db.driver
-			switch db.driver {
-			case "postgres":
-				dsn, sqlDriver = testenv.Postgres(t), "pgx"
-			case "mysql":
-				dsn = testenv.MySQL(t)
-			}
-			conn := testenv.DB(t, sqlDriver, dsn)
-			table := sourcetest.CheckTable(t, conn, "", []string{"DROP TABLE @"}, db.ddl).Name
+			dsn, sqlDriver, _, table := checkDB(t, db.driver, db.dsn, db.ddl)
 			insert := func(ids ...int) {
 				t.Helper()
 				var values []string

@@ -359,6 +359,11 @@ func (s Spec) check() error {
 	if err := checkSink("sink", s.Sink); err != nil {
 		return err
 	}
+	if s.Outbox != nil {
+		if err := s.Sink.CheckOutbox(); err != nil {
+			return errors.New(strings.TrimPrefix(err.Error(), sink.ErrConfig.Error()+": "))
+		}
+	}
 	for i, t := range src.Tables {
 		if t.Sink != nil {
 			if err := checkSink(fmt.Sprintf("source.tables[%d].sink", i), *t.Sink); err != nil {

@@ -72,9 +72,14 @@ func (s *Setup) InTransaction() bool { return s.sc.DDLInTransaction() }
 
 // Check checks again, replacing Findings.
 func (s *Setup) Check(ctx context.Context) error {
-	fs, err := checkSetup(ctx, s.sc, s.c.db, s.cfg.Definition)
+	d := s.cfg.Definition
+	var bound driver.ReadBound
+	if !d.Changes() {
+		bound, _ = s.sc.ReadBound(s.cfg.DSN, d)
+	}
+	fs, err := checkSetup(ctx, s.sc, s.c.db, d, bound)
 	if err != nil {
-		return fmt.Errorf("source: poller %q, table %s: checking the set-up: %w", s.cfg.Poller, s.cfg.Definition.Table, err)
+		return fmt.Errorf("source: poller %q, table %s: checking the set-up: %w", s.cfg.Poller, d.Table, err)
 	}
 	if f, ok := s.cdc(ctx); ok {
 		fs = append(fs, f)
@@ -160,7 +165,7 @@ func firstLine(q string) string {
 // once when it first opens a poller's source. The change stream's set-up is not among them: Open
 // checked it.
 func (s *Source) CheckSetup(ctx context.Context) ([]setup.Finding, error) {
-	fs, err := checkSetup(ctx, s.dl, s.db, s.def)
+	fs, err := checkSetup(ctx, s.dl, s.db, s.def, s.bound)
 	if err != nil {
 		return nil, fmt.Errorf("source: poller %q, table %s: checking the set-up: %w", s.poller, s.def.Table, err)
 	}
@@ -194,14 +199,27 @@ func (s *Source) SetupProblems(ctx context.Context) (found []setup.Finding, chec
 }
 
 // checkSetup runs the driver's checks, with the portable ones at their place: for each of the
-// poller's tables, each finding's detail then naming its table.
-func checkSetup(ctx context.Context, sc driver.Driver, db *sql.DB, d sourcedef.Definition) ([]setup.Finding, error) {
+// poller's tables, each finding's detail then naming its table; then an outbox's (bound: the
+// reads' bound behind open transactions, nil when none).
+func checkSetup(ctx context.Context, sc driver.Driver, db *sql.DB, d sourcedef.Definition, bound driver.ReadBound) ([]setup.Finding, error) {
 	if d.ReadsMessages() { // no table: what it reads is the change stream's set-up (Setup.cdc)
 		return []setup.Finding{{Check: setup.CheckTable, Verdict: setup.VerdictOK,
 			Detail: fmt.Sprintf("none: a messages outbox reads the transactional messages of prefix %q (pg_logical_emit_message(true, %s, payload)) from the replication slot", d.Outbox.Messages, quoteLiteral(d.Outbox.Messages))}}, nil
 	}
 	if len(d.More) == 0 {
-		return checkTable(ctx, sc, db, d)
+		fs, err := checkTable(ctx, sc, db, d)
+		if err != nil {
+			return nil, err
+		}
+		columns := slices.ContainsFunc(fs, func(f setup.Finding) bool { return f.Check == setup.CheckColumns && f.Verdict == setup.VerdictOK })
+		f, ok, err := outboxFinding(ctx, sc, db, d, bound, columns)
+		if err != nil {
+			return nil, fmt.Errorf("checking the outbox: %w", err)
+		}
+		if ok {
+			fs = append(fs, f)
+		}
+		return fs, nil
 	}
 	var out []setup.Finding
 	for _, t := range d.Tables() {

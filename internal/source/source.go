@@ -328,8 +328,11 @@ func (s *Source) check(ctx context.Context) error {
 		s.all, s.def.Columns, cols = true, have, have
 		s.identity.Columns = have
 	}
+	if err := s.checkOutboxColumns(have); err != nil {
+		return err
+	}
 	for _, c := range cols {
-		if !slices.Contains(have, c) && (!s.dl.Caseless() || !slices.ContainsFunc(have, func(h string) bool { return strings.EqualFold(h, c) })) {
+		if !s.hasColumn(have, c) {
 			return s.schemaErr(c, "no such column (the table has %s)", strings.Join(have, ", "))
 		}
 	}
@@ -341,6 +344,9 @@ func (s *Source) check(ctx context.Context) error {
 		return err
 	}
 	if err := s.lay(types); err != nil {
+		return err
+	}
+	if err := s.checkOutboxTypes(); err != nil {
 		return err
 	}
 

@@ -57,6 +57,13 @@ type Driver interface {
 	// UpperBound is what keeps a read of the cursor column col behind rows that may still
 	// commit (lag: the settle lag; next gives its argument's marker).
 	UpperBound(kind string, fl row.TSFlavor, col string, lag time.Duration, next func() string) Bound
+	// LateCommits says whether a cursor of kind can skip a row whose transaction commits after
+	// a later row was read (a late commit), which an outbox must never do, and if so which
+	// cursors cannot ("" when the driver names none). Defaults: integer and timestamp+pk can
+	// (an identity or a clock stamp is taken before the commit), the others cannot. A
+	// timestamp+pk cursor the driver keeps behind open transactions (ReadBound) says it cannot:
+	// the bound's reads then say whether they are.
+	LateCommits(kind string) (skips bool, instead string)
 	// ReadBound returns the bound of the keyset reads of d by the role of dsn, kept behind
 	// transactions the server says are open; false when they take none (Defaults).
 	ReadBound(dsn string, d sourcedef.Definition) (ReadBound, bool)
@@ -315,6 +322,11 @@ func (Defaults) Scalars() bool { return true }
 
 // CheckDefinition: no rules of the database's own.
 func (Defaults) CheckDefinition(sourcedef.Definition) error { return nil }
+
+// LateCommits: integer and timestamp+pk cursors can skip a late commit, the others cannot.
+func (Defaults) LateCommits(kind string) (bool, string) {
+	return kind == state.KindInteger || kind == state.KindTimestampPK, ""
+}
 
 // ReadBound: the keyset reads take no bound but the cursor kind's (UpperBound).
 func (Defaults) ReadBound(string, sourcedef.Definition) (ReadBound, bool) { return nil, false }

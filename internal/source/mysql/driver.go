@@ -82,6 +82,12 @@ func (Driver) Placeholder(int) string { return "?" }
 // Supports the cursor kinds every database has.
 func (Driver) Supports(kind string) bool { return driver.Defaults{}.Supports(kind) }
 
+// LateCommits: a timestamp+pk cursor's reads stay behind the open transactions (ReadBound),
+// given the PROCESS privilege; an integer cursor's do not.
+func (Driver) LateCommits(kind string) (bool, string) {
+	return kind == state.KindInteger, "timestamp+pk, whose reads stay behind the transactions still open (the role needs the PROCESS privilege)"
+}
+
 // Scalars: go-sql-driver may return integers and text as bytes.
 func (Driver) Scalars() bool { return false }
 

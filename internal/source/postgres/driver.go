@@ -49,6 +49,12 @@ func (p Driver) Supports(kind string) bool {
 	return kind == state.KindXID || kind == state.KindLogical || p.Defaults.Supports(kind)
 }
 
+// LateCommits: an xid or logical cursor never skips a late commit.
+func (p Driver) LateCommits(kind string) (bool, string) {
+	skips, _ := p.Defaults.LateCommits(kind)
+	return skips, "xid (an xid8 column DEFAULT pg_current_xact_id()) or logical"
+}
+
 // Location is the DSN's host and port, and its database.
 func (Driver) Location(dsn string) (driver.Location, error) {
 	cfg, err := pgx.ParseConfig(dsn)

@@ -43,6 +43,12 @@ const (
 	CheckPrivileges = "privileges"                   // what the poller's login needs
 	CheckBefore     = "before images"                // a change stream sends the row before an update or delete
 	CheckCDC        = "change stream set-up"         // pollerctl cdc enable's plan has no problem
+	// CheckOutbox: an outbox's cursor cannot skip a late-committed event, and its columns'
+	// types fit their fields.
+	CheckOutbox = "outbox"
+	// CheckCleanup: the cursor of a poller that deletes its delivered rows cannot skip a
+	// late-committed row (which the cleanup would delete unsent).
+	CheckCleanup = "cleanup"
 )
 
 // A Finding is one check's verdict on a poller's source set-up.

@@ -115,6 +115,10 @@ func (Driver) Classify(base string) (row.Class, row.TSFlavor) {
 	return row.ClassOther, row.TSNone
 }
 
+// LateCommits: none. SQLite runs one write transaction at a time, so an id or stamp taken in
+// one comes after those of every transaction that committed before it.
+func (Driver) LateCommits(string) (bool, string) { return false, "" }
+
 // KeyCodec carries a TEXT timestamp cursor verbatim (textTimeCodec).
 func (Driver) KeyCodec(c row.ColumnType) (row.KeyCodec, bool) {
 	return textTimeCodec, c.Flavor == row.TSText

@@ -165,6 +165,12 @@ func (Driver) CheckDefinition(d sourcedef.Definition) error {
 		return nil
 	}
 	var errs []error
+	if d.Outbox != nil {
+		// CHANGETABLE gives a row's net operation: an event inserted and deleted between two reads
+		// is a D whose values are gone, which an outbox (that leaves deletes out) would lose.
+		errs = append(errs, &sourcedef.FieldError{Field: sourcedef.FieldOutbox,
+			Err: fmt.Errorf("a %s cursor cannot read an outbox: Change Tracking keeps a changed row's key, not its values, so an event deleted before the poller reads it would be lost; use the rowversion cursor with cleanup (docs/outbox.md)", d.Cursor.Kind)})
+	}
 	for i, t := range d.Tables() {
 		if strings.TrimSpace(t.Filter) != "" {
 			errs = append(errs, &sourcedef.FieldError{Field: d.TableField(i, sourcedef.FieldFilter),

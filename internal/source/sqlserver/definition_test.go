@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/declared"
 	"github.com/pseudotrigger/pseudotrigger/internal/source"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sqlserver"
@@ -51,5 +52,30 @@ func TestChangeTrackingTakesNoFilter(t *testing.T) {
 	_, _, err = source.Offline(dr, source.Config{Poller: "p", Driver: sqlserver.Name, Definition: two}, map[string]string{"id": "BIGINT"})
 	if want := "invalid source definition: table orders: filter:"; err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("open of two tables: %v, want %q", err, want)
+	}
+}
+
+// TestChangeTrackingRefusesAnOutbox, without a server: Change Tracking gives a row's net
+// operation, so an event inserted and deleted between two reads is a delete whose values are
+// gone; an outbox on the changetracking cursor is refused (naming the field and the cursor to
+// use), in code and in poller.json, and the rowversion outbox is accepted.
+func TestChangeTrackingRefusesAnOutbox(t *testing.T) {
+	o := &sourcedef.Outbox{ID: "id", AggregateType: "at", AggregateID: "ai", Payload: "p"}
+	ct := sourcedef.Definition{Table: sourcedef.Table{Name: "outbox"}, Columns: []string{"id", "at", "ai", "p"}, PK: []string{"id"},
+		Cursor: sourcedef.Cursor{Kind: state.KindChangeTracking}, Outbox: o}
+	dr := sqlserver.Driver{}
+	fes := sourcedef.FieldErrors(dr.CheckDefinition(ct))
+	if len(fes) != 1 || fes[0].Field != sourcedef.FieldOutbox || !strings.Contains(fes[0].Err.Error(), "use the rowversion cursor with cleanup") {
+		t.Fatalf("a changetracking outbox: %v", fes)
+	}
+	rv := ct
+	rv.Cursor = sourcedef.Cursor{Kind: state.KindRowversion, Column: "rv"}
+	if err := dr.CheckDefinition(rv); err != nil {
+		t.Fatalf("a rowversion outbox: %v", err)
+	}
+	_, err := declared.Parse([]byte(`{"source": {"table": "outbox", "columns": ["id"], "key": ["id"], "cursor": {"kind": "changetracking"}},
+		"outbox": {"id": "id", "aggregate_type": "at", "aggregate_id": "ai", "payload": "p"}, "sink": {"type": "webhook", "url": "https://example.com/"}}`))
+	if want := "outbox: a changetracking cursor cannot read an outbox"; err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Fatalf("poller.json: %v, want %q", err, want)
 	}
 }

@@ -122,6 +122,12 @@ func (Driver) Supports(kind string) bool {
 	return kind == state.KindRowversion || kind == state.KindChangeTracking || driver.Defaults{}.Supports(kind)
 }
 
+// LateCommits: a rowversion or changetracking cursor never skips a late commit.
+func (Driver) LateCommits(kind string) (bool, string) {
+	skips, _ := driver.Defaults{}.LateCommits(kind)
+	return skips, "rowversion or changetracking"
+}
+
 // Keyset: SQL Server has no row comparison: the expanded form (ExpandedKeyset), whose named
 // markers repeat.
 // Its markers are named (@p1): each key value is passed once.
