@@ -41,7 +41,7 @@
 #           to a local webhook (OUTBOX_CONCURRENCY, 16), OUTBOX_SECONDS (60) measured after
 #           OUTBOX_WARMUP_SECONDS (10): events/s written and delivered, rows waiting and the
 #           table's rows at most, commit-to-delivery p50/p95/p99, blob writes a minute, where a
-#           tick's time goes.
+#           tick's time goes (OUTBOX_CLEANUP=off: without the cleanup, what it costs).
 # At the end, a summary of the paths that ran: rows/s, MB/s, the measured ratio (or figure), the
 # goal and whether it is met, and REGRESSION when it is more than 10% worse than the figure
 # recorded in docs/performance.md (its "Recorded figures" table holds the goals and records).
