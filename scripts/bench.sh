@@ -475,6 +475,7 @@ if [ "$what" = outbox ] || [ "$what" = all ]; then
   printf '%-34s %s\n' "blob writes a minute" "$(num %.0f "$(m blob-writes/min)")"
   printf '%-34s %s\n' "a tick, ms" "p50 $(num %.0f "$(m tick-p50-ms)"), p95 $(num %.0f "$(m tick-p95-ms)"); a tick's mean $(num %.0f "$(m tick-ms/tick)"): acquire $(num %.0f "$(m acquire-ms/tick)"), fetch $(num %.0f "$(m fetch-ms/tick)"), deliver $(num %.0f "$(m deliver-ms/tick)"), commit $(num %.0f "$(m commit-ms/tick)")"
   printf '%-34s %s\n' "producers (pgbench)" "$(num %.0f "$(m pgbench-tps)") transactions/s, schedule lag max $(num %.0f "$(m pgbench-lag-max-ms)") ms"
+  printf '%-34s %s\n' "the backlog, producers stopped" "delivered at $(num %.0f "$(m drain-events/s)") events/s (-: less than a tick's worth was left)"
   printf '%-34s %s\n' "re-deliveries, failed cleanups" "$(num %.0f "$(m redelivered)"), $(num %.0f "$(m cleanup-errors)")"
   echo "(fetch and deliver overlap when a tick reads ahead; the rest of a tick is its cleanup, the backlog's count and the release)"
   echo

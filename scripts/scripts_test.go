@@ -694,6 +694,7 @@ func TestBenchShOutbox(t *testing.T) {
 		`(?m)^blob writes a minute +\d+$`,
 		`(?m)^a tick, ms +p50 \d+, p95 \d+; a tick's mean \d+: acquire \d+, fetch \d+, deliver \d+, commit \d+$`,
 		`(?m)^producers \(pgbench\) +\d+ transactions/s, schedule lag max \d+ ms$`,
+		`(?m)^the backlog, producers stopped +delivered at (\d+|-) events/s \(-: less than a tick's worth was left\)$`,
 		`(?m)^re-deliveries, failed cleanups +0, 0$`,
 		`(?m)^outbox/keep-up +\d+ +- +[\d.]+ +< 1 (met|NOT met) +\S+( .*)?$`,
 		`(?m)^outbox/table-rows +- +- +[\d.]+ +< 2 (met|NOT met) +\S+( .*)?$`,

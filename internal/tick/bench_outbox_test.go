@@ -203,6 +203,9 @@ func BenchmarkOutbox(b *testing.B) {
 	b.ReportMetric(m.lagMax, "pgbench-lag-max-ms")
 	b.ReportMetric(float64(m.dups), "redelivered")
 	b.ReportMetric(float64(m.cleanupErrors), "cleanup-errors")
+	if m.drained > 0 {
+		b.ReportMetric(m.drain/float64(m.drained), "drain-events/s")
+	}
 	// Where a tick's time goes, ms a tick: the tick, and its acquire, fetches, deliveries and
 	// commits (fetch and deliver overlap when the tick reads ahead; the rest of the tick is its
 	// cleanup, the backlog's count and the release).
@@ -234,6 +237,10 @@ type obxFigures struct {
 	pgbenchTPS, lagMax   float64
 	dups, cleanupErrors  int
 	spans                map[string]time.Duration // the ticks' spans' time by name
+	// drain is the events a second delivered after the producers' end, the backlog they left
+	// (when at least a tick's worth) with PostgreSQL no longer busy with them; 0: none.
+	drain   float64
+	drained int // the runs with a drain
 }
 
 func (f *obxFigures) add(g obxFigures) {
@@ -246,6 +253,10 @@ func (f *obxFigures) add(g obxFigures) {
 	f.lagMax = max(f.lagMax, g.lagMax)
 	f.dups += g.dups
 	f.cleanupErrors += g.cleanupErrors
+	f.drain += g.drain
+	if g.drain > 0 {
+		f.drained++
+	}
 	if f.spans == nil {
 		f.spans = map[string]time.Duration{}
 	}
@@ -335,6 +346,8 @@ func obxRunOnce(b *testing.B, s obxSetup) obxFigures {
 	var putsAt0, putsAt1 int64 = -1, -1
 	var deadline time.Time // after the producers' end: 30 s after the last new arrival
 	var written, got int64
+	var drainFrom time.Time // the producers' end, when drainGot events had arrived
+	var drainGot int64
 	tk := time.NewTicker(s.period)
 	defer tk.Stop()
 	for {
@@ -368,6 +381,9 @@ func obxRunOnce(b *testing.B, s obxSetup) obxFigures {
 					b.Fatal(err)
 				}
 				deadline = time.Now().Add(30 * time.Second)
+				rc.mu.Lock()
+				drainFrom, drainGot = time.Now(), int64(len(rc.got))
+				rc.mu.Unlock()
 			default:
 			}
 			continue
@@ -376,6 +392,9 @@ func obxRunOnce(b *testing.B, s obxSetup) obxFigures {
 		n := int64(len(rc.got))
 		rc.mu.Unlock()
 		if n >= written {
+			if backlog := written - drainGot; float64(backlog) >= float64(s.rate)*s.period.Seconds() {
+				f.drain = float64(backlog) / time.Since(drainFrom).Seconds()
+			}
 			break
 		}
 		if n > got {
