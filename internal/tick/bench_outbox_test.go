@@ -321,6 +321,7 @@ func obxRunOnce(b *testing.B, s obxSetup) obxFigures {
 
 	// The table's size, sampled every 100 ms until the end.
 	var tableMax int64
+	var sampleErr error // why the sampling stopped before the end
 	sampled := make(chan struct{})
 	go func() {
 		defer close(sampled)
@@ -333,6 +334,9 @@ func obxRunOnce(b *testing.B, s obxSetup) obxFigures {
 			case now := <-tk.C:
 				var n int64
 				if err := s.db.QueryRowContext(ctx, "SELECT count(*) FROM "+table).Scan(&n); err != nil {
+					if ctx.Err() == nil {
+						sampleErr = err
+					}
 					return
 				}
 				if now.After(t0) && now.Before(t1) {
@@ -406,6 +410,9 @@ func obxRunOnce(b *testing.B, s obxSetup) obxFigures {
 	}
 	cancel()
 	<-sampled
+	if sampleErr != nil {
+		b.Fatalf("counting the outbox table's rows: %v", sampleErr)
+	}
 	if putsAt1 < 0 {
 		putsAt1 = s.ct.Puts.Load()
 	}
