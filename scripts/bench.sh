@@ -35,11 +35,18 @@
 #           RSS of each size and large/small of both; and an app of SCALE_POLLERS (50) declared
 #           pollers on one table of SCALE_POLLER_ROWS (10,000) rows invoked at once against one
 #           poller alone: peak RSS, tick p50/p95 and the PostgreSQL connections held at once.
+#   outbox  pgbench (OUTBOX_CLIENTS, 8) writing OUTBOX_RATE (5,000) transactions a second, each an
+#           order and its event, into docs/outbox.md's PostgreSQL outbox (xid, cleanup "delete"),
+#           and a poller ticking every OUTBOX_PERIOD_MS (1,000; budget OUTBOX_TICK_BUDGET_MS, 800)
+#           to a local webhook (OUTBOX_CONCURRENCY, 16), OUTBOX_SECONDS (60) measured after
+#           OUTBOX_WARMUP_SECONDS (10): events/s written and delivered, rows waiting and the
+#           table's rows at most, commit-to-delivery p50/p95/p99, blob writes a minute, where a
+#           tick's time goes (OUTBOX_CLEANUP=off: without the cleanup, what it costs).
 # At the end, a summary of the paths that ran: rows/s, MB/s, the measured ratio (or figure), the
 # goal and whether it is met, and REGRESSION when it is more than 10% worse than the figure
 # recorded in docs/performance.md (its "Recorded figures" table holds the goals and records).
 #
-#   scripts/bench.sh [lease|source|tick|status|sink|handler|logical|backfill|e2e|scale|all]     COUNT=3 repetitions; BENCH_ROWS=1000000
+#   scripts/bench.sh [lease|source|tick|status|sink|handler|logical|backfill|e2e|scale|outbox|all]     COUNT=3 repetitions; BENCH_ROWS=1000000
 #   scripts/bench.sh goals     prints each summary path's goal and recorded figure as read from the doc
 set -euo pipefail
 source "$(dirname "$0")/lib/services.sh"
@@ -48,8 +55,8 @@ export GOFLAGS=${GOFLAGS:--buildvcs=false}
 COUNT=${COUNT:-3}
 what=${1:-all}
 case "$what" in
-lease | source | tick | status | sink | handler | logical | backfill | e2e | scale | all | goals) ;;
-*) die "unknown section $what: give one of lease, source, tick, status, sink, handler, logical, backfill, e2e, scale, all (or goals)" ;;
+lease | source | tick | status | sink | handler | logical | backfill | e2e | scale | outbox | all | goals) ;;
+*) die "unknown section $what: give one of lease, source, tick, status, sink, handler, logical, backfill, e2e, scale, outbox, all (or goals)" ;;
 esac
 # The handler binary runs with a GC target of 400 (cmd/handler); the in-process benchmarks use
 # the same, for the code under test and its baseline alike.
@@ -86,7 +93,8 @@ PERF_DOC=${PERF_DOC:-$ROOT/docs/performance.md}
 SUMMARY_PATHS="tick/checkpoint-every-2s source/postgres source/sqlite source/mysql logical/peek backfill backfill/live-p95 sink/webhook sink/storagequeue e2e
   handler/start-ms handler/idle-rss-MB idle-tick/timestamp-pk/blob-reads idle-tick/timestamp-pk/blob-writes
   idle-tick/logical/blob-reads idle-tick/logical/blob-writes idle-tick/xid/blob-reads idle-tick/xid/blob-writes
-  scale/rows/rate scale/rows/peak-rss scale/logical/rate scale/logical/peak-rss scale/pollers/pg-connections"
+  scale/rows/rate scale/rows/peak-rss scale/logical/rate scale/logical/peak-rss scale/pollers/pg-connections
+  outbox/keep-up outbox/table-rows outbox/p95"
 _summary=()
 summary_row() {
   case " $(echo $SUMMARY_PATHS) " in *" $1 "*) ;; *) die "summary_row: $1 is not in SUMMARY_PATHS" ;; esac
@@ -442,6 +450,38 @@ if [ "$what" = scale ] || [ "$what" = all ]; then
     "(bound: POLLER_DB_MAX_CONNECTIONS, default $(num %.0f "$(m pollers pg-conns-bound)"))"
   echo
   summary_row scale/pollers/pg-connections - - "$(m pollers peak-pg-conns)"
+fi
+
+if [ "$what" = outbox ] || [ "$what" = all ]; then
+  [ -n "${AZURITE_CONNECTION_STRING:-}" ] || start_azurite
+  [ -n "${PG_TEST_DSN:-}" ] || start_postgres
+  out="$RUN_DIR/bench-outbox.txt"
+  export OUTBOX_RATE=${OUTBOX_RATE:-5000} OUTBOX_CLIENTS=${OUTBOX_CLIENTS:-8} OUTBOX_SECONDS=${OUTBOX_SECONDS:-60}
+  export OUTBOX_WARMUP_SECONDS=${OUTBOX_WARMUP_SECONDS:-10} OUTBOX_PERIOD_MS=${OUTBOX_PERIOD_MS:-1000}
+  export OUTBOX_TICK_BUDGET_MS=${OUTBOX_TICK_BUDGET_MS:-800} OUTBOX_CONCURRENCY=${OUTBOX_CONCURRENCY:-16}
+  log "OUTBOX_RATE=$OUTBOX_RATE OUTBOX_CLIENTS=$OUTBOX_CLIENTS OUTBOX_SECONDS=$OUTBOX_SECONDS OUTBOX_CONCURRENCY=$OUTBOX_CONCURRENCY" \
+    "go test -run '^\$' -bench BenchmarkOutbox -benchtime 1x -count $COUNT ./internal/tick/ ($((OUTBOX_WARMUP_SECONDS + OUTBOX_SECONDS)) s of pgbench a run)"
+  : >"$out"
+  gotest "$out" -run '^$' -bench BenchmarkOutbox -benchtime 1x -count "$COUNT" -timeout 60m ./internal/tick/
+  echo
+  m() { med "$out" BenchmarkOutbox "$1"; }
+  echo "Outbox under load: pgbench, $OUTBOX_CLIENTS clients writing $OUTBOX_RATE transactions/s (an order and its event each) into"
+  echo "docs/outbox.md's PostgreSQL outbox (xid cursor, cleanup \"delete\"); a poller ticking every $OUTBOX_PERIOD_MS ms (tick budget"
+  echo "$OUTBOX_TICK_BUDGET_MS ms) to a local webhook at concurrency $OUTBOX_CONCURRENCY; $OUTBOX_SECONDS s measured after $OUTBOX_WARMUP_SECONDS s (median over $COUNT runs):"
+  printf '%-34s %s\n' "events/s written, delivered" "$(num %.0f "$(m written-events/s)"), $(num %.0f "$(m delivered-events/s)") (delivered/written $(num %.3f "$(m delivered/written)"))"
+  printf '%-34s %s\n' "rows waiting after a tick, max" "$(num %.0f "$(m rows-waiting-max)") ($(num %.2f "$(m rows-waiting-ticks)") ticks' worth of writes; counted up to 10,000)"
+  printf '%-34s %s\n' "outbox table's rows, max" "$(num %.0f "$(m table-rows-max)") ($(num %.2f "$(m table-rows-ticks)") ticks' worth)"
+  printf '%-34s %s\n' "commit-to-delivery ms" "p50 $(num %.0f "$(m p50-ms)"), p95 $(num %.0f "$(m p95-ms)"), p99 $(num %.0f "$(m p99-ms)"), max $(num %.0f "$(m max-ms)") (p95 / (period + 1 s): $(num %.2f "$(m p95/period+1s)"))"
+  printf '%-34s %s\n' "blob writes a minute" "$(num %.0f "$(m blob-writes/min)")"
+  printf '%-34s %s\n' "a tick, ms" "p50 $(num %.0f "$(m tick-p50-ms)"), p95 $(num %.0f "$(m tick-p95-ms)"); a tick's mean $(num %.0f "$(m tick-ms/tick)"): acquire $(num %.0f "$(m acquire-ms/tick)"), fetch $(num %.0f "$(m fetch-ms/tick)"), deliver $(num %.0f "$(m deliver-ms/tick)"), commit $(num %.0f "$(m commit-ms/tick)")"
+  printf '%-34s %s\n' "producers (pgbench)" "$(num %.0f "$(m pgbench-tps)") transactions/s, schedule lag max $(num %.0f "$(m pgbench-lag-max-ms)") ms"
+  printf '%-34s %s\n' "the backlog, producers stopped" "delivered at $(num %.0f "$(m drain-events/s)") events/s (-: less than a tick's worth was left)"
+  printf '%-34s %s\n' "re-deliveries, failed cleanups" "$(num %.0f "$(m redelivered)"), $(num %.0f "$(m cleanup-errors)")"
+  echo "(fetch and deliver overlap when a tick reads ahead; the rest of a tick is its cleanup, the backlog's count and the release)"
+  echo
+  summary_row outbox/keep-up "$(m delivered-events/s)" - "$(m rows-waiting-ticks)"
+  summary_row outbox/table-rows - - "$(m table-rows-ticks)"
+  summary_row outbox/p95 - - "$(m p95/period+1s)"
 fi
 
 print_summary

@@ -667,6 +667,52 @@ func TestBenchShScale(t *testing.T) {
 	}
 }
 
+// TestBenchShOutbox: scripts/bench.sh outbox, at a tiny rate and window, runs pgbench's producers
+// and the poller, prints the section's figures (events/s written and delivered, rows waiting,
+// the table's rows, commit-to-delivery, blob writes, the tick's time, pgbench's rate) and a
+// summary line for each outbox path with its goal from the checkout's docs/performance.md, from
+// one result line a run.
+func TestBenchShOutbox(t *testing.T) {
+	needServers(t)
+	if _, err := exec.LookPath("pgbench"); err != nil {
+		t.Skip("no pgbench: install PostgreSQL's client tools")
+	}
+	dir := checkout(t)
+	runDir := t.TempDir()
+	s := start(t, dir, []string{"RUN_DIR=" + runDir, "COUNT=1", "OUTBOX_RATE=200", "OUTBOX_SECONDS=3", "OUTBOX_WARMUP_SECONDS=1"},
+		"scripts/bench.sh", "outbox")
+	if code := s.exited(10 * time.Minute); code != 0 {
+		t.Fatalf("scripts/bench.sh outbox exited %d:\n%s", code, s.output())
+	}
+	out := s.output()
+	for _, re := range []string{
+		`(?m)^Outbox under load: pgbench, 8 clients writing 200 transactions/s `,
+		`(?m)^events/s written, delivered +\d+, \d+ \(delivered/written \d\.\d{3}\)$`,
+		`(?m)^rows waiting after a tick, max +\d+ \(\d+\.\d\d ticks' worth of writes; counted up to 10,000\)$`,
+		`(?m)^outbox table's rows, max +\d+ \(\d+\.\d\d ticks' worth\)$`,
+		`(?m)^commit-to-delivery ms +p50 \d+, p95 \d+, p99 \d+, max \d+ \(p95 / \(period \+ 1 s\): \d+\.\d\d\)$`,
+		`(?m)^blob writes a minute +\d+$`,
+		`(?m)^a tick, ms +p50 \d+, p95 \d+; a tick's mean \d+: acquire \d+, fetch \d+, deliver \d+, commit \d+$`,
+		`(?m)^producers \(pgbench\) +\d+ transactions/s, schedule lag max \d+ ms$`,
+		`(?m)^the backlog, producers stopped +delivered at (\d+|-) events/s \(-: less than a tick's worth was left\)$`,
+		`(?m)^re-deliveries, failed cleanups +0, 0$`,
+		`(?m)^outbox/keep-up +\d+ +- +[\d.]+ +< 1 (met|NOT met) +\S+( .*)?$`,
+		`(?m)^outbox/table-rows +- +- +[\d.]+ +< 2 (met|NOT met) +\S+( .*)?$`,
+		`(?m)^outbox/p95 +- +- +[\d.]+ +< 1 (met|NOT met) +\S+( .*)?$`,
+	} {
+		if !regexp.MustCompile(re).MatchString(out) {
+			t.Errorf("no line matching %s in:\n%s", re, out)
+		}
+	}
+	raw, err := os.ReadFile(filepath.Join(runDir, "bench-outbox.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(regexp.MustCompile(`(?m)^BenchmarkOutbox-\d+\s+1\s+\d+ ns/op`).FindAll(raw, -1)); n != 1 {
+		t.Errorf("%d result lines of BenchmarkOutbox for COUNT=1:\n%s", n, raw)
+	}
+}
+
 // TestSQLGrantsMySQLNeedsTheDatabase: --mysql refuses a table without its database, naming it,
 // and prints nothing to run.
 func TestSQLGrantsMySQLNeedsTheDatabase(t *testing.T) {
