@@ -382,7 +382,7 @@ func keyText(key map[string]any, keyJSON []byte) string {
 	s := string(keyJSON)
 	if len(key) == 1 {
 		for _, v := range key {
-			if t, ok := valueText(v); ok {
+			if t, ok := ValueText(v); ok {
 				s = t
 			} else {
 				s = "null"

@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -74,22 +75,22 @@ func eventMessage(b *poller.Batch[poller.Row], o *poller.Outbox, r poller.Row) (
 	if tx, ok := r.Transaction(); ok {
 		m.Tx = &tx
 	}
-	id, ok := valueText(r.Get(o.ID))
+	id, ok := ValueText(r.Get(o.ID))
 	if !ok {
 		key, _ := appendKey(nil, r.Key())
 		return Message{}, fmt.Errorf("sink: %w: the outbox row with key %s: its id (column %s) is %s", ErrBadPayload, key, o.ID, describe(r.Get(o.ID)))
 	}
 	m.ID = id
-	agg, ok := valueText(r.Get(o.AggregateID))
+	agg, ok := ValueText(r.Get(o.AggregateID))
 	if !ok {
 		return Message{}, fmt.Errorf("sink: %w: event %s: its aggregate id (column %s) is %s", ErrBadPayload, id, o.AggregateID, describe(r.Get(o.AggregateID)))
 	}
 	m.Key = fitKey(agg)
 	ev := &event{aggregateID: agg}
-	ev.aggregateType, _ = valueText(r.Get(o.AggregateType))
+	ev.aggregateType, _ = ValueText(r.Get(o.AggregateType))
 	m.about = "event " + id + " (aggregate " + ev.aggregateType + " " + agg + ")"
 	if o.Type != "" {
-		ev.typ, _ = valueText(r.Get(o.Type))
+		ev.typ, _ = ValueText(r.Get(o.Type))
 	}
 	var err error
 	if m.Body, ev.contentType, err = payload(r.Get(o.Payload), o.ContentType); err != nil {
@@ -174,9 +175,13 @@ func headers(v any) ([]header, error) {
 	return out, nil
 }
 
-// valueText is a scalar column value as text: a string as it is, a number in decimal, a time in
-// RFC 3339 (UTC), anything else its JSON; false for NULL.
-func valueText(v any) (string, bool) {
+// ValueText is a column value as text, the one rule for a value that names something: a
+// message's key (session id, partition key), an outbox event's id and aggregate, and the value a
+// declared poller's route reads. A string as it is, an integer or a float in decimal, a boolean
+// true or false, a time in RFC 3339 (UTC), bytes in standard base64, a JSON column's string
+// without its quotes (other JSON as it is), anything else its JSON; false for NULL (JSON's
+// null too).
+func ValueText(v any) (string, bool) {
 	switch v := v.(type) {
 	case nil:
 		return "", false
@@ -184,9 +189,23 @@ func valueText(v any) (string, bool) {
 		return v, true
 	case int64:
 		return strconv.FormatInt(v, 10), true
+	case uint64:
+		return strconv.FormatUint(v, 10), true
+	case float64:
+		return strconv.FormatFloat(v, 'f', -1, 64), true
+	case bool:
+		return strconv.FormatBool(v), true
+	case []byte:
+		return base64.StdEncoding.EncodeToString(v), true
 	case time.Time:
 		return v.UTC().Format(time.RFC3339Nano), true
 	case json.RawMessage:
+		var s *string
+		if err := json.Unmarshal(v, &s); err == nil && s == nil {
+			return "", false // JSON's null
+		} else if err == nil {
+			return *s, true
+		}
 		return string(v), true
 	default:
 		j, err := json.Marshal(v)

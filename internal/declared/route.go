@@ -8,10 +8,8 @@ import (
 	"reflect"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/poller"
 	"github.com/pseudotrigger/pseudotrigger/sink"
@@ -152,7 +150,7 @@ func (r *router) which(row poller.Row, outbox *poller.Outbox) (*sink.Sink, error
 	if r.column == "" {
 		key = row.Table()
 	} else {
-		key, ok = valueText(row.Get(r.column))
+		key, ok = sink.ValueText(row.Get(r.column))
 	}
 	if ok {
 		if s := r.byKey[key]; s != nil {
@@ -174,7 +172,7 @@ func (r *router) noRoute(row poller.Row, outbox *poller.Outbox, value string, ok
 		about += " of " + row.Table()
 	}
 	if outbox != nil && outbox.ID != "" {
-		if id, idOK := valueText(row.Get(outbox.ID)); idOK {
+		if id, idOK := sink.ValueText(row.Get(outbox.ID)); idOK {
 			about += fmt.Sprintf(" (event id %q)", id)
 		}
 	}
@@ -184,38 +182,6 @@ func (r *router) noRoute(row poller.Row, outbox *poller.Outbox, value string, ok
 	}
 	return fmt.Errorf("%w: route.column %s is %q in %s, which route.sinks does not name, and the route has no default: add route.sinks.%q or route.default to poller.json",
 		ErrNoRoute, r.column, value, about, value)
-}
-
-// valueText is a route column's value as route.sinks names it: a string as it is, a number in
-// decimal, a boolean true or false, a time in RFC 3339; false for NULL.
-func valueText(v any) (string, bool) {
-	switch v := v.(type) {
-	case nil:
-		return "", false
-	case string:
-		return v, true
-	case int64:
-		return strconv.FormatInt(v, 10), true
-	case uint64:
-		return strconv.FormatUint(v, 10), true
-	case float64:
-		return strconv.FormatFloat(v, 'f', -1, 64), true
-	case bool:
-		return strconv.FormatBool(v), true
-	case []byte:
-		return string(v), true
-	case time.Time:
-		return v.Format(time.RFC3339Nano), true
-	case json.RawMessage: // a JSON column: its string's text, or the JSON as it is
-		var s *string
-		if err := json.Unmarshal(v, &s); err == nil && s == nil {
-			return "", false // JSON's null
-		} else if err == nil {
-			return *s, true
-		}
-		return string(v), true
-	}
-	return fmt.Sprint(v), true
 }
 
 // send sends b's rows, each to its sink: every row's sink is found before anything is sent (a

@@ -3,7 +3,6 @@ package declared
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"path/filepath"
 	"slices"
@@ -76,25 +75,6 @@ func TestRouteColumnRead(t *testing.T) {
 		}
 		if !slices.EqualFunc(got, want, slices.Equal) {
 			t.Errorf("%s: the poller reads %v, want %v", src, got, want)
-		}
-	}
-}
-
-// TestValueText: a route column's value as route.sinks names it.
-func TestValueText(t *testing.T) {
-	for _, c := range []struct {
-		v    any
-		want string
-		ok   bool
-	}{
-		{"order", "order", true}, {int64(-7), "-7", true}, {uint64(18446744073709551615), "18446744073709551615", true},
-		{2.5, "2.5", true}, {1e21, "1000000000000000000000", true}, {true, "true", true}, {false, "false", true},
-		{[]byte("raw"), "raw", true}, {json.RawMessage(`"order"`), "order", true}, {json.RawMessage(`12`), "12", true},
-		{time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC), "2025-01-02T03:04:05Z", true},
-		{nil, "", false}, {json.RawMessage(`null`), "", false},
-	} {
-		if got, ok := valueText(c.v); got != c.want || ok != c.ok {
-			t.Errorf("valueText(%#v) = %q, %v; want %q, %v", c.v, got, ok, c.want, c.ok)
 		}
 	}
 }
