@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -260,7 +261,7 @@ func unknownField(data []byte, name string) error {
 					}
 				} else if values, ok := strings.CutSuffix(part, "{}"); ok { // a map of objects: each value
 					entries, _ := obj.m[values].(map[string]any)
-					for _, k := range sortedKeys(entries) {
+					for _, k := range slices.Sorted(maps.Keys(entries)) {
 						if m, ok := entries[k].(map[string]any); ok {
 							next = append(next, object{obj.path + values + "." + k + ".", m})
 						}

@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 
@@ -50,7 +50,7 @@ func (s Spec) checkRoute() error {
 	if len(r.Sinks) == 0 {
 		return field("route.sinks", `required: the sinks by value, like {"order": {"type": "webhook", "url": "%%ORDER_HOOK%%"}}`)
 	}
-	for _, v := range sortedKeys(r.Sinks) {
+	for _, v := range slices.Sorted(maps.Keys(r.Sinks)) {
 		if err := checkSink("route.sinks."+v, r.Sinks[v]); err != nil {
 			return err
 		}
@@ -63,15 +63,6 @@ func (s Spec) checkRoute() error {
 
 // sinkSet says whether poller.json has a "sink" (a Spec decoded without one has the zero Config).
 func sinkSet(c sink.Config) bool { return !reflect.ValueOf(c).IsZero() }
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
 
 // target is one sink a router sends to: a table's, a value's, or the default.
 type target struct {
@@ -124,7 +115,7 @@ func tableRouter(s Spec, def *sink.Sink) (*router, error) {
 // valueRouter is the router of poller.json's route.
 func valueRouter(r *Route) (*router, error) {
 	var targets []target
-	for _, v := range sortedKeys(r.Sinks) {
+	for _, v := range slices.Sorted(maps.Keys(r.Sinks)) {
 		s, err := sink.New(r.Sinks[v])
 		if err != nil {
 			return nil, err
@@ -291,7 +282,7 @@ func sinkField(data []byte, path string) string {
 		} `json:"route"`
 	}
 	_ = json.Unmarshal(data, &doc)
-	for _, v := range sortedKeys(doc.Route.Sinks) {
+	for _, v := range slices.Sorted(maps.Keys(doc.Route.Sinks)) {
 		var c sink.Config
 		if json.Unmarshal(doc.Route.Sinks[v], &c) != nil {
 			return "route.sinks." + v + "." + rest

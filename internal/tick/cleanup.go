@@ -59,12 +59,12 @@ func (t *tickRun) cleanup() {
 	if !ok || !c.Cleans() {
 		return
 	}
-	if err := t.behind.stop(); err != nil { // its rows are counted; a failure the next tick retries
-		t.sum.RowsDeleted += t.behind.deleted
+	err := t.behind.stop()
+	t.sum.RowsDeleted += t.behind.deleted
+	if err != nil { // the next tick retries
 		t.cleanupFailed(err, "")
 		return
 	}
-	t.sum.RowsDeleted += t.behind.deleted
 	var upTo *state.Cursor
 	switch {
 	case t.l != nil:
@@ -154,11 +154,12 @@ func (r *Runner) setCleaned(key string, now time.Time) {
 // (CleanupRows) until nothing is left behind the checkpoint or the tick ends. The tick's end
 // stops it (between two statements) before its own bounded cleanup.
 type behindCleanup struct {
+	wg      sync.WaitGroup
 	mu      sync.Mutex
-	done    chan struct{} // closes when the running one returns; nil when none ran
-	quit    chan struct{} // closed by stop
-	deleted int64         // rows deleted, read after stop
-	err     error         // the first failure, read after stop
+	running bool  // one is deleting
+	stopped bool  // the tick ends: none starts, the running one stops after its statement
+	deleted int64 // rows deleted, read after stop
+	err     error // the first failure, read after stop; none starts after it
 }
 
 // start begins deleting the rows behind upTo, a checkpoint just committed, unless a cleanup is
@@ -166,23 +167,13 @@ type behindCleanup struct {
 func (b *behindCleanup) start(ctx context.Context, c Cleaner, upTo state.Cursor, rows int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.quit == nil {
-		b.quit = make(chan struct{})
-	}
-	if b.err != nil || closedOrNil(b.quit) {
+	if b.running || b.stopped || b.err != nil {
 		return
 	}
-	if b.done != nil {
-		select {
-		case <-b.done:
-		default:
-			return // still running
-		}
-	}
-	done := make(chan struct{})
-	b.done = done
+	b.running = true
+	b.wg.Add(1)
 	go func() {
-		defer close(done)
+		defer b.wg.Done()
 		ctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
 		defer cancel()
 		faultpoint.Hit(faultpoint.BeforeCleanup)
@@ -190,48 +181,29 @@ func (b *behindCleanup) start(ctx context.Context, c Cleaner, upTo state.Cursor,
 			n, err := c.Cleanup(ctx, &upTo, rows)
 			b.mu.Lock()
 			b.deleted += n
-			if err != nil && b.err == nil {
+			if err != nil {
 				b.err = err
 			}
+			done := err != nil || n < int64(rows) || b.stopped
+			b.running = !done
 			b.mu.Unlock()
-			if err != nil || n < int64(rows) || closedOrNil(b.quit) {
+			if done {
 				return
 			}
 		}
 	}()
 }
 
-// stop waits for the running cleanup to end (after its statement) and returns its first
-// failure; none starts after it.
+// stop waits for the running cleanup to end (after its statement) and returns its failure;
+// none starts after it.
 func (b *behindCleanup) stop() error {
 	b.mu.Lock()
-	if b.quit == nil {
-		b.quit = make(chan struct{})
-	}
-	if !closedOrNil(b.quit) {
-		close(b.quit)
-	}
-	done := b.done
+	b.stopped = true
 	b.mu.Unlock()
-	if done != nil {
-		<-done
-	}
+	b.wg.Wait()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.err
-}
-
-// closedOrNil says whether ch is closed (or nil).
-func closedOrNil(ch chan struct{}) bool {
-	if ch == nil {
-		return true
-	}
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
 }
 
 // cleanupBehind starts deleting the rows behind the checkpoint c the tick just committed, in the
