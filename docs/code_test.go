@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/messaging"
+
 	"github.com/pseudotrigger/pseudotrigger/internal/declared"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerstatus"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres/pgcdc"
@@ -89,7 +91,7 @@ func TestJSON(t *testing.T) {
 			}
 		}
 	}()
-	for _, b := range blocksOf(t, "json", "poller", "state", "change", "function") {
+	for _, b := range blocksOf(t, "json", "poller", "state", "change", "function", "cloudevents") {
 		data := []byte(b.body)
 		if file, ok := strings.CutPrefix(b.comment, "file: "); ok {
 			if want, err := os.ReadFile(filepath.Join(repoRoot, file)); err != nil || string(want) != b.body {
@@ -125,6 +127,11 @@ func TestJSON(t *testing.T) {
 				}
 			}
 			changes = append(changes, got...)
+		case "cloudevents": // a CloudEvents JSON batch, read as the Azure SDK reads one (id, source, specversion, type required)
+			var evs []messaging.CloudEvent
+			if err := json.Unmarshal(data, &evs); err != nil || len(evs) == 0 {
+				t.Errorf("%s: not a CloudEvents batch: %v", b, err)
+			}
 		case "function":
 			var f struct {
 				Bindings []map[string]any `json:"bindings"`

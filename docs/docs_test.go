@@ -154,7 +154,7 @@ var classes = map[string]map[string]string{
 	"go":      {"compile": "TestGoCompiles", "compile-test": "TestGoCompiles", "receiver": "TestWebhookReceivers"},
 	"python":  {"receiver": "TestWebhookReceivers", "syntax": "TestPythonSyntax"},
 	"csharp":  {"review": "nothing to run here (no .NET): checked by review against the specification (TestWebhookReceivers says so)", "reviewed": "nothing to run: reviewed (no .NET SDK here)"},
-	"json":    {"poller": "TestJSON", "state": "TestJSON", "change": "TestJSON", "function": "TestJSON"},
+	"json":    {"poller": "TestJSON", "state": "TestJSON", "change": "TestJSON", "function": "TestJSON", "cloudevents": "TestJSON"},
 	"kusto":   {"fields": "TestKustoFields"},
 	"bicep":   {"params": "TestBicepParams"},
 	"js":      {"syntax": "TestJSSyntax"},

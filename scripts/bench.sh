@@ -39,9 +39,11 @@
 #           order and its event, into docs/outbox.md's PostgreSQL outbox (xid, cleanup "delete"),
 #           and a poller ticking every OUTBOX_PERIOD_MS (1,000; budget OUTBOX_TICK_BUDGET_MS, 800)
 #           to a local webhook (OUTBOX_CONCURRENCY, 16), OUTBOX_SECONDS (60) measured after
-#           OUTBOX_WARMUP_SECONDS (10): events/s written and delivered, rows waiting and the
-#           table's rows at most, commit-to-delivery p50/p95/p99, blob writes a minute, where a
-#           tick's time goes (OUTBOX_CLEANUP=off: without the cleanup, what it costs).
+#           OUTBOX_WARMUP_SECONDS (10), once for each of OUTBOX_MODES ("batch row": the sink's
+#           mode batch, many events to a POST as CloudEvents, then a POST per event): events/s
+#           written and delivered, rows waiting and the table's rows at most, commit-to-delivery
+#           p50/p95/p99, blob writes a minute, where a tick's time goes (OUTBOX_CLEANUP=off:
+#           without the cleanup, what it costs); the summary's rows are the first mode's.
 # At the end, a summary of the paths that ran: rows/s, MB/s, the measured ratio (or figure), the
 # goal and whether it is met, and REGRESSION when it is more than 10% worse than the figure
 # recorded in docs/performance.md (its "Recorded figures" table holds the goals and records).
@@ -455,30 +457,40 @@ fi
 if [ "$what" = outbox ] || [ "$what" = all ]; then
   [ -n "${AZURITE_CONNECTION_STRING:-}" ] || start_azurite
   [ -n "${PG_TEST_DSN:-}" ] || start_postgres
-  out="$RUN_DIR/bench-outbox.txt"
   export OUTBOX_RATE=${OUTBOX_RATE:-5000} OUTBOX_CLIENTS=${OUTBOX_CLIENTS:-8} OUTBOX_SECONDS=${OUTBOX_SECONDS:-60}
   export OUTBOX_WARMUP_SECONDS=${OUTBOX_WARMUP_SECONDS:-10} OUTBOX_PERIOD_MS=${OUTBOX_PERIOD_MS:-1000}
   export OUTBOX_TICK_BUDGET_MS=${OUTBOX_TICK_BUDGET_MS:-800} OUTBOX_CONCURRENCY=${OUTBOX_CONCURRENCY:-16}
-  log "OUTBOX_RATE=$OUTBOX_RATE OUTBOX_CLIENTS=$OUTBOX_CLIENTS OUTBOX_SECONDS=$OUTBOX_SECONDS OUTBOX_CONCURRENCY=$OUTBOX_CONCURRENCY" \
-    "go test -run '^\$' -bench BenchmarkOutbox -benchtime 1x -count $COUNT ./internal/tick/ ($((OUTBOX_WARMUP_SECONDS + OUTBOX_SECONDS)) s of pgbench a run)"
-  : >"$out"
-  gotest "$out" -run '^$' -bench BenchmarkOutbox -benchtime 1x -count "$COUNT" -timeout 60m ./internal/tick/
-  echo
-  m() { med "$out" BenchmarkOutbox "$1"; }
-  echo "Outbox under load: pgbench, $OUTBOX_CLIENTS clients writing $OUTBOX_RATE transactions/s (an order and its event each) into"
-  echo "docs/outbox.md's PostgreSQL outbox (xid cursor, cleanup \"delete\"); a poller ticking every $OUTBOX_PERIOD_MS ms (tick budget"
-  echo "$OUTBOX_TICK_BUDGET_MS ms) to a local webhook at concurrency $OUTBOX_CONCURRENCY; $OUTBOX_SECONDS s measured after $OUTBOX_WARMUP_SECONDS s (median over $COUNT runs):"
-  printf '%-34s %s\n' "events/s written, delivered" "$(num %.0f "$(m written-events/s)"), $(num %.0f "$(m delivered-events/s)") (delivered/written $(num %.3f "$(m delivered/written)"))"
-  printf '%-34s %s\n' "rows waiting after a tick, max" "$(num %.0f "$(m rows-waiting-max)") ($(num %.2f "$(m rows-waiting-ticks)") ticks' worth of writes; counted up to 10,000)"
-  printf '%-34s %s\n' "outbox table's rows, max" "$(num %.0f "$(m table-rows-max)") ($(num %.2f "$(m table-rows-ticks)") ticks' worth)"
-  printf '%-34s %s\n' "commit-to-delivery ms" "p50 $(num %.0f "$(m p50-ms)"), p95 $(num %.0f "$(m p95-ms)"), p99 $(num %.0f "$(m p99-ms)"), max $(num %.0f "$(m max-ms)") (p95 / (period + 1 s): $(num %.2f "$(m p95/period+1s)"))"
-  printf '%-34s %s\n' "blob writes a minute" "$(num %.0f "$(m blob-writes/min)")"
-  printf '%-34s %s\n' "a tick, ms" "p50 $(num %.0f "$(m tick-p50-ms)"), p95 $(num %.0f "$(m tick-p95-ms)"); a tick's mean $(num %.0f "$(m tick-ms/tick)"): acquire $(num %.0f "$(m acquire-ms/tick)"), fetch $(num %.0f "$(m fetch-ms/tick)"), deliver $(num %.0f "$(m deliver-ms/tick)"), commit $(num %.0f "$(m commit-ms/tick)")"
-  printf '%-34s %s\n' "producers (pgbench)" "$(num %.0f "$(m pgbench-tps)") transactions/s, schedule lag max $(num %.0f "$(m pgbench-lag-max-ms)") ms"
-  printf '%-34s %s\n' "the backlog, producers stopped" "delivered at $(num %.0f "$(m drain-events/s)") events/s (-: less than a tick's worth was left)"
-  printf '%-34s %s\n' "re-deliveries, failed cleanups" "$(num %.0f "$(m redelivered)"), $(num %.0f "$(m cleanup-errors)")"
-  echo "(fetch and deliver overlap when a tick reads ahead; the rest of a tick is its cleanup, the backlog's count and the release)"
-  echo
+  OUTBOX_MODES=${OUTBOX_MODES:-batch row}
+  for OUTBOX_MODE in $OUTBOX_MODES; do
+    case $OUTBOX_MODE in
+    batch) how="many events to a POST (the sink's \"mode\": \"batch\", CloudEvents)" ;;
+    row) how="a POST per event" ;;
+    *) die "OUTBOX_MODES: $OUTBOX_MODE is not batch or row" ;;
+    esac
+    export OUTBOX_MODE
+    out="$RUN_DIR/bench-outbox-$OUTBOX_MODE.txt"
+    log "OUTBOX_MODE=$OUTBOX_MODE OUTBOX_RATE=$OUTBOX_RATE OUTBOX_CLIENTS=$OUTBOX_CLIENTS OUTBOX_SECONDS=$OUTBOX_SECONDS OUTBOX_CONCURRENCY=$OUTBOX_CONCURRENCY" \
+      "go test -run '^\$' -bench BenchmarkOutbox -benchtime 1x -count $COUNT ./internal/tick/ ($((OUTBOX_WARMUP_SECONDS + OUTBOX_SECONDS)) s of pgbench a run)"
+    : >"$out"
+    gotest "$out" -run '^$' -bench BenchmarkOutbox -benchtime 1x -count "$COUNT" -timeout 60m ./internal/tick/
+    echo
+    m() { med "$out" BenchmarkOutbox "$1"; }
+    echo "Outbox under load, $how: pgbench, $OUTBOX_CLIENTS clients writing $OUTBOX_RATE transactions/s (an order and its event"
+    echo "each) into docs/outbox.md's PostgreSQL outbox (xid cursor, cleanup \"delete\"); a poller ticking every $OUTBOX_PERIOD_MS ms"
+    echo "(tick budget $OUTBOX_TICK_BUDGET_MS ms) to a local webhook at concurrency $OUTBOX_CONCURRENCY; $OUTBOX_SECONDS s measured after $OUTBOX_WARMUP_SECONDS s (median over $COUNT runs):"
+    printf '%-34s %s\n' "events/s written, delivered" "$(num %.0f "$(m written-events/s)"), $(num %.0f "$(m delivered-events/s)") (delivered/written $(num %.3f "$(m delivered/written)"))"
+    printf '%-34s %s\n' "rows waiting after a tick, max" "$(num %.0f "$(m rows-waiting-max)") ($(num %.2f "$(m rows-waiting-ticks)") ticks' worth of writes; counted up to 10,000)"
+    printf '%-34s %s\n' "outbox table's rows, max" "$(num %.0f "$(m table-rows-max)") ($(num %.2f "$(m table-rows-ticks)") ticks' worth)"
+    printf '%-34s %s\n' "commit-to-delivery ms" "p50 $(num %.0f "$(m p50-ms)"), p95 $(num %.0f "$(m p95-ms)"), p99 $(num %.0f "$(m p99-ms)"), max $(num %.0f "$(m max-ms)") (p95 / (period + 1 s): $(num %.2f "$(m p95/period+1s)"))"
+    printf '%-34s %s\n' "blob writes a minute" "$(num %.0f "$(m blob-writes/min)")"
+    printf '%-34s %s\n' "a tick, ms" "p50 $(num %.0f "$(m tick-p50-ms)"), p95 $(num %.0f "$(m tick-p95-ms)"); a tick's mean $(num %.0f "$(m tick-ms/tick)"): acquire $(num %.0f "$(m acquire-ms/tick)"), fetch $(num %.0f "$(m fetch-ms/tick)"), deliver $(num %.0f "$(m deliver-ms/tick)"), commit $(num %.0f "$(m commit-ms/tick)")"
+    printf '%-34s %s\n' "producers (pgbench)" "$(num %.0f "$(m pgbench-tps)") transactions/s, schedule lag max $(num %.0f "$(m pgbench-lag-max-ms)") ms"
+    printf '%-34s %s\n' "the backlog, producers stopped" "delivered at $(num %.0f "$(m drain-events/s)") events/s (-: less than a tick's worth was left)"
+    printf '%-34s %s\n' "re-deliveries, failed cleanups" "$(num %.0f "$(m redelivered)"), $(num %.0f "$(m cleanup-errors)")"
+    echo "(fetch and deliver overlap when a tick reads ahead; the rest of a tick is its cleanup, the backlog's count and the release)"
+    echo
+  done
+  out="$RUN_DIR/bench-outbox-${OUTBOX_MODES%% *}.txt" # the summary's: the first mode's
   summary_row outbox/keep-up "$(m delivered-events/s)" - "$(m rows-waiting-ticks)"
   summary_row outbox/table-rows - - "$(m table-rows-ticks)"
   summary_row outbox/p95 - - "$(m p95/period+1s)"

@@ -671,7 +671,7 @@ func TestBenchShScale(t *testing.T) {
 // and the poller, prints the section's figures (events/s written and delivered, rows waiting,
 // the table's rows, commit-to-delivery, blob writes, the tick's time, pgbench's rate) and a
 // summary line for each outbox path with its goal from the checkout's docs/performance.md, from
-// one result line a run.
+// one result line a run, for each of the sink's modes (batch, then a POST per event).
 func TestBenchShOutbox(t *testing.T) {
 	needServers(t)
 	if _, err := exec.LookPath("pgbench"); err != nil {
@@ -686,7 +686,8 @@ func TestBenchShOutbox(t *testing.T) {
 	}
 	out := s.output()
 	for _, re := range []string{
-		`(?m)^Outbox under load: pgbench, 8 clients writing 200 transactions/s `,
+		`(?m)^Outbox under load, many events to a POST \(the sink's "mode": "batch", CloudEvents\): pgbench, 8 clients writing 200 transactions/s `,
+		`(?m)^Outbox under load, a POST per event: pgbench, 8 clients writing 200 transactions/s `,
 		`(?m)^events/s written, delivered +\d+, \d+ \(delivered/written \d\.\d{3}\)$`,
 		`(?m)^rows waiting after a tick, max +\d+ \(\d+\.\d\d ticks' worth of writes; counted up to 10,000\)$`,
 		`(?m)^outbox table's rows, max +\d+ \(\d+\.\d\d ticks' worth\)$`,
@@ -704,12 +705,17 @@ func TestBenchShOutbox(t *testing.T) {
 			t.Errorf("no line matching %s in:\n%s", re, out)
 		}
 	}
-	raw, err := os.ReadFile(filepath.Join(runDir, "bench-outbox.txt"))
-	if err != nil {
-		t.Fatal(err)
+	if n := len(regexp.MustCompile(`(?m)^re-deliveries, failed cleanups +0, 0$`).FindAllString(out, -1)); n != 2 {
+		t.Errorf("%d runs' figures, not one for each of the modes batch and row:\n%s", n, out)
 	}
-	if n := len(regexp.MustCompile(`(?m)^BenchmarkOutbox-\d+\s+1\s+\d+ ns/op`).FindAll(raw, -1)); n != 1 {
-		t.Errorf("%d result lines of BenchmarkOutbox for COUNT=1:\n%s", n, raw)
+	for _, mode := range []string{"batch", "row"} {
+		raw, err := os.ReadFile(filepath.Join(runDir, "bench-outbox-"+mode+".txt"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len(regexp.MustCompile(`(?m)^BenchmarkOutbox-\d+\s+1\s+\d+ ns/op`).FindAll(raw, -1)); n != 1 {
+			t.Errorf("mode %s: %d result lines of BenchmarkOutbox for COUNT=1:\n%s", mode, n, raw)
+		}
 	}
 }
 

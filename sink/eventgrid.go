@@ -127,32 +127,7 @@ func (g *eventGrid) send(ctx context.Context, msgs []Message) error {
 	}
 	at := g.now().UTC()
 	for _, m := range msgs {
-		source := g.source
-		if source == "" {
-			source = "/pseudotrigger/" + m.Poller
-		}
-		typ := g.typ
-		if typ == "" {
-			typ = "pseudotrigger.row." + m.Op
-		}
-		subject := m.Poller
-		if m.Key != "" {
-			subject += "/" + m.Key
-		}
-		when := at
-		if m.Tx != nil && !m.Tx.CommitTime.IsZero() {
-			when = m.Tx.CommitTime.UTC() // the time the change happened
-		}
-		ce := messaging.CloudEvent{
-			ID: m.ID, Source: source, Type: typ, SpecVersion: "1.0", Subject: &subject, Time: &when,
-			Data: json.RawMessage(m.Body), DataContentType: ptr("application/json"),
-		}
-		if m.ev != nil {
-			g.event(&ce, m)
-		}
-		if m.Table != "" || m.TraceParent != "" || m.ev != nil && len(m.ev.headers) > 0 {
-			ce.Extensions = extensions(m)
-		}
+		ce := cloudEvent(m, g.source, g.typ, at)
 		n := len(m.Body) + eventGridOverhead
 		if size+n > eventGridMax {
 			if err := flush(); err != nil {
@@ -168,21 +143,45 @@ func (g *eventGrid) send(ctx context.Context, msgs []Message) error {
 	return flush()
 }
 
-// event makes ce an outbox event's: its type the event's (else the sink's event_type, else
-// pseudotrigger.event), its subject {aggregate_type}/{aggregate_id}, its data the payload: JSON
-// as JSON, text as a string, bytes as data_base64.
-func (g *eventGrid) event(ce *messaging.CloudEvent, m Message) {
-	ce.Type = cmp.Or(m.ev.typ, g.typ, "pseudotrigger.event")
-	subject := m.ev.aggregateType + "/" + m.ev.aggregateID
-	ce.Subject, ce.DataContentType = &subject, ptr(m.ev.contentType)
-	switch {
-	case IsJSONContent(m.ev.contentType):
-		ce.Data = json.RawMessage(m.Body)
-	case strings.HasPrefix(m.ev.contentType, "text/") && utf8.Valid(m.Body):
-		ce.Data = string(m.Body)
-	default:
-		ce.Data = m.Body // the SDK writes data_base64
+// cloudEvent is m as a CloudEvent 1.0, the one rendering of the Event Grid sink and of a
+// webhook's event batches: its id the message id, its source source (default
+// /pseudotrigger/{poller}), its time the change's commit time where known (else at). A Change's
+// type is typ (default pseudotrigger.row.{op}), its subject {poller}/{key}, its data the Change.
+// An outbox event's type is the event's (else typ, else pseudotrigger.event), its subject
+// {aggregate_type}/{aggregate_id}, its data the payload: JSON as JSON, text as a string, bytes
+// as data_base64; its headers are extension attributes (checkExtensions checks their names).
+func cloudEvent(m Message, source, typ string, at time.Time) messaging.CloudEvent {
+	when := at
+	if m.Tx != nil && !m.Tx.CommitTime.IsZero() {
+		when = m.Tx.CommitTime.UTC() // the time the change happened
 	}
+	ce := messaging.CloudEvent{
+		ID: m.ID, Source: cmp.Or(source, "/pseudotrigger/"+m.Poller), SpecVersion: "1.0", Time: &when,
+		Data: json.RawMessage(m.Body), DataContentType: ptr(contentJSON),
+	}
+	if m.ev == nil {
+		ce.Type = cmp.Or(typ, "pseudotrigger.row."+m.Op)
+		subject := m.Poller
+		if m.Key != "" {
+			subject += "/" + m.Key
+		}
+		ce.Subject = &subject
+	} else {
+		ce.Type = cmp.Or(m.ev.typ, typ, "pseudotrigger.event")
+		subject := m.ev.aggregateType + "/" + m.ev.aggregateID
+		ce.Subject, ce.DataContentType = &subject, ptr(m.ev.contentType)
+		switch {
+		case IsJSONContent(m.ev.contentType):
+		case strings.HasPrefix(m.ev.contentType, "text/") && utf8.Valid(m.Body):
+			ce.Data = string(m.Body)
+		default:
+			ce.Data = m.Body // the SDK writes data_base64
+		}
+	}
+	if m.Table != "" || m.TraceParent != "" || m.ev != nil && len(m.ev.headers) > 0 {
+		ce.Extensions = extensions(m)
+	}
+	return ce
 }
 
 // ceAttributes are the CloudEvents attribute names an extension cannot take.

@@ -134,11 +134,11 @@ func (m Message) About() string {
 const maxKey = 128
 
 // Messages renders b as the messages a sink sends: one per row (mode row or "") or one for the
-// batch (mode batch). A row's message id mixes in its table when b.Tables has several (or, for a
+// batch (mode batch); an outbox's batch as its events, one per row in either mode. A row's message id mixes in its table when b.Tables has several (or, for a
 // batch made by hand without Tables, when its rows are of several tables).
 func Messages(b *poller.Batch[poller.Row], mode string) ([]Message, error) {
 	if b.Outbox != nil {
-		return outboxMessages(b, mode)
+		return outboxMessages(b)
 	}
 	if mode == ModeBatch {
 		return batchMessage(b)

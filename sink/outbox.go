@@ -43,20 +43,21 @@ type event struct {
 type header struct{ name, value string }
 
 // CheckOutbox checks that the sink can send an outbox's events (poller.Outbox): each event is a
-// message of its own, so mode "batch" is refused. The error wraps ErrConfig and names the field.
+// message of its own, which only a webhook can also send many to a request (mode "batch": as
+// CloudEvents batches), so mode "batch" is refused for the other sinks. The error wraps
+// ErrConfig and names the field.
 func (c Config) CheckOutbox() error {
-	if c.Mode == ModeBatch {
-		return fmt.Errorf("%w: sink.mode: \"batch\" sends a batch's rows as one message, but each outbox event is a message of its own: leave the mode out (\"row\")", ErrConfig)
+	if c.Mode == ModeBatch && c.Type != Webhook {
+		return fmt.Errorf("%w: sink.mode: \"batch\" with an outbox is a webhook's (many events to a POST, as CloudEvents); "+
+			"a %s sink sends each event as a message of its own: leave the mode out (\"row\")", ErrConfig, c.Type)
 	}
 	return nil
 }
 
 // outboxMessages renders each row of b as the event it holds (b.Outbox): the payload as the
-// body, the event id as the message id, the aggregate id as the key.
-func outboxMessages(b *poller.Batch[poller.Row], mode string) ([]Message, error) {
-	if err := (Config{Mode: mode}).CheckOutbox(); err != nil {
-		return nil, err
-	}
+// body, the event id as the message id, the aggregate id as the key. It does so in either mode
+// (a webhook in mode batch puts many in a request).
+func outboxMessages(b *poller.Batch[poller.Row]) ([]Message, error) {
 	o := b.Outbox
 	msgs := make([]Message, len(b.Raw))
 	for i, r := range b.Raw {

@@ -174,6 +174,11 @@ func (s *Sink) Send(ctx context.Context, b *poller.Batch[poller.Row]) error {
 	if s.t == nil {
 		return fmt.Errorf("sink %s: not set up (call Setup, or poller.WithSetup(s.Setup))", s.cfg.Type)
 	}
+	if b.Outbox != nil {
+		if err := s.cfg.CheckOutbox(); err != nil {
+			return err
+		}
+	}
 	msgs, err := Messages(b, s.cfg.Mode)
 	if err != nil {
 		return err

@@ -24,8 +24,9 @@ import (
 // id, or the batch id in batch mode), X-Fencing-Token and the sink's own; signed as Standard
 // Webhooks says when it has signing secrets (webhook_sign.go), with an Entra ID token when it
 // has auth. An outbox event is POSTed as its payload, with its content type, its id as the
-// Idempotency-Key and its headers' entries as HTTP headers (the sink's own win). A non-2xx reply
-// or a transport error fails the batch.
+// Idempotency-Key and its headers' entries as HTTP headers (the sink's own win); in mode batch,
+// outbox events go many to a POST as CloudEvents (sendEvents). A non-2xx reply or a transport
+// error fails the batch.
 type webhook struct {
 	url         string
 	shown       string // the URL without its query and user info
@@ -34,6 +35,9 @@ type webhook struct {
 	concurrency int
 	signer      *signer      // nil: requests are not signed
 	auth        *tokenSource // nil: no Authorization token
+	// events: outbox events go as CloudEvents batches (mode batch, webhook_events.go).
+	events bool
+	now    func() time.Time // stamps the CloudEvents' time where the change has none
 }
 
 // webhookDeps are what a webhook takes from its Sink: the transport tests give, the clock that
@@ -58,7 +62,8 @@ func newWebhook(cfg, raw Config, getenv func(string) string, d webhookDeps) (*we
 	if _, err := url.Parse(cfg.URL); err != nil {
 		return nil, fmt.Errorf("url: %w", err)
 	}
-	w := &webhook{url: cfg.URL, shown: redact.URL(cfg.URL), headers: cfg.Headers, client: client, concurrency: cfg.concurrency()}
+	w := &webhook{url: cfg.URL, shown: redact.URL(cfg.URL), headers: cfg.Headers, client: client, concurrency: cfg.concurrency(),
+		events: cfg.Mode == ModeBatch, now: d.now}
 	if cfg.SigningSecret != "" {
 		s, err := newSigner(raw.SigningSecret, cfg.SigningSecret, d.now)
 		if err != nil {
@@ -96,19 +101,27 @@ func (w *webhook) target() traceTarget {
 func (w *webhook) close(_ context.Context) error { w.client.CloseIdleConnections(); return nil }
 
 func (w *webhook) send(ctx context.Context, msgs []Message) error {
+	events := w.events && len(msgs) > 0 && msgs[0].ev != nil // an outbox's batch in mode batch
+	check := checkHTTPHeaders                                // an event's headers go as HTTP headers, or as extensions in a batch
+	if events {
+		check = checkExtensions
+	}
 	for _, m := range msgs { // before anything is sent
-		if err := checkHTTPHeaders(m); err != nil {
+		if err := check(m); err != nil {
 			return err
 		}
 	}
-	if w.auth == nil {
-		return eachInOrder(ctx, msgs, w.concurrency, func(ctx context.Context, m Message) error { return w.post(ctx, m, "") })
+	bearer := ""
+	if w.auth != nil {
+		var err error
+		if bearer, err = w.auth.bearer(ctx); err != nil {
+			return err
+		}
 	}
-	bearer, err := w.auth.bearer(ctx)
-	if err != nil {
-		return err
+	if events {
+		return w.sendEvents(ctx, msgs, bearer)
 	}
-	return eachInOrder(ctx, msgs, w.concurrency, func(ctx context.Context, m Message) error { return w.post(ctx, m, bearer) })
+	return eachInOrder(ctx, msgs, w.concurrency, func(ctx context.Context, m Message) error { return w.post(ctx, m, m.ContentType(), bearer) })
 }
 
 // checkHTTPHeaders refuses an outbox event whose headers cannot be HTTP headers: a name that is
@@ -126,8 +139,8 @@ func checkHTTPHeaders(m Message) error {
 	return nil
 }
 
-// post sends m; bearer is the Authorization header's value ("": none).
-func (w *webhook) post(ctx context.Context, m Message, bearer string) error {
+// post sends m as contentType; bearer is the Authorization header's value ("": none).
+func (w *webhook) post(ctx context.Context, m Message, contentType, bearer string) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.url, bytes.NewReader(m.Body))
 	if err != nil {
 		return fmt.Errorf("%s: %s", m.About(), redact.Text(err.Error()))
@@ -140,7 +153,7 @@ func (w *webhook) post(ctx context.Context, m Message, bearer string) error {
 	for k, v := range w.headers {
 		req.Header.Set(k, v)
 	}
-	req.Header.Set("Content-Type", m.ContentType())
+	req.Header.Set("Content-Type", contentType)
 	req.Header.Set("Idempotency-Key", m.ID)
 	req.Header.Set("X-Fencing-Token", strconv.FormatInt(m.FencingToken, 10))
 	if m.TraceParent != "" {

@@ -357,17 +357,12 @@ func (s Spec) check() error {
 	if !sinkSet(s.Sink) {
 		return field("sink", "required: where the changes go (or route, which sends each row to a sink by a column's value)")
 	}
-	if err := checkSink("sink", s.Sink); err != nil {
+	if err := s.checkSink("sink", s.Sink); err != nil {
 		return err
-	}
-	if s.Outbox != nil {
-		if err := s.Sink.CheckOutbox(); err != nil {
-			return errors.New(strings.TrimPrefix(err.Error(), sink.ErrConfig.Error()+": "))
-		}
 	}
 	for i, t := range src.Tables {
 		if t.Sink != nil {
-			if err := checkSink(fmt.Sprintf("source.tables[%d].sink", i), *t.Sink); err != nil {
+			if err := s.checkSink(fmt.Sprintf("source.tables[%d].sink", i), *t.Sink); err != nil {
 				return err
 			}
 		}
@@ -436,10 +431,15 @@ func (s Spec) tablePath(i int, field string) string {
 	return fmt.Sprintf("source.tables[%d].%s", i, field)
 }
 
-// checkSink checks a sink's definition; its errors name the field by its path, at being the
-// sink's own ("sink", "source.tables[1].sink", "route.sinks.order"): "route.sinks.order.url".
-func checkSink(at string, cfg sink.Config) error {
-	if _, err := sink.New(cfg); err != nil {
+// checkSink checks a sink's definition, and that it can send the outbox's events when the spec
+// has one; its errors name the field by its path, at being the sink's own ("sink",
+// "source.tables[1].sink", "route.sinks.order"): "route.sinks.order.url".
+func (s Spec) checkSink(at string, cfg sink.Config) error {
+	_, err := sink.New(cfg)
+	if err == nil && s.Outbox != nil {
+		err = cfg.CheckOutbox()
+	}
+	if err != nil {
 		return errors.New(at + "." + strings.TrimPrefix(err.Error(), sink.ErrConfig.Error()+": sink.")) // it names "sink.<field>"
 	}
 	return nil

@@ -99,8 +99,9 @@ func TestBadFilesFailAlone(t *testing.T) {
 		"allkeyset":     {strings.Replace(good, `"columns":["id","v"]`, `"columns":["*"]`, 1), `bad-allkeyset/poller.json: source.columns: ["*"] alone reads every column, for the logical cursor only`},
 		"skipkeyset":    {strings.Replace(good, `"columns"`, `"skip_writer":"app","columns"`, 1), `bad-skipkeyset/poller.json: source.skip_writer: is for the logical and changetracking cursors`},
 		"skipname":      {strings.Replace(good, `{"kind":"integer","column":"id"}`, `{"kind":"logical"},"skip_writer":"my app"`, 1), `bad-skipname/poller.json: source.skip_writer: "my app": a writer's name has letters, digits and . _ - : only, not ' '`},
-		"outboxbatch": {strings.Replace(good, `"sink":{"type":"webhook"`, `"outbox":{"id":"id","aggregate_type":"v","aggregate_id":"id","payload":"v"},"sink":{"mode":"batch","type":"webhook"`, 1),
-			`bad-outboxbatch/poller.json: sink.mode: "batch" sends a batch's rows as one message, but each outbox event is a message of its own`},
+		"outboxbatch": {strings.Replace(good, `"sink":{"type":"webhook","url":"%HOOK%"}`, `"outbox":{"id":"id","aggregate_type":"v","aggregate_id":"id","payload":"v"},`+
+			`"route":{"column":"v","sinks":{"a":{"type":"webhook","url":"%HOOK%","mode":"batch"},"b":{"mode":"batch","type":"storagequeue","connection":"Q","queue":"events"}}}`, 1),
+			`bad-outboxbatch/poller.json: route.sinks.b.mode: "batch" with an outbox is a webhook's (many events to a POST, as CloudEvents); a storagequeue sink sends each event as a message of its own`},
 		"initialkeyset": {strings.Replace(good, `"columns"`, `"initial":"snapshot","columns"`, 1), `bad-initialkeyset/poller.json: source.initial: "snapshot" is for the logical and changetracking cursors: the integer cursor`},
 	}
 	for name, c := range cases {

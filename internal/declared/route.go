@@ -51,12 +51,12 @@ func (s Spec) checkRoute() error {
 		return field("route.sinks", `required: the sinks by value, like {"order": {"type": "webhook", "url": "%%ORDER_HOOK%%"}}`)
 	}
 	for _, v := range slices.Sorted(maps.Keys(r.Sinks)) {
-		if err := checkSink("route.sinks."+v, r.Sinks[v]); err != nil {
+		if err := s.checkSink("route.sinks."+v, r.Sinks[v]); err != nil {
 			return err
 		}
 	}
 	if r.Default != nil {
-		return checkSink("route.default", *r.Default)
+		return s.checkSink("route.default", *r.Default)
 	}
 	return nil
 }
