@@ -26,8 +26,8 @@ import (
 
 // An outbox as the services that publish events use it (docs/outbox.md): producers write a
 // business row and its event in one transaction, some of them rolled back; a declared poller
-// routes each event by its aggregate type to one of three sinks (two webhooks and a storage
-// queue) and deletes what it delivered; handler processes are killed with SIGKILL mid-batch and
+// routes each event by its aggregate type to one of three sinks (two webhooks, one of them
+// taking many events to a POST, and a storage queue) and deletes what it delivered; handler processes are killed with SIGKILL mid-batch and
 // between a commit and its cleanup. Every committed event arrives, rolled-back ones never; each
 // aggregate's events arrive at its webhook in commit order; re-deliveries carry the same id; no
 // event is deleted before it was delivered; the table is empty at the end.
@@ -45,7 +45,8 @@ type arrival struct {
 	At time.Time
 }
 
-// eventSink records the events a webhook receives, in arrival order.
+// eventSink records the events a webhook receives, in arrival order: a POST's payload and
+// Idempotency-Key, or (a sink in mode batch) each CloudEvent of a batch in its order.
 type eventSink struct {
 	srv *httptest.Server
 	mu  sync.Mutex
@@ -55,18 +56,34 @@ type eventSink struct {
 func newEventSink(t *testing.T) *eventSink {
 	s := &eventSink{}
 	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var e event
-		if err := json.NewDecoder(r.Body).Decode(&e); err != nil {
-			t.Errorf("webhook: the body is not the event's payload: %v", err)
-			w.WriteHeader(400)
-			return
+		type cloudEvent struct {
+			ID   string `json:"id"`
+			Data event  `json:"data"`
 		}
-		id := r.Header.Get("Idempotency-Key")
-		if id == "" {
-			t.Errorf("webhook: no Idempotency-Key")
+		var evs []cloudEvent
+		if strings.HasPrefix(r.Header.Get("Content-Type"), "application/cloudevents-batch+json") {
+			if err := json.NewDecoder(r.Body).Decode(&evs); err != nil || len(evs) == 0 {
+				t.Errorf("webhook: the body is not a CloudEvents batch of payloads: %v", err)
+				w.WriteHeader(400)
+				return
+			}
+		} else {
+			var e event
+			if err := json.NewDecoder(r.Body).Decode(&e); err != nil {
+				t.Errorf("webhook: the body is not the event's payload: %v", err)
+				w.WriteHeader(400)
+				return
+			}
+			evs = []cloudEvent{{ID: r.Header.Get("Idempotency-Key"), Data: e}}
 		}
+		now := time.Now()
 		s.mu.Lock()
-		s.got = append(s.got, arrival{ID: id, event: e, At: time.Now()})
+		for _, e := range evs {
+			if e.ID == "" {
+				t.Errorf("webhook: an event without its id")
+			}
+			s.got = append(s.got, arrival{ID: e.ID, event: e.Data, At: now})
+		}
 		s.mu.Unlock()
 		w.WriteHeader(204)
 	}))
@@ -170,7 +187,7 @@ func newOutboxWorld(t *testing.T, messages bool) *outboxWorld {
 		"batch_size": 50,
 		"route": {"column": "aggregate_type", "sinks": {
 			"order": {"type": "webhook", "url": %q, "concurrency": 8},
-			"payment": {"type": "webhook", "url": %q, "concurrency": 8},
+			"payment": {"type": "webhook", "url": %q, "concurrency": 8, "mode": "batch"},
 			"shipment": {"type": "storagequeue", "connection": "Q", "queue": %q}}}
 	}`, w.hooks["order"].srv.URL, w.hooks["payment"].srv.URL, queue)
 	for name, data := range map[string]string{"function.json": function, "poller.json": spec} {
