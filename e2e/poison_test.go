@@ -20,6 +20,12 @@ func pollerctl(t *testing.T) string { return buildOnce(t, "pollerctl", "../cmd/p
 // non-zero exit.
 func (w *world) ctl(t *testing.T, env []string, args ...string) string {
 	t.Helper()
+	return ctlRun(t, env, args...)
+}
+
+// ctlRun runs pollerctl with env and returns its output; it fails the test on a non-zero exit.
+func ctlRun(t *testing.T, env []string, args ...string) string {
+	t.Helper()
 	cmd := exec.Command(pollerctl(t), args...)
 	cmd.Env = env
 	out, err := cmd.CombinedOutput()

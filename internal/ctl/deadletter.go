@@ -162,8 +162,14 @@ func deadLetterReplay(fs *flag.FlagSet) runner {
 		if err != nil {
 			return letterErr(err)
 		}
-		fmt.Fprintf(env.Out, "replay %s: %d row(s) to %s's handler, read again from the source by key\n", blobpath.DeadLetter(env.App, name, id), len(letter.Rows), name)
-		if d.Source().Changes() {
+		outbox := d.Source().Outbox != nil
+		if outbox {
+			fmt.Fprintf(env.Out, "replay %s: %d event(s) to %s's handler, as the dead letter holds them (an outbox's event does not change, "+
+				"and the cleanup may have deleted its row)\n", blobpath.DeadLetter(env.App, name, id), len(letter.Rows), name)
+		} else {
+			fmt.Fprintf(env.Out, "replay %s: %d row(s) to %s's handler, read again from the source by key\n", blobpath.DeadLetter(env.App, name, id), len(letter.Rows), name)
+		}
+		if d.Source().Changes() && !outbox {
 			fmt.Fprintln(env.Out, "  each as the row is now: an insert or update whose row exists goes as an update of the current row; a delete whose row is\n"+
 				"  still gone goes as a delete of the key (key only); a change that a later one of the same key undid is not replayed")
 		}
@@ -218,6 +224,15 @@ func deadLetterReplay(fs *flag.FlagSet) runner {
 		stream := d.Source().Changes()
 		for _, r := range letter.Rows {
 			k, _ := json.Marshal(r.Key)
+			if outbox {
+				row, err := src.ReplayEvent(r.Table, r.Op, r.Data, r.Cursor)
+				if err != nil {
+					return err
+				}
+				rows = append(rows, *row)
+				attempts = max(attempts, r.Attempts)
+				continue
+			}
 			if stream {
 				// A change-stream row's cursor is a position in the stream, not its key: the
 				// letter's key finds the row, replayed as its current state (source.ReplayChange).

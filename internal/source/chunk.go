@@ -34,6 +34,10 @@ func (s *Source) Backfills() error {
 	if !s.def.Changes() {
 		return nil
 	}
+	if o := s.def.Outbox; o != nil && o.Messages != "" {
+		return fmt.Errorf("source: poller %q: a backfill reads a table's rows, and this outbox has none: its events are the messages of prefix %q, "+
+			"which are only in the WAL (an event set aside as a dead letter is sent again with pollerctl deadletter replay)", s.poller, o.Messages)
+	}
 	if len(s.parts) > 0 {
 		return fmt.Errorf("source: poller %q: a backfill reads one table, and the poller reads %s (%w for several tables yet): give a table a poller of its own for its backfill", s.poller, s.label, driver.ErrNoWatermark)
 	}

@@ -1,8 +1,10 @@
 package source
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -11,6 +13,7 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/setup"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
 
 // outboxField is one column an outbox names: its field as poller.json spells it, the column, and
@@ -50,10 +53,7 @@ func outboxFields(o *sourcedef.Outbox) []outboxField {
 // scalars sent as text (integers, text, UUIDs, decimals), the payload text, JSON or bytes, the
 // headers a JSON object as JSON or text. SQLite's JSON, a declared type of text values, is text.
 func OutboxTypeFits(field string, c row.Column) string {
-	class := c.Class
-	if class == row.ClassOther && row.BaseType(c.DBType) == "JSON" {
-		class = row.ClassText
-	}
+	class := outboxClass(c)
 	switch kindOf(field) {
 	case outboxPayload:
 		if slices.Contains([]row.Class{row.ClassText, row.ClassJSON, row.ClassBinary}, class) {
@@ -70,6 +70,80 @@ func OutboxTypeFits(field string, c row.Column) string {
 		return ""
 	}
 	return "its values are sent as text (a message id, a key, a property): make it an integer, text or UUID column"
+}
+
+// outboxClass is c's class as an outbox reads its values: SQLite's JSON, a declared type of text
+// values, is text.
+func outboxClass(c row.Column) row.Class {
+	if c.Class == row.ClassOther && row.BaseType(c.DBType) == "JSON" {
+		return row.ClassText
+	}
+	return c.Class
+}
+
+// ReplayEvent returns the row a dead-lettered event of an outbox is replayed as: the event as its
+// letter holds it (data, the row as the handler was given it, in JSON), not read again from the
+// source, for an event does not change once written while its row may be gone (the cleanup
+// deletes what is behind the checkpoint, dead letters too, and a messages outbox has no table).
+// Each column's value is read back as its class says: JSON as JSON, text as text, bytes from
+// their base64, numbers and booleans as such; a column the data lacks is NULL. table and op are the
+// letter row's ("": the first table, an insert).
+func (s *Source) ReplayEvent(table, op string, data json.RawMessage, cursor state.Cursor) (*row.Row, error) {
+	if s.def.Outbox == nil {
+		return nil, fmt.Errorf("source: poller %q: ReplayEvent is for an outbox's events; this poller has no outbox", s.poller)
+	}
+	s, err := s.partOf(table)
+	if err != nil {
+		return nil, err
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(data, &fields); err != nil || fields == nil {
+		return nil, fmt.Errorf("source: poller %q: the dead letter's data is not a JSON object of the event's columns (%v)", s.poller, err)
+	}
+	raw := make([]any, len(s.shape.Cols))
+	for i, c := range s.shape.Cols {
+		v, ok := fields[c.Name]
+		if !ok || string(v) == "null" {
+			continue
+		}
+		if raw[i], err = letterValue(c, v); err != nil {
+			return nil, fmt.Errorf("source: poller %q: the dead letter's column %s (%s): %w", s.poller, c.Name, strings.ToLower(c.DBType), err)
+		}
+	}
+	r := s.shape.Row(raw, &row.Change{Op: cmp.Or(op, row.OpInsert), Cursor: cursor})
+	return &r, nil
+}
+
+// letterValue is the value of column c that v, its JSON in a dead letter, stands for.
+func letterValue(c row.Column, v json.RawMessage) (any, error) {
+	switch outboxClass(c) {
+	case row.ClassJSON:
+		return v, nil
+	case row.ClassBinary:
+		var b []byte // base64, as a row renders bytes
+		err := json.Unmarshal(v, &b)
+		return b, err
+	case row.ClassInt:
+		var n int64
+		if err := json.Unmarshal(v, &n); err == nil {
+			return n, nil
+		}
+	case row.ClassFloat, row.ClassReal:
+		var f float64
+		if err := json.Unmarshal(v, &f); err == nil {
+			return f, nil
+		}
+	case row.ClassBool:
+		var b bool
+		if err := json.Unmarshal(v, &b); err == nil {
+			return b, nil
+		}
+	}
+	var text string
+	if json.Unmarshal(v, &text) == nil {
+		return text, nil
+	}
+	return v, nil // anything else: its JSON
 }
 
 // kindOf is the kind of the outbox field named field.

@@ -2,9 +2,11 @@ package source_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -21,31 +23,102 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 )
 
+// outboxDatabase is a database of the outbox tests: its drivers, its DSN, and its outbox's DDL
+// (%s its name): seq, id, agg_type, agg_id, body (JSON), text_body, bin_body, h (JSON), n (an
+// integer), f (a float); insert is a row of it (%s the table), its bytes 0x00ff.
+type outboxDatabase struct {
+	driver, sqlDriver, dsn string
+	table, insert          string
+}
+
+// outboxDatabases are PostgreSQL's, MariaDB's and SQLite's.
+func outboxDatabases() map[string]func(t *testing.T) outboxDatabase {
+	return map[string]func(t *testing.T) outboxDatabase{
+		"sqlite": func(t *testing.T) outboxDatabase {
+			return outboxDatabase{sqlite.Name, "sqlite", filepath.Join(t.TempDir(), "o.db"), `CREATE TABLE %s (seq INTEGER PRIMARY KEY, id TEXT NOT NULL,
+				agg_type TEXT, agg_id INTEGER, body JSON, text_body TEXT, bin_body BLOB, h JSON, n INTEGER, f REAL)`,
+				`INSERT INTO %s VALUES (1, 'e-1', 'order', 42, '{"a": [1, 2], "b": "x"}', 'hello', x'00ff', '{"tenant": "t1", "n": 2}', 7, 1.5)`}
+		},
+		"postgres": func(t *testing.T) outboxDatabase {
+			return outboxDatabase{postgres.Name, "pgx", testenv.Postgres(t), `CREATE TABLE %s (seq bigint PRIMARY KEY, id uuid NOT NULL, agg_type text,
+				agg_id bigint, body jsonb, text_body text, bin_body bytea, h json, n integer, f double precision)`,
+				`INSERT INTO %s VALUES (1, 'a3c1b6c2-6f1e-4a47-9d0e-3f1c2b4a5d6e', 'order', 42, '{"a": [1, 2], "b": "x"}', 'hello', '\x00ff', '{"tenant": "t1", "n": 2}', 7, 1.5)`}
+		},
+		"mariadb": func(t *testing.T) outboxDatabase {
+			return outboxDatabase{mysql.Name, "mysql", testenv.MySQL(t), `CREATE TABLE %s (seq bigint PRIMARY KEY, id char(36) NOT NULL, agg_type varchar(64),
+				agg_id bigint, body json, text_body longtext, bin_body blob, h json, n int, f double)`,
+				`INSERT INTO %s VALUES (1, 'a3c1b6c2-6f1e-4a47-9d0e-3f1c2b4a5d6e', 'order', 42, '{"a": [1, 2], "b": "x"}', 'hello', x'00ff', '{"tenant": "t1", "n": 2}', 7, 1.5)`}
+		},
+	}
+}
+
+// TestReplayEvent: on PostgreSQL, MariaDB and SQLite, an outbox's event read back from its dead
+// letter (the row as JSON, as the quarantine writes it) has the values the source gave, of the
+// same Go types (which decide what a sink sends: JSON, text or bytes), after its row is deleted.
+func TestReplayEvent(t *testing.T) {
+	for name, open := range outboxDatabases() {
+		t.Run(name, func(t *testing.T) {
+			d := open(t)
+			table := testenv.Name("outbox")
+			db := testenv.DB(t, d.sqlDriver, d.dsn, fmt.Sprintf(d.table, table), fmt.Sprintf(d.insert, table))
+			t.Cleanup(func() { _, _ = db.Exec("DROP TABLE " + table) })
+			o := sourcedef.Outbox{ID: "id", AggregateType: "agg_type", AggregateID: "agg_id", Payload: "body", Headers: "h"}
+			def := sourcedef.Definition{Table: sourcedef.Table{Name: table}, Columns: []string{"seq", "id", "agg_type", "agg_id", "body", "text_body", "bin_body", "h", "n", "f"},
+				PK: []string{"seq"}, Cursor: sourcedef.Cursor{Kind: state.KindInteger, Column: "seq"}, Outbox: &o}
+			src, err := drivers.Open(context.Background(), source.Config{Poller: "obx", Driver: d.driver, DSN: d.dsn, Definition: def})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer src.Close()
+			b, err := src.Fetch(context.Background(), nil, 10)
+			if err != nil || len(b.Rows) != 1 {
+				t.Fatalf("%d rows, %v", len(b.Rows), err)
+			}
+			r := b.Rows[0]
+			data, err := json.Marshal(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.Exec("DELETE FROM " + table); err != nil {
+				t.Fatal(err)
+			}
+			cur, _ := r.Cursor()
+			back, err := src.ReplayEvent(r.Table(), r.Op(), data, cur)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range def.Columns {
+				want, got := r.Get(c), back.Get(c)
+				if fmt.Sprintf("%T", got) != fmt.Sprintf("%T", want) || !sameValue(want, got) {
+					t.Errorf("column %s: read back as %T %v; the source gave %T %v", c, got, got, want, want)
+				}
+			}
+			if again, _ := json.Marshal(back); string(again) != string(data) {
+				t.Errorf("read back, the row renders as\n%s\nnot as\n%s", again, data)
+			}
+			if _, err := src.ReplayEvent(r.Table(), r.Op(), json.RawMessage(`[1]`), cur); err == nil || !strings.Contains(err.Error(), "not a JSON object of the event's columns") {
+				t.Errorf("a letter's data that is no object: %v", err)
+			}
+		})
+	}
+}
+
+// sameValue: JSON equal for JSON values, else equal.
+func sameValue(a, b any) bool {
+	ja, okA := a.(json.RawMessage)
+	jb, okB := b.(json.RawMessage)
+	if okA && okB {
+		var x, y any
+		return json.Unmarshal(ja, &x) == nil && json.Unmarshal(jb, &y) == nil && reflect.DeepEqual(x, y)
+	}
+	return reflect.DeepEqual(a, b)
+}
+
 // TestOutboxColumns: on PostgreSQL, MariaDB and SQLite, an outbox opens over columns of usable
 // types, and a missing column or one of a type its field cannot use is refused when the source
 // opens, the error naming the field as poller.json spells it, the column and the fix.
 func TestOutboxColumns(t *testing.T) {
-	type database struct {
-		driver, sqlDriver, dsn string
-		// table is the outbox's DDL (%s its name): seq, id, agg_type, agg_id, body (JSON),
-		// text_body, bin_body, h (JSON), n (an integer), f (a float).
-		table string
-	}
-	dbs := map[string]func(t *testing.T) database{
-		"sqlite": func(t *testing.T) database {
-			return database{sqlite.Name, "sqlite", filepath.Join(t.TempDir(), "o.db"), `CREATE TABLE %s (seq INTEGER PRIMARY KEY, id TEXT NOT NULL,
-				agg_type TEXT, agg_id INTEGER, body JSON, text_body TEXT, bin_body BLOB, h JSON, n INTEGER, f REAL)`}
-		},
-		"postgres": func(t *testing.T) database {
-			return database{postgres.Name, "pgx", testenv.Postgres(t), `CREATE TABLE %s (seq bigint PRIMARY KEY, id uuid NOT NULL, agg_type text,
-				agg_id bigint, body jsonb, text_body text, bin_body bytea, h json, n integer, f double precision)`}
-		},
-		"mariadb": func(t *testing.T) database {
-			return database{mysql.Name, "mysql", testenv.MySQL(t), `CREATE TABLE %s (seq bigint PRIMARY KEY, id char(36) NOT NULL, agg_type varchar(64),
-				agg_id bigint, body json, text_body longtext, bin_body blob, h json, n int, f double)`}
-		},
-	}
-	for name, open := range dbs {
+	for name, open := range outboxDatabases() {
 		t.Run(name, func(t *testing.T) {
 			d := open(t)
 			table := testenv.Name("outbox")

@@ -45,6 +45,9 @@ func (noBackfill) Identity() state.SourceDef                                    
 func (noBackfill) ReplayChange(context.Context, string, string, map[string]json.RawMessage, state.Cursor) (*row.Row, string, error) {
 	return nil, "", errors.ErrUnsupported
 }
+func (noBackfill) ReplayEvent(string, string, json.RawMessage, state.Cursor) (*row.Row, error) {
+	return nil, errors.ErrUnsupported
+}
 func (noBackfill) FetchKeyOf(context.Context, *state.Cursor) (*row.Batch, error) {
 	return nil, errors.ErrUnsupported
 }

@@ -127,9 +127,10 @@ type Source interface {
 	CountChunkRows(ctx context.Context, where string, limit int64) (int64, error)
 	// Identity is what decides the source's order and positions, as the state document and a
 	// dead letter record it; ReplayChange and FetchKeyOf read a dead letter's row again
-	// (pollerctl deadletter replay).
+	// (pollerctl deadletter replay), and ReplayEvent reads an outbox's event from its letter.
 	Identity() state.SourceDef
 	ReplayChange(ctx context.Context, table, op string, key map[string]json.RawMessage, cursor state.Cursor) (*row.Row, string, error)
+	ReplayEvent(table, op string, data json.RawMessage, cursor state.Cursor) (*row.Row, error)
 	FetchKeyOf(ctx context.Context, c *state.Cursor) (*row.Batch, error)
 	// Stats reports the last read without reading: whether a transaction still open may have
 	// held it back, the change log the database keeps (every tick's log line carries it, so that

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -174,6 +175,10 @@ func TestMessagesOutbox(t *testing.T) {
 	exec(t, db, emit(prefix, 7, "a"), emit(prefix, 8, "a"))
 	if n, err := openEvents(t, cfg).Waiting(ctx, last, 100); err != nil || n != 2 {
 		t.Errorf("waiting: %d, %v; want 2", n, err)
+	}
+	// No table: no backfill, and the refusal says so.
+	if err := src.Backfills(); err == nil || !strings.Contains(err.Error(), "this outbox has none: its events are the messages of prefix "+strconv.Quote(prefix)) {
+		t.Errorf("Backfills: %v", err)
 	}
 }
 
