@@ -12,7 +12,9 @@
 #           state on Azurite) against the hand-written loop, with blob requests per tick;
 #   sink    a poller sending 10,000 PostgreSQL rows to Azurite's storage queue and to a local
 #           webhook (unsigned, and signed as Standard Webhooks says) against a hand-written loop
-#           making the same call per row (SINK_ROWS);
+#           making the same call per row (SINK_ROWS); and 2,000 (SINK_REMOTE_ROWS) to the same
+#           sinks behind a proxy adding SINK_LATENCY_MS (20) each way, against what their
+#           concurrency allows (concurrency / round trip);
 #   handler the handler binary's start to first answered GET / and its idle RSS;
 #   logical the logical cursor: catch-up of LOGICAL_ROWS (50,000) rows in transactions of
 #           LOGICAL_TX_ROWS (5) through the tick against a bare pg_logical_slot_peek_binary_changes
@@ -92,7 +94,7 @@ num() { # num FORMAT VALUE: VALUE in FORMAT, or "-" when it is not a number
 PERF_DOC=${PERF_DOC:-$ROOT/docs/performance.md}
 # The paths the summary can name: each has a row in PERF_DOC's table (a docs test checks both ways
 # through scripts/bench.sh goals).
-SUMMARY_PATHS="tick/checkpoint-every-2s source/postgres source/sqlite source/mysql logical/peek backfill backfill/live-p95 sink/webhook sink/storagequeue e2e
+SUMMARY_PATHS="tick/checkpoint-every-2s source/postgres source/sqlite source/mysql logical/peek backfill backfill/live-p95 sink/webhook sink/storagequeue sink/remote-webhook sink/remote-storagequeue e2e
   handler/start-ms handler/idle-rss-MB idle-tick/timestamp-pk/blob-reads idle-tick/timestamp-pk/blob-writes
   idle-tick/logical/blob-reads idle-tick/logical/blob-writes idle-tick/xid/blob-reads idle-tick/xid/blob-writes
   scale/rows/rate scale/rows/peak-rss scale/logical/rate scale/logical/peak-rss scale/pollers/pg-connections
@@ -268,9 +270,10 @@ if [ "$what" = sink ] || [ "$what" = all ]; then
   [ -n "${AZURITE_CONNECTION_STRING:-}" ] || start_azurite
   [ -n "${PG_TEST_DSN:-}" ] || start_postgres
   out="$RUN_DIR/bench-sink.txt"
-  log "SINK_ROWS=${SINK_ROWS:-10000} go test -run '^\$' -bench BenchmarkSinkCatchUp -benchtime 3x -count $COUNT ./sink/"
+  log "SINK_ROWS=${SINK_ROWS:-10000} SINK_REMOTE_ROWS=${SINK_REMOTE_ROWS:-2000} SINK_LATENCY_MS=${SINK_LATENCY_MS:-20} go test -run '^\$' -bench BenchmarkSinkCatchUp -benchtime 3x -count $COUNT ./sink/"
   : >"$out"
-  SINK_ROWS=${SINK_ROWS:-10000} gotest "$out" -run '^$' -bench BenchmarkSinkCatchUp -benchtime 3x -count "$COUNT" ./sink/
+  SINK_ROWS=${SINK_ROWS:-10000} SINK_REMOTE_ROWS=${SINK_REMOTE_ROWS:-2000} SINK_LATENCY_MS=${SINK_LATENCY_MS:-20} \
+    gotest "$out" -run '^$' -bench BenchmarkSinkCatchUp -benchtime 3x -count "$COUNT" ./sink/
   echo
   echo "Sinks: PostgreSQL rows through a poller's tick against a hand-written keyset loop making the same"
   echo "call per row at the same concurrency (median over $COUNT runs; goals in the summary; blob writes <= batches + 1):"
@@ -283,6 +286,19 @@ if [ "$what" = sink ] || [ "$what" = all ]; then
       "$(num %.0f "$(med "$out" "BenchmarkSinkCatchUp/$s" handwritten-rows/s)")" "$(num %.2f "$(med "$out" "BenchmarkSinkCatchUp/$s" handwritten-MB/s)")" \
       "$(num %.2f "$r")" "$(med "$out" "BenchmarkSinkCatchUp/$s" batches/tick)" "$(med "$out" "BenchmarkSinkCatchUp/$s" blob-writes/tick)"
     [ "$s" = signedwebhook ] || summary_row "sink/$s" "$t" "$tm" "$r"
+  done
+  echo
+  echo "Sinks at the network's pace: ${SINK_REMOTE_ROWS:-2000} rows to the same sinks behind a proxy adding ${SINK_LATENCY_MS:-20} ms each way,"
+  echo "against what their concurrency allows: concurrency / round trip, a lone call's, measured through the proxy (goal >= 0.9):"
+  printf '%-20s %12s %14s %13s %12s %14s %12s\n' sink "tick rows/s" "round trip ms" "bound rows/s" "tick/bound" "hand rows/s" "tick/hand"
+  for s in storagequeue webhook; do
+    b="BenchmarkSinkCatchUp/remote$s"
+    t=$(med "$out" "$b" tick-rows/s)
+    r=$(med "$out" "$b" tick/bound)
+    printf '%-20s %12s %14s %13s %12s %14s %12s\n' "remote$s" "$(num %.0f "$t")" "$(num %.1f "$(med "$out" "$b" round-trip-ms)")" \
+      "$(num %.0f "$(med "$out" "$b" bound-rows/s)")" "$(num %.2f "$r")" \
+      "$(num %.0f "$(med "$out" "$b" handwritten-rows/s)")" "$(num %.2f "$(med "$out" "$b" tick/handwritten)")"
+    summary_row "sink/remote-$s" "$t" - "$r"
   done
   echo
 fi

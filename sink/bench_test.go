@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -20,6 +21,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib" // the pgx driver for the hand-written loop
 
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
+	"github.com/pseudotrigger/pseudotrigger/internal/faultproxy"
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
@@ -34,54 +36,93 @@ import (
 
 // BenchmarkSinkCatchUp: a poller catching up on SINK_ROWS (default 10,000) PostgreSQL rows in
 // batches of 500 through a sink (Azurite's storage queue; a local webhook), state on Azurite,
+// and on SINK_REMOTE_ROWS (2,000) through the same sinks behind a proxy adding SINK_LATENCY_MS
+// (20) each way (remotestoragequeue, remotewebhook: a consumer milliseconds away),
 // against a hand-written loop that reads the same rows by keyset and makes the same SDK (or
 // HTTP) call per row at the same concurrency, with the same message and headers, in the same run
 // (alternating). Reports rows/s of
 // both and their ratio (target >= 0.9), and the blob writes of the catch-up tick against its
 // batches (at most batches + 1).
 func BenchmarkSinkCatchUp(b *testing.B) {
-	b.Run("storagequeue", func(b *testing.B) {
-		sinkCatchUp(b, func(b *testing.B) (Config, []string, func(ctx context.Context, body []byte) error, func()) {
-			// Each side sends to an Azurite queue service of its own, started empty for this
-			// iteration: Azurite slows with every message it holds, and deleting a queue of
-			// thousands stalls it (testenv.FreshAzuriteQueue), which measured Azurite, not the sink.
-			sinkCS, stopSink := testenv.FreshAzuriteQueue(b)
-			handCS, stopHand := testenv.FreshAzuriteQueue(b)
-			queue := testenv.Name("bench-")
-			q, err := azqueue.NewQueueClientFromConnectionString(handCS, queue, nil)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if _, err := q.Create(context.Background(), nil); err != nil {
-				b.Fatal(err)
-			}
-			ttl := int32(-1)
-			send := func(ctx context.Context, body []byte) error {
-				_, err := q.EnqueueMessage(ctx, base64.StdEncoding.EncodeToString(body), &azqueue.EnqueueMessageOptions{TimeToLive: &ttl})
-				return err
-			}
-			done := func() { stopSink(); stopHand() }
-			return Config{Type: StorageQueue, Connection: "BenchQueue", Queue: queue}, []string{"BenchQueue=" + sinkCS}, send, done
+	latency := time.Duration(envInt("SINK_LATENCY_MS", 20)) * time.Millisecond
+	for _, remote := range []bool{false, true} {
+		name, rows := "storagequeue", envInt("SINK_ROWS", 10_000)
+		if remote { // not "storagequeue-...": scripts/bench.sh matches names by prefix
+			name, rows = "remotestoragequeue", envInt("SINK_REMOTE_ROWS", 2_000)
+		}
+		b.Run(name, func(b *testing.B) {
+			sinkCatchUp(b, rows, remote, func(b *testing.B) (Config, []string, func(ctx context.Context, body []byte) error, func()) {
+				// Each side sends to an Azurite queue service of its own, started empty for this
+				// iteration: Azurite slows with every message it holds, and deleting a queue of
+				// thousands stalls it (testenv.FreshAzuriteQueue), which measured Azurite, not the sink.
+				sinkCS, stopSink := testenv.FreshAzuriteQueue(b)
+				handCS, stopHand := testenv.FreshAzuriteQueue(b)
+				var proxies []*faultproxy.Proxy
+				if remote { // each side through a proxy of its own, latency each way
+					for _, cs := range []*string{&sinkCS, &handCS} {
+						p, through, err := faultproxy.ForEndpoint(*cs, "QueueEndpoint")
+						if err != nil {
+							b.Fatal(err)
+						}
+						p.SetLatency(latency)
+						proxies, *cs = append(proxies, p), through
+					}
+				}
+				queue := testenv.Name("bench-")
+				q, err := azqueue.NewQueueClientFromConnectionString(handCS, queue, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := q.Create(context.Background(), nil); err != nil {
+					b.Fatal(err)
+				}
+				ttl := int32(-1)
+				send := func(ctx context.Context, body []byte) error {
+					_, err := q.EnqueueMessage(ctx, base64.StdEncoding.EncodeToString(body), &azqueue.EnqueueMessageOptions{TimeToLive: &ttl})
+					return err
+				}
+				done := func() {
+					for _, p := range proxies {
+						_ = p.Close()
+					}
+					stopSink()
+					stopHand()
+				}
+				return Config{Type: StorageQueue, Connection: "BenchQueue", Queue: queue}, []string{"BenchQueue=" + sinkCS}, send, done
+			})
 		})
-	})
-	// webhook, and signedwebhook with signing on, whose hand loop signs each request as
-	// Standard Webhooks says (what signing costs: signedwebhook's rows/s against webhook's).
-	for _, signed := range []bool{false, true} {
-		name := "webhook"
-		if signed {
-			name = "signedwebhook" // not "webhook-...": scripts/bench.sh matches names by prefix
+	}
+	// webhook, signedwebhook with signing on, whose hand loop signs each request as Standard
+	// Webhooks says (what signing costs: signedwebhook's rows/s against webhook's), and
+	// remotewebhook, through a proxy adding SINK_LATENCY_MS (20) each way, against the bound its
+	// concurrency allows (concurrency / round trip).
+	for _, name := range []string{"webhook", "signedwebhook", "remotewebhook"} { // not "webhook-...": scripts/bench.sh matches names by prefix
+		signed, remote := name == "signedwebhook", name == "remotewebhook"
+		rows := envInt("SINK_ROWS", 10_000)
+		if remote {
+			rows = envInt("SINK_REMOTE_ROWS", 2_000)
 		}
 		b.Run(name, func(b *testing.B) {
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				_, _ = io.Copy(io.Discard, r.Body)
 			}))
 			defer srv.Close()
+			url := srv.URL
+			if remote {
+				p, err := faultproxy.New(srv.URL)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer p.Close()
+				p.SetLatency(latency)
+				url = p.URL()
+			}
 			key := bytes.Repeat([]byte{7}, 32)
-			sinkCatchUp(b, func(b *testing.B) (Config, []string, func(ctx context.Context, body []byte) error, func()) {
+			sinkCatchUp(b, rows, remote, func(b *testing.B) (Config, []string, func(ctx context.Context, body []byte) error, func()) {
 				client := &http.Client{Timeout: 30 * time.Second, Transport: keepAlive(DefaultConcurrency)}
 				const id = "0123456789abcdef0123456789abcdef"
 				send := func(ctx context.Context, body []byte) error {
-					req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, bytes.NewReader(body))
+					req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 					if err != nil {
 						return err
 					}
@@ -105,23 +146,32 @@ func BenchmarkSinkCatchUp(b *testing.B) {
 					return resp.Body.Close()
 				}
 				if signed {
-					return Config{Type: Webhook, URL: srv.URL, SigningSecret: "%BENCH_SECRET%"},
+					return Config{Type: Webhook, URL: url, SigningSecret: "%BENCH_SECRET%"},
 						[]string{"BENCH_SECRET=whsec_" + base64.StdEncoding.EncodeToString(key)}, send, func() {}
 				}
-				return Config{Type: Webhook, URL: srv.URL}, nil, send, func() {}
+				return Config{Type: Webhook, URL: url}, nil, send, func() {}
 			})
 		})
 	}
 }
 
+// envInt is the positive integer in the environment variable name, or def.
+func envInt(name string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
+		return n
+	}
+	return def
+}
+
 // target returns a sink's definition and settings, the same call made by hand, and a cleanup.
 type benchTarget func(b *testing.B) (Config, []string, func(ctx context.Context, body []byte) error, func())
 
-func sinkCatchUp(b *testing.B, newTarget benchTarget) {
-	rows := 10_000
-	if n, err := strconv.Atoi(os.Getenv("SINK_ROWS")); err == nil && n > 0 {
-		rows = n
-	}
+// sinkCatchUp runs a catch-up on rows rows through newTarget's sink, and the hand loop, in
+// turn. For a remote target it also reports the round trip of a lone call (the median of
+// rttSamples made one after another before the runs, through the same proxy) and the rows/s the
+// sink's concurrency allows at that round trip (bound: concurrency / round trip), which the tick
+// is reported against (tick/bound).
+func sinkCatchUp(b *testing.B, rows int, remote bool, newTarget benchTarget) {
 	const batch = 500
 	az := testenv.Azurite(b)
 	table := "sink_orders_" + strconv.Itoa(rows)
@@ -134,10 +184,13 @@ func sinkCatchUp(b *testing.B, newTarget benchTarget) {
 	settings := appsettings.Settings{Driver: postgres.Name, DSN: dsn, BatchSize: batch, LeaseTTL: lease.DefaultTTL,
 		HeartbeatInterval: lease.DefaultTTL / 4, TickBudget: time.Hour, CheckpointInterval: appsettings.DefaultCheckpointInterval,
 		SettleLag: sourcedef.DefaultSettleLag}
-	var tTick, tHand time.Duration
+	var tTick, tHand, rtt time.Duration
 	var puts, batches int64
 	for i := 0; b.Loop(); i++ {
 		cfg, env, send, done := newTarget(b)
+		if remote {
+			rtt += roundTrip(b, send)
+		}
 		s, err := New(cfg)
 		if err != nil {
 			b.Fatal(err)
@@ -187,8 +240,33 @@ func sinkCatchUp(b *testing.B, newTarget benchTarget) {
 	b.ReportMetric(total/tTick.Seconds(), "tick-rows/s")
 	b.ReportMetric(total/tHand.Seconds(), "handwritten-rows/s")
 	b.ReportMetric(tHand.Seconds()/tTick.Seconds(), "tick/handwritten")
+	if remote {
+		bound := float64(DefaultConcurrency) / (rtt.Seconds() / n)
+		b.ReportMetric(float64(rtt.Microseconds())/1000/n, "round-trip-ms")
+		b.ReportMetric(bound, "bound-rows/s")
+		b.ReportMetric(total/tTick.Seconds()/bound, "tick/bound")
+	}
 	b.ReportMetric(float64(batches)/n, "batches/tick")
 	b.ReportMetric(float64(puts)/n, "blob-writes/tick")
+}
+
+// rttSamples is how many lone calls roundTrip times.
+const rttSamples = 21
+
+// roundTrip is the median time of a lone call of send, rttSamples made one after another, with a
+// body of a row's message's size: the round trip a remote target's concurrency works against.
+func roundTrip(b *testing.B, send func(ctx context.Context, body []byte) error) time.Duration {
+	body := bytes.Repeat([]byte("x"), 300)
+	took := make([]time.Duration, rttSamples)
+	for i := range took {
+		t0 := time.Now()
+		if err := send(context.Background(), body); err != nil {
+			b.Fatal(err)
+		}
+		took[i] = time.Since(t0)
+	}
+	slices.Sort(took)
+	return took[len(took)/2]
 }
 
 // firstBatch reads the first batch of the benchmark's table through a source, for its MB/s

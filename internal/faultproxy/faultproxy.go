@@ -19,6 +19,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
@@ -117,6 +118,22 @@ type Proxy struct {
 	// Forwarded, when set (before the first request), sees every request the service answered,
 	// with its body and the service's status, whether or not a rule then drops the answer.
 	Forwarded func(r *http.Request, body []byte, status int)
+
+	latency atomic.Int64 // SetLatency's, in nanoseconds
+}
+
+// SetLatency makes every request take d to reach the service and its answer d to come back: a
+// network of round trip 2d between the client and the service (0: none, the default).
+func (p *Proxy) SetLatency(d time.Duration) { p.latency.Store(int64(d)) }
+
+// travel waits the proxy's latency, one way (or until it closes).
+func (p *Proxy) travel() {
+	if d := time.Duration(p.latency.Load()); d > 0 {
+		select {
+		case <-time.After(d):
+		case <-p.done:
+		}
+	}
 }
 
 type ruleState struct {
@@ -200,6 +217,7 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	kind, doc := p.classify(r, body)
 	rule := p.match(kind, r.URL.Path)
+	p.travel() // the request's way there
 
 	if rule != nil {
 		switch rule.Fault {
@@ -212,6 +230,7 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 			reset(w)
 			return
 		case Unavailable:
+			p.travel() // the answer's way back
 			w.Header().Set("x-ms-error-code", "ServerBusy")
 			w.Header().Set("Content-Type", "application/xml")
 			w.WriteHeader(http.StatusServiceUnavailable)
@@ -264,6 +283,7 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 		reset(w)
 		return
 	}
+	p.travel() // the answer's way back
 	for k, vs := range resp.Header {
 		for _, v := range vs {
 			w.Header().Add(k, v)

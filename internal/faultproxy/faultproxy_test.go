@@ -5,6 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -179,5 +184,35 @@ func TestBlackholeEndsTheLease(t *testing.T) {
 	}
 	if ws := w.proxy.Writes(); len(ws) != 1 {
 		t.Fatalf("%d writes landed, want only the acquire", len(ws))
+	}
+}
+
+// TestLatency: with SetLatency(d) a request reaches the service at least d after it was sent, and
+// its answer the client at least d after the service answered.
+func TestLatency(t *testing.T) {
+	var arrived atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived.Store(time.Now().UnixNano())
+		_, _ = io.WriteString(w, "ok")
+	}))
+	defer srv.Close()
+	p, err := faultproxy.New(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	const d = 30 * time.Millisecond
+	p.SetLatency(d)
+	sent := time.Now()
+	resp, err := http.Post(p.URL()+"/x", "text/plain", strings.NewReader("hi"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	back := time.Now()
+	at := time.Unix(0, arrived.Load())
+	if string(body) != "ok" || at.Sub(sent) < d || back.Sub(at) < d {
+		t.Fatalf("%q: there in %v, back in %v; want each at least %v", body, at.Sub(sent), back.Sub(at), d)
 	}
 }
