@@ -46,11 +46,16 @@
 #           written and delivered, rows waiting and the table's rows at most, commit-to-delivery
 #           p50/p95/p99, blob writes a minute, where a tick's time goes (OUTBOX_CLEANUP=off:
 #           without the cleanup, what it costs); the summary's rows are the first mode's.
+#   instructions  instructions a row, counted by valgrind's callgrind (the same for the same binary
+#           and input whatever else the machine does): the logical decode (against pglogrepl
+#           parsing the same messages) and the sinks' rendering (against encoding/json rendering
+#           the same rows), each against its count in docs/performance.md's "Instructions per
+#           row": the script fails when one rose more than 3%.
 # At the end, a summary of the paths that ran: rows/s, MB/s, the measured ratio (or figure), the
 # goal and whether it is met, and REGRESSION when it is more than 10% worse than the figure
 # recorded in docs/performance.md (its "Recorded figures" table holds the goals and records).
 #
-#   scripts/bench.sh [lease|source|tick|status|sink|handler|logical|backfill|e2e|scale|outbox|all]     COUNT=3 repetitions; BENCH_ROWS=1000000
+#   scripts/bench.sh [lease|source|tick|status|sink|handler|logical|backfill|e2e|scale|outbox|instructions|all]     COUNT=3 repetitions; BENCH_ROWS=1000000
 #   scripts/bench.sh goals     prints each summary path's goal and recorded figure as read from the doc
 set -euo pipefail
 source "$(dirname "$0")/lib/services.sh"
@@ -59,8 +64,8 @@ export GOFLAGS=${GOFLAGS:--buildvcs=false}
 COUNT=${COUNT:-3}
 what=${1:-all}
 case "$what" in
-lease | source | tick | status | sink | handler | logical | backfill | e2e | scale | outbox | all | goals) ;;
-*) die "unknown section $what: give one of lease, source, tick, status, sink, handler, logical, backfill, e2e, scale, outbox, all (or goals)" ;;
+lease | source | tick | status | sink | handler | logical | backfill | e2e | scale | outbox | instructions | all | goals) ;;
+*) die "unknown section $what: give one of lease, source, tick, status, sink, handler, logical, backfill, e2e, scale, outbox, instructions, all (or goals)" ;;
 esac
 # The handler binary runs with a GC target of 400 (cmd/handler); the in-process benchmarks use
 # the same, for the code under test and its baseline alike.
@@ -98,8 +103,9 @@ SUMMARY_PATHS="tick/checkpoint-every-2s source/postgres source/sqlite source/mys
   handler/start-ms handler/idle-rss-MB idle-tick/timestamp-pk/blob-reads idle-tick/timestamp-pk/blob-writes
   idle-tick/logical/blob-reads idle-tick/logical/blob-writes idle-tick/xid/blob-reads idle-tick/xid/blob-writes
   scale/rows/rate scale/rows/peak-rss scale/logical/rate scale/logical/peak-rss scale/pollers/pg-connections
-  outbox/keep-up outbox/table-rows outbox/p95"
+  outbox/keep-up outbox/table-rows outbox/p95 instructions/logical-decode instructions/sink-render"
 _summary=()
+instr_failed=() # the instructions section's paths that rose more than 3%
 summary_row() {
   case " $(echo $SUMMARY_PATHS) " in *" $1 "*) ;; *) die "summary_row: $1 is not in SUMMARY_PATHS" ;; esac
   _summary+=("$1|$2|$3|$4")
@@ -512,4 +518,56 @@ if [ "$what" = outbox ] || [ "$what" = all ]; then
   summary_row outbox/p95 - - "$(m p95/period+1s)"
 fi
 
+if [ "$what" = instructions ] || [ "$what" = all ]; then
+  command -v valgrind >/dev/null || die "instructions: valgrind is missing (apt-get install valgrind): this section counts with its callgrind"
+  [ -n "${PG_TEST_DSN:-}" ] || start_postgres
+  bin="$RUN_DIR/instructions"
+  mkdir -p "$bin"
+  log "building the test binaries of ./sink and ./internal/source/postgres for callgrind"
+  for pkg in sink internal/source/postgres; do
+    (cd "$ROOT" && go test -c -o "$bin/$(basename "$pkg").test" "./$pkg") || die "instructions: go test -c ./$pkg failed"
+  done
+  # count PKG BENCH FUNCTION ITERATIONS: the instructions FUNCTION executed (with what it calls) over
+  # ITERATIONS iterations of BENCH, the package's test binary run in its folder under callgrind. GOGC=off:
+  # no collection whose timing varies; asyncpreemptoff: callgrind trips on Go's preemption signal.
+  count() {
+    local n
+    n=$(cd "$ROOT/$1" && GOGC=off GODEBUG=asyncpreemptoff=1 valgrind --tool=callgrind --callgrind-out-file=/dev/null \
+      --toggle-collect="$3" "$bin/$(basename "$1").test" -test.run '^$' -test.bench "$2" -test.benchtime "$4x" 2>&1 | awk '/Collected :/ { print $NF }')
+    [ -n "$n" ] || die "instructions: callgrind counted nothing for $3 in $2"
+    echo "$n"
+  }
+  # instructions_recorded PATH: the count a row recorded in PERF_DOC's "Instructions per row" table.
+  instructions_recorded() {
+    awk -F'|' -v p="$1" '
+      /^## / { inside = ($0 ~ /^## Instructions per row/); next }
+      inside && /^\|/ { k = $2; gsub(/[ `]/, "", k); if (k == p) { r = $3; gsub(/[^0-9.]/, "", r); print r; exit } }' "$PERF_DOC"
+  }
+  M=github.com/pseudotrigger/pseudotrigger
+  log "callgrind: the logical decode and the sinks' rendering, and their hand loops"
+  decode=$(count internal/source/postgres '^BenchmarkDecode$' "$M/internal/source/postgres.decodeAll" 5)
+  bare=$(count internal/source/postgres '^BenchmarkDecodeBare$' "$M/internal/source/postgres.parseAll" 5)
+  render=$(count sink '^BenchmarkMessages$' "$M/sink.Messages" 20)
+  hand=$(count sink '^BenchmarkMessagesHand$' "$M/sink.handMessages" 20)
+  echo
+  echo "Instructions a row (callgrind; against the counts in ${PERF_DOC#"$ROOT"/}'s \"Instructions per row\"; a rise over 3% fails):"
+  printf '%-24s %14s %14s %10s %14s %14s\n' path "instructions" "recorded" "/recorded" "hand loop" "/hand loop"
+  instr_row() { # PATH PER-ROW HAND-PER-ROW
+    local rec ratio
+    rec=$(instructions_recorded "$1")
+    ratio=$(awk -v m="$2" -v r="${rec:-0}" 'BEGIN { if (r > 0) printf "%.3f", m / r; else print "-" }')
+    printf '%-24s %14.0f %14s %10s %14s %14s\n' "$1" "$2" "${rec:--}" "$ratio" "$(num %.0f "$3")" \
+      "$(awk -v m="$2" -v h="$3" 'BEGIN { if (h != "-" && h > 0) printf "%.2f", m / h; else print "-" }')"
+    summary_row "$1" - - "$ratio"
+    if [ "$ratio" != - ] && awk -v x="$ratio" 'BEGIN { exit !(x > 1.03) }'; then instr_failed+=("$1 ($ratio of its recorded count)"); fi
+  }
+  instr_row instructions/logical-decode "$(awk -v n="$decode" 'BEGIN { print n / (5 * 2000) }')" "$(awk -v n="$bare" 'BEGIN { print n / (5 * 2000) }')"
+  instr_row instructions/sink-render "$(awk -v n="$render" 'BEGIN { print n / (20 * 500) }')" "$(awk -v n="$hand" 'BEGIN { print n / (20 * 500) }')"
+  echo "(the decode: BenchmarkDecode's 2,000 inserts, against pglogrepl.Parse alone; the rendering: 500 rows as webhook messages)"
+  echo
+fi
+
 print_summary
+if [ ${#instr_failed[@]} -gt 0 ]; then
+  die "instructions a row rose more than 3% over ${PERF_DOC#"$ROOT"/}'s record: ${instr_failed[*]}"
+fi
