@@ -116,14 +116,10 @@ func TestOutboxQuarantineReplay(t *testing.T) {
 // tickOutboxUntilIdle ticks p's outbox poller until a tick is idle.
 func tickOutboxUntilIdle(t *testing.T, p *proc, deadline time.Duration) {
 	t.Helper()
-	end := time.Now().Add(deadline)
-	pace := time.NewTicker(20 * time.Millisecond) // a timer's schedule
-	defer pace.Stop()
-	for time.Now().Before(end) {
-		if r := p.post("/outbox", strings.ReplaceAll(hostBody, `"orders"`, `"outbox"`)); r.status == 200 && r.outcome() == "idle" {
-			return
-		}
-		<-pace.C
-	}
-	t.Fatalf("no idle tick within %v; the handler printed:\n%s", deadline, p.out.String())
+	untilIdle(t, p, p.tickOutbox, deadline)
+}
+
+// tickOutbox is a timer's invocation of the outbox poller.
+func (p *proc) tickOutbox() reply {
+	return p.post("/outbox", strings.ReplaceAll(hostBody, `"orders"`, `"outbox"`))
 }

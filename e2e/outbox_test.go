@@ -317,7 +317,7 @@ func (w *outboxWorld) tickLoop(bin string, env []string, stop <-chan struct{}, k
 		if p == nil {
 			p = startWith(w.t, bin, env)
 		}
-		rep := p.post("/outbox", strings.ReplaceAll(hostBody, `"orders"`, `"outbox"`))
+		rep := p.tickOutbox()
 		switch {
 		case rep.status == -1: // killed under the request
 			p.kill9()

@@ -83,16 +83,23 @@ func deadIDs(letters []*deadletter.Letter) []string {
 // tickUntilIdle ticks p (failed ticks included) until a tick is idle.
 func tickUntilIdle(t *testing.T, p *proc, deadline time.Duration) {
 	t.Helper()
+	untilIdle(t, p, p.tick, deadline)
+}
+
+// untilIdle calls tick, a timer's invocation of one of p's pollers (failed ones included), until
+// one is idle; at the deadline it fails the test with what p printed.
+func untilIdle(t *testing.T, p *proc, tick func() reply, deadline time.Duration) {
+	t.Helper()
 	end := time.Now().Add(deadline)
 	pace := time.NewTicker(20 * time.Millisecond) // a timer's schedule
 	defer pace.Stop()
 	for time.Now().Before(end) {
-		if r := p.tick(); r.status == 200 && r.outcome() == "idle" {
+		if r := tick(); r.status == 200 && r.outcome() == "idle" {
 			return
 		}
 		<-pace.C
 	}
-	t.Fatalf("no idle tick within %v", deadline)
+	t.Fatalf("no idle tick within %v; the handler printed:\n%s", deadline, p.out.String())
 }
 
 // checkAllBut: every row from 1 to n but the poison ones was delivered; the checkpoint is on n.
