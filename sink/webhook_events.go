@@ -48,21 +48,17 @@ func (w *webhook) sendEvents(ctx context.Context, msgs []Message, bearer string)
 
 // eventLanes splits msgs into at most n lanes, an aggregate's (a Key's) events all in one lane,
 // the lanes taking the aggregates in turn as they first appear; each lane keeps msgs' order.
+// groupBy keeps its groups in the order they first appear, which is the lanes' own.
 func eventLanes(msgs []Message, n int) [][]Message {
 	lane := map[string]int{}
-	var lanes [][]Message
-	for _, m := range msgs {
+	return groupBy(msgs, func(m Message) int {
 		i, ok := lane[m.Key]
 		if !ok {
 			i = len(lane) % n
 			lane[m.Key] = i
-			if i == len(lanes) {
-				lanes = append(lanes, nil)
-			}
 		}
-		lanes[i] = append(lanes[i], m)
-	}
-	return lanes
+		return i
+	})
 }
 
 // eventBatch is the POST of events, whose CloudEvents body holds, each after a comma: the
