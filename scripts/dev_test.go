@@ -200,6 +200,9 @@ func TestDevShOwnPoller(t *testing.T) {
 
 	first := dev(blocks[0])
 	first.waitFor(regexp.MustCompile(`orders-changes committed +rows +\d+`), 5*time.Minute)
+	// The restart below must find orders' checkpoint: wait for its first commit too (under
+	// load it can come after orders-changes', and a SIGINT before it leaves no checkpoint).
+	first.waitFor(regexp.MustCompile(`\borders +committed +rows +\d+`), 2*time.Minute)
 	for _, want := range []string{"creating the kept PostgreSQL cluster (once; initdb) ...",
 		"the postgres user cannot enter this checkout (a folder above it is closed to others, as root's home is): the cluster goes in /var/tmp/pseudotrigger-dev-",
 		"created replication slot pseudotrigger_local_postgres_orders_changes"} {
