@@ -43,7 +43,12 @@ type Settings struct {
 	// (0: after every batch); the tick's end always commits. A crash replays the batches since
 	// the last commit.
 	CheckpointInterval time.Duration
-	SettleLag          time.Duration // {P}_SETTLE_LAG (sourcedef.NoSettleLag for an explicit 0)
+	// Follow is {P}_FOLLOW: a tick that has caught up keeps its lease and keeps reading until
+	// this long after it started (0: off, the tick ends once caught up). FollowInterval
+	// ({P}_FOLLOW_INTERVAL) is the pause between its looks when nothing came, FollowCommit
+	// ({P}_FOLLOW_COMMIT) how often at most it commits while following.
+	Follow, FollowInterval, FollowCommit time.Duration
+	SettleLag                            time.Duration // {P}_SETTLE_LAG (sourcedef.NoSettleLag for an explicit 0)
 	// MaxAttempts is {P}_MAX_ATTEMPTS: failed attempts at one batch before OnPoison applies.
 	MaxAttempts int
 	// OnPoison is {P}_ON_POISON: Block (keep retrying, loudly) or Quarantine (isolate the failing
@@ -77,10 +82,15 @@ const (
 	// long as fetching a batch of 1,000 rows; committing every 2 s keeps catch-up at the
 	// database's speed and bounds the replay after a crash.
 	DefaultCheckpointInterval = 2 * time.Second
-	DefaultMaxAttempts        = 5
-	DefaultOnPoison           = Block
-	DefaultLivenessInterval   = 5 * time.Minute
-	DefaultMaxLag             = 5 * time.Minute
+	// DefaultFollowInterval: a look every 100 ms (the cheap query an idle tick makes) keeps a
+	// keyset cursor's latency near its settle lag at ten queries a second; DefaultFollowCommit: a
+	// blob write a second while a stream flows.
+	DefaultFollowInterval   = 100 * time.Millisecond
+	DefaultFollowCommit     = time.Second
+	DefaultMaxAttempts      = 5
+	DefaultOnPoison         = Block
+	DefaultLivenessInterval = 5 * time.Minute
+	DefaultMaxLag           = 5 * time.Minute
 )
 
 // What {P}_ON_POISON may say.
@@ -183,6 +193,38 @@ var Table = []Setting{
 		}
 		if s.LeaseTTL >= 4*time.Second && s.CheckpointInterval >= s.LeaseTTL/2 {
 			return fmt.Errorf("%v must be less than half of %s_LEASE_TTL (%v)", s.CheckpointInterval, Prefix(p.Name()), s.LeaseTTL)
+		}
+		return nil
+	}},
+	{"FOLLOW", "follow mode: a tick that has caught up keeps its lease and keeps reading until this long after it started, then commits and ends; at most `{P}_TICK_BUDGET` and below the schedule's period (docs/follow.md)", "off", func(s *Settings, v string, p *pollerdef.Def) error {
+		if err := duration(&s.Follow, v, 0, true); err != nil {
+			return err
+		}
+		period := SchedulePeriod(s.Schedule, time.Now())
+		switch {
+		case s.Follow == 0:
+		case s.Follow > s.TickBudget:
+			return fmt.Errorf("%v is more than %s_TICK_BUDGET (%v): a tick follows within its budget", s.Follow, Prefix(p.Name()), s.TickBudget)
+		case period > 0 && s.Follow >= period:
+			return fmt.Errorf("%v is not below the schedule's period (%v, %s_SCHEDULE %q): the next tick would find the lease held; leave a few seconds between them", s.Follow, period, Prefix(p.Name()), s.Schedule)
+		}
+		return nil
+	}},
+	{"FOLLOW_INTERVAL", "while following, the pause between looks that found nothing (at least 10ms)", "`100ms`", func(s *Settings, v string, _ *pollerdef.Def) error {
+		if err := duration(&s.FollowInterval, v, DefaultFollowInterval, false); err != nil {
+			return err
+		}
+		if s.FollowInterval < 10*time.Millisecond {
+			return fmt.Errorf("%v is too short: at least 10ms (each look is a query)", s.FollowInterval)
+		}
+		return nil
+	}},
+	{"FOLLOW_COMMIT", "while following, commit at most this often (each commit is a blob write); below TTL/2", "`1s`", func(s *Settings, v string, p *pollerdef.Def) error {
+		if err := duration(&s.FollowCommit, v, DefaultFollowCommit, false); err != nil {
+			return err
+		}
+		if s.LeaseTTL >= 4*time.Second && s.FollowCommit >= s.LeaseTTL/2 {
+			return fmt.Errorf("%v must be less than half of %s_LEASE_TTL (%v)", s.FollowCommit, Prefix(p.Name()), s.LeaseTTL)
 		}
 		return nil
 	}},

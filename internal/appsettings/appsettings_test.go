@@ -3,6 +3,7 @@ package appsettings
 import (
 	"context"
 	"errors"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -21,6 +22,7 @@ func TestSettingsDefaults(t *testing.T) {
 	}
 	want := Settings{Driver: "postgres", DSN: "postgres://x/y", BatchSize: 500, LeaseTTL: 60 * time.Second,
 		HeartbeatInterval: 15 * time.Second, TickBudget: 4 * time.Minute, CheckpointInterval: 2 * time.Second, SettleLag: 7 * time.Second,
+		FollowInterval: 100 * time.Millisecond, FollowCommit: time.Second,
 		MaxAttempts: 5, OnPoison: Block, LivenessInterval: 5 * time.Minute, MaxLag: 5 * time.Minute}
 	if s != want {
 		t.Fatalf("got %+v\nwant %+v", s, want)
@@ -135,5 +137,39 @@ func TestPoisonRule(t *testing.T) {
 	q := Poison{MaxAttempts: 2, OnPoison: Quarantine}
 	if q.Quarantines(1) || !q.Quarantines(2) || q.Blocks(2, false) {
 		t.Error("quarantine at 2")
+	}
+}
+
+// TestFollowSettings: {P}_FOLLOW is off by default, read with its interval and commit pace, and
+// refused beyond the tick budget, at or above the schedule's period, and with a look or commit
+// pace too fast, each error naming the setting and what bounds it.
+func TestFollowSettings(t *testing.T) {
+	base := map[string]string{"ORDERS_DB_DRIVER": "sqlite", "ORDERS_DB_CONNECTION": "x", "ORDERS_SCHEDULE": "0 * * * * *"}
+	load := func(extra map[string]string) (Settings, error) {
+		env := maps.Clone(base)
+		maps.Copy(env, extra)
+		return Load(testPoller("orders", poller.TimestampPK), func(k string) string { return env[k] })
+	}
+	s, err := load(map[string]string{"ORDERS_FOLLOW": "50s", "ORDERS_FOLLOW_INTERVAL": "20ms", "ORDERS_FOLLOW_COMMIT": "2s"})
+	if err != nil || s.Follow != 50*time.Second || s.FollowInterval != 20*time.Millisecond || s.FollowCommit != 2*time.Second {
+		t.Fatalf("%+v, %v", s, err)
+	}
+	for extra, want := range map[string]string{
+		"ORDERS_FOLLOW=60s":          "ORDERS_FOLLOW: 1m0s is not below the schedule's period (1m0s, ORDERS_SCHEDULE \"0 * * * * *\")",
+		"ORDERS_FOLLOW=5m":           "ORDERS_FOLLOW: 5m0s is more than ORDERS_TICK_BUDGET (4m0s)",
+		"ORDERS_FOLLOW=soon":         "ORDERS_FOLLOW: \"soon\" is not a positive Go duration",
+		"ORDERS_FOLLOW_INTERVAL=1ms": "ORDERS_FOLLOW_INTERVAL: 1ms is too short: at least 10ms",
+		"ORDERS_FOLLOW_COMMIT=30s":   "ORDERS_FOLLOW_COMMIT: 30s must be less than half of ORDERS_LEASE_TTL (1m0s)",
+		"ORDERS_FOLLOW_COMMIT=0s":    "ORDERS_FOLLOW_COMMIT: \"0s\" is not a positive Go duration",
+	} {
+		k, v, _ := strings.Cut(extra, "=")
+		if _, err := load(map[string]string{k: v}); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: got %v, want %q", extra, err, want)
+		}
+	}
+	// Without a schedule (the host's own setting unset here) only the budget bounds it.
+	delete(base, "ORDERS_SCHEDULE")
+	if s, err := load(map[string]string{"ORDERS_FOLLOW": "3m"}); err != nil || s.Follow != 3*time.Minute {
+		t.Errorf("%+v, %v", s, err)
 	}
 }

@@ -118,6 +118,9 @@ func statusTable(env Env, rows []Row) error {
 				fmt.Fprintf(env.Out, "%s: %s\n", r.Poller, d.Line)
 			}
 		}
+		if f := r.Following; f != nil {
+			fmt.Fprintf(env.Out, "%s: %s\n", r.Poller, pollerstatus.FollowText(f, env.Clock.Now()))
+		}
 		if b := r.Backfill; b != nil {
 			fmt.Fprintf(env.Out, "%s: %s\n", r.Poller, pollerstatus.BackfillText(b, env.Clock.Now()))
 		}

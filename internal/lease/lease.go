@@ -358,9 +358,13 @@ type Lease struct {
 	// ended); under writeMu.
 	backfill    *state.Backfill
 	backfillSet bool
-	doc         state.Doc // as we last wrote it
-	etag        string    // of our last write
-	lastSent    time.Time // clock reading before our last successful write was sent
+	// follow, when followSet, is a following tick's progress queued for the next write (a
+	// release clears it whatever is queued).
+	follow    *state.Follow
+	followSet bool
+	doc       state.Doc // as we last wrote it
+	etag      string    // of our last write
+	lastSent  time.Time // clock reading before our last successful write was sent
 
 	mu           sync.Mutex
 	trustedUntil time.Time
@@ -485,6 +489,14 @@ func (l *Lease) SetBackfill(b *state.Backfill) {
 	l.backfill, l.backfillSet = b, true
 }
 
+// SetFollow queues a following tick's progress for the lease's next successful write, as
+// SetBackfill does. A release clears it from the document.
+func (l *Lease) SetFollow(f state.Follow) {
+	l.writeMu.Lock()
+	defer l.writeMu.Unlock()
+	l.follow, l.followSet = &f, true
+}
+
 // Backfill returns the backfill as last written, or queued since (nil: none runs).
 func (l *Lease) Backfill() *state.Backfill {
 	l.writeMu.Lock()
@@ -567,6 +579,12 @@ func (l *Lease) writeLocked(ctx context.Context, what string, change func(d *sta
 		if l.backfillSet {
 			next.Backfill = l.backfill
 		}
+		if l.followSet {
+			next.Follow = l.follow
+		}
+		if release {
+			next.Follow = nil
+		}
 		next.Lease.HeartbeatAt = state.At(sent)
 		next.Lease.ExpiresAt = state.At(sent.Add(c.TTL))
 		if release {
@@ -579,7 +597,7 @@ func (l *Lease) writeLocked(ctx context.Context, what string, change func(d *sta
 		}
 		if o.perr == nil {
 			l.adopt(next, o.etag, sent)
-			l.history, l.backfillSet = nil, false
+			l.history, l.backfillSet, l.followSet = nil, false, false
 			return nil
 		}
 
@@ -595,7 +613,7 @@ func (l *Lease) writeLocked(ctx context.Context, what string, change func(d *sta
 		case o.landed:
 			c.Logger.Info("lease write settled as landed", "poller", c.Poller, "write", what, "put_error", perr.Error())
 			l.adopt(next, o.etag, sent)
-			l.history, l.backfillSet = nil, false
+			l.history, l.backfillSet, l.followSet = nil, false, false
 			return nil
 		case release && doc.Lease.OwnerID != "" && doc.Lease.FencingToken > l.token && c.Clock.Now().Before(l.TrustedUntil()):
 			// A newer holder, seen while our lease is still trusted: nobody can take a held
@@ -604,7 +622,7 @@ func (l *Lease) writeLocked(ctx context.Context, what string, change func(d *sta
 			c.Logger.Info("lease write settled as landed: released, then taken by a newer holder", "poller", c.Poller, "write", what,
 				"holder", doc.Lease.OwnerID, "fencing_token", doc.Lease.FencingToken, "put_error", perr.Error())
 			l.adopt(next, "", sent)
-			l.history, l.backfillSet = nil, false
+			l.history, l.backfillSet, l.followSet = nil, false, false
 			return nil
 		case doc.Lease.OwnerID != l.owner || doc.Lease.FencingToken != l.token:
 			return l.end(lostf("%s refused: %s now holds fencing token %d (ours is %d)", what, doc.Lease.OwnerID, doc.Lease.FencingToken, l.token))

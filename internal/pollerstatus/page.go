@@ -119,6 +119,8 @@ type pollerCard struct {
 	// percentage for the bar (-1: no estimate to show one).
 	BackfillText string
 	BackfillBar  int64
+	// FollowText is a following tick's progress in words (FollowText); "" when none follows.
+	FollowText string
 }
 
 // NewPage makes a report ready for the page: one card per poller, most urgent first.
@@ -180,6 +182,9 @@ func NewPage(rep Report) PageData {
 			}
 		}
 		c.Details = r.Shown()
+		if r.Following != nil {
+			c.FollowText = FollowText(r.Following, now)
+		}
 		if r.Backfill != nil {
 			c.BackfillText, c.BackfillBar = BackfillText(r.Backfill, now), -1
 			if p := r.BackfillProgress; p != nil && p.Percent != nil {

@@ -128,6 +128,9 @@ type Row struct {
 	Unblock     string `json:"unblock,omitempty"`
 
 	DeadLetters DeadLetters `json:"dead_letters"`
+	// Following is the progress of a tick in follow mode ({P}_FOLLOW) as of its last commit,
+	// while its lease is live; nil otherwise.
+	Following *state.Follow `json:"following,omitempty"`
 	// Backfill is the backfill in progress, as the state document holds it (pollerctl backfill);
 	// nil when none runs.
 	Backfill *state.Backfill `json:"backfill,omitempty"`
@@ -625,6 +628,9 @@ func (r *Row) fromDoc(d *state.Doc, b store.Blob, cfg Config) {
 	if f := d.Failure; f != nil {
 		r.FailedAttempts, r.FailedBatchID, r.FailureKeys = f.Attempts, f.BatchID, f.Keys
 		r.LastError, r.QuarantineRequested = redact.Text(f.LastError), f.Quarantine
+	}
+	if d.Follow != nil && r.LeaseLive {
+		r.Following = d.Follow
 	}
 	if r.Backfill = d.Backfill; d.Backfill != nil {
 		now := b.Date // the storage service's clock, as the lease's judgement

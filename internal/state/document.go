@@ -112,6 +112,10 @@ type Doc struct {
 	Failure *Failure `json:"failure"`
 	// Backfill is the backfill in progress, if any: nil when none runs.
 	Backfill *Backfill `json:"backfill,omitempty"`
+	// Follow says a tick follows the source (package tick, {P}_FOLLOW): set by its commits while
+	// it holds the lease, cleared by its release. A lease that expired unreleased leaves it behind:
+	// it means something only while the lease is live.
+	Follow *Follow `json:"follow,omitempty"`
 	// History is the poller's recent ticks that wrote (newest last), at most HistoryLen: what the
 	// status page draws its lag sparkline from. Idle ticks write nothing, so they are not in it.
 	History []Tick `json:"history,omitempty"`
@@ -234,6 +238,19 @@ func (b *Backfill) validate() error {
 		return fmt.Errorf("rows %d, left %d, estimate %d and failures %d must not be negative", b.Rows, b.Left, b.Estimate, b.Failures)
 	}
 	return columnValues("after", b.After)
+}
+
+// Follow is a following tick's progress, as of its last commit.
+type Follow struct {
+	Since Time `json:"since"` // when the tick began following (it had caught up)
+	Until Time `json:"until"` // when it will commit, release and end
+	// Changes counts the rows it delivered since it began following.
+	Changes int64 `json:"changes"`
+	// LatencyP50MS and LatencyP95MS are commit-to-delivery times of its batches over the last
+	// minute (each batch's oldest change), in milliseconds; absent when the cursor kind carries no
+	// commit time (integer, xid, rowversion, changetracking) or no batch came.
+	LatencyP50MS *float64 `json:"latency_p50_ms,omitempty"`
+	LatencyP95MS *float64 `json:"latency_p95_ms,omitempty"`
 }
 
 // HistoryLen bounds Doc.History.

@@ -84,7 +84,14 @@ func (t *tickRun) deliver(first *row.Batch, firstDur time.Duration, ahead <-chan
 		}
 		if !more && !backfill {
 			t.awaitAhead() // a chunk's read-ahead, if any
-			break
+			again, err := t.follow()
+			if err != nil {
+				return err
+			}
+			if !again {
+				break
+			}
+			continue
 		}
 		if t.over() && !t.chunkWaits() { // the chunk took the rest of the budget, or a drain began meanwhile
 			t.awaitAhead()
@@ -228,6 +235,7 @@ func (t *tickRun) step(b *row.Batch) (more bool, err error) {
 	} else {
 		t.sum.Rows += len(b.Rows)
 		t.countOps(b.Rows)
+		t.fol.delivered(b.Rows, t.clk.Now())
 	}
 	t.sum.Batches++
 	t.log.Info("batch", "batch_id", pb.ID, "rows", len(b.Rows), "attempt", t.attempt, "fencing_token", pb.FencingToken,
@@ -278,10 +286,18 @@ func (t *tickRun) commitDue() error {
 	if t.uncommitted == nil {
 		return nil
 	}
-	if t.clk.Now().Sub(t.lastCommit) < t.r.Settings.CheckpointInterval && !t.commitWanted() {
+	if t.clk.Now().Sub(t.lastCommit) < t.commitEvery() && !t.commitWanted() {
 		return nil
 	}
+	return t.commit()
+}
+
+// commit commits the progress not yet committed, with a following tick's progress.
+func (t *tickRun) commit() error {
 	faultpoint.Hit(faultpoint.BeforeCommit)
+	if t.fol != nil {
+		t.l.SetFollow(t.fol.state(t.followUntil))
+	}
 	if err := t.write("commit", false, func(ctx context.Context) error { return t.l.Commit(ctx, *t.uncommitted) }); err != nil {
 		return wrapLost(t.l, err)
 	}

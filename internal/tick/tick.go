@@ -99,6 +99,9 @@ type Summary struct {
 	// checkpoint for the next tick; the tick itself is not failed by it.
 	RowsDeleted  int64  `json:"rows_deleted,omitempty"`
 	CleanupError string `json:"cleanup_error,omitempty"`
+	// Follow is what the tick did once it followed ({P}_FOLLOW): since when, the rows it
+	// delivered meanwhile and their latency; nil when it did not follow.
+	Follow *state.Follow `json:"follow,omitempty"`
 }
 
 // Source is what a tick needs of a poller's source; *source.Source has it.
@@ -239,6 +242,10 @@ type tickRun struct {
 	// liveIdleAt is when the last live fetch found nothing (zero: it found something); see
 	// liveQuiet.
 	liveIdleAt time.Time
+	// followUntil is when the tick stops following ({P}_FOLLOW; zero: it does not follow), and
+	// fol its progress once it follows (follow.go).
+	followUntil time.Time
+	fol         *following
 }
 
 // Tick runs one tick. invocationID (the Functions invocation id, may be empty) goes into the logs.
@@ -324,6 +331,7 @@ func (r *Runner) begin(ctx context.Context, invocationID string) *tickRun {
 	t.log = log.With("poller", r.Poller.Name(), "invocation_id", invocationID)
 	t.startSpan(invocationID)
 	t.start = t.clk.Now()
+	t.followUntil = r.followEnd(t.start)
 	t.sum = Summary{Poller: r.Poller.Name(), RowsWaiting: -1}
 	if r.Requests != nil {
 		t.req0, t.conf0 = r.Requests()
@@ -356,8 +364,20 @@ func (t *tickRun) run() error {
 	if err := t.checkStamps(); err != nil {
 		return err
 	}
+	backfill := initialBackfill(r.Poller, r.Settings.BatchSize) // a new document's
+	if snap.Doc != nil {
+		backfill = snap.Doc.Backfill
+	}
+	backfills := backfill != nil && canBackfill(r.Source)
 	t0 := t.clk.Now()
-	first, err := r.fetch(t.ctx, cursor, true)                 // never cancelled midway: see deliver
+	first, err := r.fetch(t.ctx, cursor, true) // never cancelled midway: see deliver
+	// Following, a tick that found nothing looks again, without the lease and writing nothing,
+	// until something comes (then it takes the lease as usual: the acquire is a CAS on the ETag
+	// read in step 1, so a tick that committed meanwhile makes it lose) or its follow time ends.
+	for err == nil && len(first.Rows) == 0 && first.To == nil && !backfills && t.pause() {
+		t0 = t.clk.Now()
+		first, err = r.fetch(t.ctx, cursor, true)
+	}
 	if busy, ok := errors.AsType[*driver.BusyError](err); ok { // another process's tick is reading the change stream: as a held lease
 		t.sum.Outcome, t.sum.Holder = LeaseHeld, busy.Holder
 		return nil
@@ -382,11 +402,7 @@ func (t *tickRun) run() error {
 	// lease and commits the move.) Nothing waits, unless the read was held back by a transaction
 	// still open: then what waits behind it is measured, so that the tick shows it (and its lag)
 	// instead of an idle poller.
-	backfill := initialBackfill(r.Poller, r.Settings.BatchSize) // a new document's
-	if snap.Doc != nil {
-		backfill = snap.Doc.Backfill
-	}
-	if len(first.Rows) == 0 && first.To == nil && (backfill == nil || !canBackfill(r.Source)) {
+	if len(first.Rows) == 0 && first.To == nil && !backfills {
 		zero := 0.0
 		t.sum.Outcome, t.sum.RowsWaiting, t.sum.LagSeconds = Idle, 0, &zero
 		if r.Source.Stats().HoldBack {
@@ -495,6 +511,14 @@ func (t *tickRun) finish(err error) (Summary, error) {
 	}
 	if sum.CleanupError != "" {
 		attrs = append(attrs, "cleanup_error", sum.CleanupError)
+	}
+	if t.fol != nil {
+		f := t.fol.state(t.followUntil)
+		sum.Follow = &f
+		attrs = append(attrs, "follow_since", f.Since, "follow_changes", f.Changes)
+		if f.LatencyP50MS != nil {
+			attrs = append(attrs, "latency_p50_ms", *f.LatencyP50MS, "latency_p95_ms", *f.LatencyP95MS)
+		}
 	}
 	if err != nil {
 		if sum.BatchID != "" {

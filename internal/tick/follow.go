@@ -1,0 +1,155 @@
+package tick
+
+import (
+	"slices"
+	"time"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
+)
+
+// Follow mode ({P}_FOLLOW): a tick that has caught up does not end. Without the lease (it found
+// nothing to read) it looks again every {P}_FOLLOW_INTERVAL, writing nothing, and takes the lease
+// when something comes; with the lease it keeps it, and looks again after each pause, delivering
+// what comes, committing at most once per {P}_FOLLOW_COMMIT (delivery never waits for a commit).
+// Either way it stops looking when the follow time from the tick's start ends, the invocation is
+// dropped, the runner drains or the lease is lost; then it ends as any tick does (the last
+// commit folded into the release). The next timer invocation continues from the checkpoint.
+
+// latencyWindow is how far back a following tick's latency percentiles look.
+const latencyWindow = time.Minute
+
+// following is a following tick's progress: since when, what it delivered, and the
+// commit-to-delivery latencies of its batches over the last latencyWindow.
+type following struct {
+	since   time.Time
+	changes int64
+	samples []latencySample // oldest first
+}
+
+type latencySample struct {
+	at time.Time
+	ms float64
+}
+
+// followEnd is when a tick that started at start stops following; zero when follow mode is off.
+func (r *Runner) followEnd(start time.Time) time.Time {
+	if r.Settings.Follow <= 0 {
+		return time.Time{}
+	}
+	return start.Add(r.Settings.Follow)
+}
+
+// caughtUp notes that the tick found nothing more to read: it follows from now on, if it
+// follows at all.
+func (t *tickRun) caughtUp() {
+	if t.fol == nil && !t.followUntil.IsZero() {
+		t.fol = &following{since: t.clk.Now()}
+	}
+}
+
+// pause waits {P}_FOLLOW_INTERVAL before the tick looks again, and says whether it does: false
+// when the tick does not follow, or the look would come after the follow time, or the tick is
+// stopping (a drain, a dropped invocation) or its lease is lost, meanwhile or before.
+func (t *tickRun) pause() bool {
+	if t.followUntil.IsZero() || t.stopping() {
+		return false
+	}
+	t.caughtUp()
+	d := t.r.Settings.FollowInterval
+	if !t.clk.Now().Add(d).Before(t.followUntil) {
+		return false
+	}
+	var lost <-chan struct{}
+	if t.l != nil {
+		if t.l.Err() != nil {
+			return false
+		}
+		lost = t.l.Context().Done()
+	}
+	select {
+	case <-t.clk.After(d):
+		return t.l == nil || t.l.Err() == nil
+	case <-t.dropped:
+	case <-t.r.Draining:
+	case <-lost:
+	}
+	return false
+}
+
+// follow is what a tick holding the lease does once caught up: commit what it delivered if
+// {P}_FOLLOW_COMMIT has passed since the last commit, and pause. It says whether the tick looks
+// again.
+func (t *tickRun) follow() (bool, error) {
+	if t.followUntil.IsZero() {
+		return false, nil
+	}
+	t.caughtUp()
+	if t.uncommitted != nil && t.clk.Now().Sub(t.lastCommit) >= t.r.Settings.FollowCommit {
+		if err := t.commit(); err != nil {
+			return false, err
+		}
+	}
+	return t.pause(), nil
+}
+
+// commitEvery is how often at most the tick commits while batches follow each other:
+// {P}_CHECKPOINT_INTERVAL, or {P}_FOLLOW_COMMIT once the tick follows.
+func (t *tickRun) commitEvery() time.Duration {
+	if t.fol != nil {
+		return t.r.Settings.FollowCommit
+	}
+	return t.r.Settings.CheckpointInterval
+}
+
+// delivered notes a batch of rows handed to the handler at now, while following: its changes
+// and its oldest change's commit-to-delivery latency, when the rows carry a commit time.
+func (f *following) delivered(rows []row.Row, now time.Time) {
+	if f == nil || len(rows) == 0 {
+		return
+	}
+	f.changes += int64(len(rows))
+	if at, ok := commitTime(rows[0]); ok {
+		f.samples = append(f.samples, latencySample{now, float64(now.Sub(at).Microseconds()) / 1000})
+	}
+	i := 0
+	for i < len(f.samples) && now.Sub(f.samples[i].at) > latencyWindow {
+		i++
+	}
+	f.samples = f.samples[i:]
+}
+
+// commitTime is when r's change committed: a change stream's commit time, or a timestamp
+// cursor's value (the row's stamp); false for the cursor kinds that carry none.
+func commitTime(r row.Row) (time.Time, bool) {
+	if tx, ok := r.Transaction(); ok {
+		return tx.CommitTime, !tx.CommitTime.IsZero()
+	}
+	c, err := r.Cursor()
+	if err != nil {
+		return time.Time{}, false
+	}
+	return c.Time()
+}
+
+// state is the following tick's progress as the state document records it.
+func (f *following) state(until time.Time) state.Follow {
+	s := state.Follow{Since: state.At(f.since), Until: state.At(until), Changes: f.changes}
+	if len(f.samples) > 0 {
+		ms := make([]float64, len(f.samples))
+		for i, x := range f.samples {
+			ms[i] = x.ms
+		}
+		slices.Sort(ms)
+		p50, p95 := percentile(ms, 0.50), percentile(ms, 0.95)
+		s.LatencyP50MS, s.LatencyP95MS = &p50, &p95
+	}
+	return s
+}
+
+// percentile is the q-quantile of sorted (nearest rank), rounded to 0.1 ms.
+func percentile(sorted []float64, q float64) float64 {
+	i := int(q*float64(len(sorted))+0.999999) - 1
+	i = min(max(i, 0), len(sorted)-1)
+	return float64(int64(sorted[i]*10+0.5)) / 10
+}
