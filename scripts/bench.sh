@@ -46,6 +46,11 @@
 #           written and delivered, rows waiting and the table's rows at most, commit-to-delivery
 #           p50/p95/p99, blob writes a minute, where a tick's time goes (OUTBOX_CLEANUP=off:
 #           without the cleanup, what it costs); the summary's rows are the first mode's.
+#   latency commit-to-delivery p50/p95/p99 of the logical, xid and timestamp+pk cursors, follow
+#           mode on ({P}_FOLLOW 9.5 s on a 10 s timer) and off (a 1 s timer), at LATENCY_RATES
+#           ("1000 10000") changes a second written by 4 pgbench-style clients for LATENCY_SECONDS
+#           (20): keep-up, blob writes a minute, and a following tick's rows/s on a burst against a
+#           catch-up tick's (BenchmarkFollowLatency's comment has the knobs);
 #   instructions  instructions a row, counted by valgrind's callgrind (the same for the same binary
 #           and input whatever else the machine does): the logical decode (against pglogrepl
 #           parsing the same messages) and the sinks' rendering (against encoding/json rendering
@@ -55,7 +60,7 @@
 # goal and whether it is met, and REGRESSION when it is more than 10% worse than the figure
 # recorded in docs/performance.md (its "Recorded figures" table holds the goals and records).
 #
-#   scripts/bench.sh [lease|source|tick|status|sink|handler|logical|backfill|e2e|scale|outbox|instructions|all]     COUNT=3 repetitions; BENCH_ROWS=1000000
+#   scripts/bench.sh [lease|source|tick|status|sink|handler|logical|backfill|e2e|scale|outbox|latency|instructions|all]     COUNT=3 repetitions; BENCH_ROWS=1000000
 #   scripts/bench.sh goals     prints each summary path's goal and recorded figure as read from the doc
 set -euo pipefail
 source "$(dirname "$0")/lib/services.sh"
@@ -64,8 +69,8 @@ export GOFLAGS=${GOFLAGS:--buildvcs=false}
 COUNT=${COUNT:-3}
 what=${1:-all}
 case "$what" in
-lease | source | tick | status | sink | handler | logical | backfill | e2e | scale | outbox | instructions | all | goals) ;;
-*) die "unknown section $what: give one of lease, source, tick, status, sink, handler, logical, backfill, e2e, scale, outbox, instructions, all (or goals)" ;;
+lease | source | tick | status | sink | handler | logical | backfill | e2e | scale | outbox | latency | instructions | all | goals) ;;
+*) die "unknown section $what: give one of lease, source, tick, status, sink, handler, logical, backfill, e2e, scale, outbox, latency, instructions, all (or goals)" ;;
 esac
 # The handler binary runs with a GC target of 400 (cmd/handler); the in-process benchmarks use
 # the same, for the code under test and its baseline alike.
@@ -103,7 +108,8 @@ SUMMARY_PATHS="tick/checkpoint-every-2s source/postgres source/sqlite source/mys
   handler/start-ms handler/idle-rss-MB idle-tick/timestamp-pk/blob-reads idle-tick/timestamp-pk/blob-writes
   idle-tick/logical/blob-reads idle-tick/logical/blob-writes idle-tick/xid/blob-reads idle-tick/xid/blob-writes
   scale/rows/rate scale/rows/peak-rss scale/logical/rate scale/logical/peak-rss scale/pollers/pg-connections
-  outbox/keep-up outbox/table-rows outbox/p95 instructions/logical-decode instructions/sink-render"
+  outbox/keep-up outbox/table-rows outbox/p95 instructions/logical-decode instructions/sink-render
+  latency/logical/p50-ms latency/logical/p99-ms latency/xid/p50-ms latency/follow/blob-writes-min latency/follow/throughput"
 _summary=()
 instr_failed=() # the instructions section's paths that rose more than 3%
 summary_row() {
@@ -516,6 +522,40 @@ if [ "$what" = outbox ] || [ "$what" = all ]; then
   summary_row outbox/keep-up "$(m delivered-events/s)" - "$(m rows-waiting-ticks)"
   summary_row outbox/table-rows - - "$(m table-rows-ticks)"
   summary_row outbox/p95 - - "$(m p95/period+1s)"
+fi
+
+if [ "$what" = latency ] || [ "$what" = all ]; then
+  [ -n "${AZURITE_CONNECTION_STRING:-}" ] || start_azurite
+  [ -n "${PG_TEST_DSN:-}" ] || start_postgres
+  export LATENCY_RATES=${LATENCY_RATES:-1000 10000} LATENCY_SECONDS=${LATENCY_SECONDS:-20}
+  out="$RUN_DIR/bench-latency.txt"
+  log "LATENCY_RATES=\"$LATENCY_RATES\" LATENCY_SECONDS=$LATENCY_SECONDS go test -run '^\$' -bench BenchmarkFollowLatency -benchtime 1x -count $COUNT ./internal/tick/"
+  : >"$out"
+  gotest "$out" -run '^$' -bench BenchmarkFollowLatency -benchtime 1x -count "$COUNT" -timeout 120m ./internal/tick/
+  echo
+  m() { med "$out" "BenchmarkFollowLatency/$1" "$2"; }
+  echo "Commit-to-delivery, ${LATENCY_CLIENTS:-4} clients writing each rate in transactions of 5 (synchronous_commit on), $LATENCY_SECONDS s;"
+  echo "follow: a timer every ${LATENCY_PERIOD_MS:-10000} ms, {P}_FOLLOW ${LATENCY_FOLLOW_MS:-9500} ms; timer: every 1,000 ms, no follow; timestamp+pk with a"
+  echo "settle lag of ${LATENCY_SETTLE_MS:-1000} ms (median over $COUNT runs):"
+  printf '%-14s %-7s %8s %9s %9s %9s %9s %8s %11s %14s\n' cursor mode "rate/s" "p50 ms" "p95 ms" "p99 ms" "max ms" keep-up "blob w/min" "follow/catchup"
+  for rate in $LATENCY_RATES; do
+    for c in logical xid timestamp-pk; do
+      for mode in follow timer; do
+        k="$c/$mode/$rate"
+        printf '%-14s %-7s %8s %9s %9s %9s %9s %8s %11s %14s\n' "$c" "$mode" "$rate" "$(m "$k" p50-ms)" "$(m "$k" p95-ms)" "$(m "$k" p99-ms)" \
+          "$(m "$k" max-ms)" "$(num %.3f "$(m "$k" keep-up)")" "$(num %.0f "$(m "$k" blob-writes/min)")" "$(num %.2f "$(m "$k" follow/catchup)")"
+      done
+    done
+  done
+  echo "(keep-up: rows delivered by the writers' end over rows written; follow/catchup: a burst of ${LATENCY_BURST_ROWS:-200000} rows delivered by"
+  echo " a following tick against a catch-up tick, rows/s from the burst's last commit to its last row delivered)"
+  echo
+  top=${LATENCY_RATES##* }
+  summary_row latency/logical/p50-ms - - "$(m "logical/follow/$top" p50-ms)"
+  summary_row latency/logical/p99-ms - - "$(m "logical/follow/$top" p99-ms)"
+  summary_row latency/xid/p50-ms - - "$(m "xid/follow/$top" p50-ms)"
+  summary_row latency/follow/blob-writes-min - - "$(m "xid/follow/$top" blob-writes/min)"
+  summary_row latency/follow/throughput - - "$(m "xid/follow/$top" follow/catchup)"
 fi
 
 if [ "$what" = instructions ] || [ "$what" = all ]; then

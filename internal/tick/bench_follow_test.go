@@ -1,0 +1,278 @@
+package tick_test
+
+// BenchmarkFollowLatency (scripts/bench.sh latency): commit-to-delivery time with follow mode on
+// and off, for the logical, xid and timestamp+pk cursors, at LATENCY_RATES changes a second
+// (default 1,000 and 10,000) written by LATENCY_CLIENTS (4) pgbench-style clients: each commits
+// transactions of 5 rows at its share of the rate (paced by the clock, catching up when late, as
+// pgbench --rate), with synchronous_commit on (the server's default is off here, and logical
+// decoding reads only flushed WAL). The poller's timer fires every LATENCY_PERIOD_MS (follow
+// on: 10,000, with {P}_FOLLOW LATENCY_FOLLOW_MS, 9,500; follow off: 1,000, the shortest schedule
+// people run), and like the host's timer it does not start a tick while the last one runs. Each
+// configuration writes for LATENCY_SECONDS (20). Reported: p50/p95/p99/max latency of every row,
+// the rows delivered against those written (keep-up), and blob writes a minute. With follow on,
+// a burst of LATENCY_BURST_ROWS (200,000) rows committed at once (10 transactions) while the tick
+// follows is then delivered, against a catch-up tick (follow off) of the same burst: rows/s from
+// the burst's last commit to its last row delivered (follow/catchup).
+//
+// The timestamp+pk poller reads with a settle lag of LATENCY_SETTLE_MS (1,000): its latency
+// cannot be less (docs/follow.md).
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
+	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
+	"github.com/pseudotrigger/pseudotrigger/poller"
+)
+
+func BenchmarkFollowLatency(b *testing.B) {
+	kinds := strings.Fields(os.Getenv("LATENCY_KINDS"))
+	if len(kinds) == 0 {
+		kinds = []string{"logical", "xid", "timestamp+pk"}
+	}
+	var rates []int
+	for _, f := range strings.Fields(os.Getenv("LATENCY_RATES")) {
+		var n int
+		if _, err := fmt.Sscan(f, &n); err != nil || n <= 0 {
+			b.Fatalf("LATENCY_RATES: %q is not a rate", f)
+		}
+		rates = append(rates, n)
+	}
+	if len(rates) == 0 {
+		rates = []int{1000, 10000}
+	}
+	for _, rate := range rates {
+		for _, kind := range kinds {
+			for _, follow := range []bool{true, false} {
+				mode := map[bool]string{true: "follow", false: "timer"}[follow]
+				b.Run(fmt.Sprintf("%s/%s/%d", strings.ReplaceAll(kind, "+", "-"), mode, rate), func(b *testing.B) {
+					for b.Loop() {
+						followLatency(b, kind, follow, rate)
+					}
+				})
+			}
+		}
+	}
+}
+
+// flDDL: the latency table: the logical cursor reads its changes, the xid cursor xid, the
+// timestamp+pk cursor updated_at (the insert's clock_timestamp()).
+const flDDL = `CREATE TABLE %s (id bigint PRIMARY KEY, customer text NOT NULL, amount numeric(12,2) NOT NULL,
+  xid xid8 NOT NULL DEFAULT pg_current_xact_id(), updated_at timestamptz NOT NULL DEFAULT clock_timestamp())`
+
+// flPoller is the latency table's poller of kind, its handler noting when each row arrived.
+func flPoller(kind, table string, arrived []atomic.Int64) *poller.Poller {
+	h := func(_ context.Context, bt *poller.Batch[poller.Row]) error {
+		now := time.Now().UnixNano()
+		for _, r := range bt.Raw {
+			if id, ok := r.Get("id").(int64); ok && id < int64(len(arrived)) {
+				arrived[id].CompareAndSwap(0, now)
+			}
+		}
+		return nil
+	}
+	opts := []poller.Option{poller.WithColumns("id", "customer", "amount", "xid", "updated_at"), poller.WithKey("id")}
+	switch kind {
+	case "xid":
+		return poller.New("follow", table, poller.XID, h, append(opts, poller.WithCursorColumn("xid"))...)
+	case "timestamp+pk":
+		return poller.New("follow", table, poller.TimestampPK, h, append(opts, poller.WithCursorColumn("updated_at"))...)
+	}
+	return poller.New("follow", table, poller.Logical, h, opts...)
+}
+
+func followLatency(b *testing.B, kind string, follow bool, rate int) {
+	const txRows = 5
+	secs := envInt("LATENCY_SECONDS", 20)
+	clients := envInt("LATENCY_CLIENTS", 4)
+	burst := envInt("LATENCY_BURST_ROWS", 200_000)
+	e := newLgEnv(b)
+	table := testenv.Name("follow")
+	e.exec(fmt.Sprintf(flDDL, table), "CREATE INDEX ON "+table+" (xid, id)", "CREATE INDEX ON "+table+" (updated_at, id)",
+		"CREATE PUBLICATION "+table+" FOR TABLE "+table)
+	b.Cleanup(func() { e.db.Exec("DROP PUBLICATION IF EXISTS " + table); e.db.Exec("DROP TABLE IF EXISTS " + table) })
+	capacity := rate*secs*3/2 + 2*burst + 1000
+	committed := make([]atomic.Int64, capacity)
+	arrived := make([]atomic.Int64, capacity)
+
+	s := lgSettings(e.dsn, "", "")
+	if kind == "logical" {
+		s.Slot, s.Publication = e.slot(), table
+	}
+	s.SettleLag = time.Duration(envInt("LATENCY_SETTLE_MS", 1000)) * time.Millisecond // timestamp+pk's alone
+	period := time.Duration(envInt("LATENCY_PERIOD_MS", 1000)) * time.Millisecond
+	if follow {
+		period = time.Duration(envInt("LATENCY_PERIOD_MS", 10_000)) * time.Millisecond
+		s.Follow = time.Duration(envInt("LATENCY_FOLLOW_MS", 9_500)) * time.Millisecond
+		s.FollowInterval, s.FollowCommit = appsettings.DefaultFollowInterval, appsettings.DefaultFollowCommit
+	}
+	s.TickBudget = max(s.Follow, period)
+	r := e.runner(flPoller(kind, table, arrived), s)
+	r.Settings.Follow = 0
+	if sum, err := r.Tick(context.Background(), ""); err != nil { // the first tick: a logical poller starts at now
+		b.Fatalf("first tick: %+v %v", sum, err)
+	}
+	r.Settings.Follow = s.Follow
+
+	// The timer: fires now and every period; like the host's, it does not start a tick while one runs.
+	stop := make(chan struct{})
+	timerDone := make(chan struct{})
+	var ticks, failed atomic.Int64
+	go func() {
+		defer close(timerDone)
+		tk := time.NewTicker(period)
+		defer tk.Stop()
+		var running atomic.Bool
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		for first := true; ; first = false {
+			if !first {
+				select {
+				case <-stop:
+					return
+				case <-tk.C:
+				}
+			}
+			if !running.CompareAndSwap(false, true) {
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer running.Store(false)
+				if _, err := r.Tick(context.Background(), ""); err != nil {
+					failed.Add(1)
+					b.Logf("tick: %v", err)
+				}
+				ticks.Add(1)
+			}()
+		}
+	}()
+
+	// The writers: pgbench-style clients at rate/clients changes a second each.
+	w := testenv.DB(b, "pgx", e.dsn+"&synchronous_commit=on")
+	w.SetMaxOpenConns(clients)
+	var nextID atomic.Int64
+	insert := func(n int) {
+		last := nextID.Add(int64(n))
+		first := last - int64(n) + 1
+		if _, err := w.Exec("INSERT INTO "+table+" (id, customer, amount) SELECT g, 'c', 1 FROM generate_series($1::bigint, $2::bigint) g", first, last); err != nil {
+			b.Error(err)
+			return
+		}
+		now := time.Now().UnixNano()
+		for id := first; id <= last; id++ {
+			committed[id].Store(now)
+		}
+	}
+	puts0, t0 := e.ct.Puts.Load(), time.Now()
+	end := t0.Add(time.Duration(secs) * time.Second)
+	every := time.Duration(float64(time.Second) * float64(clients*txRows) / float64(rate))
+	var wg sync.WaitGroup
+	for c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			next := t0.Add(every * time.Duration(c) / time.Duration(clients))
+			for next.Before(end) {
+				time.Sleep(time.Until(next)) // the client's pace (pgbench --rate), not a wait for a result
+				insert(txRows)
+				next = next.Add(every)
+			}
+		}()
+	}
+	wg.Wait()
+	wrote := time.Since(t0)
+	written := nextID.Load()
+	deliveredInTime := int64(0)
+	endNanos := time.Now().UnixNano()
+	for id := int64(1); id <= written; id++ {
+		if a := arrived[id].Load(); a != 0 && a <= endNanos {
+			deliveredInTime++
+		}
+	}
+	puts := e.ct.Puts.Load() - puts0
+	waitAll := func(upTo int64, within time.Duration) {
+		deadline := time.Now().Add(within)
+		for id := int64(1); id <= upTo; id++ {
+			for arrived[id].Load() == 0 {
+				if time.Now().After(deadline) {
+					b.Fatalf("%s: row %d of %d never arrived", kind, id, upTo)
+				}
+				time.Sleep(10 * time.Millisecond) // polling with a deadline
+			}
+		}
+	}
+	waitAll(written, 2*period+30*time.Second)
+
+	var lat []time.Duration
+	for id := int64(1); id <= written; id++ {
+		lat = append(lat, time.Duration(arrived[id].Load()-committed[id].Load()))
+	}
+	slices.Sort(lat)
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	b.ReportMetric(ms(pct(lat, 0.50)), "p50-ms")
+	b.ReportMetric(ms(pct(lat, 0.95)), "p95-ms")
+	b.ReportMetric(ms(pct(lat, 0.99)), "p99-ms")
+	b.ReportMetric(ms(lat[len(lat)-1]), "max-ms")
+	b.ReportMetric(float64(written)/wrote.Seconds(), "written/s")
+	b.ReportMetric(float64(deliveredInTime)/float64(written), "keep-up")
+	b.ReportMetric(float64(puts)/wrote.Minutes(), "blob-writes/min")
+
+	if follow && burst > 0 {
+		// A burst committed at once while the tick follows, then the same burst for a catch-up
+		// tick (follow off) once the timer stopped.
+		burstOf := func() (first, last int64) {
+			first = nextID.Load() + 1
+			var bw sync.WaitGroup
+			for range 10 {
+				bw.Add(1)
+				go func() { defer bw.Done(); insert(burst / 10) }()
+			}
+			bw.Wait()
+			return first, nextID.Load()
+		}
+		// Delivery rates: from the burst's last commit to its last arrival.
+		rateOf := func(first, last int64, from time.Time) float64 {
+			var hi int64
+			for id := first; id <= last; id++ {
+				hi = max(hi, arrived[id].Load())
+			}
+			return float64(last-first+1) / time.Duration(hi-from.UnixNano()).Seconds()
+		}
+		// A timestamp+pk row is readable once its settle lag has passed: from then on.
+		lag := time.Duration(0)
+		if kind == "timestamp+pk" {
+			lag = s.SettleLag
+		}
+		first, last := burstOf()
+		t1 := time.Now().Add(lag)
+		waitAll(last, 2*period+60*time.Second)
+		followRate := rateOf(first, last, t1)
+		close(stop)
+		<-timerDone
+		r.Settings.Follow = 0
+		first, last = burstOf()
+		time.Sleep(lag) // until the burst is readable
+		t2 := time.Now()
+		if sum, err := r.Tick(context.Background(), ""); err != nil || sum.Rows != int(last-first+1) {
+			b.Fatalf("catch-up tick: %+v %v (want %d rows)", sum, err, last-first+1)
+		}
+		catchUp := rateOf(first, last, t2)
+		b.ReportMetric(followRate, "burst-follow-rows/s")
+		b.ReportMetric(catchUp, "burst-catchup-rows/s")
+		b.ReportMetric(followRate/catchUp, "follow/catchup")
+	} else {
+		close(stop)
+		<-timerDone
+	}
+	b.Logf("%s, follow %v, %d changes/s: %d rows written in %v by %d clients, %d ticks (%d failed)", kind, follow, rate, written, wrote.Round(time.Millisecond), clients, ticks.Load(), failed.Load())
+}
