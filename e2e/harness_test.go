@@ -274,8 +274,23 @@ type reply struct {
 
 func (p *proc) post(path, body string) reply {
 	p.t.Helper()
-	resp, err := http.Post(p.url(path), "application/json", strings.NewReader(body))
+	return p.postCtx(context.Background(), path, body)
+}
+
+// postCtx is post on ctx: its cancellation drops the request, as the host does (status -2; -1 is
+// any other failure, a process that died).
+func (p *proc) postCtx(ctx context.Context, path, body string) reply {
+	p.t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url(path), strings.NewReader(body))
 	if err != nil {
+		p.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return reply{status: -2, raw: err.Error()}
+		}
 		return reply{status: -1, raw: err.Error()}
 	}
 	defer resp.Body.Close()

@@ -71,6 +71,13 @@ type replicaRun struct {
 	busy     int         // ticks whose fetch found the slot busy (driver.ErrBusy)
 	spurious []string    // ticks failed with ErrSlotAhead while the blob had reached the slot
 	failed   []string    // any other failed tick
+	// dropAfter, when set, drops ticks that last longer (as the host drops an invocation) until
+	// drops reaches dropWanted; each dropped tick must end at once.
+	dropAfter  time.Duration
+	dropWanted int
+	drops      int
+	// spans is when the first and the last batch of each fencing token arrived.
+	spans map[int64][2]time.Time
 }
 
 func newReplicaRun(t *testing.T, batch int, extra ...string) *replicaRun {
@@ -118,6 +125,18 @@ func newReplicaRunWith(t *testing.T, batch int, opts replicacheck.Options, extra
 			b.Changes[i].FromJSON()
 		}
 		r.rec.Add(b)
+		now := time.Now()
+		r.mu.Lock()
+		if r.spans == nil {
+			r.spans = map[int64][2]time.Time{}
+		}
+		sp, ok := r.spans[b.Token]
+		if !ok {
+			sp[0] = now
+		}
+		sp[1] = now
+		r.spans[b.Token] = sp
+		r.mu.Unlock()
 		w.WriteHeader(204)
 	}))
 	t.Cleanup(r.hook.Close)
@@ -259,18 +278,67 @@ func (r *replicaRun) loop(n int, stop <-chan struct{}) {
 			p = startWith(r.t, r.bin, r.env())
 		}
 		r.begin(n)
-		rep := r.tick(p)
+		rep := r.tickOrDrop(p)
 		r.end(n)
-		if rep.status == -1 { // killed at a fault point
+		switch rep.status {
+		case -1: // killed at a fault point
 			pid := p.cmd.Process.Pid
 			p.kill9()
 			r.afterKill(pid)
 			p = nil
-		} else {
+		case -2: // dropped: the process lives on
+		default:
 			r.classify(p.cmd.Process.Pid, rep)
 		}
 		r.ticks.Add()
 	}
+}
+
+// tickOrDrop is a tick of p, dropped after dropAfter while drops are wanted (only a tick that
+// follows with the lease lasts that long). A dropped tick must end at once: its log line
+// (written after its last commit and its release) within 2 s, half the lease's TTL, and without
+// an error.
+func (r *replicaRun) tickOrDrop(p *proc) reply {
+	r.mu.Lock()
+	drop := r.dropAfter > 0 && r.drops < r.dropWanted
+	r.mu.Unlock()
+	if !drop {
+		return r.tick(p)
+	}
+	lines := func() []string { return tickLines(p.out.String()) }
+	before := len(lines())
+	ctx, cancel := context.WithTimeout(context.Background(), r.dropAfter)
+	defer cancel()
+	rep := p.postCtx(ctx, "/replica", hostBody)
+	if rep.status != -2 {
+		return rep
+	}
+	r.mu.Lock()
+	r.drops++
+	r.mu.Unlock()
+	deadline := time.Now().Add(2 * time.Second)
+	for len(lines()) == before {
+		if time.Now().After(deadline) {
+			r.t.Errorf("a dropped tick did not end within 2s (its lease must be released at once)")
+			return rep
+		}
+		time.Sleep(20 * time.Millisecond) // polling with a deadline
+	}
+	if l := lines()[before]; strings.Contains(l, `"error"`) {
+		r.t.Errorf("the tick dropped at %s ended with: %s\n(all its lines since: %q)", time.Now().UTC().Format(time.RFC3339Nano), l, lines()[before:])
+	}
+	return rep
+}
+
+// tickLines are the tick log lines in a handler's output.
+func tickLines(out string) []string {
+	var lines []string
+	for l := range strings.Lines(out) {
+		if strings.Contains(l, `"msg":"tick"`) {
+			lines = append(lines, l)
+		}
+	}
+	return lines
 }
 
 // drain ticks a fresh process until a tick is idle.
@@ -608,4 +676,39 @@ func TestLogicalReplicaSnapshotKill(t *testing.T) {
 	if d, err := state.Decode("replica", "replica", b.Data); err != nil || d.Backfill != nil {
 		t.Errorf("the snapshot did not end: %+v, %v", d, err)
 	}
+}
+
+// TestLogicalReplicaFollow: follow mode under three runners. Writers change the table for about
+// 30 s while three process slots tick every 10 ms with REPLICA_FOLLOW=5s: one tick holds the lease
+// and follows for 5 s, the others find it held. A process is killed (SIGKILL) twice while it
+// follows (in the handler, mid-batch), and a following tick's invocation is dropped twice (as the
+// host drops one): it ends at once, committed and released. The replica is exact, the changes
+// come in commit order, batches chain from checkpoint to checkpoint (no two owners), and changes
+// are delivered again only after the kills. Ticks delivered batches over 2 s or more under one
+// fencing token: they followed.
+func TestLogicalReplicaFollow(t *testing.T) {
+	r := newReplicaRun(t, 20, "REPLICA_FOLLOW=5s", "REPLICA_TICK_BUDGET=6s", "REPLICA_FOLLOW_INTERVAL=50ms")
+	r.dropAfter, r.dropWanted = 1500*time.Millisecond, 2
+	r.ctl.killAt(faultpoint.InHandle, 60)
+	r.ctl.killAt(faultpoint.InHandle, 200)
+	wl := &replicacheck.Workload{Writers: 3, Txns: 300, Pace: 100 * time.Millisecond, Seed: uint64(time.Now().UnixNano())}
+	_, _, repeats := r.scenario(3, wl, 2)
+	r.mu.Lock()
+	drops := r.drops
+	r.mu.Unlock()
+	if drops != r.dropWanted {
+		t.Errorf("%d ticks dropped, want %d", drops, r.dropWanted)
+	}
+	r.mu.Lock()
+	followed := 0
+	for _, sp := range r.spans {
+		if sp[1].Sub(sp[0]) >= 2*time.Second {
+			followed++
+		}
+	}
+	r.mu.Unlock()
+	if followed < 2 {
+		t.Errorf("%d ticks delivered over 2 s or more under one fencing token (%d tokens in all): the ticks did not follow", followed, len(r.spans))
+	}
+	t.Logf("%d changes delivered again (after the 2 kills)", repeats)
 }

@@ -547,8 +547,8 @@ if [ "$what" = latency ] || [ "$what" = all ]; then
       done
     done
   done
-  echo "(keep-up: rows delivered by the writers' end over rows written; follow/catchup: a burst of ${LATENCY_BURST_ROWS:-200000} rows delivered by"
-  echo " a following tick against a catch-up tick, rows/s from the burst's last commit to its last row delivered)"
+  echo "(keep-up: rows delivered by the writers' end over rows written; follow/catchup: a burst of ${LATENCY_BURST_ROWS:-200000} rows in one transaction"
+  echo " delivered by a following tick against a catch-up tick, rows/s from its first row delivered to its last)"
   echo
   top=${LATENCY_RATES##* }
   summary_row latency/logical/p50-ms - - "$(m "logical/follow/$top" p50-ms)"

@@ -10,9 +10,10 @@ package tick_test
 // people run), and like the host's timer it does not start a tick while the last one runs. Each
 // configuration writes for LATENCY_SECONDS (20). Reported: p50/p95/p99/max latency of every row,
 // the rows delivered against those written (keep-up), and blob writes a minute. With follow on,
-// a burst of LATENCY_BURST_ROWS (200,000) rows committed at once (10 transactions) while the tick
-// follows is then delivered, against a catch-up tick (follow off) of the same burst: rows/s from
-// the burst's last commit to its last row delivered (follow/catchup).
+// a burst of LATENCY_BURST_ROWS (200,000) rows committed in one transaction while the tick follows
+// is delivered, against a catch-up tick (follow off) of the same burst: rows/s from the burst's
+// first row delivered to its last (follow/catchup; timestamp+pk's rows come out of the settle lag
+// as they were inserted, which paces its follow).
 //
 // The timestamp+pk poller reads with a settle lag of LATENCY_SETTLE_MS (1,000): its latency
 // cannot be less (docs/follow.md).
@@ -228,45 +229,37 @@ func followLatency(b *testing.B, kind string, follow bool, rate int) {
 	b.ReportMetric(float64(puts)/wrote.Minutes(), "blob-writes/min")
 
 	if follow && burst > 0 {
-		// A burst committed at once while the tick follows, then the same burst for a catch-up
-		// tick (follow off) once the timer stopped.
+		// A burst of one transaction while the tick follows, then the same burst for a catch-up
+		// tick (follow off) once the timer stopped; each delivered at the rate from its first
+		// row's arrival to its last's.
 		burstOf := func() (first, last int64) {
-			first = nextID.Load() + 1
-			var bw sync.WaitGroup
-			for range 10 {
-				bw.Add(1)
-				go func() { defer bw.Done(); insert(burst / 10) }()
-			}
-			bw.Wait()
-			return first, nextID.Load()
+			insert(burst)
+			return nextID.Load() - int64(burst) + 1, nextID.Load()
 		}
-		// Delivery rates: from the burst's last commit to its last arrival.
-		rateOf := func(first, last int64, from time.Time) float64 {
-			var hi int64
+		rateOf := func(first, last int64) float64 {
+			lo, hi := int64(1<<62), int64(0)
 			for id := first; id <= last; id++ {
-				hi = max(hi, arrived[id].Load())
+				a := arrived[id].Load()
+				lo, hi = min(lo, a), max(hi, a)
 			}
-			return float64(last-first+1) / time.Duration(hi-from.UnixNano()).Seconds()
-		}
-		// A timestamp+pk row is readable once its settle lag has passed: from then on.
-		lag := time.Duration(0)
-		if kind == "timestamp+pk" {
-			lag = s.SettleLag
+			return float64(last-first+1) / time.Duration(hi-lo).Seconds()
 		}
 		first, last := burstOf()
-		t1 := time.Now().Add(lag)
 		waitAll(last, 2*period+60*time.Second)
-		followRate := rateOf(first, last, t1)
+		followRate := rateOf(first, last)
 		close(stop)
 		<-timerDone
 		r.Settings.Follow = 0
 		first, last = burstOf()
-		time.Sleep(lag) // until the burst is readable
-		t2 := time.Now()
+		lag := time.Duration(0)
+		if kind == "timestamp+pk" {
+			lag = s.SettleLag
+		}
+		time.Sleep(lag) // a timestamp+pk row is readable once its settle lag has passed
 		if sum, err := r.Tick(context.Background(), ""); err != nil || sum.Rows != int(last-first+1) {
 			b.Fatalf("catch-up tick: %+v %v (want %d rows)", sum, err, last-first+1)
 		}
-		catchUp := rateOf(first, last, t2)
+		catchUp := rateOf(first, last)
 		b.ReportMetric(followRate, "burst-follow-rows/s")
 		b.ReportMetric(catchUp, "burst-catchup-rows/s")
 		b.ReportMetric(followRate/catchUp, "follow/catchup")
