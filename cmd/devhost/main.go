@@ -305,6 +305,7 @@ func progress(ctx context.Context, fn devhost.Function, r devhost.Result, writer
 	total = *p
 	line := fmt.Sprintf("%s %-12s %-10s rows %5d  batches %3d  token %3d  delivered %7d  %s", stamp, fn.Name, s["outcome"], rows,
 		int(num(s["batches"])), int(num(s["fencing_token"])), total, backlogText(s))
+	line += followText(s)
 	// A MySQL poller held back by an open transaction, or bounded by the settle lag alone, says so.
 	if b, _ := s["late_commit_bound"].(string); b != "" && b != "open transactions (none open)" {
 		line += "  late commits: " + b
@@ -319,6 +320,23 @@ func progress(ctx context.Context, fn devhost.Function, r devhost.Result, writer
 		cancel()
 	}
 	fmt.Println(line)
+}
+
+// followText says what a tick that followed ({P}_FOLLOW) did once it had caught up: for how long
+// (its follow time's rest), the changes it delivered meanwhile and their commit-to-delivery
+// latency; "" for a tick that did not follow.
+func followText(s map[string]any) string {
+	f, ok := s["follow"].(map[string]any)
+	if !ok {
+		return ""
+	}
+	since, _ := time.Parse(time.RFC3339Nano, fmt.Sprint(f["since"]))
+	until, _ := time.Parse(time.RFC3339Nano, fmt.Sprint(f["until"]))
+	text := fmt.Sprintf("  followed %s: %d changes", until.Sub(since).Round(100*time.Millisecond), int64(num(f["changes"])))
+	if p50, ok := f["latency_p50_ms"]; ok {
+		return text + fmt.Sprintf(", commit to delivery p50 %.0f ms, p95 %.0f ms", num(p50), num(f["latency_p95_ms"]))
+	}
+	return text
 }
 
 // backlogText is what waits as the tick measured it at its end, in the status page's words

@@ -24,3 +24,20 @@ func TestBacklogText(t *testing.T) {
 		}
 	}
 }
+
+// TestFollowText: a tick that followed says for how long, its changes and their latency; one
+// that did not says nothing.
+func TestFollowText(t *testing.T) {
+	s := map[string]any{"follow": map[string]any{"since": "2026-11-29T12:00:01.2Z", "until": "2026-11-29T12:00:05Z", "changes": 321.0,
+		"latency_p50_ms": 5120.4, "latency_p95_ms": 5301.0}}
+	if got, want := followText(s), "  followed 3.8s: 321 changes, commit to delivery p50 5120 ms, p95 5301 ms"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	delete(s["follow"].(map[string]any), "latency_p50_ms")
+	if got, want := followText(s), "  followed 3.8s: 321 changes"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	if got := followText(map[string]any{"rows": 3.0}); got != "" {
+		t.Errorf("a tick that did not follow: %q", got)
+	}
+}
