@@ -541,21 +541,21 @@ if [ "$what" = latency ] || [ "$what" = all ]; then
   for rate in $LATENCY_RATES; do
     for c in logical xid timestamp-pk; do
       for mode in follow timer; do
-        k="$c/$mode/$rate"
+        k="$c/$mode/$rate-" # the name ends with -GOMAXPROCS: 1000- is not 10000
         printf '%-14s %-7s %8s %9s %9s %9s %9s %8s %11s %14s\n' "$c" "$mode" "$rate" "$(m "$k" p50-ms)" "$(m "$k" p95-ms)" "$(m "$k" p99-ms)" \
           "$(m "$k" max-ms)" "$(num %.3f "$(m "$k" keep-up)")" "$(num %.0f "$(m "$k" blob-writes/min)")" "$(num %.2f "$(m "$k" follow/catchup)")"
       done
     done
   done
-  echo "(keep-up: rows delivered by the writers' end over rows written; follow/catchup: a burst of ${LATENCY_BURST_ROWS:-200000} rows in one transaction"
+  echo "(keep-up: rows delivered by the writers' end over rows written; follow/catchup: the median of ${LATENCY_BURSTS:-5} bursts of ${LATENCY_BURST_ROWS:-300000} rows, each one transaction,"
   echo " delivered by a following tick against a catch-up tick, rows/s from its first row delivered to its last)"
   echo
   top=${LATENCY_RATES##* }
-  summary_row latency/logical/p50-ms - - "$(m "logical/follow/$top" p50-ms)"
-  summary_row latency/logical/p99-ms - - "$(m "logical/follow/$top" p99-ms)"
-  summary_row latency/xid/p50-ms - - "$(m "xid/follow/$top" p50-ms)"
-  summary_row latency/follow/blob-writes-min - - "$(m "xid/follow/$top" blob-writes/min)"
-  summary_row latency/follow/throughput - - "$(m "xid/follow/$top" follow/catchup)"
+  summary_row latency/logical/p50-ms - - "$(m "logical/follow/$top-" p50-ms)"
+  summary_row latency/logical/p99-ms - - "$(m "logical/follow/$top-" p99-ms)"
+  summary_row latency/xid/p50-ms - - "$(m "xid/follow/$top-" p50-ms)"
+  summary_row latency/follow/blob-writes-min - - "$(m "xid/follow/$top-" blob-writes/min)"
+  summary_row latency/follow/throughput - - "$(m "xid/follow/$top-" follow/catchup)"
 fi
 
 if [ "$what" = instructions ] || [ "$what" = all ]; then
