@@ -56,7 +56,7 @@ func (t *tickRun) pause() bool {
 		return false
 	}
 	t.caughtUp()
-	d := t.lookPause()
+	d := t.r.Settings.FollowInterval
 	if !t.clk.Now().Add(d).Before(t.followUntil) {
 		return false
 	}
@@ -75,20 +75,6 @@ func (t *tickRun) pause() bool {
 	case <-lost:
 	}
 	return false
-}
-
-// lookCost bounds the share of a following tick's time that its looks take: it pauses at least
-// lookCost times as long as its last look took. A keyset look is an index seek (a millisecond:
-// the interval decides); a logical look peeks the slot from the last commit, whose cost grows
-// with the changes since, and at 10,000 changes a second looks every 100 ms re-read so much of
-// the stream that the tick fell behind (bench.sh latency): pausing for longer keeps the database's
-// work per change bounded.
-const lookCost = 2
-
-// lookPause is the pause before the next look: {P}_FOLLOW_INTERVAL, or lookCost times the last
-// look's time when that is longer.
-func (t *tickRun) lookPause() time.Duration {
-	return max(t.r.Settings.FollowInterval, lookCost*t.fetchDur)
 }
 
 // follow is what a tick holding the lease does once caught up: commit what it delivered if

@@ -2,7 +2,6 @@ package tick_test
 
 import (
 	"context"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -10,8 +9,6 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/clock"
 	"github.com/pseudotrigger/pseudotrigger/internal/lease"
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
-	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
-	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/tick"
 )
 
@@ -194,49 +191,5 @@ func TestFollowStopsWhenDropped(t *testing.T) {
 				t.Fatalf("%+v %v; document lease %+v follow %+v cursor %+v; %d writes", f.sum, f.err, d.Lease, d.Follow, d.Checkpoint.Cursor, e.st.Puts.Load())
 			}
 		})
-	}
-}
-
-// slowLooks is a source whose fetches take 300 ms on the fake clock, and counts them.
-type slowLooks struct {
-	tick.Source
-	clk     *clock.Fake
-	fetches atomic.Int64
-}
-
-func (s *slowLooks) Fetch(ctx context.Context, after *state.Cursor, limit int) (*row.Batch, error) {
-	s.fetches.Add(1)
-	s.clk.Advance(300 * time.Millisecond)
-	return s.Source.Fetch(ctx, after, limit)
-}
-
-// TestFollowSlowLooksPauseLonger: a look that took 300 ms is followed by a pause of twice that,
-// not {P}_FOLLOW_INTERVAL (100 ms): looks take at most a third of a following tick's time.
-func TestFollowSlowLooksPauseLonger(t *testing.T) {
-	e := newEnv(t, 10)
-	f := newFollower(t, e, 10*time.Second)
-	slow := &slowLooks{Source: f.r.Source, clk: f.clk}
-	f.r.Source = slow
-	f.waiting = 1
-	f.start(ctx)
-	f.paused()
-	if n := slow.fetches.Load(); n != 1 {
-		t.Fatalf("%d looks before the first pause", n)
-	}
-	f.clk.Advance(100 * time.Millisecond) // the interval: not enough after a 300 ms look
-	if n, w := slow.fetches.Load(), f.clk.Waiters(); n != 1 || w != 1 {
-		t.Fatalf("after 100 ms: %d looks, %d timers; want 1 look, still pausing", n, w)
-	}
-	f.clk.Advance(500 * time.Millisecond) // 600 ms in all
-	deadline := time.Now().Add(30 * time.Second)
-	for slow.fetches.Load() < 2 {
-		if time.Now().After(deadline) {
-			t.Fatal("no second look 600 ms after the first")
-		}
-		time.Sleep(time.Millisecond) // polling with a deadline
-	}
-	f.finish()
-	if f.err != nil || f.sum.Outcome != tick.Idle {
-		t.Fatalf("%+v %v", f.sum, f.err)
 	}
 }

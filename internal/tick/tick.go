@@ -374,10 +374,7 @@ func (t *tickRun) run() error {
 	// Following, a tick that found nothing looks again, without the lease and writing nothing,
 	// until something comes (then it takes the lease as usual: the acquire is a CAS on the ETag
 	// read in step 1, so a tick that committed meanwhile makes it lose) or its follow time ends.
-	for err == nil && len(first.Rows) == 0 && first.To == nil && !backfills {
-		if t.fetchDur = t.clk.Now().Sub(t0); !t.pause() {
-			break
-		}
+	for err == nil && len(first.Rows) == 0 && first.To == nil && !backfills && t.pause() {
 		t0 = t.clk.Now()
 		first, err = r.fetch(t.ctx, cursor, true)
 	}
