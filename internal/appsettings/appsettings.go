@@ -191,10 +191,7 @@ var Table = []Setting{
 		if err := duration(&s.CheckpointInterval, v, DefaultCheckpointInterval, true); err != nil {
 			return err
 		}
-		if s.LeaseTTL >= 4*time.Second && s.CheckpointInterval >= s.LeaseTTL/2 {
-			return fmt.Errorf("%v must be less than half of %s_LEASE_TTL (%v)", s.CheckpointInterval, Prefix(p.Name()), s.LeaseTTL)
-		}
-		return nil
+		return belowHalfTTL(s.CheckpointInterval, s, p)
 	}},
 	{"FOLLOW", "follow mode: a tick that has caught up keeps its lease and keeps reading until this long after it started, then commits and ends; at most `{P}_TICK_BUDGET` and below the schedule's period (docs/follow.md)", "off", func(s *Settings, v string, p *pollerdef.Def) error {
 		if err := duration(&s.Follow, v, 0, true); err != nil {
@@ -211,22 +208,13 @@ var Table = []Setting{
 		return nil
 	}},
 	{"FOLLOW_INTERVAL", "while following, the pause between looks that found nothing (at least 10ms)", "`100ms`", func(s *Settings, v string, _ *pollerdef.Def) error {
-		if err := duration(&s.FollowInterval, v, DefaultFollowInterval, false); err != nil {
-			return err
-		}
-		if s.FollowInterval < 10*time.Millisecond {
-			return fmt.Errorf("%v is too short: at least 10ms (each look is a query)", s.FollowInterval)
-		}
-		return nil
+		return durationAtLeast(&s.FollowInterval, v, DefaultFollowInterval, 10*time.Millisecond, "each look is a query")
 	}},
 	{"FOLLOW_COMMIT", "while following, commit at most this often (each commit is a blob write); below TTL/2", "`1s`", func(s *Settings, v string, p *pollerdef.Def) error {
 		if err := duration(&s.FollowCommit, v, DefaultFollowCommit, false); err != nil {
 			return err
 		}
-		if s.LeaseTTL >= 4*time.Second && s.FollowCommit >= s.LeaseTTL/2 {
-			return fmt.Errorf("%v must be less than half of %s_LEASE_TTL (%v)", s.FollowCommit, Prefix(p.Name()), s.LeaseTTL)
-		}
-		return nil
+		return belowHalfTTL(s.FollowCommit, s, p)
 	}},
 	{"SETTLE_LAG", "timestamp cursors read only rows older than the database's clock minus this; `0s` is unsafe with late commits. Refused for the other cursor kinds, which have no age (xid and rowversion are bounded by the open transactions, integer by nothing)", "the poller's own (`poller.WithSettleLag`, or `source.settle_lag` in its `poller.json`; `orders`: 5s), else 10s", func(s *Settings, v string, p *pollerdef.Def) error {
 		def := p.Source()
@@ -263,13 +251,7 @@ var Table = []Setting{
 		return nil
 	}},
 	{"LIVENESS_INTERVAL", "an idle tick leaves a liveness mark at most this often, a failed one each time (at least 10s); a poller silent for longer than this plus three schedule periods is `stopped`", "`5m`", func(s *Settings, v string, _ *pollerdef.Def) error {
-		if err := duration(&s.LivenessInterval, v, DefaultLivenessInterval, false); err != nil {
-			return err
-		}
-		if s.LivenessInterval < 10*time.Second {
-			return fmt.Errorf("%v is too short: at least 10s (every mark is a blob write)", s.LivenessInterval)
-		}
-		return nil
+		return durationAtLeast(&s.LivenessInterval, v, DefaultLivenessInterval, 10*time.Second, "every mark is a blob write")
 	}},
 	{"MAX_LAG", "the status calls the poller `lagging` when the oldest row waiting is older than this", "`5m`", func(s *Settings, v string, _ *pollerdef.Def) error {
 		return duration(&s.MaxLag, v, DefaultMaxLag, false)
@@ -406,6 +388,27 @@ func duration(d *time.Duration, v string, def time.Duration, allowZero bool) err
 		return fmt.Errorf("%q is not a positive Go duration like 60s or 2m", v)
 	}
 	*d = dur
+	return nil
+}
+
+// durationAtLeast sets *d from v (def when empty) and refuses one shorter than least, saying why
+// not.
+func durationAtLeast(d *time.Duration, v string, def, least time.Duration, why string) error {
+	if err := duration(d, v, def, false); err != nil {
+		return err
+	}
+	if *d < least {
+		return fmt.Errorf("%v is too short: at least %v (%s)", *d, least, why)
+	}
+	return nil
+}
+
+// belowHalfTTL refuses an interval between lease writes (a commit's) of half {P}_LEASE_TTL or
+// more, when the TTL itself is valid: the lease would come near expiry between them.
+func belowHalfTTL(d time.Duration, s *Settings, p *pollerdef.Def) error {
+	if s.LeaseTTL >= 4*time.Second && d >= s.LeaseTTL/2 {
+		return fmt.Errorf("%v must be less than half of %s_LEASE_TTL (%v)", d, Prefix(p.Name()), s.LeaseTTL)
+	}
 	return nil
 }
 
