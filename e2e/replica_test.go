@@ -294,10 +294,10 @@ func (r *replicaRun) loop(n int, stop <-chan struct{}) {
 	}
 }
 
-// tickOrDrop is a tick of p, dropped after dropAfter while drops are wanted (only a tick that
-// follows with the lease lasts that long). A dropped tick must end at once: its log line
-// (written after its last commit and its release) within 2 s, half the lease's TTL, and without
-// an error.
+// tickOrDrop is a tick of p, dropped after dropAfter while drops of following ticks are wanted.
+// A dropped tick must end at once: its log line (written after its last commit and its release)
+// within 2 s, half the lease's TTL, and without an error; it counts as a drop when it followed
+// with the lease.
 func (r *replicaRun) tickOrDrop(p *proc) reply {
 	r.mu.Lock()
 	drop := r.dropAfter > 0 && r.drops < r.dropWanted
@@ -313,9 +313,6 @@ func (r *replicaRun) tickOrDrop(p *proc) reply {
 	if rep.status != -2 {
 		return rep
 	}
-	r.mu.Lock()
-	r.drops++
-	r.mu.Unlock()
 	deadline := time.Now().Add(2 * time.Second)
 	for len(lines()) == before {
 		if time.Now().After(deadline) {
@@ -324,8 +321,16 @@ func (r *replicaRun) tickOrDrop(p *proc) reply {
 		}
 		time.Sleep(20 * time.Millisecond) // polling with a deadline
 	}
-	if l := lines()[before]; strings.Contains(l, `"error"`) {
-		r.t.Errorf("the tick dropped at %s ended with: %s\n(all its lines since: %q)", time.Now().UTC().Format(time.RFC3339Nano), l, lines()[before:])
+	l := lines()[before]
+	if strings.Contains(l, `"error"`) {
+		r.t.Errorf("the tick dropped at %s ended with: %s", time.Now().UTC().Format(time.RFC3339Nano), l)
+	}
+	// Counted when it followed with the lease (a tick that watched without it, or caught up
+	// for long, was dropped too, and had to end as well).
+	if strings.Contains(l, `"outcome":"committed"`) && strings.Contains(l, `"follow_since"`) {
+		r.mu.Lock()
+		r.drops++
+		r.mu.Unlock()
 	}
 	return rep
 }
@@ -696,8 +701,8 @@ func TestLogicalReplicaFollow(t *testing.T) {
 	r.mu.Lock()
 	drops := r.drops
 	r.mu.Unlock()
-	if drops != r.dropWanted {
-		t.Errorf("%d ticks dropped, want %d", drops, r.dropWanted)
+	if drops < r.dropWanted { // more when two slots' ticks were dropped at once
+		t.Errorf("%d following ticks dropped, want %d", drops, r.dropWanted)
 	}
 	r.mu.Lock()
 	followed := 0

@@ -197,13 +197,13 @@ var Table = []Setting{
 		if err := duration(&s.Follow, v, 0, true); err != nil {
 			return err
 		}
-		period := SchedulePeriod(s.Schedule, time.Now())
+		gap, _ := scheduleGaps(s.Schedule, time.Now())
 		switch {
 		case s.Follow == 0:
 		case s.Follow > s.TickBudget:
 			return fmt.Errorf("%v is more than %s_TICK_BUDGET (%v): a tick follows within its budget", s.Follow, Prefix(p.Name()), s.TickBudget)
-		case period > 0 && s.Follow >= period:
-			return fmt.Errorf("%v is not below the schedule's period (%v, %s_SCHEDULE %q): the next tick would find the lease held; leave a few seconds between them", s.Follow, period, Prefix(p.Name()), s.Schedule)
+		case gap > 0 && s.Follow >= gap:
+			return fmt.Errorf("%v is not below the schedule's shortest period (%v between firings, %s_SCHEDULE %q): the next tick would find the lease held; leave a few seconds between them", s.Follow, gap, Prefix(p.Name()), s.Schedule)
 		}
 		return nil
 	}},
@@ -581,18 +581,29 @@ func PoolSize(getenv func(string) string) (int, error) {
 // at: how long a poller may go between ticks when its timer runs. 0 for a schedule that does not
 // parse.
 func SchedulePeriod(expr string, at time.Time) time.Duration {
+	_, longest := scheduleGaps(expr, at)
+	return longest
+}
+
+// scheduleGaps are the shortest and the longest gap between the next few firings of an NCRONTAB
+// schedule after at (0 and 0 for a schedule that does not parse): "0,10 * * * * *" fires 10 s
+// and 50 s apart.
+func scheduleGaps(expr string, at time.Time) (shortest, longest time.Duration) {
 	s, err := ParseSchedule(expr)
 	if err != nil {
-		return 0
+		return 0, 0
 	}
-	var longest time.Duration
 	t := s.Next(at)
-	for range 4 {
+	for i := range 4 {
 		n := s.Next(t)
-		longest = max(longest, n.Sub(t))
+		gap := n.Sub(t)
+		if i == 0 || gap < shortest {
+			shortest = gap
+		}
+		longest = max(longest, gap)
 		t = n
 	}
-	return longest
+	return shortest, longest
 }
 
 // Misspelt returns a warning for each setting name among keys (the environment's, or

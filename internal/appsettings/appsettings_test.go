@@ -155,7 +155,7 @@ func TestFollowSettings(t *testing.T) {
 		t.Fatalf("%+v, %v", s, err)
 	}
 	for extra, want := range map[string]string{
-		"ORDERS_FOLLOW=60s":          "ORDERS_FOLLOW: 1m0s is not below the schedule's period (1m0s, ORDERS_SCHEDULE \"0 * * * * *\")",
+		"ORDERS_FOLLOW=60s":          "ORDERS_FOLLOW: 1m0s is not below the schedule's shortest period (1m0s between firings, ORDERS_SCHEDULE \"0 * * * * *\")",
 		"ORDERS_FOLLOW=5m":           "ORDERS_FOLLOW: 5m0s is more than ORDERS_TICK_BUDGET (4m0s)",
 		"ORDERS_FOLLOW=soon":         "ORDERS_FOLLOW: \"soon\" is not a positive Go duration",
 		"ORDERS_FOLLOW_INTERVAL=1ms": "ORDERS_FOLLOW_INTERVAL: 1ms is too short: at least 10ms",
@@ -166,6 +166,11 @@ func TestFollowSettings(t *testing.T) {
 		if _, err := load(map[string]string{k: v}); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: got %v, want %q", extra, err, want)
 		}
+	}
+	// An uneven schedule: its shortest gap bounds it (the tick fired at :00 must end by :10).
+	if _, err := load(map[string]string{"ORDERS_SCHEDULE": "0,10 * * * * *", "ORDERS_FOLLOW": "45s"}); err == nil ||
+		!strings.Contains(err.Error(), "ORDERS_FOLLOW: 45s is not below the schedule's shortest period (10s between firings") {
+		t.Errorf("FOLLOW 45s on a schedule firing 10 s and 50 s apart: %v", err)
 	}
 	// Without a schedule (the host's own setting unset here) only the budget bounds it.
 	delete(base, "ORDERS_SCHEDULE")

@@ -257,6 +257,7 @@ func (m *Manager) Acquire(ctx context.Context, s Snapshot) (Result, error) {
 			return Result{Holder: owner}, nil
 		}
 		next = *s.Doc
+		next.Follow = nil // a follower that died left it: this holder has not begun following
 		cond = store.IfMatch(s.ETag)
 	}
 	// The configured source, in the fingerprint's current form (an older form accepted by Read

@@ -629,7 +629,7 @@ func (r *Row) fromDoc(d *state.Doc, b store.Blob, cfg Config) {
 		r.FailedAttempts, r.FailedBatchID, r.FailureKeys = f.Attempts, f.BatchID, f.Keys
 		r.LastError, r.QuarantineRequested = redact.Text(f.LastError), f.Quarantine
 	}
-	if d.Follow != nil && r.LeaseLive {
+	if d.Follow != nil && r.LeaseLive && (b.Date.IsZero() || b.Date.Before(d.Follow.Until.Time)) {
 		r.Following = d.Follow
 	}
 	if r.Backfill = d.Backfill; d.Backfill != nil {

@@ -41,6 +41,9 @@ func (t *tickRun) deliver(first *row.Batch, firstDur time.Duration, ahead <-chan
 	}
 	t.sum.Attempt = t.attempt
 	t.budgetEnd = t.clk.Now().Add(t.r.Settings.TickBudget)
+	if !t.followUntil.IsZero() { // it may have followed without the lease: the budget is from its start
+		t.budgetEnd = t.start.Add(t.r.Settings.TickBudget)
+	}
 	t.lastCommit = t.clk.Now()
 
 	// The next batch is read while the current one is handled when that pays: when the handler

@@ -48,27 +48,29 @@ func (t *tickRun) caughtUp() {
 	}
 }
 
-// pause waits {P}_FOLLOW_INTERVAL before the tick looks again, and says whether it does: false
-// when the tick does not follow, or the look would come after the follow time, or the tick is
-// stopping (a drain, a dropped invocation) or its lease is lost, meanwhile or before.
+// lookAgain says whether a following tick looks again after a pause: it follows, the look would
+// come before its follow time ends, and it is not stopping (a drain, a dropped invocation) nor
+// without the lease it took.
+func (t *tickRun) lookAgain() bool {
+	if t.followUntil.IsZero() || t.stopping() || (t.l != nil && t.l.Err() != nil) {
+		return false
+	}
+	return t.clk.Now().Add(t.r.Settings.FollowInterval).Before(t.followUntil)
+}
+
+// pause waits {P}_FOLLOW_INTERVAL before the tick looks again, and says whether it does
+// (lookAgain, before and after the wait).
 func (t *tickRun) pause() bool {
-	if t.followUntil.IsZero() || t.stopping() {
+	if !t.lookAgain() {
 		return false
 	}
 	t.caughtUp()
-	d := t.r.Settings.FollowInterval
-	if !t.clk.Now().Add(d).Before(t.followUntil) {
-		return false
-	}
 	var lost <-chan struct{}
 	if t.l != nil {
-		if t.l.Err() != nil {
-			return false
-		}
 		lost = t.l.Context().Done()
 	}
 	select {
-	case <-t.clk.After(d):
+	case <-t.clk.After(t.r.Settings.FollowInterval):
 		return t.l == nil || t.l.Err() == nil
 	case <-t.dropped:
 	case <-t.r.Draining:
@@ -77,11 +79,12 @@ func (t *tickRun) pause() bool {
 	return false
 }
 
-// follow is what a tick holding the lease does once caught up: commit what it delivered if
-// {P}_FOLLOW_COMMIT has passed since the last commit, and pause. It says whether the tick looks
+// follow is what a tick holding the lease does once caught up: unless it will not look again
+// (then its end commits with the release, in one write), it commits what it delivered if
+// {P}_FOLLOW_COMMIT has passed since the last commit, and pauses. It says whether the tick looks
 // again.
 func (t *tickRun) follow() (bool, error) {
-	if t.followUntil.IsZero() {
+	if !t.lookAgain() {
 		return false, nil
 	}
 	t.caughtUp()
