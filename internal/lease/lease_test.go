@@ -671,3 +671,39 @@ func TestBackfillProgress(t *testing.T) {
 		}
 	})
 }
+
+// TestFollowProgress: a following holder's progress goes out with its next write, is cleared by
+// its release, and is not carried into a takeover's document when the holder died following.
+func TestFollowProgress(t *testing.T) {
+	forEachStore(t, func(t *testing.T, f *fixture) {
+		l := acquire(t, f.manager(t, "A", f.svc))
+		l.SetFollow(state.Follow{Since: state.At(time.Unix(1, 0)), Until: state.At(time.Unix(60, 0)), Changes: 12})
+		if d, _ := f.doc(t); d.Follow != nil {
+			t.Fatalf("written before any write: %+v", d.Follow)
+		}
+		if err := l.Commit(ctx, checkpoint(1)); err != nil {
+			t.Fatal(err)
+		}
+		if d, _ := f.doc(t); d.Follow == nil || d.Follow.Changes != 12 {
+			t.Fatalf("after the commit: %+v", d.Follow)
+		}
+		if err := l.CommitAndRelease(ctx, checkpoint(2)); err != nil {
+			t.Fatal(err)
+		}
+		if d, _ := f.doc(t); d.Follow != nil {
+			t.Fatalf("after the release: %+v", d.Follow)
+		}
+
+		// A holder that dies following leaves its progress; the next holder does not show it.
+		l = acquire(t, f.manager(t, "B", f.svc))
+		l.SetFollow(state.Follow{Since: state.At(time.Unix(1, 0)), Until: state.At(time.Unix(60, 0)), Changes: 5})
+		if err := l.Commit(ctx, checkpoint(3)); err != nil {
+			t.Fatal(err)
+		}
+		f.svc.Advance(testTTL + testMargin + time.Second) // B died: its lease expires unreleased
+		acquire(t, f.manager(t, "C", f.svc))
+		if d, _ := f.doc(t); d.Follow != nil || d.Lease.OwnerID == "" {
+			t.Fatalf("the takeover's document: follow %+v, lease %+v", d.Follow, d.Lease)
+		}
+	})
+}
