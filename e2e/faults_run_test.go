@@ -42,6 +42,7 @@ type run struct {
 	batch           int
 	checkpointEvery string
 	budget          time.Duration
+	follow          time.Duration // ORDERS_FOLLOW; 0: off
 
 	staleRejected atomic.Int64
 

@@ -12,8 +12,9 @@ import (
 // The fault matrix's scenarios: no fault; a kill at every fault point of a tick; every storage
 // fault of faultproxy (delay, reset, 503, dropped reply) on every kind of lease write (acquire,
 // heartbeat, commit, release); a handler slow past the lease's TTL, with and without storage;
-// a process frozen past the TTL; clock skew with a kill. TestFaultMatrix runs each and checks
-// that none loses a row, moves the checkpoint back or lets a stale holder through.
+// a process frozen past the TTL; in follow mode, kills and a freeze; clock skew with a kill.
+// TestFaultMatrix runs each and checks that none loses a row, moves the checkpoint back or lets a
+// stale holder through.
 
 // scenario is one row of the matrix; setup arms its fault in a fresh run.
 type scenario struct {
@@ -71,6 +72,27 @@ func matrix() []scenario {
 			n := 1 + rng.IntN(3)
 			r.ctl.freezeAt(p, n, r.ttl+3*time.Second)
 			r.note = fmt.Sprintf("(at %s, hit %d)", p, n)
+		}},
+		// Follow mode: a tick follows 2 s of its 3 s budget, the writers' whole time, so the
+		// kills, freezes and takeovers land in a tick that follows (with the lease, or watching
+		// without it).
+		scenario{name: "following, kill in the handler", setup: func(r *run, rng *rand.Rand) {
+			r.follow, r.budget = 2*time.Second, 3*time.Second
+			n := 2 + rng.IntN(4)
+			r.ctl.killAt(faultpoint.InHandle, n)
+			r.note = fmt.Sprintf("(hit %d)", n)
+		}},
+		scenario{name: "following, kill before a commit", setup: func(r *run, rng *rand.Rand) {
+			r.follow, r.budget = 2*time.Second, 3*time.Second
+			n := 1 + rng.IntN(3)
+			r.ctl.killAt(faultpoint.BeforeCommit, n)
+			r.note = fmt.Sprintf("(hit %d)", n)
+		}},
+		scenario{name: "following, frozen past the TTL", setup: func(r *run, rng *rand.Rand) {
+			r.follow, r.budget = 2*time.Second, 3*time.Second
+			n := 2 + rng.IntN(3)
+			r.ctl.freezeAt(faultpoint.InHandle, n, r.ttl+3*time.Second)
+			r.note = fmt.Sprintf("(at %s, hit %d)", faultpoint.InHandle, n)
 		}},
 		scenario{name: "clock skew ±10m, kill", setup: func(r *run, rng *rand.Rand) {
 			r.offsets = []string{"10m", "-10m"}

@@ -127,7 +127,7 @@ func runScenario(t *testing.T, bin string, sc scenario, seed uint64) result {
 	r.batch = 5 + rng.IntN(30)
 	r.budget = 300 * time.Millisecond
 	sc.setup(r, rng)
-	t.Logf("seed %d: %s %s; batch %d, checkpoint interval %s", seed, sc.name, r.note, r.batch, r.checkpointEvery)
+	t.Logf("seed %d: %s %s; batch %d, checkpoint interval %s, follow %v", seed, sc.name, r.note, r.batch, r.checkpointEvery, r.follow)
 	env := ordersEnv(r.cs, r.app, r.dsn, r.sink.srv.URL,
 		// Each write is one short statement: 2 s is far longer than any of them takes to commit.
 		"ORDERS_SETTLE_LAG=2s",
@@ -138,6 +138,9 @@ func runScenario(t *testing.T, bin string, sc scenario, seed uint64) result {
 		"ORDERS_TICK_BUDGET="+r.budget.String(),
 		faultpointEnv+"="+r.ctl.srv.URL,
 	)
+	if r.follow > 0 {
+		env = append(env, "ORDERS_FOLLOW="+r.follow.String(), "ORDERS_FOLLOW_INTERVAL=50ms")
+	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
