@@ -230,10 +230,11 @@ func run() error {
 
 	var totals sync.Map // function -> rows delivered
 	for _, fn := range fns {
-		q, err := devhost.StorageQueue(root, fn.Name, settings)
+		q, err := devhost.StorageQueues(root, fn.Name, settings)
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "devhost: %s: the queue's depth is not shown: %v\n", fn.Name, err)
-		} else if q != nil {
+			fmt.Fprintf(os.Stderr, "devhost: %s: the queues' depths are not shown: %v\n", fn.Name, err)
+		}
+		for _, q := range q {
 			fmt.Printf("%s sends to queue %s at %s\n", fn.Name, q.Name, q.URL())
 		}
 		wg.Add(1)
@@ -268,7 +269,7 @@ func ended(err error) string {
 	return err.Error() // "signal: killed", "exit status 2"
 }
 
-func fire(ctx context.Context, base string, fn devhost.Function, writer *devhost.Writer, q *devhost.Queue, totals *sync.Map, logPath string) {
+func fire(ctx context.Context, base string, fn devhost.Function, writer *devhost.Writer, q []*devhost.Queue, totals *sync.Map, logPath string) {
 	sched, _ := appsettings.ParseSchedule(fn.Schedule)
 	var last time.Time
 	for {
@@ -290,7 +291,7 @@ func fire(ctx context.Context, base string, fn devhost.Function, writer *devhost
 	}
 }
 
-func progress(ctx context.Context, fn devhost.Function, r devhost.Result, writer *devhost.Writer, q *devhost.Queue, totals *sync.Map, logPath string) {
+func progress(ctx context.Context, fn devhost.Function, r devhost.Result, writer *devhost.Writer, q []*devhost.Queue, totals *sync.Map, logPath string) {
 	stamp := time.Now().Format("15:04:05")
 	if r.Status != http.StatusOK {
 		fmt.Println(devhost.FailedLine(stamp, fn.Name, r, logPath))
@@ -314,7 +315,7 @@ func progress(ctx context.Context, fn devhost.Function, r devhost.Result, writer
 		n, _ := writer.Newest()
 		line += fmt.Sprintf("  (%d orders written)", n)
 	}
-	if q != nil { // one GetProperties a line
+	for _, q := range q { // one GetProperties a queue a line
 		qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		line += "  " + q.Depth(qctx)
 		cancel()

@@ -15,6 +15,7 @@ import (
 
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
 	bicepfile "github.com/pseudotrigger/pseudotrigger/internal/bicep"
+	"github.com/pseudotrigger/pseudotrigger/internal/declared"
 )
 
 func read(t *testing.T, path string) string {
@@ -184,8 +185,9 @@ func TestNoSecrets(t *testing.T) {
 }
 
 // TestEveryPollerHasSettings: each pollers/<name> folder, and each declared poller (a root folder
-// <name>/ with poller.json), has a pollers entry in main.bicepparam; a declared poller's sink
-// (other than a webhook) has a sinks entry with its connection and type.
+// <name>/ with poller.json), has a pollers entry in main.bicepparam; each of a declared poller's
+// sinks (its sink, its tables' and its route's; webhooks aside) has a sinks entry with its
+// connection and type.
 func TestEveryPollerHasSettings(t *testing.T) {
 	entries, err := os.ReadDir("../../pollers")
 	if err != nil {
@@ -225,24 +227,23 @@ func checkDeclared(name string, pollerJSON []byte, params string, sinks []map[st
 	if !strings.Contains(params, "name: '"+name+"'") {
 		problems = append(problems, fmt.Sprintf("main.bicepparam has no pollers entry for the declared poller %s/poller.json", name))
 	}
-	var p struct {
-		Sink struct {
-			Type       string `json:"type"`
-			Connection string `json:"connection"`
-		} `json:"sink"`
-	}
+	var p declared.Spec
 	if err := json.Unmarshal(pollerJSON, &p); err != nil {
 		return append(problems, fmt.Sprintf("%s/poller.json: %v", name, err))
 	}
-	if p.Sink.Type == "" || p.Sink.Type == "webhook" {
-		return problems
-	}
-	for _, s := range sinks {
-		if s["connection"] == p.Sink.Connection && s["type"] == p.Sink.Type {
-			return problems
+next:
+	for _, ps := range p.Sinks() {
+		if ps.Config.Type == "" || ps.Config.Type == "webhook" {
+			continue
 		}
+		for _, s := range sinks {
+			if s["connection"] == ps.Config.Connection && s["type"] == ps.Config.Type {
+				continue next
+			}
+		}
+		problems = append(problems, fmt.Sprintf("main.bicepparam has no sinks entry with connection '%s' and type '%s' for %s/poller.json's %s", ps.Config.Connection, ps.Config.Type, name, ps.Path))
 	}
-	return append(problems, fmt.Sprintf("main.bicepparam has no sinks entry with connection '%s' and type '%s' for %s/poller.json's sink", p.Sink.Connection, p.Sink.Type, name))
+	return problems
 }
 
 // sinkEntries reads the string fields of each entry of a parameters file's sinks array.
@@ -277,7 +278,8 @@ func sinkEntries(t *testing.T, params string) []map[string]string {
 }
 
 // TestDeclaredPollerCheck is TestEveryPollerHasSettings' negative control: a declared poller
-// without a pollers entry, or whose sink has no sinks entry, is reported, and one with both is not.
+// without a pollers entry, or one of whose sinks (its sink, a table's, a route's) has no sinks
+// entry, is reported, and one with both is not.
 func TestDeclaredPollerCheck(t *testing.T) {
 	params := "param pollers = [\n  {\n    name: 'orders-queue'\n  }\n]\nparam sinks = [\n  {\n    connection: 'ChangesQueue'\n    type: 'storagequeue'\n  }\n  {\n    connection: 'Bus'\n    type: 'servicebus'\n  }\n]\n"
 	sinks := sinkEntries(t, params)
@@ -295,6 +297,10 @@ func TestDeclaredPollerCheck(t *testing.T) {
 		{"orders-queue", []byte(`{"sink":{"type":"eventhubs","connection":"ChangesQueue"}}`), true}, // no entry of that type
 		{"orders-queue", []byte(`{"sink":{"type":"servicebus","connection":"Other"}}`), true},       // no entry of that connection
 		{"orders-queue", []byte(`{"sink":{"type":"webhook","url":"https://example.net"}}`), false},
+		// A route's sinks and a table's own, each checked: one of them without an entry is reported.
+		{"orders-queue", []byte(`{"route":{"column":"kind","sinks":{"a":{"type":"storagequeue","connection":"ChangesQueue"},"b":{"type":"webhook","url":"https://example.net"}},"default":{"type":"servicebus","connection":"Bus"}}}`), false},
+		{"orders-queue", []byte(`{"route":{"column":"kind","sinks":{"a":{"type":"storagequeue","connection":"ChangesQueue"}},"default":{"type":"servicebus","connection":"Other"}}}`), true},
+		{"orders-queue", []byte(`{"source":{"tables":[{"table":"a"},{"table":"b","sink":{"type":"eventhubs","connection":"Hub"}}]},"sink":{"type":"storagequeue","connection":"ChangesQueue"}}`), true},
 	} {
 		if problems := checkDeclared(c.name, c.json, params, sinks); (len(problems) > 0) != c.fail {
 			t.Errorf("%s %s: reported %q, want a report: %v", c.name, c.json, problems, c.fail)

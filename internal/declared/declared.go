@@ -352,22 +352,50 @@ func (s Spec) check() error {
 		return err
 	}
 	if s.Route != nil {
-		return s.checkRoute()
-	}
-	if !sinkSet(s.Sink) {
+		if err := s.checkRoute(); err != nil {
+			return err
+		}
+	} else if !sinkSet(s.Sink) {
 		return field("sink", "required: where the changes go (or route, which sends each row to a sink by a column's value)")
 	}
-	if err := s.checkSink("sink", s.Sink); err != nil {
-		return err
-	}
-	for i, t := range src.Tables {
-		if t.Sink != nil {
-			if err := s.checkSink(fmt.Sprintf("source.tables[%d].sink", i), *t.Sink); err != nil {
-				return err
-			}
+	for _, p := range s.Sinks() {
+		if err := s.checkSink(p.Path, p.Config); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// A PlacedSink is one of poller.json's sinks and its path in the file ("sink",
+// "source.tables[1].sink", "route.sinks.order", "route.default").
+type PlacedSink struct {
+	Path   string
+	Config sink.Config
+}
+
+// Sinks are every sink the spec sends to, in the file's order (a route's by value, sorted):
+// "sink", each of source.tables' own, route.sinks' and route.default. Tools that act on the
+// sinks (the dev host's queue depths, the deployment's checks) read them here, so that none
+// misses a routed one.
+func (s Spec) Sinks() []PlacedSink {
+	var out []PlacedSink
+	if sinkSet(s.Sink) {
+		out = append(out, PlacedSink{"sink", s.Sink})
+	}
+	for i, t := range s.Source.Tables {
+		if t.Sink != nil {
+			out = append(out, PlacedSink{fmt.Sprintf("source.tables[%d].sink", i), *t.Sink})
+		}
+	}
+	if r := s.Route; r != nil {
+		for _, v := range slices.Sorted(maps.Keys(r.Sinks)) {
+			out = append(out, PlacedSink{"route.sinks." + v, r.Sinks[v]})
+		}
+		if r.Default != nil {
+			out = append(out, PlacedSink{"route.default", *r.Default})
+		}
+	}
+	return out
 }
 
 // required says what each field of a definition that poller.json requires is, for the error

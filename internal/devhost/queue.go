@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -42,28 +43,30 @@ func Missing(values, example map[string]string) []string {
 
 // Queue is the storage queue a declared poller sends to, for its depth in the progress lines.
 type Queue struct {
-	Name   string // the queue's name
-	client *azqueue.QueueClient
+	Name       string // the queue's name
+	connection string // the sink's connection (an app setting or its prefix)
+	client     *azqueue.QueueClient
 }
 
-// StorageQueue returns the storage queue root/name/poller.json sends to, resolving its
-// connection from values as the sink does (UseDevelopmentStorage=true is Azurite's queue on
-// 127.0.0.1:10001). It returns nil and no error when the folder has no poller.json or its sink
-// is not a storage queue (a webhook), also when the file has an error but names another sink
-// or none (or is no JSON): there is no queue to speak of, and the handler names the file's error
-// on each tick. Errors never quote a connection string.
-func StorageQueue(root, name string, values map[string]string) (*Queue, error) {
+// StorageQueues returns the storage queues root/name/poller.json sends to (its "sink", its
+// tables' and its route's sinks, in the file's order), resolving each one's connection from
+// values as the sink does (UseDevelopmentStorage=true is Azurite's queue on 127.0.0.1:10001). It
+// returns none and no error when the folder has no poller.json or no sink of it is a storage
+// queue (webhooks), also when the file has an error but names no storage queue (or is no JSON):
+// there is no queue to speak of, and the handler names the file's error on each tick. Errors
+// never quote a connection string.
+func StorageQueues(root, name string, values map[string]string) ([]*Queue, error) {
 	data, err := os.ReadFile(filepath.Join(root, name, declared.File))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	} else if err != nil {
 		return nil, err
 	}
-	// The sink's type alone first: a file with an error elsewhere still says whether it has a queue.
-	var kind struct {
-		Sink struct{ Type string }
-	}
-	if json.Unmarshal(data, &kind) != nil || kind.Sink.Type != sink.StorageQueue {
+	// The sinks' types alone first: a file with an error elsewhere still says whether it has a
+	// queue (an unchecked decode; a field of the wrong type leaves the rest).
+	var loose declared.Spec
+	_ = json.Unmarshal(data, &loose)
+	if !slices.ContainsFunc(loose.Sinks(), isQueue) {
 		return nil, nil
 	}
 	spec, err := declared.Parse(data)
@@ -71,14 +74,24 @@ func StorageQueue(root, name string, values map[string]string) (*Queue, error) {
 		return nil, fmt.Errorf("%s/%s: %w", name, declared.File, err)
 	}
 	getenv := func(k string) string { return values[k] }
-	q := &Queue{Name: spec.Sink.Queue}
 	// One request a progress line, no retries: the next line asks again.
 	opts := &azqueue.ClientOptions{ClientOptions: azcore.ClientOptions{Retry: policy.RetryOptions{MaxRetries: -1}}}
-	if q.client, _, err = azconn.QueueClient(getenv, spec.Sink.Connection, q.Name, opts); err != nil {
-		return nil, err
+	var out []*Queue
+	for _, p := range spec.Sinks() {
+		if !isQueue(p) || slices.ContainsFunc(out, func(q *Queue) bool { return q.Name == p.Config.Queue && q.connection == p.Config.Connection }) {
+			continue
+		}
+		q := &Queue{Name: p.Config.Queue, connection: p.Config.Connection}
+		if q.client, _, err = azconn.QueueClient(getenv, p.Config.Connection, q.Name, opts); err != nil {
+			return nil, fmt.Errorf("%s/%s: %s: %w", name, declared.File, p.Path, err)
+		}
+		out = append(out, q)
 	}
-	return q, nil
+	return out, nil
 }
+
+// isQueue says whether p is a storage queue sink.
+func isQueue(p declared.PlacedSink) bool { return p.Config.Type == sink.StorageQueue }
 
 // URL is the queue's URL (no key in it).
 func (q *Queue) URL() string { return q.client.URL() }

@@ -67,10 +67,11 @@ func writePoller(t *testing.T, root, name, pollerJSON string) {
 // without the key.
 func TestStorageQueueDepth(t *testing.T) {
 	// The repository's example, with the shorthand.
-	q, err := StorageQueue("../..", "orders-queue", map[string]string{"ChangesQueue": "UseDevelopmentStorage=true"})
-	if err != nil || q == nil {
-		t.Fatalf("orders-queue: %v %v", q, err)
+	qs, err := StorageQueues("../..", "orders-queue", map[string]string{"ChangesQueue": "UseDevelopmentStorage=true"})
+	if err != nil || len(qs) != 1 {
+		t.Fatalf("orders-queue: %v %v", qs, err)
 	}
+	q := qs[0]
 	if q.Name != "orders-changes" || q.URL() != "http://127.0.0.1:10001/devstoreaccount1/orders-changes" {
 		t.Errorf("orders-queue: queue %q at %s", q.Name, q.URL())
 	}
@@ -102,10 +103,11 @@ func TestStorageQueueDepth(t *testing.T) {
 	writePoller(t, root, "gocode", "")
 	cs := "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=" + devKey + ";BlobEndpoint=http://127.0.0.1:1/devstoreaccount1;QueueEndpoint=" + srv.URL + "/devstoreaccount1;"
 	values := map[string]string{"Q": cs}
-	q, err = StorageQueue(root, "changes", values)
-	if err != nil || q == nil {
-		t.Fatalf("changes: %v %v", q, err)
+	qs, err = StorageQueues(root, "changes", values)
+	if err != nil || len(qs) != 1 {
+		t.Fatalf("changes: %v %v", qs, err)
 	}
+	q = qs[0]
 	ctx := context.Background()
 	if got := q.Depth(ctx); got != "queue orders-changes holds 1500 messages" {
 		t.Errorf("depth: %q", got)
@@ -139,20 +141,29 @@ func TestStorageQueueDepth(t *testing.T) {
 "sink":{"type":"webhook"}}`)
 	writePoller(t, root, "queue-hub", `{"source":{"table":"orders","columns":["id","updated_at"],"key":["id"],"cursor":{"kind":"timestamp+pk","column":"updated_at"}},
 "sink":{"type":"storagequeue","connection":"Q","queue":"q","hub":"h"}}`)
-	if _, err := StorageQueue(root, "queue-hub", values); err == nil || !strings.HasPrefix(err.Error(), "queue-hub/poller.json: sink.hub") {
+	if _, err := StorageQueues(root, "queue-hub", values); err == nil || !strings.HasPrefix(err.Error(), "queue-hub/poller.json: sink.hub") {
 		t.Errorf("a storage queue's poller.json with an error: %v", err)
 	}
 	for _, name := range []string{"hook", "hook-queue", "hook-nourl", "gocode", "absent"} {
-		if q, err := StorageQueue(root, name, values); q != nil || err != nil {
-			t.Errorf("%s: %v %v, want nil, nil", name, q, err)
+		if qs, err := StorageQueues(root, name, values); qs != nil || err != nil {
+			t.Errorf("%s: %v %v, want nil, nil", name, qs, err)
 		}
 	}
+	// A route's queues, each once (two values to one queue), in the file's order; a webhook of
+	// the route has none.
+	writePoller(t, root, "routed", `{"source":{"table":"orders","columns":["id","kind","updated_at"],"key":["id"],"cursor":{"kind":"timestamp+pk","column":"updated_at"}},
+"route":{"column":"kind","sinks":{"b":{"type":"storagequeue","connection":"Q","queue":"bees"},"c":{"type":"webhook","url":"https://example.com/x"},"d":{"type":"storagequeue","connection":"Q","queue":"bees"}},
+"default":{"type":"storagequeue","connection":"Q","queue":"others"}}}`)
+	qs, err = StorageQueues(root, "routed", values)
+	if err != nil || len(qs) != 2 || qs[0].Name != "bees" || qs[1].Name != "others" {
+		t.Errorf("routed: %v %v, want the queues bees and others", qs, err)
+	}
 	// Unset connection: named, no secret. A connection string that is no such thing: redacted.
-	if _, err := StorageQueue(root, "changes", map[string]string{}); err == nil || !strings.Contains(err.Error(), "Q__queueServiceUri") {
+	if _, err := StorageQueues(root, "changes", map[string]string{}); err == nil || !strings.Contains(err.Error(), "Q__queueServiceUri") {
 		t.Errorf("unset connection: %v", err)
 	}
 	bad := "AccountKey=" + devKey + ";"
-	if _, err := StorageQueue(root, "changes", map[string]string{"Q": bad}); err == nil || strings.Contains(err.Error(), devKey) {
+	if _, err := StorageQueues(root, "changes", map[string]string{"Q": bad}); err == nil || strings.Contains(err.Error(), devKey) {
 		t.Errorf("a bad connection string: %v", err)
 	}
 }
