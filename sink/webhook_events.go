@@ -2,7 +2,6 @@ package sink
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 )
@@ -30,7 +29,7 @@ func (w *webhook) sendEvents(ctx context.Context, msgs []Message, bearer string)
 		body := make([]byte, 0, 4096)
 		first := 0
 		for j, m := range lane {
-			ce, err := json.Marshal(cloudEvent(m, "", "", at))
+			ce, err := cloudEvent(m, "", "", at).MarshalJSON() // not json.Marshal, which validates and compacts its output again
 			if err != nil {
 				return fmt.Errorf("%s: as a CloudEvent: %w", m.About(), err)
 			}
