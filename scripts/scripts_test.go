@@ -719,6 +719,62 @@ func TestBenchShOutbox(t *testing.T) {
 	}
 }
 
+// TestBenchShInstructions: the instruction guard, provoked end to end. scripts/bench.sh
+// instructions counts with callgrind against a performance page whose recorded count for the
+// sinks' rendering is 5% below the checkout's: the script fails naming that path (a rise over
+// 3%) and nothing else, prints both paths' counts, and judges the logical decode, whose record is
+// the checkout's, met. A count is the same for the same binary and input however loaded the
+// machine is, so the real record must hold within 3% here too.
+func TestBenchShInstructions(t *testing.T) {
+	needServers(t)
+	if _, err := exec.LookPath("valgrind"); err != nil {
+		if testenv.InCI() {
+			t.Fatal("no valgrind: scripts/test.sh installs it")
+		}
+		t.Skip("no valgrind: install it (Debian: apt-get install valgrind; scripts/test.sh does)")
+	}
+	dir := checkout(t)
+	page, err := os.ReadFile(filepath.Join(dir, "docs", "performance.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := regexp.MustCompile("(?m)^(\\| `instructions/sink-render` \\| )([\\d,]+)( a row \\|.*)$")
+	m := row.FindSubmatch(page)
+	if m == nil {
+		t.Fatal("docs/performance.md's Instructions per row has no instructions/sink-render row")
+	}
+	recorded, err := strconv.Atoi(strings.ReplaceAll(string(m[2]), ",", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lowered := recorded * 95 / 100
+	page = row.ReplaceAll(page, []byte("${1}"+strconv.Itoa(lowered)+"${3}"))
+	doc := filepath.Join(t.TempDir(), "performance.md")
+	if err := os.WriteFile(doc, page, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := start(t, dir, []string{"RUN_DIR=" + t.TempDir(), "PERF_DOC=" + doc, "COUNT=1"}, "scripts/bench.sh", "instructions")
+	code := s.exited(10 * time.Minute)
+	out := s.output()
+	if code == 0 {
+		t.Fatalf("scripts/bench.sh instructions exited 0 with sink-render's record lowered to %d:\n%s", lowered, out)
+	}
+	for _, re := range []string{
+		`(?m)^instructions/logical-decode +\d+ +[\d,.]+ +(0\.9\d\d|1\.0[0-2]\d|1\.030) +\d+ +0\.\d\d$`,
+		`(?m)^instructions/sink-render +\d+ +` + strconv.Itoa(lowered) + ` +1\.0[3-9]\d +\d+ +0\.\d\d$`,
+		`(?m)^instructions/logical-decode +- +- +[\d.]+ +<= 1\.03 met `,
+		`(?m)^instructions/sink-render +- +- +[\d.]+ +<= 1\.03 NOT met `,
+		`instructions a row rose more than 3% over .*performance\.md's record: instructions/sink-render \(1\.0\d+ of its recorded count\)$`,
+	} {
+		if !regexp.MustCompile(re).MatchString(strings.TrimSpace(out)) {
+			t.Errorf("no line matching %s in:\n%s", re, out)
+		}
+	}
+	if strings.Contains(out, "instructions/logical-decode (") {
+		t.Errorf("the logical decode, at its recorded count, failed the guard too:\n%s", out)
+	}
+}
+
 // TestSQLGrantsMySQLNeedsTheDatabase: --mysql refuses a table without its database, naming it,
 // and prints nothing to run.
 func TestSQLGrantsMySQLNeedsTheDatabase(t *testing.T) {

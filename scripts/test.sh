@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs every test: installs what the tests need when missing (Azurite and the Bicep syntax
-# checker from package.json, PostgreSQL, MariaDB, the spin model checker, Chromium), starts the
+# checker from package.json, PostgreSQL, MariaDB, the spin model checker, Chromium, valgrind), starts the
 # servers on free 127.0.0.1 ports, checks formatting, import grouping and tracked files' sizes
 # (scripts/lib/tree.sh), vet, staticcheck, the Bicep syntax and the model of the lease protocol
 # (internal/model/check.sh), runs go test -race ./... against the real servers, and stops what it
@@ -45,6 +45,7 @@ fi
 start_postgres
 start_mariadb
 install_chromium
+install_valgrind
 
 args=(-race -timeout 30m)
 [ -n "${SHORT:-}" ] && args+=(-short)

@@ -345,6 +345,19 @@ install_spin() {
   fi
 }
 
+# install_valgrind makes sure valgrind is there (bench.sh instructions counts with its callgrind;
+# a scripts test runs that section), Debian's package when missing.
+install_valgrind() {
+  if ! command -v valgrind >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+      log "installing valgrind from Debian packages (bench.sh instructions' test) ..."
+      apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind >&2 \
+        || die "apt-get install valgrind failed"
+    fi
+    command -v valgrind >/dev/null 2>&1 || die "valgrind is not installed (Debian: apt-get install valgrind)"
+  fi
+}
+
 # install_chromium makes sure headless Chromium is there for the status page's browser test,
 # installing Debian's chromium package when it is missing, and exports CHROMIUM.
 install_chromium() {
