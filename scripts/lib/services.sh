@@ -331,32 +331,27 @@ _stop_mariadb() {
   wait "$pid" 2>/dev/null || true
 }
 
-# install_spin makes sure the spin model checker (and gcc, which compiles its verifiers) is
-# there, installing Debian's spin package when it is missing.
-install_spin() {
-  need gcc "install gcc (Debian: apt-get install gcc): spin's verifiers are C programs"
-  if ! command -v spin >/dev/null 2>&1; then
-    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-      log "installing the spin model checker from Debian packages ..."
-      apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq spin >&2 \
-        || die "apt-get install spin failed"
-    fi
-    command -v spin >/dev/null 2>&1 || die "spin is not installed (Debian: apt-get install spin)"
+# install_package COMMAND PACKAGE WHY makes sure COMMAND is there, installing Debian's PACKAGE when
+# it is missing (as root, with apt-get); WHY says what needs it.
+install_package() {
+  command -v "$1" >/dev/null 2>&1 && return
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    log "installing $2 from Debian packages ($3) ..."
+    apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >&2 \
+      || die "apt-get install $2 failed"
   fi
+  command -v "$1" >/dev/null 2>&1 || die "$1 is not installed (Debian: apt-get install $2)"
 }
 
-# install_valgrind makes sure valgrind is there (bench.sh instructions counts with its callgrind;
-# a scripts test runs that section), Debian's package when missing.
-install_valgrind() {
-  if ! command -v valgrind >/dev/null 2>&1; then
-    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-      log "installing valgrind from Debian packages (bench.sh instructions' test) ..."
-      apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind >&2 \
-        || die "apt-get install valgrind failed"
-    fi
-    command -v valgrind >/dev/null 2>&1 || die "valgrind is not installed (Debian: apt-get install valgrind)"
-  fi
+# install_spin makes sure the spin model checker (and gcc, which compiles its verifiers) is there.
+install_spin() {
+  need gcc "install gcc (Debian: apt-get install gcc): spin's verifiers are C programs"
+  install_package spin spin "the model checker of the lease protocol"
 }
+
+# install_valgrind makes sure valgrind is there: bench.sh instructions counts with its callgrind,
+# and a scripts test runs that section.
+install_valgrind() { install_package valgrind valgrind "bench.sh instructions counts with its callgrind"; }
 
 # install_chromium makes sure headless Chromium is there for the status page's browser test,
 # installing Debian's chromium package when it is missing, and exports CHROMIUM.
