@@ -667,7 +667,13 @@ func (s *Source) scan(rows *sql.Rows, after *state.Cursor, limit int) (*row.Batc
 	b := s.shape.Batch(after, min(limit, 1024))
 	n := len(s.shape.Cols)
 	ptrs := make([]any, n)
-	var block []any // one allocation for many rows' values
+	caps := make([]capture, n)
+	var block []any  // one allocation for many rows' values
+	var texts []byte // and one for many of their bytes
+	for i := range caps {
+		caps[i].bytes = &texts
+		ptrs[i] = &caps[i]
+	}
 	for rows.Next() {
 		if len(block) < n {
 			block = make([]any, n*min(limit, 256))
@@ -675,7 +681,7 @@ func (s *Source) scan(rows *sql.Rows, after *state.Cursor, limit int) (*row.Batc
 		vals := block[:n:n]
 		block = block[n:]
 		for i := range vals {
-			ptrs[i] = &vals[i]
+			caps[i].dst = &vals[i]
 		}
 		if err := rows.Scan(ptrs...); err != nil {
 			return nil, fmt.Errorf("source: poller %q, table %s: fetch: %w", s.poller, s.def.Table, err)
@@ -695,6 +701,41 @@ func (s *Source) scan(rows *sql.Rows, after *state.Cursor, limit int) (*row.Batc
 		return nil, fmt.Errorf("source: poller %q, table %s: fetch: %w", s.poller, s.def.Table, err)
 	}
 	return b, s.endBatch(b)
+}
+
+// capture is a Scan destination that keeps the driver's value as a Scan into an any does (which
+// copies a []byte into an allocation of its own), but copies a []byte's bytes into blocks that
+// a batch's rows share: a value of the batch costs no allocation of its own.
+type capture struct {
+	dst   *any
+	bytes *[]byte // the block's rest
+}
+
+// captureBlock is the size of the blocks a batch's bytes are copied into.
+const captureBlock = 32 << 10
+
+// Scan implements sql.Scanner.
+func (c *capture) Scan(src any) error {
+	b, ok := src.([]byte)
+	switch {
+	case !ok:
+		*c.dst = src
+		return nil
+	case b == nil:
+		*c.dst = b // as bytes.Clone(nil): a nil []byte, not a nil any
+		return nil
+	case len(b) == 0:
+		*c.dst = []byte{} // empty, not nil (NULL): the block may not be made yet
+		return nil
+	}
+	if len(*c.bytes) < len(b) {
+		*c.bytes = make([]byte, max(len(b), captureBlock))
+	}
+	blk := *c.bytes
+	k := copy(blk, b)
+	*c.dst = blk[:k:k] // its capacity ends with it: an append copies, never writes the next value
+	*c.bytes = blk[k:]
+	return nil
 }
 
 // checkKeys checks that row r has a value in every keyset column: a NULL one would never be read
