@@ -721,10 +721,10 @@ func TestBenchShOutbox(t *testing.T) {
 
 // TestBenchShInstructions: the instruction guard, provoked end to end. scripts/bench.sh
 // instructions counts with callgrind against a performance page whose recorded count for the
-// sinks' rendering is 5% below the checkout's: the script fails naming that path (a rise over
-// 3%) and nothing else, prints every path's count, and judges the logical decode and the tick,
-// whose records are the checkout's, met. A count is the same for the same binary and input however loaded the
-// machine is, so the real record must hold within 3% here too.
+// sinks' rendering is 10% below the checkout's and the others' 5% above: the script fails naming
+// that path alone (a rise over 3%), prints every path's count against its record, and judges the
+// others met. Whether the real records hold is bench.sh's to say, on a quiet machine: a count
+// spreads by a fraction of a percent under the load of the other tests, not by 5%.
 func TestBenchShInstructions(t *testing.T) {
 	needServers(t)
 	if _, err := exec.LookPath("valgrind"); err != nil {
@@ -738,17 +738,26 @@ func TestBenchShInstructions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	row := regexp.MustCompile("(?m)^(\\| `instructions/sink-render` \\| )([\\d,]+)( a row \\|.*)$")
-	m := row.FindSubmatch(page)
-	if m == nil {
-		t.Fatal("docs/performance.md's Instructions per row has no instructions/sink-render row")
+	// Each path's record scaled: sink-render's 10% down (a rise the guard must catch), the others'
+	// 5% up, well clear of their counts' spread under the load of the other tests.
+	records := map[string]int{}
+	for _, path := range []string{"logical-decode", "sink-render", "tick", "mysql-keyset"} {
+		row := regexp.MustCompile("(?m)^(\\| `instructions/" + path + "` \\| )([\\d,]+)( a [a-z]+ \\|.*)$")
+		m := row.FindSubmatch(page)
+		if m == nil {
+			t.Fatalf("docs/performance.md's Instructions per row has no instructions/%s row", path)
+		}
+		n, err := strconv.Atoi(strings.ReplaceAll(string(m[2]), ",", ""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		records[path] = n * 105 / 100
+		if path == "sink-render" {
+			records[path] = n * 90 / 100
+		}
+		page = row.ReplaceAll(page, []byte("${1}"+strconv.Itoa(records[path])+"${3}"))
 	}
-	recorded, err := strconv.Atoi(strings.ReplaceAll(string(m[2]), ",", ""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	lowered := recorded * 95 / 100
-	page = row.ReplaceAll(page, []byte("${1}"+strconv.Itoa(lowered)+"${3}"))
+	lowered := records["sink-render"]
 	doc := filepath.Join(t.TempDir(), "performance.md")
 	if err := os.WriteFile(doc, page, 0o644); err != nil {
 		t.Fatal(err)
@@ -760,19 +769,20 @@ func TestBenchShInstructions(t *testing.T) {
 		t.Fatalf("scripts/bench.sh instructions exited 0 with sink-render's record lowered to %d:\n%s", lowered, out)
 	}
 	for _, re := range []string{
-		`(?m)^instructions/logical-decode +\d+ +[\d,.]+ +(0\.9\d\d|1\.0[0-2]\d|1\.030) +\d+ +0\.\d\d$`,
-		`(?m)^instructions/sink-render +\d+ +` + strconv.Itoa(lowered) + ` +1\.0[3-9]\d +\d+ +0\.\d\d$`,
-		`(?m)^instructions/tick +\d+ +[\d.]+ +(0\.9\d\d|1\.0[0-2]\d|1\.030) +- +-$`,
+		`(?m)^instructions/logical-decode +\d+ +` + strconv.Itoa(records["logical-decode"]) + ` +0\.9\d\d +\d+ +0\.\d\d$`,
+		`(?m)^instructions/sink-render +\d+ +` + strconv.Itoa(lowered) + ` +1\.[01]\d\d +\d+ +0\.\d\d$`,
+		`(?m)^instructions/tick +\d+ +` + strconv.Itoa(records["tick"]) + ` +0\.9\d\d +- +-$`,
+		`(?m)^instructions/mysql-keyset +\d+ +` + strconv.Itoa(records["mysql-keyset"]) + ` +0\.9\d\d +\d+ +[01]\.\d\d$`,
 		`(?m)^instructions/logical-decode +- +- +[\d.]+ +<= 1\.03 met `,
 		`(?m)^instructions/sink-render +- +- +[\d.]+ +<= 1\.03 NOT met `,
-		`instructions a row rose more than 3% over .*performance\.md's record: instructions/sink-render \(1\.0\d+ of its recorded count\)$`,
+		`instructions a row rose more than 3% over .*performance\.md's record: instructions/sink-render \(1\.[01]\d+ of its recorded count\)$`,
 	} {
 		if !regexp.MustCompile(re).MatchString(strings.TrimSpace(out)) {
 			t.Errorf("no line matching %s in:\n%s", re, out)
 		}
 	}
-	if strings.Contains(out, "instructions/logical-decode (") || strings.Contains(out, "instructions/tick (") {
-		t.Errorf("a path at its recorded count failed the guard too:\n%s", out)
+	if regexp.MustCompile(`instructions/(logical-decode|tick|mysql-keyset) \(`).MatchString(out) {
+		t.Errorf("a path below its recorded count failed the guard too:\n%s", out)
 	}
 }
 

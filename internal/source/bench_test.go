@@ -125,7 +125,40 @@ func BenchmarkKeysetScan(b *testing.B) {
 	})
 }
 
-func compare(b *testing.B, driver, dsn, table string, hand, native func() int) {
+// BenchmarkMySQLKeysetAlone reads the MySQL orders table of BenchmarkKeysetScan (BENCH_ROWS) in
+// batches of 1,000 through the source (source) or the hand-written loop (hand) alone, an
+// iteration a read of the whole table: scripts/bench.sh instructions counts each one's
+// instructions a row.
+func BenchmarkMySQLKeysetAlone(b *testing.B) {
+	table := "bench_orders_" + strconv.Itoa(benchRows())
+	db, dsn := testenv.MySQLOrdersTable(b, table, benchRows())
+	src, viaSource := sourceLoop(b, mysql.Name, dsn, table)
+	defer src.Close()
+	hand := func() int {
+		n, err := testenv.MySQLKeysetLoop(db, table, benchBatch)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return n
+	}
+	for _, c := range []struct {
+		name string
+		read func() int
+	}{{"source", viaSource}, {"hand", hand}} {
+		read := c.read
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				if n := read(); n != benchRows() {
+					b.Fatalf("read %d rows, want %d", n, benchRows())
+				}
+			}
+		})
+	}
+}
+
+// sourceLoop opens the source of the orders table and returns it with a loop that reads the whole
+// table through it, in batches of 1,000, returning the rows it read.
+func sourceLoop(b *testing.B, driver, dsn, table string) (*source.Source, func() int) {
 	src, err := drivers.Open(context.Background(), source.Config{Poller: "bench", Driver: driver, DSN: dsn, Definition: sourcedef.Definition{
 		Table: sourcedef.Table{Name: table}, Columns: []string{"id", "customer", "amount", "updated_at"},
 		Cursor: sourcedef.Cursor{Kind: state.KindTimestampPK, Column: "updated_at"}, PK: []string{"id"},
@@ -133,8 +166,7 @@ func compare(b *testing.B, driver, dsn, table string, hand, native func() int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer src.Close()
-	viaSource := func() int {
+	return src, func() int {
 		var (
 			n      int
 			cursor *state.Cursor
@@ -151,6 +183,11 @@ func compare(b *testing.B, driver, dsn, table string, hand, native func() int) {
 			cursor = batch.To
 		}
 	}
+}
+
+func compare(b *testing.B, driver, dsn, table string, hand, native func() int) {
+	src, viaSource := sourceLoop(b, driver, dsn, table)
+	defer src.Close()
 	want := benchRows()
 	sample, err := src.Fetch(context.Background(), nil, benchBatch)
 	if err != nil {
