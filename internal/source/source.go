@@ -705,7 +705,7 @@ func (s *Source) scan(rows *sql.Rows, after *state.Cursor, limit int) (*row.Batc
 
 // capture is a Scan destination that keeps the driver's value as a Scan into an any does (which
 // copies a []byte into an allocation of its own), but copies a []byte's bytes into blocks that
-// a batch's rows share: a value of the batch costs no allocation of its own.
+// a batch's rows share: no allocation for a value's bytes.
 type capture struct {
 	dst   *any
 	bytes *[]byte // the block's rest
