@@ -75,6 +75,9 @@ func (t *tickRun) deliver(first *row.Batch, firstDur time.Duration, ahead <-chan
 				t.awaitAhead()
 				return err
 			}
+			if more {
+				t.streamSoon()
+			}
 		}
 		if t.over() && !t.chunkWaits() {
 			t.awaitAhead()

@@ -120,6 +120,22 @@ func (t *tickRun) await(f driver.Follower) bool {
 	return true
 }
 
+// streamSoon lets a tick that will follow and holds the lease start its source's stream while
+// batches still come full, once the source has read up to the end of its stream (Await with
+// no wait: it starts one only then): a poller written faster than a peek-based look can follow
+// would otherwise never get a short batch, and so never stream.
+func (t *tickRun) streamSoon() {
+	f := t.follower()
+	if f == nil || t.followUntil.IsZero() || t.l == nil {
+		return
+	}
+	if _, err := f.Await(t.ctx, t.cursor, 0); err != nil {
+		t.log.Warn("following without streaming (the source is read again every FOLLOW_INTERVAL)", "error", err.Error())
+		return
+	}
+	t.streamed = true
+}
+
 // endStream ends the source's stream if the tick streamed (after its last commit through it):
 // the next reader finds the stream free. A failure is logged: the stream's connection is closed
 // regardless.

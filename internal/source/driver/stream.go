@@ -176,7 +176,9 @@ type Follower interface {
 	// for at most d, and says whether one can. It starts the stream when none runs (from the
 	// stream's own position, which must not be past the cursor: ErrStreamAhead). It returns
 	// false, nil when d passed or ctx ended first; an error when the stream could not start or
-	// broke: the caller then pauses d as without a Follower, and Fetch reads as before.
+	// broke: the caller then pauses d as without a Follower, and Fetch reads as before. With d
+	// <= 0 it returns at once, having started the stream only if the source has just read up to
+	// the end of its stream (so that a caller may offer it between full batches).
 	Await(ctx context.Context, after *state.Cursor, d time.Duration) (bool, error)
 	// EndFollow ends the stream, if one runs: what was committed (Committed) is confirmed to
 	// the database first, and the stream's reader is free for the next one when it returns.

@@ -110,6 +110,7 @@ type logical struct {
 	// when the next try at one may be made after one could not start or broke.
 	st            *stream
 	noStreamUntil time.Time
+	nextSoon      time.Time // the next time an Await without a wait may try to start one
 }
 
 // maxAsk bounds the rows one peek asks for, and so the changes a catch-up holds decoded at once
