@@ -299,6 +299,10 @@ type Probe struct {
 	RowsWaiting   int64    `json:"rows_waiting"`
 	LagSeconds    *float64 `json:"lag_seconds,omitempty"`
 	DurationMS    int64    `json:"duration_ms"`
+	// Busy says that the source's change stream is being read by another reader right now (a
+	// following tick streaming a replication slot), so the probe could not count what waits:
+	// not a failure; the rows waiting and the lag stay the last tick's.
+	Busy string `json:"busy,omitempty"`
 	// SetupWarnings are the problems of the source's set-up (source.Source.SetupProblems), each
 	// with its fix; the row shows them.
 	SetupWarnings []setup.Finding `json:"-"`
@@ -543,8 +547,10 @@ func Read(ctx context.Context, st Reader, cfg Config, pollerName string) (r Row)
 		p := cfg.Probe(ctx, pollerName, doc)
 		p.Error, p.Skipped = redact.Text(p.Error), redact.Text(p.Skipped)
 		r.Probe = &p
-		if p.OK {
+		if p.OK && p.Busy == "" {
 			r.RowsWaiting, r.LagSeconds, r.LagFrom = p.RowsWaiting, p.LagSeconds, "probe"
+		}
+		if p.OK {
 			r.SetupWarnings = p.SetupWarnings
 		}
 		if p.OK && rep != nil && checkProbe(rep, p, doc) != nil {

@@ -88,6 +88,12 @@ func ProbeSource(ctx context.Context, src Source, blob string, doc *state.Doc, n
 			return ProbeFailed(err)
 		}
 		b, err := src.Backlog(ctx, cursor, ProbeCap)
+		if busy, ok := errors.AsType[*driver.BusyError](err); ok {
+			// The change stream is held by a reader (a following tick streaming the replication
+			// slot): nothing is wrong, and what waits is the last tick's to say.
+			return Probe{OK: true, RowsWaiting: -1, Busy: "being read by " + busy.Holder + ": rows waiting and lag are the last tick's",
+				SetupWarnings: setupWarnings(ctx, src)}
+		}
 		if err != nil {
 			return ProbeFailed(err)
 		}

@@ -159,3 +159,14 @@ func keyNames(key map[string]json.RawMessage) string {
 	}
 	return strings.Join(names, ", ")
 }
+
+// Follower is the source's change stream as a driver.Follower, when it can stream its changes
+// to a tick that follows (a logical cursor); nil otherwise.
+func (s *Source) Follower() driver.Follower {
+	if r, ok := s.reader.(streamReader); ok {
+		if f, ok := r.ChangeStream.(driver.Follower); ok {
+			return f
+		}
+	}
+	return nil
+}

@@ -27,6 +27,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/url"
@@ -185,7 +186,11 @@ func (e *lgEnv) runner(p *poller.Poller, s appsettings.Settings) *tick.Runner {
 	if err != nil {
 		e.tb.Fatal(err)
 	}
-	r, err := tick.Open(context.Background(), tick.Config{Poller: d, Settings: s, Store: e.st, App: testenv.Name("lgbench-"), Owner: "bench/1", Source: src})
+	var logger *slog.Logger
+	if os.Getenv("BENCH_LOG") != "" { // the ticks' log lines on stderr, to see what a run did
+		logger = slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	}
+	r, err := tick.Open(context.Background(), tick.Config{Poller: d, Settings: s, Store: e.st, App: testenv.Name("lgbench-"), Owner: "bench/1", Source: src, Logger: logger})
 	if err != nil {
 		src.Close()
 		e.tb.Fatal(err)

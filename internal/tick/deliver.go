@@ -75,6 +75,9 @@ func (t *tickRun) deliver(first *row.Batch, firstDur time.Duration, ahead <-chan
 				t.awaitAhead()
 				return err
 			}
+			if more {
+				t.streamSoon()
+			}
 		}
 		if t.over() && !t.chunkWaits() {
 			t.awaitAhead()
@@ -350,6 +353,10 @@ func (t *tickRun) end(cause error) error {
 		outcome = Failed
 	}
 	t.observe(cursor, outcome)
+	// The stream ends before the lease goes, so that whoever takes it next finds the source free
+	// (a replication slot inactive); this last write's checkpoint then moves the source's
+	// position as without a stream.
+	t.endStream()
 	if t.uncommitted != nil {
 		faultpoint.Hit(faultpoint.BeforeCommit)
 		if err = t.write("commit", true, func(ctx context.Context) error { return l.CommitAndRelease(ctx, *t.uncommitted) }); err == nil {

@@ -1,9 +1,11 @@
 package tick
 
 import (
+	"context"
 	"slices"
 	"time"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
 )
@@ -59,12 +61,18 @@ func (t *tickRun) lookAgain() bool {
 }
 
 // pause waits {P}_FOLLOW_INTERVAL before the tick looks again, and says whether it does
-// (lookAgain, before and after the wait).
+// (lookAgain, before and after the wait). A tick holding the lease whose source can stream
+// (driver.Follower) waits on the stream instead: until a change comes, at most that long.
 func (t *tickRun) pause() bool {
 	if !t.lookAgain() {
 		return false
 	}
 	t.caughtUp()
+	if f := t.follower(); f != nil && t.l != nil {
+		if t.await(f) {
+			return t.l.Err() == nil && !t.stopping()
+		}
+	}
 	var lost <-chan struct{}
 	if t.l != nil {
 		lost = t.l.Context().Done()
@@ -79,6 +87,70 @@ func (t *tickRun) pause() bool {
 	return false
 }
 
+// follower is the tick's source as a driver.Follower, when it can stream (source.Source's
+// Follower); nil otherwise.
+func (t *tickRun) follower() driver.Follower {
+	if s, ok := t.r.Source.(interface{ Follower() driver.Follower }); ok {
+		return s.Follower()
+	}
+	return nil
+}
+
+// await waits on the source's stream until a change comes after the cursor, at most
+// {P}_FOLLOW_INTERVAL, or the tick stops following (a drain, a dropped invocation, the lease
+// lost). It says false when the stream could not serve (it could not start or broke: logged);
+// the tick then pauses as without it, and its fetches read as before.
+func (t *tickRun) await(f driver.Follower) bool {
+	ctx, cancel := context.WithCancel(t.ctx)
+	defer cancel()
+	defer context.AfterFunc(t.l.Context(), cancel)()
+	go func() {
+		select {
+		case <-t.dropped:
+		case <-t.r.Draining:
+		case <-ctx.Done():
+		}
+		cancel()
+	}()
+	t.streamed = true
+	if _, err := f.Await(ctx, t.cursor, t.r.Settings.FollowInterval); err != nil {
+		t.log.Warn("following without streaming (the source is read again every FOLLOW_INTERVAL)", "error", err.Error())
+		return false
+	}
+	return true
+}
+
+// streamSoon lets a tick that will follow and holds the lease start its source's stream while
+// batches still come full, once the source has read up to the end of its stream (Await with
+// no wait: it starts one only then): a poller written faster than a peek-based look can follow
+// would otherwise never get a short batch, and so never stream.
+func (t *tickRun) streamSoon() {
+	f := t.follower()
+	if f == nil || t.followUntil.IsZero() || t.l == nil {
+		return
+	}
+	if _, err := f.Await(t.ctx, t.cursor, 0); err != nil {
+		t.log.Warn("following without streaming (the source is read again every FOLLOW_INTERVAL)", "error", err.Error())
+		return
+	}
+	t.streamed = true
+}
+
+// endStream ends the source's stream if the tick streamed (after its last commit through it):
+// the next reader finds the stream free. A failure is logged: the stream's connection is closed
+// regardless.
+func (t *tickRun) endStream() {
+	if !t.streamed {
+		return
+	}
+	t.streamed = false
+	ctx, cancel := context.WithTimeout(t.ctx, 10*time.Second)
+	defer cancel()
+	if err := t.follower().EndFollow(ctx); err != nil {
+		t.log.Warn("the source's stream did not end cleanly", "error", err.Error())
+	}
+}
+
 // follow is what a tick holding the lease does once caught up: unless it will not look again
 // (then its end commits with the release, in one write), it commits what it delivered if
 // {P}_FOLLOW_COMMIT has passed since the last commit, and pauses. It says whether the tick looks
@@ -88,7 +160,7 @@ func (t *tickRun) follow() (bool, error) {
 		return false, nil
 	}
 	t.caughtUp()
-	if t.uncommitted != nil && t.clk.Now().Sub(t.lastCommit) >= t.r.Settings.FollowCommit {
+	if t.uncommitted != nil && (t.clk.Now().Sub(t.lastCommit) >= t.r.Settings.FollowCommit || t.commitWanted()) {
 		if err := t.commit(); err != nil {
 			return false, err
 		}

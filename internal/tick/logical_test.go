@@ -13,6 +13,8 @@ import (
 	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/drivers"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/postgres/pgcdc"
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
 	"github.com/pseudotrigger/pseudotrigger/internal/store/memstore"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 	"github.com/pseudotrigger/pseudotrigger/internal/tick"
@@ -194,5 +196,105 @@ func TestLogicalColumnsAddedAndDropped(t *testing.T) {
 	}
 	if len(got) != 3 {
 		t.Errorf("delivered after the drop: %v", got[3:])
+	}
+}
+
+// TestLogicalFollowStreams: a logical tick that follows streams its slot once caught up (a
+// walsender holds the slot), delivers what commits meanwhile, confirms its commits through the
+// stream, and ends the stream before its release: the slot is then inactive at the final
+// checkpoint, and a peek reads on at once.
+func TestLogicalFollowStreams(t *testing.T) {
+	db, dsn, table, slot := testenv.PostgresLogical(t, "CREATE TABLE %s (id bigint PRIMARY KEY, name text NOT NULL)")
+	type delivered struct {
+		ids []int64
+		to  string
+	}
+	batches := make(chan delivered, 100)
+	p := poller.New("cdc", table, poller.Logical, func(_ context.Context, b *poller.Batch[poller.Row]) error {
+		var d delivered
+		for _, r := range b.Raw {
+			d.ids = append(d.ids, r.Key()["id"].(int64))
+		}
+		if at, err := pgcdc.CursorPosition(&state.Cursor{Kind: b.To.Kind, Value: b.To.Value}); err == nil {
+			d.to = at.LSN.String()
+		}
+		batches <- d
+		return nil
+	}, poller.WithColumns("id", "name"), poller.WithKey("id"))
+	settings := appsettings.Settings{Driver: postgres.Name, DSN: dsn, BatchSize: 10, LeaseTTL: lease.DefaultTTL,
+		HeartbeatInterval: lease.DefaultTTL / 4, TickBudget: time.Hour, Slot: slot, Publication: slot,
+		Follow: 3 * time.Second, FollowInterval: 50 * time.Millisecond, FollowCommit: 100 * time.Millisecond}
+	r, err := tick.Open(context.Background(), tick.Config{Poller: pollerdef.Of(p), Store: memstore.New(nil), App: "test", Owner: "test/1", Settings: settings})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	// streamed: a walsender (not a backend's peek) holds the slot; and its confirmed position.
+	streamed := func() (bool, string) {
+		t.Helper()
+		var n int
+		var lsn string
+		if err := db.QueryRow(`SELECT (SELECT count(*) FROM pg_stat_replication r WHERE r.pid = s.active_pid), confirmed_flush_lsn::text
+FROM pg_replication_slots s WHERE slot_name = $1`, slot).Scan(&n, &lsn); err != nil {
+			t.Fatal(err)
+		}
+		return n == 1, lsn
+	}
+	until := func(what string, ok func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !ok() {
+			if time.Now().After(deadline) {
+				t.Fatalf("not within 10 s: %s", what)
+			}
+			time.Sleep(5 * time.Millisecond) // polling, with a deadline
+		}
+	}
+	var got []int64
+	var last string
+	take := func(n int) {
+		t.Helper()
+		for len(got) < n {
+			select {
+			case d := <-batches:
+				got, last = append(got, d.ids...), d.to
+			case <-time.After(10 * time.Second):
+				t.Fatalf("delivered %v, want %d changes", got, n)
+			}
+		}
+	}
+	testenv.ExecFlushed(t, db, "INSERT INTO "+table+" VALUES (1, 'a')")
+	type result struct {
+		sum tick.Summary
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		sum, err := r.Tick(context.Background(), "")
+		done <- result{sum, err}
+	}()
+	take(1)
+	until("the following tick streams the slot", func() bool { ok, _ := streamed(); return ok })
+	testenv.ExecFlushed(t, db, "INSERT INTO "+table+" VALUES (2, 'b')")
+	testenv.ExecFlushed(t, db, "INSERT INTO "+table+" VALUES (3, 'c')", "UPDATE "+table+" SET name = 'a2' WHERE id = 1")
+	take(4)
+	until("the commit confirmed through the stream", func() bool { ok, lsn := streamed(); return ok && lsn == last })
+	var res result
+	select {
+	case res = <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the tick did not end")
+	}
+	if res.err != nil || res.sum.Outcome != tick.Committed || res.sum.Rows != 4 || fmt.Sprint(got) != "[1 2 3 1]" {
+		t.Fatalf("tick: %+v, %v; delivered %v", res.sum, res.err, got)
+	}
+	var active bool
+	var lsn string
+	if err := db.QueryRow("SELECT active, confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1", slot).Scan(&active, &lsn); err != nil {
+		t.Fatal(err)
+	}
+	end, _ := pgcdc.CursorPosition(res.sum.Cursor)
+	if active || lsn != end.LSN.String() {
+		t.Fatalf("after the tick: slot active %v at %s, want inactive at %s", active, lsn, end.LSN)
 	}
 }

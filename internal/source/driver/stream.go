@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/sourcedef"
@@ -163,4 +164,24 @@ type Layout interface {
 	// SchemaErr is an error wrapping source.ErrSchema that names the poller, the table and the
 	// column ("" for none).
 	SchemaErr(column, format string, args ...any) error
+}
+
+// A Follower is a ChangeStream that a tick holding the lease can follow ({P}_FOLLOW) by having
+// the database send it the changes as they commit, instead of reading the stream again every
+// {P}_FOLLOW_INTERVAL (a logical cursor streams its replication slot). While it streams, Fetch,
+// Waiting and Committed serve and confirm through the stream. A tick without the lease never
+// calls it: it would hold the stream while another process may need it.
+type Follower interface {
+	// Await waits until a change after the cursor can be fetched without asking the database,
+	// for at most d, and says whether one can. It starts the stream when none runs (from the
+	// stream's own position, which must not be past the cursor: ErrStreamAhead). It returns
+	// false, nil when d passed or ctx ended first; an error when the stream could not start or
+	// broke: the caller then pauses d as without a Follower, and Fetch reads as before. With d
+	// <= 0 it returns at once, having started the stream only if the source has just read up to
+	// the end of its stream (so that a caller may offer it between full batches).
+	Await(ctx context.Context, after *state.Cursor, d time.Duration) (bool, error)
+	// EndFollow ends the stream, if one runs: what was committed (Committed) is confirmed to
+	// the database first, and the stream's reader is free for the next one when it returns.
+	// Fetch then reads as before.
+	EndFollow(ctx context.Context) error
 }

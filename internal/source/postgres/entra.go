@@ -4,8 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/source/entra"
@@ -42,14 +44,35 @@ func openPostgres(dsn string, deps entra.Deps) (*sql.DB, error) {
 		return nil, err
 	}
 	if auth == nil {
-		return sql.Open("pgx", dsn)
+		db, err := sql.Open("pgx", dsn)
+		if err == nil {
+			replConfigs.Store(db, replConfigFunc(func(context.Context) (*pgconn.Config, error) { return cfg.Config.Copy(), nil }))
+		}
+		return db, err
 	}
 	token, err := deps.Tokens(auth)
 	if err != nil {
 		return nil, err
 	}
-	return stdlib.OpenDB(*cfg, stdlib.OptionBeforeConnect(pgTokenHook(token))), nil
+	hook := pgTokenHook(token)
+	db := stdlib.OpenDB(*cfg, stdlib.OptionBeforeConnect(hook))
+	replConfigs.Store(db, replConfigFunc(func(ctx context.Context) (*pgconn.Config, error) {
+		c := cfg.Copy()
+		if err := hook(ctx, c); err != nil {
+			return nil, err
+		}
+		return c.Config.Copy(), nil
+	}))
+	return db, nil
 }
+
+// replConfigFunc makes the configuration of a new connection to a pool's database, as the pool
+// makes its own (a fresh access token for Entra ID): the logical cursor's replication
+// connection (stream.go) is one.
+type replConfigFunc func(ctx context.Context) (*pgconn.Config, error)
+
+// replConfigs holds each pool openPostgres opened (*sql.DB) with its replConfigFunc.
+var replConfigs sync.Map
 
 // parsePostgresEntra parses dsn and takes this program's keys (fedauth, azure_client_id) out of
 // the run-time parameters pgx collected. entra is nil when dsn does not ask for Entra ID.

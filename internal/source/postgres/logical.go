@@ -10,9 +10,11 @@ package postgres
 // begins and commits by hand, see pgoutput.go; the rest with pglogrepl). The slot moves only
 // when the tick calls Committed after a successful commit of the state blob, and only up to that
 // checkpoint (pg_replication_slot_advance). The streaming protocol (START_REPLICATION) is not
-// used: measured against the peek, PostgreSQL 15's walsender sent the same changes 4-6 times
-// slower (docs/cdc.md). The blob is the truth: a holder whose commit was refused never
-// advances, and a late advance by an old holder only trails the newest checkpoint.
+// used to catch up: measured against the peek, PostgreSQL 15's walsender sent the same changes
+// 4-6 times slower (docs/cdc.md); only a tick that holds the lease and follows, once caught up,
+// streams the slot (stream.go), confirming only what the blob committed. The blob is the truth:
+// a holder whose commit was refused never advances, and a late advance by an old holder only
+// trails the newest checkpoint.
 //
 // Positions (see pgcdc.Position): a transaction is done when the checkpoint's LSN is past the
 // start of its commit record; inside a transaction larger than a batch the checkpoint counts the
@@ -104,6 +106,11 @@ type logical struct {
 	served      pgcdc.Position
 	servedLimit int
 	slotAt      pglogrepl.LSN // the furthest position this process advanced the slot to
+	// st is the slot's stream while a following tick streams it (stream.go), and noStreamUntil
+	// when the next try at one may be made after one could not start or broke.
+	st            *stream
+	noStreamUntil time.Time
+	nextSoon      time.Time // the next time an Await without a wait may try to start one
 }
 
 // maxAsk bounds the rows one peek asks for, and so the changes a catch-up holds decoded at once
@@ -456,13 +463,33 @@ func (l *logical) Fetch(ctx context.Context, after *state.Cursor, limit int) (*r
 	if err != nil {
 		return nil, err
 	}
+	if s := l.streaming(); s != nil { // a following tick's stream (stream.go)
+		if b, ok, err := s.fetch(after, pos, limit); ok || err != nil {
+			return b, err
+		}
+		l.dropStream(s) // it broke: read as before
+	}
 	p, i, err := l.read(ctx, after != nil, pos, limit, true)
 	if err != nil {
 		return nil, err
 	}
+	b, to, err := l.batch(p, i, after, limit)
+	if err != nil || b.To == nil {
+		return b, err
+	}
+	l.mu.Lock()
+	l.served, l.servedLimit = to, limit
+	l.mu.Unlock()
+	return b, nil
+}
+
+// batch is the batch of up to limit changes of p from its index i on (after is its cursor), and
+// the position after it: the changes before the first stop, or that stop's error when it comes
+// first.
+func (l *logical) batch(p *peeked, i int, after *state.Cursor, limit int) (*row.Batch, pgcdc.Position, error) {
 	j, stop := p.stop(i, i+min(len(p.rows)-i, limit))
 	if j == i && stop != nil {
-		return nil, stop
+		return nil, pgcdc.Position{}, stop
 	}
 	b := l.lay.Batch(after)
 	b.Rows = make([]row.Row, 0, j-i)
@@ -471,17 +498,17 @@ func (l *logical) Fetch(ctx context.Context, after *state.Cursor, limit int) (*r
 			b.Rows = append(b.Rows, l.tabs[c.tab].lay.Row(nil, &c.Change))
 		}
 	}
-	if j > i {
-		c := p.pos[j-1].Cursor()
-		b.To = &c
-		l.mu.Lock()
-		l.served, l.servedLimit = p.pos[j-1], limit
-		l.mu.Unlock()
+	if j == i {
+		return b, pgcdc.Position{}, nil
 	}
-	return b, nil
+	c := p.pos[j-1].Cursor()
+	b.To = &c
+	return b, p.pos[j-1], nil
 }
 
-// CommitWanted says the tick should commit before the next fetch: the last peek did not reach
+// CommitWanted says the tick should commit before the next fetch: while a following tick
+// streams, when the stream holds all it may and has served it all (only a commit makes room);
+// otherwise when the last peek did not reach
 // the end of the stream, it holds less than a batch after the last one served, and the slot is
 // behind that batch. The next fetch peeks again, and a peek starts at the slot: committing
 // first moves the slot up to the checkpoint, so that the peek neither re-reads (and the server
@@ -490,6 +517,9 @@ func (l *logical) Fetch(ctx context.Context, after *state.Cursor, limit int) (*r
 func (l *logical) CommitWanted() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.st != nil {
+		return l.st.wantsCommit()
+	}
 	p := l.cache
 	if p == nil || p.complete || l.servedLimit == 0 || !p.covers(true, l.served) {
 		return false
@@ -504,6 +534,11 @@ func (l *logical) Waiting(ctx context.Context, after *state.Cursor, limit int) (
 		return 0, err
 	}
 	resume := after != nil
+	if s := l.streaming(); s != nil { // a following tick's stream holds the slot: it counts
+		if n, ok := s.waiting(resume, pos, limit); ok {
+			return n, nil
+		}
+	}
 	l.mu.Lock()
 	p := l.cache
 	l.mu.Unlock()
@@ -576,8 +611,7 @@ func (l *logical) read(ctx context.Context, resume bool, pos pgcdc.Position, lim
 		}
 		prev = p
 		if resume && p.from > pos.LSN {
-			return nil, 0, fmt.Errorf("source: poller %q, %s: %w: slot %q is at %s, the checkpoint at %s; the changes between were consumed by something else (the slot dropped and made again by pollerctl cdc disable and enable, a pg_replication_slot_advance or pg_logical_slot_get_changes by hand, another poller sharing the slot) and cannot be read again. To go on from the slot's position: pollerctl reset %s --to-cursor %s --yes",
-				l.poller, l.lay.Label(), ErrSlotAhead, l.slot, p.from, pos, l.poller, p.from)
+			return nil, 0, l.slotAhead(p.from, pos)
 		}
 		l.mu.Lock()
 		l.cache, l.ask = p, min(max(ask, p.asked), maxAsk)
@@ -599,6 +633,12 @@ func (l *logical) read(ctx context.Context, resume bool, pos pgcdc.Position, lim
 		}
 		ask = p.grow(base)
 	}
+}
+
+// slotAhead is ErrSlotAhead for a slot found at from, past the checkpoint pos.
+func (l *logical) slotAhead(from pglogrepl.LSN, pos pgcdc.Position) error {
+	return fmt.Errorf("source: poller %q, %s: %w: slot %q is at %s, the checkpoint at %s; the changes between were consumed by something else (the slot dropped and made again by pollerctl cdc disable and enable, a pg_replication_slot_advance or pg_logical_slot_get_changes by hand, another poller sharing the slot) and cannot be read again. To go on from the slot's position: pollerctl reset %s --to-cursor %s --yes",
+		l.poller, l.lay.Label(), ErrSlotAhead, l.slot, from, pos, l.poller, from)
 }
 
 // grow is the ask for the peek after p, which did not reach the end of the stream: enough for
@@ -682,7 +722,7 @@ func (l *logical) peek(ctx context.Context, ask int, prev *peeked, pos pgcdc.Pos
 		}
 		if !errors.Is(err, driver.ErrBusy) || try == 4 {
 			if errors.Is(err, errSlotMoved) {
-				err = &driver.BusyError{Holder: "another reader of the replication slot", Err: fmt.Errorf("source: poller %q, slot %q: %w (%v)", l.poller, l.slot, driver.ErrBusy, err)}
+				err = &driver.BusyError{Holder: "another reader of the replication slot (a tick reading it, or streaming it while it follows)", Err: fmt.Errorf("source: poller %q, slot %q: %w (%v)", l.poller, l.slot, driver.ErrBusy, err)}
 			}
 			return p, err
 		}
@@ -866,7 +906,7 @@ func (l *logical) peekErr(err error) error {
 		enable := fmt.Sprintf("run `pollerctl cdc enable %s --yes`", l.poller)
 		switch {
 		case pe.Code == "55006": // object_in_use
-			return &driver.BusyError{Holder: "another reader of the replication slot",
+			return &driver.BusyError{Holder: "another reader of the replication slot (a tick reading it, or streaming it while it follows)",
 				Err: fmt.Errorf("source: poller %q, slot %q: %w (%s)", l.poller, l.slot, driver.ErrBusy, pe.Message)}
 		case pe.Code == "42704" && strings.Contains(pe.Message, "publication"):
 			return l.fail("%s: %s", pe.Message, enable)
@@ -888,6 +928,12 @@ func (l *logical) Committed(ctx context.Context, c *state.Cursor) error {
 	pos, err := l.position(c)
 	if err != nil {
 		return err
+	}
+	if s := l.streaming(); s != nil && s.committed(pos) { // confirmed through the stream, which holds the slot
+		l.mu.Lock()
+		l.slotAt = max(l.slotAt, pos.LSN)
+		l.mu.Unlock()
+		return nil
 	}
 	_, err = l.lay.DB().ExecContext(ctx, `SELECT pg_replication_slot_advance($1, $2::pg_lsn) FROM pg_replication_slots
 WHERE slot_name = $1 AND confirmed_flush_lsn < $2::pg_lsn`, l.slot, pos.LSN.String())

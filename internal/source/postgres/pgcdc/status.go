@@ -147,7 +147,7 @@ func (v slotView) text() (string, bool) {
 	}
 	active := "inactive"
 	if v.Active {
-		active = "active"
+		active = "active: being read by a tick (a following tick streams it)"
 	}
 	return v.Name + ": " + text + " · confirmed " + cmp.Or(v.ConfirmedFlush, "-") + " · " + active, bad
 }
