@@ -37,6 +37,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -80,6 +81,10 @@ var (
 	// broke, before it tries one again.
 	streamRetryAfter = 30 * time.Second
 )
+
+// streamSenderTimeout is the stream's wal_sender_timeout: how long the server keeps the slot for a
+// reader that says nothing.
+const streamSenderTimeout = 15 * time.Second
 
 // streamEndTimeout bounds a stream's end (its last status update, CopyDone and the server's
 // answer) and its start.
@@ -320,6 +325,11 @@ func (l *logical) replicationConfig(ctx context.Context) (*pgconn.Config, error)
 		cfg.RuntimeParams = map[string]string{}
 	}
 	cfg.RuntimeParams["replication"] = "database"
+	// A follower that freezes or vanishes without closing its connection holds the slot until the
+	// server gives up on it: the next owner of the lease reads the slot this long after at most,
+	// not the server's default minute. Healthy, the stream says something every second
+	// (streamStatusEvery). Settable per connection since PostgreSQL 12.
+	cfg.RuntimeParams["wal_sender_timeout"] = strconv.Itoa(int(streamSenderTimeout / time.Millisecond))
 	return cfg, nil
 }
 
