@@ -172,13 +172,8 @@ func slotPosition(t *testing.T, db *sql.DB, slot string) pgcdc.Position {
 // in batches of 2 with the slot advanced after each: the ops are right, a delete carries its key
 // and no row, nothing rolled back arrives, and the changes applied in order give the table.
 func TestLogicalOps(t *testing.T) {
-	db, table, cfg := logicalTable(t, logicalDDL)
+	db, table, cfg, src := logicalSource(t)
 	ctx := context.Background()
-	src, err := drivers.Open(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
 	exec(t, db, "INSERT INTO "+table+" VALUES (1,'a',NULL),(2,'b','x'),(3,'c',NULL)")
 	exec(t, db, "UPDATE "+table+" SET name='b2' WHERE id=2", "DELETE FROM "+table+" WHERE id=3")
 	tx, _ := db.Begin()
@@ -329,13 +324,8 @@ func TestLogicalToast(t *testing.T) {
 // TestLogicalStops: a truncate and a dropped column stop the poller at that change, after the
 // changes before it, with errors naming the way on, which works.
 func TestLogicalStops(t *testing.T) {
-	db, table, cfg := logicalTable(t, logicalDDL)
+	db, table, _, src := logicalSource(t)
 	ctx := context.Background()
-	src, err := drivers.Open(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
 	exec(t, db, "INSERT INTO "+table+" VALUES (1,'a',NULL)", "TRUNCATE "+table, "INSERT INTO "+table+" VALUES (2,'b',NULL)")
 	b, err := src.Fetch(ctx, nil, 10)
 	if err != nil || len(b.Rows) != 1 {

@@ -76,13 +76,8 @@ func fetchIDs(t *testing.T, src *source.Source, c *state.Cursor, limit int) ([]i
 // was, and a peek then reads the same changes again); a commit through the stream moves it; an
 // ended stream leaves the slot inactive, and a peek reads on.
 func TestLogicalStream(t *testing.T) {
-	db, table, cfg := logicalTable(t, logicalDDL)
+	db, table, cfg, src := logicalSource(t)
 	ctx := context.Background()
-	src, err := drivers.Open(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
 	f := src.Follower()
 	if f == nil {
 		t.Fatal("a logical source is no Follower")
@@ -183,13 +178,8 @@ func TestLogicalStream(t *testing.T) {
 
 // TestLogicalStreamAhead: a stream does not start from a slot past the checkpoint.
 func TestLogicalStreamAhead(t *testing.T) {
-	db, table, cfg := logicalTable(t, logicalDDL)
+	db, table, cfg, src := logicalSource(t)
 	ctx := context.Background()
-	src, err := drivers.Open(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
 	exec(t, db, "INSERT INTO "+table+" VALUES (1,'a',NULL)")
 	_, c := fetchIDs(t, src, nil, 10)
 	exec(t, db, "INSERT INTO "+table+" VALUES (2,'b',NULL)")
@@ -211,13 +201,8 @@ func TestLogicalStreamAhead(t *testing.T) {
 // make room.
 func TestLogicalStreamBackpressure(t *testing.T) {
 	defer postgres.SetStreamBounds(8, 16)()
-	db, table, cfg := logicalTable(t, logicalDDL)
+	db, table, _, src := logicalSource(t)
 	ctx := context.Background()
-	src, err := drivers.Open(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
 	f := src.Follower()
 	defer f.EndFollow(ctx)
 	exec(t, db, "INSERT INTO "+table+" VALUES (0,'z',NULL)")
@@ -275,13 +260,8 @@ func TestLogicalStreamBackpressure(t *testing.T) {
 // streams again after it.
 func TestLogicalStreamGivesWay(t *testing.T) {
 	defer postgres.SetStreamGiveWay(10)()
-	db, table, cfg := logicalTable(t, logicalDDL)
+	db, table, _, src := logicalSource(t)
 	ctx := context.Background()
-	src, err := drivers.Open(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
 	f := src.Follower()
 	defer f.EndFollow(ctx)
 	exec(t, db, "INSERT INTO "+table+" VALUES (0,'z',NULL)")
@@ -326,13 +306,8 @@ func TestLogicalStreamGivesWay(t *testing.T) {
 // TestLogicalStreamInsideTransaction: a stream from a checkpoint inside a transaction (a batch
 // ended in it) delivers the rest of that transaction, and what follows.
 func TestLogicalStreamInsideTransaction(t *testing.T) {
-	db, table, cfg := logicalTable(t, logicalDDL)
+	db, table, _, src := logicalSource(t)
 	ctx := context.Background()
-	src, err := drivers.Open(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
 	f := src.Follower()
 	defer f.EndFollow(ctx)
 	exec(t, db, "INSERT INTO "+table+" VALUES (1,'a',NULL),(2,'b',NULL),(3,'c',NULL)")
@@ -359,4 +334,17 @@ func TestLogicalStreamInsideTransaction(t *testing.T) {
 	if held, _ := postgres.StreamBuffer(f); held < 0 {
 		t.Fatal("not streamed")
 	}
+}
+
+// logicalSource is a table of logicalDDL with its slot and publication (logicalTable), and its
+// source, closed when the test ends.
+func logicalSource(t *testing.T) (*sql.DB, string, source.Config, *source.Source) {
+	t.Helper()
+	db, table, cfg := logicalTable(t, logicalDDL)
+	src, err := drivers.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { src.Close() })
+	return db, table, cfg, src
 }
