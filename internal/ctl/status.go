@@ -110,6 +110,9 @@ func statusTable(env Env, rows []Row) error {
 		if r.Probe != nil && r.Probe.Skipped != "" {
 			fmt.Fprintf(env.Out, "%s: the source was not probed: %s\n", r.Poller, r.Probe.Skipped)
 		}
+		if r.DeliversTo != "" {
+			fmt.Fprintf(env.Out, "%s: delivers to %s\n", r.Poller, r.DeliversTo)
+		}
 		if c := r.Figures().Cleanup; c != "" {
 			fmt.Fprintf(env.Out, "%s: cleanup: %s\n", r.Poller, c)
 		}

@@ -203,6 +203,10 @@ func TestRouteUnroutable(t *testing.T) {
 	if !status.Blocked || !strings.Contains(status.LastError, named) {
 		t.Errorf("status: blocked %v, last error %q; want it to name %q", status.Blocked, status.LastError, named)
 	}
+	// Where it delivers, as the start-up log line says it: the route's column and each sink.
+	if want := "route aggregate_type: order to POST " + order.srv.URL; !strings.HasPrefix(status.DeliversTo, want) || !strings.Contains(status.DeliversTo, "; payment to POST "+payment.srv.URL) {
+		t.Errorf("status: delivers to %q, want %q...; payment to POST %s", status.DeliversTo, want, payment.srv.URL)
+	}
 
 	settings.OnPoison = appsettings.Quarantine
 	if sum, err := run(settings); err != nil || sum.Rows != 3 || sum.DeadLettered != 2 || sum.Cursor == nil || string(sum.Cursor.Value) != "5" {

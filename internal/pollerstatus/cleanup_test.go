@@ -27,7 +27,7 @@ func TestCleanupStatus(t *testing.T) {
 	putDoc(t, st, doc)
 	cfg := pollerstatus.Config{App: "test", Now: clk.Now,
 		Registered: []pollerstatus.Registered{{Name: "orders", Schedule: "*/10 * * * * *", LivenessInterval: time.Minute,
-			Cleanup: "delete delivered rows older than 168h0m0s"}},
+			Cleanup: "delete delivered rows older than 168h0m0s", Target: "POST https://hooks.example.com/orders?sig=s3cret"}},
 		Probe: func(ctx context.Context, _ string, d *state.Doc) pollerstatus.Probe {
 			return pollerstatus.ProbeSource(ctx, fakeSource{awaiting: 1234, cleans: true}, "state/test/orders.json", nil, clk.Now)
 		},
@@ -64,6 +64,10 @@ func TestCleanupStatus(t *testing.T) {
 	}
 	if !strings.Contains(page.String(), `<td class="cleanup bad">1234 rows awaiting cleanup`) {
 		t.Errorf("the page lacks the cleanup row")
+	}
+	// Where it delivers, redacted (a webhook's URL may carry a key), in the JSON and on the page.
+	if r.DeliversTo != "POST https://hooks.example.com/orders?sig=REDACTED" || !strings.Contains(page.String(), `<td class="delivers-to">POST https://hooks.example.com/orders?sig=REDACTED</td>`) {
+		t.Errorf("delivers to %q; the page:\n%s", r.DeliversTo, page.String())
 	}
 
 	// A later commit, whose cleanup succeeded (it writes no mark), clears it.

@@ -148,6 +148,9 @@ type Row struct {
 	Details []driver.Detail `json:"-"`
 	// Registered: this build has the poller (otherwise only its state blob, or its folder, was found).
 	Registered bool `json:"registered"`
+	// DeliversTo says where a registered poller's handler delivers, when it says (a declared
+	// poller's sink or routes: "route aggregate_type: order to POST https://...; ..."), redacted.
+	DeliversTo string `json:"delivers_to,omitempty"`
 	// HandlerVersion is the version of the handler that last wrote the state document, when it
 	// recorded one.
 	HandlerVersion string `json:"handler_version,omitempty"`
@@ -371,6 +374,8 @@ type Registered struct {
 	// Cleanup says what its cleanup of delivered rows deletes (sourcedef.Cleanup.String); ""
 	// when it has none.
 	Cleanup string
+	// Target says where its handler delivers (pollerdef.Def.Target); "" when it does not say.
+	Target string
 }
 
 // RegisteredFrom describes a registered poller from its definition, its settings and their
@@ -382,6 +387,7 @@ func RegisteredFrom(p *pollerdef.Def, s appsettings.Settings, err error) Registe
 	if c := p.Source().Cleanup; c != nil {
 		r.Cleanup = c.String()
 	}
+	r.Target = p.Target()
 	if err != nil {
 		r.Problem = err.Error()
 	}
@@ -482,6 +488,7 @@ func Read(ctx context.Context, st Reader, cfg Config, pollerName string) (r Row)
 	if registered {
 		r.MaxAttempts, r.OnPoison = reg.Poison.Limit(), cmp.Or(reg.Poison.OnPoison, appsettings.DefaultOnPoison)
 		r.SettingsProblem = redact.Text(reg.Problem)
+		r.DeliversTo = redact.Text(reg.Target)
 	}
 	r.DeadLetters = deadLetters(ctx, st, cfg.App, pollerName)
 	var (
