@@ -71,9 +71,8 @@ type replicaRun struct {
 	busy     int         // ticks whose fetch found the slot busy (driver.ErrBusy)
 	spurious []string    // ticks failed with ErrSlotAhead while the blob had reached the slot
 	failed   []string    // any other failed tick
-	// dropAfter, when set, drops ticks that last longer (as the host drops an invocation) until
-	// drops reaches dropWanted; each dropped tick must end at once.
-	dropAfter  time.Duration
+	// dropWanted, when set, drops ticks once they follow (as the host drops an invocation) until
+	// drops reaches it; each dropped tick must end at once.
 	dropWanted int
 	drops      int
 	// spans is when the first and the last batch of each fencing token arrived.
@@ -170,6 +169,15 @@ func (r *replicaRun) env() []string {
 }
 
 func (r *replicaRun) checkpoint(ctx context.Context) (*state.Cursor, error) {
+	d, err := r.doc(ctx)
+	if d == nil || err != nil {
+		return nil, err
+	}
+	return d.Checkpoint.Cursor, nil
+}
+
+// doc is the poller's state document; nil before the first tick wrote one.
+func (r *replicaRun) doc(ctx context.Context) (*state.Doc, error) {
 	name := blobpath.State(r.app, "replica")
 	b, err := r.st.Get(ctx, name)
 	if errors.Is(err, store.ErrNotFound) {
@@ -178,11 +186,7 @@ func (r *replicaRun) checkpoint(ctx context.Context) (*state.Cursor, error) {
 	if err != nil {
 		return nil, err
 	}
-	d, err := state.Decode(name, "replica", b.Data)
-	if err != nil {
-		return nil, err
-	}
-	return d.Checkpoint.Cursor, nil
+	return state.Decode(name, "replica", b.Data)
 }
 
 func (r *replicaRun) tick(p *proc) reply { return p.post("/replica", hostBody) }
@@ -294,21 +298,35 @@ func (r *replicaRun) loop(n int, stop <-chan struct{}) {
 	}
 }
 
-// tickOrDrop is a tick of p, dropped after dropAfter while drops of following ticks are wanted.
-// A dropped tick must end at once: its log line (written after its last commit and its release)
-// within 2 s, half the lease's TTL, and without an error; it counts as a drop when it followed
-// with the lease.
+// tickOrDrop is a tick of p, dropped once it follows (its state document says so: a commit while
+// following) while drops of following ticks are wanted. Not after a fixed time: a tick that
+// has not caught up by then (a loaded machine) would be dropped before it follows, and so would
+// every tick after it, each leaving the backlog it could not read. A dropped tick must end at
+// once: its log line (written after its last commit and its release) within 2 s, half the
+// lease's TTL, and without an error; it counts as a drop when it followed with the lease.
 func (r *replicaRun) tickOrDrop(p *proc) reply {
 	r.mu.Lock()
-	drop := r.dropAfter > 0 && r.drops < r.dropWanted
+	drop := r.dropWanted > 0 && r.drops < r.dropWanted
 	r.mu.Unlock()
 	if !drop {
 		return r.tick(p)
 	}
 	lines := func() []string { return tickLines(p.out.String()) }
 	before := len(lines())
-	ctx, cancel := context.WithTimeout(context.Background(), r.dropAfter)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	go func() { // polls the state document with the tick's own deadline: the tick's end
+		for ctx.Err() == nil {
+			if d, err := r.doc(ctx); err == nil && d != nil && d.Follow != nil && len(lines()) == before {
+				cancel()
+				return
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(50 * time.Millisecond): // polling
+			}
+		}
+	}()
 	rep := p.postCtx(ctx, "/replica", hostBody)
 	if rep.status != -2 {
 		return rep
@@ -693,7 +711,7 @@ func TestLogicalReplicaSnapshotKill(t *testing.T) {
 // fencing token: they followed.
 func TestLogicalReplicaFollow(t *testing.T) {
 	r := newReplicaRun(t, 20, "REPLICA_FOLLOW=5s", "REPLICA_TICK_BUDGET=6s", "REPLICA_FOLLOW_INTERVAL=50ms")
-	r.dropAfter, r.dropWanted = 1500*time.Millisecond, 2
+	r.dropWanted = 2
 	r.ctl.killAt(faultpoint.InHandle, 60)
 	r.ctl.killAt(faultpoint.InHandle, 200)
 	wl := &replicacheck.Workload{Writers: 3, Txns: 300, Pace: 100 * time.Millisecond, Seed: uint64(time.Now().UnixNano())}

@@ -138,18 +138,27 @@ func (t *tickRun) streamSoon() {
 
 // endStream ends the source's stream if the tick streamed (after its last commit through it):
 // the next reader finds the stream free. A failure is logged: the stream's connection is closed
-// regardless.
+// regardless. A tick that stops (a dropped invocation, a drain) waits for the end at most
+// endStreamStopping and goes on to its release: the stream ends on its own, and the release
+// must not wait for a busy server to answer.
 func (t *tickRun) endStream() {
 	if !t.streamed {
 		return
 	}
 	t.streamed = false
-	ctx, cancel := context.WithTimeout(t.ctx, 10*time.Second)
+	wait := 10 * time.Second
+	if t.stopping() {
+		wait = endStreamStopping
+	}
+	ctx, cancel := context.WithTimeout(t.ctx, wait)
 	defer cancel()
 	if err := t.follower().EndFollow(ctx); err != nil {
 		t.log.Warn("the source's stream did not end cleanly", "error", err.Error())
 	}
 }
+
+// endStreamStopping is how long a stopping tick waits for its source's stream to end.
+const endStreamStopping = 250 * time.Millisecond
 
 // follow is what a tick holding the lease does once caught up: unless it will not look again
 // (then its end commits with the release, in one write), it commits what it delivered if
