@@ -1,0 +1,89 @@
+package tick_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
+	"github.com/pseudotrigger/pseudotrigger/internal/blobpath"
+	"github.com/pseudotrigger/pseudotrigger/internal/lease"
+	"github.com/pseudotrigger/pseudotrigger/internal/pollerdef"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
+	"github.com/pseudotrigger/pseudotrigger/internal/state"
+	"github.com/pseudotrigger/pseudotrigger/internal/store/memstore"
+	"github.com/pseudotrigger/pseudotrigger/internal/tick"
+	"github.com/pseudotrigger/pseudotrigger/poller"
+)
+
+// stuckStream is a windowSource that can stream (driver.Follower): its Await with a wait waits
+// until its context ends (nothing comes), and its end never comes before the context's (a busy server
+// that does not answer the stream's end); ended says how long the tick let EndFollow wait.
+type stuckStream struct {
+	*windowSource
+	following chan struct{} // closed at the first Await
+	ended     chan time.Duration
+}
+
+func (s *stuckStream) Follower() driver.Follower { return s }
+
+func (s *stuckStream) Await(ctx context.Context, _ *state.Cursor, d time.Duration) (bool, error) {
+	if d <= 0 { // an offer between full batches: it returns at once
+		return false, nil
+	}
+	select {
+	case <-s.following:
+	default:
+		close(s.following)
+	}
+	<-ctx.Done()
+	return false, nil
+}
+
+func (s *stuckStream) EndFollow(ctx context.Context) error {
+	start := time.Now()
+	<-ctx.Done()
+	s.ended <- time.Since(start)
+	return ctx.Err()
+}
+
+// TestDroppedTickEndsItsStreamAtOnce: a following tick whose invocation is dropped while it
+// waits on its source's stream goes on to its release after waiting a moment for the stream's
+// end, not the 10 s a tick that ends as planned gives it: the lease must go at once.
+func TestDroppedTickEndsItsStreamAtOnce(t *testing.T) {
+	m, err := lease.New(memstore.New(nil), lease.Config{Poller: "orders", Blob: blobpath.State("test", "orders"), Owner: "A", Fingerprint: "sha256:window"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := &stuckStream{windowSource: &windowSource{n: 1, size: 10}, following: make(chan struct{}), ended: make(chan time.Duration, 1)}
+	noop := pollerdef.Of(ordersPoller(func(context.Context, *poller.Batch[poller.Row]) error { return nil }))
+	r := &tick.Runner{Poller: noop, Lease: m, Source: src, Settings: appsettings.Settings{BatchSize: 10, LeaseTTL: lease.DefaultTTL,
+		HeartbeatInterval: lease.DefaultTTL / 4, TickBudget: time.Minute, CheckpointInterval: time.Minute,
+		Follow: 50 * time.Second, FollowInterval: 20 * time.Second, FollowCommit: time.Second}}
+	ctx, drop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.Tick(ctx, "dropped")
+		done <- err
+	}()
+	select {
+	case <-src.following:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the tick did not wait on its stream")
+	}
+	drop()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("dropped tick: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a dropped tick was still running 5 s later")
+	}
+	if waited := <-src.ended; waited > 2*time.Second {
+		t.Errorf("the dropped tick waited %v for its stream's end", waited)
+	}
+	if len(src.committed) == 0 || src.committed[len(src.committed)-1] != "1" {
+		t.Errorf("committed %v, want the batch's checkpoint 1 at the end", src.committed)
+	}
+}
