@@ -715,6 +715,15 @@ func TestLogicalReplicaFollow(t *testing.T) {
 	r.ctl.killAt(faultpoint.InHandle, 60)
 	r.ctl.killAt(faultpoint.InHandle, 200)
 	wl := &replicacheck.Workload{Writers: 3, Txns: 300, Pace: 100 * time.Millisecond, Seed: uint64(time.Now().UnixNano())}
+	// The writers go on until two ticks were dropped while they followed (a drop needs a tick
+	// that caught up and committed while following, which a loaded machine gives later), for
+	// 90 s from the start at most.
+	more := time.Now().Add(90 * time.Second)
+	wl.More = func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return r.drops < r.dropWanted && time.Now().Before(more)
+	}
 	_, _, repeats := r.scenario(3, wl, 2)
 	r.mu.Lock()
 	drops := r.drops
