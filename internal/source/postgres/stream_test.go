@@ -78,11 +78,7 @@ func fetchIDs(t *testing.T, src *source.Source, c *state.Cursor, limit int) ([]i
 func TestLogicalStream(t *testing.T) {
 	db, table, cfg, src := logicalSource(t)
 	ctx := context.Background()
-	f := src.Follower()
-	if f == nil {
-		t.Fatal("a logical source is no Follower")
-	}
-	defer f.EndFollow(ctx)
+	f := follower(t, src)
 	exec(t, db, "INSERT INTO "+table+" VALUES (1,'a',NULL),(2,'b',NULL)")
 	got, c := fetchIDs(t, src, nil, 10) // caught up by peeking
 	if fmt.Sprint(got) != "[1 2]" {
@@ -186,8 +182,7 @@ func TestLogicalStreamAhead(t *testing.T) {
 	if _, err := db.Exec("SELECT pg_replication_slot_advance($1, pg_current_wal_flush_lsn())", cfg.Definition.Slot); err != nil {
 		t.Fatal(err)
 	}
-	f := src.Follower()
-	defer f.EndFollow(ctx)
+	f := follower(t, src)
 	if _, err := f.Await(ctx, c, 10*time.Millisecond); !errors.Is(err, postgres.ErrSlotAhead) {
 		t.Fatalf("await from a slot past the checkpoint: %v, want ErrSlotAhead", err)
 	}
@@ -203,8 +198,7 @@ func TestLogicalStreamBackpressure(t *testing.T) {
 	defer postgres.SetStreamBounds(8, 16)()
 	db, table, _, src := logicalSource(t)
 	ctx := context.Background()
-	f := src.Follower()
-	defer f.EndFollow(ctx)
+	f := follower(t, src)
 	exec(t, db, "INSERT INTO "+table+" VALUES (0,'z',NULL)")
 	_, c := fetchIDs(t, src, nil, 10)
 	if err := src.Committed(ctx, c); err != nil {
@@ -262,8 +256,7 @@ func TestLogicalStreamGivesWay(t *testing.T) {
 	defer postgres.SetStreamGiveWay(10)()
 	db, table, _, src := logicalSource(t)
 	ctx := context.Background()
-	f := src.Follower()
-	defer f.EndFollow(ctx)
+	f := follower(t, src)
 	exec(t, db, "INSERT INTO "+table+" VALUES (0,'z',NULL)")
 	_, c := fetchIDs(t, src, nil, 10)
 	if _, err := f.Await(ctx, c, time.Millisecond); err != nil {
@@ -308,8 +301,7 @@ func TestLogicalStreamGivesWay(t *testing.T) {
 func TestLogicalStreamInsideTransaction(t *testing.T) {
 	db, table, _, src := logicalSource(t)
 	ctx := context.Background()
-	f := src.Follower()
-	defer f.EndFollow(ctx)
+	f := follower(t, src)
 	exec(t, db, "INSERT INTO "+table+" VALUES (1,'a',NULL),(2,'b',NULL),(3,'c',NULL)")
 	got, c := fetchIDs(t, src, nil, 2)
 	if fmt.Sprint(got) != "[1 2]" {
@@ -347,4 +339,15 @@ func logicalSource(t *testing.T) (*sql.DB, string, source.Config, *source.Source
 	}
 	t.Cleanup(func() { src.Close() })
 	return db, table, cfg, src
+}
+
+// follower is src's driver.Follower, whose stream ends when the test does.
+func follower(t *testing.T, src *source.Source) driver.Follower {
+	t.Helper()
+	f := src.Follower()
+	if f == nil {
+		t.Fatal("a logical source is no Follower")
+	}
+	t.Cleanup(func() { f.EndFollow(context.Background()) })
+	return f
 }
