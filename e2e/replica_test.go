@@ -298,8 +298,8 @@ func (r *replicaRun) loop(n int, stop <-chan struct{}) {
 	}
 }
 
-// tickOrDrop is a tick of p, dropped once it follows (its state document says so: a commit while
-// following) while drops of following ticks are wanted. Not after a fixed time: a tick that
+// tickOrDrop is a tick of p, dropped once it follows (the state document says so: a commit while
+// following, under p's lease) while drops of following ticks are wanted. Not after a fixed time: a tick that
 // has not caught up by then (a loaded machine) would be dropped before it follows, and so would
 // every tick after it, each leaving the backlog it could not read. A dropped tick must end at
 // once: its log line (written after its last commit and its release) within 2 s, half the
@@ -313,11 +313,13 @@ func (r *replicaRun) tickOrDrop(p *proc) reply {
 	}
 	lines := func() []string { return tickLines(p.out.String()) }
 	before := len(lines())
+	owner := procOwner(p.out.String())
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { // polls the state document with the tick's own deadline: the tick's end
 		for ctx.Err() == nil {
-			if d, err := r.doc(ctx); err == nil && d != nil && d.Follow != nil && len(lines()) == before {
+			// This process's tick follows: it holds the lease (another's ticks are not dropped).
+			if d, err := r.doc(ctx); err == nil && d != nil && d.Follow != nil && owner != "" && d.Lease.OwnerID == owner && len(lines()) == before {
 				cancel()
 				return
 			}
@@ -351,6 +353,17 @@ func (r *replicaRun) tickOrDrop(p *proc) reply {
 		r.mu.Unlock()
 	}
 	return rep
+}
+
+// procOwner is the lease owner a handler's output names in its "state store" line ("" before it).
+func procOwner(out string) string {
+	for l := range strings.Lines(out) {
+		var line struct{ Msg, Owner string }
+		if strings.Contains(l, `"msg":"state store"`) && json.Unmarshal([]byte(l), &line) == nil {
+			return line.Owner
+		}
+	}
+	return ""
 }
 
 // tickLines are the tick log lines in a handler's output.
