@@ -585,6 +585,16 @@ func SchedulePeriod(expr string, at time.Time) time.Duration {
 	return longest
 }
 
+// NextFiring is when an NCRONTAB schedule fires next after at; false for a schedule that does
+// not parse (or none).
+func NextFiring(expr string, at time.Time) (time.Time, bool) {
+	s, err := ParseSchedule(expr)
+	if err != nil {
+		return time.Time{}, false
+	}
+	return s.Next(at), true
+}
+
 // scheduleGaps are the shortest and the longest gap between the next few firings of an NCRONTAB
 // schedule after at (0 and 0 for a schedule that does not parse): "0,10 * * * * *" fires 10 s
 // and 50 s apart.

@@ -559,6 +559,11 @@ func (s *Source) Close() error {
 	if s.close == nil { // Offline
 		return nil
 	}
+	if f := s.Follower(); f != nil { // a stream held for a next tick that will not come
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = f.EndFollow(ctx) // its connection is closed regardless
+		cancel()
+	}
 	return s.close()
 }
 

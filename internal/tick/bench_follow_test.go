@@ -5,15 +5,21 @@ package tick_test
 // (default 1,000 and 10,000) written by LATENCY_CLIENTS (4) pgbench-style clients: each commits
 // transactions of 5 rows at its share of the rate (paced by the clock, catching up when late, as
 // pgbench --rate), with synchronous_commit on (the server's default is off here, and logical
-// decoding reads only flushed WAL). The poller's timer fires every LATENCY_PERIOD_MS (follow
-// on: 10,000, with {P}_FOLLOW LATENCY_FOLLOW_MS, 9,500; follow off: 1,000, the shortest schedule
-// people run), and like the host's timer it does not start a tick while the last one runs. Each
-// configuration writes for LATENCY_SECONDS (20). Reported: p50/p95/p99/max latency of every row,
+// decoding reads only flushed WAL). The poller's timer fires every LATENCY_PERIOD_MS as its
+// {P}_SCHEDULE ("S/60 * * * * *": from 2 s after the start on), and like the host's timer it
+// does not start a tick while the last one runs. Follow on: every 60,000 ms with {P}_FOLLOW
+// LATENCY_FOLLOW_MS, 59,500 (a tick follows all the time but for the pause the host needs
+// between two invocations), for LATENCY_FOLLOW_SECONDS (130: two ticks' ends, where changes
+// wait for the next tick); follow off: every 1,000 ms (the shortest schedule people run), for
+// LATENCY_SECONDS (20). Reported: p50/p95/p99/max latency of every row,
 // the rows delivered against those written (keep-up), and blob writes a minute. With follow on,
 // LATENCY_BURSTS (5) bursts of LATENCY_BURST_ROWS (300,000) rows, each committed in one
 // transaction, are delivered while the tick follows, and as many by catch-up ticks (follow off):
 // the median rate of each, from a burst's first row delivered to its last (follow/catchup;
 // timestamp+pk's rows come out of the settle lag as they were inserted, which paces its follow).
+//
+// LATENCY_DIAG=1 logs each tick's span and the p50/p99 of the changes committed in each quarter
+// second: where the latency comes from (a tick's end, a stall of the server's).
 //
 // The timestamp+pk poller reads with a settle lag of LATENCY_SETTLE_MS (1,000): its latency
 // cannot be less (docs/follow.md).
@@ -30,6 +36,7 @@ import (
 	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
+	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
 	"github.com/pseudotrigger/pseudotrigger/internal/testenv"
 	"github.com/pseudotrigger/pseudotrigger/poller"
 )
@@ -112,11 +119,22 @@ func followLatency(b *testing.B, kind string, follow bool, rate int) {
 	s.SettleLag = time.Duration(envInt("LATENCY_SETTLE_MS", 1000)) * time.Millisecond // timestamp+pk's alone
 	period := time.Duration(envInt("LATENCY_PERIOD_MS", 1000)) * time.Millisecond
 	if follow {
-		period = time.Duration(envInt("LATENCY_PERIOD_MS", 10_000)) * time.Millisecond
-		s.Follow = time.Duration(envInt("LATENCY_FOLLOW_MS", 9_500)) * time.Millisecond
+		period = time.Duration(envInt("LATENCY_PERIOD_MS", 60_000)) * time.Millisecond
+		s.Follow = time.Duration(envInt("LATENCY_FOLLOW_MS", 59_500)) * time.Millisecond
+		secs = envInt("LATENCY_FOLLOW_SECONDS", 2*int(period/time.Second)+10)
 		s.FollowInterval, s.FollowCommit = appsettings.DefaultFollowInterval, appsettings.DefaultFollowCommit
 	}
 	s.TickBudget = max(s.Follow, period)
+	if period%time.Second != 0 || time.Minute%period != 0 {
+		b.Fatalf("LATENCY_PERIOD_MS: %v is not a whole number of seconds that divides a minute (the timer's NCRONTAB schedule)", period)
+	}
+	// The schedule fires every period from 2 s from now on (the seconds field "first/period").
+	p := int(period / time.Second)
+	s.Schedule = fmt.Sprintf("%d/%d * * * * *", (time.Now().Second()+2)%p, p)
+	sched, err := appsettings.ParseSchedule(s.Schedule)
+	if err != nil {
+		b.Fatal(err)
+	}
 	r := e.runner(flPoller(kind, table, arrived), s)
 	r.Settings.Follow = 0
 	if sum, err := r.Tick(context.Background(), ""); err != nil { // the first tick: a logical poller starts at now
@@ -124,23 +142,26 @@ func followLatency(b *testing.B, kind string, follow bool, rate int) {
 	}
 	r.Settings.Follow = s.Follow
 
-	// The timer: fires now and every period; like the host's, it does not start a tick while one runs.
+	// The timer: fires now and then on the schedule (every period, on the clock's whole
+	// periods); like the host's, it does not start a tick while one runs.
+	time.Sleep(time.Until(sched.Next(time.Now()))) // the schedule's first firing, as the host's timer
+	t0diag := time.Now()
 	stop := make(chan struct{})
 	timerDone := make(chan struct{})
 	var ticks, failed atomic.Int64
 	go func() {
 		defer close(timerDone)
-		tk := time.NewTicker(period)
-		defer tk.Stop()
 		var running atomic.Bool
 		var wg sync.WaitGroup
 		defer wg.Wait()
 		for first := true; ; first = false {
 			if !first {
+				tm := time.NewTimer(time.Until(sched.Next(time.Now())))
 				select {
 				case <-stop:
+					tm.Stop()
 					return
-				case <-tk.C:
+				case <-tm.C:
 				}
 			}
 			if !running.CompareAndSwap(false, true) {
@@ -150,9 +171,14 @@ func followLatency(b *testing.B, kind string, follow bool, rate int) {
 			go func() {
 				defer wg.Done()
 				defer running.Store(false)
-				if _, err := r.Tick(context.Background(), ""); err != nil {
+				ts := time.Now()
+				sum, err := r.Tick(context.Background(), "")
+				if err != nil {
 					failed.Add(1)
 					b.Logf("tick: %v", err)
+				}
+				if os.Getenv("LATENCY_DIAG") != "" {
+					b.Logf("diag tick %v-%v %s rows %d", ts.Sub(t0diag).Round(time.Millisecond), time.Since(t0diag).Round(time.Millisecond), sum.Outcome, sum.Rows)
 				}
 				ticks.Add(1)
 			}()
@@ -219,6 +245,24 @@ func followLatency(b *testing.B, kind string, follow bool, rate int) {
 	for id := int64(1); id <= written; id++ {
 		lat = append(lat, time.Duration(arrived[id].Load()-committed[id].Load()))
 	}
+	if os.Getenv("LATENCY_DIAG") != "" {
+		type bk struct{ l []time.Duration }
+		bks := map[int64]*bk{}
+		t0n := t0.UnixNano()
+		for id := int64(1); id <= written; id++ {
+			k := (committed[id].Load() - t0n) / int64(250*time.Millisecond)
+			if bks[k] == nil {
+				bks[k] = &bk{}
+			}
+			bks[k].l = append(bks[k].l, time.Duration(arrived[id].Load()-committed[id].Load()))
+		}
+		for k := int64(0); k < int64(len(bks)+5); k++ {
+			if x := bks[k]; x != nil {
+				slices.Sort(x.l)
+				b.Logf("diag %5.2fs n=%5d p50=%8.1f p99=%8.1f", float64(k)/4, len(x.l), float64(pct(x.l, 0.5).Microseconds())/1000, float64(pct(x.l, 0.99).Microseconds())/1000)
+			}
+		}
+	}
 	slices.Sort(lat)
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 	b.ReportMetric(ms(pct(lat, 0.50)), "p50-ms")
@@ -255,6 +299,11 @@ func followLatency(b *testing.B, kind string, follow bool, rate int) {
 		close(stop)
 		<-timerDone
 		r.Settings.Follow = 0
+		// The last following tick held its stream for a next one that will not come, which would
+		// serve the catch-up ticks (a change of the settings restarts the host, and its streams).
+		if err := r.Source.(interface{ Follower() driver.Follower }).Follower().EndFollow(context.Background()); err != nil {
+			b.Fatal(err)
+		}
 		lag := time.Duration(0)
 		if kind == "timestamp+pk" {
 			lag = s.SettleLag

@@ -355,8 +355,9 @@ func (t *tickRun) end(cause error) error {
 	t.observe(cursor, outcome)
 	// The stream ends before the lease goes, so that whoever takes it next finds the source free
 	// (a replication slot inactive); this last write's checkpoint then moves the source's
-	// position as without a stream.
-	t.endStream()
+	// position as without a stream. Or it is held for the next tick of this process, and the
+	// checkpoint is confirmed through it (endStream).
+	t.endStream(cause == nil)
 	if t.uncommitted != nil {
 		faultpoint.Hit(faultpoint.BeforeCommit)
 		if err = t.write("commit", true, func(ctx context.Context) error { return l.CommitAndRelease(ctx, *t.uncommitted) }); err == nil {

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/driver"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/row"
 	"github.com/pseudotrigger/pseudotrigger/internal/state"
@@ -141,11 +142,22 @@ func (t *tickRun) streamSoon() {
 // regardless. A tick that stops (a dropped invocation, a drain) waits for the end at most
 // endStreamStopping and goes on to its release: the stream ends on its own, and the release
 // must not wait for a busy server to answer.
-func (t *tickRun) endStream() {
+//
+// A tick that ends as planned (hold) holds the stream instead for the next tick of this process
+// (driver.Follower's Hold) when the schedule fires again within streamHoldWithin: until then and
+// streamHoldSlack after. Its last commit is confirmed through the stream, and the next tick
+// reads on from it rather than have the database start one again.
+func (t *tickRun) endStream(hold bool) {
 	if !t.streamed {
 		return
 	}
 	t.streamed = false
+	if hold && !t.stopping() && t.l != nil && t.l.Err() == nil {
+		if d := t.holdFor(); d > 0 {
+			t.follower().Hold(d)
+			return
+		}
+	}
 	wait := 10 * time.Second
 	if t.stopping() {
 		wait = endStreamStopping
@@ -157,8 +169,26 @@ func (t *tickRun) endStream() {
 	}
 }
 
-// endStreamStopping is how long a stopping tick waits for its source's stream to end.
-const endStreamStopping = 250 * time.Millisecond
+// holdFor is how long a tick ending now holds its source's stream for the next one (endStream):
+// 0 when the schedule does not fire again within streamHoldWithin.
+func (t *tickRun) holdFor() time.Duration {
+	now := t.clk.Now()
+	next, ok := appsettings.NextFiring(t.r.Settings.Schedule, now)
+	if !ok || next.Sub(now) > streamHoldWithin {
+		return 0
+	}
+	return next.Sub(now) + streamHoldSlack
+}
+
+const (
+	// endStreamStopping is how long a stopping tick waits for its source's stream to end.
+	endStreamStopping = 250 * time.Millisecond
+	// streamHoldWithin is the longest pause before the next firing over which a tick holds its
+	// stream, and streamHoldSlack how long after that firing it is held: the host starts an
+	// invocation a moment after its firing.
+	streamHoldWithin = 10 * time.Second
+	streamHoldSlack  = 2 * time.Second
+)
 
 // follow is what a tick holding the lease does once caught up: unless it will not look again
 // (then its end commits with the release, in one write), it commits what it delivered if

@@ -262,7 +262,7 @@ func (r *Runner) Tick(ctx context.Context, invocationID string) (Summary, error)
 	defer t.releaseIfHeld() // after finish: the tick's log line counts the requests before it
 	r.srcMu.RLock()         // the source stays while the tick uses it (reopenSource waits)
 	err := t.run()
-	t.endStream() // on the paths that did not end it before the lease went (a failure, a lost lease)
+	t.endStream(false) // on the paths that did not end it before the lease went (a failure, a lost lease)
 	r.srcMu.RUnlock()
 	if t.reopen && t.l == nil { // met before the lease was taken: read again at once
 		t.reopen = false

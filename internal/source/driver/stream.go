@@ -184,4 +184,10 @@ type Follower interface {
 	// the database first, and the stream's reader is free for the next one when it returns.
 	// Fetch then reads as before.
 	EndFollow(ctx context.Context) error
+	// Hold keeps the stream, if one runs, for at most d for the next tick of this process to
+	// take over (its Await does; its Fetch reads from it meanwhile), instead of ending it: a
+	// stream's start can cost the database more than the pause between two ticks. What is
+	// committed meanwhile is confirmed through it; not taken over within d, it ends as EndFollow
+	// ends it. Until then the stream is busy for other processes, as while a tick follows.
+	Hold(d time.Duration)
 }

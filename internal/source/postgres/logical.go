@@ -110,7 +110,11 @@ type logical struct {
 	// when the next try at one may be made after one could not start or broke.
 	st            *stream
 	noStreamUntil time.Time
-	nextSoon      time.Time // the next time an Await without a wait may try to start one
+	// held times out the stream a tick held for the next one (Hold) while none took it over;
+	// ended is closed when the last stream ended that way has ended (a new one starts after).
+	held     *time.Timer
+	ended    <-chan struct{}
+	nextSoon time.Time // the next time an Await without a wait may try to start one
 }
 
 // maxAsk bounds the rows one peek asks for, and so the changes a catch-up holds decoded at once
@@ -463,6 +467,7 @@ func (l *logical) Fetch(ctx context.Context, after *state.Cursor, limit int) (*r
 	if err != nil {
 		return nil, err
 	}
+	l.takeOver(ctx, after != nil, pos, false)
 	if s := l.streaming(); s != nil { // a following tick's stream (stream.go)
 		if b, ok, err := s.fetch(after, pos, limit); ok || err != nil {
 			return b, err

@@ -31,6 +31,16 @@ package postgres
 // and the server's end of the command (by then it has released the slot), then the connection
 // closes. The tick ends it before its last write (the release), so that the next holder finds
 // the slot inactive; that write's checkpoint then moves the slot by pg_replication_slot_advance.
+//
+// Hold keeps it instead, for the next tick of this process, when the schedule fires again
+// shortly after the follow ends: starting a stream costs the walsender a read of the WAL from
+// the slot's restart point, which PostgreSQL moves only at the running-transactions record it
+// logs every 15 s, so a restart decodes up to 15 s of WAL before it sends anything (at 10,000
+// changes a second, the next tick's changes arrived 1.3 s late, and the lag took 3 s to drain;
+// docs/follow.md). The held stream goes on receiving, the last write's checkpoint is confirmed
+// through it, and the next tick's fetches read from it; its Await takes it over. Not taken over
+// within the hold, it ends as EndFollow ends it. Meanwhile another process finds the slot busy,
+// as while a tick follows.
 
 import (
 	"context"
@@ -81,6 +91,9 @@ var (
 	// broke, before it tries one again.
 	streamRetryAfter = 30 * time.Second
 )
+
+// streamHoldMax is the longest a stream is held for the next tick (Hold): longer, it ends.
+const streamHoldMax = 15 * time.Second
 
 // streamSenderTimeout is the stream's wal_sender_timeout: how long the server keeps the slot for a
 // reader that says nothing.
@@ -143,6 +156,64 @@ func (l *logical) dropStream(s *stream) {
 	l.mu.Unlock()
 }
 
+// Hold keeps the stream, if one runs, for the next tick of this process for at most d
+// (driver.Follower); see the top of the file.
+func (l *logical) Hold(d time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := l.st
+	if s == nil {
+		return
+	}
+	d = min(max(d, 0), streamHoldMax)
+	if l.held != nil {
+		l.held.Stop()
+	}
+	l.held = time.AfterFunc(d, func() { l.endHeld(s) })
+}
+
+// endHeld ends s, held for a tick that did not come (Hold).
+func (l *logical) endHeld(s *stream) {
+	l.mu.Lock()
+	if l.st != s || l.held == nil {
+		l.mu.Unlock()
+		return
+	}
+	l.st, l.held, l.ended = nil, nil, s.done
+	l.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), streamEndTimeout)
+	defer cancel()
+	_ = s.end(ctx) // its connection is closed regardless
+}
+
+// takeOver makes a held stream (Hold) the tick's when take (Await): it no longer ends when the
+// hold passes. Taken or not (a Fetch), a held stream that does not hold the changes after pos
+// (the checkpoint was moved by another way) ends, and the tick reads as without it.
+func (l *logical) takeOver(ctx context.Context, resume bool, pos pgcdc.Position, take bool) {
+	l.mu.Lock()
+	s, held := l.st, l.held
+	if held == nil {
+		l.mu.Unlock()
+		return
+	}
+	s.mu.Lock()
+	covers := s.buf.covers(resume, pos)
+	s.mu.Unlock()
+	if covers && !take {
+		l.mu.Unlock()
+		return
+	}
+	held.Stop()
+	l.held = nil
+	if covers {
+		l.mu.Unlock()
+		return
+	}
+	l.st, l.ended = nil, s.done
+	l.mu.Unlock()
+	_ = s.end(ctx) // its connection is closed regardless
+}
+
 // Await waits for a change after the cursor, streaming the slot (driver.Follower).
 func (l *logical) Await(ctx context.Context, after *state.Cursor, d time.Duration) (bool, error) {
 	pos, err := l.position(after)
@@ -150,6 +221,7 @@ func (l *logical) Await(ctx context.Context, after *state.Cursor, d time.Duratio
 		return false, err
 	}
 	resume := after != nil
+	l.takeOver(ctx, resume, pos, true)
 	l.mu.Lock()
 	s, retry := l.st, l.noStreamUntil
 	c := l.cache
@@ -209,6 +281,10 @@ func (l *logical) EndFollow(ctx context.Context) error {
 	l.mu.Lock()
 	s := l.st
 	l.st = nil
+	if l.held != nil {
+		l.held.Stop()
+		l.held = nil
+	}
 	l.mu.Unlock()
 	if s == nil {
 		return nil
@@ -257,6 +333,16 @@ func (l *logical) startStream(ctx context.Context, resume bool, pos pgcdc.Positi
 	cfg, err := l.replicationConfig(ctx)
 	if err != nil {
 		return nil, err
+	}
+	l.mu.Lock()
+	ended := l.ended
+	l.mu.Unlock()
+	if ended != nil { // a held stream's end: the slot is free once it returned
+		select {
+		case <-ended:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
 	l.peekMu.Lock() // no peek of this process while the stream takes the slot (a read ahead's)
 	defer l.peekMu.Unlock()

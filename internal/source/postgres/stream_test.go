@@ -351,3 +351,113 @@ func follower(t *testing.T, src *source.Source) driver.Follower {
 	t.Cleanup(func() { f.EndFollow(context.Background()) })
 	return f
 }
+
+// TestLogicalStreamHeld: a stream held for the next tick (Hold) goes on streaming: a commit
+// through it confirms the checkpoint, the changes committed meanwhile are fetched from it, and
+// the next Await takes it over on the same walsender (not started again) and past the hold.
+// Held and not taken over, it ends when the hold passes, leaving the slot at the last commit;
+// held and asked for changes it no longer holds (a checkpoint behind its commits), it ends and
+// the fetch peeks; held when the source closes, it ends.
+func TestLogicalStreamHeld(t *testing.T) {
+	db, table, cfg, src := logicalSource(t)
+	ctx := context.Background()
+	slot := cfg.Definition.Slot
+	f := follower(t, src)
+	walsender := func() int64 {
+		var pid sql.NullInt64
+		if err := db.QueryRow("SELECT active_pid FROM pg_replication_slots WHERE slot_name = $1", slot).Scan(&pid); err != nil {
+			t.Fatal(err)
+		}
+		return pid.Int64
+	}
+	// stream waits for n changes after c through the stream, and fetches them.
+	stream := func(c *state.Cursor, n int) ([]int64, *state.Cursor) {
+		t.Helper()
+		var got []int64
+		for len(got) < n {
+			if ok, err := f.Await(ctx, c, 10*time.Second); err != nil || !ok {
+				t.Fatalf("await after %v: %v, %v", got, ok, err)
+			}
+			var more []int64
+			more, c = fetchIDs(t, src, c, 10)
+			got = append(got, more...)
+		}
+		return got, c
+	}
+	exec(t, db, "INSERT INTO "+table+" VALUES (1,'a',NULL)")
+	_, c0 := fetchIDs(t, src, nil, 10)
+	if err := src.Committed(ctx, c0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Await(ctx, c0, 10*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	exec(t, db, "INSERT INTO "+table+" VALUES (2,'b',NULL)")
+	got, c1 := stream(c0, 1)
+	pid := walsender()
+	if fmt.Sprint(got) != "[2]" || pid == 0 {
+		t.Fatalf("streamed %v (walsender %d)", got, pid)
+	}
+
+	// Held: the last commit goes through it, and it goes on receiving.
+	f.Hold(2 * time.Second)
+	if err := src.Committed(ctx, c1); err != nil {
+		t.Fatal(err)
+	}
+	awaitSlot(t, db, slot, "confirmed through the held stream", func(lsn string, active bool) bool { return lsn == lsnOf(t, c1) && active })
+	exec(t, db, "INSERT INTO "+table+" VALUES (3,'c',NULL)")
+	var first []int64 // the next tick's first fetch, before its lease: from the held stream
+	for deadline := time.Now().Add(10 * time.Second); len(first) == 0 && time.Now().Before(deadline); {
+		first, _ = fetchIDs(t, src, c1, 10)
+	}
+	if fmt.Sprint(first) != "[3]" {
+		t.Fatalf("fetched %v from the held stream, want [3]", first)
+	}
+	got, c2 := stream(c1, 1) // taken over
+	if fmt.Sprint(got) != "[3]" || walsender() != pid {
+		t.Fatalf("streamed %v on walsender %d after the hold, want [3] on %d (the same stream)", got, walsender(), pid)
+	}
+	time.Sleep(2500 * time.Millisecond) // past the hold: a stream taken over does not end with it
+	exec(t, db, "INSERT INTO "+table+" VALUES (4,'d',NULL)")
+	if got, _ := stream(c2, 1); fmt.Sprint(got) != "[4]" || walsender() != pid {
+		t.Fatalf("streamed %v on walsender %d past the hold, want [4] on %d", got, walsender(), pid)
+	}
+	if err := src.Committed(ctx, c2); err != nil {
+		t.Fatal(err)
+	}
+
+	// Held and not taken over: it ends when the hold passes, the slot at the last commit.
+	f.Hold(300 * time.Millisecond)
+	awaitSlot(t, db, slot, "inactive once the hold passed", func(lsn string, active bool) bool { return !active })
+	if lsn, _ := slotState(t, db, slot); lsn != lsnOf(t, c2) {
+		t.Fatalf("the slot is at %s after the hold, want the last commit's %s", lsn, lsnOf(t, c2))
+	}
+
+	// Held, then asked for what it dropped (a checkpoint behind its commits): it ends, and the
+	// fetch peeks, which finds the slot past that checkpoint (not a busy slot).
+	stream(c2, 1)
+	f.Hold(time.Minute)
+	if _, err := src.Fetch(ctx, c0, 10); !errors.Is(err, postgres.ErrSlotAhead) {
+		t.Fatalf("fetch after a checkpoint before the held stream's commits: %v, want ErrSlotAhead", err)
+	}
+	if _, active := slotState(t, db, slot); active {
+		t.Fatal("the held stream did not end for a fetch it could not serve")
+	}
+
+	// Held when its source closes: it ends.
+	other, err := drivers.Open(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := other.Follower()
+	fetchIDs(t, other, c2, 10) // a peek first: a stream starts only from a recent one
+	if _, err := g.Await(ctx, c2, 10*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	awaitSlot(t, db, slot, "active, streamed by another source", func(_ string, active bool) bool { return active })
+	g.Hold(time.Minute)
+	other.Close()
+	if _, active := slotState(t, db, slot); active {
+		t.Fatal("a held stream outlived its source")
+	}
+}
