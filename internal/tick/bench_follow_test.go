@@ -100,6 +100,9 @@ func flPoller(kind, table string, arrived []atomic.Int64) *poller.Poller {
 func followLatency(b *testing.B, kind string, follow bool, rate int) {
 	const txRows = 5
 	secs := envInt("LATENCY_SECONDS", 20)
+	if follow {
+		secs = envInt("LATENCY_FOLLOW_SECONDS", 2*envInt("LATENCY_PERIOD_MS", 60_000)/1000+10)
+	}
 	clients := envInt("LATENCY_CLIENTS", 4)
 	burst := envInt("LATENCY_BURST_ROWS", 300_000)
 	bursts := envInt("LATENCY_BURSTS", 5)
@@ -121,7 +124,6 @@ func followLatency(b *testing.B, kind string, follow bool, rate int) {
 	if follow {
 		period = time.Duration(envInt("LATENCY_PERIOD_MS", 60_000)) * time.Millisecond
 		s.Follow = time.Duration(envInt("LATENCY_FOLLOW_MS", 59_500)) * time.Millisecond
-		secs = envInt("LATENCY_FOLLOW_SECONDS", 2*int(period/time.Second)+10)
 		s.FollowInterval, s.FollowCommit = appsettings.DefaultFollowInterval, appsettings.DefaultFollowCommit
 	}
 	s.TickBudget = max(s.Follow, period)
@@ -188,6 +190,7 @@ func followLatency(b *testing.B, kind string, follow bool, rate int) {
 	// The writers: pgbench-style clients at rate/clients changes a second each.
 	w := testenv.DB(b, "pgx", e.dsn+"&synchronous_commit=on")
 	w.SetMaxOpenConns(clients)
+	w.SetMaxIdleConns(clients) // database/sql keeps 2 by default: the others would connect again for every transaction
 	var nextID atomic.Int64
 	insert := func(n int) {
 		last := nextID.Add(int64(n))
