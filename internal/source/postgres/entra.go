@@ -4,7 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"runtime"
 	"sync"
+	"weak"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -46,7 +48,7 @@ func openPostgres(dsn string, deps entra.Deps) (*sql.DB, error) {
 	if auth == nil {
 		db, err := sql.Open("pgx", dsn)
 		if err == nil {
-			replConfigs.Store(db, replConfigFunc(func(context.Context) (*pgconn.Config, error) { return cfg.Config.Copy(), nil }))
+			keepReplConfig(db, func(context.Context) (*pgconn.Config, error) { return cfg.Config.Copy(), nil })
 		}
 		return db, err
 	}
@@ -56,13 +58,13 @@ func openPostgres(dsn string, deps entra.Deps) (*sql.DB, error) {
 	}
 	hook := pgTokenHook(token)
 	db := stdlib.OpenDB(*cfg, stdlib.OptionBeforeConnect(hook))
-	replConfigs.Store(db, replConfigFunc(func(ctx context.Context) (*pgconn.Config, error) {
+	keepReplConfig(db, func(ctx context.Context) (*pgconn.Config, error) {
 		c := cfg.Copy()
 		if err := hook(ctx, c); err != nil {
 			return nil, err
 		}
 		return c.Config.Copy(), nil
-	}))
+	})
 	return db, nil
 }
 
@@ -71,8 +73,25 @@ func openPostgres(dsn string, deps entra.Deps) (*sql.DB, error) {
 // connection (stream.go) is one.
 type replConfigFunc func(ctx context.Context) (*pgconn.Config, error)
 
-// replConfigs holds each pool openPostgres opened (*sql.DB) with its replConfigFunc.
+// replConfigs holds each pool openPostgres opened (a weak pointer to its *sql.DB, so that a pool
+// closed and dropped is collected) with its replConfigFunc; the entry goes with the pool.
 var replConfigs sync.Map
+
+// keepReplConfig notes db's replConfigFunc.
+func keepReplConfig(db *sql.DB, f replConfigFunc) {
+	key := weak.Make(db)
+	replConfigs.Store(key, f)
+	runtime.AddCleanup(db, func(key weak.Pointer[sql.DB]) { replConfigs.Delete(key) }, key)
+}
+
+// replConfigOf is db's replConfigFunc, if openPostgres opened it.
+func replConfigOf(db *sql.DB) (replConfigFunc, bool) {
+	f, ok := replConfigs.Load(weak.Make(db))
+	if !ok {
+		return nil, false
+	}
+	return f.(replConfigFunc), true
+}
 
 // parsePostgresEntra parses dsn and takes this program's keys (fedauth, azure_client_id) out of
 // the run-time parameters pgx collected. entra is nil when dsn does not ask for Entra ID.

@@ -7,9 +7,11 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
+	"weak"
 
 	"github.com/jackc/pgx/v5"
 
@@ -205,4 +207,30 @@ func TestEntraPostgresServer(t *testing.T) {
 			}
 		},
 	})
+}
+
+// TestReplConfigGoesWithItsPool: the replication configuration noted for a pool openPostgres
+// opened is there while the pool is, and goes once the pool is closed and dropped.
+func TestReplConfigGoesWithItsPool(t *testing.T) {
+	db, err := openPostgres("postgres://u@127.0.0.1:1/shop?sslmode=disable", entra.Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := replConfigOf(db); !ok {
+		t.Fatal("no replication configuration for the pool")
+	}
+	key := weak.Make(db)
+	db.Close()
+	db = nil
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		runtime.GC()
+		if _, ok := replConfigs.Load(key); !ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the replication configuration outlived its pool")
+		}
+		time.Sleep(10 * time.Millisecond) // polling, with a deadline: cleanups run after a collection
+	}
 }

@@ -383,8 +383,8 @@ func (l *logical) startStream(ctx context.Context, resume bool, pos pgcdc.Positi
 // replicationConfig is the configuration of a replication connection to the pool's database.
 func (l *logical) replicationConfig(ctx context.Context) (*pgconn.Config, error) {
 	var cfg *pgconn.Config
-	if f, ok := replConfigs.Load(l.lay.DB()); ok {
-		c, err := f.(replConfigFunc)(ctx)
+	if f, ok := replConfigOf(l.lay.DB()); ok {
+		c, err := f(ctx)
 		if err != nil {
 			return nil, l.lay.Errorf("configuring a replication connection: %s", redact.Text(err.Error()))
 		}
