@@ -6,8 +6,8 @@ package tick_test
 // transactions of 5 rows at its share of the rate (paced by the clock, catching up when late, as
 // pgbench --rate), with synchronous_commit on (the server's default is off here, and logical
 // decoding reads only flushed WAL). The poller's timer fires every LATENCY_PERIOD_MS as its
-// {P}_SCHEDULE ("S/60 * * * * *": from 2 s after the start on), and like the host's timer it
-// does not start a tick while the last one runs. Follow on: every 60,000 ms with {P}_FOLLOW
+// {P}_SCHEDULE ("S/60 * * * * *": from 2 s after the start on), as the host's timer fires: one
+// tick at a time, the next at once when a tick ran past its firing. Follow on: every 60,000 ms with {P}_FOLLOW
 // LATENCY_FOLLOW_MS, 59,500 (a tick follows all the time but for the pause the host needs
 // between two invocations), for LATENCY_FOLLOW_SECONDS (130: two ticks' ends, where changes
 // wait for the next tick); follow off: every 1,000 ms (the shortest schedule people run), for
@@ -144,46 +144,37 @@ func followLatency(b *testing.B, kind string, follow bool, rate int) {
 	}
 	r.Settings.Follow = s.Follow
 
-	// The timer: fires now and then on the schedule (every period, on the clock's whole
-	// periods); like the host's, it does not start a tick while one runs.
-	time.Sleep(time.Until(sched.Next(time.Now()))) // the schedule's first firing, as the host's timer
+	// The timer, as the Functions host's (TimerListener, Microsoft.Azure.WebJobs.Extensions.Timers):
+	// it fires at the schedule's first firing, invokes a tick and waits for it, and fires again
+	// at the schedule's next firing after the last one's: at once when a tick ran past it (none
+	// is skipped, and none starts while a tick runs).
+	at := sched.Next(time.Now())
+	time.Sleep(time.Until(at)) // the schedule's first firing
 	t0diag := time.Now()
 	stop := make(chan struct{})
 	timerDone := make(chan struct{})
 	var ticks, failed atomic.Int64
 	go func() {
 		defer close(timerDone)
-		var running atomic.Bool
-		var wg sync.WaitGroup
-		defer wg.Wait()
-		for first := true; ; first = false {
-			if !first {
-				tm := time.NewTimer(time.Until(sched.Next(time.Now())))
-				select {
-				case <-stop:
-					tm.Stop()
-					return
-				case <-tm.C:
-				}
+		for {
+			ts := time.Now()
+			sum, err := r.Tick(context.Background(), "")
+			if err != nil {
+				failed.Add(1)
+				b.Logf("tick: %v", err)
 			}
-			if !running.CompareAndSwap(false, true) {
-				continue
+			if os.Getenv("LATENCY_DIAG") != "" {
+				b.Logf("diag tick %v-%v %s rows %d", ts.Sub(t0diag).Round(time.Millisecond), time.Since(t0diag).Round(time.Millisecond), sum.Outcome, sum.Rows)
 			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer running.Store(false)
-				ts := time.Now()
-				sum, err := r.Tick(context.Background(), "")
-				if err != nil {
-					failed.Add(1)
-					b.Logf("tick: %v", err)
-				}
-				if os.Getenv("LATENCY_DIAG") != "" {
-					b.Logf("diag tick %v-%v %s rows %d", ts.Sub(t0diag).Round(time.Millisecond), time.Since(t0diag).Round(time.Millisecond), sum.Outcome, sum.Rows)
-				}
-				ticks.Add(1)
-			}()
+			ticks.Add(1)
+			at = sched.Next(at)
+			tm := time.NewTimer(max(time.Until(at), 0))
+			select {
+			case <-stop:
+				tm.Stop()
+				return
+			case <-tm.C:
+			}
 		}
 	}()
 

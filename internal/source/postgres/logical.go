@@ -727,7 +727,7 @@ func (l *logical) peek(ctx context.Context, ask int, prev *peeked, pos pgcdc.Pos
 		}
 		if !errors.Is(err, driver.ErrBusy) || try == 4 {
 			if errors.Is(err, errSlotMoved) {
-				err = &driver.BusyError{Holder: "another reader of the replication slot (a tick reading it, or streaming it while it follows)", Err: fmt.Errorf("source: poller %q, slot %q: %w (%v)", l.poller, l.slot, driver.ErrBusy, err)}
+				err = &driver.BusyError{Holder: "another reader of the replication slot (a tick reading it, or streaming it while it follows or for the next tick)", Err: fmt.Errorf("source: poller %q, slot %q: %w (%v)", l.poller, l.slot, driver.ErrBusy, err)}
 			}
 			return p, err
 		}
@@ -911,7 +911,7 @@ func (l *logical) peekErr(err error) error {
 		enable := fmt.Sprintf("run `pollerctl cdc enable %s --yes`", l.poller)
 		switch {
 		case pe.Code == "55006": // object_in_use
-			return &driver.BusyError{Holder: "another reader of the replication slot (a tick reading it, or streaming it while it follows)",
+			return &driver.BusyError{Holder: "another reader of the replication slot (a tick reading it, or streaming it while it follows or for the next tick)",
 				Err: fmt.Errorf("source: poller %q, slot %q: %w (%s)", l.poller, l.slot, driver.ErrBusy, pe.Message)}
 		case pe.Code == "42704" && strings.Contains(pe.Message, "publication"):
 			return l.fail("%s: %s", pe.Message, enable)

@@ -257,7 +257,7 @@ func (c *Admin) PlanDisable(info Info) DisablePlan {
 		bad("replication slot %q is not this poller's kind of slot (a %s slot, plugin %q, database %q): not dropped; if nothing uses it, drop it by hand: SELECT pg_drop_replication_slot('%s')",
 			slot.Name, slot.Type, slot.Plugin, slot.Database, slot.Name)
 	case slot.Active:
-		bad("replication slot %q is being read right now (active: a tick reads it, or a following tick streams it until its {P}_FOLLOW ends): run again when the tick is over", slot.Name)
+		bad("replication slot %q is being read right now (active: a tick reads it, or a following tick streams it until its {P}_FOLLOW ends and holds the stream for the next tick up to 12 s more): run again when the stream is over", slot.Name)
 	default:
 		p.Steps = append(p.Steps, strings.Replace(dropSlotSQL, "$1", "'"+slot.Name+"'", 1))
 		if !info.Superuser && !info.Replication {
