@@ -112,9 +112,13 @@ type logical struct {
 	noStreamUntil time.Time
 	// held times out the stream a tick held for the next one (Hold) while none took it over;
 	// ended is closed when the last stream ended that way has ended (a new one starts after).
-	held     *time.Timer
-	ended    <-chan struct{}
-	nextSoon time.Time // the next time an Await without a wait may try to start one
+	held  *time.Timer
+	ended <-chan struct{}
+	// retained is the slot's retained WAL as a commit through a stream last read it, at
+	// retainedAt (Stats).
+	retained   int64
+	retainedAt time.Time
+	nextSoon   time.Time // the next time an Await without a wait may try to start one
 }
 
 // maxAsk bounds the rows one peek asks for, and so the changes a catch-up holds decoded at once
@@ -937,7 +941,16 @@ func (l *logical) Committed(ctx context.Context, c *state.Cursor) error {
 	if s := l.streaming(); s != nil && s.committed(pos) { // confirmed through the stream, which holds the slot
 		l.mu.Lock()
 		l.slotAt = max(l.slotAt, pos.LSN)
+		stale := time.Since(l.retainedAt) >= retainedEvery
 		l.mu.Unlock()
+		if stale { // no peek reads it while the stream runs
+			var n int64
+			if err := l.lay.DB().QueryRowContext(ctx, "SELECT (pg_current_wal_lsn() - restart_lsn)::int8 FROM pg_replication_slots WHERE slot_name = $1", l.slot).Scan(&n); err == nil {
+				l.mu.Lock()
+				l.retained, l.retainedAt = n, time.Now()
+				l.mu.Unlock()
+			}
+		}
 		return nil
 	}
 	_, err = l.lay.DB().ExecContext(ctx, `SELECT pg_replication_slot_advance($1, $2::pg_lsn) FROM pg_replication_slots
@@ -953,6 +966,8 @@ WHERE slot_name = $1 AND confirmed_flush_lsn < $2::pg_lsn`, l.slot, pos.LSN.Stri
 
 // Stats says the WAL the slot kept at the last peek, in bytes (none before any): every tick
 // peeks, so its log line can say it without another query, idle and failing ticks included.
+// While a stream runs, no peek does: a commit through it reads the slot's retained WAL again
+// when it is retainedEvery old, and Stats says the newer of the two.
 func (l *logical) Stats() driver.Stats {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -960,5 +975,11 @@ func (l *logical) Stats() driver.Stats {
 		return driver.Stats{}
 	}
 	n := l.cache.retained
+	if l.retainedAt.After(l.cache.at) {
+		n = l.retained
+	}
 	return driver.Stats{RetainedBytes: &n}
 }
+
+// retainedEvery is how often at most a commit through a stream reads the slot's retained WAL.
+const retainedEvery = 10 * time.Second

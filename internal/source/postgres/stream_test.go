@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -459,5 +460,94 @@ func TestLogicalStreamHeld(t *testing.T) {
 	other.Close()
 	if _, active := slotState(t, db, slot); active {
 		t.Fatal("a held stream outlived its source")
+	}
+}
+
+// TestLogicalStreamBroken: a stream whose walsender goes away mid-follow (terminated, as a
+// failover or a restart would) says it broke, and the changes come by peeking, none lost: those
+// the stream had received and not yet served, and those committed after it broke.
+func TestLogicalStreamBroken(t *testing.T) {
+	db, table, cfg, src := logicalSource(t)
+	ctx := context.Background()
+	slot := cfg.Definition.Slot
+	f := follower(t, src)
+	exec(t, db, "INSERT INTO "+table+" VALUES (1,'a',NULL)")
+	_, c := fetchIDs(t, src, nil, 10)
+	if err := src.Committed(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Await(ctx, c, 10*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	awaitSlot(t, db, slot, "active while streamed", func(_ string, active bool) bool { return active })
+	exec(t, db, "INSERT INTO "+table+" VALUES (2,'b',NULL)")
+	if ok, err := f.Await(ctx, c, 10*time.Second); err != nil || !ok {
+		t.Fatalf("await: %v, %v", ok, err)
+	}
+	if _, err := db.Exec("SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = $1", slot); err != nil {
+		t.Fatal(err)
+	}
+	exec(t, db, "INSERT INTO "+table+" VALUES (3,'c',NULL)")
+	var err error
+	for deadline := time.Now().Add(10 * time.Second); err == nil && time.Now().Before(deadline); {
+		_, err = f.Await(ctx, c, 100*time.Millisecond)
+	}
+	if err == nil || !strings.Contains(err.Error(), "broke") {
+		t.Fatalf("await after the walsender was terminated: %v, want the stream broke", err)
+	}
+	var got []int64
+	for deadline := time.Now().Add(10 * time.Second); len(got) < 2 && time.Now().Before(deadline); {
+		b, err := src.Fetch(ctx, c, 10) // peeks (the slot may still be active a moment: busy)
+		if err != nil && !errors.Is(err, driver.ErrBusy) {
+			t.Fatal(err)
+		}
+		if err != nil {
+			time.Sleep(10 * time.Millisecond) // polling, with a deadline
+			continue
+		}
+		got = got[:0]
+		for _, r := range b.Rows {
+			got = append(got, r.Key()["id"].(int64))
+		}
+	}
+	if fmt.Sprint(got) != "[2 3]" {
+		t.Fatalf("after the stream broke: %v, want [2 3]", got)
+	}
+}
+
+// TestLogicalStreamRetained: while a stream runs no peek reads the slot's retained WAL: a commit
+// through the stream reads it again, so that the tick's log line and the status do not show the
+// last peek's for as long as the tick follows.
+func TestLogicalStreamRetained(t *testing.T) {
+	db, table, cfg, src := logicalSource(t)
+	ctx := context.Background()
+	f := follower(t, src)
+	exec(t, db, "INSERT INTO "+table+" VALUES (1,'a',NULL)")
+	_, c := fetchIDs(t, src, nil, 10)
+	before := *src.Stats().RetainedBytes
+	if _, err := f.Await(ctx, c, 10*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	scratch := table + "_wal" // not published: WAL the slot keeps, no change for the poller
+	exec(t, db, "CREATE TABLE "+scratch+" (v text)", "INSERT INTO "+scratch+" SELECT repeat('x', 100) FROM generate_series(1, 20000)")
+	t.Cleanup(func() { db.Exec("DROP TABLE IF EXISTS " + scratch) })
+	exec(t, db, "INSERT INTO "+table+" VALUES (2,'b',NULL)")
+	_, c2 := fetchIDs(t, src, c, 10)
+	for c2 == c {
+		if ok, err := f.Await(ctx, c, 10*time.Second); err != nil || !ok {
+			t.Fatalf("await: %v, %v", ok, err)
+		}
+		_, c2 = fetchIDs(t, src, c, 10)
+	}
+	if err := src.Committed(ctx, c2); err != nil {
+		t.Fatal(err)
+	}
+	after := *src.Stats().RetainedBytes
+	var now int64
+	if err := db.QueryRow("SELECT (pg_current_wal_lsn() - restart_lsn)::int8 FROM pg_replication_slots WHERE slot_name = $1", cfg.Definition.Slot).Scan(&now); err != nil {
+		t.Fatal(err)
+	}
+	if after > now || now-after > 512<<10 {
+		t.Fatalf("retained WAL %d bytes after 2 MB were written and committed through the stream, the slot's %d (%d at the last peek)", after, now, before)
 	}
 }
