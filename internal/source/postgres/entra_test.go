@@ -13,6 +13,9 @@ import (
 	"time"
 	"weak"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/azconn"
@@ -207,6 +210,38 @@ func TestEntraPostgresServer(t *testing.T) {
 			}
 		},
 	})
+
+	// The replication connection a following logical tick opens (stream.go) signs in as the
+	// pool's connections do: a fresh token as its password.
+	if _, err := admin.ExecContext(ctx, "ALTER ROLE "+role+" REPLICATION PASSWORD 'tok-R-secret'"); err != nil {
+		t.Fatal(err)
+	}
+	cred := &entratest.Credential{Now: time.Now, Tokens: []string{"tok-R-secret"}, Life: time.Hour}
+	db, err := openPostgres(dsn, entra.Deps{PlaintextOK: true, Credential: func(*entra.Auth) (azcore.TokenCredential, error) { return cred, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	f, ok := replConfigOf(db)
+	if !ok {
+		t.Fatal("no replication configuration for an Entra ID pool")
+	}
+	cfg, err := f(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.RuntimeParams["replication"] = "database"
+	conn, err := pgconn.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatalf("a replication connection with the token: %v", err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "IDENTIFY_SYSTEM").ReadAll(); err != nil {
+		t.Fatalf("IDENTIFY_SYSTEM on the replication connection: %v", err)
+	}
+	if calls, _ := cred.Counts(); calls == 0 {
+		t.Fatal("the replication connection did not ask the credential for a token")
+	}
 }
 
 // TestReplConfigGoesWithItsPool: the replication configuration noted for a pool openPostgres
