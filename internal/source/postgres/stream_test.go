@@ -385,14 +385,7 @@ func TestLogicalStreamHeld(t *testing.T) {
 		}
 		return got, c
 	}
-	exec(t, db, "INSERT INTO "+table+" VALUES (1,'a',NULL)")
-	_, c0 := fetchIDs(t, src, nil, 10)
-	if err := src.Committed(ctx, c0); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.Await(ctx, c0, 10*time.Millisecond); err != nil {
-		t.Fatal(err)
-	}
+	c0 := streamAfterOne(t, db, table, cfg, src, f)
 	exec(t, db, "INSERT INTO "+table+" VALUES (2,'b',NULL)")
 	got, c1 := stream(c0, 1)
 	pid := walsender()
@@ -471,15 +464,7 @@ func TestLogicalStreamBroken(t *testing.T) {
 	ctx := context.Background()
 	slot := cfg.Definition.Slot
 	f := follower(t, src)
-	exec(t, db, "INSERT INTO "+table+" VALUES (1,'a',NULL)")
-	_, c := fetchIDs(t, src, nil, 10)
-	if err := src.Committed(ctx, c); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.Await(ctx, c, 10*time.Millisecond); err != nil {
-		t.Fatal(err)
-	}
-	awaitSlot(t, db, slot, "active while streamed", func(_ string, active bool) bool { return active })
+	c := streamAfterOne(t, db, table, cfg, src, f)
 	exec(t, db, "INSERT INTO "+table+" VALUES (2,'b',NULL)")
 	if ok, err := f.Await(ctx, c, 10*time.Second); err != nil || !ok {
 		t.Fatalf("await: %v, %v", ok, err)
@@ -522,12 +507,8 @@ func TestLogicalStreamRetained(t *testing.T) {
 	db, table, cfg, src := logicalSource(t)
 	ctx := context.Background()
 	f := follower(t, src)
-	exec(t, db, "INSERT INTO "+table+" VALUES (1,'a',NULL)")
-	_, c := fetchIDs(t, src, nil, 10)
+	c := streamAfterOne(t, db, table, cfg, src, f)
 	before := *src.Stats().RetainedBytes
-	if _, err := f.Await(ctx, c, 10*time.Millisecond); err != nil {
-		t.Fatal(err)
-	}
 	scratch := table + "_wal" // not published: WAL the slot keeps, no change for the poller
 	exec(t, db, "CREATE TABLE "+scratch+" (v text)", "INSERT INTO "+scratch+" SELECT repeat('x', 100) FROM generate_series(1, 20000)")
 	t.Cleanup(func() { db.Exec("DROP TABLE IF EXISTS " + scratch) })
@@ -550,4 +531,21 @@ func TestLogicalStreamRetained(t *testing.T) {
 	if after > now || now-after > 512<<10 {
 		t.Fatalf("retained WAL %d bytes after 2 MB were written and committed through the stream, the slot's %d (%d at the last peek)", after, now, before)
 	}
+}
+
+// streamAfterOne commits a first row, read by peeking, and starts f's stream after it (the slot
+// active); it returns the checkpoint.
+func streamAfterOne(t *testing.T, db *sql.DB, table string, cfg source.Config, src *source.Source, f driver.Follower) *state.Cursor {
+	t.Helper()
+	ctx := context.Background()
+	exec(t, db, "INSERT INTO "+table+" VALUES (1,'a',NULL)")
+	_, c := fetchIDs(t, src, nil, 10)
+	if err := src.Committed(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Await(ctx, c, 10*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	awaitSlot(t, db, cfg.Definition.Slot, "active while streamed", func(_ string, active bool) bool { return active })
+	return c
 }
