@@ -77,6 +77,9 @@ type replicaRun struct {
 	drops      int
 	// spans is when the first and the last batch of each fencing token arrived.
 	spans map[int64][2]time.Time
+	// held counts the streams ticks held for the next tick (countHeld), heldSeen per process.
+	held     int
+	heldSeen map[*proc]int
 }
 
 func newReplicaRun(t *testing.T, batch int, extra ...string) *replicaRun {
@@ -284,6 +287,7 @@ func (r *replicaRun) loop(n int, stop <-chan struct{}) {
 		r.begin(n)
 		rep := r.tickOrDrop(p)
 		r.end(n)
+		r.countHeld(p)
 		switch rep.status {
 		case -1: // killed at a fault point
 			pid := p.cmd.Process.Pid
@@ -296,6 +300,19 @@ func (r *replicaRun) loop(n int, stop <-chan struct{}) {
 		}
 		r.ticks.Add()
 	}
+}
+
+// countHeld counts the streams p's ticks held for the next tick since it last looked (a log line
+// each).
+func (r *replicaRun) countHeld(p *proc) {
+	n := strings.Count(p.out.String(), `"msg":"the source's stream is held for the next tick"`)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.heldSeen == nil {
+		r.heldSeen = map[*proc]int{}
+	}
+	r.held += n - r.heldSeen[p]
+	r.heldSeen[p] = n
 }
 
 // tickOrDrop is a tick of p, dropped once it follows (the state document says so: a commit while
@@ -716,14 +733,16 @@ func TestLogicalReplicaSnapshotKill(t *testing.T) {
 
 // TestLogicalReplicaFollow: follow mode under three runners. Writers change the table for about
 // 30 s while three process slots tick every 10 ms with REPLICA_FOLLOW=5s: one tick holds the lease
-// and follows for 5 s, the others find it held. A process is killed (SIGKILL) twice while it
+// and follows for 5 s, the others find it held. REPLICA_SCHEDULE fires every 10 s, so a tick that
+// ends as planned holds its stream for its process's next tick, and the others find the slot
+// busy meanwhile. A process is killed (SIGKILL) twice while it
 // follows (in the handler, mid-batch), and a following tick's invocation is dropped twice (as the
 // host drops one): it ends at once, committed and released. The replica is exact, the changes
 // come in commit order, batches chain from checkpoint to checkpoint (no two owners), and changes
 // are delivered again only after the kills. Ticks delivered batches over 2 s or more under one
 // fencing token: they followed.
 func TestLogicalReplicaFollow(t *testing.T) {
-	r := newReplicaRun(t, 20, "REPLICA_FOLLOW=5s", "REPLICA_TICK_BUDGET=6s", "REPLICA_FOLLOW_INTERVAL=50ms")
+	r := newReplicaRun(t, 20, "REPLICA_FOLLOW=5s", "REPLICA_TICK_BUDGET=6s", "REPLICA_FOLLOW_INTERVAL=50ms", "REPLICA_SCHEDULE=*/10 * * * * *")
 	r.dropWanted = 2
 	r.ctl.killAt(faultpoint.InHandle, 60)
 	r.ctl.killAt(faultpoint.InHandle, 200)
@@ -755,5 +774,11 @@ func TestLogicalReplicaFollow(t *testing.T) {
 	if followed < 2 {
 		t.Errorf("%d ticks delivered over 2 s or more under one fencing token (%d tokens in all): the ticks did not follow", followed, len(r.spans))
 	}
-	t.Logf("%d changes delivered again (after the 2 kills)", repeats)
+	r.mu.Lock()
+	held := r.held
+	r.mu.Unlock()
+	if held == 0 {
+		t.Error("no tick held its stream for the next one (the schedule fires within 10 s of every tick's end)")
+	}
+	t.Logf("%d changes delivered again (after the 2 kills); %d streams held for the next tick", repeats, held)
 }

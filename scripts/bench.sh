@@ -47,9 +47,9 @@
 #           p50/p95/p99, blob writes a minute, where a tick's time goes (OUTBOX_CLEANUP=off:
 #           without the cleanup, what it costs); the summary's rows are the first mode's.
 #   latency commit-to-delivery p50/p95/p99 of the logical, xid and timestamp+pk cursors, follow
-#           mode on ({P}_FOLLOW 9.5 s on a 10 s timer) and off (a 1 s timer), at LATENCY_RATES
-#           ("1000 10000") changes a second written by 4 pgbench-style clients for LATENCY_SECONDS
-#           (20): keep-up, blob writes a minute, and a following tick's rows/s on a burst against a
+#           mode on ({P}_FOLLOW 59.5 s on a 60 s timer, for LATENCY_FOLLOW_SECONDS, 130) and off (a
+#           1 s timer, for LATENCY_SECONDS, 20), at LATENCY_RATES ("1000 10000") changes a second
+#           written by 4 pgbench-style clients: keep-up, blob writes a minute, and a following tick's rows/s on a burst against a
 #           catch-up tick's (BenchmarkFollowLatency's comment has the knobs);
 #   instructions  instructions a row, counted by valgrind's callgrind (the same for the same binary
 #           and input whatever else the machine does): the logical decode (against pglogrepl
@@ -536,8 +536,8 @@ if [ "$what" = latency ] || [ "$what" = all ]; then
   gotest "$out" -run '^$' -bench BenchmarkFollowLatency -benchtime 1x -count "$COUNT" -timeout 120m ./internal/tick/
   echo
   m() { med "$out" "BenchmarkFollowLatency/$1" "$2"; }
-  echo "Commit-to-delivery, ${LATENCY_CLIENTS:-4} clients writing each rate in transactions of 5 (synchronous_commit on), $LATENCY_SECONDS s;"
-  echo "follow: a timer every ${LATENCY_PERIOD_MS:-10000} ms, {P}_FOLLOW ${LATENCY_FOLLOW_MS:-9500} ms; timer: every 1,000 ms, no follow; timestamp+pk with a"
+  echo "Commit-to-delivery, ${LATENCY_CLIENTS:-4} clients writing each rate in transactions of 5 (synchronous_commit on);"
+  echo "follow: a timer every ${LATENCY_PERIOD_MS:-60000} ms, {P}_FOLLOW ${LATENCY_FOLLOW_MS:-59500} ms, ${LATENCY_FOLLOW_SECONDS:-130} s; timer: every 1,000 ms, no follow, $LATENCY_SECONDS s; timestamp+pk with a"
   echo "settle lag of ${LATENCY_SETTLE_MS:-1000} ms (median over $COUNT runs):"
   printf '%-14s %-7s %8s %9s %9s %9s %9s %8s %11s %14s\n' cursor mode "rate/s" "p50 ms" "p95 ms" "p99 ms" "max ms" keep-up "blob w/min" "follow/catchup"
   for rate in $LATENCY_RATES; do

@@ -5,13 +5,14 @@ package tick_test
 // (default 1,000 and 10,000) written by LATENCY_CLIENTS (4) pgbench-style clients: each commits
 // transactions of 5 rows at its share of the rate (paced by the clock, catching up when late, as
 // pgbench --rate), with synchronous_commit on (the server's default is off here, and logical
-// decoding reads only flushed WAL). The poller's timer fires every LATENCY_PERIOD_MS as its
-// {P}_SCHEDULE ("S/60 * * * * *": from 2 s after the start on), as the host's timer fires: one
-// tick at a time, the next at once when a tick ran past its firing. Follow on: every 60,000 ms with {P}_FOLLOW
-// LATENCY_FOLLOW_MS, 59,500 (a tick follows all the time but for the pause the host needs
-// between two invocations), for LATENCY_FOLLOW_SECONDS (130: two ticks' ends, where changes
-// wait for the next tick); follow off: every 1,000 ms (the shortest schedule people run), for
-// LATENCY_SECONDS (20). Reported: p50/p95/p99/max latency of every row,
+// decoding reads only flushed WAL); a change's latency runs from the moment its INSERT was sent.
+// The poller's timer fires every LATENCY_PERIOD_MS as its {P}_SCHEDULE ("S/60 * * * * *": from
+// 2 s after the start on), as the host's timer fires: one tick at a time, the next at once when
+// a tick ran past its firing. Follow on: every 60,000 ms with {P}_FOLLOW LATENCY_FOLLOW_MS,
+// 59,500 (a tick follows all the time but for the pause the host needs between two
+// invocations), for LATENCY_FOLLOW_SECONDS (130: two ticks' ends, where changes wait for the
+// next tick); follow off: every 1,000 ms (the shortest schedule people run), for LATENCY_SECONDS
+// (20). Reported: p50/p95/p99/max latency of every row,
 // the rows delivered against those written (keep-up), and blob writes a minute. With follow on,
 // LATENCY_BURSTS (5) bursts of LATENCY_BURST_ROWS (300,000) rows, each committed in one
 // transaction, are delivered while the tick follows, and as many by catch-up ticks (follow off):

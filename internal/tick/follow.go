@@ -155,6 +155,7 @@ func (t *tickRun) endStream(hold bool) {
 	if hold && !t.stopping() && t.l != nil && t.l.Err() == nil {
 		if d := t.holdFor(); d > 0 {
 			t.follower().Hold(d)
+			t.log.Info("the source's stream is held for the next tick", "hold_ms", d.Milliseconds())
 			return
 		}
 	}
