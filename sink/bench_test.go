@@ -37,7 +37,8 @@ import (
 // BenchmarkSinkCatchUp: a poller catching up on SINK_ROWS (default 10,000) PostgreSQL rows in
 // batches of 500 through a sink (Azurite's storage queue; a local webhook), state on Azurite,
 // and on SINK_REMOTE_ROWS (2,000) through the same sinks behind a proxy adding SINK_LATENCY_MS
-// (20) each way (remotestoragequeue, remotewebhook: a consumer milliseconds away),
+// (20) each way (remotestoragequeue, remotewebhook: a consumer milliseconds away; the queue's
+// sink with SINK_REMOTE_QUEUE_CONCURRENCY calls at once, default 16, as the webhook's),
 // against a hand-written loop that reads the same rows by keyset and makes the same SDK (or
 // HTTP) call per row at the same concurrency, with the same message and headers, in the same run
 // (alternating). Reports rows/s of
@@ -88,7 +89,11 @@ func BenchmarkSinkCatchUp(b *testing.B) {
 					stopSink()
 					stopHand()
 				}
-				return Config{Type: StorageQueue, Connection: "BenchQueue", Queue: queue}, []string{"BenchQueue=" + sinkCS}, send, done
+				cfg := Config{Type: StorageQueue, Connection: "BenchQueue", Queue: queue}
+				if remote {
+					cfg.Concurrency = envInt("SINK_REMOTE_QUEUE_CONCURRENCY", DefaultConcurrency)
+				}
+				return cfg, []string{"BenchQueue=" + sinkCS}, send, done
 			})
 		})
 	}
@@ -186,8 +191,10 @@ func sinkCatchUp(b *testing.B, rows int, remote bool, newTarget benchTarget) {
 		SettleLag: sourcedef.DefaultSettleLag}
 	var tTick, tHand, rtt time.Duration
 	var puts, batches int64
+	concurrency := 0
 	for i := 0; b.Loop(); i++ {
 		cfg, env, send, done := newTarget(b)
+		concurrency = cfg.concurrency()
 		if remote {
 			rtt += roundTrip(b, send)
 		}
@@ -241,7 +248,7 @@ func sinkCatchUp(b *testing.B, rows int, remote bool, newTarget benchTarget) {
 	b.ReportMetric(total/tHand.Seconds(), "handwritten-rows/s")
 	b.ReportMetric(tHand.Seconds()/tTick.Seconds(), "tick/handwritten")
 	if remote {
-		bound := float64(DefaultConcurrency) / (rtt.Seconds() / n)
+		bound := float64(concurrency) / (rtt.Seconds() / n)
 		b.ReportMetric(float64(rtt.Microseconds())/1000/n, "round-trip-ms")
 		b.ReportMetric(bound, "bound-rows/s")
 		b.ReportMetric(total/tTick.Seconds()/bound, "tick/bound")
