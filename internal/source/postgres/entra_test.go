@@ -14,9 +14,8 @@ import (
 	"weak"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-	"github.com/jackc/pgx/v5/pgconn"
-
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/azconn"
 	"github.com/pseudotrigger/pseudotrigger/internal/source/entra"
