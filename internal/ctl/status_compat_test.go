@@ -48,7 +48,7 @@ func TestStatusDetailLines(t *testing.T) {
 		}
 	}
 	want := []string{
-		"lg: replication slot pt_lg: keeps 4.0 KiB of WAL (limit 1.0 GiB) · confirmed 0/16D3290 · active: being read by a tick (a following tick streams it)",
+		"lg: replication slot pt_lg: keeps 4.0 KiB of WAL (limit 1.0 GiB) · confirmed 0/16D3290 · active: being read by a tick (a following tick streams it, or holds its stream for the next tick)",
 		"lg2: replication slot keeps 2.0 GiB of WAL (limit 1.0 GiB) · at the last tick (PAST THE LIMIT)",
 		"gone: replication slot pt_gone: does not exist (PAST THE LIMIT)",
 		"my: late commits: open transactions (none open)",

@@ -102,11 +102,13 @@ start_kept_postgres() {
   fi
   command -v setsid >/dev/null 2>&1 && detach=(setsid)
   # In a session of its own, as Azurite: Ctrl-C reaches the timers and the handler, and the exit
-  # trap stops the server after them. No Unix socket: clients come over TCP.
+  # trap stops the server after them. No Unix socket: clients come over TCP. synchronous_commit
+  # on, the server's default: logical decoding sends a change once its WAL is flushed, which an
+  # asynchronous commit waits up to three wal_writer_delays for (a following poller showed
+  # commit to delivery p50 500 ms for it).
   : >"$dev_pg/server.log"
   (cd / && exec "${detach[@]}" "${_pg_as[@]}" "$PG_BIN/postgres" -D "$data" -c listen_addresses=127.0.0.1 -p "$port" \
-    -c unix_socket_directories= -c wal_level=logical -c max_replication_slots=32 -c max_wal_senders=16 \
-    -c synchronous_commit=off) >>"$dev_pg/server.log" 2>&1 </dev/null &
+    -c unix_socket_directories= -c wal_level=logical -c max_replication_slots=32 -c max_wal_senders=16) >>"$dev_pg/server.log" 2>&1 </dev/null &
   pid=$!
   _stops=("_stop_kept_postgres $pid" "${_stops[@]}") # before the lock goes
   wait_port "$port" "$pid" PostgreSQL "$dev_pg/server.log" "database system is ready to accept connections" ||

@@ -147,7 +147,7 @@ func (v slotView) text() (string, bool) {
 	}
 	active := "inactive"
 	if v.Active {
-		active = "active: being read by a tick (a following tick streams it)"
+		active = "active: being read by a tick (a following tick streams it, or holds its stream for the next tick)"
 	}
 	return v.Name + ": " + text + " · confirmed " + cmp.Or(v.ConfirmedFlush, "-") + " · " + active, bad
 }
