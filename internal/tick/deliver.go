@@ -302,7 +302,7 @@ func (t *tickRun) commitDue() error {
 func (t *tickRun) commit() error {
 	faultpoint.Hit(faultpoint.BeforeCommit)
 	if t.fol != nil {
-		t.l.SetFollow(t.fol.state(t.followUntil))
+		t.l.SetFollow(t.fol.state(t.followUntil, t.clk.Now()))
 	}
 	if err := t.write("commit", false, func(ctx context.Context) error { return t.l.Commit(ctx, *t.uncommitted) }); err != nil {
 		return wrapLost(t.l, err)

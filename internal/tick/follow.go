@@ -3,6 +3,7 @@ package tick
 import (
 	"context"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/pseudotrigger/pseudotrigger/internal/appsettings"
@@ -23,16 +24,54 @@ import (
 const latencyWindow = time.Minute
 
 // following is a following tick's progress: since when, what it delivered, and the
-// commit-to-delivery latencies of its batches over the last latencyWindow.
+// commit-to-delivery latencies of the batches its runner's following ticks delivered over the
+// last latencyWindow (lat: a tick that follows a few seconds of every few would otherwise show
+// its own first batches alone, those that waited for it).
 type following struct {
 	since   time.Time
 	changes int64
-	samples []latencySample // oldest first
+	lat     *latencies
+}
+
+// latencies are a runner's following ticks' commit-to-delivery latencies, oldest first.
+type latencies struct {
+	mu      sync.Mutex
+	samples []latencySample
 }
 
 type latencySample struct {
 	at time.Time
 	ms float64
+}
+
+// add notes a latency at now and drops those older than latencyWindow.
+func (l *latencies) add(now time.Time, ms float64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.samples = append(l.samples, latencySample{now, ms})
+	i := 0
+	for i < len(l.samples) && now.Sub(l.samples[i].at) > latencyWindow {
+		i++
+	}
+	l.samples = l.samples[i:]
+}
+
+// percentiles are the p50 and p95 of the latencies of the latencyWindow before now; false when
+// there are none.
+func (l *latencies) percentiles(now time.Time) (p50, p95 float64, ok bool) {
+	l.mu.Lock()
+	var ms []float64
+	for _, x := range l.samples {
+		if now.Sub(x.at) <= latencyWindow {
+			ms = append(ms, x.ms)
+		}
+	}
+	l.mu.Unlock()
+	if len(ms) == 0 {
+		return 0, 0, false
+	}
+	slices.Sort(ms)
+	return percentile(ms, 0.50), percentile(ms, 0.95), true
 }
 
 // followEnd is when a tick that started at start stops following; zero when follow mode is off.
@@ -47,7 +86,7 @@ func (r *Runner) followEnd(start time.Time) time.Time {
 // follows at all.
 func (t *tickRun) caughtUp() {
 	if t.fol == nil && !t.followUntil.IsZero() {
-		t.fol = &following{since: t.clk.Now()}
+		t.fol = &following{since: t.clk.Now(), lat: &t.r.latencies}
 	}
 }
 
@@ -225,13 +264,8 @@ func (f *following) delivered(rows []row.Row, now time.Time) {
 	}
 	f.changes += int64(len(rows))
 	if at, ok := commitTime(rows[0]); ok {
-		f.samples = append(f.samples, latencySample{now, float64(now.Sub(at).Microseconds()) / 1000})
+		f.lat.add(now, float64(now.Sub(at).Microseconds())/1000)
 	}
-	i := 0
-	for i < len(f.samples) && now.Sub(f.samples[i].at) > latencyWindow {
-		i++
-	}
-	f.samples = f.samples[i:]
 }
 
 // commitTime is when r's change committed: a change stream's commit time, or a timestamp
@@ -247,16 +281,10 @@ func commitTime(r row.Row) (time.Time, bool) {
 	return c.Time()
 }
 
-// state is the following tick's progress as the state document records it.
-func (f *following) state(until time.Time) state.Follow {
+// state is the following tick's progress at now as the state document records it.
+func (f *following) state(until, now time.Time) state.Follow {
 	s := state.Follow{Since: state.At(f.since), Until: state.At(until), Changes: f.changes}
-	if len(f.samples) > 0 {
-		ms := make([]float64, len(f.samples))
-		for i, x := range f.samples {
-			ms[i] = x.ms
-		}
-		slices.Sort(ms)
-		p50, p95 := percentile(ms, 0.50), percentile(ms, 0.95)
+	if p50, p95, ok := f.lat.percentiles(now); ok {
 		s.LatencyP50MS, s.LatencyP95MS = &p50, &p95
 	}
 	return s

@@ -180,8 +180,11 @@ type Runner struct {
 	srcMu        sync.RWMutex
 	stampMu      sync.Mutex
 	stampChecked time.Time // when CheckStamps last passed
-	cleanMu      sync.Mutex
-	clean        cleaned // the last cleanup that left nothing (cleanup.go)
+	// latencies are the following ticks' commit-to-delivery latencies over the last minute
+	// (follow.go).
+	latencies latencies
+	cleanMu   sync.Mutex
+	clean     cleaned // the last cleanup that left nothing (cleanup.go)
 }
 
 // ErrBlocked wraps the error of a tick whose batch failed {P}_MAX_ATTEMPTS times or more while
@@ -517,7 +520,7 @@ func (t *tickRun) finish(err error) (Summary, error) {
 		attrs = append(attrs, "cleanup_error", sum.CleanupError)
 	}
 	if t.fol != nil {
-		f := t.fol.state(t.followUntil)
+		f := t.fol.state(t.followUntil, t.clk.Now())
 		sum.Follow = &f
 		attrs = append(attrs, "follow_since", f.Since, "follow_changes", f.Changes)
 		if f.LatencyP50MS != nil {
