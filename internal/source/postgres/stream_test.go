@@ -96,16 +96,7 @@ func TestLogicalStream(t *testing.T) {
 	awaitSlot(t, db, cfg.Definition.Slot, "active while streamed", func(_ string, active bool) bool { return active })
 	exec(t, db, "INSERT INTO "+table+" VALUES (3,'c',NULL)")
 	exec(t, db, "UPDATE "+table+" SET name='c2' WHERE id=3", "INSERT INTO "+table+" VALUES (4,'d',NULL)")
-	var streamed []int64
-	at := c
-	for len(streamed) < 3 {
-		if ok, err := f.Await(ctx, at, 10*time.Second); err != nil || !ok {
-			t.Fatalf("await after %d changes: %v, %v", len(streamed), ok, err)
-		}
-		var more []int64
-		more, at = fetchIDs(t, src, at, 10)
-		streamed = append(streamed, more...)
-	}
+	streamed, _ := streamIDs(t, f, src, c, 3)
 	if fmt.Sprint(streamed) != "[3 3 4]" {
 		t.Fatalf("streamed %v, want [3 3 4]", streamed)
 	}
@@ -145,7 +136,7 @@ func TestLogicalStream(t *testing.T) {
 	}
 
 	// Streamed again, and committed through the stream: the slot moves to the checkpoint.
-	got, at = nil, c
+	got, at := nil, c
 	for len(got) < 2 {
 		if ok, err := f.Await(ctx, at, 10*time.Second); err != nil || !ok {
 			t.Fatalf("await on a new stream: %v, %v", ok, err)
@@ -371,23 +362,9 @@ func TestLogicalStreamHeld(t *testing.T) {
 		}
 		return pid.Int64
 	}
-	// stream waits for n changes after c through the stream, and fetches them.
-	stream := func(c *state.Cursor, n int) ([]int64, *state.Cursor) {
-		t.Helper()
-		var got []int64
-		for len(got) < n {
-			if ok, err := f.Await(ctx, c, 10*time.Second); err != nil || !ok {
-				t.Fatalf("await after %v: %v, %v", got, ok, err)
-			}
-			var more []int64
-			more, c = fetchIDs(t, src, c, 10)
-			got = append(got, more...)
-		}
-		return got, c
-	}
 	c0 := streamAfterOne(t, db, table, cfg, src, f)
 	exec(t, db, "INSERT INTO "+table+" VALUES (2,'b',NULL)")
-	got, c1 := stream(c0, 1)
+	got, c1 := streamIDs(t, f, src, c0, 1)
 	pid := walsender()
 	if fmt.Sprint(got) != "[2]" || pid == 0 {
 		t.Fatalf("streamed %v (walsender %d)", got, pid)
@@ -407,13 +384,13 @@ func TestLogicalStreamHeld(t *testing.T) {
 	if fmt.Sprint(first) != "[3]" {
 		t.Fatalf("fetched %v from the held stream, want [3]", first)
 	}
-	got, c2 := stream(c1, 1) // taken over
+	got, c2 := streamIDs(t, f, src, c1, 1) // taken over
 	if fmt.Sprint(got) != "[3]" || walsender() != pid {
 		t.Fatalf("streamed %v on walsender %d after the hold, want [3] on %d (the same stream)", got, walsender(), pid)
 	}
 	time.Sleep(2500 * time.Millisecond) // past the hold: a stream taken over does not end with it
 	exec(t, db, "INSERT INTO "+table+" VALUES (4,'d',NULL)")
-	if got, _ := stream(c2, 1); fmt.Sprint(got) != "[4]" || walsender() != pid {
+	if got, _ := streamIDs(t, f, src, c2, 1); fmt.Sprint(got) != "[4]" || walsender() != pid {
 		t.Fatalf("streamed %v on walsender %d past the hold, want [4] on %d", got, walsender(), pid)
 	}
 	if err := src.Committed(ctx, c2); err != nil {
@@ -429,7 +406,7 @@ func TestLogicalStreamHeld(t *testing.T) {
 
 	// Held, then asked for what it dropped (a checkpoint behind its commits): it ends, and the
 	// fetch peeks, which finds the slot past that checkpoint (not a busy slot).
-	stream(c2, 1)
+	streamIDs(t, f, src, c2, 1)
 	f.Hold(time.Minute)
 	if _, err := src.Fetch(ctx, c0, 10); !errors.Is(err, postgres.ErrSlotAhead) {
 		t.Fatalf("fetch after a checkpoint before the held stream's commits: %v, want ErrSlotAhead", err)
@@ -513,13 +490,7 @@ func TestLogicalStreamRetained(t *testing.T) {
 	exec(t, db, "CREATE TABLE "+scratch+" (v text)", "INSERT INTO "+scratch+" SELECT repeat('x', 100) FROM generate_series(1, 20000)")
 	t.Cleanup(func() { db.Exec("DROP TABLE IF EXISTS " + scratch) })
 	exec(t, db, "INSERT INTO "+table+" VALUES (2,'b',NULL)")
-	_, c2 := fetchIDs(t, src, c, 10)
-	for c2 == c {
-		if ok, err := f.Await(ctx, c, 10*time.Second); err != nil || !ok {
-			t.Fatalf("await: %v, %v", ok, err)
-		}
-		_, c2 = fetchIDs(t, src, c, 10)
-	}
+	_, c2 := streamIDs(t, f, src, c, 1)
 	if err := src.Committed(ctx, c2); err != nil {
 		t.Fatal(err)
 	}
@@ -548,4 +519,20 @@ func streamAfterOne(t *testing.T, db *sql.DB, table string, cfg source.Config, s
 	}
 	awaitSlot(t, db, cfg.Definition.Slot, "active while streamed", func(_ string, active bool) bool { return active })
 	return c
+}
+
+// streamIDs waits for at least n changes after c through f's stream and fetches them (10 at a
+// time), and returns their ids and the cursor after them.
+func streamIDs(t *testing.T, f driver.Follower, src *source.Source, c *state.Cursor, n int) ([]int64, *state.Cursor) {
+	t.Helper()
+	var got []int64
+	for len(got) < n {
+		if ok, err := f.Await(context.Background(), c, 10*time.Second); err != nil || !ok {
+			t.Fatalf("await after %v: %v, %v", got, ok, err)
+		}
+		var more []int64
+		more, c = fetchIDs(t, src, c, 10)
+		got = append(got, more...)
+	}
+	return got, c
 }
