@@ -77,9 +77,8 @@ type replicaRun struct {
 	drops      int
 	// spans is when the first and the last batch of each fencing token arrived.
 	spans map[int64][2]time.Time
-	// held counts the streams ticks held for the next tick (countHeld), heldSeen per process.
-	held     int
-	heldSeen map[*proc]int
+	// held counts the streams ticks held for the next tick (countHeld).
+	held int
 }
 
 func newReplicaRun(t *testing.T, batch int, extra ...string) *replicaRun {
@@ -278,6 +277,9 @@ func (r *replicaRun) loop(n int, stop <-chan struct{}) {
 	for {
 		select {
 		case <-stop:
+			if p != nil {
+				r.countHeld(p)
+			}
 			return
 		case <-pace.C:
 		}
@@ -287,9 +289,9 @@ func (r *replicaRun) loop(n int, stop <-chan struct{}) {
 		r.begin(n)
 		rep := r.tickOrDrop(p)
 		r.end(n)
-		r.countHeld(p)
 		switch rep.status {
 		case -1: // killed at a fault point
+			r.countHeld(p)
 			pid := p.cmd.Process.Pid
 			p.kill9()
 			r.afterKill(pid)
@@ -302,17 +304,13 @@ func (r *replicaRun) loop(n int, stop <-chan struct{}) {
 	}
 }
 
-// countHeld counts the streams p's ticks held for the next tick since it last looked (a log line
-// each).
+// countHeld counts the streams p's ticks held for the next tick (a log line each), once, when
+// the slot is done with p.
 func (r *replicaRun) countHeld(p *proc) {
 	n := strings.Count(p.out.String(), `"msg":"the source's stream is held for the next tick"`)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.heldSeen == nil {
-		r.heldSeen = map[*proc]int{}
-	}
-	r.held += n - r.heldSeen[p]
-	r.heldSeen[p] = n
+	r.held += n
 }
 
 // tickOrDrop is a tick of p, dropped once it follows (the state document says so: a commit while
