@@ -28,6 +28,22 @@ type stuckStream struct {
 	held      chan time.Duration
 }
 
+// stuckRunner is a runner of a stuckStream holding one batch of 10 rows (paced or not), that
+// follows follow with a look every interval on schedule.
+func stuckRunner(t *testing.T, paced bool, follow, interval time.Duration, schedule string) (*stuckStream, *tick.Runner) {
+	t.Helper()
+	m, err := lease.New(memstore.New(nil), lease.Config{Poller: "orders", Blob: blobpath.State("test", "orders"), Owner: "A", Fingerprint: "sha256:window"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := &stuckStream{windowSource: &windowSource{n: 1, size: 10}, paced: paced, following: make(chan struct{}),
+		ended: make(chan time.Duration, 1), held: make(chan time.Duration, 1)}
+	noop := pollerdef.Of(ordersPoller(func(context.Context, *poller.Batch[poller.Row]) error { return nil }))
+	return src, &tick.Runner{Poller: noop, Lease: m, Source: src, Settings: appsettings.Settings{BatchSize: 10, LeaseTTL: lease.DefaultTTL,
+		HeartbeatInterval: lease.DefaultTTL / 4, TickBudget: time.Minute, CheckpointInterval: time.Minute,
+		Follow: follow, FollowInterval: interval, FollowCommit: time.Second, Schedule: schedule}}
+}
+
 func (s *stuckStream) Follower() driver.Follower { return s }
 
 func (s *stuckStream) Await(ctx context.Context, _ *state.Cursor, d time.Duration) (bool, error) {
@@ -67,15 +83,7 @@ func (s *stuckStream) EndFollow(ctx context.Context) error {
 // waits on its source's stream goes on to its release after waiting a moment for the stream's
 // end, not the 10 s a tick that ends as planned gives it: the lease must go at once.
 func TestDroppedTickEndsItsStreamAtOnce(t *testing.T) {
-	m, err := lease.New(memstore.New(nil), lease.Config{Poller: "orders", Blob: blobpath.State("test", "orders"), Owner: "A", Fingerprint: "sha256:window"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	src := &stuckStream{windowSource: &windowSource{n: 1, size: 10}, following: make(chan struct{}), ended: make(chan time.Duration, 1), held: make(chan time.Duration, 1)}
-	noop := pollerdef.Of(ordersPoller(func(context.Context, *poller.Batch[poller.Row]) error { return nil }))
-	r := &tick.Runner{Poller: noop, Lease: m, Source: src, Settings: appsettings.Settings{BatchSize: 10, LeaseTTL: lease.DefaultTTL,
-		HeartbeatInterval: lease.DefaultTTL / 4, TickBudget: time.Minute, CheckpointInterval: time.Minute,
-		Follow: 50 * time.Second, FollowInterval: 20 * time.Second, FollowCommit: time.Second, Schedule: "* * * * * *"}}
+	src, r := stuckRunner(t, false, 50*time.Second, 20*time.Second, "* * * * * *")
 	ctx, drop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
@@ -117,16 +125,7 @@ func TestFollowingTickHoldsItsStream(t *testing.T) {
 		hold     bool
 	}{{"* * * * * *", true}, {"*/5 * * * * *", true}, {"0 0 0 * * *", false}, {"", false}} {
 		t.Run(tc.schedule, func(t *testing.T) {
-			m, err := lease.New(memstore.New(nil), lease.Config{Poller: "orders", Blob: blobpath.State("test", "orders"), Owner: "A", Fingerprint: "sha256:window"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			src := &stuckStream{windowSource: &windowSource{n: 1, size: 10}, paced: true, following: make(chan struct{}),
-				ended: make(chan time.Duration, 1), held: make(chan time.Duration, 1)}
-			noop := pollerdef.Of(ordersPoller(func(context.Context, *poller.Batch[poller.Row]) error { return nil }))
-			r := &tick.Runner{Poller: noop, Lease: m, Source: src, Settings: appsettings.Settings{BatchSize: 10, LeaseTTL: lease.DefaultTTL,
-				HeartbeatInterval: lease.DefaultTTL / 4, TickBudget: time.Minute, CheckpointInterval: time.Minute,
-				Follow: 300 * time.Millisecond, FollowInterval: 50 * time.Millisecond, FollowCommit: time.Second, Schedule: tc.schedule}}
+			src, r := stuckRunner(t, true, 300*time.Millisecond, 50*time.Millisecond, tc.schedule)
 			if sum, err := r.Tick(context.Background(), ""); err != nil || sum.Rows != 10 {
 				t.Fatalf("tick: %+v %v", sum, err)
 			}
